@@ -1,0 +1,78 @@
+# Project conventions: folder = module = CMake library = namespace.
+#
+#   glm_module(NAME DEPS dep1 dep2 ... [LIBS extra_libs...])
+#
+# turns src/NAME into the static library glm_NAME from every *.cc in the folder except
+# *_test.cc and *_fuzz.cc; every *_test.cc becomes part of the test binary NAME_test (GoogleTest,
+# registered with ctest); every *_fuzz.cc becomes a libFuzzer target when GLM_FUZZ is on.
+# Files named *_avx2.cc and *_avx512.cc are compiled for that instruction set only; the code
+# chooses among them at run time.
+
+set(GLM_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+if(GLM_WERROR)
+  list(APPEND GLM_WARNINGS -Werror)
+endif()
+set(GLM_SAN_FLAGS "")
+if(GLM_SANITIZE STREQUAL "address")
+  set(GLM_SAN_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+elseif(GLM_SANITIZE STREQUAL "thread")
+  set(GLM_SAN_FLAGS -fsanitize=thread)
+endif()
+add_compile_options(${GLM_WARNINGS} ${GLM_SAN_FLAGS})
+add_link_options(${GLM_SAN_FLAGS})
+
+set(GLM_AVX2_FLAGS -mavx2 -mfma -mf16c)
+set(GLM_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16)
+
+function(glm_module name)
+  cmake_parse_arguments(M "" "" "DEPS;LIBS;TEST_LIBS" ${ARGN})
+  file(GLOB all_cc CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  set(srcs "")
+  set(tests "")
+  set(fuzzers "")
+  foreach(f ${all_cc})
+    if(f MATCHES "_test\\.cc$")
+      list(APPEND tests ${f})
+    elseif(f MATCHES "_fuzz\\.cc$")
+      list(APPEND fuzzers ${f})
+    else()
+      list(APPEND srcs ${f})
+      if(f MATCHES "_avx2\\.cc$")
+        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${GLM_AVX2_FLAGS}")
+      elseif(f MATCHES "_avx512\\.cc$")
+        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${GLM_AVX512_FLAGS}")
+      endif()
+    endif()
+  endforeach()
+  set(deps "")
+  foreach(d ${M_DEPS})
+    list(APPEND deps glm_${d})
+  endforeach()
+  if(srcs)
+    add_library(glm_${name} STATIC ${srcs})
+    target_include_directories(glm_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(glm_${name} PUBLIC ${deps} ${M_LIBS} Threads::Threads)
+  else()
+    add_library(glm_${name} INTERFACE)
+    target_include_directories(glm_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(glm_${name} INTERFACE ${deps} ${M_LIBS})
+  endif()
+  if(tests AND BUILD_TESTING)
+    add_executable(${name}_test ${tests})
+    target_link_libraries(${name}_test PRIVATE glm_${name} ${M_TEST_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+    target_compile_definitions(${name}_test PRIVATE
+      GLM_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data"
+      GLM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    gtest_discover_tests(${name}_test DISCOVERY_MODE PRE_TEST
+      WORKING_DIRECTORY ${CMAKE_BINARY_DIR} PROPERTIES TIMEOUT 600)
+  endif()
+  if(fuzzers AND GLM_FUZZ)
+    foreach(f ${fuzzers})
+      get_filename_component(fname ${f} NAME_WE)
+      add_executable(${fname} ${f})
+      target_compile_options(${fname} PRIVATE -fsanitize=fuzzer,address)
+      target_link_options(${fname} PRIVATE -fsanitize=fuzzer,address)
+      target_link_libraries(${fname} PRIVATE glm_${name})
+    endforeach()
+  endif()
+endfunction()

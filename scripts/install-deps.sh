@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package glmserve needs to build, test and serve. Idempotent.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev sqlite3
+  libsentencepiece-dev
+  clang clang-format clang-tidy libclang-rt-14-dev
+  netcat-openbsd curl supervisor
+  nodejs chromium
+)
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Debian ships npm separately; some Node.js builds bundle it.
+if ! command -v npm >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive ${SUDO:-} apt-get install -y -qq --no-install-recommends npm
+fi

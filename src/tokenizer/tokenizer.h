@@ -1,0 +1,58 @@
+// Tokenizers of the GLM family and LLaMA, built from a GGUF vocabulary:
+// SentencePiece-style BPE with byte fallback ("llama": ChatGLM2/3, stories) and byte-level BPE
+// ("gpt2": GLM-4). Immutable after construction: thread-safe for concurrent encode/decode.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+
+namespace glm::tok {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Reads tokenizer.ggml.* from the file; a clear error if absent or inconsistent.
+  static StatusOr<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
+
+  // Plain text -> ids, no prefix tokens. With allow_special, the text of control tokens
+  // ("<|user|>") becomes their id; otherwise it is tokenized as ordinary text.
+  virtual std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const = 0;
+  // Ids -> text (control tokens render as their text when render_special, else nothing).
+  virtual std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const = 0;
+  // Raw bytes of one token as it contributes to the output stream (byte-fallback tokens give
+  // one byte; the SentencePiece space marker becomes ' ').
+  virtual std::string token_bytes(int32_t id) const = 0;
+  virtual int n_vocab() const = 0;
+  // Id of a token by its exact text ("<|user|>"), or -1.
+  virtual int32_t find(std::string_view piece) const = 0;
+  virtual bool is_control(int32_t id) const = 0;
+  virtual int32_t bos_id() const = 0;  // -1 if none
+  virtual int32_t eos_id() const = 0;
+};
+
+// Turns a stream of generated ids into text pieces that are whole UTF-8 characters, never to be
+// taken back: concatenating every push() and the final flush() equals decode(all ids).
+// One per generation; not thread-safe.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer);
+  // Text ready to emit after this token (may be empty while a character is incomplete).
+  std::string push(int32_t id);
+  // Whatever remains at the end (incomplete bytes become U+FFFD).
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::vector<int32_t> ids_;
+  std::string pending_;
+  size_t emitted_ = 0;
+  bool first_ = true;
+};
+
+}  // namespace glm::tok
