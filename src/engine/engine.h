@@ -1,0 +1,115 @@
+// Engine: the one door into inference. Holds the model, tokenizer, chat template, KV cache and
+// the scheduler loop (its own thread). Callers submit requests and receive events through a
+// callback; text, chat templates and sampling parameters are resolved here, the scheduler below
+// speaks token ids only.
+// Thread-safety: submit/cancel/stats/health/tokenize may be called from any thread.
+// EventSink callbacks run on the engine thread: they must be quick and must not call back into
+// the engine (hand the event to your own queue).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "tokenizer/chat_template.h"
+
+namespace glm::engine {
+
+struct SamplingParams {
+  float temperature = 0.8f;   // 0 = greedy
+  float top_p = 0.8f;         // 1 = off
+  int top_k = 0;              // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off
+  uint64_t seed = 0;          // 0 = nondeterministic
+  int max_tokens = 512;
+  std::vector<std::string> stop;  // extra stop strings
+};
+
+struct Request {
+  std::string id;             // unique among the requests in flight
+  std::string conversation;   // optional: KV reuse across the turns of one conversation
+  std::vector<tok::Message> messages;  // rendered with the model's chat template
+  bool raw = false;           // true: `prompt` is plain text, no template
+  std::string prompt;
+  SamplingParams params;
+};
+
+struct Timings {
+  double queue_ms = 0;
+  double prefill_ms = 0;
+  double ttft_ms = 0;   // submit -> first token event
+  double tpot_ms = 0;   // mean time per output token after the first
+  double total_ms = 0;
+};
+
+enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
+
+struct Event {
+  EventType type = EventType::kToken;
+  std::string id;
+  int queue_position = 0;           // kQueued
+  int prompt_tokens = 0;            // kStart, kDone
+  int cached_tokens = 0;            // kStart: prompt tokens served from the KV cache
+  std::string text;                 // kToken: whole UTF-8 characters; kNotice: message
+  int dropped_messages = 0;         // kNotice: oldest messages dropped to fit the context
+  std::string finish_reason;        // kDone: "stop", "length", "cancelled"
+  int completion_tokens = 0;        // kDone
+  Timings timings;                  // kDone
+  Status error;                     // kError
+};
+
+using EventSink = std::function<void(const Event&)>;
+
+enum class Health { kLoading, kReady, kDraining, kStopped };
+const char* health_name(Health h);
+
+struct Stats {
+  int queued = 0;
+  int running = 0;
+  int kv_blocks_used = 0;
+  int kv_blocks_free = 0;
+  int64_t requests_total = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t cached_tokens_total = 0;   // prefix-cache hits
+  int64_t generated_tokens_total = 0;
+};
+
+struct Options {
+  std::string model_path;
+  int n_threads = 0;          // 0 = physical cores
+  int n_ctx = 0;              // 0 = min(model's context, 8192)
+  int max_batch = 8;          // sequences decoded together
+  int max_queue = 64;         // waiting requests beyond this are refused with kQueueFull
+  int prefill_chunk = 256;    // tokens of one prompt per step (chunked prefill)
+  int kv_blocks = 0;          // 0 = enough for max_batch full contexts
+  int block_tokens = 16;
+  DType kv_type = DType::kF16;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Submits a request. Returns an error at once (kQueueFull, kInvalidArgument,
+  // kContextOverflow, kUnavailable) or ok, after which `sink` receives kQueued, kStart, kToken...
+  // and exactly one final kDone or kError.
+  virtual Status submit(Request request, EventSink sink) = 0;
+  // Cancels a request in any state; its sink then gets kDone with finish_reason "cancelled".
+  // Unknown ids are ignored.
+  virtual void cancel(const std::string& id) = 0;
+  virtual Stats stats() const = 0;
+  virtual Health health() const = 0;
+  virtual std::vector<int32_t> tokenize(const std::string& text) const = 0;
+  virtual int n_ctx() const = 0;
+  virtual std::string model_name() const = 0;
+  // Stops accepting requests, lets the ones in flight finish for at most `bound`, cancels the
+  // rest, then stops the loop. Returns true if everything finished within the bound.
+  virtual bool drain(std::chrono::milliseconds bound) = 0;
+};
+
+}  // namespace glm::engine
