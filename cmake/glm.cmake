@@ -3,8 +3,9 @@
 #   glm_module(NAME DEPS dep1 dep2 ... [LIBS extra_libs...])
 #
 # turns src/NAME into the static library glm_NAME from every *.cc in the folder except
-# *_test.cc and *_fuzz.cc; every *_test.cc becomes part of the test binary NAME_test (GoogleTest,
-# registered with ctest); every *_fuzz.cc becomes a libFuzzer target when GLM_FUZZ is on.
+# *_test.cc, *_fuzz.cc and *_bench.cc; every *_test.cc becomes part of the test binary NAME_test (GoogleTest,
+# registered with ctest); every *_fuzz.cc becomes a libFuzzer target when GLM_FUZZ is on;
+# every *_bench.cc becomes a Google Benchmark executable of the same name.
 # Files named *_avx2.cc and *_avx512.cc are compiled for that instruction set only; the code
 # chooses among them at run time.
 
@@ -30,11 +31,14 @@ function(glm_module name)
   set(srcs "")
   set(tests "")
   set(fuzzers "")
+  set(benches "")
   foreach(f ${all_cc})
     if(f MATCHES "_test\\.cc$")
       list(APPEND tests ${f})
     elseif(f MATCHES "_fuzz\\.cc$")
       list(APPEND fuzzers ${f})
+    elseif(f MATCHES "_bench\\.cc$")
+      list(APPEND benches ${f})
     else()
       list(APPEND srcs ${f})
       if(f MATCHES "_avx2\\.cc$")
@@ -65,6 +69,15 @@ function(glm_module name)
       GLM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     gtest_discover_tests(${name}_test DISCOVERY_MODE PRE_TEST
       WORKING_DIRECTORY ${CMAKE_BINARY_DIR} PROPERTIES TIMEOUT 600)
+  endif()
+  if(benches AND benchmark_FOUND)
+    foreach(f ${benches})
+      get_filename_component(bname ${f} NAME_WE)
+      add_executable(${bname} ${f})
+      target_link_libraries(${bname} PRIVATE glm_${name} ${M_TEST_LIBS} benchmark::benchmark)
+      target_compile_definitions(${bname} PRIVATE
+        GLM_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data")
+    endforeach()
   endif()
   if(fuzzers AND GLM_FUZZ)
     foreach(f ${fuzzers})

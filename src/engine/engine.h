@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/model.h"
 #include "tokenizer/chat_template.h"
 
 namespace glm::engine {
@@ -111,5 +112,15 @@ class Engine {
   // rest, then stops the loop. Returns true if everything finished within the bound.
   virtual bool drain(std::chrono::milliseconds bound) = 0;
 };
+
+// Opens the GGUF file, loads model, tokenizer and chat template, sizes the KV cache, warms up
+// and starts the scheduler thread.
+StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options);
+
+// An engine over given parts (tests use a fake model). Starts the scheduler thread.
+std::unique_ptr<Engine> create_engine(std::unique_ptr<model::Model> model,
+                                      std::unique_ptr<tok::Tokenizer> tokenizer,
+                                      std::unique_ptr<tok::ChatTemplate> chat_template,
+                                      const Options& options);
 
 }  // namespace glm::engine

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/kv_pool.h"
 
@@ -39,5 +40,15 @@ class Model {
   virtual Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                          OutputKind kind = OutputKind::kLogits) = 0;
 };
+
+struct LoadOptions {
+  int n_threads = 0;  // 0 = physical cores
+};
+
+// Loads any supported architecture from an opened GGUF file. Weights are not copied: they are
+// read from the file's mapping, which the model keeps alive through the shared_ptr.
+// Errors: unknown architecture, missing or misshapen tensors, inconsistent metadata.
+StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> file,
+                                            const LoadOptions& options);
 
 }  // namespace glm::model

@@ -1,0 +1,37 @@
+// Causal attention of one sequence's new query rows against its KV cache, stored in blocks of
+// `block_tokens` positions (the paged layout of model::KvPool). Grouped-query: query head h uses
+// KV head h / (n_head / n_head_kv).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/thread_pool.h"
+
+namespace glm::kernels {
+
+struct KvView {
+  const void* const* k_blocks = nullptr;  // [n_blocks] -> [block_tokens, n_head_kv * head_dim]
+  const void* const* v_blocks = nullptr;  // same layout
+  int n_blocks = 0;
+  int block_tokens = 0;
+  DType type = DType::kF16;  // kF16 or kF32
+};
+
+struct AttentionShape {
+  int n_tokens = 0;   // new query rows
+  int n_past = 0;     // query row t sits at position n_past + t and sees positions [0, n_past + t]
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  float scale = 0;    // usually 1 / sqrt(head_dim)
+};
+
+// q: [n_tokens, n_head * head_dim] f32; out: [n_tokens, n_head * head_dim] f32.
+// The K/V rows of positions [0, n_past + n_tokens) must already be in the cache.
+void attention(const float* q, const KvView& kv, const AttentionShape& s, float* out,
+               ThreadPool* pool);
+// Scalar reference (double accumulation) for tests.
+void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, float* out);
+
+}  // namespace glm::kernels
