@@ -1,0 +1,79 @@
+// Turning a model's tokenizer file into a GGUF vocabulary (the tokenizer.ggml.* keys), in the
+// layout llama.cpp's converter writes, so that our files load in llama.cpp and theirs in ours.
+// Used by `glmserve gen-model --vocab FILE` and `glmserve convert`.
+//
+// Formats, sniffed from the bytes:
+//  - SentencePiece model protobuf (ChatGLM2/ChatGLM3 tokenizer.model, LLaMA): model "llama",
+//    pre "chatglm-spm" when the 9 ChatGLM specials are added (the file has 64789 pieces), the
+//    pieces with their scores and types, `<s>`/`</s>` renamed `<bos>`/`<eos>` as llama.cpp's
+//    chatglm converter does, then [MASK] [gMASK] [sMASK] sop eop <|system|> <|user|>
+//    <|assistant|> <|observation|> as CONTROL, then [PADn] UNUSED up to 65024.
+//  - tiktoken base64 ranks (GLM-4 tokenizer.model): model "gpt2", pre "chatglm-bpe", the ranks
+//    as GPT-2 byte-to-unicode strings, the 14 GLM-4 specials (CONTROL), [PADn] up to 151552, and
+//    the merges derived from the ranks (every split of a token into two vocabulary tokens,
+//    ordered by the token's rank then by the ranks of the parts: transformers'
+//    TikTokenConverter).
+// Functions are pure (no global state); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+
+namespace glm::tok {
+
+// GGUF token types (llama.cpp's llama_token_type values).
+enum TokenType : int32_t {
+  kTokenUndefined = 0,
+  kTokenNormal = 1,
+  kTokenUnknown = 2,
+  kTokenControl = 3,
+  kTokenUserDefined = 4,
+  kTokenUnused = 5,
+  kTokenByte = 6,
+};
+
+// A vocabulary ready to be written as tokenizer.ggml.* metadata. Plain value type.
+struct VocabSpec {
+  std::string model;                  // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string pre;                    // "chatglm-spm", "chatglm-bpe", or empty (not written)
+  std::vector<std::string> tokens;    // id -> piece text (gpt2: byte-to-unicode form)
+  std::vector<float> scores;          // per token; empty = not written (gpt2)
+  std::vector<int32_t> types;         // per token, TokenType
+  std::vector<std::string> merges;    // gpt2 only: "left right", highest priority first
+  int32_t bos = -1;                   // -1 = key not written
+  int32_t eos = -1;
+  int32_t pad = -1;
+  int32_t unk = -1;
+  int32_t eot = -1;
+  std::string chat_template;          // tokenizer.chat_template (empty = not written)
+  bool add_bos = false;               // tokenizer.ggml.add_bos_token
+  bool write_add_bos = true;          // whether to write tokenizer.ggml.add_bos_token at all
+  bool add_space_prefix = true;       // SentencePiece dummy prefix ("llama"); written only if false
+};
+
+// Reads a tokenizer file (SentencePiece protobuf or tiktoken base64; see above) into the layout
+// llama.cpp's converter writes for ChatGLM2/3 and GLM-4. Cost: parses the file; for tiktoken,
+// derives ~318k merges (about a second). bad_file with a hint on an unknown format.
+StatusOr<VocabSpec> read_tokenizer_model(const std::string& path);
+// Same from bytes in memory (`label` names the source in messages).
+StatusOr<VocabSpec> parse_tokenizer_model(const std::string& bytes, const std::string& label);
+
+// Writes the tokenizer.ggml.* keys (and tokenizer.chat_template) of `spec` into `writer`, in
+// llama.cpp's order and with its value types. Does not write general.* or architecture keys.
+void write_vocab(const VocabSpec& spec, gguf::Writer* writer);
+
+// Reads a VocabSpec back from GGUF metadata (inverse of write_vocab). bad_file if the tokenizer
+// keys are absent or inconsistent (array lengths differ, ids out of range).
+StatusOr<VocabSpec> read_vocab(const gguf::File& file);
+
+// GPT-2's reversible byte <-> printable-unicode mapping used for byte-level BPE tokens.
+// byte_to_unicode(b) is the UTF-8 of the code point standing for byte b.
+const std::string& byte_to_unicode(uint8_t b);
+// Inverse: UTF-8 form of one mapped code point -> byte; -1 if not a mapped code point.
+int unicode_to_byte(uint32_t code_point);
+
+}  // namespace glm::tok
