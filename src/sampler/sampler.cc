@@ -1,0 +1,130 @@
+#include "sampler/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+
+namespace glm::sampler {
+namespace {
+
+// Candidates examined before falling back to a full sort (top-p over a flat distribution).
+constexpr int kPartialSort = 256;
+
+bool better(const Candidate& a, const Candidate& b) {
+  return a.p > b.p || (a.p == b.p && a.id < b.id);
+}
+
+uint64_t seed_or_random(uint64_t seed) {
+  if (seed != 0) return seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+int32_t argmax(const float* values, int n) {
+  GLM_CHECK(n > 0);
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i) {
+    if (values[i] > values[best]) best = i;
+  }
+  return best;
+}
+
+Sampler::Sampler(const Params& params, int n_vocab)
+    : params_(params), n_vocab_(n_vocab), rng_(seed_or_random(params.seed)) {
+  GLM_CHECK(n_vocab > 0);
+  if (params_.repetition_penalty != 1.0f) seen_.assign(n_vocab, 0);
+}
+
+void Sampler::accept(int32_t token) {
+  if (seen_.empty() || token < 0 || token >= n_vocab_) return;
+  if (!seen_[token]) {
+    seen_[token] = 1;
+    seen_ids_.push_back(token);
+  }
+}
+
+void Sampler::prepare(const float* logits, std::vector<float>* out) const {
+  out->assign(logits, logits + n_vocab_);
+  float* x = out->data();
+  const float penalty = params_.repetition_penalty;
+  if (penalty != 1.0f && penalty > 0.0f) {
+    for (int32_t id : seen_ids_) x[id] = x[id] > 0 ? x[id] / penalty : x[id] * penalty;
+  }
+  if (params_.temperature > 0.0f && params_.temperature != 1.0f) {
+    const float inv_t = 1.0f / params_.temperature;
+    for (int i = 0; i < n_vocab_; ++i) x[i] *= inv_t;
+  }
+}
+
+std::vector<Candidate> Sampler::distribution(const float* logits) const {
+  std::vector<float> x;
+  prepare(logits, &x);
+  if (params_.temperature <= 0.0f) return {Candidate{argmax(x.data(), n_vocab_), 1.0f}};
+
+  // Softmax over all tokens, in double for the normaliser.
+  const float max_x = x[argmax(x.data(), n_vocab_)];
+  std::vector<Candidate> cand(n_vocab_);
+  double sum = 0;
+  for (int i = 0; i < n_vocab_; ++i) {
+    const float e = std::exp(x[i] - max_x);
+    cand[i] = Candidate{i, e};
+    sum += e;
+  }
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p / sum);
+
+  // Top-k: keep the k best (softmax before or after top-k gives the same order, and top-p
+  // below renormalises over what is kept).
+  size_t keep = cand.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = params_.top_k;
+  const bool use_top_p = params_.top_p > 0.0f && params_.top_p < 1.0f;
+
+  // Sort the best candidates; try a partial sort first, full sort only if the nucleus is wider.
+  size_t sorted = std::min<size_t>(keep, kPartialSort);
+  std::partial_sort(cand.begin(), cand.begin() + sorted, cand.end(), better);
+  if (use_top_p) {
+    double mass = 0;
+    size_t n = 0;
+    for (; n < sorted; ++n) {
+      mass += cand[n].p;
+      if (mass >= params_.top_p) break;
+    }
+    if (n == sorted && sorted < keep) {  // the nucleus is wider than the partial sort
+      std::sort(cand.begin() + sorted, cand.end(), better);
+      sorted = keep;
+      for (; n < sorted; ++n) {
+        mass += cand[n].p;
+        if (mass >= params_.top_p) break;
+      }
+    }
+    keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
+  } else if (sorted < keep) {
+    std::sort(cand.begin() + sorted, cand.end(), better);
+  }
+  cand.resize(keep);
+  double kept = 0;
+  for (const Candidate& c : cand) kept += c.p;
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
+  return cand;
+}
+
+int32_t Sampler::sample(const float* logits) {
+  if (params_.temperature <= 0.0f) {
+    prepare(logits, &scratch_);
+    return argmax(scratch_.data(), n_vocab_);
+  }
+  const std::vector<Candidate> cand = distribution(logits);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const double u = uniform(rng_);
+  double acc = 0;
+  for (const Candidate& c : cand) {
+    acc += c.p;
+    if (u < acc) return c.id;
+  }
+  return cand.back().id;  // rounding: u landed past the last cumulative sum
+}
+
+}  // namespace glm::sampler

@@ -1,0 +1,64 @@
+// Sampler: picks the next token from a row of logits. Greedy (temperature 0), temperature,
+// top-k, top-p (nucleus) and repetition penalty, with a seeded RNG so that a given seed
+// reproduces the same generation.
+//
+// Order of operations (the same as HF transformers' logits processors):
+//   repetition penalty -> temperature -> top-k -> softmax -> top-p -> draw.
+// Repetition penalty (HF/CTRL style) applies once to every distinct token accepted so far
+// (prompt and generated): a positive logit is divided by the penalty, a negative one multiplied.
+//
+// Ownership: a Sampler owns its RNG and penalty history; one per sequence.
+// Thread-safety: not thread-safe; use from one thread (the scheduler loop).
+// Cost: sample() is O(n_vocab) plus a partial sort of the few hundred best candidates (a full
+// sort only when top-p needs more than that); greedy is one pass.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace glm::sampler {
+
+struct Params {
+  float temperature = 0.8f;         // <= 0: greedy (argmax)
+  float top_p = 1.0f;               // 1 (or more): off
+  int top_k = 0;                    // 0: off
+  float repetition_penalty = 1.0f;  // 1: off; > 1 discourages repeats
+  uint64_t seed = 0;                // 0: seeded from std::random_device
+};
+
+struct Candidate {
+  int32_t id = 0;
+  float p = 0;  // probability after all filters (the kept candidates sum to 1)
+};
+
+// Index of the largest value (the first one on ties). n must be > 0.
+int32_t argmax(const float* values, int n);
+
+class Sampler {
+ public:
+  Sampler(const Params& params, int n_vocab);
+
+  const Params& params() const { return params_; }
+  // Records a token for the repetition penalty (call for prompt tokens and generated ones).
+  // Ids outside [0, n_vocab) are ignored.
+  void accept(int32_t token);
+  // Draws the next token from `logits` ([n_vocab]); does not accept() it.
+  int32_t sample(const float* logits);
+  // The distribution sample() draws from, most probable first (ties: lower id first); for
+  // greedy, the argmax with p = 1. For tests and diagnostics.
+  std::vector<Candidate> distribution(const float* logits) const;
+
+ private:
+  // Copies logits into *out with the repetition penalty and temperature applied.
+  void prepare(const float* logits, std::vector<float>* out) const;
+
+  Params params_;
+  int n_vocab_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<uint8_t> seen_;     // [n_vocab] 1 if accepted before
+  std::vector<int32_t> seen_ids_; // distinct accepted ids
+  std::vector<float> scratch_;    // [n_vocab]
+};
+
+}  // namespace glm::sampler
