@@ -80,6 +80,7 @@ class Value {
  private:
   friend class Parser;
   friend class Writer;
+  friend struct ValueAccess;
   ValueType type_ = ValueType::kUint8;
   ValueType elem_type_ = ValueType::kUint8;
   uint64_t bits_ = 0;                // scalar payload (integer, float bits, bool)
@@ -143,8 +144,12 @@ class File {
 };
 
 // Writes a GGUF v3 file in a streaming fashion: declare metadata and tensor infos, call begin()
-// (writes the header), then write_tensor() for each tensor in declaration order. Tensor data is
-// never held in memory as a whole, so multi-GB files stream. Not thread-safe.
+// (writes the header), then write_tensor_data() for each tensor in declaration order. Tensor data
+// is never held in memory as a whole, so multi-GB files stream. The file is written to
+// "<path>.tmp" and renamed to <path> by a successful finish(), so a crash or an error never leaves
+// a half-written model under the final name (the destructor removes an unfinished .tmp).
+// Invalid declarations (bad shape, duplicate name, bad alignment) are reported by begin().
+// Not thread-safe.
 class Writer {
  public:
   Writer() = default;
@@ -172,6 +177,8 @@ class Writer {
   std::string path_;
   size_t cur_tensor_ = 0;
   size_t cur_written_ = 0;
+  std::string tmp_path_;  // written here, renamed to path_ by finish()
+  Status error_;          // first invalid declaration, reported by begin()
 };
 
 }  // namespace glm::gguf
