@@ -1,7 +1,14 @@
-// Hyperparameters of a loaded model, read from GGUF metadata.
+// Hyperparameters of a loaded model, read from GGUF metadata (DESIGN §3; docs/models.md).
+// Value type; thread-safe to copy and read.
 #pragma once
 
 #include <string>
+
+#include "core/status.h"
+
+namespace glm::gguf {
+class File;
+}
 
 namespace glm::model {
 
@@ -27,6 +34,19 @@ struct Config {
   float norm_eps = 1e-5f;
   bool qkv_bias = false;
   bool tied_output = false;  // LM head shares token_embd.weight
+
+  int q_dim() const { return n_head * head_dim; }      // width of the query rows
+  int kv_dim() const { return n_head_kv * head_dim; }  // width of one K (or V) row
 };
+
+// Reads and validates the hyperparameters of `file` ("<arch>.embedding_length", ...), with the
+// defaults llama.cpp uses for optional keys. n_vocab comes from token_embd.weight (or, in a
+// vocab-only file, the tokenizer's token list); qkv_bias and tied_output from which tensors exist.
+// Errors: unsupported (unknown architecture), bad_file (missing or inconsistent metadata such as
+// embedding_length % head_count != 0); every message names the file and the key.
+StatusOr<Config> read_config(const gguf::File& file);
+
+// "chatglm", "llama", "chatglm1".
+const char* arch_name(Arch arch);
 
 }  // namespace glm::model

@@ -2,7 +2,8 @@
 // A sequence's cache is a list of block ids (its block table); which blocks belong to whom is
 // decided outside (kv/ for the server, a simple contiguous table for the CLI). The model reads
 // and writes blocks through k()/v() during forward().
-// Owns its memory (allocated once at construction). Not thread-safe by itself: forward() writes
+// Owns its memory (allocated once at construction, zero-filled: cost n_layer * 2 * n_blocks *
+// block_tokens * row_elems * sizeof(kv_type) bytes). Not thread-safe by itself: forward() writes
 // only the blocks of the sequences in its batch.
 #pragma once
 
@@ -33,8 +34,12 @@ class KvPool {
   void* v(int layer, int block);
   const void* k(int layer, int block) const;
   const void* v(int layer, int block) const;
+  int n_layer() const { return n_layer_; }
 
  private:
+  size_t block_bytes_per_layer_kv() const;  // one block of K (or V) in one layer
+  size_t offset(int layer, int kv, int block) const;
+
   int n_layer_ = 0;
   int n_blocks_ = 0;
   int block_tokens_ = 0;

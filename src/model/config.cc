@@ -1,0 +1,125 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <string>
+
+#include "gguf/gguf.h"
+
+namespace glm::model {
+namespace {
+
+struct Reader {
+  const gguf::File& file;
+  std::string prefix;  // "chatglm."
+
+  std::string where(const std::string& key) const { return file.path() + ": " + prefix + key; }
+
+  Status get_int(const std::string& key, int* out, bool required, int def) const {
+    StatusOr<int64_t> v = required ? file.get_int(prefix + key) : file.get_int_or(prefix + key, def);
+    if (!v.ok()) {
+      if (v.status().code() == ErrorCode::kNotFound) {
+        return bad_file(where(key) + " is missing from the metadata (not a complete " +
+                        prefix.substr(0, prefix.size() - 1) + " model file?)");
+      }
+      return bad_file(v.status().message());
+    }
+    if (*v < 1 || *v > (int64_t{1} << 30)) {
+      return bad_file(where(key) + " = " + std::to_string(*v) + " is out of range");
+    }
+    *out = static_cast<int>(*v);
+    return Status::Ok();
+  }
+
+  Status get_float(const std::string& key, float* out, double def) const {
+    StatusOr<double> v = file.get_float_or(prefix + key, def);
+    if (!v.ok()) return bad_file(v.status().message());
+    if (!std::isfinite(*v) || *v <= 0) {
+      return bad_file(where(key) + " = " + std::to_string(*v) + " must be a positive number");
+    }
+    *out = static_cast<float>(*v);
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kChatGLM:
+      return "chatglm";
+    case Arch::kLlama:
+      return "llama";
+    case Arch::kChatGLM1:
+      return "chatglm1";
+  }
+  return "?";
+}
+
+StatusOr<Config> read_config(const gguf::File& file) {
+  Config c;
+  StatusOr<std::string> arch = file.get_string("general.architecture");
+  if (!arch.ok()) {
+    return bad_file(file.path() + ": general.architecture is missing (not a model file?)");
+  }
+  c.arch_name = *arch;
+  if (c.arch_name == "chatglm") {
+    c.arch = Arch::kChatGLM;
+  } else if (c.arch_name == "llama") {
+    c.arch = Arch::kLlama;
+  } else if (c.arch_name == "chatglm1") {
+    c.arch = Arch::kChatGLM1;
+  } else {
+    return unsupported(file.path() + ": architecture '" + c.arch_name +
+                       "' is not supported (supported: chatglm, llama, chatglm1)");
+  }
+
+  const Reader r{file, c.arch_name + "."};
+  GLM_RETURN_IF_ERROR(r.get_int("embedding_length", &c.n_embd, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("feed_forward_length", &c.n_ff, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("block_count", &c.n_layer, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("attention.head_count", &c.n_head, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("attention.head_count_kv", &c.n_head_kv, false, c.n_head));
+  GLM_RETURN_IF_ERROR(r.get_int("context_length", &c.n_ctx_train, false, 2048));
+  if (c.n_embd % c.n_head != 0) {
+    return bad_file(file.path() + ": embedding_length " + std::to_string(c.n_embd) +
+                    " is not a multiple of attention.head_count " + std::to_string(c.n_head));
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  if (c.n_head % c.n_head_kv != 0) {
+    return bad_file(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
+                    " is not a multiple of attention.head_count_kv " +
+                    std::to_string(c.n_head_kv));
+  }
+  // chatglm: rotary on the first half of each head; llama: the whole head.
+  const int default_rot = c.arch == Arch::kChatGLM ? c.head_dim / 2 : c.head_dim;
+  GLM_RETURN_IF_ERROR(r.get_int("rope.dimension_count", &c.n_rot, false, default_rot));
+  if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
+    return bad_file(r.where("rope.dimension_count") + " = " + std::to_string(c.n_rot) +
+                    " must be even and at most the head size " + std::to_string(c.head_dim));
+  }
+  GLM_RETURN_IF_ERROR(r.get_float("rope.freq_base", &c.rope_base, 10000.0));
+  const std::string eps_key = c.arch == Arch::kChatGLM1 ? "attention.layer_norm_epsilon"
+                                                         : "attention.layer_norm_rms_epsilon";
+  GLM_RETURN_IF_ERROR(r.get_float(eps_key, &c.norm_eps, 1e-5));
+
+  if (const gguf::TensorInfo* emb = file.tensor("token_embd.weight")) {
+    if (emb->shape.size() != 2 || emb->shape[0] != c.n_embd || emb->shape[1] < 1 ||
+        emb->shape[1] > (int64_t{1} << 30)) {
+      return bad_file(file.path() + ": token_embd.weight must have shape {" +
+                      std::to_string(c.n_embd) + ", n_vocab}");
+    }
+    c.n_vocab = static_cast<int>(emb->shape[1]);
+  } else if (const gguf::Value* tokens = file.find("tokenizer.ggml.tokens")) {
+    c.n_vocab = static_cast<int>(tokens->array_size());
+  }
+  if (c.arch == Arch::kChatGLM) {
+    c.qkv_bias = file.tensor("blk.0.attn_qkv.bias") != nullptr;
+  } else {
+    c.qkv_bias = file.tensor("blk.0.attn_q.bias") != nullptr ||
+                 file.tensor("blk.0.attn_qkv.bias") != nullptr;
+  }
+  c.tied_output = file.tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace glm::model

@@ -1,0 +1,39 @@
+#include "model/kv_pool.h"
+
+#include "core/check.h"
+
+namespace glm::model {
+
+KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type)
+    : n_layer_(config.n_layer),
+      n_blocks_(n_blocks),
+      block_tokens_(block_tokens),
+      row_elems_(config.n_head_kv * config.head_dim),
+      kv_type_(kv_type),
+      elem_bytes_(kv_type == DType::kF32 ? 4 : 2) {
+  GLM_CHECK(kv_type == DType::kF16 || kv_type == DType::kF32);
+  GLM_CHECK(n_blocks >= 0 && block_tokens > 0 && n_layer_ > 0 && row_elems_ > 0);
+  storage_.resize(static_cast<size_t>(n_layer_) * 2 * n_blocks_ * block_bytes_per_layer_kv());
+}
+
+size_t KvPool::block_bytes_per_layer_kv() const {
+  return static_cast<size_t>(block_tokens_) * row_elems_ * elem_bytes_;
+}
+
+size_t KvPool::block_bytes() const { return static_cast<size_t>(n_layer_) * 2 * block_bytes_per_layer_kv(); }
+
+size_t KvPool::offset(int layer, int kv, int block) const {
+  GLM_CHECK(layer >= 0 && layer < n_layer_ && block >= 0 && block < n_blocks_);
+  return ((static_cast<size_t>(layer) * 2 + kv) * n_blocks_ + block) * block_bytes_per_layer_kv();
+}
+
+void* KvPool::k(int layer, int block) { return storage_.data() + offset(layer, 0, block); }
+void* KvPool::v(int layer, int block) { return storage_.data() + offset(layer, 1, block); }
+const void* KvPool::k(int layer, int block) const {
+  return storage_.data() + offset(layer, 0, block);
+}
+const void* KvPool::v(int layer, int block) const {
+  return storage_.data() + offset(layer, 1, block);
+}
+
+}  // namespace glm::model

@@ -1,0 +1,34 @@
+#include "model/model.h"
+
+#include "model/transformer.h"
+#include "model/weights.h"
+
+namespace glm::model {
+
+StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> file,
+                                            const LoadOptions& options) {
+  if (file == nullptr) return invalid_argument("load_model: no file");
+  StatusOr<Config> config = read_config(*file);
+  if (!config.ok()) return config.status();
+  if (config->n_vocab < 1 || file->tensor("token_embd.weight") == nullptr) {
+    return bad_file(file->path() + ": has no weights (token_embd.weight is missing); a " +
+                    "vocabulary-only file serves tokenize/template, not inference");
+  }
+  Weights weights;
+  switch (config->arch) {
+    case Arch::kChatGLM:
+      GLM_RETURN_IF_ERROR(load_chatglm_weights(*file, *config, &weights));
+      break;
+    case Arch::kLlama:
+      GLM_RETURN_IF_ERROR(load_llama_weights(*file, *config, &weights));
+      break;
+    case Arch::kChatGLM1:
+      return unsupported(file->path() + ": architecture chatglm1 (ChatGLM-6B) is not "
+                         "implemented yet in this version");
+  }
+  return std::unique_ptr<Model>(
+      std::make_unique<Transformer>(std::move(file), std::move(*config), std::move(weights),
+                                    options));
+}
+
+}  // namespace glm::model

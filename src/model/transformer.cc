@@ -1,0 +1,252 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "model/ops.h"
+
+namespace glm::model {
+
+Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const KvPool* kv) {
+  if (batch.empty()) return Status::Ok();
+  if (kv == nullptr) return invalid_argument("forward: no KV cache given");
+  if (kv->n_layer() != c.n_layer || kv->row_elems() != c.kv_dim()) {
+    return invalid_argument("forward: the KV cache was made for another model shape");
+  }
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SeqInput& in = batch[s];
+    const std::string where = "forward: sequence " + std::to_string(s) + ": ";
+    if (in.n_tokens < 1 || in.tokens == nullptr) return invalid_argument(where + "no tokens");
+    if (in.n_past < 0) return invalid_argument(where + "negative n_past");
+    for (int t = 0; t < in.n_tokens; ++t) {
+      if (in.tokens[t] < 0 || in.tokens[t] >= c.n_vocab) {
+        return invalid_argument(where + "token id " + std::to_string(in.tokens[t]) +
+                                " is out of range (the vocabulary has " +
+                                std::to_string(c.n_vocab) + " tokens)");
+      }
+    }
+    const int64_t n_pos = int64_t{in.n_past} + in.n_tokens;
+    const int64_t needed = (n_pos + kv->block_tokens() - 1) / kv->block_tokens();
+    if (in.blocks == nullptr || in.n_blocks < needed) {
+      return invalid_argument(where + std::to_string(n_pos) + " positions need " +
+                              std::to_string(needed) + " KV blocks, the block table has " +
+                              std::to_string(in.n_blocks));
+    }
+    for (int64_t b = 0; b < needed; ++b) {
+      if (in.blocks[b] < 0 || in.blocks[b] >= kv->n_blocks()) {
+        return invalid_argument(where + "KV block id " + std::to_string(in.blocks[b]) +
+                                " is out of range (the pool has " +
+                                std::to_string(kv->n_blocks()) + " blocks)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Transformer::Transformer(std::shared_ptr<const gguf::File> file, Config config, Weights weights,
+                         const LoadOptions& options)
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      weights_(std::move(weights)),
+      pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {}
+
+void Transformer::reserve(int n, int n_block_ptrs) {
+  const Config& c = config_;
+  const size_t t = n;
+  auto grow = [](std::vector<float>& v, size_t size) {
+    if (v.size() < size) v.resize(size);
+  };
+  grow(x_, t * c.n_embd);
+  grow(cur_, t * c.n_embd);
+  grow(q_, t * c.q_dim());
+  grow(k_, t * c.kv_dim());
+  grow(v_, t * c.kv_dim());
+  grow(attn_, t * c.q_dim());
+  grow(proj_, t * c.n_embd);
+  grow(act_, t * c.n_ff);
+  grow(rope_cos_, t * (c.n_rot / 2));
+  grow(rope_sin_, t * (c.n_rot / 2));
+  const LayerWeights& l0 = weights_.layers[0];
+  if (l0.qkv.data != nullptr) grow(qkv_, t * (c.q_dim() + 2 * c.kv_dim()));
+  grow(up_, t * l0.ffn_up.n_rows);
+  if (l0.ffn_gate.data != nullptr) grow(gate_, t * c.n_ff);
+  if (pos_.size() < t) pos_.resize(t);
+  if (k_ptrs_.size() < static_cast<size_t>(n_block_ptrs)) {
+    k_ptrs_.resize(n_block_ptrs);
+    v_ptrs_.resize(n_block_ptrs);
+  }
+}
+
+void Transformer::project_qkv(const LayerWeights& lw, int n) {
+  const Config& c = config_;
+  const int qd = c.q_dim(), kd = c.kv_dim();
+  if (lw.qkv.data != nullptr) {
+    // Fused: [T, q_dim + 2 kv_dim], rows of each token: q heads, k heads, v heads.
+    const int w = qd + 2 * kd;
+    kernels::matmul(lw.qkv, cur_.data(), qkv_.data(), n, pool_.get());
+    for (int t = 0; t < n; ++t) {
+      float* row = qkv_.data() + static_cast<size_t>(t) * w;
+      if (lw.qkv_b != nullptr) ops::add(lw.qkv_b, row, w);
+      std::memcpy(q_.data() + static_cast<size_t>(t) * qd, row, qd * sizeof(float));
+      std::memcpy(k_.data() + static_cast<size_t>(t) * kd, row + qd, kd * sizeof(float));
+      std::memcpy(v_.data() + static_cast<size_t>(t) * kd, row + qd + kd, kd * sizeof(float));
+    }
+  } else {
+    kernels::matmul(lw.wq, cur_.data(), q_.data(), n, pool_.get());  // [T, q_dim]
+    kernels::matmul(lw.wk, cur_.data(), k_.data(), n, pool_.get());  // [T, kv_dim]
+    kernels::matmul(lw.wv, cur_.data(), v_.data(), n, pool_.get());  // [T, kv_dim]
+    for (int t = 0; t < n; ++t) {
+      if (lw.bq) ops::add(lw.bq, q_.data() + static_cast<size_t>(t) * qd, qd);
+      if (lw.bk) ops::add(lw.bk, k_.data() + static_cast<size_t>(t) * kd, kd);
+      if (lw.bv) ops::add(lw.bv, v_.data() + static_cast<size_t>(t) * kd, kd);
+    }
+  }
+  const int half = c.n_rot / 2;
+  for (int t = 0; t < n; ++t) {
+    const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
+    const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
+    ops::rope_interleaved(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim,
+                          c.n_rot, cs, sn);
+    ops::rope_interleaved(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim,
+                          c.n_rot, cs, sn);
+  }
+}
+
+void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv) {
+  const Config& c = config_;
+  const int qd = c.q_dim(), kd = c.kv_dim();
+  const int bt = kv->block_tokens();
+  const size_t elem = kv->kv_type() == DType::kF32 ? 4 : 2;
+  int offset = 0;  // first row of this sequence in the batch
+  for (const SeqInput& in : batch) {
+    // New K/V rows go to their slots first: the attention reads them back from the cache.
+    for (int t = 0; t < in.n_tokens; ++t) {
+      const int p = in.n_past + t;
+      const int block = in.blocks[p / bt];
+      const size_t slot = static_cast<size_t>(p % bt) * kd * elem;
+      const size_t row = static_cast<size_t>(offset + t) * kd;
+      ops::store_row(k_.data() + row, kv->kv_type(),
+                     static_cast<uint8_t*>(kv->k(layer, block)) + slot, kd);
+      ops::store_row(v_.data() + row, kv->kv_type(),
+                     static_cast<uint8_t*>(kv->v(layer, block)) + slot, kd);
+    }
+    const int n_blocks = (in.n_past + in.n_tokens + bt - 1) / bt;
+    for (int b = 0; b < n_blocks; ++b) {
+      k_ptrs_[b] = kv->k(layer, in.blocks[b]);
+      v_ptrs_[b] = kv->v(layer, in.blocks[b]);
+    }
+    kernels::KvView view;
+    view.k_blocks = k_ptrs_.data();
+    view.v_blocks = v_ptrs_.data();
+    view.n_blocks = n_blocks;
+    view.block_tokens = bt;
+    view.type = kv->kv_type();
+    kernels::AttentionShape shape;
+    shape.n_tokens = in.n_tokens;
+    shape.n_past = in.n_past;
+    shape.n_head = c.n_head;
+    shape.n_head_kv = c.n_head_kv;
+    shape.head_dim = c.head_dim;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    kernels::attention(q_.data() + static_cast<size_t>(offset) * qd, view, shape,
+                       attn_.data() + static_cast<size_t>(offset) * qd, pool_.get());
+    offset += in.n_tokens;
+  }
+}
+
+void Transformer::mlp(const LayerWeights& lw, int n) {
+  const int ff = config_.n_ff;
+  if (lw.ffn_gate.data == nullptr) {
+    // Fused: up_ [T, 2 n_ff] = per token [gate (n_ff) | up (n_ff)].
+    kernels::matmul(lw.ffn_up, cur_.data(), up_.data(), n, pool_.get());
+    for (int t = 0; t < n; ++t) {
+      const float* row = up_.data() + static_cast<size_t>(t) * 2 * ff;
+      ops::swiglu(row, row + ff, act_.data() + static_cast<size_t>(t) * ff, ff);
+    }
+  } else {
+    kernels::matmul(lw.ffn_gate, cur_.data(), gate_.data(), n, pool_.get());  // [T, n_ff]
+    kernels::matmul(lw.ffn_up, cur_.data(), up_.data(), n, pool_.get());      // [T, n_ff]
+    ops::swiglu(gate_.data(), up_.data(), act_.data(), n * ff);
+  }
+  kernels::matmul(lw.ffn_down, act_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+  if (lw.ffn_down_b != nullptr) {
+    for (int t = 0; t < n; ++t) {
+      ops::add(lw.ffn_down_b, proj_.data() + static_cast<size_t>(t) * config_.n_embd,
+               config_.n_embd);
+    }
+  }
+}
+
+Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
+                            std::vector<float>* out, OutputKind kind) {
+  const Config& c = config_;
+  GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  if (batch.empty()) return Status::Ok();
+  int n = 0, max_blocks = 0, n_out = 0;
+  for (const SeqInput& in : batch) {
+    n += in.n_tokens;
+    max_blocks = std::max(max_blocks, (in.n_past + in.n_tokens + kv->block_tokens() - 1) /
+                                          kv->block_tokens());
+    n_out += in.all_logits ? in.n_tokens : 1;
+  }
+  reserve(n, max_blocks);
+  const int d = c.n_embd;
+  const int half = c.n_rot / 2;
+
+  // Embeddings and rotary tables: x_ [T, n_embd], rope_* [T, n_rot / 2].
+  int t = 0;
+  for (const SeqInput& in : batch) {
+    for (int i = 0; i < in.n_tokens; ++i, ++t) {
+      pos_[t] = in.n_past + i;
+      ops::get_row(weights_.token_embd.type, weights_.token_embd.data, in.tokens[i], d,
+                   x_.data() + static_cast<size_t>(t) * d);
+      ops::rope_table(pos_[t], c.n_rot, c.rope_base, rope_cos_.data() + static_cast<size_t>(t) * half,
+                      rope_sin_.data() + static_cast<size_t>(t) * half);
+    }
+  }
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& lw = weights_.layers[l];
+    for (int i = 0; i < n; ++i) {
+      const size_t o = static_cast<size_t>(i) * d;
+      ops::rms_norm(x_.data() + o, lw.attn_norm, c.norm_eps, cur_.data() + o, d);
+    }
+    project_qkv(lw, n);
+    attend(batch, l, kv);
+    kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+    ops::add(proj_.data(), x_.data(), n * d);
+    for (int i = 0; i < n; ++i) {
+      const size_t o = static_cast<size_t>(i) * d;
+      ops::rms_norm(x_.data() + o, lw.ffn_norm, c.norm_eps, cur_.data() + o, d);
+    }
+    mlp(lw, n);
+    ops::add(proj_.data(), x_.data(), n * d);
+  }
+
+  // Final norm of the rows to output: rows_ [R, n_embd].
+  if (rows_.size() < static_cast<size_t>(n_out) * d) rows_.resize(static_cast<size_t>(n_out) * d);
+  int r = 0, first = 0;
+  for (const SeqInput& in : batch) {
+    const int from = in.all_logits ? 0 : in.n_tokens - 1;
+    for (int i = from; i < in.n_tokens; ++i, ++r) {
+      ops::rms_norm(x_.data() + static_cast<size_t>(first + i) * d, weights_.output_norm,
+                    c.norm_eps, rows_.data() + static_cast<size_t>(r) * d, d);
+    }
+    first += in.n_tokens;
+  }
+  const size_t old = out->size();
+  if (kind == OutputKind::kHidden) {
+    out->insert(out->end(), rows_.begin(), rows_.begin() + static_cast<size_t>(n_out) * d);
+    return Status::Ok();
+  }
+  out->resize(old + static_cast<size_t>(n_out) * c.n_vocab);  // [R, n_vocab]
+  kernels::matmul(weights_.output, rows_.data(), out->data() + old, n_out, pool_.get());
+  return Status::Ok();
+}
+
+}  // namespace glm::model

@@ -1,0 +1,74 @@
+// Transformer: the pre-norm decoder shared by the "chatglm" (ChatGLM2/3, GLM-4) and "llama"
+// architectures. Per layer: RMSNorm, Q/K/V projection (fused with bias for chatglm), rotary on
+// the first n_rot dims of each head (interleaved pairs), grouped-query attention over the paged
+// KV cache, output projection, residual, RMSNorm, SwiGLU MLP, residual; then the final RMSNorm
+// and the LM head. A batch of several sequences runs every weight matrix ONCE over all their
+// tokens; attention runs per sequence over its own blocks.
+// Ownership: keeps the GGUF file (and so the mapping the weight views point into) alive.
+// Thread-safety: forward() is not reentrant (it reuses preallocated scratch buffers and the
+// model's thread pool); call it from one thread (the engine loop). config() is safe anywhere.
+// Cost: one forward over T tokens reads every weight once (T-token matmuls); scratch grows to
+// the largest batch seen and is then reused (no allocation per decode step).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/thread_pool.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace glm::model {
+
+class Transformer : public Model {
+ public:
+  // `weights` must point into `file`.
+  Transformer(std::shared_ptr<const gguf::File> file, Config config, Weights weights,
+              const LoadOptions& options);
+
+  const Config& config() const override { return config_; }
+  Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                 OutputKind kind = OutputKind::kLogits) override;
+
+ private:
+  // Scratch buffers sized for n_tokens rows (grow only).
+  void reserve(int n_tokens, int n_block_ptrs);
+  // Projects cur_ into q_/k_/v_ and applies rotary and biases; [T, *] each.
+  void project_qkv(const LayerWeights& lw, int n_tokens);
+  // Writes k_/v_ rows into the cache and runs attention into attn_ for each sequence.
+  void attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv);
+  // SwiGLU MLP of cur_ into ffn_out_ ([T, n_embd]).
+  void mlp(const LayerWeights& lw, int n_tokens);
+
+  std::shared_ptr<const gguf::File> file_;
+  Config config_;
+  Weights weights_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+
+  // Scratch, [T, width] row-major; T = tokens in the batch.
+  std::vector<float> x_;        // [T, n_embd] residual stream
+  std::vector<float> cur_;      // [T, n_embd] normed input of a sub-block
+  std::vector<float> qkv_;      // [T, q_dim + 2 kv_dim] fused projection output
+  std::vector<float> q_;        // [T, q_dim]
+  std::vector<float> k_;        // [T, kv_dim]
+  std::vector<float> v_;        // [T, kv_dim]
+  std::vector<float> attn_;     // [T, q_dim] attention output
+  std::vector<float> proj_;     // [T, n_embd] output of wo / ffn_down
+  std::vector<float> up_;       // [T, 2 n_ff] (fused) or [T, n_ff]
+  std::vector<float> gate_;     // [T, n_ff]
+  std::vector<float> act_;      // [T, n_ff]
+  std::vector<float> rope_cos_; // [T, n_rot / 2]
+  std::vector<float> rope_sin_; // [T, n_rot / 2]
+  std::vector<int> pos_;        // [T] position of each token
+  std::vector<float> rows_;     // [R, n_embd] final-norm rows to output
+  std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
+  std::vector<const void*> v_ptrs_;
+};
+
+// Checks a batch against a model config and a KV pool: token ids in range, n_past >= 0,
+// n_tokens >= 1, blocks present and in range for every position. invalid_argument otherwise.
+Status validate_batch(const Config& config, const std::vector<SeqInput>& batch,
+                      const KvPool* kv);
+
+}  // namespace glm::model

@@ -1,0 +1,82 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+namespace glm::model {
+
+std::string WeightLoader::shape_str(const std::vector<int64_t>& shape) const {
+  std::string s = "{";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "}";
+}
+
+Status WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols,
+                            kernels::WeightView* out) {
+  const gguf::TensorInfo* t = file_.tensor(name);
+  const std::string expected = shape_str({cols, rows});
+  if (t == nullptr) {
+    return bad_file(file_.path() + ": tensor " + name + " is missing (expected shape " +
+                    expected + "); the file is incomplete or not of this architecture");
+  }
+  if (t->shape.size() != 2 || t->shape[0] != cols || t->shape[1] != rows) {
+    return bad_file(file_.path() + ": tensor " + name + " has shape " + shape_str(t->shape) +
+                    ", expected " + expected + " from the metadata");
+  }
+  const DTypeInfo& info = dtype_info(t->type);
+  if (!info.supported || !kernels::can_dequantize(t->type)) {
+    return unsupported(file_.path() + ": tensor " + name + " has weight type " + info.name +
+                       ", which glmserve cannot compute with (requantize the file, e.g. to "
+                       "q8_0 or q4_0)");
+  }
+  if (cols % info.block_size != 0) {
+    return bad_file(file_.path() + ": tensor " + name + " row length " + std::to_string(cols) +
+                    " is not a multiple of the " + info.name + " block size");
+  }
+  if (t->data == nullptr) return bad_file(file_.path() + ": tensor " + name + " has no data");
+  out->type = t->type;
+  out->data = t->data;
+  out->n_rows = rows;
+  out->n_cols = cols;
+  return Status::Ok();
+}
+
+Status WeightLoader::vector(const std::string& name, int64_t n, const float** out,
+                            bool optional) {
+  *out = nullptr;
+  const gguf::TensorInfo* t = file_.tensor(name);
+  if (t == nullptr) {
+    if (optional) return Status::Ok();
+    return bad_file(file_.path() + ": tensor " + name + " is missing (expected shape {" +
+                    std::to_string(n) + "})");
+  }
+  if (t->n_elements() != n || t->shape.empty() || t->shape[0] != n) {
+    return bad_file(file_.path() + ": tensor " + name + " has shape " + shape_str(t->shape) +
+                    ", expected {" + std::to_string(n) + "}");
+  }
+  if (t->data == nullptr) return bad_file(file_.path() + ": tensor " + name + " has no data");
+  const bool aligned = reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0;
+  if (t->type == DType::kF32 && aligned) {
+    *out = reinterpret_cast<const float*>(t->data);
+    return Status::Ok();
+  }
+  const DTypeInfo& info = dtype_info(t->type);
+  if (t->type != DType::kF32 &&
+      (!kernels::can_dequantize(t->type) || n % info.block_size != 0)) {
+    return unsupported(file_.path() + ": tensor " + name + " has type " + info.name +
+                       ", which glmserve cannot read as a vector");
+  }
+  auto v = std::make_unique<std::vector<float>>(n);
+  if (t->type == DType::kF32) {
+    std::memcpy(v->data(), t->data, n * sizeof(float));
+  } else {
+    kernels::dequantize_row_ref(t->type, t->data, v->data(), n);
+  }
+  *out = v->data();
+  weights_->owned.push_back(std::move(v));
+  return Status::Ok();
+}
+
+}  // namespace glm::model

@@ -1,0 +1,74 @@
+// The weights of a decoder-only transformer as views into the GGUF file's mapping (never
+// copied), plus the loader that finds each tensor by name and checks its shape and type.
+// Only 1-D tensors (norms, biases) that are not stored as f32 are converted into owned f32
+// copies (a few KB). Shapes in comments are [rows, cols] (GGUF order is the reverse).
+// Thread-safety: immutable after loading.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+
+namespace glm::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;    // [n_embd]
+  const float* attn_norm_b = nullptr;  // [n_embd] (LayerNorm models only)
+  kernels::WeightView qkv;             // fused: [q_dim + 2 kv_dim, n_embd]; null if separate
+  const float* qkv_b = nullptr;        // [q_dim + 2 kv_dim] or null
+  kernels::WeightView wq;              // separate: [q_dim, n_embd]
+  kernels::WeightView wk;              // [kv_dim, n_embd]
+  kernels::WeightView wv;              // [kv_dim, n_embd]
+  const float* bq = nullptr;           // [q_dim] or null
+  const float* bk = nullptr;           // [kv_dim] or null
+  const float* bv = nullptr;           // [kv_dim] or null
+  kernels::WeightView wo;              // [n_embd, q_dim]
+  const float* wo_b = nullptr;         // [n_embd] or null
+  const float* ffn_norm = nullptr;     // [n_embd]
+  const float* ffn_norm_b = nullptr;   // [n_embd] (LayerNorm models only)
+  kernels::WeightView ffn_up;          // fused SwiGLU: [2 n_ff, n_embd] gate rows then up rows;
+                                       // separate: [n_ff, n_embd]
+  const float* ffn_up_b = nullptr;     // [rows of ffn_up] or null
+  kernels::WeightView ffn_gate;        // separate SwiGLU: [n_ff, n_embd]; null if fused
+  kernels::WeightView ffn_down;        // [n_embd, n_ff]
+  const float* ffn_down_b = nullptr;   // [n_embd] or null
+};
+
+struct Weights {
+  kernels::WeightView token_embd;       // [n_vocab, n_embd]
+  const float* output_norm = nullptr;   // [n_embd]
+  const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models only)
+  kernels::WeightView output;           // [n_vocab, n_embd]; = token_embd when tied
+  std::vector<LayerWeights> layers;     // [n_layer]
+  std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
+};
+
+// Looks tensors up in one file and fills views. Errors are bad_file/unsupported Statuses that
+// name the file, the tensor, the expected and the found shape or type.
+class WeightLoader {
+ public:
+  WeightLoader(const gguf::File& file, Weights* weights) : file_(file), weights_(weights) {}
+
+  // A matrix of `rows` x `cols` (GGUF shape {cols, rows}) of a type matmul can compute with.
+  Status matrix(const std::string& name, int64_t rows, int64_t cols, kernels::WeightView* out);
+  // A vector of n floats (any dequantizable type; converted to f32 if needed). Optional: a
+  // missing tensor leaves *out null and is not an error.
+  Status vector(const std::string& name, int64_t n, const float** out, bool optional = false);
+  bool has(const std::string& name) const { return file_.tensor(name) != nullptr; }
+
+ private:
+  std::string shape_str(const std::vector<int64_t>& shape) const;
+  const gguf::File& file_;
+  Weights* weights_;
+};
+
+// Per-architecture weight tables (chatglm.cc, llama.cc).
+struct Config;
+Status load_chatglm_weights(const gguf::File& file, const Config& config, Weights* weights);
+Status load_llama_weights(const gguf::File& file, const Config& config, Weights* weights);
+
+}  // namespace glm::model
