@@ -1,0 +1,227 @@
+// Event lines: serialize and parse (protocol.h).
+#include <nlohmann/json.hpp>
+
+#include "protocol/protocol.h"
+
+namespace glm::protocol {
+namespace {
+
+using json = nlohmann::json;
+
+struct EventName {
+  EventType type;
+  const char* name;
+};
+
+constexpr EventName kEventNames[] = {
+    {EventType::kQueued, "queued"}, {EventType::kStart, "start"},   {EventType::kToken, "token"},
+    {EventType::kNotice, "notice"}, {EventType::kDone, "done"},     {EventType::kError, "error"},
+    {EventType::kHealth, "health"}, {EventType::kStats, "stats"},   {EventType::kTokens, "tokens"},
+    {EventType::kCancel, "cancel"},
+};
+
+// Appends `s` as a JSON string literal (quotes included).
+void append_json_string(std::string* out, const std::string& s) {
+  out->append(json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+int get_int(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int>() : 0;
+}
+int64_t get_int64(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
+}
+double get_double(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+std::string get_str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+const char* event_type_name(EventType t) {
+  for (const EventName& e : kEventNames) {
+    if (e.type == t) return e.name;
+  }
+  return "error";
+}
+
+std::string serialize_event(const Event& e) {
+  // Token events are by far the most frequent: build them without a JSON tree.
+  if (e.type == EventType::kToken) {
+    std::string out = "{\"id\":";
+    append_json_string(&out, e.id);
+    out += ",\"event\":\"token\",\"text\":";
+    append_json_string(&out, e.text);
+    out += '}';
+    return out;
+  }
+  json j = json::object();
+  if (e.id.empty()) {
+    j["id"] = nullptr;
+  } else {
+    j["id"] = e.id;
+  }
+  j["event"] = event_type_name(e.type);
+  switch (e.type) {
+    case EventType::kQueued:
+      j["position"] = e.position;
+      break;
+    case EventType::kStart:
+      j["prompt_tokens"] = e.prompt_tokens;
+      j["cached_tokens"] = e.cached_tokens;
+      break;
+    case EventType::kToken:
+      break;
+    case EventType::kNotice:
+      j["message"] = e.message;
+      j["dropped_messages"] = e.dropped_messages;
+      break;
+    case EventType::kDone:
+      j["finish_reason"] = e.finish_reason;
+      j["usage"] = {{"prompt_tokens", e.usage.prompt_tokens},
+                    {"cached_tokens", e.usage.cached_tokens},
+                    {"completion_tokens", e.usage.completion_tokens},
+                    {"total_tokens", e.usage.prompt_tokens + e.usage.completion_tokens}};
+      j["timings"] = {{"queue_ms", e.timings.queue_ms},     {"prefill_ms", e.timings.prefill_ms},
+                      {"ttft_ms", e.timings.ttft_ms},       {"tpot_ms", e.timings.tpot_ms},
+                      {"total_ms", e.timings.total_ms}};
+      break;
+    case EventType::kError:
+      j["code"] = error_code_name(e.code);
+      j["message"] = e.message;
+      if (e.retry_after_ms > 0) j["retry_after_ms"] = e.retry_after_ms;
+      break;
+    case EventType::kHealth:
+      j["status"] = e.health;
+      j["model"] = e.model;
+      j["n_ctx"] = e.n_ctx;
+      j["protocol"] = kProtocolVersion;
+      break;
+    case EventType::kStats: {
+      const StatsInfo& s = e.stats;
+      j["queued"] = s.queued;
+      j["running"] = s.running;
+      j["kv_blocks_used"] = s.kv_blocks_used;
+      j["kv_blocks_free"] = s.kv_blocks_free;
+      j["requests_total"] = s.requests_total;
+      j["prompt_tokens_total"] = s.prompt_tokens_total;
+      j["cached_tokens_total"] = s.cached_tokens_total;
+      j["generated_tokens_total"] = s.generated_tokens_total;
+      j["connections"] = s.connections;
+      j["uptime_s"] = s.uptime_s;
+      break;
+    }
+    case EventType::kTokens:
+      j["tokens"] = e.tokens;
+      break;
+    case EventType::kCancel:
+      j["found"] = e.found;
+      break;
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+StatusOr<Event> parse_event(std::string_view line) {
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return invalid_argument("event line is not a JSON object");
+  }
+  const std::string name = get_str(j, "event");
+  Event e;
+  bool known = false;
+  for (const EventName& n : kEventNames) {
+    if (name == n.name) {
+      e.type = n.type;
+      known = true;
+    }
+  }
+  if (!known) return invalid_argument("event line has unknown event '" + name + "'");
+  e.id = get_str(j, "id");
+  switch (e.type) {
+    case EventType::kQueued:
+      e.position = get_int(j, "position");
+      break;
+    case EventType::kStart:
+      e.prompt_tokens = get_int(j, "prompt_tokens");
+      e.cached_tokens = get_int(j, "cached_tokens");
+      break;
+    case EventType::kToken:
+      e.text = get_str(j, "text");
+      break;
+    case EventType::kNotice:
+      e.message = get_str(j, "message");
+      e.dropped_messages = get_int(j, "dropped_messages");
+      break;
+    case EventType::kDone: {
+      e.finish_reason = get_str(j, "finish_reason");
+      const json usage = j.value("usage", json::object());
+      if (usage.is_object()) {
+        e.usage.prompt_tokens = get_int(usage, "prompt_tokens");
+        e.usage.cached_tokens = get_int(usage, "cached_tokens");
+        e.usage.completion_tokens = get_int(usage, "completion_tokens");
+      }
+      const json t = j.value("timings", json::object());
+      if (t.is_object()) {
+        e.timings.queue_ms = get_double(t, "queue_ms");
+        e.timings.prefill_ms = get_double(t, "prefill_ms");
+        e.timings.ttft_ms = get_double(t, "ttft_ms");
+        e.timings.tpot_ms = get_double(t, "tpot_ms");
+        e.timings.total_ms = get_double(t, "total_ms");
+      }
+      break;
+    }
+    case EventType::kError:
+      e.code = error_code_from_name(get_str(j, "code"));
+      e.message = get_str(j, "message");
+      e.retry_after_ms = get_int(j, "retry_after_ms");
+      break;
+    case EventType::kHealth:
+      e.health = get_str(j, "status");
+      e.model = get_str(j, "model");
+      e.n_ctx = get_int(j, "n_ctx");
+      break;
+    case EventType::kStats:
+      e.stats.queued = get_int(j, "queued");
+      e.stats.running = get_int(j, "running");
+      e.stats.kv_blocks_used = get_int(j, "kv_blocks_used");
+      e.stats.kv_blocks_free = get_int(j, "kv_blocks_free");
+      e.stats.requests_total = get_int64(j, "requests_total");
+      e.stats.prompt_tokens_total = get_int64(j, "prompt_tokens_total");
+      e.stats.cached_tokens_total = get_int64(j, "cached_tokens_total");
+      e.stats.generated_tokens_total = get_int64(j, "generated_tokens_total");
+      e.stats.connections = get_int(j, "connections");
+      e.stats.uptime_s = get_double(j, "uptime_s");
+      break;
+    case EventType::kTokens: {
+      auto it = j.find("tokens");
+      if (it != j.end() && it->is_array()) {
+        for (const json& t : *it) {
+          if (t.is_number_integer()) e.tokens.push_back(t.get<int32_t>());
+        }
+      }
+      break;
+    }
+    case EventType::kCancel:
+      e.found = j.contains("found") && j["found"].is_boolean() && j["found"].get<bool>();
+      break;
+  }
+  return e;
+}
+
+Event error_event(const std::string& id, const Status& status, int retry_after_ms) {
+  Event e;
+  e.type = EventType::kError;
+  e.id = id;
+  e.code = status.ok() ? ErrorCode::kInternal : status.code();
+  e.message = status.message();
+  e.retry_after_ms = retry_after_ms;
+  return e;
+}
+
+}  // namespace glm::protocol

@@ -1,0 +1,415 @@
+#include "protocol/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "protocol/line_buffer.h"
+
+namespace glm::protocol {
+namespace {
+
+Request parse_ok(const std::string& line) {
+  auto r = parse_request(line);
+  EXPECT_TRUE(r.ok()) << line << " -> " << r.status().to_string();
+  return r.ok() ? *r : Request{};
+}
+
+// Expects parse_request to fail with `code` and a message containing `needle`.
+void expect_error(const std::string& line, const std::string& needle,
+                  ErrorCode code = ErrorCode::kInvalidArgument, const Limits& limits = {}) {
+  auto r = parse_request(line, limits);
+  ASSERT_FALSE(r.ok()) << "accepted: " << line;
+  EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+  EXPECT_NE(r.status().message().find(needle), std::string::npos)
+      << "message '" << r.status().message() << "' lacks '" << needle << "'";
+}
+
+TEST(ParseRequest, FullGenerateRequest) {
+  Request r = parse_ok(
+      R"({"id":"r1","conversation":"c7","messages":[{"role":"system","content":"be brief"},)"
+      R"({"role":"user","content":"你好"}],"params":{"temperature":0.7,"top_p":0.9,"top_k":40,)"
+      R"("repetition_penalty":1.1,"seed":42,"max_tokens":512,"stop":["\n\n","END"]}})");
+  EXPECT_EQ(r.type, RequestType::kGenerate);
+  EXPECT_EQ(r.id, "r1");
+  EXPECT_FALSE(r.id_assigned);
+  EXPECT_EQ(r.conversation, "c7");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "你好");
+  EXPECT_DOUBLE_EQ(*r.params.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(*r.params.top_p, 0.9);
+  EXPECT_EQ(*r.params.top_k, 40);
+  EXPECT_DOUBLE_EQ(*r.params.repetition_penalty, 1.1);
+  EXPECT_EQ(*r.params.seed, 42u);
+  EXPECT_EQ(*r.params.max_tokens, 512);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n\n", "END"}));
+}
+
+TEST(ParseRequest, MinimalRequestGetsAnIdAndDefaults) {
+  Request a = parse_ok(R"({"messages":[{"role":"user","content":"hi"}]})");
+  Request b = parse_ok(R"({"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_TRUE(a.id_assigned);
+  EXPECT_FALSE(a.id.empty());
+  EXPECT_NE(a.id, b.id);
+  EXPECT_FALSE(a.params.temperature.has_value());
+  EXPECT_FALSE(a.params.max_tokens.has_value());
+}
+
+TEST(ParseRequest, LegacyChatGlmShape) {
+  Request r = parse_ok(
+      R"({"prompt":"and now?","history":[["q1","a1"],["q2","a2"]],"max_length":64,)"
+      R"("top_p":0.5,"temperature":0.2})");
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "q1");
+  EXPECT_EQ(r.messages[1].role, "assistant");
+  EXPECT_EQ(r.messages[3].content, "a2");
+  EXPECT_EQ(r.messages[4].role, "user");
+  EXPECT_EQ(r.messages[4].content, "and now?");
+  EXPECT_EQ(*r.params.max_tokens, 64);
+  EXPECT_DOUBLE_EQ(*r.params.top_p, 0.5);
+  EXPECT_DOUBLE_EQ(*r.params.temperature, 0.2);
+  Request bare = parse_ok(R"({"prompt":"hi"})");
+  ASSERT_EQ(bare.messages.size(), 1u);
+  EXPECT_FALSE(bare.raw);
+}
+
+TEST(ParseRequest, RawPrompt) {
+  Request r = parse_ok(R"({"raw":true,"prompt":"Once upon a time"})");
+  EXPECT_TRUE(r.raw);
+  EXPECT_EQ(r.prompt, "Once upon a time");
+  EXPECT_TRUE(r.messages.empty());
+}
+
+TEST(ParseRequest, OtherRequestTypes) {
+  Request h = parse_ok(R"({"type":"health"})");
+  EXPECT_EQ(h.type, RequestType::kHealth);
+  EXPECT_TRUE(h.id_assigned);
+  EXPECT_EQ(parse_ok(R"({"type":"stats","id":"s"})").type, RequestType::kStats);
+  Request c = parse_ok(R"({"type":"cancel","id":"r1"})");
+  EXPECT_EQ(c.type, RequestType::kCancel);
+  EXPECT_EQ(c.id, "r1");
+  Request t = parse_ok(R"({"type":"tokenize","text":"hello"})");
+  EXPECT_EQ(t.type, RequestType::kTokenize);
+  EXPECT_EQ(t.text, "hello");
+}
+
+TEST(ParseRequest, CarriageReturnIsTolerated) {
+  EXPECT_EQ(parse_ok("{\"type\":\"health\"}\r").type, RequestType::kHealth);
+}
+
+TEST(ParseRequest, RejectsMalformedLines) {
+  expect_error("", "not valid JSON");
+  expect_error("{\"messages\":", "not valid JSON");
+  expect_error("[1,2]", "must be a JSON object");
+  expect_error("\"hi\"", "must be a JSON object");
+  expect_error(std::string("{\"prompt\":\"\xff\xfe\"}"), "not valid UTF-8");
+  expect_error(std::string("{\"prompt\":\"\xc0\xaf\"}"), "not valid UTF-8");  // overlong
+  expect_error(R"({"prompt":"\ud800"})", "not valid JSON");                  // lone surrogate
+  expect_error(std::string(40, '[') + std::string(40, ']'), "nested deeper");
+}
+
+TEST(ParseRequest, LineLengthLimit) {
+  Limits limits;
+  limits.max_line_bytes = 64;
+  const std::string line = R"({"messages":[{"role":"user","content":")" + std::string(100, 'x') +
+                           "\"}]}";
+  expect_error(line, "the limit is 64", ErrorCode::kInvalidArgument, limits);
+}
+
+TEST(ParseRequest, RejectsBadTopLevelFields) {
+  expect_error(R"({"id":5,"prompt":"x"})", "'id': expected a string");
+  expect_error(R"({"id":"","prompt":"x"})", "'id': must not be empty");
+  expect_error(R"({"id":"a\u0001b","prompt":"x"})", "control characters");
+  expect_error("{\"id\":\"" + std::string(200, 'a') + "\",\"prompt\":\"x\"}", "limit is 128");
+  expect_error(R"({"conversation":7,"prompt":"x"})", "'conversation': expected a string");
+  expect_error(R"({"type":"dance"})", "'type': 'dance' is not one of");
+  expect_error(R"({"type":3})", "'type': expected a string");
+  expect_error(R"({"prompt":"x","temprature":1})", "'temprature': unknown key");
+  expect_error(R"({"v":2,"prompt":"x"})", "newer than this engine", ErrorCode::kUnsupported);
+  expect_error(R"({"v":"1","prompt":"x"})", "'v': expected an integer");
+  expect_error(R"({"raw":"yes","prompt":"x"})", "'raw': expected true or false");
+  expect_error(R"({"type":"cancel"})", "cancel needs the id");
+  expect_error(R"({"type":"tokenize"})", "tokenize needs the text");
+  expect_error(R"({"type":"tokenize","text":5})", "'text': expected a string");
+}
+
+TEST(ParseRequest, RejectsBadMessages) {
+  expect_error(R"({})", "'messages': is required");
+  expect_error(R"({"messages":"hi"})", "'messages': expected an array");
+  expect_error(R"({"messages":[]})", "'messages': must not be empty");
+  expect_error(R"({"messages":["hi"]})", "'messages[0]': expected an object");
+  expect_error(R"({"messages":[{"content":"hi"}]})", "'messages[0].role': is required");
+  expect_error(R"({"messages":[{"role":"user"}]})", "'messages[0].content': is required");
+  expect_error(R"({"messages":[{"role":"bot","content":"hi"}]})", "'bot' is not one of");
+  expect_error(R"({"messages":[{"role":1,"content":"hi"}]})", "role': expected a string");
+  expect_error(R"({"messages":[{"role":"user","content":1}]})", "content': expected a string");
+  expect_error(R"({"messages":[{"role":"user","content":"a","metadata":1}]})",
+               "metadata': expected a string");
+  expect_error(R"({"messages":[{"role":"user","content":"a","name":"x"}]})",
+               "'messages[0].name': unknown key");
+  expect_error(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})",
+               "last message must have role user");
+  expect_error(R"({"messages":[{"role":"user","content":"a"}],"prompt":"x"})", "not both");
+  expect_error(R"({"raw":true,"messages":[{"role":"user","content":"a"}]})", "raw needs a prompt");
+  expect_error(R"({"raw":true,"prompt":"a","history":[]})", "raw prompts take no history");
+  expect_error(R"({"prompt":1})", "'prompt': expected a string");
+  Limits limits;
+  limits.max_messages = 2;
+  expect_error(
+      R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},)"
+      R"({"role":"user","content":"c"}]})",
+      "the limit is 2", ErrorCode::kInvalidArgument, limits);
+}
+
+TEST(ParseRequest, RejectsBadHistory) {
+  expect_error(R"({"prompt":"x","history":"no"})", "'history': expected an array");
+  expect_error(R"({"prompt":"x","history":[["q"]]})", "'history[0]': expected [question, answer]");
+  expect_error(R"({"prompt":"x","history":[["q",1]]})", "'history[0]'");
+  expect_error(R"({"prompt":"x","history":["qa"]})", "'history[0]'");
+}
+
+TEST(ParseRequest, RejectsBadParams) {
+  const std::string pre = R"({"messages":[{"role":"user","content":"a"}],"params":)";
+  expect_error(pre + "5}", "'params': expected an object");
+  expect_error(pre + R"({"temperature":"hot"}})", "'params.temperature': expected a number");
+  expect_error(pre + R"({"temperature":-0.1}})", "must be in [0, 2]");
+  expect_error(pre + R"({"temperature":2.5}})", "must be in [0, 2]");
+  expect_error(pre + R"({"top_p":0}})", "'params.top_p': must be in (0, 1]");
+  expect_error(pre + R"({"top_p":1.01}})", "'params.top_p'");
+  expect_error(pre + R"({"top_k":1.5}})", "'params.top_k': expected an integer");
+  expect_error(pre + R"({"top_k":-1}})", "'params.top_k': must be in [0, 1000]");
+  expect_error(pre + R"({"repetition_penalty":0}})", "'params.repetition_penalty'");
+  expect_error(pre + R"({"seed":-3}})", "'params.seed': expected a non-negative integer");
+  expect_error(pre + R"({"seed":"x"}})", "'params.seed'");
+  expect_error(pre + R"({"max_tokens":0}})", "'params.max_tokens': must be in [1, 1048576]");
+  expect_error(pre + R"({"max_tokens":99999999999}})", "'params.max_tokens'");
+  expect_error(pre + R"({"max_tokens":"9"}})", "'params.max_tokens': expected an integer");
+  expect_error(pre + R"({"stop":5}})", "'params.stop': expected a string or an array");
+  expect_error(pre + R"({"stop":[""]}})", "must not be empty");
+  expect_error(pre + R"({"stop":[1]}})", "'params.stop': expected a string");
+  expect_error(pre + R"({"stop":["a","b","c","d","e","f","g","h","i"]}})", "at most 8");
+  expect_error(pre + R"({"stop":[")" + std::string(65, 's') + "\"]}}", "limit is 64");
+  expect_error(pre + R"({"mirostat":1}})", "'params.mirostat': unknown parameter");
+  expect_error(R"({"prompt":"x","temperature":9})", "'temperature': must be in [0, 2]");
+}
+
+TEST(ParseRequest, IdIsReportedEvenWhenTheRequestIsInvalid) {
+  std::string id;
+  auto r = parse_request(R"({"id":"bad1","messages":[]})", {}, &id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(id, "bad1");
+  r = parse_request("not json", {}, &id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(id, "");
+}
+
+TEST(SerializeRequest, RoundTrips) {
+  Request r;
+  r.id = "x9";
+  r.conversation = "conv";
+  r.messages = {{"system", "sys", ""}, {"user", "q \"quoted\"\n", "meta"}};
+  r.params.temperature = 0.5;
+  r.params.top_k = 3;
+  r.params.seed = 123456789012345ull;
+  r.params.max_tokens = 7;
+  r.params.stop = {"###"};
+  Request back = parse_ok(serialize_request(r));
+  EXPECT_EQ(back.id, r.id);
+  EXPECT_EQ(back.conversation, r.conversation);
+  ASSERT_EQ(back.messages.size(), 2u);
+  EXPECT_EQ(back.messages[1].content, r.messages[1].content);
+  EXPECT_EQ(back.messages[1].metadata, "meta");
+  EXPECT_EQ(*back.params.temperature, 0.5);
+  EXPECT_EQ(*back.params.top_k, 3);
+  EXPECT_EQ(*back.params.seed, 123456789012345ull);
+  EXPECT_EQ(*back.params.max_tokens, 7);
+  EXPECT_FALSE(back.params.top_p.has_value());
+  EXPECT_EQ(back.params.stop, r.params.stop);
+
+  Request raw;
+  raw.raw = true;
+  raw.prompt = "abc";
+  Request raw_back = parse_ok(serialize_request(raw));
+  EXPECT_TRUE(raw_back.raw);
+  EXPECT_EQ(raw_back.prompt, "abc");
+
+  Request tok;
+  tok.type = RequestType::kTokenize;
+  tok.id = "t";
+  tok.text = "héllo";
+  Request tok_back = parse_ok(serialize_request(tok));
+  EXPECT_EQ(tok_back.type, RequestType::kTokenize);
+  EXPECT_EQ(tok_back.text, "héllo");
+  for (RequestType t : {RequestType::kHealth, RequestType::kStats, RequestType::kCancel}) {
+    Request q;
+    q.type = t;
+    q.id = "q";
+    EXPECT_EQ(parse_ok(serialize_request(q)).type, t);
+  }
+}
+
+Event round_trip(const Event& e) {
+  const std::string line = serialize_event(e);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  auto back = parse_event(line);
+  EXPECT_TRUE(back.ok()) << line;
+  EXPECT_EQ(back->type, e.type);
+  EXPECT_EQ(back->id, e.id);
+  return *back;
+}
+
+TEST(Events, RoundTripEveryType) {
+  Event q;
+  q.type = EventType::kQueued;
+  q.id = "r1";
+  q.position = 3;
+  EXPECT_EQ(round_trip(q).position, 3);
+
+  Event s;
+  s.type = EventType::kStart;
+  s.id = "r1";
+  s.prompt_tokens = 12;
+  s.cached_tokens = 8;
+  Event sb = round_trip(s);
+  EXPECT_EQ(sb.prompt_tokens, 12);
+  EXPECT_EQ(sb.cached_tokens, 8);
+
+  Event t;
+  t.id = "r1";
+  t.text = "你\n\"x\"\\";
+  EXPECT_EQ(round_trip(t).text, t.text);
+
+  Event n;
+  n.type = EventType::kNotice;
+  n.id = "r1";
+  n.message = "history trimmed";
+  n.dropped_messages = 4;
+  Event nb = round_trip(n);
+  EXPECT_EQ(nb.message, n.message);
+  EXPECT_EQ(nb.dropped_messages, 4);
+
+  Event d;
+  d.type = EventType::kDone;
+  d.id = "r1";
+  d.finish_reason = "length";
+  d.usage = {12, 8, 30};
+  d.timings = {1.5, 20.25, 22.0, 5.5, 180.0};
+  Event db = round_trip(d);
+  EXPECT_EQ(db.finish_reason, "length");
+  EXPECT_EQ(db.usage.prompt_tokens, 12);
+  EXPECT_EQ(db.usage.cached_tokens, 8);
+  EXPECT_EQ(db.usage.completion_tokens, 30);
+  EXPECT_DOUBLE_EQ(db.timings.prefill_ms, 20.25);
+  EXPECT_DOUBLE_EQ(db.timings.total_ms, 180.0);
+  EXPECT_NE(serialize_event(d).find("\"total_tokens\":42"), std::string::npos);
+
+  Event e = error_event("r2", Status(ErrorCode::kQueueFull, "queue is full"), 250);
+  Event eb = round_trip(e);
+  EXPECT_EQ(eb.code, ErrorCode::kQueueFull);
+  EXPECT_EQ(eb.message, "queue is full");
+  EXPECT_EQ(eb.retry_after_ms, 250);
+  EXPECT_NE(serialize_event(e).find("\"code\":\"busy\""), std::string::npos);
+
+  Event h;
+  h.type = EventType::kHealth;
+  h.id = "h";
+  h.health = "loading";
+  h.model = "tiny";
+  h.n_ctx = 512;
+  Event hb = round_trip(h);
+  EXPECT_EQ(hb.health, "loading");
+  EXPECT_EQ(hb.model, "tiny");
+  EXPECT_EQ(hb.n_ctx, 512);
+
+  Event st;
+  st.type = EventType::kStats;
+  st.id = "s";
+  st.stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10.5};
+  Event stb = round_trip(st);
+  EXPECT_EQ(stb.stats.queued, 1);
+  EXPECT_EQ(stb.stats.kv_blocks_free, 4);
+  EXPECT_EQ(stb.stats.generated_tokens_total, 8);
+  EXPECT_EQ(stb.stats.connections, 9);
+  EXPECT_DOUBLE_EQ(stb.stats.uptime_s, 10.5);
+
+  Event tk;
+  tk.type = EventType::kTokens;
+  tk.id = "t";
+  tk.tokens = {1, 65023, 0};
+  EXPECT_EQ(round_trip(tk).tokens, tk.tokens);
+
+  Event c;
+  c.type = EventType::kCancel;
+  c.id = "r1";
+  c.found = true;
+  EXPECT_TRUE(round_trip(c).found);
+}
+
+TEST(Events, ErrorWithoutIdHasNullId) {
+  const std::string line = serialize_event(error_event("", invalid_argument("bad")));
+  EXPECT_NE(line.find("\"id\":null"), std::string::npos) << line;
+  EXPECT_EQ(parse_event(line)->id, "");
+}
+
+TEST(Events, InvalidUtf8TextIsReplacedNotFatal) {
+  Event t;
+  t.id = "r";
+  t.text = "a\xff";
+  auto back = parse_event(serialize_event(t));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->text, "a\xEF\xBF\xBD");
+}
+
+TEST(Events, ParseRejectsGarbage) {
+  EXPECT_FALSE(parse_event("nope").ok());
+  EXPECT_FALSE(parse_event(R"({"event":"party"})").ok());
+  EXPECT_FALSE(parse_event("[]").ok());
+  // Wrong field types are tolerated as absent rather than throwing.
+  auto e = parse_event(R"({"event":"done","usage":5,"timings":"x","finish_reason":3})");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->usage.prompt_tokens, 0);
+  EXPECT_FALSE(parse_event(R"({"event":"cancel","found":"yes"})")->found);
+}
+
+TEST(LineBuffer, SplitsAcrossChunks) {
+  LineBuffer b(100);
+  std::string line;
+  b.append("{\"a\":1}\n{\"b\"");
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line, "{\"a\":1}");
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kNone);
+  EXPECT_EQ(b.pending_bytes(), 4u);  // {"b"
+  b.append(":2}\r\n\n");
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line, "{\"b\":2}");
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line, "");
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kNone);
+}
+
+TEST(LineBuffer, OverlongLineIsReportedOnceAndSkipped) {
+  LineBuffer b(10);
+  std::string line;
+  b.append(std::string(30, 'x'));
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kOverlong);
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kNone);
+  b.append(std::string(30, 'y'));
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kNone);  // still the same overlong line
+  b.append("yy\nok\n");
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line, "ok");
+  // Overlong line delivered whole in one chunk.
+  b.append(std::string(20, 'z') + "\nfine\n");
+  EXPECT_EQ(b.next(&line), LineBuffer::Next::kOverlong);
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line, "fine");
+  // Exactly at the limit is fine.
+  b.append(std::string(10, 'a') + "\n");
+  ASSERT_EQ(b.next(&line), LineBuffer::Next::kLine);
+  EXPECT_EQ(line.size(), 10u);
+}
+
+}  // namespace
+}  // namespace glm::protocol

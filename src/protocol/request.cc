@@ -1,0 +1,393 @@
+// Request lines: parse + validate, and serialize (protocol.h).
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/utf8.h"
+#include "protocol/protocol.h"
+
+namespace glm::protocol {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kRoles[] = {"system", "user", "assistant", "observation"};
+
+// Maximum nesting depth of brackets outside strings; stops counting past `limit`.
+int nesting_depth(std::string_view s, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+Status field_error(const std::string& field, const std::string& what) {
+  return invalid_argument("field '" + field + "': " + what);
+}
+
+StatusOr<std::string> get_string(const json& j, const std::string& field, size_t max_bytes) {
+  if (!j.is_string()) return field_error(field, "expected a string");
+  const auto& s = j.get_ref<const std::string&>();
+  if (s.size() > max_bytes) {
+    return field_error(field, "is " + std::to_string(s.size()) + " bytes; the limit is " +
+                                  std::to_string(max_bytes));
+  }
+  return s;
+}
+
+StatusOr<std::string> get_id(const json& j, const std::string& field, const Limits& limits) {
+  auto s = get_string(j, field, limits.max_id_bytes);
+  if (!s.ok()) return s.status();
+  if (s->empty()) return field_error(field, "must not be empty");
+  for (unsigned char c : *s) {
+    if (c < 0x20 || c == 0x7f) return field_error(field, "must not contain control characters");
+  }
+  return s;
+}
+
+StatusOr<double> get_number(const json& j, const std::string& field, double lo, double hi,
+                            bool lo_open) {
+  if (!j.is_number()) return field_error(field, "expected a number");
+  const double v = j.get<double>();
+  const bool below = lo_open ? !(v > lo) : !(v >= lo);
+  if (below || !(v <= hi) || !std::isfinite(v)) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "must be in %c%g, %g], got %g", lo_open ? '(' : '[', lo, hi,
+                  v);
+    return field_error(field, buf);
+  }
+  return v;
+}
+
+StatusOr<int> get_int(const json& j, const std::string& field, int64_t lo, int64_t hi) {
+  if (!j.is_number_integer()) return field_error(field, "expected an integer");
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    return field_error(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  "], got " + j.dump());
+  }
+  const int64_t v = j.get<int64_t>();
+  if (v < lo || v > hi) {
+    return field_error(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  "], got " + std::to_string(v));
+  }
+  return static_cast<int>(v);
+}
+
+Status parse_params(const json& p, const std::string& prefix, Params* out, const Limits& limits) {
+  for (const auto& [key, value] : p.items()) {
+    const std::string field = prefix + key;
+    if (key == "temperature") {
+      auto v = get_number(value, field, 0, 2, false);
+      if (!v.ok()) return v.status();
+      out->temperature = *v;
+    } else if (key == "top_p") {
+      auto v = get_number(value, field, 0, 1, true);
+      if (!v.ok()) return v.status();
+      out->top_p = *v;
+    } else if (key == "top_k") {
+      auto v = get_int(value, field, 0, 1000);
+      if (!v.ok()) return v.status();
+      out->top_k = *v;
+    } else if (key == "repetition_penalty") {
+      auto v = get_number(value, field, 0, 10, true);
+      if (!v.ok()) return v.status();
+      out->repetition_penalty = *v;
+    } else if (key == "seed") {
+      if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
+        return field_error(field, "expected a non-negative integer");
+      }
+      out->seed = value.get<uint64_t>();
+    } else if (key == "max_tokens" || key == "max_length") {
+      // max_length: the legacy ChatGLM name, used as the reply's token limit.
+      auto v = get_int(value, field, 1, 1 << 20);
+      if (!v.ok()) return v.status();
+      out->max_tokens = *v;
+    } else if (key == "stop") {
+      std::vector<json> items;
+      if (value.is_string()) {
+        items.push_back(value);
+      } else if (value.is_array()) {
+        items.assign(value.begin(), value.end());
+      } else {
+        return field_error(field, "expected a string or an array of strings");
+      }
+      if (static_cast<int>(items.size()) > limits.max_stop) {
+        return field_error(field, "at most " + std::to_string(limits.max_stop) + " strings");
+      }
+      out->stop.clear();
+      for (const json& item : items) {
+        auto s = get_string(item, field, limits.max_stop_bytes);
+        if (!s.ok()) return s.status();
+        if (s->empty()) return field_error(field, "stop strings must not be empty");
+        out->stop.push_back(*s);
+      }
+    } else if (prefix.empty()) {
+      continue;  // top-level keys are checked by the caller
+    } else {
+      return field_error(field, "unknown parameter (known: temperature, top_p, top_k, "
+                                "repetition_penalty, seed, max_tokens, stop)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status parse_message(const json& m, size_t index, Message* out) {
+  const std::string field = "messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) return field_error(field, "expected an object {\"role\",\"content\"}");
+  for (const auto& [key, value] : m.items()) {
+    if (key == "role") {
+      if (!value.is_string()) return field_error(field + ".role", "expected a string");
+      out->role = value.get<std::string>();
+      bool known = false;
+      for (const char* r : kRoles) known = known || out->role == r;
+      if (!known) {
+        return field_error(field + ".role", "'" + out->role +
+                                                "' is not one of system, user, assistant, "
+                                                "observation");
+      }
+    } else if (key == "content") {
+      if (!value.is_string()) return field_error(field + ".content", "expected a string");
+      out->content = value.get<std::string>();
+    } else if (key == "metadata") {
+      if (!value.is_string()) return field_error(field + ".metadata", "expected a string");
+      out->metadata = value.get<std::string>();
+    } else {
+      return field_error(field + "." + key, "unknown key (known: role, content, metadata)");
+    }
+  }
+  if (out->role.empty()) return field_error(field + ".role", "is required");
+  if (!m.contains("content")) return field_error(field + ".content", "is required");
+  return Status::Ok();
+}
+
+// Legacy ChatGLM service shape: {"prompt": q, "history": [[q1, a1], ...]}.
+Status parse_history(const json& h, std::vector<Message>* out) {
+  if (!h.is_array()) return field_error("history", "expected an array of [question, answer]");
+  for (size_t i = 0; i < h.size(); ++i) {
+    const json& pair = h[i];
+    const std::string field = "history[" + std::to_string(i) + "]";
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string()) {
+      return field_error(field, "expected [question, answer], two strings");
+    }
+    out->push_back({"user", pair[0].get<std::string>(), ""});
+    out->push_back({"assistant", pair[1].get<std::string>(), ""});
+  }
+  return Status::Ok();
+}
+
+bool is_top_level_key(const std::string& key) {
+  static const char* kKeys[] = {"v",      "type",    "id",     "conversation", "messages",
+                                "prompt", "history", "raw",    "params",       "text",
+                                // legacy ChatGLM service shape: sampling keys at the top level
+                                "temperature", "top_p", "top_k", "max_length", "max_tokens",
+                                "repetition_penalty", "seed", "stop"};
+  for (const char* k : kKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string* id_out) {
+  Request r;
+  if (j.contains("id")) {
+    auto id = get_id(j["id"], "id", limits);
+    if (!id.ok()) return id.status();
+    r.id = *id;
+    if (id_out != nullptr) *id_out = r.id;
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (!is_top_level_key(key)) {
+      return field_error(key, "unknown key (see docs/protocol.md; sampling settings go in "
+                              "\"params\")");
+    }
+  }
+  if (j.contains("v")) {
+    auto v = get_int(j["v"], "v", 1, 1 << 30);
+    if (!v.ok()) return v.status();
+    if (*v > kProtocolVersion) {
+      return Status(ErrorCode::kUnsupported,
+                    "protocol version " + std::to_string(*v) + " is newer than this engine's (" +
+                        std::to_string(kProtocolVersion) + "); upgrade glmserve");
+    }
+  }
+  if (j.contains("type")) {
+    if (!j["type"].is_string()) return field_error("type", "expected a string");
+    const std::string t = j["type"].get<std::string>();
+    if (t == "generate") r.type = RequestType::kGenerate;
+    else if (t == "cancel") r.type = RequestType::kCancel;
+    else if (t == "health") r.type = RequestType::kHealth;
+    else if (t == "stats") r.type = RequestType::kStats;
+    else if (t == "tokenize") r.type = RequestType::kTokenize;
+    else {
+      return field_error("type", "'" + t + "' is not one of generate, cancel, health, stats, "
+                                           "tokenize");
+    }
+  }
+  if (r.type == RequestType::kCancel && r.id.empty()) {
+    return field_error("id", "cancel needs the id of the request to cancel");
+  }
+  if (r.type == RequestType::kTokenize) {
+    if (!j.contains("text")) return field_error("text", "tokenize needs the text");
+    auto text = get_string(j["text"], "text", limits.max_line_bytes);
+    if (!text.ok()) return text.status();
+    r.text = *text;
+  }
+  if (r.type == RequestType::kGenerate) {
+    if (j.contains("conversation")) {
+      auto c = get_id(j["conversation"], "conversation", limits);
+      if (!c.ok()) return c.status();
+      r.conversation = *c;
+    }
+    if (j.contains("raw")) {
+      if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
+      r.raw = j["raw"].get<bool>();
+    }
+    const bool has_messages = j.contains("messages");
+    const bool has_prompt = j.contains("prompt");
+    if (has_messages && (has_prompt || j.contains("history"))) {
+      return field_error("messages", "give either messages or prompt (+ history), not both");
+    }
+    if (has_messages) {
+      if (r.raw) return field_error("raw", "raw needs a prompt, not messages");
+      const json& m = j["messages"];
+      if (!m.is_array()) return field_error("messages", "expected an array");
+      if (m.empty()) return field_error("messages", "must not be empty");
+      if (static_cast<int>(m.size()) > limits.max_messages) {
+        return field_error("messages", "has " + std::to_string(m.size()) +
+                                           " entries; the limit is " +
+                                           std::to_string(limits.max_messages));
+      }
+      r.messages.resize(m.size());
+      for (size_t i = 0; i < m.size(); ++i) GLM_RETURN_IF_ERROR(parse_message(m[i], i, &r.messages[i]));
+    } else if (has_prompt) {
+      if (!j["prompt"].is_string()) return field_error("prompt", "expected a string");
+      const std::string prompt = j["prompt"].get<std::string>();
+      if (r.raw) {
+        if (j.contains("history")) return field_error("history", "raw prompts take no history");
+        r.prompt = prompt;
+      } else {
+        if (j.contains("history")) GLM_RETURN_IF_ERROR(parse_history(j["history"], &r.messages));
+        r.messages.push_back({"user", prompt, ""});
+        if (static_cast<int>(r.messages.size()) > limits.max_messages) {
+          return field_error("history", "too many turns; the limit is " +
+                                            std::to_string(limits.max_messages) + " messages");
+        }
+      }
+    } else {
+      return field_error("messages", "is required (or \"prompt\"); e.g. "
+                                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    }
+    if (!r.raw) {
+      const std::string& last = r.messages.back().role;
+      if (last != "user" && last != "observation") {
+        return field_error("messages", "the last message must have role user or observation, "
+                                       "got " + last);
+      }
+    }
+    GLM_RETURN_IF_ERROR(parse_params(j, "", &r.params, limits));
+    if (j.contains("params")) {
+      if (!j["params"].is_object()) return field_error("params", "expected an object");
+      GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r.params, limits));
+    }
+  }
+  if (r.id.empty()) {
+    r.id = make_request_id();
+    r.id_assigned = true;
+    if (id_out != nullptr) *id_out = r.id;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* request_type_name(RequestType t) {
+  switch (t) {
+    case RequestType::kGenerate: return "generate";
+    case RequestType::kCancel: return "cancel";
+    case RequestType::kHealth: return "health";
+    case RequestType::kStats: return "stats";
+    case RequestType::kTokenize: return "tokenize";
+  }
+  return "generate";
+}
+
+StatusOr<Request> parse_request(std::string_view line, const Limits& limits,
+                                std::string* id_out) {
+  if (id_out != nullptr) id_out->clear();
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.size() > limits.max_line_bytes) {
+    return invalid_argument("request line is " + std::to_string(line.size()) +
+                            " bytes; the limit is " + std::to_string(limits.max_line_bytes) +
+                            " (shorten the history or raise --max-line)");
+  }
+  if (!utf8_valid(line)) return invalid_argument("request line is not valid UTF-8");
+  if (nesting_depth(line, limits.max_depth) > limits.max_depth) {
+    return invalid_argument("JSON nested deeper than " + std::to_string(limits.max_depth) +
+                            " levels");
+  }
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return invalid_argument("request line is not valid JSON (one JSON object per line)");
+  }
+  if (!j.is_object()) return invalid_argument("request must be a JSON object");
+  return parse_object(j, limits, id_out);
+}
+
+std::string serialize_request(const Request& r) {
+  json j = json::object();
+  j["v"] = kProtocolVersion;
+  if (r.type != RequestType::kGenerate) j["type"] = request_type_name(r.type);
+  if (!r.id.empty() && !r.id_assigned) j["id"] = r.id;
+  if (r.type == RequestType::kTokenize) j["text"] = r.text;
+  if (r.type == RequestType::kGenerate) {
+    if (!r.conversation.empty()) j["conversation"] = r.conversation;
+    if (r.raw) {
+      j["raw"] = true;
+      j["prompt"] = r.prompt;
+    } else {
+      json msgs = json::array();
+      for (const Message& m : r.messages) {
+        json o = {{"role", m.role}, {"content", m.content}};
+        if (!m.metadata.empty()) o["metadata"] = m.metadata;
+        msgs.push_back(std::move(o));
+      }
+      j["messages"] = std::move(msgs);
+    }
+    json p = json::object();
+    const Params& q = r.params;
+    if (q.temperature) p["temperature"] = *q.temperature;
+    if (q.top_p) p["top_p"] = *q.top_p;
+    if (q.top_k) p["top_k"] = *q.top_k;
+    if (q.repetition_penalty) p["repetition_penalty"] = *q.repetition_penalty;
+    if (q.seed) p["seed"] = *q.seed;
+    if (q.max_tokens) p["max_tokens"] = *q.max_tokens;
+    if (!q.stop.empty()) p["stop"] = q.stop;
+    if (!p.empty()) j["params"] = std::move(p);
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string make_request_id() {
+  static std::atomic<uint64_t> counter{0};
+  return "req-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+}  // namespace glm::protocol
