@@ -145,7 +145,7 @@ Status Parser::read_array(int depth, Value* out) {
     for (size_t i = 0; i < n; ++i) GLM_RETURN_IF_ERROR(read_string(&out->strs_[i], "string"));
   } else if (elem == ValueType::kArray) {
     out->items_.resize(n);
-    for (size_t i = 0; i < n; ++i) GLM_RETURN_IF_ERROR(read_array(depth, &out->items_[i]));
+    for (size_t i = 0; i < n; ++i) GLM_RETURN_IF_ERROR(read_array(depth + 1, &out->items_[i]));
   } else {
     const size_t n_bytes = n * min_elem;
     out->raw_.assign(data_ + pos_, data_ + pos_ + n_bytes);
@@ -215,7 +215,10 @@ Status Parser::run(File* f) {
     return fail("GGUF version 1 is not supported (re-convert the model with a current llama.cpp)");
   }
   if (version != 2 && version != 3) {
-    if ((version & 0xffffu) == 0) return fail("big-endian GGUF files are not supported");
+    if (version != 0 && (version & 0xffffu) == 0) {
+      return fail("big-endian GGUF files are not supported (version field reads " +
+                  std::to_string(version) + "; convert the model on a little-endian machine)");
+    }
     return fail("unsupported GGUF version " + std::to_string(version) + " (supported: 2, 3)");
   }
   f->version_ = version;
