@@ -1,0 +1,105 @@
+// KvCache: the server's KV bookkeeping on top of BlockAllocator: block tables of running
+// sequences, admission with reservation (a request is admitted only when every block it may need
+// is promised to it, so decoding never runs out of memory), prefix reuse, and saved conversations.
+//
+// Prefix reuse, two ways (docs/engine.md):
+//   1. By conversation: when a sequence of conversation C finishes, its block table and its ACTUAL
+//      token sequence (prompt + generated tokens, not a re-rendering of the text) are saved under
+//      C with a tag (a digest of the messages so far). The next turn whose history digest equals
+//      the tag continues from those tokens and prefills only its new tokens (`tail`).
+//   2. By token prefix: every full block is published in the allocator's hash-chain cache, so any
+//      prompt starting with the same tokens (a shared system prompt, a re-sent history) reuses
+//      those blocks.
+// Memory pressure: admission evicts idle saved conversations least recently used first; their
+// full blocks stay in the prefix cache until the allocator evicts them (also LRU).
+//
+// Thread-safety: none; owned by the scheduler loop. Cost: admission is O(prompt / block_tokens)
+// hash lookups plus O(n_conversations) per conversation evicted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_allocator.h"
+
+namespace glm::kv {
+
+// The KV state of one sequence. Owned by the scheduler; changed only through KvCache.
+struct SeqKv {
+  std::vector<int32_t> blocks;  // block table: block i holds positions [i*bt, (i+1)*bt)
+  std::vector<int32_t> tokens;  // tokens whose K/V are written, position order
+  int reserved = 0;             // blocks promised to this sequence, not yet allocated
+  int n_published = 0;          // leading full blocks already offered to the prefix cache
+  uint64_t chain_hash = BlockAllocator::kRootHash;  // hash of the last published block
+};
+
+struct AdmitInput {
+  std::string conversation;                   // empty: no conversation reuse
+  uint64_t history_tag = 0;                   // digest of the messages before `tail`
+  const std::vector<int32_t>* tail = nullptr;  // tokens after the history (conversation path)
+  const std::vector<int32_t>* prompt = nullptr;  // the full prompt (fallback path), non-empty
+  int max_new_tokens = 0;
+  int n_ctx = 0;
+};
+
+enum class AdmitResult {
+  kAdmitted,   // *out filled, blocks reserved
+  kWait,       // not enough free blocks now; try again after others finish
+  kNeverFits,  // more blocks than the whole cache has
+};
+
+struct Admitted {
+  std::vector<int32_t> prompt;     // what the sequence runs: cached tokens first
+  int n_cached = 0;                // prompt tokens whose K/V are already in kv.blocks
+  bool from_conversation = false;  // prompt built from a saved conversation
+  SeqKv kv;
+};
+
+class KvCache {
+ public:
+  KvCache(int n_blocks, int block_tokens, int max_conversations = 4096);
+
+  BlockAllocator& allocator() { return alloc_; }
+  const BlockAllocator& allocator() const { return alloc_; }
+  int block_tokens() const { return alloc_.block_tokens(); }
+  int blocks_for(int n_positions) const;
+
+  AdmitResult admit(const AdmitInput& in, Admitted* out);
+  // Makes seq->blocks cover n_positions positions, drawing on its reservation.
+  void grow(SeqKv* seq, int n_positions);
+  // Records that the K/V of `tokens` ([n]) were written after seq->tokens; publishes the blocks
+  // that became full.
+  void commit(SeqKv* seq, const int32_t* tokens, int n);
+  // Frees everything the sequence holds (references and reservation); leaves it empty.
+  void release(SeqKv* seq);
+  // Keeps the sequence's cache as conversation `key`, replacing an older entry. `pending` are
+  // conversation tokens after seq->tokens whose K/V were not written (the last sampled token).
+  // Frees the unused reservation; leaves *seq empty.
+  void save_conversation(const std::string& key, uint64_t tag, SeqKv* seq,
+                         std::vector<int32_t> pending);
+  void drop_conversation(const std::string& key);
+  bool has_conversation(const std::string& key) const { return convs_.count(key) > 0; }
+  int n_conversations() const { return static_cast<int>(convs_.size()); }
+  // Drops every saved conversation (their full blocks stay in the prefix cache).
+  void clear_conversations();
+
+ private:
+  struct Conversation {
+    uint64_t tag = 0;
+    SeqKv kv;
+    std::vector<int32_t> pending;
+    uint64_t last_used = 0;
+  };
+  bool evict_oldest_conversation();
+  // Longest chain of cached full blocks matching the start of prompt, leaving >= 1 token to run.
+  void match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq);
+
+  BlockAllocator alloc_;
+  int max_conversations_;
+  uint64_t clock_ = 0;
+  std::unordered_map<std::string, Conversation> convs_;
+};
+
+}  // namespace glm::kv
