@@ -1,0 +1,54 @@
+// Internal to kernels/: the per-ISA entry points that matmul.cc and attention.cc dispatch to.
+// Each *_avx2.cc / *_avx512.cc file defines its own; only call one after cpu_isa() says the CPU
+// has that instruction set. Not part of the module's public interface.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/matmul.h"
+
+namespace glm::kernels::internal {
+
+// Row operations of attention over one KV row (F16 or F32) for a group of `g` query heads that
+// share it. Shapes: q, acc: [g, hd] f32; s, p: [g].
+struct AttnOps {
+  // s[h] = dot(q[h], k)
+  void (*scores)(const float* q, int g, int hd, const void* k, DType type, float* s);
+  // acc[h] += p[h] * v
+  void (*accumulate)(float* acc, int g, int hd, const float* p, const void* v, DType type);
+};
+const AttnOps& attn_ops_scalar();
+const AttnOps& attn_ops_avx2();
+const AttnOps& attn_ops_avx512();
+
+// A matmul variant: computes y = x W^T like matmul() for the weight types it supports and
+// returns true, or returns false without touching y (the caller then uses the generic path).
+using MatmulFn = bool (*)(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                          ThreadPool* pool);
+bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                 ThreadPool* pool);
+bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                   ThreadPool* pool);
+
+// Runs fn(begin, end) over [0, n) split in chunks that are multiples of `align` (except the
+// last), on the pool if any, else on the caller.
+template <typename Fn>
+void split_rows(ThreadPool* pool, int64_t n, int64_t align, const Fn& fn) {
+  const int64_t n_units = (n + align - 1) / align;
+  if (pool == nullptr || pool->n_threads() == 1 || n_units == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  // One captured pointer keeps the std::function in its small buffer: no allocation.
+  struct Ctx {
+    const Fn* fn;
+    int64_t n, align;
+  } ctx{&fn, n, align};
+  pool->parallel_for(n_units, [c = &ctx](int64_t b, int64_t e, int) {
+    const int64_t end = e * c->align < c->n ? e * c->align : c->n;
+    (*c->fn)(b * c->align, end);
+  });
+}
+
+}  // namespace glm::kernels::internal

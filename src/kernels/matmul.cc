@@ -1,0 +1,108 @@
+// matmul(): dispatch to the ISA variant (matmul_avx512.cc, matmul_avx2.cc), else the generic
+// path: each thread takes a contiguous range of rows, dequantizes one weight row at a time into
+// a per-thread buffer (quant.h) and dots it with every token, so a row is decoded once per call.
+#include "kernels/matmul.h"
+
+#include <vector>
+
+#include "core/check.h"
+#include "core/fp16.h"
+#include "kernels/internal.h"
+#include "kernels/isa.h"
+#include "kernels/quant.h"
+
+namespace glm::kernels {
+namespace {
+
+// Row r of w as f32 into dst (n_cols floats); returns a pointer to the f32 values.
+const float* row_f32(const WeightView& w, int64_t r, float* dst) {
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;
+  switch (w.type) {
+    case DType::kF32:
+      return reinterpret_cast<const float*>(row);
+    case DType::kF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+      for (int64_t c = 0; c < w.n_cols; ++c) dst[c] = fp16_to_fp32(h[c]);
+      return dst;
+    }
+    case DType::kBF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+      for (int64_t c = 0; c < w.n_cols; ++c) dst[c] = bf16_to_fp32(h[c]);
+      return dst;
+    }
+    default:
+      dequantize_row_ref(w.type, row, dst, w.n_cols);
+      return dst;
+  }
+}
+
+void matmul_generic(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                    ThreadPool* pool) {
+  internal::split_rows(pool, w.n_rows, 1, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(w.n_cols)) buf.resize(w.n_cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* wr = row_f32(w, r, buf.data());
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* xt = x + t * w.n_cols;
+        // Four partial sums: lets the compiler vectorize without -ffast-math.
+        float s[4] = {0, 0, 0, 0};
+        int64_t c = 0;
+        for (; c + 4 <= w.n_cols; c += 4) {
+          for (int k = 0; k < 4; ++k) s[k] += wr[c + k] * xt[c + k];
+        }
+        for (; c < w.n_cols; ++c) s[0] += wr[c] * xt[c];
+        y[t * w.n_rows + r] = (s[0] + s[1]) + (s[2] + s[3]);
+      }
+    }
+  });
+}
+
+void check_weight(const WeightView& w) {
+  GLM_CHECK(w.data != nullptr || w.n_rows == 0);
+  GLM_CHECK(w.n_cols % dtype_info(w.type).block_size == 0);
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+  check_weight(w);
+  if (n_tokens <= 0 || w.n_rows == 0) return;
+  switch (active_isa()) {
+    case Isa::kAvx512:
+      if (internal::matmul_avx512(w, x, y, n_tokens, pool)) return;
+      break;
+    case Isa::kAvx2:
+      if (internal::matmul_avx2(w, x, y, n_tokens, pool)) return;
+      break;
+    case Isa::kScalar:
+      break;
+  }
+  matmul_generic(w, x, y, n_tokens, pool);
+}
+
+void matmul_ref(const WeightView& w, const float* x, float* y, int64_t n_tokens) {
+  check_weight(w);
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;
+      y[t * w.n_rows + r] = dot_row_ref(w.type, row, x + t * w.n_cols, w.n_cols);
+    }
+  }
+}
+
+const char* matmul_isa() {
+  switch (active_isa()) {
+    case Isa::kAvx512:
+      return "avx512vnni";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+}  // namespace glm::kernels

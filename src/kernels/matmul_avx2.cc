@@ -1,0 +1,11 @@
+// avx2 matmul variant (internal.h). Returns false for types it does not handle yet.
+#include "kernels/internal.h"
+
+namespace glm::kernels::internal {
+
+bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                   ThreadPool* pool) {
+  return false;
+}
+
+}  // namespace glm::kernels::internal
