@@ -14,11 +14,17 @@
 
 namespace glm::tok {
 
+struct VocabSpec;  // tokenizer/vocab_convert.h
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Reads tokenizer.ggml.* from the file; a clear error if absent or inconsistent.
   static StatusOr<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
+  // Same from a vocabulary in memory (e.g. read_tokenizer_model()). Cost: builds lookup tables
+  // (~50 ms for GLM-4's 151k tokens and 318k merges). `label` names the source in errors.
+  static StatusOr<std::unique_ptr<Tokenizer>> from_spec(const VocabSpec& spec,
+                                                        const std::string& label = "vocab");
 
   // Plain text -> ids, no prefix tokens. With allow_special, the text of control tokens
   // ("<|user|>") becomes their id; otherwise it is tokenized as ordinary text.
@@ -28,12 +34,17 @@ class Tokenizer {
   // Raw bytes of one token as it contributes to the output stream (byte-fallback tokens give
   // one byte; the SentencePiece space marker becomes ' ').
   virtual std::string token_bytes(int32_t id) const = 0;
+  // token_bytes() of a token that starts the output: SentencePiece drops the space of the
+  // dummy prefix there ("▁Hello" -> "Hello"), as decode() does for the first text token.
+  virtual std::string token_bytes_at_start(int32_t id) const { return token_bytes(id); }
   virtual int n_vocab() const = 0;
   // Id of a token by its exact text ("<|user|>"), or -1.
   virtual int32_t find(std::string_view piece) const = 0;
   virtual bool is_control(int32_t id) const = 0;
   virtual int32_t bos_id() const = 0;  // -1 if none
   virtual int32_t eos_id() const = 0;
+  // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE).
+  virtual const char* kind() const { return ""; }
 };
 
 // Turns a stream of generated ids into text pieces that are whole UTF-8 characters, never to be
@@ -49,10 +60,8 @@ class StreamDecoder {
 
  private:
   const Tokenizer& tok_;
-  std::vector<int32_t> ids_;
-  std::string pending_;
-  size_t emitted_ = 0;
-  bool first_ = true;
+  std::string pending_;  // bytes of an unfinished UTF-8 character
+  bool first_ = true;    // no text token seen yet (the leading-space rule applies)
 };
 
 }  // namespace glm::tok

@@ -1,0 +1,128 @@
+// Shared parts of the tokenizers: construction from GGUF, special tokens, decode, streaming.
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+
+#include "core/utf8.h"
+#include "tokenizer/vocab_convert.h"
+#include "tokenizer/vocab_tokenizer.h"
+
+namespace glm::tok {
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file) {
+  StatusOr<VocabSpec> spec = read_vocab(file);
+  if (!spec.ok()) return spec.status();
+  return from_spec(*spec, file.path());
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(const VocabSpec& spec,
+                                                         const std::string& label) {
+  if (spec.model == "llama") return SpmTokenizer::create(spec, label);
+  if (spec.model == "gpt2") return BpeTokenizer::create(spec, label);
+  return unsupported(label + ": tokenizer model '" + spec.model +
+                     "' is not supported (expected llama or gpt2)");
+}
+
+void SpecialMatcher::add(const std::string& text, int32_t id) {
+  if (text.empty()) return;
+  auto& v = by_first_[static_cast<uint8_t>(text[0])];
+  for (const auto& [s, i] : v) {
+    if (s == text) return;  // first id wins
+  }
+  v.emplace_back(text, id);
+  std::stable_sort(v.begin(), v.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  ++n_;
+}
+
+Status VocabTokenizer::init(const VocabSpec& spec, const std::string& label) {
+  const size_t n = spec.tokens.size();
+  if (n == 0) return bad_file(label + ": empty vocabulary");
+  if (spec.types.size() != n) {
+    return bad_file(label + ": " + std::to_string(spec.types.size()) + " token types for " +
+                    std::to_string(n) + " tokens");
+  }
+  tokens_ = spec.tokens;
+  types_ = spec.types;
+  index_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    index_.emplace(tokens_[i], static_cast<int32_t>(i));
+    // Control and user-defined tokens are recognised in text when the caller allows it.
+    if (types_[i] == kTokenControl || types_[i] == kTokenUserDefined) {
+      specials_.add(tokens_[i], static_cast<int32_t>(i));
+    }
+  }
+  bos_ = spec.bos;
+  eos_ = spec.eos;
+  unk_ = spec.unk;
+  return Status::Ok();
+}
+
+std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool allow_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 2 + 4);
+  if (!allow_special || specials_.empty()) {
+    if (!text.empty()) encode_text(text, true, &out);
+    return out;
+  }
+  bool after_special = true;
+  specials_.split(
+      text,
+      [&](std::string_view t) {
+        encode_text(t, after_special, &out);
+        after_special = false;
+      },
+      [&](int32_t id) {
+        out.push_back(id);
+        after_special = true;
+      });
+  return out;
+}
+
+bool VocabTokenizer::is_control(int32_t id) const {
+  if (!valid(id)) return false;
+  return types_[id] == kTokenControl || types_[id] == kTokenUnused;
+}
+
+int32_t VocabTokenizer::find(std::string_view piece) const {
+  auto it = index_.find(piece);
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::string VocabTokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
+  std::string raw;
+  bool first = true;
+  for (int32_t id : ids) {
+    if (!valid(id)) continue;
+    if (is_control(id)) {
+      if (render_special) raw += tokens_[id];
+      continue;
+    }
+    raw += first ? token_bytes_at_start(id) : token_bytes(id);
+    first = false;
+  }
+  return utf8_sanitize(raw);
+}
+
+// ---- StreamDecoder ---------------------------------------------------------------------------
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer) : tok_(tokenizer) {}
+
+std::string StreamDecoder::push(int32_t id) {
+  if (id < 0 || id >= tok_.n_vocab() || tok_.is_control(id)) return "";
+  pending_ += first_ ? tok_.token_bytes_at_start(id) : tok_.token_bytes(id);
+  first_ = false;
+  const size_t n = utf8_complete_prefix(pending_);
+  if (n == 0) return "";
+  std::string out = utf8_sanitize(std::string_view(pending_).substr(0, n));
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out = utf8_sanitize(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace glm::tok
