@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 
 namespace glm::kernels::internal {
@@ -30,6 +31,19 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
                  ThreadPool* pool);
 bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool);
+// act_block() of each variant; -1 when the variant does not handle type t.
+int act_block_avx2(DType t);
+int act_block_avx512(DType t);
+
+// Activation quantization of the integer kernels (the contract their tests check against): per
+// block of `block` values, amax = max |x|, d = amax / 127, q = nearbyint(x * (127 / amax))
+// (round half to even, as vcvtps2dq), all zero when amax = 0. The kernels store the values in
+// their own layouts; this is the math.
+//   x: [n] -> q: [n], d: [n / block]
+void quantize_act_ref(const float* x, int64_t n, int block, int8_t* q, float* d);
+// Block size of the activation quantization that variant `isa` applies for weights of type t;
+// 0 when it multiplies in f32 (F32/F16/BF16, the generic path).
+int act_block(Isa isa, DType t);
 
 // Runs fn(begin, end) over [0, n) split in chunks that are multiples of `align` (except the
 // last), on the pool if any, else on the caller.

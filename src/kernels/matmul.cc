@@ -3,6 +3,7 @@
 // a per-thread buffer (quant.h) and dots it with every token, so a row is decoded once per call.
 #include "kernels/matmul.h"
 
+#include <cmath>
 #include <vector>
 
 #include "core/check.h"
@@ -92,6 +93,30 @@ void matmul_ref(const WeightView& w, const float* x, float* y, int64_t n_tokens)
     }
   }
 }
+
+namespace internal {
+
+void quantize_act_ref(const float* x, int64_t n, int block, int8_t* q, float* d) {
+  for (int64_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    float amax = 0.0f;
+    for (int i = 0; i < block; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    d[b] = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < block; ++i) {
+      q[b * block + i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+    }
+  }
+}
+
+int act_block(Isa isa, DType t) {
+  int b = -1;
+  if (isa == Isa::kAvx512) b = act_block_avx512(t);
+  if (isa == Isa::kAvx2) b = act_block_avx2(t);
+  return b < 0 ? 0 : b;
+}
+
+}  // namespace internal
 
 const char* matmul_isa() {
   switch (active_isa()) {

@@ -8,4 +8,6 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
   return false;
 }
 
+int act_block_avx2(DType t) { return -1; }
+
 }  // namespace glm::kernels::internal

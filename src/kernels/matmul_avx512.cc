@@ -8,4 +8,6 @@ bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_toke
   return false;
 }
 
+int act_block_avx512(DType t) { return -1; }
+
 }  // namespace glm::kernels::internal

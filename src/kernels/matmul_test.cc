@@ -1,0 +1,132 @@
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/isa.h"
+#include "kernels/quant.h"
+#include "kernels/test_util.h"
+
+namespace glm::kernels {
+namespace {
+
+using testing::random_floats;
+using testing::runnable_isas;
+using testing::ScopedIsa;
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // [n_rows, n_cols] the stored values as f32
+  WeightView view;
+};
+
+Weights make_weights(DType t, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  Weights w;
+  const auto src = random_floats(static_cast<size_t>(n_rows * n_cols), seed);
+  const size_t rb = row_bytes(t, n_cols);
+  w.bytes.resize(rb * n_rows);
+  w.deq.resize(src.size());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    quantize_row_ref(t, src.data() + r * n_cols, w.bytes.data() + r * rb, n_cols);
+    dequantize_row_ref(t, w.bytes.data() + r * rb, w.deq.data() + r * n_cols, n_cols);
+  }
+  w.view = {t, w.bytes.data(), n_rows, n_cols};
+  return w;
+}
+
+// Activations as the variant sees them: quantized per act_block (internal.h) or unchanged.
+std::vector<float> effective_x(const std::vector<float>& x, int64_t n_cols, int block) {
+  if (block == 0) return x;
+  std::vector<float> out(x.size());
+  std::vector<int8_t> q(n_cols);
+  std::vector<float> d(n_cols / block);
+  for (size_t t = 0; t < x.size() / n_cols; ++t) {
+    internal::quantize_act_ref(x.data() + t * n_cols, n_cols, block, q.data(), d.data());
+    for (int64_t i = 0; i < n_cols; ++i) out[t * n_cols + i] = q[i] * d[i / block];
+  }
+  return out;
+}
+
+// Worst-case f32 rounding of an n-term dot product computed in any order (gamma_n), for both
+// the kernel and the reference: 2 * n * 2^-24 * sum |w_i x_i|, plus a few ulps of the result.
+float rounding_bound(const float* w, const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(w[i]) * x[i]);
+  return static_cast<float>(2.0 * (n + 8) * std::ldexp(1.0, -24) * s) + 1e-30f;
+}
+
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                        DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+void check(DType t, int64_t n_rows, int64_t n_cols, int64_t n_tokens, ThreadPool* pool) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(t) << " rows=" << n_rows << " cols=" << n_cols
+                                    << " tokens=" << n_tokens);
+  const Weights w = make_weights(t, n_rows, n_cols, static_cast<uint32_t>(n_rows * 31 + n_cols));
+  // Activations with a spread of magnitudes, like hidden states.
+  auto x = random_floats(static_cast<size_t>(n_tokens * n_cols), 7 + n_tokens, -1, 1);
+  for (size_t i = 0; i < x.size(); i += 37) x[i] *= 6.0f;
+  for (Isa isa : runnable_isas()) {
+    ScopedIsa scoped(isa);
+    const std::vector<float> xe = effective_x(x, n_cols, internal::act_block(isa, t));
+    std::vector<float> want(n_tokens * n_rows);
+    matmul_ref(w.view, xe.data(), want.data(), n_tokens);
+    std::vector<float> got(n_tokens * n_rows, NAN);
+    matmul(w.view, x.data(), got.data(), n_tokens, pool);
+    for (int64_t tk = 0; tk < n_tokens; ++tk) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float tol =
+            rounding_bound(w.deq.data() + r * n_cols, xe.data() + tk * n_cols, n_cols);
+        ASSERT_NEAR(got[tk * n_rows + r], want[tk * n_rows + r], tol)
+            << "isa=" << isa_name(isa) << " token=" << tk << " row=" << r;
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, EveryTypeAndVariantMatchesReferenceOverOddShapes) {
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    const int64_t bs = dtype_info(t).block_size;
+    const int64_t unit = bs == 1 ? 32 : bs;
+    for (int64_t n_cols : {unit, 3 * unit, 5 * unit}) {
+      for (int64_t n_rows : {1, 7, 16, 37}) {
+        for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 17}) check(t, n_rows, n_cols, n_tokens, &pool);
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, LargeShapesWithThreads) {
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    check(t, 67, 1024, 1, &pool);
+    check(t, 67, 1024, 6, nullptr);
+  }
+}
+
+TEST(MatmulTest, ActivationQuantizationIsBoundedByHalfAStep) {
+  // The contract the integer kernels rely on: |x - q d| <= d / 2, q in [-127, 127].
+  const auto x = random_floats(512, 3, -5, 5);
+  for (int block : {32, 256}) {
+    std::vector<int8_t> q(512);
+    std::vector<float> d(512 / block);
+    internal::quantize_act_ref(x.data(), 512, block, q.data(), d.data());
+    for (int i = 0; i < 512; ++i) {
+      EXPECT_LE(std::abs(static_cast<int>(q[i])), 127);
+      EXPECT_LE(std::fabs(x[i] - q[i] * d[i / block]), d[i / block] * 0.5f * (1 + 1e-6f));
+    }
+  }
+  std::vector<float> zeros(32, 0.0f);
+  std::vector<int8_t> q(32, 1);
+  float d = 1;
+  internal::quantize_act_ref(zeros.data(), 32, 32, q.data(), &d);
+  EXPECT_EQ(d, 0.0f);
+  for (int8_t v : q) EXPECT_EQ(v, 0);
+}
+
+}  // namespace
+}  // namespace glm::kernels
