@@ -1,13 +1,98 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
+// glmserve eval: logits or final-norm hidden states for given tokens, one JSON line per position
+// (DESIGN §2): {"pos":P,"token":T,"values":[...]} with 9 significant digits (exact for float32).
+#include <cmath>
 #include <cstdio>
+#include <memory>
+#include <string>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
 
 namespace glm::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
+    "                     [--kv f32|f16] [--threads N]\n"
+    "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
+    "as its own step through the KV cache. Prints one JSON object per line per position:\n"
+    "  {\"pos\":P,\"token\":T,\"values\":[...]}\n"
+    "  --output  logits (LM head, default) or hidden (final-norm output)\n"
+    "  --kv      KV cache element type: f32 (default, exact) or f16 (what the server uses)\n"
+    "  --threads worker threads (default: physical cores)\n";
+
+void print_row(const model::EvalRow& row, std::string* buf) {
+  buf->clear();
+  buf->append("{\"pos\":" + std::to_string(row.pos) + ",\"token\":" + std::to_string(row.token) +
+              ",\"values\":[");
+  char num[32];
+  for (size_t i = 0; i < row.values.size(); ++i) {
+    if (i) buf->push_back(',');
+    const float v = row.values[i];
+    if (std::isfinite(v)) {
+      const int len = std::snprintf(num, sizeof(num), "%.9g", v);
+      buf->append(num, len);
+    } else {
+      buf->append("null");  // JSON has no NaN/inf
+    }
+  }
+  buf->append("]}\n");
+  std::fwrite(buf->data(), 1, buf->size(), stdout);
+}
+
+}  // namespace
 
 int cmd_eval(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'eval' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  StatusOr<Args> args =
+      Args::parse(argc, argv, {"model", "tokens", "decode", "output", "kv", "threads"});
+  if (!args.ok()) return fail(args.status());
+  StatusOr<std::string> path = args->require("model");
+  if (!path.ok()) return fail(path.status());
+  StatusOr<std::vector<int32_t>> tokens = args->get_int_list("tokens");
+  if (!tokens.ok()) return fail(tokens.status());
+  if (tokens->empty()) {
+    return fail(invalid_argument("missing --tokens: give the prompt ids, e.g. --tokens 0,1,2"));
+  }
+  StatusOr<std::vector<int32_t>> decode = args->get_int_list("decode");
+  if (!decode.ok()) return fail(decode.status());
+  model::EvalOptions options;
+  const std::string output = args->get("output", "logits");
+  if (output == "hidden") {
+    options.output = model::OutputKind::kHidden;
+  } else if (output != "logits") {
+    return fail(invalid_argument("--output: expected logits or hidden, got '" + output + "'"));
+  }
+  const std::string kv = args->get("kv", "f32");
+  if (kv == "f16") {
+    options.kv_type = DType::kF16;
+  } else if (kv != "f32") {
+    return fail(invalid_argument("--kv: expected f32 or f16, got '" + kv + "'"));
+  }
+  StatusOr<int64_t> threads = args->get_int("threads", 0);
+  if (!threads.ok()) return fail(threads.status());
+  if (*threads < 0 || *threads > 1024) {
+    return fail(invalid_argument("--threads: expected 0 (all cores) to 1024"));
+  }
+
+  StatusOr<std::unique_ptr<gguf::File>> file = gguf::File::open(*path);
+  if (!file.ok()) return fail(file.status());
+  model::LoadOptions load;
+  load.n_threads = static_cast<int>(*threads);
+  StatusOr<std::unique_ptr<model::Model>> m =
+      model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);
+  if (!m.ok()) return fail(m.status());
+  StatusOr<std::vector<model::EvalRow>> rows = model::evaluate(**m, *tokens, *decode, options);
+  if (!rows.ok()) return fail(rows.status());
+  std::string buf;
+  for (const model::EvalRow& row : *rows) print_row(row, &buf);
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 }  // namespace glm::cli

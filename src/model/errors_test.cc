@@ -1,0 +1,150 @@
+// Bad files and bad input give clear Status errors, never crashes.
+#include <gtest/gtest.h>
+
+#include "model/config.h"
+#include "model/test_util.h"
+
+namespace glm::model {
+namespace {
+
+using testing::RandomSpec;
+
+Status load_spec(const RandomSpec& spec, const std::string& name) {
+  const std::string path = testing::temp_path(name);
+  Status w = testing::write_random_model(spec, path);
+  if (!w.ok()) return w;
+  auto m = testing::load(path);
+  return m.ok() ? Status::Ok() : m.status();
+}
+
+TEST(Errors, GoodFileLoads) {
+  RandomSpec s;
+  EXPECT_TRUE(load_spec(s, "good.gguf").ok());
+  s.arch = "llama";
+  EXPECT_TRUE(load_spec(s, "good_llama.gguf").ok());
+}
+
+TEST(Errors, UnknownArchitecture) {
+  RandomSpec s;
+  s.arch = "mamba";
+  Status st = load_spec(s, "mamba.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("mamba"), std::string::npos) << st.message();
+}
+
+TEST(Errors, MissingTensorIsNamed) {
+  RandomSpec s;
+  s.skip = {"blk.1.ffn_down.weight"};
+  Status st = load_spec(s, "missing.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+  EXPECT_NE(st.message().find("blk.1.ffn_down.weight"), std::string::npos) << st.message();
+}
+
+TEST(Errors, WrongShapeIsNamed) {
+  RandomSpec s;
+  s.reshape = [](const std::string& name, std::vector<int64_t>* shape) {
+    if (name == "blk.0.attn_qkv.weight") (*shape)[1] -= 4;
+  };
+  Status st = load_spec(s, "shape.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+  EXPECT_NE(st.message().find("blk.0.attn_qkv.weight"), std::string::npos) << st.message();
+}
+
+TEST(Errors, InconsistentMetadata) {
+  RandomSpec s;
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("chatglm.attention.head_count", gguf::Value::u32(5));  // 64 % 5 != 0
+  };
+  Status st = load_spec(s, "heads.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+  EXPECT_NE(st.message().find("head_count"), std::string::npos) << st.message();
+
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("chatglm.attention.head_count_kv", gguf::Value::u32(3));  // 4 % 3 != 0
+  };
+  st = load_spec(s, "kvheads.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("chatglm.rope.dimension_count", gguf::Value::u32(17));
+  };
+  st = load_spec(s, "rot.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+  EXPECT_NE(st.message().find("rope.dimension_count"), std::string::npos) << st.message();
+
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("chatglm.block_count", gguf::Value::string("two"));
+  };
+  st = load_spec(s, "type.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile);
+  EXPECT_NE(st.message().find("block_count"), std::string::npos) << st.message();
+}
+
+TEST(Errors, ConfigReadsDefaultsAndVocab) {
+  RandomSpec s;
+  s.n_vocab = 77;
+  s.tied = true;
+  const std::string path = testing::temp_path("cfg.gguf");
+  ASSERT_TRUE(testing::write_random_model(s, path).ok());
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  auto c = read_config(**f);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->n_vocab, 77);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->n_rot, 8);
+  EXPECT_TRUE(c->tied_output);
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_EQ(c->n_head_kv, 2);
+}
+
+TEST(Errors, VocabOnlyFileIsNotAModel) {
+  const std::string path = testing::data_path("vocab/chatglm3-vocab.gguf");
+  if (!testing::file_exists(path)) GTEST_SKIP() << path << " is absent";
+  auto m = testing::load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kBadFile);
+  EXPECT_NE(m.status().message().find("token_embd.weight"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(Errors, BadBatchInput) {
+  RandomSpec s;
+  const std::string path = testing::temp_path("input.gguf");
+  ASSERT_TRUE(testing::write_random_model(s, path).ok());
+  auto m = testing::load(path);
+  ASSERT_TRUE(m.ok());
+  KvPool kv((*m)->config(), 2, 4, DType::kF16);
+  std::vector<int32_t> blocks = {0, 1};
+  std::vector<float> out = {42.0f};
+  std::vector<int32_t> tokens = {1, 2, 64};  // 64 == n_vocab: out of range
+  SeqInput in{tokens.data(), 3, 0, blocks.data(), 2, false};
+  Status st = (*m)->forward({in}, &kv, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("64"), std::string::npos) << st.message();
+  EXPECT_EQ(out, std::vector<float>{42.0f});  // untouched on error
+
+  tokens = {1, 2, 3};
+  in.n_past = 6;  // 9 positions need 3 blocks of 4
+  st = (*m)->forward({in}, &kv, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  blocks = {0, 7};  // block id outside the pool
+  in.n_past = 3;
+  st = (*m)->forward({in}, &kv, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  in.n_past = -1;
+  st = (*m)->forward({in}, &kv, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(out, std::vector<float>{42.0f});
+
+  Config smaller = (*m)->config();  // a KV cache made for another model
+  smaller.n_layer = 1;
+  KvPool other(smaller, 2, 4, DType::kF16);
+  blocks = {0, 1};
+  in.n_past = 0;
+  st = (*m)->forward({in}, &other, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace glm::model

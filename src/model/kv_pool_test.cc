@@ -1,0 +1,50 @@
+#include "model/kv_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace glm::model {
+namespace {
+
+Config small_config() {
+  Config c;
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 8;
+  c.n_embd = 32;
+  return c;
+}
+
+TEST(KvPool, SizesFollowTheShape) {
+  KvPool f16(small_config(), 5, 4, DType::kF16);
+  EXPECT_EQ(f16.row_elems(), 16);
+  EXPECT_EQ(f16.block_bytes(), size_t{3} * 2 * 4 * 16 * 2);
+  EXPECT_EQ(f16.bytes(), 5 * f16.block_bytes());
+  KvPool f32(small_config(), 5, 4, DType::kF32);
+  EXPECT_EQ(f32.bytes(), 2 * f16.bytes());
+  EXPECT_EQ(f32.kv_type(), DType::kF32);
+}
+
+TEST(KvPool, BlocksAreDisjointAndInside) {
+  KvPool kv(small_config(), 5, 4, DType::kF16);
+  const uint8_t* base = static_cast<const uint8_t*>(static_cast<const KvPool&>(kv).k(0, 0));
+  const size_t span = 4 * 16 * 2;  // one block of one layer's K
+  std::set<const uint8_t*> starts;
+  for (int l = 0; l < 3; ++l) {
+    for (int b = 0; b < 5; ++b) {
+      for (const void* p : {kv.k(l, b), kv.v(l, b)}) {
+        const uint8_t* u = static_cast<const uint8_t*>(p);
+        ASSERT_GE(u, base);
+        ASSERT_LE(u + span, base + kv.bytes());
+        EXPECT_EQ((u - base) % span, 0u);
+        EXPECT_TRUE(starts.insert(u).second) << "layer " << l << " block " << b;
+      }
+    }
+  }
+  EXPECT_EQ(starts.size(), size_t{3} * 5 * 2);
+}
+
+}  // namespace
+}  // namespace glm::model

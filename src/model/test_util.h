@@ -1,0 +1,207 @@
+// Helpers for the model tests (header-only; test binaries only): temporary paths, golden JSONL
+// files, random-weight model files written with gguf::Writer, requantized copies of a model.
+#pragma once
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+
+namespace glm::model::testing {
+
+inline std::string data_path(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
+inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+// A path in a per-process temporary directory (created on first use).
+inline std::string temp_path(const std::string& name) {
+  static const std::string dir = [] {
+    std::string tmpl = "/tmp/glm_model_test.XXXXXX";
+    char* d = mkdtemp(tmpl.data());
+    return std::string(d != nullptr ? d : "/tmp");
+  }();
+  return dir + "/" + name;
+}
+
+struct JsonRow {
+  int pos = 0;
+  int token = 0;
+  std::vector<float> values;
+};
+
+// Reads an eval-format JSONL file ({"pos","token","values"} per line).
+inline std::vector<JsonRow> read_jsonl(const std::string& path) {
+  std::vector<JsonRow> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    rows.push_back({j["pos"].get<int>(), j["token"].get<int>(),
+                    j["values"].get<std::vector<float>>()});
+  }
+  return rows;
+}
+
+inline StatusOr<std::unique_ptr<Model>> load(const std::string& path, int n_threads = 1) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  LoadOptions o;
+  o.n_threads = n_threads;
+  return load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+}
+
+// Shape of a random-weight model file. Matrices are N(0, std) (type `type`), norms 1 + N(0, 0.1),
+// biases N(0, 0.02), all vectors f32.
+struct RandomSpec {
+  std::string arch = "chatglm";  // "chatglm" or "llama" (written into general.architecture)
+  int n_vocab = 64;
+  int n_embd = 64;
+  int n_ff = 96;
+  int n_layer = 2;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int n_rot = -1;  // -1: the architecture's default (chatglm head_dim/2, llama head_dim)
+  float rope_base = 10000.0f;
+  DType type = DType::kF32;
+  bool tied = false;
+  float std = 0.1f;
+  uint32_t seed = 1;
+  // Fault injection for the error tests: tensor names to leave out, and a hook that may change
+  // a tensor's shape before it is written ({name, shape}).
+  std::vector<std::string> skip;
+  std::function<void(const std::string&, std::vector<int64_t>*)> reshape;
+  std::function<void(gguf::Writer*)> extra_metadata;
+};
+
+inline Status write_random_model(const RandomSpec& s, const std::string& path) {
+  const bool glm = s.arch != "llama";
+  const int hd = s.n_embd / s.n_head;
+  struct T {
+    std::string name;
+    std::vector<int64_t> shape;
+    bool vector_f32;  // norms/biases
+    bool norm;
+  };
+  std::vector<T> ts;
+  ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, false, false});
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t qd = int64_t{s.n_head} * hd, kd = int64_t{s.n_head_kv} * hd;
+    ts.push_back({p + "attn_norm.weight", {s.n_embd}, true, true});
+    if (glm) {
+      ts.push_back({p + "attn_qkv.weight", {s.n_embd, qd + 2 * kd}, false, false});
+      ts.push_back({p + "attn_qkv.bias", {qd + 2 * kd}, true, false});
+    } else {
+      ts.push_back({p + "attn_q.weight", {s.n_embd, qd}, false, false});
+      ts.push_back({p + "attn_k.weight", {s.n_embd, kd}, false, false});
+      ts.push_back({p + "attn_v.weight", {s.n_embd, kd}, false, false});
+    }
+    ts.push_back({p + "attn_output.weight", {qd, s.n_embd}, false, false});
+    ts.push_back({p + "ffn_norm.weight", {s.n_embd}, true, true});
+    if (glm) {
+      ts.push_back({p + "ffn_up.weight", {s.n_embd, 2 * int64_t{s.n_ff}}, false, false});
+    } else {
+      ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, false, false});
+      ts.push_back({p + "ffn_up.weight", {s.n_embd, s.n_ff}, false, false});
+    }
+    ts.push_back({p + "ffn_down.weight", {s.n_ff, s.n_embd}, false, false});
+  }
+  ts.push_back({"output_norm.weight", {s.n_embd}, true, true});
+  if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, false, false});
+
+  gguf::Writer w;
+  const std::string a = s.arch;
+  w.set("general.architecture", gguf::Value::string(a));
+  w.set(a + ".context_length", gguf::Value::u32(512));
+  w.set(a + ".embedding_length", gguf::Value::u32(s.n_embd));
+  w.set(a + ".feed_forward_length", gguf::Value::u32(s.n_ff));
+  w.set(a + ".block_count", gguf::Value::u32(s.n_layer));
+  w.set(a + ".attention.head_count", gguf::Value::u32(s.n_head));
+  w.set(a + ".attention.head_count_kv", gguf::Value::u32(s.n_head_kv));
+  w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+  w.set(a + ".rope.freq_base", gguf::Value::f32(s.rope_base));
+  w.set(a + ".rope.dimension_count",
+        gguf::Value::u32(s.n_rot >= 0 ? s.n_rot : (glm ? hd / 2 : hd)));
+  if (s.extra_metadata) s.extra_metadata(&w);
+
+  std::vector<T> kept;
+  for (T t : ts) {
+    bool skip = false;
+    for (const std::string& n : s.skip) skip = skip || n == t.name;
+    if (skip) continue;
+    if (s.reshape) s.reshape(t.name, &t.shape);
+    kept.push_back(t);
+    w.add_tensor(t.name, t.vector_f32 ? DType::kF32 : s.type, t.shape);
+  }
+  GLM_RETURN_IF_ERROR(w.begin(path));
+  std::mt19937 rng(s.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const T& t : kept) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    std::vector<float> v(n);
+    const float scale = t.vector_f32 ? (t.norm ? 0.1f : 0.02f) : s.std;
+    for (float& x : v) x = (t.norm ? 1.0f : 0.0f) + scale * normal(rng);
+    const DType type = t.vector_f32 ? DType::kF32 : s.type;
+    if (type == DType::kF32) {
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(v.data(), v.size() * sizeof(float)));
+    } else {
+      std::vector<uint8_t> bytes(row_bytes(type, n));
+      kernels::quantize_row_ref(type, v.data(), bytes.data(), n);
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(bytes.data(), bytes.size()));
+    }
+  }
+  return w.finish();
+}
+
+// Copies a model file, converting every 2-D weight matrix whose row length allows it to `type`
+// (dequantized to f32, then quantize_row_ref); metadata and 1-D tensors unchanged. The token
+// embedding is converted too (as llama.cpp's quantize does for these types).
+inline Status requantize(const std::string& in, const std::string& out, DType type) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(in);
+  if (!f.ok()) return f.status();
+  const gguf::File& file = **f;
+  gguf::Writer w;
+  for (const auto& [key, value] : file.metadata()) {
+    if (key != "general.alignment") w.set(key, value);
+  }
+  const int block = dtype_info(type).block_size;
+  std::vector<DType> types;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const bool convert = t.shape.size() == 2 && t.shape[0] % block == 0;
+    types.push_back(convert ? type : t.type);
+    w.add_tensor(t.name, types.back(), t.shape);
+  }
+  GLM_RETURN_IF_ERROR(w.begin(out));
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const gguf::TensorInfo& t = file.tensors()[i];
+    if (types[i] == t.type) {
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(t.data, t.n_bytes));
+      continue;
+    }
+    const int64_t cols = t.shape[0];
+    std::vector<float> row(cols);
+    std::vector<uint8_t> q(row_bytes(type, cols));
+    for (int64_t r = 0; r < t.n_rows(); ++r) {
+      kernels::dequantize_row_ref(t.type, t.data + r * row_bytes(t.type, cols), row.data(), cols);
+      kernels::quantize_row_ref(type, row.data(), q.data(), cols);
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(q.data(), q.size()));
+    }
+  }
+  return w.finish();
+}
+
+}  // namespace glm::model::testing

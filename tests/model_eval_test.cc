@@ -1,0 +1,107 @@
+// `glmserve eval` end to end (DESIGN §2): the binary's JSON lines against the reference data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(GLMSERVE_BIN) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string data(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
+
+std::vector<nlohmann::json> lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+float max_diff(const std::vector<nlohmann::json>& got, const std::vector<nlohmann::json>& want) {
+  float m = 0;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    EXPECT_EQ(got[i]["pos"], want[i]["pos"]);
+    EXPECT_EQ(got[i]["token"], want[i]["token"]);
+    auto a = got[i]["values"].get<std::vector<float>>();
+    auto b = want[i]["values"].get<std::vector<float>>();
+    EXPECT_EQ(a.size(), b.size());
+    for (size_t j = 0; j < std::min(a.size(), b.size()); ++j) m = std::max(m, std::fabs(a[j] - b[j]));
+  }
+  return m;
+}
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return lines(ss.str());
+}
+
+TEST(ModelEval, Glm3TinyHiddenMatchesOracle) {
+  const std::string m = data("oracle/glm3-tiny.gguf");
+  if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
+  Run r = run("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_LT(max_diff(lines(r.out), read_lines(data("oracle/glm3-tiny.hidden.jsonl"))), 1e-5f);
+  r = run("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden --kv f16");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_LT(max_diff(lines(r.out), read_lines(data("oracle/glm3-tiny.hidden.jsonl"))), 5e-4f);
+}
+
+TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
+  const std::string m = data("reference/chatglm3-small.gguf");
+  if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
+  Run r = run("eval --model " + m +
+              " --tokens 17,1000,5,2047,3350,259,300,1234,3999,42,7,2500,811,96,3072,1777,4000,"
+              "12,2048,655,3333,100,1,4088 --decode 3,1500,2222,4095 --output logits");
+  ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 500);
+  // 3e-3: see src/model/golden_test.cc for the derivation.
+  EXPECT_LT(max_diff(lines(r.out), read_lines(data("reference/chatglm3-small.logits.jsonl"))),
+            3e-3f);
+}
+
+TEST(ModelEval, BadInputFailsWithOneLine) {
+  const std::string m = data("oracle/glm3-tiny.gguf");
+  if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
+  Run r = run("eval --model " + m + " --tokens 0,1,99");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("out of range"), std::string::npos) << r.out;
+  r = run("eval --model /nonexistent.gguf --tokens 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("nonexistent"), std::string::npos) << r.out;
+  r = run("eval --model " + m);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--tokens"), std::string::npos) << r.out;
+  r = run("eval --model " + m + " --tokens 1 --output probs");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run("eval --model " + m + " --tokens 1 --kv q8");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
