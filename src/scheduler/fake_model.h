@@ -1,0 +1,132 @@
+// FakeModel: a deterministic stand-in for model::Model in scheduler and engine tests (in the
+// spirit of mlc-llm's mock engine). Header-only, test use only.
+//
+// It behaves like a real model where the scheduler can get things wrong: forward() writes each
+// input token into its own "KV cache" cell (block, offset) through the sequence's block table and
+// computes the logits of the last position from the WHOLE context read back through that table.
+// So a wrong block table, a reused block with the wrong content, a wrong n_past or a position
+// never written changes the output or returns an error, exactly where a real model would produce
+// garbage. Logits are a pseudo-random function of the context: logits[v] = g(hash(context), v).
+// Thread-safety: none (called from the scheduler loop only). Counts its forward calls.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+
+namespace glm::testing {
+
+class FakeModel : public model::Model {
+ public:
+  explicit FakeModel(int n_vocab = 64, int block_tokens = 16, int n_ctx = 4096)
+      : block_tokens_(block_tokens) {
+    config_.arch = model::Arch::kLlama;
+    config_.arch_name = "fake";
+    config_.n_vocab = n_vocab;
+    config_.n_embd = 8;
+    config_.n_ff = 8;
+    config_.n_layer = 1;
+    config_.n_head = 1;
+    config_.n_head_kv = 1;
+    config_.head_dim = 8;
+    config_.n_ctx_train = n_ctx;
+  }
+
+  const model::Config& config() const override { return config_; }
+
+  // Sleeps this long in every forward (to hold the loop busy in threaded tests).
+  void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
+  int64_t n_forward() const { return n_forward_; }
+  int64_t max_batch_seen() const { return max_batch_seen_; }
+
+  // The logits this model gives after `context` (for the tests' expectations).
+  static void logits_for(const std::vector<int32_t>& context, int n_vocab, float* out) {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t t : context) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+    for (int v = 0; v < n_vocab; ++v) {
+      uint64_t x = h + 0x9e3779b97f4a7c15ull * (v + 1);
+      x ^= x >> 31;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 29;
+      out[v] = static_cast<float>(x % 10007) / 1000.0f;
+    }
+  }
+
+  Status forward(const std::vector<model::SeqInput>& batch, model::KvPool* kv,
+                 std::vector<float>* out, model::OutputKind kind) override {
+    ++n_forward_;
+    if (static_cast<int64_t>(batch.size()) > max_batch_seen_) max_batch_seen_ = batch.size();
+    if (delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_.load()));
+    const int nv = config_.n_vocab;
+    std::vector<float> rows;
+    for (const model::SeqInput& in : batch) {
+      const int end = in.n_past + in.n_tokens;
+      if (in.n_tokens <= 0 || in.n_blocks * block_tokens_ < end) {
+        return invalid_argument("fake model: blocks do not cover the positions");
+      }
+      for (int i = 0; i < in.n_tokens; ++i) {
+        if (in.tokens[i] < 0 || in.tokens[i] >= nv) return invalid_argument("fake: bad token");
+      }
+      for (int i = 0; i < in.n_tokens; ++i) {
+        const int pos = in.n_past + i;
+        cell(in.blocks[pos / block_tokens_], pos % block_tokens_) = in.tokens[i];
+      }
+      std::vector<int32_t> context;
+      for (int pos = 0; pos < end; ++pos) {
+        const int32_t t = cell(in.blocks[pos / block_tokens_], pos % block_tokens_);
+        if (t < 0) return invalid_argument("fake model: reads a position never written");
+        context.push_back(t);
+      }
+      const int first = in.all_logits ? in.n_past : end - 1;
+      for (int pos = first; pos < end; ++pos) {
+        std::vector<int32_t> prefix(context.begin(), context.begin() + pos + 1);
+        const size_t at = rows.size();
+        rows.resize(at + nv);
+        logits_for(prefix, nv, rows.data() + at);
+      }
+    }
+    out->insert(out->end(), rows.begin(), rows.end());
+    return Status::Ok();
+  }
+
+ private:
+  int32_t& cell(int block, int offset) {
+    std::vector<int32_t>& b = blocks_[block];
+    if (b.empty()) b.assign(block_tokens_, -1);
+    return b[offset];
+  }
+
+  model::Config config_;
+  int block_tokens_;
+  std::unordered_map<int, std::vector<int32_t>> blocks_;
+  std::atomic<int64_t> delay_us_{0};
+  std::atomic<int64_t> n_forward_{0};
+  std::atomic<int64_t> max_batch_seen_{0};
+};
+
+// Greedy continuation of `prompt` by FakeModel without any cache: the expected output.
+inline std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int n_vocab, int max_tokens,
+                                        const std::vector<int32_t>& stop_ids) {
+  std::vector<int32_t> out;
+  std::vector<float> logits(n_vocab);
+  for (int i = 0; i < max_tokens; ++i) {
+    FakeModel::logits_for(context, n_vocab, logits.data());
+    int32_t best = 0;
+    for (int v = 1; v < n_vocab; ++v) {
+      if (logits[v] > logits[best]) best = v;
+    }
+    bool stop = false;
+    for (int32_t s : stop_ids) stop |= s == best;
+    if (stop) break;
+    out.push_back(best);
+    context.push_back(best);
+  }
+  return out;
+}
+
+}  // namespace glm::testing

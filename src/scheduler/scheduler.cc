@@ -1,0 +1,270 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace glm::scheduler {
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+struct Scheduler::Seq {
+  SeqRequest req;
+  kv::Admitted adm;  // prompt actually run, cached prefix, block table
+  std::unique_ptr<sampler::Sampler> sampler;
+  bool admitted = false;
+  bool decoding = false;  // prompt done; next_token is the sampled token to feed
+  bool done = false;
+  int32_t next_token = -1;
+  int n_generated = 0;
+  Clock::time_point admitted_at;
+  Clock::time_point first_token_at;
+  Clock::time_point last_token_at;
+};
+
+Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache,
+                     const Options& options)
+    : model_(model),
+      pool_(pool),
+      cache_(cache),
+      options_(options),
+      n_vocab_(model->config().n_vocab) {
+  GLM_CHECK(options_.max_batch > 0 && options_.prefill_chunk > 0 && options_.n_ctx > 0);
+}
+
+Scheduler::~Scheduler() = default;
+
+Status Scheduler::add(SeqRequest request) {
+  GLM_CHECK(request.observer != nullptr);
+  if (request.prompt.empty()) return invalid_argument("the prompt is empty: send some text");
+  if (request.max_tokens < 1) {
+    return invalid_argument("max_tokens must be at least 1, got " +
+                            std::to_string(request.max_tokens));
+  }
+  for (const std::vector<int32_t>* list : {&request.prompt, &request.tail}) {
+    for (int32_t t : *list) {
+      if (t < 0 || t >= n_vocab_) {
+        return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary (" +
+                                std::to_string(n_vocab_) + " tokens)");
+      }
+    }
+  }
+  const int need = static_cast<int>(request.prompt.size()) + request.max_tokens;
+  if (need > options_.n_ctx) {
+    return Status(ErrorCode::kContextOverflow,
+                  "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
+                      std::to_string(request.max_tokens) + ") exceeds the context of " +
+                      std::to_string(options_.n_ctx) +
+                      " tokens (shorten the prompt, lower max_tokens or raise --ctx-size)");
+  }
+  auto seq = std::make_unique<Seq>();
+  seq->req = std::move(request);
+  ++totals_.requests_total;
+  Seq* s = seq.get();
+  waiting_.push_back(std::move(seq));
+  s->req.observer->on_queued(static_cast<int>(waiting_.size()) - 1);
+  return Status::Ok();
+}
+
+void Scheduler::cancel(const std::string& id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->req.id == id) {
+      std::unique_ptr<Seq> seq = std::move(*it);
+      waiting_.erase(it);
+      finish(seq.get(), "cancelled", std::nullopt);
+      return;
+    }
+  }
+  for (auto& seq : running_) {
+    if (seq->req.id == id && !seq->done) {
+      finish(seq.get(), "cancelled", std::nullopt);
+      remove_finished();
+      return;
+    }
+  }
+}
+
+void Scheduler::cancel_all() {
+  while (!waiting_.empty()) cancel(waiting_.front()->req.id);
+  for (auto& seq : running_) {
+    if (!seq->done) finish(seq.get(), "cancelled", std::nullopt);
+  }
+  remove_finished();
+}
+
+void Scheduler::admit() {
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_batch) {
+    Seq* s = waiting_.front().get();
+    kv::AdmitInput in;
+    in.conversation = s->req.conversation;
+    in.history_tag = s->req.history_tag;
+    in.tail = &s->req.tail;
+    in.prompt = &s->req.prompt;
+    in.max_new_tokens = s->req.max_tokens;
+    in.n_ctx = options_.n_ctx;
+    const kv::AdmitResult r = cache_->admit(in, &s->adm);
+    if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
+    std::unique_ptr<Seq> seq = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (r == kv::AdmitResult::kNeverFits) {
+      fail(seq.get(), Status(ErrorCode::kOutOfMemory,
+                             "the request needs more KV memory than the whole cache holds "
+                             "(lower max_tokens or raise --kv-blocks)"));
+      continue;
+    }
+    seq->admitted = true;
+    seq->admitted_at = Clock::now();
+    seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
+    for (int32_t t : seq->adm.prompt) seq->sampler->accept(t);
+    totals_.prompt_tokens_total += static_cast<int64_t>(seq->adm.prompt.size());
+    totals_.cached_tokens_total += seq->adm.n_cached;
+    StartInfo info;
+    info.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
+    info.cached_tokens = seq->adm.n_cached;
+    info.from_conversation = seq->adm.from_conversation;
+    seq->req.observer->on_start(info);
+    running_.push_back(std::move(seq));
+  }
+}
+
+bool Scheduler::step() {
+  admit();
+  if (running_.empty()) return false;
+
+  // One batch: every decoding sequence's next token, then prompt chunks within the budget.
+  std::vector<model::SeqInput> batch;
+  std::vector<Seq*> members;
+  int budget = options_.prefill_chunk;
+  for (auto& seq : running_) {
+    kv::SeqKv& kv = seq->adm.kv;
+    const int n_past = static_cast<int>(kv.tokens.size());
+    model::SeqInput in;
+    in.n_past = n_past;
+    if (seq->decoding) {
+      in.tokens = &seq->next_token;
+      in.n_tokens = 1;
+    } else {
+      if (budget == 0) continue;
+      const int remaining = static_cast<int>(seq->adm.prompt.size()) - n_past;
+      in.tokens = seq->adm.prompt.data() + n_past;
+      in.n_tokens = std::min(remaining, budget);
+      budget -= in.n_tokens;
+    }
+    cache_->grow(&kv, n_past + in.n_tokens);
+    in.blocks = kv.blocks.data();
+    in.n_blocks = static_cast<int>(kv.blocks.size());
+    batch.push_back(in);
+    members.push_back(seq.get());
+  }
+  if (batch.empty()) return false;
+
+  logits_.clear();
+  const Status st = model_->forward(batch, pool_, &logits_, model::OutputKind::kLogits);
+  ++totals_.steps_total;
+  if (!st.ok()) {
+    GLM_LOG_ERROR("forward failed for a batch of %zu: %s", batch.size(), st.to_string().c_str());
+    for (Seq* seq : members) fail(seq, Status(ErrorCode::kInternal, st.message()));
+    remove_finished();
+    return true;
+  }
+  GLM_CHECK(logits_.size() == batch.size() * static_cast<size_t>(n_vocab_));
+
+  for (size_t i = 0; i < members.size(); ++i) {
+    Seq* seq = members[i];
+    cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
+    if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
+    const int32_t token = seq->sampler->sample(logits_.data() + i * n_vocab_);
+    deliver(seq, token);
+  }
+  remove_finished();
+  return true;
+}
+
+bool Scheduler::deliver(Seq* seq, int32_t token) {
+  const Clock::time_point now = Clock::now();
+  if (seq->n_generated == 0 && !seq->decoding) seq->first_token_at = now;
+  const auto& stops = seq->req.stop_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    finish(seq, "stop", std::nullopt);
+    return false;
+  }
+  ++seq->n_generated;
+  ++totals_.generated_tokens_total;
+  seq->last_token_at = now;
+  seq->sampler->accept(token);
+  if (!seq->req.observer->on_token(token)) {
+    finish(seq, "stop", token);
+    return false;
+  }
+  if (seq->n_generated >= seq->req.max_tokens) {
+    finish(seq, "length", token);
+    return false;
+  }
+  seq->next_token = token;
+  seq->decoding = true;
+  return true;
+}
+
+void Scheduler::finish(Seq* seq, const char* reason, std::optional<int32_t> unfed) {
+  const Clock::time_point now = Clock::now();
+  FinishInfo info;
+  info.reason = reason;
+  info.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
+  info.cached_tokens = seq->adm.n_cached;
+  info.completion_tokens = seq->n_generated;
+  SeqTimings& t = info.timings;
+  t.total_ms = ms_between(seq->req.submitted, now);
+  if (seq->admitted) {
+    t.queue_ms = ms_between(seq->req.submitted, seq->admitted_at);
+    if (seq->first_token_at != Clock::time_point()) {  // a token was sampled
+      t.prefill_ms = ms_between(seq->admitted_at, seq->first_token_at);
+      t.ttft_ms = ms_between(seq->req.submitted, seq->first_token_at);
+    }
+    if (seq->n_generated > 1) {
+      t.tpot_ms = ms_between(seq->first_token_at, seq->last_token_at) / (seq->n_generated - 1);
+    }
+  } else {
+    t.queue_ms = t.total_ms;
+  }
+  seq->req.observer->on_finish(&info);
+  if (seq->admitted) {
+    if (info.save_conversation && !seq->req.conversation.empty()) {
+      std::vector<int32_t> pending;
+      if (unfed) pending.push_back(*unfed);
+      cache_->save_conversation(seq->req.conversation, info.conversation_tag, &seq->adm.kv,
+                                std::move(pending));
+    } else {
+      cache_->release(&seq->adm.kv);
+    }
+  }
+  seq->done = true;
+}
+
+void Scheduler::fail(Seq* seq, const Status& status) {
+  seq->req.observer->on_error(status);
+  if (seq->admitted) cache_->release(&seq->adm.kv);
+  seq->done = true;
+}
+
+void Scheduler::remove_finished() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Seq>& s) { return s->done; }),
+                 running_.end());
+}
+
+Stats Scheduler::stats() const {
+  Stats s = totals_;
+  s.waiting = n_waiting();
+  s.running = n_running();
+  s.kv_blocks_used = cache_->allocator().n_used();
+  s.kv_blocks_free = cache_->allocator().n_free();
+  return s;
+}
+
+}  // namespace glm::scheduler

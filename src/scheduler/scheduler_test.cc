@@ -1,0 +1,381 @@
+#include "scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "scheduler/fake_model.h"
+
+namespace glm::scheduler {
+namespace {
+
+using testing::FakeModel;
+using testing::fake_greedy;
+
+constexpr int kVocab = 64;
+constexpr int32_t kEos = 1;
+
+// What one request saw, in order.
+struct Record {
+  std::vector<std::string> events;  // "queued", "start", "finish", "error"
+  std::vector<int32_t> tokens;
+  int queued_position = -1;
+  StartInfo start;
+  FinishInfo finish;
+  Status error;
+  int n_final = 0;
+  int start_order = -1;
+  // Behaviour knobs.
+  int stop_after = -1;      // on_token returns false after this many tokens
+  bool save = false;        // save the conversation under `tag`
+  uint64_t tag = 0;
+};
+
+class Recorder : public SeqObserver {
+ public:
+  Recorder(Record* r, int* start_counter) : r_(r), start_counter_(start_counter) {}
+  void on_queued(int position) override {
+    r_->events.push_back("queued");
+    r_->queued_position = position;
+  }
+  void on_start(const StartInfo& info) override {
+    r_->events.push_back("start");
+    r_->start = info;
+    r_->start_order = (*start_counter_)++;
+  }
+  bool on_token(int32_t token) override {
+    r_->tokens.push_back(token);
+    return r_->stop_after < 0 || static_cast<int>(r_->tokens.size()) < r_->stop_after;
+  }
+  void on_finish(FinishInfo* info) override {
+    r_->events.push_back("finish");
+    ++r_->n_final;
+    info->save_conversation = r_->save;
+    info->conversation_tag = r_->tag;
+    r_->finish = *info;
+  }
+  void on_error(const Status& status) override {
+    r_->events.push_back("error");
+    ++r_->n_final;
+    r_->error = status;
+  }
+
+ private:
+  Record* r_;
+  int* start_counter_;
+};
+
+// A scheduler over a FakeModel with its own cache, plus bookkeeping of the requests' records.
+struct Harness {
+  explicit Harness(Options opt = {}, int n_blocks = 256, int block_tokens = 4)
+      : model(kVocab, block_tokens), cache(n_blocks, block_tokens),
+        sched(&model, nullptr, &cache, opt) {}
+
+  Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
+             std::function<void(SeqRequest*)> edit = nullptr) {
+    SeqRequest r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.stop_ids = {kEos};
+    auto& rec = records[id];
+    rec = std::make_unique<Record>();
+    r.observer = std::make_unique<Recorder>(rec.get(), &start_counter);
+    if (edit) edit(&r);
+    return sched.add(std::move(r));
+  }
+  void run_all(int max_steps = 100000) {
+    for (int i = 0; i < max_steps && !sched.idle(); ++i) sched.step();
+    ASSERT_TRUE(sched.idle());
+  }
+  Record& rec(const std::string& id) { return *records.at(id); }
+
+  FakeModel model;
+  kv::KvCache cache;
+  Scheduler sched;
+  int start_counter = 0;
+  std::map<std::string, std::unique_ptr<Record>> records;
+};
+
+std::vector<int32_t> random_prompt(std::mt19937* rng, int n) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(2 + (*rng)() % (kVocab - 2));
+  return p;
+}
+
+TEST(Scheduler, SingleRequestMatchesTheModelsGreedyContinuation) {
+  Harness h;
+  std::mt19937 rng(3);
+  auto prompt = random_prompt(&rng, 11);
+  ASSERT_TRUE(h.add("a", prompt, 30).ok());
+  h.run_all();
+  const auto want = fake_greedy(prompt, kVocab, 30, {kEos});
+  EXPECT_EQ(h.rec("a").tokens, want);
+  EXPECT_EQ(h.rec("a").finish.reason, want.size() == 30 ? "length" : "stop");
+  EXPECT_EQ(h.rec("a").finish.completion_tokens, static_cast<int>(want.size()));
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 10; ++i) prompts.push_back(random_prompt(&rng, 1 + rng() % 40));
+  prompts.push_back(prompts[0]);  // an identical prompt shares cached blocks
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    Harness h;
+    ASSERT_TRUE(h.add("x", p, 25).ok());
+    h.run_all();
+    alone.push_back(h.rec("x").tokens);
+    EXPECT_EQ(alone.back(), fake_greedy(p, kVocab, 25, {kEos}));
+  }
+  Options opt;
+  opt.max_batch = 4;
+  opt.prefill_chunk = 7;
+  Harness h(opt);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(h.add("r" + std::to_string(i), prompts[i], 25).ok());
+  }
+  h.run_all();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(h.rec("r" + std::to_string(i)).tokens, alone[i]) << "request " << i;
+  }
+  EXPECT_GT(h.model.max_batch_seen(), 1);  // really batched
+  EXPECT_LE(h.model.max_batch_seen(), 4);
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, CancelInEveryStateFreesBlocksAtOnce) {
+  Options opt;
+  opt.max_batch = 2;
+  opt.prefill_chunk = 4;
+  Harness h(opt);
+  std::mt19937 rng(5);
+  ASSERT_TRUE(h.add("decoding", random_prompt(&rng, 3), 100, [](SeqRequest* r) {
+    r->stop_ids.clear();
+  }).ok());
+  ASSERT_TRUE(h.add("prefilling", random_prompt(&rng, 40), 10).ok());
+  ASSERT_TRUE(h.add("queued", random_prompt(&rng, 5), 10).ok());
+  h.sched.step();  // decoding: prompt done, first token; prefilling: 1 token of 40 (budget 4-3)
+  h.sched.step();
+  EXPECT_EQ(h.rec("decoding").events.back(), "start");
+  EXPECT_FALSE(h.rec("decoding").tokens.empty());
+  EXPECT_EQ(h.rec("prefilling").events.back(), "start");
+  EXPECT_TRUE(h.rec("prefilling").tokens.empty());
+  EXPECT_EQ(h.rec("queued").events, std::vector<std::string>{"queued"});
+  const int used_before = h.cache.allocator().n_used();
+  EXPECT_GT(used_before, 0);
+
+  h.sched.cancel("queued");
+  EXPECT_EQ(h.rec("queued").finish.reason, "cancelled");
+  h.sched.cancel("prefilling");
+  EXPECT_EQ(h.rec("prefilling").finish.reason, "cancelled");
+  EXPECT_LT(h.cache.allocator().n_used(), used_before);
+  h.sched.cancel("decoding");
+  EXPECT_EQ(h.rec("decoding").finish.reason, "cancelled");
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+  EXPECT_EQ(h.cache.allocator().n_reserved(), 0);
+  EXPECT_TRUE(h.sched.idle());
+  for (const char* id : {"queued", "prefilling", "decoding"}) EXPECT_EQ(h.rec(id).n_final, 1);
+  h.sched.cancel("decoding");  // unknown now: ignored
+  h.sched.cancel("nobody");
+  EXPECT_EQ(h.rec("decoding").n_final, 1);
+}
+
+TEST(Scheduler, AdmissionIsFifoUnderBatchAndMemoryLimits) {
+  Options opt;
+  opt.max_batch = 2;
+  // 12 blocks of 4: "big" needs 11 blocks, so it must wait for the first two to finish, and the
+  // small ones behind it must not overtake it.
+  Harness h(opt, 12, 4);
+  std::mt19937 rng(9);
+  auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+  ASSERT_TRUE(h.add("a", random_prompt(&rng, 4), 8, no_stop).ok());
+  ASSERT_TRUE(h.add("b", random_prompt(&rng, 4), 8, no_stop).ok());
+  ASSERT_TRUE(h.add("big", random_prompt(&rng, 30), 14, no_stop).ok());
+  ASSERT_TRUE(h.add("c", random_prompt(&rng, 2), 2, no_stop).ok());
+  ASSERT_TRUE(h.add("d", random_prompt(&rng, 2), 2, no_stop).ok());
+  EXPECT_EQ(h.rec("d").queued_position, 4);
+  h.run_all();
+  EXPECT_EQ(h.rec("a").start_order, 0);
+  EXPECT_EQ(h.rec("b").start_order, 1);
+  EXPECT_EQ(h.rec("big").start_order, 2);
+  EXPECT_EQ(h.rec("c").start_order, 3);
+  EXPECT_EQ(h.rec("d").start_order, 4);
+  for (const char* id : {"a", "b", "big", "c", "d"}) EXPECT_EQ(h.rec(id).finish.reason, "length");
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, ChunkedPrefillKeepsOthersDecodingEveryStep) {
+  Options opt;
+  opt.prefill_chunk = 8;
+  Harness h(opt);
+  std::mt19937 rng(2);
+  auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+  ASSERT_TRUE(h.add("short", random_prompt(&rng, 3), 40, no_stop).ok());
+  h.sched.step();
+  ASSERT_EQ(h.rec("short").tokens.size(), 1u);
+  const auto long_prompt = random_prompt(&rng, 100);
+  ASSERT_TRUE(h.add("long", long_prompt, 5, no_stop).ok());
+  // The long prompt needs ceil(100 / 8) = 13 steps of prefill (decode tokens do not use the
+  // prefill budget); the short one gets a token in every one of them.
+  int steps = 0;
+  while (h.rec("long").tokens.empty()) {
+    const size_t before = h.rec("short").tokens.size();
+    h.sched.step();
+    ++steps;
+    EXPECT_EQ(h.rec("short").tokens.size(), before + 1) << "step " << steps;
+  }
+  EXPECT_EQ(steps, 13);
+  h.run_all();
+  EXPECT_EQ(h.rec("long").tokens, fake_greedy(long_prompt, kVocab, 5, {}));
+}
+
+TEST(Scheduler, StopsOnStopIdObserverAndLength) {
+  Harness h;
+  std::mt19937 rng(4);
+  auto prompt = random_prompt(&rng, 6);
+  auto free_run = fake_greedy(prompt, kVocab, 12, {});
+  ASSERT_GE(free_run.size(), 5u);
+  // A stop id = the 4th greedy token: three tokens come out, the stop id does not.
+  ASSERT_TRUE(h.add("stopid", prompt, 12, [&](SeqRequest* r) { r->stop_ids = {free_run[3]}; })
+                  .ok());
+  ASSERT_TRUE(h.add("observer", prompt, 12, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
+  h.rec("observer").stop_after = 2;
+  ASSERT_TRUE(h.add("length", prompt, 5, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
+  h.run_all();
+  // (free_run[3] may also appear earlier; compare with the model's own stop-aware output.)
+  EXPECT_EQ(h.rec("stopid").tokens, fake_greedy(prompt, kVocab, 12, {free_run[3]}));
+  EXPECT_EQ(h.rec("stopid").finish.reason, "stop");
+  EXPECT_EQ(h.rec("observer").tokens.size(), 2u);
+  EXPECT_EQ(h.rec("observer").finish.reason, "stop");
+  EXPECT_EQ(h.rec("length").tokens.size(), 5u);
+  EXPECT_EQ(h.rec("length").finish.reason, "length");
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, RejectsBadRequestsWithoutCallbacks) {
+  Options opt;
+  opt.n_ctx = 32;
+  Harness h(opt);
+  EXPECT_EQ(h.add("empty", {}, 4).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.add("range", {5, kVocab}, 4).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.add("neg", {5, -1}, 4).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.add("zero", {5}, 0).code(), ErrorCode::kInvalidArgument);
+  const Status s = h.add("long", std::vector<int32_t>(30, 5), 3);
+  EXPECT_EQ(s.code(), ErrorCode::kContextOverflow);
+  EXPECT_NE(s.message().find("context of 32"), std::string::npos) << s.message();
+  for (const char* id : {"empty", "range", "neg", "zero", "long"}) {
+    EXPECT_TRUE(h.rec(id).events.empty());
+  }
+  EXPECT_TRUE(h.sched.idle());
+}
+
+TEST(Scheduler, RequestLargerThanTheWholeCacheFailsAndOthersGoOn) {
+  Harness h(Options{}, 4, 4);
+  std::mt19937 rng(8);
+  ASSERT_TRUE(h.add("huge", random_prompt(&rng, 20), 4).ok());
+  ASSERT_TRUE(h.add("ok", random_prompt(&rng, 3), 4).ok());
+  h.run_all();
+  EXPECT_EQ(h.rec("huge").error.code(), ErrorCode::kOutOfMemory);
+  EXPECT_EQ(h.rec("ok").n_final, 1);
+  EXPECT_EQ(h.rec("ok").events.back(), "finish");
+}
+
+TEST(Scheduler, NextTurnOfAConversationPrefillsOnlyItsNewTokens) {
+  Harness h;
+  std::mt19937 rng(21);
+  auto p1 = random_prompt(&rng, 13);
+  ASSERT_TRUE(h.add("t1", p1, 9, [](SeqRequest* r) { r->conversation = "c"; }).ok());
+  h.rec("t1").save = true;
+  h.rec("t1").tag = 77;
+  h.run_all();
+  const auto gen1 = h.rec("t1").tokens;
+  ASSERT_FALSE(gen1.empty());
+  EXPECT_TRUE(h.cache.has_conversation("c"));
+
+  const std::vector<int32_t> tail = {40, 41, 42};
+  std::vector<int32_t> history = p1;
+  history.insert(history.end(), gen1.begin(), gen1.end());
+  std::vector<int32_t> full = history;
+  full.insert(full.end(), tail.begin(), tail.end());
+  ASSERT_TRUE(h.add("t2", {3, 3, 3}, 9, [&](SeqRequest* r) {  // prompt unused when reused
+    r->conversation = "c";
+    r->history_tag = 77;
+    r->tail = tail;
+  }).ok());
+  h.run_all();
+  const Record& t2 = h.rec("t2");
+  EXPECT_TRUE(t2.start.from_conversation);
+  // Everything of turn 1 is cached (prompt + generated; a length finish leaves the last
+  // generated token unfed, which is then prefilled with the new turn).
+  const bool by_length = h.rec("t1").finish.reason == "length";
+  EXPECT_EQ(t2.start.cached_tokens, static_cast<int>(history.size()) - (by_length ? 1 : 0));
+  EXPECT_EQ(t2.start.prompt_tokens, static_cast<int>(full.size()));
+  // The continuation is what the model gives for the full token history.
+  EXPECT_EQ(t2.tokens, fake_greedy(full, kVocab, 9, {kEos}));
+  h.cache.clear_conversations();
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
+  Options opt;
+  opt.max_batch = 5;
+  opt.prefill_chunk = 16;
+  opt.n_ctx = 256;
+  Harness h(opt, 48, 4);  // small: admission waits and conversations get evicted
+  std::mt19937 rng(1234);
+  const std::vector<int32_t> system = random_prompt(&rng, 9);
+  int next = 0, added = 0, cancelled = 0;
+  std::vector<std::string> live;
+  while (next < 1000 || !h.sched.idle()) {
+    const int action = rng() % 10;
+    if (next < 1000 && action < 4) {
+      auto p = system;
+      auto body = random_prompt(&rng, 1 + rng() % 30);
+      p.insert(p.end(), body.begin(), body.end());
+      const std::string id = "r" + std::to_string(next++);
+      const int conv = rng() % 6;
+      Status s = h.add(id, p, 1 + rng() % 24, [&](SeqRequest* r) {
+        if (rng() % 2) {
+          r->conversation = "c" + std::to_string(conv);
+          r->history_tag = rng() % 3;
+          r->tail = random_prompt(&rng, 1 + rng() % 5);
+        }
+        if (rng() % 3 == 0) r->sampling = sampler::Params{.temperature = 0.9f, .seed = 5};
+      });
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      h.rec(id).save = rng() % 2;
+      h.rec(id).tag = rng() % 3;
+      live.push_back(id);
+      ++added;
+    } else if (action == 4 && !live.empty()) {
+      h.sched.cancel(live[rng() % live.size()]);
+      ++cancelled;
+    } else {
+      h.sched.step();
+    }
+    ASSERT_GE(h.cache.allocator().n_available(), 0);
+  }
+  int finished = 0, errors = 0;
+  for (const auto& [id, rec] : h.records) {
+    EXPECT_EQ(rec->n_final, 1) << id;
+    finished += rec->events.back() == "finish";
+    errors += rec->events.back() == "error";
+  }
+  EXPECT_EQ(added, 1000);
+  EXPECT_EQ(errors, 0);
+  EXPECT_GT(h.sched.stats().cached_tokens_total, 0);
+  h.cache.clear_conversations();
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+  EXPECT_EQ(h.cache.allocator().n_reserved(), 0);
+  EXPECT_EQ(h.cache.allocator().n_free(), 48);
+}
+
+}  // namespace
+}  // namespace glm::scheduler
