@@ -1,12 +1,15 @@
 // AVX-512 row operations of attention (internal.h): K/V rows converted from F16 with
 // vcvtph2ps, 16 lanes at a time, shared by the g query heads of a group.
-// GCC 12 reports a false maybe-uninitialized inside its own _mm512_reduce_add_ps.
+// GCC 12's own AVX-512 intrinsics (_mm512_undefined_*) trip these warnings when inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include "core/check.h"
 #include "core/fp16.h"
 #include "kernels/internal.h"
+#include "kernels/simd_avx512.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -42,7 +45,7 @@ void scores(const float* q, int g, int hd, const void* k, DType type, float* s) 
     for (; i + 16 <= hd; i += 16) {
       a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kf + i), a0);
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    float sum = hsum(_mm512_add_ps(a0, a1));
     for (; i < hd; ++i) sum += qh[i] * kf[i];
     s[h] = sum;
   }

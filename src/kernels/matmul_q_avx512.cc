@@ -1,0 +1,264 @@
+// AVX-512 VNNI integer path for the 32-element quants Q8_0, Q4_0, Q5_0.
+//
+// Activations are quantized per 32 values (internal.h: quantize_act_ref) into "chunks" of two
+// blocks (64 int8 = one zmm), laid out to match how the weight format unpacks:
+//   natural  (Q8_0):       [x0[0:32] | x1[0:32]]
+//   permuted (Q4_0, Q5_0): [x0[0:16] | x1[0:16] | x0[16:32] | x1[16:32]]  (low nibbles, then high)
+// Beside the int8 values each chunk keeps, per 32-bit lane, the block's scale d_x and
+// c = -offset * (sum of the lane's four int8 values). The weights unpack to unsigned bytes
+// u = q + offset (offset 128 for Q8_0, 8 for Q4_0, 16 for Q5_0), so one vpdpbusd seeded with c
+// gives per lane sum((u - offset) * x) = sum(q * x) exactly; then y += cvt(that) * d_w * d_x.
+// A chunk of an odd block count has a zero second half on both sides.
+// GCC 12's own AVX-512 intrinsics (_mm512_undefined_*) trip these warnings when inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/internal.h"
+#include "kernels/simd_avx512.h"
+#include "kernels/matmul_avx512.h"
+#include "kernels/tiling.h"
+
+namespace glm::kernels::internal {
+namespace {
+
+struct alignas(64) ActChunk {
+  int8_t q[64];
+  int32_t c[16];
+  float d[16];
+};
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Scale vector of a chunk: lanes of block 0 get d0, lanes of block 1 get d1.
+template <bool kPermuted>
+inline __m512 chunk_scales(float d0, float d1) {
+  return _mm512_mask_blend_ps(kPermuted ? 0xF0F0 : 0xFF00, _mm512_set1_ps(d0),
+                              _mm512_set1_ps(d1));
+}
+
+struct Q8_0 {
+  static constexpr int kBlockBytes = 34;
+  static constexpr bool kPermuted = false;
+  static constexpr int kOffset = 128;
+  template <bool kHalf>
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256i q1 = kHalf ? _mm256_set1_epi8(-128)
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 36));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+    *wq = _mm512_xor_si512(v, _mm512_set1_epi8(-128));
+    *wd = chunk_scales<false>(half_at(b0), kHalf ? 0.0f : half_at(b0 + kBlockBytes));
+  }
+};
+
+template <int kQsOffset>
+inline __m512i unpack_nibbles(const uint8_t* b0, const uint8_t* b1, bool half) {
+  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + kQsOffset));
+  const __m128i q1 = half ? _mm_setzero_si128()
+                          : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + kQsOffset));
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  const __m256i lo = _mm256_and_si256(v, m);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+struct Q4_0 {
+  static constexpr int kBlockBytes = 18;
+  static constexpr bool kPermuted = true;
+  static constexpr int kOffset = 8;
+  template <bool kHalf>
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+    const uint8_t* b1 = b0 + kBlockBytes;
+    *wq = unpack_nibbles<2>(b0, b1, kHalf);
+    *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kBlockBytes = 22;
+  static constexpr bool kPermuted = true;
+  static constexpr int kOffset = 16;
+  template <bool kHalf>
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+    const uint8_t* b1 = b0 + kBlockBytes;
+    uint32_t h0;
+    uint32_t h1 = 0;
+    std::memcpy(&h0, b0 + 2, 4);
+    if (!kHalf) std::memcpy(&h1, b1 + 2, 4);
+    const __m512i lo4 = unpack_nibbles<6>(b0, b1, kHalf);
+    // Fifth bits in the permuted lane order: [x0 0..15 | x1 0..15 | x0 16..31 | x1 16..31].
+    const uint64_t bits = (h0 & 0xFFFFull) | (uint64_t{h1 & 0xFFFFu} << 16) |
+                          (uint64_t{h0 >> 16} << 32) | (uint64_t{h1 >> 16} << 48);
+    *wq = _mm512_mask_add_epi8(lo4, _cvtu64_mask64(bits), lo4, _mm512_set1_epi8(16));
+    *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
+  }
+};
+
+struct QCtx {
+  const uint8_t* w;
+  size_t row_bytes;
+  const ActChunk* act;  // [n_tokens, n_chunks]
+  int64_t n_chunks;     // per token (the last may be half)
+  bool odd;             // the last chunk holds one block
+  float* y;
+  int64_t n_rows;
+};
+
+template <class Fmt>
+struct QKern {
+  using Ctx = QCtx;
+
+  template <int R, int T, bool kHalf>
+  static inline void step(const Ctx& c, const uint8_t* const* rows, const ActChunk* a, int64_t k,
+                          __m512 (&acc)[R][T]) {
+    __m512i wq[R];
+    __m512 wd[R];
+    for (int r = 0; r < R; ++r) {
+      Fmt::template load<kHalf>(rows[r] + 2 * k * Fmt::kBlockBytes, &wq[r], &wd[r]);
+    }
+    for (int t = 0; t < T; ++t) {
+      const ActChunk& ch = a[t * c.n_chunks + k];
+      const __m512i xq = _mm512_load_si512(ch.q);
+      const __m512i cv = _mm512_load_si512(ch.c);
+      const __m512 dx = _mm512_load_ps(ch.d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i p = _mm512_dpbusd_epi32(cv, wq[r], xq);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], dx), acc[r][t]);
+      }
+    }
+  }
+
+  template <int R, int T>
+  static void tile(const Ctx& c, int64_t r0, int64_t t0) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    }
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
+    const ActChunk* a = c.act + t0 * c.n_chunks;
+    const int64_t n_full = c.odd ? c.n_chunks - 1 : c.n_chunks;
+    for (int64_t k = 0; k < n_full; ++k) step<R, T, false>(c, rows, a, k, acc);
+    if (c.odd) step<R, T, true>(c, rows, a, n_full, acc);
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        c.y[(t0 + t) * c.n_rows + r0 + r] = hsum(acc[r][t]);
+      }
+    }
+  }
+};
+
+// Quantizes one token's activations (n_cols values) into n_chunks chunks.
+template <class Fmt>
+void quantize_token(const float* x, int64_t n_cols, ActChunk* out) {
+  const int64_t n_blocks = n_cols / 32;
+  const int64_t n_chunks = (n_blocks + 1) / 2;
+  std::memset(static_cast<void*>(out + n_chunks - 1), 0, sizeof(ActChunk));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    ActChunk& ch = out[b / 2];
+    const int h = static_cast<int>(b % 2);
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32);
+    const __m512 v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = hmax(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id)));
+    const __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id)));
+    if (Fmt::kPermuted) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(ch.q + h * 16), q0);
+      _mm_store_si128(reinterpret_cast<__m128i*>(ch.q + 32 + h * 16), q1);
+      for (int s = h; s < 4; s += 2) {
+        for (int l = 0; l < 4; ++l) ch.d[s * 4 + l] = d;
+      }
+    } else {
+      _mm_store_si128(reinterpret_cast<__m128i*>(ch.q + h * 32), q0);
+      _mm_store_si128(reinterpret_cast<__m128i*>(ch.q + h * 32 + 16), q1);
+      for (int l = 0; l < 8; ++l) ch.d[h * 8 + l] = d;
+    }
+    if (h == 1 || b == n_blocks - 1) {
+      const __m512i sums =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), _mm512_load_si512(ch.q));
+      _mm512_store_si512(ch.c, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-Fmt::kOffset)));
+    }
+  }
+}
+
+// Per-call activation buffer of the calling thread; workers read it during the call.
+std::vector<ActChunk>& act_buffer() {
+  thread_local std::vector<ActChunk> buf;
+  return buf;
+}
+
+template <class Fmt>
+void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+  const int64_t n_blocks = w.n_cols / 32;
+  const int64_t n_chunks = (n_blocks + 1) / 2;
+  std::vector<ActChunk>& buf = act_buffer();
+  if (buf.size() < static_cast<size_t>(n_chunks * n_tokens)) buf.resize(n_chunks * n_tokens);
+  ActChunk* act = buf.data();
+  struct QuantCtx {
+    const float* x;
+    int64_t n_cols, n_chunks;
+    ActChunk* act;
+  } qc{x, w.n_cols, n_chunks, act};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      quantize_token<Fmt>(q->x + t * q->n_cols, q->n_cols, q->act + t * q->n_chunks);
+    }
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  const QCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), act, n_chunks,
+               n_blocks % 2 == 1, y, w.n_rows};
+  if (n_tokens == 1) {
+    run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  } else {
+    run_matmul<QKern<Fmt>, 4, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  }
+}
+
+}  // namespace
+
+int act_block_q_avx512(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+      return 32;
+    default:
+      return act_block_k_avx512(t);
+  }
+}
+
+bool matmul_q_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                     ThreadPool* pool) {
+  switch (w.type) {
+    case DType::kQ8_0:
+      q_matmul<Q8_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ4_0:
+      q_matmul<Q4_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ5_0:
+      q_matmul<Q5_0>(w, x, y, n_tokens, pool);
+      return true;
+    default:
+      return matmul_k_avx512(w, x, y, n_tokens, pool);
+  }
+}
+
+}  // namespace glm::kernels::internal
