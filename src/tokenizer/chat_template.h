@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -18,6 +20,9 @@ struct Message {
   std::string role;     // system, user, assistant, observation
   std::string content;
   std::string metadata;  // ChatGLM3 tool-call metadata line (optional)
+  // system only: the tool definitions as JSON text (an array or object). ChatGLM3 appends them
+  // to the system content, pretty-printed with 4 spaces as HF's build_chat_input does.
+  std::string tools_json;
 };
 
 class ChatTemplate {
@@ -34,5 +39,36 @@ class ChatTemplate {
   // Ids that end generation (eos, <|user|>, <|observation|>...).
   virtual std::vector<int32_t> stop_ids() const = 0;
 };
+
+// How the template is chosen (for_model):
+//   gpt2 vocabulary with <|user|>                      -> glm4
+//   llama vocabulary with <|user|>                     -> chatglm3
+//   llama vocabulary with [gMASK] but no <|user|>      -> chatglm2
+//   tokenizer.chat_template containing "[INST]"       -> llama2
+//   anything else (e.g. stories260K)                   -> raw: BOS (if add_bos) + the contents
+// `name` forces one of the names above instead (unsupported if the vocabulary lacks its tokens).
+StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& name,
+                                                           const gguf::File& file,
+                                                           const Tokenizer& tokenizer);
+
+// A ChatGLM3 tool call found in the assistant's output.
+struct ToolCall {
+  std::string name;       // function name (the metadata line), or "interpreter"
+  std::string arguments;  // JSON object text of the keyword arguments of tool_call(...); empty
+                          // if they could not be parsed (then `code` holds the raw text)
+  std::string code;       // the code block's body (for the code interpreter, or unparsed calls)
+};
+
+// The assistant's output split as HF ChatGLM3's process_response does: the first line is the
+// metadata (empty for a plain answer, whose content is then trimmed); a non-empty metadata
+// line is a tool call whose arguments are the Python keyword arguments of
+// "```python\ntool_call(a=1, b='x')\n```" converted to JSON.
+struct AssistantOutput {
+  std::string content;               // plain answer (trimmed), or the raw tool-call body
+  std::optional<ToolCall> tool_call;
+};
+AssistantOutput parse_assistant_output(std::string_view text);
+// Shortcut: the tool call in `text`, if any.
+std::optional<ToolCall> parse_tool_call(std::string_view text);
 
 }  // namespace glm::tok

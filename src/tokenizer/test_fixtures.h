@@ -83,6 +83,36 @@ inline const Loaded& load(const std::string& name, Source source) {
   return l;
 }
 
+// Writes `spec` as a vocab-only GGUF (architecture `arch`) and loads it.
+inline Loaded load_spec(const VocabSpec& spec, const std::string& name,
+                        const std::string& arch = "chatglm") {
+  Loaded l;
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::string(arch));
+  write_vocab(spec, &w);
+  const std::string path = temp_path(name + ".gguf");
+  Status st = w.begin(path);
+  if (st.ok()) st = w.finish();
+  if (!st.ok()) {
+    l.error = st.to_string();
+    return l;
+  }
+  auto f = gguf::File::open(path);
+  std::remove(path.c_str());
+  if (!f.ok()) {
+    l.error = f.status().to_string();
+    return l;
+  }
+  auto t = Tokenizer::from_gguf(**f);
+  if (!t.ok()) {
+    l.error = t.status().to_string();
+    return l;
+  }
+  l.file = std::move(f.value());
+  l.tok = std::move(t.value());
+  return l;
+}
+
 inline const nlohmann::json* cases() {
   static nlohmann::json j;
   static bool loaded = false;
@@ -99,7 +129,7 @@ inline const nlohmann::json* cases() {
 #define GLM_LOAD_OR_SKIP(var, name, source)                      \
   const ::glm::tok::testing::Loaded& var##_l = ::glm::tok::testing::load(name, source); \
   if (!var##_l.tok) GTEST_SKIP() << var##_l.error;               \
-  const ::glm::tok::Tokenizer& var = *var##_l.tok
+  [[maybe_unused]] const ::glm::tok::Tokenizer& var = *var##_l.tok
 
 #define GLM_CASES_OR_SKIP(var)                      \
   const nlohmann::json* var = ::glm::tok::testing::cases(); \

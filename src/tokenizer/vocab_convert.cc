@@ -138,8 +138,6 @@ constexpr int kChatGlmVocab = 65024;
 constexpr int kGlm4Ranks = 151329;
 constexpr int kGlm4Vocab = 151552;
 
-const char* const kChatGlmSpecials[] = {"[MASK]", "sop", "eop", "<|system|>", "<|user|>",
-                                        "<|assistant|>", "<|observation|>"};
 // The ChatGLM3-6B tokenizer_config.json template, as llama.cpp's converter copies it.
 const char kChatGlm3Template[] =
     "{% for message in messages %}{% if loop.first %}[gMASK]sop<|{{ message['role'] }}|>\n "
@@ -346,6 +344,19 @@ StatusOr<VocabSpec> read_tokenizer_model(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_tokenizer_model(ss.str(), path);
+}
+
+Status to_chatglm2_vocab(VocabSpec* s) {
+  if (s->model != "llama" || static_cast<int>(s->tokens.size()) != kChatGlmVocab ||
+      s->tokens[kChatGlmPieces + 6] != "<|user|>") {
+    return invalid_argument("to_chatglm2_vocab: not a ChatGLM3 vocabulary");
+  }
+  for (int i = kChatGlmPieces + 5; i < kChatGlmPieces + 9; ++i) {
+    s->tokens[i] = "[PAD" + std::to_string(i) + "]";
+    s->types[i] = kTokenUnused;
+  }
+  s->chat_template.clear();
+  return Status::Ok();
 }
 
 void write_vocab(const VocabSpec& spec, gguf::Writer* w) {

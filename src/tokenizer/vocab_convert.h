@@ -62,6 +62,12 @@ StatusOr<VocabSpec> read_tokenizer_model(const std::string& path);
 // Same from bytes in memory (`label` names the source in messages).
 StatusOr<VocabSpec> parse_tokenizer_model(const std::string& bytes, const std::string& label);
 
+// Turns the ChatGLM3 layout of read_tokenizer_model() into ChatGLM2's: the same pieces, but only
+// the 5 specials [MASK] [gMASK] [sMASK] sop eop (HF's ChatGLM2 tokenizer), the rest padding, no
+// chat template. The chat template is then chosen as "chatglm2" ([Round N] prompts).
+// invalid_argument if `spec` is not the ChatGLM3 layout.
+Status to_chatglm2_vocab(VocabSpec* spec);
+
 // Writes the tokenizer.ggml.* keys (and tokenizer.chat_template) of `spec` into `writer`, in
 // llama.cpp's order and with its value types. Does not write general.* or architecture keys.
 void write_vocab(const VocabSpec& spec, gguf::Writer* writer);

@@ -1,0 +1,271 @@
+// The chat templates of the GLM family (ChatGLM2, ChatGLM3, GLM-4), LLaMA-2 and raw prompts,
+// rendered straight to token ids, and the choice among them from the vocabulary.
+#include "tokenizer/chat_template.h"
+
+#include <nlohmann/json.hpp>
+
+namespace glm::tok {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+void append(Ids* out, const Ids& more) { out->insert(out->end(), more.begin(), more.end()); }
+
+Status unknown_role(const std::string& tmpl, const std::string& role, const char* allowed) {
+  return invalid_argument("message role '" + role + "' is not supported by the " + tmpl +
+                          " chat template (use " + allowed + ")");
+}
+
+// HF's json.dumps(tools, indent=4, ensure_ascii=False): keys in their original order.
+StatusOr<std::string> pretty_tools(const std::string& tools_json) {
+  auto j = nlohmann::ordered_json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid_argument("tools: not valid JSON");
+  return j.dump(4, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
+// Ids of the role tokens, looked up once; -1 if absent.
+struct GlmRoles {
+  int32_t system, user, assistant, observation;
+  explicit GlmRoles(const Tokenizer& t)
+      : system(t.find("<|system|>")),
+        user(t.find("<|user|>")),
+        assistant(t.find("<|assistant|>")),
+        observation(t.find("<|observation|>")) {}
+  int32_t of(const std::string& role) const {
+    if (role == "system") return system;
+    if (role == "user") return user;
+    if (role == "assistant") return assistant;
+    if (role == "observation") return observation;
+    return -1;
+  }
+};
+
+// ChatGLM3 (HF build_chat_input): [gMASK] sop, then per message <|role|> + sp(metadata + "\n")
+// + sp(content), then <|assistant|>. Every sp() carries the SentencePiece dummy prefix.
+class ChatGlm3Template final : public ChatTemplate {
+ public:
+  explicit ChatGlm3Template(const Tokenizer& t)
+      : tok_(t), roles_(t), gmask_(t.find("[gMASK]")), sop_(t.find("sop")) {}
+  const char* name() const override { return "chatglm3"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    Ids out{gmask_, sop_};
+    for (const Message& m : messages) {
+      const int32_t role = roles_.of(m.role);
+      if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
+      std::string content = m.content;
+      if (!m.tools_json.empty()) {
+        if (m.role != "system") return invalid_argument("tools are only allowed on a system message");
+        auto tools = pretty_tools(m.tools_json);
+        if (!tools.ok()) return tools.status();
+        content += "\n" + *tools;
+      }
+      out.push_back(role);
+      append(&out, tok_.encode(m.metadata + "\n"));
+      append(&out, tok_.encode(content));
+    }
+    out.push_back(roles_.assistant);
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id(), roles_.user, roles_.observation}; }
+
+ private:
+  const Tokenizer& tok_;
+  GlmRoles roles_;
+  int32_t gmask_, sop_;
+};
+
+// GLM-4: [gMASK] <sop>, then per message <|role|> + bpe(metadata + "\n" + content), then
+// <|assistant|>. HF renders the template to text and tokenizes it; the role tokens cut the text
+// into these pieces, so encoding each piece gives the same ids.
+class Glm4Template final : public ChatTemplate {
+ public:
+  explicit Glm4Template(const Tokenizer& t)
+      : tok_(t), roles_(t), gmask_(t.find("[gMASK]")), sop_(t.find("<sop>")) {}
+  const char* name() const override { return "glm4"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    Ids out{gmask_, sop_};
+    for (const Message& m : messages) {
+      const int32_t role = roles_.of(m.role);
+      if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
+      if (!m.tools_json.empty()) {
+        return unsupported("tools are not supported with the GLM-4 template yet (ChatGLM3 only)");
+      }
+      out.push_back(role);
+      append(&out, tok_.encode(m.metadata + "\n" + m.content));
+    }
+    out.push_back(roles_.assistant);
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id(), roles_.user, roles_.observation}; }
+
+ private:
+  const Tokenizer& tok_;
+  GlmRoles roles_;
+  int32_t gmask_, sop_;
+};
+
+// ChatGLM2 (HF build_prompt): "[Round i]\n\n问：{q}\n\n答：{a}\n\n" per past round, then
+// "[Round n]\n\n问：{q}\n\n答：", encoded as one text after [gMASK] sop. ChatGLM2 has no system
+// or tool roles: system messages are dropped (as chatglm.cpp does); observation is an error.
+class ChatGlm2Template final : public ChatTemplate {
+ public:
+  explicit ChatGlm2Template(const Tokenizer& t)
+      : tok_(t), gmask_(t.find("[gMASK]")), sop_(t.find("sop")) {}
+  const char* name() const override { return "chatglm2"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    std::string text;
+    int round = 0;
+    bool open = false;  // a question without its answer yet
+    for (const Message& m : messages) {
+      if (m.role == "system") continue;
+      if (m.role == "user") {
+        if (open) text += "\n\n";  // an unanswered question: close its round with no answer
+        text += "[Round " + std::to_string(++round) + "]\n\n问：" + m.content + "\n\n答：";
+        open = true;
+      } else if (m.role == "assistant") {
+        if (!open) text += "[Round " + std::to_string(++round) + "]\n\n问：\n\n答：";
+        text += m.content + "\n\n";
+        open = false;
+      } else {
+        return unknown_role(name(), m.role, "system, user, assistant");
+      }
+    }
+    if (!open) text += "[Round " + std::to_string(++round) + "]\n\n问：\n\n答：";
+    Ids out{gmask_, sop_};
+    append(&out, tok_.encode(text));
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id()}; }
+
+ private:
+  const Tokenizer& tok_;
+  int32_t gmask_, sop_;
+};
+
+// LLaMA-2 chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer} </s> ...
+class Llama2Template final : public ChatTemplate {
+ public:
+  explicit Llama2Template(const Tokenizer& t) : tok_(t) {}
+  const char* name() const override { return "llama2"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    Ids out;
+    std::string system, turn;
+    bool open = false;
+    for (const Message& m : messages) {
+      if (m.role == "system") {
+        system = m.content;
+      } else if (m.role == "user") {
+        if (open) flush(&out, turn + " [/INST]", false);
+        turn = "[INST] ";
+        if (!system.empty()) turn += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+        system.clear();
+        turn += m.content;
+        open = true;
+      } else if (m.role == "assistant") {
+        if (!open) turn = "[INST] ";
+        flush(&out, turn + " [/INST] " + m.content + " ", true);
+        open = false;
+      } else {
+        return unknown_role(name(), m.role, "system, user, assistant");
+      }
+    }
+    if (open) flush(&out, turn + " [/INST]", false);
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id()}; }
+
+ private:
+  void flush(Ids* out, const std::string& text, bool with_eos) const {
+    if (tok_.bos_id() >= 0) out->push_back(tok_.bos_id());
+    append(out, tok_.encode(text));
+    if (with_eos && tok_.eos_id() >= 0) out->push_back(tok_.eos_id());
+  }
+  const Tokenizer& tok_;
+};
+
+// No template: BOS (if the vocabulary adds one) + the message contents joined by "\n".
+class RawTemplate final : public ChatTemplate {
+ public:
+  RawTemplate(const Tokenizer& t, bool add_bos) : tok_(t), add_bos_(add_bos) {}
+  const char* name() const override { return "raw"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    std::string text;
+    for (const Message& m : messages) {
+      if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+        return unknown_role(name(), m.role, "system, user, assistant");
+      }
+      if (!text.empty()) text += "\n";
+      text += m.content;
+    }
+    Ids out;
+    if (add_bos_ && tok_.bos_id() >= 0) out.push_back(tok_.bos_id());
+    append(&out, tok_.encode(text));
+    return out;
+  }
+  Ids stop_ids() const override {
+    return tok_.eos_id() >= 0 ? Ids{tok_.eos_id()} : Ids{};
+  }
+
+ private:
+  const Tokenizer& tok_;
+  bool add_bos_;
+};
+
+std::string detect(const gguf::File& file, const Tokenizer& t) {
+  const std::string kind = t.kind();
+  const bool has_user = t.find("<|user|>") >= 0;
+  if (kind == "gpt2" && has_user) return "glm4";
+  if (kind == "llama" && has_user) return "chatglm3";
+  if (kind == "llama" && t.find("[gMASK]") >= 0) return "chatglm2";
+  auto tmpl = file.get_string("tokenizer.chat_template");
+  if (tmpl.ok() && tmpl->find("[INST]") != std::string::npos) return "llama2";
+  return "raw";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& name,
+                                                           const gguf::File& file,
+                                                           const Tokenizer& t) {
+  auto need = [&](std::initializer_list<const char*> tokens) -> Status {
+    for (const char* tk : tokens) {
+      if (t.find(tk) < 0) {
+        return unsupported(file.path() + ": the " + name + " chat template needs the token " +
+                           tk + ", which this vocabulary lacks");
+      }
+    }
+    return Status::Ok();
+  };
+  if (name == "chatglm3") {
+    GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>",
+                              "<|observation|>"}));
+    return std::unique_ptr<ChatTemplate>(new ChatGlm3Template(t));
+  }
+  if (name == "glm4") {
+    GLM_RETURN_IF_ERROR(need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+                              "<|observation|>"}));
+    return std::unique_ptr<ChatTemplate>(new Glm4Template(t));
+  }
+  if (name == "chatglm2") {
+    GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop"}));
+    return std::unique_ptr<ChatTemplate>(new ChatGlm2Template(t));
+  }
+  if (name == "llama2") return std::unique_ptr<ChatTemplate>(new Llama2Template(t));
+  if (name == "raw") {
+    bool add_bos = std::string(t.kind()) == "llama";
+    if (const gguf::Value* v = file.find("tokenizer.ggml.add_bos_token");
+        v && v->type() == gguf::ValueType::kBool) {
+      add_bos = v->as_bool();
+    }
+    return std::unique_ptr<ChatTemplate>(new RawTemplate(t, add_bos));
+  }
+  return invalid_argument("unknown chat template '" + name +
+                          "' (use chatglm3, chatglm2, glm4, llama2 or raw)");
+}
+
+StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::for_model(const gguf::File& file,
+                                                                const Tokenizer& tokenizer) {
+  return make_chat_template(detect(file, tokenizer), file, tokenizer);
+}
+
+}  // namespace glm::tok
