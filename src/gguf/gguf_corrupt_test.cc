@@ -284,6 +284,19 @@ TEST(GgufCorrupt, MetadataErrors) {
   std::vector<uint8_t> data(64, 0);
   it.raw(data.data(), data.size());
   expect_rejected(it.bytes(), "duplicate tensor", "duplicate tensor name 't'");
+  // Names from the file are escaped in messages, which stay on one line (found by the fuzzer).
+  Image nl;
+  nl.header(3, 0, 2);
+  for (int i = 0; i < 2; ++i) {
+    nl.str("bad\nkey\r");
+    nl.u32(4);
+    nl.u32(1);
+  }
+  expect_rejected(nl.bytes(), "newline in key", "bad\\x0akey\\x0d");
+  Image nl_tensor;
+  nl_tensor.header(3, 1, 0);
+  nl_tensor.tensor_info(std::string(200, '\n'), {8}, 0, 0);  // no data section follows
+  expect_rejected(nl_tensor.bytes(), "newline in tensor name", "...");
   // Counts that cannot fit in the file are rejected before anything is allocated.
   Image huge;
   huge.header(3, 1ull << 60, 0);

@@ -37,6 +37,25 @@ std::string printable_magic(const uint8_t* p) {
   return s;
 }
 
+// A name from the file as it may appear in a one-line message: control bytes escaped,
+// at most 80 bytes kept.
+std::string printable(const std::string& name) {
+  std::string s;
+  for (size_t i = 0; i < name.size() && i < 80; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      static const char* kHex = "0123456789abcdef";
+      s += "\\x";
+      s += kHex[c >> 4];
+      s += kHex[c & 15];
+    } else {
+      s += static_cast<char>(c);
+    }
+  }
+  if (name.size() > 80) s += "...";
+  return s;
+}
+
 }  // namespace
 
 int64_t TensorInfo::n_elements() const {
@@ -157,7 +176,7 @@ Status Parser::read_array(int depth, Value* out) {
 Status Parser::read_tensor_info(size_t index, TensorInfo* ti) {
   ctx_ = "tensor info " + std::to_string(index);
   GLM_RETURN_IF_ERROR(read_string(&ti->name, "tensor name"));
-  ctx_ += " (" + ti->name + ")";
+  ctx_ += " (" + printable(ti->name) + ")";
   uint32_t n_dims = 0;
   GLM_RETURN_IF_ERROR(read_u32(&n_dims));
   if (n_dims < 1 || n_dims > kMaxDims) {
@@ -238,7 +257,7 @@ Status Parser::run(File* f) {
     auto& [key, value] = f->kv_[i];
     ctx_ = "metadata " + std::to_string(i);
     GLM_RETURN_IF_ERROR(read_string(&key, "key"));
-    ctx_ += " (" + key + ")";
+    ctx_ += " (" + printable(key) + ")";
     ValueType t;
     GLM_RETURN_IF_ERROR(read_value_type(&t));
     GLM_RETURN_IF_ERROR(read_value(t, 0, &value));
@@ -246,7 +265,7 @@ Status Parser::run(File* f) {
   for (size_t i = 0; i < f->kv_.size(); ++i) {
     if (!seen.insert(f->kv_[i].first).second) {
       ctx_.clear();
-      return fail("duplicate metadata key '" + f->kv_[i].first + "'");
+      return fail("duplicate metadata key '" + printable(f->kv_[i].first) + "'");
     }
   }
 
@@ -272,7 +291,7 @@ Status Parser::run(File* f) {
   for (const TensorInfo& ti : f->tensors_) {
     if (!seen.insert(ti.name).second) {
       ctx_.clear();
-      return fail("duplicate tensor name '" + ti.name + "'");
+      return fail("duplicate tensor name '" + printable(ti.name) + "'");
     }
   }
   if (f->tensors_.empty()) return Status::Ok();  // vocab-only files may end without padding
@@ -287,7 +306,7 @@ Status Parser::run(File* f) {
   std::vector<size_t> order(f->tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) {
     TensorInfo& ti = f->tensors_[i];
-    ctx_ = "tensor " + ti.name;
+    ctx_ = "tensor " + printable(ti.name);
     if (ti.offset % align != 0) {
       return fail("data offset " + std::to_string(ti.offset) + " is not a multiple of the " +
                   "alignment " + std::to_string(align));
@@ -308,7 +327,8 @@ Status Parser::run(File* f) {
     const TensorInfo& cur = f->tensors_[order[k]];
     if (prev.offset + prev.n_bytes > cur.offset) {
       ctx_.clear();
-      return fail("tensors " + prev.name + " and " + cur.name + " overlap in the data section");
+      return fail("tensors " + printable(prev.name) + " and " + printable(cur.name) +
+                  " overlap in the data section");
     }
   }
   return Status::Ok();
