@@ -1,0 +1,29 @@
+// Unix-domain stream sockets for the engine daemon and its clients.
+// Thread-safety: plain functions over file descriptors; listen_unix changes the process umask for
+// the duration of bind(), so call it before starting other threads that create files.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "core/status.h"
+
+namespace glm::daemon {
+
+// Validates a socket permission mode: owner read/write required, never world-accessible
+// ("0660" for group access). Returns the parsed mode.
+StatusOr<mode_t> parse_socket_mode(const std::string& text);
+
+// Creates a listening, non-blocking, close-on-exec socket at `path` with permissions `mode`
+// (created with them: no window with wider access). If `path` exists: a live daemon answering
+// there is an error; a stale socket (nothing listening) is removed; anything else is an error.
+StatusOr<int> listen_unix(const std::string& path, mode_t mode, int backlog = 512);
+
+// Connects a blocking, close-on-exec socket to `path`. kUnavailable when nothing listens.
+StatusOr<int> connect_unix(const std::string& path);
+
+// Writes all of `data` to a blocking fd (MSG_NOSIGNAL). kPeerGone if the peer closed.
+Status write_all(int fd, const std::string& data);
+
+}  // namespace glm::daemon
