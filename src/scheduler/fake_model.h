@@ -39,6 +39,10 @@ class FakeModel : public model::Model {
 
   const model::Config& config() const override { return config_; }
 
+  // Tokens the model never predicts (their logits are -1e9), e.g. stop ids to make a sequence
+  // run to max_tokens. Set before the model is used.
+  void set_never(std::vector<int32_t> ids) { never_ = std::move(ids); }
+  const std::vector<int32_t>& never() const { return never_; }
   // Sleeps this long in every forward (to hold the loop busy in threaded tests).
   void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
   int64_t n_forward() const { return n_forward_; }
@@ -88,6 +92,7 @@ class FakeModel : public model::Model {
         const size_t at = rows.size();
         rows.resize(at + nv);
         logits_for(prefix, nv, rows.data() + at);
+        for (int32_t id : never_) rows[at + id] = -1e9f;
       }
     }
     out->insert(out->end(), rows.begin(), rows.end());
@@ -104,6 +109,7 @@ class FakeModel : public model::Model {
   model::Config config_;
   int block_tokens_;
   std::unordered_map<int, std::vector<int32_t>> blocks_;
+  std::vector<int32_t> never_;
   std::atomic<int64_t> delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
   std::atomic<int64_t> max_batch_seen_{0};
@@ -111,11 +117,13 @@ class FakeModel : public model::Model {
 
 // Greedy continuation of `prompt` by FakeModel without any cache: the expected output.
 inline std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int n_vocab, int max_tokens,
-                                        const std::vector<int32_t>& stop_ids) {
+                                        const std::vector<int32_t>& stop_ids,
+                                        const std::vector<int32_t>& never = {}) {
   std::vector<int32_t> out;
   std::vector<float> logits(n_vocab);
   for (int i = 0; i < max_tokens; ++i) {
     FakeModel::logits_for(context, n_vocab, logits.data());
+    for (int32_t id : never) logits[id] = -1e9f;
     int32_t best = 0;
     for (int v = 1; v < n_vocab; ++v) {
       if (logits[v] > logits[best]) best = v;

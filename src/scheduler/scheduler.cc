@@ -40,7 +40,7 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
 
 Scheduler::~Scheduler() = default;
 
-Status Scheduler::add(SeqRequest request) {
+Status Scheduler::add(SeqRequest&& request) {
   GLM_CHECK(request.observer != nullptr);
   if (request.prompt.empty()) return invalid_argument("the prompt is empty: send some text");
   if (request.max_tokens < 1) {

@@ -110,8 +110,8 @@ class Scheduler {
 
   // Validates and queues a request (calls observer->on_queued). Errors, with no callback:
   // invalid_argument (empty prompt, token out of range, max_tokens < 1), context_overflow
-  // (prompt + max_tokens > n_ctx).
-  Status add(SeqRequest request);
+  // (prompt + max_tokens > n_ctx). On error the request is left untouched (observer included).
+  Status add(SeqRequest&& request);
   // Ends a request in any state (queued, prefilling, decoding): frees its blocks now and calls
   // on_finish with reason "cancelled". Unknown ids are ignored.
   void cancel(const std::string& id);

@@ -1,0 +1,424 @@
+// The engine: prompt planning and text at the edges, the scheduler loop on its own thread.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "engine/prompt.h"
+#include "engine/stop_text.h"
+#include "gguf/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/kv_pool.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glm::engine {
+
+const char* health_name(Health h) {
+  switch (h) {
+    case Health::kLoading: return "loading";
+    case Health::kReady: return "ready";
+    case Health::kDraining: return "draining";
+    case Health::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using scheduler::Clock;
+
+// Everything create_engine needs besides the three parts.
+struct Extras {
+  std::shared_ptr<const gguf::File> file;  // kept alive for the model's mapping
+  std::string name;
+  bool add_bos = true;
+};
+
+class EngineImpl;
+
+// Turns one request's scheduler callbacks into Events.
+class RequestObserver : public scheduler::SeqObserver {
+ public:
+  RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
+                  std::vector<std::string> stops, PromptPlan plan, bool chat)
+      : engine_(engine),
+        id_(std::move(id)),
+        sink_(std::move(sink)),
+        decoder_(tok),
+        stop_(std::move(stops)),
+        dropped_(plan.dropped_messages),
+        messages_digest_(plan.messages_digest),
+        chat_(chat) {}
+
+  void on_queued(int position) override {
+    Event e = event(EventType::kQueued);
+    e.queue_position = position;
+    sink_(e);
+    if (dropped_ > 0) {
+      Event n = event(EventType::kNotice);
+      n.dropped_messages = dropped_;
+      n.text = "dropped the " + std::to_string(dropped_) +
+               " oldest messages of the history to fit the context (the system prompt is kept)";
+      sink_(n);
+    }
+  }
+  void on_start(const scheduler::StartInfo& info) override {
+    Event e = event(EventType::kStart);
+    e.prompt_tokens = info.prompt_tokens;
+    e.cached_tokens = info.cached_tokens;
+    sink_(e);
+  }
+  bool on_token(int32_t token) override {
+    emit(stop_.push(decoder_.push(token)));
+    return !stop_.matched();
+  }
+  void on_finish(scheduler::FinishInfo* info) override;
+  void on_error(const Status& status) override;
+
+ private:
+  Event event(EventType type) const {
+    Event e;
+    e.type = type;
+    e.id = id_;
+    return e;
+  }
+  void emit(std::string text) {
+    if (text.empty()) return;
+    text_ += text;
+    Event e = event(EventType::kToken);
+    e.text = std::move(text);
+    sink_(e);
+  }
+
+  EngineImpl* engine_;
+  std::string id_;
+  EventSink sink_;
+  tok::StreamDecoder decoder_;
+  StopText stop_;
+  int dropped_;
+  uint64_t messages_digest_;
+  bool chat_;
+  std::string text_;  // everything emitted
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::unique_ptr<model::Model> model, std::unique_ptr<tok::Tokenizer> tokenizer,
+             std::unique_ptr<tok::ChatTemplate> chat_template, const Options& options,
+             Extras extras)
+      : file_(std::move(extras.file)),
+        model_(std::move(model)),
+        tokenizer_(std::move(tokenizer)),
+        template_(std::move(chat_template)),
+        options_(options),
+        name_(extras.name.empty() ? model_->config().arch_name : extras.name) {
+    const model::Config& c = model_->config();
+    n_ctx_ = options.n_ctx > 0 ? options.n_ctx
+                               : std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 8192);
+    const int bt = std::max(options.block_tokens, 1);
+    const int per_seq = (n_ctx_ + bt - 1) / bt;
+    const int n_blocks =
+        options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
+    pool_ = std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type);
+    cache_ = std::make_unique<kv::KvCache>(n_blocks, bt);
+    scheduler::Options so;
+    so.max_batch = std::max(options.max_batch, 1);
+    so.prefill_chunk = std::max(options.prefill_chunk, 1);
+    so.n_ctx = n_ctx_;
+    sched_ = std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so);
+    stop_ids_ = template_->stop_ids();
+    raw_prefix_ = raw_prefix(*tokenizer_, extras.add_bos);
+    GLM_LOG_INFO("engine: %s, context %d, KV cache %d blocks x %d tokens (%.1f MiB), batch %d",
+                 name_.c_str(), n_ctx_, n_blocks, bt, pool_->bytes() / 1048576.0, so.max_batch);
+  }
+
+  ~EngineImpl() override {
+    if (thread_.joinable()) drain(std::chrono::milliseconds(0));
+  }
+
+  // Runs one forward pass through block 0 (touches the weights), then starts the loop.
+  void start(bool warm_up) {
+    if (warm_up) {
+      const int32_t token = raw_prefix_.empty() ? 0 : raw_prefix_[0];
+      const int32_t block = 0;
+      model::SeqInput in;
+      in.tokens = &token;
+      in.n_tokens = 1;
+      in.blocks = &block;
+      in.n_blocks = 1;
+      std::vector<float> out;
+      const auto t0 = Clock::now();
+      const Status st = model_->forward({in}, pool_.get(), &out);
+      GLM_LOG_INFO("engine: warm-up forward %s in %.0f ms", st.ok() ? "done" : "failed",
+                   std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    health_ = Health::kReady;
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  Status submit(Request request, EventSink sink) override {
+    if (!sink) return invalid_argument("submit: no event sink");
+    const Health h = health_.load();
+    if (h != Health::kReady) {
+      return Status(ErrorCode::kUnavailable, std::string("the engine is ") + health_name(h) +
+                                                 ": retry later or on another instance");
+    }
+    if (request.id.empty()) return invalid_argument("request id is empty: give each request one");
+    GLM_RETURN_IF_ERROR(validate(request.params));
+    const auto submitted = Clock::now();
+    const bool chat = !request.raw;
+    StatusOr<PromptPlan> plan =
+        chat ? plan_chat_prompt(*template_, *tokenizer_, std::move(request.messages),
+                                request.params.max_tokens, n_ctx_, !request.conversation.empty())
+             : plan_raw_prompt(*tokenizer_, raw_prefix_, request.prompt,
+                               request.params.max_tokens, n_ctx_);
+    if (!plan.ok()) return plan.status();
+
+    scheduler::SeqRequest r;
+    r.id = request.id;
+    r.prompt = std::move(plan->prompt);
+    r.conversation = request.conversation;
+    r.history_tag = plan->history_tag;
+    r.tail = std::move(plan->tail);
+    const SamplingParams& p = request.params;
+    r.sampling.temperature = p.temperature;
+    r.sampling.top_p = p.top_p;
+    r.sampling.top_k = p.top_k;
+    r.sampling.repetition_penalty = p.repetition_penalty;
+    r.sampling.seed = p.seed;
+    r.max_tokens = plan->max_tokens;
+    r.stop_ids = stop_ids_;
+    r.submitted = submitted;
+    r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink),
+                                                   *tokenizer_, p.stop, std::move(plan.value()),
+                                                   chat);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (health_.load() != Health::kReady) {
+        return Status(ErrorCode::kUnavailable, "the engine is shutting down: retry later");
+      }
+      if (in_flight_.count(request.id)) {
+        return invalid_argument("request id '" + request.id + "' is already in flight: use a "
+                                "unique id per request");
+      }
+      const int waiting = static_cast<int>(inbox_.size()) + snapshot_.waiting;
+      if (waiting >= options_.max_queue) {
+        return Status(ErrorCode::kQueueFull,
+                      "engine busy: " + std::to_string(waiting) +
+                          " requests are waiting; retry in a few seconds");
+      }
+      in_flight_.insert(request.id);
+      inbox_.push_back(std::move(r));
+    }
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  void cancel(const std::string& id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!in_flight_.count(id)) return;
+      cancels_.push_back(id);
+    }
+    cv_.notify_all();
+  }
+
+  Stats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stats s;
+    s.queued = snapshot_.waiting + static_cast<int>(inbox_.size());
+    s.running = snapshot_.running;
+    s.kv_blocks_used = snapshot_.kv_blocks_used;
+    s.kv_blocks_free = snapshot_.kv_blocks_free;
+    s.requests_total = snapshot_.requests_total;
+    s.prompt_tokens_total = snapshot_.prompt_tokens_total;
+    s.cached_tokens_total = snapshot_.cached_tokens_total;
+    s.generated_tokens_total = snapshot_.generated_tokens_total;
+    return s;
+  }
+
+  Health health() const override { return health_.load(); }
+  std::vector<int32_t> tokenize(const std::string& text) const override {
+    return tokenizer_->encode(text);
+  }
+  int n_ctx() const override { return n_ctx_; }
+  std::string model_name() const override { return name_; }
+
+  bool drain(std::chrono::milliseconds bound) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return in_flight_.empty();
+    if (health_.load() == Health::kReady) health_ = Health::kDraining;
+    const bool all = done_cv_.wait_for(lock, bound, [this] { return in_flight_.empty(); });
+    cancel_all_ = true;
+    stop_ = true;
+    lock.unlock();
+    cv_.notify_all();
+    thread_.join();
+    health_ = Health::kStopped;
+    return all;
+  }
+
+  // Called on the loop thread when a request delivered its final event.
+  void finished(const std::string& id) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.erase(id);
+    }
+    done_cv_.notify_all();
+  }
+
+ private:
+  static Status validate(const SamplingParams& p) {
+    if (!(p.temperature >= 0.0f) || p.temperature > 100.0f) {
+      return invalid_argument("temperature must be in [0, 100] (0 = greedy)");
+    }
+    if (!(p.top_p > 0.0f) || p.top_p > 1.0f) return invalid_argument("top_p must be in (0, 1]");
+    if (p.top_k < 0) return invalid_argument("top_k must be >= 0 (0 = off)");
+    if (!(p.repetition_penalty > 0.0f) || p.repetition_penalty > 10.0f) {
+      return invalid_argument("repetition_penalty must be in (0, 10] (1 = off)");
+    }
+    if (p.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
+    return Status::Ok();
+  }
+
+  void loop() {
+    std::vector<scheduler::SeqRequest> inbox;
+    std::vector<std::string> cancels;
+    for (;;) {
+      bool cancel_all = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        const bool busy = !sched_->idle();
+        cv_.wait(lock, [&] { return busy || stop_ || !inbox_.empty() || !cancels_.empty(); });
+        inbox.swap(inbox_);
+        cancels.swap(cancels_);
+        cancel_all = cancel_all_;
+        if (stop_ && inbox.empty() && cancels.empty() && sched_->idle()) break;
+      }
+      for (scheduler::SeqRequest& r : inbox) {
+        const Status st = sched_->add(std::move(r));
+        if (!st.ok()) r.observer->on_error(st);  // add() leaves the request alone on error
+      }
+      inbox.clear();
+      for (const std::string& id : cancels) sched_->cancel(id);
+      cancels.clear();
+      if (cancel_all) sched_->cancel_all();
+      sched_->step();
+      const scheduler::Stats s = sched_->stats();
+      std::lock_guard<std::mutex> lock(mu_);
+      snapshot_ = s;
+    }
+  }
+
+  std::shared_ptr<const gguf::File> file_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tok::Tokenizer> tokenizer_;    // before template_: the template refers to it
+  std::unique_ptr<tok::ChatTemplate> template_;
+  Options options_;
+  std::string name_;
+  int n_ctx_ = 0;
+  std::vector<int32_t> stop_ids_;
+  std::vector<int32_t> raw_prefix_;
+  std::unique_ptr<model::KvPool> pool_;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<scheduler::Scheduler> sched_;  // loop thread only
+
+  std::atomic<Health> health_{Health::kLoading};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // wakes the loop
+  std::condition_variable done_cv_;  // a request finished (drain waits on it)
+  std::vector<scheduler::SeqRequest> inbox_;
+  std::vector<std::string> cancels_;
+  std::unordered_set<std::string> in_flight_;
+  scheduler::Stats snapshot_;
+  bool stop_ = false;
+  bool cancel_all_ = false;
+  std::thread thread_;
+};
+
+void RequestObserver::on_finish(scheduler::FinishInfo* info) {
+  if (info->reason != "cancelled") emit(stop_.push(decoder_.flush()) + stop_.flush());
+  Event e = event(EventType::kDone);
+  e.finish_reason = info->reason;
+  e.prompt_tokens = info->prompt_tokens;
+  e.cached_tokens = info->cached_tokens;
+  e.completion_tokens = info->completion_tokens;
+  e.timings.queue_ms = info->timings.queue_ms;
+  e.timings.prefill_ms = info->timings.prefill_ms;
+  e.timings.ttft_ms = info->timings.ttft_ms;
+  e.timings.tpot_ms = info->timings.tpot_ms;
+  e.timings.total_ms = info->timings.total_ms;
+  // Keep the KV cache for the next turn unless the tokens and the text the client will send
+  // back disagree (a stop string cut the text) or the request did not complete.
+  if (chat_ && info->reason != "cancelled" && !stop_.matched()) {
+    info->save_conversation = true;
+    info->conversation_tag = digest_append(messages_digest_, tok::Message{"assistant", text_});
+  }
+  sink_(e);
+  engine_->finished(id_);
+}
+
+void RequestObserver::on_error(const Status& status) {
+  Event e = event(EventType::kError);
+  e.error = status;
+  sink_(e);
+  engine_->finished(id_);
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> create_engine(std::unique_ptr<model::Model> model,
+                                      std::unique_ptr<tok::Tokenizer> tokenizer,
+                                      std::unique_ptr<tok::ChatTemplate> chat_template,
+                                      const Options& options) {
+  auto e = std::make_unique<EngineImpl>(std::move(model), std::move(tokenizer),
+                                        std::move(chat_template), options, Extras{});
+  e->start(/*warm_up=*/false);
+  return e;
+}
+
+StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
+  const auto t0 = Clock::now();
+  auto file = gguf::File::open(options.model_path);
+  if (!file.ok()) return file.status();
+  std::shared_ptr<const gguf::File> shared(std::move(file.value()));
+  model::LoadOptions lo;
+  lo.n_threads = options.n_threads;
+  auto model = model::load_model(shared, lo);
+  if (!model.ok()) return model.status();
+  auto tokenizer = tok::Tokenizer::from_gguf(*shared);
+  if (!tokenizer.ok()) return tokenizer.status();
+  auto chat_template = tok::ChatTemplate::for_model(*shared, *tokenizer.value());
+  if (!chat_template.ok()) return chat_template.status();
+  Extras extras;
+  extras.file = shared;
+  auto name = shared->get_string("general.name");
+  if (name.ok() && !name->empty()) {
+    extras.name = name.value();
+  } else {
+    const std::string& path = options.model_path;
+    extras.name = path.substr(path.find_last_of('/') == std::string::npos
+                                  ? 0
+                                  : path.find_last_of('/') + 1);
+  }
+  if (const gguf::Value* v = shared->find("tokenizer.ggml.add_bos_token");
+      v != nullptr && v->type() == gguf::ValueType::kBool) {
+    extras.add_bos = v->as_bool();
+  }
+  auto e = std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),
+                                        std::move(chat_template.value()), options,
+                                        std::move(extras));
+  e->start(/*warm_up=*/true);
+  GLM_LOG_INFO("engine: ready in %.0f ms",
+               std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+}  // namespace glm::engine

@@ -1,0 +1,420 @@
+// Engine tests over the fake model, tokenizer and template: events, text, batching, cancellation,
+// queue limits, context policy, conversation reuse, drain. No timed assertions: waits have a
+// generous bound only so that a bug fails instead of hanging.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/utf8.h"
+#include "engine/fake_parts.h"
+#include "engine/prompt.h"
+#include "scheduler/fake_model.h"
+
+namespace glm::engine {
+namespace {
+
+using glm::testing::fake_greedy;
+using glm::testing::FakeModel;
+using glm::testing::FakeTemplate;
+using glm::testing::FakeTokenizer;
+
+constexpr int kVocab = 64;
+const std::vector<int32_t> kStops = {1, 2};
+
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::vector<Event>> events;
+
+  EventSink sink() {
+    return [this](const Event& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      events[e.id].push_back(e);
+      cv.notify_all();
+    };
+  }
+  static bool final(const Event& e) {
+    return e.type == EventType::kDone || e.type == EventType::kError;
+  }
+  // Waits for the final event (bounded so that a bug fails rather than hangs).
+  bool wait(const std::string& id) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      auto it = events.find(id);
+      return it != events.end() && !it->second.empty() && final(it->second.back());
+    });
+  }
+  bool wait_for_type(const std::string& id, EventType type) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      for (const Event& e : events[id]) {
+        if (e.type == type) return true;
+      }
+      return false;
+    });
+  }
+  std::vector<Event> of(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return events[id];
+  }
+  std::string text(const std::string& id) {
+    std::string s;
+    for (const Event& e : of(id)) {
+      if (e.type == EventType::kToken) s += e.text;
+    }
+    return s;
+  }
+  Event first(const std::string& id, EventType type) {
+    for (const Event& e : of(id)) {
+      if (e.type == type) return e;
+    }
+    return Event{};
+  }
+};
+
+struct EngineSetup {
+  Options options;
+  std::vector<int32_t> never;
+  int64_t delay_us = 0;
+};
+
+std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
+  auto model = std::make_unique<FakeModel>(kVocab, s.options.block_tokens);
+  model->set_never(s.never);
+  model->set_delay(std::chrono::microseconds(s.delay_us));
+  auto tok = std::make_unique<FakeTokenizer>();
+  auto tmpl = std::make_unique<FakeTemplate>(*tok);
+  return create_engine(std::move(model), std::move(tok), std::move(tmpl), s.options);
+}
+
+Request chat(const std::string& id, std::vector<tok::Message> messages, int max_tokens = 40) {
+  Request r;
+  r.id = id;
+  r.messages = std::move(messages);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+tok::Message user(std::string s) { return tok::Message{"user", std::move(s)}; }
+tok::Message assistant(std::string s) { return tok::Message{"assistant", std::move(s)}; }
+
+// What the engine must stream for these messages: the fake model's greedy ids, as text.
+std::vector<int32_t> expected_ids(const std::vector<tok::Message>& m, int max_tokens,
+                                  const std::vector<int32_t>& never = {}) {
+  FakeTokenizer tok;
+  FakeTemplate tmpl(tok);
+  return fake_greedy(tmpl.render(m).value(), kVocab, max_tokens, kStops, never);
+}
+std::string text_of(const std::vector<int32_t>& ids) {
+  FakeTokenizer tok;
+  tok::StreamDecoder d(tok);
+  std::string s;
+  for (int32_t id : ids) s += d.push(id);
+  return s + d.flush();
+}
+
+void wait_idle(Engine* e) {
+  for (int i = 0; i < 6000; ++i) {
+    const Stats s = e->stats();
+    if (s.running == 0 && s.queued == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+TEST(Engine, StreamsTheModelsGreedyTextWithEventsInOrder) {
+  auto e = make_engine({});
+  Collector c;
+  const std::vector<tok::Message> m = {user("hello there")};
+  ASSERT_TRUE(e->submit(chat("a", m), c.sink()).ok());
+  ASSERT_TRUE(c.wait("a"));
+  const auto ids = expected_ids(m, 40);
+  EXPECT_EQ(c.text("a"), text_of(ids));
+  const auto ev = c.of("a");
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[0].type, EventType::kQueued);
+  EXPECT_EQ(ev[1].type, EventType::kStart);
+  EXPECT_EQ(ev.back().type, EventType::kDone);
+  int finals = 0;
+  for (const Event& x : ev) finals += Collector::final(x);
+  EXPECT_EQ(finals, 1);
+  const Event& done = ev.back();
+  EXPECT_EQ(done.finish_reason, ids.size() == 40 ? "length" : "stop");
+  EXPECT_EQ(done.completion_tokens, static_cast<int>(ids.size()));
+  FakeTokenizer tok;
+  EXPECT_EQ(ev[1].prompt_tokens, static_cast<int>(FakeTemplate(tok).render(m)->size()));
+  EXPECT_GE(done.timings.ttft_ms, done.timings.queue_ms);
+  EXPECT_GE(done.timings.total_ms, done.timings.ttft_ms);
+  EXPECT_EQ(e->health(), Health::kReady);
+}
+
+TEST(Engine, BatchedOutputIsIdenticalToEachRequestAloneAndTextIsWholeCharacters) {
+  EngineSetup s;
+  s.options.max_batch = 4;
+  s.options.prefill_chunk = 5;
+  auto e = make_engine(s);
+  Collector c;
+  std::vector<std::vector<tok::Message>> prompts;
+  std::mt19937 rng(17);
+  const std::string alphabet = "abcdefghij klmn0123456789\xE4\xBD\xA0!";
+  for (int i = 0; i < 12; ++i) {
+    std::string t;
+    const int n = 1 + rng() % 50;
+    for (int j = 0; j < n; ++j) t += alphabet[rng() % alphabet.size()];
+    prompts.push_back({user(t)});
+  }
+  prompts.push_back(prompts[3]);  // identical prompts share cached blocks
+  // Submit from several threads at once.
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      ASSERT_TRUE(e->submit(chat("r" + std::to_string(i), prompts[i], 60), c.sink()).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string id = "r" + std::to_string(i);
+    ASSERT_TRUE(c.wait(id));
+    EXPECT_EQ(c.text(id), text_of(expected_ids(prompts[i], 60))) << id;
+    for (const Event& x : c.of(id)) {
+      if (x.type == EventType::kToken) {
+        EXPECT_FALSE(x.text.empty());
+        EXPECT_TRUE(utf8_valid(x.text)) << id;
+      }
+    }
+  }
+  wait_idle(e.get());
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  EXPECT_EQ(e->stats().requests_total, static_cast<int64_t>(prompts.size()));
+}
+
+TEST(Engine, StopStringEndsTheTextRightBeforeIt) {
+  EngineSetup s;
+  s.never = kStops;
+  auto e = make_engine(s);
+  Collector c;
+  const std::vector<tok::Message> m = {user("stop strings")};
+  const std::string full = text_of(expected_ids(m, 80, kStops));
+  ASSERT_GT(full.size(), 20u);
+  const std::string stop = full.substr(full.size() / 2, 3);
+  Request r = chat("a", m, 80);
+  r.params.stop = {"never-there", stop};
+  ASSERT_TRUE(e->submit(r, c.sink()).ok());
+  ASSERT_TRUE(c.wait("a"));
+  EXPECT_EQ(c.text("a"), full.substr(0, full.find(stop)));
+  EXPECT_EQ(c.of("a").back().finish_reason, "stop");
+}
+
+TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
+  EngineSetup s;
+  s.options.max_batch = 1;
+  s.options.prefill_chunk = 1;  // a long prompt takes many steps
+  s.never = kStops;
+  s.delay_us = 2000;
+  auto e = make_engine(s);
+  Collector c;
+  // "decoding" runs alone (batch of 1); "prefilling" and "queued" wait behind it.
+  ASSERT_TRUE(e->submit(chat("decoding", {user("ab")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(c.wait_for_type("decoding", EventType::kToken));
+  ASSERT_TRUE(e->submit(chat("queued", {user("cd")}, 10), c.sink()).ok());
+  ASSERT_TRUE(c.wait_for_type("queued", EventType::kQueued));
+  e->cancel("queued");
+  ASSERT_TRUE(c.wait("queued"));
+  EXPECT_EQ(c.of("queued").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.first("queued", EventType::kStart).type, EventType::kToken);  // never started
+
+  e->cancel("decoding");
+  ASSERT_TRUE(c.wait("decoding"));
+  EXPECT_EQ(c.of("decoding").back().finish_reason, "cancelled");
+  EXPECT_GT(c.of("decoding").back().completion_tokens, 0);
+
+  ASSERT_TRUE(e->submit(chat("prefilling", {user(std::string(300, 'x'))}, 10), c.sink()).ok());
+  ASSERT_TRUE(c.wait_for_type("prefilling", EventType::kStart));
+  e->cancel("prefilling");
+  ASSERT_TRUE(c.wait("prefilling"));
+  EXPECT_EQ(c.of("prefilling").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.text("prefilling"), "");
+  wait_idle(e.get());
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  e->cancel("unknown");  // ignored
+}
+
+TEST(Engine, QueueFullIsRefusedWithARetryHint) {
+  EngineSetup s;
+  s.options.max_batch = 1;
+  s.options.max_queue = 2;
+  s.never = kStops;
+  s.delay_us = 1000;
+  auto e = make_engine(s);
+  Collector c;
+  ASSERT_TRUE(e->submit(chat("run", {user("a")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(c.wait_for_type("run", EventType::kStart));
+  ASSERT_TRUE(e->submit(chat("q1", {user("b")}, 5), c.sink()).ok());
+  ASSERT_TRUE(e->submit(chat("q2", {user("c")}, 5), c.sink()).ok());
+  const Status full = e->submit(chat("q3", {user("d")}, 5), c.sink());
+  EXPECT_EQ(full.code(), ErrorCode::kQueueFull);
+  EXPECT_NE(full.message().find("retry"), std::string::npos) << full.message();
+  EXPECT_TRUE(c.of("q3").empty());
+  // Duplicate ids and bad parameters are refused too.
+  EXPECT_EQ(e->submit(chat("q1", {user("b")}, 5), c.sink()).code(), ErrorCode::kInvalidArgument);
+  Request bad = chat("bad", {user("b")});
+  bad.params.top_p = 0.0f;
+  EXPECT_EQ(e->submit(bad, c.sink()).code(), ErrorCode::kInvalidArgument);
+  e->cancel("run");
+  ASSERT_TRUE(c.wait("q2"));
+  EXPECT_EQ(c.of("q1").back().type, EventType::kDone);
+}
+
+TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
+  EngineSetup s;
+  s.options.n_ctx = 64;
+  auto e = make_engine(s);
+  Collector c;
+  const std::vector<tok::Message> m = {
+      {"system", "be brief"},  user(std::string(20, 'a')), assistant(std::string(20, 'b')),
+      user(std::string(10, 'c')), assistant(std::string(5, 'd')), user("now")};
+  ASSERT_TRUE(e->submit(chat("t", m, 20), c.sink()).ok());
+  ASSERT_TRUE(c.wait("t"));
+  const Event notice = c.first("t", EventType::kNotice);
+  ASSERT_EQ(notice.type, EventType::kNotice);
+  // 1 + 8 + 21 + 21 + 11 + 6 + 4 + 1 = 73 > 64 - 20: the first turn (2 messages) must go; then
+  // 1 + 8 + 11 + 6 + 4 + 1 = 31 + 20 fits.
+  EXPECT_EQ(notice.dropped_messages, 2);
+  EXPECT_NE(notice.text.find("2"), std::string::npos);
+  const std::vector<tok::Message> kept = {m[0], m[3], m[4], m[5]};
+  FakeTokenizer tok;
+  EXPECT_EQ(c.first("t", EventType::kStart).prompt_tokens,
+            static_cast<int>(FakeTemplate(tok).render(kept)->size()));
+  EXPECT_EQ(c.text("t"), text_of(expected_ids(kept, 20)));
+
+  const Status st = e->submit(chat("big", {user(std::string(70, 'z'))}, 5), c.sink());
+  EXPECT_EQ(st.code(), ErrorCode::kContextOverflow);
+  EXPECT_NE(st.message().find("context is 64"), std::string::npos) << st.message();
+}
+
+TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
+  auto e = make_engine({});
+  Collector c;
+  std::vector<tok::Message> m = {{"system", "sys"}, user("first question")};
+  FakeTokenizer tok;
+  FakeTemplate tmpl(tok);
+  std::vector<int32_t> context = tmpl.render(m).value();  // the ACTUAL tokens so far
+  int expect_cached = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    const std::string id = "turn" + std::to_string(turn);
+    Request r = chat(id, m, 30);
+    r.conversation = "conv";
+    ASSERT_TRUE(e->submit(r, c.sink()).ok());
+    ASSERT_TRUE(c.wait(id));
+    const Event start = c.first(id, EventType::kStart);
+    const Event done = c.of(id).back();
+    ASSERT_EQ(done.type, EventType::kDone);
+    if (turn > 0) {
+      EXPECT_EQ(start.cached_tokens, expect_cached) << id;
+    }
+    EXPECT_EQ(start.prompt_tokens, static_cast<int>(context.size())) << id;
+    // What the model gives for the actual token history.
+    const auto gen = fake_greedy(context, kVocab, 30, kStops);
+    EXPECT_EQ(c.text(id), text_of(gen)) << id;
+    // Next turn: everything fed so far is cached (a length finish leaves the last token unfed).
+    context.insert(context.end(), gen.begin(), gen.end());
+    expect_cached = static_cast<int>(context.size()) - (done.finish_reason == "length" ? 1 : 0);
+    m.push_back(assistant(c.text(id)));
+    m.push_back(user("question " + std::to_string(turn + 2)));
+    auto tail = tmpl.render({m.end()[-1]}).value();  // <|user|> text <|assistant|>
+    context.insert(context.end(), tail.begin(), tail.end());
+  }
+  // An edited history cannot continue the saved tokens: the prompt is rendered from text.
+  m[2] = assistant("something else");
+  Request r = chat("edited", m, 5);
+  r.conversation = "conv";
+  ASSERT_TRUE(e->submit(r, c.sink()).ok());
+  ASSERT_TRUE(c.wait("edited"));
+  EXPECT_EQ(c.first("edited", EventType::kStart).prompt_tokens,
+            static_cast<int>(tmpl.render(m)->size()));
+  EXPECT_EQ(c.text("edited"), text_of(expected_ids(m, 5)));
+  EXPECT_GT(e->stats().cached_tokens_total, 0);
+}
+
+TEST(Engine, NoKvBlockLeaksAfterAThousandRequestsWithConcurrentCancels) {
+  EngineSetup s;
+  s.options.max_batch = 4;
+  s.options.max_queue = 2000;
+  s.options.n_ctx = 256;
+  s.options.kv_blocks = 40;  // tight: admission has to wait
+  s.options.prefill_chunk = 16;
+  auto e = make_engine(s);
+  Collector c;
+  std::mt19937 rng(99);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 1000; ++i) {
+    std::string t;
+    const int n = 1 + rng() % 60;
+    for (int j = 0; j < n; ++j) t += static_cast<char>('a' + rng() % 8);
+    Request r = chat("r" + std::to_string(i), {user(t)}, 1 + rng() % 40);
+    if (rng() % 3 == 0) r.params.temperature = 0.8f;
+    ASSERT_TRUE(e->submit(r, c.sink()).ok());
+    ids.push_back(r.id);
+    if (rng() % 4 == 0) e->cancel(ids[rng() % ids.size()]);
+  }
+  std::thread canceller([&] {
+    std::mt19937 r2(5);
+    for (int i = 0; i < 300; ++i) e->cancel(ids[r2() % ids.size()]);
+  });
+  canceller.join();
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(c.wait(id)) << id;
+    int finals = 0;
+    for (const Event& x : c.of(id)) finals += Collector::final(x);
+    EXPECT_EQ(finals, 1) << id;
+  }
+  wait_idle(e.get());
+  const Stats st = e->stats();
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.kv_blocks_free, 40);
+  EXPECT_EQ(st.requests_total, 1000);
+}
+
+TEST(Engine, DrainFinishesOrCancelsWithinTheBoundThenRefuses) {
+  EngineSetup s;
+  s.never = kStops;
+  s.delay_us = 1000;
+  auto e = make_engine(s);
+  Collector c;
+  ASSERT_TRUE(e->submit(chat("long", {user("x")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(e->submit(chat("short", {user("y")}, 1), c.sink()).ok());
+  ASSERT_TRUE(c.wait_for_type("long", EventType::kToken));
+  EXPECT_FALSE(e->drain(std::chrono::milliseconds(50)));
+  EXPECT_EQ(e->health(), Health::kStopped);
+  EXPECT_EQ(c.of("long").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.of("short").back().type, EventType::kDone);
+  EXPECT_EQ(e->submit(chat("late", {user("z")}), c.sink()).code(), ErrorCode::kUnavailable);
+
+  auto idle = make_engine({});
+  EXPECT_TRUE(idle->drain(std::chrono::milliseconds(1000)));
+}
+
+TEST(Engine, RawPromptSkipsTheTemplate) {
+  auto e = make_engine({});
+  Collector c;
+  Request r;
+  r.id = "raw";
+  r.raw = true;
+  r.prompt = "once upon";
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 20;
+  ASSERT_TRUE(e->submit(r, c.sink()).ok());
+  ASSERT_TRUE(c.wait("raw"));
+  FakeTokenizer tok;
+  EXPECT_EQ(c.text("raw"), text_of(fake_greedy(tok.encode("once upon"), kVocab, 20, kStops)));
+  EXPECT_EQ(e->tokenize("once upon"), tok.encode("once upon"));
+}
+
+}  // namespace
+}  // namespace glm::engine

@@ -1,0 +1,130 @@
+#include "engine/prompt.h"
+
+#include <algorithm>
+
+namespace glm::engine {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const char* ws = " \t\r\n";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  const size_t e = s.find_last_not_of(ws);
+  return s.substr(b, e - b + 1);
+}
+
+uint64_t mix(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return (h ^ 0xff) * 0x100000001b3ull;  // field separator
+}
+
+Status overflow(int n_prompt, int n_ctx, bool trimmed) {
+  return Status(ErrorCode::kContextOverflow,
+                "prompt is " + std::to_string(n_prompt) + " tokens" +
+                    (trimmed ? " even after dropping every earlier turn" : "") +
+                    "; the context is " + std::to_string(n_ctx) +
+                    " tokens (shorten the message or system prompt, or raise --ctx-size)");
+}
+
+// Drops the oldest whole turn; false if only the last turn (or system messages) is left.
+bool drop_oldest_turn(std::vector<tok::Message>* m, int* dropped) {
+  size_t a = 0;
+  while (a < m->size() && (*m)[a].role == "system") ++a;
+  size_t b = a + 1;
+  while (b < m->size() && (*m)[b].role != "user") ++b;
+  if (a >= m->size() || b >= m->size()) return false;  // [a, b) is the last turn
+  size_t out = a;
+  for (size_t i = a; i < b; ++i) {
+    if ((*m)[i].role == "system") {
+      (*m)[out++] = std::move((*m)[i]);
+    } else {
+      ++*dropped;
+    }
+  }
+  m->erase(m->begin() + out, m->begin() + b);
+  return true;
+}
+
+}  // namespace
+
+uint64_t digest_append(uint64_t digest, const tok::Message& message) {
+  uint64_t h = mix(digest, message.role);
+  h = mix(h, trim(message.content));
+  h = mix(h, message.metadata);
+  h = mix(h, message.tools_json);
+  return h;
+}
+
+uint64_t digest_messages(const std::vector<tok::Message>& messages, size_t n) {
+  uint64_t h = kEmptyDigest;
+  for (size_t i = 0; i < n && i < messages.size(); ++i) h = digest_append(h, messages[i]);
+  return h;
+}
+
+StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
+                                      const tok::Tokenizer& tokenizer,
+                                      std::vector<tok::Message> messages, int max_tokens,
+                                      int n_ctx, bool want_split) {
+  if (messages.empty()) return invalid_argument("messages is empty: send at least one message");
+  PromptPlan plan;
+  auto rendered = chat_template.render(messages);
+  if (!rendered.ok()) return rendered.status();
+  plan.prompt = std::move(rendered.value());
+  while (static_cast<int>(plan.prompt.size()) + max_tokens > n_ctx &&
+         drop_oldest_turn(&messages, &plan.dropped_messages)) {
+    rendered = chat_template.render(messages);
+    if (!rendered.ok()) return rendered.status();
+    plan.prompt = std::move(rendered.value());
+  }
+  const int n = static_cast<int>(plan.prompt.size());
+  if (n >= n_ctx) return overflow(n, n_ctx, plan.dropped_messages > 0);
+  plan.max_tokens = std::min(max_tokens, n_ctx - n);
+  plan.messages_digest = digest_messages(messages, messages.size());
+
+  if (want_split) {
+    size_t k = messages.size();
+    while (k > 0 && messages[k - 1].role != "assistant") --k;
+    if (k > 0 && k < messages.size()) {  // an assistant message with something after it
+      std::vector<tok::Message> history(messages.begin(), messages.begin() + k);
+      auto h = chat_template.render(history);
+      if (h.ok() && !h->empty()) {
+        const std::vector<int32_t>& hist = h.value();
+        // The history render ends with the generation marker: never count it as shared.
+        const size_t limit = std::min(hist.size() - 1, plan.prompt.size());
+        size_t l = 0;
+        while (l < limit && hist[l] == plan.prompt[l]) ++l;
+        if (l < plan.prompt.size() && tokenizer.is_control(plan.prompt[l])) {
+          plan.tail.assign(plan.prompt.begin() + l, plan.prompt.end());
+          plan.history_tag = digest_messages(history, history.size());
+        }
+      }
+    }
+  }
+  plan.messages = std::move(messages);
+  return plan;
+}
+
+StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer,
+                                     const std::vector<int32_t>& prefix, const std::string& text,
+                                     int max_tokens, int n_ctx) {
+  PromptPlan plan;
+  plan.prompt = prefix;
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  plan.prompt.insert(plan.prompt.end(), ids.begin(), ids.end());
+  if (plan.prompt.empty()) return invalid_argument("the prompt is empty: give some text");
+  const int n = static_cast<int>(plan.prompt.size());
+  if (n >= n_ctx) return overflow(n, n_ctx, false);
+  plan.max_tokens = std::min(max_tokens, n_ctx - n);
+  return plan;
+}
+
+std::vector<int32_t> raw_prefix(const tok::Tokenizer& tokenizer, bool add_bos) {
+  const int32_t gmask = tokenizer.find("[gMASK]");
+  int32_t sop = tokenizer.find("sop");
+  if (sop < 0) sop = tokenizer.find("<sop>");
+  if (gmask >= 0 && sop >= 0) return {gmask, sop};
+  if (add_bos && tokenizer.bos_id() >= 0) return {tokenizer.bos_id()};
+  return {};
+}
+
+}  // namespace glm::engine

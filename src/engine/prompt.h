@@ -1,0 +1,60 @@
+// Prompt planning for the engine: chat messages -> token ids under the context policy, and the
+// split that lets turn N+1 of a conversation reuse turn N's KV cache (docs/engine.md).
+//
+// Context policy: while prompt + max_tokens exceeds n_ctx, drop the oldest whole turn (a user
+// message and the assistant/observation messages after it); system messages are always kept and
+// the last turn is never dropped. If the prompt still leaves no room to generate, the request is
+// refused with context_overflow; otherwise max_tokens is lowered to what fits.
+//
+// Conversation split: history = the messages up to the last assistant message; tail = the prompt
+// tokens after what re-rendering that history shares with the full prompt. The scheduler runs
+// saved conversation tokens (the model's ACTUAL output) + tail when the saved conversation's tag
+// equals digest(history). Used only when the tail starts with a control token (role-token
+// templates: ChatGLM3, GLM-4), where the cut is exact; text-only templates use the token-prefix
+// cache instead.
+// Pure functions; thread-safe given a thread-safe template (ChatTemplate is immutable).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glm::engine {
+
+// Digest of messages (role, trimmed content, metadata, tools): equal digests mean the same
+// conversation text. digest_append extends a digest by one message.
+constexpr uint64_t kEmptyDigest = 0x84222325cbf29ce4ull;
+uint64_t digest_append(uint64_t digest, const tok::Message& message);
+uint64_t digest_messages(const std::vector<tok::Message>& messages, size_t n);
+
+struct PromptPlan {
+  std::vector<int32_t> prompt;         // the full prompt, after trimming
+  std::vector<tok::Message> messages;  // the messages it renders (after trimming)
+  int dropped_messages = 0;
+  int max_tokens = 0;                  // requested, or lowered to fit the context
+  // Conversation split; history_tag = 0 and tail empty when not applicable.
+  uint64_t history_tag = 0;
+  std::vector<int32_t> tail;
+  uint64_t messages_digest = kEmptyDigest;  // digest of all `messages`
+};
+
+// want_split: compute history_tag/tail (the request belongs to a conversation).
+StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
+                                      const tok::Tokenizer& tokenizer,
+                                      std::vector<tok::Message> messages, int max_tokens,
+                                      int n_ctx, bool want_split);
+
+// Plain text after `prefix` (BOS, or [gMASK] sop for GLM models); no trimming.
+StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer,
+                                     const std::vector<int32_t>& prefix, const std::string& text,
+                                     int max_tokens, int n_ctx);
+
+// The tokens a raw prompt starts with: [gMASK] sop (<sop>) when the vocabulary has them,
+// else BOS when add_bos and the vocabulary has one.
+std::vector<int32_t> raw_prefix(const tok::Tokenizer& tokenizer, bool add_bos);
+
+}  // namespace glm::engine
