@@ -1,13 +1,117 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
-#include <cstdio>
+// glmserve web: the HTTP gateway (src/gateway, docs/gateway.md).
+#include <signal.h>
+#include <sys/stat.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "core/log.h"
+#include "gateway/assets.h"
+#include "gateway/gateway.h"
 
 namespace glm::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: glmserve web --engine SOCKET [--port 8080] [--host 127.0.0.1] [--db PATH]\n"
+    "                    [--api-key KEY] [--cors ORIGIN] [--max-body BYTES] [--threads N]\n"
+    "\n"
+    "The HTTP gateway: the web chat page, the OpenAI-compatible API (/v1/chat/completions,\n"
+    "/v1/models), /health and /metrics, in front of a `glmserve engine` on a Unix socket.\n"
+    "\n"
+    "  --engine SOCKET   the engine's socket (glmserve engine --socket SOCKET)\n"
+    "  --port N          TCP port (default 8080; 0 = any free port, printed at start)\n"
+    "  --host H          address to bind (default 127.0.0.1: this machine only)\n"
+    "  --db PATH         conversation database (SQLite; default\n"
+    "                    ~/.local/share/glmserve/conversations.db)\n"
+    "  --api-key KEY     require 'Authorization: Bearer KEY' on /v1 and /api (default: the\n"
+    "                    GLMSERVE_API_KEY environment variable, else no key)\n"
+    "  --cors ORIGIN     allow this browser origin ('*' for any) to call /v1; default off\n"
+    "  --max-body BYTES  largest request body (default 1048576)\n"
+    "  --threads N       concurrent HTTP requests (default 64)\n";
+
+std::string default_db_path() {
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) return "glmserve-conversations.db";
+  std::string dir = std::string(home) + "/.local";
+  ::mkdir(dir.c_str(), 0700);
+  dir += "/share";
+  ::mkdir(dir.c_str(), 0700);
+  dir += "/glmserve";
+  ::mkdir(dir.c_str(), 0700);
+  return dir + "/conversations.db";
+}
+
+}  // namespace
 
 int cmd_web(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'web' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  auto args = Args::parse(argc, argv,
+                          {"engine", "port", "host", "db", "api-key", "cors", "max-body",
+                           "threads"});
+  if (!args.ok()) return fail(args.status());
+  auto engine = args->require("engine");
+  if (!engine.ok()) return fail(engine.status());
+  auto port = args->get_int("port", 8080);
+  if (!port.ok()) return fail(port.status());
+  auto max_body = args->get_int("max-body", 1 << 20);
+  if (!max_body.ok()) return fail(max_body.status());
+  auto threads = args->get_int("threads", 64);
+  if (!threads.ok()) return fail(threads.status());
+  if (*port < 0 || *port > 65535) {
+    return fail(invalid_argument("--port must be between 0 and 65535"));
+  }
+  if (*max_body < 1024 || *threads < 2 || *threads > 4096) {
+    return fail(invalid_argument("--max-body must be >= 1024 and --threads in [2, 4096]"));
+  }
+  gateway::GatewayOptions opt;
+  opt.engine_socket = *engine;
+  opt.port = static_cast<int>(*port);
+  opt.host = args->get("host", "127.0.0.1");
+  opt.db_path = args->has("db") ? args->get("db") : default_db_path();
+  const char* env_key = std::getenv("GLMSERVE_API_KEY");
+  opt.api_key = args->get("api-key", env_key ? env_key : "");
+  opt.cors_origin = args->get("cors", "");
+  opt.max_body_bytes = static_cast<size_t>(*max_body);
+  opt.threads = static_cast<int>(*threads);
+
+  // SIGINT/SIGTERM end the server through one waiting thread; SIGPIPE is a closed client.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto gw = gateway::Gateway::create(opt);
+  if (!gw.ok()) return fail(gw.status());
+  auto bound = (*gw)->bind();
+  if (!bound.ok()) return fail(bound.status());
+  std::printf("glmserve web: http://%s:%d/ (engine %s, %zu KB page gzip, db %s)\n",
+              opt.host.c_str(), *bound, opt.engine_socket.c_str(),
+              gateway::assets_gzip_bytes() / 1024, opt.db_path.c_str());
+  std::fflush(stdout);
+  gateway::Gateway* g = gw->get();
+  std::thread waiter([g, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    GLM_LOG_INFO("web: signal %d, stopping", sig);
+    g->stop();
+  });
+  const bool ok = g->serve();
+  if (waiter.joinable()) {
+    // serve() ended without a signal (listen failure): wake the waiter so it can be joined.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace glm::cli

@@ -1,0 +1,246 @@
+// The page's API over HTTP against the FakeEngine: conversations (create, list, rename, delete,
+// export), the streaming chat that stores as it goes, stop, regenerate, edit-and-resend, and
+// failures that keep the partial answer.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gateway/http_test_util.h"
+
+namespace glm::gateway::testing {
+namespace {
+
+using json = nlohmann::json;
+
+std::string create_conversation(TestGateway& t, const json& body = json::object()) {
+  auto r = t.post("/api/conversations", body.dump());
+  EXPECT_EQ(r.status, 201) << r.body;
+  return json::parse(r.body)["id"];
+}
+
+std::vector<json> chat(TestGateway& t, const std::string& conv, const json& body) {
+  auto r = t.post("/api/conversations/" + conv + "/chat", body.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("Content-Type"), "text/event-stream");
+  std::vector<json> out;
+  for (const std::string& d : sse_data(r.body)) out.push_back(json::parse(d));
+  return out;
+}
+
+json conversation(TestGateway& t, const std::string& id) {
+  auto r = t.get("/api/conversations/" + id);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return json::parse(r.body);
+}
+
+std::string tokens_of(const std::vector<json>& events) {
+  std::string s;
+  for (const json& e : events) {
+    if (e["type"] == "token") s += e["text"].get<std::string>();
+  }
+  return s;
+}
+
+TEST(GatewayChat, StreamsAndStoresBothMessages) {
+  TestGateway t("chat1");
+  const std::string id = create_conversation(t, {{"system_prompt", "Be brief."}});
+  auto events = chat(t, id, {{"content", "[zh] 你好"}, {"params", {{"temperature", 0.3}}}});
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front()["type"], "start");
+  EXPECT_EQ(events.front()["user_message"]["content"], "[zh] 你好");
+  EXPECT_EQ(events.back()["type"], "done");
+  EXPECT_EQ(events.back()["status"], "complete");
+  EXPECT_EQ(tokens_of(events), "你好，世界！");
+  json c = conversation(t, id);
+  EXPECT_EQ(c["title"], "[zh] 你好");
+  EXPECT_EQ(c["params"]["temperature"], 0.3);
+  ASSERT_EQ(c["messages"].size(), 2u);
+  EXPECT_EQ(c["messages"][0]["role"], "user");
+  EXPECT_EQ(c["messages"][1]["role"], "assistant");
+  EXPECT_EQ(c["messages"][1]["content"], "你好，世界！");
+  EXPECT_EQ(c["messages"][1]["status"], "complete");
+  EXPECT_GE(c["messages"][1]["meta"]["ttft_ms"].get<double>(), 0);
+  // The engine got the system prompt, the message, the conversation id and the parameters.
+  auto reqs = t.fake().requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].conversation, id);
+  ASSERT_EQ(reqs[0].messages.size(), 2u);
+  EXPECT_EQ(reqs[0].messages[0].role, "system");
+  EXPECT_EQ(reqs[0].messages[0].content, "Be brief.");
+  EXPECT_DOUBLE_EQ(reqs[0].params.temperature.value_or(-1), 0.3);
+  // A second turn carries the whole history.
+  chat(t, id, {{"content", "again"}});
+  reqs = t.fake().requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  ASSERT_EQ(reqs[1].messages.size(), 4u);
+  EXPECT_EQ(reqs[1].messages[2].content, "你好，世界！");
+}
+
+TEST(GatewayChat, StopKeepsThePartialAnswer) {
+  TestGateway t("chat2");
+  const std::string id = create_conversation(t);
+  RawHttp raw(t.port());
+  raw.send_request("POST", "/api/conversations/" + id + "/chat", json{{"content", "[slow]"}}.dump());
+  ASSERT_TRUE(raw.read_until("w2 ", 5000)) << raw.received();
+  const size_t start = raw.received().find("\"request_id\":\"");
+  ASSERT_NE(start, std::string::npos);
+  const size_t b = start + 14;
+  const std::string request_id = raw.received().substr(b, raw.received().find('"', b) - b);
+  auto stop = t.post("/api/stop", json{{"request_id", request_id}}.dump());
+  EXPECT_EQ(stop.status, 200) << stop.body;
+  ASSERT_TRUE(raw.read_until("", 5000));
+  auto events = sse_data(raw.result().body);
+  ASSERT_FALSE(events.empty());
+  json done = json::parse(events.back());
+  EXPECT_EQ(done["type"], "done");
+  EXPECT_EQ(done["finish_reason"], "cancelled");
+  EXPECT_EQ(done["status"], "stopped");
+  EXPECT_TRUE(t.fake().wait_cancelled(request_id, 1000));
+  json c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 2u);
+  const std::string partial = c["messages"][1]["content"];
+  EXPECT_EQ(c["messages"][1]["status"], "stopped");
+  EXPECT_EQ(partial.rfind("w0 w1 w2 ", 0), 0u) << partial;
+  EXPECT_LT(partial.size(), 600u);  // far from the 200 words
+  EXPECT_EQ(t.post("/api/stop", json{{"request_id", request_id}}.dump()).status, 404);
+}
+
+TEST(GatewayChat, DisconnectStoresStoppedAndCancelsEngine) {
+  TestGateway t("chat3");
+  const std::string id = create_conversation(t);
+  {
+    RawHttp raw(t.port());
+    raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                     json{{"content", "[slow]"}}.dump());
+    ASSERT_TRUE(raw.read_until("w1 ", 5000));
+  }
+  auto reqs = t.fake().requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_TRUE(t.fake().wait_cancelled(reqs[0].id, 5000));
+  json c;
+  for (int i = 0; i < 100; ++i) {  // the gateway stores right after the engine confirms
+    c = conversation(t, id);
+    if (c["messages"][1]["status"] != "streaming") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(c["messages"][1]["status"], "stopped");
+  EXPECT_EQ(c["messages"][1]["content"].get<std::string>().rfind("w0 w1 ", 0), 0u);
+}
+
+TEST(GatewayChat, EditAndResendAndRegenerate) {
+  TestGateway t("chat4");
+  const std::string id = create_conversation(t);
+  chat(t, id, {{"content", "one"}});
+  chat(t, id, {{"content", "two"}});
+  json c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 4u);
+  const int64_t first_user = c["messages"][0]["id"];
+  // Edit the first message: everything from it on is replaced.
+  auto events = chat(t, id, {{"content", "uno"}, {"edit_message_id", first_user}});
+  EXPECT_EQ(tokens_of(events), "Echo: uno");
+  c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 2u);
+  EXPECT_EQ(c["messages"][0]["content"], "uno");
+  EXPECT_EQ(c["messages"][1]["content"], "Echo: uno");
+  // Regenerate: the last answer is replaced; the user message stays.
+  events = chat(t, id, {{"regenerate", true}});
+  EXPECT_EQ(events.front()["user_message"], nullptr);
+  c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 2u);
+  EXPECT_EQ(c["messages"][0]["content"], "uno");
+  auto reqs = t.fake().requests();
+  ASSERT_EQ(reqs.back().messages.size(), 1u);
+  EXPECT_EQ(reqs.back().messages[0].content, "uno");
+  // Editing a message of another conversation is refused.
+  const std::string other = create_conversation(t);
+  auto r = t.post("/api/conversations/" + other + "/chat",
+                  json{{"content", "x"}, {"edit_message_id", first_user}}.dump());
+  EXPECT_EQ(r.status, 404);
+}
+
+TEST(GatewayChat, FailuresAreStoredWithTheirStatus) {
+  TestGateway t("chat5");
+  const std::string id = create_conversation(t);
+  auto events = chat(t, id, {{"content", "[crash] go"}});
+  ASSERT_EQ(events.back()["type"], "error");
+  EXPECT_NE(events.back()["message"].get<std::string>().find("crashed or restarted"),
+            std::string::npos);
+  json c = conversation(t, id);
+  EXPECT_EQ(c["messages"][1]["status"], "error");
+  EXPECT_EQ(c["messages"][1]["content"], "Echo: [crash");  // the 3 tokens before the crash
+  // Refused at once (busy): the user's message is kept, the answer records the error.
+  events = chat(t, id, {{"content", "[busy]"}});
+  EXPECT_EQ(events.back()["type"], "error");
+  EXPECT_EQ(events.back()["code"], "busy");
+  c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 4u);
+  EXPECT_EQ(c["messages"][2]["content"], "[busy]");
+  EXPECT_EQ(c["messages"][3]["status"], "error");
+  // Engine down: same.
+  t.fake().stop();
+  events = chat(t, id, {{"content", "hello?"}});
+  EXPECT_EQ(events.back()["code"], "unavailable");
+}
+
+TEST(GatewayChat, NoticeOfTrimmedHistoryReachesThePageAndTheStore) {
+  TestGateway t("chat6");
+  const std::string id = create_conversation(t);
+  auto events = chat(t, id, {{"content", "[trim] hi"}});
+  bool notice = false;
+  for (const json& e : events) notice |= e["type"] == "notice" && e["dropped_messages"] == 2;
+  EXPECT_TRUE(notice);
+  json c = conversation(t, id);
+  EXPECT_EQ(c["messages"][1]["meta"]["dropped_messages"], 2);
+}
+
+TEST(GatewayChat, ConversationCrud) {
+  TestGateway t("crud");
+  const std::string a = create_conversation(t, {{"title", "first"}});
+  const std::string b = create_conversation(t, {{"title", "second"}});
+  auto list = json::parse(t.get("/api/conversations").body)["conversations"];
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["id"], b);  // most recent first
+  auto r = t.request("PATCH", "/api/conversations/" + a, json{{"title", "renamed"}}.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(conversation(t, a)["title"], "renamed");
+  chat(t, a, {{"content", "<b>hi</b>"}});
+  auto ex = t.get("/api/conversations/" + a + "/export");
+  EXPECT_EQ(ex.status, 200);
+  EXPECT_NE(ex.header("Content-Disposition").find("attachment"), std::string::npos);
+  json doc = json::parse(ex.body);
+  EXPECT_EQ(doc["format"], "glmserve-conversation");
+  EXPECT_EQ(doc["title"], "renamed");
+  ASSERT_EQ(doc["messages"].size(), 2u);
+  EXPECT_EQ(doc["messages"][0]["content"], "<b>hi</b>");
+  EXPECT_EQ(t.request("DELETE", "/api/conversations/" + a).status, 200);
+  EXPECT_EQ(t.get("/api/conversations/" + a).status, 404);
+  EXPECT_EQ(t.request("DELETE", "/api/conversations/" + a).status, 404);
+  EXPECT_EQ(json::parse(t.get("/api/conversations").body)["conversations"].size(), 1u);
+  EXPECT_EQ(t.post("/api/conversations/nope/chat", json{{"content", "x"}}.dump()).status, 404);
+  EXPECT_EQ(t.post("/api/conversations/" + b + "/chat", json{{"content", ""}}.dump()).status, 400);
+}
+
+TEST(GatewayChat, SurvivesGatewayRestart) {
+  const std::string db = "/tmp/glm-gwt-" + std::to_string(::getpid()) + "-restart.db";
+  ::unlink(db.c_str());
+  GatewayOptions o;
+  o.db_path = db;
+  std::string id;
+  {
+    TestGateway t("restart1", o);
+    id = create_conversation(t);
+    chat(t, id, {{"content", "remember me"}});
+  }
+  {
+    TestGateway t("restart2", o);
+    json c = conversation(t, id);
+    ASSERT_EQ(c["messages"].size(), 2u);
+    EXPECT_EQ(c["messages"][1]["content"], "Echo: remember me");
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
+}
+
+}  // namespace
+}  // namespace glm::gateway::testing

@@ -1,0 +1,66 @@
+// FakeEngine: a scripted engine on a Unix socket for the gateway's tests. It speaks the real
+// protocol (protocol.h) and answers by keywords in the last message:
+//   [slow]  200 tokens, 20 ms apart (stop and disconnect tests)
+//   [xss]   an answer with <script> and <img onerror> in it
+//   [zh]    Chinese text
+//   [busy]  refused at once with code busy
+//   [crash] three tokens, then the connection is dropped (an engine crash)
+//   [trim]  a notice that history was trimmed, then an answer
+//   else    "Echo: <the message>" in small pieces
+// It records every request, and every request that ended by a cancel line or by its client's
+// connection closing. Test-only (built into gateway_test).
+// Thread-safety: all public methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocol/protocol.h"
+
+namespace glm::gateway::testing {
+
+class FakeEngine {
+ public:
+  explicit FakeEngine(std::string socket_path);
+  ~FakeEngine();
+
+  // Listening starts in the constructor; stop() closes the socket and every connection (like a
+  // crash); start() listens again (like a restart).
+  void start();
+  void stop();
+
+  const std::string& socket_path() const { return path_; }
+  std::vector<protocol::Request> requests();
+  // Ids of generate requests that ended because of a cancel line / a closed connection.
+  std::set<std::string> cancelled();
+  // Waits up to `timeout_ms` for `id` to be cancelled; true if it was.
+  bool wait_cancelled(const std::string& id, int timeout_ms);
+  void set_health(const std::string& status);
+
+ private:
+  struct Conn;
+  void accept_loop(int listen_fd);
+  void serve_conn(std::shared_ptr<Conn> conn);
+  void generate(std::shared_ptr<Conn> conn, protocol::Request req);
+
+  std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int listen_fd_ = -1;
+  std::thread acceptor_;
+  std::vector<std::shared_ptr<Conn>> conns_;
+  std::vector<std::thread> threads_;
+  std::vector<protocol::Request> requests_;
+  std::set<std::string> cancelled_;
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags_;
+  std::string health_ = "ready";
+};
+
+}  // namespace glm::gateway::testing

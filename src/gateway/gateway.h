@@ -1,0 +1,107 @@
+// Gateway: `glmserve web`, the HTTP face of the engine (docs/gateway.md).
+//
+//   GET  /                       the chat page (embedded assets: works offline)
+//   GET  /health                 engine loading / ready / draining / down (200 only when ready)
+//   GET  /metrics                Prometheus text: latency histograms, token and error counters
+//   GET  /v1/models              OpenAI: the one model the engine serves
+//   POST /v1/chat/completions    OpenAI: streaming (SSE) and not
+//   /api/conversations...        the page's conversations (SQLite) and its streaming chat
+//
+// Every generation opens its own connection to the engine socket (engine_client.h), so an
+// engine restart needs no reconnection logic and costs only the requests it interrupted, which
+// end with a clear error event. A client that disconnects cancels its engine request.
+//
+// Thread-safety: create() and bind() on one thread; serve() blocks on it; stop() from any thread
+// (signal handlers must not call it directly). Requests run on a pool of `threads` threads; a
+// streaming request holds one thread for its duration.
+#pragma once
+
+#include <httplib.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+#include "gateway/engine_client.h"
+#include "gateway/metrics.h"
+#include "gateway/relay.h"
+#include "gateway/store.h"
+
+namespace glm::gateway {
+
+struct GatewayOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0 = any free port (tests)
+  std::string engine_socket;      // required
+  std::string db_path;            // required (":memory:" for tests)
+  std::string api_key;            // empty = no auth; else "Authorization: Bearer <key>"
+  std::string cors_origin;        // empty = CORS off; "*" or one origin for /v1 and /health
+  size_t max_body_bytes = 1 << 20;
+  int threads = 64;               // concurrent HTTP requests (each stream holds one)
+  int read_timeout_s = 30;        // a client must send its request within this
+  int write_timeout_s = 30;       // a client that stops reading is dropped after this
+  RelayOptions relay;
+};
+
+class Gateway {
+ public:
+  static StatusOr<std::unique_ptr<Gateway>> create(const GatewayOptions& options);
+  ~Gateway();
+
+  // Binds the listening socket; returns the port (useful with port 0).
+  StatusOr<int> bind();
+  // Serves until stop(). Returns false if the server failed.
+  bool serve();
+  void stop();
+  bool running() const { return server_.is_running(); }
+
+  Metrics& metrics() { return metrics_; }
+  Store& store() { return *store_; }
+  // Requests in flight (the page's stop button and tests use this).
+  int inflight() const;
+
+ private:
+  explicit Gateway(const GatewayOptions& options);
+  void install_middleware();
+  void install_static_routes();
+  void install_openai_routes();
+  void install_chat_routes();
+
+  // The streams POST /api/stop can cancel, by request id.
+  void add_inflight(const std::shared_ptr<EngineStream>& stream);
+  void remove_inflight(const std::string& request_id);
+  std::shared_ptr<EngineStream> find_inflight(const std::string& request_id) const;
+
+  // Sends `request` and waits for its first event, so that an immediate refusal (busy,
+  // unavailable, bad request) becomes an HTTP error status instead of a 200 stream. The event
+  // is returned (nullopt if none within 10 s: the stream continues anyway).
+  // The stream is registered as in flight (POST /api/stop can cancel it) until `ticket`, and
+  // so the last copy of Started, is destroyed.
+  struct Started {
+    std::shared_ptr<EngineStream> stream;
+    std::optional<protocol::Event> first;
+    std::shared_ptr<void> ticket;
+  };
+  StatusOr<Started> start_generation(const protocol::Request& request);
+
+  bool authorized(const httplib::Request& req) const;
+  void set_json_error(httplib::Response& res, const Status& status);
+  std::string model_name();
+
+  GatewayOptions options_;
+  EngineClient engine_;
+  std::unique_ptr<Store> store_;
+  Metrics metrics_;
+  httplib::Server server_;
+  mutable std::mutex inflight_mutex_;
+  std::map<std::string, std::weak_ptr<EngineStream>> inflight_;
+  std::mutex model_mutex_;
+  std::string model_name_;  // cached from the engine's health reply
+};
+
+// Writes one SSE event ("data: <payload>\n\n"); false if the client is gone.
+bool sse_write(httplib::DataSink& sink, const std::string& payload);
+
+}  // namespace glm::gateway

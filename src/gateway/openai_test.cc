@@ -1,0 +1,84 @@
+#include "gateway/openai.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace glm::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(OpenAI, ParsesMessagesAndSampling) {
+  auto r = parse_chat_completion(R"({"model":"m","stream":true,
+    "stream_options":{"include_usage":true},
+    "messages":[{"role":"developer","content":"be nice"},
+                {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+    "temperature":0.2,"top_p":0.9,"max_tokens":64,"seed":7,"stop":"END","conversation":"c1"})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->model, "m");
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  ASSERT_EQ(r->request.messages.size(), 2u);
+  EXPECT_EQ(r->request.messages[0].role, "system");
+  EXPECT_EQ(r->request.messages[1].content, "ab");
+  EXPECT_DOUBLE_EQ(*r->request.params.temperature, 0.2);
+  EXPECT_DOUBLE_EQ(*r->request.params.top_p, 0.9);
+  EXPECT_EQ(*r->request.params.max_tokens, 64);
+  EXPECT_EQ(*r->request.params.seed, 7u);
+  ASSERT_EQ(r->request.params.stop.size(), 1u);
+  EXPECT_EQ(r->request.conversation, "c1");
+}
+
+TEST(OpenAI, RejectsBadFieldsByName) {
+  struct Case {
+    const char* body;
+    const char* mentions;
+  };
+  const Case cases[] = {
+      {"[]", "JSON object"},
+      {R"({"messages":"hi"})", "messages"},
+      {R"({"messages":[{"content":"x"}]})", "role"},
+      {R"({"messages":[{"role":"user","content":5}]})", "content"},
+      {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n must be 1"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
+  };
+  for (const Case& c : cases) {
+    auto r = parse_chat_completion(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.mentions), std::string::npos)
+        << c.body << " -> " << r.status().message();
+  }
+}
+
+TEST(OpenAI, ErrorJsonShape) {
+  json j = json::parse(openai_error_json(Status(ErrorCode::kQueueFull, "busy, retry")));
+  EXPECT_EQ(j["error"]["message"], "busy, retry");
+  EXPECT_EQ(j["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(j["error"]["code"], "busy");
+  EXPECT_TRUE(j["error"]["param"].is_null());
+  EXPECT_STREQ(openai_error_type(ErrorCode::kUnauthorized), "authentication_error");
+}
+
+TEST(OpenAI, ChunkShapes) {
+  const std::string text = "<b>你</b>";
+  json c = json::parse(completion_chunk_json("id1", 5, "m", &text, false, ""));
+  EXPECT_EQ(c["choices"][0]["delta"]["content"], text);
+  EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+  EXPECT_FALSE(c["choices"][0]["delta"].contains("role"));
+  json f = json::parse(completion_chunk_json("id1", 5, "m", nullptr, false, "length"));
+  EXPECT_EQ(f["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(f["choices"][0]["delta"].empty());
+  EXPECT_EQ(openai_finish_reason("cancelled"), "stop");
+  // Invalid UTF-8 from anywhere never breaks the JSON.
+  const std::string bad = "a\xff";
+  EXPECT_NO_THROW(json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));
+}
+
+}  // namespace
+}  // namespace glm::gateway

@@ -1,0 +1,145 @@
+// The OpenAI-compatible routes: GET /v1/models and POST /v1/chat/completions.
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "gateway/gateway.h"
+#include "gateway/openai.h"
+
+namespace glm::gateway {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+void Gateway::install_openai_routes() {
+  server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json j = {{"object", "list"},
+              {"data", json::array({{{"id", model_name()},
+                                     {"object", "model"},
+                                     {"created", 0},
+                                     {"owned_by", "glmserve"}}})}};
+    res.set_content(j.dump(), "application/json");
+  });
+
+  server_.Post("/v1/chat/completions", [this](const httplib::Request& req,
+                                              httplib::Response& res) {
+    const auto t0 = Clock::now();
+    auto parsed = parse_chat_completion(req.body);
+    if (!parsed.ok()) {
+      set_json_error(res, parsed.status());
+      return;
+    }
+    auto p = std::make_shared<ChatCompletionRequest>(std::move(parsed).value());
+    p->request.id = "chatcmpl-" + protocol::make_request_id();
+    if (p->model.empty()) p->model = model_name();
+    auto started = start_generation(p->request);
+    if (!started.ok()) {
+      set_json_error(res, started.status());
+      return;
+    }
+    auto state = std::make_shared<Started>(std::move(started).value());
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+
+    // Runs the relay on the HTTP thread; `write` sends one piece (false = client gone).
+    auto run = [this, p, state, t0](const std::function<bool(const protocol::Event&)>& emit,
+                                    const std::function<bool()>& heartbeat) {
+      RelayResult r;
+      bool first_ok = true;
+      if (state->first) first_ok = emit(*state->first);
+      if (first_ok) {
+        r = relay_generation(*state->stream, emit, heartbeat, options_.relay);
+      } else {
+        state->stream->cancel();
+        r = relay_generation(
+            *state->stream, [](const protocol::Event&) { return false; },
+            [] { return false; }, options_.relay);
+        r.outcome = "disconnected";
+      }
+      Metrics::Generation g;
+      g.route = "openai";
+      g.outcome = r.outcome;
+      g.prompt_tokens = r.usage.prompt_tokens;
+      g.cached_tokens = r.usage.cached_tokens;
+      g.completion_tokens = r.usage.completion_tokens;
+      if (r.outcome != "error") {
+        g.engine_ttft_ms = r.timings.ttft_ms;
+        g.engine_tpot_ms = r.timings.tpot_ms;
+        g.queue_ms = r.timings.queue_ms;
+      }
+      g.gateway_ttft_ms = r.gateway_ttft_ms;
+      g.e2e_ms = ms_since(t0);
+      metrics_.record_generation(g);
+      if (r.outcome == "error") metrics_.record_error(error_code_name(r.error.code()));
+      return r;
+    };
+
+    if (p->stream) {
+      res.set_header("Cache-Control", "no-store");
+      res.set_header("X-Accel-Buffering", "no");
+      res.set_chunked_content_provider(
+          "text/event-stream", [p, state, created, run](size_t, httplib::DataSink& sink) {
+            const std::string& id = p->request.id;
+            bool ok = sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, true, ""));
+            bool wrote = false;  // a token went out since the last heartbeat
+            auto emit = [&](const protocol::Event& e) {
+              if (!ok) return false;
+              if (e.type == protocol::EventType::kToken) {
+                ok = sse_write(sink, completion_chunk_json(id, created, p->model, &e.text, false, ""));
+                wrote = true;
+              }
+              return ok;
+            };
+            auto heartbeat = [&] {
+              if (ok && !wrote) ok = sink.write(": keep-alive\n\n", 14);
+              wrote = false;
+              return ok;
+            };
+            RelayResult r = run(emit, heartbeat);
+            if (r.outcome == "disconnected") return false;
+            if (r.outcome == "error") {
+              sse_write(sink, openai_error_json(r.error));
+            } else {
+              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
+                                                    openai_finish_reason(r.outcome)));
+              if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+              sse_write(sink, "[DONE]");
+            }
+            sink.done();
+            return true;
+          });
+      return;
+    }
+
+    // Not streaming: the answer is one JSON object. Whitespace before it (valid JSON) serves as
+    // the heartbeat that notices a client that gave up, so its engine request is cancelled.
+    res.set_header("Cache-Control", "no-store");
+    res.set_chunked_content_provider(
+        "application/json", [p, state, created, run](size_t, httplib::DataSink& sink) {
+          bool ok = true;
+          auto emit = [&](const protocol::Event&) { return ok; };
+          auto heartbeat = [&] {
+            if (ok) ok = sink.write(" ", 1);
+            return ok;
+          };
+          RelayResult r = run(emit, heartbeat);
+          if (r.outcome == "disconnected") return false;
+          std::string body =
+              r.outcome == "error"
+                  ? openai_error_json(r.error)
+                  : completion_json(p->request.id, created, p->model, r.text,
+                                    openai_finish_reason(r.outcome), r.usage);
+          sink.write(body.data(), body.size());
+          sink.done();
+          return true;
+        });
+  });
+}
+
+}  // namespace glm::gateway

@@ -1,0 +1,333 @@
+#include "gateway/store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace glm::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+Status db_error(sqlite3* db, const std::string& what) {
+  return Status(ErrorCode::kInternal,
+                what + ": " + sqlite3_errmsg(db) + " (check the --db file and its disk)");
+}
+
+// One prepared statement, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  bool ok() const { return stmt_ != nullptr; }
+  Stmt& text(int i, const std::string& s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& integer(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(stmt_); }
+  std::string col_text(int i) {
+    const unsigned char* p = sqlite3_column_text(stmt_, i);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, i)))
+             : std::string();
+  }
+  int64_t col_int(int i) { return sqlite3_column_int64(stmt_, i); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+std::string new_conversation_id() {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  static const char kHex[] = "0123456789abcdef";
+  std::string id = "c";
+  uint64_t v = rng();
+  for (int i = 0; i < 16; ++i, v >>= 4) id += kHex[v & 15];
+  return id;
+}
+
+constexpr const char* kConvColumns =
+    "c.id, c.title, c.system_prompt, c.params, c.created_ms, c.updated_ms, "
+    "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)";
+
+Conversation read_conversation(Stmt& s) {
+  Conversation c;
+  c.id = s.col_text(0);
+  c.title = s.col_text(1);
+  c.system_prompt = s.col_text(2);
+  c.params_json = s.col_text(3);
+  c.created_ms = s.col_int(4);
+  c.updated_ms = s.col_int(5);
+  c.n_messages = static_cast<int>(s.col_int(6));
+  return c;
+}
+
+constexpr const char* kMsgColumns =
+    "id, conversation_id, role, content, status, error, meta, created_ms";
+
+StoredMessage read_message(Stmt& s) {
+  StoredMessage m;
+  m.id = s.col_int(0);
+  m.conversation_id = s.col_text(1);
+  m.role = s.col_text(2);
+  m.content = s.col_text(3);
+  m.status = s.col_text(4);
+  m.error = s.col_text(5);
+  m.meta_json = s.col_text(6);
+  m.created_ms = s.col_int(7);
+  return m;
+}
+
+json parse_or_empty(const std::string& s) {
+  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+}  // namespace
+
+int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    Status st(ErrorCode::kInvalidArgument,
+              "cannot open the conversation database '" + path + "': " +
+                  (db ? sqlite3_errmsg(db) : "out of memory") +
+                  " (pass a writable path with --db)");
+    sqlite3_close(db);
+    return st;
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, 5000);
+  GLM_RETURN_IF_ERROR(store->exec("PRAGMA journal_mode=WAL"));
+  GLM_RETURN_IF_ERROR(store->exec("PRAGMA synchronous=NORMAL"));
+  GLM_RETURN_IF_ERROR(store->exec("PRAGMA foreign_keys=ON"));
+  GLM_RETURN_IF_ERROR(store->exec(
+      "CREATE TABLE IF NOT EXISTS conversations ("
+      " id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '',"
+      " system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT NULL DEFAULT '{}',"
+      " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+      "CREATE TABLE IF NOT EXISTS messages ("
+      " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+      " conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
+      " role TEXT NOT NULL, content TEXT NOT NULL DEFAULT '',"
+      " status TEXT NOT NULL DEFAULT 'complete', error TEXT NOT NULL DEFAULT '',"
+      " meta TEXT NOT NULL DEFAULT '{}', created_ms INTEGER NOT NULL);"
+      "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);"
+      "CREATE INDEX IF NOT EXISTS conversations_by_update ON conversations(updated_ms);"));
+  // Answers that were streaming when a previous gateway died keep their text, marked as such.
+  GLM_RETURN_IF_ERROR(
+      store->exec("UPDATE messages SET status='interrupted' WHERE status='streaming'"));
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Status Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Status(ErrorCode::kInternal,
+                  "conversation database: " + msg + " (check the --db file and its disk)");
+  }
+  return Status::Ok();
+}
+
+Status Store::touch(const std::string& conversation_id, int64_t now_ms) {
+  Stmt s(db_, "UPDATE conversations SET updated_ms=?1 WHERE id=?2");
+  if (!s.ok()) return db_error(db_, "touch");
+  s.integer(1, now_ms).text(2, conversation_id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "touch");
+  return Status::Ok();
+}
+
+StatusOr<Conversation> Store::create_conversation(const std::string& title,
+                                                  const std::string& system_prompt,
+                                                  const std::string& params_json) {
+  Conversation c;
+  c.id = new_conversation_id();
+  c.title = title;
+  c.system_prompt = system_prompt;
+  c.params_json = params_json.empty() ? "{}" : params_json;
+  c.created_ms = c.updated_ms = now_unix_ms();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_,
+         "INSERT INTO conversations(id, title, system_prompt, params, created_ms, updated_ms)"
+         " VALUES(?1, ?2, ?3, ?4, ?5, ?5)");
+  if (!s.ok()) return db_error(db_, "create conversation");
+  s.text(1, c.id).text(2, c.title).text(3, c.system_prompt).text(4, c.params_json);
+  s.integer(5, c.created_ms);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "create conversation");
+  return c;
+}
+
+StatusOr<std::vector<Conversation>> Store::list_conversations(int limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string sql = std::string("SELECT ") + kConvColumns +
+                    " FROM conversations c ORDER BY c.updated_ms DESC, c.rowid DESC LIMIT ?1";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return db_error(db_, "list conversations");
+  s.integer(1, limit);
+  std::vector<Conversation> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(read_conversation(s));
+  if (rc != SQLITE_DONE) return db_error(db_, "list conversations");
+  return out;
+}
+
+StatusOr<Conversation> Store::get_conversation(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string sql = std::string("SELECT ") + kConvColumns + " FROM conversations c WHERE c.id=?1";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return db_error(db_, "get conversation");
+  s.text(1, id);
+  const int rc = s.step();
+  if (rc == SQLITE_ROW) return read_conversation(s);
+  if (rc == SQLITE_DONE) return not_found("no conversation '" + id + "' (list them: GET /api/conversations)");
+  return db_error(db_, "get conversation");
+}
+
+Status Store::update_conversation(const std::string& id, const std::string* title,
+                                  const std::string* system_prompt,
+                                  const std::string* params_json) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_,
+         "UPDATE conversations SET title=COALESCE(?2, title),"
+         " system_prompt=COALESCE(?3, system_prompt), params=COALESCE(?4, params),"
+         " updated_ms=?5 WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "update conversation");
+  s.text(1, id);
+  if (title) s.text(2, *title);
+  if (system_prompt) s.text(3, *system_prompt);
+  if (params_json) s.text(4, *params_json);
+  s.integer(5, now_unix_ms());
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update conversation");
+  if (sqlite3_changes(db_) == 0) return not_found("no conversation '" + id + "'");
+  return Status::Ok();
+}
+
+Status Store::delete_conversation(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "DELETE FROM conversations WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "delete conversation");
+  s.text(1, id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "delete conversation");
+  if (sqlite3_changes(db_) == 0) return not_found("no conversation '" + id + "'");
+  return Status::Ok();
+}
+
+StatusOr<std::vector<StoredMessage>> Store::messages(const std::string& conversation_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string sql = std::string("SELECT ") + kMsgColumns +
+                    " FROM messages WHERE conversation_id=?1 ORDER BY id";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return db_error(db_, "list messages");
+  s.text(1, conversation_id);
+  std::vector<StoredMessage> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(read_message(s));
+  if (rc != SQLITE_DONE) return db_error(db_, "list messages");
+  return out;
+}
+
+StatusOr<StoredMessage> Store::get_message(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string sql = std::string("SELECT ") + kMsgColumns + " FROM messages WHERE id=?1";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return db_error(db_, "get message");
+  s.integer(1, id);
+  const int rc = s.step();
+  if (rc == SQLITE_ROW) return read_message(s);
+  if (rc == SQLITE_DONE) return not_found("no message " + std::to_string(id));
+  return db_error(db_, "get message");
+}
+
+StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
+                                           const std::string& role, const std::string& content,
+                                           const std::string& status) {
+  StoredMessage m;
+  m.conversation_id = conversation_id;
+  m.role = role;
+  m.content = content;
+  m.status = status;
+  m.created_ms = now_unix_ms();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_,
+         "INSERT INTO messages(conversation_id, role, content, status, created_ms)"
+         " VALUES(?1, ?2, ?3, ?4, ?5)");
+  if (!s.ok()) return db_error(db_, "add message");
+  s.text(1, conversation_id).text(2, role).text(3, content).text(4, status);
+  s.integer(5, m.created_ms);
+  const int rc = s.step();
+  if (rc == SQLITE_CONSTRAINT) return not_found("no conversation '" + conversation_id + "'");
+  if (rc != SQLITE_DONE) return db_error(db_, "add message");
+  m.id = sqlite3_last_insert_rowid(db_);
+  GLM_RETURN_IF_ERROR(touch(conversation_id, m.created_ms));
+  return m;
+}
+
+Status Store::update_message(int64_t id, const std::string& content, const std::string& status,
+                             const std::string& error, const std::string& meta_json) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "UPDATE messages SET content=?2, status=?3, error=?4, meta=?5 WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "update message");
+  s.integer(1, id).text(2, content).text(3, status).text(4, error);
+  s.text(5, meta_json.empty() ? "{}" : meta_json);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update message");
+  if (sqlite3_changes(db_) == 0) return not_found("no message " + std::to_string(id));
+  return Status::Ok();
+}
+
+Status Store::truncate_from(const std::string& conversation_id, int64_t from_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "DELETE FROM messages WHERE conversation_id=?1 AND id>=?2");
+  if (!s.ok()) return db_error(db_, "truncate conversation");
+  s.text(1, conversation_id).integer(2, from_id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "truncate conversation");
+  return touch(conversation_id, now_unix_ms());
+}
+
+StatusOr<std::string> Store::export_json(const std::string& id) {
+  auto conv = get_conversation(id);
+  if (!conv.ok()) return conv.status();
+  auto msgs = messages(id);
+  if (!msgs.ok()) return msgs.status();
+  json j = {{"format", "glmserve-conversation"},
+            {"version", 1},
+            {"id", conv->id},
+            {"title", conv->title},
+            {"system_prompt", conv->system_prompt},
+            {"params", parse_or_empty(conv->params_json)},
+            {"created_ms", conv->created_ms},
+            {"updated_ms", conv->updated_ms},
+            {"messages", json::array()}};
+  for (const StoredMessage& m : *msgs) {
+    j["messages"].push_back({{"id", m.id},
+                             {"role", m.role},
+                             {"content", m.content},
+                             {"status", m.status},
+                             {"error", m.error},
+                             {"meta", parse_or_empty(m.meta_json)},
+                             {"created_ms", m.created_ms}});
+  }
+  return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace glm::gateway

@@ -1,0 +1,94 @@
+// Store: conversations and their messages in one SQLite file (WAL mode), for the web page.
+//
+//   conversations(id, title, system_prompt, params JSON, created_ms, updated_ms)
+//   messages(id, conversation_id, role, content, status, error, meta JSON, created_ms)
+//
+// A message's status is "complete", "streaming" (being generated now), "stopped" (the user
+// stopped it; content is the partial answer), "error" (generation failed; content is what came
+// before) or "interrupted" (the gateway died mid-answer: open() turns leftover "streaming" rows
+// into this). Everything survives a restart of either process.
+//
+// Thread-safety: every method may be called from any thread (one connection behind a mutex;
+// each call is one short transaction, ~10-100 us on a warm page cache).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+struct sqlite3;
+
+namespace glm::gateway {
+
+struct Conversation {
+  std::string id;
+  std::string title;
+  std::string system_prompt;
+  std::string params_json = "{}";  // the page's sampling settings, stored as given
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int n_messages = 0;  // filled by list() and get()
+};
+
+struct StoredMessage {
+  int64_t id = 0;
+  std::string conversation_id;
+  std::string role;     // system, user, assistant
+  std::string content;
+  std::string status;   // complete, streaming, stopped, error, interrupted
+  std::string error;    // with status error
+  std::string meta_json = "{}";  // ttft_ms, tokens, tokens_per_s, finish_reason, notice...
+  int64_t created_ms = 0;
+};
+
+class Store {
+ public:
+  // Opens (creating if needed) the database at `path` (":memory:" for tests).
+  static StatusOr<std::unique_ptr<Store>> open(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  StatusOr<Conversation> create_conversation(const std::string& title,
+                                             const std::string& system_prompt,
+                                             const std::string& params_json);
+  // Most recently updated first, at most `limit`.
+  StatusOr<std::vector<Conversation>> list_conversations(int limit);
+  StatusOr<Conversation> get_conversation(const std::string& id);
+  // Updates the fields given (nullptr = keep). kNotFound for an unknown id.
+  Status update_conversation(const std::string& id, const std::string* title,
+                             const std::string* system_prompt, const std::string* params_json);
+  Status delete_conversation(const std::string& id);
+
+  // Messages of a conversation in order.
+  StatusOr<std::vector<StoredMessage>> messages(const std::string& conversation_id);
+  StatusOr<StoredMessage> get_message(int64_t id);
+  // Appends a message; returns it with its id. Bumps the conversation's updated_ms.
+  StatusOr<StoredMessage> add_message(const std::string& conversation_id, const std::string& role,
+                                      const std::string& content, const std::string& status);
+  // Sets the content, status, error and meta of a message (the streaming answer as it grows).
+  Status update_message(int64_t id, const std::string& content, const std::string& status,
+                        const std::string& error, const std::string& meta_json);
+  // Deletes message `from_id` and every later message of its conversation (edit, regenerate).
+  Status truncate_from(const std::string& conversation_id, int64_t from_id);
+
+  // The conversation with all its messages as one JSON document (export).
+  StatusOr<std::string> export_json(const std::string& id);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  Status exec(const char* sql);
+  Status touch(const std::string& conversation_id, int64_t now_ms);
+
+  std::mutex mutex_;
+  sqlite3* db_;
+};
+
+// Milliseconds since the Unix epoch.
+int64_t now_unix_ms();
+
+}  // namespace glm::gateway

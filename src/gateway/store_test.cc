@@ -1,0 +1,82 @@
+#include "gateway/store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace glm::gateway {
+namespace {
+
+TEST(Store, ConversationsAndMessagesRoundTrip) {
+  auto s = Store::open(":memory:");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Store& st = **s;
+  auto c = st.create_conversation("t", "sys", R"({"temperature":0.5})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->id.size(), 17u);
+  auto u = st.add_message(c->id, "user", "你好", "complete");
+  auto a = st.add_message(c->id, "assistant", "", "streaming");
+  ASSERT_TRUE(u.ok() && a.ok());
+  EXPECT_LT(u->id, a->id);
+  ASSERT_TRUE(st.update_message(a->id, "partial", "stopped", "", R"({"ttft_ms":3})").ok());
+  auto msgs = st.messages(c->id);
+  ASSERT_TRUE(msgs.ok());
+  ASSERT_EQ(msgs->size(), 2u);
+  EXPECT_EQ((*msgs)[0].content, "你好");
+  EXPECT_EQ((*msgs)[1].content, "partial");
+  EXPECT_EQ((*msgs)[1].status, "stopped");
+  EXPECT_EQ((*msgs)[1].meta_json, R"({"ttft_ms":3})");
+  auto got = st.get_conversation(c->id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->n_messages, 2);
+  EXPECT_EQ(got->system_prompt, "sys");
+  const std::string title = "new";
+  EXPECT_TRUE(st.update_conversation(c->id, &title, nullptr, nullptr).ok());
+  EXPECT_EQ(st.get_conversation(c->id)->title, "new");
+  EXPECT_EQ(st.get_conversation(c->id)->system_prompt, "sys");  // untouched
+  ASSERT_TRUE(st.truncate_from(c->id, a->id).ok());
+  EXPECT_EQ(st.messages(c->id)->size(), 1u);
+  auto doc = st.export_json(c->id);
+  ASSERT_TRUE(doc.ok());
+  auto j = nlohmann::json::parse(*doc);
+  EXPECT_EQ(j["params"]["temperature"], 0.5);
+  EXPECT_EQ(j["messages"][0]["content"], "你好");
+  EXPECT_TRUE(st.delete_conversation(c->id).ok());
+  EXPECT_EQ(st.get_conversation(c->id).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(st.messages(c->id)->size(), 0u);  // cascaded
+  EXPECT_EQ(st.add_message(c->id, "user", "x", "complete").status().code(),
+            ErrorCode::kNotFound);
+  EXPECT_EQ(st.delete_conversation(c->id).code(), ErrorCode::kNotFound);
+}
+
+TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
+  const std::string path = "/tmp/glm-store-" + std::to_string(::getpid()) + ".db";
+  ::unlink(path.c_str());
+  std::string id;
+  {
+    auto s = Store::open(path);
+    ASSERT_TRUE(s.ok());
+    id = (*s)->create_conversation("", "", "{}")->id;
+    (*s)->add_message(id, "user", "q", "complete");
+    (*s)->add_message(id, "assistant", "half an ans", "streaming");  // gateway "dies" here
+  }
+  auto s = Store::open(path);
+  ASSERT_TRUE(s.ok());
+  auto msgs = (*s)->messages(id);
+  ASSERT_EQ(msgs->size(), 2u);
+  EXPECT_EQ((*msgs)[1].status, "interrupted");
+  EXPECT_EQ((*msgs)[1].content, "half an ans");
+  auto list = (*s)->list_conversations(10);
+  ASSERT_EQ(list->size(), 1u);
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+}
+
+TEST(Store, UnwritablePathIsAClearError) {
+  auto s = Store::open("/nonexistent-dir/x/conv.db");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace glm::gateway
