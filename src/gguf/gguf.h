@@ -55,6 +55,8 @@ class Value {
   static Value f32_array(const std::vector<float>& v);
   static Value i32_array(const std::vector<int32_t>& v);
   // Array of scalars of one type given as Values (all must have type `elem`), or of arrays.
+  // Arrays of arrays are valid GGUF and read back here, but llama.cpp's reader (b10309)
+  // rejects them ("invalid GGUF type 9"): keep them out of files meant for llama.cpp.
   static Value array(ValueType elem, std::vector<Value> items);
 
   ValueType type() const { return type_; }
