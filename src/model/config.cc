@@ -90,8 +90,8 @@ StatusOr<Config> read_config(const gguf::File& file) {
                     " is not a multiple of attention.head_count_kv " +
                     std::to_string(c.n_head_kv));
   }
-  // chatglm: rotary on the first half of each head; llama: the whole head.
-  const int default_rot = c.arch == Arch::kChatGLM ? c.head_dim / 2 : c.head_dim;
+  // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama: all.
+  const int default_rot = c.arch == Arch::kLlama ? c.head_dim : c.head_dim / 2;
   GLM_RETURN_IF_ERROR(r.get_int("rope.dimension_count", &c.n_rot, false, default_rot));
   if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
     return bad_file(r.where("rope.dimension_count") + " = " + std::to_string(c.n_rot) +

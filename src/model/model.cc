@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include "model/chatglm1.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 
@@ -23,8 +24,7 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
       GLM_RETURN_IF_ERROR(load_llama_weights(*file, *config, &weights));
       break;
     case Arch::kChatGLM1:
-      return unsupported(file->path() + ": architecture chatglm1 (ChatGLM-6B) is not "
-                         "implemented yet in this version");
+      return load_chatglm1(std::move(file), std::move(*config), options);
   }
   return std::unique_ptr<Model>(
       std::make_unique<Transformer>(std::move(file), std::move(*config), std::move(weights),

@@ -25,6 +25,10 @@ struct SeqInput {
   const int32_t* blocks = nullptr;  // [n_blocks] block ids in the KvPool
   int n_blocks = 0;
   bool all_logits = false;          // false: logits of the last token only
+  // ChatGLM-6B (v1) only: length of the sequence's prompt (its bidirectional prefix, ending in
+  // [gMASK] <sop>); later tokens get 2D positions relative to it. 0 = the n_tokens of a step
+  // with n_past == 0. Other architectures ignore it.
+  int prefix_len = 0;
 };
 
 enum class OutputKind { kLogits, kHidden };

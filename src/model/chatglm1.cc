@@ -1,0 +1,284 @@
+#include "model/chatglm1.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "model/ops.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+
+namespace glm::model {
+namespace {
+
+// First and second rotary position of absolute index p in a sequence whose prompt has n tokens
+// (HF ChatGLM-6B: the prompt ends in [gMASK] <sop>; generated tokens keep the [gMASK] position
+// n - 2 and count up the block position from 1 at <sop>).
+int pos_of(int p, int n) { return std::min(p, n - 2); }
+int block_pos_of(int p, int n) { return std::max(p - (n - 2), 0); }
+
+class ChatGLM1 : public Model {
+ public:
+  ChatGLM1(std::shared_ptr<const gguf::File> file, Config config, Weights weights, float alpha,
+           const LoadOptions& options)
+      : file_(std::move(file)),
+        config_(std::move(config)),
+        weights_(std::move(weights)),
+        alpha_(alpha),
+        pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {}
+
+  const Config& config() const override { return config_; }
+  Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                 OutputKind kind) override;
+
+ private:
+  // Rotary tables of dimension head_dim / 2 for one position: [head_dim / 4] each.
+  void table(int pos, float* cs, float* sn) const;
+  // Attention of one sequence's rows (q_, rotated) over its cache into attn_.
+  void attend(const SeqInput& in, int prefix, int layer, const KvPool& kv, int first_row);
+  void matmul_bias(const kernels::WeightView& w, const float* b, const float* x, float* y, int n);
+
+  std::shared_ptr<const gguf::File> file_;
+  Config config_;
+  Weights weights_;
+  float alpha_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::vector<float> x_, cur_, qkv_, q_, k_, v_, attn_, proj_, up_, rows_, krow_, scores_;
+};
+
+void ChatGLM1::table(int pos, float* cs, float* sn) const {
+  const int dim = config_.head_dim / 2;  // each half of the head is rotated over its own dims
+  for (int i = 0; i < dim / 2; ++i) {
+    // HF keeps inv_freq in fp16.
+    const float inv = fp16_to_fp32(fp32_to_fp16(
+        static_cast<float>(1.0 / std::pow(static_cast<double>(config_.rope_base), 2.0 * i / dim))));
+    const float angle = static_cast<float>(pos) * inv;
+    cs[i] = std::cos(angle);
+    sn[i] = std::sin(angle);
+  }
+}
+
+void ChatGLM1::matmul_bias(const kernels::WeightView& w, const float* b, const float* x, float* y,
+                           int n) {
+  kernels::matmul(w, x, y, n, pool_.get());
+  if (b == nullptr) return;
+  for (int t = 0; t < n; ++t) ops::add(b, y + static_cast<size_t>(t) * w.n_rows, w.n_rows);
+}
+
+void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& kv,
+                      int first_row) {
+  const Config& c = config_;
+  const int d = c.n_embd, hd = c.head_dim, bt = kv.block_tokens();
+  const int n_ctx = in.n_past + in.n_tokens;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (scores_.size() < static_cast<size_t>(n_ctx)) scores_.resize(n_ctx);
+  krow_.resize(hd);
+  auto read = [&](const void* block, int slot, int head, float* dst) {
+    const size_t off = static_cast<size_t>(slot) * d + static_cast<size_t>(head) * hd;
+    if (kv.kv_type() == DType::kF32) {
+      std::memcpy(dst, static_cast<const float*>(block) + off, hd * sizeof(float));
+    } else {
+      const uint16_t* s = static_cast<const uint16_t*>(block) + off;
+      for (int i = 0; i < hd; ++i) dst[i] = fp16_to_fp32(s[i]);
+    }
+  };
+  for (int t = 0; t < in.n_tokens; ++t) {
+    const int i = in.n_past + t;  // absolute index of the query row
+    const float* q = q_.data() + static_cast<size_t>(first_row + t) * d;
+    float* o = attn_.data() + static_cast<size_t>(first_row + t) * d;
+    for (int h = 0; h < c.n_head; ++h) {
+      float m = -INFINITY;
+      for (int j = 0; j < n_ctx; ++j) {
+        // Prompt rows see the whole prompt but <sop> (j = prefix - 1) only from itself on;
+        // generated rows are causal.
+        const bool visible =
+            i < prefix ? (j < prefix && !(j == prefix - 1 && i < prefix - 1)) : j <= i;
+        if (!visible) {
+          scores_[j] = -INFINITY;
+          continue;
+        }
+        read(kv.k(layer, in.blocks[j / bt]), j % bt, h, krow_.data());
+        float s = 0;
+        for (int e = 0; e < hd; ++e) s += q[h * hd + e] * krow_[e];
+        scores_[j] = s * scale;
+        m = std::max(m, scores_[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < n_ctx; ++j) {
+        scores_[j] = scores_[j] == -INFINITY ? 0.0f : std::exp(scores_[j] - m);
+        sum += scores_[j];
+      }
+      float* oh = o + h * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int j = 0; j < n_ctx; ++j) {
+        if (scores_[j] == 0.0f) continue;
+        read(kv.v(layer, in.blocks[j / bt]), j % bt, h, krow_.data());
+        const float p = static_cast<float>(scores_[j] / sum);
+        for (int e = 0; e < hd; ++e) oh[e] += p * krow_[e];
+      }
+    }
+  }
+}
+
+Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                         OutputKind kind) {
+  const Config& c = config_;
+  GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  std::vector<int> prefixes;
+  int n = 0, n_out = 0;
+  for (const SeqInput& in : batch) {
+    const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
+    if (prefix < 2) {
+      return invalid_argument("chatglm1: each sequence needs its prompt length (prefix_len >= 2,"
+                              " the prompt ends in [gMASK] <sop>)");
+    }
+    if (in.n_past < prefix && (in.n_past != 0 || in.n_tokens < prefix)) {
+      return invalid_argument("chatglm1: the prompt is attended bidirectionally and must be "
+                              "prefilled in one step (no chunked prefill)");
+    }
+    prefixes.push_back(prefix);
+    n += in.n_tokens;
+    n_out += in.all_logits ? in.n_tokens : 1;
+  }
+  if (batch.empty()) return Status::Ok();
+  const int d = c.n_embd, hd = c.head_dim, ff = c.n_ff, quarter = hd / 4;
+  const size_t t = n;
+  for (auto* v : {&x_, &cur_, &q_, &k_, &v_, &attn_, &proj_}) v->resize(t * d);
+  qkv_.resize(t * 3 * d);
+  up_.resize(t * ff);
+  std::vector<float> cs(2 * t * quarter), sn(2 * t * quarter);  // [T, 2, hd / 4]
+
+  int r = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SeqInput& in = batch[s];
+    for (int i = 0; i < in.n_tokens; ++i, ++r) {
+      ops::get_row(weights_.token_embd.type, weights_.token_embd.data, in.tokens[i], d,
+                   x_.data() + static_cast<size_t>(r) * d);
+      const int p = in.n_past + i;
+      table(pos_of(p, prefixes[s]), &cs[(2 * r) * quarter], &sn[(2 * r) * quarter]);
+      table(block_pos_of(p, prefixes[s]), &cs[(2 * r + 1) * quarter], &sn[(2 * r + 1) * quarter]);
+    }
+  }
+  const int bt = kv->block_tokens();
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& lw = weights_.layers[l];
+    for (int i = 0; i < n; ++i) {
+      const size_t o = static_cast<size_t>(i) * d;
+      ops::layer_norm(x_.data() + o, lw.attn_norm, lw.attn_norm_b, c.norm_eps, cur_.data() + o, d);
+    }
+    matmul_bias(lw.qkv, lw.qkv_b, cur_.data(), qkv_.data(), n);  // [T, 3 n_embd]
+    for (int i = 0; i < n; ++i) {
+      const float* row = qkv_.data() + static_cast<size_t>(i) * 3 * d;
+      float* q = q_.data() + static_cast<size_t>(i) * d;
+      float* k = k_.data() + static_cast<size_t>(i) * d;
+      std::memcpy(q, row, d * sizeof(float));
+      std::memcpy(k, row + d, d * sizeof(float));
+      std::memcpy(v_.data() + static_cast<size_t>(i) * d, row + 2 * d, d * sizeof(float));
+      for (int h = 0; h < c.n_head; ++h) {
+        for (int half = 0; half < 2; ++half) {
+          const float* c0 = &cs[(2 * i + half) * quarter];
+          const float* s0 = &sn[(2 * i + half) * quarter];
+          const int off = h * hd + half * hd / 2;
+          ops::rope_neox(q + off, 1, hd / 2, hd / 2, c0, s0);
+          ops::rope_neox(k + off, 1, hd / 2, hd / 2, c0, s0);
+        }
+      }
+    }
+    int first = 0;
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const SeqInput& in = batch[s];
+      const size_t elem = kv->kv_type() == DType::kF32 ? 4 : 2;
+      for (int i = 0; i < in.n_tokens; ++i) {
+        const int p = in.n_past + i;
+        const size_t slot = static_cast<size_t>(p % bt) * d * elem;
+        const size_t row = static_cast<size_t>(first + i) * d;
+        ops::store_row(k_.data() + row, kv->kv_type(),
+                       static_cast<uint8_t*>(kv->k(l, in.blocks[p / bt])) + slot, d);
+        ops::store_row(v_.data() + row, kv->kv_type(),
+                       static_cast<uint8_t*>(kv->v(l, in.blocks[p / bt])) + slot, d);
+      }
+      attend(in, prefixes[s], l, *kv, first);
+      first += in.n_tokens;
+    }
+    matmul_bias(lw.wo, lw.wo_b, attn_.data(), proj_.data(), n);  // [T, n_embd]
+    // h = LN1(x) * alpha + attn
+    for (size_t i = 0; i < t * d; ++i) x_[i] = cur_[i] * alpha_ + proj_[i];
+    for (int i = 0; i < n; ++i) {
+      const size_t o = static_cast<size_t>(i) * d;
+      ops::layer_norm(x_.data() + o, lw.ffn_norm, lw.ffn_norm_b, c.norm_eps, cur_.data() + o, d);
+    }
+    matmul_bias(lw.ffn_up, lw.ffn_up_b, cur_.data(), up_.data(), n);  // [T, n_ff]
+    ops::gelu_tanh(up_.data(), n * ff);
+    matmul_bias(lw.ffn_down, lw.ffn_down_b, up_.data(), proj_.data(), n);  // [T, n_embd]
+    for (size_t i = 0; i < t * d; ++i) x_[i] = cur_[i] * alpha_ + proj_[i];
+  }
+
+  rows_.resize(static_cast<size_t>(n_out) * d);
+  int row = 0, first = 0;
+  for (const SeqInput& in : batch) {
+    for (int i = in.all_logits ? 0 : in.n_tokens - 1; i < in.n_tokens; ++i, ++row) {
+      ops::layer_norm(x_.data() + static_cast<size_t>(first + i) * d, weights_.output_norm,
+                      weights_.output_norm_b, c.norm_eps, rows_.data() + static_cast<size_t>(row) * d,
+                      d);
+    }
+    first += in.n_tokens;
+  }
+  if (kind == OutputKind::kHidden) {
+    out->insert(out->end(), rows_.begin(), rows_.end());
+    return Status::Ok();
+  }
+  const size_t old = out->size();
+  out->resize(old + static_cast<size_t>(n_out) * c.n_vocab);
+  kernels::matmul(weights_.output, rows_.data(), out->data() + old, n_out, pool_.get());
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File> file,
+                                               Config c, const LoadOptions& options) {
+  const gguf::File& f = *file;
+  if (c.n_head_kv != c.n_head || c.n_rot != c.head_dim / 2 || c.head_dim % 4 != 0) {
+    return bad_file(f.path() + ": chatglm1 needs head_count_kv = head_count, head size a "
+                    "multiple of 4 and rope.dimension_count = head size / 2");
+  }
+  StatusOr<double> alpha = f.get_float_or("chatglm1.residual_scale", std::sqrt(2.0 * 28));
+  if (!alpha.ok()) return bad_file(alpha.status().message());
+  Weights w;
+  WeightLoader l(f, &w);
+  const int d = c.n_embd;
+  GLM_RETURN_IF_ERROR(l.matrix("token_embd.weight", c.n_vocab, d, &w.token_embd));
+  GLM_RETURN_IF_ERROR(l.vector("output_norm.weight", d, &w.output_norm));
+  GLM_RETURN_IF_ERROR(l.vector("output_norm.bias", d, &w.output_norm_b));
+  if (c.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    GLM_RETURN_IF_ERROR(l.matrix("output.weight", c.n_vocab, d, &w.output));
+  }
+  w.layers.resize(c.n_layer);
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& lw = w.layers[i];
+    GLM_RETURN_IF_ERROR(l.vector(p + "attn_norm.weight", d, &lw.attn_norm));
+    GLM_RETURN_IF_ERROR(l.vector(p + "attn_norm.bias", d, &lw.attn_norm_b));
+    GLM_RETURN_IF_ERROR(l.matrix(p + "attn_qkv.weight", 3 * d, d, &lw.qkv));
+    GLM_RETURN_IF_ERROR(l.vector(p + "attn_qkv.bias", 3 * d, &lw.qkv_b));
+    GLM_RETURN_IF_ERROR(l.matrix(p + "attn_output.weight", d, d, &lw.wo));
+    GLM_RETURN_IF_ERROR(l.vector(p + "attn_output.bias", d, &lw.wo_b));
+    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_norm.weight", d, &lw.ffn_norm));
+    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_norm.bias", d, &lw.ffn_norm_b));
+    GLM_RETURN_IF_ERROR(l.matrix(p + "ffn_up.weight", c.n_ff, d, &lw.ffn_up));
+    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_up.bias", c.n_ff, &lw.ffn_up_b));
+    GLM_RETURN_IF_ERROR(l.matrix(p + "ffn_down.weight", d, c.n_ff, &lw.ffn_down));
+    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_down.bias", d, &lw.ffn_down_b));
+  }
+  return std::unique_ptr<Model>(std::make_unique<ChatGLM1>(
+      std::move(file), std::move(c), std::move(w), static_cast<float>(*alpha), options));
+}
+
+}  // namespace glm::model
