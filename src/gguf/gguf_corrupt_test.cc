@@ -4,6 +4,7 @@
 // recorded so that each count, length, type and offset can be corrupted in turn.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -304,6 +305,32 @@ TEST(GgufCorrupt, MetadataErrors) {
   Image huge_kv;
   huge_kv.header(3, 0, ~0ull);
   expect_rejected(huge_kv.bytes(), "huge metadata count", "metadata count");
+}
+
+TEST(GgufCorrupt, OutOfRangeFloatsConvertWithoutUndefinedBehaviour) {
+  // Found by the fuzzer under UBSan: a huge float read through as_uint()/ints().
+  Image im;
+  im.header(3, 0, 2);
+  im.str("big");
+  im.u32(6);
+  im.u32(0xfeffffff);  // -1.7e38f
+  im.str("arr");
+  im.u32(9);
+  im.u32(12);  // float64
+  im.u64(3);
+  for (uint64_t bits : {0x47efffffe0000000ull + (1ull << 52), 0x7ff8000000000000ull,
+                        0xc3e0000000000001ull}) {  // 2e38 > FLT_MAX, NaN, < INT64_MIN
+    im.u64(bits);
+  }
+  auto f = parse(im.bytes());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ((*f)->find("big")->as_uint(), 0u);
+  EXPECT_EQ((*f)->find("big")->as_int(), INT64_MIN);
+  const std::vector<int64_t> ints = (*f)->find("arr")->ints();
+  EXPECT_EQ(ints, (std::vector<int64_t>{INT64_MAX, 0, INT64_MIN}));
+  const std::vector<float> floats = (*f)->find("arr")->floats();
+  EXPECT_TRUE(std::isinf(floats[0]));
+  EXPECT_TRUE(std::isnan(floats[1]));
 }
 
 TEST(GgufCorrupt, VocabOnlyFileNeedsNoDataSection) {

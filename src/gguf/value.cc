@@ -1,5 +1,7 @@
 // gguf::Value: construction and typed access of GGUF metadata values.
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/check.h"
@@ -93,6 +95,20 @@ double bits_to_double(ValueType t, uint64_t bits) {
   }
   if (t == ValueType::kUint64) return static_cast<double>(bits);
   return static_cast<double>(bits_to_int(t, bits));
+}
+
+// Float -> integer conversions saturate (NaN gives 0): a plain cast of an out-of-range value
+// is undefined behaviour, and metadata comes from untrusted files.
+int64_t saturate_i64(double v) {
+  if (!(v == v)) return 0;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  if (v >= 9223372036854775808.0) return INT64_MAX;
+  return static_cast<int64_t>(v);
+}
+uint64_t saturate_u64(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 18446744073709551616.0) return UINT64_MAX;
+  return static_cast<uint64_t>(v);
 }
 
 template <typename T>
@@ -202,7 +218,7 @@ bool Value::is_number() const {
 int64_t Value::as_int() const {
   GLM_CHECK(is_number());
   if (type_ == ValueType::kFloat32 || type_ == ValueType::kFloat64) {
-    return static_cast<int64_t>(bits_to_double(type_, bits_));
+    return saturate_i64(bits_to_double(type_, bits_));
   }
   return bits_to_int(type_, bits_);
 }
@@ -210,7 +226,7 @@ int64_t Value::as_int() const {
 uint64_t Value::as_uint() const {
   GLM_CHECK(is_number());
   if (type_ == ValueType::kFloat32 || type_ == ValueType::kFloat64) {
-    return static_cast<uint64_t>(bits_to_double(type_, bits_));
+    return saturate_u64(bits_to_double(type_, bits_));
   }
   return signed_type(type_) ? static_cast<uint64_t>(bits_to_int(type_, bits_)) : bits_;
 }
@@ -247,7 +263,7 @@ std::vector<int64_t> Value::ints() const {
   for (size_t i = 0; i < count; ++i) {
     const uint64_t bits = read_le(raw_.data() + i * n, n);
     if (elem_type_ == ValueType::kFloat32 || elem_type_ == ValueType::kFloat64) {
-      out[i] = static_cast<int64_t>(bits_to_double(elem_type_, bits));
+      out[i] = saturate_i64(bits_to_double(elem_type_, bits));
     } else {
       out[i] = bits_to_int(elem_type_, bits);
     }
@@ -269,7 +285,11 @@ std::vector<float> Value::floats() const {
     return out;
   }
   for (size_t i = 0; i < count; ++i) {
-    out[i] = static_cast<float>(bits_to_double(elem_type_, read_le(raw_.data() + i * n, n)));
+    const double v = bits_to_double(elem_type_, read_le(raw_.data() + i * n, n));
+    constexpr double kMax = std::numeric_limits<float>::max();
+    out[i] = v > kMax    ? std::numeric_limits<float>::infinity()
+             : v < -kMax ? -std::numeric_limits<float>::infinity()
+                         : static_cast<float>(v);
   }
   return out;
 }
