@@ -74,7 +74,7 @@ class Value {
   ValueType array_type() const { return elem_type_; }
   size_t array_size() const;
   const std::vector<std::string>& strings() const { return strs_; }  // array of string
-  const std::vector<Value>& items() const { return items_; }        // array of array
+  const std::vector<Value>& items() const { return items_; }         // array of array
   // Numeric array converted to the requested element type (empty if not numeric).
   std::vector<int64_t> ints() const;
   std::vector<float> floats() const;
@@ -85,18 +85,18 @@ class Value {
   friend struct ValueAccess;
   ValueType type_ = ValueType::kUint8;
   ValueType elem_type_ = ValueType::kUint8;
-  uint64_t bits_ = 0;                // scalar payload (integer, float bits, bool)
-  std::string str_;                  // kString
-  std::vector<uint8_t> raw_;         // numeric array payload, little-endian as in the file
-  std::vector<std::string> strs_;    // string array
-  std::vector<Value> items_;         // array of arrays
+  uint64_t bits_ = 0;              // scalar payload (integer, float bits, bool)
+  std::string str_;                // kString
+  std::vector<uint8_t> raw_;       // numeric array payload, little-endian as in the file
+  std::vector<std::string> strs_;  // string array
+  std::vector<Value> items_;       // array of arrays
 };
 
 struct TensorInfo {
   std::string name;
   DType type = DType::kF32;
-  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
-  uint64_t offset = 0;         // from the start of the data section
+  std::vector<int64_t> shape;     // ggml order: shape[0] is the row length
+  uint64_t offset = 0;            // from the start of the data section
   const uint8_t* data = nullptr;  // into the mapping (null for files parsed without data)
   size_t n_bytes = 0;
   int64_t n_elements() const;
@@ -125,8 +125,8 @@ class File {
 
   // Typed getters: not_found if absent, bad_file on a wrong type, with the key in the message.
   StatusOr<std::string> get_string(const std::string& key) const;
-  StatusOr<int64_t> get_int(const std::string& key) const;    // any integer type
-  StatusOr<double> get_float(const std::string& key) const;   // any number
+  StatusOr<int64_t> get_int(const std::string& key) const;   // any integer type
+  StatusOr<double> get_float(const std::string& key) const;  // any number
   StatusOr<bool> get_bool(const std::string& key) const;
   // Same with a default when the key is absent (a wrong type is still an error).
   StatusOr<int64_t> get_int_or(const std::string& key, int64_t def) const;
@@ -160,7 +160,7 @@ class Writer {
   Writer& operator=(const Writer&) = delete;
 
   void set(const std::string& key, Value v);  // replaces an existing key
-  void set_alignment(size_t alignment);        // also writes general.alignment
+  void set_alignment(size_t alignment);       // also writes general.alignment
   // shape in ggml order (row length first); bytes follow from type and shape.
   void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape);
 

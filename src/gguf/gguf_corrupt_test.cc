@@ -157,8 +157,8 @@ TEST(GgufCorrupt, HugeOrBadValueInEveryField) {
     for (uint64_t v : bad) {
       std::vector<uint8_t> b = base.bytes();
       for (size_t i = 0; i < field.size; ++i) b[field.pos + i] = static_cast<uint8_t>(v >> (8 * i));
-      expect_rejected(b, field.what + " at byte " + std::to_string(field.pos) + " set to " +
-                             std::to_string(v));
+      expect_rejected(
+          b, field.what + " at byte " + std::to_string(field.pos) + " set to " + std::to_string(v));
     }
   }
 }
@@ -192,7 +192,7 @@ TEST(GgufCorrupt, WrongMagicAndVersions) {
   for (uint32_t version : {0u, 1u, 4u, 0x03000000u}) {
     b = base.bytes();
     for (int i = 0; i < 4; ++i) b[4 + i] = static_cast<uint8_t>(version >> (8 * i));
-    expect_rejected(b, "version " + std::to_string(version), "version" );
+    expect_rejected(b, "version " + std::to_string(version), "version");
   }
   b = base.bytes();
   b[4] = 2;  // v2 has the same layout as v3 and is accepted

@@ -1,4 +1,6 @@
 // GGUF reader/writer: round trips of every metadata and tensor type, and third-party files.
+#include "gguf/gguf.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 
-#include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
 
 namespace glm::gguf {
@@ -46,10 +47,10 @@ TEST(GgufRoundTrip, EveryMetadataType) {
   w.set("f64s", Value::array(ValueType::kFloat64, {Value::f64(0.125), Value::f64(-7)}));
   w.set("bools", Value::array(ValueType::kBool, {Value::boolean(true), Value::boolean(false)}));
   w.set("empty_i64s", Value::array(ValueType::kInt64, {}));
-  w.set("nested", Value::array(ValueType::kArray,
-                               {Value::i32_array({1, 2}), Value::string_array({"x", ""}),
-                                Value::array(ValueType::kArray, {Value::i32_array({})}),
-                                Value::array(ValueType::kUint8, {})}));
+  w.set("nested",
+        Value::array(ValueType::kArray, {Value::i32_array({1, 2}), Value::string_array({"x", ""}),
+                                         Value::array(ValueType::kArray, {Value::i32_array({})}),
+                                         Value::array(ValueType::kUint8, {})}));
   w.set("u8", Value::u8(251));  // replaces, does not duplicate
   const std::string path = temp_path("meta.gguf");
   ASSERT_TRUE(w.begin(path).ok());

@@ -18,9 +18,9 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr int kMaxDims = 4;              // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 16;       // nested arrays deeper than this are rejected
 // Smallest encodings, used to bound counts by the bytes that remain.
-constexpr size_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, 1-byte value
+constexpr size_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, 1-byte value
 constexpr size_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
-constexpr size_t kMinArrayBytes = 4 + 8;               // element type, count
+constexpr size_t kMinArrayBytes = 4 + 8;                   // element type, count
 
 std::string printable_magic(const uint8_t* p) {
   std::string s;
@@ -319,9 +319,8 @@ Status Parser::run(File* f) {
     ti.data = data_ + data_start + ti.offset;
     order[i] = i;
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return f->tensors_[a].offset < f->tensors_[b].offset;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return f->tensors_[a].offset < f->tensors_[b].offset; });
   for (size_t k = 1; k < order.size(); ++k) {
     const TensorInfo& prev = f->tensors_[order[k - 1]];
     const TensorInfo& cur = f->tensors_[order[k]];

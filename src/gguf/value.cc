@@ -12,19 +12,32 @@ namespace glm::gguf {
 
 const char* value_type_name(ValueType t) {
   switch (t) {
-    case ValueType::kUint8: return "uint8";
-    case ValueType::kInt8: return "int8";
-    case ValueType::kUint16: return "uint16";
-    case ValueType::kInt16: return "int16";
-    case ValueType::kUint32: return "uint32";
-    case ValueType::kInt32: return "int32";
-    case ValueType::kFloat32: return "float32";
-    case ValueType::kBool: return "bool";
-    case ValueType::kString: return "string";
-    case ValueType::kArray: return "array";
-    case ValueType::kUint64: return "uint64";
-    case ValueType::kInt64: return "int64";
-    case ValueType::kFloat64: return "float64";
+    case ValueType::kUint8:
+      return "uint8";
+    case ValueType::kInt8:
+      return "int8";
+    case ValueType::kUint16:
+      return "uint16";
+    case ValueType::kInt16:
+      return "int16";
+    case ValueType::kUint32:
+      return "uint32";
+    case ValueType::kInt32:
+      return "int32";
+    case ValueType::kFloat32:
+      return "float32";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kArray:
+      return "array";
+    case ValueType::kUint64:
+      return "uint64";
+    case ValueType::kInt64:
+      return "int64";
+    case ValueType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -33,17 +46,22 @@ size_t scalar_size(ValueType t) {
   switch (t) {
     case ValueType::kUint8:
     case ValueType::kInt8:
-    case ValueType::kBool: return 1;
+    case ValueType::kBool:
+      return 1;
     case ValueType::kUint16:
-    case ValueType::kInt16: return 2;
+    case ValueType::kInt16:
+      return 2;
     case ValueType::kUint32:
     case ValueType::kInt32:
-    case ValueType::kFloat32: return 4;
+    case ValueType::kFloat32:
+      return 4;
     case ValueType::kUint64:
     case ValueType::kInt64:
-    case ValueType::kFloat64: return 8;
+    case ValueType::kFloat64:
+      return 8;
     case ValueType::kString:
-    case ValueType::kArray: return 0;
+    case ValueType::kArray:
+      return 0;
   }
   return 0;
 }
@@ -61,8 +79,10 @@ bool integer_type(ValueType t) {
     case ValueType::kUint32:
     case ValueType::kInt32:
     case ValueType::kUint64:
-    case ValueType::kInt64: return true;
-    default: return false;
+    case ValueType::kInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -74,10 +94,14 @@ bool signed_type(ValueType t) {
 // Sign-extends the low `size` bytes of `bits` when the type is signed.
 int64_t bits_to_int(ValueType t, uint64_t bits) {
   switch (t) {
-    case ValueType::kInt8: return static_cast<int8_t>(bits);
-    case ValueType::kInt16: return static_cast<int16_t>(bits);
-    case ValueType::kInt32: return static_cast<int32_t>(bits);
-    default: return static_cast<int64_t>(bits);
+    case ValueType::kInt8:
+      return static_cast<int8_t>(bits);
+    case ValueType::kInt16:
+      return static_cast<int16_t>(bits);
+    case ValueType::kInt32:
+      return static_cast<int32_t>(bits);
+    default:
+      return static_cast<int64_t>(bits);
   }
 }
 

@@ -29,9 +29,15 @@ class WriterAccess {
  public:
   static void put_value(std::vector<uint8_t>* out, const Value& v) {
     switch (v.type()) {
-      case ValueType::kString: put_string(out, v.as_string()); return;
-      case ValueType::kArray: put_array(out, v); return;
-      default: append_le(out, ValueAccess::bits(v), scalar_size(v.type())); return;
+      case ValueType::kString:
+        put_string(out, v.as_string());
+        return;
+      case ValueType::kArray:
+        put_array(out, v);
+        return;
+      default:
+        append_le(out, ValueAccess::bits(v), scalar_size(v.type()));
+        return;
     }
   }
   static void put_array(std::vector<uint8_t>* out, const Value& v) {
@@ -200,8 +206,8 @@ Status Writer::finish() {
   if (cur_tensor_ < infos_.size()) {
     const TensorInfo& ti = infos_[cur_tensor_];
     return invalid_argument("GGUF writer: tensor " + ti.name + " has " +
-                            std::to_string(cur_written_) + " of its " +
-                            std::to_string(ti.n_bytes) + " bytes written");
+                            std::to_string(cur_written_) + " of its " + std::to_string(ti.n_bytes) +
+                            " bytes written");
   }
   const bool flushed = std::fflush(out_) == 0;
   const bool closed = std::fclose(out_) == 0;

@@ -55,7 +55,8 @@ void quantize_sym(const float* x, int bits, uint16_t* d_out, uint8_t* q) {
   *d_out = fp32_to_fp16(d);
   const int qmax = (1 << bits) - 1;
   for (int j = 0; j < kQK; ++j) {
-    q[j] = static_cast<uint8_t>(trunc_clamp(x[j] * id + (static_cast<float>(offset) + 0.5f), 0, qmax));
+    q[j] =
+        static_cast<uint8_t>(trunc_clamp(x[j] * id + (static_cast<float>(offset) + 0.5f), 0, qmax));
   }
 }
 
@@ -148,7 +149,8 @@ void quantize_legacy(DType t, const float* x, void* y, int64_t nb) {
         store_block(y, i, b);
         break;
       }
-      default: GLM_CHECK(false);
+      default:
+        GLM_CHECK(false);
     }
   }
 }
@@ -192,7 +194,8 @@ void dequantize_block_legacy(DType t, const void* x, int64_t i, float* y) {
       for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(b.qs[j]) * d;
       return;
     }
-    default: GLM_CHECK(false);
+    default:
+      GLM_CHECK(false);
   }
 }
 
@@ -209,8 +212,10 @@ bool can_quantize(DType t) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
-    case DType::kQ8_K: return true;
-    default: return false;
+    case DType::kQ8_K:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -221,7 +226,9 @@ void quantize_row_ref(DType t, const float* x, void* y, int64_t n) {
   const int64_t bs = dtype_info(t).block_size;
   GLM_CHECK(n % bs == 0);
   switch (t) {
-    case DType::kF32: std::memcpy(y, x, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(y, x, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16:
     case DType::kBF16: {
       uint8_t* out = static_cast<uint8_t*>(y);
@@ -234,8 +241,12 @@ void quantize_row_ref(DType t, const float* x, void* y, int64_t n) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
-    case DType::kQ8_K: quantize_row_k(t, x, y, n / bs); return;
-    default: quantize_legacy(t, x, y, n / bs); return;
+    case DType::kQ8_K:
+      quantize_row_k(t, x, y, n / bs);
+      return;
+    default:
+      quantize_legacy(t, x, y, n / bs);
+      return;
   }
 }
 
@@ -245,7 +256,9 @@ void dequantize_row_ref(DType t, const void* x, float* y, int64_t n) {
   GLM_CHECK(n % bs == 0);
   const uint8_t* in = static_cast<const uint8_t*>(x);
   switch (t) {
-    case DType::kF32: std::memcpy(y, x, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(y, x, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16:
     case DType::kBF16:
       for (int64_t j = 0; j < n; ++j) {

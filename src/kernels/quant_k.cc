@@ -184,9 +184,8 @@ void quantize_super_asym(const float* x, int nmax, uint16_t* d_out, uint16_t* dm
     const float step = d * static_cast<float>(sc[j]);
     const float lo = dmin * static_cast<float>(m[j]);
     for (int i = 0; i < 32; ++i) {
-      L[32 * j + i] = step > 0.0f
-                          ? static_cast<uint8_t>(round_clamp((x[32 * j + i] + lo) / step, 0, nmax))
-                          : 0;
+      L[32 * j + i] =
+          step > 0.0f ? static_cast<uint8_t>(round_clamp((x[32 * j + i] + lo) / step, 0, nmax)) : 0;
     }
   }
 }
@@ -334,11 +333,20 @@ void quantize_blocks(const float* x, void* y, int64_t nb, Fn fn) {
 
 void quantize_row_k(DType t, const float* x, void* y, int64_t nb) {
   switch (t) {
-    case DType::kQ4_K: quantize_blocks<BlockQ4_K>(x, y, nb, quantize_q4_k); return;
-    case DType::kQ5_K: quantize_blocks<BlockQ5_K>(x, y, nb, quantize_q5_k); return;
-    case DType::kQ6_K: quantize_blocks<BlockQ6_K>(x, y, nb, quantize_q6_k); return;
-    case DType::kQ8_K: quantize_blocks<BlockQ8_K>(x, y, nb, quantize_q8_k); return;
-    default: GLM_CHECK(false);
+    case DType::kQ4_K:
+      quantize_blocks<BlockQ4_K>(x, y, nb, quantize_q4_k);
+      return;
+    case DType::kQ5_K:
+      quantize_blocks<BlockQ5_K>(x, y, nb, quantize_q5_k);
+      return;
+    case DType::kQ6_K:
+      quantize_blocks<BlockQ6_K>(x, y, nb, quantize_q6_k);
+      return;
+    case DType::kQ8_K:
+      quantize_blocks<BlockQ8_K>(x, y, nb, quantize_q8_k);
+      return;
+    default:
+      GLM_CHECK(false);
   }
 }
 
@@ -354,13 +362,16 @@ void dequantize_block_k(DType t, const void* x, int64_t i, float* y) {
       dequantize_q45_k(b.scales, fp16_to_fp32(b.d), fp16_to_fp32(b.dmin), b.qs, b.qh, y);
       return;
     }
-    case DType::kQ6_K: dequantize_q6_k(load<BlockQ6_K>(x, i), y); return;
+    case DType::kQ6_K:
+      dequantize_q6_k(load<BlockQ6_K>(x, i), y);
+      return;
     case DType::kQ8_K: {
       const auto b = load<BlockQ8_K>(x, i);
       for (int j = 0; j < kQK_K; ++j) y[j] = b.d * static_cast<float>(b.qs[j]);
       return;
     }
-    default: GLM_CHECK(false);
+    default:
+      GLM_CHECK(false);
   }
 }
 

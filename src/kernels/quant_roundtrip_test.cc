@@ -106,7 +106,8 @@ void check_legacy_block(DType t, const float* x, const std::vector<uint8_t>& q, 
         bound = d / 2 + qmax * fp16_error(d) + fp16_error(lo);
         break;
       }
-      default: FAIL();
+      default:
+        FAIL();
     }
     ASSERT_LE(std::fabs(y[j] - x[j]), bound * 1.0001f + 1e-30f)
         << what << " element " << j << " x=" << x[j] << " y=" << y[j] << " d=" << d_stored;
@@ -248,7 +249,7 @@ TEST(QuantRoundTrip, RmsErrorOnNormalData) {
     DType t;
     double bound;
   };
-  const Row rows[] = {{DType::kBF16, 0.0025}, {DType::kF16, 0.0003}, {DType::kQ8_0, 0.0060},
+  const Row rows[] = {{DType::kBF16, 0.0025}, {DType::kF16, 0.0003},  {DType::kQ8_0, 0.0060},
                       {DType::kQ8_K, 0.0080}, {DType::kQ6_K, 0.0190}, {DType::kQ5_K, 0.0380},
                       {DType::kQ5_1, 0.0400}, {DType::kQ5_0, 0.0460}, {DType::kQ4_K, 0.0750},
                       {DType::kQ4_1, 0.0830}, {DType::kQ4_0, 0.0920}};

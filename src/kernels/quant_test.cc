@@ -17,8 +17,8 @@ namespace glm::kernels {
 namespace {
 
 std::vector<float> decode(DType t, const std::vector<uint8_t>& bytes) {
-  const int64_t n = static_cast<int64_t>(bytes.size() / dtype_info(t).type_size) *
-                    dtype_info(t).block_size;
+  const int64_t n =
+      static_cast<int64_t>(bytes.size() / dtype_info(t).type_size) * dtype_info(t).block_size;
   std::vector<float> y(n);
   dequantize_row_ref(t, bytes.data(), y.data(), n);
   return y;
@@ -87,7 +87,7 @@ TEST(QuantSpec, Q4_1) {
 
 TEST(QuantSpec, Q5_0) {
   std::vector<uint8_t> b(22);
-  put16(&b, 0, 0x4000);  // d = 2
+  put16(&b, 0, 0x4000);                            // d = 2
   const uint8_t qh[4] = {0x0f, 0xf0, 0x00, 0x81};  // bits 0-3, 12-15, 24, 31 set
   std::memcpy(&b[2], qh, 4);
   for (int j = 0; j < 16; ++j) b[6 + j] = static_cast<uint8_t>(j | (((j * 3) & 15) << 4));
@@ -107,8 +107,8 @@ TEST(QuantSpec, Q5_0) {
 
 TEST(QuantSpec, Q5_1) {
   std::vector<uint8_t> b(24);
-  put16(&b, 0, 0x3400);  // d = 0.25
-  put16(&b, 2, 0x4200);  // m = 3
+  put16(&b, 0, 0x3400);                            // d = 0.25
+  put16(&b, 2, 0x4200);                            // m = 3
   const uint8_t qh[4] = {0x00, 0x00, 0xff, 0x00};  // bits 16..23: elements 16..23 get +16
   std::memcpy(&b[4], qh, 4);
   for (int j = 0; j < 16; ++j) b[8 + j] = static_cast<uint8_t>(15 - j);  // high nibbles 0
@@ -165,7 +165,7 @@ TEST(QuantSpec, Q4_K) {
       EXPECT_EQ(y[32 * s + l], 1.0f * kSc[s] * code - 0.5f * kMin[s]) << s << " " << l;
     }
   }
-  EXPECT_EQ(y[0], -2.5f);    // sc 1, code 0, min 5
+  EXPECT_EQ(y[0], -2.5f);     // sc 1, code 0, min 5
   EXPECT_EQ(y[255], 410.0f);  // sub-block 7: byte 127 high nibble 7: 63 * 7 - 0.5 * 62
 }
 
@@ -189,7 +189,7 @@ TEST(QuantSpec, Q5_K) {
 
 TEST(QuantSpec, Q6_K) {
   std::vector<uint8_t> b(210);
-  for (int i = 0; i < 128; ++i) b[i] = static_cast<uint8_t>(i);                 // ql
+  for (int i = 0; i < 128; ++i) b[i] = static_cast<uint8_t>(i);                   // ql
   for (int i = 0; i < 64; ++i) b[128 + i] = static_cast<uint8_t>((i * 7) & 255);  // qh
   for (int k = 0; k < 16; ++k) b[192 + k] = static_cast<uint8_t>(static_cast<int8_t>(k - 8));
   put16(&b, 208, 0x3800);  // d = 0.5
@@ -240,9 +240,9 @@ TEST(QuantSpec, Q8_K) {
 }
 
 TEST(QuantSpec, SupportedTypes) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
-                  DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
-                  DType::kQ6_K, DType::kQ8_K}) {
+  for (DType t :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+        DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K}) {
     EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
   }
