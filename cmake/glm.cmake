@@ -19,6 +19,10 @@ if(GLM_SANITIZE STREQUAL "address")
 elseif(GLM_SANITIZE STREQUAL "thread")
   set(GLM_SAN_FLAGS -fsanitize=thread)
 endif()
+if(GLM_FUZZ)
+  # Instrument every library for coverage, so the fuzzers see the code they test.
+  list(APPEND GLM_SAN_FLAGS -fsanitize=fuzzer-no-link,address,undefined)
+endif()
 add_compile_options(${GLM_WARNINGS} ${GLM_SAN_FLAGS})
 add_link_options(${GLM_SAN_FLAGS})
 
