@@ -1,13 +1,287 @@
-// avx2 matmul variant (internal.h). Returns false for types it does not handle yet.
+// AVX2 matmul variant (internal.h), for CPUs without AVX-512:
+//   - F32 / F16 (vcvtph2ps) / BF16 weights: f32 FMA in R x T register tiles (16 ymm registers:
+//     2 x 4 for prefill, 4 x 1 for decode).
+//   - Q8_0 / Q4_0 weights: activations quantized per 32 values (internal.h: quantize_act_ref),
+//     int8 products by the sign trick: vpmaddubsw(|w|, sign(x, w)) -> int16 pairs (|w| <= 128,
+//     |x| <= 127: no saturation), vpmaddwd with ones -> int32, then y += cvt * d_w * d_x.
+// Other types return false (the generic path runs them).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
 #include "kernels/internal.h"
+#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
+namespace {
 
-bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                   ThreadPool* pool) {
-  return false;
+inline float hsum8(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
 }
 
-int act_block_avx2(DType t) { return -1; }
+// ---- float weights ----------------------------------------------------------------------------
+
+struct FloatCtx {
+  const uint8_t* w;
+  size_t row_bytes;
+  const float* x;
+  float* y;
+  int64_t n_rows, n_cols;
+};
+
+template <DType kType>
+inline __m256 load_w8(const uint8_t* row, int64_t k) {
+  if constexpr (kType == DType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
+    if constexpr (kType == DType::kF16) {
+      return _mm256_cvtph_ps(h);
+    } else {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+}
+
+template <DType kType>
+inline float w_scalar(const uint8_t* row, int64_t k) {
+  if constexpr (kType == DType::kF32) {
+    return reinterpret_cast<const float*>(row)[k];
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    if constexpr (kType == DType::kF16) {
+      return _cvtsh_ss(h);
+    } else {
+      const uint32_t u = static_cast<uint32_t>(h) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    }
+  }
+}
+
+template <DType kType>
+struct FloatKern {
+  using Ctx = FloatCtx;
+  template <int R, int T>
+  static void tile(const Ctx& c, int64_t r0, int64_t t0) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
+    const float* xs = c.x + t0 * c.n_cols;
+    const int64_t n8 = c.n_cols / 8 * 8;
+    for (int64_t k = 0; k < n8; k += 8) {
+      __m256 w[R];
+      for (int r = 0; r < R; ++r) w[r] = load_w8<kType>(rows[r], k);
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = _mm256_loadu_ps(xs + t * c.n_cols + k);
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(w[r], xv, acc[r][t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        float s = hsum8(acc[r][t]);
+        for (int64_t k = n8; k < c.n_cols; ++k) s += w_scalar<kType>(rows[r], k) * xs[t * c.n_cols + k];
+        c.y[(t0 + t) * c.n_rows + r0 + r] = s;
+      }
+    }
+  }
+};
+
+template <DType kType>
+void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                  ThreadPool* pool) {
+  const FloatCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y,
+                   w.n_rows, w.n_cols};
+  if (n_tokens == 1) {
+    run_matmul<FloatKern<kType>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  } else {
+    run_matmul<FloatKern<kType>, 2, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  }
+}
+
+// ---- Q8_0 / Q4_0 ------------------------------------------------------------------------------
+
+struct ActBlock {
+  int8_t q[32];
+  float d;
+};
+
+struct QCtx {
+  const uint8_t* w;
+  size_t row_bytes;
+  const ActBlock* act;  // [n_tokens, n_blocks]
+  int64_t n_blocks;
+  float* y;
+  int64_t n_rows;
+};
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+struct Q8_0 {
+  static constexpr int kBlockBytes = 34;
+  static __m256i load(const uint8_t* b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  }
+};
+
+struct Q4_0 {
+  static constexpr int kBlockBytes = 18;
+  static __m256i load(const uint8_t* b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(v, m);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+};
+
+template <class Fmt>
+struct QKern {
+  using Ctx = QCtx;
+  template <int R, int T>
+  static void tile(const Ctx& c, int64_t r0, int64_t t0) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < c.n_blocks; ++b) {
+      __m256i wa[R];
+      __m256i ws[R];
+      __m256 wd[R];
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = rows[r] + b * Fmt::kBlockBytes;
+        ws[r] = Fmt::load(blk);
+        wa[r] = _mm256_sign_epi8(ws[r], ws[r]);
+        wd[r] = _mm256_set1_ps(half_at(blk));
+      }
+      for (int t = 0; t < T; ++t) {
+        const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
+        const __m256 dx = _mm256_set1_ps(a.d);
+        for (int r = 0; r < R; ++r) {
+          const __m256i p16 = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(x, ws[r]));
+          const __m256i p32 = _mm256_madd_epi16(p16, ones);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], dx), acc[r][t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum8(acc[r][t]);
+    }
+  }
+};
+
+void quantize_token(const float* x, int64_t n_blocks, ActBlock* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float mx = _mm_cvtss_f32(m);
+    out[b].d = mx / 127.0f;
+    const __m256 id = _mm256_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+    // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix the order after).
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i p = _mm256_packs_epi16(p01, p23);
+    const __m256i fixed = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), fixed);
+  }
+}
+
+template <class Fmt>
+void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+  const int64_t n_blocks = w.n_cols / 32;
+  thread_local std::vector<ActBlock> buf;
+  if (buf.size() < static_cast<size_t>(n_blocks * n_tokens)) buf.resize(n_blocks * n_tokens);
+  struct QuantCtx {
+    const float* x;
+    int64_t n_cols, n_blocks;
+    ActBlock* act;
+  } qc{x, w.n_cols, n_blocks, buf.data()};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      quantize_token(q->x + t * q->n_cols, q->n_blocks, q->act + t * q->n_blocks);
+    }
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  const QCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), buf.data(),
+               n_blocks, y, w.n_rows};
+  if (n_tokens == 1) {
+    run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  } else {
+    run_matmul<QKern<Fmt>, 2, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  }
+}
+
+}  // namespace
+
+int act_block_avx2(DType t) {
+  switch (t) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return 0;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return 32;
+    default:
+      return -1;
+  }
+}
+
+bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                 ThreadPool* pool) {
+  switch (w.type) {
+    case DType::kF32:
+      float_matmul<DType::kF32>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kF16:
+      float_matmul<DType::kF16>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kBF16:
+      float_matmul<DType::kBF16>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ8_0:
+      q_matmul<Q8_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ4_0:
+      q_matmul<Q4_0>(w, x, y, n_tokens, pool);
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace glm::kernels::internal

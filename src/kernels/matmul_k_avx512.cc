@@ -1,14 +1,249 @@
-// AVX-512 VNNI integer path for the k-quants (Q4_K, Q6_K): not yet specialized; the generic
-// path handles them.
+// AVX-512 VNNI integer path for the k-quants Q4_K and Q6_K (256-value super-blocks).
+//
+// Activations are quantized per 256 values (internal.h: quantize_act_ref with block 256) into
+// ActK: int8 values in natural order, the sums of each 16 and each 32 of them, and d_x.
+// Weights unpack to unsigned bytes in natural order, 64 per zmm (Q4_K: low nibbles of 32 bytes
+// then their high nibbles; Q6_K: 4 low bits from ql, 2 high bits from qh). Products go through
+// vpmaddubsw (u8 x s8 -> pairs in int16, no saturation for these ranges) and vpdpwssd with the
+// sub-block scales spread over the int16 lanes, so a whole super-block accumulates in int32:
+//   Q4_K: y += d_x * (d * sum_j sc_j q_j.x_j  -  dmin * sum_j m_j bsum32_j)
+//   Q6_K: y += d_x * d * (sum_g sc_g q_g.x_g  -  32 * sum_g sc_g bsum16_g)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/internal.h"
 #include "kernels/matmul_avx512.h"
+#include "kernels/quant.h"
+#include "kernels/simd_avx512.h"
+#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
+namespace {
 
-int act_block_k_avx512(DType t) { return -1; }
+struct alignas(64) ActK {
+  int8_t q[256];
+  int16_t bsum16[16];
+  int16_t bsum32[8];
+  float d;
+};
+
+struct KCtx {
+  const uint8_t* w;
+  size_t row_bytes;
+  const ActK* act;  // [n_tokens, n_sb]
+  int64_t n_sb;     // super-blocks per row
+  float* y;
+  int64_t n_rows;
+};
+
+inline __m512 zext_ps(__m128 v) { return _mm512_zextps128_ps512(v); }
+
+struct Q4KKern {
+  using Ctx = KCtx;
+  template <int R, int T>
+  static void tile(const Ctx& c, int64_t r0, int64_t t0) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    }
+    alignas(64) int16_t scv[R][4][32];
+    for (int64_t sb = 0; sb < c.n_sb; ++sb) {
+      const BlockQ4_K* blk[R];
+      __m128i mins[R];
+      __m512 dw[R], dmin[R];
+      for (int r = 0; r < R; ++r) {
+        blk[r] = reinterpret_cast<const BlockQ4_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
+        alignas(16) int16_t m16[8];
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          unpack_scale_min_k4(j, blk[r]->scales, &sc, &m);
+          m16[j] = static_cast<int16_t>(m);
+          for (int l = 0; l < 16; ++l) scv[r][j / 2][(j % 2) * 16 + l] = static_cast<int16_t>(sc);
+        }
+        mins[r] = _mm_load_si128(reinterpret_cast<const __m128i*>(m16));
+        dw[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->d));
+        dmin[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->dmin));
+      }
+      __m512i isum[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm512_setzero_si512();
+      }
+      const __m256i mask = _mm256_set1_epi8(0x0F);
+      for (int j = 0; j < 4; ++j) {
+        __m512i w[R];
+        for (int r = 0; r < R; ++r) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qs + 32 * j));
+          const __m256i lo = _mm256_and_si256(v, mask);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+          w[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m512i x = _mm512_load_si512(c.act[(t0 + t) * c.n_sb + sb].q + 64 * j);
+          for (int r = 0; r < R; ++r) {
+            isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(w[r], x),
+                                             _mm512_load_si512(scv[r][j]));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const ActK& a = c.act[(t0 + t) * c.n_sb + sb];
+        const __m128i bs = _mm_load_si128(reinterpret_cast<const __m128i*>(a.bsum32));
+        const __m512 dx = _mm512_set1_ps(a.d);
+        for (int r = 0; r < R; ++r) {
+          const __m128 ms = _mm_cvtepi32_ps(_mm_madd_epi16(mins[r], bs));
+          const __m512 f = _mm512_fnmadd_ps(zext_ps(ms), dmin[r],
+                                            _mm512_mul_ps(_mm512_cvtepi32_ps(isum[r][t]), dw[r]));
+          acc[r][t] = _mm512_fmadd_ps(f, dx, acc[r][t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum(acc[r][t]);
+    }
+  }
+};
+
+struct Q6KKern {
+  using Ctx = KCtx;
+  template <int R, int T>
+  static void tile(const Ctx& c, int64_t r0, int64_t t0) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    }
+    alignas(64) int16_t scv[R][4][32];
+    for (int64_t sb = 0; sb < c.n_sb; ++sb) {
+      const BlockQ6_K* blk[R];
+      __m256i sc16[R];
+      __m512 dw[R];
+      for (int r = 0; r < R; ++r) {
+        blk[r] = reinterpret_cast<const BlockQ6_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
+        sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
+        alignas(32) int16_t s[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s), sc16[r]);
+        // Chunk k (64 values) covers scales 4k .. 4k + 3, one per 16 values = 8 int16 lanes.
+        for (int k = 0; k < 4; ++k) {
+          for (int l = 0; l < 32; ++l) scv[r][k][l] = s[4 * k + l / 8];
+        }
+        dw[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->d));
+      }
+      __m512i isum[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm512_setzero_si512();
+      }
+      const __m512i m4 = _mm512_set1_epi8(0x0F);
+      const __m512i m2 = _mm512_set1_epi8(0x03);
+      for (int h = 0; h < 2; ++h) {
+        __m512i w0[R], w1[R];
+        for (int r = 0; r < R; ++r) {
+          const __m512i ql = _mm512_loadu_si512(blk[r]->ql + 64 * h);
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh + 32 * h));
+          const __m512i qh01 =
+              _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+          const __m512i qh23 = _mm512_srli_epi16(qh01, 4);
+          w0[r] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                  _mm512_slli_epi16(_mm512_and_si512(qh01, m2), 4));
+          w1[r] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                  _mm512_slli_epi16(_mm512_and_si512(qh23, m2), 4));
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = c.act[(t0 + t) * c.n_sb + sb].q + 128 * h;
+          const __m512i x0 = _mm512_load_si512(xq);
+          const __m512i x1 = _mm512_load_si512(xq + 64);
+          for (int r = 0; r < R; ++r) {
+            isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(w0[r], x0),
+                                             _mm512_load_si512(scv[r][2 * h]));
+            isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(w1[r], x1),
+                                             _mm512_load_si512(scv[r][2 * h + 1]));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const ActK& a = c.act[(t0 + t) * c.n_sb + sb];
+        const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bsum16));
+        const __m512 dx = _mm512_set1_ps(a.d);
+        for (int r = 0; r < R; ++r) {
+          const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16[r], bs), 5);
+          const __m512i s2 = _mm512_sub_epi32(isum[r][t], _mm512_zextsi256_si512(off));
+          acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s2), dw[r]), dx, acc[r][t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum(acc[r][t]);
+    }
+  }
+};
+
+void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const float* xs = x + sb * 256;
+    ActK& a = out[sb];
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+    const float m = hmax(amax);
+    a.d = m / 127.0f;
+    const __m512 id = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+    for (int i = 0; i < 256; i += 16) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + i), id));
+      _mm_store_si128(reinterpret_cast<__m128i*>(a.q + i), _mm512_cvtepi32_epi8(q));
+      a.bsum16[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    for (int j = 0; j < 8; ++j) a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
+  }
+}
+
+template <class Kern>
+void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+  const int64_t n_sb = w.n_cols / 256;
+  thread_local std::vector<ActK> buf;
+  if (buf.size() < static_cast<size_t>(n_sb * n_tokens)) buf.resize(n_sb * n_tokens);
+  struct QuantCtx {
+    const float* x;
+    int64_t n_cols, n_sb;
+    ActK* act;
+  } qc{x, w.n_cols, n_sb, buf.data()};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  const KCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), buf.data(), n_sb,
+               y, w.n_rows};
+  if (n_tokens == 1) {
+    run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  } else {
+    run_matmul<Kern, 4, 2>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+  }
+}
+
+}  // namespace
+
+int act_block_k_avx512(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ6_K ? 256 : -1;
+}
 
 bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {
-  return false;
+  switch (w.type) {
+    case DType::kQ4_K:
+      k_matmul<Q4KKern>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ6_K:
+      k_matmul<Q6KKern>(w, x, y, n_tokens, pool);
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace glm::kernels::internal

@@ -1,0 +1,108 @@
+// Google Benchmark of the kernels on the ChatGLM3-6B shapes:
+//   kernels_bench --benchmark_filter=Matmul/q4_0
+// Reports weight GB/s (decode is memory-bound: compare with the machine's read bandwidth,
+// shown by BM_ReadBandwidth) and tokens/s-equivalent GFLOP/s for prefill.
+// Threads: GLMSERVE_BENCH_THREADS (default physical cores). Kernel variant: GLMSERVE_ISA.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/attention.h"
+#include "kernels/bandwidth.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+
+namespace glm::kernels {
+namespace {
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* e = std::getenv("GLMSERVE_BENCH_THREADS");
+    return e != nullptr ? std::atoi(e) : 0;
+  }());
+  return p;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+// qkv, attention output, ffn up (gate + up), ffn down of ChatGLM3-6B.
+constexpr Shape kShapes[] = {{4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}};
+constexpr DType kTypes[] = {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                            DType::kQ4_K, DType::kQ6_K};
+
+void BM_Matmul(benchmark::State& state) {
+  const DType type = kTypes[state.range(0)];
+  const Shape shape = kShapes[state.range(1)];
+  const int64_t n_tokens = state.range(2);
+  // Random rows, quantized once and repeated (quantizing 100M values takes too long).
+  const int64_t n_src = 64;
+  std::vector<float> src(n_src * shape.cols);
+  uint32_t s = 1;
+  for (float& f : src) f = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+  const size_t rb = row_bytes(type, shape.cols);
+  std::unique_ptr<uint8_t[]> w(new uint8_t[rb * shape.rows]);
+  for (int64_t r = 0; r < n_src; ++r) quantize_row_ref(type, src.data() + r * shape.cols, w.get() + r * rb, shape.cols);
+  for (int64_t r = n_src; r < shape.rows; ++r) std::memcpy(w.get() + r * rb, w.get() + (r % n_src) * rb, rb);
+  std::vector<float> x(n_tokens * shape.cols, 0.25f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = src[i % src.size()];
+  std::vector<float> y(n_tokens * shape.rows);
+  const WeightView view{type, w.get(), shape.rows, shape.cols};
+  for (auto _ : state) {
+    matmul(view, x.data(), y.data(), n_tokens, &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(dtype_name(type)) + " " + matmul_isa());
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      static_cast<double>(rb * shape.rows) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * shape.rows * shape.cols * n_tokens,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  for (int t = 0; t < 6; ++t) {
+    for (int sh = 0; sh < 4; ++sh) {
+      for (int n : {1, 64}) b->Args({t, sh, n});
+    }
+  }
+}
+BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_AttentionDecode(benchmark::State& state) {
+  // One decode row against n_past positions of an F16 cache, ChatGLM3 heads (32 q, 2 kv, 128).
+  const int n_past = static_cast<int>(state.range(0));
+  const int bt = 16, n_head = 32, n_kv = 2, hd = 128;
+  const int n_blocks = (n_past + 1 + bt - 1) / bt;
+  std::vector<uint16_t> k(static_cast<size_t>(n_blocks) * bt * n_kv * hd, fp32_to_fp16(0.1f));
+  std::vector<uint16_t> v(k.size(), fp32_to_fp16(0.2f));
+  std::vector<const void*> kb, vb;
+  for (int b = 0; b < n_blocks; ++b) {
+    kb.push_back(k.data() + static_cast<size_t>(b) * bt * n_kv * hd);
+    vb.push_back(v.data() + static_cast<size_t>(b) * bt * n_kv * hd);
+  }
+  const KvView kv{kb.data(), vb.data(), n_blocks, bt, DType::kF16};
+  const AttentionShape sh{1, n_past, n_head, n_kv, hd, 0.088f};
+  std::vector<float> q(n_head * hd, 0.3f), out(n_head * hd);
+  for (auto _ : state) {
+    attention(q.data(), kv, sh, out.data(), &pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_AttentionDecode)->Arg(128)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = measure_read_bandwidth(size_t{512} << 20, 3, &pool());
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace glm::kernels
+
+BENCHMARK_MAIN();
