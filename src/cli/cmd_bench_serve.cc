@@ -1,13 +1,308 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
-#include <cstdio>
+// glmserve bench serve: serving latency at each layer, the seed study's method (DESIGN §5):
+// three fixed prompts, warm-ups, runs alternated between layers in one session, drop min and
+// max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT by turn.
+// The socket layer is a Daemon in this process over the same engine (the protocol, the socket
+// and the I/O thread are all on the path; only the process boundary is not) unless --socket
+// names an external engine.
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "core/log.h"
+#include "daemon/daemon.h"
+#include "daemon/echo_engine.h"
+#include "daemon/latency_probe.h"
 
 namespace glm::cli {
+namespace {
+
+using daemon::Sample;
+using daemon::Summary;
+
+constexpr const char* kUsage =
+    "usage: glmserve bench serve --model M.gguf [flags]   (or --echo: no model)\n"
+    "  --runs N            measured runs per prompt and layer (default 10)\n"
+    "  --warmup N          warm-up runs (default 3)\n"
+    "  --max-tokens N      tokens generated per request (default 32)\n"
+    "  --concurrency LIST  users for the sweep (default 1,2,4,8); --no-sweep skips it\n"
+    "  --turns N           multi-turn conversation length (default 5); --no-turns skips it\n"
+    "  --http URL          also measure through a running gateway (http://127.0.0.1:8080)\n"
+    "  --socket PATH       measure an external engine instead of the in-process daemon\n"
+    "  --threads T --ctx N --max-batch B   engine options\n";
+
+struct Prompt {
+  const char* name;
+  const char* text;
+};
+
+// The seed study's three prompts: a short question, a ~200-character marketing copy, a code
+// security review.
+constexpr Prompt kPrompts[] = {
+    {"short question", "你好，请用一句话介绍一下你自己。"},
+    {"marketing copy",
+     "请为一款新上市的智能保温杯写一段200字左右的营销文案，突出三个卖点：杯盖上的实时温度显示、"
+     "长达24小时的保温效果、只有280克的轻便机身。语气活泼，面向年轻上班族，结尾给出一句口号。"},
+    {"code review",
+     "Review this code for security problems and explain how to fix each one:\n"
+     "```python\nimport sqlite3, os\n\ndef get_user(name):\n    db = sqlite3.connect('app.db')\n"
+     "    q = \"SELECT * FROM users WHERE name = '\" + name + \"'\"\n    return db.execute(q)."
+     "fetchall()\n\ndef backup(path):\n    os.system('tar czf /tmp/b.tgz ' + path)\n```"},
+};
+
+int g_request_serial = 0;
+
+// A unique tag per request keeps an engine's prefix cache from serving a repeated prompt.
+protocol::Request make_request(const std::string& text, int max_tokens) {
+  protocol::Request r;
+  r.id = "bench-" + std::to_string(++g_request_serial);
+  r.messages.push_back({"user", "(#" + std::to_string(g_request_serial) + ") " + text, ""});
+  r.params.temperature = 0.0;
+  r.params.seed = 1;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+std::string fmt(const Summary& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%.2f ± %.2f (med %.2f)", s.mean, s.stddev, s.median);
+  return buf;
+}
+
+struct LayerResult {
+  std::vector<double> ttft, tpot, e2e;
+  int tokens = 0;
+};
+
+}  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'bench-serve' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto args = Args::parse(argc, argv,
+                          {"model", "runs", "warmup", "max-tokens", "concurrency", "turns",
+                           "http", "socket", "threads", "ctx", "max-batch", "echo-delay"},
+                          {"echo", "no-sweep", "no-turns"});
+  if (!args.ok()) return fail(args.status());
+  const bool echo = args->has("echo");
+  auto runs = args->get_int("runs", 10);
+  auto warmup = args->get_int("warmup", 3);
+  auto max_tokens = args->get_int("max-tokens", 32);
+  auto turns = args->get_int("turns", 5);
+  auto threads = args->get_int("threads", 0);
+  auto ctx = args->get_int("ctx", 0);
+  auto max_batch = args->get_int("max-batch", 8);
+  auto echo_delay = args->get_int("echo-delay", 0);
+  for (const auto* v : {&runs, &warmup, &max_tokens, &turns, &threads, &ctx, &max_batch,
+                        &echo_delay}) {
+    if (!v->ok()) return fail(v->status());
+  }
+  if (*runs < 1 || *warmup < 0 || *max_tokens < 1 || *turns < 1) {
+    return fail(invalid_argument("--runs, --max-tokens and --turns must be >= 1"));
+  }
+  std::vector<int32_t> sweep = {1, 2, 4, 8};
+  if (args->has("concurrency")) {
+    auto list = args->get_int_list("concurrency");
+    if (!list.ok()) return fail(list.status());
+    sweep = *list;
+  }
+  if (args->has("no-sweep")) sweep.clear();
+  const std::string http = args->get("http");
+  // Per-request log lines would land inside the measured path; keep them out unless asked for.
+  if (std::getenv("GLMSERVE_LOG") == nullptr) set_log_level(LogLevel::kWarn);
+
+  // The engine.
+  std::unique_ptr<engine::Engine> engine;
+  if (echo) {
+    daemon::EchoOptions o;
+    o.token_delay_ms = static_cast<int>(*echo_delay);
+    o.max_running = static_cast<int>(*max_batch);
+    o.max_queue = 1024;
+    engine = std::make_unique<daemon::EchoEngine>(o);
+  } else {
+    auto model = args->require("model");
+    if (!model.ok()) return fail(model.status());
+    engine::Options eo;
+    eo.model_path = *model;
+    eo.n_threads = static_cast<int>(*threads);
+    eo.n_ctx = static_cast<int>(*ctx);
+    eo.max_batch = static_cast<int>(*max_batch);
+    eo.max_queue = 1024;
+    auto loaded = engine::load_engine(eo);
+    if (!loaded.ok()) return fail(loaded.status());
+    engine = std::move(loaded).value();
+  }
+  engine::Engine* eng = engine.get();
+  const std::string model_name = eng->model_name();
+
+  // The socket layer: an in-process daemon over the same engine, or an external one.
+  std::string socket = args->get("socket");
+  std::unique_ptr<daemon::Daemon> d;
+  std::string tmp_dir;
+  if (socket.empty()) {
+    char tmpl[] = "/tmp/glm-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return fail(invalid_argument("mkdtemp failed"));
+    tmp_dir = tmpl;
+    socket = tmp_dir + "/engine.sock";
+    daemon::DaemonOptions dopt;
+    dopt.socket_path = socket;
+    d = std::make_unique<daemon::Daemon>(dopt);
+    Status st = d->listen();
+    if (!st.ok()) return fail(st);
+    d->start();
+    d->set_engine(std::move(engine));
+  }
+  auto cleanup = [&] {
+    if (d) {
+      d->request_stop();
+      d->wait();
+      d.reset();
+    }
+    if (!tmp_dir.empty()) ::rmdir(tmp_dir.c_str());
+  };
+
+  std::printf("# glmserve bench serve: model %s, %lld runs (+%lld warm-up), %lld tokens/request\n",
+              model_name.c_str(), static_cast<long long>(*runs), static_cast<long long>(*warmup),
+              static_cast<long long>(*max_tokens));
+  std::printf("# times in ms: mean ± stddev of the runs without min and max (median of all)\n\n");
+
+  // 1. Layers, runs alternated so that drifting machine speed hits every layer alike.
+  enum Layer { kInProcess, kSocket, kHttp };
+  const char* kLayerNames[] = {"in-process", "socket", "http"};
+  std::vector<Layer> layers = {kInProcess, kSocket};
+  if (!http.empty()) layers.push_back(kHttp);
+  std::vector<double> overhead_all;
+  std::printf("| prompt | layer | TTFT | TPOT | end-to-end | tokens |\n|---|---|---|---|---|---|\n");
+  for (const Prompt& p : kPrompts) {
+    std::map<Layer, LayerResult> res;
+    std::vector<double> overhead;
+    for (int i = 0; i < *warmup + *runs; ++i) {
+      std::map<Layer, double> ttft;
+      for (Layer layer : layers) {
+        const protocol::Request r = make_request(p.text, static_cast<int>(*max_tokens));
+        StatusOr<Sample> s = layer == kInProcess ? daemon::run_in_process(*eng, r)
+                             : layer == kSocket  ? daemon::run_socket(socket, r)
+                                                 : daemon::run_http(http, r);
+        if (!s.ok()) {
+          cleanup();
+          return fail(Status(s.status().code(), std::string(kLayerNames[layer]) + ": " +
+                                                    s.status().message()));
+        }
+        if (i < *warmup) continue;
+        res[layer].ttft.push_back(s->ttft_ms);
+        res[layer].tpot.push_back(s->tpot_ms);
+        res[layer].e2e.push_back(s->e2e_ms);
+        res[layer].tokens = s->tokens;
+        ttft[layer] = s->ttft_ms;
+      }
+      if (i >= *warmup) overhead.push_back(ttft[kSocket] - ttft[kInProcess]);
+    }
+    for (Layer layer : layers) {
+      const LayerResult& r = res[layer];
+      std::printf("| %s | %s | %s | %s | %s | %d |\n", p.name, kLayerNames[layer],
+                  fmt(daemon::summarize(r.ttft)).c_str(), fmt(daemon::summarize(r.tpot)).c_str(),
+                  fmt(daemon::summarize(r.e2e)).c_str(), r.tokens);
+    }
+    overhead_all.insert(overhead_all.end(), overhead.begin(), overhead.end());
+  }
+  const Summary ov = daemon::summarize(overhead_all);
+  std::printf("\nsocket overhead (socket TTFT - in-process TTFT, paired runs): median %.3f ms, "
+              "mean %.3f ± %.3f ms\n",
+              ov.median, ov.mean, ov.stddev);
+
+  // 2. Concurrency sweep through the socket: N users send the marketing prompt at once.
+  if (!sweep.empty()) {
+    std::printf("\n| users | TTFT | TPOT | end-to-end | aggregate tokens/s | vs 1 user |\n"
+                "|---|---|---|---|---|---|\n");
+    double base_tps = 0;
+    for (int32_t users : sweep) {
+      if (users < 1) continue;
+      std::vector<double> ttft, tpot, e2e, tps;
+      const int rounds = static_cast<int>(std::max<int64_t>(3, *runs / 2));
+      for (int round = 0; round < 1 + rounds; ++round) {  // one warm-up round
+        std::vector<StatusOr<Sample>> out(users, Status(ErrorCode::kInternal, "not run"));
+        std::vector<protocol::Request> reqs;
+        for (int u = 0; u < users; ++u) {
+          reqs.push_back(make_request(kPrompts[1].text, static_cast<int>(*max_tokens)));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::thread> ts;
+        for (int u = 0; u < users; ++u) {
+          ts.emplace_back([&, u] { out[u] = daemon::run_socket(socket, reqs[u]); });
+        }
+        for (auto& t : ts) t.join();
+        const double wall_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (round == 0) continue;
+        int total_tokens = 0;
+        for (auto& s : out) {
+          if (!s.ok()) {
+            cleanup();
+            return fail(s.status());
+          }
+          ttft.push_back(s->ttft_ms);
+          tpot.push_back(s->tpot_ms);
+          e2e.push_back(s->e2e_ms);
+          total_tokens += s->tokens;
+        }
+        tps.push_back(total_tokens / wall_s);
+      }
+      const Summary agg = daemon::summarize(tps);
+      if (base_tps == 0) base_tps = agg.mean;
+      std::printf("| %d | %s | %s | %s | %.2f ± %.2f | %.2fx |\n", users,
+                  fmt(daemon::summarize(ttft)).c_str(), fmt(daemon::summarize(tpot)).c_str(),
+                  fmt(daemon::summarize(e2e)).c_str(), agg.mean, agg.stddev,
+                  base_tps > 0 ? agg.mean / base_tps : 0.0);
+    }
+  }
+
+  // 3. Multi-turn: same-length new user messages; TTFT by turn, with the cached prefix.
+  if (!args->has("no-turns")) {
+    const int conversations = static_cast<int>(std::max<int64_t>(3, *runs / 2));
+    std::vector<std::vector<double>> ttft(*turns);
+    std::vector<std::vector<double>> cached(*turns), prompt(*turns);
+    for (int c = 0; c < 1 + conversations; ++c) {  // one warm-up conversation
+      protocol::Request r;
+      r.conversation = "bench-conv-" + std::to_string(++g_request_serial);
+      r.params.temperature = 0.0;
+      r.params.seed = 1;
+      r.params.max_tokens = static_cast<int>(*max_tokens);
+      for (int t = 0; t < *turns; ++t) {
+        r.id = "bench-" + std::to_string(++g_request_serial);
+        r.messages.push_back(
+            {"user", "第" + std::to_string(t + 1) + "轮：请把上一段话换一种说法，再补充一个例子。",
+             ""});
+        auto s = daemon::run_socket(socket, r);
+        if (!s.ok()) {
+          cleanup();
+          return fail(s.status());
+        }
+        r.messages.push_back({"assistant", s->text, ""});
+        if (c == 0) continue;
+        ttft[t].push_back(s->ttft_ms);
+        cached[t].push_back(s->cached_tokens);
+        prompt[t].push_back(s->prompt_tokens);
+      }
+    }
+    std::printf("\n| turn | prompt tokens | cached tokens | TTFT | vs turn 1 |\n"
+                "|---|---|---|---|---|\n");
+    const double first = daemon::summarize(ttft[0]).mean;
+    for (int t = 0; t < *turns; ++t) {
+      const Summary s = daemon::summarize(ttft[t]);
+      std::printf("| %d | %.0f | %.0f | %s | %.2fx |\n", t + 1, daemon::summarize(prompt[t]).mean,
+                  daemon::summarize(cached[t]).mean, fmt(s).c_str(),
+                  first > 0 ? s.mean / first : 0.0);
+    }
+  }
+  cleanup();
+  return 0;
 }
 
 }  // namespace glm::cli

@@ -1,13 +1,186 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
-#include <cstdio>
+// glmserve engine: the model service on a Unix socket (docs/protocol.md, docs/operations.md).
+// The socket accepts while the model loads (health = loading); SIGTERM/SIGINT drain in-flight
+// requests within --drain-timeout and exit 0; a second signal exits at once. Running out of
+// memory exits with code 2.
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "core/log.h"
+#include "daemon/daemon.h"
+#include "daemon/echo_engine.h"
+#include "daemon/unix_socket.h"
+#include "engine/engine.h"
 
 namespace glm::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: glmserve engine --model M.gguf --socket PATH [flags]\n"
+    "  --model M            GGUF model file\n"
+    "  --socket PATH        Unix socket to listen on (created 0600; a stale one is replaced)\n"
+    "  --socket-mode MODE   socket permissions, e.g. 0660 for group access (never world)\n"
+    "  --threads T          compute threads (default: physical cores)\n"
+    "  --ctx N              context length (default: min(model, 8192))\n"
+    "  --max-batch B        sequences decoded together (default 8)\n"
+    "  --max-queue Q        waiting requests before 'busy' (default 64)\n"
+    "  --drain-timeout S    seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --max-line BYTES     request line limit (default 1048576)\n"
+    "  --max-connections N  concurrent clients (default 1024)\n"
+    "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
+    "  --echo               serve a model-free echo engine (tests, demos); no --model\n"
+    "  --echo-delay MS      echo engine: milliseconds per token (default 0)\n";
+
+std::atomic<daemon::Daemon*> g_daemon{nullptr};
+std::atomic<int> g_signals{0};
+
+void on_signal(int sig) {
+  if (g_signals.fetch_add(1) > 0) {
+    static const char kMsg[] = "glmserve engine: second signal, exiting now\n";
+    ssize_t ignored = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    (void)ignored;
+    ::_exit(128 + sig);
+  }
+  if (daemon::Daemon* d = g_daemon.load()) d->request_stop();
+}
+
+void on_out_of_memory() {
+  static const char kMsg[] =
+      "glmserve engine: out of memory: an allocation failed; exiting with code 2 (use a smaller "
+      "model or quantization, a shorter --ctx, or a smaller --max-batch)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+  (void)ignored;
+  ::_exit(2);
+}
+
+}  // namespace
 
 int cmd_engine(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'engine' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto args = Args::parse(argc, argv,
+                          {"model", "socket", "socket-mode", "threads", "ctx", "max-batch",
+                           "max-queue", "drain-timeout", "max-line", "max-connections",
+                           "log-level", "echo-delay"},
+                          {"echo"});
+  if (!args.ok()) return fail(args.status());
+  const bool echo = args->has("echo");
+  if (args->has("log-level")) {
+    LogLevel level;
+    if (!parse_log_level(args->get("log-level").c_str(), &level)) {
+      return fail(invalid_argument("--log-level: expected debug, info, warn or error"));
+    }
+    set_log_level(level);
+  }
+  auto socket = args->require("socket");
+  if (!socket.ok()) return fail(socket.status());
+  std::string model_path;
+  if (!echo) {
+    auto m = args->require("model");
+    if (!m.ok()) return fail(m.status());
+    model_path = *m;
+  }
+
+  daemon::DaemonOptions dopts;
+  dopts.socket_path = *socket;
+  if (args->has("socket-mode")) {
+    auto mode = daemon::parse_socket_mode(args->get("socket-mode"));
+    if (!mode.ok()) return fail(mode.status());
+    dopts.socket_mode = *mode;
+  }
+  engine::Options eopts;
+  eopts.model_path = model_path;
+  struct IntFlag {
+    const char* name;
+    int64_t lo, hi;
+    int64_t* out;
+  };
+  int64_t threads = 0, ctx = 0, max_batch = eopts.max_batch, max_queue = eopts.max_queue;
+  int64_t drain_s = 30, max_line = static_cast<int64_t>(dopts.max_line_bytes);
+  int64_t max_conn = dopts.max_connections, echo_delay = 0;
+  const IntFlag flags[] = {
+      {"threads", 0, 1024, &threads},         {"ctx", 0, 1 << 22, &ctx},
+      {"max-batch", 1, 1024, &max_batch},     {"max-queue", 0, 1 << 20, &max_queue},
+      {"drain-timeout", 0, 86400, &drain_s},  {"max-line", 1024, 1 << 30, &max_line},
+      {"max-connections", 1, 1 << 20, &max_conn}, {"echo-delay", 0, 60000, &echo_delay},
+  };
+  for (const IntFlag& f : flags) {
+    auto v = args->get_int(f.name, *f.out);
+    if (!v.ok()) return fail(v.status());
+    if (*v < f.lo || *v > f.hi) {
+      return fail(invalid_argument("--" + std::string(f.name) + " must be in [" +
+                                   std::to_string(f.lo) + ", " + std::to_string(f.hi) + "]"));
+    }
+    *f.out = *v;
+  }
+  eopts.n_threads = static_cast<int>(threads);
+  eopts.n_ctx = static_cast<int>(ctx);
+  eopts.max_batch = static_cast<int>(max_batch);
+  eopts.max_queue = static_cast<int>(max_queue);
+  dopts.drain_timeout = std::chrono::seconds(drain_s);
+  dopts.max_line_bytes = static_cast<size_t>(max_line);
+  dopts.max_connections = static_cast<int>(max_conn);
+
+  std::set_new_handler(on_out_of_memory);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  daemon::Daemon d(dopts);
+  Status st = d.listen();
+  if (!st.ok()) return fail(st);
+  g_daemon.store(&d);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  d.start();
+  GLM_LOG_INFO("engine: listening on %s; loading %s", dopts.socket_path.c_str(),
+               echo ? "the echo engine" : model_path.c_str());
+
+  std::atomic<bool> loaded{false};
+  std::thread loader([&] {
+    if (echo) {
+      daemon::EchoOptions o;
+      o.token_delay_ms = static_cast<int>(echo_delay);
+      o.max_queue = eopts.max_queue;
+      o.max_running = eopts.max_batch;
+      d.set_engine(std::make_unique<daemon::EchoEngine>(o));
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto e = engine::load_engine(eopts);
+      if (e.ok()) {
+        GLM_LOG_INFO("engine: model loaded in %.0f ms",
+                     std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - t0).count());
+        d.set_engine(std::move(e).value());
+      } else {
+        if (e.status().code() == ErrorCode::kOutOfMemory) {
+          GLM_LOG_ERROR("engine: out of memory while loading the model; exiting with code 2");
+        }
+        d.fail_loading(e.status(), e.status().code() == ErrorCode::kOutOfMemory ? 2 : 1);
+      }
+    }
+    loaded.store(true);
+  });
+  const int rc = d.wait();
+  g_daemon.store(nullptr);
+  if (!loaded.load()) {
+    // Stopped while the model was still loading: nothing is in flight, leave without waiting.
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+  loader.join();
+  return rc;
 }
 
 }  // namespace glm::cli

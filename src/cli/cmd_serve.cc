@@ -1,13 +1,181 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
-#include <cstdio>
+// glmserve serve: the one-command server. Starts `glmserve engine` and `glmserve web` as child
+// processes of this same binary and supervises them (daemon/supervisor.h): a dead child comes
+// back with exponential backoff; SIGTERM/SIGINT stop both gracefully (the engine drains).
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "core/log.h"
+#include "daemon/supervisor.h"
+#include "daemon/unix_socket.h"
+#include "protocol/line_buffer.h"
+#include "protocol/protocol.h"
 
 namespace glm::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: glmserve serve --model M.gguf [--port 8080] [--host 127.0.0.1] [flags]\n"
+    "Starts the engine and the web gateway, restarts either if it dies, stops both on\n"
+    "SIGTERM/Ctrl-C (in-flight requests finish first).\n"
+    "  --model M            GGUF model file (or --echo: a model-free echo engine)\n"
+    "  --port N, --host H   where the web gateway listens (default 127.0.0.1:8080)\n"
+    "  --socket PATH        engine socket (default $XDG_RUNTIME_DIR/glmserve/engine-PORT.sock,\n"
+    "                       else /tmp/glmserve-UID/engine-PORT.sock)\n"
+    "  --no-web             run and supervise the engine only\n"
+    "engine flags, passed on: --threads --ctx --max-batch --max-queue --socket-mode\n"
+    "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
+    "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
+
+const char* const kEngineFlags[] = {"threads",  "ctx",       "max-batch",       "max-queue",
+                                    "socket-mode", "drain-timeout", "max-line",
+                                    "max-connections", "log-level", "echo-delay"};
+const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
+
+// A private directory for the socket: created 0700, or an existing one owned by us and not
+// writable by others (a shared /tmp must not let another user plant a socket for us).
+StatusOr<std::string> socket_dir() {
+  std::string dir;
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && *xdg != '\0') {
+    dir = std::string(xdg) + "/glmserve";
+  } else {
+    dir = "/tmp/glmserve-" + std::to_string(::getuid());
+  }
+  ::mkdir(dir.c_str(), 0700);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return invalid_argument("cannot create the socket directory " + dir + " (give --socket PATH)");
+  }
+  if (st.st_uid != ::getuid() || (st.st_mode & 0022) != 0) {
+    return invalid_argument("socket directory " + dir +
+                            " is not private to this user (remove it, or give --socket PATH)");
+  }
+  return dir;
+}
+
+// One health query with a short deadline; "" if the engine does not answer.
+std::string engine_health(const std::string& socket, std::string* model) {
+  auto fd = daemon::connect_unix(socket);
+  if (!fd.ok()) return "";
+  std::string status;
+  if (daemon::write_all(*fd, "{\"type\":\"health\"}\n").ok()) {
+    pollfd p{*fd, POLLIN, 0};
+    protocol::LineBuffer in(1 << 16);
+    std::string line;
+    char buf[4096];
+    while (::poll(&p, 1, 200) > 0) {
+      const ssize_t n = ::read(*fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      in.append(std::string_view(buf, static_cast<size_t>(n)));
+      if (in.next(&line) == protocol::LineBuffer::Next::kLine) {
+        auto ev = protocol::parse_event(line);
+        if (ev.ok()) {
+          status = ev->health;
+          *model = ev->model;
+        }
+        break;
+      }
+    }
+  }
+  ::close(*fd);
+  return status;
+}
+
+}  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'serve' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::set<std::string> known = {"model", "port", "host", "socket", "web-threads"};
+  for (const char* f : kEngineFlags) known.insert(f);
+  for (const char* f : kWebFlags) known.insert(f);
+  auto args = Args::parse(argc, argv, known, {"echo", "no-web"});
+  if (!args.ok()) return fail(args.status());
+  const bool echo = args->has("echo");
+  if (!echo) {
+    auto model = args->require("model");
+    if (!model.ok()) return fail(model.status());
+    if (::access(model->c_str(), R_OK) != 0) {
+      return fail(not_found("cannot read model file '" + *model + "'"));
+    }
+  }
+  auto port = args->get_int("port", 8080);
+  if (!port.ok()) return fail(port.status());
+  if (*port < 0 || *port > 65535) return fail(invalid_argument("--port must be in [0, 65535]"));
+  const std::string host = args->get("host", "127.0.0.1");
+  std::string socket = args->get("socket");
+  if (socket.empty()) {
+    auto dir = socket_dir();
+    if (!dir.ok()) return fail(dir.status());
+    socket = *dir + "/engine-" + std::to_string(*port) + ".sock";
+  }
+  auto drain_s = args->get_int("drain-timeout", 30);
+  if (!drain_s.ok()) return fail(drain_s.status());
+
+  const std::string self = "/proc/self/exe";
+  daemon::ChildSpec engine{"engine", self, {"glmserve", "engine", "--socket", socket}};
+  if (echo) {
+    engine.argv.push_back("--echo");
+  } else {
+    engine.argv.push_back("--model");
+    engine.argv.push_back(args->get("model"));
+  }
+  for (const char* f : kEngineFlags) {
+    if (args->has(f)) {
+      engine.argv.push_back(std::string("--") + f);
+      engine.argv.push_back(args->get(f));
+    }
+  }
+  std::vector<daemon::ChildSpec> children = {engine};
+  if (!args->has("no-web")) {
+    daemon::ChildSpec web{"web", self,
+                          {"glmserve", "web", "--engine", socket, "--port",
+                           std::to_string(*port), "--host", host}};
+    for (const char* f : kWebFlags) {
+      if (args->has(f)) {
+        web.argv.push_back(std::string("--") + f);
+        web.argv.push_back(args->get(f));
+      }
+    }
+    if (args->has("web-threads")) {
+      web.argv.push_back("--threads");
+      web.argv.push_back(args->get("web-threads"));
+    }
+    children.push_back(web);
+  }
+
+  daemon::SupervisorOptions options;
+  options.stop_timeout = std::chrono::seconds(*drain_s + 5);
+  daemon::Supervisor supervisor(children, options);
+  bool ready = false;
+  supervisor.on_start = [&](size_t index, pid_t) {
+    if (index == 0) ready = false;  // the engine (re)started: report readiness again
+  };
+  supervisor.on_tick = [&] {
+    if (ready) return;
+    std::string model;
+    if (engine_health(socket, &model) == "ready") {
+      ready = true;
+      if (args->has("no-web")) {
+        GLM_LOG_INFO("serve: ready: model %s on %s", model.c_str(), socket.c_str());
+      } else {
+        GLM_LOG_INFO("serve: ready: model %s; open http://%s:%lld/", model.c_str(), host.c_str(),
+                     static_cast<long long>(*port));
+      }
+    }
+  };
+  GLM_LOG_INFO("serve: engine socket %s", socket.c_str());
+  return supervisor.run();
 }
 
 }  // namespace glm::cli

@@ -52,6 +52,8 @@ const char* event_type_name(EventType t) {
 }
 
 std::string serialize_event(const Event& e) {
+  // Insertion order: "id" and "event" lead every line, which reads well in `nc` output.
+  using json = nlohmann::ordered_json;
   // Token events are by far the most frequent: build them without a JSON tree.
   if (e.type == EventType::kToken) {
     std::string out = "{\"id\":";

@@ -352,6 +352,7 @@ StatusOr<Request> parse_request(std::string_view line, const Limits& limits,
 }
 
 std::string serialize_request(const Request& r) {
+  using json = nlohmann::ordered_json;
   json j = json::object();
   j["v"] = kProtocolVersion;
   if (r.type != RequestType::kGenerate) j["type"] = request_type_name(r.type);

@@ -1,0 +1,287 @@
+#include "daemon/latency_probe.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "daemon/unix_socket.h"
+#include "protocol/line_buffer.h"
+
+namespace glm::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kReadTimeoutMs = 600000;  // one generation on a slow CPU may take minutes
+
+double ms_since(Clock::time_point t0, Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(t - t0).count();
+}
+
+// Token arrival times -> ttft, tpot, e2e.
+void finish_sample(Clock::time_point t0, const std::vector<Clock::time_point>& token_times,
+                   Clock::time_point end, Sample* s) {
+  s->tokens = static_cast<int>(token_times.size());
+  s->e2e_ms = ms_since(t0, end);
+  if (!token_times.empty()) s->ttft_ms = ms_since(t0, token_times.front());
+  if (token_times.size() >= 2) {
+    s->tpot_ms = ms_since(token_times.front(), token_times.back()) / (token_times.size() - 1);
+  }
+}
+
+engine::Request to_engine_request(const protocol::Request& r) {
+  engine::Request out;
+  out.id = r.id.empty() ? protocol::make_request_id() : r.id;
+  out.conversation = r.conversation;
+  out.raw = r.raw;
+  out.prompt = r.prompt;
+  for (const auto& m : r.messages) out.messages.push_back({m.role, m.content, m.metadata});
+  if (r.params.temperature) out.params.temperature = static_cast<float>(*r.params.temperature);
+  if (r.params.top_p) out.params.top_p = static_cast<float>(*r.params.top_p);
+  if (r.params.top_k) out.params.top_k = *r.params.top_k;
+  if (r.params.seed) out.params.seed = *r.params.seed;
+  if (r.params.max_tokens) out.params.max_tokens = *r.params.max_tokens;
+  return out;
+}
+
+// Reads from `fd` into `in` until a line is available; false on timeout, EOF or error.
+bool read_line(int fd, protocol::LineBuffer* in, std::string* line) {
+  char buf[65536];
+  for (;;) {
+    if (in->next(line) == protocol::LineBuffer::Next::kLine) return true;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, kReadTimeoutMs) <= 0) return false;
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return false;
+    in->append(std::string_view(buf, static_cast<size_t>(n)));
+  }
+}
+
+}  // namespace
+
+StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request& request) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  Status error;
+  Sample s;
+  std::vector<Clock::time_point> token_times;
+  token_times.reserve(1024);
+  const auto t0 = Clock::now();
+  Clock::time_point end;
+  Status st = engine.submit(to_engine_request(request), [&](const engine::Event& ev) {
+    const auto now = Clock::now();
+    std::lock_guard<std::mutex> lock(mu);
+    switch (ev.type) {
+      case engine::EventType::kToken:
+        token_times.push_back(now);
+        s.text += ev.text;
+        break;
+      case engine::EventType::kStart:
+        s.prompt_tokens = ev.prompt_tokens;
+        s.cached_tokens = ev.cached_tokens;
+        break;
+      case engine::EventType::kError:
+        error = ev.error.ok() ? Status(ErrorCode::kInternal, "error event") : ev.error;
+        [[fallthrough]];
+      case engine::EventType::kDone:
+        end = now;
+        finished = true;
+        cv.notify_all();
+        break;
+      default:
+        break;
+    }
+  });
+  if (!st.ok()) return st;
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return finished; });
+  if (!error.ok()) return error;
+  finish_sample(t0, token_times, end, &s);
+  return s;
+}
+
+StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Request& request) {
+  const auto t0 = Clock::now();
+  auto fd = connect_unix(socket_path);
+  if (!fd.ok()) return fd.status();
+  Sample s;
+  std::vector<Clock::time_point> token_times;
+  Status result = write_all(*fd, protocol::serialize_request(request) + "\n");
+  protocol::LineBuffer in(64 << 20);
+  std::string line;
+  Clock::time_point end;
+  while (result.ok()) {
+    if (!read_line(*fd, &in, &line)) {
+      result = Status(ErrorCode::kUnavailable, "the engine closed the connection mid-stream");
+      break;
+    }
+    const auto now = Clock::now();
+    auto ev = protocol::parse_event(line);
+    if (!ev.ok()) {
+      result = ev.status();
+      break;
+    }
+    if (ev->type == protocol::EventType::kToken) {
+      token_times.push_back(now);
+      s.text += ev->text;
+    } else if (ev->type == protocol::EventType::kStart) {
+      s.prompt_tokens = ev->prompt_tokens;
+      s.cached_tokens = ev->cached_tokens;
+    } else if (ev->type == protocol::EventType::kError) {
+      result = Status(ev->code, ev->message);
+    } else if (ev->type == protocol::EventType::kDone) {
+      end = now;
+      break;
+    }
+  }
+  ::close(*fd);
+  if (!result.ok()) return result;
+  finish_sample(t0, token_times, end, &s);
+  return s;
+}
+
+StatusOr<Sample> run_http(const std::string& url, const protocol::Request& request) {
+  using json = nlohmann::json;
+  // http://host:port only: the bench talks to a local gateway.
+  const std::string prefix = "http://";
+  if (url.rfind(prefix, 0) != 0) return invalid_argument("--http: expected http://HOST:PORT");
+  std::string hostport = url.substr(prefix.size());
+  if (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
+  const size_t colon = hostport.rfind(':');
+  const std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
+  json body = {{"model", "default"}, {"stream", true}, {"messages", json::array()}};
+  for (const auto& m : request.messages) {
+    body["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  }
+  if (request.params.temperature) body["temperature"] = *request.params.temperature;
+  if (request.params.max_tokens) body["max_tokens"] = *request.params.max_tokens;
+  if (request.params.seed) body["seed"] = *request.params.seed;
+  const std::string payload = body.dump();
+  std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: " + hostport +
+                    "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+                    "Connection: close\r\nContent-Length: " +
+                    std::to_string(payload.size()) + "\r\n";
+  if (const char* key = std::getenv("GLMSERVE_API_KEY")) {
+    req += std::string("Authorization: Bearer ") + key + "\r\n";
+  }
+  req += "\r\n" + payload;
+
+  const auto t0 = Clock::now();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
+    return Status(ErrorCode::kUnavailable, "cannot resolve " + host);
+  }
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (rc != 0) {
+    if (fd >= 0) ::close(fd);
+    return Status(ErrorCode::kUnavailable, "cannot connect to the gateway at " + url);
+  }
+  Sample s;
+  std::vector<Clock::time_point> token_times;
+  Status result = write_all(fd, req);
+  // Response: headers, then a chunked (or plain) body of SSE "data: {...}" lines.
+  std::string raw;       // undecoded bytes
+  std::string decoded;   // body bytes not yet split into lines
+  bool headers_done = false, chunked = false, done = false;
+  char buf[65536];
+  while (result.ok() && !done) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, kReadTimeoutMs) <= 0) {
+      result = Status(ErrorCode::kUnavailable, "the gateway did not answer in time");
+      break;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    const auto now = Clock::now();
+    if (n <= 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+    if (!headers_done) {
+      const size_t end = raw.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      const std::string head = raw.substr(0, end);
+      if (head.find(" 200") == std::string::npos) {
+        result = Status(ErrorCode::kUnavailable, "gateway answered: " + head.substr(0, head.find('\r')));
+        break;
+      }
+      std::string lower = head;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      chunked = lower.find("transfer-encoding: chunked") != std::string::npos;
+      raw.erase(0, end + 4);
+      headers_done = true;
+    }
+    if (chunked) {
+      for (;;) {
+        const size_t eol = raw.find("\r\n");
+        if (eol == std::string::npos) break;
+        const size_t size = std::strtoul(raw.substr(0, eol).c_str(), nullptr, 16);
+        if (raw.size() < eol + 2 + size + 2) break;
+        if (size == 0) done = true;
+        decoded.append(raw, eol + 2, size);
+        raw.erase(0, eol + 2 + size + 2);
+      }
+    } else {
+      decoded += raw;
+      raw.clear();
+    }
+    size_t nl;
+    while ((nl = decoded.find('\n')) != std::string::npos) {
+      std::string line = decoded.substr(0, nl);
+      decoded.erase(0, nl + 1);
+      if (line.rfind("data: ", 0) != 0) continue;
+      line.erase(0, 6);
+      if (line.rfind("[DONE]", 0) == 0) {
+        done = true;
+        break;
+      }
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("choices") || !j["choices"].is_array() ||
+          j["choices"].empty()) {
+        continue;
+      }
+      const json& delta = j["choices"][0].value("delta", json::object());
+      if (delta.is_object() && delta.contains("content") && delta["content"].is_string() &&
+          !delta["content"].get<std::string>().empty()) {
+        token_times.push_back(now);
+        s.text += delta["content"].get<std::string>();
+      }
+    }
+  }
+  const auto end = Clock::now();
+  ::close(fd);
+  if (!result.ok()) return result;
+  finish_sample(t0, token_times, end, &s);
+  return s;
+}
+
+Summary summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  s.median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  std::vector<double> kept = values;
+  if (n >= 3) kept = std::vector<double>(values.begin() + 1, values.end() - 1);
+  s.n = static_cast<int>(kept.size());
+  double sum = 0;
+  for (double v : kept) sum += v;
+  s.mean = sum / kept.size();
+  double sq = 0;
+  for (double v : kept) sq += (v - s.mean) * (v - s.mean);
+  s.stddev = kept.size() > 1 ? std::sqrt(sq / (kept.size() - 1)) : 0;
+  return s;
+}
+
+}  // namespace glm::daemon

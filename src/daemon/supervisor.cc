@@ -1,0 +1,194 @@
+#include "daemon/supervisor.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/log.h"
+
+namespace glm::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "stopped (status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+Supervisor::Supervisor(std::vector<ChildSpec> children, SupervisorOptions options)
+    : options_(options) {
+  for (auto& spec : children) {
+    Child c;
+    c.spec = std::move(spec);
+    c.backoff = options_.initial_backoff;
+    children_.push_back(std::move(c));
+  }
+}
+
+bool Supervisor::spawn(Child& child) {
+  // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (auto& a : child.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    GLM_LOG_ERROR("serve: cannot start %s: fork: %s", child.spec.name.c_str(),
+                  std::strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);  // the supervisor died before prctl
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::execv(child.spec.path.c_str(), argv.data());
+    static const char kMsg[] = "glmserve serve: exec failed\n";
+    ssize_t ignored = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    (void)ignored;
+    ::_exit(127);
+  }
+  child.pid = pid;
+  child.started = Clock::now();
+  GLM_LOG_INFO("serve: started %s (pid %d)", child.spec.name.c_str(), static_cast<int>(pid));
+  if (on_start) on_start(static_cast<size_t>(&child - children_.data()), pid);
+  return true;
+}
+
+void Supervisor::signal_all(int sig) {
+  for (const Child& c : children_) {
+    if (c.pid > 0) ::kill(c.pid, sig);
+  }
+}
+
+bool Supervisor::any_alive() const {
+  for (const Child& c : children_) {
+    if (c.pid > 0) return true;
+  }
+  return false;
+}
+
+void Supervisor::reap(bool stopping, int* rc, bool* give_up) {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (Child& c : children_) {
+      if (c.pid != pid) continue;
+      c.pid = -1;
+      const auto now = Clock::now();
+      const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - c.started);
+      const bool clean = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                         (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+      if (stopping) {
+        if (!clean) *rc = 1;
+        GLM_LOG_INFO("serve: %s %s", c.spec.name.c_str(), describe_status(status).c_str());
+        break;
+      }
+      if (ran >= options_.stable_after) {
+        c.backoff = options_.initial_backoff;
+        c.quick_failures = 0;
+      }
+      c.quick_failures = ran < options_.quick_failure ? c.quick_failures + 1 : 0;
+      if (c.quick_failures >= options_.max_quick_failures) {
+        GLM_LOG_ERROR("serve: %s %s; it failed %d times in a row right after starting, giving "
+                      "up (see its messages above)",
+                      c.spec.name.c_str(), describe_status(status).c_str(), c.quick_failures);
+        *give_up = true;
+        break;
+      }
+      GLM_LOG_WARN("serve: %s %s after %.1f s; restarting in %lld ms", c.spec.name.c_str(),
+                   describe_status(status).c_str(), ran.count() / 1000.0,
+                   static_cast<long long>(c.backoff.count()));
+      c.restart_at = now + c.backoff;
+      c.backoff = std::min(c.backoff * 2, options_.max_backoff);
+      break;
+    }
+  }
+}
+
+int Supervisor::run() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+
+  for (Child& c : children_) {
+    if (!spawn(c)) c.restart_at = Clock::now() + c.backoff;
+  }
+  bool stopping = false;
+  int rc = 0;
+  Clock::time_point kill_at{};
+  auto next_tick = Clock::now();
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= next_tick) {
+      if (on_tick && !stopping) on_tick();
+      next_tick = now + options_.tick;
+    }
+    auto wake = next_tick;
+    for (const Child& c : children_) {
+      if (c.pid < 0 && !stopping && c.restart_at < wake) wake = c.restart_at;
+    }
+    if (stopping && kill_at < wake) wake = kill_at;
+    const auto wait_ns = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(wake - Clock::now()).count());
+    timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&set, &info, &ts);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      if (!stopping) {
+        GLM_LOG_INFO("serve: %s received; stopping the children gracefully", strsignal(sig));
+        stopping = true;
+        kill_at = Clock::now() + options_.stop_timeout;
+        signal_all(SIGTERM);
+      } else {
+        GLM_LOG_WARN("serve: second signal; killing the children");
+        signal_all(SIGKILL);
+        rc = 1;
+      }
+    }
+    bool give_up = false;
+    reap(stopping, &rc, &give_up);
+    if (give_up && !stopping) {
+      stopping = true;
+      rc = 1;
+      kill_at = Clock::now() + options_.stop_timeout;
+      signal_all(SIGTERM);
+    }
+    if (stopping) {
+      if (!any_alive()) break;
+      if (Clock::now() >= kill_at) {
+        GLM_LOG_WARN("serve: children still running after %lld ms; killing them",
+                     static_cast<long long>(options_.stop_timeout.count()));
+        signal_all(SIGKILL);
+        rc = 1;
+        kill_at = Clock::now() + std::chrono::seconds(5);
+      }
+      continue;
+    }
+    for (Child& c : children_) {
+      if (c.pid < 0 && Clock::now() >= c.restart_at) {
+        if (!spawn(c)) c.restart_at = Clock::now() + c.backoff;
+      }
+    }
+  }
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  return rc;
+}
+
+}  // namespace glm::daemon

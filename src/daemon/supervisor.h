@@ -1,0 +1,71 @@
+// Supervisor: runs child processes (`glmserve engine`, `glmserve web`) and keeps them running:
+// a child that dies is restarted with exponential backoff (reset once it has run stably); a
+// child that keeps failing right after start makes the supervisor give up (exit 1) instead of
+// looping forever. SIGTERM, SIGINT or SIGHUP are forwarded once as SIGTERM (each child drains),
+// children still alive after stop_timeout get SIGKILL, and a second signal kills at once.
+// Children run in their own process group (a terminal's Ctrl-C reaches only the supervisor,
+// which forwards it once) and get SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+//
+// Thread-safety: run() blocks SIGCHLD/SIGTERM/SIGINT/SIGHUP in the calling thread and handles
+// them synchronously; call it from the main thread of a process that has started no other
+// threads (signals must be blocked process-wide for sigtimedwait to see them).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace glm::daemon {
+
+struct ChildSpec {
+  std::string name;                // for logs: "engine", "web"
+  std::string path;                // executable ("/proc/self/exe")
+  std::vector<std::string> argv;   // argv[0] included
+};
+
+struct SupervisorOptions {
+  std::chrono::milliseconds initial_backoff{500};
+  std::chrono::milliseconds max_backoff{30000};
+  std::chrono::milliseconds stable_after{60000};   // a run this long resets the backoff
+  std::chrono::milliseconds quick_failure{10000};  // a failure sooner than this is "quick"
+  int max_quick_failures = 5;                     // in a row, for one child: give up
+  std::chrono::milliseconds stop_timeout{35000};   // SIGTERM -> SIGKILL
+  std::chrono::milliseconds tick{200};             // on_tick period
+};
+
+class Supervisor {
+ public:
+  Supervisor(std::vector<ChildSpec> children, SupervisorOptions options);
+
+  // Called about every `tick` while running (readiness checks, logs). May be empty.
+  std::function<void()> on_tick;
+  // Called after a child (re)started, with its index and pid.
+  std::function<void(size_t, pid_t)> on_start;
+
+  // Runs until stopped by a signal (returns 0 if every child stopped cleanly, else 1) or until
+  // a child keeps failing at startup (returns 1).
+  int run();
+
+ private:
+  struct Child {
+    ChildSpec spec;
+    pid_t pid = -1;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point restart_at;  // when dead and not stopping
+    std::chrono::milliseconds backoff{0};
+    int quick_failures = 0;
+  };
+
+  bool spawn(Child& child);
+  void reap(bool stopping, int* rc, bool* give_up);
+  void signal_all(int sig);
+  bool any_alive() const;
+
+  std::vector<Child> children_;
+  SupervisorOptions options_;
+};
+
+}  // namespace glm::daemon

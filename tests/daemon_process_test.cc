@@ -1,0 +1,258 @@
+// The engine daemon and `serve` as real processes: the glmserve binary, signals, nc, restarts.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/test_client.h"
+
+extern char** environ;
+
+namespace glm::daemon {
+namespace {
+
+using protocol::EventType;
+
+// A child process running the glmserve binary, its stderr in a file.
+class Proc {
+ public:
+  Proc(const std::vector<std::string>& args, const std::string& log_path) : log_(log_path) {
+    std::vector<std::string> full = {GLMSERVE_BIN};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid_, GLMSERVE_BIN, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~Proc() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Exit status within `timeout_ms`, or nullopt.
+  std::optional<int> wait(int timeout_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::nullopt;
+  }
+  std::string log() const {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string log_;
+};
+
+class DaemonProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/glm-daemon-proc-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/e.sock";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  // Polls health until it says `want`; the model name, or "" on timeout.
+  std::string wait_health(const std::string& want, int timeout_ms = 20000) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      TestClient c(socket_);
+      if (c.connected()) {
+        auto h = c.query(R"({"type":"health"})", 2000);
+        if (h && h->type == EventType::kHealth && h->health == want) return h->model;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
+  }
+
+  std::string dir_, socket_;
+};
+
+std::string run_shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// Children of `parent` (from /proc), by reading each process's stat.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    const pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream f("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat;
+    std::getline(f, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && state != 'Z') out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+TEST_F(DaemonProcessTest, EchoEngineAnswersNcAndDrainsOnSigterm) {
+  Proc engine({"engine", "--echo", "--echo-delay", "20", "--socket", socket_}, dir_ + "/e.log");
+  ASSERT_GT(engine.pid(), 0);
+  ASSERT_EQ(wait_health("ready"), "echo") << engine.log();
+
+  // The documented one-liner streams a reply (nc -N: close the sending side at end of input).
+  if (::system("command -v nc >/dev/null 2>&1") == 0) {
+    const std::string out = run_shell(
+        "echo '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' | timeout 10 nc -N -U " +
+        socket_);
+    EXPECT_NE(out.find("\"event\":\"token\",\"text\":\"h\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"event\":\"done\""), std::string::npos) << out;
+  }
+
+  TestClient c(socket_);
+  const std::string text(40, 'x');
+  ASSERT_TRUE(c.send(R"({"id":"d","messages":[{"role":"user","content":")" + text + "\"}]}"));
+  std::string got;
+  for (;;) {  // wait for the first token, then ask the engine to stop
+    auto ev = c.next();
+    ASSERT_TRUE(ev.has_value()) << engine.log();
+    if (ev->type == EventType::kToken) {
+      got += ev->text;
+      break;
+    }
+  }
+  ASSERT_EQ(::kill(engine.pid(), SIGTERM), 0);
+  auto rest = c.until_final("d");
+  ASSERT_FALSE(rest.empty()) << engine.log();
+  EXPECT_EQ(rest.back().finish_reason, "stop");
+  EXPECT_EQ(got + joined_text(rest), text);
+  auto status = engine.wait(20000);
+  ASSERT_TRUE(status.has_value()) << "engine did not exit after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << engine.log();
+  struct stat st;
+  EXPECT_NE(::stat(socket_.c_str(), &st), 0) << "socket left behind";
+  EXPECT_NE(engine.log().find("draining"), std::string::npos) << engine.log();
+}
+
+TEST_F(DaemonProcessTest, SecondEngineOnALiveSocketRefusesToStart) {
+  Proc first({"engine", "--echo", "--socket", socket_}, dir_ + "/1.log");
+  ASSERT_EQ(wait_health("ready"), "echo") << first.log();
+  Proc second({"engine", "--echo", "--socket", socket_}, dir_ + "/2.log");
+  auto status = second.wait(10000);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE(second.log().find("already serving"), std::string::npos) << second.log();
+  EXPECT_EQ(wait_health("ready"), "echo");  // the first one is untouched
+}
+
+TEST_F(DaemonProcessTest, BadFlagsExitWithAMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {{"engine", "--echo", "--socket", socket_, "--socket-mode", "0666"}, "other users"},
+      {{"engine", "--socket", socket_}, "--model"},
+      {{"engine", "--echo"}, "--socket"},
+      {{"engine", "--echo", "--socket", socket_, "--max-batch", "0"}, "--max-batch"},
+      {{"engine", "--model", dir_ + "/missing.gguf", "--socket", socket_}, ""},
+      {{"serve", "--model", dir_ + "/missing.gguf"}, "cannot read model file"},
+  };
+  for (const Case& k : cases) {
+    Proc p(k.args, dir_ + "/bad.log");
+    auto status = p.wait(30000);
+    ASSERT_TRUE(status.has_value()) << k.args[0] << " " << k.needle;
+    EXPECT_TRUE(WIFEXITED(*status));
+    EXPECT_NE(WEXITSTATUS(*status), 0) << p.log();
+    EXPECT_NE(p.log().find(k.needle), std::string::npos) << p.log();
+  }
+}
+
+TEST_F(DaemonProcessTest, ServeRestartsAKilledEngine) {
+  Proc serve({"serve", "--echo", "--no-web", "--socket", socket_, "--drain-timeout", "5"},
+             dir_ + "/serve.log");
+  ASSERT_EQ(wait_health("ready"), "echo") << serve.log();
+  auto kids = children_of(serve.pid());
+  ASSERT_EQ(kids.size(), 1u) << serve.log();
+  const pid_t first = kids[0];
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  // The socket file of the killed engine stays behind (stale) until the new engine replaces it.
+  pid_t second = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline && second < 0) {
+    for (pid_t k : children_of(serve.pid())) {
+      if (k != first) second = k;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(second, 0) << "engine not restarted\n" << serve.log();
+  ASSERT_EQ(wait_health("ready"), "echo") << serve.log();
+  TestClient c(socket_);
+  ASSERT_TRUE(c.send(R"({"id":"after","messages":[{"role":"user","content":"back"}]})"));
+  auto events = c.until_final("after");
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(joined_text(events), "back");
+  EXPECT_NE(serve.log().find("restarting"), std::string::npos) << serve.log();
+
+  ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);
+  auto status = serve.wait(20000);
+  ASSERT_TRUE(status.has_value()) << serve.log();
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << serve.log();
+  EXPECT_NE(::kill(second, 0), 0) << "engine child outlived serve";
+}
+
+TEST_F(DaemonProcessTest, ServeGivesUpOnAnEngineThatCannotStart) {
+  // A directory that does not exist: every engine start fails at once.
+  Proc serve({"serve", "--echo", "--no-web", "--socket", dir_ + "/no/such/dir/e.sock"},
+             dir_ + "/serve.log");
+  auto status = serve.wait(60000);
+  ASSERT_TRUE(status.has_value()) << serve.log();
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  EXPECT_NE(serve.log().find("giving up"), std::string::npos) << serve.log();
+}
+
+}  // namespace
+}  // namespace glm::daemon
