@@ -48,7 +48,10 @@ class ChatGLM1 : public Model {
   Weights weights_;
   float alpha_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  // Scratch reused across calls, [T, width]: see Transformer for the meaning of each.
   std::vector<float> x_, cur_, qkv_, q_, k_, v_, attn_, proj_, up_, rows_, krow_, scores_;
+  std::vector<float> cos_, sin_;
+  std::vector<int> prefixes_;
 };
 
 void ChatGLM1::table(int pos, float* cs, float* sn) const {
@@ -129,7 +132,8 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
                          OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  std::vector<int> prefixes;
+  std::vector<int>& prefixes = prefixes_;
+  prefixes.clear();
   int n = 0, n_out = 0;
   for (const SeqInput& in : batch) {
     const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
@@ -151,7 +155,10 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
   for (auto* v : {&x_, &cur_, &q_, &k_, &v_, &attn_, &proj_}) v->resize(t * d);
   qkv_.resize(t * 3 * d);
   up_.resize(t * ff);
-  std::vector<float> cs(2 * t * quarter), sn(2 * t * quarter);  // [T, 2, hd / 4]
+  std::vector<float>& cs = cos_;  // [T, 2 (position, block position), head_dim / 4]
+  std::vector<float>& sn = sin_;
+  cs.resize(2 * t * quarter);
+  sn.resize(2 * t * quarter);
 
   int r = 0;
   for (size_t s = 0; s < batch.size(); ++s) {

@@ -20,12 +20,13 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
   }
   for (size_t s = 0; s < batch.size(); ++s) {
     const SeqInput& in = batch[s];
-    const std::string where = "forward: sequence " + std::to_string(s) + ": ";
-    if (in.n_tokens < 1 || in.tokens == nullptr) return invalid_argument(where + "no tokens");
-    if (in.n_past < 0) return invalid_argument(where + "negative n_past");
+    // Built only on error: the decode path does not allocate.
+    auto where = [s] { return "forward: sequence " + std::to_string(s) + ": "; };
+    if (in.n_tokens < 1 || in.tokens == nullptr) return invalid_argument(where() + "no tokens");
+    if (in.n_past < 0) return invalid_argument(where() + "negative n_past");
     for (int t = 0; t < in.n_tokens; ++t) {
       if (in.tokens[t] < 0 || in.tokens[t] >= c.n_vocab) {
-        return invalid_argument(where + "token id " + std::to_string(in.tokens[t]) +
+        return invalid_argument(where() + "token id " + std::to_string(in.tokens[t]) +
                                 " is out of range (the vocabulary has " +
                                 std::to_string(c.n_vocab) + " tokens)");
       }
@@ -33,13 +34,13 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
     const int64_t n_pos = int64_t{in.n_past} + in.n_tokens;
     const int64_t needed = (n_pos + kv->block_tokens() - 1) / kv->block_tokens();
     if (in.blocks == nullptr || in.n_blocks < needed) {
-      return invalid_argument(where + std::to_string(n_pos) + " positions need " +
+      return invalid_argument(where() + std::to_string(n_pos) + " positions need " +
                               std::to_string(needed) + " KV blocks, the block table has " +
                               std::to_string(in.n_blocks));
     }
     for (int64_t b = 0; b < needed; ++b) {
       if (in.blocks[b] < 0 || in.blocks[b] >= kv->n_blocks()) {
-        return invalid_argument(where + "KV block id " + std::to_string(in.blocks[b]) +
+        return invalid_argument(where() + "KV block id " + std::to_string(in.blocks[b]) +
                                 " is out of range (the pool has " +
                                 std::to_string(kv->n_blocks()) + " blocks)");
       }
@@ -194,7 +195,8 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
                                           kv->block_tokens());
     n_out += in.all_logits ? in.n_tokens : 1;
   }
-  reserve(n, max_blocks);
+  // Block pointer arrays sized for the whole pool: no regrowth as sequences get longer.
+  reserve(n, std::max(max_blocks, kv->n_blocks()));
   const int d = c.n_embd;
   const int half = c.n_rot / 2;
 
