@@ -1,13 +1,54 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
+// glmserve convert HF_DIR -o M.gguf [--type T]
+#include <chrono>
 #include <cstdio>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "convert/hf_convert.h"
 
 namespace glm::cli {
 
+namespace {
+
+constexpr char kHelp[] =
+    "usage: glmserve convert HF_DIR -o M.gguf [--type T]\n"
+    "\n"
+    "Converts a HuggingFace ChatGLM2-6B / ChatGLM3-6B / GLM-4-9B checkpoint directory\n"
+    "(config.json, *.safetensors or a sharded model.safetensors.index.json, tokenizer.model) to\n"
+    "GGUF in llama.cpp's chatglm layout.\n"
+    "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
+    "  -o, --output  the GGUF file to write\n";
+
+}  // namespace
+
 int cmd_convert(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'convert' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  StatusOr<Args> args = Args::parse(argc, argv, {"output", "type"}, {}, {{"o", "output"}});
+  if (!args.ok()) return fail(args.status());
+  if (args->positional().size() != 1) {
+    return fail(invalid_argument("expected one HF_DIR (see glmserve convert --help)"));
+  }
+  StatusOr<std::string> out = args->require("output");
+  if (!out.ok()) return fail(out.status());
+  convert::ConvertOptions opts;
+  opts.hf_dir = args->positional()[0];
+  StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));
+  if (!type.ok()) return fail(type.status());
+  opts.type = *type;
+  const auto t0 = std::chrono::steady_clock::now();
+  convert::WriteReport rep;
+  Status s = convert::convert_hf(opts, *out, &rep);
+  if (!s.ok()) return fail(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  std::fprintf(stderr, "wrote %s (%s): %zu tensors, %.1f M parameters, %.1f MB in %.1f s\n",
+               out->c_str(), dtype_name(opts.type), rep.n_tensors,
+               static_cast<double>(rep.n_parameters) / 1e6, static_cast<double>(rep.n_bytes) / 1e6,
+               secs);
+  return 0;
 }
 
 }  // namespace glm::cli

@@ -1,13 +1,75 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
+// glmserve gen-model --arch A --preset P [--type T] [--seed N] [--vocab FILE] -o M.gguf
+#include <chrono>
 #include <cstdio>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "convert/gen_model.h"
 
 namespace glm::cli {
 
+namespace {
+
+constexpr char kHelp[] =
+    "usage: glmserve gen-model --arch A --preset P [--type T] [--seed N] [--vocab FILE] -o M.gguf\n"
+    "\n"
+    "Writes a model with RANDOM weights (for tests and benchmarks: it produces gibberish) in\n"
+    "llama.cpp's GGUF layout, so llama.cpp runs it too.\n"
+    "  --arch A      chatglm2 | chatglm3 | glm4 | llama\n"
+    "  --preset P    tiny (hidden 64, 2 layers) | small (hidden 1024, 12 layers, ~270M params)\n"
+    "                | 6b (the real ChatGLM3-6B shape; GLM-4-9B for glm4; LLaMA-2-7B for llama)\n"
+    "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
+    "  --seed N      random seed (default 0); the same seed writes the same bytes\n"
+    "  --vocab FILE  embed a real tokenizer.model (ChatGLM2/3 sentencepiece or GLM-4 tiktoken);\n"
+    "                default: a small synthetic vocabulary with the family's special tokens\n"
+    "  -o, --output  the GGUF file to write\n";
+
+}  // namespace
+
 int cmd_gen_model(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'gen-model' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  StatusOr<Args> args = Args::parse(
+      argc, argv, {"arch", "preset", "type", "seed", "vocab", "output"}, {}, {{"o", "output"}});
+  if (!args.ok()) return fail(args.status());
+  if (!args->positional().empty()) {
+    return fail(invalid_argument("unexpected argument '" + args->positional()[0] +
+                                 "' (see glmserve gen-model --help)"));
+  }
+  StatusOr<std::string> arch = args->require("arch");
+  if (!arch.ok()) return fail(arch.status());
+  StatusOr<std::string> out = args->require("output");
+  if (!out.ok()) return fail(out.status());
+  convert::GenOptions opts;
+  StatusOr<convert::Arch> a = convert::parse_arch(*arch);
+  if (!a.ok()) return fail(a.status());
+  opts.arch = *a;
+  opts.preset = args->get("preset", "tiny");
+  StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));
+  if (!type.ok()) return fail(type.status());
+  opts.type = *type;
+  StatusOr<int64_t> seed = args->get_int("seed", 0);
+  if (!seed.ok()) return fail(seed.status());
+  if (*seed < 0) return fail(invalid_argument("--seed must be >= 0"));
+  opts.seed = static_cast<uint64_t>(*seed);
+  opts.vocab_path = args->get("vocab");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  convert::WriteReport rep;
+  Status s = convert::generate_model(opts, *out, &rep);
+  if (!s.ok()) return fail(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  std::fprintf(stderr,
+               "wrote %s: %s %s, %s, seed %llu: %zu tensors, %.1f M parameters, %.1f MB of "
+               "weights in %.1f s (random weights)\n",
+               out->c_str(), arch->c_str(), opts.preset.c_str(), dtype_name(opts.type),
+               static_cast<unsigned long long>(opts.seed), rep.n_tensors,
+               static_cast<double>(rep.n_parameters) / 1e6, static_cast<double>(rep.n_bytes) / 1e6,
+               secs);
+  return 0;
 }
 
 }  // namespace glm::cli

@@ -1,0 +1,205 @@
+#include "convert/gen_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "convert/test_util.h"
+#include "gguf/gguf.h"
+#include "tokenizer/vocab_convert.h"
+
+namespace glm::convert {
+namespace {
+
+using testing::read_bytes;
+using testing::TempDir;
+
+std::unique_ptr<gguf::File> open_or_die(const std::string& path) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+Status gen(Arch arch, const std::string& p, DType type, uint64_t seed, const std::string& path,
+           const std::string& vocab = "") {
+  GenOptions o;
+  o.arch = arch;
+  o.preset = p;
+  o.type = type;
+  o.seed = seed;
+  o.vocab_path = vocab;
+  return generate_model(o, path, nullptr);
+}
+
+int64_t get_int(const gguf::File& f, const std::string& key) {
+  StatusOr<int64_t> v = f.get_int(key);
+  EXPECT_TRUE(v.ok()) << key;
+  return v.ok() ? *v : -1;
+}
+
+// The file's metadata and tensors against DESIGN §3 for the preset's hyperparameters.
+void check_layout(const gguf::File& f, Arch arch, const Hparams& hp, DType type) {
+  const std::string a = gguf_arch(arch);
+  EXPECT_EQ(*f.get_string("general.architecture"), a);
+  EXPECT_NE(f.get_string("general.name")->find("random weights"), std::string::npos);
+  EXPECT_EQ(get_int(f, a + ".context_length"), hp.n_ctx);
+  EXPECT_EQ(get_int(f, a + ".embedding_length"), hp.n_embd);
+  EXPECT_EQ(get_int(f, a + ".feed_forward_length"), hp.n_ff);
+  EXPECT_EQ(get_int(f, a + ".block_count"), hp.n_layer);
+  EXPECT_EQ(get_int(f, a + ".attention.head_count"), hp.n_head);
+  EXPECT_EQ(get_int(f, a + ".attention.head_count_kv"), hp.n_head_kv);
+  EXPECT_EQ(get_int(f, a + ".rope.dimension_count"),
+            arch == Arch::kLlama ? hp.head_dim() : hp.head_dim() / 2);
+  EXPECT_FLOAT_EQ(*f.get_float(a + ".attention.layer_norm_rms_epsilon"), hp.norm_eps);
+  EXPECT_FLOAT_EQ(*f.get_float(a + ".rope.freq_base"), hp.rope_base);
+  EXPECT_EQ(get_int(f, "general.file_type"), file_type_of(type));
+  const std::vector<TensorPlan> plan = tensor_plan(hp, type);
+  ASSERT_EQ(f.tensors().size(), plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    EXPECT_EQ(f.tensors()[i].name, plan[i].name);
+    EXPECT_EQ(f.tensors()[i].shape, plan[i].shape) << plan[i].name;
+    EXPECT_EQ(f.tensors()[i].type, plan[i].type) << plan[i].name;
+  }
+  // Vocabulary: one token per embedding row.
+  const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_EQ(static_cast<int64_t>(tokens->array_size()), hp.n_vocab);
+}
+
+TEST(GenModel, TinyFilesFollowTheirLayouts) {
+  TempDir dir;
+  for (Arch arch : {Arch::kChatGLM2, Arch::kChatGLM3, Arch::kGLM4, Arch::kLlama}) {
+    SCOPED_TRACE(arch_name(arch));
+    const std::string path = dir.file(std::string(arch_name(arch)) + ".gguf");
+    ASSERT_TRUE(gen(arch, "tiny", DType::kF16, 1, path).ok());
+    auto f = open_or_die(path);
+    ASSERT_NE(f, nullptr);
+    check_layout(*f, arch, *preset(arch, "tiny"), DType::kF16);
+    EXPECT_EQ(f->tensor("blk.0.attn_qkv.bias") != nullptr, arch != Arch::kLlama);
+  }
+}
+
+TEST(GenModel, ChatTemplateTokensExistInTheSyntheticVocabulary) {
+  TempDir dir;
+  struct Case {
+    Arch arch;
+    std::vector<std::string> tokens;
+  };
+  const Case cases[] = {
+      {Arch::kChatGLM3,
+       {"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}},
+      {Arch::kChatGLM2, {"[gMASK]", "sop"}},
+      {Arch::kGLM4, {"[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|endoftext|>"}},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.file("v.gguf");
+    ASSERT_TRUE(gen(c.arch, "tiny", DType::kF32, 0, path).ok());
+    auto f = open_or_die(path);
+    StatusOr<tok::VocabSpec> v = tok::read_vocab(*f);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    for (const std::string& t : c.tokens) {
+      auto it = std::find(v->tokens.begin(), v->tokens.end(), t);
+      ASSERT_NE(it, v->tokens.end()) << t;
+      EXPECT_EQ(v->types[it - v->tokens.begin()], tok::kTokenControl) << t;
+    }
+    EXPECT_NE(v->chat_template.find("[gMASK]"), std::string::npos);
+    ASSERT_GE(v->eos, 0);
+    EXPECT_EQ(v->types[v->eos], tok::kTokenControl);
+    // Byte fallback: the 256 byte tokens follow <unk> <bos> <eos>.
+    EXPECT_EQ(v->tokens[3], "<0x00>");
+    EXPECT_EQ(v->tokens[258], "<0xFF>");
+  }
+}
+
+TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
+  TempDir dir;
+  for (DType t : {DType::kF16, DType::kQ4_0}) {
+    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 5, dir.file("a.gguf")).ok());
+    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 5, dir.file("b.gguf")).ok());
+    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 6, dir.file("c.gguf")).ok());
+    const std::string a = read_bytes(dir.file("a.gguf"));
+    EXPECT_GT(a.size(), 30000u);
+    EXPECT_EQ(testing::first_difference(a, read_bytes(dir.file("b.gguf"))), -1);
+    const std::string c = read_bytes(dir.file("c.gguf"));
+    EXPECT_EQ(a.size(), c.size());
+    EXPECT_NE(testing::first_difference(a, c), -1);
+  }
+}
+
+TEST(GenModel, WeightsHaveTrainedModelScale) {
+  TempDir dir;
+  const std::string path = dir.file("w.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", DType::kF32, 3, path).ok());
+  auto f = open_or_die(path);
+  for (const gguf::TensorInfo& t : f->tensors()) {
+    const float* x = reinterpret_cast<const float*>(t.data);
+    const int64_t n = t.n_elements();
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(x[i]));
+      sum += x[i];
+    }
+    const double mean = sum / n;
+    for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+    const double sd = std::sqrt(sq / n);
+    // Bounds: 6 standard errors of the sample mean / sd for n values.
+    const double se = 0.02 / std::sqrt(static_cast<double>(n));
+    if (t.name.find("norm") != std::string::npos) {
+      EXPECT_NEAR(mean, 1.0, 6 * se) << t.name;
+    } else {
+      EXPECT_NEAR(mean, 0.0, 6 * se) << t.name;
+    }
+    EXPECT_NEAR(sd, 0.02, 6 * 0.02 / std::sqrt(2.0 * n)) << t.name;
+  }
+}
+
+TEST(GenModel, QuantizedTypesFollowTheTypePolicy) {
+  TempDir dir;
+  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    const std::string path = dir.file("q.gguf");
+    ASSERT_TRUE(gen(Arch::kGLM4, "tiny", type, 2, path).ok());
+    auto f = open_or_die(path);
+    ASSERT_NE(f, nullptr);
+    check_layout(*f, Arch::kGLM4, *preset(Arch::kGLM4, "tiny"), type);
+    EXPECT_EQ(f->tensor("blk.1.attn_norm.weight")->type, DType::kF32);
+    if (type == DType::kBF16) {
+      EXPECT_EQ(f->find("general.quantization_version"), nullptr);
+    } else {
+      EXPECT_EQ(get_int(*f, "general.quantization_version"), 2);
+    }
+  }
+}
+
+TEST(GenModel, RealVocabularyReplacesThePresetVocabulary) {
+  const std::string model = testing::shared_data("tokenizers/chatglm3.tokenizer.model");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "absent: " << model;
+  TempDir dir;
+  const std::string path = dir.file("v.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", DType::kQ8_0, 0, path, model).ok());
+  auto f = open_or_die(path);
+  StatusOr<tok::VocabSpec> want = tok::read_tokenizer_model(model);
+  ASSERT_TRUE(want.ok());
+  StatusOr<tok::VocabSpec> got = tok::read_vocab(*f);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->tokens, want->tokens);
+  EXPECT_EQ(got->scores, want->scores);
+  EXPECT_EQ(got->types, want->types);
+  EXPECT_EQ(f->tensor("token_embd.weight")->shape, (std::vector<int64_t>{64, 65024}));
+}
+
+TEST(GenModel, BadOptionsAreErrors) {
+  TempDir dir;
+  Status s =
+      gen(Arch::kChatGLM3, "tiny", DType::kF16, 0, dir.file("x.gguf"), dir.file("missing.model"));
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(gen(Arch::kChatGLM3, "medium", DType::kF16, 0, dir.file("x.gguf")).ok());
+  s = gen(Arch::kChatGLM3, "tiny", DType::kF16, 0, dir.file("no/such/dir/x.gguf"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+}
+
+}  // namespace
+}  // namespace glm::convert

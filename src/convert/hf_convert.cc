@@ -1,0 +1,239 @@
+#include "convert/hf_convert.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "convert/safetensors.h"
+#include "core/fp16.h"
+#include "tokenizer/vocab_convert.h"
+
+namespace glm::convert {
+
+namespace fs = std::filesystem;
+
+std::string hf_tensor_name(const std::string& g) {
+  if (g == "token_embd.weight") return "transformer.embedding.word_embeddings.weight";
+  if (g == "output_norm.weight") return "transformer.encoder.final_layernorm.weight";
+  if (g == "output.weight") return "transformer.output_layer.weight";
+  if (g.rfind("blk.", 0) != 0) return "";
+  const size_t dot = g.find('.', 4);
+  if (dot == std::string::npos) return "";
+  const std::string layer = g.substr(4, dot - 4);
+  const std::string rest = g.substr(dot + 1);
+  static const std::map<std::string, std::string> kMap = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_qkv.weight", "self_attention.query_key_value.weight"},
+      {"attn_qkv.bias", "self_attention.query_key_value.bias"},
+      {"attn_output.weight", "self_attention.dense.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
+      {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
+  };
+  auto it = kMap.find(rest);
+  if (it == kMap.end()) return "";
+  return "transformer.encoder.layers." + layer + "." + it->second;
+}
+
+namespace {
+
+StatusOr<std::string> read_text(const fs::path& p, const std::string& what) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return not_found(p.string() + ": cannot open " + what);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::string& label) {
+  nlohmann::json c = nlohmann::json::parse(text, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return bad_file(label + ": not a JSON object");
+  if (c.contains("model_type") && c["model_type"] != "chatglm") {
+    return unsupported(label + ": model_type " + c["model_type"].dump() +
+                       " is not a ChatGLM2/3 or GLM-4 checkpoint (model_type \"chatglm\")");
+  }
+  auto get_int = [&](const char* key, int64_t* out, bool required) -> Status {
+    if (!c.contains(key)) {
+      if (required) return bad_file(label + ": missing \"" + key + "\"");
+      return Status::Ok();
+    }
+    if (!c[key].is_number_integer() || c[key].get<int64_t>() <= 0) {
+      return bad_file(label + ": \"" + key + "\" must be a positive integer");
+    }
+    *out = c[key].get<int64_t>();
+    return Status::Ok();
+  };
+  Hparams h;
+  h.arch = Arch::kChatGLM3;
+  GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
+  GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
+  GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
+  GLM_RETURN_IF_ERROR(get_int("ffn_hidden_size", &h.n_ff, true));
+  GLM_RETURN_IF_ERROR(get_int("seq_length", &h.n_ctx, true));
+  if (c.contains("padded_vocab_size")) {
+    GLM_RETURN_IF_ERROR(get_int("padded_vocab_size", &h.n_vocab, true));
+  } else {
+    GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab, true));
+  }
+  h.n_head_kv = h.n_head;
+  if (c.value("multi_query_attention", false)) {
+    GLM_RETURN_IF_ERROR(get_int("multi_query_group_num", &h.n_head_kv, true));
+  }
+  if (c.contains("layernorm_epsilon")) {
+    if (!c["layernorm_epsilon"].is_number()) return bad_file(label + ": bad layernorm_epsilon");
+    h.norm_eps = c["layernorm_epsilon"].get<float>();
+  }
+  double rope_ratio = 1.0;
+  if (c.contains("rope_ratio")) {
+    if (!c["rope_ratio"].is_number() || c["rope_ratio"].get<double>() <= 0) {
+      return bad_file(label + ": rope_ratio must be a positive number");
+    }
+    rope_ratio = c["rope_ratio"].get<double>();
+  }
+  h.rope_base = static_cast<float>(10000.0 * rope_ratio);
+  if (c.contains("kv_channels") && c["kv_channels"].is_number_integer() && h.n_head > 0 &&
+      c["kv_channels"].get<int64_t>() * h.n_head != h.n_embd) {
+    return unsupported(label + ": kv_channels x num_attention_heads != hidden_size");
+  }
+  if (!c.value("rmsnorm", true))
+    return unsupported(label + ": only RMSNorm checkpoints (rmsnorm: true)");
+  if (!c.value("add_qkv_bias", true)) {
+    return unsupported(label + ": checkpoints without a qkv bias (add_qkv_bias: false)");
+  }
+  if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
+    h.name = c["_name_or_path"].get<std::string>();
+  }
+  if (Status s = h.validate(); !s.ok()) return bad_file(label + ": " + s.message());
+  return h;
+}
+
+namespace {
+
+// The tensors of a checkpoint: every safetensors file of the directory, mapped.
+struct Checkpoint {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, const StTensor*> by_name;
+};
+
+Status open_checkpoint(const fs::path& dir, Checkpoint* ck) {
+  std::vector<fs::path> files;
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
+    StatusOr<std::string> text = read_text(index, "the safetensors index");
+    if (!text.ok()) return text.status();
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+      return bad_file(index.string() + ": no \"weight_map\" object");
+    }
+    for (auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) return bad_file(index.string() + ": bad entry for " + name);
+      const fs::path p = dir / file.get<std::string>();
+      if (file.get<std::string>().find('/') != std::string::npos) {
+        return bad_file(index.string() + ": shard names must be plain file names");
+      }
+      if (std::find(files.begin(), files.end(), p) == files.end()) files.push_back(p);
+    }
+  } else {
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".safetensors") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+  }
+  if (files.empty()) {
+    return not_found(dir.string() +
+                     ": no *.safetensors weights (PyTorch .bin checkpoints are not read: save "
+                     "the model with safe_serialization=True)");
+  }
+  for (const fs::path& p : files) {
+    StatusOr<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::open(p.string());
+    if (!f.ok()) return f.status();
+    ck->files.push_back(std::move(*f));
+  }
+  for (const auto& f : ck->files) {
+    for (const StTensor& t : f->tensors()) {
+      if (!ck->by_name.emplace(t.name, &t).second) {
+        return bad_file(f->path() + ": tensor " + t.name + " appears in two files");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status convert_hf(const ConvertOptions& opts, const std::string& out_path, WriteReport* report) {
+  const fs::path dir(opts.hf_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return not_found(opts.hf_dir + ": not a directory (give the HuggingFace checkpoint folder)");
+  }
+  StatusOr<std::string> cfg = read_text(dir / "config.json", "config.json");
+  if (!cfg.ok()) return cfg.status();
+  StatusOr<Hparams> hp = hparams_from_hf_config(*cfg, (dir / "config.json").string());
+  if (!hp.ok()) return hp.status();
+
+  const fs::path tok_path = dir / "tokenizer.model";
+  if (!fs::exists(tok_path, ec)) {
+    return not_found(tok_path.string() +
+                     ": missing (copy tokenizer.model from the model's "
+                     "HuggingFace repository)");
+  }
+  StatusOr<tok::VocabSpec> vocab = tok::read_tokenizer_model(tok_path.string());
+  if (!vocab.ok()) return vocab.status();
+  if (vocab->model == "gpt2") hp->arch = Arch::kGLM4;
+  if (hp->name.empty()) hp->name = dir.filename().string();
+  const int64_t n_tok = static_cast<int64_t>(vocab->tokens.size());
+  if (n_tok > hp->n_vocab) {
+    return bad_file(tok_path.string() + ": " + std::to_string(n_tok) +
+                    " tokens, more than the model's padded_vocab_size " +
+                    std::to_string(hp->n_vocab));
+  }
+  while (static_cast<int64_t>(vocab->tokens.size()) < hp->n_vocab) {
+    vocab->tokens.push_back("[PAD" + std::to_string(vocab->tokens.size()) + "]");
+    if (!vocab->scores.empty()) vocab->scores.push_back(0.0f);
+    vocab->types.push_back(tok::kTokenUnused);
+  }
+
+  Checkpoint ck;
+  GLM_RETURN_IF_ERROR(open_checkpoint(dir, &ck));
+  hp->tied_output = ck.by_name.count(hf_tensor_name("output.weight")) == 0;
+  // Check every tensor before writing anything.
+  for (const TensorPlan& t : tensor_plan(*hp, opts.type)) {
+    const std::string hf = hf_tensor_name(t.name);
+    auto it = ck.by_name.find(hf);
+    if (it == ck.by_name.end()) {
+      return bad_file(opts.hf_dir + ": tensor " + hf + " (for " + t.name + ") not found");
+    }
+    const StTensor& s = *it->second;
+    std::vector<int64_t> reversed(s.shape.rbegin(), s.shape.rend());
+    if (reversed != t.shape) {
+      return bad_file(opts.hf_dir + ": tensor " + hf +
+                      " has a shape that does not match "
+                      "config.json");
+    }
+    if (s.dtype != "F32" && s.dtype != "F16" && s.dtype != "BF16") {
+      return unsupported(opts.hf_dir + ": tensor " + hf + " is " + s.dtype +
+                         " (only F32, F16 and BF16 checkpoints are read)");
+    }
+  }
+
+  RowSource source = [&ck](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
+    const StTensor& s = *ck.by_name.at(hf_tensor_name(t.name));
+    const DType type = s.dtype == "F32"   ? DType::kF32
+                       : s.dtype == "F16" ? DType::kF16
+                                          : DType::kBF16;
+    const size_t row = st_dtype_size(s.dtype) * static_cast<size_t>(t.row_len());
+    decode_rows(type, s.data + static_cast<size_t>(row0) * row, n_rows, t.row_len(), out);
+    return Status::Ok();
+  };
+  return write_model_file(out_path, *hp, *vocab, opts.type, source, report);
+}
+
+}  // namespace glm::convert

@@ -1,0 +1,37 @@
+// `glmserve convert HF_DIR -o M.gguf [--type T]`: a HuggingFace ChatGLM2-6B / ChatGLM3-6B /
+// GLM-4-9B checkpoint directory (THUDM layout: config.json, *.safetensors, single or sharded with
+// model.safetensors.index.json, tokenizer.model) to a GGUF file in llama.cpp's `chatglm` layout
+// (DESIGN §3). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
+// transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
+// so a checkpoint holding gen-model's weights converts to the same bytes.
+// Streams tensor by tensor from the mapped safetensors. Reentrant.
+#pragma once
+
+#include <string>
+
+#include "convert/model_spec.h"
+#include "convert/model_writer.h"
+#include "core/status.h"
+
+namespace glm::convert {
+
+struct ConvertOptions {
+  std::string hf_dir;
+  DType type = DType::kF16;
+};
+
+// The HF tensor name holding the GGUF tensor `gguf_name` of the chatglm layout
+// ("blk.3.attn_qkv.weight" ->
+// "transformer.encoder.layers.3.self_attention.query_key_value.weight"), or "" when there is none.
+std::string hf_tensor_name(const std::string& gguf_name);
+
+// Hyperparameters from a ChatGLM config.json text (hidden_size, num_layers, num_attention_heads,
+// multi_query_group_num, ffn_hidden_size, padded_vocab_size, seq_length, layernorm_epsilon,
+// rope_ratio; rope.freq_base = 10000 x rope_ratio). bad_file naming the missing or odd field.
+StatusOr<Hparams> hparams_from_hf_config(const std::string& json_text, const std::string& label);
+
+// Errors: not_found for a missing config/tokenizer/weights (with what to do), bad_file for
+// inconsistent files, unsupported for other architectures or weight dtypes.
+Status convert_hf(const ConvertOptions& opts, const std::string& out_path, WriteReport* report);
+
+}  // namespace glm::convert

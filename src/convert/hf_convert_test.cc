@@ -1,0 +1,262 @@
+#include "convert/hf_convert.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "convert/gen_model.h"
+#include "convert/model_writer.h"
+#include "convert/safetensors.h"
+#include "convert/test_util.h"
+#include "core/fp16.h"
+#include "gguf/gguf.h"
+
+namespace glm::convert {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_bytes;
+using testing::shared_data;
+using testing::TempDir;
+
+// Writes a HuggingFace-style checkpoint directory holding the weights of a glmserve GGUF file
+// (chatglm layout): config.json from its metadata, the tensors under their HF names and shapes in
+// `dtype` (F32/F16/BF16; 1-D tensors F32), split into `n_shards` files (with
+// model.safetensors.index.json when more than one), plus a copy of `tokenizer_model`.
+void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtype, int n_shards,
+               const std::string& tokenizer_model) {
+  fs::create_directories(dir);
+  auto i = [&](const std::string& k) { return *m.get_int("chatglm." + k); };
+  nlohmann::json c = {
+      {"model_type", "chatglm"},
+      {"_name_or_path", *m.get_string("general.name")},
+      {"hidden_size", i("embedding_length")},
+      {"num_layers", i("block_count")},
+      {"num_attention_heads", i("attention.head_count")},
+      {"multi_query_attention", true},
+      {"multi_query_group_num", i("attention.head_count_kv")},
+      {"kv_channels", i("embedding_length") / i("attention.head_count")},
+      {"ffn_hidden_size", i("feed_forward_length")},
+      {"padded_vocab_size", m.tensor("token_embd.weight")->shape[1]},
+      {"seq_length", i("context_length")},
+      {"layernorm_epsilon", *m.get_float("chatglm.attention.layer_norm_rms_epsilon")},
+      {"rope_ratio", *m.get_float("chatglm.rope.freq_base") / 10000.0},
+      {"add_qkv_bias", true},
+      {"rmsnorm", true},
+      {"torch_dtype", "float32"},
+  };
+  std::ofstream(dir / "config.json") << c.dump(2);
+  fs::copy_file(tokenizer_model, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
+
+  std::vector<std::vector<StTensorOut>> shards(n_shards);
+  // An HF-only tensor the converter must ignore.
+  shards[0].push_back({"transformer.rotary_pos_emb.inv_freq", "F32", {2}, std::vector<uint8_t>(8)});
+  for (size_t k = 0; k < m.tensors().size(); ++k) {
+    const gguf::TensorInfo& t = m.tensors()[k];
+    std::vector<float> x(static_cast<size_t>(t.n_elements()));
+    decode_rows(t.type, t.data, t.n_rows(), t.shape[0], x.data());
+    StTensorOut o;
+    o.name = hf_tensor_name(t.name);
+    // Matrices in `dtype`; 1-D tensors (norms, biases) stay F32, which gen-model keeps them in
+    // (a mixed-precision checkpoint, which the converter must read too).
+    o.dtype = t.shape.size() == 1 ? "F32" : dtype;
+    o.shape.assign(t.shape.rbegin(), t.shape.rend());
+    const DType dt = o.dtype == "F32" ? DType::kF32 : o.dtype == "F16" ? DType::kF16 : DType::kBF16;
+    o.data.resize(row_bytes(dt, t.n_elements()));
+    encode_rows(dt, x.data(), 1, t.n_elements(), o.data.data());
+    shards[k % n_shards].push_back(std::move(o));
+  }
+  if (n_shards == 1) {
+    ASSERT_TRUE(write_safetensors((dir / "model.safetensors").string(), shards[0]).ok());
+    return;
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
+  for (int s = 0; s < n_shards; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+    ASSERT_TRUE(write_safetensors((dir / name).string(), shards[s]).ok());
+    for (const StTensorOut& t : shards[s]) index["weight_map"][t.name] = name;
+  }
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+}
+
+Status gen(Arch arch, DType type, const std::string& vocab, const std::string& path) {
+  GenOptions o;
+  o.arch = arch;
+  o.preset = "tiny";
+  o.type = type;
+  o.seed = 9;
+  o.vocab_path = vocab;
+  return generate_model(o, path, nullptr);
+}
+
+Status convert(const fs::path& dir, DType type, const std::string& out) {
+  ConvertOptions o;
+  o.hf_dir = dir.string();
+  o.type = type;
+  return convert_hf(o, out, nullptr);
+}
+
+class HfConvertTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_ = shared_data("tokenizers/chatglm3.tokenizer.model");
+    if (!fs::exists(tokenizer_)) GTEST_SKIP() << "absent: " << tokenizer_;
+  }
+  std::string tokenizer_;
+  TempDir dir_;
+};
+
+// gen-model's weights written as an HF checkpoint convert back to the very same file: same
+// metadata (in the same order), same tensor names, shapes, types and bytes.
+TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
+  struct Case {
+    DType gen_type;       // the type gen-model writes
+    std::string hf_type;  // the checkpoint's dtype
+    int shards;
+  };
+  const Case cases[] = {
+      {DType::kF32, "F32", 1}, {DType::kBF16, "BF16", 3}, {DType::kF16, "F16", 2}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.hf_type);
+    const std::string model = dir_.file("gen.gguf");
+    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    auto m = gguf::File::open(model);
+    ASSERT_TRUE(m.ok());
+    const fs::path hf = dir_.path() / ("hf_" + c.hf_type);
+    export_hf(**m, hf, c.hf_type, c.shards, tokenizer_);
+    const std::string out = dir_.file("conv.gguf");
+    Status s = convert(hf, c.gen_type, out);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(testing::first_difference(read_bytes(out), read_bytes(model)), -1);
+  }
+}
+
+TEST_F(HfConvertTest, QuantizedConversionEqualsGenModelsQuantizedFile) {
+  const std::string f32 = dir_.file("f32.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, f32).ok());
+  auto m = gguf::File::open(f32);
+  ASSERT_TRUE(m.ok());
+  export_hf(**m, dir_.path() / "hf", "F32", 1, tokenizer_);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    ASSERT_TRUE(gen(Arch::kChatGLM3, t, tokenizer_, dir_.file("g.gguf")).ok());
+    ASSERT_TRUE(convert(dir_.path() / "hf", t, dir_.file("c.gguf")).ok());
+    EXPECT_EQ(
+        testing::first_difference(read_bytes(dir_.file("c.gguf")), read_bytes(dir_.file("g.gguf"))),
+        -1)
+        << dtype_name(t);
+  }
+}
+
+TEST_F(HfConvertTest, Glm4CheckpointGetsRopeBaseAndBpeVocabulary) {
+  const std::string glm4_tok = shared_data("tokenizers/glm4.tokenizer.model");
+  if (!fs::exists(glm4_tok)) GTEST_SKIP() << "absent: " << glm4_tok;
+  const std::string model = dir_.file("glm4.gguf");
+  ASSERT_TRUE(gen(Arch::kGLM4, DType::kF16, glm4_tok, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*(*m)->get_string("tokenizer.ggml.model"), "gpt2");
+  export_hf(**m, dir_.path() / "hf4", "BF16", 2, glm4_tok);
+  const std::string out = dir_.file("c4.gguf");
+  ASSERT_TRUE(convert(dir_.path() / "hf4", DType::kF16, out).ok());
+  auto c = gguf::File::open(out);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FLOAT_EQ(*(*c)->get_float("chatglm.rope.freq_base"), 5e6f);  // 10000 x rope_ratio 500
+  EXPECT_FLOAT_EQ(*(*c)->get_float("chatglm.attention.layer_norm_rms_epsilon"), 1.5625e-7f);
+  EXPECT_EQ(*(*c)->get_string("tokenizer.ggml.pre"), "chatglm-bpe");
+  EXPECT_EQ((*c)->find("tokenizer.ggml.merges")->array_size(),
+            (*m)->find("tokenizer.ggml.merges")->array_size());
+  // The checkpoint was BF16: the converted F16 weights are gen-model's rounded to BF16.
+  const gguf::TensorInfo* a = (*m)->tensor("blk.1.attn_qkv.weight");
+  const gguf::TensorInfo* b = (*c)->tensor("blk.1.attn_qkv.weight");
+  std::vector<float> x(a->n_elements()), y(b->n_elements());
+  decode_rows(a->type, a->data, a->n_rows(), a->shape[0], x.data());
+  decode_rows(b->type, b->data, b->n_rows(), b->shape[0], y.data());
+  for (size_t k = 0; k < x.size(); ++k) {
+    ASSERT_EQ(y[k], fp16_to_fp32(fp32_to_fp16(bf16_to_fp32(fp32_to_bf16(x[k]))))) << k;
+  }
+}
+
+TEST_F(HfConvertTest, BrokenCheckpointsAreClearErrors) {
+  const std::string model = dir_.file("gen.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  const fs::path hf = dir_.path() / "hf";
+  const std::string out = dir_.file("o.gguf");
+
+  EXPECT_EQ(convert(dir_.path() / "nowhere", DType::kF16, out).code(), ErrorCode::kNotFound);
+
+  export_hf(**m, hf, "F32", 1, tokenizer_);
+  fs::remove(hf / "tokenizer.model");
+  Status s = convert(hf, DType::kF16, out);
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_NE(s.message().find("tokenizer.model"), std::string::npos);
+
+  export_hf(**m, hf, "F32", 1, tokenizer_);
+  std::string cfg = read_bytes((hf / "config.json").string());
+  {
+    nlohmann::json j = nlohmann::json::parse(cfg);
+    j["ffn_hidden_size"] = 96;
+    std::ofstream(hf / "config.json") << j.dump();
+  }
+  s = convert(hf, DType::kF16, out);
+  EXPECT_EQ(s.code(), ErrorCode::kBadFile);
+  EXPECT_NE(s.message().find("shape"), std::string::npos) << s.message();
+
+  {
+    nlohmann::json j = nlohmann::json::parse(cfg);
+    j["model_type"] = "llama";
+    std::ofstream(hf / "config.json") << j.dump();
+  }
+  EXPECT_EQ(convert(hf, DType::kF16, out).code(), ErrorCode::kUnsupported);
+
+  {
+    nlohmann::json j = nlohmann::json::parse(cfg);
+    j["num_layers"] = 3;  // one layer more than the weights hold
+    std::ofstream(hf / "config.json") << j.dump();
+  }
+  s = convert(hf, DType::kF16, out);
+  EXPECT_EQ(s.code(), ErrorCode::kBadFile);
+  EXPECT_NE(s.message().find("transformer.encoder.layers.2"), std::string::npos) << s.message();
+  {
+    nlohmann::json j = nlohmann::json::parse(cfg);
+    j.erase("hidden_size");
+    std::ofstream(hf / "config.json") << j.dump();
+  }
+  s = convert(hf, DType::kF16, out);
+  EXPECT_NE(s.message().find("hidden_size"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(HfNames, MapTheChatglmLayout) {
+  EXPECT_EQ(hf_tensor_name("blk.12.attn_qkv.weight"),
+            "transformer.encoder.layers.12.self_attention.query_key_value.weight");
+  EXPECT_EQ(hf_tensor_name("blk.0.ffn_up.weight"),
+            "transformer.encoder.layers.0.mlp.dense_h_to_4h.weight");
+  EXPECT_EQ(hf_tensor_name("blk.0.ffn_down.weight"),
+            "transformer.encoder.layers.0.mlp.dense_4h_to_h.weight");
+  EXPECT_EQ(hf_tensor_name("output.weight"), "transformer.output_layer.weight");
+  EXPECT_EQ(hf_tensor_name("blk.0.nothing.weight"), "");
+}
+
+TEST(HfConfig, RopeRatioAndGroups) {
+  StatusOr<Hparams> h = hparams_from_hf_config(
+      R"({"model_type":"chatglm","hidden_size":4096,"num_layers":40,"num_attention_heads":32,
+          "multi_query_attention":true,"multi_query_group_num":2,"ffn_hidden_size":13696,
+          "padded_vocab_size":151552,"seq_length":131072,"layernorm_epsilon":1.5625e-07,
+          "rope_ratio":500,"kv_channels":128})",
+      "config.json");
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_FLOAT_EQ(h->rope_base, 5e6f);
+  EXPECT_EQ(h->n_head_kv, 2);
+  EXPECT_EQ(h->n_rot(), 64);
+  EXPECT_FALSE(hparams_from_hf_config("{", "c").ok());
+  EXPECT_FALSE(hparams_from_hf_config(R"({"hidden_size":-3})", "c").ok());
+}
+
+}  // namespace
+}  // namespace glm::convert

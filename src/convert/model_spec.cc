@@ -1,0 +1,268 @@
+#include "convert/model_spec.h"
+
+#include <cstdio>
+
+#include "kernels/quant.h"
+
+namespace glm::convert {
+
+StatusOr<Arch> parse_arch(const std::string& name) {
+  if (name == "chatglm2") return Arch::kChatGLM2;
+  if (name == "chatglm3") return Arch::kChatGLM3;
+  if (name == "glm4") return Arch::kGLM4;
+  if (name == "llama") return Arch::kLlama;
+  return invalid_argument("unknown architecture '" + name +
+                          "' (use one of: chatglm2, chatglm3, glm4, llama)");
+}
+
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kChatGLM2:
+      return "chatglm2";
+    case Arch::kChatGLM3:
+      return "chatglm3";
+    case Arch::kGLM4:
+      return "glm4";
+    case Arch::kLlama:
+      return "llama";
+  }
+  return "?";
+}
+
+const char* gguf_arch(Arch arch) { return arch == Arch::kLlama ? "llama" : "chatglm"; }
+
+Status Hparams::validate() const {
+  auto bad = [](const std::string& m) { return invalid_argument("model shape: " + m); };
+  if (n_vocab <= 0 || n_embd <= 0 || n_ff <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 ||
+      n_ctx <= 0) {
+    return bad("every size must be positive");
+  }
+  if (n_embd % n_head != 0) return bad("n_embd must be a multiple of n_head");
+  if (n_head % n_head_kv != 0) return bad("n_head must be a multiple of n_head_kv");
+  if (head_dim() % 4 != 0) return bad("head_dim must be a multiple of 4 (rotary pairs)");
+  if (n_vocab > (int64_t{1} << 31) || n_embd > (int64_t{1} << 20) || n_ff > (int64_t{1} << 22) ||
+      n_layer > 4096) {
+    return bad("sizes are absurdly large");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Hparams make(Arch arch, int64_t vocab, int64_t embd, int64_t ff, int64_t layers, int64_t heads,
+             int64_t kv, int64_t ctx) {
+  Hparams h;
+  h.arch = arch;
+  h.n_vocab = vocab;
+  h.n_embd = embd;
+  h.n_ff = ff;
+  h.n_layer = layers;
+  h.n_head = heads;
+  h.n_head_kv = kv;
+  h.n_ctx = ctx;
+  if (arch == Arch::kGLM4) {
+    h.norm_eps = 1.5625e-7f;
+    h.rope_base = 5e6f;  // 10000 x rope_ratio 500
+  }
+  return h;
+}
+
+}  // namespace
+
+StatusOr<Hparams> preset(Arch arch, const std::string& p) {
+  const bool glm4 = arch == Arch::kGLM4;
+  const bool llama = arch == Arch::kLlama;
+  // Real context lengths of the families (metadata only: nothing is allocated for them).
+  const int64_t ctx = glm4 ? 131072 : arch == Arch::kChatGLM2 ? 32768 : llama ? 4096 : 8192;
+  Hparams h;
+  if (p == "tiny") {
+    h = make(arch, 512, 64, 160, 2, 4, 2, 256);
+  } else if (p == "small") {
+    const int64_t vocab = glm4 ? 151552 : llama ? 32000 : 65024;
+    h = make(arch, vocab, 1024, 2816, 12, 8, llama ? 4 : 2, ctx);
+  } else if (p == "6b") {
+    if (llama) {
+      h = make(arch, 32000, 4096, 11008, 32, 32, 32, ctx);  // LLaMA-2-7B
+    } else {
+      h = make(arch, glm4 ? 151552 : 65024, 4096, 13696, glm4 ? 40 : 28, 32, 2, ctx);
+    }
+  } else {
+    return invalid_argument("unknown preset '" + p + "' (use one of: tiny, small, 6b)");
+  }
+  h.name = std::string(arch_name(arch)) + "-" + p;
+  return h;
+}
+
+Role role_from_name(const std::string& name, size_t n_dims) {
+  auto ends = [&](const char* s) {
+    const std::string t(s);
+    return name.size() >= t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
+  };
+  if (name == "token_embd.weight") return Role::kTokenEmbd;
+  if (name == "output.weight") return Role::kOutput;
+  if (ends(".bias")) return Role::kBias;
+  if (ends("_norm.weight")) return Role::kNorm;
+  if (n_dims < 2) return Role::kNorm;
+  if (ends(".attn_qkv.weight")) return Role::kAttnQkv;
+  if (ends(".attn_q.weight")) return Role::kAttnQ;
+  if (ends(".attn_k.weight")) return Role::kAttnK;
+  if (ends(".attn_v.weight")) return Role::kAttnV;
+  if (ends(".attn_output.weight")) return Role::kAttnOut;
+  if (ends(".ffn_up.weight")) return Role::kFfnUp;
+  if (ends(".ffn_gate.weight")) return Role::kFfnGate;
+  if (ends(".ffn_down.weight")) return Role::kFfnDown;
+  return Role::kOther;
+}
+
+int64_t TensorPlan::n_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+uint64_t TensorPlan::n_bytes() const {
+  return static_cast<uint64_t>(n_rows()) * row_bytes(type, row_len());
+}
+
+namespace {
+
+struct TypeName {
+  const char* name;
+  DType type;
+  uint32_t file_type;  // llama_ftype
+};
+constexpr TypeName kTypes[] = {
+    {"f32", DType::kF32, 0},    {"f16", DType::kF16, 1},    {"bf16", DType::kBF16, 32},
+    {"q8_0", DType::kQ8_0, 7},  {"q4_0", DType::kQ4_0, 2},  {"q4_1", DType::kQ4_1, 3},
+    {"q5_0", DType::kQ5_0, 8},  {"q5_1", DType::kQ5_1, 9},  {"q4_k", DType::kQ4_K, 14},
+    {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
+};
+
+}  // namespace
+
+StatusOr<DType> parse_weight_type(const std::string& name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const TypeName& t : kTypes) {
+    if (lower == t.name) return t.type;
+  }
+  std::string list;
+  for (const TypeName& t : kTypes) list += std::string(list.empty() ? "" : " ") + t.name;
+  return invalid_argument("unknown weight type '" + name + "' (use one of: " + list + ")");
+}
+
+uint32_t file_type_of(DType target) {
+  for (const TypeName& t : kTypes) {
+    if (t.type == target) return t.file_type;
+  }
+  return 0;
+}
+
+bool is_float_type(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+DType choose_type(DType target, Role role, int64_t row_len, std::string* note) {
+  if (role == Role::kNorm || role == Role::kBias) return DType::kF32;
+  if (is_float_type(target)) return target;
+  DType t = target;
+  if (role == Role::kOutput && t != DType::kQ8_0) t = DType::kQ6_K;
+  const int block = dtype_info(t).block_size;
+  if (row_len % block == 0) return t;
+  DType fb = DType::kF16;
+  switch (t) {
+    case DType::kQ4_K:
+      fb = DType::kQ5_0;
+      break;
+    case DType::kQ5_K:
+      fb = DType::kQ5_1;
+      break;
+    case DType::kQ6_K:
+      fb = DType::kQ8_0;
+      break;
+    default:
+      break;
+  }
+  if (row_len % dtype_info(fb).block_size != 0) fb = DType::kF16;
+  if (note != nullptr) {
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  "row length %lld is not a multiple of %d (the %s block): %s used",
+                  static_cast<long long>(row_len), block, dtype_name(t), dtype_name(fb));
+    *note = buf;
+  }
+  return fb;
+}
+
+std::vector<TensorPlan> tensor_plan(const Hparams& hp, DType target,
+                                    std::vector<std::string>* notes) {
+  std::vector<TensorPlan> plan;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Role role) {
+    TensorPlan t;
+    t.name = std::move(name);
+    t.role = role;
+    std::string note;
+    t.type = choose_type(target, role, shape[0], &note);
+    if (!note.empty() && notes != nullptr) notes->push_back(t.name + ": " + note);
+    t.shape = std::move(shape);
+    plan.push_back(std::move(t));
+  };
+  const int64_t e = hp.n_embd;
+  add("token_embd.weight", {e, hp.n_vocab}, Role::kTokenEmbd);
+  for (int64_t i = 0; i < hp.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    add(b + "attn_norm.weight", {e}, Role::kNorm);
+    if (hp.is_chatglm()) {
+      // Rows: all query heads, then the key heads, then the value heads.
+      add(b + "attn_qkv.weight", {e, e + 2 * hp.n_embd_kv()}, Role::kAttnQkv);
+      add(b + "attn_qkv.bias", {e + 2 * hp.n_embd_kv()}, Role::kBias);
+      add(b + "attn_output.weight", {e, e}, Role::kAttnOut);
+      add(b + "ffn_norm.weight", {e}, Role::kNorm);
+      add(b + "ffn_up.weight", {e, 2 * hp.n_ff}, Role::kFfnUp);  // gate rows, then up rows
+      add(b + "ffn_down.weight", {hp.n_ff, e}, Role::kFfnDown);
+    } else {
+      add(b + "attn_q.weight", {e, e}, Role::kAttnQ);
+      add(b + "attn_k.weight", {e, hp.n_embd_kv()}, Role::kAttnK);
+      add(b + "attn_v.weight", {e, hp.n_embd_kv()}, Role::kAttnV);
+      add(b + "attn_output.weight", {e, e}, Role::kAttnOut);
+      add(b + "ffn_norm.weight", {e}, Role::kNorm);
+      add(b + "ffn_gate.weight", {e, hp.n_ff}, Role::kFfnGate);
+      add(b + "ffn_up.weight", {e, hp.n_ff}, Role::kFfnUp);
+      add(b + "ffn_down.weight", {hp.n_ff, e}, Role::kFfnDown);
+    }
+  }
+  add("output_norm.weight", {e}, Role::kNorm);
+  if (!hp.tied_output) add("output.weight", {e, hp.n_vocab}, Role::kOutput);
+  return plan;
+}
+
+uint64_t plan_bytes(const std::vector<TensorPlan>& plan) {
+  uint64_t n = 0;
+  for (const TensorPlan& t : plan) n += t.n_bytes();
+  return n;
+}
+
+uint64_t plan_parameters(const std::vector<TensorPlan>& plan) {
+  uint64_t n = 0;
+  for (const TensorPlan& t : plan) n += static_cast<uint64_t>(t.n_elements());
+  return n;
+}
+
+void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
+  using gguf::Value;
+  const std::string a = gguf_arch(hp.arch);
+  auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
+  w->set("general.architecture", Value::string(a));
+  w->set("general.name", Value::string(hp.name));
+  w->set(a + ".context_length", u32(hp.n_ctx));
+  w->set(a + ".embedding_length", u32(hp.n_embd));
+  w->set(a + ".feed_forward_length", u32(hp.n_ff));
+  w->set(a + ".block_count", u32(hp.n_layer));
+  w->set(a + ".attention.head_count", u32(hp.n_head));
+  w->set(a + ".attention.head_count_kv", u32(hp.n_head_kv));
+  w->set(a + ".attention.layer_norm_rms_epsilon", Value::f32(hp.norm_eps));
+  w->set("general.file_type", Value::u32(file_type_of(target)));
+  if (!is_float_type(target)) w->set("general.quantization_version", Value::u32(2));
+  w->set(a + ".rope.dimension_count", u32(hp.n_rot()));
+  w->set(a + ".rope.freq_base", Value::f32(hp.rope_base));
+}
+
+}  // namespace glm::convert

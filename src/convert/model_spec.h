@@ -1,0 +1,113 @@
+// What a model file holds, independent of where the weights come from: hyperparameters, presets
+// for generated models, the tensor plan (names, shapes, types, in file order) of llama.cpp's
+// `chatglm` and `llama` layouts (DESIGN §3), the weight-type policy shared by gen-model, quantize
+// and convert, and the architecture metadata keys.
+// Pure functions and value types; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "gguf/gguf.h"
+
+namespace glm::convert {
+
+enum class Arch {
+  kChatGLM2,  // ChatGLM2-6B: gguf "chatglm", context 32768
+  kChatGLM3,  // ChatGLM3-6B: gguf "chatglm", context 8192
+  kGLM4,      // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
+  kLlama,     // LLaMA:       gguf "llama"
+};
+
+StatusOr<Arch> parse_arch(const std::string& name);  // "chatglm3" ...
+const char* arch_name(Arch arch);                    // "chatglm3"
+const char* gguf_arch(Arch arch);                    // "chatglm" or "llama"
+
+struct Hparams {
+  Arch arch = Arch::kChatGLM3;
+  std::string name;  // general.name
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;  // per half of ffn_up for chatglm (ffn_up has 2 * n_ff rows)
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ctx = 0;
+  float norm_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
+  bool is_chatglm() const { return arch != Arch::kLlama; }
+  // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
+  // chatglm layout (rotary on the first half of each head), head_dim for llama.
+  int64_t n_rot() const { return is_chatglm() ? head_dim() / 2 : head_dim(); }
+  // invalid_argument when the shape is not a model (heads do not divide, odd head_dim, ...).
+  Status validate() const;
+};
+
+// Presets "tiny", "small", "6b" (docs/model-files.md lists the numbers).
+StatusOr<Hparams> preset(Arch arch, const std::string& preset_name);
+
+// What a tensor is for: decides its initialisation and its type under a target weight type.
+enum class Role {
+  kTokenEmbd,
+  kOutput,
+  kNorm,
+  kBias,
+  kAttnQkv,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOut,
+  kFfnUp,
+  kFfnGate,
+  kFfnDown,
+  kOther,  // an unknown 2-D weight: quantized like the others
+};
+// Role from a llama.cpp tensor name ("blk.3.ffn_down.weight" -> kFfnDown). 1-D tensors that are
+// not recognised are reported as kNorm (kept F32).
+Role role_from_name(const std::string& name, size_t n_dims);
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  DType type = DType::kF32;
+  Role role = Role::kOther;
+  int64_t n_elements() const;
+  int64_t row_len() const { return shape[0]; }
+  int64_t n_rows() const { return n_elements() / shape[0]; }
+  uint64_t n_bytes() const;
+};
+
+// Weight types accepted on the command line: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k
+// q6_k. invalid_argument naming the accepted list otherwise.
+StatusOr<DType> parse_weight_type(const std::string& name);
+// llama.cpp's general.file_type (llama_ftype) for a target type: f16 -> 1, q4_0 -> 2,
+// q8_0 -> 7, q4_k -> 14 (Q4_K_S), q6_k -> 18, bf16 -> 32 ...
+uint32_t file_type_of(DType target);
+bool is_float_type(DType t);  // f32, f16, bf16
+
+// The stored type of one tensor for a target weight type, as llama.cpp's quantizer chooses it:
+// norms and biases F32; float targets everywhere else; for quantized targets the output head
+// Q6_K (Q8_0 stays Q8_0), and a row length the type's block does not divide falls back
+// (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). When a fallback happens and `note` is
+// not null, a one-line explanation is appended to it.
+DType choose_type(DType target, Role role, int64_t row_len, std::string* note = nullptr);
+
+// The tensors of a model in file order (token_embd, blocks, output_norm, output), with their
+// types under `target`. Cost: O(n_layer).
+std::vector<TensorPlan> tensor_plan(const Hparams& hp, DType target,
+                                    std::vector<std::string>* notes = nullptr);
+uint64_t plan_bytes(const std::vector<TensorPlan>& plan);       // tensor data, no padding
+uint64_t plan_parameters(const std::vector<TensorPlan>& plan);  // number of weights
+
+// Writes general.architecture, general.name, general.file_type, general.quantization_version
+// (quantized targets only) and the <arch>.* hyperparameter keys, in llama.cpp's converter order.
+void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* writer);
+
+}  // namespace glm::convert

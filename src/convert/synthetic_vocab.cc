@@ -1,0 +1,148 @@
+#include "convert/synthetic_vocab.h"
+
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace glm::convert {
+
+namespace {
+
+constexpr int64_t kMinVocab = 300;
+constexpr const char* kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space marker
+
+const char* const kChatGlmSpecials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
+                                        "sop",      "eop",           "<|system|>",
+                                        "<|user|>", "<|assistant|>", "<|observation|>"};
+const char* const kGlm4Specials[] = {"<|endoftext|>",
+                                     "[MASK]",
+                                     "[gMASK]",
+                                     "[sMASK]",
+                                     "<sop>",
+                                     "<eop>",
+                                     "<|system|>",
+                                     "<|user|>",
+                                     "<|assistant|>",
+                                     "<|observation|>",
+                                     "<|begin_of_image|>",
+                                     "<|end_of_image|>",
+                                     "<|begin_of_video|>",
+                                     "<|end_of_video|>"};
+constexpr int64_t kChatGlmSpecialId = 64789;  // where the real ChatGLM2/3 specials start
+constexpr int64_t kChatGlmVocab = 65024;
+constexpr int64_t kGlm4SpecialId = 151329;
+constexpr int64_t kGlm4Vocab = 151552;
+
+// Templates written for glmserve in the families' prompt formats (see docs/model-files.md).
+const char kChatGlm3Template[] =
+    "{% for message in messages %}{% if loop.first %}[gMASK]sop{% endif %}"
+    "<|{{ message['role'] }}|>\n {{ message['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+const char kChatGlm2Template[] =
+    "{% set ns = namespace(round=1) %}[gMASK]sop{% for message in messages %}"
+    "{% if message['role'] == 'user' %}[Round {{ ns.round }}]\n\n\xe9\x97\xae\xef\xbc\x9a"
+    "{{ message['content'] }}\n\n\xe7\xad\x94\xef\xbc\x9a{% set ns.round = ns.round + 1 %}"
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] }}\n\n{% endif %}"
+    "{% endfor %}";
+const char kGlm4Template[] =
+    "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
+// Pieces in priority order: the space marker, printable ASCII, "▁" + letter, letter pairs,
+// "▁" + pair, triples, "▁" + triple. Stops at `limit`.
+std::vector<std::string> make_pieces(int64_t limit) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& p) {
+    if (static_cast<int64_t>(out.size()) < limit && seen.insert(p).second) out.push_back(p);
+  };
+  add(kSpace);
+  for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c));
+  for (char c = 'a'; c <= 'z'; ++c) add(std::string(kSpace) + c);
+  for (int c = 0x21; c <= 0x7e; ++c) add(std::string(1, static_cast<char>(c)));
+  for (char c = 'a'; c <= 'z'; ++c) {
+    for (char d = 'a'; d <= 'z'; ++d) add(std::string{c, d});
+  }
+  for (char c = 'a'; c <= 'z'; ++c) {
+    for (char d = 'a'; d <= 'z'; ++d) add(std::string(kSpace) + c + d);
+  }
+  for (char c = 'a'; c <= 'z'; ++c) {
+    for (char d = 'a'; d <= 'z'; ++d) {
+      for (char e = 'a'; e <= 'z'; ++e) add(std::string{c, d, e});
+    }
+  }
+  for (char c = 'a'; c <= 'z'; ++c) {
+    for (char d = 'a'; d <= 'z'; ++d) {
+      for (char e = 'a'; e <= 'z'; ++e) add(std::string(kSpace) + c + d + e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
+  if (n_vocab < kMinVocab) {
+    return invalid_argument("vocabulary of " + std::to_string(n_vocab) +
+                            " tokens is too small for a synthetic vocabulary (need >= " +
+                            std::to_string(kMinVocab) + ")");
+  }
+  tok::VocabSpec s;
+  s.model = "llama";
+  auto push = [&](std::string piece, float score, int32_t type) {
+    s.tokens.push_back(std::move(piece));
+    s.scores.push_back(score);
+    s.types.push_back(type);
+  };
+  const bool glm = arch != Arch::kLlama;
+  push("<unk>", 0.0f, tok::kTokenUnknown);
+  push(glm ? "<bos>" : "<s>", 0.0f, tok::kTokenControl);
+  push(glm ? "<eos>" : "</s>", 0.0f, tok::kTokenControl);
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+    push(buf, 0.0f, tok::kTokenByte);
+  }
+  std::vector<const char*> specials;
+  int64_t special_at = n_vocab;
+  if (arch == Arch::kGLM4) {
+    specials.assign(std::begin(kGlm4Specials), std::end(kGlm4Specials));
+    special_at = n_vocab >= kGlm4Vocab ? kGlm4SpecialId : n_vocab - 14;
+  } else if (glm) {
+    specials.assign(std::begin(kChatGlmSpecials), std::end(kChatGlmSpecials));
+    special_at = n_vocab >= kChatGlmVocab ? kChatGlmSpecialId : n_vocab - 9;
+  }
+  const int64_t n_fixed = static_cast<int64_t>(s.tokens.size());
+  const std::vector<std::string> pieces = make_pieces(special_at - n_fixed);
+  for (size_t i = 0; i < pieces.size(); ++i) push(pieces[i], -static_cast<float>(i + 1), 1);
+  auto pad_to = [&](int64_t n) {
+    while (static_cast<int64_t>(s.tokens.size()) < n) {
+      push("[PAD" + std::to_string(s.tokens.size()) + "]", 0.0f, tok::kTokenUnused);
+    }
+  };
+  pad_to(special_at);
+  for (const char* sp : specials) push(sp, 0.0f, tok::kTokenControl);
+  pad_to(n_vocab);
+
+  if (arch == Arch::kLlama) {
+    s.unk = 0;
+    s.bos = 1;
+    s.eos = 2;
+    s.add_bos = true;
+  } else if (arch == Arch::kGLM4) {
+    s.eos = static_cast<int32_t>(special_at);  // <|endoftext|>
+    s.pad = s.eos;
+    s.eot = static_cast<int32_t>(special_at + 7);  // <|user|>
+    s.add_bos = false;
+    s.chat_template = kGlm4Template;
+  } else {
+    s.eos = 2;
+    s.pad = 0;
+    s.add_bos = false;
+    s.chat_template = arch == Arch::kChatGLM2 ? kChatGlm2Template : kChatGlm3Template;
+  }
+  return s;
+}
+
+}  // namespace glm::convert
