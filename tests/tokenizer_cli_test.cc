@@ -1,0 +1,157 @@
+// `glmserve tokenize` and `glmserve template` on the vocab-only GGUFs of ../shared/data, checked
+// against the HF ids of cases.json; one-line errors on bad input.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string shared(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
+bool exists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(int fd) {
+  std::string s;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// Runs glmserve with `args` (no shell), capturing stdout and stderr.
+Result run(const std::vector<std::string>& args) {
+  std::string out_path = "/tmp/glm_tokcli_" + std::to_string(getpid()) + ".out";
+  std::string err_path = "/tmp/glm_tokcli_" + std::to_string(getpid()) + ".err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(GLMSERVE_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(GLMSERVE_BIN, argv.data());
+    _exit(127);
+  }
+  Result r;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int o = open(out_path.c_str(), O_RDONLY), e = open(err_path.c_str(), O_RDONLY);
+  r.out = slurp(o);
+  r.err = slurp(e);
+  close(o);
+  close(e);
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  return r;
+}
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  if (!j.is_array()) return {-999};
+  return j.get<std::vector<int32_t>>();
+}
+
+nlohmann::json cases() {
+  std::ifstream in(shared("tokenizers/cases.json"));
+  return in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+}
+
+#define SKIP_IF_NO_DATA()                                                                  \
+  if (!exists(shared("vocab/chatglm3-vocab.gguf")) || !exists(shared("vocab/glm4-vocab.gguf")) || \
+      !exists(shared("tokenizers/cases.json")))                                            \
+  GTEST_SKIP() << "../shared/data vocab GGUFs or cases.json absent (see its README.md)"
+
+TEST(TokenizerCli, TokenizePrintsPlainIds) {
+  SKIP_IF_NO_DATA();
+  const auto c = cases();
+  for (const auto& k : c["chatglm3"]["encode"]) {
+    Result r = run({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"), "--text",
+                    k["prompt"].get<std::string>()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto ids = k["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(parse_ids(r.out), std::vector<int32_t>(ids.begin() + 2, ids.end()));
+  }
+  for (const auto& k : c["chatglm4"]["encode_ordinary"]) {
+    Result r = run({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--text",
+                    k["text"].get<std::string>()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(parse_ids(r.out), k["ids"].get<std::vector<int32_t>>());
+  }
+}
+
+TEST(TokenizerCli, DecodePrintsText) {
+  SKIP_IF_NO_DATA();
+  Result r = run({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"), "--decode",
+                  "64790,64792,36474,54591"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "你好\n");
+  r = run({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--decode", "151331,109377",
+           "--render-special"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[gMASK]你好\n");
+}
+
+TEST(TokenizerCli, TemplatePrintsPromptIds) {
+  SKIP_IF_NO_DATA();
+  const auto c = cases();
+  const std::string path = "/tmp/glm_tokcli_msgs_" + std::to_string(getpid()) + ".json";
+  int n = 0;
+  for (const auto& [model, vocab] : {std::pair{"chatglm3", "vocab/chatglm3-vocab.gguf"},
+                                     std::pair{"chatglm4", "vocab/glm4-vocab.gguf"}}) {
+    for (const auto& k : c[model]["apply_chat_template"]) {
+      std::ofstream(path) << k["messages"].dump();
+      Result r = run({"template", "--model", shared(vocab), "--messages", path});
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_EQ(parse_ids(r.out), k["ids"].get<std::vector<int32_t>>()) << model;
+      ++n;
+    }
+  }
+  unlink(path.c_str());
+  EXPECT_EQ(n, 5);
+}
+
+// Every failure is one line on stderr, a non-zero exit, nothing on stdout.
+void expect_one_line_error(const Result& r) {
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_EQ(r.err.rfind("glmserve: ", 0), 0u) << r.err;
+}
+
+TEST(TokenizerCli, OneLineErrors) {
+  SKIP_IF_NO_DATA();
+  const std::string vocab = shared("vocab/chatglm3-vocab.gguf");
+  expect_one_line_error(run({"tokenize", "--text", "hi"}));
+  expect_one_line_error(run({"tokenize", "--model", "/nonexistent.gguf", "--text", "hi"}));
+  expect_one_line_error(run({"tokenize", "--model", shared("tokenizers/cases.json"), "--text", "x"}));
+  expect_one_line_error(run({"tokenize", "--model", vocab}));
+  expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "1,x"}));
+  expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "70000"}));
+  expect_one_line_error(run({"tokenize", "--model", vocab, "--bogus", "1"}));
+  const std::string path = "/tmp/glm_tokcli_bad_" + std::to_string(getpid()) + ".json";
+  for (const char* bad : {"{not json", "[]", "{\"a\":1}", "[{\"content\":\"x\"}]",
+                          "[{\"role\":\"robot\",\"content\":\"x\"}]",
+                          "[{\"role\":\"user\",\"content\":5}]"}) {
+    std::ofstream(path) << bad;
+    expect_one_line_error(run({"template", "--model", vocab, "--messages", path}));
+  }
+  unlink(path.c_str());
+  expect_one_line_error(run({"template", "--model", vocab, "--messages", "/nonexistent.json"}));
+  expect_one_line_error(run({"template", "--model", vocab}));
+}
+
+}  // namespace
