@@ -1,13 +1,74 @@
-// Placeholder until this command lands; it fails loudly rather than pretending.
+// glmserve run: one generation streamed to stdout, through the engine in-process (the same
+// scheduler, KV cache and sampler as the server). Timings go to stderr.
 #include <cstdio>
+#include <string>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
+#include "engine/engine.h"
 
 namespace glm::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: glmserve run --model M.gguf --prompt TEXT [flags]\n"
+    "Generates a reply to TEXT (as one user message in the model's chat template) and streams\n"
+    "it to stdout, then a newline; a summary line with timings goes to stderr.\n"
+    "  --prompt TEXT        the prompt\n"
+    "  --system TEXT        a system message before it (chat template only)\n"
+    "  --raw                no chat template: continue TEXT as plain text\n"
+    "  --quiet              no summary line on stderr\n";
+
+}  // namespace
 
 int cmd_run(int argc, char** argv) {
-  std::fprintf(stderr, "glmserve: 'run' is not built yet in this version\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    std::fputs(kGenerateFlagsHelp, stdout);
+    return 0;
+  }
+  std::set<std::string> flags = kGenerateFlags;
+  flags.insert({"prompt", "system"});
+  StatusOr<Args> args = Args::parse(argc, argv, flags, {"raw", "quiet"}, kGenerateAliases);
+  if (!args.ok()) return fail(args.status());
+  if (!args->positional().empty()) {
+    return fail(invalid_argument("unexpected argument '" + args->positional()[0] +
+                                 "' (give the text with --prompt)"));
+  }
+  StatusOr<std::string> prompt = args->require("prompt");
+  if (!prompt.ok()) return fail(prompt.status());
+  StatusOr<engine::Options> options = engine_options(*args);
+  if (!options.ok()) return fail(options.status());
+  StatusOr<engine::SamplingParams> params = sampling_params(*args, 256);
+  if (!params.ok()) return fail(params.status());
+
+  engine::Request request;
+  request.id = "run";
+  request.params = *params;
+  request.raw = args->has("raw");
+  if (request.raw) {
+    if (args->has("system")) return fail(invalid_argument("--system needs the chat template "
+                                                          "(drop --raw)"));
+    request.prompt = *prompt;
+  } else {
+    if (args->has("system")) request.messages.push_back({"system", args->get("system")});
+    request.messages.push_back({"user", *prompt});
+  }
+
+  auto engine = engine::load_engine(*options);
+  if (!engine.ok()) return fail(engine.status());
+  Generation gen(stdout);
+  const Status st = (*engine)->submit(std::move(request), gen.sink());
+  if (!st.ok()) return fail(st);
+  const engine::Event done = gen.wait();
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  (*engine)->drain(std::chrono::milliseconds(0));
+  if (done.type == engine::EventType::kError) return fail(done.error);
+  if (!gen.notice().empty()) std::fprintf(stderr, "glmserve: %s\n", gen.notice().c_str());
+  if (!args->has("quiet")) std::fprintf(stderr, "%s\n", summary_line(done).c_str());
+  return 0;
 }
 
 }  // namespace glm::cli

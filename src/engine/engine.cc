@@ -47,7 +47,7 @@ class EngineImpl;
 class RequestObserver : public scheduler::SeqObserver {
  public:
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
-                  std::vector<std::string> stops, PromptPlan plan, bool chat)
+                  std::vector<std::string> stops, const PromptPlan& plan, bool chat)
       : engine_(engine),
         id_(std::move(id)),
         sink_(std::move(sink)),
@@ -55,7 +55,15 @@ class RequestObserver : public scheduler::SeqObserver {
         stop_(std::move(stops)),
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
-        chat_(chat) {}
+        chat_(chat) {
+    // A raw prompt is continued, not answered: the first generated token keeps its leading
+    // space ("Once upon a time" + " there"), so the decoder must not treat it as the start of
+    // the text. Feeding it the prompt's last text token (output discarded) does that.
+    if (!chat && !plan.prompt.empty() && !tok.is_control(plan.prompt.back())) {
+      decoder_.push(plan.prompt.back());
+      decoder_.flush();
+    }
+  }
 
   void on_queued(int position) override {
     Event e = event(EventType::kQueued);
@@ -183,6 +191,8 @@ class EngineImpl final : public Engine {
 
     scheduler::SeqRequest r;
     r.id = request.id;
+    r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
+                                                   request.params.stop, plan.value(), chat);
     r.prompt = std::move(plan->prompt);
     r.conversation = request.conversation;
     r.history_tag = plan->history_tag;
@@ -196,9 +206,6 @@ class EngineImpl final : public Engine {
     r.max_tokens = plan->max_tokens;
     r.stop_ids = stop_ids_;
     r.submitted = submitted;
-    r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink),
-                                                   *tokenizer_, p.stop, std::move(plan.value()),
-                                                   chat);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (health_.load() != Health::kReady) {

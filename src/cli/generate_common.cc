@@ -1,0 +1,115 @@
+#include "cli/generate_common.h"
+
+namespace glm::cli {
+
+const std::set<std::string> kGenerateFlags = {
+    "model",   "max-tokens", "temp",     "top-p", "top-k", "repeat-penalty", "seed",
+    "threads", "ctx-size",   "kv-type",  "stop"};
+const std::map<std::string, std::string> kGenerateAliases = {{"n", "max-tokens"},
+                                                             {"t", "threads"}};
+const char* kGenerateFlagsHelp =
+    "  -n, --max-tokens N   tokens to generate at most\n"
+    "  --temp T             temperature (0 = greedy; default 0.8)\n"
+    "  --top-p P            nucleus sampling (1 = off; default 0.8)\n"
+    "  --top-k K            keep the K most likely tokens (0 = off)\n"
+    "  --repeat-penalty R   repetition penalty (1 = off)\n"
+    "  --seed S             random seed (0 = random)\n"
+    "  --stop TEXT          stop when TEXT is generated (not printed)\n"
+    "  -t, --threads N      worker threads (default: physical cores)\n"
+    "  --ctx-size N         context length (default: the model's, at most 8192)\n"
+    "  --kv-type f16|f32    KV cache element type (default f16)\n";
+
+StatusOr<engine::Options> engine_options(const Args& args) {
+  engine::Options o;
+  auto model = args.require("model");
+  if (!model.ok()) return model.status();
+  o.model_path = *model;
+  auto threads = args.get_int("threads", 0);
+  if (!threads.ok()) return threads.status();
+  if (*threads < 0 || *threads > 1024) return invalid_argument("--threads: expected 0 to 1024");
+  o.n_threads = static_cast<int>(*threads);
+  auto ctx = args.get_int("ctx-size", 0);
+  if (!ctx.ok()) return ctx.status();
+  if (*ctx < 0 || *ctx > (1 << 20)) return invalid_argument("--ctx-size: expected 0 to 1048576");
+  o.n_ctx = static_cast<int>(*ctx);
+  const std::string kv = args.get("kv-type", "f16");
+  if (kv == "f32") {
+    o.kv_type = DType::kF32;
+  } else if (kv != "f16") {
+    return invalid_argument("--kv-type: expected f16 or f32, got '" + kv + "'");
+  }
+  o.max_batch = 1;  // one user: the KV cache holds one full context
+  return o;
+}
+
+StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_max_tokens) {
+  engine::SamplingParams p;
+  auto n = args.get_int("max-tokens", default_max_tokens);
+  if (!n.ok()) return n.status();
+  if (*n < 1 || *n > (1 << 20)) return invalid_argument("--max-tokens: expected at least 1");
+  p.max_tokens = static_cast<int>(*n);
+  auto temp = args.get_float("temp", p.temperature);
+  if (!temp.ok()) return temp.status();
+  p.temperature = static_cast<float>(*temp);
+  auto top_p = args.get_float("top-p", p.top_p);
+  if (!top_p.ok()) return top_p.status();
+  p.top_p = static_cast<float>(*top_p);
+  auto top_k = args.get_int("top-k", 0);
+  if (!top_k.ok()) return top_k.status();
+  p.top_k = static_cast<int>(*top_k);
+  auto rp = args.get_float("repeat-penalty", 1.0);
+  if (!rp.ok()) return rp.status();
+  p.repetition_penalty = static_cast<float>(*rp);
+  auto seed = args.get_int("seed", 0);
+  if (!seed.ok()) return seed.status();
+  if (*seed < 0) return invalid_argument("--seed: expected a non-negative integer");
+  p.seed = static_cast<uint64_t>(*seed);
+  if (args.has("stop")) p.stop.push_back(args.get("stop"));
+  return p;
+}
+
+engine::EventSink Generation::sink() {
+  return [this](const engine::Event& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    switch (e.type) {
+      case engine::EventType::kToken:
+        text_ += e.text;
+        std::fwrite(e.text.data(), 1, e.text.size(), out_);
+        std::fflush(out_);
+        break;
+      case engine::EventType::kStart:
+        start_ = e;
+        break;
+      case engine::EventType::kNotice:
+        notice_ = e.text;
+        break;
+      case engine::EventType::kDone:
+      case engine::EventType::kError:
+        final_ = e;
+        done_ = true;
+        cv_.notify_all();
+        break;
+      default:
+        break;
+    }
+  };
+}
+
+engine::Event Generation::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
+  return final_;
+}
+
+std::string summary_line(const engine::Event& d) {
+  char buf[256];
+  const double tps = d.timings.tpot_ms > 0 ? 1000.0 / d.timings.tpot_ms : 0.0;
+  std::snprintf(buf, sizeof(buf),
+                "prompt %d tokens (%d cached), %d tokens generated, ttft %.1f ms, "
+                "%.1f ms/token (%.1f tokens/s), %s",
+                d.prompt_tokens, d.cached_tokens, d.completion_tokens, d.timings.ttft_ms,
+                d.timings.tpot_ms, tps, d.finish_reason.c_str());
+  return buf;
+}
+
+}  // namespace glm::cli

@@ -1,0 +1,52 @@
+// Shared by `glmserve run` and `glmserve chat`: the engine and sampling flags, loading the
+// engine in-process (the same code path as the server), and waiting for one request's events.
+#pragma once
+
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "cli/args.h"
+#include "engine/engine.h"
+
+namespace glm::cli {
+
+// Flag names understood by engine_options() and sampling_params().
+extern const std::set<std::string> kGenerateFlags;
+extern const std::map<std::string, std::string> kGenerateAliases;  // -n, -t
+extern const char* kGenerateFlagsHelp;
+
+StatusOr<engine::Options> engine_options(const Args& args);
+// Defaults: the engine's (temperature 0.8, top_p 0.8); max_tokens `default_max_tokens`.
+StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_max_tokens);
+
+// Streams one request's text to `out` and waits for its end. Thread-safe (the sink runs on the
+// engine thread).
+class Generation {
+ public:
+  explicit Generation(std::FILE* out) : out_(out) {}
+  engine::EventSink sink();
+  // Blocks until kDone or kError; returns the final event.
+  engine::Event wait();
+  const std::string& text() const { return text_; }
+  const engine::Event& start() const { return start_; }
+  const std::string& notice() const { return notice_; }
+
+ private:
+  std::FILE* out_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  engine::Event final_;
+  engine::Event start_;
+  std::string text_;
+  std::string notice_;
+};
+
+// "prompt 12 tokens (5 cached), 64 tokens, ttft 35.2 ms, 12.5 ms/token (80.0 tokens/s)"
+std::string summary_line(const engine::Event& done);
+
+}  // namespace glm::cli
