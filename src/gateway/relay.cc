@@ -80,7 +80,7 @@ RelayResult relay_generation(EngineStream& stream,
         return result;
       case protocol::EventType::kToken:
         result.text += e.text;
-        if (result.gateway_ttft_ms < 0) result.gateway_ttft_ms = ms_since(t0);
+        if (result.first_token_at == Clock::time_point{}) result.first_token_at = Clock::now();
         break;
       case protocol::EventType::kNotice:
         result.notice = e.message;

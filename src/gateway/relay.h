@@ -9,6 +9,7 @@
 // Thread-safety: one relay per request, on the thread that serves it.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -28,7 +29,8 @@ struct RelayResult {
   protocol::Timings timings;    // engine-side, from the done event
   std::string notice;           // the engine's trim notice, if any
   int dropped_messages = 0;
-  double gateway_ttft_ms = -1;  // relay start -> first token handed to the client
+  // When the first token was handed to the client (epoch = none).
+  std::chrono::steady_clock::time_point first_token_at{};
   bool engine_confirmed_cancel = false;  // a done event with finish_reason "cancelled" arrived
 };
 

@@ -271,6 +271,8 @@ void Gateway::install_chat_routes() {
       *state = std::move(started).value();
     } else {
       start_error = started.status();
+      store_->update_message(answer_id, "", "error", start_error.message(), "{}");
+      metrics_.record_error(error_code_name(start_error.code()));
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
@@ -284,8 +286,6 @@ void Gateway::install_chat_routes() {
                                       {"assistant_message_id", answer_id}}));
       json meta = json::object();
       if (!state->has_value()) {
-        store_->update_message(answer_id, "", "error", start_error.message(), dump(meta));
-        metrics_.record_error(error_code_name(start_error.code()));
         sse_write(sink, dump({{"type", "error"},
                               {"code", error_code_name(start_error.code())},
                               {"message", start_error.message()}}));
@@ -365,7 +365,9 @@ void Gateway::install_chat_routes() {
         g.engine_tpot_ms = r.timings.tpot_ms;
         g.queue_ms = r.timings.queue_ms;
       }
-      g.gateway_ttft_ms = r.gateway_ttft_ms;
+      if (r.first_token_at != Clock::time_point{}) {
+        g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
+      }
       g.e2e_ms = ms_since(t0);
       metrics_.record_generation(g);
       if (r.outcome == "disconnected") return false;

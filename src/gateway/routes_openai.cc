@@ -73,7 +73,9 @@ void Gateway::install_openai_routes() {
         g.engine_tpot_ms = r.timings.tpot_ms;
         g.queue_ms = r.timings.queue_ms;
       }
-      g.gateway_ttft_ms = r.gateway_ttft_ms;
+      if (r.first_token_at != Clock::time_point{}) {
+        g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
+      }
       g.e2e_ms = ms_since(t0);
       metrics_.record_generation(g);
       if (r.outcome == "error") metrics_.record_error(error_code_name(r.error.code()));

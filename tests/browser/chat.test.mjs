@@ -1,0 +1,161 @@
+// Browser tests of the chat page (node --test): streaming, stop, reload, edit and resend,
+// regenerate, safe rendering of hostile model output, language and theme.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { api, engineLog, newPage, openBrowser, send, waitDone } from './harness.mjs';
+
+let browser;
+before(async () => {
+  browser = await openBrowser();
+});
+after(async () => {
+  await browser?.close();
+});
+
+test('a message streams into the page and is stored', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'hello there [slow]');
+  // While streaming: text is already visible, and the answer is still open.
+  await answer.locator('.bubble', { hasText: 'word3' }).waitFor();
+  assert.equal(await answer.getAttribute('class'), 'msg assistant streaming');
+  const early = (await answer.locator('.bubble').textContent()).length;
+  await answer.locator('.bubble', { hasText: 'word12' }).waitFor();
+  const later = (await answer.locator('.bubble').textContent()).length;
+  assert.ok(later > early, `the answer grew while streaming (${early} -> ${later} chars)`);
+  await page.keyboard.press('Escape'); // Esc stops
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-status'), 'stopped');
+  const first = Number(await answer.getAttribute('data-first-char-ms'));
+  assert.ok(first > 0, 'first character time recorded');
+  // The user's message and the conversation exist on the server.
+  const id = new URL(page.url()).hash.slice(1);
+  const conv = await api(`/api/conversations/${id}`);
+  assert.equal(conv.messages[0].content, 'hello there [slow]');
+  assert.equal(conv.title, 'hello there [slow]');
+  await page.context().close();
+});
+
+test('stop mid-stream frees the engine, and a reload shows the partial answer', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'tell me a long story [slow]');
+  await answer.locator('.bubble', { hasText: 'word5' }).waitFor();
+  await page.click('#stop');
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-status'), 'stopped');
+  assert.ok(await answer.locator('.badge.stopped').isVisible());
+  assert.ok(await page.locator('#send').isVisible(), 'send button back');
+  const partial = await answer.locator('.bubble').textContent();
+  assert.ok(partial.includes('word5') && !partial.includes('word299'), 'a partial answer');
+  // The engine saw the cancel for this request.
+  const reqs = engineLog().filter((e) => e.kind === 'request');
+  const last = reqs[reqs.length - 1];
+  assert.ok(engineLog().some((e) => e.kind === 'cancel' && e.id === last.id), 'engine got the cancel');
+  // Reload: the conversation is listed and reopens with its partial answer, marked stopped.
+  const id = new URL(page.url()).hash.slice(1);
+  await page.reload();
+  await page.locator(`.conv[data-id="${id}"]`).waitFor();
+  const stored = page.locator('.msg.assistant').last();
+  await stored.waitFor();
+  assert.equal(await stored.getAttribute('data-status'), 'stopped');
+  const storedText = await stored.locator('.bubble').textContent();
+  assert.ok(storedText.startsWith('word0 word1 word2'), storedText.slice(0, 40));
+  assert.ok(storedText.length >= partial.length - 10, 'the stored answer has what was shown');
+  // And from a fresh browser context too (nothing kept in the page).
+  const fresh = await newPage(browser);
+  await fresh.click(`.conv[data-id="${id}"] .title`);
+  await fresh.locator('.msg.assistant[data-status="stopped"]').waitFor();
+  await page.context().close();
+  await fresh.context().close();
+});
+
+test('edit and resend replaces the turn; regenerate replaces the answer', async () => {
+  const page = await newPage(browser);
+  let answer = await send(page, 'first question');
+  await waitDone(answer);
+  assert.equal((await answer.locator('.bubble').textContent()).trim(), 'Echo: first question');
+  answer = await send(page, 'second question');
+  await waitDone(answer);
+  // Edit the first user message: everything after it goes, the new text is sent.
+  const firstUser = page.locator('.msg.user').first();
+  await firstUser.hover();
+  await firstUser.locator('[data-act=edit]').click();
+  await firstUser.locator('.edit-box textarea').fill('edited question [zh]');
+  await firstUser.locator('[data-act=edit-save]').click();
+  answer = page.locator('.msg.assistant').first();
+  await page.locator('.msg.assistant[data-status]').first().waitFor();
+  await waitDone(answer);
+  assert.equal(await page.locator('.msg.user').count(), 1);
+  assert.equal(await page.locator('.msg.assistant').count(), 1);
+  assert.equal((await page.locator('.msg.user .bubble').textContent()), 'edited question [zh]');
+  assert.equal((await answer.locator('.bubble').textContent()).trim(), '你好，世界！');
+  const id = new URL(page.url()).hash.slice(1);
+  let conv = await api(`/api/conversations/${id}`);
+  assert.deepEqual(conv.messages.map((m) => m.content), ['edited question [zh]', '你好，世界！']);
+  // Regenerate the last answer.
+  const before = engineLog().filter((e) => e.kind === 'request').length;
+  await answer.locator('[data-act=regen]').click();
+  const again = page.locator('.msg.assistant').first();
+  await page.locator('.msg.assistant.streaming, .msg.assistant[data-status]').first().waitFor();
+  await waitDone(again);
+  assert.equal(engineLog().filter((e) => e.kind === 'request').length, before + 1);
+  conv = await api(`/api/conversations/${id}`);
+  assert.equal(conv.messages.length, 2);
+  await page.context().close();
+});
+
+test('model output with <script> and <img onerror> shows as text and never runs', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'show me html [xss]');
+  await waitDone(answer);
+  const text = await answer.locator('.bubble').textContent();
+  assert.ok(text.includes('<script>window.__pwned = 1</script>'), text);
+  assert.ok(text.includes('<img src=x onerror="window.__pwned = 2">'), text);
+  assert.equal(await answer.locator('.bubble script').count(), 0);
+  assert.equal(await answer.locator('.bubble img').count(), 0);
+  assert.equal(await answer.locator('.bubble a[href^="javascript"]').count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  // The same after a reload (the stored answer renders through the same path).
+  await page.reload();
+  const stored = page.locator('.msg.assistant').last();
+  await stored.waitFor();
+  assert.ok((await stored.locator('.bubble').textContent()).includes('<script>'));
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await page.context().close();
+});
+
+test('markdown, code copy button, trim notice, stats, conversation list', async () => {
+  const page = await newPage(browser);
+  let answer = await send(page, 'markdown please [md]');
+  await waitDone(answer);
+  assert.equal(await answer.locator('.bubble h2').count(), 1);
+  assert.equal(await answer.locator('.bubble pre code.language-python').count(), 1);
+  assert.ok((await answer.locator('.bubble .hljs-keyword').count()) > 0, 'highlighted');
+  assert.equal(await answer.locator('.bubble pre .copy-code').count(), 1);
+  assert.match(await answer.locator('.stats').textContent(), /\d+ ms/);
+  answer = await send(page, 'long history [trim]');
+  await waitDone(answer);
+  assert.ok(await answer.locator('.notice').isVisible(), 'trim notice shown');
+  // New chat, then the list has both conversations; rename through the API shows up.
+  await page.click('#new-chat');
+  assert.equal(await page.locator('.msg').count(), 0);
+  answer = await send(page, 'another chat');
+  await waitDone(answer);
+  assert.ok((await page.locator('.conv').count()) >= 2);
+  await page.context().close();
+});
+
+test('English toggle, dark mode and a narrow screen', async () => {
+  const page = await newPage(browser, { viewport: { width: 390, height: 800 }, colorScheme: 'dark' });
+  assert.equal(await page.locator('#send').textContent(), '发送');
+  await page.click('#menu-toggle');
+  await page.click('#lang-toggle');
+  assert.equal(await page.locator('#send').textContent(), 'Send');
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'en');
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(bg, 'rgb(22, 24, 28)', 'dark background');
+  // The sidebar is an overlay on narrow screens: the composer keeps the full width.
+  await page.click('#scrim', { position: { x: 370, y: 400 } });
+  const composer = await page.locator('#composer').boundingBox();
+  assert.ok(composer.width >= 380, `composer ${composer.width}px wide`);
+  await page.context().close();
+});

@@ -1,0 +1,125 @@
+// A scripted engine for the browser tests: speaks the engine protocol v1 (docs/protocol.md) on a
+// Unix socket and answers by keywords in the last message (like src/gateway/fake_engine.h):
+//   [slow]   300 words, 30 ms apart (stop tests)    [xss]  <script> and <img onerror> in markdown
+//   [zh]     Chinese text                           [md]   markdown with a code block
+//   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
+// The first token comes FAKE_TTFT_MS (default 20) after the request line; the done event
+// reports the TTFT the engine measured itself, as the real engine does.
+// Every request and every cancel is appended as a JSON line to the log file (argv[3]).
+//   node fake_engine.mjs SOCKET LOG
+import { appendFileSync, unlinkSync } from 'node:fs';
+import net from 'node:net';
+
+const [socketPath, logPath] = process.argv.slice(2);
+const ttftMs = Number(process.env.FAKE_TTFT_MS || 20);
+const log = (obj) => logPath && appendFileSync(logPath, `${JSON.stringify(obj)}\n`);
+const flags = new Map(); // id -> {cancelled}
+
+function script(text) {
+  if (text.includes('[slow]')) {
+    return { delay: 30, pieces: Array.from({ length: 300 }, (_, i) => `word${i} `) };
+  }
+  if (text.includes('[xss]')) {
+    return {
+      delay: 5,
+      pieces: ['Here: ', '<script>window.__pwned = 1</script>', '\n\n', 'and ',
+        '<img src=x onerror="window.__pwned = 2">', ' and [link](javascript:window.__pwned=3)', ' done.'],
+    };
+  }
+  if (text.includes('[zh]')) return { delay: 10, pieces: ['你好', '，', '世界', '！'] };
+  if (text.includes('[md]')) {
+    const md = '## 示例 Example\n\nA list:\n\n- **bold** item\n- `inline code`\n\n```python\n' +
+      'def fib(n):\n    """Fibonacci."""\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n```\n\n' +
+      '| a | b |\n|---|---|\n| 1 | 2 |\n\nDone. 完成。';
+    return { delay: 8, pieces: md.match(/[\s\S]{1,6}/gu) };
+  }
+  const echo = `Echo: ${text}`;
+  return { delay: 10, pieces: Array.from(echo.matchAll(/[\s\S]{1,4}/gu), (m) => m[0]) };
+}
+
+function generate(conn, req) {
+  const t0 = performance.now();
+  const flag = { cancelled: false };
+  flags.set(req.id, flag);
+  const send = (ev) => !conn.destroyed && conn.write(`${JSON.stringify({ id: req.id, ...ev })}\n`);
+  const msgs = req.messages || [];
+  const last = msgs.length ? msgs[msgs.length - 1].content : req.prompt || '';
+  log({ kind: 'request', id: req.id, conversation: req.conversation || '', messages: msgs, params: req.params || {} });
+  send({ event: 'queued', position: 0 });
+  send({ event: 'start', prompt_tokens: 8 * msgs.length, cached_tokens: 0 });
+  if (last.includes('[trim]')) {
+    send({ event: 'notice', message: 'history trimmed to fit the context: dropped the 2 oldest messages', dropped_messages: 2 });
+  }
+  const { delay, pieces } = script(last);
+  let i = 0;
+  let ttft = -1;
+  const finish = (reason) => {
+    const total = performance.now() - t0;
+    flags.delete(req.id);
+    if (reason === 'cancelled') log({ kind: 'cancel', id: req.id, after_tokens: i });
+    send({
+      event: 'done', finish_reason: reason,
+      usage: { prompt_tokens: 8 * msgs.length, cached_tokens: 0, completion_tokens: i, total_tokens: 8 * msgs.length + i },
+      timings: { queue_ms: 0.05, prefill_ms: ttft < 0 ? total : ttft, ttft_ms: ttft < 0 ? total : ttft,
+        tpot_ms: i > 1 ? (total - ttft) / (i - 1) : 0, total_ms: total },
+    });
+  };
+  const step = () => {
+    if (flag.cancelled) return finish('cancelled');
+    if (i >= pieces.length) return finish('stop');
+    send({ event: 'token', text: pieces[i] });
+    if (ttft < 0) ttft = performance.now() - t0;
+    i++;
+    setTimeout(step, delay);
+  };
+  setTimeout(step, ttftMs);
+}
+
+const server = net.createServer((conn) => {
+  let buf = '';
+  const mine = new Set();
+  conn.setEncoding('utf8');
+  conn.on('data', (data) => {
+    buf += data;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.trim()) continue;
+      let req;
+      try {
+        req = JSON.parse(line);
+      } catch {
+        conn.write(`${JSON.stringify({ id: null, event: 'error', code: 'invalid_argument', message: 'not JSON' })}\n`);
+        continue;
+      }
+      const type = req.type || 'generate';
+      if (type === 'health') {
+        conn.write(`${JSON.stringify({ id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1 })}\n`);
+      } else if (type === 'cancel') {
+        const f = flags.get(req.id);
+        if (f) f.cancelled = true;
+        conn.write(`${JSON.stringify({ id: req.id, event: 'cancel', found: !!f })}\n`);
+      } else if (type === 'generate') {
+        mine.add(req.id);
+        generate(conn, req);
+      }
+    }
+  });
+  // A closed connection cancels what it started (as the real engine does).
+  conn.on('close', () => {
+    for (const id of mine) {
+      const f = flags.get(id);
+      if (f) f.cancelled = true;
+    }
+  });
+  conn.on('error', () => {});
+});
+
+try {
+  unlinkSync(socketPath);
+} catch {
+  // not there
+}
+server.listen(socketPath, () => console.log(`fake engine on ${socketPath}`));
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => server.close(() => process.exit(0)));

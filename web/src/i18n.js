@@ -1,0 +1,114 @@
+// Interface strings, Chinese first, English on request (saved in localStorage).
+const STRINGS = {
+  zh: {
+    newChat: '新对话',
+    conversations: '对话',
+    send: '发送',
+    stop: '停止',
+    placeholder: '输入消息，Enter 发送，Shift+Enter 换行，Esc 停止',
+    settings: '设置',
+    systemPrompt: '系统提示词',
+    systemPlaceholder: '例如：你是一个乐于助人的助手。',
+    temperature: '温度',
+    topP: 'Top P',
+    maxTokens: '最大生成长度',
+    close: '关闭',
+    copy: '复制',
+    copied: '已复制',
+    edit: '编辑',
+    regenerate: '重新生成',
+    saveSend: '保存并发送',
+    cancel: '取消',
+    rename: '重命名',
+    delete: '删除',
+    export: '导出',
+    confirmDelete: '删除这个对话？此操作无法撤销。',
+    untitled: '未命名对话',
+    empty: '有什么可以帮你的？',
+    stopped: '已停止',
+    error: '出错',
+    interrupted: '已中断',
+    trimmed: '较早的对话已被截断以适应上下文长度',
+    ttft: '首字',
+    tokS: '字元/秒',
+    tokens: '字元',
+    cached: '缓存',
+    queued: '排队中，前面还有 {n} 个请求',
+    language: 'English',
+    theme: '主题',
+    apiKey: '此服务需要 API 密钥，请输入：',
+    engineDown: '推理引擎未就绪',
+    menu: '菜单',
+  },
+  en: {
+    newChat: 'New chat',
+    conversations: 'Conversations',
+    send: 'Send',
+    stop: 'Stop',
+    placeholder: 'Message. Enter sends, Shift+Enter for a new line, Esc stops',
+    settings: 'Settings',
+    systemPrompt: 'System prompt',
+    systemPlaceholder: 'e.g. You are a helpful assistant.',
+    temperature: 'Temperature',
+    topP: 'Top P',
+    maxTokens: 'Max tokens',
+    close: 'Close',
+    copy: 'Copy',
+    copied: 'Copied',
+    edit: 'Edit',
+    regenerate: 'Regenerate',
+    saveSend: 'Save & send',
+    cancel: 'Cancel',
+    rename: 'Rename',
+    delete: 'Delete',
+    export: 'Export',
+    confirmDelete: 'Delete this conversation? This cannot be undone.',
+    untitled: 'Untitled',
+    empty: 'How can I help?',
+    stopped: 'stopped',
+    error: 'error',
+    interrupted: 'interrupted',
+    trimmed: 'Older turns were trimmed to fit the context',
+    ttft: 'TTFT',
+    tokS: 'tok/s',
+    tokens: 'tokens',
+    cached: 'cached',
+    queued: 'Queued, {n} ahead',
+    language: '中文',
+    theme: 'Theme',
+    apiKey: 'This server needs an API key:',
+    engineDown: 'The engine is not ready',
+    menu: 'Menu',
+  },
+};
+
+let lang = localStorage.getItem('glm.lang') === 'en' ? 'en' : 'zh';
+
+export function t(key, vars) {
+  let s = STRINGS[lang][key] ?? key;
+  if (vars) for (const [k, v] of Object.entries(vars)) s = s.replace(`{${k}}`, String(v));
+  return s;
+}
+
+export function currentLang() {
+  return lang;
+}
+
+export function toggleLang() {
+  lang = lang === 'zh' ? 'en' : 'zh';
+  localStorage.setItem('glm.lang', lang);
+  applyStatic();
+}
+
+// Fills every [data-i18n] (text), [data-i18n-placeholder] and [data-i18n-title] element.
+export function applyStatic(root = document) {
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  for (const el of root.querySelectorAll('[data-i18n]')) el.textContent = t(el.dataset.i18n);
+  for (const el of root.querySelectorAll('[data-i18n-placeholder]')) {
+    el.placeholder = t(el.dataset.i18nPlaceholder);
+  }
+  for (const el of root.querySelectorAll('[data-i18n-title]')) {
+    el.title = t(el.dataset.i18nTitle);
+    el.setAttribute('aria-label', el.title);
+  }
+}

@@ -1,0 +1,462 @@
+// glmserve chat page: conversation list, settings, composer, and the streaming chat loop.
+import * as api from './api.js';
+import { applyStatic, t, toggleLang } from './i18n.js';
+import { AnswerView, copyText, editBox, userView } from './messages.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  app: $('app'),
+  list: $('conv-list'),
+  messages: $('messages'),
+  empty: $('empty-hint'),
+  input: $('input'),
+  send: $('send'),
+  stop: $('stop'),
+  title: $('conv-title'),
+  settings: $('settings'),
+  system: $('system-prompt'),
+  temperature: $('temperature'),
+  topP: $('top-p'),
+  maxTokens: $('max-tokens'),
+  engine: $('engine-state'),
+  exportBtn: $('export-conv'),
+  scrim: $('scrim'),
+};
+
+const state = {
+  convId: null,
+  conversations: [],
+  running: null, // {requestId, stopRequested, ctrl, view}
+};
+
+// ---- settings -------------------------------------------------------------------------------
+
+function loadDefaults() {
+  try {
+    return JSON.parse(localStorage.getItem('glm.params') || '{}');
+  } catch {
+    return {};
+  }
+}
+
+function setControls(params, system) {
+  const d = { temperature: 0.8, top_p: 0.8, max_tokens: 512, ...params };
+  ui.temperature.value = d.temperature;
+  ui.topP.value = d.top_p;
+  ui.maxTokens.value = d.max_tokens;
+  ui.system.value = system || '';
+  showSliderValues();
+}
+
+function showSliderValues() {
+  $('temperature-out').textContent = Number(ui.temperature.value).toFixed(2);
+  $('top-p-out').textContent = Number(ui.topP.value).toFixed(2);
+}
+
+function params() {
+  const max = Math.max(1, Math.min(1048576, parseInt(ui.maxTokens.value, 10) || 512));
+  return {
+    temperature: Number(ui.temperature.value),
+    top_p: Number(ui.topP.value),
+    max_tokens: max,
+  };
+}
+
+// ---- conversation list ----------------------------------------------------------------------
+
+function renderList() {
+  ui.list.replaceChildren();
+  for (const c of state.conversations) {
+    const item = document.createElement('div');
+    item.className = `conv${c.id === state.convId ? ' active' : ''}`;
+    item.dataset.id = c.id;
+    const title = document.createElement('span');
+    title.className = 'title';
+    title.textContent = c.title || t('untitled');
+    const rename = document.createElement('button');
+    rename.type = 'button';
+    rename.dataset.act = 'rename';
+    rename.textContent = '✎';
+    rename.title = t('rename');
+    const del = document.createElement('button');
+    del.type = 'button';
+    del.dataset.act = 'delete';
+    del.textContent = '×';
+    del.title = t('delete');
+    item.append(title, rename, del);
+    ui.list.append(item);
+  }
+}
+
+async function refreshList() {
+  try {
+    state.conversations = (await api.call('GET', '/api/conversations')).conversations;
+  } catch {
+    state.conversations = [];
+  }
+  renderList();
+}
+
+function setTitle(text) {
+  ui.title.textContent = text || t('newChat');
+  document.title = text ? `${text} · glmserve` : 'glmserve';
+}
+
+function showEmpty() {
+  ui.empty.hidden = ui.messages.querySelector('.msg') !== null;
+}
+
+async function openConversation(id) {
+  if (state.running) return;
+  let conv;
+  try {
+    conv = await api.call('GET', `/api/conversations/${id}`);
+  } catch {
+    newChat();
+    return;
+  }
+  state.convId = conv.id;
+  history.replaceState(null, '', `#${conv.id}`);
+  setTitle(conv.title);
+  setControls({ ...loadDefaults(), ...conv.params }, conv.system_prompt);
+  ui.messages.replaceChildren(ui.empty);
+  for (const m of conv.messages) {
+    if (m.role === 'user') ui.messages.append(userView(m));
+    else if (m.role === 'assistant') ui.messages.append(new AnswerView(m).root);
+  }
+  ui.exportBtn.hidden = false;
+  showEmpty();
+  updateRegenerate();
+  renderList();
+  closeSidebar();
+  scrollToEnd(true);
+}
+
+function newChat() {
+  if (state.running) return;
+  state.convId = null;
+  history.replaceState(null, '', location.pathname);
+  setTitle('');
+  setControls(loadDefaults(), localStorage.getItem('glm.system') || '');
+  ui.messages.replaceChildren(ui.empty);
+  ui.exportBtn.hidden = true;
+  showEmpty();
+  renderList();
+  closeSidebar();
+  ui.input.focus();
+}
+
+// ---- chat -----------------------------------------------------------------------------------
+
+function nearBottom() {
+  const m = ui.messages;
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
+}
+
+function scrollToEnd(force) {
+  if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+function updateRegenerate() {
+  const answers = ui.messages.querySelectorAll('.msg.assistant');
+  answers.forEach((a, i) => {
+    a.querySelector('[data-act=regen]').hidden = i !== answers.length - 1;
+  });
+}
+
+function setRunning(on) {
+  ui.send.hidden = on;
+  ui.stop.hidden = !on;
+  ui.app.classList.toggle('running', on);
+}
+
+// Sends one chat request and streams the answer into a new AnswerView. `t0` is the moment of
+// the click / key press, for the click-to-first-character measurement.
+async function run(body, userText, t0) {
+  if (!state.convId) {
+    const conv = await api.call('POST', '/api/conversations', {
+      system_prompt: ui.system.value,
+      params: params(),
+    });
+    state.convId = conv.id;
+    history.replaceState(null, '', `#${conv.id}`);
+    ui.exportBtn.hidden = false;
+  }
+  const convId = state.convId;
+  let userEl = null;
+  if (userText !== null) {
+    userEl = userView({ content: userText });
+    ui.messages.append(userEl);
+  }
+  const view = new AnswerView();
+  view.startStream();
+  ui.messages.append(view.root);
+  showEmpty();
+  updateRegenerate();
+  scrollToEnd(true);
+  const job = { requestId: null, stopRequested: false, ctrl: new AbortController(), view };
+  state.running = job;
+  setRunning(true);
+  let final = null;
+  let failure = null;
+  let first = true;
+  try {
+    body.params = params();
+    body.system_prompt = ui.system.value;
+    for await (const batch of api.chat(convId, body, job.ctrl.signal)) {
+      let text = '';
+      for (const ev of batch) {
+        if (ev.type === 'start') {
+          job.requestId = ev.request_id;
+          view.root.dataset.id = ev.assistant_message_id;
+          if (userEl && ev.user_message) userEl.dataset.id = ev.user_message.id;
+          if (job.stopRequested) api.stop(job.requestId);
+        } else if (ev.type === 'queued') {
+          view.showQueued(ev.position);
+        } else if (ev.type === 'prefill') {
+          view.showQueued(0);
+        } else if (ev.type === 'token') {
+          text += ev.text;
+        } else if (ev.type === 'notice') {
+          view.showNotice(ev.dropped_messages);
+        } else if (ev.type === 'done') {
+          final = ev;
+        } else if (ev.type === 'error') {
+          failure = ev;
+          if (ev.content) text = ev.content.slice(view.root.raw.length);
+        }
+      }
+      if (text) {
+        view.append(text);
+        if (first) {
+          first = false;
+          view.root.dataset.firstCharMs = (performance.now() - t0).toFixed(2);
+        }
+        scrollToEnd(false);
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') failure = { message: e.message };
+  }
+  if (final) {
+    view.finish(final.status, final.meta || {});
+  } else if (failure) {
+    view.finish('error', {}, failure.message);
+  } else {
+    view.finish(job.stopRequested ? 'stopped' : 'interrupted', {});
+  }
+  state.running = null;
+  setRunning(false);
+  updateRegenerate();
+  refreshList().then(() => {
+    const c = state.conversations.find((x) => x.id === convId);
+    if (c && state.convId === convId) setTitle(c.title);
+  });
+}
+
+function stopRun() {
+  const job = state.running;
+  if (!job || job.stopRequested) return;
+  job.stopRequested = true;
+  if (job.requestId) api.stop(job.requestId);
+  // If the server never confirms, stop waiting for it.
+  setTimeout(() => {
+    if (state.running === job) job.ctrl.abort();
+  }, 5000);
+}
+
+function send(t0) {
+  const text = ui.input.value;
+  if (!text.trim() || state.running) return;
+  ui.input.value = '';
+  autosize();
+  run({ content: text }, text, t0).catch(showError);
+}
+
+function showError(e) {
+  state.running = null;
+  setRunning(false);
+  const v = new AnswerView();
+  ui.messages.append(v.root);
+  v.finish('error', {}, e.message);
+  showEmpty();
+}
+
+function autosize() {
+  ui.input.style.height = 'auto';
+  ui.input.style.height = `${Math.min(ui.input.scrollHeight, window.innerHeight * 0.4)}px`;
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+function closeSidebar() {
+  ui.app.classList.remove('side-open');
+  ui.scrim.hidden = true;
+}
+
+function onMessagesClick(e) {
+  const target = e.target;
+  if (target.classList.contains('copy-code')) {
+    const code = target.parentElement.querySelector('code') || target.parentElement;
+    copyText(code.textContent.replace(target.textContent, ''));
+    target.textContent = t('copied');
+    setTimeout(() => (target.textContent = t('copy')), 1200);
+    return;
+  }
+  const act = target.dataset.act;
+  if (!act) return;
+  const msg = target.closest('.msg');
+  if (act === 'copy') {
+    copyText(msg.raw || '');
+    target.textContent = t('copied');
+    setTimeout(() => (target.textContent = t('copy')), 1200);
+  } else if (act === 'regen' && !state.running) {
+    msg.remove();
+    run({ regenerate: true }, null, performance.now()).catch(showError);
+  } else if (act === 'edit' && !state.running && msg.dataset.id) {
+    const bubble = msg.querySelector('.bubble');
+    bubble.hidden = true;
+    msg.querySelector('.tools').hidden = true;
+    const box = editBox(msg.raw);
+    msg.append(box);
+    box.querySelector('textarea').focus();
+  } else if (act === 'edit-cancel') {
+    msg.querySelector('.edit-box').remove();
+    msg.querySelector('.bubble').hidden = false;
+    msg.querySelector('.tools').hidden = false;
+  } else if (act === 'edit-save' && !state.running) {
+    const text = msg.querySelector('.edit-box textarea').value;
+    if (!text.trim()) return;
+    const id = Number(msg.dataset.id);
+    while (msg.nextSibling) msg.nextSibling.remove();
+    msg.remove();
+    run({ content: text, edit_message_id: id }, text, performance.now()).catch(showError);
+  }
+}
+
+async function onListClick(e) {
+  const item = e.target.closest('.conv');
+  if (!item) return;
+  const id = item.dataset.id;
+  const act = e.target.dataset.act;
+  if (act === 'delete') {
+    if (!confirm(t('confirmDelete'))) return;
+    await api.call('DELETE', `/api/conversations/${id}`).catch(() => null);
+    if (id === state.convId) newChat();
+    refreshList();
+  } else if (act === 'rename') {
+    const title = item.querySelector('.title');
+    const input = document.createElement('input');
+    input.value = title.textContent;
+    title.replaceWith(input);
+    input.focus();
+    input.select();
+    const done = async (save) => {
+      if (save && input.value.trim()) {
+        await api.call('PATCH', `/api/conversations/${id}`, { title: input.value.trim() });
+        if (id === state.convId) setTitle(input.value.trim());
+      }
+      refreshList();
+    };
+    input.addEventListener('keydown', (k) => {
+      if (k.key === 'Enter') done(true);
+      if (k.key === 'Escape') done(false);
+    });
+    input.addEventListener('blur', () => done(true), { once: true });
+  } else if (e.target.tagName !== 'INPUT') {
+    openConversation(id);
+  }
+}
+
+async function exportConversation() {
+  if (!state.convId) return;
+  const blob = await api.download(`/api/conversations/${state.convId}/export`);
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = `conversation-${state.convId}.json`;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+function cycleTheme() {
+  const order = ['auto', 'dark', 'light'];
+  const cur = localStorage.getItem('glm.theme') || 'auto';
+  const next = order[(order.indexOf(cur) + 1) % order.length];
+  localStorage.setItem('glm.theme', next);
+  applyTheme();
+}
+
+function applyTheme() {
+  const theme = localStorage.getItem('glm.theme') || 'auto';
+  if (theme === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
+
+async function watchHealth() {
+  let ok = false;
+  try {
+    ok = (await fetch('/health', { cache: 'no-store' })).ok;
+  } catch {
+    ok = false;
+  }
+  ui.engine.hidden = ok;
+  ui.engine.textContent = t('engineDown');
+  setTimeout(watchHealth, ok ? 15000 : 3000);
+}
+
+function init() {
+  applyTheme();
+  applyStatic();
+  api.setKeyPrompt(async () => prompt(t('apiKey')));
+  $('composer').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send(performance.now());
+  });
+  ui.input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+      e.preventDefault();
+      send(performance.now());
+    }
+  });
+  ui.input.addEventListener('input', autosize);
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && state.running) {
+      e.preventDefault();
+      stopRun();
+    }
+  });
+  ui.stop.addEventListener('click', stopRun);
+  ui.messages.addEventListener('click', onMessagesClick);
+  ui.list.addEventListener('click', onListClick);
+  $('new-chat').addEventListener('click', newChat);
+  $('lang-toggle').addEventListener('click', () => {
+    toggleLang();
+    renderList();
+    setTitle(state.conversations.find((c) => c.id === state.convId)?.title || '');
+  });
+  $('theme-toggle').addEventListener('click', cycleTheme);
+  $('settings-toggle').addEventListener('click', () => (ui.settings.hidden = !ui.settings.hidden));
+  $('menu-toggle').addEventListener('click', () => {
+    ui.app.classList.add('side-open');
+    ui.scrim.hidden = false;
+  });
+  ui.scrim.addEventListener('click', closeSidebar);
+  ui.exportBtn.addEventListener('click', () => exportConversation().catch(showError));
+  for (const c of [ui.temperature, ui.topP, ui.maxTokens]) {
+    c.addEventListener('input', () => {
+      showSliderValues();
+      localStorage.setItem('glm.params', JSON.stringify(params()));
+    });
+  }
+  ui.system.addEventListener('change', () => localStorage.setItem('glm.system', ui.system.value));
+  setControls(loadDefaults(), localStorage.getItem('glm.system') || '');
+  setTitle('');
+  const id = location.hash.slice(1);
+  refreshList().then(() => {
+    if (id) openConversation(id);
+  });
+  watchHealth();
+  ui.input.focus();
+}
+
+init();

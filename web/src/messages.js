@@ -1,0 +1,119 @@
+// Message views: one element per message; assistant answers render markdown (markdown.js).
+import { StreamView, setMarkdown } from './markdown.js';
+import { t } from './i18n.js';
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function button(act, key) {
+  const b = el('button', '', t(key));
+  b.type = 'button';
+  b.dataset.act = act;
+  b.dataset.i18n = key;
+  return b;
+}
+
+export function userView(msg) {
+  const root = el('div', 'msg user');
+  if (msg.id) root.dataset.id = msg.id;
+  root.raw = msg.content;
+  const bubble = el('div', 'bubble', msg.content);
+  const tools = el('div', 'tools');
+  tools.append(el('span', 'stats'), button('copy', 'copy'), button('edit', 'edit'));
+  root.append(bubble, tools);
+  return root;
+}
+
+export class AnswerView {
+  constructor(msg = {}) {
+    this.root = el('div', 'msg assistant');
+    if (msg.id) this.root.dataset.id = msg.id;
+    this.root.raw = msg.content || '';
+    this.notice = el('div', 'notice');
+    this.notice.hidden = true;
+    this.bubble = el('div', 'bubble');
+    this.error = el('div', 'errmsg');
+    this.error.hidden = true;
+    this.tools = el('div', 'tools');
+    this.stats = el('span', 'stats');
+    this.badge = el('span', 'badge');
+    this.badge.hidden = true;
+    this.tools.append(this.stats, this.badge, button('copy', 'copy'), button('regen', 'regenerate'));
+    this.root.append(this.notice, this.bubble, this.error, this.tools);
+    if (msg.content !== undefined) {
+      setMarkdown(this.bubble, msg.content, t('copy'));
+      this.finish(msg.status, msg.meta || {}, msg.error);
+    }
+  }
+
+  startStream() {
+    this.root.classList.add('streaming');
+    this.stream = new StreamView(this.bubble, t('copy'));
+  }
+
+  append(text) {
+    this.stream.append(text);
+    this.root.raw = this.stream.text;
+  }
+
+  showQueued(position) {
+    this.stats.textContent = position > 0 ? t('queued', { n: position }) : '';
+  }
+
+  showNotice(dropped) {
+    this.notice.hidden = false;
+    this.notice.textContent = `⚠ ${t('trimmed')}${dropped ? ` (${dropped})` : ''}`;
+  }
+
+  // status: complete | stopped | error | interrupted; meta: the stored timings.
+  finish(status, meta, errorText) {
+    this.root.classList.remove('streaming');
+    if (this.stream) this.stream.finish();
+    if (meta.notice || meta.dropped_messages) this.showNotice(meta.dropped_messages);
+    const parts = [];
+    if (meta.ttft_ms !== undefined) parts.push(`${t('ttft')} ${Math.round(meta.ttft_ms)} ms`);
+    if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} ${t('tokS')}`);
+    if (meta.completion_tokens) parts.push(`${meta.completion_tokens} ${t('tokens')}`);
+    if (meta.cached_tokens) parts.push(`${t('cached')} ${meta.cached_tokens}`);
+    this.stats.textContent = parts.join(' · ');
+    this.root.dataset.status = status || 'complete';
+    if (status && status !== 'complete' && status !== 'streaming') {
+      this.badge.hidden = false;
+      this.badge.className = `badge ${status}`;
+      this.badge.dataset.i18n = status;
+      this.badge.textContent = t(status);
+    }
+    if (errorText) {
+      this.error.hidden = false;
+      this.error.textContent = errorText;
+    }
+  }
+}
+
+export function editBox(text) {
+  const box = el('div', 'edit-box');
+  const area = el('textarea');
+  area.value = text;
+  const row = el('div', 'row');
+  row.append(button('edit-cancel', 'cancel'), button('edit-save', 'saveSend'));
+  row.lastChild.classList.add('primary');
+  box.append(area, row);
+  return box;
+}
+
+export async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const area = document.createElement('textarea');
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    document.execCommand('copy');
+    area.remove();
+  }
+}
