@@ -1,8 +1,9 @@
 // ThreadPool: persistent workers released by a generation counter. Each parallel_for publishes
-// the job (a pointer to the caller's std::function, no copy), bumps the generation, runs its own
-// share, then waits until every worker has decremented `pending_`. Workers and the caller spin
-// for a short while before sleeping on the atomic (C++20 wait/notify = futex), so back-to-back
-// calls of a decode step cost no system call, and an idle pool costs no CPU.
+// the job (a pointer to the caller's std::function, no copy), resets the slot counter, bumps the
+// generation; then every thread, the caller included, claims slots (chunks) with a CAS until none
+// is left, and the caller waits until all slots are done. Workers and the caller spin for a
+// short while before sleeping on the atomic (C++20 wait/notify = futex), so back-to-back calls of
+// a decode step cost no system call, and an idle pool costs no CPU.
 #include "kernels/thread_pool.h"
 
 #include <algorithm>
@@ -41,14 +42,36 @@ std::pair<int64_t, int64_t> chunk(int64_t n, int parts, int i) {
 struct ThreadPool::Impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
-  // Written by the caller before the generation bump (release), read by workers after (acquire).
+  // The current job. Written by the caller before `claim` is reset (release); read by a thread
+  // only after it claimed a slot of that job (acquire), so a late thread never sees a stale job.
   const std::function<void(int64_t, int64_t, int)>* job = nullptr;
   int64_t job_n = 0;
+  // (job generation << 32) | next unclaimed slot. Slots are the n_threads chunks of [0, n).
+  alignas(64) std::atomic<uint64_t> claim{0};
+  alignas(64) std::atomic<int> done{0};  // slots finished in the current job
   alignas(64) std::atomic<uint32_t> generation{0};
-  alignas(64) std::atomic<int> pending{0};
   alignas(64) std::atomic<bool> stop{false};
 
-  void worker_loop(int index) {
+  // Claims and runs slots of job `gen` until none is left. Returns when the job has no
+  // unclaimed slot (or is no longer the current one).
+  void run_slots(uint32_t gen) {
+    uint64_t s = claim.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<uint32_t>(s >> 32) != gen) return;
+      const uint32_t slot = static_cast<uint32_t>(s);
+      if (slot >= static_cast<uint32_t>(n_threads)) return;
+      if (!claim.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+        continue;
+      }
+      const auto [begin, end] = chunk(job_n, n_threads, static_cast<int>(slot));
+      if (begin < end) (*job)(begin, end, static_cast<int>(slot));
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n_threads) done.notify_one();
+      s = claim.load(std::memory_order_acquire);
+    }
+  }
+
+  void worker_loop() {
     uint32_t seen = 0;
     for (;;) {
       uint32_t g = generation.load(std::memory_order_acquire);
@@ -62,9 +85,7 @@ struct ThreadPool::Impl {
       }
       seen = g;
       if (stop.load(std::memory_order_acquire)) return;
-      const auto [begin, end] = chunk(job_n, n_threads, index);
-      if (begin < end) (*job)(begin, end, index);
-      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) pending.notify_one();
+      run_slots(g);
     }
   }
 };
@@ -74,7 +95,7 @@ ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
   impl_->n_threads = std::max(1, n_threads);
   impl_->workers.reserve(impl_->n_threads - 1);
   for (int i = 1; i < impl_->n_threads; ++i) {
-    impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
+    impl_->workers.emplace_back([this] { impl_->worker_loop(); });
   }
 }
 
@@ -88,6 +109,8 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::n_threads() const { return impl_->n_threads; }
 
+// The caller claims slots like the workers do: if a worker is slow to wake (a busy machine),
+// the caller runs its slot too and never waits for a thread that has not started.
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
   Impl& p = *impl_;
@@ -95,23 +118,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
+  const uint32_t gen = p.generation.load(std::memory_order_relaxed) + 1;
   p.job = &fn;
   p.job_n = n;
-  p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
-  p.generation.fetch_add(1, std::memory_order_acq_rel);
+  p.done.store(0, std::memory_order_relaxed);
+  p.claim.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+  p.generation.store(gen, std::memory_order_release);
   p.generation.notify_all();
-  const auto [begin, end] = chunk(n, p.n_threads, 0);
-  if (begin < end) fn(begin, end, 0);
-  int left = p.pending.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+  p.run_slots(gen);
+  int d = p.done.load(std::memory_order_acquire);
+  for (int spin = 0; d != p.n_threads && spin < kSpinIterations; ++spin) {
     GLM_CPU_RELAX();
-    left = p.pending.load(std::memory_order_acquire);
+    d = p.done.load(std::memory_order_acquire);
   }
-  while (left != 0) {
-    p.pending.wait(left, std::memory_order_acquire);
-    left = p.pending.load(std::memory_order_acquire);
+  while (d != p.n_threads) {
+    p.done.wait(d, std::memory_order_acquire);
+    d = p.done.load(std::memory_order_acquire);
   }
-  p.job = nullptr;
 }
 
 int physical_cores() {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -35,21 +36,41 @@ TEST(ThreadPoolTest, ZeroWorkCallsNothing) {
   EXPECT_EQ(calls, 0);
 }
 
-TEST(ThreadPoolTest, UsesDistinctThreadsAndChunksAreContiguousAndBalanced) {
+TEST(ThreadPoolTest, ChunksAreBalancedAndIndexedByChunk) {
   ThreadPool pool(2);
   std::mutex mu;
-  std::set<std::thread::id> ids;
+  std::set<int> indices;
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  pool.parallel_for(11, [&](int64_t b, int64_t e, int) {
+  pool.parallel_for(11, [&](int64_t b, int64_t e, int ti) {
     std::lock_guard<std::mutex> lock(mu);
-    ids.insert(std::this_thread::get_id());
+    indices.insert(ti);
     ranges.emplace_back(b, e);
   });
-  EXPECT_EQ(ids.size(), 2u);
+  EXPECT_EQ(indices, (std::set<int>{0, 1}));
   ASSERT_EQ(ranges.size(), 2u);
-  for (const auto& [b, e] : ranges) {
-    EXPECT_GE(e - b, 5);
-    EXPECT_LE(e - b, 6);
+  std::sort(ranges.begin(), ranges.end());
+  EXPECT_EQ(ranges[0], (std::pair<int64_t, int64_t>{0, 6}));
+  EXPECT_EQ(ranges[1], (std::pair<int64_t, int64_t>{6, 11}));
+}
+
+TEST(ThreadPoolTest, WorkersRunChunksConcurrently) {
+  // Chunk 0 waits until chunk 1 has started: only possible if another thread runs chunk 1
+  // while the first is inside chunk 0 (the caller alone would deadlock here; the test would
+  // then time out instead of passing).
+  ThreadPool pool(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> started{false};
+    std::set<std::thread::id> ids;
+    std::mutex mu;
+    pool.parallel_for(2, [&](int64_t b, int64_t, int) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      if (b == 1) started = true;
+      while (b == 0 && !started) std::this_thread::yield();
+    });
+    EXPECT_EQ(ids.size(), 2u);
   }
 }
 

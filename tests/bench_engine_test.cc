@@ -1,0 +1,102 @@
+// `glmserve bench engine` end to end on a small real model: the report's fields and their
+// consistency, and one-line errors on bad input. Speed itself is not asserted (benchmarks
+// measure it; tests check the tool).
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(GLMSERVE_BIN) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string stories() { return std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf"; }
+
+bool have(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+TEST(BenchEngineTest, JsonReportIsCompleteAndConsistent) {
+  if (!have(stories())) GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const Run r = run("bench engine --model " + stories() + " -p 8 -n 4 -r 3 -t 2 --json --bw-mb 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_EQ(j["reps"], 3);
+  EXPECT_EQ(j["pp"]["n_tokens"], 8);
+  EXPECT_EQ(j["tg"]["n_tokens"], 4);
+  for (const char* test : {"pp", "tg"}) {
+    const auto& t = j[test];
+    ASSERT_EQ(t["samples"].size(), 3u) << test;
+    for (double s : t["samples"]) EXPECT_GT(s, 0) << test;
+    EXPECT_LE(t["tps_min"].get<double>(), t["tps_median"].get<double>()) << test;
+    EXPECT_LE(t["tps_median"].get<double>(), t["tps_max"].get<double>()) << test;
+  }
+  // Weight bytes: more than zero, less than the file.
+  struct stat st;
+  ASSERT_EQ(stat(stories().c_str(), &st), 0);
+  const double wbytes = j["weight_bytes_per_token"].get<double>();
+  EXPECT_GT(wbytes, 0);
+  EXPECT_LT(wbytes, static_cast<double>(st.st_size));
+  // The bandwidth figures follow from the others.
+  const double bw = j["bandwidth_gbs"]["median"].get<double>();
+  EXPECT_GT(bw, 0);
+  EXPECT_NEAR(j["tg_weight_gbs"].get<double>(), j["tg"]["tps_median"].get<double>() * wbytes / 1e9,
+              1e-9 * wbytes);
+  EXPECT_NEAR(j["tg_bandwidth_fraction"].get<double>(), j["tg_weight_gbs"].get<double>() / bw,
+              1e-9);
+  const std::string isa = j["isa"];
+  EXPECT_TRUE(isa == "scalar" || isa == "avx2" || isa == "avx512vnni") << isa;
+}
+
+TEST(BenchEngineTest, TableHasBothTestsAndForcedIsaIsReported) {
+  if (!have(stories())) GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const Run r = run("bench engine --model " + stories() + " -p 4 -n 2 -r 1 -t 1 --bw-mb 0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("| pp4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg2 |"), std::string::npos) << r.out;
+  const Run s = run("bench engine --model " + stories() + " -p 0 -n 2 -r 1 -t 1 --bw-mb 0 --json");
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  EXPECT_FALSE(nlohmann::json::parse(s.out).contains("pp"));
+  const Run forced = run("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
+  ASSERT_EQ(forced.exit_code, 0);
+  setenv("GLMSERVE_ISA", "scalar", 1);
+  const Run scalar = run("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
+  unsetenv("GLMSERVE_ISA");
+  ASSERT_EQ(scalar.exit_code, 0) << scalar.out;
+  EXPECT_EQ(nlohmann::json::parse(scalar.out)["isa"], "scalar");
+}
+
+TEST(BenchEngineTest, BadInputGivesOneLineError) {
+  for (const std::string args :
+       {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
+        "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1"}) {
+    const Run r = run(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << ": " << r.out;
+  }
+}
+
+}  // namespace
