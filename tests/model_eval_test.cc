@@ -12,14 +12,14 @@
 
 namespace {
 
-struct Run {
+struct CliResult {
   int exit_code = -1;
   std::string out;
 };
 
-Run run(const std::string& args) {
+CliResult run_cli(const std::string& args) {
   const std::string cmd = std::string(GLMSERVE_BIN) + " " + args + " 2>&1";
-  Run r;
+  CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   char buf[65536];
@@ -66,10 +66,10 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
 TEST(ModelEval, Glm3TinyHiddenMatchesOracle) {
   const std::string m = data("oracle/glm3-tiny.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
-  Run r = run("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden");
+  CliResult r = run_cli("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_LT(max_diff(lines(r.out), read_lines(data("oracle/glm3-tiny.hidden.jsonl"))), 1e-5f);
-  r = run("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden --kv f16");
+  r = run_cli("eval --model " + m + " --tokens 0,1,2 --decode 3,4 --output hidden --kv f16");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_LT(max_diff(lines(r.out), read_lines(data("oracle/glm3-tiny.hidden.jsonl"))), 5e-4f);
 }
@@ -77,7 +77,7 @@ TEST(ModelEval, Glm3TinyHiddenMatchesOracle) {
 TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
   const std::string m = data("reference/chatglm3-small.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
-  Run r = run("eval --model " + m +
+  CliResult r = run_cli("eval --model " + m +
               " --tokens 17,1000,5,2047,3350,259,300,1234,3999,42,7,2500,811,96,3072,1777,4000,"
               "12,2048,655,3333,100,1,4088 --decode 3,1500,2222,4095 --output logits");
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 500);
@@ -89,18 +89,18 @@ TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
 TEST(ModelEval, BadInputFailsWithOneLine) {
   const std::string m = data("oracle/glm3-tiny.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
-  Run r = run("eval --model " + m + " --tokens 0,1,99");
+  CliResult r = run_cli("eval --model " + m + " --tokens 0,1,99");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("out of range"), std::string::npos) << r.out;
-  r = run("eval --model /nonexistent.gguf --tokens 1");
+  r = run_cli("eval --model /nonexistent.gguf --tokens 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("nonexistent"), std::string::npos) << r.out;
-  r = run("eval --model " + m);
+  r = run_cli("eval --model " + m);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--tokens"), std::string::npos) << r.out;
-  r = run("eval --model " + m + " --tokens 1 --output probs");
+  r = run_cli("eval --model " + m + " --tokens 1 --output probs");
   EXPECT_EQ(r.exit_code, 2);
-  r = run("eval --model " + m + " --tokens 1 --kv q8");
+  r = run_cli("eval --model " + m + " --tokens 1 --kv q8");
   EXPECT_EQ(r.exit_code, 2);
 }
 
