@@ -218,8 +218,8 @@ TEST(ToolCall, PlainAnswersAndUnparsableCalls) {
   EXPECT_TRUE(code->arguments.empty());
   for (const char* bad : {"f\n```\ntool_call(x=)\n```", "f\n```\ntool_call(x=1\n```",
                           "f\n```\ntool_call(x='unterminated)\n```", "f\n```\nos.system('x')\n```",
-                          "f\n```\ntool_call(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                          "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]])\n```"}) {
+                          ("f\n```\ntool_call(x=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                           "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]])\n```")}) {
     auto c = parse_tool_call(bad);
     ASSERT_TRUE(c.has_value()) << bad;
     EXPECT_TRUE(c->arguments.empty()) << bad;

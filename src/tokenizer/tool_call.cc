@@ -194,14 +194,11 @@ class PyLiteral {
         case '\\': case '\'': case '"': out->push_back(e); break;
         case 'u': {
           if (i_ + 4 > s_.size()) return false;
-          uint32_t cp = 0;
           for (int k = 0; k < 4; ++k) {
             const char h = s_[i_++];
-            cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= h - '0';
-            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-            else return false;
+            const bool hex = (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                             (h >= 'A' && h <= 'F');
+            if (!hex) return false;
           }
           nlohmann::json tmp = nlohmann::json::parse(
               "\"\\u" + std::string(s_.substr(i_ - 4, 4)) + "\"", nullptr, false);

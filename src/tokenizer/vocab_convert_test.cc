@@ -114,7 +114,7 @@ TEST(VocabConvert, Glm4MatchesLlamaCppLayoutIncludingMerges) {
 TEST(VocabConvert, ReadVocabInvertsWriteVocab) {
   VocabSpec s;
   s.model = "llama";
-  s.tokens = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81" "a"};
+  s.tokens = {"<unk>", "<s>", "</s>", "<0x41>", "\u2581a"};
   s.scores = {0, 0, 0, 0, -1.5f};
   s.types = {kTokenUnknown, kTokenControl, kTokenControl, kTokenByte, kTokenNormal};
   s.bos = 1;
