@@ -23,7 +23,10 @@ struct Reader {
       }
       return bad_file(v.status().message());
     }
-    if (*v < 1 || *v > (int64_t{1} << 30)) {
+    // Dimensions beyond 2^24 (16M) exist in no model; the bound keeps every product of two
+    // of them inside int64 and every single one inside int.
+    const int64_t max = key == "context_length" ? (int64_t{1} << 30) : (int64_t{1} << 24);
+    if (*v < 1 || *v > max) {
       return bad_file(where(key) + " = " + std::to_string(*v) + " is out of range");
     }
     *out = static_cast<int>(*v);

@@ -80,6 +80,41 @@ TEST(Errors, InconsistentMetadata) {
   EXPECT_NE(st.message().find("block_count"), std::string::npos) << st.message();
 }
 
+// Any value of any hyperparameter either loads a model that runs, or gives an error.
+TEST(Errors, MetadataValuesNeverCrash) {
+  const std::vector<std::string> keys = {
+      "embedding_length", "feed_forward_length", "block_count", "attention.head_count",
+      "attention.head_count_kv", "rope.dimension_count", "context_length"};
+  const std::vector<uint32_t> values = {0, 1, 2, 3, 4, 8, 16, 63, 64, 65, 1u << 20, 0xffffffffu};
+  int loaded = 0, failed = 0;
+  for (const std::string& key : keys) {
+    for (uint32_t value : values) {
+      RandomSpec s;
+      s.n_layer = 1;
+      s.extra_metadata = [&](gguf::Writer* w) {
+        w->set("chatglm." + key, gguf::Value::u32(value));
+      };
+      const std::string path = testing::temp_path("meta.gguf");
+      ASSERT_TRUE(testing::write_random_model(s, path).ok());
+      auto m = testing::load(path);
+      if (!m.ok()) {
+        EXPECT_FALSE(m.status().message().empty());
+        ++failed;
+        continue;
+      }
+      ++loaded;
+      KvPool kv((*m)->config(), 1, 4, DType::kF32);
+      std::vector<int32_t> tokens = {1, 2}, blocks = {0};
+      std::vector<float> out;
+      SeqInput in{tokens.data(), 2, 0, blocks.data(), 1, true};
+      ASSERT_TRUE((*m)->forward({in}, &kv, &out).ok()) << key << " = " << value;
+      EXPECT_EQ(out.size(), 2u * (*m)->config().n_vocab);
+    }
+  }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(failed, 0);
+}
+
 TEST(Errors, ConfigReadsDefaultsAndVocab) {
   RandomSpec s;
   s.n_vocab = 77;
