@@ -98,3 +98,38 @@ TEST(Batch, QuantizedBatchEqualsAlone) {
 
 }  // namespace
 }  // namespace glm::model
+
+namespace glm::model {
+namespace {
+
+// Chunked prefill (the scheduler's way to keep long prompts from freezing others) gives the
+// logits of a one-shot prefill.
+TEST(Batch, ChunkedPrefillEqualsOneShot) {
+  testing::RandomSpec spec;
+  const std::string path = testing::temp_path("chunked.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  auto model = testing::load(path, 2);
+  ASSERT_TRUE(model.ok());
+  Model& m = **model;
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 58};
+  std::vector<int32_t> blocks = {2, 0, 1};  // 3 blocks of 4, out of order
+  std::vector<float> once, chunked;
+  {
+    KvPool kv(m.config(), 3, 4, DType::kF32);
+    SeqInput in{prompt.data(), 11, 0, blocks.data(), 3, true};
+    ASSERT_TRUE(m.forward({in}, &kv, &once).ok());
+  }
+  KvPool kv(m.config(), 3, 4, DType::kF32);
+  for (int start : {0, 4, 8}) {
+    const int n = std::min(4, 11 - start);
+    SeqInput in{prompt.data() + start, n, start, blocks.data(), 3, true};
+    ASSERT_TRUE(m.forward({in}, &kv, &chunked).ok());
+  }
+  ASSERT_EQ(once.size(), chunked.size());
+  float max_diff = 0;
+  for (size_t i = 0; i < once.size(); ++i) max_diff = std::max(max_diff, std::fabs(once[i] - chunked[i]));
+  EXPECT_LT(max_diff, 1e-4f);
+}
+
+}  // namespace
+}  // namespace glm::model
