@@ -279,11 +279,16 @@ int Gateway::inflight() const {
   return static_cast<int>(inflight_.size());
 }
 
-StatusOr<Gateway::Started> Gateway::start_generation(const protocol::Request& request) {
+StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(
+    const protocol::Request& request) {
   auto stream = engine_.start(request);
   if (!stream.ok()) return stream.status();
+  return std::shared_ptr<EngineStream>(std::move(stream).value());
+}
+
+StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> stream) {
   Started s;
-  s.stream = std::shared_ptr<EngineStream>(std::move(stream).value());
+  s.stream = std::move(stream);
   auto ev = s.stream->next(10000);
   if (!ev.ok()) return ev.status();
   if (ev->has_value()) {
@@ -295,12 +300,18 @@ StatusOr<Gateway::Started> Gateway::start_generation(const protocol::Request& re
   }
   add_inflight(s.stream);
   metrics_.inflight_add(1);
-  const std::string id = request.id;
+  const std::string id = s.stream->id();
   s.ticket = std::shared_ptr<void>(nullptr, [this, id](void*) {
     remove_inflight(id);
     metrics_.inflight_add(-1);
   });
   return s;
+}
+
+StatusOr<Gateway::Started> Gateway::start_generation(const protocol::Request& request) {
+  auto stream = send_generation(request);
+  if (!stream.ok()) return stream.status();
+  return await_started(std::move(stream).value());
 }
 
 StatusOr<int> Gateway::bind() {

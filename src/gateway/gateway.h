@@ -85,6 +85,9 @@ class Gateway {
     std::shared_ptr<void> ticket;
   };
   StatusOr<Started> start_generation(const protocol::Request& request);
+  // The two halves of start_generation, for callers with work to overlap with the engine.
+  StatusOr<std::shared_ptr<EngineStream>> send_generation(const protocol::Request& request);
+  StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream);
 
   bool authorized(const httplib::Request& req) const;
   void set_json_error(httplib::Response& res, const Status& status);

@@ -12,6 +12,7 @@
 //   POST   /api/stop                         {request_id}: cancel a generation now
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/utf8.h"
 #include "gateway/gateway.h"
@@ -208,30 +209,27 @@ void Gateway::install_chat_routes() {
     request.conversation = conv_id;
     Status pst = read_params(b.contains("params") ? b["params"] : json(), &request.params);
     if (!pst.ok()) return set_json_error(res, pst);
-    if (b.contains("params")) {
-      const std::string params = dump(b["params"]);
-      store_->update_conversation(conv_id, nullptr, nullptr, &params);
-    }
     std::string system = conv->system_prompt;
-    if (b.contains("system_prompt") && b["system_prompt"].is_string()) {
-      system = b["system_prompt"];
-      store_->update_conversation(conv_id, nullptr, &system, nullptr);
-    }
+    const bool new_system = b.contains("system_prompt") && b["system_prompt"].is_string() &&
+                            b["system_prompt"].get<std::string>() != system;
+    if (new_system) system = b["system_prompt"];
 
     // Edit: drop the edited message and everything after it; regenerate: drop what follows the
     // last user message. Then the user's message is stored before generation starts.
     auto msgs = store_->messages(conv_id);
     if (!msgs.ok()) return set_json_error(res, msgs.status());
+    std::vector<StoredMessage> history = std::move(msgs).value();
     json user_msg_json;
     if (regenerate) {
       int64_t last_user = 0;
-      for (const StoredMessage& m : *msgs) {
+      for (const StoredMessage& m : history) {
         if (m.role == "user") last_user = m.id;
       }
       if (last_user == 0) {
         return set_json_error(res, invalid_argument("nothing to regenerate: no user message"));
       }
       store_->truncate_from(conv_id, last_user + 1);
+      std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_user; });
     } else {
       if (b.contains("edit_message_id") && b["edit_message_id"].is_number_integer()) {
         const int64_t edit_id = b["edit_message_id"];
@@ -242,21 +240,29 @@ void Gateway::install_chat_routes() {
                              " is not a user message of this conversation"));
         }
         store_->truncate_from(conv_id, edit_id);
+        std::erase_if(history, [&](const StoredMessage& m) { return m.id >= edit_id; });
       }
       auto um = store_->add_message(conv_id, "user", content, "complete");
       if (!um.ok()) return set_json_error(res, um.status());
       user_msg_json = message_json(*um);
-      if (conv->title.empty()) {
-        const std::string t = title_from(content);
-        store_->update_conversation(conv_id, &t, nullptr, nullptr);
-      }
+      history.push_back(*um);
     }
-    msgs = store_->messages(conv_id);
-    if (!msgs.ok()) return set_json_error(res, msgs.status());
     if (!system.empty()) request.messages.push_back({"system", system, ""});
-    for (const StoredMessage& m : *msgs) {
+    for (const StoredMessage& m : history) {
       if (m.content.empty()) continue;  // an answer that failed before its first token
       request.messages.push_back({m.role, m.content, ""});
+    }
+
+    // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
+    auto sent = send_generation(request);
+    if (b.contains("params")) {
+      const std::string params = dump(b["params"]);
+      if (params != conv->params_json) store_->update_conversation(conv_id, nullptr, nullptr, &params);
+    }
+    if (new_system) store_->update_conversation(conv_id, nullptr, &system, nullptr);
+    if (conv->title.empty() && !regenerate) {
+      const std::string t = title_from(content);
+      store_->update_conversation(conv_id, &t, nullptr, nullptr);
     }
     auto am = store_->add_message(conv_id, "assistant", "", "streaming");
     if (!am.ok()) return set_json_error(res, am.status());
@@ -264,7 +270,7 @@ void Gateway::install_chat_routes() {
 
     // From here on the page always gets a stream: refusals arrive as its error event, and the
     // answer row records them.
-    auto started = start_generation(request);
+    auto started = sent.ok() ? await_started(std::move(sent).value()) : StatusOr<Started>(sent.status());
     auto state = std::make_shared<std::optional<Started>>();
     Status start_error;
     if (started.ok()) {

@@ -64,13 +64,20 @@ export async function download(path) {
   return res.blob();
 }
 
-// Streams the page chat: yields each SSE event object as it arrives.
-export async function* chat(conversationId, body, signal) {
-  const res = await fetchWithKey(`/api/conversations/${conversationId}/chat`, {
+// Starts the page chat request at once (the fetch is in flight when this returns), so the
+// caller can build its DOM while the request travels.
+export function openChat(conversationId, body, signal) {
+  return fetchWithKey(`/api/conversations/${conversationId}/chat`, {
     method: 'POST',
     body: JSON.stringify(body),
     signal,
   });
+}
+
+// Yields the SSE events of a chat response as they arrive, in batches: one network read may
+// hold several events, handed over together so the page renders once per read.
+export async function* events(resPromise) {
+  const res = await resPromise;
   if (!res.ok) throw await errorOf(res);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -86,8 +93,6 @@ export async function* chat(conversationId, body, signal) {
       buf = buf.slice(end + 2);
       if (frame.startsWith('data: ')) batch.push(JSON.parse(frame.slice(6)));
     }
-    // One network read may hold several events: hand them over together so the page renders
-    // once per read, not once per event.
     if (batch.length) yield batch;
   }
 }

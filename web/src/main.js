@@ -183,6 +183,10 @@ async function run(body, userText, t0) {
     ui.exportBtn.hidden = false;
   }
   const convId = state.convId;
+  const ctrl = new AbortController();
+  body.params = params();
+  body.system_prompt = ui.system.value;
+  const response = api.openChat(convId, body, ctrl.signal);
   let userEl = null;
   if (userText !== null) {
     userEl = userView({ content: userText });
@@ -194,16 +198,14 @@ async function run(body, userText, t0) {
   showEmpty();
   updateRegenerate();
   scrollToEnd(true);
-  const job = { requestId: null, stopRequested: false, ctrl: new AbortController(), view };
+  const job = { requestId: null, stopRequested: false, ctrl, view };
   state.running = job;
   setRunning(true);
   let final = null;
   let failure = null;
   let first = true;
   try {
-    body.params = params();
-    body.system_prompt = ui.system.value;
-    for await (const batch of api.chat(convId, body, job.ctrl.signal)) {
+    for await (const batch of api.events(response)) {
       let text = '';
       for (const ev of batch) {
         if (ev.type === 'start') {
