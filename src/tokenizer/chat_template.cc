@@ -67,6 +67,7 @@ class ChatGlm3Template final : public ChatTemplate {
     return out;
   }
   Ids stop_ids() const override { return {tok_.eos_id(), roles_.user, roles_.observation}; }
+  bool strips_answer_whitespace() const override { return true; }
 
  private:
   const Tokenizer& tok_;
@@ -97,6 +98,7 @@ class Glm4Template final : public ChatTemplate {
     return out;
   }
   Ids stop_ids() const override { return {tok_.eos_id(), roles_.user, roles_.observation}; }
+  bool strips_answer_whitespace() const override { return true; }
 
  private:
   const Tokenizer& tok_;

@@ -38,6 +38,10 @@ class ChatTemplate {
   virtual StatusOr<std::vector<int32_t>> render(const std::vector<Message>& messages) const = 0;
   // Ids that end generation (eos, <|user|>, <|observation|>...).
   virtual std::vector<int32_t> stop_ids() const = 0;
+  // True if answers start with whitespace that the official code strips (ChatGLM3 and GLM-4:
+  // "<|assistant|>" is followed by metadata + "\n"): use StreamDecoder's
+  // set_strip_leading_whitespace(true) for chat answers.
+  virtual bool strips_answer_whitespace() const { return false; }
 };
 
 // How the template is chosen (for_model):

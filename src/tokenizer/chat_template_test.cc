@@ -41,6 +41,7 @@ TEST_P(ChatTemplateCases, ChatGlm3) {
   }
   EXPECT_EQ(n, 3);
   EXPECT_EQ(tmpl->stop_ids(), (Ids{2, 64795, 64797}));
+  EXPECT_TRUE(tmpl->strips_answer_whitespace());
 }
 
 TEST_P(ChatTemplateCases, Glm4) {
@@ -102,6 +103,7 @@ TEST(ChatTemplate, ChatGlm2ChosenForChatGlm2Vocabulary) {
   ASSERT_NE(tmpl, nullptr);
   EXPECT_STREQ(tmpl->name(), "chatglm2");
   EXPECT_EQ(tmpl->stop_ids(), Ids{2});
+  EXPECT_FALSE(tmpl->strips_answer_whitespace());
   // A system message is dropped; observation is refused.
   auto a = tmpl->render({{"system", "be brief"}, {"user", "你好"}});
   auto b = tmpl->render({{"user", "你好"}});

@@ -116,13 +116,21 @@ std::string StreamDecoder::push(int32_t id) {
   if (n == 0) return "";
   std::string out = utf8_sanitize(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);
-  return out;
+  return strip(std::move(out));
 }
 
 std::string StreamDecoder::flush() {
   std::string out = utf8_sanitize(pending_);
   pending_.clear();
-  return out;
+  return strip(std::move(out));
+}
+
+std::string StreamDecoder::strip(std::string s) {
+  if (!strip_ws_) return s;
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  strip_ws_ = false;
+  return s.substr(b);
 }
 
 }  // namespace glm::tok

@@ -57,11 +57,21 @@ class StreamDecoder {
   std::string push(int32_t id);
   // Whatever remains at the end (incomplete bytes become U+FFFD).
   std::string flush();
+  // The stream continues earlier text (a raw prompt): the first token keeps its leading space,
+  // as if decode() had seen the prompt before it. Call before the first push().
+  void set_continuation() { first_ = false; }
+  // Drops the whitespace before the first other character (ChatGLM3 / GLM-4 answers start with
+  // "\n"; HF's process_response strips it; see ChatTemplate::strips_answer_whitespace()).
+  // The pieces then concatenate to decode(all) without its leading whitespace.
+  void set_strip_leading_whitespace(bool on) { strip_ws_ = on; }
 
  private:
   const Tokenizer& tok_;
-  std::string pending_;  // bytes of an unfinished UTF-8 character
-  bool first_ = true;    // no text token seen yet (the leading-space rule applies)
+  std::string pending_;     // bytes of an unfinished UTF-8 character
+  bool first_ = true;       // no text token seen yet (the leading-space rule applies)
+  bool strip_ws_ = false;   // still dropping leading whitespace
+
+  std::string strip(std::string s);
 };
 
 }  // namespace glm::tok

@@ -125,6 +125,34 @@ TEST(StreamDecoder, ControlTokensDoNotConsumeTheLeadingSpaceRule) {
   EXPECT_EQ(dec.push(1 << 30), "");
 }
 
+TEST(StreamDecoder, ContinuationKeepsTheFirstSpace) {
+  GLM_LOAD_OR_SKIP(tok, "stories", Source::kVocabGguf);
+  const std::vector<int32_t> ids = tok.encode("Once upon a time");
+  StreamDecoder dec(tok);
+  dec.set_continuation();
+  std::string s;
+  for (int32_t id : ids) s += dec.push(id);
+  EXPECT_EQ(s + dec.flush(), " Once upon a time");
+}
+
+TEST(StreamDecoder, StripsTheAnswerNewlineOfChatGlm3) {
+  GLM_LOAD_OR_SKIP(tok, "chatglm3", Source::kVocabGguf);
+  // What ChatGLM3 generates after <|assistant|> for a plain answer: sp("\n") + sp("你好").
+  std::vector<int32_t> ids = tok.encode("\n");
+  for (int32_t id : tok.encode("你好 ")) ids.push_back(id);
+  EXPECT_EQ(tok.decode(ids), "\n 你好 ");
+  StreamDecoder dec(tok);
+  dec.set_strip_leading_whitespace(true);
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) pieces.push_back(dec.push(id));
+  pieces.push_back(dec.flush());
+  std::string all;
+  for (const auto& p : pieces) all += p;
+  EXPECT_EQ(all, "你好 ");  // only leading whitespace goes
+  EXPECT_EQ(pieces[0], "");
+  EXPECT_EQ(pieces[1], "");
+}
+
 TEST(Glm4Pretokenizer, PiecesCoverTheTextAndFollowThePattern) {
   auto pieces = [](std::string_view s) {
     std::vector<std::string> out;
