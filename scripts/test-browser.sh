@@ -45,5 +45,5 @@ done
 echo "test-browser: gateway at $URL"
 
 export GLM_WEB_URL="$URL" GLM_FAKE_LOG="$TMP/engine.log"
-node --test --test-concurrency=1 tests/browser/*.test.mjs
+node --test tests/browser/*.test.mjs
 if [ "${GLM_MEASURE:-0}" = 1 ]; then node tests/browser/measure.mjs; fi

@@ -175,7 +175,7 @@ TEST(GatewayOpenAI, ClientDisconnectCancelsTheEngineRequest) {
         << "the engine never saw a cancel for " << reqs.back().id << " stream=" << stream;
   }
   // Both show up as disconnected generations.
-  for (int i = 0; i < 50 && t.gateway().metrics().generations() < 2; ++i) {
+  for (int i = 0; i < 500 && t.gateway().metrics().generations() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_NE(t.get("/metrics").body.find("outcome=\"disconnected\"} 2"), std::string::npos);
