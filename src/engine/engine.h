@@ -86,7 +86,8 @@ struct Options {
   int n_ctx = 0;              // 0 = min(model's context, 8192)
   int max_batch = 8;          // sequences decoded together
   int max_queue = 64;         // waiting requests beyond this are refused with kQueueFull
-  int prefill_chunk = 256;    // tokens of one prompt per step (chunked prefill)
+  int prefill_chunk = 64;     // prompt tokens per step (chunked prefill): bounds the stall
+                              // a long prompt causes to the others (docs/engine.md)
   int kv_blocks = 0;          // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;

@@ -1,0 +1,112 @@
+// `glmserve run` and `glmserve chat` as processes, on real models of ../shared/data:
+// the stories260K greedy continuation must equal llama.cpp's byte for byte, and a piped chat
+// must reuse the KV cache of earlier turns.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string shared(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
+bool exists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Runs glmserve with `args` (no shell) and `input` on stdin, capturing stdout and stderr.
+Result run(const std::vector<std::string>& args, const std::string& input = "") {
+  const std::string base = "/tmp/glm_engine_run_" + std::to_string(getpid());
+  const std::string in_path = base + ".in", out_path = base + ".out", err_path = base + ".err";
+  std::ofstream(in_path, std::ios::binary) << input;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int i = open(in_path.c_str(), O_RDONLY);
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(i, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(GLMSERVE_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(GLMSERVE_BIN, argv.data());
+    _exit(127);
+  }
+  Result r;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  unlink(in_path.c_str());
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  return r;
+}
+
+TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
+  const std::string model = shared("models/stories260K.gguf");
+  const std::string golden = shared("models/stories260K.greedy.json");
+  if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
+  const auto g = nlohmann::json::parse(slurp(golden));
+  const Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(),
+                        "-n", std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw",
+                        "-t", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
+  EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;
+}
+
+TEST(EngineRun, BadInvocationsFailWithOneLine) {
+  Result r = run({"run", "--prompt", "hi"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  r = run({"run", "--model", "/nonexistent.gguf", "--prompt", "hi"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("nonexistent.gguf"), std::string::npos) << r.err;
+  r = run({"run", "--model", "m.gguf", "--prompt", "hi", "--temp", "warm"});
+  EXPECT_EQ(r.code, 2);
+  r = run({"chat", "--model", "m.gguf", "--bogus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+TEST(EngineRun, PipedChatReusesTheCacheOfEarlierTurns) {
+  const std::string model = shared("reference/chatglm3-small.gguf");
+  if (!exists(model)) GTEST_SKIP() << model << " is absent";
+  const Result r = run({"chat", "--model", model, "--temp", "0", "-n", "6", "--verbose", "-t", "1"},
+                       "hello\nhow are you\n/reset\nhello\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // One summary per turn: "prompt P tokens (C cached), G tokens generated, ..., REASON".
+  std::regex line(R"(\[prompt (\d+) tokens \((\d+) cached\), (\d+) tokens generated.*, (\w+)\])");
+  std::vector<std::smatch> turns;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), line), end; it != end; ++it) {
+    turns.push_back(*it);
+  }
+  ASSERT_EQ(turns.size(), 3u) << r.err;
+  auto num = [](const std::smatch& m, int i) { return std::stoi(m[i].str()); };
+  // Turn 2 continues turn 1's actual tokens: everything fed to the model is cached.
+  const int fed1 = num(turns[0], 1) + num(turns[0], 3) - (turns[0][4] == "length" ? 1 : 0);
+  EXPECT_EQ(num(turns[1], 2), fed1) << r.err;
+  EXPECT_GT(num(turns[1], 1), fed1);
+  // After /reset the same first message reuses only the shared full blocks of its prompt.
+  EXPECT_EQ(num(turns[2], 1), num(turns[0], 1));
+  EXPECT_LT(num(turns[2], 2), num(turns[2], 1));
+}
+
+}  // namespace
