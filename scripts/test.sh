@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+export CCACHE_BASEDIR="$PWD"
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 # AddressSanitizer + UBSan over the modules that parse untrusted bytes.
