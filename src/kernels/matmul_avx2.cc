@@ -74,22 +74,30 @@ struct FloatKern {
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m256 acc[R][T];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) {
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const uint8_t* rows[R];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
     const float* xs = c.x + t0 * c.n_cols;
     const int64_t n8 = c.n_cols / 8 * 8;
     for (int64_t k = 0; k < n8; k += 8) {
       __m256 w[R];
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) w[r] = load_w8<kType>(rows[r], k);
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const __m256 xv = _mm256_loadu_ps(xs + t * c.n_cols + k);
+        GLM_UNROLL
         for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(w[r], xv, acc[r][t]);
       }
     }
+    GLM_UNROLL
     for (int t = 0; t < T; ++t) {
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         float s = hsum8(acc[r][t]);
         for (int64_t k = n8; k < c.n_cols; ++k) s += w_scalar<kType>(rows[r], k) * xs[t * c.n_cols + k];
@@ -157,26 +165,32 @@ struct QKern {
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m256 acc[R][T];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) {
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const uint8_t* rows[R];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < c.n_blocks; ++b) {
       __m256i wa[R];
       __m256i ws[R];
       __m256 wd[R];
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = rows[r] + b * Fmt::kBlockBytes;
         ws[r] = Fmt::load(blk);
         wa[r] = _mm256_sign_epi8(ws[r], ws[r]);
         wd[r] = _mm256_set1_ps(half_at(blk));
       }
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
         const __m256 dx = _mm256_set1_ps(a.d);
+        GLM_UNROLL
         for (int r = 0; r < R; ++r) {
           const __m256i p16 = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(x, ws[r]));
           const __m256i p32 = _mm256_madd_epi16(p16, ones);
@@ -184,7 +198,9 @@ struct QKern {
         }
       }
     }
+    GLM_UNROLL
     for (int t = 0; t < T; ++t) {
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum8(acc[r][t]);
     }
   }

@@ -43,23 +43,31 @@ struct FloatKern {
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m512 acc[R][T];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) {
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     }
     const uint8_t* rows[R];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
     const float* xs = c.x + t0 * c.n_cols;
     const int64_t n_full = c.n_cols / 16 * 16;
     for (int64_t k = 0; k < c.n_cols; k += 16) {
       const __mmask16 m = k < n_full ? __mmask16(0xFFFF) : __mmask16((1u << (c.n_cols - k)) - 1);
       __m512 w[R];
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) w[r] = load_w<kType>(rows[r], k, m);
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const __m512 xv = _mm512_maskz_loadu_ps(m, xs + t * c.n_cols + k);
+        GLM_UNROLL
         for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(w[r], xv, acc[r][t]);
       }
     }
+    GLM_UNROLL
     for (int t = 0; t < T; ++t) {
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum(acc[r][t]);
     }
   }

@@ -124,14 +124,17 @@ struct QKern {
                           __m512 (&acc)[R][T]) {
     __m512i wq[R];
     __m512 wd[R];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) {
       Fmt::template load<kHalf>(rows[r] + 2 * k * Fmt::kBlockBytes, &wq[r], &wd[r]);
     }
+    GLM_UNROLL
     for (int t = 0; t < T; ++t) {
       const ActChunk& ch = a[t * c.n_chunks + k];
       const __m512i xq = _mm512_load_si512(ch.q);
       const __m512i cv = _mm512_load_si512(ch.c);
       const __m512 dx = _mm512_load_ps(ch.d);
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         const __m512i p = _mm512_dpbusd_epi32(cv, wq[r], xq);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], dx), acc[r][t]);
@@ -142,16 +145,21 @@ struct QKern {
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m512 acc[R][T];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) {
+      GLM_UNROLL
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     }
     const uint8_t* rows[R];
+    GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
     const ActChunk* a = c.act + t0 * c.n_chunks;
     const int64_t n_full = c.odd ? c.n_chunks - 1 : c.n_chunks;
     for (int64_t k = 0; k < n_full; ++k) step<R, T, false>(c, rows, a, k, acc);
     if (c.odd) step<R, T, true>(c, rows, a, n_full, acc);
+    GLM_UNROLL
     for (int t = 0; t < T; ++t) {
+      GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         c.y[(t0 + t) * c.n_rows + r0 + r] = hsum(acc[r][t]);
       }

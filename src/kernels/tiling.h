@@ -16,6 +16,10 @@
 
 #include "kernels/thread_pool.h"
 
+// Fully unrolls a loop over tile rows/tokens, so the accumulator arrays live in registers
+// (GCC keeps them on the stack otherwise).
+#define GLM_UNROLL _Pragma("GCC unroll 16")
+
 namespace glm::kernels::internal {
 namespace {
 
