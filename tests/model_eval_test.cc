@@ -4,11 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -51,7 +50,8 @@ float max_diff(const std::vector<nlohmann::json>& got, const std::vector<nlohman
     auto a = got[i]["values"].get<std::vector<float>>();
     auto b = want[i]["values"].get<std::vector<float>>();
     EXPECT_EQ(a.size(), b.size());
-    for (size_t j = 0; j < std::min(a.size(), b.size()); ++j) m = std::max(m, std::fabs(a[j] - b[j]));
+    for (size_t j = 0; j < std::min(a.size(), b.size()); ++j)
+      m = std::max(m, std::fabs(a[j] - b[j]));
   }
   return m;
 }
@@ -77,7 +77,8 @@ TEST(ModelEval, Glm3TinyHiddenMatchesOracle) {
 TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
   const std::string m = data("reference/chatglm3-small.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
-  CliResult r = run_cli("eval --model " + m +
+  CliResult r =
+      run_cli("eval --model " + m +
               " --tokens 17,1000,5,2047,3350,259,300,1234,3999,42,7,2500,811,96,3072,1777,4000,"
               "12,2048,655,3333,100,1,4088 --decode 3,1500,2222,4095 --output logits");
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 500);

@@ -33,8 +33,8 @@ void check_batch_equals_alone(const testing::RandomSpec& spec, DType kv_type) {
   for (Seq& s : seqs) {
     if (s.cached.empty()) continue;
     std::vector<float> ignore;
-    SeqInput in{s.cached.data(), static_cast<int>(s.cached.size()), 0, s.blocks.data(),
-                static_cast<int>(s.blocks.size()), false};
+    SeqInput in{s.cached.data(), static_cast<int>(s.cached.size()), 0,
+                s.blocks.data(), static_cast<int>(s.blocks.size()), false};
     ASSERT_TRUE(m.forward({in}, &kv, &ignore).ok());
   }
   std::vector<SeqInput> batch;
@@ -56,8 +56,12 @@ void check_batch_equals_alone(const testing::RandomSpec& spec, DType kv_type) {
       SeqInput in{s.cached.data(), static_cast<int>(s.cached.size()), 0, blocks.data(), 2, false};
       ASSERT_TRUE(m.forward({in}, &own, &ignore).ok());
     }
-    SeqInput in{s.fresh.data(), static_cast<int>(s.fresh.size()),
-                static_cast<int>(s.cached.size()), blocks.data(), 2, s.all_logits};
+    SeqInput in{s.fresh.data(),
+                static_cast<int>(s.fresh.size()),
+                static_cast<int>(s.cached.size()),
+                blocks.data(),
+                2,
+                s.all_logits};
     ASSERT_TRUE(m.forward({in}, &own, &alone).ok());
   }
   const size_t rows = 5 + 1 + 4;
@@ -127,7 +131,8 @@ TEST(Batch, ChunkedPrefillEqualsOneShot) {
   }
   ASSERT_EQ(once.size(), chunked.size());
   float max_diff = 0;
-  for (size_t i = 0; i < once.size(); ++i) max_diff = std::max(max_diff, std::fabs(once[i] - chunked[i]));
+  for (size_t i = 0; i < once.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(once[i] - chunked[i]));
   EXPECT_LT(max_diff, 1e-4f);
 }
 

@@ -73,8 +73,7 @@ void ChatGLM1::matmul_bias(const kernels::WeightView& w, const float* b, const f
   for (int t = 0; t < n; ++t) ops::add(b, y + static_cast<size_t>(t) * w.n_rows, w.n_rows);
 }
 
-void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& kv,
-                      int first_row) {
+void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& kv, int first_row) {
   const Config& c = config_;
   const int d = c.n_embd, hd = c.head_dim, bt = kv.block_tokens();
   const int n_ctx = in.n_past + in.n_tokens;
@@ -138,12 +137,14 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
   for (const SeqInput& in : batch) {
     const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
     if (prefix < 2) {
-      return invalid_argument("chatglm1: each sequence needs its prompt length (prefix_len >= 2,"
-                              " the prompt ends in [gMASK] <sop>)");
+      return invalid_argument(
+          "chatglm1: each sequence needs its prompt length (prefix_len >= 2,"
+          " the prompt ends in [gMASK] <sop>)");
     }
     if (in.n_past < prefix && (in.n_past != 0 || in.n_tokens < prefix)) {
-      return invalid_argument("chatglm1: the prompt is attended bidirectionally and must be "
-                              "prefilled in one step (no chunked prefill)");
+      return invalid_argument(
+          "chatglm1: the prompt is attended bidirectionally and must be "
+          "prefilled in one step (no chunked prefill)");
     }
     prefixes.push_back(prefix);
     n += in.n_tokens;
@@ -230,8 +231,8 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
   for (const SeqInput& in : batch) {
     for (int i = in.all_logits ? 0 : in.n_tokens - 1; i < in.n_tokens; ++i, ++row) {
       ops::layer_norm(x_.data() + static_cast<size_t>(first + i) * d, weights_.output_norm,
-                      weights_.output_norm_b, c.norm_eps, rows_.data() + static_cast<size_t>(row) * d,
-                      d);
+                      weights_.output_norm_b, c.norm_eps,
+                      rows_.data() + static_cast<size_t>(row) * d, d);
     }
     first += in.n_tokens;
   }
@@ -247,11 +248,12 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File> file,
-                                               Config c, const LoadOptions& options) {
+StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File> file, Config c,
+                                               const LoadOptions& options) {
   const gguf::File& f = *file;
   if (c.n_head_kv != c.n_head || c.n_rot != c.head_dim / 2 || c.head_dim % 4 != 0) {
-    return bad_file(f.path() + ": chatglm1 needs head_count_kv = head_count, head size a "
+    return bad_file(f.path() +
+                    ": chatglm1 needs head_count_kv = head_count, head size a "
                     "multiple of 4 and rope.dimension_count = head size / 2");
   }
   StatusOr<double> alpha = f.get_float_or("chatglm1.residual_scale", std::sqrt(2.0 * 28));

@@ -25,8 +25,9 @@ struct Golden {
 bool read_golden(const std::string& path, Golden* g) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
-  const std::vector<size_t> sizes = {kVocab * kH, kH, kH, 3 * kH * kH, 3 * kH, kH * kH, kH, kH,
-                                     kH, kFf * kH, kFf, kH * kFf, kH, kH, kH};
+  const std::vector<size_t> sizes = {kVocab * kH, kH,       kH, 3 * kH * kH, 3 * kH,
+                                     kH * kH,     kH,       kH, kH,          kFf * kH,
+                                     kFf,         kH * kFf, kH, kH,          kH};
   size_t off = 0;
   auto take = [&](size_t n) {
     std::vector<float> v(n);

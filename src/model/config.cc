@@ -15,7 +15,8 @@ struct Reader {
   std::string where(const std::string& key) const { return file.path() + ": " + prefix + key; }
 
   Status get_int(const std::string& key, int* out, bool required, int def) const {
-    StatusOr<int64_t> v = required ? file.get_int(prefix + key) : file.get_int_or(prefix + key, def);
+    StatusOr<int64_t> v =
+        required ? file.get_int(prefix + key) : file.get_int_or(prefix + key, def);
     if (!v.ok()) {
       if (v.status().code() == ErrorCode::kNotFound) {
         return bad_file(where(key) + " is missing from the metadata (not a complete " +
@@ -90,8 +91,7 @@ StatusOr<Config> read_config(const gguf::File& file) {
   c.head_dim = c.n_embd / c.n_head;
   if (c.n_head % c.n_head_kv != 0) {
     return bad_file(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
-                    " is not a multiple of attention.head_count_kv " +
-                    std::to_string(c.n_head_kv));
+                    " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));
   }
   // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama: all.
   const int default_rot = c.arch == Arch::kLlama ? c.head_dim : c.head_dim / 2;
@@ -102,7 +102,7 @@ StatusOr<Config> read_config(const gguf::File& file) {
   }
   GLM_RETURN_IF_ERROR(r.get_float("rope.freq_base", &c.rope_base, 10000.0));
   const std::string eps_key = c.arch == Arch::kChatGLM1 ? "attention.layer_norm_epsilon"
-                                                         : "attention.layer_norm_rms_epsilon";
+                                                        : "attention.layer_norm_rms_epsilon";
   GLM_RETURN_IF_ERROR(r.get_float(eps_key, &c.norm_eps, 1e-5));
 
   if (const gguf::TensorInfo* emb = file.tensor("token_embd.weight")) {

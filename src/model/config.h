@@ -27,9 +27,9 @@ struct Config {
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;       // n_embd / n_head
-  int n_ctx_train = 0;    // context_length
-  int n_rot = 0;          // rotary dimensions per head (chatglm: head_dim / 2)
+  int head_dim = 0;     // n_embd / n_head
+  int n_ctx_train = 0;  // context_length
+  int n_rot = 0;        // rotary dimensions per head (chatglm: head_dim / 2)
   float rope_base = 10000.0f;
   float norm_eps = 1e-5f;
   bool qkv_bias = false;

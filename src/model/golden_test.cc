@@ -108,8 +108,8 @@ TEST(Golden, Chatglm3SmallLogitsF32Kv) {
   SKIP_IF_ABSENT(m);
   Compare c = run_golden(m, data_path("reference/chatglm3-small.logits.jsonl"), 24,
                          OutputKind::kLogits, DType::kF32);
-  std::printf("chatglm3-small logits, f32 KV: max |diff| %.3g, argmax mismatches %d\n",
-              c.max_diff, c.argmax_mismatches);
+  std::printf("chatglm3-small logits, f32 KV: max |diff| %.3g, argmax mismatches %d\n", c.max_diff,
+              c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 3e-3f);
   EXPECT_EQ(c.argmax_mismatches, 0);
 }
@@ -119,8 +119,8 @@ TEST(Golden, Chatglm3SmallLogitsF16Kv) {
   SKIP_IF_ABSENT(m);
   Compare c = run_golden(m, data_path("reference/chatglm3-small.logits.jsonl"), 24,
                          OutputKind::kLogits, DType::kF16);
-  std::printf("chatglm3-small logits, f16 KV: max |diff| %.3g, argmax mismatches %d\n",
-              c.max_diff, c.argmax_mismatches);
+  std::printf("chatglm3-small logits, f16 KV: max |diff| %.3g, argmax mismatches %d\n", c.max_diff,
+              c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 5e-3f);
   EXPECT_EQ(c.argmax_mismatches, 0);
 }

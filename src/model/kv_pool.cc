@@ -20,7 +20,9 @@ size_t KvPool::block_bytes_per_layer_kv() const {
   return static_cast<size_t>(block_tokens_) * row_elems_ * elem_bytes_;
 }
 
-size_t KvPool::block_bytes() const { return static_cast<size_t>(n_layer_) * 2 * block_bytes_per_layer_kv(); }
+size_t KvPool::block_bytes() const {
+  return static_cast<size_t>(n_layer_) * 2 * block_bytes_per_layer_kv();
+}
 
 size_t KvPool::offset(int layer, int kv, int block) const {
   GLM_CHECK(layer >= 0 && layer < n_layer_ && block >= 0 && block < n_blocks_);

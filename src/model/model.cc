@@ -26,9 +26,8 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     case Arch::kChatGLM1:
       return load_chatglm1(std::move(file), std::move(*config), options);
   }
-  return std::unique_ptr<Model>(
-      std::make_unique<Transformer>(std::move(file), std::move(*config), std::move(weights),
-                                    options));
+  return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
+                                                              std::move(weights), options));
 }
 
 }  // namespace glm::model

@@ -24,7 +24,7 @@ struct SeqInput {
   int n_past = 0;
   const int32_t* blocks = nullptr;  // [n_blocks] block ids in the KvPool
   int n_blocks = 0;
-  bool all_logits = false;          // false: logits of the last token only
+  bool all_logits = false;  // false: logits of the last token only
   // ChatGLM-6B (v1) only: length of the sequence's prompt (its bidirectional prefix, ending in
   // [gMASK] <sop>); later tokens get 2D positions relative to it. 0 = the n_tokens of a step
   // with n_past == 0. Other architectures ignore it.

@@ -27,8 +27,7 @@ void rope_interleaved(float* row, int n_head, int head_dim, int n_rot, const flo
 
 // Same with the rotate-half pairing (x[i], x[i + n_rot/2]) over the first n_rot dims of each
 // head (GPT-NeoX style; ChatGLM-6B v1 applies it twice, once per half of the head).
-void rope_neox(float* row, int n_head, int head_dim, int n_rot, const float* cos,
-               const float* sin);
+void rope_neox(float* row, int n_head, int head_dim, int n_rot, const float* cos, const float* sin);
 
 // SwiGLU: out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)); [n]. out may alias gate
 // or up.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "model/eval.h"
@@ -63,7 +64,11 @@ double converted_fraction(const std::string& path, DType type) {
 
 Quality compare(const std::string& ref_path, const std::vector<float>& ref, int n_vocab,
                 const std::vector<int32_t>& tokens, DType type, const std::string& tag) {
-  const std::string qpath = testing::temp_path(tag + "." + dtype_name(type) + ".gguf");
+  // GLM_QUANT_OUT=DIR keeps the requantized files there (to run llama.cpp on the same files).
+  const char* keep = std::getenv("GLM_QUANT_OUT");
+  const std::string name = tag + "." + dtype_name(type) + ".gguf";
+  const std::string qpath =
+      keep != nullptr ? std::string(keep) + "/" + name : testing::temp_path(name);
   Status st = testing::requantize(ref_path, qpath, type);
   EXPECT_TRUE(st.ok()) << st.message();
   Quality q;
@@ -87,10 +92,11 @@ Quality compare(const std::string& ref_path, const std::vector<float>& ref, int 
   }
   q.mean_kl /= q.n_positions;
   q.top1 = static_cast<double>(same) / q.n_positions;
-  std::printf("%-16s %-5s weights converted %5.1f%%  positions %d  top-1 agreement %6.2f%%  "
-              "mean KL %.3g  max KL %.3g\n",
-              tag.c_str(), dtype_name(type), 100 * q.converted, q.n_positions, 100 * q.top1,
-              q.mean_kl, q.max_kl);
+  std::printf(
+      "%-16s %-5s weights converted %5.1f%%  positions %d  top-1 agreement %6.2f%%  "
+      "mean KL %.3g  max KL %.3g\n",
+      tag.c_str(), dtype_name(type), 100 * q.converted, q.n_positions, 100 * q.top1, q.mean_kl,
+      q.max_kl);
   return q;
 }
 
@@ -110,12 +116,11 @@ TEST(QuantQuality, Stories260K) {
     SeqInput s{tokens.data(), static_cast<int>(tokens.size()), 0, blocks.data(), 5, false};
     ASSERT_TRUE((*model)->forward({s}, &kv, &logits).ok());
     while (tokens.size() < 300) {
-      const int32_t next = static_cast<int32_t>(
-          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       tokens.push_back(next);
       logits.clear();
-      s = SeqInput{&tokens.back(), 1, static_cast<int>(tokens.size()) - 1, blocks.data(), 5,
-                   false};
+      s = SeqInput{&tokens.back(), 1, static_cast<int>(tokens.size()) - 1, blocks.data(), 5, false};
       ASSERT_TRUE((*model)->forward({s}, &kv, &logits).ok());
     }
   }

@@ -9,11 +9,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
 #include "gguf/gguf.h"
@@ -22,7 +21,9 @@
 
 namespace glm::model::testing {
 
-inline std::string data_path(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return std::string(GLM_SHARED_DATA) + "/" + rel;
+}
 inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
 // A path in a per-process temporary directory (created on first use).
@@ -49,8 +50,8 @@ inline std::vector<JsonRow> read_jsonl(const std::string& path) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line);
-    rows.push_back({j["pos"].get<int>(), j["token"].get<int>(),
-                    j["values"].get<std::vector<float>>()});
+    rows.push_back(
+        {j["pos"].get<int>(), j["token"].get<int>(), j["values"].get<std::vector<float>>()});
   }
   return rows;
 }

@@ -41,8 +41,8 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
     for (int64_t b = 0; b < needed; ++b) {
       if (in.blocks[b] < 0 || in.blocks[b] >= kv->n_blocks()) {
         return invalid_argument(where() + "KV block id " + std::to_string(in.blocks[b]) +
-                                " is out of range (the pool has " +
-                                std::to_string(kv->n_blocks()) + " blocks)");
+                                " is out of range (the pool has " + std::to_string(kv->n_blocks()) +
+                                " blocks)");
       }
     }
   }
@@ -111,10 +111,10 @@ void Transformer::project_qkv(const LayerWeights& lw, int n) {
   for (int t = 0; t < n; ++t) {
     const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
     const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
-    ops::rope_interleaved(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim,
-                          c.n_rot, cs, sn);
-    ops::rope_interleaved(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim,
-                          c.n_rot, cs, sn);
+    ops::rope_interleaved(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim, c.n_rot,
+                          cs, sn);
+    ops::rope_interleaved(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim, c.n_rot,
+                          cs, sn);
   }
 }
 
@@ -183,16 +183,16 @@ void Transformer::mlp(const LayerWeights& lw, int n) {
   }
 }
 
-Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
-                            std::vector<float>* out, OutputKind kind) {
+Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                            OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
   if (batch.empty()) return Status::Ok();
   int n = 0, max_blocks = 0, n_out = 0;
   for (const SeqInput& in : batch) {
     n += in.n_tokens;
-    max_blocks = std::max(max_blocks, (in.n_past + in.n_tokens + kv->block_tokens() - 1) /
-                                          kv->block_tokens());
+    max_blocks = std::max(max_blocks,
+                          (in.n_past + in.n_tokens + kv->block_tokens() - 1) / kv->block_tokens());
     n_out += in.all_logits ? in.n_tokens : 1;
   }
   // Block pointer arrays sized for the whole pool: no regrowth as sequences get longer.
@@ -207,7 +207,8 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
       pos_[t] = in.n_past + i;
       ops::get_row(weights_.token_embd.type, weights_.token_embd.data, in.tokens[i], d,
                    x_.data() + static_cast<size_t>(t) * d);
-      ops::rope_table(pos_[t], c.n_rot, c.rope_base, rope_cos_.data() + static_cast<size_t>(t) * half,
+      ops::rope_table(pos_[t], c.n_rot, c.rope_base,
+                      rope_cos_.data() + static_cast<size_t>(t) * half,
                       rope_sin_.data() + static_cast<size_t>(t) * half);
     }
   }

@@ -47,28 +47,27 @@ class Transformer : public Model {
   std::unique_ptr<kernels::ThreadPool> pool_;
 
   // Scratch, [T, width] row-major; T = tokens in the batch.
-  std::vector<float> x_;        // [T, n_embd] residual stream
-  std::vector<float> cur_;      // [T, n_embd] normed input of a sub-block
-  std::vector<float> qkv_;      // [T, q_dim + 2 kv_dim] fused projection output
-  std::vector<float> q_;        // [T, q_dim]
-  std::vector<float> k_;        // [T, kv_dim]
-  std::vector<float> v_;        // [T, kv_dim]
-  std::vector<float> attn_;     // [T, q_dim] attention output
-  std::vector<float> proj_;     // [T, n_embd] output of wo / ffn_down
-  std::vector<float> up_;       // [T, 2 n_ff] (fused) or [T, n_ff]
-  std::vector<float> gate_;     // [T, n_ff]
-  std::vector<float> act_;      // [T, n_ff]
-  std::vector<float> rope_cos_; // [T, n_rot / 2]
-  std::vector<float> rope_sin_; // [T, n_rot / 2]
-  std::vector<int> pos_;        // [T] position of each token
-  std::vector<float> rows_;     // [R, n_embd] final-norm rows to output
+  std::vector<float> x_;             // [T, n_embd] residual stream
+  std::vector<float> cur_;           // [T, n_embd] normed input of a sub-block
+  std::vector<float> qkv_;           // [T, q_dim + 2 kv_dim] fused projection output
+  std::vector<float> q_;             // [T, q_dim]
+  std::vector<float> k_;             // [T, kv_dim]
+  std::vector<float> v_;             // [T, kv_dim]
+  std::vector<float> attn_;          // [T, q_dim] attention output
+  std::vector<float> proj_;          // [T, n_embd] output of wo / ffn_down
+  std::vector<float> up_;            // [T, 2 n_ff] (fused) or [T, n_ff]
+  std::vector<float> gate_;          // [T, n_ff]
+  std::vector<float> act_;           // [T, n_ff]
+  std::vector<float> rope_cos_;      // [T, n_rot / 2]
+  std::vector<float> rope_sin_;      // [T, n_rot / 2]
+  std::vector<int> pos_;             // [T] position of each token
+  std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
   std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
   std::vector<const void*> v_ptrs_;
 };
 
 // Checks a batch against a model config and a KV pool: token ids in range, n_past >= 0,
 // n_tokens >= 1, blocks present and in range for every position. invalid_argument otherwise.
-Status validate_batch(const Config& config, const std::vector<SeqInput>& batch,
-                      const KvPool* kv);
+Status validate_batch(const Config& config, const std::vector<SeqInput>& batch, const KvPool* kv);
 
 }  // namespace glm::model

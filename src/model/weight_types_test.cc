@@ -73,9 +73,8 @@ TEST_P(WeightTypes, ForwardUsesTheStoredValues) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, WeightTypes,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                           DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                                           DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K),
+                                           DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const ::testing::TestParamInfo<DType>& i) {
                            return std::string(dtype_name(i.param));
                          });

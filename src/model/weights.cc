@@ -18,8 +18,8 @@ Status WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols,
   const gguf::TensorInfo* t = file_.tensor(name);
   const std::string expected = shape_str({cols, rows});
   if (t == nullptr) {
-    return bad_file(file_.path() + ": tensor " + name + " is missing (expected shape " +
-                    expected + "); the file is incomplete or not of this architecture");
+    return bad_file(file_.path() + ": tensor " + name + " is missing (expected shape " + expected +
+                    "); the file is incomplete or not of this architecture");
   }
   if (t->shape.size() != 2 || t->shape[0] != cols || t->shape[1] != rows) {
     return bad_file(file_.path() + ": tensor " + name + " has shape " + shape_str(t->shape) +
@@ -43,8 +43,7 @@ Status WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols,
   return Status::Ok();
 }
 
-Status WeightLoader::vector(const std::string& name, int64_t n, const float** out,
-                            bool optional) {
+Status WeightLoader::vector(const std::string& name, int64_t n, const float** out, bool optional) {
   *out = nullptr;
   const gguf::TensorInfo* t = file_.tensor(name);
   if (t == nullptr) {
@@ -63,8 +62,7 @@ Status WeightLoader::vector(const std::string& name, int64_t n, const float** ou
     return Status::Ok();
   }
   const DTypeInfo& info = dtype_info(t->type);
-  if (t->type != DType::kF32 &&
-      (!kernels::can_dequantize(t->type) || n % info.block_size != 0)) {
+  if (t->type != DType::kF32 && (!kernels::can_dequantize(t->type) || n % info.block_size != 0)) {
     return unsupported(file_.path() + ": tensor " + name + " has type " + info.name +
                        ", which glmserve cannot read as a vector");
   }

@@ -39,11 +39,11 @@ struct LayerWeights {
 };
 
 struct Weights {
-  kernels::WeightView token_embd;       // [n_vocab, n_embd]
-  const float* output_norm = nullptr;   // [n_embd]
-  const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models only)
-  kernels::WeightView output;           // [n_vocab, n_embd]; = token_embd when tied
-  std::vector<LayerWeights> layers;     // [n_layer]
+  kernels::WeightView token_embd;        // [n_vocab, n_embd]
+  const float* output_norm = nullptr;    // [n_embd]
+  const float* output_norm_b = nullptr;  // [n_embd] (LayerNorm models only)
+  kernels::WeightView output;            // [n_vocab, n_embd]; = token_embd when tied
+  std::vector<LayerWeights> layers;      // [n_layer]
   std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
 };
 
