@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/utf8.h"
 #include "daemon/test_client.h"
 
 extern char** environ;
@@ -242,6 +243,53 @@ TEST_F(DaemonProcessTest, ServeRestartsAKilledEngine) {
   EXPECT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 0) << serve.log();
   EXPECT_NE(::kill(second, 0), 0) << "engine child outlived serve";
+}
+
+TEST_F(DaemonProcessTest, RealTinyModelServesTurnsWithCacheAndStopsCleanly) {
+  const std::string model = dir_ + "/tiny.gguf";
+  const std::string gen = std::string(GLMSERVE_BIN) +
+                          " gen-model --arch chatglm3 --preset tiny -o " + model + " 2>&1";
+  if (::system(gen.c_str()) != 0) GTEST_SKIP() << "gen-model --preset tiny failed: " << gen;
+  Proc engine({"engine", "--model", model, "--socket", socket_, "--threads", "1"},
+              dir_ + "/e.log");
+  ASSERT_FALSE(wait_health("ready").empty()) << engine.log();
+  TestClient c(socket_);
+  ASSERT_TRUE(c.send(R"({"id":"t1","conversation":"conv","messages":[{"role":"user",)"
+                     R"("content":"hello there"}],"params":{"max_tokens":8,"temperature":0}})"));
+  auto turn1 = c.until_final("t1");
+  ASSERT_FALSE(turn1.empty()) << engine.log();
+  ASSERT_EQ(turn1.back().type, EventType::kDone) << turn1.back().message;
+  EXPECT_EQ(turn1.back().usage.completion_tokens, 8);
+  EXPECT_EQ(turn1.back().usage.cached_tokens, 0);
+  const int prompt1 = turn1.back().usage.prompt_tokens;
+  ASSERT_GT(prompt1, 0);
+  for (const auto& e : turn1) {
+    if (e.type == EventType::kToken) {
+      EXPECT_TRUE(utf8_valid(e.text));
+    }
+  }
+  // Turn 2 carries turn 1 and its reply: the engine reuses the conversation's KV cache.
+  protocol::Request r2;
+  r2.id = "t2";
+  r2.conversation = "conv";
+  r2.messages = {{"user", "hello there", ""},
+                 {"assistant", joined_text(turn1), ""},
+                 {"user", "and more", ""}};
+  r2.params.max_tokens = 8;
+  r2.params.temperature = 0.0;
+  ASSERT_TRUE(c.send(protocol::serialize_request(r2)));
+  auto turn2 = c.until_final("t2");
+  ASSERT_FALSE(turn2.empty());
+  ASSERT_EQ(turn2.back().type, EventType::kDone) << turn2.back().message;
+  EXPECT_GE(turn2.back().usage.cached_tokens, prompt1);
+  EXPECT_LE(turn2.back().usage.cached_tokens, prompt1 + 8);
+  EXPECT_GT(turn2.back().usage.prompt_tokens, turn2.back().usage.cached_tokens);
+
+  ASSERT_EQ(::kill(engine.pid(), SIGTERM), 0);
+  auto status = engine.wait(30000);
+  ASSERT_TRUE(status.has_value()) << engine.log();
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << engine.log();
 }
 
 TEST_F(DaemonProcessTest, ServeGivesUpOnAnEngineThatCannotStart) {
