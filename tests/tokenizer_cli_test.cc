@@ -69,9 +69,9 @@ nlohmann::json cases() {
   return in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
 }
 
-#define SKIP_IF_NO_DATA()                                                                  \
+#define SKIP_IF_NO_DATA()                                                                         \
   if (!exists(shared("vocab/chatglm3-vocab.gguf")) || !exists(shared("vocab/glm4-vocab.gguf")) || \
-      !exists(shared("tokenizers/cases.json")))                                            \
+      !exists(shared("tokenizers/cases.json")))                                                   \
   GTEST_SKIP() << "../shared/data vocab GGUFs or cases.json absent (see its README.md)"
 
 TEST(TokenizerCli, TokenizePrintsPlainIds) {
@@ -137,15 +137,16 @@ TEST(TokenizerCli, OneLineErrors) {
   const std::string vocab = shared("vocab/chatglm3-vocab.gguf");
   expect_one_line_error(run({"tokenize", "--text", "hi"}));
   expect_one_line_error(run({"tokenize", "--model", "/nonexistent.gguf", "--text", "hi"}));
-  expect_one_line_error(run({"tokenize", "--model", shared("tokenizers/cases.json"), "--text", "x"}));
+  expect_one_line_error(
+      run({"tokenize", "--model", shared("tokenizers/cases.json"), "--text", "x"}));
   expect_one_line_error(run({"tokenize", "--model", vocab}));
   expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "1,x"}));
   expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "70000"}));
   expect_one_line_error(run({"tokenize", "--model", vocab, "--bogus", "1"}));
   const std::string path = "/tmp/glm_tokcli_bad_" + std::to_string(getpid()) + ".json";
-  for (const char* bad : {"{not json", "[]", "{\"a\":1}", "[{\"content\":\"x\"}]",
-                          "[{\"role\":\"robot\",\"content\":\"x\"}]",
-                          "[{\"role\":\"user\",\"content\":5}]"}) {
+  for (const char* bad :
+       {"{not json", "[]", "{\"a\":1}", "[{\"content\":\"x\"}]",
+        "[{\"role\":\"robot\",\"content\":\"x\"}]", "[{\"role\":\"user\",\"content\":5}]"}) {
     std::ofstream(path) << bad;
     expect_one_line_error(run({"template", "--model", vocab, "--messages", path}));
   }

@@ -60,7 +60,8 @@ StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {
     tok::Message msg;
     msg.role = m["role"];
     if (m.contains("content") && !m["content"].is_null()) {
-      if (!m["content"].is_string()) return invalid_argument(where + ": \"content\" must be a string");
+      if (!m["content"].is_string())
+        return invalid_argument(where + ": \"content\" must be a string");
       msg.content = m["content"];
     }
     if (m.contains("metadata") && !m["metadata"].is_null()) {
@@ -86,7 +87,8 @@ int cmd_template(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "messages", "template"}, {"text"});
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
-    return fail(invalid_argument("unexpected argument '" + args->positional()[0] + "' (see --help)"));
+    return fail(
+        invalid_argument("unexpected argument '" + args->positional()[0] + "' (see --help)"));
   }
   auto model = args->require("model");
   if (!model.ok()) return fail(model.status());

@@ -43,8 +43,8 @@ int cmd_tokenize(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv, {"model", "text", "file", "decode"},
-                          {"special", "render-special"});
+  auto args =
+      Args::parse(argc, argv, {"model", "text", "file", "decode"}, {"special", "render-special"});
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
     return fail(invalid_argument("unexpected argument '" + args->positional()[0] +

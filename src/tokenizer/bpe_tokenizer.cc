@@ -52,12 +52,13 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::create(const VocabSpec& spec,
   }
   for (int b = 0; b < 256; ++b) {
     if (t->byte_ids_[b] < 0) {
-      return bad_file(label + ": byte-level vocabulary has no token for byte " +
-                      std::to_string(b) + " (is tokenizer.ggml.tokens complete?)");
+      return bad_file(label + ": byte-level vocabulary has no token for byte " + std::to_string(b) +
+                      " (is tokenizer.ggml.tokens complete?)");
     }
   }
   t->merges_.reserve(spec.merges.size());
   int32_t rank = 0;
+  std::string both_text;
   for (const std::string& m : spec.merges) {
     const size_t sp = m.find(' ', 1);
     if (sp == std::string::npos) {
@@ -65,7 +66,9 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::create(const VocabSpec& spec,
     }
     std::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
     auto l = t->index_.find(left), r = t->index_.find(right);
-    auto both = t->index_.find(std::string(left) + std::string(right));
+    both_text.assign(left);
+    both_text.append(right);
+    auto both = t->index_.find(both_text);
     if (l == t->index_.end() || r == t->index_.end() || both == t->index_.end()) {
       return bad_file(label + ": merge '" + m + "' names a token that is not in the vocabulary");
     }

@@ -54,7 +54,8 @@ class ChatGlm3Template final : public ChatTemplate {
       if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
       std::string content = m.content;
       if (!m.tools_json.empty()) {
-        if (m.role != "system") return invalid_argument("tools are only allowed on a system message");
+        if (m.role != "system")
+          return invalid_argument("tools are only allowed on a system message");
         auto tools = pretty_tools(m.tools_json);
         if (!tools.ok()) return tools.status();
         content += "\n" + *tools;
@@ -204,9 +205,7 @@ class RawTemplate final : public ChatTemplate {
     append(&out, tok_.encode(text));
     return out;
   }
-  Ids stop_ids() const override {
-    return tok_.eos_id() >= 0 ? Ids{tok_.eos_id()} : Ids{};
-  }
+  Ids stop_ids() const override { return tok_.eos_id() >= 0 ? Ids{tok_.eos_id()} : Ids{}; }
 
  private:
   const Tokenizer& tok_;
@@ -232,20 +231,20 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
   auto need = [&](std::initializer_list<const char*> tokens) -> Status {
     for (const char* tk : tokens) {
       if (t.find(tk) < 0) {
-        return unsupported(file.path() + ": the " + name + " chat template needs the token " +
-                           tk + ", which this vocabulary lacks");
+        return unsupported(file.path() + ": the " + name + " chat template needs the token " + tk +
+                           ", which this vocabulary lacks");
       }
     }
     return Status::Ok();
   };
   if (name == "chatglm3") {
-    GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>",
-                              "<|observation|>"}));
+    GLM_RETURN_IF_ERROR(
+        need({"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
     return std::unique_ptr<ChatTemplate>(new ChatGlm3Template(t));
   }
   if (name == "glm4") {
-    GLM_RETURN_IF_ERROR(need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
-                              "<|observation|>"}));
+    GLM_RETURN_IF_ERROR(
+        need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
     return std::unique_ptr<ChatTemplate>(new Glm4Template(t));
   }
   if (name == "chatglm2") {

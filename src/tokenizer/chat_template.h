@@ -17,7 +17,7 @@
 namespace glm::tok {
 
 struct Message {
-  std::string role;     // system, user, assistant, observation
+  std::string role;  // system, user, assistant, observation
   std::string content;
   std::string metadata;  // ChatGLM3 tool-call metadata line (optional)
   // system only: the tool definitions as JSON text (an array or object). ChatGLM3 appends them
@@ -68,7 +68,7 @@ struct ToolCall {
 // line is a tool call whose arguments are the Python keyword arguments of
 // "```python\ntool_call(a=1, b='x')\n```" converted to JSON.
 struct AssistantOutput {
-  std::string content;               // plain answer (trimmed), or the raw tool-call body
+  std::string content;  // plain answer (trimmed), or the raw tool-call body
   std::optional<ToolCall> tool_call;
 };
 AssistantOutput parse_assistant_output(std::string_view text);

@@ -127,10 +127,12 @@ TEST(ChatTemplate, Llama2Format) {
   GLM_LOAD_OR_SKIP(tok, "stories", Source::kVocabGguf);
   auto tmpl = make_chat_template("llama2", *tok_l.file, tok);
   ASSERT_TRUE(tmpl.ok());
-  auto ids = (*tmpl)->render({{"system", "S"}, {"user", "hi"}, {"assistant", "yo"}, {"user", "ok"}});
+  auto ids =
+      (*tmpl)->render({{"system", "S"}, {"user", "hi"}, {"assistant", "yo"}, {"user", "ok"}});
   ASSERT_TRUE(ids.ok());
   Ids expected{1};
-  for (int32_t id : tok.encode("[INST] <<SYS>>\nS\n<</SYS>>\n\nhi [/INST] yo ")) expected.push_back(id);
+  for (int32_t id : tok.encode("[INST] <<SYS>>\nS\n<</SYS>>\n\nhi [/INST] yo "))
+    expected.push_back(id);
   expected.push_back(2);
   expected.push_back(1);
   for (int32_t id : tok.encode("[INST] ok [/INST]")) expected.push_back(id);

@@ -26,10 +26,22 @@ inline VocabSpec spm_spec() {
   add("<s>", 0, kTokenControl);
   add("</s>", 0, kTokenControl);
   const char* hex = "0123456789ABCDEF";
-  for (int b = 0; b < 256; ++b) add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", 0, kTokenByte);
-  const char* pieces[] = {"\xe2\x96\x81", "a", "b", "s", "o", "p", "ab", "\u2581a",
-                          "\xe2\x96\x81\xe2\x96\x81", "\xe4\xbd\xa0", "\xe5\xa5\xbd",
-                          "\xe4\xbd\xa0\xe5\xa5\xbd", "so", "op"};
+  for (int b = 0; b < 256; ++b)
+    add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", 0, kTokenByte);
+  const char* pieces[] = {"\xe2\x96\x81",
+                          "a",
+                          "b",
+                          "s",
+                          "o",
+                          "p",
+                          "ab",
+                          "\u2581a",
+                          "\xe2\x96\x81\xe2\x96\x81",
+                          "\xe4\xbd\xa0",
+                          "\xe5\xa5\xbd",
+                          "\xe4\xbd\xa0\xe5\xa5\xbd",
+                          "so",
+                          "op"};
   float score = -1;
   for (const char* p : pieces) add(p, score -= 0.5f, kTokenNormal);
   for (const char* p : {"sop", "eop", "<|user|>"}) add(p, 0, kTokenControl);

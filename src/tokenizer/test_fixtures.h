@@ -2,12 +2,11 @@
 // from GGUFs written by write_vocab from the tokenizer.model files (to a temp dir).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "gguf/gguf.h"
@@ -126,11 +125,11 @@ inline const nlohmann::json* cases() {
 
 }  // namespace glm::tok::testing
 
-#define GLM_LOAD_OR_SKIP(var, name, source)                      \
+#define GLM_LOAD_OR_SKIP(var, name, source)                                             \
   const ::glm::tok::testing::Loaded& var##_l = ::glm::tok::testing::load(name, source); \
-  if (!var##_l.tok) GTEST_SKIP() << var##_l.error;               \
+  if (!var##_l.tok) GTEST_SKIP() << var##_l.error;                                      \
   [[maybe_unused]] const ::glm::tok::Tokenizer& var = *var##_l.tok
 
-#define GLM_CASES_OR_SKIP(var)                      \
+#define GLM_CASES_OR_SKIP(var)                              \
   const nlohmann::json* var = ::glm::tok::testing::cases(); \
   if (!var) GTEST_SKIP() << "../shared/data/tokenizers/cases.json is absent or unreadable"

@@ -18,6 +18,6 @@ inline std::string temp_path(const std::string& name) {
 
 }  // namespace glm::tok::testing
 
-#define GLM_SKIP_IF_ABSENT(path) \
+#define GLM_SKIP_IF_ABSENT(path)          \
   if (!::glm::tok::testing::exists(path)) \
   GTEST_SKIP() << (path) << " is absent (see ../shared/data/README.md)"

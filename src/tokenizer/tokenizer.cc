@@ -16,7 +16,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(const VocabSpec& spec,
-                                                         const std::string& label) {
+                                                          const std::string& label) {
   if (spec.model == "llama") return SpmTokenizer::create(spec, label);
   if (spec.model == "gpt2") return BpeTokenizer::create(spec, label);
   return unsupported(label + ": tokenizer model '" + spec.model +

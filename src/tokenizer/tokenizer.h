@@ -30,7 +30,8 @@ class Tokenizer {
   // ("<|user|>") becomes their id; otherwise it is tokenized as ordinary text.
   virtual std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const = 0;
   // Ids -> text (control tokens render as their text when render_special, else nothing).
-  virtual std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids,
+                             bool render_special = false) const = 0;
   // Raw bytes of one token as it contributes to the output stream (byte-fallback tokens give
   // one byte; the SentencePiece space marker becomes ' ').
   virtual std::string token_bytes(int32_t id) const = 0;
@@ -67,9 +68,9 @@ class StreamDecoder {
 
  private:
   const Tokenizer& tok_;
-  std::string pending_;     // bytes of an unfinished UTF-8 character
-  bool first_ = true;       // no text token seen yet (the leading-space rule applies)
-  bool strip_ws_ = false;   // still dropping leading whitespace
+  std::string pending_;    // bytes of an unfinished UTF-8 character
+  bool first_ = true;      // no text token seen yet (the leading-space rule applies)
+  bool strip_ws_ = false;  // still dropping leading whitespace
 
   std::string strip(std::string s);
 };

@@ -19,13 +19,14 @@ using testing::Source;
 // punctuation and whitespace runs.
 std::string random_text(std::mt19937& rng, int max_chars) {
   static const uint32_t kPool[][2] = {
-      {'a', 'z'},         {'A', 'Z'},         {'0', '9'},         {'!', '/'},
-      {0x4E00, 0x9FFF},   {0x3000, 0x303F},   {0xFF01, 0xFF5E},   {0x0400, 0x04FF},
-      {0x0600, 0x06FF},   {0x0E00, 0x0E7F},   {0x1780, 0x17FF},   {0x0300, 0x036F},
-      {0x1F300, 0x1FAFF}, {0x2600, 0x27BF},   {0x20000, 0x2A6DF}, {0xAC00, 0xD7A3},
+      {'a', 'z'},         {'A', 'Z'},       {'0', '9'},         {'!', '/'},
+      {0x4E00, 0x9FFF},   {0x3000, 0x303F}, {0xFF01, 0xFF5E},   {0x0400, 0x04FF},
+      {0x0600, 0x06FF},   {0x0E00, 0x0E7F}, {0x1780, 0x17FF},   {0x0300, 0x036F},
+      {0x1F300, 0x1FAFF}, {0x2600, 0x27BF}, {0x20000, 0x2A6DF}, {0xAC00, 0xD7A3},
   };
-  static const char* kSpaces[] = {" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ",
-                                  "\xe3\x80\x80", "\xc2\xa0", "\xe2\x80\x8d", "\xef\xb8\x8f"};
+  static const char* kSpaces[] = {
+      " ",    "  ",   "   ",          "\t",       "\n",           "\n\n",
+      "\r\n", " \n ", "\xe3\x80\x80", "\xc2\xa0", "\xe2\x80\x8d", "\xef\xb8\x8f"};
   std::uniform_int_distribution<int> n_dist(0, max_chars);
   std::uniform_int_distribution<int> kind(0, 99);
   std::string s;
@@ -170,8 +171,12 @@ TEST(Glm4Pretokenizer, PiecesCoverTheTextAndFollowThePattern) {
   EXPECT_EQ(pieces("12345 3.3"), (V{"123", "45", " ", "3", ".", "3"}));
   EXPECT_EQ(pieces("你好，世界!!\n\nok"), (V{"你好", "，世界", "!!\n\n", "ok"}));
   // Invalid bytes are "other" characters (like punctuation).
-  EXPECT_EQ(pieces("\xff" "ab"), (V{std::string("\xff") + "ab"}));
-  EXPECT_EQ(pieces("\xff\xfe" "ab"), (V{"\xff\xfe", "ab"}));
+  EXPECT_EQ(pieces("\xff"
+                   "ab"),
+            (V{std::string("\xff") + "ab"}));
+  EXPECT_EQ(pieces("\xff\xfe"
+                   "ab"),
+            (V{"\xff\xfe", "ab"}));
   std::mt19937 rng(7);
   for (int it = 0; it < 300; ++it) {
     std::string s = random_text(rng, 60);

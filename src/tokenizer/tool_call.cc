@@ -96,10 +96,14 @@ class PyLiteral {
     if (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9')) return number(out);
     std::string id;
     if (!ident(&id)) return false;
-    if (id == "True") *out = true;
-    else if (id == "False") *out = false;
-    else if (id == "None") *out = nullptr;
-    else return false;
+    if (id == "True")
+      *out = true;
+    else if (id == "False")
+      *out = false;
+    else if (id == "None")
+      *out = nullptr;
+    else
+      return false;
     return true;
   }
   bool sequence(nlohmann::ordered_json* out, char close, int depth) {
@@ -187,17 +191,29 @@ class PyLiteral {
       if (i_ >= s_.size()) return false;
       const char e = s_[i_++];
       switch (e) {
-        case 'n': out->push_back('\n'); break;
-        case 't': out->push_back('\t'); break;
-        case 'r': out->push_back('\r'); break;
-        case '0': out->push_back('\0'); break;
-        case '\\': case '\'': case '"': out->push_back(e); break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case '0':
+          out->push_back('\0');
+          break;
+        case '\\':
+        case '\'':
+        case '"':
+          out->push_back(e);
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) return false;
           for (int k = 0; k < 4; ++k) {
             const char h = s_[i_++];
-            const bool hex = (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
-                             (h >= 'A' && h <= 'F');
+            const bool hex =
+                (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F');
             if (!hex) return false;
           }
           nlohmann::json tmp = nlohmann::json::parse(
@@ -206,7 +222,10 @@ class PyLiteral {
           out->append(tmp.get<std::string>());
           break;
         }
-        default: out->push_back('\\'); out->push_back(e); break;
+        default:
+          out->push_back('\\');
+          out->push_back(e);
+          break;
       }
     }
     return false;  // unterminated
@@ -224,8 +243,8 @@ std::string_view code_block(std::string_view s) {
   if (body == std::string_view::npos) return {};
   ++body;
   size_t close = s.find("```", body);
-  std::string_view b = s.substr(body, close == std::string_view::npos ? std::string_view::npos
-                                                                        : close - body);
+  std::string_view b =
+      s.substr(body, close == std::string_view::npos ? std::string_view::npos : close - body);
   return trim(b);
 }
 

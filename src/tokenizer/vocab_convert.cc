@@ -57,11 +57,18 @@ class ProtoReader {
     std::string_view s;
     uint32_t f;
     switch (wt) {
-      case 0: return varint(&v);
-      case 1: if (end_ - p_ < 8) return false; p_ += 8; return true;
-      case 2: return bytes(&s);
-      case 5: return fixed32(&f);
-      default: return false;
+      case 0:
+        return varint(&v);
+      case 1:
+        if (end_ - p_ < 8) return false;
+        p_ += 8;
+        return true;
+      case 2:
+        return bytes(&s);
+      case 5:
+        return fixed32(&f);
+      default:
+        return false;
     }
   }
 
@@ -160,8 +167,9 @@ StatusOr<VocabSpec> spec_from_sentencepiece(std::string_view data, const std::st
     s.pre = "chatglm-spm";
     s.tokens[1] = "<bos>";
     s.tokens[2] = "<eos>";
-    const char* specials[] = {"[MASK]", "[gMASK]", "[sMASK]", "sop", "eop",
-                              "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"};
+    const char* specials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
+                              "sop",      "eop",           "<|system|>",
+                              "<|user|>", "<|assistant|>", "<|observation|>"};
     for (const char* sp : specials) {
       s.tokens.push_back(sp);
       s.scores.push_back(0.0f);
@@ -305,9 +313,19 @@ StatusOr<VocabSpec> spec_from_tiktoken(std::string_view data, const std::string&
   }
   if (n_ranks == kGlm4Ranks) {
     s.pre = "chatglm-bpe";
-    const char* specials[] = {"<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>",
-                              "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
-                              "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>",
+    const char* specials[] = {"<|endoftext|>",
+                              "[MASK]",
+                              "[gMASK]",
+                              "[sMASK]",
+                              "<sop>",
+                              "<eop>",
+                              "<|system|>",
+                              "<|user|>",
+                              "<|assistant|>",
+                              "<|observation|>",
+                              "<|begin_of_image|>",
+                              "<|end_of_image|>",
+                              "<|begin_of_video|>",
                               "<|end_of_video|>"};
     for (const char* sp : specials) {
       s.tokens.push_back(sp);
@@ -317,10 +335,10 @@ StatusOr<VocabSpec> spec_from_tiktoken(std::string_view data, const std::string&
       s.tokens.push_back("[PAD" + std::to_string(s.tokens.size()) + "]");
       s.types.push_back(kTokenUnused);
     }
-    s.eos = kGlm4Ranks;       // <|endoftext|>
+    s.eos = kGlm4Ranks;  // <|endoftext|>
     s.pad = kGlm4Ranks;
     s.unk = kGlm4Ranks;
-    s.eot = kGlm4Ranks + 7;   // <|user|>
+    s.eot = kGlm4Ranks + 7;  // <|user|>
   }
   s.add_bos = false;
   return s;
@@ -360,7 +378,8 @@ Status to_chatglm2_vocab(VocabSpec* s) {
 }
 
 void write_vocab(const VocabSpec& spec, gguf::Writer* w) {
-  if (spec.write_add_bos) w->set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(spec.add_bos));
+  if (spec.write_add_bos)
+    w->set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(spec.add_bos));
   w->set("tokenizer.ggml.model", gguf::Value::string(spec.model));
   if (!spec.pre.empty()) w->set("tokenizer.ggml.pre", gguf::Value::string(spec.pre));
   w->set("tokenizer.ggml.tokens", gguf::Value::string_array(spec.tokens));
@@ -390,7 +409,8 @@ StatusOr<VocabSpec> read_vocab(const gguf::File& f) {
   const std::string& label = f.path();
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model.ok()) {
-    return bad_file(label + ": no tokenizer in this file (tokenizer.ggml.model missing); "
+    return bad_file(label +
+                    ": no tokenizer in this file (tokenizer.ggml.model missing); "
                     "convert it with a vocabulary (gen-model --vocab / convert)");
   }
   s.model = *model;

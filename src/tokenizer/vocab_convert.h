@@ -38,21 +38,21 @@ enum TokenType : int32_t {
 
 // A vocabulary ready to be written as tokenizer.ggml.* metadata. Plain value type.
 struct VocabSpec {
-  std::string model;                  // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
-  std::string pre;                    // "chatglm-spm", "chatglm-bpe", or empty (not written)
-  std::vector<std::string> tokens;    // id -> piece text (gpt2: byte-to-unicode form)
-  std::vector<float> scores;          // per token; empty = not written (gpt2)
-  std::vector<int32_t> types;         // per token, TokenType
-  std::vector<std::string> merges;    // gpt2 only: "left right", highest priority first
-  int32_t bos = -1;                   // -1 = key not written
+  std::string model;                // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string pre;                  // "chatglm-spm", "chatglm-bpe", or empty (not written)
+  std::vector<std::string> tokens;  // id -> piece text (gpt2: byte-to-unicode form)
+  std::vector<float> scores;        // per token; empty = not written (gpt2)
+  std::vector<int32_t> types;       // per token, TokenType
+  std::vector<std::string> merges;  // gpt2 only: "left right", highest priority first
+  int32_t bos = -1;                 // -1 = key not written
   int32_t eos = -1;
   int32_t pad = -1;
   int32_t unk = -1;
   int32_t eot = -1;
-  std::string chat_template;          // tokenizer.chat_template (empty = not written)
-  bool add_bos = false;               // tokenizer.ggml.add_bos_token
-  bool write_add_bos = true;          // whether to write tokenizer.ggml.add_bos_token at all
-  bool add_space_prefix = true;       // SentencePiece dummy prefix ("llama"); written only if false
+  std::string chat_template;     // tokenizer.chat_template (empty = not written)
+  bool add_bos = false;          // tokenizer.ggml.add_bos_token
+  bool write_add_bos = true;     // whether to write tokenizer.ggml.add_bos_token at all
+  bool add_space_prefix = true;  // SentencePiece dummy prefix ("llama"); written only if false
 };
 
 // Reads a tokenizer file (SentencePiece protobuf or tiktoken base64; see above) into the layout

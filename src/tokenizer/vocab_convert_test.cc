@@ -175,7 +175,7 @@ TEST(ByteToUnicode, IsABijectionOverBytes) {
     EXPECT_EQ(pos, u.size());
     EXPECT_EQ(unicode_to_byte(cp), b);
   }
-  EXPECT_EQ(byte_to_unicode(' '), "\xc4\xa0");  // Ġ
+  EXPECT_EQ(byte_to_unicode(' '), "\xc4\xa0");   // Ġ
   EXPECT_EQ(byte_to_unicode('\n'), "\xc4\x8a");  // Ċ
   EXPECT_EQ(byte_to_unicode('a'), "a");
 }

@@ -77,7 +77,7 @@ class VocabTokenizer : public Tokenizer {
 
   std::vector<std::string> tokens_;  // as stored in the GGUF
   std::vector<int32_t> types_;
-  StringMap index_;                  // token text -> first id with that text
+  StringMap index_;  // token text -> first id with that text
   SpecialMatcher specials_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
 };
@@ -96,11 +96,11 @@ class SpmTokenizer final : public VocabTokenizer {
                    std::vector<int32_t>* out) const override;
   void encode_word(std::string_view word, std::vector<int32_t>* out) const;
 
-  StringMap mergeable_;              // NORMAL / USER_DEFINED pieces -> id
+  StringMap mergeable_;  // NORMAL / USER_DEFINED pieces -> id
   std::vector<float> scores_;
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> -> id, -1 if absent
   bool add_space_prefix_ = true;
-  bool split_words_ = true;          // no mergeable piece has "x▁" inside: words are independent
+  bool split_words_ = true;  // no mergeable piece has "x▁" inside: words are independent
 };
 
 // Byte-level BPE with GLM-4's pre-tokenizer ("gpt2").
@@ -120,15 +120,14 @@ class BpeTokenizer final : public VocabTokenizer {
     int32_t rank;
     int32_t id;
   };
-  std::vector<std::string> bytes_;   // id -> raw bytes (NORMAL tokens)
-  StringMap raw_index_;              // raw bytes -> id (NORMAL tokens)
+  std::vector<std::string> bytes_;                  // id -> raw bytes (NORMAL tokens)
+  StringMap raw_index_;                             // raw bytes -> id (NORMAL tokens)
   std::unordered_map<uint64_t, MergeInfo> merges_;  // (left id << 32 | right id) -> result
   std::array<int32_t, 256> byte_ids_{};
 
   // Per-piece cache of results (bounded; cleared when full). Guarded by cache_mu_.
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>>
-      cache_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
 };
 
 }  // namespace glm::tok
