@@ -213,11 +213,13 @@ class RawTemplate final : public ChatTemplate {
 };
 
 std::string detect(const gguf::File& file, const Tokenizer& t) {
-  const std::string kind = t.kind();
+  // GLM-4 spells its start token "<sop>", ChatGLM2/3 "sop" (also in synthetic vocabularies,
+  // whatever their tokenizer kind).
   const bool has_user = t.find("<|user|>") >= 0;
-  if (kind == "gpt2" && has_user) return "glm4";
-  if (kind == "llama" && has_user) return "chatglm3";
-  if (kind == "llama" && t.find("[gMASK]") >= 0) return "chatglm2";
+  const bool has_gmask = t.find("[gMASK]") >= 0;
+  if (has_user && has_gmask && t.find("<sop>") >= 0) return "glm4";
+  if (has_user && has_gmask && t.find("sop") >= 0) return "chatglm3";
+  if (!has_user && has_gmask && t.find("sop") >= 0) return "chatglm2";
   auto tmpl = file.get_string("tokenizer.chat_template");
   if (tmpl.ok() && tmpl->find("[INST]") != std::string::npos) return "llama2";
   return "raw";

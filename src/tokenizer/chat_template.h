@@ -45,9 +45,9 @@ class ChatTemplate {
 };
 
 // How the template is chosen (for_model):
-//   gpt2 vocabulary with <|user|>                      -> glm4
-//   llama vocabulary with <|user|>                     -> chatglm3
-//   llama vocabulary with [gMASK] but no <|user|>      -> chatglm2
+//   [gMASK], <sop> and <|user|> (GLM-4's gpt2 vocab)   -> glm4
+//   [gMASK], sop and <|user|> (ChatGLM3's llama vocab) -> chatglm3
+//   [gMASK] and sop but no <|user|> (ChatGLM2)          -> chatglm2
 //   tokenizer.chat_template containing "[INST]"       -> llama2
 //   anything else (e.g. stories260K)                   -> raw: BOS (if add_bos) + the contents
 // `name` forces one of the names above instead (unsupported if the vocabulary lacks its tokens).

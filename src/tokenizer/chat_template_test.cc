@@ -112,6 +112,39 @@ TEST(ChatTemplate, ChatGlm2ChosenForChatGlm2Vocabulary) {
   EXPECT_EQ(tmpl->render({{"observation", "x"}}).status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(ChatTemplate, ChosenBySpecialTokensWhateverTheTokenizerKind) {
+  // Synthetic vocabularies (gen-model without --vocab) are SentencePiece-style for every arch.
+  for (const char* sop : {"<sop>", "sop"}) {
+    VocabSpec s;
+    s.model = "llama";
+    auto add = [&](const std::string& t, int32_t type) {
+      s.tokens.push_back(t);
+      s.scores.push_back(0);
+      s.types.push_back(type);
+    };
+    add("<unk>", kTokenUnknown);
+    add("<eos>", kTokenControl);
+    const char* hex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+      add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", kTokenByte);
+    }
+    for (const char* sp :
+         {"[gMASK]", sop, "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
+      add(sp, kTokenControl);
+    }
+    s.eos = 1;
+    testing::Loaded l = testing::load_spec(s, "synthetic");
+    ASSERT_NE(l.tok, nullptr) << l.error;
+    auto tmpl = template_for(l);
+    ASSERT_NE(tmpl, nullptr);
+    EXPECT_STREQ(tmpl->name(), std::string(sop) == "sop" ? "chatglm3" : "glm4");
+    auto ids = tmpl->render({{"user", "hi"}});
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    EXPECT_EQ((*ids)[1], l.tok->find(sop));
+    EXPECT_EQ(tmpl->stop_ids(), (Ids{1, l.tok->find("<|user|>"), l.tok->find("<|observation|>")}));
+  }
+}
+
 TEST(ChatTemplate, RawForStories) {
   GLM_LOAD_OR_SKIP(tok, "stories", Source::kVocabGguf);
   auto tmpl = template_for(tok_l);
