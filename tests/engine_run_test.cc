@@ -64,9 +64,8 @@ TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
   const std::string golden = shared("models/stories260K.greedy.json");
   if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
   const auto g = nlohmann::json::parse(slurp(golden));
-  const Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(),
-                        "-n", std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw",
-                        "-t", "1"});
+  const Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
+                        std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
   EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;

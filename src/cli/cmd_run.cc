@@ -48,8 +48,10 @@ int cmd_run(int argc, char** argv) {
   request.params = *params;
   request.raw = args->has("raw");
   if (request.raw) {
-    if (args->has("system")) return fail(invalid_argument("--system needs the chat template "
-                                                          "(drop --raw)"));
+    if (args->has("system"))
+      return fail(
+          invalid_argument("--system needs the chat template "
+                           "(drop --raw)"));
     request.prompt = *prompt;
   } else {
     if (args->has("system")) request.messages.push_back({"system", args->get("system")});

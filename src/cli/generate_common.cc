@@ -2,11 +2,10 @@
 
 namespace glm::cli {
 
-const std::set<std::string> kGenerateFlags = {
-    "model",   "max-tokens", "temp",     "top-p", "top-k", "repeat-penalty", "seed",
-    "threads", "ctx-size",   "kv-type",  "stop"};
-const std::map<std::string, std::string> kGenerateAliases = {{"n", "max-tokens"},
-                                                             {"t", "threads"}};
+const std::set<std::string> kGenerateFlags = {"model",    "max-tokens",     "temp", "top-p",
+                                              "top-k",    "repeat-penalty", "seed", "threads",
+                                              "ctx-size", "kv-type",        "stop"};
+const std::map<std::string, std::string> kGenerateAliases = {{"n", "max-tokens"}, {"t", "threads"}};
 const char* kGenerateFlagsHelp =
     "  -n, --max-tokens N   tokens to generate at most\n"
     "  --temp T             temperature (0 = greedy; default 0.8)\n"

@@ -22,10 +22,14 @@ namespace glm::engine {
 
 const char* health_name(Health h) {
   switch (h) {
-    case Health::kLoading: return "loading";
-    case Health::kReady: return "ready";
-    case Health::kDraining: return "draining";
-    case Health::kStopped: return "stopped";
+    case Health::kLoading:
+      return "loading";
+    case Health::kReady:
+      return "ready";
+    case Health::kDraining:
+      return "draining";
+    case Health::kStopped:
+      return "stopped";
   }
   return "unknown";
 }
@@ -185,8 +189,8 @@ class EngineImpl final : public Engine {
     StatusOr<PromptPlan> plan =
         chat ? plan_chat_prompt(*template_, *tokenizer_, std::move(request.messages),
                                 request.params.max_tokens, n_ctx_, !request.conversation.empty())
-             : plan_raw_prompt(*tokenizer_, raw_prefix_, request.prompt,
-                               request.params.max_tokens, n_ctx_);
+             : plan_raw_prompt(*tokenizer_, raw_prefix_, request.prompt, request.params.max_tokens,
+                               n_ctx_);
     if (!plan.ok()) return plan.status();
 
     scheduler::SeqRequest r;
@@ -212,14 +216,14 @@ class EngineImpl final : public Engine {
         return Status(ErrorCode::kUnavailable, "the engine is shutting down: retry later");
       }
       if (in_flight_.count(request.id)) {
-        return invalid_argument("request id '" + request.id + "' is already in flight: use a "
+        return invalid_argument("request id '" + request.id +
+                                "' is already in flight: use a "
                                 "unique id per request");
       }
       const int waiting = static_cast<int>(inbox_.size()) + snapshot_.waiting;
       if (waiting >= options_.max_queue) {
-        return Status(ErrorCode::kQueueFull,
-                      "engine busy: " + std::to_string(waiting) +
-                          " requests are waiting; retry in a few seconds");
+        return Status(ErrorCode::kQueueFull, "engine busy: " + std::to_string(waiting) +
+                                                 " requests are waiting; retry in a few seconds");
       }
       in_flight_.insert(request.id);
       inbox_.push_back(std::move(r));
@@ -326,7 +330,7 @@ class EngineImpl final : public Engine {
 
   std::shared_ptr<const gguf::File> file_;
   std::unique_ptr<model::Model> model_;
-  std::unique_ptr<tok::Tokenizer> tokenizer_;    // before template_: the template refers to it
+  std::unique_ptr<tok::Tokenizer> tokenizer_;  // before template_: the template refers to it
   std::unique_ptr<tok::ChatTemplate> template_;
   Options options_;
   std::string name_;
@@ -411,17 +415,16 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     extras.name = name.value();
   } else {
     const std::string& path = options.model_path;
-    extras.name = path.substr(path.find_last_of('/') == std::string::npos
-                                  ? 0
-                                  : path.find_last_of('/') + 1);
+    extras.name =
+        path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   }
   if (const gguf::Value* v = shared->find("tokenizer.ggml.add_bos_token");
       v != nullptr && v->type() == gguf::ValueType::kBool) {
     extras.add_bos = v->as_bool();
   }
-  auto e = std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),
-                                        std::move(chat_template.value()), options,
-                                        std::move(extras));
+  auto e =
+      std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),
+                                   std::move(chat_template.value()), options, std::move(extras));
   e->start(/*warm_up=*/true);
   GLM_LOG_INFO("engine: ready in %.0f ms",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

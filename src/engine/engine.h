@@ -22,20 +22,20 @@
 namespace glm::engine {
 
 struct SamplingParams {
-  float temperature = 0.8f;   // 0 = greedy
-  float top_p = 0.8f;         // 1 = off
-  int top_k = 0;              // 0 = off
+  float temperature = 0.8f;         // 0 = greedy
+  float top_p = 0.8f;               // 1 = off
+  int top_k = 0;                    // 0 = off
   float repetition_penalty = 1.0f;  // 1 = off
-  uint64_t seed = 0;          // 0 = nondeterministic
+  uint64_t seed = 0;                // 0 = nondeterministic
   int max_tokens = 512;
   std::vector<std::string> stop;  // extra stop strings
 };
 
 struct Request {
-  std::string id;             // unique among the requests in flight
-  std::string conversation;   // optional: KV reuse across the turns of one conversation
+  std::string id;                      // unique among the requests in flight
+  std::string conversation;            // optional: KV reuse across the turns of one conversation
   std::vector<tok::Message> messages;  // rendered with the model's chat template
-  bool raw = false;           // true: `prompt` is plain text, no template
+  bool raw = false;                    // true: `prompt` is plain text, no template
   std::string prompt;
   SamplingParams params;
 };
@@ -43,8 +43,8 @@ struct Request {
 struct Timings {
   double queue_ms = 0;
   double prefill_ms = 0;
-  double ttft_ms = 0;   // submit -> first token event
-  double tpot_ms = 0;   // mean time per output token after the first
+  double ttft_ms = 0;  // submit -> first token event
+  double tpot_ms = 0;  // mean time per output token after the first
   double total_ms = 0;
 };
 
@@ -53,15 +53,15 @@ enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
-  int queue_position = 0;           // kQueued
-  int prompt_tokens = 0;            // kStart, kDone
-  int cached_tokens = 0;            // kStart: prompt tokens served from the KV cache
-  std::string text;                 // kToken: whole UTF-8 characters; kNotice: message
-  int dropped_messages = 0;         // kNotice: oldest messages dropped to fit the context
-  std::string finish_reason;        // kDone: "stop", "length", "cancelled"
-  int completion_tokens = 0;        // kDone
-  Timings timings;                  // kDone
-  Status error;                     // kError
+  int queue_position = 0;     // kQueued
+  int prompt_tokens = 0;      // kStart, kDone
+  int cached_tokens = 0;      // kStart: prompt tokens served from the KV cache
+  std::string text;           // kToken: whole UTF-8 characters; kNotice: message
+  int dropped_messages = 0;   // kNotice: oldest messages dropped to fit the context
+  std::string finish_reason;  // kDone: "stop", "length", "cancelled"
+  int completion_tokens = 0;  // kDone
+  Timings timings;            // kDone
+  Status error;               // kError
 };
 
 using EventSink = std::function<void(const Event&)>;
@@ -76,19 +76,19 @@ struct Stats {
   int kv_blocks_free = 0;
   int64_t requests_total = 0;
   int64_t prompt_tokens_total = 0;
-  int64_t cached_tokens_total = 0;   // prefix-cache hits
+  int64_t cached_tokens_total = 0;  // prefix-cache hits
   int64_t generated_tokens_total = 0;
 };
 
 struct Options {
   std::string model_path;
-  int n_threads = 0;          // 0 = physical cores
-  int n_ctx = 0;              // 0 = min(model's context, 8192)
-  int max_batch = 8;          // sequences decoded together
-  int max_queue = 64;         // waiting requests beyond this are refused with kQueueFull
-  int prefill_chunk = 64;     // prompt tokens per step (chunked prefill): bounds the stall
-                              // a long prompt causes to the others (docs/engine.md)
-  int kv_blocks = 0;          // 0 = enough for max_batch full contexts
+  int n_threads = 0;       // 0 = physical cores
+  int n_ctx = 0;           // 0 = min(model's context, 8192)
+  int max_batch = 8;       // sequences decoded together
+  int max_queue = 64;      // waiting requests beyond this are refused with kQueueFull
+  int prefill_chunk = 64;  // prompt tokens per step (chunked prefill): bounds the stall
+                           // a long prompt causes to the others (docs/engine.md)
+  int kv_blocks = 0;       // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;
 };

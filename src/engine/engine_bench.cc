@@ -124,8 +124,7 @@ int main(int argc, char** argv) {
       if (!engine.submit(r, w.sink()).ok()) return 0.0;
     }
     w.wait(users);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int tokens = 0;
     for (const Event& e : w.done) tokens += e.completion_tokens;
     return tokens / s;

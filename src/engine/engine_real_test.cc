@@ -76,8 +76,8 @@ TEST(EngineReal, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
   ASSERT_NE(e, nullptr);
   Results r;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(e->submit(greedy("b" + std::to_string(i), {{"user", prompts[i]}}, 12), r.sink())
-                    .ok());
+    ASSERT_TRUE(
+        e->submit(greedy("b" + std::to_string(i), {{"user", prompts[i]}}, 12), r.sink()).ok());
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = "b" + std::to_string(i);

@@ -276,9 +276,9 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   s.options.n_ctx = 64;
   auto e = make_engine(s);
   Collector c;
-  const std::vector<tok::Message> m = {
-      {"system", "be brief"},  user(std::string(20, 'a')), assistant(std::string(20, 'b')),
-      user(std::string(10, 'c')), assistant(std::string(5, 'd')), user("now")};
+  const std::vector<tok::Message> m = {{"system", "be brief"},          user(std::string(20, 'a')),
+                                       assistant(std::string(20, 'b')), user(std::string(10, 'c')),
+                                       assistant(std::string(5, 'd')),  user("now")};
   ASSERT_TRUE(e->submit(chat("t", m, 20), c.sink()).ok());
   ASSERT_TRUE(c.wait("t"));
   const Event notice = c.first("t", EventType::kNotice);

@@ -63,8 +63,8 @@ uint64_t digest_messages(const std::vector<tok::Message>& messages, size_t n) {
 
 StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                                       const tok::Tokenizer& tokenizer,
-                                      std::vector<tok::Message> messages, int max_tokens,
-                                      int n_ctx, bool want_split) {
+                                      std::vector<tok::Message> messages, int max_tokens, int n_ctx,
+                                      bool want_split) {
   if (messages.empty()) return invalid_argument("messages is empty: send at least one message");
   PromptPlan plan;
   auto rendered = chat_template.render(messages);

@@ -35,7 +35,7 @@ struct PromptPlan {
   std::vector<int32_t> prompt;         // the full prompt, after trimming
   std::vector<tok::Message> messages;  // the messages it renders (after trimming)
   int dropped_messages = 0;
-  int max_tokens = 0;                  // requested, or lowered to fit the context
+  int max_tokens = 0;  // requested, or lowered to fit the context
   // Conversation split; history_tag = 0 and tail empty when not applicable.
   uint64_t history_tag = 0;
   std::vector<int32_t> tail;
@@ -45,8 +45,8 @@ struct PromptPlan {
 // want_split: compute history_tag/tail (the request belongs to a conversation).
 StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                                       const tok::Tokenizer& tokenizer,
-                                      std::vector<tok::Message> messages, int max_tokens,
-                                      int n_ctx, bool want_split);
+                                      std::vector<tok::Message> messages, int max_tokens, int n_ctx,
+                                      bool want_split);
 
 // Plain text after `prefix` (BOS, or [gMASK] sop for GLM models); no trimming.
 StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer,

@@ -87,9 +87,8 @@ int BlockAllocator::lookup(uint64_t parent, uint64_t hash, const int32_t* tokens
   if (it == by_hash_.end()) return -1;
   const int block = it->second;
   const Meta& m = meta_[block];
-  if (m.parent != parent ||
-      std::memcmp(&tokens_[static_cast<size_t>(block) * block_tokens_], tokens,
-                  sizeof(int32_t) * block_tokens_) != 0) {
+  if (m.parent != parent || std::memcmp(&tokens_[static_cast<size_t>(block) * block_tokens_],
+                                        tokens, sizeof(int32_t) * block_tokens_) != 0) {
     return -1;  // hash collision
   }
   if (m.refs == 0 && n_free() - 1 < reserved_) return -1;  // taking it would break a promise

@@ -76,9 +76,9 @@ class BlockAllocator {
   int block_tokens_;
   int reserved_ = 0;
   std::vector<Meta> meta_;
-  std::vector<int> free_;                  // never-used or uncached free blocks (a stack)
-  std::list<int> idle_;                    // cached, refcount 0; front = evicted first
-  std::vector<int32_t> tokens_;            // [n_blocks, block_tokens] tokens of cached blocks
+  std::vector<int> free_;        // never-used or uncached free blocks (a stack)
+  std::list<int> idle_;          // cached, refcount 0; front = evicted first
+  std::vector<int32_t> tokens_;  // [n_blocks, block_tokens] tokens of cached blocks
   std::unordered_map<uint64_t, int> by_hash_;
 };
 

@@ -81,7 +81,7 @@ TEST(BlockAllocator, IdleCachedBlocksAreEvictedLeastRecentlyReleasedFirst) {
   EXPECT_FALSE(a.is_cached(blocks[1]));
   EXPECT_EQ(a.allocate_reserved(), blocks[0]);
   const int32_t tok1 = 101, tok2 = 102;
-  EXPECT_EQ(a.lookup(BlockAllocator::kRootHash, hashes[1], &tok1), -1);  // evicted
+  EXPECT_EQ(a.lookup(BlockAllocator::kRootHash, hashes[1], &tok1), -1);         // evicted
   EXPECT_EQ(a.lookup(BlockAllocator::kRootHash, hashes[2], &tok2), blocks[2]);  // survived
 }
 

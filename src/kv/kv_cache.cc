@@ -41,8 +41,8 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
   auto conv = in.conversation.empty() ? convs_.end() : convs_.find(in.conversation);
   if (conv != convs_.end()) {
     Conversation& c = conv->second;
-    const int n = static_cast<int>(c.kv.tokens.size() + c.pending.size() +
-                                   (in.tail ? in.tail->size() : 0));
+    const int n =
+        static_cast<int>(c.kv.tokens.size() + c.pending.size() + (in.tail ? in.tail->size() : 0));
     const bool usable = c.tag == in.history_tag && in.tail && !in.tail->empty() &&
                         n + in.max_new_tokens <= in.n_ctx;
     if (usable) {

@@ -36,9 +36,9 @@ struct SeqKv {
 };
 
 struct AdmitInput {
-  std::string conversation;                   // empty: no conversation reuse
-  uint64_t history_tag = 0;                   // digest of the messages before `tail`
-  const std::vector<int32_t>* tail = nullptr;  // tokens after the history (conversation path)
+  std::string conversation;                      // empty: no conversation reuse
+  uint64_t history_tag = 0;                      // digest of the messages before `tail`
+  const std::vector<int32_t>* tail = nullptr;    // tokens after the history (conversation path)
   const std::vector<int32_t>* prompt = nullptr;  // the full prompt (fallback path), non-empty
   int max_new_tokens = 0;
   int n_ctx = 0;

@@ -56,9 +56,9 @@ class Sampler {
   Params params_;
   int n_vocab_ = 0;
   std::mt19937_64 rng_;
-  std::vector<uint8_t> seen_;     // [n_vocab] 1 if accepted before
-  std::vector<int32_t> seen_ids_; // distinct accepted ids
-  std::vector<float> scratch_;    // [n_vocab]
+  std::vector<uint8_t> seen_;      // [n_vocab] 1 if accepted before
+  std::vector<int32_t> seen_ids_;  // distinct accepted ids
+  std::vector<float> scratch_;     // [n_vocab]
 };
 
 }  // namespace glm::sampler

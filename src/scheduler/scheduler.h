@@ -69,8 +69,8 @@ class SeqObserver {
 };
 
 struct SeqRequest {
-  std::string id;                // unique among requests in flight
-  std::vector<int32_t> prompt;   // full prompt, non-empty
+  std::string id;               // unique among requests in flight
+  std::vector<int32_t> prompt;  // full prompt, non-empty
   // Conversation reuse (optional): if the saved conversation's tag equals history_tag, the
   // sequence runs saved tokens + tail instead of `prompt`.
   std::string conversation;

@@ -13,8 +13,8 @@
 namespace glm::scheduler {
 namespace {
 
-using testing::FakeModel;
 using testing::fake_greedy;
+using testing::FakeModel;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
@@ -30,8 +30,8 @@ struct Record {
   int n_final = 0;
   int start_order = -1;
   // Behaviour knobs.
-  int stop_after = -1;      // on_token returns false after this many tokens
-  bool save = false;        // save the conversation under `tag`
+  int stop_after = -1;  // on_token returns false after this many tokens
+  bool save = false;    // save the conversation under `tag`
   uint64_t tag = 0;
 };
 
@@ -72,7 +72,8 @@ class Recorder : public SeqObserver {
 // A scheduler over a FakeModel with its own cache, plus bookkeeping of the requests' records.
 struct Harness {
   explicit Harness(Options opt = {}, int n_blocks = 256, int block_tokens = 4)
-      : model(kVocab, block_tokens), cache(n_blocks, block_tokens),
+      : model(kVocab, block_tokens),
+        cache(n_blocks, block_tokens),
         sched(&model, nullptr, &cache, opt) {}
 
   Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
@@ -157,8 +158,8 @@ TEST(Scheduler, CancelInEveryStateFreesBlocksAtOnce) {
   Harness h(opt);
   std::mt19937 rng(5);
   ASSERT_TRUE(h.add("decoding", random_prompt(&rng, 3), 100, [](SeqRequest* r) {
-    r->stop_ids.clear();
-  }).ok());
+                 r->stop_ids.clear();
+               }).ok());
   ASSERT_TRUE(h.add("prefilling", random_prompt(&rng, 40), 10).ok());
   ASSERT_TRUE(h.add("queued", random_prompt(&rng, 5), 10).ok());
   h.sched.step();  // decoding: prompt done, first token; prefilling: 1 token of 40 (budget 4-3)
@@ -243,8 +244,8 @@ TEST(Scheduler, StopsOnStopIdObserverAndLength) {
   auto free_run = fake_greedy(prompt, kVocab, 12, {});
   ASSERT_GE(free_run.size(), 5u);
   // A stop id = the 4th greedy token: three tokens come out, the stop id does not.
-  ASSERT_TRUE(h.add("stopid", prompt, 12, [&](SeqRequest* r) { r->stop_ids = {free_run[3]}; })
-                  .ok());
+  ASSERT_TRUE(
+      h.add("stopid", prompt, 12, [&](SeqRequest* r) { r->stop_ids = {free_run[3]}; }).ok());
   ASSERT_TRUE(h.add("observer", prompt, 12, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
   h.rec("observer").stop_after = 2;
   ASSERT_TRUE(h.add("length", prompt, 5, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
@@ -304,11 +305,13 @@ TEST(Scheduler, NextTurnOfAConversationPrefillsOnlyItsNewTokens) {
   history.insert(history.end(), gen1.begin(), gen1.end());
   std::vector<int32_t> full = history;
   full.insert(full.end(), tail.begin(), tail.end());
-  ASSERT_TRUE(h.add("t2", {3, 3, 3}, 9, [&](SeqRequest* r) {  // prompt unused when reused
-    r->conversation = "c";
-    r->history_tag = 77;
-    r->tail = tail;
-  }).ok());
+  ASSERT_TRUE(h.add("t2", {3, 3, 3}, 9,
+                    [&](SeqRequest* r) {  // prompt unused when reused
+                      r->conversation = "c";
+                      r->history_tag = 77;
+                      r->tail = tail;
+                    })
+                  .ok());
   h.run_all();
   const Record& t2 = h.rec("t2");
   EXPECT_TRUE(t2.start.from_conversation);
