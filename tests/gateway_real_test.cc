@@ -210,6 +210,38 @@ class GatewayReal : public ::testing::Test {
   int port_ = 0;
 };
 
+// Runs `glmserve ARGS`, returns its exit code and its output (stdout+stderr).
+int run_capture(const std::string& args, std::string* out) {
+  FILE* p = ::popen((std::string(GLMSERVE_BIN) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p)) *out += buf;
+  const int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(GatewayCli, BadFlagsFailWithAOneLineReason) {
+  struct Case {
+    std::string args;
+    std::string mentions;
+  };
+  const Case cases[] = {
+      {"web", "--engine"},
+      {"web --engine /tmp/x.sock --port 70000", "--port"},
+      {"web --engine /tmp/x.sock --port abc", "--port"},
+      {"web --engine /tmp/x.sock --bogus 1", "--bogus"},
+      {"web --engine /tmp/x.sock --port 0 --db /nonexistent-dir/c.db", "--db"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_NE(run_capture(c.args, &out), 0) << c.args;
+    EXPECT_NE(out.find(c.mentions), std::string::npos) << c.args << " -> " << out;
+  }
+  std::string help;
+  EXPECT_EQ(run_capture("web --help", &help), 0);
+  EXPECT_NE(help.find("--api-key"), std::string::npos);
+}
+
 TEST_F(GatewayReal, EchoEngineDaemon) {
   start({"--echo", "--echo-delay", "20"});
   check_openai_shapes();

@@ -222,6 +222,28 @@ TEST(GatewayChat, ConversationCrud) {
   EXPECT_EQ(t.post("/api/conversations/" + b + "/chat", json{{"content", ""}}.dump()).status, 400);
 }
 
+TEST(GatewayChat, WrongTypesAreRefusedNeverAnInternalError) {
+  TestGateway t("types");
+  const std::string id = create_conversation(t);
+  const std::string chat_path = "/api/conversations/" + id + "/chat";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/api/conversations", R"({"title":5,"system_prompt":[1],"params":"x"})"},
+      {chat_path, R"({"content":5})"},
+      {chat_path, R"({"content":"x","regenerate":"yes","edit_message_id":"1"})"},
+      {chat_path, R"({"content":"x","params":{"temperature":"hot"}})"},
+      {chat_path, R"([1,2,3])"},
+      {chat_path, "{not json"},
+      {"/api/stop", R"({"request_id":42})"},
+  };
+  for (const auto& [path, body] : cases) {
+    auto r = t.post(path, body);
+    EXPECT_LT(r.status, 500) << path << " " << body << " -> " << r.status << " " << r.body;
+    EXPECT_GT(r.status, 0);
+  }
+  auto r = t.request("PATCH", "/api/conversations/" + id, R"({"title":{"a":1}})");
+  EXPECT_LT(r.status, 500) << r.body;
+}
+
 TEST(GatewayChat, SurvivesGatewayRestart) {
   const std::string db = "/tmp/glm-gwt-" + std::to_string(::getpid()) + "-restart.db";
   ::unlink(db.c_str());

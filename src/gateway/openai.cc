@@ -34,7 +34,8 @@ StatusOr<std::string> read_content(const json& content, size_t index) {
   if (!content.is_array()) return bad(where + " must be a string or an array of text parts");
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    if (!part.is_object() || part.find("type") == part.end() || part["type"] != "text" ||
+        !part.contains("text") ||
         !part["text"].is_string()) {
       return bad(where + ": only {\"type\":\"text\",\"text\":...} parts are supported");
     }
@@ -80,7 +81,11 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     out.stream = it->get<bool>();
   }
   if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
-    out.include_usage = it->value("include_usage", false);
+    auto usage = it->find("include_usage");
+    if (usage != it->end() && !usage->is_null()) {
+      if (!usage->is_boolean()) return bad("stream_options.include_usage must be true or false");
+      out.include_usage = usage->get<bool>();
+    }
   }
   if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<int64_t>() != 1) {

@@ -46,6 +46,9 @@ TEST(OpenAI, RejectsBadFieldsByName) {
       {R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n must be 1"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})",
+       "include_usage"},
+      {R"({"messages":[{"role":"user","content":[{"type":7,"text":"x"}]}]})", "parts"},
   };
   for (const Case& c : cases) {
     auto r = parse_chat_completion(c.body);

@@ -29,6 +29,12 @@ constexpr size_t kMaxTitleBytes = 200;
 // gateway crash loses at most this much of it.
 constexpr double kFlushIntervalMs = 1000;
 
+// A string field of a JSON object; `def` if absent, null or not a string.
+std::string str_field(const json& j, const char* name, const std::string& def = "") {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_or_empty(const std::string& s) {
@@ -111,9 +117,10 @@ void Gateway::install_chat_routes() {
                                                                   httplib::Response& res) {
     json b = body_json(req);
     if (b.is_null()) return set_json_error(res, invalid_argument("body must be a JSON object"));
-    const std::string title = b.value("title", "");
-    const std::string system = b.value("system_prompt", "");
-    const std::string params = b.contains("params") ? dump(b["params"]) : "{}";
+    const std::string title = str_field(b, "title");
+    const std::string system = str_field(b, "system_prompt");
+    const std::string params =
+        b.contains("params") && b["params"].is_object() ? dump(b["params"]) : "{}";
     if (title.size() > kMaxTitleBytes) {
       return set_json_error(res, invalid_argument("title is over 200 bytes"));
     }
@@ -145,7 +152,7 @@ void Gateway::install_chat_routes() {
                   if (b.contains("system_prompt") && b["system_prompt"].is_string()) {
                     system = b["system_prompt"];
                   }
-                  if (b.contains("params")) params = dump(b["params"]);
+                  if (b.contains("params") && b["params"].is_object()) params = dump(b["params"]);
                   if (title && title->size() > kMaxTitleBytes) {
                     return set_json_error(res, invalid_argument("title is over 200 bytes"));
                   }
@@ -177,7 +184,7 @@ void Gateway::install_chat_routes() {
   server_.Post("/api/stop", [this, send_json, body_json](const httplib::Request& req,
                                                          httplib::Response& res) {
     json b = body_json(req);
-    const std::string id = b.is_object() ? b.value("request_id", "") : "";
+    const std::string id = b.is_object() ? str_field(b, "request_id") : "";
     auto stream = find_inflight(id);
     if (!stream) {
       return set_json_error(res, not_found("no generation '" + id + "' in progress"));
@@ -195,7 +202,8 @@ void Gateway::install_chat_routes() {
     if (b.is_null()) return set_json_error(res, invalid_argument("body must be a JSON object"));
     auto conv = store_->get_conversation(conv_id);
     if (!conv.ok()) return set_json_error(res, conv.status());
-    const bool regenerate = b.value("regenerate", false);
+    const bool regenerate = b.contains("regenerate") && b["regenerate"].is_boolean() &&
+                            b["regenerate"].get<bool>();
     const std::string content = b.contains("content") && b["content"].is_string()
                                     ? b["content"].get<std::string>()
                                     : std::string();
@@ -255,7 +263,7 @@ void Gateway::install_chat_routes() {
 
     // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
     auto sent = send_generation(request);
-    if (b.contains("params")) {
+    if (b.contains("params") && b["params"].is_object()) {
       const std::string params = dump(b["params"]);
       if (params != conv->params_json) store_->update_conversation(conv_id, nullptr, nullptr, &params);
     }
