@@ -7,7 +7,7 @@ PKGS=(
   nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev sqlite3
   libsentencepiece-dev
   clang clang-format clang-tidy libclang-rt-14-dev
-  netcat-openbsd curl supervisor
+  netcat-openbsd curl supervisor fonts-wqy-microhei
   nodejs chromium
 )
 SUDO=""
