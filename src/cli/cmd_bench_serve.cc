@@ -196,13 +196,17 @@ int cmd_bench_serve(int argc, char** argv) {
                                                     s.status().message()));
         }
         if (i < *warmup) continue;
-        res[layer].ttft.push_back(s->ttft_ms);
-        res[layer].tpot.push_back(s->tpot_ms);
+        // A reply without text (a random model emitting only partial or special tokens) has no
+        // first token: it counts for end-to-end only.
+        if (s->tokens > 0) res[layer].ttft.push_back(s->ttft_ms);
+        if (s->tokens > 1) res[layer].tpot.push_back(s->tpot_ms);
         res[layer].e2e.push_back(s->e2e_ms);
         res[layer].tokens = s->tokens;
-        ttft[layer] = s->ttft_ms;
+        if (s->tokens > 0) ttft[layer] = s->ttft_ms;
       }
-      if (i >= *warmup) overhead.push_back(ttft[kSocket] - ttft[kInProcess]);
+      if (i >= *warmup && ttft.count(kSocket) && ttft.count(kInProcess)) {
+        overhead.push_back(ttft[kSocket] - ttft[kInProcess]);
+      }
     }
     for (Layer layer : layers) {
       const LayerResult& r = res[layer];
@@ -247,8 +251,8 @@ int cmd_bench_serve(int argc, char** argv) {
             cleanup();
             return fail(s.status());
           }
-          ttft.push_back(s->ttft_ms);
-          tpot.push_back(s->tpot_ms);
+          if (s->tokens > 0) ttft.push_back(s->ttft_ms);
+          if (s->tokens > 1) tpot.push_back(s->tpot_ms);
           e2e.push_back(s->e2e_ms);
           total_tokens += s->tokens;
         }
@@ -276,8 +280,12 @@ int cmd_bench_serve(int argc, char** argv) {
       r.params.max_tokens = static_cast<int>(*max_tokens);
       for (int t = 0; t < *turns; ++t) {
         r.id = "bench-" + std::to_string(++g_request_serial);
+        // Every turn's new message has the same length; the first one is tagged so that no
+        // earlier conversation's cache serves it (turn 1 must be a cold prefill).
+        const std::string tag = t == 0 ? "(#" + std::to_string(1000 + c) + ") " : "(#....) ";
         r.messages.push_back(
-            {"user", "第" + std::to_string(t + 1) + "轮：请把上一段话换一种说法，再补充一个例子。",
+            {"user",
+             tag + "第" + std::to_string(t + 1) + "轮：请把上一段话换一种说法，再补充一个例子。",
              ""});
         auto s = daemon::run_socket(socket, r);
         if (!s.ok()) {
@@ -285,7 +293,7 @@ int cmd_bench_serve(int argc, char** argv) {
           return fail(s.status());
         }
         r.messages.push_back({"assistant", s->text, ""});
-        if (c == 0) continue;
+        if (c == 0 || s->tokens == 0) continue;
         ttft[t].push_back(s->ttft_ms);
         cached[t].push_back(s->cached_tokens);
         prompt[t].push_back(s->prompt_tokens);

@@ -50,6 +50,10 @@ StatusOr<MappedFile> MappedFile::open(const std::string& path) {
       const int err = errno;
       ::close(fd);
       f.size_ = 0;
+      if (err == ENOMEM) {
+        return Status(ErrorCode::kOutOfMemory,
+                      "cannot map " + path + ": out of address space or memory (check ulimit -v)");
+      }
       return bad_file("cannot map " + path + ": " + std::strerror(err));
     }
     f.data_ = static_cast<uint8_t*>(p);
