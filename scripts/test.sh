@@ -12,4 +12,4 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=addres
 cmake --build build-asan --target core_test gguf_test
 ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf)'
 # Browser tests of the web page (Debian chromium driven by playwright-core).
-if [ -x scripts/test-browser.sh ]; then scripts/test-browser.sh; fi
+scripts/test-browser.sh
