@@ -11,10 +11,10 @@ ctest --test-dir build --output-on-failure -j2 --timeout 900
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=address >/dev/null
 cmake --build build-asan --target core_test gguf_test
 ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf)'
-# ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol.
+# ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol, daemon.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM_SANITIZE=thread >/dev/null
-cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test
+cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test
 ctest --test-dir build-tsan --output-on-failure -j2 \
-  -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol)'
+  -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon)'
 # Browser tests of the web page (Debian chromium driven by playwright-core).
 scripts/test-browser.sh

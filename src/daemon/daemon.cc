@@ -395,12 +395,14 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
   engine::EventSink sink = [this, conn, client_id, engine_id, state](const engine::Event& ev) {
     const bool final = ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError;
     protocol::Event out = to_protocol(ev, client_id, state.get());
+    // Send before forgetting the request: once conn->requests is empty, the I/O thread may close
+    // a half-closed connection, and a final event sent after that would be lost.
+    const bool sent = conn->send_line(protocol::serialize_event(out));
     if (final) {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_.erase(engine_id);
       conn->requests.erase(client_id);
     }
-    const bool sent = conn->send_line(protocol::serialize_event(out));
     if (final && ev.type == engine::EventType::kDone) {
       GLM_LOG_INFO("engine: %s %s: %d prompt (%d cached) + %d tokens, queue %.1f ms, "
                    "ttft %.1f ms, tpot %.1f ms, total %.1f ms",
