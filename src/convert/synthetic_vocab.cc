@@ -50,10 +50,11 @@ const char kGlm4Template[] =
     "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
 // Pieces in priority order: the space marker, printable ASCII, "▁" + letter, letter pairs,
-// "▁" + pair, triples, "▁" + triple. Stops at `limit`.
-std::vector<std::string> make_pieces(int64_t limit) {
+// "▁" + pair, triples, "▁" + triple. Stops at `limit`. Skips `reserved` (the special tokens:
+// ChatGLM's "sop"/"eop" are also letter triples, and a token text must be unique).
+std::vector<std::string> make_pieces(int64_t limit, const std::vector<const char*>& reserved) {
   std::vector<std::string> out;
-  std::set<std::string> seen;
+  std::set<std::string> seen(reserved.begin(), reserved.end());
   auto add = [&](const std::string& p) {
     if (static_cast<int64_t>(out.size()) < limit && seen.insert(p).second) out.push_back(p);
   };
@@ -114,7 +115,7 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
     special_at = n_vocab >= kChatGlmVocab ? kChatGlmSpecialId : n_vocab - 9;
   }
   const int64_t n_fixed = static_cast<int64_t>(s.tokens.size());
-  const std::vector<std::string> pieces = make_pieces(special_at - n_fixed);
+  const std::vector<std::string> pieces = make_pieces(special_at - n_fixed, specials);
   for (size_t i = 0; i < pieces.size(); ++i) push(pieces[i], -static_cast<float>(i + 1), 1);
   auto pad_to = [&](int64_t n) {
     while (static_cast<int64_t>(s.tokens.size()) < n) {
