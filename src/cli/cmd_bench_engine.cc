@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -33,7 +35,7 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
-    "                             [--kv f16|f32] [--bw-mb 1024]\n"
+    "                             [--kv f16|f32] [--bw-mb 1024] [--repack 1|0]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -42,6 +44,8 @@ constexpr const char* kHelp =
     "  -p, --n-prompt  prompt tokens (0 skips pp)         -n, --n-gen  generated tokens (0 skips)\n"
     "  -t, --threads   threads (default: physical cores)  -r, --reps   repetitions (default 5)\n"
     "  --kv            KV cache type (default f16)        --bw-mb      bandwidth buffer (MiB)\n"
+    "  --repack        1 (default): repack weights for the fastest kernels at load (as the\n"
+    "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
     "'t/s per CPU' = tokens / (process CPU seconds / threads): the speed with the cores to itself\n"
     "(on a busy machine wall time stretches, CPU time much less).\n"
@@ -77,6 +81,16 @@ double cpu_seconds() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// A field of /proc/self/smaps_rollup in MiB ("Rss", "AnonHugePages"); -1 if unavailable.
+double smaps_mib(const std::string& field) {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atof(line.c_str() + field.size() + 1) / 1024;
+  }
+  return -1;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -164,7 +178,7 @@ int cmd_bench_engine(int argc, char** argv) {
     return 0;
   }
   StatusOr<Args> args = Args::parse(
-      argc, argv, {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb"}, {"json"},
+      argc, argv, {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack"}, {"json"},
       {{"m", "model"}, {"p", "n-prompt"}, {"n", "n-gen"}, {"t", "threads"}, {"r", "reps"}});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
@@ -174,7 +188,8 @@ int cmd_bench_engine(int argc, char** argv) {
   StatusOr<int64_t> threads = args->get_int("threads", 0);
   StatusOr<int64_t> reps = args->get_int("reps", 5);
   StatusOr<int64_t> bw_mb = args->get_int("bw-mb", 1024);
-  for (const auto* v : {&n_prompt, &n_gen, &threads, &reps, &bw_mb}) {
+  StatusOr<int64_t> repack = args->get_int("repack", 1);
+  for (const auto* v : {&n_prompt, &n_gen, &threads, &reps, &bw_mb, &repack}) {
     if (!v->ok()) return fail(v->status());
   }
   if (*n_prompt < 0 || *n_gen < 0 || *n_prompt > 1 << 20 || *n_gen > 1 << 20) {
@@ -183,6 +198,7 @@ int cmd_bench_engine(int argc, char** argv) {
   if (*threads < 0 || *threads > 1024) return fail(invalid_argument("-t: expected 0 to 1024"));
   if (*reps < 1 || *reps > 1000) return fail(invalid_argument("-r: expected 1 to 1000"));
   if (*bw_mb < 0) return fail(invalid_argument("--bw-mb: expected >= 0 (0 skips)"));
+  if (*repack != 0 && *repack != 1) return fail(invalid_argument("--repack: expected 0 or 1"));
   const std::string kv_name = args->get("kv", "f16");
   if (kv_name != "f16" && kv_name != "f32") {
     return fail(invalid_argument("--kv: expected f16 or f32, got '" + kv_name + "'"));
@@ -195,8 +211,12 @@ int cmd_bench_engine(int argc, char** argv) {
   const int n_threads = *threads > 0 ? static_cast<int>(*threads) : kernels::physical_cores();
   model::LoadOptions load;
   load.n_threads = n_threads;
+  load.repack = *repack == 1;
+  const auto t_load = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<model::Model>> m = model::load_model(file, load);
   if (!m.ok()) return fail(m.status());
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const model::Config& cfg = (*m)->config();
   const int max_pos = static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
   if (cfg.n_ctx_train > 0 && max_pos > cfg.n_ctx_train) {
@@ -243,12 +263,16 @@ int cmd_bench_engine(int argc, char** argv) {
   const double tg_gbs = tgs.median * static_cast<double>(wbytes) / 1e9;
   const double frac = bws.median > 0 ? tg_gbs / bws.median : 0;
 
+  const double rss_mib = smaps_mib("Rss");
+  const double huge_mib = smaps_mib("AnonHugePages");
   const std::string type = main_type(*file);
   const char* isa = kernels::matmul_isa();
   if (json) {
     nlohmann::json j = {{"model", *path},   {"arch", cfg.arch_name},   {"type", type},
                         {"threads", n_threads}, {"isa", isa},        {"kv", kv_name},
-                        {"reps", *reps},    {"weight_bytes_per_token", wbytes}};
+                        {"reps", *reps},    {"weight_bytes_per_token", wbytes},
+                        {"repack", *repack == 1}, {"load_s", load_s},
+                        {"rss_mib", rss_mib}, {"anon_huge_mib", huge_mib}};
     if (*n_prompt > 0) {
       j["pp"] = to_json(pps, static_cast<int>(*n_prompt));
       j["pp"]["cpu_tps_median"] = summarize(pp_cpu).median;
@@ -268,6 +292,8 @@ int cmd_bench_engine(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
+  std::printf("loaded in %.2f s (repack %s); resident %.0f MiB, of it %.0f MiB in huge pages\n\n",
+              load_s, *repack == 1 ? "on" : "off", rss_mib, huge_mib);
   std::printf("| model | type | size | threads | isa | test | t/s (median) | spread (min-max) |"
               " t/s per CPU |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");

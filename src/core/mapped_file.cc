@@ -66,4 +66,11 @@ void MappedFile::prefetch() const {
   if (data_ != nullptr && size_ > 0) madvise(data_, size_, MADV_WILLNEED);
 }
 
+void MappedFile::release(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace glm

@@ -27,6 +27,10 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Advises the kernel that the whole file will be read soon (async readahead).
   void prefetch() const;
+  // Drops the pages wholly inside [p, p + n) of a mapping from this process's resident set
+  // (MADV_DONTNEED); they are read back from the file if touched again. For data that was
+  // copied elsewhere (e.g. repacked weights).
+  static void release(const void* p, size_t n);
 
  private:
   uint8_t* data_ = nullptr;

@@ -65,11 +65,33 @@ void check_weight(const WeightView& w) {
   GLM_CHECK(w.n_cols % dtype_info(w.type).block_size == 0);
 }
 
+// Rows [packed_rows, n_rows) of y (the few after a packed copy's last full group of 16) with
+// the row-major AVX-512 kernel, which quantizes activations the same way as the packed one.
+void matmul_tail_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                        ThreadPool* pool) {
+  const int64_t tail = w.n_rows - w.packed_rows;
+  const WeightView sub{w.type,
+                       static_cast<const uint8_t*>(w.data) +
+                           w.packed_rows * row_bytes(w.type, w.n_cols),
+                       tail, w.n_cols};
+  thread_local std::vector<float> out;  // [n_tokens, tail]
+  if (out.size() < static_cast<size_t>(n_tokens * tail)) out.resize(n_tokens * tail);
+  GLM_CHECK(internal::matmul_avx512(sub, x, out.data(), n_tokens, pool));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < tail; ++r) y[t * w.n_rows + w.packed_rows + r] = out[t * tail + r];
+  }
+}
+
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   check_weight(w);
   if (n_tokens <= 0 || w.n_rows == 0) return;
+  if (w.packed != nullptr && active_isa() == Isa::kAvx512) {
+    internal::matmul_packed_avx512(w, x, y, n_tokens, pool);
+    if (w.packed_rows < w.n_rows) matmul_tail_avx512(w, x, y, n_tokens, pool);
+    return;
+  }
   switch (active_isa()) {
     case Isa::kAvx512:
       if (internal::matmul_avx512(w, x, y, n_tokens, pool)) return;

@@ -10,13 +10,20 @@
 
 namespace glm::kernels {
 
+// Interleaved layouts of packed.h (weights repacked at load time for the fastest kernel).
+enum class PackedLayout : uint8_t { kNone = 0, kQ4_0x16, kQ8_0x16 };
+
 // A weight matrix as stored in the file: n_rows rows of n_cols elements of `type`.
-// Not owned (points into the model's mapping).
+// Not owned (points into the model's mapping). Optionally also a packed copy of its first
+// packed_rows rows (packed.h; owned by whoever packed it), which matmul() then uses instead.
 struct WeightView {
   DType type = DType::kF32;
   const void* data = nullptr;
   int64_t n_rows = 0;  // output features
   int64_t n_cols = 0;  // input features (row length)
+  const uint8_t* packed = nullptr;  // null = row-major data only
+  PackedLayout packed_layout = PackedLayout::kNone;
+  int64_t packed_rows = 0;  // a multiple of 16, <= n_rows
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c]

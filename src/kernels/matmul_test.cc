@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/internal.h"
 #include "kernels/isa.h"
+#include "kernels/packed.h"
 #include "kernels/quant.h"
 #include "kernels/test_util.h"
 
@@ -74,14 +76,57 @@ void check(DType t, int64_t n_rows, int64_t n_cols, int64_t n_tokens, ThreadPool
     const std::vector<float> xe = effective_x(x, n_cols, internal::act_block(isa, t));
     std::vector<float> want(n_tokens * n_rows);
     matmul_ref(w.view, xe.data(), want.data(), n_tokens);
-    std::vector<float> got(n_tokens * n_rows, NAN);
-    matmul(w.view, x.data(), got.data(), n_tokens, pool);
-    for (int64_t tk = 0; tk < n_tokens; ++tk) {
-      for (int64_t r = 0; r < n_rows; ++r) {
-        const float tol =
-            rounding_bound(w.deq.data() + r * n_cols, xe.data() + tk * n_cols, n_cols);
-        ASSERT_NEAR(got[tk * n_rows + r], want[tk * n_rows + r], tol)
-            << "isa=" << isa_name(isa) << " token=" << tk << " row=" << r;
+    // The row-major kernel, then the packed one (packed.h) where this ISA has it for t.
+    const PackedWeight packed = PackedWeight::pack(w.view, pool);
+    for (bool use_packed : {false, true}) {
+      if (use_packed && packed.empty()) continue;
+      WeightView view = w.view;
+      if (use_packed) packed.attach(&view);
+      std::vector<float> got(n_tokens * n_rows, NAN);
+      matmul(view, x.data(), got.data(), n_tokens, pool);
+      for (int64_t tk = 0; tk < n_tokens; ++tk) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float tol =
+              rounding_bound(w.deq.data() + r * n_cols, xe.data() + tk * n_cols, n_cols);
+          ASSERT_NEAR(got[tk * n_rows + r], want[tk * n_rows + r], tol)
+              << "isa=" << isa_name(isa) << " packed=" << use_packed << " token=" << tk
+              << " row=" << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
+  // Guards the test above against silently skipping the packed kernels.
+  if (cpu_isa() != Isa::kAvx512) GTEST_SKIP() << "packed kernels need AVX-512 VNNI";
+  ScopedIsa scoped(Isa::kAvx512);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    const Weights w = make_weights(t, 37, 64, 1);
+    const PackedWeight p = PackedWeight::pack(w.view, nullptr);
+    ASSERT_FALSE(p.empty()) << dtype_name(t);
+    EXPECT_EQ(p.n_rows(), 32);
+  }
+  ScopedIsa avx2(Isa::kAvx2);
+  const Weights w = make_weights(DType::kQ4_0, 37, 64, 1);
+  EXPECT_TRUE(PackedWeight::pack(w.view, nullptr).empty());
+}
+
+TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
+  if (cpu_isa() != Isa::kAvx512) GTEST_SKIP() << "packed kernels need AVX-512 VNNI";
+  ScopedIsa scoped(Isa::kAvx512);
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    for (int64_t n_cols : {32, 96, 4096}) {
+      const Weights w = make_weights(t, 53, n_cols, 5);
+      const PackedWeight p = PackedWeight::pack(w.view, &pool);
+      ASSERT_EQ(p.n_rows(), 48);
+      const size_t rb = row_bytes(t, n_cols);
+      std::vector<uint8_t> row(rb);
+      for (int64_t r = 0; r < p.n_rows(); ++r) {
+        unpack_row(p, t, n_cols, r, row.data());
+        ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * rb, rb))
+            << dtype_name(t) << " cols=" << n_cols << " row=" << r;
       }
     }
   }

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
+#include "kernels/packed.h"
 #include "model/test_util.h"
 
 namespace glm::model {
@@ -134,6 +137,48 @@ TEST(Batch, ChunkedPrefillEqualsOneShot) {
   for (size_t i = 0; i < once.size(); ++i)
     max_diff = std::max(max_diff, std::fabs(once[i] - chunked[i]));
   EXPECT_LT(max_diff, 1e-4f);
+}
+
+// Weights repacked at load (kernels/packed.h) give the logits of the same weights computed from
+// the file's mapping: both quantize activations per 32 values, so only the order of the f32
+// sums differs.
+TEST(Batch, RepackedWeightsGiveTheMappedLogits) {
+  if (kernels::packed_layout_for(DType::kQ4_0) == kernels::PackedLayout::kNone) {
+    GTEST_SKIP() << "no packed kernel on this CPU";
+  }
+  for (const char* arch : {"chatglm", "llama"}) {
+    for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+      SCOPED_TRACE(std::string(arch) + " " + dtype_name(type));
+      testing::RandomSpec spec;
+      spec.arch = arch;
+      spec.type = type;
+      spec.n_vocab = 70;  // 4 groups of 16 rows and a tail of 6
+      const std::string path = testing::temp_path(std::string("repack_") + arch + ".gguf");
+      ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+      auto packed = testing::load(path, 2, true);
+      auto mapped = testing::load(path, 2, false);
+      ASSERT_TRUE(packed.ok() && mapped.ok());
+      EXPECT_GT((*packed)->repacked_bytes(), 0u);
+      EXPECT_EQ((*mapped)->repacked_bytes(), 0u);
+      const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 58, 69};
+      std::vector<int32_t> blocks = {0, 1, 2, 3};
+      std::vector<float> a, b;
+      for (auto [m, out] : {std::pair{packed->get(), &a}, std::pair{mapped->get(), &b}}) {
+        KvPool kv(m->config(), 4, 4, DType::kF32);
+        SeqInput in{prompt.data(), 11, 0, blocks.data(), 4, true};  // prefill
+        ASSERT_TRUE(m->forward({in}, &kv, out).ok());
+        SeqInput step{prompt.data() + 11, 1, 11, blocks.data(), 4, false};  // decode
+        ASSERT_TRUE(m->forward({step}, &kv, out).ok());
+      }
+      ASSERT_EQ(a.size(), b.size());
+      float max_diff = 0, max_abs = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+        max_abs = std::max(max_abs, std::fabs(b[i]));
+      }
+      EXPECT_LT(max_diff, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+    }
+  }
 }
 
 }  // namespace

@@ -30,11 +30,14 @@ class ChatGLM1 : public Model {
         config_(std::move(config)),
         weights_(std::move(weights)),
         alpha_(alpha),
-        pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {}
+        pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {
+    if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get());
+  }
 
   const Config& config() const override { return config_; }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind) override;
+  size_t repacked_bytes() const override { return repacked_bytes_; }
 
  private:
   // Rotary tables of dimension head_dim / 2 for one position: [head_dim / 4] each.
@@ -48,6 +51,7 @@ class ChatGLM1 : public Model {
   Weights weights_;
   float alpha_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  size_t repacked_bytes_ = 0;
   // Scratch reused across calls, [T, width]: see Transformer for the meaning of each.
   std::vector<float> x_, cur_, qkv_, q_, k_, v_, attn_, proj_, up_, rows_, krow_, scores_;
   std::vector<float> cos_, sin_;

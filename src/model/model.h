@@ -43,10 +43,16 @@ class Model {
   // out of range, blocks not covering the positions); never partially writes *out on error.
   virtual Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                          OutputKind kind = OutputKind::kLogits) = 0;
+  // Bytes of weights copied into packed layouts at load (LoadOptions::repack); 0 if none.
+  virtual size_t repacked_bytes() const { return 0; }
 };
 
 struct LoadOptions {
   int n_threads = 0;  // 0 = physical cores
+  // Repack the matrices that have a faster interleaved layout on this CPU (kernels/packed.h)
+  // into owned memory at load time, releasing their mapped pages. false = compute straight from
+  // the mapping (faster start, slower kernels).
+  bool repack = true;
 };
 
 // Loads any supported architecture from an opened GGUF file. Weights are not copied: they are

@@ -56,11 +56,13 @@ inline std::vector<JsonRow> read_jsonl(const std::string& path) {
   return rows;
 }
 
-inline StatusOr<std::unique_ptr<Model>> load(const std::string& path, int n_threads = 1) {
+inline StatusOr<std::unique_ptr<Model>> load(const std::string& path, int n_threads = 1,
+                                             bool repack = true) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
   LoadOptions o;
   o.n_threads = n_threads;
+  o.repack = repack;
   return load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
 }
 

@@ -54,7 +54,9 @@ Transformer::Transformer(std::shared_ptr<const gguf::File> file, Config config, 
     : file_(std::move(file)),
       config_(std::move(config)),
       weights_(std::move(weights)),
-      pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {}
+      pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {
+  if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get());
+}
 
 void Transformer::reserve(int n, int n_block_ptrs) {
   const Config& c = config_;

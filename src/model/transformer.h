@@ -30,6 +30,7 @@ class Transformer : public Model {
   const Config& config() const override { return config_; }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
+  size_t repacked_bytes() const override { return repacked_bytes_; }
 
  private:
   // Scratch buffers sized for n_tokens rows (grow only).
@@ -45,6 +46,7 @@ class Transformer : public Model {
   Config config_;
   Weights weights_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  size_t repacked_bytes_ = 0;
 
   // Scratch, [T, width] row-major; T = tokens in the batch.
   std::vector<float> x_;             // [T, n_embd] residual stream

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/mapped_file.h"
 #include "kernels/quant.h"
 
 namespace glm::model {
@@ -75,6 +76,28 @@ Status WeightLoader::vector(const std::string& name, int64_t n, const float** ou
   *out = v->data();
   weights_->owned.push_back(std::move(v));
   return Status::Ok();
+}
+
+size_t repack(Weights* weights, kernels::ThreadPool* pool) {
+  std::vector<kernels::WeightView*> views;
+  for (LayerWeights& l : weights->layers) {
+    for (kernels::WeightView* v :
+         {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate, &l.ffn_down}) {
+      views.push_back(v);
+    }
+  }
+  views.push_back(&weights->output);
+  size_t bytes = 0;
+  for (kernels::WeightView* v : views) {
+    if (v->data == nullptr || v->packed != nullptr) continue;
+    kernels::PackedWeight p = kernels::PackedWeight::pack(*v, pool);
+    if (p.empty()) continue;
+    p.attach(v);
+    bytes += p.bytes();
+    MappedFile::release(v->data, p.n_rows() * row_bytes(v->type, v->n_cols));
+    weights->packed.push_back(std::move(p));
+  }
+  return bytes;
 }
 
 }  // namespace glm::model

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 
 namespace glm::model {
 
@@ -45,7 +46,13 @@ struct Weights {
   kernels::WeightView output;            // [n_vocab, n_embd]; = token_embd when tied
   std::vector<LayerWeights> layers;      // [n_layer]
   std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
+  std::vector<kernels::PackedWeight> packed;                 // repacked matrices (repack())
 };
+
+// Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h),
+// points its view at the copy and releases the mapped pages of the rows it copied. Returns the
+// bytes copied. Call once, after loading and before the first forward.
+size_t repack(Weights* weights, kernels::ThreadPool* pool);
 
 // Looks tensors up in one file and fills views. Errors are bad_file/unsupported Statuses that
 // name the file, the tensor, the expected and the found shape or type.

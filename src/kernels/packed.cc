@@ -1,0 +1,131 @@
+// Packing into the 16-row interleaved layouts of packed.h (plain byte moves, no ISA needed).
+#include "kernels/packed.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/check.h"
+#include "kernels/internal.h"
+#include "kernels/isa.h"
+#include "kernels/quant.h"
+
+namespace glm::kernels {
+namespace {
+
+constexpr int64_t kQK = 32;  // elements per block of Q4_0 / Q8_0
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+int pieces(PackedLayout layout) { return layout == PackedLayout::kQ4_0x16 ? 4 : 8; }
+
+// Byte offset of the block's quants in the original block, and the XOR applied to them.
+int source_qs_offset(PackedLayout layout) { return 2; }  // after half d (Q4_0 and Q8_0)
+uint8_t source_xor(PackedLayout layout) { return layout == PackedLayout::kQ8_0x16 ? 0x80 : 0; }
+
+void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* dst) {
+  const int64_t nb = w.n_cols / kQK;
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  const size_t block_bytes = rb / nb;
+  const int np = pieces(layout);
+  const uint8_t x = source_xor(layout);
+  uint16_t* scales = reinterpret_cast<uint16_t*>(dst);  // [nb][16]
+  uint8_t* quants = dst + packed_quants_offset(layout, w.n_cols);  // [nb][np][16][4]
+  for (int r = 0; r < kPackRows; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (g * kPackRows + r) * rb;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * block_bytes;
+      std::memcpy(&scales[b * kPackRows + r], blk, 2);
+      const uint8_t* qs = blk + source_qs_offset(layout);
+      for (int p = 0; p < np; ++p) {
+        uint8_t* out = quants + ((b * np + p) * kPackRows + r) * 4;
+        for (int i = 0; i < 4; ++i) out[i] = qs[4 * p + i] ^ x;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PackedLayout packed_layout_for(DType t) {
+  if (active_isa() != Isa::kAvx512) return PackedLayout::kNone;
+  switch (t) {
+    case DType::kQ4_0:
+      return PackedLayout::kQ4_0x16;
+    case DType::kQ8_0:
+      return PackedLayout::kQ8_0x16;
+    default:
+      return PackedLayout::kNone;
+  }
+}
+
+size_t packed_quants_offset(PackedLayout layout, int64_t n_cols) {
+  return round_up(static_cast<size_t>(n_cols / kQK) * kPackRows * 2, 64);
+}
+
+size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
+  const size_t quants = static_cast<size_t>(n_cols / kQK) * pieces(layout) * kPackRows * 4;
+  return packed_quants_offset(layout, n_cols) + quants;
+}
+
+void PackedWeight::Free::operator()(uint8_t* p) const { std::free(p); }
+
+PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
+  PackedWeight p;
+  const PackedLayout layout = packed_layout_for(w.type);
+  const int64_t n_groups = w.n_rows / kPackRows;
+  if (layout == PackedLayout::kNone || n_groups == 0 || w.data == nullptr) return p;
+  GLM_CHECK(w.n_cols % kQK == 0);
+  const size_t gb = packed_group_bytes(layout, w.n_cols);
+  p.bytes_ = gb * n_groups;
+  // Whole 2 MiB pages, marked for transparent huge pages before the first touch: decode streams
+  // the copy once per token, and 4 KiB pages would cost a TLB miss every 4 KiB of it.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t alloc = p.bytes_ >= kHuge ? round_up(p.bytes_, kHuge) : round_up(p.bytes_, 64);
+  void* mem = std::aligned_alloc(p.bytes_ >= kHuge ? kHuge : 64, alloc);
+  if (mem == nullptr) throw std::bad_alloc();
+  if (p.bytes_ >= kHuge) madvise(mem, alloc, MADV_HUGEPAGE);
+  p.data_.reset(static_cast<uint8_t*>(mem));
+  p.layout_ = layout;
+  p.n_rows_ = n_groups * kPackRows;
+  uint8_t* base = p.data_.get();
+  // Padding bytes of the scale region are zeroed so that the copy is deterministic.
+  internal::split_rows(pool, n_groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      std::memset(base + g * gb, 0, packed_quants_offset(layout, w.n_cols));
+      pack_group(w, layout, g, base + g * gb);
+    }
+  });
+  return p;
+}
+
+void PackedWeight::attach(WeightView* w) const {
+  w->packed = data_.get();
+  w->packed_layout = layout_;
+  w->packed_rows = n_rows_;
+}
+
+void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, uint8_t* out) {
+  GLM_CHECK(!p.empty() && r >= 0 && r < p.n_rows());
+  const PackedLayout layout = p.layout();
+  const int64_t nb = n_cols / kQK;
+  const size_t block_bytes = row_bytes(type, n_cols) / nb;
+  const int np = pieces(layout);
+  const uint8_t x = source_xor(layout);
+  const uint8_t* group = p.data() + (r / kPackRows) * packed_group_bytes(layout, n_cols);
+  const int lane = static_cast<int>(r % kPackRows);
+  const uint8_t* quants = group + packed_quants_offset(layout, n_cols);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = out + b * block_bytes;
+    std::memcpy(blk, group + (b * kPackRows + lane) * 2, 2);
+    uint8_t* qs = blk + source_qs_offset(layout);
+    for (int q = 0; q < np; ++q) {
+      const uint8_t* in = quants + ((b * np + q) * kPackRows + lane) * 4;
+      for (int i = 0; i < 4; ++i) qs[4 * q + i] = in[i] ^ x;
+    }
+  }
+}
+
+}  // namespace glm::kernels

@@ -1,0 +1,68 @@
+// Weights repacked at load time into the layout of the fastest kernel (like llama.cpp's "repack"
+// buffers): 16 rows interleaved, so that one 512-bit register holds 4 consecutive weights of each
+// of 16 rows and one vpdpbusd computes a 4-column step of 16 dot products at once. The row-major
+// GGUF layout needs a horizontal sum per row and a scale broadcast per row and block; this one
+// needs neither, which cuts the instructions per weight about four-fold in decode.
+//
+// Layouts (G = 16 rows, nb = n_cols / 32 blocks; a group = rows [16 g, 16 g + 16)):
+//   group g: scales [nb][16] fp16 (the rows' block scales d, row-minor), padded to 64 bytes,
+//            then quants [nb][P][16][4] bytes, P = 4 (Q4_0) or 8 (Q8_0): piece p of block b holds
+//            for each row r the 4 bytes that the kernel multiplies with activation bytes 4p..4p+3.
+//   Q4_0x16: piece p (0..3), row r = bytes qs[4p .. 4p+3] of the row's block, unchanged: low
+//            nibbles are elements 4p..4p+3, high nibbles elements 16+4p..16+4p+3 (values q+8).
+//   Q8_0x16: piece p (0..7), row r = qs[4p .. 4p+3] XOR 0x80, i.e. unsigned q+128.
+// Rows beyond the last full group stay in the row-major data (matmul() computes them there).
+// Memory: the packed copy is the size of the packed rows in the file (plus padding); the model
+// then releases the mapped pages of the original rows, so resident memory stays near the file
+// size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/matmul.h"
+
+namespace glm::kernels {
+
+constexpr int kPackRows = 16;
+
+// Layout that pack() uses for weights of type t on this CPU (active_isa()); kNone when no
+// packed kernel exists for it.
+PackedLayout packed_layout_for(DType t);
+
+// Bytes of one group of 16 rows of n_cols columns in `layout`, and where its quants start.
+size_t packed_group_bytes(PackedLayout layout, int64_t n_cols);
+size_t packed_quants_offset(PackedLayout layout, int64_t n_cols);
+
+// An owned, 64-byte aligned packed copy of the first 16 * floor(n_rows / 16) rows of a weight.
+class PackedWeight {
+ public:
+  PackedWeight() = default;
+  // Packs w (in parallel on pool, may be null); empty when packed_layout_for(w.type) is kNone or
+  // w has fewer than 16 rows.
+  static PackedWeight pack(const WeightView& w, ThreadPool* pool);
+
+  bool empty() const { return data_ == nullptr; }
+  PackedLayout layout() const { return layout_; }
+  const uint8_t* data() const { return data_.get(); }
+  int64_t n_rows() const { return n_rows_; }
+  size_t bytes() const { return bytes_; }
+  // Points w.packed / w.packed_rows at this copy.
+  void attach(WeightView* w) const;
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  PackedLayout layout_ = PackedLayout::kNone;
+  int64_t n_rows_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Inverse of the packing, for tests: row r (< packed rows) of the packed copy back in the
+// original GGUF block layout (row_bytes(type, n_cols) bytes).
+void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, uint8_t* out);
+
+}  // namespace glm::kernels

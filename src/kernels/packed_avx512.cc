@@ -1,0 +1,227 @@
+// AVX-512 VNNI kernel over the 16-row interleaved layouts of packed.h.
+//
+// Activations are quantized per 32 values as in internal.h (quantize_act_ref): int8 q, scale
+// d_x, and c = -offset * sum(q) per block, where the weights are stored unsigned as u = q_w +
+// offset (8 for Q4_0, 128 for Q8_0). For a group of 16 rows and one block, lane r of
+//     s = c + sum_p vpdpbusd(u_w[piece p], broadcast(x bytes 4p..4p+3))
+// is exactly sum_j q_w[r][j] * q_x[j]; then y[r] += float(s) * d_w[r] * d_x. No horizontal sums:
+// the 16 lanes are the 16 rows' outputs. A tile is one group x T tokens (T <= 8), the unpacked
+// weights of a block staying in registers across the tile's tokens.
+// GCC 12's own AVX-512 intrinsics (_mm512_undefined_*) trip these warnings when inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/packed.h"
+#include "kernels/simd_avx512.h"
+
+namespace glm::kernels::internal {
+namespace {
+
+constexpr int kMaxT = 8;
+
+// Fully unrolls a loop over pieces or tokens, so arrays of registers stay in registers.
+#define GLM_UNROLL_P _Pragma("GCC unroll 8")
+
+struct PCtx {
+  const uint8_t* w;     // groups
+  size_t group_bytes;
+  size_t quants_offset;
+  int64_t n_blocks;     // per row
+  const int8_t* xq;     // [n_tokens, n_cols]
+  const float* xd;      // [n_tokens, n_blocks]
+  const int32_t* xc;    // [n_tokens, n_blocks]
+  int64_t n_cols;
+  float* y;             // [n_tokens, n_rows]
+  int64_t n_rows;
+};
+
+struct Q4 {
+  static constexpr int kPieces = 4;
+  static constexpr int kOffset = 8;
+  // 8 registers: u[j] pairs with activation bytes 4j..4j+3.
+  static inline void load(const uint8_t* q, __m512i (&u)[8]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    GLM_UNROLL_P
+    for (int p = 0; p < 4; ++p) {
+      const __m512i v = _mm512_load_si512(q + 64 * p);
+      u[p] = _mm512_and_si512(v, m);
+      u[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+  }
+};
+
+struct Q8 {
+  static constexpr int kPieces = 8;
+  static constexpr int kOffset = 128;
+  static inline void load(const uint8_t* q, __m512i (&u)[8]) {
+    GLM_UNROLL_P
+    for (int p = 0; p < 8; ++p) u[p] = _mm512_load_si512(q + 64 * p);
+  }
+};
+
+template <class Fmt, int T>
+void tile(const PCtx& c, int64_t g, int64_t t0) {
+  const uint8_t* group = c.w + g * c.group_bytes;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);  // [nb][16]
+  const uint8_t* quants = group + c.quants_offset;                     // [nb][P][16][4]
+  __m512 acc[T];
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const int32_t* xq[T];
+  const float* xd[T];
+  const int32_t* xc[T];
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) {
+    xq[t] = reinterpret_cast<const int32_t*>(c.xq + (t0 + t) * c.n_cols);
+    xd[t] = c.xd + (t0 + t) * c.n_blocks;
+    xc[t] = c.xc + (t0 + t) * c.n_blocks;
+  }
+  for (int64_t b = 0; b < c.n_blocks; ++b) {
+    __m512i u[8];
+    Fmt::load(quants + b * (Fmt::kPieces * 64), u);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) {
+      const int32_t* x = xq[t] + b * 8;
+      // Two chains of four: vpdpbusd's latency is hidden behind the other chain.
+      __m512i s0 = _mm512_set1_epi32(xc[t][b]);
+      __m512i s1 = _mm512_setzero_si512();
+      GLM_UNROLL_P
+      for (int j = 0; j < 8; j += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, u[j], _mm512_set1_epi32(x[j]));
+        s1 = _mm512_dpbusd_epi32(s1, u[j + 1], _mm512_set1_epi32(x[j + 1]));
+      }
+      const __m512 s = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+      acc[t] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b])), acc[t]);
+    }
+  }
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(c.y + (t0 + t) * c.n_rows + g * kPackRows, acc[t]);
+}
+
+template <class Fmt, int T>
+void tile_dispatch(const PCtx& c, int64_t g, int64_t t0, int nt) {
+  if constexpr (T > 1) {
+    if (nt < T) return tile_dispatch<Fmt, T - 1>(c, g, t0, nt);
+  }
+  tile<Fmt, T>(c, g, t0);
+}
+
+template <class Fmt>
+void run_groups(const PCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
+      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
+      tile_dispatch<Fmt, kMaxT>(c, g, t0, nt);
+    }
+  }
+}
+
+// Quantizes one token: q [n_cols], d and c [n_cols / 32] (internal.h's contract).
+void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float* d, int32_t* c) {
+  for (int64_t b = 0; b < n_cols / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32);
+    const __m512 v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = hmax(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    d[b] = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+    const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(i1));
+    // |sum| <= 32 * 127: exact in f32.
+    const int32_t sum = static_cast<int32_t>(hsum(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1))));
+    c[b] = -offset * sum;
+  }
+}
+
+struct ActBuf {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> c;
+};
+
+template <class Fmt>
+void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                   ThreadPool* pool) {
+  const int64_t nb = w.n_cols / 32;
+  thread_local ActBuf buf;
+  if (buf.q.size() < static_cast<size_t>(n_tokens * w.n_cols)) buf.q.resize(n_tokens * w.n_cols);
+  if (buf.d.size() < static_cast<size_t>(n_tokens * nb)) {
+    buf.d.resize(n_tokens * nb);
+    buf.c.resize(n_tokens * nb);
+  }
+  struct QuantCtx {
+    const float* x;
+    int64_t n_cols, nb;
+    ActBuf* buf;
+  } qc{x, w.n_cols, nb, &buf};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset, q->buf->q.data() + t * q->n_cols,
+                     q->buf->d.data() + t * q->nb, q->buf->c.data() + t * q->nb);
+    }
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  const PCtx c{w.packed,
+               packed_group_bytes(w.packed_layout, w.n_cols),
+               packed_quants_offset(w.packed_layout, w.n_cols),
+               nb,
+               buf.q.data(),
+               buf.d.data(),
+               buf.c.data(),
+               w.n_cols,
+               y,
+               w.n_rows};
+  const int64_t n_groups = w.packed_rows / kPackRows;
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  if (n_threads == 1 || n_groups == 1) {
+    run_groups<Fmt>(c, 0, n_groups, n_tokens);
+    return;
+  }
+  // Dynamic chunks of groups, about 8 per thread: all threads finish together.
+  const int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
+  struct Shared {
+    const PCtx* c;
+    int64_t n_groups, n_tokens, chunk;
+    alignas(64) std::atomic<int64_t> next{0};
+  } sh{&c, n_groups, n_tokens, chunk};
+  pool->parallel_for(n_threads, [s = &sh](int64_t, int64_t, int) {
+    for (;;) {
+      const int64_t g0 = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
+      if (g0 >= s->n_groups) return;
+      run_groups<Fmt>(*s->c, g0, std::min(g0 + s->chunk, s->n_groups), s->n_tokens);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                          ThreadPool* pool) {
+  switch (w.packed_layout) {
+    case PackedLayout::kQ4_0x16:
+      packed_matmul<Q4>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kQ8_0x16:
+      packed_matmul<Q8>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kNone:
+      break;
+  }
+}
+
+}  // namespace glm::kernels::internal
