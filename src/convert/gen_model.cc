@@ -13,6 +13,8 @@ StatusOr<Hparams> gen_hparams(const GenOptions& opts, tok::VocabSpec* vocab) {
     StatusOr<tok::VocabSpec> v = tok::read_tokenizer_model(opts.vocab_path);
     if (!v.ok()) return v.status();
     *vocab = std::move(*v);
+    // ChatGLM2 ships ChatGLM3's tokenizer.model but has only 5 special tokens.
+    if (opts.arch == Arch::kChatGLM2) GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(vocab));
     hp->n_vocab = static_cast<int64_t>(vocab->tokens.size());
   } else {
     StatusOr<tok::VocabSpec> v = synthetic_vocab(opts.arch, hp->n_vocab);

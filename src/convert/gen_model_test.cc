@@ -190,6 +190,28 @@ TEST(GenModel, RealVocabularyReplacesThePresetVocabulary) {
   EXPECT_EQ(f->tensor("token_embd.weight")->shape, (std::vector<int64_t>{64, 65024}));
 }
 
+TEST(GenModel, ChatGLM2WithTheChatGLM3TokenizerGetsChatGLM2Specials) {
+  // ChatGLM2 and ChatGLM3 ship the same tokenizer.model; ChatGLM2's vocabulary has only the 5
+  // specials [MASK] [gMASK] [sMASK] sop eop (no <|user|> roles, no ChatGLM3 template).
+  const std::string model = testing::shared_data("tokenizers/chatglm3.tokenizer.model");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "absent: " << model;
+  TempDir dir;
+  const std::string path = dir.file("v2.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM2, "tiny", DType::kQ8_0, 0, path, model).ok());
+  auto f = open_or_die(path);
+  StatusOr<tok::VocabSpec> got = tok::read_vocab(*f);
+  ASSERT_TRUE(got.ok());
+  for (const char* role : {"<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}) {
+    EXPECT_EQ(std::find(got->tokens.begin(), got->tokens.end(), role), got->tokens.end()) << role;
+  }
+  for (const char* special : {"[gMASK]", "sop", "eop"}) {
+    auto it = std::find(got->tokens.begin(), got->tokens.end(), special);
+    ASSERT_NE(it, got->tokens.end()) << special;
+    EXPECT_EQ(got->types[it - got->tokens.begin()], tok::kTokenControl) << special;
+  }
+  EXPECT_TRUE(got->chat_template.empty());
+}
+
 TEST(GenModel, BadOptionsAreErrors) {
   TempDir dir;
   Status s =

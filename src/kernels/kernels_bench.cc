@@ -14,6 +14,7 @@
 #include "kernels/attention.h"
 #include "kernels/bandwidth.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 
@@ -52,12 +53,20 @@ void BM_Matmul(benchmark::State& state) {
   std::vector<float> x(n_tokens * shape.cols, 0.25f);
   for (size_t i = 0; i < x.size(); ++i) x[i] = src[i % src.size()];
   std::vector<float> y(n_tokens * shape.rows);
-  const WeightView view{type, w.get(), shape.rows, shape.cols};
+  WeightView view{type, w.get(), shape.rows, shape.cols};
+  // Packed (packed.h, as the engine loads it) or straight from the row-major data.
+  const PackedWeight packed = state.range(3) ? PackedWeight::pack(view, &pool()) : PackedWeight();
+  if (state.range(3) && packed.empty()) {
+    state.SkipWithError("no packed layout for this type on this CPU");
+    return;
+  }
+  packed.attach(&view);
   for (auto _ : state) {
     matmul(view, x.data(), y.data(), n_tokens, &pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(dtype_name(type)) + " " + matmul_isa());
+  state.SetLabel(std::string(dtype_name(type)) + " " + matmul_isa() +
+                 (packed.empty() ? "" : " packed"));
   state.counters["weight_GB/s"] = benchmark::Counter(
       static_cast<double>(rb * shape.rows) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * shape.rows * shape.cols * n_tokens,
@@ -67,7 +76,10 @@ void BM_Matmul(benchmark::State& state) {
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (int t = 0; t < 6; ++t) {
     for (int sh = 0; sh < 4; ++sh) {
-      for (int n : {1, 64}) b->Args({t, sh, n});
+      for (int n : {1, 64}) {
+        b->Args({t, sh, n, 0});
+        if (kTypes[t] == DType::kQ8_0 || kTypes[t] == DType::kQ4_0) b->Args({t, sh, n, 1});
+      }
     }
   }
 }

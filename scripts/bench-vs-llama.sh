@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Side-by-side engine benchmark against llama.cpp's llama-bench on the same GGUF file
+# (docs/performance.md). Rounds alternate A, B, C: glmserve, llama-bench with its default
+# mmap, llama-bench with --mmap 0 (its faster setting for repacked types); each run reports
+# its median over -r repetitions; this script prints every run and the median over rounds, and
+# the ratios of glmserve to llama.cpp's better setting.
+#
+#   scripts/bench-vs-llama.sh MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--rounds 3]
+#   LLAMA_BENCH=/path/to/llama-bench (default /work/ext/llama.cpp/build/bin/llama-bench)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+glmserve="${GLMSERVE:-$here/build/glmserve}"
+llama="${LLAMA_BENCH:-/work/ext/llama.cpp/build/bin/llama-bench}"
+model="${1:?usage: $0 MODEL.gguf [-p N] [-n N] [-t N] [-r N] [--rounds N]}"
+shift
+p=512 n=128 t=2 r=3 rounds=3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -p) p="$2"; shift 2 ;;
+    -n) n="$2"; shift 2 ;;
+    -t) t="$2"; shift 2 ;;
+    -r) r="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ -x "$glmserve" ]] || { echo "build glmserve first (scripts/build.sh)" >&2; exit 1; }
+[[ -x "$llama" ]] || { echo "llama-bench not found at $llama (set LLAMA_BENCH)" >&2; exit 1; }
+
+# Prints "pp tg" t/s medians of one run (0 for a skipped test).
+ours() {
+  "$glmserve" bench engine --model "$model" -p "$p" -n "$n" -t "$t" -r "$r" --bw-mb 0 2>/dev/null |
+    awk -F'|' -v p="pp$p" -v n="tg$n" '
+      { gsub(/ /, "", $7); split($8, a, " ") }
+      $7 == p { pp = a[1] } $7 == n { tg = a[1] }
+      END { printf "%s %s\n", pp + 0, tg + 0 }'
+}
+theirs() {
+  "$llama" -m "$model" -p "$p" -n "$n" -t "$t" -r "$r" "$@" -o csv 2>/dev/null |
+    awk -F',' 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
+      { gsub(/"/, ""); if ($col["n_gen"] == 0) pp = $col["avg_ts"]; else tg = $col["avg_ts"] }
+      END { printf "%s %s\n", pp + 0, tg + 0 }'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+declare -a a_pp a_tg b_pp b_tg c_pp c_tg
+printf '%-6s %-28s %10s %10s\n' round run "pp$p" "tg$n"
+for ((i = 1; i <= rounds; i++)); do
+  read -r x y < <(ours); a_pp+=("$x"); a_tg+=("$y")
+  printf '%-6s %-28s %10s %10s\n' "$i" glmserve "$x" "$y"
+  read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
+  printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
+  read -r x y < <(theirs -mmp 0); c_pp+=("$x"); c_tg+=("$y")
+  printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (--mmap 0)" "$x" "$y"
+done
+m() { printf '%s\n' "$@" | median; }
+app=$(m "${a_pp[@]}") atg=$(m "${a_tg[@]}") bpp=$(m "${b_pp[@]}") btg=$(m "${b_tg[@]}")
+cpp=$(m "${c_pp[@]}") ctg=$(m "${c_tg[@]}")
+printf '%-6s %-28s %10s %10s\n' median glmserve "$app" "$atg"
+printf '%-6s %-28s %10s %10s\n' median "llama.cpp (mmap)" "$bpp" "$btg"
+printf '%-6s %-28s %10s %10s\n' median "llama.cpp (--mmap 0)" "$cpp" "$ctg"
+awk -v a="$app" -v b="$bpp" -v c="$cpp" -v x="$atg" -v y="$btg" -v z="$ctg" 'BEGIN {
+  best_pp = b > c ? b : c; best_tg = y > z ? y : z
+  if (best_pp > 0) printf "ratio pp: %.2fx llama.cpp best setting\n", a / best_pp
+  if (best_tg > 0) printf "ratio tg: %.2fx llama.cpp best setting\n", x / best_tg }'
