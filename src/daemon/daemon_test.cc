@@ -473,7 +473,9 @@ TEST_F(DaemonTest, DrainBoundCancelsWhatIsLeft) {
   echo.n_ctx = 1 << 30;
   start(echo);
   TestClient c(options_.socket_path);
-  ASSERT_TRUE(c.send(chat("endless", std::string(100000, 'e'))));
+  // 100000 tokens at 5 ms and no max_tokens cap: only the drain bound can end it, however long
+  // a loaded machine delays the bound's timer.
+  ASSERT_TRUE(c.send(chat("endless", std::string(100000, 'e'), R"(,"max_tokens":1000000)")));
   ASSERT_TRUE(c.next().has_value());
   daemon_->request_stop();
   auto events = c.until_final("endless");
