@@ -40,6 +40,8 @@ inline __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
 template <DType kType>
 struct FloatKern {
   using Ctx = FloatCtx;
+  static constexpr int64_t kElemBytes = kType == DType::kF32 ? 4 : 2;
+  static constexpr int64_t kPrefetchBytes = 1024;
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m512 acc[R][T];
@@ -56,6 +58,15 @@ struct FloatKern {
     for (int64_t k = 0; k < c.n_cols; k += 16) {
       const __mmask16 m = k < n_full ? __mmask16(0xFFFF) : __mmask16((1u << (c.n_cols - k)) - 1);
       __m512 w[R];
+      if constexpr (T == 1) {
+        // Decode streams each row once: fetch ahead so that a new row's first lines are on
+        // their way before the hardware prefetcher has seen enough misses to start.
+        GLM_UNROLL
+        for (int r = 0; r < R; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + k * kElemBytes + kPrefetchBytes,
+                       _MM_HINT_T0);
+        }
+      }
       GLM_UNROLL
       for (int r = 0; r < R; ++r) w[r] = load_w<kType>(rows[r], k, m);
       GLM_UNROLL

@@ -44,6 +44,13 @@ struct KCtx {
 
 inline __m512 zext_ps(__m128 v) { return _mm512_zextps128_ps512(v); }
 
+// Decode streams each row once: fetch the lines `bytes` long, 1 KiB ahead of p, so that a new
+// row's first lines are on their way before the hardware prefetcher has ramped up.
+inline void prefetch_ahead(const void* p, size_t bytes) {
+  const char* a = static_cast<const char*>(p) + 1024;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(a + o, _MM_HINT_T0);
+}
+
 // The 6-bit scales and mins of a Q4_K block (quant.h: unpack_scale_min_k4), all eight at once:
 // byte j of *sc / *m is sub-block j's.
 inline void unpack_scales_q4k(const uint8_t* scales, uint64_t* sc, uint64_t* m) {
@@ -90,6 +97,7 @@ struct Q4KKern {
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockQ4_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
+        if constexpr (T == 1) prefetch_ahead(blk[r], sizeof(BlockQ4_K));
         uint64_t sc8, m8;
         unpack_scales_q4k(blk[r]->scales, &sc8, &m8);
         sc16[r] = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
@@ -163,6 +171,7 @@ struct Q6KKern {
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockQ6_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
+        if constexpr (T == 1) prefetch_ahead(blk[r], sizeof(BlockQ6_K));
         sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
         dw[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->d));
       }

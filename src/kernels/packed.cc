@@ -72,6 +72,33 @@ size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
 
 void PackedWeight::Free::operator()(uint8_t* p) const { std::free(p); }
 
+void PackedWeight::allocate() {
+  // Whole 2 MiB pages, marked for transparent huge pages before the first touch: decode streams
+  // the copy once per token, and 4 KiB pages would cost a TLB miss every 4 KiB of it.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const bool huge = bytes_ >= kHuge;
+  const size_t alloc = huge ? round_up(bytes_, kHuge) : round_up(bytes_, 64);
+  void* mem = std::aligned_alloc(huge ? kHuge : 64, alloc);
+  if (mem == nullptr) throw std::bad_alloc();
+  if (huge) madvise(mem, alloc, MADV_HUGEPAGE);
+  data_.reset(static_cast<uint8_t*>(mem));
+}
+
+PackedWeight PackedWeight::copy(const WeightView& w, ThreadPool* pool) {
+  PackedWeight p;
+  if (w.data == nullptr || w.n_rows == 0) return p;
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  p.bytes_ = rb * w.n_rows;
+  p.allocate();
+  p.n_rows_ = w.n_rows;
+  uint8_t* dst = p.data_.get();
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  internal::split_rows(pool, w.n_rows, 1, [&](int64_t r0, int64_t r1) {
+    std::memcpy(dst + r0 * rb, src + r0 * rb, (r1 - r0) * rb);
+  });
+  return p;
+}
+
 PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   PackedWeight p;
   const PackedLayout layout = packed_layout_for(w.type);
@@ -80,14 +107,7 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   GLM_CHECK(w.n_cols % kQK == 0);
   const size_t gb = packed_group_bytes(layout, w.n_cols);
   p.bytes_ = gb * n_groups;
-  // Whole 2 MiB pages, marked for transparent huge pages before the first touch: decode streams
-  // the copy once per token, and 4 KiB pages would cost a TLB miss every 4 KiB of it.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t alloc = p.bytes_ >= kHuge ? round_up(p.bytes_, kHuge) : round_up(p.bytes_, 64);
-  void* mem = std::aligned_alloc(p.bytes_ >= kHuge ? kHuge : 64, alloc);
-  if (mem == nullptr) throw std::bad_alloc();
-  if (p.bytes_ >= kHuge) madvise(mem, alloc, MADV_HUGEPAGE);
-  p.data_.reset(static_cast<uint8_t*>(mem));
+  p.allocate();
   p.layout_ = layout;
   p.n_rows_ = n_groups * kPackRows;
   uint8_t* base = p.data_.get();
@@ -102,6 +122,11 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
 }
 
 void PackedWeight::attach(WeightView* w) const {
+  if (empty()) return;
+  if (layout_ == PackedLayout::kNone) {
+    w->data = data_.get();
+    return;
+  }
   w->packed = data_.get();
   w->packed_layout = layout_;
   w->packed_rows = n_rows_;

@@ -42,16 +42,23 @@ class PackedWeight {
   // Packs w (in parallel on pool, may be null); empty when packed_layout_for(w.type) is kNone or
   // w has fewer than 16 rows.
   static PackedWeight pack(const WeightView& w, ThreadPool* pool);
+  // A plain row-major copy of all of w (layout kNone), for weights without a packed layout:
+  // owned anonymous memory in huge pages, which the kernel neither pages out like mapped file
+  // pages under memory pressure nor walks in 4 KiB TLB entries.
+  static PackedWeight copy(const WeightView& w, ThreadPool* pool);
 
   bool empty() const { return data_ == nullptr; }
   PackedLayout layout() const { return layout_; }
   const uint8_t* data() const { return data_.get(); }
   int64_t n_rows() const { return n_rows_; }
   size_t bytes() const { return bytes_; }
-  // Points w.packed / w.packed_rows at this copy.
+  // Points w at this copy: w.packed / w.packed_rows for a packed layout, w.data for a copy.
+  // Leaves w as it is when empty.
   void attach(WeightView* w) const;
 
  private:
+  // Allocates bytes_ (64-byte aligned; 2 MiB aligned and marked for huge pages when large).
+  void allocate();
   struct Free {
     void operator()(uint8_t* p) const;
   };

@@ -85,6 +85,13 @@ void tile(const PCtx& c, int64_t g, int64_t t0) {
     xc[t] = c.xc + (t0 + t) * c.n_blocks;
   }
   for (int64_t b = 0; b < c.n_blocks; ++b) {
+    if constexpr (T == 1) {
+      // Decode streams the group once: fetch ahead (past its end, into the next group's
+      // scales), so that new streams do not wait for the hardware prefetcher to ramp up.
+      const char* ahead = reinterpret_cast<const char*>(quants + b * (Fmt::kPieces * 64)) + 4096;
+      GLM_UNROLL_P
+      for (int p = 0; p < Fmt::kPieces; ++p) _mm_prefetch(ahead + 64 * p, _MM_HINT_T0);
+    }
     __m512i u[8];
     Fmt::load(quants + b * (Fmt::kPieces * 64), u);
     const __m512 dw = _mm512_cvtph_ps(

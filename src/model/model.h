@@ -49,9 +49,9 @@ class Model {
 
 struct LoadOptions {
   int n_threads = 0;  // 0 = physical cores
-  // Repack the matrices that have a faster interleaved layout on this CPU (kernels/packed.h)
-  // into owned memory at load time, releasing their mapped pages. false = compute straight from
-  // the mapping (faster start, slower kernels).
+  // Repack the matrices that have a faster interleaved layout on this CPU (kernels/packed.h),
+  // copy the others, into owned memory at load time, releasing their mapped pages. false =
+  // compute straight from the mapping (faster start; slower kernels; pages the OS may reclaim).
   bool repack = true;
 };
 

@@ -91,10 +91,15 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool) {
   for (kernels::WeightView* v : views) {
     if (v->data == nullptr || v->packed != nullptr) continue;
     kernels::PackedWeight p = kernels::PackedWeight::pack(*v, pool);
+    // No packed layout for this type: a plain copy, so that all weights live in owned memory
+    // (mapped file pages can be reclaimed under pressure and read back from disk mid-decode).
+    if (p.empty()) p = kernels::PackedWeight::copy(*v, pool);
     if (p.empty()) continue;
+    const void* mapped = v->data;
+    const int64_t copied_rows = p.layout() == kernels::PackedLayout::kNone ? v->n_rows : p.n_rows();
     p.attach(v);
     bytes += p.bytes();
-    MappedFile::release(v->data, p.n_rows() * row_bytes(v->type, v->n_cols));
+    MappedFile::release(mapped, copied_rows * row_bytes(v->type, v->n_cols));
     weights->packed.push_back(std::move(p));
   }
   return bytes;

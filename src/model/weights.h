@@ -49,8 +49,9 @@ struct Weights {
   std::vector<kernels::PackedWeight> packed;                 // repacked matrices (repack())
 };
 
-// Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h),
-// points its view at the copy and releases the mapped pages of the rows it copied. Returns the
+// Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h) and
+// copies the others as they are into owned huge-page memory; points each view at its copy and
+// releases the mapped pages it copied (resident memory stays near the file size). Returns the
 // bytes copied. Call once, after loading and before the first forward.
 size_t repack(Weights* weights, kernels::ThreadPool* pool);
 
