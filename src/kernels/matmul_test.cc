@@ -101,7 +101,7 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
   // Guards the test above against silently skipping the packed kernels.
   if (cpu_isa() != Isa::kAvx512) GTEST_SKIP() << "packed kernels need AVX-512 VNNI";
   ScopedIsa scoped(Isa::kAvx512);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kBF16}) {
     const Weights w = make_weights(t, 37, 64, 1);
     const PackedWeight p = PackedWeight::pack(w.view, nullptr);
     ASSERT_FALSE(p.empty()) << dtype_name(t);
@@ -116,7 +116,7 @@ TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
   if (cpu_isa() != Isa::kAvx512) GTEST_SKIP() << "packed kernels need AVX-512 VNNI";
   ScopedIsa scoped(Isa::kAvx512);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kBF16}) {
     for (int64_t n_cols : {32, 96, 4096}) {
       const Weights w = make_weights(t, 53, n_cols, 5);
       const PackedWeight p = PackedWeight::pack(w.view, &pool);

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -25,7 +26,24 @@ int pieces(PackedLayout layout) { return layout == PackedLayout::kQ4_0x16 ? 4 : 
 int source_qs_offset(PackedLayout layout) { return 2; }  // after half d (Q4_0 and Q8_0)
 uint8_t source_xor(PackedLayout layout) { return layout == PackedLayout::kQ8_0x16 ? 0x80 : 0; }
 
+bool is_float(PackedLayout layout) {
+  return layout == PackedLayout::kF16x16 || layout == PackedLayout::kBF16x16;
+}
+
+// 16-bit float weights: [n_cols][16], i.e. a 16 x n_cols transpose of the group's rows.
+void pack_group_16bit(const WeightView& w, int64_t g, uint8_t* dst) {
+  const uint16_t* src = static_cast<const uint16_t*>(w.data) + g * kPackRows * w.n_cols;
+  uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t c0 = 0; c0 < w.n_cols; c0 += 64) {  // 64 columns at a time: 16 short streams
+    const int64_t c1 = std::min<int64_t>(c0 + 64, w.n_cols);
+    for (int r = 0; r < kPackRows; ++r) {
+      for (int64_t c = c0; c < c1; ++c) out[c * kPackRows + r] = src[r * w.n_cols + c];
+    }
+  }
+}
+
 void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* dst) {
+  if (is_float(layout)) return pack_group_16bit(w, g, dst);
   const int64_t nb = w.n_cols / kQK;
   const size_t rb = row_bytes(w.type, w.n_cols);
   const size_t block_bytes = rb / nb;
@@ -56,16 +74,22 @@ PackedLayout packed_layout_for(DType t) {
       return PackedLayout::kQ4_0x16;
     case DType::kQ8_0:
       return PackedLayout::kQ8_0x16;
+    case DType::kF16:
+      return PackedLayout::kF16x16;
+    case DType::kBF16:
+      return PackedLayout::kBF16x16;
     default:
       return PackedLayout::kNone;
   }
 }
 
 size_t packed_quants_offset(PackedLayout layout, int64_t n_cols) {
+  if (is_float(layout)) return 0;
   return round_up(static_cast<size_t>(n_cols / kQK) * kPackRows * 2, 64);
 }
 
 size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
+  if (is_float(layout)) return static_cast<size_t>(n_cols) * kPackRows * 2;
   const size_t quants = static_cast<size_t>(n_cols / kQK) * pieces(layout) * kPackRows * 4;
   return packed_quants_offset(layout, n_cols) + quants;
 }
@@ -104,7 +128,7 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   const PackedLayout layout = packed_layout_for(w.type);
   const int64_t n_groups = w.n_rows / kPackRows;
   if (layout == PackedLayout::kNone || n_groups == 0 || w.data == nullptr) return p;
-  GLM_CHECK(w.n_cols % kQK == 0);
+  GLM_CHECK(is_float(layout) || w.n_cols % kQK == 0);
   const size_t gb = packed_group_bytes(layout, w.n_cols);
   p.bytes_ = gb * n_groups;
   p.allocate();
@@ -135,6 +159,13 @@ void PackedWeight::attach(WeightView* w) const {
 void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, uint8_t* out) {
   GLM_CHECK(!p.empty() && r >= 0 && r < p.n_rows());
   const PackedLayout layout = p.layout();
+  if (is_float(layout)) {
+    const uint16_t* group = reinterpret_cast<const uint16_t*>(
+        p.data() + (r / kPackRows) * packed_group_bytes(layout, n_cols));
+    uint16_t* o = reinterpret_cast<uint16_t*>(out);
+    for (int64_t c = 0; c < n_cols; ++c) o[c] = group[c * kPackRows + r % kPackRows];
+    return;
+  }
   const int64_t nb = n_cols / kQK;
   const size_t block_bytes = row_bytes(type, n_cols) / nb;
   const int np = pieces(layout);

@@ -11,6 +11,8 @@
 //   Q4_0x16: piece p (0..3), row r = bytes qs[4p .. 4p+3] of the row's block, unchanged: low
 //            nibbles are elements 4p..4p+3, high nibbles elements 16+4p..16+4p+3 (values q+8).
 //   Q8_0x16: piece p (0..7), row r = qs[4p .. 4p+3] XOR 0x80, i.e. unsigned q+128.
+//   F16x16 / BF16x16: group g = [n_cols][16] 16-bit values (column-major within the group): one
+//            load of 32 bytes is column k of the 16 rows, multiplied (f32 FMA) by x[k] broadcast.
 // Rows beyond the last full group stay in the row-major data (matmul() computes them there).
 // Memory: the packed copy is the size of the packed rows in the file (plus padding); the model
 // then releases the mapped pages of the original rows, so resident memory stays near the file

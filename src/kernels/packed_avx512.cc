@@ -215,6 +215,112 @@ void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_toke
   });
 }
 
+// 16-bit float layouts (F16x16, BF16x16): lanes = 16 rows, one f32 FMA per column and token
+// with x[t][k] broadcast; a tile is G groups (48 rows at most) x T tokens of accumulators.
+struct FCtx {
+  const uint8_t* w;
+  size_t group_bytes;
+  const float* x;  // [n_tokens, n_cols]
+  int64_t n_cols;
+  float* y;  // [n_tokens, n_rows]
+  int64_t n_rows;
+};
+
+template <bool kBf16>
+inline __m512 load_col(const uint8_t* p) {
+  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (kBf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_cvtph_ps(h);
+}
+
+template <bool kBf16, int G, int T>
+void ftile(const FCtx& c, int64_t g0, int64_t t0) {
+  __m512 acc[G][T];
+  GLM_UNROLL_P
+  for (int g = 0; g < G; ++g) {
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+  }
+  const uint8_t* base = c.w + g0 * c.group_bytes;
+  const float* x = c.x + t0 * c.n_cols;
+  for (int64_t k = 0; k < c.n_cols; ++k) {
+    if constexpr (T == 1) {
+      GLM_UNROLL_P
+      for (int g = 0; g < G; ++g) {
+        _mm_prefetch(reinterpret_cast<const char*>(base + g * c.group_bytes + k * 32) + 2048,
+                     _MM_HINT_T0);
+      }
+    }
+    __m512 w[G];
+    GLM_UNROLL_P
+    for (int g = 0; g < G; ++g) w[g] = load_col<kBf16>(base + g * c.group_bytes + k * 32);
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) {
+      const __m512 xb = _mm512_set1_ps(x[t * c.n_cols + k]);
+      GLM_UNROLL_P
+      for (int g = 0; g < G; ++g) acc[g][t] = _mm512_fmadd_ps(w[g], xb, acc[g][t]);
+    }
+  }
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) {
+    GLM_UNROLL_P
+    for (int g = 0; g < G; ++g) {
+      _mm512_storeu_ps(c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows, acc[g][t]);
+    }
+  }
+}
+
+template <bool kBf16, int G, int T>
+void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt) {
+  if constexpr (T > 1) {
+    if (nt < T) return ftile_dispatch<kBf16, G, T - 1>(c, g0, ng, t0, nt);
+  }
+  if constexpr (G > 1) {
+    if (ng < G) return ftile_dispatch<kBf16, G - 1, T>(c, g0, ng, t0, nt);
+  }
+  ftile<kBf16, G, T>(c, g0, t0);
+}
+
+constexpr int kFloatG = 3;  // 3 groups x 8 tokens = 24 accumulators
+
+template <bool kBf16>
+void run_float_groups(const FCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
+  for (int64_t g = g0; g < g1; g += kFloatG) {
+    const int ng = static_cast<int>(std::min<int64_t>(kFloatG, g1 - g));
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
+      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
+      ftile_dispatch<kBf16, kFloatG, kMaxT>(c, g, ng, t0, nt);
+    }
+  }
+}
+
+template <bool kBf16>
+void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                         ThreadPool* pool) {
+  const FCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), x, w.n_cols, y, w.n_rows};
+  const int64_t n_groups = w.packed_rows / kPackRows;
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  if (n_threads == 1 || n_groups <= kFloatG) {
+    run_float_groups<kBf16>(c, 0, n_groups, n_tokens);
+    return;
+  }
+  // Dynamic chunks of whole tiles of groups, about 8 per thread.
+  int64_t chunk = (n_groups + 8 * n_threads - 1) / (8 * n_threads);
+  chunk = std::max<int64_t>(kFloatG, (chunk + kFloatG - 1) / kFloatG * kFloatG);
+  struct Shared {
+    const FCtx* c;
+    int64_t n_groups, n_tokens, chunk;
+    alignas(64) std::atomic<int64_t> next{0};
+  } sh{&c, n_groups, n_tokens, chunk};
+  pool->parallel_for(n_threads, [s = &sh](int64_t, int64_t, int) {
+    for (;;) {
+      const int64_t g0 = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
+      if (g0 >= s->n_groups) return;
+      run_float_groups<kBf16>(*s->c, g0, std::min(g0 + s->chunk, s->n_groups), s->n_tokens);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
@@ -225,6 +331,12 @@ void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t
       return;
     case PackedLayout::kQ8_0x16:
       packed_matmul<Q8>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kF16x16:
+      float_packed_matmul<false>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kBF16x16:
+      float_packed_matmul<true>(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kNone:
       break;
