@@ -1,5 +1,7 @@
 #include "convert/hf_convert.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -189,6 +191,14 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   if (!vocab.ok()) return vocab.status();
   if (vocab->model == "gpt2") hp->arch = Arch::kGLM4;
   if (hp->name.empty()) hp->name = dir.filename().string();
+  // ChatGLM2 and ChatGLM3 share config.json's keys and tokenizer.model; the checkpoint's name
+  // (THUDM/chatglm2-6b, or the folder's) is the cue. ChatGLM2 has only 5 special tokens.
+  std::string lower = hp->name;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (vocab->model == "llama" && lower.find("chatglm2") != std::string::npos) {
+    hp->arch = Arch::kChatGLM2;
+    GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(&*vocab));
+  }
   const int64_t n_tok = static_cast<int64_t>(vocab->tokens.size());
   if (n_tok > hp->n_vocab) {
     return bad_file(tok_path.string() + ": " + std::to_string(n_tok) +

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -133,6 +135,31 @@ TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_EQ(testing::first_difference(read_bytes(out), read_bytes(model)), -1);
   }
+}
+
+// A ChatGLM2 checkpoint (named so in config.json) gets ChatGLM2's vocabulary, exactly as
+// gen-model --arch chatglm2 writes it from the same tokenizer.model.
+TEST_F(HfConvertTest, Chatglm2CheckpointGetsChatglm2Vocabulary) {
+  const std::string model = dir_.file("gen2.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM2, DType::kF32, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  ASSERT_NE((*m)->get_string("general.name")->find("chatglm2"), std::string::npos);
+  const fs::path hf = dir_.path() / "hf2";
+  export_hf(**m, hf, "F32", 1, tokenizer_);
+  const std::string out = dir_.file("conv2.gguf");
+  Status s = convert(hf, DType::kF32, out);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  auto conv = gguf::File::open(out);
+  ASSERT_TRUE(conv.ok());
+  StatusOr<tok::VocabSpec> v = tok::read_vocab(**conv);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(std::find(v->tokens.begin(), v->tokens.end(), "<|user|>"), v->tokens.end());
+  StatusOr<tok::VocabSpec> want = tok::read_vocab(**m);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(v->tokens, want->tokens);
+  EXPECT_EQ(v->types, want->types);
+  EXPECT_EQ(v->chat_template, want->chat_template);
 }
 
 TEST_F(HfConvertTest, QuantizedConversionEqualsGenModelsQuantizedFile) {
