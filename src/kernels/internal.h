@@ -3,6 +3,8 @@
 // has that instruction set. Not part of the module's public interface.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -65,6 +67,30 @@ void split_rows(ThreadPool* pool, int64_t n, int64_t align, const Fn& fn) {
   pool->parallel_for(n_units, [c = &ctx](int64_t b, int64_t e, int) {
     const int64_t end = e * c->align < c->n ? e * c->align : c->n;
     (*c->fn)(b * c->align, end);
+  });
+}
+
+// Runs fn(begin, end) over [0, n) in chunks of `chunk` (the last may be shorter) that the
+// pool's threads, the caller included, claim from a shared counter: dynamic, so all finish
+// together even when one core is busy elsewhere. On the caller alone without a pool, with one
+// thread, or when n fits in one chunk.
+template <typename Fn>
+void claim_chunks(ThreadPool* pool, int64_t n, int64_t chunk, const Fn& fn) {
+  if (pool == nullptr || pool->n_threads() == 1 || n <= chunk) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  struct Shared {
+    const Fn* fn;
+    int64_t n, chunk;
+    alignas(64) std::atomic<int64_t> next{0};
+  } sh{&fn, n, chunk};
+  pool->parallel_for(pool->n_threads(), [s = &sh](int64_t, int64_t, int) {
+    for (;;) {
+      const int64_t b = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
+      if (b >= s->n) return;
+      (*s->fn)(b, std::min(b + s->chunk, s->n));
+    }
   });
 }
 

@@ -22,8 +22,8 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 int pieces(PackedLayout layout) { return layout == PackedLayout::kQ4_0x16 ? 4 : 8; }
 
-// Byte offset of the block's quants in the original block, and the XOR applied to them.
-int source_qs_offset(PackedLayout layout) { return 2; }  // after half d (Q4_0 and Q8_0)
+// Offset of the quants in a Q4_0 / Q8_0 block (after the half d), and the XOR applied to them.
+constexpr int kQsOffset = 2;
 uint8_t source_xor(PackedLayout layout) { return layout == PackedLayout::kQ8_0x16 ? 0x80 : 0; }
 
 bool is_float(PackedLayout layout) {
@@ -56,7 +56,7 @@ void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* ds
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * block_bytes;
       std::memcpy(&scales[b * kPackRows + r], blk, 2);
-      const uint8_t* qs = blk + source_qs_offset(layout);
+      const uint8_t* qs = blk + kQsOffset;
       for (int p = 0; p < np; ++p) {
         uint8_t* out = quants + ((b * np + p) * kPackRows + r) * 4;
         for (int i = 0; i < 4; ++i) out[i] = qs[4 * p + i] ^ x;
@@ -176,7 +176,7 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = out + b * block_bytes;
     std::memcpy(blk, group + (b * kPackRows + lane) * 2, 2);
-    uint8_t* qs = blk + source_qs_offset(layout);
+    uint8_t* qs = blk + kQsOffset;
     for (int q = 0; q < np; ++q) {
       const uint8_t* in = quants + ((b * np + q) * kPackRows + lane) * 4;
       for (int i = 0; i < 4; ++i) qs[4 * q + i] = in[i] ^ x;

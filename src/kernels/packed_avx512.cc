@@ -14,7 +14,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -195,24 +194,10 @@ void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_toke
                w.n_rows};
   const int64_t n_groups = w.packed_rows / kPackRows;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  if (n_threads == 1 || n_groups == 1) {
-    run_groups<Fmt>(c, 0, n_groups, n_tokens);
-    return;
-  }
-  // Dynamic chunks of groups, about 8 per thread: all threads finish together.
+  // About 8 chunks of groups per thread.
   const int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
-  struct Shared {
-    const PCtx* c;
-    int64_t n_groups, n_tokens, chunk;
-    alignas(64) std::atomic<int64_t> next{0};
-  } sh{&c, n_groups, n_tokens, chunk};
-  pool->parallel_for(n_threads, [s = &sh](int64_t, int64_t, int) {
-    for (;;) {
-      const int64_t g0 = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
-      if (g0 >= s->n_groups) return;
-      run_groups<Fmt>(*s->c, g0, std::min(g0 + s->chunk, s->n_groups), s->n_tokens);
-    }
-  });
+  claim_chunks(pool, n_groups, chunk,
+               [&](int64_t g0, int64_t g1) { run_groups<Fmt>(c, g0, g1, n_tokens); });
 }
 
 // 16-bit float layouts (F16x16, BF16x16): lanes = 16 rows, one f32 FMA per column and token
@@ -312,25 +297,11 @@ void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t 
   const FCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), x, w.n_cols, y, w.n_rows};
   const int64_t n_groups = w.packed_rows / kPackRows;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  if (n_threads == 1 || n_groups <= kFloatG) {
-    run_float_groups<kBf16>(c, 0, n_groups, n_tokens);
-    return;
-  }
-  // Dynamic chunks of whole tiles of groups, about 8 per thread.
+  // About 8 chunks per thread, each whole tiles of kFloatG groups.
   int64_t chunk = (n_groups + 8 * n_threads - 1) / (8 * n_threads);
   chunk = std::max<int64_t>(kFloatG, (chunk + kFloatG - 1) / kFloatG * kFloatG);
-  struct Shared {
-    const FCtx* c;
-    int64_t n_groups, n_tokens, chunk;
-    alignas(64) std::atomic<int64_t> next{0};
-  } sh{&c, n_groups, n_tokens, chunk};
-  pool->parallel_for(n_threads, [s = &sh](int64_t, int64_t, int) {
-    for (;;) {
-      const int64_t g0 = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
-      if (g0 >= s->n_groups) return;
-      run_float_groups<kBf16>(*s->c, g0, std::min(g0 + s->chunk, s->n_groups), s->n_tokens);
-    }
-  });
+  claim_chunks(pool, n_groups, chunk,
+               [&](int64_t g0, int64_t g1) { run_float_groups<kBf16>(c, g0, g1, n_tokens); });
 }
 
 }  // namespace

@@ -11,10 +11,9 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
-#include "kernels/thread_pool.h"
+#include "kernels/internal.h"
 
 // Fully unrolls a loop over tile rows/tokens, so the accumulator arrays live in registers
 // (GCC keeps them on the stack otherwise).
@@ -59,26 +58,12 @@ template <class Kern, int R, int T>
 void run_matmul(const typename Kern::Ctx& c, int64_t n_rows, int64_t n_tokens, int64_t row_bytes,
                 ThreadPool* pool) {
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  if (n_threads == 1 || n_rows <= R) {
-    run_rows<Kern, R, T>(c, 0, n_rows, n_tokens, row_bytes);
-    return;
-  }
   // About 8 chunks per thread, at least one cache block when prefilling.
   int64_t chunk = (n_rows + 8 * n_threads - 1) / (8 * n_threads);
   if (n_tokens > T) chunk = std::max<int64_t>(chunk, kCacheBlockBytes / std::max<int64_t>(row_bytes, 1));
   chunk = std::max<int64_t>(R, (chunk + R - 1) / R * R);
-  struct Shared {
-    const typename Kern::Ctx* c;
-    int64_t n_rows, n_tokens, row_bytes, chunk;
-    alignas(64) std::atomic<int64_t> next{0};
-  } sh{&c, n_rows, n_tokens, row_bytes, chunk};
-  pool->parallel_for(n_threads, [s = &sh](int64_t, int64_t, int) {
-    for (;;) {
-      const int64_t r0 = s->next.fetch_add(s->chunk, std::memory_order_relaxed);
-      if (r0 >= s->n_rows) return;
-      run_rows<Kern, R, T>(*s->c, r0, std::min(r0 + s->chunk, s->n_rows), s->n_tokens,
-                           s->row_bytes);
-    }
+  claim_chunks(pool, n_rows, chunk, [&](int64_t r0, int64_t r1) {
+    run_rows<Kern, R, T>(c, r0, r1, n_tokens, row_bytes);
   });
 }
 
