@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/utf8.h"
+#include "cli_util.h"
 #include "daemon/test_client.h"
 
 extern char** environ;
@@ -25,6 +26,7 @@ extern char** environ;
 namespace glm::daemon {
 namespace {
 
+using glm::testing::run_shell;
 using protocol::EventType;
 
 // A child process running the glmserve binary, its stderr in a file.
@@ -103,16 +105,6 @@ class DaemonProcessTest : public ::testing::Test {
   std::string dir_, socket_;
 };
 
-std::string run_shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
 
 // Children of `parent` (from /proc), by reading each process's stat.
 std::vector<pid_t> children_of(pid_t parent) {
@@ -146,7 +138,7 @@ TEST_F(DaemonProcessTest, EchoEngineAnswersNcAndDrainsOnSigterm) {
   if (::system("command -v nc >/dev/null 2>&1") == 0) {
     const std::string out = run_shell(
         "echo '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' | timeout 10 nc -N -U " +
-        socket_);
+        socket_).out;
     EXPECT_NE(out.find("\"event\":\"token\",\"text\":\"h\""), std::string::npos) << out;
     EXPECT_NE(out.find("\"event\":\"done\""), std::string::npos) << out;
   }

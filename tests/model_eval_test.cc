@@ -9,25 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
+
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-};
+using CliResult = glm::testing::CliRun;
+using glm::testing::run_cli;
 
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(GLMSERVE_BIN) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string data(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
 
