@@ -95,7 +95,7 @@ class DaemonProcessTest : public ::testing::Test {
       TestClient c(socket_);
       if (c.connected()) {
         auto h = c.query(R"({"type":"health"})", 2000);
-        if (h && h->type == EventType::kHealth && h->health == want) return h->model;
+        if (h && h->type == EventType::kHealth && generation::health_name(h->health) == want) return h->model;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -158,7 +158,7 @@ TEST_F(DaemonProcessTest, EchoEngineAnswersNcAndDrainsOnSigterm) {
   ASSERT_EQ(::kill(engine.pid(), SIGTERM), 0);
   auto rest = c.until_final("d");
   ASSERT_FALSE(rest.empty()) << engine.log();
-  EXPECT_EQ(rest.back().finish_reason, "stop");
+  EXPECT_EQ(rest.back().finish_reason, generation::FinishReason::kStop);
   EXPECT_EQ(got + joined_text(rest), text);
   auto status = engine.wait(20000);
   ASSERT_TRUE(status.has_value()) << "engine did not exit after SIGTERM";

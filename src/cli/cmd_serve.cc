@@ -78,7 +78,7 @@ std::string engine_health(const std::string& socket, std::string* model) {
       if (in.next(&line) == protocol::LineBuffer::Next::kLine) {
         auto ev = protocol::parse_event(line);
         if (ev.ok()) {
-          status = ev->health;
+          status = generation::health_name(ev->health);
           *model = ev->model;
         }
         break;

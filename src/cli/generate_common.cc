@@ -45,7 +45,10 @@ StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_m
   engine::SamplingParams p;
   auto n = args.get_int("max-tokens", default_max_tokens);
   if (!n.ok()) return n.status();
-  if (*n < 1 || *n > (1 << 20)) return invalid_argument("--max-tokens: expected at least 1");
+  if (*n < 1 || *n > generation::kMaxTokensLimit) {
+    return invalid_argument("--max-tokens: expected 1 to " +
+                            std::to_string(generation::kMaxTokensLimit));
+  }
   p.max_tokens = static_cast<int>(*n);
   auto temp = args.get_float("temp", p.temperature);
   if (!temp.ok()) return temp.status();
@@ -64,6 +67,10 @@ StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_m
   if (*seed < 0) return invalid_argument("--seed: expected a non-negative integer");
   p.seed = static_cast<uint64_t>(*seed);
   if (args.has("stop")) p.stop.push_back(args.get("stop"));
+  // The limits every edge shares (--temp is temperature, --top-p top_p, ...).
+  if (Status st = generation::validate(p); !st.ok()) {
+    return invalid_argument("sampling flags: " + st.message());
+  }
   return p;
 }
 
@@ -106,8 +113,9 @@ std::string summary_line(const engine::Event& d) {
   std::snprintf(buf, sizeof(buf),
                 "prompt %d tokens (%d cached), %d tokens generated, ttft %.1f ms, "
                 "%.1f ms/token (%.1f tokens/s), %s",
-                d.prompt_tokens, d.cached_tokens, d.completion_tokens, d.timings.ttft_ms,
-                d.timings.tpot_ms, tps, d.finish_reason.c_str());
+                d.usage.prompt_tokens, d.usage.cached_tokens, d.usage.completion_tokens,
+                d.timings.ttft_ms, d.timings.tpot_ms, tps,
+                generation::finish_reason_name(d.finish_reason));
   return buf;
 }
 

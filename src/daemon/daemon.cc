@@ -20,23 +20,9 @@ namespace {
 constexpr uint64_t kListenTag = 0;
 constexpr uint64_t kEventTag = 1;  // connection tags are their fds (>= 3)
 
-const char* health_text(engine::Health h) {
-  switch (h) {
-    case engine::Health::kLoading: return "loading";
-    case engine::Health::kReady: return "ready";
-    case engine::Health::kDraining: return "draining";
-    case engine::Health::kStopped: return "stopped";
-  }
-  return "stopped";
-}
+}  // namespace
 
-// What the daemon remembers of one request between its events.
-struct RequestState {
-  int cached_tokens = 0;
-};
-
-protocol::Event to_protocol(const engine::Event& ev, const std::string& client_id,
-                            RequestState* state) {
+protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id) {
   protocol::Event out;
   out.id = client_id;
   switch (ev.type) {
@@ -46,9 +32,7 @@ protocol::Event to_protocol(const engine::Event& ev, const std::string& client_i
       break;
     case engine::EventType::kStart:
       out.type = protocol::EventType::kStart;
-      out.prompt_tokens = ev.prompt_tokens;
-      out.cached_tokens = ev.cached_tokens;
-      state->cached_tokens = ev.cached_tokens;
+      out.usage = ev.usage;
       break;
     case engine::EventType::kToken:
       out.type = protocol::EventType::kToken;
@@ -62,11 +46,8 @@ protocol::Event to_protocol(const engine::Event& ev, const std::string& client_i
     case engine::EventType::kDone:
       out.type = protocol::EventType::kDone;
       out.finish_reason = ev.finish_reason;
-      out.usage.prompt_tokens = ev.prompt_tokens;
-      out.usage.cached_tokens = ev.cached_tokens > 0 ? ev.cached_tokens : state->cached_tokens;
-      out.usage.completion_tokens = ev.completion_tokens;
-      out.timings = {ev.timings.queue_ms, ev.timings.prefill_ms, ev.timings.ttft_ms,
-                     ev.timings.tpot_ms, ev.timings.total_ms};
+      out.usage = ev.usage;
+      out.timings = ev.timings;
       break;
     case engine::EventType::kError:
       out = protocol::error_event(client_id, ev.error);
@@ -75,7 +56,7 @@ protocol::Event to_protocol(const engine::Event& ev, const std::string& client_i
   return out;
 }
 
-engine::Request to_engine(const protocol::Request& r, const std::string& engine_id) {
+engine::Request to_engine_request(const protocol::Request& r, const std::string& engine_id) {
   engine::Request out;
   out.id = engine_id;
   out.conversation = r.conversation;
@@ -83,19 +64,9 @@ engine::Request to_engine(const protocol::Request& r, const std::string& engine_
   out.prompt = r.prompt;
   out.messages.reserve(r.messages.size());
   for (const auto& m : r.messages) out.messages.push_back({m.role, m.content, m.metadata});
-  const protocol::Params& p = r.params;
-  engine::SamplingParams& s = out.params;
-  if (p.temperature) s.temperature = static_cast<float>(*p.temperature);
-  if (p.top_p) s.top_p = static_cast<float>(*p.top_p);
-  if (p.top_k) s.top_k = *p.top_k;
-  if (p.repetition_penalty) s.repetition_penalty = static_cast<float>(*p.repetition_penalty);
-  if (p.seed) s.seed = *p.seed;
-  if (p.max_tokens) s.max_tokens = *p.max_tokens;
-  s.stop = p.stop;
+  out.params = r.params;
   return out;
 }
-
-}  // namespace
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)), started_at_(std::chrono::steady_clock::now()) {}
@@ -391,10 +362,9 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
     }
     in_flight_[engine_id] = InFlight{conn, client_id};
   }
-  auto state = std::make_shared<RequestState>();
-  engine::EventSink sink = [this, conn, client_id, engine_id, state](const engine::Event& ev) {
+  engine::EventSink sink = [this, conn, client_id, engine_id](const engine::Event& ev) {
     const bool final = ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError;
-    protocol::Event out = to_protocol(ev, client_id, state.get());
+    protocol::Event out = to_protocol_event(ev, client_id);
     // Send before forgetting the request: once conn->requests is empty, the I/O thread may close
     // a half-closed connection, and a final event sent after that would be lost.
     const bool sent = conn->send_line(protocol::serialize_event(out));
@@ -406,15 +376,16 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
     if (final && ev.type == engine::EventType::kDone) {
       GLM_LOG_INFO("engine: %s %s: %d prompt (%d cached) + %d tokens, queue %.1f ms, "
                    "ttft %.1f ms, tpot %.1f ms, total %.1f ms",
-                   client_id.c_str(), ev.finish_reason.c_str(), ev.prompt_tokens,
-                   out.usage.cached_tokens, ev.completion_tokens, ev.timings.queue_ms,
+                   client_id.c_str(), generation::finish_reason_name(ev.finish_reason),
+                   ev.usage.prompt_tokens, ev.usage.cached_tokens, ev.usage.completion_tokens,
+                   ev.timings.queue_ms,
                    ev.timings.ttft_ms, ev.timings.tpot_ms, ev.timings.total_ms);
     } else if (final) {
       GLM_LOG_WARN("engine: %s failed: %s", client_id.c_str(), ev.error.to_string().c_str());
     }
     if (!sent || (final && conn->read_closed.load())) notify(conn);
   };
-  Status st = e->submit(to_engine(request, engine_id), std::move(sink));
+  Status st = e->submit(to_engine_request(request, engine_id), std::move(sink));
   if (!st.ok()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -550,11 +521,11 @@ protocol::Event Daemon::health_event(const std::string& id) const {
   ev.id = id;
   engine::Engine* e = engine();
   if (draining_.load()) {
-    ev.health = "draining";
+    ev.health = generation::Health::kDraining;
   } else if (e == nullptr) {
-    ev.health = "loading";
+    ev.health = generation::Health::kLoading;
   } else {
-    ev.health = health_text(e->health());
+    ev.health = e->health();
   }
   if (e != nullptr) {
     ev.model = e->model_name();
@@ -568,15 +539,7 @@ protocol::Event Daemon::stats_event(const std::string& id) const {
   ev.type = protocol::EventType::kStats;
   ev.id = id;
   if (engine::Engine* e = engine()) {
-    const engine::Stats s = e->stats();
-    ev.stats.queued = s.queued;
-    ev.stats.running = s.running;
-    ev.stats.kv_blocks_used = s.kv_blocks_used;
-    ev.stats.kv_blocks_free = s.kv_blocks_free;
-    ev.stats.requests_total = s.requests_total;
-    ev.stats.prompt_tokens_total = s.prompt_tokens_total;
-    ev.stats.cached_tokens_total = s.cached_tokens_total;
-    ev.stats.generated_tokens_total = s.generated_tokens_total;
+    static_cast<generation::Stats&>(ev.stats) = e->stats();
   }
   ev.stats.connections = n_connections_.load();
   ev.stats.uptime_s =

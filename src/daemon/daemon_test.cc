@@ -28,8 +28,9 @@ class RecordingEngine : public engine::Engine {
     return inner_->submit(std::move(request), [this, id, sink](const engine::Event& ev) {
       if (ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError) {
         std::lock_guard<std::mutex> lock(mu_);
-        endings_[id] = ev.type == engine::EventType::kDone ? ev.finish_reason
-                                                           : error_code_name(ev.error.code());
+        endings_[id] = ev.type == engine::EventType::kDone
+                           ? generation::finish_reason_name(ev.finish_reason)
+                           : error_code_name(ev.error.code());
         cv_.notify_all();
       }
       sink(ev);
@@ -116,7 +117,7 @@ TEST_F(DaemonTest, StreamsWholeCharactersAndDone) {
   ASSERT_GE(events.size(), 3u);
   EXPECT_EQ(events.front().type, EventType::kQueued);
   EXPECT_EQ(events[1].type, EventType::kStart);
-  EXPECT_GT(events[1].prompt_tokens, 0);
+  EXPECT_GT(events[1].usage.prompt_tokens, 0);
   int n_tokens = 0;
   for (const auto& e : events) {
     if (e.type != EventType::kToken) continue;
@@ -126,9 +127,9 @@ TEST_F(DaemonTest, StreamsWholeCharactersAndDone) {
   EXPECT_EQ(joined_text(events), reply);
   const auto& done = events.back();
   ASSERT_EQ(done.type, EventType::kDone);
-  EXPECT_EQ(done.finish_reason, "stop");
+  EXPECT_EQ(done.finish_reason, generation::FinishReason::kStop);
   EXPECT_EQ(done.usage.completion_tokens, n_tokens);
-  EXPECT_EQ(done.usage.prompt_tokens, events[1].prompt_tokens);
+  EXPECT_EQ(done.usage.prompt_tokens, events[1].usage.prompt_tokens);
   EXPECT_GE(done.timings.total_ms, done.timings.ttft_ms);
 }
 
@@ -147,7 +148,7 @@ TEST_F(DaemonTest, AssignsIdsAndAcceptsLegacyShape) {
   ASSERT_TRUE(c.send(R"({"id":"legacy","prompt":"next","history":[["q","a"]],"max_length":3})"));
   auto legacy = c.until_final("legacy");
   ASSERT_FALSE(legacy.empty());
-  EXPECT_EQ(legacy.back().finish_reason, "length");
+  EXPECT_EQ(legacy.back().finish_reason, generation::FinishReason::kLength);
   EXPECT_EQ(joined_text(legacy), "nex");
 }
 
@@ -213,7 +214,7 @@ TEST_F(DaemonTest, EveryBadInputGetsItsErrorAndTheConnectionKeepsServing) {
     EXPECT_FALSE(ev->message.empty());
     auto health = c.query(R"({"type":"health","id":"h"})");
     ASSERT_TRUE(health.has_value()) << "connection dead after: " << k.line;
-    EXPECT_EQ(health->health, "ready");
+    EXPECT_EQ(health->health, generation::Health::kReady);
   }
   // A line over the limit, sent in pieces, is one error; the next line is served.
   ASSERT_TRUE(c.send_raw(chat("big", std::string(3000, 'x'))));
@@ -306,7 +307,7 @@ TEST_F(DaemonTest, CancelRequest) {
   EXPECT_TRUE(ack->found);
   auto rest = c.until_final("long");
   ASSERT_FALSE(rest.empty());
-  EXPECT_EQ(rest.back().finish_reason, "cancelled");
+  EXPECT_EQ(rest.back().finish_reason, generation::FinishReason::kCancelled);
   auto unknown = other.query(R"({"type":"cancel","id":"nobody"})");
   ASSERT_TRUE(unknown.has_value());
   EXPECT_FALSE(unknown->found);
@@ -331,7 +332,7 @@ TEST_F(DaemonTest, LoadingThenReady) {
   ASSERT_TRUE(health.has_value());
   EXPECT_EQ(health->type, EventType::kHealth);
   EXPECT_EQ(health->id, "h1");
-  EXPECT_EQ(health->health, "loading");
+  EXPECT_EQ(health->health, generation::Health::kLoading);
   auto refused = c.query(chat("early", "hi"));
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->code, ErrorCode::kUnavailable);
@@ -342,7 +343,7 @@ TEST_F(DaemonTest, LoadingThenReady) {
   attach(EchoOptions{});
   health = c.query(R"({"type":"health"})");
   ASSERT_TRUE(health.has_value());
-  EXPECT_EQ(health->health, "ready");
+  EXPECT_EQ(health->health, generation::Health::kReady);
   EXPECT_EQ(health->model, "echo");
   tok = c.query(R"({"type":"tokenize","text":"ab"})");
   ASSERT_TRUE(tok.has_value());
@@ -389,7 +390,7 @@ TEST_F(DaemonTest, HundredConcurrentClientsAllAnsweredOrRefused) {
   TestClient c(options_.socket_path);
   auto health = c.query(R"({"type":"health"})");
   ASSERT_TRUE(health.has_value());
-  EXPECT_EQ(health->health, "ready");
+  EXPECT_EQ(health->health, generation::Health::kReady);
 }
 
 TEST_F(DaemonTest, TooManyConnectionsAreRefusedCleanly) {
@@ -457,7 +458,7 @@ TEST_F(DaemonTest, StopDrainsInFlightRequestsAndRemovesTheSocket) {
       break;
     }
   }
-  EXPECT_EQ(last->finish_reason, "stop");
+  EXPECT_EQ(last->finish_reason, generation::FinishReason::kStop);
   EXPECT_EQ(got, text);
   EXPECT_EQ(daemon_->wait(), 0);
   struct stat st;
@@ -480,7 +481,7 @@ TEST_F(DaemonTest, DrainBoundCancelsWhatIsLeft) {
   daemon_->request_stop();
   auto events = c.until_final("endless");
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().finish_reason, "cancelled");
+  EXPECT_EQ(events.back().finish_reason, generation::FinishReason::kCancelled);
   EXPECT_EQ(daemon_->wait(), 0);
 }
 

@@ -143,15 +143,15 @@ void EchoEngine::loop() {
   idle_cv_.notify_all();
 }
 
-void EchoEngine::finish(Job& job, const char* reason, std::unique_lock<std::mutex>& lock) {
+void EchoEngine::finish(Job& job, engine::FinishReason reason, std::unique_lock<std::mutex>& lock) {
   const auto now = Clock::now();
   engine::Event done;
   done.type = engine::EventType::kDone;
   done.id = job.request.id;
   done.finish_reason = reason;
-  done.prompt_tokens = job.prompt_tokens;
-  done.cached_tokens = job.cached_tokens;
-  done.completion_tokens = static_cast<int>(job.next);
+  done.usage.prompt_tokens = job.prompt_tokens;
+  done.usage.cached_tokens = job.cached_tokens;
+  done.usage.completion_tokens = static_cast<int>(job.next);
   const bool started = job.started != Clock::time_point();
   done.timings.queue_ms = ms_between(job.submitted, started ? job.started : now);
   if (job.next > 0) {
@@ -196,7 +196,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
       ++it;
     }
   }
-  for (auto& job : dropped) finish(*job, "cancelled", lock);
+  for (auto& job : dropped) finish(*job, engine::FinishReason::kCancelled, lock);
   while (!waiting_.empty()) {
     std::unique_ptr<Job>& front = waiting_.front();
     if (cancel_ids_.count(front->request.id) != 0) front->cancelled = true;
@@ -204,15 +204,15 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
     std::unique_ptr<Job> job = std::move(front);
     waiting_.pop_front();
     if (job->cancelled) {
-      finish(*job, "cancelled", lock);
+      finish(*job, engine::FinishReason::kCancelled, lock);
       continue;
     }
     job->started = Clock::now();
     engine::Event s;
     s.type = engine::EventType::kStart;
     s.id = job->request.id;
-    s.prompt_tokens = job->prompt_tokens;
-    s.cached_tokens = job->cached_tokens;
+    s.usage.prompt_tokens = job->prompt_tokens;
+    s.usage.cached_tokens = job->cached_tokens;
     stats_.prompt_tokens_total += job->prompt_tokens;
     stats_.cached_tokens_total += job->cached_tokens;
     Job& ref = *job;
@@ -231,15 +231,15 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
   for (auto& job : current) {
     const int max_tokens = job->request.params.max_tokens;
     if (job->cancelled || cancel_ids_.count(job->request.id) != 0) {
-      finish(*job, "cancelled", lock);
+      finish(*job, engine::FinishReason::kCancelled, lock);
       continue;
     }
     if (job->next >= job->chars.size()) {
-      finish(*job, "stop", lock);
+      finish(*job, engine::FinishReason::kStop, lock);
       continue;
     }
     if (max_tokens > 0 && static_cast<int>(job->next) >= max_tokens) {
-      finish(*job, "length", lock);
+      finish(*job, engine::FinishReason::kLength, lock);
       continue;
     }
     const bool fail = !job->request.messages.empty() &&

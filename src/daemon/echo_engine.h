@@ -66,7 +66,7 @@ class EchoEngine : public engine::Engine {
   // One step: admit waiting jobs, emit one token per running job, retire finished ones.
   // Called with mu_ held; releases it around sink calls.
   void step(std::unique_lock<std::mutex>& lock);
-  void finish(Job& job, const char* reason, std::unique_lock<std::mutex>& lock);
+  void finish(Job& job, engine::FinishReason reason, std::unique_lock<std::mutex>& lock);
 
   const EchoOptions options_;
   mutable std::mutex mu_;

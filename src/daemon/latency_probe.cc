@@ -13,7 +13,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "daemon/daemon.h"
 #include "daemon/unix_socket.h"
+#include "protocol/sampling_json.h"
 #include "protocol/line_buffer.h"
 
 namespace glm::daemon {
@@ -35,21 +37,6 @@ void finish_sample(Clock::time_point t0, const std::vector<Clock::time_point>& t
   if (token_times.size() >= 2) {
     s->tpot_ms = ms_since(token_times.front(), token_times.back()) / (token_times.size() - 1);
   }
-}
-
-engine::Request to_engine_request(const protocol::Request& r) {
-  engine::Request out;
-  out.id = r.id.empty() ? protocol::make_request_id() : r.id;
-  out.conversation = r.conversation;
-  out.raw = r.raw;
-  out.prompt = r.prompt;
-  for (const auto& m : r.messages) out.messages.push_back({m.role, m.content, m.metadata});
-  if (r.params.temperature) out.params.temperature = static_cast<float>(*r.params.temperature);
-  if (r.params.top_p) out.params.top_p = static_cast<float>(*r.params.top_p);
-  if (r.params.top_k) out.params.top_k = *r.params.top_k;
-  if (r.params.seed) out.params.seed = *r.params.seed;
-  if (r.params.max_tokens) out.params.max_tokens = *r.params.max_tokens;
-  return out;
 }
 
 // Reads from `fd` into `in` until a line is available; false on timeout, EOF or error.
@@ -77,7 +64,7 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
   token_times.reserve(1024);
   const auto t0 = Clock::now();
   Clock::time_point end;
-  Status st = engine.submit(to_engine_request(request), [&](const engine::Event& ev) {
+  Status st = engine.submit(to_engine_request(request, request.id.empty() ? protocol::make_request_id() : request.id), [&](const engine::Event& ev) {
     const auto now = Clock::now();
     std::lock_guard<std::mutex> lock(mu);
     switch (ev.type) {
@@ -86,8 +73,8 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
         s.text += ev.text;
         break;
       case engine::EventType::kStart:
-        s.prompt_tokens = ev.prompt_tokens;
-        s.cached_tokens = ev.cached_tokens;
+        s.prompt_tokens = ev.usage.prompt_tokens;
+        s.cached_tokens = ev.usage.cached_tokens;
         break;
       case engine::EventType::kError:
         error = ev.error.ok() ? Status(ErrorCode::kInternal, "error event") : ev.error;
@@ -134,8 +121,8 @@ StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Requ
       token_times.push_back(now);
       s.text += ev->text;
     } else if (ev->type == protocol::EventType::kStart) {
-      s.prompt_tokens = ev->prompt_tokens;
-      s.cached_tokens = ev->cached_tokens;
+      s.prompt_tokens = ev->usage.prompt_tokens;
+      s.cached_tokens = ev->usage.cached_tokens;
     } else if (ev->type == protocol::EventType::kError) {
       result = Status(ev->code, ev->message);
     } else if (ev->type == protocol::EventType::kDone) {
@@ -163,9 +150,9 @@ StatusOr<Sample> run_http(const std::string& url, const protocol::Request& reque
   for (const auto& m : request.messages) {
     body["messages"].push_back({{"role", m.role}, {"content", m.content}});
   }
-  if (request.params.temperature) body["temperature"] = *request.params.temperature;
-  if (request.params.max_tokens) body["max_tokens"] = *request.params.max_tokens;
-  if (request.params.seed) body["seed"] = *request.params.seed;
+  nlohmann::ordered_json sampling = nlohmann::ordered_json::object();
+  protocol::write_sampling(request.params, &sampling);
+  for (auto& [key, value] : sampling.items()) body[key] = value;
   const std::string payload = body.dump();
   std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: " + hostport +
                     "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"

@@ -20,20 +20,6 @@
 
 namespace glm::engine {
 
-const char* health_name(Health h) {
-  switch (h) {
-    case Health::kLoading:
-      return "loading";
-    case Health::kReady:
-      return "ready";
-    case Health::kDraining:
-      return "draining";
-    case Health::kStopped:
-      return "stopped";
-  }
-  return "unknown";
-}
-
 namespace {
 
 using scheduler::Clock;
@@ -83,8 +69,8 @@ class RequestObserver : public scheduler::SeqObserver {
   }
   void on_start(const scheduler::StartInfo& info) override {
     Event e = event(EventType::kStart);
-    e.prompt_tokens = info.prompt_tokens;
-    e.cached_tokens = info.cached_tokens;
+    e.usage.prompt_tokens = info.prompt_tokens;
+    e.usage.cached_tokens = info.cached_tokens;
     sink_(e);
   }
   bool on_token(int32_t token) override {
@@ -183,7 +169,7 @@ class EngineImpl final : public Engine {
                                                  ": retry later or on another instance");
     }
     if (request.id.empty()) return invalid_argument("request id is empty: give each request one");
-    GLM_RETURN_IF_ERROR(validate(request.params));
+    GLM_RETURN_IF_ERROR(generation::validate(request.params));
     const auto submitted = Clock::now();
     const bool chat = !request.raw;
     StatusOr<PromptPlan> plan =
@@ -201,13 +187,8 @@ class EngineImpl final : public Engine {
     r.conversation = request.conversation;
     r.history_tag = plan->history_tag;
     r.tail = std::move(plan->tail);
-    const SamplingParams& p = request.params;
-    r.sampling.temperature = p.temperature;
-    r.sampling.top_p = p.top_p;
-    r.sampling.top_k = p.top_k;
-    r.sampling.repetition_penalty = p.repetition_penalty;
-    r.sampling.seed = p.seed;
-    r.max_tokens = plan->max_tokens;
+    r.sampling = request.params;
+    r.sampling.max_tokens = plan->max_tokens;
     r.stop_ids = stop_ids_;
     r.submitted = submitted;
     {
@@ -220,7 +201,7 @@ class EngineImpl final : public Engine {
                                 "' is already in flight: use a "
                                 "unique id per request");
       }
-      const int waiting = static_cast<int>(inbox_.size()) + snapshot_.waiting;
+      const int waiting = static_cast<int>(inbox_.size()) + snapshot_.queued;
       if (waiting >= options_.max_queue) {
         return Status(ErrorCode::kQueueFull, "engine busy: " + std::to_string(waiting) +
                                                  " requests are waiting; retry in a few seconds");
@@ -243,15 +224,8 @@ class EngineImpl final : public Engine {
 
   Stats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stats s;
-    s.queued = snapshot_.waiting + static_cast<int>(inbox_.size());
-    s.running = snapshot_.running;
-    s.kv_blocks_used = snapshot_.kv_blocks_used;
-    s.kv_blocks_free = snapshot_.kv_blocks_free;
-    s.requests_total = snapshot_.requests_total;
-    s.prompt_tokens_total = snapshot_.prompt_tokens_total;
-    s.cached_tokens_total = snapshot_.cached_tokens_total;
-    s.generated_tokens_total = snapshot_.generated_tokens_total;
+    Stats s = snapshot_;
+    s.queued += static_cast<int>(inbox_.size());
     return s;
   }
 
@@ -286,19 +260,6 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  static Status validate(const SamplingParams& p) {
-    if (!(p.temperature >= 0.0f) || p.temperature > 100.0f) {
-      return invalid_argument("temperature must be in [0, 100] (0 = greedy)");
-    }
-    if (!(p.top_p > 0.0f) || p.top_p > 1.0f) return invalid_argument("top_p must be in (0, 1]");
-    if (p.top_k < 0) return invalid_argument("top_k must be >= 0 (0 = off)");
-    if (!(p.repetition_penalty > 0.0f) || p.repetition_penalty > 10.0f) {
-      return invalid_argument("repetition_penalty must be in (0, 10] (1 = off)");
-    }
-    if (p.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
-    return Status::Ok();
-  }
-
   void loop() {
     std::vector<scheduler::SeqRequest> inbox;
     std::vector<std::string> cancels;
@@ -322,7 +283,7 @@ class EngineImpl final : public Engine {
       cancels.clear();
       if (cancel_all) sched_->cancel_all();
       sched_->step();
-      const scheduler::Stats s = sched_->stats();
+      const Stats s = sched_->stats();
       std::lock_guard<std::mutex> lock(mu_);
       snapshot_ = s;
     }
@@ -348,27 +309,22 @@ class EngineImpl final : public Engine {
   std::vector<scheduler::SeqRequest> inbox_;
   std::vector<std::string> cancels_;
   std::unordered_set<std::string> in_flight_;
-  scheduler::Stats snapshot_;
+  Stats snapshot_;
   bool stop_ = false;
   bool cancel_all_ = false;
   std::thread thread_;
 };
 
 void RequestObserver::on_finish(scheduler::FinishInfo* info) {
-  if (info->reason != "cancelled") emit(stop_.push(decoder_.flush()) + stop_.flush());
+  const bool cancelled = info->reason == FinishReason::kCancelled;
+  if (!cancelled) emit(stop_.push(decoder_.flush()) + stop_.flush());
   Event e = event(EventType::kDone);
   e.finish_reason = info->reason;
-  e.prompt_tokens = info->prompt_tokens;
-  e.cached_tokens = info->cached_tokens;
-  e.completion_tokens = info->completion_tokens;
-  e.timings.queue_ms = info->timings.queue_ms;
-  e.timings.prefill_ms = info->timings.prefill_ms;
-  e.timings.ttft_ms = info->timings.ttft_ms;
-  e.timings.tpot_ms = info->timings.tpot_ms;
-  e.timings.total_ms = info->timings.total_ms;
+  e.usage = info->usage;
+  e.timings = info->timings;
   // Keep the KV cache for the next turn unless the tokens and the text the client will send
   // back disagree (a stop string cut the text) or the request did not complete.
-  if (chat_ && info->reason != "cancelled" && !stop_.matched()) {
+  if (chat_ && !cancelled && !stop_.matched()) {
     info->save_conversation = true;
     info->conversation_tag = digest_append(messages_digest_, tok::Message{"assistant", text_});
   }

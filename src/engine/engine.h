@@ -16,20 +16,21 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "generation/outcome.h"
+#include "generation/sampling.h"
+#include "generation/usage.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 
 namespace glm::engine {
 
-struct SamplingParams {
-  float temperature = 0.8f;         // 0 = greedy
-  float top_p = 0.8f;               // 1 = off
-  int top_k = 0;                    // 0 = off
-  float repetition_penalty = 1.0f;  // 1 = off
-  uint64_t seed = 0;                // 0 = nondeterministic
-  int max_tokens = 512;
-  std::vector<std::string> stop;  // extra stop strings
-};
+using generation::FinishReason;
+using generation::Health;
+using generation::SamplingParams;
+using generation::Stats;
+using generation::Timings;
+using generation::Usage;
+
 
 struct Request {
   std::string id;                      // unique among the requests in flight
@@ -40,13 +41,6 @@ struct Request {
   SamplingParams params;
 };
 
-struct Timings {
-  double queue_ms = 0;
-  double prefill_ms = 0;
-  double ttft_ms = 0;  // submit -> first token event
-  double tpot_ms = 0;  // mean time per output token after the first
-  double total_ms = 0;
-};
 
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
 
@@ -54,31 +48,17 @@ struct Event {
   EventType type = EventType::kToken;
   std::string id;
   int queue_position = 0;     // kQueued
-  int prompt_tokens = 0;      // kStart, kDone
-  int cached_tokens = 0;      // kStart: prompt tokens served from the KV cache
+  Usage usage;                // kStart: prompt and cached tokens; kDone: all three
   std::string text;           // kToken: whole UTF-8 characters; kNotice: message
   int dropped_messages = 0;   // kNotice: oldest messages dropped to fit the context
-  std::string finish_reason;  // kDone: "stop", "length", "cancelled"
-  int completion_tokens = 0;  // kDone
+  FinishReason finish_reason = FinishReason::kStop;  // kDone
   Timings timings;            // kDone
   Status error;               // kError
 };
 
 using EventSink = std::function<void(const Event&)>;
 
-enum class Health { kLoading, kReady, kDraining, kStopped };
-const char* health_name(Health h);
 
-struct Stats {
-  int queued = 0;
-  int running = 0;
-  int kv_blocks_used = 0;
-  int kv_blocks_free = 0;
-  int64_t requests_total = 0;
-  int64_t prompt_tokens_total = 0;
-  int64_t cached_tokens_total = 0;  // prefix-cache hits
-  int64_t generated_tokens_total = 0;
-};
 
 struct Options {
   std::string model_path;
@@ -97,11 +77,12 @@ class Engine {
  public:
   virtual ~Engine() = default;
 
-  // Submits a request. Returns an error at once (kQueueFull, kInvalidArgument,
+  // Submits a request. Returns an error at once (kQueueFull, kInvalidArgument (including
+  // generation::validate(request.params)),
   // kContextOverflow, kUnavailable) or ok, after which `sink` receives kQueued, kStart, kToken...
   // and exactly one final kDone or kError.
   virtual Status submit(Request request, EventSink sink) = 0;
-  // Cancels a request in any state; its sink then gets kDone with finish_reason "cancelled".
+  // Cancels a request in any state; its sink then gets kDone with finish_reason kCancelled.
   // Unknown ids are ignored.
   virtual void cancel(const std::string& id) = 0;
   virtual Stats stats() const = 0;

@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       w.wait(1);
       const Event& d = w.done[0];
       ttft[turn].push_back(d.timings.ttft_ms);
-      cached[turn] = d.cached_tokens;
-      prompt[turn] = d.prompt_tokens;
+      cached[turn] = d.usage.cached_tokens;
+      prompt[turn] = d.usage.prompt_tokens;
       history.push_back({"assistant", reply});
     }
   }
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     w.wait(users);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int tokens = 0;
-    for (const Event& e : w.done) tokens += e.completion_tokens;
+    for (const Event& e : w.done) tokens += e.usage.completion_tokens;
     return tokens / s;
   };
   std::vector<double> one, four;

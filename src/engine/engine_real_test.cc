@@ -83,7 +83,7 @@ TEST(EngineReal, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
     const std::string id = "b" + std::to_string(i);
     ASSERT_TRUE(r.wait(id));
     EXPECT_EQ(r.text[id], alone[i]) << "prompt " << i;
-    EXPECT_GT(r.done[id].completion_tokens, 0);
+    EXPECT_GT(r.done[id].usage.completion_tokens, 0);
   }
 }
 
@@ -103,9 +103,9 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
     const Event& d = r.done[id];
     ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
     if (turn > 0) {
-      EXPECT_EQ(r.start[id].cached_tokens, fed) << id;
+      EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
     }
-    fed = d.prompt_tokens + d.completion_tokens - (d.finish_reason == "length" ? 1 : 0);
+    fed = d.usage.prompt_tokens + d.usage.completion_tokens - (d.finish_reason == FinishReason::kLength ? 1 : 0);
     m.push_back({"assistant", r.text[id]});
     m.push_back({"user", "and then? " + std::to_string(turn)});
   }

@@ -145,10 +145,10 @@ TEST(Engine, StreamsTheModelsGreedyTextWithEventsInOrder) {
   for (const Event& x : ev) finals += Collector::final(x);
   EXPECT_EQ(finals, 1);
   const Event& done = ev.back();
-  EXPECT_EQ(done.finish_reason, ids.size() == 40 ? "length" : "stop");
-  EXPECT_EQ(done.completion_tokens, static_cast<int>(ids.size()));
+  EXPECT_EQ(done.finish_reason, ids.size() == 40 ? FinishReason::kLength : FinishReason::kStop);
+  EXPECT_EQ(done.usage.completion_tokens, static_cast<int>(ids.size()));
   FakeTokenizer tok;
-  EXPECT_EQ(ev[1].prompt_tokens, static_cast<int>(FakeTemplate(tok).render(m)->size()));
+  EXPECT_EQ(ev[1].usage.prompt_tokens, static_cast<int>(FakeTemplate(tok).render(m)->size()));
   EXPECT_GE(done.timings.ttft_ms, done.timings.queue_ms);
   EXPECT_GE(done.timings.total_ms, done.timings.ttft_ms);
   EXPECT_EQ(e->health(), Health::kReady);
@@ -208,7 +208,7 @@ TEST(Engine, StopStringEndsTheTextRightBeforeIt) {
   ASSERT_TRUE(e->submit(r, c.sink()).ok());
   ASSERT_TRUE(c.wait("a"));
   EXPECT_EQ(c.text("a"), full.substr(0, full.find(stop)));
-  EXPECT_EQ(c.of("a").back().finish_reason, "stop");
+  EXPECT_EQ(c.of("a").back().finish_reason, FinishReason::kStop);
 }
 
 TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
@@ -226,19 +226,19 @@ TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
   ASSERT_TRUE(c.wait_for_type("queued", EventType::kQueued));
   e->cancel("queued");
   ASSERT_TRUE(c.wait("queued"));
-  EXPECT_EQ(c.of("queued").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.of("queued").back().finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(c.first("queued", EventType::kStart).type, EventType::kToken);  // never started
 
   e->cancel("decoding");
   ASSERT_TRUE(c.wait("decoding"));
-  EXPECT_EQ(c.of("decoding").back().finish_reason, "cancelled");
-  EXPECT_GT(c.of("decoding").back().completion_tokens, 0);
+  EXPECT_EQ(c.of("decoding").back().finish_reason, FinishReason::kCancelled);
+  EXPECT_GT(c.of("decoding").back().usage.completion_tokens, 0);
 
   ASSERT_TRUE(e->submit(chat("prefilling", {user(std::string(300, 'x'))}, 10), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("prefilling", EventType::kStart));
   e->cancel("prefilling");
   ASSERT_TRUE(c.wait("prefilling"));
-  EXPECT_EQ(c.of("prefilling").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.of("prefilling").back().finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(c.text("prefilling"), "");
   wait_idle(e.get());
   EXPECT_EQ(e->stats().kv_blocks_used, 0);
@@ -289,7 +289,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   EXPECT_NE(notice.text.find("2"), std::string::npos);
   const std::vector<tok::Message> kept = {m[0], m[3], m[4], m[5]};
   FakeTokenizer tok;
-  EXPECT_EQ(c.first("t", EventType::kStart).prompt_tokens,
+  EXPECT_EQ(c.first("t", EventType::kStart).usage.prompt_tokens,
             static_cast<int>(FakeTemplate(tok).render(kept)->size()));
   EXPECT_EQ(c.text("t"), text_of(expected_ids(kept, 20)));
 
@@ -316,15 +316,15 @@ TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
     const Event done = c.of(id).back();
     ASSERT_EQ(done.type, EventType::kDone);
     if (turn > 0) {
-      EXPECT_EQ(start.cached_tokens, expect_cached) << id;
+      EXPECT_EQ(start.usage.cached_tokens, expect_cached) << id;
     }
-    EXPECT_EQ(start.prompt_tokens, static_cast<int>(context.size())) << id;
+    EXPECT_EQ(start.usage.prompt_tokens, static_cast<int>(context.size())) << id;
     // What the model gives for the actual token history.
     const auto gen = fake_greedy(context, kVocab, 30, kStops);
     EXPECT_EQ(c.text(id), text_of(gen)) << id;
     // Next turn: everything fed so far is cached (a length finish leaves the last token unfed).
     context.insert(context.end(), gen.begin(), gen.end());
-    expect_cached = static_cast<int>(context.size()) - (done.finish_reason == "length" ? 1 : 0);
+    expect_cached = static_cast<int>(context.size()) - (done.finish_reason == FinishReason::kLength ? 1 : 0);
     m.push_back(assistant(c.text(id)));
     m.push_back(user("question " + std::to_string(turn + 2)));
     auto tail = tmpl.render({m.end()[-1]}).value();  // <|user|> text <|assistant|>
@@ -336,7 +336,7 @@ TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
   r.conversation = "conv";
   ASSERT_TRUE(e->submit(r, c.sink()).ok());
   ASSERT_TRUE(c.wait("edited"));
-  EXPECT_EQ(c.first("edited", EventType::kStart).prompt_tokens,
+  EXPECT_EQ(c.first("edited", EventType::kStart).usage.prompt_tokens,
             static_cast<int>(tmpl.render(m)->size()));
   EXPECT_EQ(c.text("edited"), text_of(expected_ids(m, 5)));
   EXPECT_GT(e->stats().cached_tokens_total, 0);
@@ -392,7 +392,7 @@ TEST(Engine, DrainFinishesOrCancelsWithinTheBoundThenRefuses) {
   ASSERT_TRUE(c.wait_for_type("long", EventType::kToken));
   EXPECT_FALSE(e->drain(std::chrono::milliseconds(50)));
   EXPECT_EQ(e->health(), Health::kStopped);
-  EXPECT_EQ(c.of("long").back().finish_reason, "cancelled");
+  EXPECT_EQ(c.of("long").back().finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(c.of("short").back().type, EventType::kDone);
   EXPECT_EQ(e->submit(chat("late", {user("z")}), c.sink()).code(), ErrorCode::kUnavailable);
 

@@ -69,7 +69,7 @@ TEST(GatewayChat, StreamsAndStoresBothMessages) {
   ASSERT_EQ(reqs[0].messages.size(), 2u);
   EXPECT_EQ(reqs[0].messages[0].role, "system");
   EXPECT_EQ(reqs[0].messages[0].content, "Be brief.");
-  EXPECT_DOUBLE_EQ(reqs[0].params.temperature.value_or(-1), 0.3);
+  EXPECT_FLOAT_EQ(reqs[0].params.temperature, 0.3);
   // A second turn carries the whole history.
   chat(t, id, {{"content", "again"}});
   reqs = t.fake().requests();

@@ -42,7 +42,7 @@ class FakeEngine {
   std::set<std::string> cancelled();
   // Waits up to `timeout_ms` for `id` to be cancelled; true if it was.
   bool wait_cancelled(const std::string& id, int timeout_ms);
-  void set_health(const std::string& status);
+  void set_health(generation::Health status);
 
  private:
   struct Conn;
@@ -60,7 +60,7 @@ class FakeEngine {
   std::vector<protocol::Request> requests_;
   std::set<std::string> cancelled_;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags_;
-  std::string health_ = "ready";
+  generation::Health health_ = generation::Health::kReady;
 };
 
 }  // namespace glm::gateway::testing

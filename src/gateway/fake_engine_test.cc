@@ -16,6 +16,8 @@
 
 namespace glm::gateway::testing {
 
+using generation::FinishReason;
+
 struct FakeEngine::Conn {
   int fd = -1;
   std::mutex write_mu;
@@ -106,7 +108,7 @@ bool FakeEngine::wait_cancelled(const std::string& id, int timeout_ms) {
                       [&] { return cancelled_.count(id) > 0; });
 }
 
-void FakeEngine::set_health(const std::string& status) {
+void FakeEngine::set_health(generation::Health status) {
   std::lock_guard<std::mutex> lock(mu_);
   health_ = status;
 }
@@ -196,7 +198,7 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
   send(q);
   protocol::Event s;
   s.type = protocol::EventType::kStart;
-  s.prompt_tokens = 10 * static_cast<int>(req.messages.size());
+  s.usage.prompt_tokens = 10 * static_cast<int>(req.messages.size());
   send(s);
   std::vector<std::string> pieces;
   int delay_ms = 1;
@@ -251,8 +253,8 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
   }
   protocol::Event d;
   d.type = protocol::EventType::kDone;
-  d.finish_reason = *flag ? "cancelled" : "stop";
-  d.usage.prompt_tokens = s.prompt_tokens;
+  d.finish_reason = *flag ? FinishReason::kCancelled : FinishReason::kStop;
+  d.usage.prompt_tokens = s.usage.prompt_tokens;
   d.usage.completion_tokens = n;
   d.timings.queue_ms = 0.1;
   d.timings.ttft_ms = ttft_ms < 0 ? total_ms : ttft_ms;
@@ -295,7 +297,7 @@ TEST(EngineClient, StreamsTokensOfOneRequest) {
   std::string text;
   protocol::Event last = drain(**s, &text);
   EXPECT_EQ(last.type, protocol::EventType::kDone);
-  EXPECT_EQ(last.finish_reason, "stop");
+  EXPECT_EQ(last.finish_reason, FinishReason::kStop);
   EXPECT_EQ(text, "你好，世界！");
   EXPECT_EQ(last.usage.completion_tokens, 4);
 }
@@ -320,7 +322,7 @@ TEST(EngineClient, CancelEndsTheStreamWithCancelled) {
   (*s)->cancel();  // idempotent
   protocol::Event last = drain(**s, &text);
   EXPECT_EQ(last.type, protocol::EventType::kDone);
-  EXPECT_EQ(last.finish_reason, "cancelled");
+  EXPECT_EQ(last.finish_reason, FinishReason::kCancelled);
   EXPECT_TRUE(fake.wait_cancelled("r2", 5000));
   EXPECT_LT(text.size(), 200u * 3);  // far from the full answer
 }
@@ -355,7 +357,7 @@ TEST(EngineClient, ReconnectsAfterEngineRestart) {
   auto s = client.start(gen_request("b", "hi"));
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   std::string text;
-  EXPECT_EQ(drain(**s, &text).finish_reason, "stop");
+  EXPECT_EQ(drain(**s, &text).finish_reason, FinishReason::kStop);
   EXPECT_EQ(text, "Echo: hi");
 }
 
@@ -368,7 +370,7 @@ TEST(EngineClient, QueryHealth) {
   auto ev = client.query(r, 2000);
   ASSERT_TRUE(ev.ok()) << ev.status().to_string();
   EXPECT_EQ(ev->type, protocol::EventType::kHealth);
-  EXPECT_EQ(ev->health, "ready");
+  EXPECT_EQ(ev->health, generation::Health::kReady);
   EXPECT_EQ(ev->model, "fake-glm");
 }
 

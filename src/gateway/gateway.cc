@@ -236,9 +236,11 @@ void Gateway::install_static_routes() {
     req.id = protocol::make_request_id();
     auto ev = engine_.query(req, 2000);
     json j = {{"gateway", "ok"}, {"inflight", inflight()}};
-    std::string status = "down";
+    std::string status = "down";  // the gateway's own word: no engine answered
+    bool ready = false;
     if (ev.ok() && ev->type == protocol::EventType::kHealth) {
-      status = ev->health.empty() ? "ready" : ev->health;
+      status = generation::health_name(ev->health);
+      ready = ev->health == generation::Health::kReady;
       j["model"] = ev->model;
       j["n_ctx"] = ev->n_ctx;
       if (!ev->model.empty()) {
@@ -249,7 +251,7 @@ void Gateway::install_static_routes() {
       j["error"] = ev.ok() ? "unexpected reply to a health request" : ev.status().message();
     }
     j["status"] = status;
-    res.status = status == "ready" ? 200 : 503;
+    res.status = ready ? 200 : 503;
     res.set_header("Cache-Control", "no-store");
     res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   });

@@ -89,6 +89,11 @@ class Gateway {
   StatusOr<std::shared_ptr<EngineStream>> send_generation(const protocol::Request& request);
   StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream);
 
+  // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
+  // its HTTP request arrived.
+  void record_generation(const char* route, const RelayResult& r,
+                         std::chrono::steady_clock::time_point t0);
+
   bool authorized(const httplib::Request& req) const;
   void set_json_error(httplib::Response& res, const Status& status);
   std::string model_name();

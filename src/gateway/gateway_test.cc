@@ -226,7 +226,7 @@ TEST(GatewayHttp, HealthFollowsTheEngine) {
   json j = json::parse(r.body);
   EXPECT_EQ(j["status"], "ready");
   EXPECT_EQ(j["model"], "fake-glm");
-  t.fake().set_health("loading");
+  t.fake().set_health(generation::Health::kLoading);
   r = t.get("/health");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(json::parse(r.body)["status"], "loading");

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "gateway/outcome.h"
+
 namespace glm::gateway {
 
 // Cumulative histogram over fixed bucket bounds (seconds), Prometheus style.
@@ -44,7 +46,7 @@ class Metrics {
   // One finished generation (any route). Times in milliseconds; negative = not measured.
   struct Generation {
     std::string route;           // "openai", "chat"
-    std::string outcome;         // "stop", "length", "cancelled", "error", "disconnected"
+    Outcome outcome = Outcome::kError;
     int prompt_tokens = 0;
     int cached_tokens = 0;
     int completion_tokens = 0;

@@ -1,5 +1,7 @@
 #include "gateway/openai.h"
 
+#include "protocol/sampling_json.h"
+
 #include <nlohmann/json.hpp>
 
 namespace glm::gateway {
@@ -10,21 +12,6 @@ using json = nlohmann::json;
 Status bad(const std::string& message) { return invalid_argument(message); }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// Reads an optional number field in [lo, hi].
-Status read_number(const json& body, const char* name, double lo, double hi,
-                   std::optional<double>* out) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number()) return bad(std::string(name) + " must be a number");
-  const double v = it->get<double>();
-  if (!(v >= lo && v <= hi)) {
-    return bad(std::string(name) + " must be between " + json(lo).dump() + " and " +
-               json(hi).dump() + ", got " + it->dump());
-  }
-  *out = v;
-  return Status::Ok();
-}
 
 // OpenAI content is a string or an array of parts; only text parts are supported.
 StatusOr<std::string> read_content(const json& content, size_t index) {
@@ -92,49 +79,9 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
       return bad("n must be 1 (one answer per request)");
     }
   }
-  protocol::Params& p = out.request.params;
-  GLM_RETURN_IF_ERROR(read_number(body, "temperature", 0, 2, &p.temperature));
-  std::optional<double> top_p;
-  GLM_RETURN_IF_ERROR(read_number(body, "top_p", 0, 1, &top_p));
-  if (top_p) {
-    if (*top_p <= 0) return bad("top_p must be greater than 0");
-    p.top_p = top_p;
-  }
-  std::optional<double> rep;
-  GLM_RETURN_IF_ERROR(read_number(body, "repetition_penalty", 0.01, 10, &rep));
-  p.repetition_penalty = rep;
-  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
-    auto it = body.find(name);
-    if (it == body.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1048576) {
-      return bad(std::string(name) + " must be an integer between 1 and 1048576");
-    }
-    p.max_tokens = static_cast<int>(it->get<int64_t>());
-  }
-  if (auto it = body.find("top_k"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000) {
-      return bad("top_k must be an integer between 0 and 1000");
-    }
-    p.top_k = static_cast<int>(it->get<int64_t>());
-  }
-  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-      return bad("seed must be a non-negative integer");
-    }
-    p.seed = it->get<uint64_t>();
-  }
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      p.stop.push_back(it->get<std::string>());
-    } else if (it->is_array()) {
-      for (const json& s : *it) {
-        if (!s.is_string()) return bad("stop must be a string or an array of strings");
-        p.stop.push_back(s.get<std::string>());
-      }
-    } else {
-      return bad("stop must be a string or an array of strings");
-    }
-  }
+  // Sampling fields (temperature, top_p, max_tokens / max_completion_tokens, seed, stop, and
+  // the extensions top_k, repetition_penalty): the one mapping the engine socket uses too.
+  GLM_RETURN_IF_ERROR(protocol::read_sampling(body, "", &out.request.params));
   // glmserve extension: KV reuse across the turns of one conversation.
   if (auto it = body.find("conversation"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return bad("conversation must be a string");
@@ -171,8 +118,8 @@ std::string openai_error_json(const Status& status) {
   return dump(j);
 }
 
-std::string openai_finish_reason(const std::string& engine_reason) {
-  return engine_reason == "length" ? "length" : "stop";
+std::string openai_finish_reason(Outcome outcome) {
+  return outcome == Outcome::kLength ? "length" : "stop";
 }
 
 std::string completion_chunk_json(const std::string& id, int64_t created,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "gateway/outcome.h"
 #include "protocol/protocol.h"
 
 namespace glm::gateway {
@@ -28,8 +29,8 @@ std::string openai_error_json(const Status& status);
 // "invalid_request_error", "authentication_error", "rate_limit_error", "server_error", ...
 const char* openai_error_type(ErrorCode code);
 
-// "stop" / "length" for the engine's finish reasons ("cancelled" maps to "stop").
-std::string openai_finish_reason(const std::string& engine_reason);
+// "stop" / "length" for the gateway's outcomes (a cancelled answer maps to "stop").
+std::string openai_finish_reason(Outcome outcome);
 
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the
 // assistant role to the delta (first chunk); empty `finish_reason` writes null.

@@ -22,10 +22,10 @@ TEST(OpenAI, ParsesMessagesAndSampling) {
   ASSERT_EQ(r->request.messages.size(), 2u);
   EXPECT_EQ(r->request.messages[0].role, "system");
   EXPECT_EQ(r->request.messages[1].content, "ab");
-  EXPECT_DOUBLE_EQ(*r->request.params.temperature, 0.2);
-  EXPECT_DOUBLE_EQ(*r->request.params.top_p, 0.9);
-  EXPECT_EQ(*r->request.params.max_tokens, 64);
-  EXPECT_EQ(*r->request.params.seed, 7u);
+  EXPECT_FLOAT_EQ(r->request.params.temperature, 0.2);
+  EXPECT_FLOAT_EQ(r->request.params.top_p, 0.9);
+  EXPECT_EQ(r->request.params.max_tokens, 64);
+  EXPECT_EQ(r->request.params.seed, 7u);
   ASSERT_EQ(r->request.params.stop.size(), 1u);
   EXPECT_EQ(r->request.conversation, "c1");
 }
@@ -77,7 +77,7 @@ TEST(OpenAI, ChunkShapes) {
   json f = json::parse(completion_chunk_json("id1", 5, "m", nullptr, false, "length"));
   EXPECT_EQ(f["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(f["choices"][0]["delta"].empty());
-  EXPECT_EQ(openai_finish_reason("cancelled"), "stop");
+  EXPECT_EQ(openai_finish_reason(Outcome::kCancelled), "stop");
   // Invalid UTF-8 from anywhere never breaks the JSON.
   const std::string bad = "a\xff";
   EXPECT_NO_THROW(json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));

@@ -3,6 +3,8 @@
 #include <chrono>
 
 namespace glm::gateway {
+
+using generation::FinishReason;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -33,7 +35,7 @@ RelayResult relay_generation(EngineStream& stream,
     auto ev = stream.next(wait_ms);
     if (!ev.ok()) {
       if (client_gone) break;
-      result.outcome = "error";
+      result.outcome = Outcome::kError;
       result.error = ev.status();
       return result;
     }
@@ -51,7 +53,7 @@ RelayResult relay_generation(EngineStream& stream,
       if (client_gone) continue;
       if (ms_since(last_event) > options.idle_timeout_ms) {
         stream.cancel();
-        result.outcome = "error";
+        result.outcome = Outcome::kError;
         result.error = Status(ErrorCode::kUnavailable,
                               "the engine sent nothing for " +
                                   std::to_string(options.idle_timeout_ms / 1000) +
@@ -67,15 +69,15 @@ RelayResult relay_generation(EngineStream& stream,
       case protocol::EventType::kDone:
         result.usage = e.usage;
         result.timings = e.timings;
-        result.engine_confirmed_cancel = e.finish_reason == "cancelled";
-        result.outcome = client_gone ? "disconnected" : e.finish_reason;
+        result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
+        result.outcome = client_gone ? Outcome::kDisconnected : outcome_of(e.finish_reason);
         return result;
       case protocol::EventType::kError:
         if (client_gone) {
-          result.outcome = "disconnected";
+          result.outcome = Outcome::kDisconnected;
           return result;
         }
-        result.outcome = "error";
+        result.outcome = Outcome::kError;
         result.error = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
         return result;
       case protocol::EventType::kToken:
@@ -97,7 +99,7 @@ RelayResult relay_generation(EngineStream& stream,
       stream.cancel();
     }
   }
-  result.outcome = "disconnected";
+  result.outcome = Outcome::kDisconnected;
   return result;
 }
 

@@ -15,15 +15,16 @@
 
 #include "core/status.h"
 #include "gateway/engine_client.h"
+#include "gateway/outcome.h"
 #include "protocol/protocol.h"
 
 namespace glm::gateway {
 
 struct RelayResult {
-  // "stop", "length", "cancelled" (engine done events), "disconnected" (the client left and
-  // the request was cancelled), "error".
-  std::string outcome;
-  Status error;                 // with outcome "error"
+  // The engine's finish reason, kDisconnected (the client left and the request was
+  // cancelled) or kError.
+  Outcome outcome = Outcome::kError;
+  Status error;                 // with kError
   std::string text;             // everything generated (the partial answer if stopped)
   protocol::Usage usage;
   protocol::Timings timings;    // engine-side, from the done event
@@ -31,7 +32,7 @@ struct RelayResult {
   int dropped_messages = 0;
   // When the first token was handed to the client (epoch = none).
   std::chrono::steady_clock::time_point first_token_at{};
-  bool engine_confirmed_cancel = false;  // a done event with finish_reason "cancelled" arrived
+  bool engine_confirmed_cancel = false;  // a done event with finish_reason kCancelled arrived
 };
 
 struct RelayOptions {

@@ -16,6 +16,7 @@
 
 #include "core/utf8.h"
 #include "gateway/gateway.h"
+#include "protocol/sampling_json.h"
 
 namespace glm::gateway {
 namespace {
@@ -69,26 +70,6 @@ std::string title_from(const std::string& text) {
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// Reads sampling parameters the page sends: {temperature, top_p, max_tokens}.
-Status read_params(const json& j, protocol::Params* p) {
-  if (!j.is_object()) return Status::Ok();
-  auto num = [&](const char* name, double lo, double hi, std::optional<double>* out) -> Status {
-    if (!j.contains(name) || j[name].is_null()) return Status::Ok();
-    if (!j[name].is_number() || j[name].get<double>() < lo || j[name].get<double>() > hi) {
-      return invalid_argument(std::string("params.") + name + " must be a number in [" +
-                              json(lo).dump() + ", " + json(hi).dump() + "]");
-    }
-    *out = j[name].get<double>();
-    return Status::Ok();
-  };
-  GLM_RETURN_IF_ERROR(num("temperature", 0, 2, &p->temperature));
-  GLM_RETURN_IF_ERROR(num("top_p", 0.01, 1, &p->top_p));
-  std::optional<double> max_tokens;
-  GLM_RETURN_IF_ERROR(num("max_tokens", 1, 1048576, &max_tokens));
-  if (max_tokens) p->max_tokens = static_cast<int>(*max_tokens);
-  return Status::Ok();
 }
 
 }  // namespace
@@ -215,7 +196,8 @@ void Gateway::install_chat_routes() {
     request.type = protocol::RequestType::kGenerate;
     request.id = "chat-" + protocol::make_request_id();
     request.conversation = conv_id;
-    Status pst = read_params(b.contains("params") ? b["params"] : json(), &request.params);
+    Status pst = protocol::read_sampling(b.contains("params") ? b["params"] : json(), "params.",
+                                         &request.params);
     if (!pst.ok()) return set_json_error(res, pst);
     std::string system = conv->system_prompt;
     const bool new_system = b.contains("system_prompt") && b["system_prompt"].is_string() &&
@@ -323,8 +305,8 @@ void Gateway::install_chat_routes() {
             break;
           case protocol::EventType::kStart:
             j = {{"type", "prefill"},
-                 {"prompt_tokens", e.prompt_tokens},
-                 {"cached_tokens", e.cached_tokens}};
+                 {"prompt_tokens", e.usage.prompt_tokens},
+                 {"cached_tokens", e.usage.cached_tokens}};
             break;
           case protocol::EventType::kNotice:
             meta["notice"] = e.message;
@@ -354,13 +336,15 @@ void Gateway::install_chat_routes() {
       r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
       // Store first, then tell the page: a reload right after the done event finds it saved.
       std::string status = "complete";
-      if (r.outcome == "cancelled" || r.outcome == "disconnected") status = "stopped";
-      if (r.outcome == "error") status = "error";
-      meta["finish_reason"] = r.outcome;
+      if (r.outcome == Outcome::kCancelled || r.outcome == Outcome::kDisconnected) {
+        status = "stopped";
+      }
+      if (r.outcome == Outcome::kError) status = "error";
+      meta["finish_reason"] = outcome_name(r.outcome);
       meta["prompt_tokens"] = r.usage.prompt_tokens;
       meta["cached_tokens"] = r.usage.cached_tokens;
       meta["completion_tokens"] = r.usage.completion_tokens;
-      if (r.outcome != "error" && r.outcome != "disconnected") {
+      if (r.outcome != Outcome::kError && r.outcome != Outcome::kDisconnected) {
         meta["ttft_ms"] = r.timings.ttft_ms;
         meta["tpot_ms"] = r.timings.tpot_ms;
         meta["queue_ms"] = r.timings.queue_ms;
@@ -368,32 +352,16 @@ void Gateway::install_chat_routes() {
         if (r.timings.tpot_ms > 0) meta["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
       }
       store_->update_message(answer_id, r.text, status, r.error.message(), dump(meta));
-      Metrics::Generation g;
-      g.route = "chat";
-      g.outcome = r.outcome;
-      g.prompt_tokens = r.usage.prompt_tokens;
-      g.cached_tokens = r.usage.cached_tokens;
-      g.completion_tokens = r.usage.completion_tokens;
-      if (r.outcome != "error") {
-        g.engine_ttft_ms = r.timings.ttft_ms;
-        g.engine_tpot_ms = r.timings.tpot_ms;
-        g.queue_ms = r.timings.queue_ms;
-      }
-      if (r.first_token_at != Clock::time_point{}) {
-        g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
-      }
-      g.e2e_ms = ms_since(t0);
-      metrics_.record_generation(g);
-      if (r.outcome == "disconnected") return false;
-      if (r.outcome == "error") {
-        metrics_.record_error(error_code_name(r.error.code()));
+      record_generation("chat", r, t0);
+      if (r.outcome == Outcome::kDisconnected) return false;
+      if (r.outcome == Outcome::kError) {
         sse_write(sink, dump({{"type", "error"},
                               {"code", error_code_name(r.error.code())},
                               {"message", r.error.message()},
                               {"content", r.text}}));
       } else {
         sse_write(sink, dump({{"type", "done"},
-                              {"finish_reason", r.outcome},
+                              {"finish_reason", outcome_name(r.outcome)},
                               {"status", status},
                               {"meta", meta}}));
       }

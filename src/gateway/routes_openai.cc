@@ -12,11 +12,27 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 }  // namespace
+
+void Gateway::record_generation(const char* route, const RelayResult& r, Clock::time_point t0) {
+  Metrics::Generation g;
+  g.route = route;
+  g.outcome = r.outcome;
+  g.prompt_tokens = r.usage.prompt_tokens;
+  g.cached_tokens = r.usage.cached_tokens;
+  g.completion_tokens = r.usage.completion_tokens;
+  if (r.outcome != Outcome::kError) {
+    g.engine_ttft_ms = r.timings.ttft_ms;
+    g.engine_tpot_ms = r.timings.tpot_ms;
+    g.queue_ms = r.timings.queue_ms;
+  }
+  if (r.first_token_at != Clock::time_point{}) {
+    g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
+  }
+  g.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  metrics_.record_generation(g);
+  if (r.outcome == Outcome::kError) metrics_.record_error(error_code_name(r.error.code()));
+}
 
 void Gateway::install_openai_routes() {
   server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
@@ -60,25 +76,9 @@ void Gateway::install_openai_routes() {
         r = relay_generation(
             *state->stream, [](const protocol::Event&) { return false; },
             [] { return false; }, options_.relay);
-        r.outcome = "disconnected";
+        r.outcome = Outcome::kDisconnected;
       }
-      Metrics::Generation g;
-      g.route = "openai";
-      g.outcome = r.outcome;
-      g.prompt_tokens = r.usage.prompt_tokens;
-      g.cached_tokens = r.usage.cached_tokens;
-      g.completion_tokens = r.usage.completion_tokens;
-      if (r.outcome != "error") {
-        g.engine_ttft_ms = r.timings.ttft_ms;
-        g.engine_tpot_ms = r.timings.tpot_ms;
-        g.queue_ms = r.timings.queue_ms;
-      }
-      if (r.first_token_at != Clock::time_point{}) {
-        g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
-      }
-      g.e2e_ms = ms_since(t0);
-      metrics_.record_generation(g);
-      if (r.outcome == "error") metrics_.record_error(error_code_name(r.error.code()));
+      record_generation("openai", r, t0);
       return r;
     };
 
@@ -104,8 +104,8 @@ void Gateway::install_openai_routes() {
               return ok;
             };
             RelayResult r = run(emit, heartbeat);
-            if (r.outcome == "disconnected") return false;
-            if (r.outcome == "error") {
+            if (r.outcome == Outcome::kDisconnected) return false;
+            if (r.outcome == Outcome::kError) {
               sse_write(sink, openai_error_json(r.error));
             } else {
               sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
@@ -131,9 +131,9 @@ void Gateway::install_openai_routes() {
             return ok;
           };
           RelayResult r = run(emit, heartbeat);
-          if (r.outcome == "disconnected") return false;
+          if (r.outcome == Outcome::kDisconnected) return false;
           std::string body =
-              r.outcome == "error"
+              r.outcome == Outcome::kError
                   ? openai_error_json(r.error)
                   : completion_json(p->request.id, created, p->model, r.text,
                                     openai_finish_reason(r.outcome), r.usage);

@@ -75,8 +75,8 @@ std::string serialize_event(const Event& e) {
       j["position"] = e.position;
       break;
     case EventType::kStart:
-      j["prompt_tokens"] = e.prompt_tokens;
-      j["cached_tokens"] = e.cached_tokens;
+      j["prompt_tokens"] = e.usage.prompt_tokens;
+      j["cached_tokens"] = e.usage.cached_tokens;
       break;
     case EventType::kToken:
       break;
@@ -85,7 +85,7 @@ std::string serialize_event(const Event& e) {
       j["dropped_messages"] = e.dropped_messages;
       break;
     case EventType::kDone:
-      j["finish_reason"] = e.finish_reason;
+      j["finish_reason"] = generation::finish_reason_name(e.finish_reason);
       j["usage"] = {{"prompt_tokens", e.usage.prompt_tokens},
                     {"cached_tokens", e.usage.cached_tokens},
                     {"completion_tokens", e.usage.completion_tokens},
@@ -100,7 +100,7 @@ std::string serialize_event(const Event& e) {
       if (e.retry_after_ms > 0) j["retry_after_ms"] = e.retry_after_ms;
       break;
     case EventType::kHealth:
-      j["status"] = e.health;
+      j["status"] = generation::health_name(e.health);
       j["model"] = e.model;
       j["n_ctx"] = e.n_ctx;
       j["protocol"] = kProtocolVersion;
@@ -150,8 +150,8 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.position = get_int(j, "position");
       break;
     case EventType::kStart:
-      e.prompt_tokens = get_int(j, "prompt_tokens");
-      e.cached_tokens = get_int(j, "cached_tokens");
+      e.usage.prompt_tokens = get_int(j, "prompt_tokens");
+      e.usage.cached_tokens = get_int(j, "cached_tokens");
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");
@@ -161,7 +161,13 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.dropped_messages = get_int(j, "dropped_messages");
       break;
     case EventType::kDone: {
-      e.finish_reason = get_str(j, "finish_reason");
+      // Absent (or not a string): kStop. A name this build does not know is a newer engine.
+      const std::string reason = get_str(j, "finish_reason");
+      const auto parsed = generation::parse_finish_reason(reason);
+      if (!reason.empty() && !parsed) {
+        return invalid_argument("done event has unknown finish_reason '" + reason + "'");
+      }
+      e.finish_reason = parsed.value_or(FinishReason::kStop);
       const json usage = j.value("usage", json::object());
       if (usage.is_object()) {
         e.usage.prompt_tokens = get_int(usage, "prompt_tokens");
@@ -183,11 +189,15 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.message = get_str(j, "message");
       e.retry_after_ms = get_int(j, "retry_after_ms");
       break;
-    case EventType::kHealth:
-      e.health = get_str(j, "status");
+    case EventType::kHealth: {
+      const std::string status = get_str(j, "status");
+      const auto health = generation::parse_health(status);
+      if (!health) return invalid_argument("health event has unknown status '" + status + "'");
+      e.health = *health;
       e.model = get_str(j, "model");
       e.n_ctx = get_int(j, "n_ctx");
       break;
+    }
     case EventType::kStats:
       e.stats.queued = get_int(j, "queued");
       e.stats.running = get_int(j, "running");

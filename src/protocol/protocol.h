@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "generation/outcome.h"
+#include "generation/sampling.h"
+#include "generation/usage.h"
 
 namespace glm::protocol {
 
@@ -25,8 +28,6 @@ struct Limits {
   size_t max_line_bytes = 1 << 20;   // one request line, newline excluded
   int max_messages = 1024;
   size_t max_id_bytes = 128;          // id and conversation
-  int max_stop = 8;                   // stop strings
-  size_t max_stop_bytes = 64;         // one stop string
   int max_depth = 16;                 // JSON nesting
 };
 
@@ -39,16 +40,12 @@ struct Message {
   std::string metadata;  // ChatGLM3 tool-call metadata (optional)
 };
 
-// Sampling parameters; an absent field means "the engine's default".
-struct Params {
-  std::optional<double> temperature;          // [0, 2]; 0 = greedy
-  std::optional<double> top_p;                // (0, 1]
-  std::optional<int> top_k;                   // [0, 1000]; 0 = off
-  std::optional<double> repetition_penalty;   // (0, 10]; 1 = off
-  std::optional<uint64_t> seed;               // 0 = nondeterministic
-  std::optional<int> max_tokens;              // [1, 1048576]
-  std::vector<std::string> stop;              // at most Limits::max_stop strings
-};
+using generation::FinishReason;
+using generation::Health;
+using generation::SamplingParams;
+using generation::Timings;
+using generation::Usage;
+
 
 struct Request {
   RequestType type = RequestType::kGenerate;
@@ -59,7 +56,7 @@ struct Request {
   std::vector<Message> messages;
   bool raw = false;            // true: `prompt` is plain text without the chat template
   std::string prompt;          // only with raw
-  Params params;
+  SamplingParams params;       // absent fields on the wire: SamplingParams' defaults
   // kTokenize
   std::string text;
   // kCancel: `id` names the request to cancel.
@@ -71,29 +68,8 @@ enum class EventType {
 };
 const char* event_type_name(EventType t);
 
-struct Usage {
-  int prompt_tokens = 0;
-  int cached_tokens = 0;
-  int completion_tokens = 0;
-};
-
-struct Timings {
-  double queue_ms = 0;
-  double prefill_ms = 0;
-  double ttft_ms = 0;
-  double tpot_ms = 0;
-  double total_ms = 0;
-};
-
-struct StatsInfo {
-  int queued = 0;
-  int running = 0;
-  int kv_blocks_used = 0;
-  int kv_blocks_free = 0;
-  int64_t requests_total = 0;
-  int64_t prompt_tokens_total = 0;
-  int64_t cached_tokens_total = 0;
-  int64_t generated_tokens_total = 0;
+// The engine's counters plus the daemon's own.
+struct StatsInfo : generation::Stats {
   int connections = 0;     // daemon: open client connections
   double uptime_s = 0;
 };
@@ -103,17 +79,15 @@ struct Event {
   EventType type = EventType::kToken;
   std::string id;               // may be empty only for kError on a line without a readable id
   int position = 0;             // kQueued
-  int prompt_tokens = 0;        // kStart
-  int cached_tokens = 0;        // kStart
   std::string text;             // kToken: whole UTF-8 characters
   std::string message;          // kNotice, kError
   int dropped_messages = 0;     // kNotice
-  std::string finish_reason;    // kDone: stop, length, cancelled
-  Usage usage;                  // kDone
+  FinishReason finish_reason = FinishReason::kStop;  // kDone
+  Usage usage;                  // kStart: prompt and cached tokens; kDone: all three
   Timings timings;              // kDone
   ErrorCode code = ErrorCode::kOk;  // kError
   int retry_after_ms = 0;       // kError with code busy/unavailable: a retry hint (0 = none)
-  std::string health;           // kHealth: loading, ready, draining, stopped
+  Health health = Health::kReady;  // kHealth
   std::string model;            // kHealth
   int n_ctx = 0;                // kHealth
   StatsInfo stats;              // kStats

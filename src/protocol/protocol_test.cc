@@ -37,12 +37,12 @@ TEST(ParseRequest, FullGenerateRequest) {
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[0].role, "system");
   EXPECT_EQ(r.messages[1].content, "你好");
-  EXPECT_DOUBLE_EQ(*r.params.temperature, 0.7);
-  EXPECT_DOUBLE_EQ(*r.params.top_p, 0.9);
-  EXPECT_EQ(*r.params.top_k, 40);
-  EXPECT_DOUBLE_EQ(*r.params.repetition_penalty, 1.1);
-  EXPECT_EQ(*r.params.seed, 42u);
-  EXPECT_EQ(*r.params.max_tokens, 512);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.7);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.max_tokens, 512);
   EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n\n", "END"}));
 }
 
@@ -52,8 +52,7 @@ TEST(ParseRequest, MinimalRequestGetsAnIdAndDefaults) {
   EXPECT_TRUE(a.id_assigned);
   EXPECT_FALSE(a.id.empty());
   EXPECT_NE(a.id, b.id);
-  EXPECT_FALSE(a.params.temperature.has_value());
-  EXPECT_FALSE(a.params.max_tokens.has_value());
+  EXPECT_EQ(a.params, SamplingParams{});
 }
 
 TEST(ParseRequest, LegacyChatGlmShape) {
@@ -67,9 +66,9 @@ TEST(ParseRequest, LegacyChatGlmShape) {
   EXPECT_EQ(r.messages[3].content, "a2");
   EXPECT_EQ(r.messages[4].role, "user");
   EXPECT_EQ(r.messages[4].content, "and now?");
-  EXPECT_EQ(*r.params.max_tokens, 64);
-  EXPECT_DOUBLE_EQ(*r.params.top_p, 0.5);
-  EXPECT_DOUBLE_EQ(*r.params.temperature, 0.2);
+  EXPECT_EQ(r.params.max_tokens, 64);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.5);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.2);
   Request bare = parse_ok(R"({"prompt":"hi"})");
   ASSERT_EQ(bare.messages.size(), 1u);
   EXPECT_FALSE(bare.raw);
@@ -221,11 +220,11 @@ TEST(SerializeRequest, RoundTrips) {
   ASSERT_EQ(back.messages.size(), 2u);
   EXPECT_EQ(back.messages[1].content, r.messages[1].content);
   EXPECT_EQ(back.messages[1].metadata, "meta");
-  EXPECT_EQ(*back.params.temperature, 0.5);
-  EXPECT_EQ(*back.params.top_k, 3);
-  EXPECT_EQ(*back.params.seed, 123456789012345ull);
-  EXPECT_EQ(*back.params.max_tokens, 7);
-  EXPECT_FALSE(back.params.top_p.has_value());
+  EXPECT_EQ(back.params.temperature, 0.5);
+  EXPECT_EQ(back.params.top_k, 3);
+  EXPECT_EQ(back.params.seed, 123456789012345ull);
+  EXPECT_EQ(back.params.max_tokens, 7);
+  EXPECT_EQ(back.params.top_p, SamplingParams{}.top_p);
   EXPECT_EQ(back.params.stop, r.params.stop);
 
   Request raw;
@@ -270,11 +269,11 @@ TEST(Events, RoundTripEveryType) {
   Event s;
   s.type = EventType::kStart;
   s.id = "r1";
-  s.prompt_tokens = 12;
-  s.cached_tokens = 8;
+  s.usage.prompt_tokens = 12;
+  s.usage.cached_tokens = 8;
   Event sb = round_trip(s);
-  EXPECT_EQ(sb.prompt_tokens, 12);
-  EXPECT_EQ(sb.cached_tokens, 8);
+  EXPECT_EQ(sb.usage.prompt_tokens, 12);
+  EXPECT_EQ(sb.usage.cached_tokens, 8);
 
   Event t;
   t.id = "r1";
@@ -293,11 +292,11 @@ TEST(Events, RoundTripEveryType) {
   Event d;
   d.type = EventType::kDone;
   d.id = "r1";
-  d.finish_reason = "length";
+  d.finish_reason = FinishReason::kLength;
   d.usage = {12, 8, 30};
   d.timings = {1.5, 20.25, 22.0, 5.5, 180.0};
   Event db = round_trip(d);
-  EXPECT_EQ(db.finish_reason, "length");
+  EXPECT_EQ(db.finish_reason, FinishReason::kLength);
   EXPECT_EQ(db.usage.prompt_tokens, 12);
   EXPECT_EQ(db.usage.cached_tokens, 8);
   EXPECT_EQ(db.usage.completion_tokens, 30);
@@ -315,11 +314,11 @@ TEST(Events, RoundTripEveryType) {
   Event h;
   h.type = EventType::kHealth;
   h.id = "h";
-  h.health = "loading";
+  h.health = Health::kLoading;
   h.model = "tiny";
   h.n_ctx = 512;
   Event hb = round_trip(h);
-  EXPECT_EQ(hb.health, "loading");
+  EXPECT_EQ(hb.health, Health::kLoading);
   EXPECT_EQ(hb.model, "tiny");
   EXPECT_EQ(hb.n_ctx, 512);
 

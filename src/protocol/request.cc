@@ -2,11 +2,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/utf8.h"
 #include "protocol/protocol.h"
+#include "protocol/sampling_json.h"
 
 namespace glm::protocol {
 namespace {
@@ -63,20 +63,6 @@ StatusOr<std::string> get_id(const json& j, const std::string& field, const Limi
   return s;
 }
 
-StatusOr<double> get_number(const json& j, const std::string& field, double lo, double hi,
-                            bool lo_open) {
-  if (!j.is_number()) return field_error(field, "expected a number");
-  const double v = j.get<double>();
-  const bool below = lo_open ? !(v > lo) : !(v >= lo);
-  if (below || !(v <= hi) || !std::isfinite(v)) {
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "must be in %c%g, %g], got %g", lo_open ? '(' : '[', lo, hi,
-                  v);
-    return field_error(field, buf);
-  }
-  return v;
-}
-
 StatusOr<int> get_int(const json& j, const std::string& field, int64_t lo, int64_t hi) {
   if (!j.is_number_integer()) return field_error(field, "expected an integer");
   if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) {
@@ -91,59 +77,14 @@ StatusOr<int> get_int(const json& j, const std::string& field, int64_t lo, int64
   return static_cast<int>(v);
 }
 
-Status parse_params(const json& p, const std::string& prefix, Params* out, const Limits& limits) {
+// Sampling fields of `p`; in the "params" object (prefix "params.") every key must be one.
+Status parse_params(const json& p, const std::string& prefix, SamplingParams* out) {
   for (const auto& [key, value] : p.items()) {
-    const std::string field = prefix + key;
-    if (key == "temperature") {
-      auto v = get_number(value, field, 0, 2, false);
-      if (!v.ok()) return v.status();
-      out->temperature = *v;
-    } else if (key == "top_p") {
-      auto v = get_number(value, field, 0, 1, true);
-      if (!v.ok()) return v.status();
-      out->top_p = *v;
-    } else if (key == "top_k") {
-      auto v = get_int(value, field, 0, 1000);
-      if (!v.ok()) return v.status();
-      out->top_k = *v;
-    } else if (key == "repetition_penalty") {
-      auto v = get_number(value, field, 0, 10, true);
-      if (!v.ok()) return v.status();
-      out->repetition_penalty = *v;
-    } else if (key == "seed") {
-      if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
-        return field_error(field, "expected a non-negative integer");
-      }
-      out->seed = value.get<uint64_t>();
-    } else if (key == "max_tokens" || key == "max_length") {
-      // max_length: the legacy ChatGLM name, used as the reply's token limit.
-      auto v = get_int(value, field, 1, 1 << 20);
-      if (!v.ok()) return v.status();
-      out->max_tokens = *v;
-    } else if (key == "stop") {
-      std::vector<json> items;
-      if (value.is_string()) {
-        items.push_back(value);
-      } else if (value.is_array()) {
-        items.assign(value.begin(), value.end());
-      } else {
-        return field_error(field, "expected a string or an array of strings");
-      }
-      if (static_cast<int>(items.size()) > limits.max_stop) {
-        return field_error(field, "at most " + std::to_string(limits.max_stop) + " strings");
-      }
-      out->stop.clear();
-      for (const json& item : items) {
-        auto s = get_string(item, field, limits.max_stop_bytes);
-        if (!s.ok()) return s.status();
-        if (s->empty()) return field_error(field, "stop strings must not be empty");
-        out->stop.push_back(*s);
-      }
-    } else if (prefix.empty()) {
-      continue;  // top-level keys are checked by the caller
-    } else {
-      return field_error(field, "unknown parameter (known: temperature, top_p, top_k, "
-                                "repetition_penalty, seed, max_tokens, stop)");
+    bool known = false;
+    GLM_RETURN_IF_ERROR(read_sampling_field(key, value, prefix, out, &known));
+    if (!known && !prefix.empty()) {
+      return field_error(prefix + key,
+                         "unknown parameter (known: " + sampling_field_names() + ")");
     }
   }
   return Status::Ok();
@@ -195,13 +136,12 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 
 bool is_top_level_key(const std::string& key) {
   static const char* kKeys[] = {"v",      "type",    "id",     "conversation", "messages",
-                                "prompt", "history", "raw",    "params",       "text",
-                                // legacy ChatGLM service shape: sampling keys at the top level
-                                "temperature", "top_p", "top_k", "max_length", "max_tokens",
-                                "repetition_penalty", "seed", "stop"};
+                                "prompt", "history", "raw",    "params",       "text"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
+  // The legacy ChatGLM service shape has the sampling keys at the top level.
+  if (is_sampling_field(key)) return true;
   return false;
 }
 
@@ -302,10 +242,10 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
                                        "got " + last);
       }
     }
-    GLM_RETURN_IF_ERROR(parse_params(j, "", &r.params, limits));
+    GLM_RETURN_IF_ERROR(parse_params(j, "", &r.params));
     if (j.contains("params")) {
       if (!j["params"].is_object()) return field_error("params", "expected an object");
-      GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r.params, limits));
+      GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r.params));
     }
   }
   if (r.id.empty()) {
@@ -373,14 +313,7 @@ std::string serialize_request(const Request& r) {
       j["messages"] = std::move(msgs);
     }
     json p = json::object();
-    const Params& q = r.params;
-    if (q.temperature) p["temperature"] = *q.temperature;
-    if (q.top_p) p["top_p"] = *q.top_p;
-    if (q.top_k) p["top_k"] = *q.top_k;
-    if (q.repetition_penalty) p["repetition_penalty"] = *q.repetition_penalty;
-    if (q.seed) p["seed"] = *q.seed;
-    if (q.max_tokens) p["max_tokens"] = *q.max_tokens;
-    if (!q.stop.empty()) p["stop"] = q.stop;
+    write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -33,7 +33,7 @@ int32_t argmax(const float* values, int n) {
   return best;
 }
 
-Sampler::Sampler(const Params& params, int n_vocab)
+Sampler::Sampler(const SamplingParams& params, int n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(seed_or_random(params.seed)) {
   GLM_CHECK(n_vocab > 0);
   if (params_.repetition_penalty != 1.0f) seen_.assign(n_vocab, 0);

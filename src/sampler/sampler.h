@@ -17,15 +17,11 @@
 #include <random>
 #include <vector>
 
+#include "generation/sampling.h"
+
 namespace glm::sampler {
 
-struct Params {
-  float temperature = 0.8f;         // <= 0: greedy (argmax)
-  float top_p = 1.0f;               // 1 (or more): off
-  int top_k = 0;                    // 0: off
-  float repetition_penalty = 1.0f;  // 1: off; > 1 discourages repeats
-  uint64_t seed = 0;                // 0: seeded from std::random_device
-};
+using generation::SamplingParams;
 
 struct Candidate {
   int32_t id = 0;
@@ -37,9 +33,11 @@ int32_t argmax(const float* values, int n);
 
 class Sampler {
  public:
-  Sampler(const Params& params, int n_vocab);
+  // Uses the sampling fields of `params` (max_tokens and stop belong to the scheduler and the
+  // engine). A seed of 0 is drawn from std::random_device.
+  Sampler(const SamplingParams& params, int n_vocab);
 
-  const Params& params() const { return params_; }
+  const SamplingParams& params() const { return params_; }
   // Records a token for the repetition penalty (call for prompt tokens and generated ones).
   // Ids outside [0, n_vocab) are ignored.
   void accept(int32_t token);
@@ -53,7 +51,7 @@ class Sampler {
   // Copies logits into *out with the repetition penalty and temperature applied.
   void prepare(const float* logits, std::vector<float>* out) const;
 
-  Params params_;
+  SamplingParams params_;
   int n_vocab_ = 0;
   std::mt19937_64 rng_;
   std::vector<uint8_t> seen_;      // [n_vocab] 1 if accepted before

@@ -17,7 +17,7 @@ std::vector<float> logits_of_probs(const std::vector<double>& probs) {
 
 TEST(Sampler, GreedyIsArgmax) {
   std::vector<float> l = {0.1f, -2.0f, 3.5f, 3.4f, 0.0f};
-  Sampler s(Params{.temperature = 0.0f}, 5);
+  Sampler s(SamplingParams{.temperature = 0.0f}, 5);
   EXPECT_EQ(s.sample(l.data()), 2);
   l[4] = 9.0f;
   EXPECT_EQ(s.sample(l.data()), 4);
@@ -35,7 +35,7 @@ TEST(Sampler, ArgmaxFirstOnTies) {
 TEST(Sampler, SoftmaxWithoutFilters) {
   const std::vector<double> p = {0.5, 0.25, 0.125, 0.125};
   auto l = logits_of_probs(p);
-  Sampler s(Params{.temperature = 1.0f, .top_p = 1.0f}, 4);
+  Sampler s(SamplingParams{.temperature = 1.0f, .top_p = 1.0f}, 4);
   auto d = s.distribution(l.data());
   ASSERT_EQ(d.size(), 4u);
   EXPECT_EQ(d[0].id, 0);
@@ -51,7 +51,7 @@ TEST(Sampler, TopPKeepsExactlyTheNucleus) {
   auto l = logits_of_probs(p);
   for (auto [top_p, want] : std::vector<std::pair<float, size_t>>{
            {0.3f, 1}, {0.65f, 2}, {0.69f, 2}, {0.75f, 3}, {0.95f, 4}}) {
-    Sampler s(Params{.temperature = 1.0f, .top_p = top_p}, 4);
+    Sampler s(SamplingParams{.temperature = 1.0f, .top_p = top_p}, 4);
     auto d = s.distribution(l.data());
     ASSERT_EQ(d.size(), want) << "top_p " << top_p;
     double kept_mass = 0;
@@ -63,7 +63,7 @@ TEST(Sampler, TopPKeepsExactlyTheNucleus) {
 TEST(Sampler, TopPOverAFlatLargeVocabularyBeyondThePartialSort) {
   // 4000 equal tokens: top_p 0.5 must keep 2000 of them (wider than the partial sort).
   std::vector<float> l(4000, 0.0f);
-  Sampler s(Params{.temperature = 1.0f, .top_p = 0.5f}, 4000);
+  Sampler s(SamplingParams{.temperature = 1.0f, .top_p = 0.5f}, 4000);
   auto d = s.distribution(l.data());
   EXPECT_NEAR(static_cast<double>(d.size()), 2000.0, 1.0);
   for (size_t i = 1; i < d.size(); ++i) EXPECT_LT(d[i - 1].id, d[i].id);
@@ -71,7 +71,7 @@ TEST(Sampler, TopPOverAFlatLargeVocabularyBeyondThePartialSort) {
 
 TEST(Sampler, TopKKeepsTheKBest) {
   std::vector<float> l = {0.0f, 5.0f, 1.0f, 4.0f, 3.0f, 2.0f};
-  Sampler s(Params{.temperature = 1.0f, .top_p = 1.0f, .top_k = 3}, 6);
+  Sampler s(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .top_k = 3}, 6);
   auto d = s.distribution(l.data());
   ASSERT_EQ(d.size(), 3u);
   EXPECT_EQ(d[0].id, 1);
@@ -89,8 +89,8 @@ TEST(Sampler, TopKKeepsTheKBest) {
 TEST(Sampler, TemperatureSharpensAndFlattens) {
   const std::vector<double> p = {0.6, 0.3, 0.1};
   auto l = logits_of_probs(p);
-  Sampler cold(Params{.temperature = 0.5f, .top_p = 1.0f}, 3);
-  Sampler hot(Params{.temperature = 2.0f, .top_p = 1.0f}, 3);
+  Sampler cold(SamplingParams{.temperature = 0.5f, .top_p = 1.0f}, 3);
+  Sampler hot(SamplingParams{.temperature = 2.0f, .top_p = 1.0f}, 3);
   auto dc = cold.distribution(l.data());
   auto dh = hot.distribution(l.data());
   // p_i^(1/T) normalised.
@@ -102,7 +102,7 @@ TEST(Sampler, TemperatureSharpensAndFlattens) {
 
 TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   std::vector<float> l = {2.0f, 1.5f, -1.0f, -1.2f};
-  Sampler s(Params{.temperature = 0.0f, .repetition_penalty = 2.0f}, 4);
+  Sampler s(SamplingParams{.temperature = 0.0f, .repetition_penalty = 2.0f}, 4);
   EXPECT_EQ(s.sample(l.data()), 0);
   s.accept(0);  // 2.0 -> 1.0 < 1.5
   EXPECT_EQ(s.sample(l.data()), 1);
@@ -110,7 +110,7 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   s.accept(1);  // counted once
   EXPECT_EQ(s.sample(l.data()), 0);
 
-  Sampler t(Params{.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 2.0f}, 4);
+  Sampler t(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 2.0f}, 4);
   t.accept(2);
   t.accept(99);  // out of range: ignored
   auto d = t.distribution(l.data());
@@ -124,7 +124,7 @@ TEST(Sampler, SameSeedSameSequenceDifferentSeedDifferent) {
   std::vector<float> l(50);
   for (int i = 0; i < 50; ++i) l[i] = 0.05f * i;
   auto draw = [&](uint64_t seed) {
-    Sampler s(Params{.temperature = 1.0f, .top_p = 0.95f, .seed = seed}, 50);
+    Sampler s(SamplingParams{.temperature = 1.0f, .top_p = 0.95f, .seed = seed}, 50);
     std::vector<int32_t> out;
     for (int i = 0; i < 200; ++i) out.push_back(s.sample(l.data()));
     return out;
@@ -136,7 +136,7 @@ TEST(Sampler, SameSeedSameSequenceDifferentSeedDifferent) {
 TEST(Sampler, DrawFrequenciesFollowTheDistribution) {
   const std::vector<double> p = {0.5, 0.3, 0.15, 0.05};
   auto l = logits_of_probs(p);
-  Sampler s(Params{.temperature = 1.0f, .top_p = 0.9f, .seed = 7}, 4);
+  Sampler s(SamplingParams{.temperature = 1.0f, .top_p = 0.9f, .seed = 7}, 4);
   // top_p 0.9 keeps {0.5, 0.3, 0.15} (mass 0.95).
   const int n = 20000;
   std::vector<int> count(4, 0);

@@ -6,6 +6,8 @@
 #include "core/log.h"
 
 namespace glm::scheduler {
+
+using generation::FinishReason;
 namespace {
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
@@ -43,9 +45,9 @@ Scheduler::~Scheduler() = default;
 Status Scheduler::add(SeqRequest&& request) {
   GLM_CHECK(request.observer != nullptr);
   if (request.prompt.empty()) return invalid_argument("the prompt is empty: send some text");
-  if (request.max_tokens < 1) {
+  if (request.sampling.max_tokens < 1) {
     return invalid_argument("max_tokens must be at least 1, got " +
-                            std::to_string(request.max_tokens));
+                            std::to_string(request.sampling.max_tokens));
   }
   for (const std::vector<int32_t>* list : {&request.prompt, &request.tail}) {
     for (int32_t t : *list) {
@@ -55,11 +57,11 @@ Status Scheduler::add(SeqRequest&& request) {
       }
     }
   }
-  const int need = static_cast<int>(request.prompt.size()) + request.max_tokens;
+  const int need = static_cast<int>(request.prompt.size()) + request.sampling.max_tokens;
   if (need > options_.n_ctx) {
     return Status(ErrorCode::kContextOverflow,
                   "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
-                      std::to_string(request.max_tokens) + ") exceeds the context of " +
+                      std::to_string(request.sampling.max_tokens) + ") exceeds the context of " +
                       std::to_string(options_.n_ctx) +
                       " tokens (shorten the prompt, lower max_tokens or raise --ctx-size)");
   }
@@ -77,13 +79,13 @@ void Scheduler::cancel(const std::string& id) {
     if ((*it)->req.id == id) {
       std::unique_ptr<Seq> seq = std::move(*it);
       waiting_.erase(it);
-      finish(seq.get(), "cancelled", std::nullopt);
+      finish(seq.get(), FinishReason::kCancelled, std::nullopt);
       return;
     }
   }
   for (auto& seq : running_) {
     if (seq->req.id == id && !seq->done) {
-      finish(seq.get(), "cancelled", std::nullopt);
+      finish(seq.get(), FinishReason::kCancelled, std::nullopt);
       remove_finished();
       return;
     }
@@ -93,7 +95,7 @@ void Scheduler::cancel(const std::string& id) {
 void Scheduler::cancel_all() {
   while (!waiting_.empty()) cancel(waiting_.front()->req.id);
   for (auto& seq : running_) {
-    if (!seq->done) finish(seq.get(), "cancelled", std::nullopt);
+    if (!seq->done) finish(seq.get(), FinishReason::kCancelled, std::nullopt);
   }
   remove_finished();
 }
@@ -106,7 +108,7 @@ void Scheduler::admit() {
     in.history_tag = s->req.history_tag;
     in.tail = &s->req.tail;
     in.prompt = &s->req.prompt;
-    in.max_new_tokens = s->req.max_tokens;
+    in.max_new_tokens = s->req.sampling.max_tokens;
     in.n_ctx = options_.n_ctx;
     const kv::AdmitResult r = cache_->admit(in, &s->adm);
     if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
@@ -166,7 +168,6 @@ bool Scheduler::step() {
 
   logits_.clear();
   const Status st = model_->forward(batch, pool_, &logits_, model::OutputKind::kLogits);
-  ++totals_.steps_total;
   if (!st.ok()) {
     GLM_LOG_ERROR("forward failed for a batch of %zu: %s", batch.size(), st.to_string().c_str());
     for (Seq* seq : members) fail(seq, Status(ErrorCode::kInternal, st.message()));
@@ -191,7 +192,7 @@ bool Scheduler::deliver(Seq* seq, int32_t token) {
   if (seq->n_generated == 0 && !seq->decoding) seq->first_token_at = now;
   const auto& stops = seq->req.stop_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-    finish(seq, "stop", std::nullopt);
+    finish(seq, FinishReason::kStop, std::nullopt);
     return false;
   }
   ++seq->n_generated;
@@ -199,11 +200,11 @@ bool Scheduler::deliver(Seq* seq, int32_t token) {
   seq->last_token_at = now;
   seq->sampler->accept(token);
   if (!seq->req.observer->on_token(token)) {
-    finish(seq, "stop", token);
+    finish(seq, FinishReason::kStop, token);
     return false;
   }
-  if (seq->n_generated >= seq->req.max_tokens) {
-    finish(seq, "length", token);
+  if (seq->n_generated >= seq->req.sampling.max_tokens) {
+    finish(seq, FinishReason::kLength, token);
     return false;
   }
   seq->next_token = token;
@@ -211,14 +212,14 @@ bool Scheduler::deliver(Seq* seq, int32_t token) {
   return true;
 }
 
-void Scheduler::finish(Seq* seq, const char* reason, std::optional<int32_t> unfed) {
+void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unfed) {
   const Clock::time_point now = Clock::now();
   FinishInfo info;
   info.reason = reason;
-  info.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
-  info.cached_tokens = seq->adm.n_cached;
-  info.completion_tokens = seq->n_generated;
-  SeqTimings& t = info.timings;
+  info.usage.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
+  info.usage.cached_tokens = seq->adm.n_cached;
+  info.usage.completion_tokens = seq->n_generated;
+  generation::Timings& t = info.timings;
   t.total_ms = ms_between(seq->req.submitted, now);
   if (seq->admitted) {
     t.queue_ms = ms_between(seq->req.submitted, seq->admitted_at);
@@ -258,9 +259,9 @@ void Scheduler::remove_finished() {
                  running_.end());
 }
 
-Stats Scheduler::stats() const {
-  Stats s = totals_;
-  s.waiting = n_waiting();
+generation::Stats Scheduler::stats() const {
+  generation::Stats s = totals_;
+  s.queued = n_waiting();
   s.running = n_running();
   s.kv_blocks_used = cache_->allocator().n_used();
   s.kv_blocks_free = cache_->allocator().n_free();

@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "generation/outcome.h"
+#include "generation/sampling.h"
+#include "generation/usage.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sampler/sampler.h"
@@ -30,14 +33,6 @@ namespace glm::scheduler {
 
 using Clock = std::chrono::steady_clock;
 
-struct SeqTimings {
-  double queue_ms = 0;    // submitted -> admitted
-  double prefill_ms = 0;  // admitted -> first token sampled
-  double ttft_ms = 0;     // submitted -> first token
-  double tpot_ms = 0;     // mean gap between output tokens after the first
-  double total_ms = 0;    // submitted -> finished
-};
-
 struct StartInfo {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose K/V came from the cache (not prefilled)
@@ -45,11 +40,9 @@ struct StartInfo {
 };
 
 struct FinishInfo {
-  std::string reason;  // "stop", "length", "cancelled"
-  int prompt_tokens = 0;
-  int cached_tokens = 0;
-  int completion_tokens = 0;  // tokens handed to on_token
-  SeqTimings timings;
+  generation::FinishReason reason = generation::FinishReason::kStop;
+  generation::Usage usage;  // completion_tokens: the tokens handed to on_token
+  generation::Timings timings;
   // Set by the observer in on_finish: keep this sequence's KV as its conversation's next
   // starting point, under this tag (the digest of the conversation's messages so far).
   bool save_conversation = false;
@@ -62,7 +55,7 @@ class SeqObserver {
   virtual ~SeqObserver() = default;
   virtual void on_queued(int position) {}
   virtual void on_start(const StartInfo& info) {}
-  // A generated token (never a stop id). Return false to end the sequence now ("stop").
+  // A generated token (never a stop id). Return false to end the sequence now (kStop).
   virtual bool on_token(int32_t token) = 0;
   virtual void on_finish(FinishInfo* info) = 0;
   virtual void on_error(const Status& status) = 0;
@@ -76,8 +69,8 @@ struct SeqRequest {
   std::string conversation;
   uint64_t history_tag = 0;
   std::vector<int32_t> tail;
-  sampler::Params sampling;
-  int max_tokens = 256;
+  generation::SamplingParams sampling;  // the sampler's fields; max_tokens bounds generation,
+                                        // stop strings are the engine's (ignored here)
   std::vector<int32_t> stop_ids;
   Clock::time_point submitted = Clock::now();
   std::unique_ptr<SeqObserver> observer;
@@ -89,17 +82,6 @@ struct Options {
   int n_ctx = 2048;         // positions per sequence
 };
 
-struct Stats {
-  int waiting = 0;
-  int running = 0;
-  int kv_blocks_used = 0;
-  int kv_blocks_free = 0;
-  int64_t requests_total = 0;
-  int64_t prompt_tokens_total = 0;
-  int64_t cached_tokens_total = 0;
-  int64_t generated_tokens_total = 0;
-  int64_t steps_total = 0;
-};
 
 class Scheduler {
  public:
@@ -113,7 +95,7 @@ class Scheduler {
   // (prompt + max_tokens > n_ctx). On error the request is left untouched (observer included).
   Status add(SeqRequest&& request);
   // Ends a request in any state (queued, prefilling, decoding): frees its blocks now and calls
-  // on_finish with reason "cancelled". Unknown ids are ignored.
+  // on_finish with reason kCancelled. Unknown ids are ignored.
   void cancel(const std::string& id);
   void cancel_all();
   // Admits what fits, runs one batch, delivers tokens. Returns false if there was nothing to run.
@@ -121,13 +103,14 @@ class Scheduler {
   bool idle() const { return waiting_.empty() && running_.empty(); }
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
   int n_running() const { return static_cast<int>(running_.size()); }
-  Stats stats() const;
+  // queued = waiting for admission.
+  generation::Stats stats() const;
   kv::KvCache& cache() { return *cache_; }
 
  private:
   struct Seq;
   void admit();
-  void finish(Seq* seq, const char* reason, std::optional<int32_t> unfed);
+  void finish(Seq* seq, generation::FinishReason reason, std::optional<int32_t> unfed);
   void fail(Seq* seq, const Status& status);
   // Handles a sampled token; returns true if the sequence goes on.
   bool deliver(Seq* seq, int32_t token);
@@ -141,7 +124,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
-  Stats totals_;
+  generation::Stats totals_;
 };
 
 }  // namespace glm::scheduler

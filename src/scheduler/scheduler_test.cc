@@ -15,6 +15,7 @@ namespace {
 
 using testing::fake_greedy;
 using testing::FakeModel;
+using generation::FinishReason;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
@@ -81,7 +82,7 @@ struct Harness {
     SeqRequest r;
     r.id = id;
     r.prompt = std::move(prompt);
-    r.max_tokens = max_tokens;
+    r.sampling.max_tokens = max_tokens;
     r.sampling.temperature = 0.0f;
     r.stop_ids = {kEos};
     auto& rec = records[id];
@@ -117,8 +118,8 @@ TEST(Scheduler, SingleRequestMatchesTheModelsGreedyContinuation) {
   h.run_all();
   const auto want = fake_greedy(prompt, kVocab, 30, {kEos});
   EXPECT_EQ(h.rec("a").tokens, want);
-  EXPECT_EQ(h.rec("a").finish.reason, want.size() == 30 ? "length" : "stop");
-  EXPECT_EQ(h.rec("a").finish.completion_tokens, static_cast<int>(want.size()));
+  EXPECT_EQ(h.rec("a").finish.reason, want.size() == 30 ? FinishReason::kLength : FinishReason::kStop);
+  EXPECT_EQ(h.rec("a").finish.usage.completion_tokens, static_cast<int>(want.size()));
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 
@@ -173,12 +174,12 @@ TEST(Scheduler, CancelInEveryStateFreesBlocksAtOnce) {
   EXPECT_GT(used_before, 0);
 
   h.sched.cancel("queued");
-  EXPECT_EQ(h.rec("queued").finish.reason, "cancelled");
+  EXPECT_EQ(h.rec("queued").finish.reason, FinishReason::kCancelled);
   h.sched.cancel("prefilling");
-  EXPECT_EQ(h.rec("prefilling").finish.reason, "cancelled");
+  EXPECT_EQ(h.rec("prefilling").finish.reason, FinishReason::kCancelled);
   EXPECT_LT(h.cache.allocator().n_used(), used_before);
   h.sched.cancel("decoding");
-  EXPECT_EQ(h.rec("decoding").finish.reason, "cancelled");
+  EXPECT_EQ(h.rec("decoding").finish.reason, FinishReason::kCancelled);
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
   EXPECT_EQ(h.cache.allocator().n_reserved(), 0);
   EXPECT_TRUE(h.sched.idle());
@@ -208,7 +209,7 @@ TEST(Scheduler, AdmissionIsFifoUnderBatchAndMemoryLimits) {
   EXPECT_EQ(h.rec("big").start_order, 2);
   EXPECT_EQ(h.rec("c").start_order, 3);
   EXPECT_EQ(h.rec("d").start_order, 4);
-  for (const char* id : {"a", "b", "big", "c", "d"}) EXPECT_EQ(h.rec(id).finish.reason, "length");
+  for (const char* id : {"a", "b", "big", "c", "d"}) EXPECT_EQ(h.rec(id).finish.reason, FinishReason::kLength);
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 
@@ -252,11 +253,11 @@ TEST(Scheduler, StopsOnStopIdObserverAndLength) {
   h.run_all();
   // (free_run[3] may also appear earlier; compare with the model's own stop-aware output.)
   EXPECT_EQ(h.rec("stopid").tokens, fake_greedy(prompt, kVocab, 12, {free_run[3]}));
-  EXPECT_EQ(h.rec("stopid").finish.reason, "stop");
+  EXPECT_EQ(h.rec("stopid").finish.reason, FinishReason::kStop);
   EXPECT_EQ(h.rec("observer").tokens.size(), 2u);
-  EXPECT_EQ(h.rec("observer").finish.reason, "stop");
+  EXPECT_EQ(h.rec("observer").finish.reason, FinishReason::kStop);
   EXPECT_EQ(h.rec("length").tokens.size(), 5u);
-  EXPECT_EQ(h.rec("length").finish.reason, "length");
+  EXPECT_EQ(h.rec("length").finish.reason, FinishReason::kLength);
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 
@@ -317,7 +318,7 @@ TEST(Scheduler, NextTurnOfAConversationPrefillsOnlyItsNewTokens) {
   EXPECT_TRUE(t2.start.from_conversation);
   // Everything of turn 1 is cached (prompt + generated; a length finish leaves the last
   // generated token unfed, which is then prefilled with the new turn).
-  const bool by_length = h.rec("t1").finish.reason == "length";
+  const bool by_length = h.rec("t1").finish.reason == FinishReason::kLength;
   EXPECT_EQ(t2.start.cached_tokens, static_cast<int>(history.size()) - (by_length ? 1 : 0));
   EXPECT_EQ(t2.start.prompt_tokens, static_cast<int>(full.size()));
   // The continuation is what the model gives for the full token history.
@@ -350,7 +351,11 @@ TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
           r->history_tag = rng() % 3;
           r->tail = random_prompt(&rng, 1 + rng() % 5);
         }
-        if (rng() % 3 == 0) r->sampling = sampler::Params{.temperature = 0.9f, .seed = 5};
+        if (rng() % 3 == 0) {
+          r->sampling.temperature = 0.9f;
+          r->sampling.top_p = 1.0f;
+          r->sampling.seed = 5;
+        }
       });
       ASSERT_TRUE(s.ok()) << s.to_string();
       h.rec(id).save = rng() % 2;

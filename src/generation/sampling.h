@@ -1,0 +1,71 @@
+// SamplingParams: how one generation picks its tokens and when it stops. The one definition,
+// with the one set of defaults and the one validate(), used by every layer: the sampler reads
+// it, the scheduler and engine carry it, the socket protocol and the HTTP gateway map it to and
+// from JSON through for_each_field() (protocol/sampling_json.h), so a new field is declared
+// here once, implemented in the sampler, and every edge knows it.
+//
+// Value type; thread-compatible. Cost: validate() is O(number of stop strings).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace glm::generation {
+
+// Bounds of the stop list, applied by validate() (the socket and HTTP edges share them).
+constexpr int kMaxStop = 8;             // stop strings per request
+constexpr size_t kMaxStopBytes = 64;    // bytes per stop string
+constexpr int kMaxTokensLimit = 1 << 20;
+
+struct SamplingParams {
+  // Defaults are ChatGLM's own chat defaults (THUDM's `chat()`: temperature 0.8, top_p 0.8).
+  float temperature = 0.8f;         // [0, 2]; 0 = greedy (argmax)
+  float top_p = 0.8f;               // (0, 1]; 1 = off
+  int top_k = 0;                    // [0, 1000]; 0 = off
+  float repetition_penalty = 1.0f;  // (0, 10]; 1 = off; > 1 discourages repeats
+  uint64_t seed = 0;                // 0 = nondeterministic
+  int max_tokens = 512;             // [1, 2^20]: generated tokens at most
+  std::vector<std::string> stop;    // extra stop strings: at most kMaxStop, each non-empty and
+                                    // at most kMaxStopBytes
+
+  bool operator==(const SamplingParams&) const = default;
+};
+
+// The range of one numeric field: [lo, hi], or (lo, hi] when lo_open.
+struct FieldRange {
+  const char* name;  // the wire name (socket protocol and OpenAI API alike)
+  double lo;
+  double hi;
+  bool lo_open;
+  const char* meaning;  // what the special value means, for error messages ("0 = greedy")
+};
+
+// Calls v(range, member) for every numeric field (member is float&, int& or uint64_t&), in
+// wire order; the stop list is not numeric and is handled by name ("stop") by the mappers.
+// Template over constness so the same table serves reading, writing and validating.
+template <class Params, class Visitor>
+void for_each_field(Params& p, Visitor&& v) {
+  v(FieldRange{"temperature", 0, 2, false, "0 = greedy"}, p.temperature);
+  v(FieldRange{"top_p", 0, 1, true, "1 = off"}, p.top_p);
+  v(FieldRange{"top_k", 0, 1000, false, "0 = off"}, p.top_k);
+  v(FieldRange{"repetition_penalty", 0, 10, true, "1 = off"}, p.repetition_penalty);
+  v(FieldRange{"seed", 0, static_cast<double>(std::numeric_limits<uint64_t>::max()), false,
+               "0 = random"},
+    p.seed);
+  v(FieldRange{"max_tokens", 1, kMaxTokensLimit, false, ""}, p.max_tokens);
+}
+
+// kInvalidArgument naming the first field out of range and the allowed range, e.g.
+// "temperature must be in [0, 2] (0 = greedy), got 5".
+Status validate(const SamplingParams& p);
+
+// "must be in [0, 2] (0 = greedy), got 5": the message validate() puts after the field's name,
+// for the JSON mappers that check a value before they store it.
+std::string range_error(const FieldRange& r, double got);
+bool in_range(const FieldRange& r, double v);
+
+}  // namespace glm::generation
