@@ -26,6 +26,7 @@ struct SamplingParams {
   float temperature = 0.8f;         // [0, 2]; 0 = greedy (argmax)
   float top_p = 0.8f;               // (0, 1]; 1 = off
   int top_k = 0;                    // [0, 1000]; 0 = off
+  float min_p = 0.0f;               // [0, 1]; 0 = off; keeps tokens with p >= min_p * p(best)
   float repetition_penalty = 1.0f;  // (0, 10]; 1 = off; > 1 discourages repeats
   uint64_t seed = 0;                // 0 = nondeterministic
   int max_tokens = 512;             // [1, 2^20]: generated tokens at most
@@ -52,6 +53,7 @@ void for_each_field(Params& p, Visitor&& v) {
   v(FieldRange{"temperature", 0, 2, false, "0 = greedy"}, p.temperature);
   v(FieldRange{"top_p", 0, 1, true, "1 = off"}, p.top_p);
   v(FieldRange{"top_k", 0, 1000, false, "0 = off"}, p.top_k);
+  v(FieldRange{"min_p", 0, 1, false, "0 = off"}, p.min_p);
   v(FieldRange{"repetition_penalty", 0, 10, true, "1 = off"}, p.repetition_penalty);
   v(FieldRange{"seed", 0, static_cast<double>(std::numeric_limits<uint64_t>::max()), false,
                "0 = random"},

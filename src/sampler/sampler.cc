@@ -80,6 +80,15 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
   // below renormalises over what is kept).
   size_t keep = cand.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = params_.top_k;
+  // Min-p: only tokens at least min_p times as probable as the best one (p(best) = 1 / sum,
+  // as the best logit was subtracted before exp). Counting them bounds `keep`; the sort below
+  // puts exactly those first.
+  if (params_.min_p > 0.0f) {
+    const float threshold = static_cast<float>(params_.min_p / sum);
+    size_t n = 0;
+    for (const Candidate& c : cand) n += c.p >= threshold;
+    keep = std::min(keep, std::max<size_t>(n, 1));
+  }
   const bool use_top_p = params_.top_p > 0.0f && params_.top_p < 1.0f;
 
   // Sort the best candidates; try a partial sort first, full sort only if the nucleus is wider.

@@ -3,7 +3,7 @@
 // reproduces the same generation.
 //
 // Order of operations (the same as HF transformers' logits processors):
-//   repetition penalty -> temperature -> top-k -> softmax -> top-p -> draw.
+//   repetition penalty -> temperature -> top-k -> softmax -> min-p -> top-p -> draw.
 // Repetition penalty (HF/CTRL style) applies once to every distinct token accepted so far
 // (prompt and generated): a positive logit is divided by the penalty, a negative one multiplied.
 //

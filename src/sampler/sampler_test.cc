@@ -86,6 +86,23 @@ TEST(Sampler, TopKKeepsTheKBest) {
   }
 }
 
+TEST(Sampler, MinPKeepsTokensNearTheBest) {
+  // p = 0.5, 0.3, 0.15, 0.05: min_p 0.5 keeps p >= 0.25 (two tokens), min_p 0.2 keeps >= 0.1.
+  auto l = logits_of_probs({0.5, 0.3, 0.15, 0.05});
+  Sampler half(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.5f}, 4);
+  auto d = half.distribution(l.data());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].id, 0);
+  EXPECT_EQ(d[1].id, 1);
+  EXPECT_NEAR(d[0].p, 0.5 / 0.8, 1e-5);
+  Sampler fifth(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.2f}, 4);
+  EXPECT_EQ(fifth.distribution(l.data()).size(), 3u);
+  // min_p 1 keeps only the best; it never empties the distribution.
+  Sampler all(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .min_p = 1.0f}, 4);
+  ASSERT_EQ(all.distribution(l.data()).size(), 1u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(half.sample(l.data()) <= 1, true);
+}
+
 TEST(Sampler, TemperatureSharpensAndFlattens) {
   const std::vector<double> p = {0.6, 0.3, 0.1};
   auto l = logits_of_probs(p);
