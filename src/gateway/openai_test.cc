@@ -8,6 +8,7 @@ namespace glm::gateway {
 namespace {
 
 using json = nlohmann::json;
+using generation::SamplingParams;
 
 TEST(OpenAI, ParsesMessagesAndSampling) {
   auto r = parse_chat_completion(R"({"model":"m","stream":true,
@@ -28,6 +29,19 @@ TEST(OpenAI, ParsesMessagesAndSampling) {
   EXPECT_EQ(r->request.params.seed, 7u);
   ASSERT_EQ(r->request.params.stop.size(), 1u);
   EXPECT_EQ(r->request.conversation, "c1");
+}
+
+TEST(OpenAI, SamplingFieldsShareTheEngineMapping) {
+  auto r = parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],
+    "min_p":0.1,"max_completion_tokens":9,"temperature":null})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FLOAT_EQ(r->request.params.min_p, 0.1f);
+  EXPECT_EQ(r->request.params.max_tokens, 9);
+  EXPECT_FLOAT_EQ(r->request.params.temperature, SamplingParams{}.temperature);  // null = absent
+  auto bad = parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"temperature":5})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'temperature': must be in [0, 2]"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(OpenAI, RejectsBadFieldsByName) {

@@ -194,6 +194,26 @@ TEST(ParseRequest, RejectsBadParams) {
   expect_error(R"({"prompt":"x","temperature":9})", "'temperature': must be in [0, 2]");
 }
 
+// Every field of generation::SamplingParams is on the wire without code here: the mapping is
+// generated from for_each_field (min_p was added that way).
+TEST(ParseRequest, EverySamplingFieldRoundTrips) {
+  Request r = parse_ok(R"({"messages":[{"role":"user","content":"a"}],"params":{"min_p":0.05}})");
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.05f);
+  expect_error(R"({"messages":[{"role":"user","content":"a"}],"params":{"min_p":1.5}})",
+               "'params.min_p': must be in [0, 1] (0 = off), got 1.5");
+  r.params.temperature = 0.7f;
+  r.params.top_k = 5;
+  r.params.repetition_penalty = 1.3f;
+  r.params.seed = 99;
+  r.params.max_tokens = 33;
+  const std::string line = serialize_request(r);
+  EXPECT_NE(line.find(R"("temperature":0.7,)"), std::string::npos) << line;
+  EXPECT_EQ(parse_ok(line).params, r.params);
+  // Defaults are not written.
+  Request d = parse_ok(R"({"messages":[{"role":"user","content":"a"}]})");
+  EXPECT_EQ(serialize_request(d).find("params"), std::string::npos);
+}
+
 TEST(ParseRequest, IdIsReportedEvenWhenTheRequestIsInvalid) {
   std::string id;
   auto r = parse_request(R"({"id":"bad1","messages":[]})", {}, &id);
