@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/json.h"
 #include "gguf/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -44,8 +45,9 @@ StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {
     ss << in.rdbuf();
     data = ss.str();
   }
-  auto j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument("--messages: '" + path + "' is not valid JSON");
+  auto parsed = parse_json(data, ("--messages: '" + path + "'").c_str());
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json j = std::move(parsed).value();
   if (j.is_object() && j.contains("messages")) j = j["messages"];
   if (!j.is_array()) {
     return invalid_argument("--messages: expected a JSON array of {\"role\", \"content\"} objects");

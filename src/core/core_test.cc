@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "core/json.h"
 #include "core/status.h"
 #include "core/utf8.h"
 
@@ -112,6 +113,29 @@ TEST(Status, CodeTable) {
   StatusOr<int> v = 3;
   EXPECT_TRUE(v.ok());
   EXPECT_EQ(*v, 3);
+}
+
+}  // namespace
+}  // namespace glm
+
+namespace glm {
+namespace {
+
+TEST(Json, LimitsApplyBeforeParsing) {
+  EXPECT_EQ(json_nesting_depth(R"({"a":[1,{"b":2}]})", 64), 3);
+  EXPECT_EQ(json_nesting_depth(R"({"a":"[[[[{{{{"})", 64), 1);  // brackets in strings
+  EXPECT_EQ(json_nesting_depth(R"({"a":"\"[[["})", 64), 1);    // escaped quote
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = parse_json(deep, "the body");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "the body: JSON nested deeper than 64 levels");
+  JsonLimits small;
+  small.max_bytes = 4;
+  EXPECT_FALSE(parse_json("[1,2,3]", "x", small).ok());
+  EXPECT_FALSE(parse_json("{", "x").ok());
+  auto ok = parse_ordered_json(R"({"z":1,"a":2})", "x");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->begin().key(), "z");  // order kept
 }
 
 }  // namespace

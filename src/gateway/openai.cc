@@ -1,5 +1,6 @@
 #include "gateway/openai.h"
 
+#include "core/json.h"
 #include "protocol/sampling_json.h"
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,10 @@ StatusOr<std::string> read_content(const json& content, size_t index) {
 }  // namespace
 
 StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_text) {
-  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
+  auto parsed = parse_json(body_text, "the request body");
+  if (!parsed.ok()) return parsed.status();
+  const json& body = *parsed;
+  if (!body.is_object()) {
     return bad("the request body must be a JSON object (see the OpenAI chat completions API)");
   }
   ChatCompletionRequest out;

@@ -10,11 +10,13 @@
 //                                            -> SSE: start, queued, prefill, token..., notice,
 //                                               done | error (docs/gateway.md)
 //   POST   /api/stop                         {request_id}: cancel a generation now
+// The chat turn's logic is ChatSession (chat_session.h); these are the HTTP shells.
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "core/utf8.h"
+#include "gateway/body.h"
+#include "gateway/chat_session.h"
 #include "gateway/gateway.h"
 #include "protocol/sampling_json.h"
 
@@ -26,50 +28,39 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxConversations = 500;
 constexpr size_t kMaxTitleBytes = 200;
-// The partial answer is written to the database at most this often while streaming, so a
-// gateway crash loses at most this much of it.
-constexpr double kFlushIntervalMs = 1000;
-
-// A string field of a JSON object; `def` if absent, null or not a string.
-std::string str_field(const json& j, const char* name, const std::string& def = "") {
-  auto it = j.find(name);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
-}
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json parse_or_empty(const std::string& s) {
-  json j = json::parse(s, nullptr, false);
-  return j.is_discarded() ? json::object() : j;
-}
+// The conversation fields of a POST/PATCH body; absent = nullopt.
+struct ConversationFields {
+  std::optional<std::string> title, system_prompt, params_json;
+};
 
-json conversation_json(const Conversation& c) {
-  return {{"id", c.id},
-          {"title", c.title},
-          {"system_prompt", c.system_prompt},
-          {"params", parse_or_empty(c.params_json)},
-          {"created_ms", c.created_ms},
-          {"updated_ms", c.updated_ms},
-          {"n_messages", c.n_messages}};
-}
-
-json message_json(const StoredMessage& m) {
-  return {{"id", m.id},         {"role", m.role},     {"content", m.content},
-          {"status", m.status}, {"error", m.error},   {"meta", parse_or_empty(m.meta_json)},
-          {"created_ms", m.created_ms}};
-}
-
-// A title from the first user message: its first line, at most 40 bytes on a char boundary.
-std::string title_from(const std::string& text) {
-  std::string t = text.substr(0, text.find('\n'));
-  if (t.size() > 40) {
-    t = t.substr(0, utf8_complete_prefix(std::string_view(t).substr(0, 40))) + "…";
+StatusOr<ConversationFields> read_conversation_fields(BodyReader& b) {
+  ConversationFields f;
+  f.title = b.string("title");
+  f.system_prompt = b.string("system_prompt");
+  if (const json* p = b.object("params")) f.params_json = dump(*p);
+  if (!b.status().ok()) return b.status();
+  if (f.title && f.title->size() > kMaxTitleBytes) {
+    return invalid_argument("title is over " + std::to_string(kMaxTitleBytes) + " bytes");
   }
-  return t;
+  return f;
 }
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+// A chat turn from the page's body.
+StatusOr<ChatTurn> read_chat_turn(BodyReader& b) {
+  ChatTurn t;
+  t.regenerate = b.boolean("regenerate").value_or(false);
+  t.content = b.string("content").value_or("");
+  t.edit_message_id = b.integer("edit_message_id");
+  t.system_prompt = b.string("system_prompt");
+  if (const json* p = b.object("params")) {
+    t.params_json = dump(*p);
+    GLM_RETURN_IF_ERROR(protocol::read_sampling(*p, "params.", &t.params));
+  }
+  if (!b.status().ok()) return b.status();
+  return t;
 }
 
 }  // namespace
@@ -79,10 +70,6 @@ void Gateway::install_chat_routes() {
     res.status = status;
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump(j), "application/json");
-  };
-  auto body_json = [](const httplib::Request& req) {
-    json j = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-    return j.is_object() ? j : json();  // null = not an object
   };
 
   server_.Get("/api/conversations", [this, send_json](const httplib::Request&,
@@ -94,18 +81,13 @@ void Gateway::install_chat_routes() {
     send_json(res, {{"conversations", arr}});
   });
 
-  server_.Post("/api/conversations", [this, send_json, body_json](const httplib::Request& req,
-                                                                  httplib::Response& res) {
-    json b = body_json(req);
-    if (b.is_null()) return set_json_error(res, invalid_argument("body must be a JSON object"));
-    const std::string title = str_field(b, "title");
-    const std::string system = str_field(b, "system_prompt");
-    const std::string params =
-        b.contains("params") && b["params"].is_object() ? dump(b["params"]) : "{}";
-    if (title.size() > kMaxTitleBytes) {
-      return set_json_error(res, invalid_argument("title is over 200 bytes"));
-    }
-    auto c = store_->create_conversation(title, system, params);
+  server_.Post("/api/conversations", [this, send_json](const httplib::Request& req,
+                                                       httplib::Response& res) {
+    BodyReader b(req.body);
+    auto f = read_conversation_fields(b);
+    if (!f.ok()) return set_json_error(res, f.status());
+    auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
+                                         f->params_json.value_or("{}"));
     if (!c.ok()) return set_json_error(res, c.status());
     send_json(res, conversation_json(*c), 201);
   });
@@ -123,23 +105,16 @@ void Gateway::install_chat_routes() {
               });
 
   server_.Patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
-                [this, send_json, body_json](const httplib::Request& req, httplib::Response& res) {
-                  json b = body_json(req);
-                  if (b.is_null()) {
-                    return set_json_error(res, invalid_argument("body must be a JSON object"));
-                  }
-                  std::optional<std::string> title, system, params;
-                  if (b.contains("title") && b["title"].is_string()) title = b["title"];
-                  if (b.contains("system_prompt") && b["system_prompt"].is_string()) {
-                    system = b["system_prompt"];
-                  }
-                  if (b.contains("params") && b["params"].is_object()) params = dump(b["params"]);
-                  if (title && title->size() > kMaxTitleBytes) {
-                    return set_json_error(res, invalid_argument("title is over 200 bytes"));
-                  }
-                  Status st = store_->update_conversation(req.matches[1], title ? &*title : nullptr,
-                                                          system ? &*system : nullptr,
-                                                          params ? &*params : nullptr);
+                [this, send_json](const httplib::Request& req, httplib::Response& res) {
+                  BodyReader b(req.body);
+                  auto f = read_conversation_fields(b);
+                  if (!f.ok()) return set_json_error(res, f.status());
+                  auto opt = [](const std::optional<std::string>& v) {
+                    return v ? &*v : nullptr;
+                  };
+                  Status st = store_->update_conversation(req.matches[1], opt(f->title),
+                                                          opt(f->system_prompt),
+                                                          opt(f->params_json));
                   if (!st.ok()) return set_json_error(res, st);
                   auto c = store_->get_conversation(req.matches[1]);
                   if (!c.ok()) return set_json_error(res, c.status());
@@ -162,10 +137,11 @@ void Gateway::install_chat_routes() {
                 res.set_content(*doc, "application/json");
               });
 
-  server_.Post("/api/stop", [this, send_json, body_json](const httplib::Request& req,
-                                                         httplib::Response& res) {
-    json b = body_json(req);
-    const std::string id = b.is_object() ? str_field(b, "request_id") : "";
+  server_.Post("/api/stop", [this, send_json](const httplib::Request& req,
+                                              httplib::Response& res) {
+    BodyReader b(req.body);
+    const std::string id = b.string("request_id").value_or("");
+    if (!b.status().ok()) return set_json_error(res, b.status());
     auto stream = find_inflight(id);
     if (!stream) {
       return set_json_error(res, not_found("no generation '" + id + "' in progress"));
@@ -174,155 +150,54 @@ void Gateway::install_chat_routes() {
     send_json(res, {{"stopped", id}});
   });
 
-  server_.Post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this, body_json](
-                                                                  const httplib::Request& req,
-                                                                  httplib::Response& res) {
+  server_.Post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const httplib::Request& req,
+                                                                     httplib::Response& res) {
     const auto t0 = Clock::now();
-    const std::string conv_id = req.matches[1];
-    json b = body_json(req);
-    if (b.is_null()) return set_json_error(res, invalid_argument("body must be a JSON object"));
-    auto conv = store_->get_conversation(conv_id);
+    BodyReader b(req.body);
+    auto turn = read_chat_turn(b);
+    if (!turn.ok()) return set_json_error(res, turn.status());
+    auto conv = store_->get_conversation(req.matches[1]);
     if (!conv.ok()) return set_json_error(res, conv.status());
-    const bool regenerate = b.contains("regenerate") && b["regenerate"].is_boolean() &&
-                            b["regenerate"].get<bool>();
-    const std::string content = b.contains("content") && b["content"].is_string()
-                                    ? b["content"].get<std::string>()
-                                    : std::string();
-    if (!regenerate && content.empty()) {
-      return set_json_error(res, invalid_argument("content must be a non-empty string"));
-    }
-    if (!utf8_valid(content)) return set_json_error(res, invalid_argument("content is not UTF-8"));
-    protocol::Request request;
-    request.type = protocol::RequestType::kGenerate;
-    request.id = "chat-" + protocol::make_request_id();
-    request.conversation = conv_id;
-    Status pst = protocol::read_sampling(b.contains("params") ? b["params"] : json(), "params.",
-                                         &request.params);
-    if (!pst.ok()) return set_json_error(res, pst);
-    std::string system = conv->system_prompt;
-    const bool new_system = b.contains("system_prompt") && b["system_prompt"].is_string() &&
-                            b["system_prompt"].get<std::string>() != system;
-    if (new_system) system = b["system_prompt"];
-
-    // Edit: drop the edited message and everything after it; regenerate: drop what follows the
-    // last user message. Then the user's message is stored before generation starts.
-    auto msgs = store_->messages(conv_id);
-    if (!msgs.ok()) return set_json_error(res, msgs.status());
-    std::vector<StoredMessage> history = std::move(msgs).value();
-    json user_msg_json;
-    if (regenerate) {
-      int64_t last_user = 0;
-      for (const StoredMessage& m : history) {
-        if (m.role == "user") last_user = m.id;
-      }
-      if (last_user == 0) {
-        return set_json_error(res, invalid_argument("nothing to regenerate: no user message"));
-      }
-      store_->truncate_from(conv_id, last_user + 1);
-      std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_user; });
-    } else {
-      if (b.contains("edit_message_id") && b["edit_message_id"].is_number_integer()) {
-        const int64_t edit_id = b["edit_message_id"];
-        auto m = store_->get_message(edit_id);
-        if (!m.ok() || m->conversation_id != conv_id || m->role != "user") {
-          return set_json_error(
-              res, not_found("message " + std::to_string(edit_id) +
-                             " is not a user message of this conversation"));
-        }
-        store_->truncate_from(conv_id, edit_id);
-        std::erase_if(history, [&](const StoredMessage& m) { return m.id >= edit_id; });
-      }
-      auto um = store_->add_message(conv_id, "user", content, "complete");
-      if (!um.ok()) return set_json_error(res, um.status());
-      user_msg_json = message_json(*um);
-      history.push_back(*um);
-    }
-    if (!system.empty()) request.messages.push_back({"system", system, ""});
-    for (const StoredMessage& m : history) {
-      if (m.content.empty()) continue;  // an answer that failed before its first token
-      request.messages.push_back({m.role, m.content, ""});
-    }
+    auto session = std::make_shared<ChatSession>(store_.get(), std::move(conv).value());
+    auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
+    if (!request.ok()) return set_json_error(res, request.status());
 
     // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
-    auto sent = send_generation(request);
-    if (b.contains("params") && b["params"].is_object()) {
-      const std::string params = dump(b["params"]);
-      if (params != conv->params_json) store_->update_conversation(conv_id, nullptr, nullptr, &params);
+    auto sent = send_generation(*request);
+    if (Status st = session->open_answer(); !st.ok()) {
+      if (sent.ok()) (*sent)->cancel();
+      return set_json_error(res, st);
     }
-    if (new_system) store_->update_conversation(conv_id, nullptr, &system, nullptr);
-    if (conv->title.empty() && !regenerate) {
-      const std::string t = title_from(content);
-      store_->update_conversation(conv_id, &t, nullptr, nullptr);
-    }
-    auto am = store_->add_message(conv_id, "assistant", "", "streaming");
-    if (!am.ok()) return set_json_error(res, am.status());
-    const int64_t answer_id = am->id;
-
     // From here on the page always gets a stream: refusals arrive as its error event, and the
     // answer row records them.
-    auto started = sent.ok() ? await_started(std::move(sent).value()) : StatusOr<Started>(sent.status());
+    auto started = sent.ok() ? await_started(std::move(sent).value())
+                             : StatusOr<Started>(sent.status());
     auto state = std::make_shared<std::optional<Started>>();
     Status start_error;
     if (started.ok()) {
       *state = std::move(started).value();
     } else {
       start_error = started.status();
-      store_->update_message(answer_id, "", "error", start_error.message(), "{}");
+      session->fail_to_start(start_error);
       metrics_.record_error(error_code_name(start_error.code()));
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", [this, state, start_error, request,
-                                                           user_msg_json, answer_id, conv_id,
+    res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session,
                                                            t0](size_t, httplib::DataSink& sink) {
-      bool ok = sse_write(sink, dump({{"type", "start"},
-                                      {"request_id", request.id},
-                                      {"conversation_id", conv_id},
-                                      {"user_message", user_msg_json},
-                                      {"assistant_message_id", answer_id}}));
-      json meta = json::object();
+      bool ok = sse_write(sink, dump(session->start_payload()));
       if (!state->has_value()) {
-        sse_write(sink, dump({{"type", "error"},
-                              {"code", error_code_name(start_error.code())},
-                              {"message", start_error.message()}}));
+        sse_write(sink, dump(session->error_payload(start_error)));
         sink.done();
         return true;
       }
       Started& st = **state;
-      std::string partial;
-      auto last_flush = Clock::now();
       bool wrote = false;  // an event went out since the last heartbeat
       auto emit = [&](const protocol::Event& e) {
         if (!ok) return false;
-        json j;
-        switch (e.type) {
-          case protocol::EventType::kToken:
-            partial += e.text;
-            j = {{"type", "token"}, {"text", e.text}};
-            break;
-          case protocol::EventType::kQueued:
-            j = {{"type", "queued"}, {"position", e.position}};
-            break;
-          case protocol::EventType::kStart:
-            j = {{"type", "prefill"},
-                 {"prompt_tokens", e.usage.prompt_tokens},
-                 {"cached_tokens", e.usage.cached_tokens}};
-            break;
-          case protocol::EventType::kNotice:
-            meta["notice"] = e.message;
-            meta["dropped_messages"] = e.dropped_messages;
-            j = {{"type", "notice"},
-                 {"message", e.message},
-                 {"dropped_messages", e.dropped_messages}};
-            break;
-          default:
-            return ok;
-        }
-        ok = sse_write(sink, dump(j));
-        wrote = true;
-        if (e.type == protocol::EventType::kToken && ms_since(last_flush) > kFlushIntervalMs) {
-          store_->update_message(answer_id, partial, "streaming", "", dump(meta));
-          last_flush = Clock::now();
+        if (auto payload = session->on_event(e)) {
+          ok = sse_write(sink, dump(*payload));
+          wrote = true;
         }
         return ok;
       };
@@ -331,40 +206,12 @@ void Gateway::install_chat_routes() {
         wrote = false;
         return ok;
       };
-      RelayResult r;
       if (st.first && !emit(*st.first)) st.stream->cancel();
-      r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
-      // Store first, then tell the page: a reload right after the done event finds it saved.
-      std::string status = "complete";
-      if (r.outcome == Outcome::kCancelled || r.outcome == Outcome::kDisconnected) {
-        status = "stopped";
-      }
-      if (r.outcome == Outcome::kError) status = "error";
-      meta["finish_reason"] = outcome_name(r.outcome);
-      meta["prompt_tokens"] = r.usage.prompt_tokens;
-      meta["cached_tokens"] = r.usage.cached_tokens;
-      meta["completion_tokens"] = r.usage.completion_tokens;
-      if (r.outcome != Outcome::kError && r.outcome != Outcome::kDisconnected) {
-        meta["ttft_ms"] = r.timings.ttft_ms;
-        meta["tpot_ms"] = r.timings.tpot_ms;
-        meta["queue_ms"] = r.timings.queue_ms;
-        meta["prefill_ms"] = r.timings.prefill_ms;
-        if (r.timings.tpot_ms > 0) meta["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
-      }
-      store_->update_message(answer_id, r.text, status, r.error.message(), dump(meta));
+      RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
+      std::optional<json> last = session->finish(r);
       record_generation("chat", r, t0);
-      if (r.outcome == Outcome::kDisconnected) return false;
-      if (r.outcome == Outcome::kError) {
-        sse_write(sink, dump({{"type", "error"},
-                              {"code", error_code_name(r.error.code())},
-                              {"message", r.error.message()},
-                              {"content", r.text}}));
-      } else {
-        sse_write(sink, dump({{"type", "done"},
-                              {"finish_reason", outcome_name(r.outcome)},
-                              {"status", status},
-                              {"meta", meta}}));
-      }
+      if (!last) return false;  // the client left
+      sse_write(sink, dump(*last));
       sink.done();
       return true;
     });

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/json.h"
+
 namespace glm::gateway {
 namespace {
 
@@ -90,8 +92,8 @@ StoredMessage read_message(Stmt& s) {
 }
 
 json parse_or_empty(const std::string& s) {
-  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
-  return j.is_discarded() ? json::object() : j;
+  auto j = parse_json(s, "stored JSON");
+  return j.ok() ? *j : json::object();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Event lines: serialize and parse (protocol.h).
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "protocol/protocol.h"
 
 namespace glm::protocol {
@@ -130,10 +131,11 @@ std::string serialize_event(const Event& e) {
 }
 
 StatusOr<Event> parse_event(std::string_view line) {
-  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  auto parsed = parse_json(line, "event line");
+  if (!parsed.ok() || !parsed->is_object()) {
     return invalid_argument("event line is not a JSON object");
   }
+  const json& j = *parsed;
   const std::string name = get_str(j, "event");
   Event e;
   bool known = false;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/utf8.h"
 #include "protocol/protocol.h"
 #include "protocol/sampling_json.h"
@@ -14,30 +15,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kRoles[] = {"system", "user", "assistant", "observation"};
-
-// Maximum nesting depth of brackets outside strings; stops counting past `limit`.
-int nesting_depth(std::string_view s, int limit) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-      if (max_depth > limit) return max_depth;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
 
 Status field_error(const std::string& field, const std::string& what) {
   return invalid_argument("field '" + field + "': " + what);
@@ -279,14 +256,10 @@ StatusOr<Request> parse_request(std::string_view line, const Limits& limits,
                             " (shorten the history or raise --max-line)");
   }
   if (!utf8_valid(line)) return invalid_argument("request line is not valid UTF-8");
-  if (nesting_depth(line, limits.max_depth) > limits.max_depth) {
-    return invalid_argument("JSON nested deeper than " + std::to_string(limits.max_depth) +
-                            " levels");
-  }
-  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return invalid_argument("request line is not valid JSON (one JSON object per line)");
-  }
+  auto parsed = parse_json(line, "request line (one JSON object per line)",
+                           JsonLimits{limits.max_line_bytes, limits.max_depth});
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
   if (!j.is_object()) return invalid_argument("request must be a JSON object");
   return parse_object(j, limits, id_out);
 }

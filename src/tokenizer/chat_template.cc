@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
+
 namespace glm::tok {
 namespace {
 
@@ -18,9 +20,9 @@ Status unknown_role(const std::string& tmpl, const std::string& role, const char
 
 // HF's json.dumps(tools, indent=4, ensure_ascii=False): keys in their original order.
 StatusOr<std::string> pretty_tools(const std::string& tools_json) {
-  auto j = nlohmann::ordered_json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument("tools: not valid JSON");
-  return j.dump(4, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  auto j = parse_ordered_json(tools_json, "tools");
+  if (!j.ok()) return j.status();
+  return j->dump(4, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
 
 // Ids of the role tokens, looked up once; -1 if absent.

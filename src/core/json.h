@@ -1,0 +1,31 @@
+// The one door for JSON that comes from outside: HTTP bodies, engine socket lines, config and
+// tokenizer files, safetensors headers. Limits are applied before a single node is built: the
+// text's size, and its nesting depth (a linear scan outside strings; nlohmann's parser and
+// destructor recurse per level, so 100,000 nested brackets would overflow the stack).
+// Pure; thread-safe. Cost: one pass over the text plus the parse.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace glm {
+
+struct JsonLimits {
+  size_t max_bytes = 64u << 20;
+  int max_depth = 64;  // nesting of objects and arrays
+};
+
+// Maximum nesting depth of `text`'s brackets outside strings; stops scanning past `limit`.
+int json_nesting_depth(std::string_view text, int limit);
+
+// kInvalidArgument for text over the limits ("JSON nested deeper than 64 levels") or not JSON
+// ("<what> is not valid JSON"); `what` names the input in messages ("the request body").
+StatusOr<nlohmann::json> parse_json(std::string_view text, const char* what,
+                                    const JsonLimits& limits = {});
+// The same, keeping the keys in the order they came (tool schemas, chat templates).
+StatusOr<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const char* what,
+                                                    const JsonLimits& limits = {});
+
+}  // namespace glm

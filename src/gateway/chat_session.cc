@@ -1,0 +1,229 @@
+#include "gateway/chat_session.h"
+
+#include <algorithm>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "core/utf8.h"
+
+namespace glm::gateway {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The partial answer is written to the database at most this often while streaming, so a
+// gateway crash loses at most this much of it.
+constexpr double kFlushIntervalMs = 1000;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse_or_empty(const std::string& s) {
+  auto j = parse_json(s, "stored JSON");
+  return j.ok() ? *j : json::object();
+}
+
+// The message row's status for an outcome.
+const char* answer_status(Outcome o) {
+  switch (o) {
+    case Outcome::kStop:
+    case Outcome::kLength:
+      return "complete";
+    case Outcome::kCancelled:
+    case Outcome::kDisconnected:
+      return "stopped";
+    case Outcome::kError:
+      return "error";
+  }
+  return "error";
+}
+
+}  // namespace
+
+std::string title_from(const std::string& text) {
+  std::string t = text.substr(0, text.find('\n'));
+  // Markdown line marks (headings, quotes, list bullets) and emphasis are not part of a title.
+  size_t b = t.find_first_not_of("#>*-+ \t`_");
+  t = b == std::string::npos ? "" : t.substr(b);
+  std::erase_if(t, [](char c) { return c == '*' || c == '`' || c == '_'; });
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.pop_back();
+  if (t.size() > 40) {
+    t = t.substr(0, utf8_complete_prefix(std::string_view(t).substr(0, 40))) + "…";
+  }
+  return t;
+}
+
+json conversation_json(const Conversation& c) {
+  return {{"id", c.id},
+          {"title", c.title},
+          {"system_prompt", c.system_prompt},
+          {"params", parse_or_empty(c.params_json)},
+          {"created_ms", c.created_ms},
+          {"updated_ms", c.updated_ms},
+          {"n_messages", c.n_messages}};
+}
+
+json message_json(const StoredMessage& m) {
+  return {{"id", m.id},         {"role", m.role},     {"content", m.content},
+          {"status", m.status}, {"error", m.error},   {"meta", parse_or_empty(m.meta_json)},
+          {"created_ms", m.created_ms}};
+}
+
+ChatSession::ChatSession(Store* store, Conversation conversation)
+    : store_(store), conv_(std::move(conversation)) {}
+
+StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
+                                               const std::string& request_id) {
+  turn_ = turn;
+  request_id_ = request_id;
+  if (!turn.regenerate && turn.content.empty()) {
+    return invalid_argument("content must be a non-empty string");
+  }
+  if (!utf8_valid(turn.content)) return invalid_argument("content is not UTF-8");
+  system_ = turn.system_prompt.value_or(conv_.system_prompt);
+
+  auto msgs = store_->messages(conv_.id);
+  if (!msgs.ok()) return msgs.status();
+  std::vector<StoredMessage> history = std::move(msgs).value();
+  if (turn.regenerate) {
+    int64_t last_user = 0;
+    for (const StoredMessage& m : history) {
+      if (m.role == "user") last_user = m.id;
+    }
+    if (last_user == 0) return invalid_argument("nothing to regenerate: no user message");
+    GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, last_user + 1));
+    std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_user; });
+  } else {
+    if (turn.edit_message_id) {
+      const int64_t edit_id = *turn.edit_message_id;
+      auto m = store_->get_message(edit_id);
+      if (!m.ok() || m->conversation_id != conv_.id || m->role != "user") {
+        return not_found("message " + std::to_string(edit_id) +
+                         " is not a user message of this conversation");
+      }
+      GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, edit_id));
+      std::erase_if(history, [&](const StoredMessage& m) { return m.id >= edit_id; });
+    }
+    auto um = store_->add_message(conv_.id, "user", turn.content, "complete");
+    if (!um.ok()) return um.status();
+    user_message_ = message_json(*um);
+    history.push_back(*um);
+  }
+
+  protocol::Request request;
+  request.type = protocol::RequestType::kGenerate;
+  request.id = request_id;
+  request.conversation = conv_.id;
+  request.params = turn.params;
+  if (!system_.empty()) request.messages.push_back({"system", system_, ""});
+  for (const StoredMessage& m : history) {
+    if (m.content.empty()) continue;  // an answer that failed before its first token
+    request.messages.push_back({m.role, m.content, ""});
+  }
+  return request;
+}
+
+Status ChatSession::open_answer() {
+  if (turn_.params_json && *turn_.params_json != conv_.params_json) {
+    GLM_RETURN_IF_ERROR(
+        store_->update_conversation(conv_.id, nullptr, nullptr, &*turn_.params_json));
+  }
+  if (system_ != conv_.system_prompt) {
+    GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, nullptr, &system_, nullptr));
+  }
+  if (conv_.title.empty() && !turn_.regenerate) {
+    const std::string t = title_from(turn_.content);
+    GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, &t, nullptr, nullptr));
+  }
+  auto am = store_->add_message(conv_.id, "assistant", "", "streaming");
+  if (!am.ok()) return am.status();
+  answer_id_ = am->id;
+  return Status::Ok();
+}
+
+void ChatSession::fail_to_start(const Status& status) {
+  if (answer_id_ == 0) return;
+  if (Status st = store_->update_message(answer_id_, "", "error", status.message(), "{}");
+      !st.ok()) {
+    GLM_LOG_WARN("chat %s: could not record the refusal: %s", conv_.id.c_str(),
+                 st.to_string().c_str());
+  }
+}
+
+json ChatSession::start_payload() const {
+  return {{"type", "start"},
+          {"request_id", request_id_},
+          {"conversation_id", conv_.id},
+          {"user_message", user_message_},
+          {"assistant_message_id", answer_id_}};
+}
+
+json ChatSession::error_payload(const Status& status) const {
+  return {{"type", "error"}, {"code", error_code_name(status.code())}, {"message", status.message()}};
+}
+
+std::optional<json> ChatSession::on_event(const protocol::Event& e) {
+  json j;
+  switch (e.type) {
+    case protocol::EventType::kToken:
+      partial_ += e.text;
+      j = {{"type", "token"}, {"text", e.text}};
+      if (std::chrono::duration<double, std::milli>(Clock::now() - last_flush_).count() >
+          kFlushIntervalMs) {
+        if (Status st = store_->update_message(answer_id_, partial_, "streaming", "", dump(meta_));
+            !st.ok()) {
+          GLM_LOG_WARN("chat %s: partial answer not saved: %s", conv_.id.c_str(),
+                       st.to_string().c_str());
+        }
+        last_flush_ = Clock::now();
+      }
+      return j;
+    case protocol::EventType::kQueued:
+      return json{{"type", "queued"}, {"position", e.position}};
+    case protocol::EventType::kStart:
+      return json{{"type", "prefill"},
+                  {"prompt_tokens", e.usage.prompt_tokens},
+                  {"cached_tokens", e.usage.cached_tokens}};
+    case protocol::EventType::kNotice:
+      meta_["notice"] = e.message;
+      meta_["dropped_messages"] = e.dropped_messages;
+      return json{{"type", "notice"},
+                  {"message", e.message},
+                  {"dropped_messages", e.dropped_messages}};
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<json> ChatSession::finish(const RelayResult& r) {
+  // Store first, then tell the page: a reload right after the done event finds it saved.
+  const char* status = answer_status(r.outcome);
+  meta_["finish_reason"] = outcome_name(r.outcome);
+  meta_["prompt_tokens"] = r.usage.prompt_tokens;
+  meta_["cached_tokens"] = r.usage.cached_tokens;
+  meta_["completion_tokens"] = r.usage.completion_tokens;
+  if (r.outcome != Outcome::kError && r.outcome != Outcome::kDisconnected) {
+    meta_["ttft_ms"] = r.timings.ttft_ms;
+    meta_["tpot_ms"] = r.timings.tpot_ms;
+    meta_["queue_ms"] = r.timings.queue_ms;
+    meta_["prefill_ms"] = r.timings.prefill_ms;
+    if (r.timings.tpot_ms > 0) meta_["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
+  }
+  if (Status st = store_->update_message(answer_id_, r.text, status, r.error.message(), dump(meta_));
+      !st.ok()) {
+    GLM_LOG_ERROR("chat %s: the answer (%zu bytes) was not saved: %s", conv_.id.c_str(),
+                  r.text.size(), st.to_string().c_str());
+  }
+  if (r.outcome == Outcome::kDisconnected) return std::nullopt;
+  if (r.outcome == Outcome::kError) {
+    json j = error_payload(r.error);
+    j["content"] = r.text;  // the partial answer, kept on the page
+    return j;
+  }
+  return json{{"type", "done"},
+              {"finish_reason", outcome_name(r.outcome)},
+              {"status", status},
+              {"meta", meta_}};
+}
+
+}  // namespace glm::gateway

@@ -1,0 +1,82 @@
+// ChatSession: one turn of the page's chat (POST /api/conversations/:id/chat) without HTTP.
+// It applies the turn to the stored conversation (an edit drops the edited message and what
+// follows, regenerate drops what follows the last user message, the user's message is stored
+// before generation starts), builds the engine request from the stored history, turns engine
+// events into the page's SSE payloads while saving the partial answer at most once a second,
+// and stores the final answer with its status and stats before the page hears of the end.
+//
+// Ownership: borrows the Store (must outlive the session). Thread-safety: one thread at a time
+// (the HTTP thread that serves the turn). Cost: a few SQLite writes per turn, one per second
+// of streaming.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "gateway/relay.h"
+#include "gateway/store.h"
+#include "protocol/protocol.h"
+
+namespace glm::gateway {
+
+// What the page sends for one turn.
+struct ChatTurn {
+  std::string content;                       // the user's message (empty with regenerate)
+  bool regenerate = false;                   // answer the last user message again
+  std::optional<int64_t> edit_message_id;    // replace this user message and what follows
+  std::optional<std::string> system_prompt;  // a new system prompt for the conversation
+  std::optional<std::string> params_json;    // the page's settings, stored with the conversation
+  generation::SamplingParams params;
+};
+
+class ChatSession {
+ public:
+  ChatSession(Store* store, Conversation conversation);
+
+  // Applies the turn to the stored history and returns the engine request (kGenerate, with
+  // `request_id`, the conversation as the KV key, the system prompt and the whole history).
+  // kInvalidArgument / kNotFound for a turn that does not fit the conversation.
+  StatusOr<protocol::Request> begin(const ChatTurn& turn, const std::string& request_id);
+  // After the request went to the engine: stores the settings and system prompt, titles a new
+  // conversation and creates the (streaming) answer row.
+  Status open_answer();
+  // The answer could not start (refused by the engine): recorded on the answer row.
+  void fail_to_start(const Status& status);
+
+  // SSE payloads of the page's protocol (docs/gateway.md).
+  nlohmann::json start_payload() const;
+  nlohmann::json error_payload(const Status& status) const;
+  // The payload for an engine event, or nullopt for events the page does not see. Tokens grow
+  // the partial answer, which is saved at most once per flush interval.
+  std::optional<nlohmann::json> on_event(const protocol::Event& e);
+  // Stores the final answer; returns the done (or error) payload; nullopt if the client left.
+  std::optional<nlohmann::json> finish(const RelayResult& r);
+
+  int64_t answer_id() const { return answer_id_; }
+  const std::string& request_id() const { return request_id_; }
+
+ private:
+  Store* store_;
+  Conversation conv_;
+  ChatTurn turn_;
+  std::string request_id_;
+  std::string system_;
+  nlohmann::json user_message_;  // the stored user message (null with regenerate)
+  int64_t answer_id_ = 0;
+  std::string partial_;
+  nlohmann::json meta_ = nlohmann::json::object();
+  std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
+};
+
+// A title from the first user message: its first line without markdown marks, at most 40
+// bytes on a character boundary.
+std::string title_from(const std::string& text);
+
+nlohmann::json conversation_json(const Conversation& c);
+nlohmann::json message_json(const StoredMessage& m);
+
+}  // namespace glm::gateway

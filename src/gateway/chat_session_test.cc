@@ -1,0 +1,131 @@
+// ChatSession without HTTP: the turn applied to the stored history (new message, edit,
+// regenerate), the engine request it builds, the payloads of engine events, and the stored
+// answer for each outcome.
+#include "gateway/chat_session.h"
+
+#include <gtest/gtest.h>
+
+namespace glm::gateway {
+namespace {
+
+class ChatSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Store::open(":memory:");
+    ASSERT_TRUE(s.ok());
+    store_ = std::move(s).value();
+    auto c = store_->create_conversation("", "be brief", "{}");
+    ASSERT_TRUE(c.ok());
+    conv_ = *c;
+  }
+  ChatSession session() { return ChatSession(store_.get(), *store_->get_conversation(conv_.id)); }
+  // One complete turn answered with `answer`.
+  void turn(const std::string& content, const std::string& answer) {
+    ChatSession s = session();
+    ChatTurn t;
+    t.content = content;
+    ASSERT_TRUE(s.begin(t, "r").ok());
+    ASSERT_TRUE(s.open_answer().ok());
+    RelayResult r;
+    r.outcome = Outcome::kStop;
+    r.text = answer;
+    ASSERT_TRUE(s.finish(r).has_value());
+  }
+  std::vector<StoredMessage> messages() { return *store_->messages(conv_.id); }
+
+  std::unique_ptr<Store> store_;
+  Conversation conv_;
+};
+
+TEST_F(ChatSessionTest, NewTurnBuildsTheRequestFromTheStoredHistory) {
+  turn("hello", "hi there");
+  ChatSession s = session();
+  ChatTurn t;
+  t.content = "and now?";
+  t.params.temperature = 0.1f;
+  auto req = s.begin(t, "req-1");
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  EXPECT_EQ(req->id, "req-1");
+  EXPECT_EQ(req->conversation, conv_.id);
+  EXPECT_FLOAT_EQ(req->params.temperature, 0.1f);
+  ASSERT_EQ(req->messages.size(), 4u);
+  EXPECT_EQ(req->messages[0].role, "system");
+  EXPECT_EQ(req->messages[0].content, "be brief");
+  EXPECT_EQ(req->messages[2].content, "hi there");
+  EXPECT_EQ(req->messages[3].content, "and now?");
+  // The user's message is stored before generation; the answer row once the engine has it.
+  EXPECT_EQ(messages().size(), 3u);
+  ASSERT_TRUE(s.open_answer().ok());
+  EXPECT_EQ(messages().back().status, "streaming");
+  EXPECT_EQ(store_->get_conversation(conv_.id)->title, "hello");
+}
+
+TEST_F(ChatSessionTest, EditDropsTheEditedMessageAndWhatFollows) {
+  turn("one", "1");
+  turn("two", "2");
+  const int64_t second_user = messages()[2].id;
+  ChatSession s = session();
+  ChatTurn t;
+  t.content = "TWO";
+  t.edit_message_id = second_user;
+  auto req = s.begin(t, "r");
+  ASSERT_TRUE(req.ok());
+  ASSERT_EQ(req->messages.size(), 4u);  // system, one, 1, TWO
+  EXPECT_EQ(req->messages.back().content, "TWO");
+  EXPECT_EQ(messages().size(), 3u);
+  // Not a user message of this conversation: refused, nothing changed.
+  ChatTurn bad;
+  bad.content = "x";
+  bad.edit_message_id = messages()[1].id;  // an assistant message
+  EXPECT_EQ(session().begin(bad, "r").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(messages().size(), 3u);
+}
+
+TEST_F(ChatSessionTest, RegenerateAnswersTheLastUserMessageAgain) {
+  ChatTurn t;
+  t.regenerate = true;
+  EXPECT_EQ(session().begin(t, "r").status().code(), ErrorCode::kInvalidArgument);
+  turn("q", "a");
+  auto req = session().begin(t, "r");
+  ASSERT_TRUE(req.ok());
+  EXPECT_EQ(req->messages.back().content, "q");
+  EXPECT_EQ(messages().size(), 1u);
+}
+
+TEST_F(ChatSessionTest, EventsBecomePagePayloadsAndTheAnswerIsStoredByOutcome) {
+  ChatSession s = session();
+  ChatTurn t;
+  t.content = "q";
+  ASSERT_TRUE(s.begin(t, "r").ok());
+  ASSERT_TRUE(s.open_answer().ok());
+  protocol::Event tok;
+  tok.type = protocol::EventType::kToken;
+  tok.text = "pa";
+  auto p = s.on_event(tok);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ((*p)["type"], "token");
+  protocol::Event stats;
+  stats.type = protocol::EventType::kStats;
+  EXPECT_FALSE(s.on_event(stats).has_value());
+  RelayResult r;
+  r.outcome = Outcome::kError;
+  r.error = Status(ErrorCode::kUnavailable, "engine gone");
+  r.text = "partial";
+  auto last = s.finish(r);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ((*last)["type"], "error");
+  EXPECT_EQ((*last)["content"], "partial");
+  const StoredMessage answer = messages().back();
+  EXPECT_EQ(answer.status, "error");
+  EXPECT_EQ(answer.content, "partial");
+  EXPECT_EQ(answer.error, "engine gone");
+}
+
+TEST(ChatTitle, PlainTextFromTheFirstLine) {
+  EXPECT_EQ(title_from("# Heading\nbody"), "Heading");
+  EXPECT_EQ(title_from("**bold** words"), "bold words");
+  EXPECT_EQ(title_from(std::string(50, 'x')), std::string(40, 'x') + "…");
+}
+
+}  // namespace
+}  // namespace glm::gateway
