@@ -19,7 +19,7 @@
 
 #include "core/utf8.h"
 #include "cli_util.h"
-#include "daemon/test_client.h"
+#include "testing/test_client.h"
 
 extern char** environ;
 
@@ -28,6 +28,8 @@ namespace {
 
 using glm::testing::run_shell;
 using protocol::EventType;
+using glm::testing::TestClient;
+using glm::testing::joined_text;
 
 // A child process running the glmserve binary, its stderr in a file.
 class Proc {

@@ -16,14 +16,14 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
-#include "daemon/echo_engine.h"
-#include "daemon/latency_probe.h"
+#include "testing/echo_engine.h"
+#include "bench/latency_probe.h"
 
 namespace glm::cli {
 namespace {
 
-using daemon::Sample;
-using daemon::Summary;
+using bench::Sample;
+using bench::Summary;
 
 constexpr const char* kUsage =
     "usage: glmserve bench serve --model M.gguf [flags]   (or --echo: no model)\n"
@@ -121,11 +121,11 @@ int cmd_bench_serve(int argc, char** argv) {
   // The engine.
   std::unique_ptr<engine::Engine> engine;
   if (echo) {
-    daemon::EchoOptions o;
+    testing::EchoOptions o;
     o.token_delay_ms = static_cast<int>(*echo_delay);
     o.max_running = static_cast<int>(*max_batch);
     o.max_queue = 1024;
-    engine = std::make_unique<daemon::EchoEngine>(o);
+    engine = std::make_unique<testing::EchoEngine>(o);
   } else {
     auto model = args->require("model");
     if (!model.ok()) return fail(model.status());
@@ -187,9 +187,9 @@ int cmd_bench_serve(int argc, char** argv) {
       std::map<Layer, double> ttft;
       for (Layer layer : layers) {
         const protocol::Request r = make_request(p.text, static_cast<int>(*max_tokens));
-        StatusOr<Sample> s = layer == kInProcess ? daemon::run_in_process(*eng, r)
-                             : layer == kSocket  ? daemon::run_socket(socket, r)
-                                                 : daemon::run_http(http, r);
+        StatusOr<Sample> s = layer == kInProcess ? bench::run_in_process(*eng, r)
+                             : layer == kSocket  ? bench::run_socket(socket, r)
+                                                 : bench::run_http(http, r);
         if (!s.ok()) {
           cleanup();
           return fail(Status(s.status().code(), std::string(kLayerNames[layer]) + ": " +
@@ -211,12 +211,12 @@ int cmd_bench_serve(int argc, char** argv) {
     for (Layer layer : layers) {
       const LayerResult& r = res[layer];
       std::printf("| %s | %s | %s | %s | %s | %d |\n", p.name, kLayerNames[layer],
-                  fmt(daemon::summarize(r.ttft)).c_str(), fmt(daemon::summarize(r.tpot)).c_str(),
-                  fmt(daemon::summarize(r.e2e)).c_str(), r.tokens);
+                  fmt(bench::summarize(r.ttft)).c_str(), fmt(bench::summarize(r.tpot)).c_str(),
+                  fmt(bench::summarize(r.e2e)).c_str(), r.tokens);
     }
     overhead_all.insert(overhead_all.end(), overhead.begin(), overhead.end());
   }
-  const Summary ov = daemon::summarize(overhead_all);
+  const Summary ov = bench::summarize(overhead_all);
   std::printf("\nsocket overhead (socket TTFT - in-process TTFT, paired runs): median %.3f ms, "
               "mean %.3f ± %.3f ms\n",
               ov.median, ov.mean, ov.stddev);
@@ -239,7 +239,7 @@ int cmd_bench_serve(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         std::vector<std::thread> ts;
         for (int u = 0; u < users; ++u) {
-          ts.emplace_back([&, u] { out[u] = daemon::run_socket(socket, reqs[u]); });
+          ts.emplace_back([&, u] { out[u] = bench::run_socket(socket, reqs[u]); });
         }
         for (auto& t : ts) t.join();
         const double wall_s =
@@ -258,11 +258,11 @@ int cmd_bench_serve(int argc, char** argv) {
         }
         tps.push_back(total_tokens / wall_s);
       }
-      const Summary agg = daemon::summarize(tps);
+      const Summary agg = bench::summarize(tps);
       if (base_tps == 0) base_tps = agg.mean;
       std::printf("| %d | %s | %s | %s | %.2f ± %.2f | %.2fx |\n", users,
-                  fmt(daemon::summarize(ttft)).c_str(), fmt(daemon::summarize(tpot)).c_str(),
-                  fmt(daemon::summarize(e2e)).c_str(), agg.mean, agg.stddev,
+                  fmt(bench::summarize(ttft)).c_str(), fmt(bench::summarize(tpot)).c_str(),
+                  fmt(bench::summarize(e2e)).c_str(), agg.mean, agg.stddev,
                   base_tps > 0 ? agg.mean / base_tps : 0.0);
     }
   }
@@ -287,7 +287,7 @@ int cmd_bench_serve(int argc, char** argv) {
             {"user",
              tag + "第" + std::to_string(t + 1) + "轮：请把上一段话换一种说法，再补充一个例子。",
              ""});
-        auto s = daemon::run_socket(socket, r);
+        auto s = bench::run_socket(socket, r);
         if (!s.ok()) {
           cleanup();
           return fail(s.status());
@@ -301,11 +301,11 @@ int cmd_bench_serve(int argc, char** argv) {
     }
     std::printf("\n| turn | prompt tokens | cached tokens | TTFT | vs turn 1 |\n"
                 "|---|---|---|---|---|\n");
-    const double first = daemon::summarize(ttft[0]).mean;
+    const double first = bench::summarize(ttft[0]).mean;
     for (int t = 0; t < *turns; ++t) {
-      const Summary s = daemon::summarize(ttft[t]);
-      std::printf("| %d | %.0f | %.0f | %s | %.2fx |\n", t + 1, daemon::summarize(prompt[t]).mean,
-                  daemon::summarize(cached[t]).mean, fmt(s).c_str(),
+      const Summary s = bench::summarize(ttft[t]);
+      std::printf("| %d | %.0f | %.0f | %s | %.2fx |\n", t + 1, bench::summarize(prompt[t]).mean,
+                  bench::summarize(cached[t]).mean, fmt(s).c_str(),
                   first > 0 ? s.mean / first : 0.0);
     }
   }

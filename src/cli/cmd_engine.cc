@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
-#include "daemon/echo_engine.h"
+#include "testing/echo_engine.h"
 #include "daemon/unix_socket.h"
 #include "engine/engine.h"
 
@@ -150,11 +150,11 @@ int cmd_engine(int argc, char** argv) {
   std::atomic<bool> loaded{false};
   std::thread loader([&] {
     if (echo) {
-      daemon::EchoOptions o;
+      testing::EchoOptions o;
       o.token_delay_ms = static_cast<int>(echo_delay);
       o.max_queue = eopts.max_queue;
       o.max_running = eopts.max_batch;
-      d.set_engine(std::make_unique<daemon::EchoEngine>(o));
+      d.set_engine(std::make_unique<testing::EchoEngine>(o));
     } else {
       const auto t0 = std::chrono::steady_clock::now();
       auto e = engine::load_engine(eopts);

@@ -13,7 +13,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
-#include "daemon/supervisor.h"
+#include "serve/supervisor.h"
 #include "daemon/unix_socket.h"
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
@@ -123,7 +123,7 @@ int cmd_serve(int argc, char** argv) {
   if (!drain_s.ok()) return fail(drain_s.status());
 
   const std::string self = "/proc/self/exe";
-  daemon::ChildSpec engine{"engine", self, {"glmserve", "engine", "--socket", socket}};
+  serve::ChildSpec engine{"engine", self, {"glmserve", "engine", "--socket", socket}};
   if (echo) {
     engine.argv.push_back("--echo");
   } else {
@@ -136,9 +136,9 @@ int cmd_serve(int argc, char** argv) {
       engine.argv.push_back(args->get(f));
     }
   }
-  std::vector<daemon::ChildSpec> children = {engine};
+  std::vector<serve::ChildSpec> children = {engine};
   if (!args->has("no-web")) {
-    daemon::ChildSpec web{"web", self,
+    serve::ChildSpec web{"web", self,
                           {"glmserve", "web", "--engine", socket, "--port",
                            std::to_string(*port), "--host", host}};
     for (const char* f : kWebFlags) {
@@ -154,9 +154,9 @@ int cmd_serve(int argc, char** argv) {
     children.push_back(web);
   }
 
-  daemon::SupervisorOptions options;
+  serve::SupervisorOptions options;
   options.stop_timeout = std::chrono::seconds(*drain_s + 5);
-  daemon::Supervisor supervisor(children, options);
+  serve::Supervisor supervisor(children, options);
   bool ready = false;
   supervisor.on_start = [&](size_t index, pid_t) {
     if (index == 0) ready = false;  // the engine (re)started: report readiness again

@@ -11,13 +11,17 @@
 #include <thread>
 
 #include "core/utf8.h"
-#include "daemon/echo_engine.h"
-#include "daemon/test_client.h"
+#include "testing/echo_engine.h"
+#include "testing/test_client.h"
 
 namespace glm::daemon {
 namespace {
 
 using protocol::EventType;
+using testing::EchoEngine;
+using testing::EchoOptions;
+using testing::joined_text;
+using testing::TestClient;
 
 // Wraps an engine and records how each request ended (finish reason or error code name).
 class RecordingEngine : public engine::Engine {

@@ -1,4 +1,4 @@
-#include "daemon/supervisor.h"
+#include "serve/supervisor.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 
-namespace glm::daemon {
+namespace glm::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -191,4 +191,4 @@ int Supervisor::run() {
   return rc;
 }
 
-}  // namespace glm::daemon
+}  // namespace glm::serve

@@ -1,6 +1,6 @@
-#include "daemon/latency_probe.h"
+#include "bench/latency_probe.h"
 
-#include <netdb.h>
+#include <httplib.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,12 +13,13 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "daemon/daemon.h"
 #include "daemon/unix_socket.h"
 #include "protocol/sampling_json.h"
 #include "protocol/line_buffer.h"
 
-namespace glm::daemon {
+namespace glm::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -64,7 +65,7 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
   token_times.reserve(1024);
   const auto t0 = Clock::now();
   Clock::time_point end;
-  Status st = engine.submit(to_engine_request(request, request.id.empty() ? protocol::make_request_id() : request.id), [&](const engine::Event& ev) {
+  Status st = engine.submit(daemon::to_engine_request(request, request.id.empty() ? protocol::make_request_id() : request.id), [&](const engine::Event& ev) {
     const auto now = Clock::now();
     std::lock_guard<std::mutex> lock(mu);
     switch (ev.type) {
@@ -98,11 +99,11 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
 
 StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Request& request) {
   const auto t0 = Clock::now();
-  auto fd = connect_unix(socket_path);
+  auto fd = daemon::connect_unix(socket_path);
   if (!fd.ok()) return fd.status();
   Sample s;
   std::vector<Clock::time_point> token_times;
-  Status result = write_all(*fd, protocol::serialize_request(request) + "\n");
+  Status result = daemon::write_all(*fd, protocol::serialize_request(request) + "\n");
   protocol::LineBuffer in(64 << 20);
   std::string line;
   Clock::time_point end;
@@ -138,14 +139,6 @@ StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Requ
 
 StatusOr<Sample> run_http(const std::string& url, const protocol::Request& request) {
   using json = nlohmann::json;
-  // http://host:port only: the bench talks to a local gateway.
-  const std::string prefix = "http://";
-  if (url.rfind(prefix, 0) != 0) return invalid_argument("--http: expected http://HOST:PORT");
-  std::string hostport = url.substr(prefix.size());
-  if (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
-  const size_t colon = hostport.rfind(':');
-  const std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
   json body = {{"model", "default"}, {"stream", true}, {"messages", json::array()}};
   for (const auto& m : request.messages) {
     body["messages"].push_back({{"role", m.role}, {"content", m.content}});
@@ -153,102 +146,64 @@ StatusOr<Sample> run_http(const std::string& url, const protocol::Request& reque
   nlohmann::ordered_json sampling = nlohmann::ordered_json::object();
   protocol::write_sampling(request.params, &sampling);
   for (auto& [key, value] : sampling.items()) body[key] = value;
-  const std::string payload = body.dump();
-  std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: " + hostport +
-                    "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
-                    "Connection: close\r\nContent-Length: " +
-                    std::to_string(payload.size()) + "\r\n";
-  if (const char* key = std::getenv("GLMSERVE_API_KEY")) {
-    req += std::string("Authorization: Bearer ") + key + "\r\n";
-  }
-  req += "\r\n" + payload;
 
-  const auto t0 = Clock::now();
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return Status(ErrorCode::kUnavailable, "cannot resolve " + host);
-  }
-  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
-  ::freeaddrinfo(res);
-  if (rc != 0) {
-    if (fd >= 0) ::close(fd);
-    return Status(ErrorCode::kUnavailable, "cannot connect to the gateway at " + url);
+  httplib::Client client(url);
+  if (!client.is_valid()) return invalid_argument("--http: expected http://HOST:PORT, got " + url);
+  client.set_read_timeout(kReadTimeoutMs / 1000, (kReadTimeoutMs % 1000) * 1000);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Accept", "text/event-stream");
+  if (const char* key = std::getenv("GLMSERVE_API_KEY")) {
+    req.set_header("Authorization", std::string("Bearer ") + key);
   }
   Sample s;
   std::vector<Clock::time_point> token_times;
-  Status result = write_all(fd, req);
-  // Response: headers, then a chunked (or plain) body of SSE "data: {...}" lines.
-  std::string raw;       // undecoded bytes
-  std::string decoded;   // body bytes not yet split into lines
-  bool headers_done = false, chunked = false, done = false;
-  char buf[65536];
-  while (result.ok() && !done) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, kReadTimeoutMs) <= 0) {
-      result = Status(ErrorCode::kUnavailable, "the gateway did not answer in time");
-      break;
-    }
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+  std::string pending;  // body bytes not yet split into lines
+  bool done = false;
+  // SSE "data: {...}" lines as they arrive; a token is timed when its chunk is received.
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     const auto now = Clock::now();
-    if (n <= 0) break;
-    raw.append(buf, static_cast<size_t>(n));
-    if (!headers_done) {
-      const size_t end = raw.find("\r\n\r\n");
-      if (end == std::string::npos) continue;
-      const std::string head = raw.substr(0, end);
-      if (head.find(" 200") == std::string::npos) {
-        result = Status(ErrorCode::kUnavailable, "gateway answered: " + head.substr(0, head.find('\r')));
-        break;
-      }
-      std::string lower = head;
-      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-      chunked = lower.find("transfer-encoding: chunked") != std::string::npos;
-      raw.erase(0, end + 4);
-      headers_done = true;
-    }
-    if (chunked) {
-      for (;;) {
-        const size_t eol = raw.find("\r\n");
-        if (eol == std::string::npos) break;
-        const size_t size = std::strtoul(raw.substr(0, eol).c_str(), nullptr, 16);
-        if (raw.size() < eol + 2 + size + 2) break;
-        if (size == 0) done = true;
-        decoded.append(raw, eol + 2, size);
-        raw.erase(0, eol + 2 + size + 2);
-      }
-    } else {
-      decoded += raw;
-      raw.clear();
-    }
+    pending.append(data, n);
     size_t nl;
-    while ((nl = decoded.find('\n')) != std::string::npos) {
-      std::string line = decoded.substr(0, nl);
-      decoded.erase(0, nl + 1);
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
       if (line.rfind("data: ", 0) != 0) continue;
       line.erase(0, 6);
       if (line.rfind("[DONE]", 0) == 0) {
         done = true;
-        break;
-      }
-      json j = json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.contains("choices") || !j["choices"].is_array() ||
-          j["choices"].empty()) {
         continue;
       }
-      const json& delta = j["choices"][0].value("delta", json::object());
+      auto j = parse_json(line, "an SSE event");
+      if (!j.ok() || !j->contains("choices") || !(*j)["choices"].is_array() ||
+          (*j)["choices"].empty()) {
+        continue;
+      }
+      const json& delta = (*j)["choices"][0].value("delta", json::object());
       if (delta.is_object() && delta.contains("content") && delta["content"].is_string() &&
           !delta["content"].get<std::string>().empty()) {
         token_times.push_back(now);
         s.text += delta["content"].get<std::string>();
       }
     }
-  }
+    return true;
+  };
+  const auto t0 = Clock::now();
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const bool sent = client.send(req, res, error);
   const auto end = Clock::now();
-  ::close(fd);
-  if (!result.ok()) return result;
+  if (!sent) {
+    return Status(ErrorCode::kUnavailable,
+                  "cannot reach the gateway at " + url + ": " + httplib::to_string(error));
+  }
+  if (res.status != 200) {
+    return Status(ErrorCode::kUnavailable, "gateway answered HTTP " + std::to_string(res.status));
+  }
+  if (!done) return Status(ErrorCode::kUnavailable, "the stream ended without [DONE]");
   finish_sample(t0, token_times, end, &s);
   return s;
 }
@@ -271,4 +226,4 @@ Summary summarize(std::vector<double> values) {
   return s;
 }
 
-}  // namespace glm::daemon
+}  // namespace glm::bench

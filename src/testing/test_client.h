@@ -16,12 +16,12 @@
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
 
-namespace glm::daemon {
+namespace glm::testing {
 
 class TestClient {
  public:
   explicit TestClient(const std::string& path) : in_(64 << 20) {
-    auto fd = connect_unix(path);
+    auto fd = daemon::connect_unix(path);
     if (fd.ok()) fd_ = *fd;
     connect_status_ = fd.status();
   }
@@ -33,8 +33,8 @@ class TestClient {
   const Status& connect_status() const { return connect_status_; }
   int fd() const { return fd_; }
 
-  bool send(const std::string& line) { return fd_ >= 0 && write_all(fd_, line + "\n").ok(); }
-  bool send_raw(const std::string& bytes) { return fd_ >= 0 && write_all(fd_, bytes).ok(); }
+  bool send(const std::string& line) { return fd_ >= 0 && daemon::write_all(fd_, line + "\n").ok(); }
+  bool send_raw(const std::string& bytes) { return fd_ >= 0 && daemon::write_all(fd_, bytes).ok(); }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   void close() {
     if (fd_ >= 0) ::close(fd_);
@@ -110,4 +110,4 @@ inline std::string joined_text(const std::vector<protocol::Event>& events) {
   return s;
 }
 
-}  // namespace glm::daemon
+}  // namespace glm::testing

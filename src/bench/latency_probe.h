@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "protocol/protocol.h"
 
-namespace glm::daemon {
+namespace glm::bench {
 
 struct Sample {
   double ttft_ms = 0;   // request sent -> first token text received
@@ -41,4 +41,4 @@ struct Summary {
 // Drops one minimum and one maximum when there are at least 3 values.
 Summary summarize(std::vector<double> values);
 
-}  // namespace glm::daemon
+}  // namespace glm::bench

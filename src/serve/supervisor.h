@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace glm::daemon {
+namespace glm::serve {
 
 struct ChildSpec {
   std::string name;                // for logs: "engine", "web"
@@ -68,4 +68,4 @@ class Supervisor {
   SupervisorOptions options_;
 };
 
-}  // namespace glm::daemon
+}  // namespace glm::serve

@@ -23,7 +23,7 @@
 
 #include "engine/engine.h"
 
-namespace glm::daemon {
+namespace glm::testing {
 
 struct EchoOptions {
   std::string reply;          // empty: echo the last message
@@ -83,4 +83,4 @@ class EchoEngine : public engine::Engine {
   std::thread thread_;
 };
 
-}  // namespace glm::daemon
+}  // namespace glm::testing

@@ -1,10 +1,10 @@
-#include "daemon/echo_engine.h"
+#include "testing/echo_engine.h"
 
 #include <algorithm>
 
 #include "core/utf8.h"
 
-namespace glm::daemon {
+namespace glm::testing {
 namespace {
 
 std::vector<std::string> split_chars(const std::string& text) {
@@ -274,4 +274,4 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
   running_.swap(still);
 }
 
-}  // namespace glm::daemon
+}  // namespace glm::testing
