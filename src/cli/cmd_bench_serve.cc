@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "  --turns N           multi-turn conversation length (default 5); --no-turns skips it\n"
     "  --http URL          also measure through a running gateway (http://127.0.0.1:8080)\n"
     "  --socket PATH       measure an external engine instead of the in-process daemon\n"
-    "  --threads T --ctx N --max-batch B   engine options\n";
+    "  --threads T --ctx-size N --max-batch B   engine options\n";
 
 struct Prompt {
   const char* name;
@@ -88,8 +88,8 @@ int cmd_bench_serve(int argc, char** argv) {
   }
   auto args = Args::parse(argc, argv,
                           {"model", "runs", "warmup", "max-tokens", "concurrency", "turns",
-                           "http", "socket", "threads", "ctx", "max-batch", "echo-delay"},
-                          {"echo", "no-sweep", "no-turns"});
+                           "http", "socket", "threads", "ctx-size", "max-batch", "echo-delay"},
+                          {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   auto runs = args->get_int("runs", 10);
@@ -97,7 +97,7 @@ int cmd_bench_serve(int argc, char** argv) {
   auto max_tokens = args->get_int("max-tokens", 32);
   auto turns = args->get_int("turns", 5);
   auto threads = args->get_int("threads", 0);
-  auto ctx = args->get_int("ctx", 0);
+  auto ctx = args->get_int("ctx-size", 0);
   auto max_batch = args->get_int("max-batch", 8);
   auto echo_delay = args->get_int("echo-delay", 0);
   for (const auto* v : {&runs, &warmup, &max_tokens, &turns, &threads, &ctx, &max_batch,

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "  --socket PATH        Unix socket to listen on (created 0600; a stale one is replaced)\n"
     "  --socket-mode MODE   socket permissions, e.g. 0660 for group access (never world)\n"
     "  --threads T          compute threads (default: physical cores)\n"
-    "  --ctx N              context length (default: min(model, 8192))\n"
+    "  --ctx-size N         context length (default: min(model, 8192)); --ctx is an alias\n"
     "  --max-batch B        sequences decoded together (default 8)\n"
     "  --max-queue Q        waiting requests before 'busy' (default 64)\n"
     "  --drain-timeout S    seconds to finish in-flight requests on SIGTERM (default 30)\n"
@@ -69,10 +69,10 @@ int cmd_engine(int argc, char** argv) {
     return 0;
   }
   auto args = Args::parse(argc, argv,
-                          {"model", "socket", "socket-mode", "threads", "ctx", "max-batch",
+                          {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
                            "max-queue", "drain-timeout", "max-line", "max-connections",
                            "log-level", "echo-delay"},
-                          {"echo"});
+                          {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -109,7 +109,7 @@ int cmd_engine(int argc, char** argv) {
   int64_t drain_s = 30, max_line = static_cast<int64_t>(dopts.max_line_bytes);
   int64_t max_conn = dopts.max_connections, echo_delay = 0;
   const IntFlag flags[] = {
-      {"threads", 0, 1024, &threads},         {"ctx", 0, 1 << 22, &ctx},
+      {"threads", 0, 1024, &threads},         {"ctx-size", 0, 1 << 22, &ctx},
       {"max-batch", 1, 1024, &max_batch},     {"max-queue", 0, 1 << 20, &max_queue},
       {"drain-timeout", 0, 86400, &drain_s},  {"max-line", 1024, 1 << 30, &max_line},
       {"max-connections", 1, 1 << 20, &max_conn}, {"echo-delay", 0, 60000, &echo_delay},

@@ -30,11 +30,11 @@ constexpr const char* kUsage =
     "  --socket PATH        engine socket (default $XDG_RUNTIME_DIR/glmserve/engine-PORT.sock,\n"
     "                       else /tmp/glmserve-UID/engine-PORT.sock)\n"
     "  --no-web             run and supervise the engine only\n"
-    "engine flags, passed on: --threads --ctx --max-batch --max-queue --socket-mode\n"
+    "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
-const char* const kEngineFlags[] = {"threads",  "ctx",       "max-batch",       "max-queue",
+const char* const kEngineFlags[] = {"threads",  "ctx-size",       "max-batch",       "max-queue",
                                     "socket-mode", "drain-timeout", "max-line",
                                     "max-connections", "log-level", "echo-delay"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
@@ -99,7 +99,7 @@ int cmd_serve(int argc, char** argv) {
   std::set<std::string> known = {"model", "port", "host", "socket", "web-threads"};
   for (const char* f : kEngineFlags) known.insert(f);
   for (const char* f : kWebFlags) known.insert(f);
-  auto args = Args::parse(argc, argv, known, {"echo", "no-web"});
+  auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (!echo) {

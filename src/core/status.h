@@ -33,7 +33,7 @@ int error_code_http_status(ErrorCode code);
 // Inverse of error_code_name; kInternal for unknown names.
 ErrorCode error_code_from_name(const std::string& name);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -57,7 +57,7 @@ inline Status unsupported(std::string m) { return Status(ErrorCode::kUnsupported
 
 // Either a value or a non-ok Status.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}                // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {}        // NOLINT: implicit by design

@@ -58,8 +58,8 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
     auto s = Store::open(path);
     ASSERT_TRUE(s.ok());
     id = (*s)->create_conversation("", "", "{}")->id;
-    (*s)->add_message(id, "user", "q", "complete");
-    (*s)->add_message(id, "assistant", "half an ans", "streaming");  // gateway "dies" here
+    ASSERT_TRUE((*s)->add_message(id, "user", "q", "complete").ok());
+    ASSERT_TRUE((*s)->add_message(id, "assistant", "half an ans", "streaming").ok());  // gateway "dies" here
   }
   auto s = Store::open(path);
   ASSERT_TRUE(s.ok());
