@@ -1,4 +1,4 @@
-// `glmserve eval` end to end (DESIGN §2): the binary's JSON lines against the reference data.
+// `glmserve eval` end to end (docs/cli.md): the binary's JSON lines against the reference data.
 #include <gtest/gtest.h>
 
 #include <cmath>

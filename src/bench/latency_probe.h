@@ -1,4 +1,4 @@
-// Serving-latency measurement for `glmserve bench serve` (DESIGN §5): one generation timed at
+// Serving-latency measurement for `glmserve bench serve` (docs/performance.md): one generation timed at
 // each layer (in-process engine API, engine socket, HTTP gateway), measured by the client with
 // a steady clock, and the seed study's statistics (drop min and max, mean and stddev of the rest).
 // Thread-safety: the run_* functions are independent and may run concurrently (concurrency

@@ -1,5 +1,5 @@
 // glmserve bench engine: prompt processing (pp) and generation (tg) tokens/s of the model
-// forward, like llama-bench (DESIGN §5), plus the memory-bandwidth view of generation: bytes of
+// forward, like llama-bench (docs/performance.md), plus the memory-bandwidth view of generation: bytes of
 // weights read per generated token x tokens/s, against a read bandwidth measured here.
 //   pp<P>: one forward of P random tokens from an empty cache (logits of the last one).
 //   tg<N>: N single-token forwards from an empty cache, one after the other.

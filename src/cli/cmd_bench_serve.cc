@@ -1,4 +1,4 @@
-// glmserve bench serve: serving latency at each layer, the seed study's method (DESIGN §5):
+// glmserve bench serve: serving latency at each layer, the seed study's method (docs/performance.md):
 // three fixed prompts, warm-ups, runs alternated between layers in one session, drop min and
 // max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT by turn.
 // The socket layer is a Daemon in this process over the same engine (the protocol, the socket

@@ -1,5 +1,5 @@
 // glmserve eval: logits or final-norm hidden states for given tokens, one JSON line per position
-// (DESIGN §2): {"pos":P,"token":T,"values":[...]} with 9 significant digits (exact for float32).
+// (docs/cli.md): {"pos":P,"token":T,"values":[...]} with 9 significant digits (exact for float32).
 #include <cmath>
 #include <cstdio>
 #include <memory>

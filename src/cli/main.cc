@@ -1,4 +1,4 @@
-// glmserve: one binary, many subcommands (docs/cli.md; DESIGN §2).
+// glmserve: one binary, many subcommands (the contract: docs/cli.md).
 #include <cstdio>
 #include <cstring>
 

@@ -1,7 +1,7 @@
 // `glmserve convert HF_DIR -o M.gguf [--type T]`: a HuggingFace ChatGLM2-6B / ChatGLM3-6B /
 // GLM-4-9B checkpoint directory (THUDM layout: config.json, *.safetensors, single or sharded with
 // model.safetensors.index.json, tokenizer.model) to a GGUF file in llama.cpp's `chatglm` layout
-// (DESIGN §3). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
+// (docs/models.md). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
 // transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
 // so a checkpoint holding gen-model's weights converts to the same bytes.
 // Streams tensor by tensor from the mapped safetensors. Reentrant.

@@ -21,7 +21,7 @@ TEST(ModelSpec, ChatGlm3SixBMatchesTheRealModel) {
   EXPECT_EQ(hp->n_head, 32);
   EXPECT_EQ(hp->n_head_kv, 2);
   EXPECT_EQ(hp->head_dim(), 128);
-  EXPECT_EQ(hp->n_rot(), 64);  // DESIGN §3: rope.dimension_count = head_dim / 2
+  EXPECT_EQ(hp->n_rot(), 64);  // docs/models.md: rope.dimension_count = head_dim / 2
   EXPECT_EQ(hp->n_ff, 13696);
   EXPECT_EQ(hp->n_vocab, 65024);
   EXPECT_EQ(hp->n_ctx, 8192);

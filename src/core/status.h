@@ -1,6 +1,6 @@
 // Status: the one error type of glmserve for expected failures (bad file, bad request, context
 // overflow, queue full, cancelled, peer gone). Bugs abort through GLM_CHECK instead (check.h).
-// One table maps each code to its protocol name and HTTP status (error_code.cc).
+// One table maps each code to its protocol name and HTTP status (status.cc).
 // Thread-safety: value types, freely copyable.
 #pragma once
 

@@ -1,4 +1,4 @@
-// EngineClient: the gateway's side of the engine socket (docs/protocol.md, DESIGN §4).
+// EngineClient: the gateway's side of the engine socket (docs/protocol.md, protocol v1).
 // One Unix-socket connection per generation request: a request that dies with its connection
 // never takes another one down, and a restarted engine is picked up by the next connect with no
 // reconnection state to repair. A connect costs ~20 us on loopback, far below one token.

@@ -1,4 +1,4 @@
-// Hyperparameters of a loaded model, read from GGUF metadata (DESIGN §3; docs/models.md).
+// Hyperparameters of a loaded model, read from GGUF metadata (docs/models.md).
 // Value type; thread-safe to copy and read.
 #pragma once
 

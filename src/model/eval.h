@@ -1,4 +1,4 @@
-// evaluate(): the procedure behind `glmserve eval` (DESIGN §2) and the golden tests: prefill
+// evaluate(): the procedure behind `glmserve eval` (docs/cli.md) and the golden tests: prefill
 // `prompt` in one batch (outputs for every position), then feed each `decode` token as its own
 // single-token step through the KV cache. Uses a private contiguous KV cache.
 // Cost: one model forward per step; allocates the KV cache for prompt + decode positions.

@@ -55,8 +55,10 @@ struct LoadOptions {
   bool repack = true;
 };
 
-// Loads any supported architecture from an opened GGUF file. Weights are not copied: they are
-// read from the file's mapping, which the model keeps alive through the shared_ptr.
+// Loads any supported architecture from an opened GGUF file. With options.repack (the default)
+// the weight matrices that have a packed layout for this CPU are copied into it (owned,
+// huge-page memory; the copied rows' mapped pages are released); every other tensor is read
+// from the file's mapping, which the model keeps alive through the shared_ptr.
 // Errors: unknown architecture, missing or misshapen tensors, inconsistent metadata.
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> file,
                                             const LoadOptions& options);

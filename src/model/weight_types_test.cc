@@ -1,4 +1,4 @@
-// Every weight type of DESIGN §3 runs through the forward pass with its stored values: a model
+// Every weight type glmserve reads (docs/models.md) runs through the forward pass with its stored values: a model
 // stored in type T must give the logits of the same model stored as F32 holding T's dequantized
 // values, up to the matmul kernels' own rounding of the activations.
 #include <gtest/gtest.h>

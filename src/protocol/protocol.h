@@ -1,6 +1,6 @@
 // The engine's wire protocol, version 1 (docs/protocol.md): newline-delimited JSON over a Unix
 // socket. One request per line; each request gets one or more event lines back, tagged with the
-// request's id. This header holds the native C++ shapes; protocol.cc converts them to and from
+// request's id. This header holds the native C++ shapes; request.cc and event.cc convert them to and from
 // JSON and validates every field, so the daemon and the gateway never touch raw JSON.
 //
 // Depends on core only (never on the engine): the gateway links this module, not the engine.

@@ -1,4 +1,4 @@
-// Measures the page (DESIGN §5, the seed study's method): click-to-first-character latency
+// Measures the page (docs/performance.md, the seed study's method): click-to-first-character latency
 // minus the engine's own TTFT for the same request (3 warm-ups, 10 runs; median, and mean and
 // stddev without min and max), page weight (bytes transferred, gzip) and time to first paint.
 // Run by scripts/test-browser.sh with GLM_MEASURE=1 (needs GLM_WEB_URL; the engine may be the
