@@ -351,15 +351,19 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
            options_.retry_after_ms);
     return;
   }
-  const std::string engine_id = std::to_string(conn->serial()) + "/" + client_id;
+  // Ids are unique per engine, not per connection: a cancel by id then names exactly one
+  // request, whichever connection sends it.
+  const std::string& engine_id = client_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!conn->requests.insert(client_id).second) {
+    if (in_flight_.count(client_id) != 0) {
       refuse(invalid_argument("request id '" + client_id +
-                              "' is already in flight on this connection (ids must be unique)"),
+                              "' is already in flight on this engine (give each request a "
+                              "unique id, or none to get one)"),
              0);
       return;
     }
+    conn->requests.insert(client_id);
     in_flight_[engine_id] = InFlight{conn, client_id};
   }
   engine::EventSink sink = [this, conn, client_id, engine_id](const engine::Event& ev) {
@@ -399,24 +403,15 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
 
 void Daemon::handle_cancel(const std::shared_ptr<Connection>& conn,
                            const protocol::Request& request) {
-  // The same connection's request first, else any connection's request with that id.
-  std::string engine_id = std::to_string(conn->serial()) + "/" + request.id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (in_flight_.count(engine_id) == 0) {
-      engine_id.clear();
-      for (const auto& [id, info] : in_flight_) {
-        if (info.client_id == request.id) {
-          engine_id = id;
-          break;
-        }
-      }
-    }
-  }
+  // Ids are unique per engine: the request with this id, from whichever connection.
   protocol::Event reply;
   reply.type = protocol::EventType::kCancel;
   reply.id = request.id;
-  reply.found = !engine_id.empty();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reply.found = in_flight_.count(request.id) != 0;
+  }
+  const std::string& engine_id = request.id;
   // Reply first: the cancelled request's final "done" follows it.
   conn->send_line(protocol::serialize_event(reply));
   engine::Engine* e = engine();
@@ -437,7 +432,7 @@ void Daemon::close_connection(const std::shared_ptr<Connection>& conn, bool canc
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const std::string& client_id : conn->requests) {
-      to_cancel.push_back(std::to_string(conn->serial()) + "/" + client_id);
+      to_cancel.push_back(client_id);  // engine ids are the client ids
     }
   }
   GLM_LOG_DEBUG("engine: connection %llu closed (%zu requests in flight)",

@@ -53,15 +53,11 @@ class RecordingEngine : public engine::Engine {
     std::unique_lock<std::mutex> lock(mu_);
     std::string found;
     cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-      for (const auto& [id, how] : endings_) {
-        if (id.size() > client_id.size() &&
-            id.compare(id.size() - client_id.size(), client_id.size(), client_id) == 0 &&
-            id[id.size() - client_id.size() - 1] == '/') {
-          found = how;
-          return true;
-        }
-      }
-      return false;
+      // The engine sees the client's id: ids are unique per engine.
+      auto it = endings_.find(client_id);
+      if (it == endings_.end()) return false;
+      found = it->second;
+      return true;
     });
     return found;
   }
@@ -253,6 +249,29 @@ TEST_F(DaemonTest, DuplicateIdInFlightIsRefused) {
     if (ev->type == EventType::kDone) break;
   }
   EXPECT_TRUE(refused);
+}
+
+TEST_F(DaemonTest, IdsAreUniquePerEngineNotPerConnection) {
+  EchoOptions echo;
+  echo.token_delay_ms = 5;
+  echo.n_ctx = 1 << 30;
+  start(echo);
+  TestClient a(options_.socket_path);
+  TestClient b(options_.socket_path);
+  ASSERT_TRUE(a.send(chat("shared", std::string(200, 'z'))));
+  auto first = a.next();  // queued: the id is in flight now
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(b.send(chat("shared", "mine")));
+  auto refused = b.next();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->type, EventType::kError);
+  EXPECT_NE(refused->message.find("already in flight on this engine"), std::string::npos)
+      << refused->message;
+  // A's request is untouched and still completes.
+  auto rest = a.until_final("shared");
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back().type, EventType::kDone);
+  EXPECT_EQ(rest.back().finish_reason, generation::FinishReason::kStop);
 }
 
 TEST_F(DaemonTest, OneRequestFailureDoesNotHurtOthers) {
