@@ -1,0 +1,215 @@
+#include "convert/torch_zip.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "convert/test_util.h"
+#include "convert/torch_test_writer.h"
+#include "convert/zip_archive.h"
+#include "core/fp16.h"
+
+namespace glm::convert {
+namespace {
+
+using testing::TempDir;
+using testing::torch_checkpoint_bytes;
+using testing::TorchStorageOut;
+using testing::TorchViewOut;
+using testing::TorchZipOptions;
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+std::vector<float> as_f32(const StTensor& t) {
+  std::vector<float> v(t.n_bytes / 4);
+  std::memcpy(v.data(), t.data, t.n_bytes);
+  return v;
+}
+
+StatusOr<std::unique_ptr<TorchZipFile>> parse(const std::string& image) {
+  return TorchZipFile::parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(),
+                             "pytorch_model.bin");
+}
+
+// F16, BF16 and F32 tensors come back with their bytes, shapes and dtypes, read in place.
+TEST(TorchZip, ReadsTensorsInPlace) {
+  std::vector<uint8_t> h(2 * 6);
+  std::vector<uint8_t> b(2 * 4);
+  for (size_t i = 0; i < 6; ++i) {
+    const uint16_t x = fp32_to_fp16(0.5f * static_cast<float>(i));
+    std::memcpy(h.data() + 2 * i, &x, 2);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    const uint16_t x = fp32_to_bf16(-1.0f * static_cast<float>(i));
+    std::memcpy(b.data() + 2 * i, &x, 2);
+  }
+  const std::vector<TorchStorageOut> storages = {
+      {"F16", h}, {"BF16", b}, {"F32", f32_bytes({1, 2, 3})}};
+  const std::vector<TorchViewOut> views = {
+      {"h", 0, 0, {2, 3}, {}}, {"b", 1, 0, {4}, {}}, {"f", 2, 0, {3}, {}}};
+  for (const char* archive : {"archive", "pytorch_model"}) {
+    TorchZipOptions o;
+    o.archive = archive;
+    const std::string image = torch_checkpoint_bytes(storages, views, o);
+    StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_EQ((*f)->tensors().size(), 3u);
+    const StTensor* th = (*f)->find("h");
+    ASSERT_NE(th, nullptr);
+    EXPECT_EQ(th->dtype, "F16");
+    EXPECT_EQ(th->shape, (std::vector<int64_t>{2, 3}));
+    ASSERT_EQ(th->n_bytes, h.size());
+    EXPECT_EQ(std::memcmp(th->data, h.data(), h.size()), 0);
+    // In place: inside the image, 64-byte aligned as PyTorchStreamWriter writes it.
+    const auto* base = reinterpret_cast<const uint8_t*>(image.data());
+    EXPECT_GE(th->data, base);
+    EXPECT_LT(th->data, base + image.size());
+    EXPECT_EQ((th->data - base) % 64, 0);
+    EXPECT_EQ((*f)->find("b")->dtype, "BF16");
+    EXPECT_EQ(std::memcmp((*f)->find("b")->data, b.data(), b.size()), 0);
+    EXPECT_EQ(as_f32(*(*f)->find("f")), (std::vector<float>{1, 2, 3}));
+    EXPECT_EQ((*f)->n_copied_bytes(), 0u);
+  }
+}
+
+// Strided views are materialised row-major; views sharing a storage share its bytes.
+TEST(TorchZip, StridedAndSharedStorages) {
+  std::vector<float> s(12);
+  for (int i = 0; i < 12; ++i) s[i] = static_cast<float>(i);
+  const std::vector<TorchStorageOut> storages = {{"F32", f32_bytes(s)}};
+  const std::vector<TorchViewOut> views = {
+      {"transposed", 0, 0, {4, 3}, {1, 4}},  // the [3, 4] matrix, transposed
+      {"tail", 0, 2, {2, 5}, {5, 1}},        // contiguous, offset 2
+      {"whole", 0, 0, {3, 4}, {}},
+      {"expanded", 0, 1, {2, 3}, {0, 2}},  // a stride-0 broadcast of elements 1, 3, 5
+      {"column", 0, 3, {3}, {4}},
+  };
+  StatusOr<std::unique_ptr<TorchZipFile>> f = parse(torch_checkpoint_bytes(storages, views, {}));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(as_f32(*(*f)->find("transposed")),
+            (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  EXPECT_EQ(as_f32(*(*f)->find("tail")), (std::vector<float>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(as_f32(*(*f)->find("expanded")), (std::vector<float>{1, 3, 5, 1, 3, 5}));
+  EXPECT_EQ(as_f32(*(*f)->find("column")), (std::vector<float>{3, 7, 11}));
+  // Shared and contiguous: both point into the same storage bytes.
+  EXPECT_EQ((*f)->find("tail")->data, (*f)->find("whole")->data + 2 * 4);
+  EXPECT_EQ((*f)->n_copied_bytes(), (12 + 6 + 3) * 4u);
+}
+
+// Other zip writers: deflated storages and ZIP64 records read the same; a CRC mismatch in a
+// deflated storage is caught.
+TEST(TorchZip, DeflateAndZip64) {
+  std::vector<float> s(1000);
+  for (int i = 0; i < 1000; ++i) s[i] = static_cast<float>(i % 7);
+  const std::vector<TorchStorageOut> storages = {{"F32", f32_bytes(s)}};
+  const std::vector<TorchViewOut> views = {{"w", 0, 0, {10, 100}, {}}};
+  for (int mode = 0; mode < 3; ++mode) {
+    SCOPED_TRACE(mode);
+    TorchZipOptions o;
+    o.deflate = mode != 1;
+    o.zip64 = mode != 0;
+    std::string image = torch_checkpoint_bytes(storages, views, o);
+    StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(as_f32(*(*f)->find("w")), s);
+    if (!o.deflate) continue;
+    EXPECT_EQ((*f)->n_copied_bytes(), s.size() * 4);
+    // Flip a bit in the middle of the deflated data: inflate or CRC check fails.
+    auto zip = ZipArchive::parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "x");
+    ASSERT_TRUE(zip.ok());
+    const ZipEntry* e = (*zip)->find("archive/data/0");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->method, 8u);
+    image[e->data_offset + e->compressed_size / 2] ^= 0x10;
+    f = parse(image);
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().code(), ErrorCode::kBadFile) << f.status().message();
+  }
+}
+
+TEST(TorchZip, RefusesLegacyBigEndianAndRefusedPickles) {
+  const std::vector<TorchStorageOut> storages = {{"F32", f32_bytes({1, 2})}};
+  const std::vector<TorchViewOut> views = {{"w", 0, 0, {2}, {}}};
+  TorchZipOptions o;
+  o.byteorder_value = "big";
+  StatusOr<std::unique_ptr<TorchZipFile>> f = parse(torch_checkpoint_bytes(storages, views, o));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(f.status().message().find("big-endian"), std::string::npos);
+
+  // Legacy format: the pickled magic number first.
+  std::string legacy = std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14);
+  legacy += std::string(100, '\0');
+  f = parse(legacy);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(f.status().message().find("legacy torch format"), std::string::npos);
+  EXPECT_NE(f.status().message().find("re-save with torch>=1.6"), std::string::npos);
+
+  // A data.pkl that names os.system, inside a well-formed archive.
+  testing::PickleWriter w;
+  w.global("os", "system");
+  w.str("id", false);
+  w.op(0x85);
+  w.op('R');
+  w.op('.');
+  f = parse(testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {}, false));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(f.status().message().find("refusing global os.system"), std::string::npos)
+      << f.status().message();
+  EXPECT_NE(f.status().message().find("archive/data.pkl"), std::string::npos);
+}
+
+TEST(TorchZip, InconsistentArchivesAreClearErrors) {
+  const std::vector<TorchStorageOut> storages = {{"F32", f32_bytes({1, 2, 3, 4})}};
+  const std::string pkl = testing::torch_state_dict_pickle(storages, {{"w", 0, 0, {4}, {}}}, true);
+  auto fails_with = [](const std::string& image, const std::string& what) {
+    StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image);
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().message().find('\n'), std::string::npos);
+    EXPECT_NE(f.status().message().find(what), std::string::npos) << f.status().message();
+  };
+  fails_with(testing::torch_zip_bytes({{"data.pkl", pkl}}, {}, false),
+             "storage record archive/data/0 is missing");
+  fails_with(
+      testing::torch_zip_bytes({{"data.pkl", pkl}, {"data/0", std::string(12, 'x')}}, {}, false),
+      "holds 12 bytes");
+  fails_with(testing::torch_zip_bytes({{"weights", pkl}}, {}, false), "no <archive>/data.pkl");
+  fails_with("PK\x03\x04 not really a zip", "not a zip archive");
+  fails_with("GGUF\x03", "not a PyTorch checkpoint");
+}
+
+// Every prefix of a checkpoint is an error, never a crash (a truncated download).
+TEST(TorchZip, TruncatedFilesAreErrors) {
+  const std::vector<TorchStorageOut> storages = {{"F16", std::vector<uint8_t>(2 * 40, 1)}};
+  for (bool deflate : {false, true}) {
+    TorchZipOptions o;
+    o.deflate = deflate;
+    const std::string image = torch_checkpoint_bytes(storages, {{"w", 0, 0, {5, 8}, {}}}, o);
+    ASSERT_TRUE(parse(image).ok());
+    for (size_t n = 0; n < image.size(); ++n) {
+      StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image.substr(0, n));
+      ASSERT_FALSE(f.ok()) << n;
+    }
+  }
+}
+
+TEST(TorchZip, OpensFilesFromDisk) {
+  TempDir dir;
+  const std::vector<StTensorOut> ts = {{"x", "F32", {2, 2}, f32_bytes({1, 2, 3, 4})}};
+  ASSERT_TRUE(testing::write_torch_checkpoint(dir.file("pytorch_model.bin"), ts));
+  StatusOr<std::unique_ptr<TorchZipFile>> f = TorchZipFile::open(dir.file("pytorch_model.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(as_f32(*(*f)->find("x")), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(TorchZipFile::open(dir.file("absent.bin")).status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace glm::convert
