@@ -1,10 +1,12 @@
 // `glmserve convert HF_DIR -o M.gguf [--type T]`: a HuggingFace ChatGLM2-6B / ChatGLM3-6B /
-// GLM-4-9B checkpoint directory (THUDM layout: config.json, *.safetensors, single or sharded with
-// model.safetensors.index.json, tokenizer.model) to a GGUF file in llama.cpp's `chatglm` layout
+// GLM-4-9B checkpoint directory (THUDM layout: config.json, weights, tokenizer.model) to a GGUF
+// file in llama.cpp's `chatglm` layout. Weights: *.safetensors (single, or sharded with
+// model.safetensors.index.json) when the directory has them, else PyTorch pytorch_model*.bin
+// (single, or with pytorch_model.bin.index.json; read by torch_zip.h, no code is ever run)
 // (DESIGN §3). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
 // transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
 // so a checkpoint holding gen-model's weights converts to the same bytes.
-// Streams tensor by tensor from the mapped safetensors. Reentrant.
+// Streams tensor by tensor from the mapped weight files. Reentrant.
 #pragma once
 
 #include <string>
