@@ -14,8 +14,9 @@ constexpr char kHelp[] =
     "usage: glmserve convert HF_DIR -o M.gguf [--type T]\n"
     "\n"
     "Converts a HuggingFace ChatGLM2-6B / ChatGLM3-6B / GLM-4-9B checkpoint directory\n"
-    "(config.json, *.safetensors or a sharded model.safetensors.index.json, tokenizer.model) to\n"
-    "GGUF in llama.cpp's chatglm layout.\n"
+    "(config.json, tokenizer.model and weights: *.safetensors or PyTorch pytorch_model*.bin,\n"
+    "single or sharded with their .index.json) to GGUF in llama.cpp's chatglm layout. .bin\n"
+    "files are read by a data-only unpickler: a checkpoint can never run code.\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
     "  -o, --output  the GGUF file to write\n";
 
