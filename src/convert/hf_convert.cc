@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "convert/printable.h"
 #include "convert/safetensors.h"
 #include "convert/torch_zip.h"
 #include "core/fp16.h"
@@ -203,7 +204,7 @@ Status open_checkpoint(const fs::path& dir, Checkpoint* ck) {
   auto add = [ck](const auto& f) -> Status {
     for (const StTensor& t : f->tensors()) {
       if (!ck->by_name.emplace(t.name, &t).second) {
-        return bad_file(f->path() + ": tensor " + t.name + " appears in two files");
+        return bad_file(f->path() + ": tensor " + printable(t.name) + " appears in two files");
       }
     }
     return Status::Ok();
@@ -260,7 +261,10 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   GLM_RETURN_IF_ERROR(open_checkpoint(dir, &ck));
   hp->tied_output = ck.by_name.count(hf_tensor_name("output.weight")) == 0;
   // Check every tensor before writing anything.
-  for (const TensorPlan& t : tensor_plan(*hp, opts.type)) {
+  const std::vector<TensorPlan> plan = tensor_plan(*hp, opts.type);
+  ConvertProgress progress;
+  progress.n_tensors = plan.size();
+  for (const TensorPlan& t : plan) {
     const std::string hf = hf_tensor_name(t.name);
     auto it = ck.by_name.find(hf);
     if (it == ck.by_name.end()) {
@@ -277,15 +281,24 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
       return unsupported(opts.hf_dir + ": tensor " + hf + " is " + s.dtype +
                          " (only F32, F16 and BF16 checkpoints are read)");
     }
+    progress.bytes_total += s.n_bytes;
   }
 
-  RowSource source = [&ck](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
+  RowSource source = [&](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
     const StTensor& s = *ck.by_name.at(hf_tensor_name(t.name));
     const DType type = s.dtype == "F32"   ? DType::kF32
                        : s.dtype == "F16" ? DType::kF16
                                           : DType::kBF16;
     const size_t row = st_dtype_size(s.dtype) * static_cast<size_t>(t.row_len());
     decode_rows(type, s.data + static_cast<size_t>(row0) * row, n_rows, t.row_len(), out);
+    if (opts.progress) {
+      if (progress.name == nullptr || *progress.name != t.name) {
+        ++progress.tensor;
+        progress.name = &t.name;
+      }
+      progress.bytes_read += static_cast<uint64_t>(n_rows) * row;
+      opts.progress(progress);
+    }
     return Status::Ok();
   };
   return write_model_file(out_path, *hp, *vocab, opts.type, source, report);

@@ -9,6 +9,7 @@
 // Streams tensor by tensor from the mapped weight files. Reentrant.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "convert/model_spec.h"
@@ -17,9 +18,20 @@
 
 namespace glm::convert {
 
+// Where a conversion stands, reported after each chunk of rows it reads.
+struct ConvertProgress {
+  size_t tensor = 0;  // 1-based index of the tensor being written, of n_tensors
+  size_t n_tensors = 0;
+  const std::string* name = nullptr;  // its GGUF name
+  uint64_t bytes_read = 0;            // checkpoint bytes read so far, of bytes_total
+  uint64_t bytes_total = 0;
+};
+
 struct ConvertOptions {
   std::string hf_dir;
   DType type = DType::kF16;
+  // Called from the converting thread; empty: no reports. Cost: one call per ~1M values.
+  std::function<void(const ConvertProgress&)> progress;
 };
 
 // The HF tensor name holding the GGUF tensor `gguf_name` of the chatglm layout

@@ -439,6 +439,36 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   EXPECT_NE(s.message().find("pytorch_model*.bin"), std::string::npos) << s.message();
 }
 
+// The progress callback sees every tensor once, in order, and ends with all bytes read.
+TEST_F(HfConvertTest, ReportsProgressPerTensor) {
+  const std::string model = dir_.file("gen.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF16, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  export_hf(**m, dir_.path() / "hf", "F16", 1, tokenizer_, Format::kTorch);
+  ConvertOptions o;
+  o.hf_dir = (dir_.path() / "hf").string();
+  o.type = DType::kF16;
+  std::vector<ConvertProgress> seen;
+  std::vector<std::string> names;
+  o.progress = [&](const ConvertProgress& p) {
+    seen.push_back(p);
+    if (names.empty() || names.back() != *p.name) names.push_back(*p.name);
+  };
+  Status s = convert_hf(o, dir_.file("o.gguf"), nullptr);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_FALSE(seen.empty());
+  ASSERT_EQ(names.size(), (*m)->tensors().size());
+  for (size_t k = 0; k < names.size(); ++k) EXPECT_EQ(names[k], (*m)->tensors()[k].name);
+  for (size_t k = 1; k < seen.size(); ++k) {
+    EXPECT_GE(seen[k].tensor, seen[k - 1].tensor);
+    EXPECT_GT(seen[k].bytes_read, seen[k - 1].bytes_read);
+  }
+  EXPECT_EQ(seen.back().tensor, seen.back().n_tensors);
+  EXPECT_EQ(seen.back().n_tensors, names.size());
+  EXPECT_EQ(seen.back().bytes_read, seen.back().bytes_total);
+}
+
 TEST(HfNames, MapTheChatglmLayout) {
   EXPECT_EQ(hf_tensor_name("blk.12.attn_qkv.weight"),
             "transformer.encoder.layers.12.self_attention.query_key_value.weight");

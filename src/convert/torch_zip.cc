@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "convert/printable.h"
 #include "convert/unpickle.h"
 #include "convert/zip_archive.h"
 
@@ -96,12 +97,12 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
                          ": a big-endian checkpoint (re-save it on a little-endian "
                          "machine, or as safetensors)");
     }
-    if (order != "little") return bad("byteorder record is \"" + order + "\"");
+    if (order != "little") return bad("byteorder record is \"" + printable(order) + "\"");
   }
   const ZipEntry& pkl = *(*zip)->find(prefix + "data.pkl");
   GLM_RETURN_IF_ERROR((*zip)->read(pkl, &buf, &bytes));
   StatusOr<std::vector<PickledTensor>> views =
-      unpickle_state_dict(bytes, static_cast<size_t>(pkl.size), label + ": " + pkl.name);
+      unpickle_state_dict(bytes, static_cast<size_t>(pkl.size), label + ": " + printable(pkl.name));
   if (!views.ok()) return views.status();
 
   auto out = std::unique_ptr<TorchZipFile>(new TorchZipFile());
@@ -113,9 +114,11 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
     if (it == storages.end()) {
       const std::string rec = prefix + "data/" + v.storage_key;
       const ZipEntry* e = (*zip)->find(rec);
-      if (e == nullptr) return bad("tensor " + v.name + ": storage record " + rec + " is missing");
+      if (e == nullptr)
+        return bad("tensor " + printable(v.name) + ": storage record " + printable(rec) +
+                   " is missing");
       if (e->size != static_cast<uint64_t>(v.storage_numel) * esize) {
-        return bad("storage record " + rec + " holds " + std::to_string(e->size) +
+        return bad("storage record " + printable(rec) + " holds " + std::to_string(e->size) +
                    " bytes, not the " + std::to_string(v.storage_numel) + " x " +
                    std::to_string(esize) + " its tensors need");
       }

@@ -6,6 +6,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "convert/printable.h"
+
 namespace glm::convert {
 
 namespace {
@@ -257,7 +259,7 @@ Status Machine::global(const std::string& module, const std::string& name) {
     }
   }
   if (o.callable == Callable::kNotCallable) {
-    return refuse("refusing global " + o.s +
+    return refuse("refusing global " + printable(o.s) +
                   ": a state dict names only collections.OrderedDict, "
                   "torch._utils._rebuild_tensor_v2 and torch.*Storage (this file holds more "
                   "than weights, or tries to run code; nothing was run)");
@@ -361,16 +363,18 @@ Status Machine::reduce() {
     case Callable::kRebuildParameterWithState: {
       const size_t need = fn.callable == Callable::kRebuildParameter ? 3 : 4;
       if (args.size() != need || objs_[args[0]].kind != Kind::kTensor) {
-        return bad(fn.s + " takes a tensor and " + std::to_string(need - 1) + " more arguments");
+        return bad(printable(fn.s) + " takes a tensor and " + std::to_string(need - 1) +
+                   " more arguments");
       }
       return push(args[0]);  // a Parameter is its data tensor, for us
     }
     case Callable::kStorageClass:
-      return refuse("refusing to call " + fn.s + ": a storage may appear only in a persistent id");
+      return refuse("refusing to call " + printable(fn.s) +
+                    ": a storage may appear only in a persistent id");
     case Callable::kNotCallable:
       break;
   }
-  return refuse("refusing to call " + fn.s);
+  return refuse("refusing to call " + printable(fn.s));
 }
 
 Status Machine::persistent_id() {
@@ -397,7 +401,7 @@ Status Machine::persistent_id() {
   for (char c : key.s) {
     const bool ok =
         (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!ok) return bad("storage key \"" + key.s + "\" is not alphanumeric");
+    if (!ok) return bad("storage key \"" + printable(key.s) + "\" is not alphanumeric");
   }
   Storage s;
   s.key = key.s;

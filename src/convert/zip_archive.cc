@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "convert/printable.h"
+
 namespace glm::convert {
 
 namespace {
@@ -182,7 +184,7 @@ StatusOr<std::unique_ptr<ZipArchive>> ZipArchive::parse(const uint8_t* data, siz
     e.compressed_size = fi.compressed_size;
     e.crc32 = static_cast<uint32_t>(fi.crc);
     e.zip64 = z64.used;
-    const std::string what = "zip entry " + e.name;
+    const std::string what = "zip entry " + printable(e.name);
     if (fi.flag & 1) return unsupported(label + ": " + what + " is encrypted");
     if (e.method != 0 && e.method != Z_DEFLATED) {
       return unsupported(label + ": " + what + " uses compression method " +
@@ -224,7 +226,7 @@ StatusOr<std::unique_ptr<ZipArchive>> ZipArchive::parse(const uint8_t* data, siz
             [](const ZipEntry* a, const ZipEntry* b) { return a->name < b->name; });
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i]->name == sorted[i - 1]->name) {
-      return bad("zip entry " + sorted[i]->name + " appears twice");
+      return bad("zip entry " + printable(sorted[i]->name) + " appears twice");
     }
   }
   return z;
@@ -243,7 +245,7 @@ Status ZipArchive::read(const ZipEntry& e, std::vector<uint8_t>* buf, const uint
     return Status::Ok();
   }
   // Raw deflate straight from the image with zlib (minizip would need its 32-bit sizes).
-  const std::string what = label_ + ": zip entry " + e.name;
+  const std::string what = label_ + ": zip entry " + printable(e.name);
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return Status(ErrorCode::kInternal, "inflateInit2");
   const uint8_t* in = image_ + e.data_offset;
