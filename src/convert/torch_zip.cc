@@ -108,15 +108,21 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
   auto out = std::unique_ptr<TorchZipFile>(new TorchZipFile());
   out->label_ = label;
   std::map<std::string, const uint8_t*> storages;  // key -> its bytes
+  // Strided copies stay near what the storages themselves hold (a real checkpoint's views cover
+  // their storage about once), so stride-0 "views" cannot ask for terabytes: each view at most
+  // its storage's size, all of them at most twice the storages plus 16 MiB.
+  uint64_t storage_bytes = 0;
+  uint64_t gathered_bytes = 0;
   for (const PickledTensor& v : *views) {
     const size_t esize = st_dtype_size(v.dtype);
     auto it = storages.find(v.storage_key);
     if (it == storages.end()) {
       const std::string rec = prefix + "data/" + v.storage_key;
       const ZipEntry* e = (*zip)->find(rec);
-      if (e == nullptr)
+      if (e == nullptr) {
         return bad("tensor " + printable(v.name) + ": storage record " + printable(rec) +
                    " is missing");
+      }
       if (e->size != static_cast<uint64_t>(v.storage_numel) * esize) {
         return bad("storage record " + printable(rec) + " holds " + std::to_string(e->size) +
                    " bytes, not the " + std::to_string(v.storage_numel) + " x " +
@@ -127,6 +133,7 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
       GLM_RETURN_IF_ERROR((*zip)->read(*e, &inflated, &p));
       if (!inflated.empty()) out->owned_.push_back(std::move(inflated));  // buffer moves intact
       it = storages.emplace(v.storage_key, p).first;
+      storage_bytes += e->size;
     }
     StTensor t;
     t.name = v.name;
@@ -136,6 +143,11 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
     if (v.contiguous()) {
       t.data = it->second + static_cast<size_t>(v.offset) * esize;
     } else {
+      gathered_bytes += t.n_bytes;
+      if (v.n_elements() > v.storage_numel || gathered_bytes > 2 * storage_bytes + (16 << 20)) {
+        return bad("tensor " + printable(v.name) +
+                   ": strided views larger than their storages (re-save with .contiguous())");
+      }
       std::vector<uint8_t> dense(t.n_bytes);
       gather(v, it->second, esize, dense.data());
       t.data = dense.data();

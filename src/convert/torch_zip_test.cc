@@ -97,6 +97,11 @@ TEST(TorchZip, StridedAndSharedStorages) {
   EXPECT_EQ(as_f32(*(*f)->find("tail")), (std::vector<float>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_EQ(as_f32(*(*f)->find("expanded")), (std::vector<float>{1, 3, 5, 1, 3, 5}));
   EXPECT_EQ(as_f32(*(*f)->find("column")), (std::vector<float>{3, 7, 11}));
+  // A broadcast larger than its storage is refused rather than materialised.
+  StatusOr<std::unique_ptr<TorchZipFile>> g =
+      parse(torch_checkpoint_bytes(storages, {{"huge", 0, 0, {1 << 20, 1 << 20}, {0, 0}}}, {}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("re-save with .contiguous()"), std::string::npos);
   // Shared and contiguous: both point into the same storage bytes.
   EXPECT_EQ((*f)->find("tail")->data, (*f)->find("whole")->data + 2 * 4);
   EXPECT_EQ((*f)->n_copied_bytes(), (12 + 6 + 3) * 4u);
