@@ -32,6 +32,7 @@ std::vector<float> as_f32(const StTensor& t) {
   return v;
 }
 
+// The image must outlive the returned file (parse() maps, it does not copy).
 StatusOr<std::unique_ptr<TorchZipFile>> parse(const std::string& image) {
   return TorchZipFile::parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(),
                              "pytorch_model.bin");
@@ -90,7 +91,8 @@ TEST(TorchZip, StridedAndSharedStorages) {
       {"expanded", 0, 1, {2, 3}, {0, 2}},  // a stride-0 broadcast of elements 1, 3, 5
       {"column", 0, 3, {3}, {4}},
   };
-  StatusOr<std::unique_ptr<TorchZipFile>> f = parse(torch_checkpoint_bytes(storages, views, {}));
+  const std::string image = torch_checkpoint_bytes(storages, views, {});  // outlives f
+  StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   EXPECT_EQ(as_f32(*(*f)->find("transposed")),
             (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
