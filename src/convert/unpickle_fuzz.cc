@@ -3,6 +3,12 @@
 // Build: CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGLM_FUZZ=ON
 //        cmake --build build-fuzz --target unpickle_fuzz
 //        build-fuzz/src/convert/unpickle_fuzz -max_len=4096
+// (glm_convert pulls in glm_kernels, whose isa.cc clang 14 rejects today; the target also
+// builds from just the files it uses:
+//   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Isrc -I/usr/include/minizip
+//     src/convert/{unpickle_fuzz,unpickle,torch_zip,zip_archive,safetensors}.cc
+//     src/core/{status,mapped_file}.cc -lminizip -lz -o unpickle_fuzz
+// Seeds: any pytorch_model.bin, or the files torch_test_writer.h writes.)
 // Inputs that start with "PK" go through the zip reader (torch_zip.h), the rest through the
 // unpickler alone (unpickle.h).
 #include <cstddef>
