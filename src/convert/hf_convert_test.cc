@@ -425,9 +425,12 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   EXPECT_NE(s.message().find("pytorch_model.bin"), std::string::npos) << s.message();
   EXPECT_FALSE(fs::exists(out));
 
-  // The legacy format says how to fix it.
-  std::ofstream(hf / "pytorch_model.bin", std::ios::binary)
-      << std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14) << "rest";
+  // The oldest (tar) format says how to fix it.
+  {
+    std::string tar(1024, '\0');
+    tar.replace(257, 5, "ustar");
+    std::ofstream(hf / "pytorch_model.bin", std::ios::binary) << tar;
+  }
   s = convert(hf, DType::kF32, out);
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
   EXPECT_NE(s.message().find("re-save with torch>=1.6"), std::string::npos) << s.message();

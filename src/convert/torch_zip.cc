@@ -59,9 +59,12 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::open(const std::string& pa
 StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data, size_t size,
                                                             const std::string& label) {
   auto bad = [&](const std::string& m) { return bad_file(label + ": " + m); };
+  if (size >= sizeof(kLegacyMagic) && std::memcmp(data, kLegacyMagic, sizeof(kLegacyMagic)) == 0) {
+    return parse_legacy(data, size, label);
+  }
   if (is_legacy_torch_file(data, size)) {
     return unsupported(label +
-                       ": legacy torch format (torch < 1.6, not a zip archive): re-save with "
+                       ": legacy torch format (torch < 0.4, a tar archive): re-save with "
                        "torch>=1.6, e.g. torch.save(torch.load(f), f), or save safetensors");
   }
   if (size < 4 || std::memcmp(data, "PK\x03\x04", 4) != 0) {
@@ -107,33 +110,118 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
 
   auto out = std::unique_ptr<TorchZipFile>(new TorchZipFile());
   out->label_ = label;
+  ZipArchive* z = zip->get();
+  GLM_RETURN_IF_ERROR(
+      out->add_tensors(*views, [&](const PickledTensor& v, const uint8_t** p) -> Status {
+        const std::string rec = prefix + "data/" + v.storage_key;
+        const ZipEntry* e = z->find(rec);
+        if (e == nullptr) {
+          return bad("tensor " + printable(v.name) + ": storage record " + printable(rec) +
+                     " is missing");
+        }
+        const size_t esize = st_dtype_size(v.dtype);
+        if (e->size != static_cast<uint64_t>(v.storage_numel) * esize) {
+          return bad("storage record " + printable(rec) + " holds " + std::to_string(e->size) +
+                     " bytes, not the " + std::to_string(v.storage_numel) + " x " +
+                     std::to_string(esize) + " its tensors need");
+        }
+        std::vector<uint8_t> inflated;
+        GLM_RETURN_IF_ERROR(z->read(*e, &inflated, p));
+        if (!inflated.empty()) out->owned_.push_back(std::move(inflated));  // buffer moves intact
+        return Status::Ok();
+      }));
+  return out;
+}
+
+// torch < 1.6 (`_legacy_save`): five pickles back to back, then the storages.
+//   magic number 0x1950a86a20f9469cfc6c, protocol version 1001,
+//   sys_info {protocol_version, little_endian, type_sizes}, the state dict (persistent ids of six
+//   fields), the list of storage keys; then per key, in that order: int64 numel, the bytes.
+StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse_legacy(const uint8_t* data, size_t size,
+                                                                   const std::string& label) {
+  auto bad = [&](const std::string& m) { return bad_file(label + ": " + m); };
+  size_t pos = sizeof(kLegacyMagic) + 1;  // ... and its STOP
+  if (size < pos || data[pos - 1] != '.') return bad("truncated legacy header");
+  size_t end = 0;
+  StatusOr<nlohmann::json> version = unpickle_plain(data + pos, size - pos, label, &end);
+  if (!version.ok()) return version.status();
+  if (*version != 1001) {
+    const std::string v =
+        version->is_number_integer() ? std::to_string(version->get<int64_t>()) : "not a number";
+    return unsupported(label + ": legacy torch format version " + v +
+                       " (only 1001 is read): re-save with torch>=1.6");
+  }
+  pos += end;
+  StatusOr<nlohmann::json> info = unpickle_plain(data + pos, size - pos, label, &end);
+  if (!info.ok()) return info.status();
+  const auto little = info->is_object() ? info->find("little_endian") : info->end();
+  if (little == info->end() || !little->is_boolean() || !little->get<bool>()) {
+    return unsupported(label +
+                       ": a big-endian legacy checkpoint (re-save it with torch>=1.6 "
+                       "on a little-endian machine)");
+  }
+  pos += end;
+  StatusOr<std::vector<PickledTensor>> views =
+      unpickle_state_dict(data + pos, size - pos, label, /*legacy=*/true, &end);
+  if (!views.ok()) return views.status();
+  pos += end;
+  StatusOr<nlohmann::json> keys = unpickle_plain(data + pos, size - pos, label, &end);
+  if (!keys.ok()) return keys.status();
+  if (!keys->is_array()) return bad("no list of storage keys after the state dict");
+  pos += end;
+  // Where each storage lies: the views tell each key's element size and numel.
+  std::map<std::string, const PickledTensor*> user;
+  for (const PickledTensor& v : *views) user.emplace(v.storage_key, &v);
+  std::map<std::string, const uint8_t*> at;
+  for (const nlohmann::json& k : *keys) {
+    if (!k.is_string()) return bad("a storage key is not a str");
+    auto it = user.find(k.get<std::string>());
+    if (it == user.end()) {
+      return bad("storage " + printable(k.get<std::string>()) +
+                 " belongs to no tensor of the state dict (cannot size it)");
+    }
+    const PickledTensor& v = *it->second;
+    const uint64_t n = static_cast<uint64_t>(v.storage_numel) * st_dtype_size(v.dtype);
+    if (size - pos < 8 || size - pos - 8 < n) return bad("truncated storage data");
+    int64_t numel = 0;
+    std::memcpy(&numel, data + pos, 8);  // little-endian, as sys_info said
+    if (numel != v.storage_numel) {
+      return bad("storage " + printable(v.storage_key) + " holds " + std::to_string(numel) +
+                 " elements, not the " + std::to_string(v.storage_numel) + " its tensors name");
+    }
+    at[v.storage_key] = data + pos + 8;
+    pos += 8 + static_cast<size_t>(n);
+  }
+  auto out = std::unique_ptr<TorchZipFile>(new TorchZipFile());
+  out->label_ = label;
+  GLM_RETURN_IF_ERROR(
+      out->add_tensors(*views, [&](const PickledTensor& v, const uint8_t** p) -> Status {
+        auto it = at.find(v.storage_key);
+        if (it == at.end()) {
+          return bad("tensor " + printable(v.name) + ": its storage's bytes are missing");
+        }
+        *p = it->second;
+        return Status::Ok();
+      }));
+  return out;
+}
+
+Status TorchZipFile::add_tensors(const std::vector<PickledTensor>& views,
+                                 const StorageFn& storage_of) {
   std::map<std::string, const uint8_t*> storages;  // key -> its bytes
   // Strided copies stay near what the storages themselves hold (a real checkpoint's views cover
   // their storage about once), so stride-0 "views" cannot ask for terabytes: each view at most
   // its storage's size, all of them at most twice the storages plus 16 MiB.
   uint64_t storage_bytes = 0;
   uint64_t gathered_bytes = 0;
-  for (const PickledTensor& v : *views) {
+  for (const PickledTensor& v : views) {
     const size_t esize = st_dtype_size(v.dtype);
     auto it = storages.find(v.storage_key);
     if (it == storages.end()) {
-      const std::string rec = prefix + "data/" + v.storage_key;
-      const ZipEntry* e = (*zip)->find(rec);
-      if (e == nullptr) {
-        return bad("tensor " + printable(v.name) + ": storage record " + printable(rec) +
-                   " is missing");
-      }
-      if (e->size != static_cast<uint64_t>(v.storage_numel) * esize) {
-        return bad("storage record " + printable(rec) + " holds " + std::to_string(e->size) +
-                   " bytes, not the " + std::to_string(v.storage_numel) + " x " +
-                   std::to_string(esize) + " its tensors need");
-      }
-      std::vector<uint8_t> inflated;
       const uint8_t* p = nullptr;
-      GLM_RETURN_IF_ERROR((*zip)->read(*e, &inflated, &p));
-      if (!inflated.empty()) out->owned_.push_back(std::move(inflated));  // buffer moves intact
+      GLM_RETURN_IF_ERROR(storage_of(v, &p));
       it = storages.emplace(v.storage_key, p).first;
-      storage_bytes += e->size;
+      storage_bytes += static_cast<uint64_t>(v.storage_numel) * esize;
     }
     StTensor t;
     t.name = v.name;
@@ -145,17 +233,17 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
     } else {
       gathered_bytes += t.n_bytes;
       if (v.n_elements() > v.storage_numel || gathered_bytes > 2 * storage_bytes + (16 << 20)) {
-        return bad("tensor " + printable(v.name) +
-                   ": strided views larger than their storages (re-save with .contiguous())");
+        return bad_file(label_ + ": tensor " + printable(v.name) +
+                        ": strided views larger than their storages (re-save with .contiguous())");
       }
       std::vector<uint8_t> dense(t.n_bytes);
       gather(v, it->second, esize, dense.data());
       t.data = dense.data();
-      out->owned_.push_back(std::move(dense));
+      owned_.push_back(std::move(dense));
     }
-    out->tensors_.push_back(std::move(t));
+    tensors_.push_back(std::move(t));
   }
-  return out;
+  return Status::Ok();
 }
 
 const StTensor* TorchZipFile::find(const std::string& name) const {

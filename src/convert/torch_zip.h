@@ -8,16 +8,19 @@
 // Tensors come out as StTensor (safetensors.h), so the converter reads both formats alike.
 // Contiguous views of stored storages point into the mapped file (no copy; two tensors on one
 // storage share it); strided views and deflated storages are materialised into owned memory at
-// open. Little-endian only. The legacy non-zip format (torch < 1.6) is recognized and refused
-// with what to do. Immutable after open: thread-safe for readers.
+// open. Little-endian only. The legacy non-zip format of torch 0.4 - 1.5 (pickles back to back,
+// then the storages) is read too; the older tar layout is refused with what to do. Immutable
+// after open: thread-safe for readers.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "convert/safetensors.h"
+#include "convert/unpickle.h"
 #include "core/mapped_file.h"
 #include "core/status.h"
 
@@ -40,13 +43,19 @@ class TorchZipFile {
   size_t n_copied_bytes() const;
 
  private:
+  using StorageFn = std::function<Status(const PickledTensor& first_user, const uint8_t** bytes)>;
+  static StatusOr<std::unique_ptr<TorchZipFile>> parse_legacy(const uint8_t* data, size_t size,
+                                                              const std::string& label);
+  // Views -> tensors_: storage_of(v) gives the bytes of v's storage (numel checked), once a key.
+  Status add_tensors(const std::vector<PickledTensor>& views, const StorageFn& storage_of);
+
   MappedFile map_;
   std::string label_;
   std::vector<StTensor> tensors_;
   std::vector<std::vector<uint8_t>> owned_;  // buffers tensors_ may point into
 };
 
-// True if the first bytes of a file are those of torch.save's legacy (torch < 1.6) format.
+// True if the first bytes of a file are those of torch.save's legacy (torch < 1.6) formats.
 bool is_legacy_torch_file(const uint8_t* data, size_t size);
 
 }  // namespace glm::convert

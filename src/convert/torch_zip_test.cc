@@ -150,10 +150,10 @@ TEST(TorchZip, RefusesLegacyBigEndianAndRefusedPickles) {
   EXPECT_EQ(f.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(f.status().message().find("big-endian"), std::string::npos);
 
-  // Legacy format: the pickled magic number first.
-  std::string legacy = std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14);
-  legacy += std::string(100, '\0');
-  f = parse(legacy);
+  // The tar layout of torch < 0.4: refused with what to do.
+  std::string tar(1024, '\0');
+  tar.replace(257, 5, "ustar");
+  f = parse(tar);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(f.status().message().find("legacy torch format"), std::string::npos);
@@ -235,6 +235,66 @@ TEST(TorchZip, ReadsCPythonZipfileArchives) {
     EXPECT_EQ(fp16_to_fp32(h), static_cast<float>(i));
   }
   EXPECT_EQ(as_f32(*(*f)->find("t")), (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+}
+
+// torch 0.4 - 1.5's legacy format, as CPython 3.11's pickle writes it through
+// torch/serialization.py `_legacy_save` (stand-in torch classes): magic number, protocol
+// version 1001, sys_info, an OrderedDict state dict with six-field persistent ids
+// {"a": HalfStorage [2, 3], "t": FloatStorage [4, 3] strides (1, 4), "b": the half storage at
+// offset 4, [2]}, the sorted storage keys, then each storage as int64 numel + bytes (0..5 fp16,
+// 0..11 fp32).
+constexpr char kCPythonLegacyHex[] =
+    "80028a0a6cfc9c46f9206aa850192e80024de9032e80027d710028581000000070726f746f636f6c5f766572"
+    "73696f6e71014de903580d0000006c6974746c655f656e6469616e710288580a000000747970655f73697a65"
+    "7371037d710428580500000073686f727471054b025803000000696e7471064b0458040000006c6f6e677107"
+    "4b0475752e800263636f6c6c656374696f6e730a4f726465726564446963740a710029527101285801000000"
+    "61710263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a7103282858070000"
+    "0073746f72616765710463746f7263680a48616c6653746f726167650a7105580e0000003934303030303030"
+    "3030303031367106580300000063707571074b064e747108514b004b024b038671094b034b0186710a896800"
+    "2952710b74710c52710d580100000074710e68032828680463746f7263680a466c6f617453746f726167650a"
+    "710f580e0000003934303030303030303030303038711068074b0c4e747111514b004b044b038671124b014b"
+    "048671138968002952711474711552711658010000006271176803282868046805580e000000393430303030"
+    "3030303030303136711868074b064e747119514b044b0285711a4b0185711b8968002952711c74711d52711e"
+    "757d711f58090000005f6d657461646174617120680029527121580000000071227d71235807000000766572"
+    "73696f6e71244b01737373622e80025d710028580e00000039343030303030303030303030387101580e0000"
+    "0039343030303030303030303031367102652e0c00000000000000000000000000803f000000400000404000"
+    "0080400000a0400000c0400000e0400000004100001041000020410000304106000000000000000000003c00"
+    "40004200440045";
+
+TEST(TorchZip, ReadsTheLegacyFormat) {
+  std::string image;
+  for (size_t i = 0; kCPythonLegacyHex[i] != '\0'; i += 2) {
+    image.push_back(
+        static_cast<char>(std::stoi(std::string(kCPythonLegacyHex + i, 2), nullptr, 16)));
+  }
+  ASSERT_TRUE(is_legacy_torch_file(reinterpret_cast<const uint8_t*>(image.data()), image.size()));
+  StatusOr<std::unique_ptr<TorchZipFile>> f = parse(image);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ((*f)->tensors().size(), 3u);
+  auto halves = [](const StTensor& t) {
+    std::vector<float> v(t.n_bytes / 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      v[i] = fp16_to_fp32(h);
+    }
+    return v;
+  };
+  EXPECT_EQ(halves(*(*f)->find("a")), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(halves(*(*f)->find("b")), (std::vector<float>{4, 5}));
+  EXPECT_EQ(as_f32(*(*f)->find("t")), (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  EXPECT_EQ((*f)->find("b")->data, (*f)->find("a")->data + 8);  // shared, in place
+
+  // Every prefix is an error; a big-endian sys_info is refused.
+  for (size_t n = 0; n < image.size(); ++n) ASSERT_FALSE(parse(image.substr(0, n)).ok()) << n;
+  const size_t le = image.find("little_endian");
+  ASSERT_NE(le, std::string::npos);
+  std::string big = image;
+  ASSERT_EQ(static_cast<uint8_t>(big[le + 15]), 0x88);  // NEWTRUE after "little_endian" q\x02
+  big[le + 15] = static_cast<char>(0x89);
+  f = parse(big);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("big-endian"), std::string::npos) << f.status().message();
 }
 
 // Every prefix of a checkpoint is an error, never a crash (a truncated download).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "convert/printable.h"
@@ -124,10 +125,13 @@ const char* kind_name(Kind k) {
 // objects (indices, not pointers, so a pickle that builds a cycle leaks nothing).
 class Machine {
  public:
-  Machine(const uint8_t* data, size_t size, const std::string& label)
-      : p_(data), n_(size), label_(label) {}
+  Machine(const uint8_t* data, size_t size, const std::string& label, bool legacy = false)
+      : p_(data), n_(size), label_(label), legacy_(legacy) {}
 
   Status run(uint32_t* result);
+  size_t end() const { return pos_; }  // bytes consumed, STOP included
+  // The plain data (None, bool, int, float, str, tuple, list, dict) under `idx` as JSON.
+  Status to_json(uint32_t idx, int depth, nlohmann::json* out) const;
   const Obj& obj(uint32_t i) const { return objs_[i]; }
   const Storage& storage(int64_t i) const { return storages_[static_cast<size_t>(i)]; }
   const TensorView& tensor(int64_t i) const { return tensors_[static_cast<size_t>(i)]; }
@@ -207,6 +211,7 @@ class Machine {
   size_t pos_ = 0;
   size_t op_at_ = 0;
   const std::string& label_;
+  const bool legacy_;
   std::vector<Obj> objs_;
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
@@ -382,12 +387,11 @@ Status Machine::persistent_id() {
   GLM_RETURN_IF_ERROR(pop(&pid_idx));
   const Obj& pid = objs_[pid_idx];
   const char* form = "a persistent id must be ('storage', torch.<T>Storage, key, location, numel)";
-  if (pid.kind != Kind::kTuple || pid.items.size() != 5) {
-    if (pid.kind == Kind::kTuple && pid.items.size() == 6) {
-      return refuse(std::string(form) +
-                    "; this one has 6 fields, as in the legacy (torch < 1.6) format");
-    }
-    return bad(form);
+  // The legacy format adds a sixth field, view_metadata: None for a whole storage.
+  const size_t fields = legacy_ ? 6 : 5;
+  if (pid.kind != Kind::kTuple || pid.items.size() != fields) return bad(form);
+  if (legacy_ && objs_[pid.items[5]].kind != Kind::kNone) {
+    return refuse("a storage view (torch < 1.0 layout): re-save with torch>=1.6");
   }
   const Obj& tag = objs_[pid.items[0]];
   const Obj& cls = objs_[pid.items[1]];
@@ -608,6 +612,48 @@ Status Machine::run(uint32_t* result) {
   }
 }
 
+Status Machine::to_json(uint32_t idx, int depth, nlohmann::json* out) const {
+  if (depth > 32) return bad("data nested deeper than 32 levels");
+  const Obj& o = objs_[idx];
+  switch (o.kind) {
+    case Kind::kNone:
+      *out = nullptr;
+      return Status::Ok();
+    case Kind::kBool:
+      *out = o.i != 0;
+      return Status::Ok();
+    case Kind::kInt:
+      *out = o.i;
+      return Status::Ok();
+    case Kind::kFloat:
+      *out = o.f;
+      return Status::Ok();
+    case Kind::kStr:
+      *out = o.s;
+      return Status::Ok();
+    case Kind::kTuple:
+    case Kind::kList:
+      *out = nlohmann::json::array();
+      for (uint32_t k : o.items) {
+        nlohmann::json v;
+        GLM_RETURN_IF_ERROR(to_json(k, depth + 1, &v));
+        out->push_back(std::move(v));
+      }
+      return Status::Ok();
+    case Kind::kDict:
+      *out = nlohmann::json::object();
+      for (size_t k = 0; k + 1 < o.items.size(); k += 2) {
+        if (objs_[o.items[k]].kind != Kind::kStr) return bad("a dict key is not a str");
+        nlohmann::json v;
+        GLM_RETURN_IF_ERROR(to_json(o.items[k + 1], depth + 1, &v));
+        (*out)[objs_[o.items[k]].s] = std::move(v);
+      }
+      return Status::Ok();
+    default:
+      return bad(std::string("a ") + kind_name(o.kind) + " where plain data was expected");
+  }
+}
+
 }  // namespace
 
 int64_t PickledTensor::n_elements() const {
@@ -633,11 +679,24 @@ std::string torch_storage_name(const std::string& dtype) {
   return "";
 }
 
-StatusOr<std::vector<PickledTensor>> unpickle_state_dict(const uint8_t* data, size_t size,
-                                                         const std::string& label) {
+StatusOr<nlohmann::json> unpickle_plain(const uint8_t* data, size_t size, const std::string& label,
+                                        size_t* end) {
   Machine m(data, size, label);
   uint32_t root = 0;
   GLM_RETURN_IF_ERROR(m.run(&root));
+  nlohmann::json out;
+  GLM_RETURN_IF_ERROR(m.to_json(root, 0, &out));
+  if (end != nullptr) *end = m.end();
+  return out;
+}
+
+StatusOr<std::vector<PickledTensor>> unpickle_state_dict(const uint8_t* data, size_t size,
+                                                         const std::string& label, bool legacy,
+                                                         size_t* end) {
+  Machine m(data, size, label, legacy);
+  uint32_t root = 0;
+  GLM_RETURN_IF_ERROR(m.run(&root));
+  if (end != nullptr) *end = m.end();
   const Obj& dict = m.obj(root);
   if (dict.kind != Kind::kDict) {
     return bad_file(label + ": the pickle holds a " + std::string(kind_name(dict.kind)) +

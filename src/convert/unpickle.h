@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,18 @@ struct PickledTensor {
 // value is not a tensor are skipped. Each view is checked to lie inside its storage's numel,
 // and tensors sharing a storage key must agree on its type and numel. `label` names the file in
 // errors. bad_file for malformed input, unsupported for a refused global or opcode.
+// `legacy`: the persistent ids of torch < 1.6 files, ('storage', class, key, location, numel,
+// view_metadata), with view_metadata None. `end` (optional) receives the bytes consumed.
 StatusOr<std::vector<PickledTensor>> unpickle_state_dict(const uint8_t* data, size_t size,
-                                                         const std::string& label);
+                                                         const std::string& label,
+                                                         bool legacy = false,
+                                                         size_t* end = nullptr);
+
+// A pickle of plain data only (None, bool, int, float, str, tuple, list, dict with str keys),
+// under the same rules, as JSON (tuples become arrays); `end` as above. For the small header
+// pickles of the legacy format.
+StatusOr<nlohmann::json> unpickle_plain(const uint8_t* data, size_t size, const std::string& label,
+                                        size_t* end = nullptr);
 
 // The torch storage class name for a safetensors dtype ("F16" -> "HalfStorage"), "" if none.
 std::string torch_storage_name(const std::string& dtype);

@@ -9,8 +9,8 @@
 //     src/convert/{unpickle_fuzz,unpickle,torch_zip,zip_archive,safetensors}.cc
 //     src/core/{status,mapped_file}.cc -lminizip -lz -o unpickle_fuzz
 // Seeds: any pytorch_model.bin, or the files torch_test_writer.h writes.)
-// Inputs that start with "PK" go through the zip reader (torch_zip.h), the rest through the
-// unpickler alone (unpickle.h).
+// Inputs that start with "PK" or with the legacy format's magic number go through the file reader
+// (torch_zip.h), the rest through the unpickler alone (unpickle.h).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -20,7 +20,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t sum = 0;
-  if (size >= 2 && data[0] == 'P' && data[1] == 'K') {
+  if ((size >= 2 && data[0] == 'P' && data[1] == 'K') ||
+      glm::convert::is_legacy_torch_file(data, size)) {
     auto f = glm::convert::TorchZipFile::parse(data, size, "fuzz.bin");
     if (!f.ok()) {
       if (f.status().message().find('\n') != std::string::npos) std::abort();
