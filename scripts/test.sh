@@ -9,8 +9,8 @@ scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 # AddressSanitizer + UBSan over the modules that parse untrusted bytes.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=address >/dev/null
-cmake --build build-asan --target core_test gguf_test
-ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf)'
+cmake --build build-asan --target core_test gguf_test convert_test
+ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf|Unpickle|TorchZip)'
 # ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol, daemon.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM_SANITIZE=thread >/dev/null
 cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test

@@ -1,4 +1,6 @@
 // glmserve convert HF_DIR -o M.gguf [--type T]
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -14,8 +16,9 @@ constexpr char kHelp[] =
     "usage: glmserve convert HF_DIR -o M.gguf [--type T]\n"
     "\n"
     "Converts a HuggingFace ChatGLM2-6B / ChatGLM3-6B / GLM-4-9B checkpoint directory\n"
-    "(config.json, *.safetensors or a sharded model.safetensors.index.json, tokenizer.model) to\n"
-    "GGUF in llama.cpp's chatglm layout.\n"
+    "(config.json, tokenizer.model and weights: *.safetensors or PyTorch pytorch_model*.bin,\n"
+    "single or sharded with their .index.json) to GGUF in llama.cpp's chatglm layout. .bin\n"
+    "files are read by a data-only unpickler: a checkpoint can never run code.\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
     "  -o, --output  the GGUF file to write\n";
 
@@ -39,8 +42,25 @@ int cmd_convert(int argc, char** argv) {
   if (!type.ok()) return fail(type.status());
   opts.type = *type;
   const auto t0 = std::chrono::steady_clock::now();
+  // A progress line on a terminal, redrawn at most 10 times a second; nothing otherwise.
+  const bool tty = ::isatty(::fileno(stderr)) == 1;
+  if (tty) {
+    auto last = t0;
+    opts.progress = [t0, last](const convert::ConvertProgress& p) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::milliseconds(100) && p.bytes_read < p.bytes_total) return;
+      last = now;
+      const double secs = std::chrono::duration<double>(now - t0).count();
+      const double mb = static_cast<double>(p.bytes_read) / 1e6;
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  %.0f / %.0f MB  %.0f MB/s", p.tensor, p.n_tensors,
+                   p.name->c_str(), mb, static_cast<double>(p.bytes_total) / 1e6,
+                   secs > 0 ? mb / secs : 0.0);
+      std::fflush(stderr);
+    };
+  }
   convert::WriteReport rep;
   Status s = convert::convert_hf(opts, *out, &rep);
+  if (tty) std::fputs("\r\033[K", stderr);  // the final line replaces the progress line
   if (!s.ok()) return fail(s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());

@@ -1,8 +1,7 @@
 #include "convert/hf_convert.h"
 
-#include <cctype>
-
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "convert/printable.h"
 #include "convert/safetensors.h"
+#include "convert/torch_zip.h"
 #include "core/fp16.h"
 #include "tokenizer/vocab_convert.h"
 
@@ -117,54 +118,99 @@ StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::str
 
 namespace {
 
-// The tensors of a checkpoint: every safetensors file of the directory, mapped.
+// The tensors of a checkpoint: its safetensors or PyTorch .bin files, mapped.
 struct Checkpoint {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<std::unique_ptr<SafetensorsFile>> st_files;
+  std::vector<std::unique_ptr<TorchZipFile>> pt_files;
   std::map<std::string, const StTensor*> by_name;
 };
 
-Status open_checkpoint(const fs::path& dir, Checkpoint* ck) {
+// The shard files an HF index (`weight_map`: tensor -> file) names, in first-use order.
+StatusOr<std::vector<fs::path>> shards_of_index(const fs::path& dir, const fs::path& index) {
+  StatusOr<std::string> text = read_text(index, "the weights index");
+  if (!text.ok()) return text.status();
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    return bad_file(index.string() + ": no \"weight_map\" object");
+  }
   std::vector<fs::path> files;
-  const fs::path index = dir / "model.safetensors.index.json";
+  for (auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) return bad_file(index.string() + ": bad entry for " + name);
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+      return bad_file(index.string() + ": shard names must be plain file names");
+    }
+    const fs::path p = dir / f;
+    if (std::find(files.begin(), files.end(), p) == files.end()) files.push_back(p);
+  }
+  return files;
+}
+
+// The files of the directory whose name passes `keep`, sorted.
+std::vector<fs::path> files_where(const fs::path& dir, bool (*keep)(const std::string&)) {
+  std::vector<fs::path> files;
   std::error_code ec;
-  if (fs::exists(index, ec)) {
-    StatusOr<std::string> text = read_text(index, "the safetensors index");
-    if (!text.ok()) return text.status();
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-      return bad_file(index.string() + ": no \"weight_map\" object");
-    }
-    for (auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) return bad_file(index.string() + ": bad entry for " + name);
-      const fs::path p = dir / file.get<std::string>();
-      if (file.get<std::string>().find('/') != std::string::npos) {
-        return bad_file(index.string() + ": shard names must be plain file names");
-      }
-      if (std::find(files.begin(), files.end(), p) == files.end()) files.push_back(p);
-    }
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (keep(e.path().filename().string())) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Safetensors when the directory has them (model.safetensors.index.json, or every
+// *.safetensors); else PyTorch .bin (pytorch_model.bin.index.json, or pytorch_model*.bin).
+Status open_checkpoint(const fs::path& dir, Checkpoint* ck) {
+  std::error_code ec;
+  std::vector<fs::path> st;
+  std::vector<fs::path> pt;
+  if (const fs::path index = dir / "model.safetensors.index.json"; fs::exists(index, ec)) {
+    StatusOr<std::vector<fs::path>> f = shards_of_index(dir, index);
+    if (!f.ok()) return f.status();
+    st = std::move(*f);
   } else {
-    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().extension() == ".safetensors") files.push_back(e.path());
+    st = files_where(dir, [](const std::string& n) { return ends_with(n, ".safetensors"); });
+  }
+  if (st.empty()) {
+    if (const fs::path index = dir / "pytorch_model.bin.index.json"; fs::exists(index, ec)) {
+      StatusOr<std::vector<fs::path>> f = shards_of_index(dir, index);
+      if (!f.ok()) return f.status();
+      pt = std::move(*f);
+    } else {
+      pt = files_where(dir, [](const std::string& n) {
+        return n.rfind("pytorch_model", 0) == 0 && ends_with(n, ".bin");
+      });
     }
-    std::sort(files.begin(), files.end());
   }
-  if (files.empty()) {
+  if (st.empty() && pt.empty()) {
     return not_found(dir.string() +
-                     ": no *.safetensors weights (PyTorch .bin checkpoints are not read: save "
-                     "the model with safe_serialization=True)");
+                     ": no weights (expected *.safetensors or pytorch_model*.bin, single or "
+                     "with their .index.json)");
   }
-  for (const fs::path& p : files) {
+  for (const fs::path& p : st) {
     StatusOr<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::open(p.string());
     if (!f.ok()) return f.status();
-    ck->files.push_back(std::move(*f));
+    ck->st_files.push_back(std::move(*f));
   }
-  for (const auto& f : ck->files) {
+  for (const fs::path& p : pt) {
+    StatusOr<std::unique_ptr<TorchZipFile>> f = TorchZipFile::open(p.string());
+    if (!f.ok()) return f.status();
+    ck->pt_files.push_back(std::move(*f));
+  }
+  auto add = [ck](const auto& f) -> Status {
     for (const StTensor& t : f->tensors()) {
       if (!ck->by_name.emplace(t.name, &t).second) {
-        return bad_file(f->path() + ": tensor " + t.name + " appears in two files");
+        return bad_file(f->path() + ": tensor " + printable(t.name) + " appears in two files");
       }
     }
-  }
+    return Status::Ok();
+  };
+  for (const auto& f : ck->st_files) GLM_RETURN_IF_ERROR(add(f));
+  for (const auto& f : ck->pt_files) GLM_RETURN_IF_ERROR(add(f));
   return Status::Ok();
 }
 
@@ -215,7 +261,10 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   GLM_RETURN_IF_ERROR(open_checkpoint(dir, &ck));
   hp->tied_output = ck.by_name.count(hf_tensor_name("output.weight")) == 0;
   // Check every tensor before writing anything.
-  for (const TensorPlan& t : tensor_plan(*hp, opts.type)) {
+  const std::vector<TensorPlan> plan = tensor_plan(*hp, opts.type);
+  ConvertProgress progress;
+  progress.n_tensors = plan.size();
+  for (const TensorPlan& t : plan) {
     const std::string hf = hf_tensor_name(t.name);
     auto it = ck.by_name.find(hf);
     if (it == ck.by_name.end()) {
@@ -232,15 +281,24 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
       return unsupported(opts.hf_dir + ": tensor " + hf + " is " + s.dtype +
                          " (only F32, F16 and BF16 checkpoints are read)");
     }
+    progress.bytes_total += s.n_bytes;
   }
 
-  RowSource source = [&ck](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
+  RowSource source = [&](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
     const StTensor& s = *ck.by_name.at(hf_tensor_name(t.name));
     const DType type = s.dtype == "F32"   ? DType::kF32
                        : s.dtype == "F16" ? DType::kF16
                                           : DType::kBF16;
     const size_t row = st_dtype_size(s.dtype) * static_cast<size_t>(t.row_len());
     decode_rows(type, s.data + static_cast<size_t>(row0) * row, n_rows, t.row_len(), out);
+    if (opts.progress) {
+      if (progress.name == nullptr || *progress.name != t.name) {
+        ++progress.tensor;
+        progress.name = &t.name;
+      }
+      progress.bytes_read += static_cast<uint64_t>(n_rows) * row;
+      opts.progress(progress);
+    }
     return Status::Ok();
   };
   return write_model_file(out_path, *hp, *vocab, opts.type, source, report);

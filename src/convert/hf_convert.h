@@ -1,12 +1,15 @@
 // `glmserve convert HF_DIR -o M.gguf [--type T]`: a HuggingFace ChatGLM2-6B / ChatGLM3-6B /
-// GLM-4-9B checkpoint directory (THUDM layout: config.json, *.safetensors, single or sharded with
-// model.safetensors.index.json, tokenizer.model) to a GGUF file in llama.cpp's `chatglm` layout
+// GLM-4-9B checkpoint directory (THUDM layout: config.json, weights, tokenizer.model) to a GGUF
+// file in llama.cpp's `chatglm` layout. Weights: *.safetensors (single, or sharded with
+// model.safetensors.index.json) when the directory has them, else PyTorch pytorch_model*.bin
+// (single, or with pytorch_model.bin.index.json; read by torch_zip.h, no code is ever run)
 // (docs/models.md). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
 // transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
 // so a checkpoint holding gen-model's weights converts to the same bytes.
-// Streams tensor by tensor from the mapped safetensors. Reentrant.
+// Streams tensor by tensor from the mapped weight files. Reentrant.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "convert/model_spec.h"
@@ -15,9 +18,20 @@
 
 namespace glm::convert {
 
+// Where a conversion stands, reported after each chunk of rows it reads.
+struct ConvertProgress {
+  size_t tensor = 0;  // 1-based index of the tensor being written, of n_tensors
+  size_t n_tensors = 0;
+  const std::string* name = nullptr;  // its GGUF name
+  uint64_t bytes_read = 0;            // checkpoint bytes read so far, of bytes_total
+  uint64_t bytes_total = 0;
+};
+
 struct ConvertOptions {
   std::string hf_dir;
   DType type = DType::kF16;
+  // Called from the converting thread; empty: no reports. Cost: one call per ~1M values.
+  std::function<void(const ConvertProgress&)> progress;
 };
 
 // The HF tensor name holding the GGUF tensor `gguf_name` of the chatglm layout

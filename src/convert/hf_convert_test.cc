@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +12,7 @@
 #include "convert/model_writer.h"
 #include "convert/safetensors.h"
 #include "convert/test_util.h"
+#include "convert/torch_test_writer.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
 
@@ -23,12 +24,15 @@ using testing::read_bytes;
 using testing::shared_data;
 using testing::TempDir;
 
+enum class Format { kSafetensors, kTorch };
+
 // Writes a HuggingFace-style checkpoint directory holding the weights of a glmserve GGUF file
 // (chatglm layout): config.json from its metadata, the tensors under their HF names and shapes in
 // `dtype` (F32/F16/BF16; 1-D tensors F32), split into `n_shards` files (with
-// model.safetensors.index.json when more than one), plus a copy of `tokenizer_model`.
+// model.safetensors.index.json or pytorch_model.bin.index.json when more than one), plus a copy
+// of `tokenizer_model`. kTorch writes PyTorch .bin files in torch.save's zip layout.
 void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtype, int n_shards,
-               const std::string& tokenizer_model) {
+               const std::string& tokenizer_model, Format format = Format::kSafetensors) {
   fs::create_directories(dir);
   auto i = [&](const std::string& k) { return *m.get_int("chatglm." + k); };
   nlohmann::json c = {
@@ -70,19 +74,29 @@ void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtyp
     encode_rows(dt, x.data(), 1, t.n_elements(), o.data.data());
     shards[k % n_shards].push_back(std::move(o));
   }
+  const bool pt = format == Format::kTorch;
+  auto write = [&](const std::string& name, const std::vector<StTensorOut>& ts) {
+    if (!pt) return write_safetensors((dir / name).string(), ts).ok();
+    testing::TorchZipOptions o;
+    o.archive = fs::path(name).stem().string();  // torch.save names the folder after the file
+    return testing::write_torch_checkpoint((dir / name).string(), ts, o);
+  };
   if (n_shards == 1) {
-    ASSERT_TRUE(write_safetensors((dir / "model.safetensors").string(), shards[0]).ok());
+    ASSERT_TRUE(write(pt ? "pytorch_model.bin" : "model.safetensors", shards[0]));
     return;
   }
   nlohmann::json index = {{"metadata", {{"total_size", 0}}},
                           {"weight_map", nlohmann::json::object()}};
   for (int s = 0; s < n_shards; ++s) {
     char name[64];
-    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", s + 1, n_shards);
-    ASSERT_TRUE(write_safetensors((dir / name).string(), shards[s]).ok());
+    std::snprintf(name, sizeof(name),
+                  pt ? "pytorch_model-%05d-of-%05d.bin" : "model-%05d-of-%05d.safetensors", s + 1,
+                  n_shards);
+    ASSERT_TRUE(write(name, shards[s]));
     for (const StTensorOut& t : shards[s]) index["weight_map"][t.name] = name;
   }
-  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+  std::ofstream(dir / (pt ? "pytorch_model.bin.index.json" : "model.safetensors.index.json"))
+      << index.dump(2);
 }
 
 Status gen(Arch arch, DType type, const std::string& vocab, const std::string& path) {
@@ -257,6 +271,205 @@ TEST_F(HfConvertTest, BrokenCheckpointsAreClearErrors) {
   s = convert(hf, DType::kF16, out);
   EXPECT_NE(s.message().find("hidden_size"), std::string::npos) << s.message();
   EXPECT_FALSE(fs::exists(out));
+}
+
+// PyTorch .bin checkpoints: the same arrays as a safetensors checkpoint convert to the same
+// file, byte for byte (named TorchZip* so that the ASan run of scripts/test.sh covers them).
+class TorchZipConvertTest : public HfConvertTest {};
+
+TEST_F(TorchZipConvertTest, BinCheckpointConvertsLikeSafetensors) {
+  struct Case {
+    DType gen_type;
+    std::string hf_type;
+    int shards;
+  };
+  const Case cases[] = {
+      {DType::kF32, "F32", 1}, {DType::kBF16, "BF16", 3}, {DType::kF16, "F16", 2}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.hf_type + " x" + std::to_string(c.shards));
+    const std::string model = dir_.file("gen.gguf");
+    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    auto m = gguf::File::open(model);
+    ASSERT_TRUE(m.ok());
+    const fs::path st = dir_.path() / ("st_" + c.hf_type);
+    const fs::path pt = dir_.path() / ("pt_" + c.hf_type);
+    export_hf(**m, st, c.hf_type, c.shards, tokenizer_);
+    export_hf(**m, pt, c.hf_type, c.shards, tokenizer_, Format::kTorch);
+    ASSERT_TRUE(
+        fs::exists(pt / (c.shards == 1 ? "pytorch_model.bin" : "pytorch_model.bin.index.json")));
+    ASSERT_FALSE(fs::exists(pt / "model.safetensors"));
+    Status s = convert(st, c.gen_type, dir_.file("st.gguf"));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    s = convert(pt, c.gen_type, dir_.file("pt.gguf"));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const std::string a = read_bytes(dir_.file("st.gguf"));
+    const std::string b = read_bytes(dir_.file("pt.gguf"));
+    EXPECT_EQ(testing::first_difference(a, b), -1);
+    EXPECT_EQ(testing::first_difference(b, read_bytes(model)), -1);
+    // And every tensor of the two files: same name, type, shape and bytes.
+    auto fa = gguf::File::open(dir_.file("st.gguf"));
+    auto fb = gguf::File::open(dir_.file("pt.gguf"));
+    ASSERT_TRUE(fa.ok() && fb.ok());
+    ASSERT_EQ((*fa)->tensors().size(), (*fb)->tensors().size());
+    for (size_t k = 0; k < (*fa)->tensors().size(); ++k) {
+      const gguf::TensorInfo& x = (*fa)->tensors()[k];
+      const gguf::TensorInfo& y = (*fb)->tensors()[k];
+      EXPECT_EQ(x.name, y.name);
+      EXPECT_EQ(x.type, y.type);
+      EXPECT_EQ(x.shape, y.shape);
+      ASSERT_EQ(x.n_bytes, y.n_bytes);
+      EXPECT_EQ(std::memcmp(x.data, y.data, x.n_bytes), 0) << x.name;
+    }
+  }
+}
+
+// How PyTorch really holds some weights: a transposed (strided) view, and the qkv weight and
+// bias as two views of one storage. Same file as gen-model's.
+TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
+  const std::string model = dir_.file("gen.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  const fs::path hf = dir_.path() / "hf";
+  export_hf(**m, hf, "F32", 1, tokenizer_);  // config.json, tokenizer.model
+  fs::remove(hf / "model.safetensors");
+  std::vector<testing::TorchStorageOut> storages;
+  std::vector<testing::TorchViewOut> views;
+  auto floats = [&](const gguf::TensorInfo& t) {
+    std::vector<float> x(static_cast<size_t>(t.n_elements()));
+    decode_rows(t.type, t.data, t.n_rows(), t.shape[0], x.data());
+    return x;
+  };
+  auto bytes_of = [](const std::vector<float>& x) {
+    std::vector<uint8_t> b(x.size() * 4);
+    std::memcpy(b.data(), x.data(), b.size());
+    return b;
+  };
+  int n_strided = 0;
+  int n_shared = 0;
+  for (const gguf::TensorInfo& t : (*m)->tensors()) {
+    const std::string name = hf_tensor_name(t.name);
+    std::vector<int64_t> shape(t.shape.rbegin(), t.shape.rend());  // PyTorch order
+    std::vector<float> x = floats(t);
+    if (t.name.find("ffn_down") != std::string::npos) {
+      // Stored as the contiguous transpose [in, out]; the tensor is its .t() view.
+      const int64_t rows = shape[0], cols = shape[1];
+      std::vector<float> tr(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) tr[c * rows + r] = x[r * cols + c];
+      }
+      storages.push_back({"F32", bytes_of(tr)});
+      views.push_back({name, storages.size() - 1, 0, shape, {1, rows}});
+      ++n_strided;
+    } else if (t.name.find("attn_qkv.weight") != std::string::npos) {
+      // One storage: the weight, then the bias (written with the bias below).
+      const gguf::TensorInfo* bias =
+          (*m)->tensor(t.name.substr(0, t.name.size() - std::string("weight").size()) + "bias");
+      ASSERT_NE(bias, nullptr);
+      std::vector<float> both = x;
+      std::vector<float> bx = floats(*bias);
+      both.insert(both.end(), bx.begin(), bx.end());
+      storages.push_back({"F32", bytes_of(both)});
+      views.push_back({name, storages.size() - 1, 0, shape, {}});
+      views.push_back({hf_tensor_name(bias->name),
+                       storages.size() - 1,
+                       static_cast<int64_t>(x.size()),
+                       {bias->shape[0]},
+                       {}});
+      ++n_shared;
+    } else if (t.name.find("attn_qkv.bias") == std::string::npos) {
+      storages.push_back({"F32", bytes_of(x)});
+      views.push_back({name, storages.size() - 1, 0, shape, {}});
+    }
+  }
+  ASSERT_EQ(n_strided, 2);
+  ASSERT_EQ(n_shared, 2);
+  testing::TorchZipOptions o;
+  o.archive = "pytorch_model";
+  ASSERT_TRUE(testing::write_file((hf / "pytorch_model.bin").string(),
+                                  testing::torch_checkpoint_bytes(storages, views, o)));
+  const std::string out = dir_.file("conv.gguf");
+  Status s = convert(hf, DType::kF32, out);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(testing::first_difference(read_bytes(out), read_bytes(model)), -1);
+}
+
+TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
+  const std::string model = dir_.file("gen.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  const fs::path hf = dir_.path() / "hf";
+  const std::string out = dir_.file("o.gguf");
+  // Both formats present: safetensors are used and the (broken) .bin is never opened.
+  export_hf(**m, hf, "F32", 1, tokenizer_);
+  std::ofstream(hf / "pytorch_model.bin") << "not a checkpoint";
+  Status s = convert(hf, DType::kF32, out);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+
+  // Only a .bin whose pickle names os.system: refused by name, nothing written.
+  fs::remove(hf / "model.safetensors");
+  fs::remove(out);
+  testing::PickleWriter w;
+  w.global("os", "system");
+  w.str("touch /tmp/pwned", false);
+  w.op(0x85);
+  w.op('R');
+  w.op('.');
+  ASSERT_TRUE(testing::write_file(
+      (hf / "pytorch_model.bin").string(),
+      testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {}, false)));
+  s = convert(hf, DType::kF32, out);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("refusing global os.system"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pytorch_model.bin"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(out));
+
+  // The oldest (tar) format says how to fix it.
+  {
+    std::string tar(1024, '\0');
+    tar.replace(257, 5, "ustar");
+    std::ofstream(hf / "pytorch_model.bin", std::ios::binary) << tar;
+  }
+  s = convert(hf, DType::kF32, out);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("re-save with torch>=1.6"), std::string::npos) << s.message();
+
+  // No weights at all.
+  fs::remove(hf / "pytorch_model.bin");
+  s = convert(hf, DType::kF32, out);
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_NE(s.message().find("pytorch_model*.bin"), std::string::npos) << s.message();
+}
+
+// The progress callback sees every tensor once, in order, and ends with all bytes read.
+TEST_F(HfConvertTest, ReportsProgressPerTensor) {
+  const std::string model = dir_.file("gen.gguf");
+  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF16, tokenizer_, model).ok());
+  auto m = gguf::File::open(model);
+  ASSERT_TRUE(m.ok());
+  export_hf(**m, dir_.path() / "hf", "F16", 1, tokenizer_, Format::kTorch);
+  ConvertOptions o;
+  o.hf_dir = (dir_.path() / "hf").string();
+  o.type = DType::kF16;
+  std::vector<ConvertProgress> seen;
+  std::vector<std::string> names;
+  o.progress = [&](const ConvertProgress& p) {
+    seen.push_back(p);
+    if (names.empty() || names.back() != *p.name) names.push_back(*p.name);
+  };
+  Status s = convert_hf(o, dir_.file("o.gguf"), nullptr);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_FALSE(seen.empty());
+  ASSERT_EQ(names.size(), (*m)->tensors().size());
+  for (size_t k = 0; k < names.size(); ++k) EXPECT_EQ(names[k], (*m)->tensors()[k].name);
+  for (size_t k = 1; k < seen.size(); ++k) {
+    EXPECT_GE(seen[k].tensor, seen[k - 1].tensor);
+    EXPECT_GT(seen[k].bytes_read, seen[k - 1].bytes_read);
+  }
+  EXPECT_EQ(seen.back().tensor, seen.back().n_tensors);
+  EXPECT_EQ(seen.back().n_tensors, names.size());
+  EXPECT_EQ(seen.back().bytes_read, seen.back().bytes_total);
 }
 
 TEST(HfNames, MapTheChatglmLayout) {
