@@ -13,6 +13,7 @@
 #include "convert/safetensors.h"
 #include "convert/torch_zip.h"
 #include "core/fp16.h"
+#include "core/json.h"
 #include "tokenizer/vocab_convert.h"
 
 namespace glm::convert {
@@ -55,8 +56,10 @@ StatusOr<std::string> read_text(const fs::path& p, const std::string& what) {
 }  // namespace
 
 StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::string& label) {
-  nlohmann::json c = nlohmann::json::parse(text, nullptr, false);
-  if (c.is_discarded() || !c.is_object()) return bad_file(label + ": not a JSON object");
+  auto parsed = parse_json(text, label.c_str());
+  if (!parsed.ok()) return bad_file(parsed.status().message());
+  const nlohmann::json& c = *parsed;
+  if (!c.is_object()) return bad_file(label + ": not a JSON object");
   if (c.contains("model_type") && c["model_type"] != "chatglm") {
     return unsupported(label + ": model_type " + c["model_type"].dump() +
                        " is not a ChatGLM2/3 or GLM-4 checkpoint (model_type \"chatglm\")");
@@ -129,8 +132,10 @@ struct Checkpoint {
 StatusOr<std::vector<fs::path>> shards_of_index(const fs::path& dir, const fs::path& index) {
   StatusOr<std::string> text = read_text(index, "the weights index");
   if (!text.ok()) return text.status();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+  auto parsed = parse_json(*text, index.string().c_str());
+  if (!parsed.ok()) return bad_file(parsed.status().message());
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     return bad_file(index.string() + ": no \"weight_map\" object");
   }
   std::vector<fs::path> files;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
+
 namespace glm::convert {
 
 namespace {
@@ -44,8 +46,11 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::parse(const uint8_t*
                " exceeds the file (truncated or not a "
                "safetensors file)");
   }
-  nlohmann::json header = nlohmann::json::parse(data + 8, data + 8 + n, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return bad("header is not a JSON object");
+  auto parsed = parse_json(std::string_view(reinterpret_cast<const char*>(data) + 8, n),
+                           "the safetensors header", JsonLimits{kMaxHeader, 64});
+  if (!parsed.ok()) return bad(parsed.status().message());
+  const nlohmann::json& header = *parsed;
+  if (!header.is_object()) return bad("header is not a JSON object");
   const uint8_t* base = data + 8 + n;
   const uint64_t data_size = size - 8 - n;
   auto out = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());

@@ -109,6 +109,7 @@ bool EchoEngine::drain(std::chrono::milliseconds bound) {
   if (health_ == engine::Health::kReady) health_ = engine::Health::kDraining;
   const bool finished = idle_cv_.wait_for(lock, bound, [&] { return in_flight_.empty(); });
   if (!finished) {
+    cancel_all_ = true;
     for (auto& j : waiting_) j->cancelled = true;
     for (auto& j : running_) j->cancelled = true;
     cv_.notify_all();
@@ -189,7 +190,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
   // Cancelled waiting jobs end at once, wherever they are in the queue.
   std::vector<std::unique_ptr<Job>> dropped;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->cancelled || cancel_ids_.count((*it)->request.id) != 0) {
+    if ((*it)->cancelled || cancel_all_ || cancel_ids_.count((*it)->request.id) != 0) {
       dropped.push_back(std::move(*it));
       it = waiting_.erase(it);
     } else {
@@ -230,7 +231,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
   current.swap(running_);
   for (auto& job : current) {
     const int max_tokens = job->request.params.max_tokens;
-    if (job->cancelled || cancel_ids_.count(job->request.id) != 0) {
+    if (job->cancelled || cancel_all_ || cancel_ids_.count(job->request.id) != 0) {
       finish(*job, engine::FinishReason::kCancelled, lock);
       continue;
     }
