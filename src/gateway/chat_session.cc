@@ -210,7 +210,9 @@ std::optional<json> ChatSession::finish(const RelayResult& r) {
     if (r.timings.tpot_ms > 0) meta_["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
   }
   if (Status st = store_->update_message(answer_id_, r.text, status, r.error.message(), dump(meta_));
-      !st.ok()) {
+      st.code() == ErrorCode::kNotFound) {
+    GLM_LOG_INFO("chat %s: deleted while answering; the answer is dropped", conv_.id.c_str());
+  } else if (!st.ok()) {
     GLM_LOG_ERROR("chat %s: the answer (%zu bytes) was not saved: %s", conv_.id.c_str(),
                   r.text.size(), st.to_string().c_str());
   }

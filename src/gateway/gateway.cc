@@ -1,5 +1,6 @@
 #include "gateway/gateway.h"
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
@@ -18,6 +19,18 @@ constexpr const char* kCsp =
     "form-action 'none'; frame-ancestors 'none'";
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "application/json", any case, with or without parameters ("; charset=utf-8").
+bool is_json_media_type(const std::string& content_type) {
+  std::string type = lower(content_type.substr(0, content_type.find(';')));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  return type == "application/json";
+}
 
 bool is_loopback_host(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
@@ -130,10 +143,10 @@ void Gateway::install_middleware() {
       res.set_header("WWW-Authenticate", "Bearer");
       return httplib::Server::HandlerResponse::Handled;
     }
-    // The page's API accepts JSON bodies only: a cross-site form cannot send one without a
-    // CORS preflight, which this gateway never grants for /api.
-    if (starts_with(req.path, "/api/") && (req.method == "POST" || req.method == "PATCH")) {
-      if (!starts_with(req.get_header_value("Content-Type"), "application/json")) {
+    // The APIs accept JSON bodies only: a cross-site form or text/plain POST (which browsers
+    // send without a CORS preflight) must not spend this machine's CPU on a generation.
+    if (api && (req.method == "POST" || req.method == "PATCH" || req.method == "PUT")) {
+      if (!is_json_media_type(req.get_header_value("Content-Type"))) {
         set_json_error(res, invalid_argument("send the body as Content-Type: application/json"));
         res.status = 415;
         return httplib::Server::HandlerResponse::Handled;
@@ -170,8 +183,14 @@ void Gateway::install_middleware() {
 
 bool Gateway::authorized(const httplib::Request& req) const {
   if (options_.api_key.empty()) return true;
-  const std::string expected = "Bearer " + options_.api_key;
-  const std::string got = req.get_header_value("Authorization");
+  // "Authorization: Bearer KEY" (the scheme is case-insensitive, RFC 9110), or Anthropic's
+  // "x-api-key: KEY".
+  const std::string& expected = options_.api_key;
+  std::string got = req.get_header_value("x-api-key");
+  if (got.empty()) {
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.size() > 7 && lower(auth.substr(0, 7)) == "bearer ") got = auth.substr(7);
+  }
   // Constant-time compare: the key's prefix must not leak through timing.
   if (got.size() != expected.size()) return false;
   unsigned char diff = 0;
@@ -183,6 +202,13 @@ bool Gateway::authorized(const httplib::Request& req) const {
 
 void Gateway::set_json_error(httplib::Response& res, const Status& status) {
   res.status = error_code_http_status(status.code());
+  // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and
+  // Anthropic SDKs read before retrying (seconds) and in their millisecond variant.
+  if (status.code() == ErrorCode::kQueueFull || status.code() == ErrorCode::kUnavailable) {
+    const int ms = status.code() == ErrorCode::kQueueFull ? 1000 : 2000;
+    res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
+    res.set_header("retry-after-ms", std::to_string(ms));
+  }
   res.set_content(openai_error_json(status), "application/json");
   metrics_.record_error(error_code_name(status.code()));
 }
@@ -262,9 +288,23 @@ void Gateway::install_static_routes() {
   });
 }
 
-void Gateway::add_inflight(const std::shared_ptr<EngineStream>& stream) {
+void Gateway::add_inflight(const std::shared_ptr<EngineStream>& stream,
+                           const std::string& conversation) {
   std::lock_guard<std::mutex> lock(inflight_mutex_);
-  inflight_[stream->id()] = stream;
+  inflight_[stream->id()] = Inflight{stream, conversation};
+}
+
+int Gateway::cancel_conversation(const std::string& conversation) {
+  std::vector<std::shared_ptr<EngineStream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mutex_);
+    for (const auto& [id, entry] : inflight_) {
+      if (entry.conversation != conversation) continue;
+      if (auto s = entry.stream.lock()) streams.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : streams) s->cancel();
+  return static_cast<int>(streams.size());
 }
 
 void Gateway::remove_inflight(const std::string& request_id) {
@@ -275,7 +315,7 @@ void Gateway::remove_inflight(const std::string& request_id) {
 std::shared_ptr<EngineStream> Gateway::find_inflight(const std::string& request_id) const {
   std::lock_guard<std::mutex> lock(inflight_mutex_);
   auto it = inflight_.find(request_id);
-  return it == inflight_.end() ? nullptr : it->second.lock();
+  return it == inflight_.end() ? nullptr : it->second.stream.lock();
 }
 
 int Gateway::inflight() const {
@@ -290,7 +330,8 @@ StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(
   return std::shared_ptr<EngineStream>(std::move(stream).value());
 }
 
-StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> stream) {
+StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> stream,
+                                                  const std::string& conversation) {
   Started s;
   s.stream = std::move(stream);
   auto ev = s.stream->next(10000);
@@ -302,7 +343,7 @@ StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> 
     }
     s.first = std::move(**ev);
   }
-  add_inflight(s.stream);
+  add_inflight(s.stream, conversation);
   metrics_.inflight_add(1);
   const std::string id = s.stream->id();
   s.ticket = std::shared_ptr<void>(nullptr, [this, id](void*) {

@@ -69,10 +69,13 @@ class Gateway {
   void install_openai_routes();
   void install_chat_routes();
 
-  // The streams POST /api/stop can cancel, by request id.
-  void add_inflight(const std::shared_ptr<EngineStream>& stream);
+  // The streams POST /api/stop can cancel, by request id, with the conversation they answer
+  // (deleting a conversation cancels its generation).
+  void add_inflight(const std::shared_ptr<EngineStream>& stream, const std::string& conversation);
   void remove_inflight(const std::string& request_id);
   std::shared_ptr<EngineStream> find_inflight(const std::string& request_id) const;
+  // Cancels the generations answering `conversation`; returns how many.
+  int cancel_conversation(const std::string& conversation);
 
   // Sends `request` and waits for its first event, so that an immediate refusal (busy,
   // unavailable, bad request) becomes an HTTP error status instead of a 200 stream. The event
@@ -87,7 +90,8 @@ class Gateway {
   StatusOr<Started> start_generation(const protocol::Request& request);
   // The two halves of start_generation, for callers with work to overlap with the engine.
   StatusOr<std::shared_ptr<EngineStream>> send_generation(const protocol::Request& request);
-  StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream);
+  StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream,
+                                  const std::string& conversation = "");
 
   // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
   // its HTTP request arrived.
@@ -104,7 +108,11 @@ class Gateway {
   Metrics metrics_;
   httplib::Server server_;
   mutable std::mutex inflight_mutex_;
-  std::map<std::string, std::weak_ptr<EngineStream>> inflight_;
+  struct Inflight {
+    std::weak_ptr<EngineStream> stream;
+    std::string conversation;  // the page's conversation id, or empty
+  };
+  std::map<std::string, Inflight> inflight_;  // by request id
   std::mutex model_mutex_;
   std::string model_name_;  // cached from the engine's health reply
 };

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "gateway/http_test_util.h"
 
@@ -78,6 +82,120 @@ TEST(HostileBody, WrongTypesAreRefusedByName) {
   EXPECT_TRUE(conv["messages"].empty()) << conv.dump();
   // PATCH with a wrong type changes nothing.
   EXPECT_EQ(t.request("PATCH", "/api/conversations/" + id, R"({"title":false})").status, 400);
+}
+
+}  // namespace
+}  // namespace glm::gateway::testing
+
+namespace glm::gateway::testing {
+namespace {
+
+const char* kChat = R"({"messages":[{"role":"user","content":"hi"}]})";
+
+TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
+  TestGateway t("ctype");
+  // A cross-site page can POST text/plain or a form without a preflight: refused.
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
+                           "multipart/form-data; boundary=x", ""}) {
+    auto r = t.post("/v1/chat/completions", kChat, {}, type);
+    EXPECT_EQ(r.status, 415) << "Content-Type '" << type << "': " << r.body;
+    EXPECT_EQ(t.post("/api/conversations", "{}", {}, type).status, 415) << type;
+  }
+  EXPECT_TRUE(t.fake().requests().empty());
+  // Media types are case-insensitive and may carry parameters.
+  EXPECT_EQ(t.post("/v1/chat/completions", kChat, {}, "Application/JSON; charset=utf-8").status,
+            200);
+  EXPECT_EQ(t.post("/api/conversations", "{}", {}, "application/json;charset=UTF-8").status, 201);
+}
+
+TEST(HostileRequest, BusyAndUnavailableSayWhenToRetry) {
+  TestGateway t("retry");
+  auto busy = t.post("/v1/chat/completions",
+                     R"({"messages":[{"role":"user","content":"[busy] now"}]})");
+  EXPECT_EQ(busy.status, 429) << busy.body;
+  EXPECT_EQ(busy.header("Retry-After"), "1");
+  EXPECT_EQ(busy.header("retry-after-ms"), "1000");
+}
+
+TEST(HostileRequest, ApiKeySchemeIsCaseInsensitiveAndXApiKeyWorks) {
+  GatewayOptions o;
+  o.api_key = "s3cret";
+  TestGateway t("key", o);
+  EXPECT_EQ(t.get("/v1/models").status, 401);
+  EXPECT_EQ(t.get("/v1/models", {{"Authorization", "bearer s3cret"}}).status, 200);
+  EXPECT_EQ(t.get("/v1/models", {{"Authorization", "BEARER s3cret"}}).status, 200);
+  EXPECT_EQ(t.get("/v1/models", {{"x-api-key", "s3cret"}}).status, 200);
+  EXPECT_EQ(t.get("/v1/models", {{"x-api-key", "s3cre"}}).status, 401);
+  EXPECT_EQ(t.get("/v1/models", {{"Authorization", "Basic s3cret"}}).status, 401);
+}
+
+TEST(HostileRequest, DatabaseFileIsPrivate) {
+  char dir[] = "/tmp/glm-db-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/c.db";
+  {
+    auto s = Store::open(path);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    ASSERT_TRUE((*s)->create_conversation("t", "", "{}").ok());
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HostileRequest, DeletingAConversationCancelsItsGeneration) {
+  TestGateway t("delconv");
+  const std::string id =
+      nlohmann::json::parse(t.post("/api/conversations", "{}").body)["id"];
+  std::thread chat([&] {
+    t.post("/api/conversations/" + id + "/chat", R"({"content":"[slow] go"})");
+  });
+  // Wait for the engine to get the request, then delete the conversation.
+  std::string request_id;
+  for (int i = 0; i < 500 && request_id.empty(); ++i) {
+    auto reqs = t.fake().requests();
+    if (!reqs.empty()) request_id = reqs.back().id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(request_id.empty());
+  for (int i = 0; i < 500 && t.gateway().inflight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(t.request("DELETE", "/api/conversations/" + id).status, 200);
+  EXPECT_TRUE(t.fake().wait_cancelled(request_id, 5000));
+  chat.join();
+}
+
+TEST(HostileRequest, ACutOpenAiStreamEndsInAnErrorNotStop) {
+  TestGateway t("cut");
+  HttpResult res;
+  std::thread client([&] {
+    res = t.post("/v1/chat/completions",
+                 R"({"stream":true,"messages":[{"role":"user","content":"[slow] go"}]})");
+  });
+  std::string request_id;
+  for (int i = 0; i < 500 && request_id.empty(); ++i) {
+    auto reqs = t.fake().requests();
+    if (!reqs.empty()) request_id = reqs.back().id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(request_id.empty());
+  for (int i = 0; i < 500 && t.gateway().inflight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // An operator's stop (as a drain bound does): the client must not see a complete answer.
+  auto stop = t.post("/api/stop", nlohmann::json{{"request_id", request_id}}.dump());
+  EXPECT_EQ(stop.status, 200) << stop.body;
+  client.join();
+  const auto events = sse_data(res.body);
+  ASSERT_FALSE(events.empty()) << res.body;
+  EXPECT_NE(events.back().find("\"error\""), std::string::npos) << events.back();
+  EXPECT_NE(events.back().find("cut off"), std::string::npos) << events.back();
+  for (const std::string& e : events) {
+    EXPECT_EQ(e.find("\"finish_reason\":\"stop\""), std::string::npos) << e;
+    EXPECT_NE(e, "[DONE]");
+  }
 }
 
 }  // namespace

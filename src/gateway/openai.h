@@ -29,7 +29,7 @@ std::string openai_error_json(const Status& status);
 // "invalid_request_error", "authentication_error", "rate_limit_error", "server_error", ...
 const char* openai_error_type(ErrorCode code);
 
-// "stop" / "length" for the gateway's outcomes (a cancelled answer maps to "stop").
+// "stop" / "length" for the complete outcomes (is_complete); the others end in an error.
 std::string openai_finish_reason(Outcome outcome);
 
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the

@@ -91,7 +91,8 @@ TEST(OpenAI, ChunkShapes) {
   json f = json::parse(completion_chunk_json("id1", 5, "m", nullptr, false, "length"));
   EXPECT_EQ(f["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(f["choices"][0]["delta"].empty());
-  EXPECT_EQ(openai_finish_reason(Outcome::kCancelled), "stop");
+  EXPECT_EQ(openai_finish_reason(Outcome::kLength), "length");
+  EXPECT_EQ(openai_finish_reason(Outcome::kStop), "stop");
   // Invalid UTF-8 from anywhere never breaks the JSON.
   const std::string bad = "a\xff";
   EXPECT_NO_THROW(json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));

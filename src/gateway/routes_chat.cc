@@ -123,6 +123,8 @@ void Gateway::install_chat_routes() {
 
   server_.Delete(R"(/api/conversations/([A-Za-z0-9_-]+))",
                  [this, send_json](const httplib::Request& req, httplib::Response& res) {
+                   // Its generation, if one runs, stops now: nothing is left to store it in.
+                   cancel_conversation(req.matches[1]);
                    Status st = store_->delete_conversation(req.matches[1]);
                    if (!st.ok()) return set_json_error(res, st);
                    send_json(res, {{"deleted", std::string(req.matches[1])}});
@@ -170,7 +172,7 @@ void Gateway::install_chat_routes() {
     }
     // From here on the page always gets a stream: refusals arrive as its error event, and the
     // answer row records them.
-    auto started = sent.ok() ? await_started(std::move(sent).value())
+    auto started = sent.ok() ? await_started(std::move(sent).value(), request->conversation)
                              : StatusOr<Started>(sent.status());
     auto state = std::make_shared<std::optional<Started>>();
     Status start_error;

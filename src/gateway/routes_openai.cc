@@ -12,6 +12,16 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// The error a client gets for an answer that did not complete: the relay's error, or for a
+// cancelled one (the server's drain bound, an operator's stop) a cut notice.
+Status cut_or_error(const RelayResult& r) {
+  if (r.outcome == Outcome::kError) return r.error;
+  return Status(ErrorCode::kUnavailable,
+                "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
+                    " tokens: the server stopped the generation (it may be restarting); "
+                    "retry the request");
+}
+
 }  // namespace
 
 void Gateway::record_generation(const char* route, const RelayResult& r, Clock::time_point t0) {
@@ -105,8 +115,10 @@ void Gateway::install_openai_routes() {
             };
             RelayResult r = run(emit, heartbeat);
             if (r.outcome == Outcome::kDisconnected) return false;
-            if (r.outcome == Outcome::kError) {
-              sse_write(sink, openai_error_json(r.error));
+            if (!is_complete(r.outcome)) {
+              // An error or a cut answer ends with an error event and no [DONE]: the SDKs
+              // raise it, so a drained stream never passes for a complete one.
+              sse_write(sink, openai_error_json(cut_or_error(r)));
             } else {
               sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
                                                     openai_finish_reason(r.outcome)));
@@ -133,8 +145,8 @@ void Gateway::install_openai_routes() {
           RelayResult r = run(emit, heartbeat);
           if (r.outcome == Outcome::kDisconnected) return false;
           std::string body =
-              r.outcome == Outcome::kError
-                  ? openai_error_json(r.error)
+              !is_complete(r.outcome)
+                  ? openai_error_json(cut_or_error(r))
                   : completion_json(p->request.id, created, p->model, r.text,
                                     openai_finish_reason(r.outcome), r.usage);
           sink.write(body.data(), body.size());

@@ -1,6 +1,8 @@
 #include "gateway/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -106,6 +108,12 @@ int64_t now_unix_ms() {
 
 StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
   sqlite3* db = nullptr;
+  // Conversations are private: create the file 0600 before SQLite does (it would use the
+  // umask, typically 0644); SQLite gives its -wal and -shm files the database's permissions.
+  if (path != ":memory:" && path.rfind("file:", 0) != 0) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
     Status st(ErrorCode::kInvalidArgument,
