@@ -71,8 +71,14 @@ Expr Expr::repeat(Expr item, int min, int max) {
 
 // ---- builder ----
 
+struct RuleDef {
+  std::string name;
+  Expr body;
+  std::string origin;
+};
+
 struct GrammarBuilder::Rules {
-  std::vector<std::pair<std::string, Expr>> list;
+  std::vector<RuleDef> list;
   std::unordered_map<std::string, size_t> index;
 };
 
@@ -81,16 +87,16 @@ GrammarBuilder::~GrammarBuilder() = default;
 GrammarBuilder::GrammarBuilder(GrammarBuilder&&) noexcept = default;
 GrammarBuilder& GrammarBuilder::operator=(GrammarBuilder&&) noexcept = default;
 
-Status GrammarBuilder::add_rule(const std::string& name, Expr body) {
+Status GrammarBuilder::add_rule(const std::string& name, Expr body, std::string origin) {
   if (!valid_rule_name(name)) {
-    return invalid_argument(at(body.origin()) + "bad rule name '" + name +
+    return invalid_argument(at(origin) + "bad rule name '" + name +
                             "' (use letters, digits, '-' and '_')");
   }
   if (rules_->index.count(name)) {
-    return invalid_argument(at(body.origin()) + "rule '" + name + "' is defined twice");
+    return invalid_argument(at(origin) + "rule '" + name + "' is defined twice");
   }
   rules_->index[name] = rules_->list.size();
-  rules_->list.emplace_back(name, std::move(body));
+  rules_->list.push_back({name, std::move(body), std::move(origin)});
   return Status::Ok();
 }
 
@@ -123,11 +129,11 @@ using Alt = std::vector<Elem>;
 
 class Compiler {
  public:
-  explicit Compiler(const std::vector<std::pair<std::string, Expr>>& rules) : rules_(rules) {
-    for (const auto& [name, body] : rules) {
-      ids_[name] = static_cast<uint32_t>(names_.size());
-      names_.push_back(name);
-      origins_.push_back(body.origin());
+  explicit Compiler(const std::vector<RuleDef>& rules) : rules_(rules) {
+    for (const RuleDef& r : rules) {
+      ids_[r.name] = static_cast<uint32_t>(names_.size());
+      names_.push_back(r.name);
+      origins_.push_back(r.origin);
     }
     alts_.resize(names_.size());
     n_helpers_.resize(names_.size());
@@ -138,7 +144,7 @@ class Compiler {
     if (rules_.empty()) return invalid_argument("empty grammar: no rules");
     if (it == ids_.end()) return invalid_argument("no start rule '" + root + "'");
     for (size_t i = 0; i < rules_.size(); ++i) {
-      GLM_RETURN_IF_ERROR(lower_rule(static_cast<uint32_t>(i), rules_[i].second));
+      GLM_RETURN_IF_ERROR(lower_rule(static_cast<uint32_t>(i), rules_[i].body));
     }
     auto p = std::make_shared<detail::Program>();
     p->root = it->second;
@@ -406,7 +412,7 @@ class Compiler {
     return Status::Ok();
   }
 
-  const std::vector<std::pair<std::string, Expr>>& rules_;
+  const std::vector<RuleDef>& rules_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
   std::vector<std::string> origins_;

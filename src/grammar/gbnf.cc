@@ -42,7 +42,7 @@ class Parser {
       skip_space(true);
       Expr body;
       GLM_RETURN_IF_ERROR(parse_alternates(0, &body));
-      Status s = b->add_rule(name, std::move(body).with_origin(where(start)));
+      Status s = b->add_rule(name, std::move(body), where(start));
       if (!s.ok()) return s;
       skip_space(true);
     }
@@ -177,10 +177,8 @@ class Parser {
         ++pos_;
         items.push_back(Expr::seq({std::move(inner)}));
       } else if (is_name_char(c)) {
-        if (at_rule_start()) {
-          if (depth > 0) return error(start, "unbalanced parentheses: rule ends inside '('");
-          break;
-        }
+        if (at_rule_start()) break;  // inside '(': the caller reports the unclosed '('
+
         std::string name = parse_name();
         items.push_back(Expr::ref(name).with_origin(where(start)));
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {

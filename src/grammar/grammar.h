@@ -99,8 +99,9 @@ class GrammarBuilder {
   GrammarBuilder(GrammarBuilder&&) noexcept;
   GrammarBuilder& operator=(GrammarBuilder&&) noexcept;
 
-  // Defines a rule. Error if the name is taken or malformed.
-  Status add_rule(const std::string& name, Expr body);
+  // Defines a rule. Error if the name is taken or malformed. `origin` (e.g. "line 3, column 1")
+  // is quoted by error messages about the rule.
+  Status add_rule(const std::string& name, Expr body, std::string origin = "");
   bool has_rule(const std::string& name) const;
   // A name not used yet, derived from `base` ("item", "item-2", ...), sanitized to a rule name.
   std::string fresh_name(std::string_view base) const;
