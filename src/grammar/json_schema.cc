@@ -62,7 +62,7 @@ class Common {
       return seq({get("integer"), Expr::optional(seq({lit("."), Expr::repeat(digit(), 1, 16)})),
                   Expr::optional(seq({cls({{'e', 'e'}, {'E', 'E'}}),
                                       Expr::optional(cls({{'-', '-'}, {'+', '+'}})),
-                                      Expr::repeat(digit(), 1, 3)}))});
+                                      Expr::repeat(digit(), 1, 2)}))});
     }
     if (what == "boolean") return alt({lit("true"), lit("false")});
     if (what == "null") return lit("null");

@@ -253,7 +253,8 @@ class Matcher::Impl {
     uint32_t hi = lo | ((1u << (6 * need)) - 1);
     lo = std::max(lo, kMinOfLen[len]);
     hi = std::min(hi, kMaxOfLen[len]);
-    if (lo > hi) return kDead;  // overlong or beyond U+10FFFF
+    if (lo > hi) return kDead;                      // overlong or beyond U+10FFFF
+    if (lo >= 0xD800 && hi <= 0xDFFF) return kDead;  // only surrogates can follow
     return intern_state(live_for(stacks, lo, hi), cp, need, len);
   }
 
