@@ -70,7 +70,7 @@ class Matcher::Impl {
     mask->words() = it->second.words;
     info.n_allowed = it->second.count;
     if (states_[s].complete) {
-      info.stop_allowed = !vocab_->stop_ids().empty();
+      info.stop_allowed = true;
       for (int32_t id : vocab_->stop_ids()) {
         if (!mask->allowed(id)) ++info.n_allowed;
         mask->set(id);

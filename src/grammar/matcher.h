@@ -33,7 +33,8 @@ namespace glm::grammar {
 
 struct MaskInfo {
   size_t n_allowed = 0;      // bits set in the mask (stop tokens included)
-  bool stop_allowed = false;  // the grammar is complete: end of generation is allowed
+  bool stop_allowed = false;  // the grammar is complete: end of generation is allowed (the
+                              // stop ids, if the vocabulary has any, are set in the mask)
   // Nothing may follow and the text is not complete: the caller must end with an error.
   bool dead() const { return n_allowed == 0 && !stop_allowed; }
 };
