@@ -2,6 +2,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +19,8 @@ using detail::Op;
 constexpr uint32_t kDead = 0;      // state id of the empty set
 constexpr uint32_t kEmptyStack = 0;  // stack id of the finished (accepting) stack
 constexpr int32_t kUnknown = -1;
+constexpr uint32_t kUniform = 0xFFFFFFFF;  // State::cp of an unfinished character whose every
+                                           // completion is accepted by all its stacks
 
 // Valid code point range of a UTF-8 sequence of `len` bytes (overlong forms excluded).
 constexpr uint32_t kMinOfLen[5] = {0, 0, 0x80, 0x800, 0x10000};
@@ -33,7 +36,13 @@ struct State {
   uint32_t cp = 0;               // bits of an unfinished UTF-8 character
   uint8_t need = 0;              // its continuation bytes still expected
   uint8_t len = 0;               // its total length
+  uint32_t rep = 0;              // kUniform: a character every completion behaves like
   bool complete = false;
+  // For the walk's subtree acceptance, computed on first need: the ASCII bytes that lead back
+  // to this state, and whether every non-ASCII character does too ("closed").
+  bool loop_known = false;
+  bool closed = false;
+  std::array<uint64_t, 2> loop{0, 0};
 };
 
 }  // namespace
@@ -166,8 +175,20 @@ class Matcher::Impl {
     at_depth[0] = s;
     const size_t n_nodes = t.byte.size();
     for (size_t i = 0; i < n_nodes;) {
-      uint32_t x = next(at_depth[t.depth[i] - 1], t.byte[i]);
+      const uint32_t up = at_depth[t.depth[i] - 1];
+      const uint32_t x = next(up, t.byte[i]);
       if (x == kDead) {
+        i = t.skip[i];
+        continue;
+      }
+      // A state that loops on this byte (inside a string, say) may loop on everything below:
+      // then the whole subtree is allowed without walking it.
+      if ((x == up || x == s) && subtree_stays(x, i)) {
+        for (uint32_t k = t.tok_begin[i]; k < t.tok_begin[t.skip[i]]; ++k) {
+          int32_t id = t.node_tokens[k];
+          m.words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+        }
+        m.count += t.tok_begin[t.skip[i]] - t.tok_begin[i];
         i = t.skip[i];
         continue;
       }
@@ -180,6 +201,40 @@ class Matcher::Impl {
       ++i;
     }
     return m;
+  }
+
+  // Whether every token below trie node i (state x after its byte) leaves x in x or in an
+  // unfinished character of x: true when all ASCII bytes used below loop on x and, if there
+  // are non-ASCII bytes below, every non-ASCII character loops on x and the bytes below are
+  // well-formed UTF-8.
+  bool subtree_stays(uint32_t x, size_t i) {
+    if (states_[x].need > 0) return false;
+    if (!states_[x].loop_known) compute_loop(x);
+    const State& st = states_[x];
+    const TokenVocab::Trie& t = vocab_->trie();
+    const auto& a = t.ascii_below[i];
+    if ((a[0] & ~st.loop[0]) || (a[1] & ~st.loop[1])) return false;
+    return !t.nonascii_below[i] || (st.closed && t.utf8_ok_below[i]);
+  }
+
+  void compute_loop(uint32_t x) {
+    std::array<uint64_t, 2> loop{0, 0};
+    for (uint32_t b = 0; b < 128; ++b) {
+      if (next(x, static_cast<uint8_t>(b)) == x) loop[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    // Closed: each top class takes all non-ASCII characters or none (so all of them lead to
+    // the same state), and that state is x (checked on U+4E00).
+    bool closed = true;
+    for (uint32_t id : states_[x].stacks) {
+      if (id == kEmptyStack) continue;
+      const detail::CharClass& c = p_.classes[p_.elems[nodes_[id].pos].arg];
+      if (!c.covers(0x80, 0x10FFFF) && c.intersects(0x80, 0x10FFFF)) closed = false;
+    }
+    closed = closed && run(x, "\xE4\xB8\x80") == x;
+    State& st = states_[x];
+    st.loop = loop;
+    st.closed = closed;
+    st.loop_known = true;
   }
 
   uint32_t intern_node(uint32_t pos, uint32_t parent) {
@@ -249,13 +304,25 @@ class Matcher::Impl {
   }
 
   uint32_t partial(const std::vector<uint32_t>& stacks, uint32_t cp, uint8_t need, uint8_t len) {
-    uint32_t lo = cp << (6 * need);
-    uint32_t hi = lo | ((1u << (6 * need)) - 1);
-    lo = std::max(lo, kMinOfLen[len]);
-    hi = std::min(hi, kMaxOfLen[len]);
+    const uint32_t lo0 = cp << (6 * need);
+    const uint32_t hi0 = lo0 | ((1u << (6 * need)) - 1);
+    const uint32_t lo = std::max(lo0, kMinOfLen[len]);
+    const uint32_t hi = std::min(hi0, kMaxOfLen[len]);
     if (lo > hi) return kDead;                      // overlong or beyond U+10FFFF
     if (lo >= 0xD800 && hi <= 0xDFFF) return kDead;  // only surrogates can follow
-    return intern_state(live_for(stacks, lo, hi), cp, need, len);
+    std::vector<uint32_t> live = live_for(stacks, lo, hi);
+    // Uniform: every completion is a valid character that every live stack accepts, so the
+    // exact bits no longer matter and prefixes share one state (instead of one per prefix).
+    bool valid = lo == lo0 && hi == hi0 && (hi < 0xD800 || lo > 0xDFFF);
+    bool uniform = valid && std::all_of(live.begin(), live.end(), [&](uint32_t id) {
+      return p_.classes[p_.elems[nodes_[id].pos].arg].covers(lo, hi);
+    });
+    if (uniform && !live.empty()) {
+      uint32_t x = intern_state(std::move(live), kUniform, need, len);
+      if (states_[x].rep == 0) states_[x].rep = lo;
+      return x;
+    }
+    return intern_state(std::move(live), cp, need, len);
   }
 
   uint32_t advance(const std::vector<uint32_t>& stacks, uint32_t cp) {
@@ -274,6 +341,14 @@ class Matcher::Impl {
     if (s == kDead) return kDead;
     if (st.need > 0) {
       if ((b & 0xC0) != 0x80) return kDead;
+      if (st.cp == kUniform) {
+        if (st.need > 1) {
+          uint32_t x = intern_state(st.stacks, kUniform, static_cast<uint8_t>(st.need - 1), st.len);
+          if (states_[x].rep == 0) states_[x].rep = st.rep;
+          return x;
+        }
+        return advance(st.stacks, st.rep);
+      }
       uint32_t cp = (st.cp << 6) | (b & 0x3F);
       uint8_t need = static_cast<uint8_t>(st.need - 1);
       if (need > 0) return partial(st.stacks, cp, need, st.len);

@@ -49,6 +49,23 @@ bool CharClass::intersects(uint32_t lo, uint32_t hi) const {
   return next <= hi;
 }
 
+bool CharClass::covers(uint32_t lo, uint32_t hi) const {
+  if (negated) {
+    for (const CharRange& r : ranges) {
+      if (r.lo <= hi && lo <= r.hi) return false;
+    }
+    return true;
+  }
+  uint32_t next = lo;
+  for (const CharRange& r : ranges) {
+    if (r.hi < next) continue;
+    if (r.lo > next) return false;
+    if (r.hi >= hi) return true;
+    next = r.hi + 1;
+  }
+  return false;
+}
+
 void append_utf8(std::string* out, uint32_t cp) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));

@@ -37,6 +37,8 @@ struct CharClass {
   bool contains(uint32_t cp) const;  // raw range membership, no negation
   // Whether some code point in [lo, hi] matches.
   bool intersects(uint32_t lo, uint32_t hi) const;
+  // Whether every code point in [lo, hi] matches.
+  bool covers(uint32_t lo, uint32_t hi) const;
   bool empty() const { return !intersects(0, 0x10FFFF); }
 };
 

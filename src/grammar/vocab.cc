@@ -4,8 +4,50 @@
 #include <bit>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 namespace glm::grammar {
+
+namespace {
+
+// Length of the well-formed UTF-8 character or completable prefix at s[0..], 0 if malformed.
+// Same rules as the matcher: no overlongs, no surrogates, nothing above U+10FFFF.
+size_t utf8_piece(std::string_view s) {
+  const auto b0 = static_cast<uint8_t>(s[0]);
+  if (b0 < 0x80) return 1;
+  size_t n;
+  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  for (size_t k = 1; k < n; ++k) {
+    if (k >= s.size()) return s.size();  // unfinished but completable
+    const auto b = static_cast<uint8_t>(s[k]);
+    if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+bool utf8_ok(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_piece(s.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<const TokenVocab>> TokenVocab::create(std::vector<std::string> tokens,
                                                                std::vector<int32_t> stop_ids,
@@ -63,7 +105,33 @@ StatusOr<std::shared_ptr<const TokenVocab>> TokenVocab::create(std::vector<std::
       t.byte.push_back(static_cast<uint8_t>(s[k]));
       t.depth.push_back(static_cast<uint16_t>(k + 1));
       t.skip.push_back(0);
+      t.ascii_below.push_back({0, 0});
+      t.nonascii_below.push_back(0);
+      t.utf8_ok_below.push_back(1);
       at_node.emplace_back();
+    }
+    // Summaries: node path[k] has the rest s[k+1..] below it.
+    for (size_t k = 0; k < s.size(); ++k) {
+      const uint32_t node = path[k];
+      if (t.utf8_ok_below[node] && !utf8_ok(std::string_view(s).substr(k + 1))) {
+        t.utf8_ok_below[node] = 0;
+      }
+    }
+    {
+      std::array<uint64_t, 2> ascii{0, 0};
+      uint8_t nonascii = 0;
+      for (size_t k = s.size(); k-- > 0;) {
+        const uint32_t node = path[k];
+        t.ascii_below[node][0] |= ascii[0];
+        t.ascii_below[node][1] |= ascii[1];
+        t.nonascii_below[node] |= nonascii;
+        const auto b = static_cast<uint8_t>(s[k]);
+        if (b < 128) {
+          ascii[b >> 6] |= uint64_t{1} << (b & 63);
+        } else {
+          nonascii = 1;
+        }
+      }
     }
     at_node[path.back()].push_back(id);
     t.max_depth = std::max(t.max_depth, s.size());

@@ -4,6 +4,7 @@
 // matchers and threads. TokenMask is a plain value.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,13 +34,21 @@ class TokenVocab {
 
   // The trie in preorder: node i has edge byte byte[i] at depth depth[i] (>= 1); its subtree
   // ends before node skip[i]; the tokens spelled by the path to it are
-  // node_tokens[tok_begin[i] .. tok_begin[i + 1]).
+  // node_tokens[tok_begin[i] .. tok_begin[i + 1]), so the tokens of the whole subtree are
+  // node_tokens[tok_begin[i] .. tok_begin[skip[i]]).
+  // Summaries of what lies strictly below node i, which let a mask walk accept a whole
+  // subtree at once: the ASCII bytes used there (a 128-bit set), whether any byte is
+  // non-ASCII, and whether every token's rest after node i is well-formed UTF-8 (complete
+  // characters, the last possibly unfinished but still completable).
   struct Trie {
     std::vector<uint8_t> byte;
     std::vector<uint16_t> depth;
     std::vector<uint32_t> skip;
     std::vector<uint32_t> tok_begin;  // n_nodes + 1 entries
     std::vector<int32_t> node_tokens;
+    std::vector<std::array<uint64_t, 2>> ascii_below;
+    std::vector<uint8_t> nonascii_below;
+    std::vector<uint8_t> utf8_ok_below;
     size_t max_depth = 0;
   };
   const Trie& trie() const { return trie_; }
