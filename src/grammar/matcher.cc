@@ -2,6 +2,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <deque>
 #include <array>
 #include <string>
 #include <unordered_map>
@@ -49,11 +50,9 @@ struct State {
 
 class Matcher::Impl {
  public:
-  Impl(Grammar g, std::shared_ptr<const TokenVocab> vocab)
-      : grammar_(std::move(g)), p_(grammar_.program()), vocab_(std::move(vocab)) {
-    nodes_.push_back({0, 0});  // kEmptyStack
-    states_.emplace_back();    // kDead
-    trans_.assign(256, static_cast<int32_t>(kDead));
+  Impl(Grammar g, std::shared_ptr<const TokenVocab> vocab, MatcherOptions opt)
+      : grammar_(std::move(g)), p_(grammar_.program()), vocab_(std::move(vocab)), opt_(opt) {
+    clear_tables();
     std::vector<uint32_t> start;
     visited_.clear();
     for (uint32_t a : p_.rule_alts[p_.root]) expand(a, kEmptyStack, &start);
@@ -61,10 +60,13 @@ class Matcher::Impl {
     history_ = {{initial_, false}};
   }
 
+  size_t n_states() const { return states_.size(); }
+
   MaskInfo fill_mask(TokenMask* mask) {
     GLM_CHECK(vocab_ != nullptr);
     const size_t n = vocab_->n_tokens();
     if (mask->size() != n) *mask = TokenMask(n);
+    maybe_compact();
     auto [s, terminated] = history_.back();
     MaskInfo info;
     if (terminated) {
@@ -73,7 +75,7 @@ class Matcher::Impl {
     }
     auto it = masks_.find(s);
     if (it == masks_.end()) {
-      if (masks_.size() >= kMaxCachedMasks) masks_.clear();
+      if (masks_.size() >= opt_.max_cached_masks) masks_.clear();
       it = masks_.emplace(s, walk(s, n)).first;
     }
     mask->words() = it->second.words;
@@ -93,6 +95,7 @@ class Matcher::Impl {
     if (id < 0 || static_cast<size_t>(id) >= vocab_->n_tokens()) {
       return invalid_argument("token id " + std::to_string(id) + " out of range");
     }
+    maybe_compact();
     auto [s, terminated] = history_.back();
     if (terminated) return invalid_argument("grammar already terminated by a stop token");
     if (vocab_->is_stop(id)) {
@@ -100,7 +103,7 @@ class Matcher::Impl {
         return invalid_argument("stop token " + std::to_string(id) +
                                 " before the grammar is complete");
       }
-      history_.push_back({s, true});
+      push({s, true});
       return Status::Ok();
     }
     if (vocab_->is_special(id)) {
@@ -111,15 +114,16 @@ class Matcher::Impl {
     if (t == kDead || bytes.empty()) {
       return invalid_argument("token " + std::to_string(id) + " is not allowed by the grammar");
     }
-    history_.push_back({t, false});
+    push({t, false});
     return Status::Ok();
   }
 
   Status accept_bytes(std::string_view bytes) {
+    maybe_compact();
     auto [s, terminated] = history_.back();
     uint32_t t = terminated ? kDead : run(s, bytes);
     if (t == kDead) return invalid_argument("text is not allowed by the grammar");
-    history_.push_back({t, false});
+    push({t, false});
     return Status::Ok();
   }
 
@@ -139,11 +143,69 @@ class Matcher::Impl {
   void rollback(size_t n) {
     GLM_CHECK(n < history_.size());
     history_.resize(history_.size() - n);
+    n_accepted_ -= n;
   }
-  size_t n_accepted() const { return history_.size() - 1; }
-  void reset() { history_ = {{initial_, false}}; }
+  size_t n_accepted() const { return n_accepted_; }
+  void reset() {
+    history_ = {{initial_, false}};
+    n_accepted_ = 0;
+  }
 
  private:
+  void push(std::pair<uint32_t, bool> entry) {
+    history_.push_back(entry);
+    ++n_accepted_;
+    if (history_.size() > opt_.max_rollback + 1) history_.pop_front();
+  }
+
+  void clear_tables() {
+    nodes_.assign(1, {0, 0});  // kEmptyStack
+    node_ids_.clear();
+    states_.assign(1, State{});  // kDead
+    state_ids_.clear();
+    trans_.assign(256, static_cast<int32_t>(kDead));
+    masks_.clear();
+  }
+
+  // Past max_states, rebuilds the tables from the states still referenced (history, start):
+  // long generations in recursive grammars keep meeting new stacks.
+  void maybe_compact() {
+    if (states_.size() <= opt_.max_states) return;
+    struct Saved {
+      std::vector<std::vector<uint32_t>> stacks;  // positions, top first; empty = finished
+      uint32_t cp, rep;
+      uint8_t need, len;
+    };
+    auto save = [&](uint32_t s) {
+      const State& st = states_[s];
+      Saved out{{}, st.cp, st.rep, st.need, st.len};
+      for (uint32_t id : st.stacks) {
+        std::vector<uint32_t> pos;
+        for (uint32_t n = id; n != kEmptyStack; n = nodes_[n].parent) pos.push_back(nodes_[n].pos);
+        out.stacks.push_back(std::move(pos));
+      }
+      return out;
+    };
+    std::vector<Saved> saved;
+    saved.push_back(save(initial_));
+    for (const auto& h : history_) saved.push_back(save(h.first));
+    clear_tables();
+    std::vector<uint32_t> ids;
+    for (const Saved& sv : saved) {
+      std::vector<uint32_t> stacks;
+      for (const auto& pos : sv.stacks) {
+        uint32_t parent = kEmptyStack;
+        for (size_t k = pos.size(); k-- > 0;) parent = intern_node(pos[k], parent);
+        stacks.push_back(parent);
+      }
+      uint32_t x = intern_state(std::move(stacks), sv.cp, sv.need, sv.len);
+      states_[x].rep = sv.rep;
+      ids.push_back(x);
+    }
+    initial_ = ids[0];
+    for (size_t k = 0; k < history_.size(); ++k) history_[k].first = ids[k + 1];
+  }
+
   struct CachedMask {
     std::vector<uint32_t> words;
     size_t count = 0;
@@ -375,11 +437,13 @@ class Matcher::Impl {
   std::unordered_set<uint64_t> visited_;
   std::unordered_map<uint32_t, CachedMask> masks_;
   uint32_t initial_ = kDead;
-  std::vector<std::pair<uint32_t, bool>> history_;  // (state, terminated) after each accept
+  MatcherOptions opt_;
+  std::deque<std::pair<uint32_t, bool>> history_;  // (state, terminated) after each accept
+  size_t n_accepted_ = 0;
 };
 
-Matcher::Matcher(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
-    : impl_(std::make_unique<Impl>(std::move(grammar), std::move(vocab))) {}
+Matcher::Matcher(Grammar grammar, std::shared_ptr<const TokenVocab> vocab, MatcherOptions options)
+    : impl_(std::make_unique<Impl>(std::move(grammar), std::move(vocab), options)) {}
 Matcher::~Matcher() = default;
 Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
@@ -393,6 +457,7 @@ bool Matcher::is_terminated() const { return impl_->is_terminated(); }
 bool Matcher::can_continue() const { return impl_->can_continue(); }
 void Matcher::rollback(size_t n) { impl_->rollback(n); }
 size_t Matcher::n_accepted() const { return impl_->n_accepted(); }
+size_t Matcher::n_states() const { return impl_->n_states(); }
 void Matcher::reset() { impl_->reset(); }
 
 }  // namespace glm::grammar

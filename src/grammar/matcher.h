@@ -17,7 +17,8 @@
 // table lookup per trie node, pruning dead subtrees; masks are cached per state.
 // Thread-safety: one Matcher per sequence, used by one thread at a time; the Grammar and the
 // TokenVocab it holds are shared read-only.
-// Memory: ~1 KB per interned state plus up to kMaxCachedMasks masks (n_tokens / 8 bytes each).
+// Memory: ~1 KB per interned state (at most MatcherOptions::max_states, then the tables are
+// rebuilt from the states still referenced) plus max_cached_masks masks of n_tokens / 8 bytes.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +40,16 @@ struct MaskInfo {
   bool dead() const { return n_allowed == 0 && !stop_allowed; }
 };
 
+struct MatcherOptions {
+  size_t max_states = 16384;     // interned parse states kept before a rebuild (~1 KB each)
+  size_t max_cached_masks = 64;  // masks kept for states seen again
+  size_t max_rollback = 256;     // accept_* calls that rollback() can undo
+};
+
 class Matcher {
  public:
-  static constexpr size_t kMaxCachedMasks = 64;
-
   // `vocab` may be null for byte-level use (accept_bytes only).
-  Matcher(Grammar grammar, std::shared_ptr<const TokenVocab> vocab);
+  Matcher(Grammar grammar, std::shared_ptr<const TokenVocab> vocab, MatcherOptions options = {});
   ~Matcher();
   Matcher(Matcher&&) noexcept;
   Matcher& operator=(Matcher&&) noexcept;
@@ -67,9 +72,11 @@ class Matcher {
   // could not reject (e.g. a vocabulary missing a needed character).
   bool can_continue() const;
 
-  // Undoes the last n accept_* calls (speculative decoding, retries). n <= n_accepted().
+  // Undoes the last n accept_* calls (speculative decoding, retries).
+  // n <= min(n_accepted(), options.max_rollback).
   void rollback(size_t n);
   size_t n_accepted() const;
+  size_t n_states() const;  // interned states now (memory use, tests)
   void reset();  // back to the start
 
  private:

@@ -147,6 +147,51 @@ TEST(GrammarMatcher, DeadStateIsReported) {
   EXPECT_TRUE(m.can_continue());  // the grammar could go on, the vocabulary cannot
 }
 
+TEST(GrammarMatcher, TablesRebuiltPastMaxStates) {
+  // Deep nesting keeps creating new stacks; with a tiny state budget the matcher rebuilds its
+  // tables and must behave exactly like one with no budget.
+  Grammar g = json_object_grammar();
+  std::vector<std::string> toks = {"{", "}", "[", "]", "\"a\"", ":", ",", "1", " ", "\"", "x"};
+  auto v = make_vocab(toks);
+  MatcherOptions small;
+  small.max_states = 40;
+  small.max_rollback = 8;
+  Matcher a(g, v, small), b(g, v);
+  std::string text = "{\"a\":[[[[{\"a\":[1,[[[1]]],{\"a\":{\"a\":[[[]]]}}]}]]]]}";
+  std::vector<int32_t> path;
+  for (size_t i = 0; i < text.size();) {
+    int32_t best = -1;
+    for (int32_t id = 0; id < static_cast<int32_t>(toks.size()); ++id) {
+      if (text.compare(i, toks[static_cast<size_t>(id)].size(), toks[static_cast<size_t>(id)]) == 0 &&
+          (best < 0 || toks[static_cast<size_t>(id)].size() > toks[static_cast<size_t>(best)].size())) {
+        best = id;
+      }
+    }
+    ASSERT_GE(best, 0);
+    path.push_back(best);
+    i += toks[static_cast<size_t>(best)].size();
+  }
+  size_t max_seen = 0;
+  bool rolled_back = false;
+  for (size_t k = 0; k < path.size(); ++k) {
+    EXPECT_EQ(allowed(&a, *v), allowed(&b, *v)) << "step " << k;
+    ASSERT_TRUE(a.accept_token(path[k]).ok()) << k;
+    ASSERT_TRUE(b.accept_token(path[k]).ok()) << k;
+    max_seen = std::max(max_seen, a.n_states());
+    if (k == 20 && !rolled_back) {  // roll back across a rebuild, then redo
+      rolled_back = true;
+      a.rollback(5);
+      b.rollback(5);
+      EXPECT_EQ(allowed(&a, *v), allowed(&b, *v));
+      k -= 5;
+    }
+  }
+  EXPECT_TRUE(a.is_complete());
+  EXPECT_GT(b.n_states(), 40u);  // the unbounded one grew past the budget...
+  EXPECT_LT(max_seen, 200u);     // ...the bounded one was rebuilt
+  EXPECT_EQ(a.n_accepted(), path.size());
+}
+
 TEST(GrammarMatcher, VocabErrors) {
   EXPECT_EQ(TokenVocab::create({"a"}, {3}, {}).status().message(),
             "stop token id 3 out of range (1 tokens)");
