@@ -23,6 +23,8 @@ int hex_value(char c) {
   return -1;
 }
 
+constexpr int kMaxDepth = 200;  // nested parentheses
+
 class Parser {
  public:
   explicit Parser(std::string_view src) : src_(src) {}
@@ -166,6 +168,7 @@ class Parser {
         ++pos_;
         items.push_back(Expr::any_char().with_origin(where(start)));
       } else if (c == '(') {
+        if (depth >= kMaxDepth) return error(pos_, "parentheses nested too deeply");
         ++pos_;
         skip_space(true);
         Expr inner;

@@ -182,6 +182,8 @@ TEST(GrammarGbnf, Errors) {
             "line 1, column 10: token references (<...>) are not supported; write the text");
   EXPECT_EQ(error_of("root \"a\"\n"), "line 1, column 6: expected '::=' after rule name 'root'");
   EXPECT_EQ(error_of("root ::= \"a\" ; \n"), "line 1, column 14: unexpected character ';'");
+  EXPECT_EQ(error_of("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')')),
+            "line 1, column 210: parentheses nested too deeply");
   EXPECT_EQ(error_of("root ::= [^\\x00-\\U0010FFFF]\n"),
             "line 1, column 10: character class matches nothing");
 }
