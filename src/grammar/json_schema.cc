@@ -1,7 +1,10 @@
 // JSON Schema subset -> grammar rules. See json_schema.h and docs/grammar.md.
 #include "grammar/json_schema.h"
 
+#include <cmath>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/check.h"
@@ -19,6 +22,57 @@ Expr cls(std::vector<CharRange> r, bool neg = false) { return Expr::chars(std::m
 Expr seq(std::vector<Expr> v) { return Expr::seq(std::move(v)); }
 Expr alt(std::vector<Expr> v) { return Expr::alt(std::move(v)); }
 Expr digit() { return cls({{'0', '9'}}); }
+
+constexpr uint64_t kMaxMagnitude = 9999999999999999;  // 16 digits, as the plain integer rule
+
+// Digit strings of equal length between lo and hi (inclusive, lo <= hi).
+Expr digits_between(const std::string& lo, const std::string& hi) {
+  if (lo.empty()) return lit("");
+  const size_t r = lo.size() - 1;
+  const bool lo_rest_min = lo.find_first_not_of('0', 1) == std::string::npos;
+  const bool hi_rest_max = hi.find_first_not_of('9', 1) == std::string::npos;
+  auto any = [&](char a, char b) {
+    return seq({cls({{static_cast<uint32_t>(a), static_cast<uint32_t>(b)}}), Expr::repeat(digit(), static_cast<int>(r), static_cast<int>(r))});
+  };
+  if (lo_rest_min && hi_rest_max) return any(lo[0], hi[0]);
+  if (lo[0] == hi[0]) {
+    return seq({lit(lo.substr(0, 1)), digits_between(lo.substr(1), hi.substr(1))});
+  }
+  std::vector<Expr> alts;
+  alts.push_back(seq({lit(lo.substr(0, 1)), digits_between(lo.substr(1), std::string(r, '9'))}));
+  if (hi[0] - lo[0] > 1) alts.push_back(any(static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)));
+  alts.push_back(seq({lit(hi.substr(0, 1)), digits_between(std::string(r, '0'), hi.substr(1))}));
+  return alt(std::move(alts));
+}
+
+// Decimal numbers without leading zeros in [a, b], a <= b <= kMaxMagnitude.
+Expr magnitude_range(uint64_t a, uint64_t b) {
+  std::vector<Expr> alts;
+  const std::string sa = std::to_string(a), sb = std::to_string(b);
+  for (size_t d = sa.size(); d <= sb.size(); ++d) {
+    std::string lo = d == sa.size() ? sa : "1" + std::string(d - 1, '0');
+    std::string hi = d == sb.size() ? sb : std::string(d, '9');
+    alts.push_back(digits_between(lo, hi));
+  }
+  return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
+}
+
+// Integers in [lo, hi] (either may be absent); at most 16 digits like the plain rule.
+Expr integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  std::vector<Expr> alts;
+  auto mag = [](int64_t v) { return std::min<uint64_t>(static_cast<uint64_t>(v), kMaxMagnitude); };
+  if (!hi || *hi >= 0) {  // the non-negative part
+    uint64_t a = lo && *lo > 0 ? mag(*lo) : 0;
+    uint64_t b = hi ? mag(*hi) : kMaxMagnitude;
+    if (a <= b) alts.push_back(magnitude_range(a, b));
+  }
+  if (!lo || *lo < 0) {  // the negative part: "-" and a magnitude
+    uint64_t a = hi && *hi < 0 ? (*hi == INT64_MIN ? kMaxMagnitude : mag(-*hi)) : 1;
+    uint64_t b = lo ? (*lo == INT64_MIN ? kMaxMagnitude : mag(-*lo)) : kMaxMagnitude;
+    if (a <= b) alts.push_back(seq({lit("-"), magnitude_range(a, b)}));
+  }
+  return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
+}
 
 std::string join(std::string_view prefix, std::string_view name) {
   return prefix.empty() ? std::string(name) : std::string(prefix) + "-" + std::string(name);
@@ -315,8 +369,26 @@ class Converter {
       return seq({lit("\""), Expr::repeat(common_.get("char"), *min, *max), lit("\"")});
     }
     if (t == "integer") {
-      GLM_RETURN_IF_ERROR(only({}));
-      return common_.get("integer");
+      GLM_RETURN_IF_ERROR(only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}));
+      std::optional<int64_t> lo, hi;
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+        if (!s.contains(k)) continue;
+        const json& v = s[k];
+        if (!v.is_number()) return error(ptr + "/" + k, "must be a number");
+        const double x = v.get<double>();
+        if (!(std::fabs(x) < 9e15)) return error(ptr + "/" + k, "bound out of range");
+        const std::string key = k;
+        int64_t b;
+        if (key == "minimum") b = static_cast<int64_t>(std::ceil(x));
+        else if (key == "maximum") b = static_cast<int64_t>(std::floor(x));
+        else if (key == "exclusiveMinimum") b = static_cast<int64_t>(std::floor(x)) + 1;
+        else b = static_cast<int64_t>(std::ceil(x)) - 1;
+        if (key == "minimum" || key == "exclusiveMinimum") lo = lo ? std::max(*lo, b) : b;
+        else hi = hi ? std::min(*hi, b) : b;
+      }
+      if (!lo && !hi) return common_.get("integer");
+      if (lo && hi && *lo > *hi) return error(ptr, "no integer lies within the bounds");
+      return integer_range(lo, hi);
     }
     if (t == "number") {
       GLM_RETURN_IF_ERROR(only({}));

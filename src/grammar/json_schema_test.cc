@@ -54,6 +54,39 @@ TEST(GrammarJsonSchema, Scalars) {
   expect_rejects(z, {"nul", "\"null\""});
 }
 
+TEST(GrammarJsonSchema, IntegerBounds) {
+  // Exhaustive over a window: the grammar accepts exactly the integers within the bounds.
+  struct Case {
+    const char* schema;
+    int64_t lo, hi;  // expected inclusive bounds (INT64_MIN/MAX = open)
+  };
+  const Case cases[] = {
+      {R"({"type":"integer","minimum":0,"maximum":150})", 0, 150},
+      {R"({"type":"integer","minimum":-37,"maximum":1205})", -37, 1205},
+      {R"({"type":"integer","minimum":-1000,"maximum":-7})", -1000, -7},
+      {R"({"type":"integer","exclusiveMinimum":9,"exclusiveMaximum":100})", 10, 99},
+      {R"({"type":"integer","minimum":1.5,"maximum":20.5})", 2, 20},
+      {R"({"type":"integer","minimum":95})", 95, INT64_MAX},
+      {R"({"type":"integer","maximum":-3})", INT64_MIN, -3},
+      {R"({"type":"integer","minimum":5,"maximum":5})", 5, 5},
+  };
+  for (const Case& c : cases) {
+    Grammar g = schema_grammar(c.schema);
+    for (int64_t v = -1300; v <= 1300; ++v) {
+      const bool want = v >= c.lo && v <= c.hi;
+      EXPECT_EQ(testing::accepts(g, std::to_string(v)), want) << c.schema << " " << v;
+    }
+    EXPECT_FALSE(testing::accepts(g, "-0")) << c.schema;
+    EXPECT_FALSE(testing::accepts(g, "007")) << c.schema;
+  }
+  Grammar open = schema_grammar(R"({"type":"integer","minimum":95})");
+  EXPECT_TRUE(testing::accepts(open, "1234567890123456"));
+  EXPECT_FALSE(testing::accepts(open, "12345678901234567"));  // 17 digits: the length bound
+  EXPECT_EQ(schema_error(R"({"type":"integer","minimum":5,"maximum":4})"),
+            "#: no integer lies within the bounds");
+  EXPECT_EQ(schema_error(R"({"type":"integer","maximum":"9"})"), "#/maximum: must be a number");
+}
+
 TEST(GrammarJsonSchema, StringLengthCountsCharacters) {
   Grammar g = schema_grammar(R"({"type": "string", "minLength": 2, "maxLength": 3})");
   expect_accepts(g, {R"("ab")", R"("abc")", "\"日本語\"", R"("\n\u0041")"});
