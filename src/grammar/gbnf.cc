@@ -3,7 +3,9 @@
 //   x* x+ x? x{m} x{m,} x{m,n} x{,n}       # comments
 // A newline ends a rule except inside parentheses, after '|', or before a line starting with
 // '|'. Errors name the line and column: "line 3, column 14: undefined rule 'vaule'".
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "grammar/program.h"
 
@@ -14,6 +16,14 @@ namespace {
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '-' || c == '_';
+}
+
+// A character for an error message: itself if printable ASCII, else \xHH.
+std::string shown(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7F) return std::string(1, c);
+  const char* hex = "0123456789ABCDEF";
+  return std::string("\\x") + hex[u >> 4] + hex[u & 15];
 }
 
 int hex_value(char c) {
@@ -27,7 +37,12 @@ constexpr int kMaxDepth = 200;  // nested parentheses
 
 class Parser {
  public:
-  explicit Parser(std::string_view src) : src_(src) {}
+  explicit Parser(std::string_view src) : src_(src) {
+    line_starts_.push_back(0);
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (src[i] == '\n') line_starts_.push_back(i + 1);
+    }
+  }
 
   Status parse(GrammarBuilder* b) {
     skip_space(true);
@@ -55,16 +70,11 @@ class Parser {
   bool eof() const { return pos_ >= src_.size(); }
   char peek(size_t k = 0) const { return pos_ + k < src_.size() ? src_[pos_ + k] : '\0'; }
 
+  // "line L, column C" (1-based; columns count bytes). Cost: O(log lines).
   std::string where(size_t p) const {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < p && i < src_.size(); ++i) {
-      if (src_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), p);
+    size_t line = static_cast<size_t>(it - line_starts_.begin());
+    size_t col = p - *(it - 1) + 1;
     return "line " + std::to_string(line) + ", column " + std::to_string(col);
   }
   Status error(size_t p, const std::string& what) const {
@@ -200,7 +210,7 @@ class Parser {
       } else if (c == '<' || c == '!') {
         return error(pos_, "token references (<...>) are not supported; write the text");
       } else {
-        return error(pos_, std::string("unexpected character '") + c + "'");
+        return error(pos_, "unexpected character '" + shown(c) + "'");
       }
     }
     *out = items.size() == 1 ? std::move(items[0]) : Expr::seq(std::move(items));
@@ -271,13 +281,13 @@ class Parser {
       case 'u': n_hex = 4; break;
       case 'U': n_hex = 8; break;
       default:
-        return error(start, std::string("bad escape '\\") + e + "'");
+        return error(start, "bad escape '\\" + shown(e) + "'");
     }
     uint32_t v = 0;
     for (int i = 0; i < n_hex; ++i) {
       int h = hex_value(peek());
       if (h < 0) {
-        return error(start, std::string("bad escape '\\") + e + "': expected " +
+        return error(start, "bad escape '\\" + shown(e) + "': expected " +
                                 std::to_string(n_hex) + " hex digits");
       }
       v = v * 16 + static_cast<uint32_t>(h);
@@ -291,6 +301,7 @@ class Parser {
   }
 
   std::string_view src_;
+  std::vector<size_t> line_starts_;
   size_t pos_ = 0;
 };
 

@@ -160,6 +160,7 @@ TEST(GrammarGbnf, Errors) {
   EXPECT_EQ(error_of("root ::= \"a\")\n"),
             "line 1, column 13: unbalanced parentheses: unexpected ')'");
   EXPECT_EQ(error_of("root ::= \"a\\q\"\n"), "line 1, column 12: bad escape '\\q'");
+  EXPECT_EQ(error_of("root ::= [\\\n]\n"), "line 1, column 11: bad escape '\\\\x0A'");
   EXPECT_EQ(error_of("root ::= \"\\x4\"\n"),
             "line 1, column 11: bad escape '\\x': expected 2 hex digits");
   EXPECT_EQ(error_of("root ::= \"\\uD800\"\n"),

@@ -231,8 +231,21 @@ class Converter {
     return name;
   }
 
+  // One line whatever the schema's keys hold: control characters as \xHH.
   static Status error(const std::string& ptr, const std::string& what) {
-    return invalid_argument("#" + ptr + ": " + what);
+    std::string msg = "#" + ptr + ": " + what, out;
+    for (char c : msg) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7F) {
+        const char* hex = "0123456789ABCDEF";
+        out += "\\x";
+        out += hex[u >> 4];
+        out += hex[u & 15];
+      } else {
+        out += c;
+      }
+    }
+    return invalid_argument(out);
   }
 
   StatusOr<Expr> convert_inner(const json& s, const std::string& ptr) {

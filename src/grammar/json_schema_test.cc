@@ -238,6 +238,7 @@ TEST(GrammarJsonSchema, UnsupportedIsRefusedWithPointer) {
             "#/maxItems: must be a non-negative integer");
   EXPECT_EQ(schema_error(R"({"type":"string","minLength":5,"maxLength":2})"),
             "#: maxLength < minLength");
+  EXPECT_EQ(schema_error("{\"a\\nb\": 1}"), "#: keyword 'a\\x0Ab' is not supported");
   EXPECT_EQ(schema_error("false"), "#: the schema 'false' matches nothing");
   EXPECT_EQ(schema_error("[]"), "#: a schema must be an object or a boolean");
 }
