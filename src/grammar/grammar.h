@@ -106,7 +106,8 @@ class GrammarBuilder {
   // A name not used yet, derived from `base` ("item", "item-2", ...), sanitized to a rule name.
   std::string fresh_name(std::string_view base) const;
   // Parses GBNF text and adds its rules (names must not clash with existing ones).
-  // Errors: "line 3, column 14: ..." (see parse_gbnf).
+  // Errors: "line 3, column 14: ..." (see parse_gbnf); the builder may then hold some of the
+  // text's rules, so discard it.
   Status add_gbnf(std::string_view text);
 
   // Checks (undefined rules, left recursion, rules that can never finish, an empty grammar)

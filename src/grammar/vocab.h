@@ -21,7 +21,8 @@ class TokenVocab {
   // bytes). special_ids: never allowed by a grammar (control tokens such as [gMASK], sop, pad).
   // stop_ids: end of generation (EOS, <|user|>, <|observation|>); allowed exactly when the
   // grammar is complete. Empty tokens are never allowed. Errors: an id out of range.
-  // Cost: sorts the tokens and builds the trie, ~50 ms for 151552 tokens; ~12 bytes per node.
+  // Cost: sorts the tokens and builds the trie once per model: ~130 ms CPU and ~10 MB for
+  // GLM-4's 151552 tokens (341 k nodes, ~30 bytes each), ~30-45 ms for ChatGLM3's 65024.
   static StatusOr<std::shared_ptr<const TokenVocab>> create(std::vector<std::string> tokens,
                                                             std::vector<int32_t> stop_ids,
                                                             std::vector<int32_t> special_ids);
