@@ -10,7 +10,7 @@ namespace glm::grammar {
 
 namespace {
 
-constexpr int kMaxRepeat = 10000;             // x{0,N}: N helper rules
+constexpr int kMaxRepeat = 10000;              // x{0,N}: N helper rules
 constexpr size_t kMaxElems = size_t{1} << 22;  // whole compiled grammar
 
 bool valid_rule_name(const std::string& s) {
@@ -107,8 +107,8 @@ bool GrammarBuilder::has_rule(const std::string& name) const {
 std::string GrammarBuilder::fresh_name(std::string_view base) const {
   std::string s;
   for (char c : base) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
     s += ok ? c : '-';
   }
   if (s.empty()) s = "r";

@@ -14,8 +14,8 @@ namespace glm::grammar {
 namespace {
 
 bool is_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
 }
 
 // A character for an error message: itself if printable ASCII, else \xHH.
@@ -271,15 +271,34 @@ class Parser {
     ++pos_;
     int n_hex = 0;
     switch (e) {
-      case 'n': *cp = '\n'; return Status::Ok();
-      case 't': *cp = '\t'; return Status::Ok();
-      case 'r': *cp = '\r'; return Status::Ok();
-      case '\\': case '"': case '[': case ']': case '-': case '^': case '\'': case '/':
+      case 'n':
+        *cp = '\n';
+        return Status::Ok();
+      case 't':
+        *cp = '\t';
+        return Status::Ok();
+      case 'r':
+        *cp = '\r';
+        return Status::Ok();
+      case '\\':
+      case '"':
+      case '[':
+      case ']':
+      case '-':
+      case '^':
+      case '\'':
+      case '/':
         *cp = static_cast<uint8_t>(e);
         return Status::Ok();
-      case 'x': n_hex = 2; break;
-      case 'u': n_hex = 4; break;
-      case 'U': n_hex = 8; break;
+      case 'x':
+        n_hex = 2;
+        break;
+      case 'u':
+        n_hex = 4;
+        break;
+      case 'U':
+        n_hex = 8;
+        break;
       default:
         return error(start, "bad escape '\\" + shown(e) + "'");
     }
@@ -287,8 +306,8 @@ class Parser {
     for (int i = 0; i < n_hex; ++i) {
       int h = hex_value(peek());
       if (h < 0) {
-        return error(start, "bad escape '\\" + shown(e) + "': expected " +
-                                std::to_string(n_hex) + " hex digits");
+        return error(start, "bad escape '\\" + shown(e) + "': expected " + std::to_string(n_hex) +
+                                " hex digits");
       }
       v = v * 16 + static_cast<uint32_t>(h);
       ++pos_;

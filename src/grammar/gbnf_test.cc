@@ -43,14 +43,14 @@ TEST(GrammarGbnf, JsonSample) {
     EXPECT_TRUE(accepts_bytewise(g, ok)) << ok;
     EXPECT_TRUE(accepts(g, ok)) << ok;
   }
-  EXPECT_EQ(accepted_prefix(g, R"({"a": 01})"), 7u);   // leading zero
-  EXPECT_EQ(accepted_prefix(g, R"({"a" 1})"), 5u);      // missing colon
+  EXPECT_EQ(accepted_prefix(g, R"({"a": 01})"), 7u);  // leading zero
+  EXPECT_EQ(accepted_prefix(g, R"({"a" 1})"), 5u);    // missing colon
   EXPECT_EQ(accepted_prefix(g, "[1,]"), 3u);
-  EXPECT_EQ(accepted_prefix(g, "\"a\tb\""), 2u);        // raw control char in a string
-  EXPECT_EQ(accepted_prefix(g, "\"\\q\""), 2u);         // bad escape
+  EXPECT_EQ(accepted_prefix(g, "\"a\tb\""), 2u);  // raw control char in a string
+  EXPECT_EQ(accepted_prefix(g, "\"\\q\""), 2u);   // bad escape
   // ws{0,8} twice (after '[' and before the element): the 17th space is refused.
   EXPECT_EQ(accepted_prefix(g, "[" + std::string(17, ' ') + "1]"), 17u);
-  EXPECT_FALSE(accepts(g, R"({"a":1)"));                // incomplete
+  EXPECT_FALSE(accepts(g, R"({"a":1)"));  // incomplete
 }
 
 TEST(GrammarGbnf, ArithmeticSample) {
@@ -95,7 +95,8 @@ op          ::= [-+*/<>] | "==" | "!=" | "<=" | ">="
 ident       ::= [a-zA-Z_] [a-zA-Z_0-9]*
 ws          ::= ( [ \t\n] | "//" [^\n]* "\n" )*
 )g");
-  EXPECT_TRUE(accepts_bytewise(g,
+  EXPECT_TRUE(accepts_bytewise(
+      g,
       "int add(int a, int b) { return a + b; }\n"
       "void main() {\n  int x = add(1, 2); // three\n  while (x < 10) { x = x * 2; }\n"
       "  if (x == 16) { return; } else { x = 0; }\n}\n"));
@@ -136,9 +137,12 @@ TEST(GrammarGbnf, Syntax) {
   EXPECT_FALSE(accepts(r, "aabcccee"));
   EXPECT_FALSE(accepts(r, "aabeeee"));
   // '.', negation, comments, alternatives continued on the next line (both styles).
-  Grammar d = must_parse("root ::= . [^a-c]   # any, then not a-c\n  | \"x\" |\n  \"y\"\n"
-                         "  | \"z\"\n");
-  EXPECT_TRUE(accepts(d, "\xE2\x82\xAC" "d"));
+  Grammar d = must_parse(
+      "root ::= . [^a-c]   # any, then not a-c\n  | \"x\" |\n  \"y\"\n"
+      "  | \"z\"\n");
+  EXPECT_TRUE(accepts(d,
+                      "\xE2\x82\xAC"
+                      "d"));
   EXPECT_FALSE(accepts(d, "zb"));
   EXPECT_TRUE(accepts(d, "x"));
   EXPECT_TRUE(accepts(d, "y"));

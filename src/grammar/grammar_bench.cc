@@ -1,7 +1,8 @@
 // Mask cost per decode step for a JSON schema of 10 properties on the real vocabularies
 // (ChatGLM3 65024 tokens, GLM-4 151552 tokens). The token path is a fixed realistic answer
 // tokenized by greedy longest match under the mask (what a model following the schema emits).
-//   build/src/grammar/grammar_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//   build/src/grammar/grammar_bench --benchmark_repetitions=3
+//   --benchmark_report_aggregates_only=true
 // Counters: median_us / p99_us / max_us = fill_mask time per step over all steps of all
 // iterations; "Cold" = a new Matcher per answer (a new request: nothing cached), "Warm" = the
 // same Matcher reset (transitions and masks cached). Needs ../shared/data (skips otherwise).
@@ -9,8 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <map>
 
 #include "grammar/json_schema.h"
@@ -152,7 +153,8 @@ void BM_VocabCreate(benchmark::State& state, const std::string& kind) {
     return;
   }
   std::vector<std::string> toks;
-  for (size_t i = 0; i < s.vocab->n_tokens(); ++i) toks.push_back(s.vocab->token(static_cast<int32_t>(i)));
+  for (size_t i = 0; i < s.vocab->n_tokens(); ++i)
+    toks.push_back(s.vocab->token(static_cast<int32_t>(i)));
   for (auto _ : state) {
     auto v = glm::grammar::TokenVocab::create(toks, s.stop_ids, {});
     benchmark::DoNotOptimize(v);
@@ -168,8 +170,10 @@ void BM_CompileSchema(benchmark::State& state) {
   }
 }
 
-BENCHMARK_CAPTURE(BM_Mask, chatglm3_cold, std::string("chatglm3"), false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Mask, chatglm3_warm, std::string("chatglm3"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Mask, chatglm3_cold, std::string("chatglm3"), false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Mask, chatglm3_warm, std::string("chatglm3"), true)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Mask, glm4_cold, std::string("glm4"), false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Mask, glm4_warm, std::string("glm4"), true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_VocabCreate, chatglm3, std::string("chatglm3"))->Unit(benchmark::kMillisecond);

@@ -3,7 +3,8 @@
 // run over a few bytes of the input (matcher without a vocabulary).
 // The first byte picks the front end: even = GBNF text, odd = JSON schema.
 // Build: CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGLM_FUZZ=ON
-//        cmake --build build-fuzz --target grammar_fuzz && build-fuzz/src/grammar/grammar_fuzz -max_len=2048
+//        cmake --build build-fuzz --target grammar_fuzz && build-fuzz/src/grammar/grammar_fuzz
+//        -max_len=2048
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

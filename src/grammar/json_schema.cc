@@ -8,182 +8,45 @@
 #include <set>
 
 #include "core/check.h"
+#include "grammar/json_rules.h"
 
 namespace glm::grammar {
 
 namespace {
 
 using json = nlohmann::ordered_json;
+using detail::alt;
+using detail::cls;
+using detail::lit;
+using detail::seq;
 
 constexpr int kMaxCount = 10000;  // largest minItems/maxItems/minLength/maxLength accepted
 
-Expr lit(std::string_view s) { return Expr::literal(s); }
-Expr cls(std::vector<CharRange> r, bool neg = false) { return Expr::chars(std::move(r), neg); }
-Expr seq(std::vector<Expr> v) { return Expr::seq(std::move(v)); }
-Expr alt(std::vector<Expr> v) { return Expr::alt(std::move(v)); }
-Expr digit() { return cls({{'0', '9'}}); }
-
-constexpr uint64_t kMaxMagnitude = 9999999999999999;  // 16 digits, as the plain integer rule
-
-// Digit strings of equal length between lo and hi (inclusive, lo <= hi).
-Expr digits_between(const std::string& lo, const std::string& hi) {
-  if (lo.empty()) return lit("");
-  const size_t r = lo.size() - 1;
-  const bool lo_rest_min = lo.find_first_not_of('0', 1) == std::string::npos;
-  const bool hi_rest_max = hi.find_first_not_of('9', 1) == std::string::npos;
-  auto any = [&](char a, char b) {
-    return seq({cls({{static_cast<uint32_t>(a), static_cast<uint32_t>(b)}}), Expr::repeat(digit(), static_cast<int>(r), static_cast<int>(r))});
-  };
-  if (lo_rest_min && hi_rest_max) return any(lo[0], hi[0]);
-  if (lo[0] == hi[0]) {
-    return seq({lit(lo.substr(0, 1)), digits_between(lo.substr(1), hi.substr(1))});
-  }
-  std::vector<Expr> alts;
-  alts.push_back(seq({lit(lo.substr(0, 1)), digits_between(lo.substr(1), std::string(r, '9'))}));
-  if (hi[0] - lo[0] > 1) alts.push_back(any(static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)));
-  alts.push_back(seq({lit(hi.substr(0, 1)), digits_between(std::string(r, '0'), hi.substr(1))}));
-  return alt(std::move(alts));
-}
-
-// Decimal numbers without leading zeros in [a, b], a <= b <= kMaxMagnitude.
-Expr magnitude_range(uint64_t a, uint64_t b) {
-  std::vector<Expr> alts;
-  const std::string sa = std::to_string(a), sb = std::to_string(b);
-  for (size_t d = sa.size(); d <= sb.size(); ++d) {
-    std::string lo = d == sa.size() ? sa : "1" + std::string(d - 1, '0');
-    std::string hi = d == sb.size() ? sb : std::string(d, '9');
-    alts.push_back(digits_between(lo, hi));
-  }
-  return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
-}
-
-// Integers in [lo, hi] (either may be absent); at most 16 digits like the plain rule.
-Expr integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
-  std::vector<Expr> alts;
-  auto mag = [](int64_t v) { return std::min<uint64_t>(static_cast<uint64_t>(v), kMaxMagnitude); };
-  if (!hi || *hi >= 0) {  // the non-negative part
-    uint64_t a = lo && *lo > 0 ? mag(*lo) : 0;
-    uint64_t b = hi ? mag(*hi) : kMaxMagnitude;
-    if (a <= b) alts.push_back(magnitude_range(a, b));
-  }
-  if (!lo || *lo < 0) {  // the negative part: "-" and a magnitude
-    uint64_t a = hi && *hi < 0 ? (*hi == INT64_MIN ? kMaxMagnitude : mag(-*hi)) : 1;
-    uint64_t b = lo ? (*lo == INT64_MIN ? kMaxMagnitude : mag(-*lo)) : kMaxMagnitude;
-    if (a <= b) alts.push_back(seq({lit("-"), magnitude_range(a, b)}));
-  }
-  return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
-}
-
-std::string join(std::string_view prefix, std::string_view name) {
-  return prefix.empty() ? std::string(name) : std::string(prefix) + "-" + std::string(name);
-}
-
-// The shared pieces: one rule each, added on first use.
-class Common {
- public:
-  Common(GrammarBuilder* b, std::string_view prefix) : b_(b), prefix_(prefix) {}
-
-  Expr get(const std::string& what) {
-    std::string name = join(prefix_, what);
-    if (!b_->has_rule(name) && !building_.count(name)) {
-      building_.insert(name);  // the bodies refer to each other (value <-> object)
-      Status s = b_->add_rule(name, body(what));
-      GLM_CHECK(s.ok());
-    }
-    return Expr::ref(name);
-  }
-
- private:
-  Expr body(const std::string& what) {
-    if (what == "ws") {
-      // nothing | " " | "\n" [ \t]{0,kMaxIndent}
-      return Expr::optional(alt({lit(" "), seq({lit("\n"), Expr::repeat(cls({{' ', ' '}, {'\t', '\t'}}), 0, kMaxIndent)})}));
-    }
-    if (what == "char") {
-      Expr plain = cls({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true);
-      Expr hex = cls({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-      Expr esc = seq({lit("\\"), alt({cls({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                           {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                                      seq({lit("u"), Expr::repeat(hex, 4, 4)})})});
-      return alt({plain, esc});
-    }
-    if (what == "string") return seq({lit("\""), Expr::star(get("char")), lit("\"")});
-    if (what == "integer") {
-      return seq({Expr::optional(lit("-")),
-                  alt({lit("0"), seq({cls({{'1', '9'}}), Expr::repeat(digit(), 0, 15)})})});
-    }
-    if (what == "number") {
-      return seq({get("integer"), Expr::optional(seq({lit("."), Expr::repeat(digit(), 1, 16)})),
-                  Expr::optional(seq({cls({{'e', 'e'}, {'E', 'E'}}),
-                                      Expr::optional(cls({{'-', '-'}, {'+', '+'}})),
-                                      Expr::repeat(digit(), 1, 2)}))});
-    }
-    if (what == "boolean") return alt({lit("true"), lit("false")});
-    if (what == "null") return lit("null");
-    if (what == "value") {
-      return alt({get("object"), get("array"), get("string"), get("number"), get("boolean"),
-                  get("null")});
-    }
-    if (what == "object") {
-      Expr kv = seq({get("string"), get("ws"), lit(":"), get("ws"), get("value"), get("ws")});
-      Expr more = Expr::star(seq({lit(","), get("ws"), kv}));
-      return seq({lit("{"), get("ws"), Expr::optional(seq({kv, more})), lit("}")});
-    }
-    if (what == "array") {
-      Expr item = seq({get("value"), get("ws")});
-      Expr more = Expr::star(seq({lit(","), get("ws"), item}));
-      return seq({lit("["), get("ws"), Expr::optional(seq({item, more})), lit("]")});
-    }
-    if (what == "date") {
-      Expr d31 = alt({seq({lit("0"), cls({{'1', '9'}})}), seq({cls({{'1', '2'}}), digit()}),
-                      seq({lit("3"), cls({{'0', '1'}})})});
-      Expr d30 = alt({seq({lit("0"), cls({{'1', '9'}})}), seq({cls({{'1', '2'}}), digit()}),
-                      lit("30")});
-      Expr d28 = alt({seq({lit("0"), cls({{'1', '9'}})}), seq({lit("1"), digit()}),
-                      seq({lit("2"), cls({{'0', '8'}})})});
-      // February stops at 28: a grammar cannot tell leap years cheaply, and never producing
-      // the 29th keeps every output valid.
-      Expr md = alt({seq({alt({seq({lit("0"), cls({{'1', '1'}, {'3', '3'}, {'5', '5'}, {'7', '8'}})}),
-                               seq({lit("1"), cls({{'0', '0'}, {'2', '2'}})})}),
-                          lit("-"), d31}),
-                     seq({alt({seq({lit("0"), cls({{'4', '4'}, {'6', '6'}, {'9', '9'}})}), lit("11")}),
-                          lit("-"), d30}),
-                     seq({lit("02-"), d28})});
-      return seq({Expr::repeat(digit(), 4, 4), lit("-"), md});
-    }
-    if (what == "time") {
-      Expr hh = alt({seq({cls({{'0', '1'}}), digit()}), seq({lit("2"), cls({{'0', '3'}})})});
-      Expr mm = seq({cls({{'0', '5'}}), digit()});
-      Expr frac = Expr::optional(seq({lit("."), Expr::repeat(digit(), 1, 9)}));
-      Expr tz = alt({lit("Z"), seq({cls({{'+', '+'}, {'-', '-'}}), hh, lit(":"), mm})});
-      return seq({hh, lit(":"), mm, lit(":"), mm, frac, tz});
-    }
-    if (what == "date-time") return seq({get("date"), lit("T"), get("time")});
-    if (what == "uuid") {
-      Expr hex = cls({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-      auto h = [&](int n) { return Expr::repeat(hex, n, n); };
-      return seq({h(8), lit("-"), h(4), lit("-"), h(4), lit("-"), h(4), lit("-"), h(12)});
-    }
-    GLM_CHECK(false && "unknown common rule");
-    return lit("");
-  }
-
-  GrammarBuilder* b_;
-  std::string prefix_;
-  std::set<std::string> building_;
-};
-
 const std::set<std::string>& annotations() {
-  static const std::set<std::string> s = {"title", "description", "default", "examples",
-                                          "$schema", "$id", "$comment", "deprecated",
-                                          "readOnly", "writeOnly", "$defs", "definitions"};
+  static const std::set<std::string> s = {"title",    "description", "default",  "examples",
+                                          "$schema",  "$id",         "$comment", "deprecated",
+                                          "readOnly", "writeOnly",   "$defs",    "definitions"};
   return s;
 }
 const std::set<std::string>& supported() {
-  static const std::set<std::string> s = {
-      "type", "enum", "const", "anyOf", "$ref", "properties", "required",
-      "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength",
-      "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  static const std::set<std::string> s = {"type",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "$ref",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "items",
+                                          "minItems",
+                                          "maxItems",
+                                          "minLength",
+                                          "maxLength",
+                                          "format",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum"};
   return s;
 }
 
@@ -191,7 +54,9 @@ bool has_type(const json& v, const std::string& t) {
   if (t == "string") return v.is_string();
   if (t == "number") return v.is_number();
   if (t == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    return v.is_number_integer() ||
+           (v.is_number_float() &&
+            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
   }
   if (t == "boolean") return v.is_boolean();
   if (t == "null") return v.is_null();
@@ -203,9 +68,12 @@ bool has_type(const json& v, const std::string& t) {
 std::string escape_pointer_token(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -226,7 +94,8 @@ class Converter {
   // A rule name unused in the builder and not reserved by a reference still being converted.
   std::string fresh(const std::string& base) {
     std::string name = b_->fresh_name(base);
-    for (int i = 2; reserved_.count(name); ++i) name = b_->fresh_name(base + "-" + std::to_string(i));
+    for (int i = 2; reserved_.count(name); ++i)
+      name = b_->fresh_name(base + "-" + std::to_string(i));
     reserved_.insert(name);
     return name;
   }
@@ -267,7 +136,8 @@ class Converter {
     if (s.contains("anyOf")) {
       if (n_constraints > 1) return error(ptr, "'anyOf' with sibling keywords is not supported");
       const json& list = s["anyOf"];
-      if (!list.is_array() || list.empty()) return error(ptr + "/anyOf", "must be a non-empty array");
+      if (!list.is_array() || list.empty())
+        return error(ptr + "/anyOf", "must be a non-empty array");
       std::vector<Expr> alts;
       for (size_t i = 0; i < list.size(); ++i) {
         auto e = convert(list[i], ptr + "/anyOf/" + std::to_string(i));
@@ -291,7 +161,7 @@ class Converter {
       }
       for (const std::string& t1 : types) {
         static const std::set<std::string> known = {"string", "number", "integer", "boolean",
-                                                     "null", "object", "array"};
+                                                    "null",   "object", "array"};
         if (!known.count(t1)) return error(ptr + "/type", "unknown type '" + t1 + "'");
       }
     }
@@ -317,7 +187,8 @@ class Converter {
     }
     if (types.empty()) {
       // No type: infer from the keywords, else any value.
-      if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+      if (s.contains("properties") || s.contains("required") ||
+          s.contains("additionalProperties")) {
         types.push_back("object");
       } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
         types.push_back("array");
@@ -356,7 +227,9 @@ class Converter {
       for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
         bool listed = false;
         for (const char* x : keys) listed = listed || std::string(x) == k;
-        if (s.contains(k) && !listed) return error(ptr, std::string("keyword '") + k + "' is not supported for type '" + t + "'");
+        if (s.contains(k) && !listed)
+          return error(ptr,
+                       std::string("keyword '") + k + "' is not supported for type '" + t + "'");
       }
       return Status::Ok();
     };
@@ -371,7 +244,8 @@ class Converter {
         if (!s["format"].is_string()) return error(ptr + "/format", "must be a string");
         std::string f = s["format"].get<std::string>();
         if (f != "date" && f != "time" && f != "date-time" && f != "uuid") {
-          return error(ptr + "/format", "format '" + f + "' is not supported (date, time, date-time, uuid are)");
+          return error(ptr + "/format",
+                       "format '" + f + "' is not supported (date, time, date-time, uuid are)");
         }
         if (s.contains("minLength") || s.contains("maxLength")) {
           return error(ptr, "'format' with 'minLength'/'maxLength' is not supported");
@@ -392,16 +266,22 @@ class Converter {
         if (!(std::fabs(x) < 9e15)) return error(ptr + "/" + k, "bound out of range");
         const std::string key = k;
         int64_t b;
-        if (key == "minimum") b = static_cast<int64_t>(std::ceil(x));
-        else if (key == "maximum") b = static_cast<int64_t>(std::floor(x));
-        else if (key == "exclusiveMinimum") b = static_cast<int64_t>(std::floor(x)) + 1;
-        else b = static_cast<int64_t>(std::ceil(x)) - 1;
-        if (key == "minimum" || key == "exclusiveMinimum") lo = lo ? std::max(*lo, b) : b;
-        else hi = hi ? std::min(*hi, b) : b;
+        if (key == "minimum")
+          b = static_cast<int64_t>(std::ceil(x));
+        else if (key == "maximum")
+          b = static_cast<int64_t>(std::floor(x));
+        else if (key == "exclusiveMinimum")
+          b = static_cast<int64_t>(std::floor(x)) + 1;
+        else
+          b = static_cast<int64_t>(std::ceil(x)) - 1;
+        if (key == "minimum" || key == "exclusiveMinimum")
+          lo = lo ? std::max(*lo, b) : b;
+        else
+          hi = hi ? std::min(*hi, b) : b;
       }
       if (!lo && !hi) return common_.get("integer");
       if (lo && hi && *lo > *hi) return error(ptr, "no integer lies within the bounds");
-      return integer_range(lo, hi);
+      return detail::integer_range(lo, hi);
     }
     if (t == "number") {
       GLM_RETURN_IF_ERROR(only({}));
@@ -439,7 +319,7 @@ class Converter {
                              *max == Expr::kUnbounded ? Expr::kUnbounded : *max - 1);
     Expr body = seq({one, more});
     if (*min == 0) body = Expr::optional(std::move(body));
-    std::string name = fresh(join(prefix_, "array"));
+    std::string name = fresh(detail::join_name(prefix_, "array"));
     GLM_RETURN_IF_ERROR(b_->add_rule(name, seq({lit("["), ws, std::move(body), lit("]")})));
     return Expr::ref(name);
   }
@@ -463,8 +343,9 @@ class Converter {
         Expr ws = common_.get("ws");
         Expr kv = seq({common_.get("string"), ws, lit(":"), ws, std::move(*v), ws});
         Expr more = Expr::star(seq({lit(","), ws, kv}));
-        std::string name = fresh(join(prefix_, "map"));
-        GLM_RETURN_IF_ERROR(b_->add_rule(name, seq({lit("{"), ws, Expr::optional(seq({kv, more})), lit("}")})));
+        std::string name = fresh(detail::join_name(prefix_, "map"));
+        GLM_RETURN_IF_ERROR(
+            b_->add_rule(name, seq({lit("{"), ws, Expr::optional(seq({kv, more})), lit("}")})));
         return Expr::ref(name);
       }
     }
@@ -504,7 +385,7 @@ class Converter {
     // Properties in schema order; optional ones may be skipped. first(i): properties i.. with
     // none written yet; rest(i): properties i.. after at least one (so each needs a comma).
     const size_t n = kv.size();
-    std::string base = fresh(join(prefix_, "obj"));
+    std::string base = fresh(detail::join_name(prefix_, "obj"));
     std::vector<std::string> first(n + 1), rest(n + 1);
     for (size_t i = 0; i <= n; ++i) {
       first[i] = base + "-f" + std::to_string(i);
@@ -545,7 +426,7 @@ class Converter {
       return error(ptr, "reference '" + target + "' does not resolve");
     }
     std::string last = pointer.substr(pointer.rfind('/') + 1);
-    std::string name = fresh(join(prefix_, last.empty() ? "ref" : "def-" + last));
+    std::string name = fresh(detail::join_name(prefix_, last.empty() ? "ref" : "def-" + last));
     refs_[target] = name;
     // Reserve the name now (recursive schemas refer to it while converting).
     auto e = convert(*node, pointer);
@@ -557,7 +438,7 @@ class Converter {
   GrammarBuilder* b_;
   const json& root_;
   std::string prefix_;
-  Common common_;
+  detail::JsonRules common_;
   std::map<std::string, std::string> refs_;
   std::set<std::string> reserved_;
   int depth_ = 0;
@@ -569,30 +450,31 @@ StatusOr<Expr> add_json_schema(GrammarBuilder* b, const json& schema, std::strin
   Converter c(b, schema, prefix);
   auto e = c.convert(schema, "");
   if (!e.ok()) return e.status();
-  std::string name = b->fresh_name(join(prefix, "value"));
+  std::string name = b->fresh_name(detail::join_name(prefix, "value"));
   GLM_RETURN_IF_ERROR(b->add_rule(name, std::move(*e)));
   return Expr::ref(name);
 }
 
 Expr add_json_any_value(GrammarBuilder* b, std::string_view prefix) {
-  return Common(b, prefix).get("value");
+  return detail::JsonRules(b, prefix).get("value");
 }
 Expr add_json_any_object(GrammarBuilder* b, std::string_view prefix) {
-  return Common(b, prefix).get("object");
+  return detail::JsonRules(b, prefix).get("object");
 }
 
 StatusOr<Grammar> json_schema_to_grammar(const json& schema) {
   GrammarBuilder b;
   auto v = add_json_schema(&b, schema, "");
   if (!v.ok()) return v.status();
-  GLM_RETURN_IF_ERROR(b.add_rule("root", seq({std::move(*v), Common(&b, "").get("ws")})));
+  GLM_RETURN_IF_ERROR(
+      b.add_rule("root", seq({std::move(*v), detail::JsonRules(&b, "").get("ws")})));
   return b.build("root");
 }
 
 Grammar json_object_grammar() {
   GrammarBuilder b;
   Expr obj = add_json_any_object(&b, "");
-  Status s = b.add_rule("root", seq({std::move(obj), Common(&b, "").get("ws")}));
+  Status s = b.add_rule("root", seq({std::move(obj), detail::JsonRules(&b, "").get("ws")}));
   GLM_CHECK(s.ok());
   auto g = b.build("root");
   GLM_CHECK(g.ok());

@@ -1,12 +1,13 @@
 // JSON Schema -> grammar: every supported construct accepts valid texts and rejects invalid ones
 // (fed byte by byte), unsupported keywords are refused with their JSON pointer, and random walks
 // over the token mask produce JSON that a small independent validator accepts.
+#include "grammar/json_schema.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <regex>
 
-#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/test_util.h"
 
@@ -115,10 +116,10 @@ TEST(GrammarJsonSchema, StrictObjectKeepsSchemaOrder) {
   expect_accepts(g, {R"({"name":"Ann","age":30,"tags":[]})",
                      R"({ "name": "Ann", "age": 30, "tags": ["a", "b"] })",
                      json::parse(R"({"name":"Ann","age":30,"tags":["x"]})").dump(4)});
-  expect_rejects(g, {R"({"age":30,"name":"Ann","tags":[]})",     // order
-                     R"({"name":"Ann","tags":[]})",              // missing required
+  expect_rejects(g, {R"({"age":30,"name":"Ann","tags":[]})",        // order
+                     R"({"name":"Ann","tags":[]})",                 // missing required
                      R"({"name":"Ann","age":30,"tags":[],"x":1})",  // extra property
-                     R"({"name":"Ann","age":"30","tags":[]})",   // wrong type
+                     R"({"name":"Ann","age":"30","tags":[]})",      // wrong type
                      R"({"name":"Ann",,"age":30,"tags":[]})"});
 }
 
@@ -127,8 +128,8 @@ TEST(GrammarJsonSchema, OptionalProperties) {
     "type": "object",
     "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
     "required": ["b"]})");
-  expect_accepts(g, {R"({"b":1})", R"({"a":0,"b":1})", R"({"b":1,"c":2})",
-                     R"({"a":0,"b":1,"c":2})"});
+  expect_accepts(g,
+                 {R"({"b":1})", R"({"a":0,"b":1})", R"({"b":1,"c":2})", R"({"a":0,"b":1,"c":2})"});
   expect_rejects(g, {"{}", R"({"a":0})", R"({"a":0,"c":2})", R"({,"b":1})", R"({"b":1,})",
                      R"({"b":1,"a":0})"});
   Grammar none = schema_grammar(R"({"type":"object","properties":{"x":{"type":"null"}}})");
@@ -150,7 +151,8 @@ TEST(GrammarJsonSchema, NonStrictObjects) {
 }
 
 TEST(GrammarJsonSchema, Arrays) {
-  Grammar g = schema_grammar(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
+  Grammar g =
+      schema_grammar(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
   expect_accepts(g, {"[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"});
   expect_rejects(g, {"[]", "[1,2,3,4]", "[1,]", "[\"a\"]"});
   Grammar any = schema_grammar(R"({"type":"array"})");
@@ -177,7 +179,8 @@ TEST(GrammarJsonSchema, RefsIncludingRecursive) {
                      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
       "required": ["v", "kids"], "additionalProperties": false}},
     "$ref": "#/$defs/node"})");
-  expect_accepts(g, {R"({"v":1,"kids":[]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]})"});
+  expect_accepts(
+      g, {R"({"v":1,"kids":[]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]})"});
   expect_rejects(g, {R"({"v":1,"kids":[{"v":2}]})"});
   Grammar d = schema_grammar(R"({"definitions": {"id": {"type":"string","format":"uuid"}},
       "type":"array", "items": {"$ref": "#/definitions/id"}})");
@@ -189,7 +192,8 @@ TEST(GrammarJsonSchema, RefsIncludingRecursive) {
             "#/$ref: only local references (#/$defs/..., #/definitions/...) are supported");
   // A reference that is its own first element is left recursion: refused, not a hang.
   EXPECT_NE(schema_error(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type":"null"}]}},
-                            "$ref": "#/$defs/a"})").find("left recursion in rule 'def-a'"),
+                            "$ref": "#/$defs/a"})")
+                .find("left recursion in rule 'def-a'"),
             std::string::npos);
 }
 
@@ -200,8 +204,8 @@ TEST(GrammarJsonSchema, Formats) {
                      R"("2024-1-01")", R"("24-01-01")"});
   Grammar t = schema_grammar(R"({"type":"string","format":"date-time"})");
   expect_accepts(t, {R"("2024-06-01T12:30:00Z")", R"("2024-06-01T23:59:59.123+08:00")"});
-  expect_rejects(t, {R"("2024-06-01 12:30:00Z")", R"("2024-06-01T24:00:00Z")",
-                     R"("2024-06-01T12:30:00")"});
+  expect_rejects(
+      t, {R"("2024-06-01 12:30:00Z")", R"("2024-06-01T24:00:00Z")", R"("2024-06-01T12:30:00")"});
   Grammar tm = schema_grammar(R"({"type":"string","format":"time"})");
   expect_accepts(tm, {R"("08:15:00-05:00")"});
 }
@@ -229,8 +233,9 @@ TEST(GrammarJsonSchema, UnsupportedIsRefusedWithPointer) {
             "#/format: format 'email' is not supported (date, time, date-time, uuid are)");
   EXPECT_EQ(schema_error(R"({"type":"number","minimum":0})"),
             "#: keyword 'minimum' is not supported for type 'number'");
-  EXPECT_EQ(schema_error(R"({"type":"object","properties":{"a/b":{"type":"array","uniqueItems":true}}})"),
-            "#/properties/a~1b: keyword 'uniqueItems' is not supported");
+  EXPECT_EQ(
+      schema_error(R"({"type":"object","properties":{"a/b":{"type":"array","uniqueItems":true}}})"),
+      "#/properties/a~1b: keyword 'uniqueItems' is not supported");
   EXPECT_EQ(schema_error(R"({"type":"object","properties":{},"required":["x"]})"),
             "#/required: required property 'x' is not in 'properties'");
   EXPECT_EQ(schema_error(R"({"type":"strin"})"), "#/type: unknown type 'strin'");
@@ -254,11 +259,11 @@ TEST(GrammarJsonSchema, ComposesWithBuilder) {
   GrammarBuilder b;
   auto args = add_json_schema(&b, json::parse(R"({"type":"object",
       "properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})"),
-      "get-weather");
+                              "get-weather");
   ASSERT_TRUE(args.ok()) << args.status().to_string();
   auto args2 = add_json_schema(&b, json::parse(R"({"type":"object",
       "properties":{"q":{"type":"integer"}},"required":["q"],"additionalProperties":false})"),
-      "search");
+                               "search");
   ASSERT_TRUE(args2.ok()) << args2.status().to_string();
   ASSERT_TRUE(b.add_rule("root", Expr::alt({Expr::seq({Expr::literal("get_weather\n"), *args}),
                                             Expr::seq({Expr::literal("search\n"), *args2})}))
@@ -297,8 +302,10 @@ std::string validate(const json& v, const json& s, const json& root) {
   if (s.contains("const") && s["const"] != v) return "not the const";
   if (s.contains("type")) {
     std::vector<std::string> types;
-    if (s["type"].is_string()) types.push_back(s["type"]);
-    else for (const json& t : s["type"]) types.push_back(t);
+    if (s["type"].is_string())
+      types.push_back(s["type"]);
+    else
+      for (const json& t : s["type"]) types.push_back(t);
     bool ok = false;
     for (const std::string& t : types) {
       ok = ok || (t == "string" && v.is_string()) || (t == "integer" && v.is_number_integer()) ||
@@ -371,11 +378,16 @@ constexpr const char* kWalkSchema = R"({
 std::shared_ptr<const TokenVocab> walk_vocab(int32_t* stop) {
   std::vector<std::string> toks;
   for (int b = 0; b < 256; ++b) toks.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* t : {"{\"", "\":", "\": ", "\", \"", "\",\"", "true", "false", "null", "12",
-                        "3.5", "e-", "-0", "celsius", "\"celsius\"", "fahren", "heit\"", "[]",
-                        "[\"", "\"]", "}", "}\n", "\n  ", "  ", "中", "文", "中文", "\xE4\xB8",
-                        "\xAD\xE6\x96\x87", "\xAD", "2024-", "-12-", "01\"", "\"x\":", "id",
-                        "name", "\"where\": {\"x\": ", ", \"y\": ", "\\u00", "\\n", "é"}) {
+  for (const char* t : {"{\"",       "\":",         "\": ",     "\", \"",
+                        "\",\"",     "true",        "false",    "null",
+                        "12",        "3.5",         "e-",       "-0",
+                        "celsius",   "\"celsius\"", "fahren",   "heit\"",
+                        "[]",        "[\"",         "\"]",      "}",
+                        "}\n",       "\n  ",        "  ",       "中",
+                        "文",        "中文",        "\xE4\xB8", "\xAD\xE6\x96\x87",
+                        "\xAD",      "2024-",       "-12-",     "01\"",
+                        "\"x\":",    "id",          "name",     "\"where\": {\"x\": ",
+                        ", \"y\": ", "\\u00",       "\\n",      "é"}) {
     toks.push_back(t);
   }
   toks.push_back("</s>");

@@ -2,8 +2,8 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
-#include <deque>
 #include <array>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,7 +17,7 @@ namespace {
 
 using detail::Op;
 
-constexpr uint32_t kDead = 0;      // state id of the empty set
+constexpr uint32_t kDead = 0;        // state id of the empty set
 constexpr uint32_t kEmptyStack = 0;  // stack id of the finished (accepting) stack
 constexpr int32_t kUnknown = -1;
 constexpr uint32_t kUniform = 0xFFFFFFFF;  // State::cp of an unfinished character whose every
@@ -370,15 +370,15 @@ class Matcher::Impl {
     const uint32_t hi0 = lo0 | ((1u << (6 * need)) - 1);
     const uint32_t lo = std::max(lo0, kMinOfLen[len]);
     const uint32_t hi = std::min(hi0, kMaxOfLen[len]);
-    if (lo > hi) return kDead;                      // overlong or beyond U+10FFFF
+    if (lo > hi) return kDead;                       // overlong or beyond U+10FFFF
     if (lo >= 0xD800 && hi <= 0xDFFF) return kDead;  // only surrogates can follow
     std::vector<uint32_t> live = live_for(stacks, lo, hi);
     // Uniform: every completion is a valid character that every live stack accepts, so the
     // exact bits no longer matter and prefixes share one state (instead of one per prefix).
     bool valid = lo == lo0 && hi == hi0 && (hi < 0xD800 || lo > 0xDFFF);
     bool uniform = valid && std::all_of(live.begin(), live.end(), [&](uint32_t id) {
-      return p_.classes[p_.elems[nodes_[id].pos].arg].covers(lo, hi);
-    });
+                     return p_.classes[p_.elems[nodes_[id].pos].arg].covers(lo, hi);
+                   });
     if (uniform && !live.empty()) {
       uint32_t x = intern_state(std::move(live), kUniform, need, len);
       if (states_[x].rep == 0) states_[x].rep = lo;

@@ -33,7 +33,7 @@
 namespace glm::grammar {
 
 struct MaskInfo {
-  size_t n_allowed = 0;      // bits set in the mask (stop tokens included)
+  size_t n_allowed = 0;       // bits set in the mask (stop tokens included)
   bool stop_allowed = false;  // the grammar is complete: end of generation is allowed (the
                               // stop ids, if the vocabulary has any, are set in the mask)
   // Nothing may follow and the text is not complete: the caller must end with an error.
@@ -77,7 +77,7 @@ class Matcher {
   void rollback(size_t n);
   size_t n_accepted() const;
   size_t n_states() const;  // interned states now (memory use, tests)
-  void reset();  // back to the start
+  void reset();             // back to the start
 
  private:
   class Impl;

@@ -1,12 +1,13 @@
 // Matcher and token mask: tokens spanning rule boundaries, UTF-8 split across tokens, stop and
 // special tokens, dead states, rollback; the trie-walk mask against a per-token brute force, on
 // a synthetic vocabulary and on the real ChatGLM3 / GLM-4 vocabularies (../shared/data).
+#include "grammar/matcher.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "grammar/json_schema.h"
-#include "grammar/matcher.h"
 #include "grammar/test_util.h"
 
 namespace glm::grammar {
@@ -54,9 +55,9 @@ TEST(GrammarMatcher, TokensSpanRuleBoundaries) {
   MaskInfo info;
   EXPECT_EQ(allowed(&m, *v, &info), Texts{});
   EXPECT_TRUE(m.is_complete());
-  EXPECT_TRUE(info.stop_allowed);  // complete: ending is allowed (this vocabulary has no stop
-  EXPECT_FALSE(info.dead());       // token, so the caller ends it)
-  EXPECT_FALSE(m.accept_token(9).ok());   // "=a"
+  EXPECT_TRUE(info.stop_allowed);        // complete: ending is allowed (this vocabulary has no stop
+  EXPECT_FALSE(info.dead());             // token, so the caller ends it)
+  EXPECT_FALSE(m.accept_token(9).ok());  // "=a"
   EXPECT_FALSE(m.accept_token(11).ok());  // the empty token never advances
 }
 
@@ -82,15 +83,15 @@ TEST(GrammarMatcher, Utf8SplitAcrossTokens) {
 TEST(GrammarMatcher, InvalidUtf8IsNeverAllowed) {
   Grammar any = gbnf("root ::= .*\n");
   Matcher m(any, nullptr);
-  EXPECT_FALSE(m.can_accept_bytes("\x80"));              // continuation without a lead
-  EXPECT_FALSE(m.can_accept_bytes("\xC0\xAF"));          // overlong
-  EXPECT_FALSE(m.can_accept_bytes("\xE0\x80"));          // overlong 3-byte prefix
-  EXPECT_FALSE(m.can_accept_bytes("\xED\xA0"));          // can only be a surrogate
-  EXPECT_FALSE(m.can_accept_bytes("\xF4\x90"));          // beyond U+10FFFF
+  EXPECT_FALSE(m.can_accept_bytes("\x80"));      // continuation without a lead
+  EXPECT_FALSE(m.can_accept_bytes("\xC0\xAF"));  // overlong
+  EXPECT_FALSE(m.can_accept_bytes("\xE0\x80"));  // overlong 3-byte prefix
+  EXPECT_FALSE(m.can_accept_bytes("\xED\xA0"));  // can only be a surrogate
+  EXPECT_FALSE(m.can_accept_bytes("\xF4\x90"));  // beyond U+10FFFF
   EXPECT_FALSE(m.can_accept_bytes("\xF8"));
-  EXPECT_FALSE(m.can_accept_bytes("\xE4\x41"));          // lead then ASCII
-  EXPECT_TRUE(m.can_accept_bytes("\xED\x9F\xBF"));       // U+D7FF
-  EXPECT_TRUE(m.can_accept_bytes("\xF0\x9F\x98\x80"));   // U+1F600
+  EXPECT_FALSE(m.can_accept_bytes("\xE4\x41"));         // lead then ASCII
+  EXPECT_TRUE(m.can_accept_bytes("\xED\x9F\xBF"));      // U+D7FF
+  EXPECT_TRUE(m.can_accept_bytes("\xF0\x9F\x98\x80"));  // U+1F600
   ASSERT_TRUE(m.accept_bytes("\xF0\x9F").ok());
   EXPECT_FALSE(m.is_complete());  // inside a character: not complete even though .* is
   ASSERT_TRUE(m.accept_bytes("\x98\x80").ok());
@@ -162,8 +163,10 @@ TEST(GrammarMatcher, TablesRebuiltPastMaxStates) {
   for (size_t i = 0; i < text.size();) {
     int32_t best = -1;
     for (int32_t id = 0; id < static_cast<int32_t>(toks.size()); ++id) {
-      if (text.compare(i, toks[static_cast<size_t>(id)].size(), toks[static_cast<size_t>(id)]) == 0 &&
-          (best < 0 || toks[static_cast<size_t>(id)].size() > toks[static_cast<size_t>(best)].size())) {
+      if (text.compare(i, toks[static_cast<size_t>(id)].size(), toks[static_cast<size_t>(id)]) ==
+              0 &&
+          (best < 0 ||
+           toks[static_cast<size_t>(id)].size() > toks[static_cast<size_t>(best)].size())) {
         best = id;
       }
     }
@@ -304,8 +307,8 @@ void walk_real_vocab(const std::string& file, const std::string& kind) {
     ASSERT_TRUE(parsed.is_object()) << text;
     std::vector<std::string> keys;
     for (const auto& [k, x] : parsed.items()) keys.push_back(k);
-    EXPECT_EQ(keys, (std::vector<std::string>{"location", "unit", "days", "detailed", "lat",
-                                              "lon", "when", "tags", "note", "source"}))
+    EXPECT_EQ(keys, (std::vector<std::string>{"location", "unit", "days", "detailed", "lat", "lon",
+                                              "when", "tags", "note", "source"}))
         << text;
     EXPECT_TRUE(parsed["unit"] == "celsius" || parsed["unit"] == "fahrenheit") << text;
     EXPECT_TRUE(parsed["days"].is_number_integer()) << text;
@@ -322,9 +325,9 @@ TEST(GrammarMatcher, RealVocabChatglm3) {
 TEST(GrammarMatcher, SyntheticVocabBruteForce) {
   std::vector<std::string> toks;
   for (int b = 0; b < 256; ++b) toks.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* t : {"{\"", "\":", "\": \"", "celsius", "\"celsius\"", "true,", "1.5",
-                        "中", "\xE4\xB8", "\xAD\"", "2024-06-01T", "12:00:00Z\"", "[\"a\"]",
-                        "null", "}\n", "\n    ", "\"location\": \""}) {
+  for (const char* t : {"{\"", "\":", "\": \"", "celsius", "\"celsius\"", "true,", "1.5", "中",
+                        "\xE4\xB8", "\xAD\"", "2024-06-01T", "12:00:00Z\"", "[\"a\"]", "null",
+                        "}\n", "\n    ", "\"location\": \""}) {
     toks.push_back(t);
   }
   toks.push_back("<eos>");

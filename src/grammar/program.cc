@@ -119,11 +119,20 @@ namespace {
 
 void append_escaped(std::string* out, uint32_t cp, bool in_class) {
   switch (cp) {
-    case '\n': *out += "\\n"; return;
-    case '\t': *out += "\\t"; return;
-    case '\r': *out += "\\r"; return;
-    case '\\': *out += "\\\\"; return;
-    default: break;
+    case '\n':
+      *out += "\\n";
+      return;
+    case '\t':
+      *out += "\\t";
+      return;
+    case '\r':
+      *out += "\\r";
+      return;
+    case '\\':
+      *out += "\\\\";
+      return;
+    default:
+      break;
   }
   if (!in_class && cp == '"') {
     *out += "\\\"";

@@ -84,7 +84,8 @@ inline StatusOr<LoadedVocab> load_vocab(const std::string& path, const std::stri
       stop.push_back(id);
       continue;
     }
-    if (control || (p.size() > 2 && p.front() == '<' && p.back() == '>' && p.find('|') != std::string::npos)) {
+    if (control ||
+        (p.size() > 2 && p.front() == '<' && p.back() == '>' && p.find('|') != std::string::npos)) {
       special.push_back(id);
       continue;
     }
