@@ -14,7 +14,8 @@
 // pushdown approach, with tail calls so repetitions do not grow the stack), plus the unfinished
 // bytes of a UTF-8 character. Each distinct state is interned once and gets a lazily filled
 // 256-entry byte transition row, so the mask is a preorder walk of the vocabulary trie with one
-// table lookup per trie node, pruning dead subtrees; masks are cached per state.
+// table lookup per trie node, pruning dead subtrees and accepting at once the subtrees that
+// loop in the current state (inside a string); masks are cached per state.
 // Thread-safety: one Matcher per sequence, used by one thread at a time; the Grammar and the
 // TokenVocab it holds are shared read-only.
 // Memory: ~1 KB per interned state (at most MatcherOptions::max_states, then the tables are
