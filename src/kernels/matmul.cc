@@ -140,16 +140,6 @@ int act_block(Isa isa, DType t) {
 
 }  // namespace internal
 
-const char* matmul_isa() {
-  switch (active_isa()) {
-    case Isa::kAvx512:
-      return "avx512vnni";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "scalar";
-}
+const char* matmul_isa() { return isa_name(active_isa()); }
 
 }  // namespace glm::kernels
