@@ -4,6 +4,7 @@
 //   - Q8_0 / Q4_0 weights: activations quantized per 32 values (internal.h: quantize_act_ref),
 //     int8 products by the sign trick: vpmaddubsw(|w|, sign(x, w)) -> int16 pairs (|w| <= 128,
 //     |x| <= 127: no saturation), vpmaddwd with ones -> int32, then y += cvt * d_w * d_x.
+//   - Q4_K / Q5_K / Q6_K: matmul_k_avx2.cc.
 // Other types return false (the generic path runs them).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/matmul_avx2.h"
 #include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
@@ -273,7 +275,7 @@ int act_block_avx2(DType t) {
     case DType::kQ4_0:
       return 32;
     default:
-      return -1;
+      return act_block_k_avx2(t);
   }
 }
 
@@ -296,7 +298,7 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
       q_matmul<Q4_0>(w, x, y, n_tokens, pool);
       return true;
     default:
-      return false;
+      return matmul_k_avx2(w, x, y, n_tokens, pool);
   }
 }
 

@@ -118,6 +118,18 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
   }
 }
 
+TEST(MatmulTest, VectorVariantsHaveIntegerKernelsForTheirTypes) {
+  // Guards the reference test against a variant silently handing a type to the generic path
+  // (act_block 0): AVX2 runs Q8_0 / Q4_0 per 32 values and every k-quant per 256.
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 32);
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 256) << dtype_name(t);
+  }
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+    EXPECT_EQ(internal::act_block(Isa::kAvx512, t), 256) << dtype_name(t);
+  }
+}
+
 TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "packed kernels need AVX2";
   ThreadPool pool(2);
