@@ -6,17 +6,18 @@
 # the ratios of glmserve to llama.cpp's better setting.
 #
 #   scripts/bench-vs-llama.sh MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--rounds 3]
-#                             [--isa scalar|avx2|avx512] [--no-mmap0]
+#                             [--isa scalar|avx2|avx512] [--no-mmap0 | --only-mmap0]
 #   LLAMA_BENCH=/path/to/llama-bench (default /work/ext/llama.cpp/build/bin/llama-bench)
 # --isa runs glmserve with GLMSERVE_ISA set (compare with a llama.cpp built for that ISA only,
-# e.g. LLAMA_BENCH=/work/ext/llama.cpp-avx2/build/bin/llama-bench); --no-mmap0 skips run C.
+# e.g. LLAMA_BENCH=/work/ext/llama.cpp-avx2/build/bin/llama-bench); --no-mmap0 skips run C,
+# --only-mmap0 skips run B (each llama-bench run of a 6B model takes minutes on 2 cores).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 glmserve="${GLMSERVE:-$here/build/glmserve}"
 llama="${LLAMA_BENCH:-/work/ext/llama.cpp/build/bin/llama-bench}"
 model="${1:?usage: $0 MODEL.gguf [-p N] [-n N] [-t N] [-r N] [--rounds N]}"
 shift
-p=512 n=128 t=2 r=3 rounds=3 isa="" mmap0=1
+p=512 n=128 t=2 r=3 rounds=3 isa="" mmap0=1 mmap1=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) p="$2"; shift 2 ;;
@@ -26,6 +27,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --isa) isa="$2"; shift 2 ;;
     --no-mmap0) mmap0=0; shift ;;
+    --only-mmap0) mmap1=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -54,8 +56,12 @@ printf '%-6s %-28s %10s %10s\n' round run "pp$p" "tg$n"
 for ((i = 1; i <= rounds; i++)); do
   read -r x y < <(ours); a_pp+=("$x"); a_tg+=("$y")
   printf '%-6s %-28s %10s %10s\n' "$i" glmserve "$x" "$y"
-  read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
-  printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
+  if ((mmap1)); then
+    read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
+    printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
+  else
+    b_pp+=(0); b_tg+=(0)
+  fi
   if ((mmap0)); then
     read -r x y < <(theirs -mmp 0); c_pp+=("$x"); c_tg+=("$y")
     printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (--mmap 0)" "$x" "$y"
