@@ -6,14 +6,18 @@
 # the ratios of glmserve to llama.cpp's better setting.
 #
 #   scripts/bench-vs-llama.sh MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--rounds 3]
+#                             [--isa scalar|avx2|avx512] [--no-mmap0 | --only-mmap0]
 #   LLAMA_BENCH=/path/to/llama-bench (default /work/ext/llama.cpp/build/bin/llama-bench)
+# --isa runs glmserve with GLMSERVE_ISA set (compare with a llama.cpp built for that ISA only,
+# e.g. LLAMA_BENCH=/work/ext/llama.cpp-avx2/build/bin/llama-bench); --no-mmap0 skips run C,
+# --only-mmap0 skips run B (each llama-bench run of a 6B model takes minutes on 2 cores).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 glmserve="${GLMSERVE:-$here/build/glmserve}"
 llama="${LLAMA_BENCH:-/work/ext/llama.cpp/build/bin/llama-bench}"
 model="${1:?usage: $0 MODEL.gguf [-p N] [-n N] [-t N] [-r N] [--rounds N]}"
 shift
-p=512 n=128 t=2 r=3 rounds=3
+p=512 n=128 t=2 r=3 rounds=3 isa="" mmap0=1 mmap1=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) p="$2"; shift 2 ;;
@@ -21,6 +25,9 @@ while [[ $# -gt 0 ]]; do
     -t) t="$2"; shift 2 ;;
     -r) r="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
+    --no-mmap0) mmap0=0; shift ;;
+    --only-mmap0) mmap1=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -29,7 +36,7 @@ done
 
 # Prints "pp tg" t/s medians of one run (0 for a skipped test).
 ours() {
-  "$glmserve" bench engine --model "$model" -p "$p" -n "$n" -t "$t" -r "$r" --bw-mb 0 2>/dev/null |
+  GLMSERVE_ISA="$isa" "$glmserve" bench engine --model "$model" -p "$p" -n "$n" -t "$t" -r "$r" --bw-mb 0 2>/dev/null |
     awk -F'|' -v p="pp$p" -v n="tg$n" '
       { gsub(/ /, "", $7); split($8, a, " ") }
       $7 == p { pp = a[1] } $7 == n { tg = a[1] }
@@ -43,15 +50,24 @@ theirs() {
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+echo "glmserve isa=${isa:-best}; llama-bench $llama; load $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -a a_pp a_tg b_pp b_tg c_pp c_tg
 printf '%-6s %-28s %10s %10s\n' round run "pp$p" "tg$n"
 for ((i = 1; i <= rounds; i++)); do
   read -r x y < <(ours); a_pp+=("$x"); a_tg+=("$y")
   printf '%-6s %-28s %10s %10s\n' "$i" glmserve "$x" "$y"
-  read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
-  printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
-  read -r x y < <(theirs -mmp 0); c_pp+=("$x"); c_tg+=("$y")
-  printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (--mmap 0)" "$x" "$y"
+  if ((mmap1)); then
+    read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
+    printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
+  else
+    b_pp+=(0); b_tg+=(0)
+  fi
+  if ((mmap0)); then
+    read -r x y < <(theirs -mmp 0); c_pp+=("$x"); c_tg+=("$y")
+    printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (--mmap 0)" "$x" "$y"
+  else
+    c_pp+=(0); c_tg+=(0)
+  fi
 done
 m() { printf '%s\n' "$@" | median; }
 app=$(m "${a_pp[@]}") atg=$(m "${a_tg[@]}") bpp=$(m "${b_pp[@]}") btg=$(m "${b_tg[@]}")
@@ -63,3 +79,4 @@ awk -v a="$app" -v b="$bpp" -v c="$cpp" -v x="$atg" -v y="$btg" -v z="$ctg" 'BEG
   best_pp = b > c ? b : c; best_tg = y > z ? y : z
   if (best_pp > 0) printf "ratio pp: %.2fx llama.cpp best setting\n", a / best_pp
   if (best_tg > 0) printf "ratio tg: %.2fx llama.cpp best setting\n", x / best_tg }'
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

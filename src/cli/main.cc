@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "kernels/isa.h"
 
 namespace {
 
@@ -44,6 +45,11 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0) {
     std::printf("glmserve %s\n", GLMSERVE_VERSION);
     return 0;
+  }
+  // The kernels' instruction set, chosen once for the process (GLMSERVE_ISA or the CPU's best).
+  if (const glm::Status s = glm::kernels::init_isa_from_env(); !s.ok()) {
+    std::fprintf(stderr, "glmserve: %s\n", s.message().c_str());
+    return 2;
   }
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) == 0) return c.fn(argc - 2, argv + 2);

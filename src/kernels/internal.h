@@ -33,7 +33,9 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
                  ThreadPool* pool);
 bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool);
-// The packed-layout kernel (packed.h): rows [0, w.packed_rows) of y from w.packed.
+// The packed-layout kernels (packed.h): rows [0, w.packed_rows) of y from w.packed.
+void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                        ThreadPool* pool);
 void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                           ThreadPool* pool);
 // act_block() of each variant; -1 when the variant does not handle type t.

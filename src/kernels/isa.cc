@@ -1,9 +1,16 @@
 #include "kernels/isa.h"
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 namespace glm::kernels {
+namespace {
+
+// -1 until chosen; then static_cast<int>(Isa).
+std::atomic<int> g_isa{-1};
+
+}  // namespace
 
 Isa cpu_isa() {
 #if defined(__x86_64__)
@@ -39,15 +46,31 @@ bool cpu_has_avx512bf16() {
 #endif
 }
 
-Isa active_isa() {
-  const Isa best = cpu_isa();
-  const char* env = std::getenv("GLMSERVE_ISA");
-  if (env == nullptr || *env == '\0') return best;
-  Isa want = best;
-  if (std::strcmp(env, "scalar") == 0) want = Isa::kScalar;
-  if (std::strcmp(env, "avx2") == 0) want = Isa::kAvx2;
-  if (std::strcmp(env, "avx512") == 0) want = Isa::kAvx512;
-  return static_cast<int>(want) < static_cast<int>(best) ? want : best;
+bool cpu_has_avxvnni() {
+#if defined(__x86_64__)
+  // CPUID leaf 7 subleaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports has no "avxvnni").
+  static const bool has = [] {
+    if (cpu_isa() == Isa::kScalar) return false;
+    unsigned a = 7, b = 0, c = 1, d = 0;
+    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return (a & (1u << 4)) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::string cpu_isa_description() {
+  std::string s;
+  for (Isa i : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+    if (static_cast<int>(i) > static_cast<int>(cpu_isa())) continue;
+    if (!s.empty()) s += ", ";
+    s += isa_name(i);
+    if (i == Isa::kAvx512 && cpu_has_avx512bf16()) s += " (with avx512bf16)";
+    if (i == Isa::kAvx2 && cpu_has_avxvnni()) s += " (with avxvnni)";
+  }
+  return s;
 }
 
 const char* isa_name(Isa isa) {
@@ -60,6 +83,49 @@ const char* isa_name(Isa isa) {
       break;
   }
   return "scalar";
+}
+
+StatusOr<Isa> parse_isa(std::string_view name) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (name == isa_name(i)) return i;
+  }
+  return invalid_argument("unknown instruction set '" + std::string(name) +
+                          "' (use scalar, avx2 or avx512)");
+}
+
+Status set_isa(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(cpu_isa())) {
+    return invalid_argument(std::string("this CPU has no ") + isa_name(isa) +
+                            " (it has: " + cpu_isa_description() + ")");
+  }
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status init_isa_from_env() {
+  const char* env = std::getenv("GLMSERVE_ISA");
+  if (env == nullptr || *env == '\0') return set_isa(cpu_isa());
+  StatusOr<Isa> want = parse_isa(env);
+  if (!want.ok()) {
+    return invalid_argument("GLMSERVE_ISA: " + want.status().message());
+  }
+  Status s = set_isa(*want);
+  if (!s.ok()) return invalid_argument("GLMSERVE_ISA=" + std::string(env) + ": " + s.message());
+  return s;
+}
+
+Isa active_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    // Nothing chose yet (a program that skipped init_isa_from_env(): tests, benchmarks).
+    const Status s = init_isa_from_env();
+    if (!s.ok()) {
+      std::fprintf(stderr, "glmserve: %s\n", s.message().c_str());
+      std::exit(2);
+    }
+    v = g_isa.load(std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(v);
 }
 
 }  // namespace glm::kernels

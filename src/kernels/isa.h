@@ -1,24 +1,47 @@
 // Instruction-set dispatch for the kernels: which variant (scalar, AVX2, AVX-512) runs.
-// The best variant the CPU supports is chosen at run time; the environment variable
-// GLMSERVE_ISA=scalar|avx2|avx512 forces a lower one (tests cover every variant on one machine;
-// asking for one the CPU lacks gives the best one it has). Thread-safe; cheap (one getenv).
+// The ISA is chosen once per process: the best the CPU supports, or the one GLMSERVE_ISA names
+// (scalar|avx2|avx512), read once at start by init_isa_from_env(). An unknown name, or one the
+// CPU lacks, is an error that names what the CPU has (never silently replaced). Tests select a
+// variant with set_isa() (validated the same way) between kernel calls, so one machine covers
+// every variant it can run.
+// Thread-safety: active_isa() is one relaxed atomic load, safe from any thread; set_isa() and
+// init_isa_from_env() must not run while a kernel is running (call them at start or in tests).
 #pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
 
 namespace glm::kernels {
 
 enum class Isa {
   kScalar = 0,
-  kAvx2 = 1,    // AVX2 + FMA + F16C
+  kAvx2 = 1,    // AVX2 + FMA + F16C (+ 256-bit AVX-VNNI when present: cpu_has_avxvnni())
   kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI (+ BF16 when present)
 };
 
 // Best ISA of this CPU.
 Isa cpu_isa();
-// The ISA to use now: cpu_isa(), lowered by GLMSERVE_ISA if set.
+// The ISA the kernels use. Chosen on the first call if nothing chose it before: from
+// GLMSERVE_ISA as init_isa_from_env() does, except that a bad value there (a program that never
+// called init_isa_from_env()) ends the process with that error's message on stderr.
 Isa active_isa();
-// "scalar", "avx2", "avx512".
+// Sets the process ISA; invalid_argument if the CPU lacks it (the message names what it has).
+Status set_isa(Isa isa);
+// Sets the process ISA from GLMSERVE_ISA (unset or empty: cpu_isa()). invalid_argument for an
+// unknown name or an ISA the CPU lacks. Programs call it once at start; later calls read the
+// variable again.
+Status init_isa_from_env();
+// "scalar", "avx2", "avx512": the one name of each ISA (GLMSERVE_ISA values, bench reports).
 const char* isa_name(Isa isa);
+// Inverse of isa_name; invalid_argument for anything else (the message lists the names).
+StatusOr<Isa> parse_isa(std::string_view name);
+// What the CPU has, for messages: "avx512 (with avx512bf16), avx2, scalar".
+std::string cpu_isa_description();
 // True if the CPU has AVX512_BF16 (vdpbf16ps).
 bool cpu_has_avx512bf16();
+// True if the CPU has AVX-VNNI (VEX-encoded 256-bit vpdpbusd: Alder Lake, Zen 5 and later).
+bool cpu_has_avxvnni();
 
 }  // namespace glm::kernels

@@ -1,4 +1,5 @@
-// matmul(): dispatch to the ISA variant (matmul_avx512.cc, matmul_avx2.cc), else the generic
+// matmul(): dispatch to the ISA variant (packed_avx512.cc / packed_avx2.cc for packed weights,
+// matmul_avx512.cc, matmul_avx2.cc), else the generic
 // path: each thread takes a contiguous range of rows, dequantizes one weight row at a time into
 // a per-thread buffer (quant.h) and dots it with every token, so a row is decoded once per call.
 #include "kernels/matmul.h"
@@ -66,9 +67,10 @@ void check_weight(const WeightView& w) {
 }
 
 // Rows [packed_rows, n_rows) of y (the few after a packed copy's last full group of 16) with
-// the row-major AVX-512 kernel, which quantizes activations the same way as the packed one.
-void matmul_tail_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                        ThreadPool* pool) {
+// the row-major kernel `fn` of the same ISA, which quantizes activations the same way as the
+// packed one.
+void matmul_tail(internal::MatmulFn fn, const WeightView& w, const float* x, float* y,
+                 int64_t n_tokens, ThreadPool* pool) {
   const int64_t tail = w.n_rows - w.packed_rows;
   const WeightView sub{w.type,
                        static_cast<const uint8_t*>(w.data) +
@@ -76,7 +78,7 @@ void matmul_tail_avx512(const WeightView& w, const float* x, float* y, int64_t n
                        tail, w.n_cols};
   thread_local std::vector<float> out;  // [n_tokens, tail]
   if (out.size() < static_cast<size_t>(n_tokens * tail)) out.resize(n_tokens * tail);
-  GLM_CHECK(internal::matmul_avx512(sub, x, out.data(), n_tokens, pool));
+  GLM_CHECK(fn(sub, x, out.data(), n_tokens, pool));
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < tail; ++r) y[t * w.n_rows + w.packed_rows + r] = out[t * tail + r];
   }
@@ -87,12 +89,19 @@ void matmul_tail_avx512(const WeightView& w, const float* x, float* y, int64_t n
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   check_weight(w);
   if (n_tokens <= 0 || w.n_rows == 0) return;
-  if (w.packed != nullptr && active_isa() == Isa::kAvx512) {
-    internal::matmul_packed_avx512(w, x, y, n_tokens, pool);
-    if (w.packed_rows < w.n_rows) matmul_tail_avx512(w, x, y, n_tokens, pool);
+  const Isa isa = active_isa();
+  // The packed layouts are the same for both ISAs (packed.h); scalar reads the row-major data.
+  if (w.packed != nullptr && isa != Isa::kScalar) {
+    const bool avx512 = isa == Isa::kAvx512;
+    (avx512 ? internal::matmul_packed_avx512 : internal::matmul_packed_avx2)(w, x, y, n_tokens,
+                                                                               pool);
+    if (w.packed_rows < w.n_rows) {
+      matmul_tail(avx512 ? internal::matmul_avx512 : internal::matmul_avx2, w, x, y, n_tokens,
+                  pool);
+    }
     return;
   }
-  switch (active_isa()) {
+  switch (isa) {
     case Isa::kAvx512:
       if (internal::matmul_avx512(w, x, y, n_tokens, pool)) return;
       break;
@@ -140,16 +149,6 @@ int act_block(Isa isa, DType t) {
 
 }  // namespace internal
 
-const char* matmul_isa() {
-  switch (active_isa()) {
-    case Isa::kAvx512:
-      return "avx512vnni";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "scalar";
-}
+const char* matmul_isa() { return isa_name(active_isa()); }
 
 }  // namespace glm::kernels

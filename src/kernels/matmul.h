@@ -35,7 +35,8 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
 // Same, computed with dot_row_ref only: the reference for tests.
 void matmul_ref(const WeightView& w, const float* x, float* y, int64_t n_tokens);
 
-// Name of the variant matmul() dispatches to on this CPU ("avx512vnni", "avx2", "scalar").
+// Name of the variant matmul() dispatches to: isa_name(active_isa()) ("avx512", "avx2",
+// "scalar").
 const char* matmul_isa();
 
 }  // namespace glm::kernels

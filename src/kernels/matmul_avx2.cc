@@ -3,7 +3,9 @@
 //     2 x 4 for prefill, 4 x 1 for decode).
 //   - Q8_0 / Q4_0 weights: activations quantized per 32 values (internal.h: quantize_act_ref),
 //     int8 products by the sign trick: vpmaddubsw(|w|, sign(x, w)) -> int16 pairs (|w| <= 128,
-//     |x| <= 127: no saturation), vpmaddwd with ones -> int32, then y += cvt * d_w * d_x.
+//     |x| <= 127: no saturation), vpmaddwd with ones -> int32, summed per row and block, then
+//     y = fma(float(sum), d_w * d_x, y) block by block, bit-identical to the packed kernel.
+//   - Q4_K / Q5_K / Q6_K: matmul_k_avx2.cc.
 // Other types return false (the generic path runs them).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/matmul_avx2.h"
 #include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
@@ -159,17 +162,29 @@ struct Q4_0 {
   }
 };
 
+// Sums of the 8 int32 lanes of each of p[0..R) (R <= 4) as lanes 0..R-1 of the result.
+template <int R>
+inline __m128i row_sums(const __m256i (&p)[R]) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i h01 = _mm256_hadd_epi32(p[0], R > 1 ? p[R > 1 ? 1 : 0] : z);
+  const __m256i h23 = R > 2 ? _mm256_hadd_epi32(p[R > 2 ? 2 : 0], R > 3 ? p[R > 3 ? 3 : 0] : z) : z;
+  const __m256i h = _mm256_hadd_epi32(h01, h23);
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// R (<= 4) rows x T tokens. Each row's block product is summed exactly in int32, then
+// acc[row] = fma(float(sum), d_w * d_x, acc[row]) block after block: the same operations, in the
+// same order, as the packed kernel (packed_avx2.cc), so a repacked matrix and its row-major data
+// (the tail rows after the last group of 16, or --repack 0) give bit-identical results.
 template <class Fmt>
 struct QKern {
   using Ctx = QCtx;
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
-    __m256 acc[R][T];
+    static_assert(R <= 4);
+    __m128 acc[T];
     GLM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      GLM_UNROLL
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
+    for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
     const uint8_t* rows[R];
     GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
@@ -177,31 +192,37 @@ struct QKern {
     for (int64_t b = 0; b < c.n_blocks; ++b) {
       __m256i wa[R];
       __m256i ws[R];
-      __m256 wd[R];
+      __m128i dh = _mm_setzero_si128();  // the rows' fp16 scales in lanes 0..R-1
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = rows[r] + b * Fmt::kBlockBytes;
+        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
         ws[r] = Fmt::load(blk);
         wa[r] = _mm256_sign_epi8(ws[r], ws[r]);
-        wd[r] = _mm256_set1_ps(half_at(blk));
+        uint16_t h;
+        std::memcpy(&h, blk, 2);
+        dh = _mm_insert_epi16(dh, h, r);
       }
+      const __m128 wd = _mm_cvtph_ps(dh);
       GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
-        const __m256 dx = _mm256_set1_ps(a.d);
+        __m256i p32[R];
         GLM_UNROLL
         for (int r = 0; r < R; ++r) {
-          const __m256i p16 = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(x, ws[r]));
-          const __m256i p32 = _mm256_madd_epi16(p16, ones);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], dx), acc[r][t]);
+          p32[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(x, ws[r])), ones);
         }
+        acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(row_sums<R>(p32)), _mm_mul_ps(wd, _mm_set1_ps(a.d)),
+                              acc[t]);
       }
     }
     GLM_UNROLL
     for (int t = 0; t < T; ++t) {
+      alignas(16) float out[4];
+      _mm_store_ps(out, acc[t]);
       GLM_UNROLL
-      for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = hsum8(acc[r][t]);
+      for (int r = 0; r < R; ++r) c.y[(t0 + t) * c.n_rows + r0 + r] = out[r];
     }
   }
 };
@@ -257,7 +278,7 @@ void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
   if (n_tokens == 1) {
     run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {
-    run_matmul<QKern<Fmt>, 2, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
+    run_matmul<QKern<Fmt>, 4, 2>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   }
 }
 
@@ -273,7 +294,7 @@ int act_block_avx2(DType t) {
     case DType::kQ4_0:
       return 32;
     default:
-      return -1;
+      return act_block_k_avx2(t);
   }
 }
 
@@ -296,7 +317,7 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
       q_matmul<Q4_0>(w, x, y, n_tokens, pool);
       return true;
     default:
-      return false;
+      return matmul_k_avx2(w, x, y, n_tokens, pool);
   }
 }
 

@@ -68,7 +68,8 @@ void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* ds
 }  // namespace
 
 PackedLayout packed_layout_for(DType t) {
-  if (active_isa() != Isa::kAvx512) return PackedLayout::kNone;
+  // Both vector ISAs read the same layouts (packed_avx2.cc, packed_avx512.cc).
+  if (active_isa() == Isa::kScalar) return PackedLayout::kNone;
   switch (t) {
     case DType::kQ4_0:
       return PackedLayout::kQ4_0x16;

@@ -1,6 +1,8 @@
 // Weights repacked at load time into the layout of the fastest kernel (like llama.cpp's "repack"
 // buffers): 16 rows interleaved, so that one 512-bit register holds 4 consecutive weights of each
-// of 16 rows and one vpdpbusd computes a 4-column step of 16 dot products at once. The row-major
+// of 16 rows and one vpdpbusd computes a 4-column step of 16 dot products at once (AVX-512,
+// packed_avx512.cc); AVX2 reads the same layout as two halves of 8 rows (packed_avx2.cc), so one
+// copy serves both and tests can switch ISAs over it. The row-major
 // GGUF layout needs a horizontal sum per row and a scale broadcast per row and block; this one
 // needs neither, which cuts the instructions per weight about four-fold in decode.
 //

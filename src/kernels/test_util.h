@@ -1,11 +1,10 @@
 // Helpers shared by the kernels' tests: deterministic random data and ISA selection.
 #pragma once
 
-#include <cstdlib>
 #include <random>
-#include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "kernels/isa.h"
 
 namespace glm::kernels::testing {
@@ -28,26 +27,17 @@ inline std::vector<Isa> runnable_isas() {
   return out;
 }
 
-// Forces GLMSERVE_ISA for its lifetime.
+// Selects `isa` (set_isa) for its lifetime, then restores the ISA that was active before.
+// isa must be one of runnable_isas().
 class ScopedIsa {
  public:
-  explicit ScopedIsa(Isa isa) {
-    const char* old = std::getenv("GLMSERVE_ISA");
-    had_old_ = old != nullptr;
-    if (had_old_) old_ = old;
-    setenv("GLMSERVE_ISA", isa_name(isa), 1);
-  }
-  ~ScopedIsa() {
-    if (had_old_) {
-      setenv("GLMSERVE_ISA", old_.c_str(), 1);
-    } else {
-      unsetenv("GLMSERVE_ISA");
-    }
-  }
+  explicit ScopedIsa(Isa isa) : old_(active_isa()) { GLM_CHECK(set_isa(isa).ok()); }
+  ~ScopedIsa() { GLM_CHECK(set_isa(old_).ok()); }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
 
  private:
-  bool had_old_ = false;
-  std::string old_;
+  Isa old_;
 };
 
 }  // namespace glm::kernels::testing

@@ -1,0 +1,17 @@
+// Internal to kernels/: the pieces of the AVX2 variant that live in separate files.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/matmul.h"
+
+namespace glm::kernels::internal {
+
+// Integer path for the k-quants Q4_K, Q5_K, Q6_K (matmul_k_avx2.cc). Returns false for types
+// it does not handle; act_block_k_avx2: the activation block size (256), -1 if not handled.
+bool matmul_k_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                   ThreadPool* pool);
+int act_block_k_avx2(DType t);
+
+}  // namespace glm::kernels::internal

@@ -1,0 +1,423 @@
+// AVX2 (+FMA, F16C) kernel over the 16-row interleaved layouts of packed.h, the same layouts the
+// AVX-512 kernel reads (one copy serves both). A 256-bit register holds one piece of 8 rows
+// (half of a group), 4 bytes per row, so 32-bit lane r of a product is row r's partial dot
+// product: no horizontal sums and no per-row scale broadcasts, as in packed_avx512.cc.
+//
+// Activations are quantized per 32 values as in internal.h (quantize_act_ref): int8 q, scale
+// d_x and c = -offset * sum(q) per block.
+//   Q4_0x16 (u = q_w + 8 in 0..15): per half and block, the 8 pieces (4 of low nibbles, 4 of
+//     high) go through vpmaddubsw(u, broadcast x bytes 4j..4j+3) and are summed in int16
+//     (|each| <= 2 * 15 * 127, eight of them <= 30480: no saturation), one vpmaddwd with ones
+//     makes the row sums in int32, then y += float(sum + c) * d_w * d_x.
+//   Q8_0x16 (u = q_w + 128): vpmaddubsw cannot take u (255 * 127 * 2 saturates), so the pieces
+//     are turned back into q_w and go through the sign trick vpmaddubsw(|q_w|, sign(x, q_w))
+//     (<= 2 * 128 * 127: no saturation), each widened by vpmaddwd before adding.
+// A tile is one half group (8 rows) x up to 4 tokens in prefill (the unpacked block stays in
+// registers across the tokens), both halves x 1 token in decode (each cache line read once).
+//   F16x16 / BF16x16 ([n_cols][16] per group): column k of a group is two 8-row registers,
+//     converted to f32 and multiplied by x[t][k] broadcast (f32 FMA, exact up to f32 rounding);
+//     a tile is up to 3 groups x 1 token (decode) or 1 group x 6 tokens (prefill).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/packed.h"
+
+namespace glm::kernels::internal {
+namespace {
+
+#define GLM_UNROLL_P _Pragma("GCC unroll 8")
+
+constexpr int kMaxT = 4;  // tokens per prefill tile
+// Groups per cache block in prefill: each token tile sweeps the block while its weights sit in
+// L2 (and the tile's activations in L1).
+constexpr int64_t kBlockBytes = 192 * 1024;
+
+struct PCtx {
+  const uint8_t* w;  // groups
+  size_t group_bytes;
+  size_t quants_offset;
+  int64_t n_blocks;   // per row
+  const int8_t* xq;   // [n_tokens, n_cols]
+  const float* xd;    // [n_tokens, n_blocks]
+  const int32_t* xc;  // [n_tokens, n_blocks]
+  int64_t n_cols;
+  float* y;  // [n_tokens, n_rows]
+  int64_t n_rows;
+};
+
+inline __m256i bcast32(const int32_t* p) { return _mm256_set1_epi32(*p); }
+
+// Q4_0x16: piece p of half h = 8 rows x 4 bytes; low nibbles pair with activation word p,
+// high nibbles with word 4 + p.
+struct Q4 {
+  static constexpr int kPieces = 4;
+  static constexpr int kOffset = 8;
+  struct Regs {
+    __m256i u[8];
+  };
+  static inline void load(const uint8_t* q, int h, Regs* r) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    GLM_UNROLL_P
+    for (int p = 0; p < 4; ++p) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64 * p + 32 * h));
+      r->u[p] = _mm256_and_si256(v, m);
+      r->u[p + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    }
+  }
+  // Row sums (int32 lanes) of u * x for one block of one token; x = the block's 8 words.
+  static inline __m256i dot(const Regs& r, const int32_t* x) {
+    __m256i s0 = _mm256_maddubs_epi16(r.u[0], bcast32(x + 0));
+    __m256i s1 = _mm256_maddubs_epi16(r.u[1], bcast32(x + 1));
+    GLM_UNROLL_P
+    for (int j = 2; j < 8; j += 2) {
+      s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(r.u[j], bcast32(x + j)));
+      s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(r.u[j + 1], bcast32(x + j + 1)));
+    }
+    return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
+  }
+};
+
+// Q8_0x16: piece p of half h pairs with activation word p; stored as q + 128.
+struct Q8 {
+  static constexpr int kPieces = 8;
+  static constexpr int kOffset = 0;  // the sign trick multiplies q itself: no correction
+  struct Regs {
+    __m256i q[8];  // signed weights
+    __m256i a[8];  // |q|
+  };
+  static inline void load(const uint8_t* q, int h, Regs* r) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    GLM_UNROLL_P
+    for (int p = 0; p < 8; ++p) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64 * p + 32 * h));
+      r->q[p] = _mm256_xor_si256(v, flip);
+      r->a[p] = _mm256_sign_epi8(r->q[p], r->q[p]);
+    }
+  }
+  static inline __m256i dot(const Regs& r, const int32_t* x) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    GLM_UNROLL_P
+    for (int j = 0; j < 8; j += 2) {
+      const __m256i p0 = _mm256_maddubs_epi16(r.a[j], _mm256_sign_epi8(bcast32(x + j), r.q[j]));
+      const __m256i p1 =
+          _mm256_maddubs_epi16(r.a[j + 1], _mm256_sign_epi8(bcast32(x + j + 1), r.q[j + 1]));
+      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
+      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+    }
+    return _mm256_add_epi32(s0, s1);
+  }
+};
+
+// H halves (rows 8 h0 .. 8 (h0 + H)) of group g x T tokens from t0.
+template <class Fmt, int H, int T>
+void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
+  const uint8_t* group = c.w + g * c.group_bytes;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);  // [nb][16]
+  const uint8_t* quants = group + c.quants_offset;                     // [nb][P][16][4]
+  __m256 acc[H][T];
+  GLM_UNROLL_P
+  for (int h = 0; h < H; ++h) {
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < c.n_blocks; ++b) {
+    const uint8_t* qb = quants + b * (Fmt::kPieces * 64);
+    if constexpr (T == 1) {
+      // Decode streams the group once: fetch ahead so that new streams do not wait for the
+      // hardware prefetcher to ramp up.
+      GLM_UNROLL_P
+      for (int p = 0; p < Fmt::kPieces; ++p) {
+        _mm_prefetch(reinterpret_cast<const char*>(qb) + 2048 + 64 * p, _MM_HINT_T0);
+      }
+    }
+    GLM_UNROLL_P
+    for (int h = 0; h < H; ++h) {
+      typename Fmt::Regs r;
+      Fmt::load(qb, h0 + h, &r);
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(scales + b * kPackRows + 8 * (h0 + h))));
+      GLM_UNROLL_P
+      for (int t = 0; t < T; ++t) {
+        const int64_t tb = (t0 + t) * c.n_blocks + b;
+        __m256i s = Fmt::dot(r, reinterpret_cast<const int32_t*>(c.xq + (t0 + t) * c.n_cols) + b * 8);
+        if constexpr (Fmt::kOffset != 0) s = _mm256_add_epi32(s, _mm256_set1_epi32(c.xc[tb]));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(c.xd[tb])),
+                                    acc[h][t]);
+      }
+    }
+  }
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) {
+    GLM_UNROLL_P
+    for (int h = 0; h < H; ++h) {
+      _mm256_storeu_ps(c.y + (t0 + t) * c.n_rows + g * kPackRows + 8 * (h0 + h), acc[h][t]);
+    }
+  }
+}
+
+template <class Fmt, int T>
+void tile_dispatch(const PCtx& c, int64_t g, int h, int64_t t0, int nt) {
+  if constexpr (T > 1) {
+    if (nt < T) return tile_dispatch<Fmt, T - 1>(c, g, h, t0, nt);
+  }
+  tile<Fmt, 1, T>(c, g, h, t0);
+}
+
+template <class Fmt>
+void run_groups(const PCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
+  if (n_tokens == 1) {
+    for (int64_t g = g0; g < g1; ++g) tile<Fmt, 2, 1>(c, g, 0, 0);
+    return;
+  }
+  const int64_t block = std::max<int64_t>(1, kBlockBytes / static_cast<int64_t>(c.group_bytes));
+  for (int64_t gb = g0; gb < g1; gb += block) {
+    const int64_t ge = std::min(gb + block, g1);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
+      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
+      for (int64_t g = gb; g < ge; ++g) {
+        tile_dispatch<Fmt, kMaxT>(c, g, 0, t0, nt);
+        tile_dispatch<Fmt, kMaxT>(c, g, 1, t0, nt);
+      }
+    }
+  }
+}
+
+// Quantizes one token: q [n_cols], d and c [n_cols / 32] (internal.h's contract).
+void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float* d, int32_t* c) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n_cols / 32; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float mx = _mm_cvtss_f32(m);
+    d[b] = mx / 127.0f;
+    const __m256 id = _mm256_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+    // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix the order after).
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                         _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32),
+                        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    c[b] = -offset * _mm_cvtsi128_si32(s4);
+  }
+}
+
+struct ActBuf {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> c;
+};
+
+template <class Fmt>
+void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                   ThreadPool* pool) {
+  const int64_t nb = w.n_cols / 32;
+  thread_local ActBuf buf;
+  if (buf.q.size() < static_cast<size_t>(n_tokens * w.n_cols)) buf.q.resize(n_tokens * w.n_cols);
+  if (buf.d.size() < static_cast<size_t>(n_tokens * nb)) {
+    buf.d.resize(n_tokens * nb);
+    buf.c.resize(n_tokens * nb);
+  }
+  struct QuantCtx {
+    const float* x;
+    int64_t n_cols, nb;
+    ActBuf* buf;
+  } qc{x, w.n_cols, nb, &buf};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset, q->buf->q.data() + t * q->n_cols,
+                     q->buf->d.data() + t * q->nb, q->buf->c.data() + t * q->nb);
+    }
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  const PCtx c{w.packed,
+               packed_group_bytes(w.packed_layout, w.n_cols),
+               packed_quants_offset(w.packed_layout, w.n_cols),
+               nb,
+               buf.q.data(),
+               buf.d.data(),
+               buf.c.data(),
+               w.n_cols,
+               y,
+               w.n_rows};
+  const int64_t n_groups = w.packed_rows / kPackRows;
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  // About 8 chunks of groups per thread; in prefill at least one cache block.
+  int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
+  if (n_tokens > 1) {
+    chunk = std::max<int64_t>(chunk, kBlockBytes / static_cast<int64_t>(c.group_bytes));
+  }
+  claim_chunks(pool, n_groups, chunk,
+               [&](int64_t g0, int64_t g1) { run_groups<Fmt>(c, g0, g1, n_tokens); });
+}
+
+// ---- 16-bit float layouts -----------------------------------------------------------------
+
+struct FCtx {
+  const uint8_t* w;
+  size_t group_bytes;
+  const float* x;  // [n_tokens, n_cols]
+  int64_t n_cols;
+  float* y;  // [n_tokens, n_rows]
+  int64_t n_rows;
+};
+
+// Rows 8 h .. 8 h + 7 of column k of a group, as f32.
+template <bool kBf16>
+inline __m256 load_col(const uint8_t* p) {
+  const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
+}
+
+// Columns [k0, k1) of G groups x T tokens; adds to y unless k0 == 0.
+template <bool kBf16, int G, int T>
+void ftile(const FCtx& c, int64_t g0, int64_t t0, int64_t k0, int64_t k1) {
+  __m256 acc[G][2][T];
+  GLM_UNROLL_P
+  for (int g = 0; g < G; ++g) {
+    GLM_UNROLL_P
+    for (int h = 0; h < 2; ++h) {
+      GLM_UNROLL_P
+      for (int t = 0; t < T; ++t) {
+        float* yp = c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h;
+        acc[g][h][t] = k0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(yp);
+      }
+    }
+  }
+  const uint8_t* base = c.w + g0 * c.group_bytes;
+  const float* x = c.x + t0 * c.n_cols;
+  for (int64_t k = k0; k < k1; ++k) {
+    if constexpr (T == 1) {
+      if ((k & 1) == 0) {
+        GLM_UNROLL_P
+        for (int g = 0; g < G; ++g) {
+          _mm_prefetch(reinterpret_cast<const char*>(base + g * c.group_bytes + k * 32) + 2048,
+                       _MM_HINT_T0);
+        }
+      }
+    }
+    __m256 w[G][2];
+    GLM_UNROLL_P
+    for (int g = 0; g < G; ++g) {
+      w[g][0] = load_col<kBf16>(base + g * c.group_bytes + k * 32);
+      w[g][1] = load_col<kBf16>(base + g * c.group_bytes + k * 32 + 16);
+    }
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(x + t * c.n_cols + k);
+      GLM_UNROLL_P
+      for (int g = 0; g < G; ++g) {
+        acc[g][0][t] = _mm256_fmadd_ps(w[g][0], xb, acc[g][0][t]);
+        acc[g][1][t] = _mm256_fmadd_ps(w[g][1], xb, acc[g][1][t]);
+      }
+    }
+  }
+  GLM_UNROLL_P
+  for (int t = 0; t < T; ++t) {
+    GLM_UNROLL_P
+    for (int g = 0; g < G; ++g) {
+      GLM_UNROLL_P
+      for (int h = 0; h < 2; ++h) {
+        _mm256_storeu_ps(c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h, acc[g][h][t]);
+      }
+    }
+  }
+}
+
+template <bool kBf16, int G, int T>
+void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0,
+                    int64_t k1) {
+  if constexpr (T > 1) {
+    if (nt < T) return ftile_dispatch<kBf16, G, T - 1>(c, g0, ng, t0, nt, k0, k1);
+  }
+  if constexpr (G > 1) {
+    if (ng < G) return ftile_dispatch<kBf16, G - 1, T>(c, g0, ng, t0, nt, k0, k1);
+  }
+  ftile<kBf16, G, T>(c, g0, t0, k0, k1);
+}
+
+constexpr int kFloatDecodeG = 3;  // 3 groups x 2 halves = 6 accumulators, 6 weight registers
+constexpr int kFloatT = 6;        // prefill: 1 group x 2 halves x 6 tokens = 12 accumulators
+// Prefill sweeps columns in panels: a group's 1024 columns (32 KB) stay in L1/L2 while every
+// token tile passes over them.
+constexpr int64_t kPanelCols = 1024;
+
+template <bool kBf16>
+void run_float_groups(const FCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
+  if (n_tokens == 1) {
+    for (int64_t g = g0; g < g1; g += kFloatDecodeG) {
+      const int ng = static_cast<int>(std::min<int64_t>(kFloatDecodeG, g1 - g));
+      ftile_dispatch<kBf16, kFloatDecodeG, 1>(c, g, ng, 0, 1, 0, c.n_cols);
+    }
+    return;
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t k0 = 0; k0 < c.n_cols; k0 += kPanelCols) {
+      const int64_t k1 = std::min(k0 + kPanelCols, c.n_cols);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kFloatT) {
+        const int nt = static_cast<int>(std::min<int64_t>(kFloatT, n_tokens - t0));
+        ftile_dispatch<kBf16, 1, kFloatT>(c, g, 1, t0, nt, k0, k1);
+      }
+    }
+  }
+}
+
+template <bool kBf16>
+void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                         ThreadPool* pool) {
+  const FCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), x, w.n_cols, y, w.n_rows};
+  const int64_t n_groups = w.packed_rows / kPackRows;
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  int64_t chunk = (n_groups + 8 * n_threads - 1) / (8 * n_threads);
+  chunk = std::max<int64_t>(kFloatDecodeG, (chunk + kFloatDecodeG - 1) / kFloatDecodeG * kFloatDecodeG);
+  claim_chunks(pool, n_groups, chunk,
+               [&](int64_t g0, int64_t g1) { run_float_groups<kBf16>(c, g0, g1, n_tokens); });
+}
+
+}  // namespace
+
+void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                        ThreadPool* pool) {
+  switch (w.packed_layout) {
+    case PackedLayout::kQ4_0x16:
+      packed_matmul<Q4>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kQ8_0x16:
+      packed_matmul<Q8>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kF16x16:
+      float_packed_matmul<false>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kBF16x16:
+      float_packed_matmul<true>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kNone:
+      break;
+  }
+}
+
+}  // namespace glm::kernels::internal
