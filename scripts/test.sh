@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export CCACHE_BASEDIR="$PWD"
+# Formatting first: it fails in a second, before the build.
+scripts/lint.sh --format-only
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 # AddressSanitizer + UBSan over the modules that parse untrusted bytes.

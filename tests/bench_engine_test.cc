@@ -2,13 +2,11 @@
 // consistency, and one-line errors on bad input. Speed itself is not asserted (benchmarks
 // measure it; tests check the tool).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli_util.h"
 
@@ -16,7 +14,6 @@ namespace {
 
 using glm::testing::CliRun;
 using glm::testing::run_cli;
-
 
 std::string stories() { return std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf"; }
 
@@ -26,8 +23,10 @@ bool have(const std::string& path) {
 }
 
 TEST(BenchEngineTest, JsonReportIsCompleteAndConsistent) {
-  if (!have(stories())) GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
-  const CliRun r = run_cli("bench engine --model " + stories() + " -p 8 -n 4 -r 3 -t 2 --json --bw-mb 8");
+  if (!have(stories()))
+    GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const CliRun r =
+      run_cli("bench engine --model " + stories() + " -p 8 -n 4 -r 3 -t 2 --json --bw-mb 8");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["threads"], 2);
@@ -59,27 +58,31 @@ TEST(BenchEngineTest, JsonReportIsCompleteAndConsistent) {
 }
 
 TEST(BenchEngineTest, TableHasBothTestsAndForcedIsaIsReported) {
-  if (!have(stories())) GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  if (!have(stories()))
+    GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
   const CliRun r = run_cli("bench engine --model " + stories() + " -p 4 -n 2 -r 1 -t 1 --bw-mb 0");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("| pp4 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tg2 |"), std::string::npos) << r.out;
-  const CliRun s = run_cli("bench engine --model " + stories() + " -p 0 -n 2 -r 1 -t 1 --bw-mb 0 --json");
+  const CliRun s =
+      run_cli("bench engine --model " + stories() + " -p 0 -n 2 -r 1 -t 1 --bw-mb 0 --json");
   ASSERT_EQ(s.exit_code, 0) << s.out;
   EXPECT_FALSE(nlohmann::json::parse(s.out).contains("pp"));
-  const CliRun forced = run_cli("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
+  const CliRun forced =
+      run_cli("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
   ASSERT_EQ(forced.exit_code, 0);
   setenv("GLMSERVE_ISA", "scalar", 1);
-  const CliRun scalar = run_cli("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
+  const CliRun scalar =
+      run_cli("bench engine --model " + stories() + " -p 0 -n 1 -r 1 -t 1 --bw-mb 0 --json");
   unsetenv("GLMSERVE_ISA");
   ASSERT_EQ(scalar.exit_code, 0) << scalar.out;
   EXPECT_EQ(nlohmann::json::parse(scalar.out)["isa"], "scalar");
 }
 
 TEST(BenchEngineTest, BadInputGivesOneLineError) {
-  for (const std::string args :
-       {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
-        "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1"}) {
+  for (const std::string args : {"bench engine", "bench engine --model /nonexistent.gguf",
+                                 "bench engine --model x -p -1", "bench engine --model x -r 0",
+                                 "bench engine --model x --kv q4", "bench engine --bogus 1"}) {
     const CliRun r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/utf8.h"
 #include "cli_util.h"
+#include "core/utf8.h"
 #include "testing/test_client.h"
 
 extern char** environ;
@@ -26,10 +26,10 @@ extern char** environ;
 namespace glm::daemon {
 namespace {
 
-using glm::testing::run_shell;
-using protocol::EventType;
-using glm::testing::TestClient;
 using glm::testing::joined_text;
+using glm::testing::run_shell;
+using glm::testing::TestClient;
+using protocol::EventType;
 
 // A child process running the glmserve binary, its stderr in a file.
 class Proc {
@@ -97,7 +97,8 @@ class DaemonProcessTest : public ::testing::Test {
       TestClient c(socket_);
       if (c.connected()) {
         auto h = c.query(R"({"type":"health"})", 2000);
-        if (h && h->type == EventType::kHealth && generation::health_name(h->health) == want) return h->model;
+        if (h && h->type == EventType::kHealth && generation::health_name(h->health) == want)
+          return h->model;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -106,7 +107,6 @@ class DaemonProcessTest : public ::testing::Test {
 
   std::string dir_, socket_;
 };
-
 
 // Children of `parent` (from /proc), by reading each process's stat.
 std::vector<pid_t> children_of(pid_t parent) {
@@ -139,8 +139,10 @@ TEST_F(DaemonProcessTest, EchoEngineAnswersNcAndDrainsOnSigterm) {
   // The documented one-liner streams a reply (nc -N: close the sending side at end of input).
   if (::system("command -v nc >/dev/null 2>&1") == 0) {
     const std::string out = run_shell(
-        "echo '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' | timeout 10 nc -N -U " +
-        socket_).out;
+                                "echo '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' | "
+                                "timeout 10 nc -N -U " +
+                                socket_)
+                                .out;
     EXPECT_NE(out.find("\"event\":\"token\",\"text\":\"h\""), std::string::npos) << out;
     EXPECT_NE(out.find("\"event\":\"done\""), std::string::npos) << out;
   }
@@ -241,11 +243,10 @@ TEST_F(DaemonProcessTest, ServeRestartsAKilledEngine) {
 
 TEST_F(DaemonProcessTest, RealTinyModelServesTurnsWithCacheAndStopsCleanly) {
   const std::string model = dir_ + "/tiny.gguf";
-  const std::string gen = std::string(GLMSERVE_BIN) +
-                          " gen-model --arch chatglm3 --preset tiny -o " + model + " 2>&1";
+  const std::string gen =
+      std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny -o " + model + " 2>&1";
   if (::system(gen.c_str()) != 0) GTEST_SKIP() << "gen-model --preset tiny failed: " << gen;
-  Proc engine({"engine", "--model", model, "--socket", socket_, "--threads", "1"},
-              dir_ + "/e.log");
+  Proc engine({"engine", "--model", model, "--socket", socket_, "--threads", "1"}, dir_ + "/e.log");
   ASSERT_FALSE(wait_health("ready").empty()) << engine.log();
   TestClient c(socket_);
   ASSERT_TRUE(c.send(R"({"id":"t1","conversation":"conv","messages":[{"role":"user",)"
@@ -266,9 +267,8 @@ TEST_F(DaemonProcessTest, RealTinyModelServesTurnsWithCacheAndStopsCleanly) {
   protocol::Request r2;
   r2.id = "t2";
   r2.conversation = "conv";
-  r2.messages = {{"user", "hello there", ""},
-                 {"assistant", joined_text(turn1), ""},
-                 {"user", "and more", ""}};
+  r2.messages = {
+      {"user", "hello there", ""}, {"assistant", joined_text(turn1), ""}, {"user", "and more", ""}};
   r2.params.max_tokens = 8;
   r2.params.temperature = 0.0;
   ASSERT_TRUE(c.send(protocol::serialize_request(r2)));

@@ -151,9 +151,8 @@ class GatewayReal : public ::testing::Test {
         std::vector<std::string>{GLMSERVE_BIN, "web", "--engine", socket_, "--port", "0", "--db",
                                  tmp_path("conv.db")},
         tmp_path("web.out"));
-    ASSERT_TRUE(wait_for([&] { return web_->output().find("http://127.0.0.1:") !=
-                                      std::string::npos; },
-                         20000))
+    ASSERT_TRUE(wait_for(
+        [&] { return web_->output().find("http://127.0.0.1:") != std::string::npos; }, 20000))
         << web_->output();
     const std::string out = web_->output();
     port_ = std::atoi(out.c_str() + out.find("http://127.0.0.1:") + 17);
@@ -247,10 +246,10 @@ TEST_F(GatewayReal, EchoEngineDaemon) {
   check_openai_shapes();
   // A client that hangs up mid-stream frees the engine: nothing left running or queued.
   int fd = connect_port(port_);
-  const std::string req = request_text(
-      "POST", "/v1/chat/completions",
-      R"({"messages":[{"role":"user","content":")" + std::string(400, 'x') +
-          R"("}],"max_tokens":400,"stream":true})");
+  const std::string req =
+      request_text("POST", "/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":")" + std::string(400, 'x') +
+                       R"("}],"max_tokens":400,"stream":true})");
   ASSERT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
   char buf[4096];
   pollfd p{fd, POLLIN, 0};

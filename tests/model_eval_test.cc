@@ -16,7 +16,6 @@ namespace {
 using CliResult = glm::testing::CliRun;
 using glm::testing::run_cli;
 
-
 std::string data(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
 
 std::vector<nlohmann::json> lines(const std::string& text) {

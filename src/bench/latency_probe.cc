@@ -16,8 +16,8 @@
 #include "core/json.h"
 #include "daemon/daemon.h"
 #include "daemon/unix_socket.h"
-#include "protocol/sampling_json.h"
 #include "protocol/line_buffer.h"
+#include "protocol/sampling_json.h"
 
 namespace glm::bench {
 namespace {
@@ -65,30 +65,33 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
   token_times.reserve(1024);
   const auto t0 = Clock::now();
   Clock::time_point end;
-  Status st = engine.submit(daemon::to_engine_request(request, request.id.empty() ? protocol::make_request_id() : request.id), [&](const engine::Event& ev) {
-    const auto now = Clock::now();
-    std::lock_guard<std::mutex> lock(mu);
-    switch (ev.type) {
-      case engine::EventType::kToken:
-        token_times.push_back(now);
-        s.text += ev.text;
-        break;
-      case engine::EventType::kStart:
-        s.prompt_tokens = ev.usage.prompt_tokens;
-        s.cached_tokens = ev.usage.cached_tokens;
-        break;
-      case engine::EventType::kError:
-        error = ev.error.ok() ? Status(ErrorCode::kInternal, "error event") : ev.error;
-        [[fallthrough]];
-      case engine::EventType::kDone:
-        end = now;
-        finished = true;
-        cv.notify_all();
-        break;
-      default:
-        break;
-    }
-  });
+  Status st = engine.submit(
+      daemon::to_engine_request(request,
+                                request.id.empty() ? protocol::make_request_id() : request.id),
+      [&](const engine::Event& ev) {
+        const auto now = Clock::now();
+        std::lock_guard<std::mutex> lock(mu);
+        switch (ev.type) {
+          case engine::EventType::kToken:
+            token_times.push_back(now);
+            s.text += ev.text;
+            break;
+          case engine::EventType::kStart:
+            s.prompt_tokens = ev.usage.prompt_tokens;
+            s.cached_tokens = ev.usage.cached_tokens;
+            break;
+          case engine::EventType::kError:
+            error = ev.error.ok() ? Status(ErrorCode::kInternal, "error event") : ev.error;
+            [[fallthrough]];
+          case engine::EventType::kDone:
+            end = now;
+            finished = true;
+            cv.notify_all();
+            break;
+          default:
+            break;
+        }
+      });
   if (!st.ok()) return st;
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return finished; });

@@ -1,9 +1,11 @@
 // glmserve bench engine: prompt processing (pp) and generation (tg) tokens/s of the model
-// forward, like llama-bench (docs/performance.md), plus the memory-bandwidth view of generation: bytes of
-// weights read per generated token x tokens/s, against a read bandwidth measured here.
+// forward, like llama-bench (docs/performance.md), plus the memory-bandwidth view of generation:
+// bytes of weights read per generated token x tokens/s, against a read bandwidth measured here.
 //   pp<P>: one forward of P random tokens from an empty cache (logits of the last one).
 //   tg<N>: N single-token forwards from an empty cache, one after the other.
 // Each test runs -r times after a warm-up; the median, spread and every sample are reported.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,13 +14,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <sys/resource.h>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -72,8 +71,9 @@ Stats summarize(std::vector<double> v) {
 }
 
 nlohmann::json to_json(const Stats& s, int n_tokens) {
-  return {{"n_tokens", n_tokens}, {"tps_median", s.median}, {"tps_mean", s.mean},
-          {"tps_stddev", s.stddev}, {"tps_min", s.min}, {"tps_max", s.max}, {"samples", s.tps}};
+  return {{"n_tokens", n_tokens},   {"tps_median", s.median}, {"tps_mean", s.mean},
+          {"tps_stddev", s.stddev}, {"tps_min", s.min},       {"tps_max", s.max},
+          {"samples", s.tps}};
 }
 
 // CPU seconds used by this process so far (all threads).
@@ -178,7 +178,8 @@ int cmd_bench_engine(int argc, char** argv) {
     return 0;
   }
   StatusOr<Args> args = Args::parse(
-      argc, argv, {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack"}, {"json"},
+      argc, argv, {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack"},
+      {"json"},
       {{"m", "model"}, {"p", "n-prompt"}, {"n", "n-gen"}, {"t", "threads"}, {"r", "reps"}});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
@@ -220,8 +221,8 @@ int cmd_bench_engine(int argc, char** argv) {
   const model::Config& cfg = (*m)->config();
   const int max_pos = static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
   if (cfg.n_ctx_train > 0 && max_pos > cfg.n_ctx_train) {
-    return fail(invalid_argument("-p/-n " + std::to_string(max_pos) + " exceed the model's context " +
-                                 std::to_string(cfg.n_ctx_train)));
+    return fail(invalid_argument("-p/-n " + std::to_string(max_pos) +
+                                 " exceed the model's context " + std::to_string(cfg.n_ctx_train)));
   }
   constexpr int kBlockTokens = 16;
   model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens,
@@ -244,7 +245,8 @@ int cmd_bench_engine(int argc, char** argv) {
       if (!s.ok()) return fail(s.status());
       pp.push_back(*n_prompt / *s);
       pp_cpu.push_back(*n_prompt * n_threads / std::max(cpu_seconds() - c0, 1e-9));
-      if (!json) std::fprintf(stderr, "  pp%lld rep %d: %.2f t/s\n", (long long)*n_prompt, r, pp.back());
+      if (!json)
+        std::fprintf(stderr, "  pp%lld rep %d: %.2f t/s\n", (long long)*n_prompt, r, pp.back());
     }
     if (*n_gen > 0) {
       const double c0 = cpu_seconds();
@@ -252,7 +254,8 @@ int cmd_bench_engine(int argc, char** argv) {
       if (!s.ok()) return fail(s.status());
       tg.push_back(*n_gen / *s);
       tg_cpu.push_back(*n_gen * n_threads / std::max(cpu_seconds() - c0, 1e-9));
-      if (!json) std::fprintf(stderr, "  tg%lld rep %d: %.2f t/s\n", (long long)*n_gen, r, tg.back());
+      if (!json)
+        std::fprintf(stderr, "  tg%lld rep %d: %.2f t/s\n", (long long)*n_gen, r, tg.back());
     }
     // Interleaved with the runs: the machine's bandwidth drifts.
     if (*bw_mb > 0) bw.push_back(kernels::measure_read_bandwidth(*bw_mb << 20, 3, &bw_pool));
@@ -268,11 +271,18 @@ int cmd_bench_engine(int argc, char** argv) {
   const std::string type = main_type(*file);
   const char* isa = kernels::matmul_isa();
   if (json) {
-    nlohmann::json j = {{"model", *path},   {"arch", cfg.arch_name},   {"type", type},
-                        {"threads", n_threads}, {"isa", isa},        {"kv", kv_name},
-                        {"reps", *reps},    {"weight_bytes_per_token", wbytes},
-                        {"repack", *repack == 1}, {"load_s", load_s},
-                        {"rss_mib", rss_mib}, {"anon_huge_mib", huge_mib}};
+    nlohmann::json j = {{"model", *path},
+                        {"arch", cfg.arch_name},
+                        {"type", type},
+                        {"threads", n_threads},
+                        {"isa", isa},
+                        {"kv", kv_name},
+                        {"reps", *reps},
+                        {"weight_bytes_per_token", wbytes},
+                        {"repack", *repack == 1},
+                        {"load_s", load_s},
+                        {"rss_mib", rss_mib},
+                        {"anon_huge_mib", huge_mib}};
     if (*n_prompt > 0) {
       j["pp"] = to_json(pps, static_cast<int>(*n_prompt));
       j["pp"]["cpu_tps_median"] = summarize(pp_cpu).median;
@@ -282,8 +292,8 @@ int cmd_bench_engine(int argc, char** argv) {
       j["tg"]["cpu_tps_median"] = summarize(tg_cpu).median;
     }
     if (*bw_mb > 0) {
-      j["bandwidth_gbs"] = {{"median", bws.median}, {"min", bws.min}, {"max", bws.max},
-                            {"samples", bws.tps}};
+      j["bandwidth_gbs"] = {
+          {"median", bws.median}, {"min", bws.min}, {"max", bws.max}, {"samples", bws.tps}};
       if (*n_gen > 0) {
         j["tg_weight_gbs"] = tg_gbs;
         j["tg_bandwidth_fraction"] = frac;
@@ -294,8 +304,9 @@ int cmd_bench_engine(int argc, char** argv) {
   }
   std::printf("loaded in %.2f s (repack %s); resident %.0f MiB, of it %.0f MiB in huge pages\n\n",
               load_s, *repack == 1 ? "on" : "off", rss_mib, huge_mib);
-  std::printf("| model | type | size | threads | isa | test | t/s (median) | spread (min-max) |"
-              " t/s per CPU |\n");
+  std::printf(
+      "| model | type | size | threads | isa | test | t/s (median) | spread (min-max) |"
+      " t/s per CPU |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   auto row = [&](const char* test, int64_t n, const Stats& s, const std::vector<double>& cpu) {
     std::printf("| %s | %s | %.2f GiB | %d | %s | %s%lld | %.2f ± %.2f | %.2f - %.2f | %.2f |\n",
@@ -305,9 +316,10 @@ int cmd_bench_engine(int argc, char** argv) {
   if (*n_prompt > 0) row("pp", *n_prompt, pps, pp_cpu);
   if (*n_gen > 0) row("tg", *n_gen, tgs, tg_cpu);
   if (*bw_mb > 0 && *n_gen > 0) {
-    std::printf("\ngeneration reads %.2f GB of weights per token: %.1f GB/s at the median tg; "
-                "measured read bandwidth %.1f GB/s (median, %.1f-%.1f): %.0f%% of the limit\n",
-                wbytes / 1e9, tg_gbs, bws.median, bws.min, bws.max, 100 * frac);
+    std::printf(
+        "\ngeneration reads %.2f GB of weights per token: %.1f GB/s at the median tg; "
+        "measured read bandwidth %.1f GB/s (median, %.1f-%.1f): %.0f%% of the limit\n",
+        wbytes / 1e9, tg_gbs, bws.median, bws.min, bws.max, 100 * frac);
   }
   return 0;
 }

@@ -1,8 +1,8 @@
-// glmserve bench serve: serving latency at each layer, the seed study's method (docs/performance.md):
-// three fixed prompts, warm-ups, runs alternated between layers in one session, drop min and
-// max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT by turn.
-// The socket layer is a Daemon in this process over the same engine (the protocol, the socket
-// and the I/O thread are all on the path; only the process boundary is not) unless --socket
+// glmserve bench serve: serving latency at each layer, the seed study's method
+// (docs/performance.md): three fixed prompts, warm-ups, runs alternated between layers in one
+// session, drop min and max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT
+// by turn. The socket layer is a Daemon in this process over the same engine (the protocol, the
+// socket and the I/O thread are all on the path; only the process boundary is not) unless --socket
 // names an external engine.
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,12 +12,12 @@
 #include <map>
 #include <thread>
 
+#include "bench/latency_probe.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
 #include "testing/echo_engine.h"
-#include "bench/latency_probe.h"
 
 namespace glm::cli {
 namespace {
@@ -87,8 +87,8 @@ int cmd_bench_serve(int argc, char** argv) {
     return 0;
   }
   auto args = Args::parse(argc, argv,
-                          {"model", "runs", "warmup", "max-tokens", "concurrency", "turns",
-                           "http", "socket", "threads", "ctx-size", "max-batch", "echo-delay"},
+                          {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
+                           "socket", "threads", "ctx-size", "max-batch", "echo-delay"},
                           {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -100,8 +100,8 @@ int cmd_bench_serve(int argc, char** argv) {
   auto ctx = args->get_int("ctx-size", 0);
   auto max_batch = args->get_int("max-batch", 8);
   auto echo_delay = args->get_int("echo-delay", 0);
-  for (const auto* v : {&runs, &warmup, &max_tokens, &turns, &threads, &ctx, &max_batch,
-                        &echo_delay}) {
+  for (const auto* v :
+       {&runs, &warmup, &max_tokens, &turns, &threads, &ctx, &max_batch, &echo_delay}) {
     if (!v->ok()) return fail(v->status());
   }
   if (*runs < 1 || *warmup < 0 || *max_tokens < 1 || *turns < 1) {
@@ -179,7 +179,8 @@ int cmd_bench_serve(int argc, char** argv) {
   std::vector<Layer> layers = {kInProcess, kSocket};
   if (!http.empty()) layers.push_back(kHttp);
   std::vector<double> overhead_all;
-  std::printf("| prompt | layer | TTFT | TPOT | end-to-end | tokens |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| prompt | layer | TTFT | TPOT | end-to-end | tokens |\n|---|---|---|---|---|---|\n");
   for (const Prompt& p : kPrompts) {
     std::map<Layer, LayerResult> res;
     std::vector<double> overhead;
@@ -192,8 +193,8 @@ int cmd_bench_serve(int argc, char** argv) {
                                                  : bench::run_http(http, r);
         if (!s.ok()) {
           cleanup();
-          return fail(Status(s.status().code(), std::string(kLayerNames[layer]) + ": " +
-                                                    s.status().message()));
+          return fail(Status(s.status().code(),
+                             std::string(kLayerNames[layer]) + ": " + s.status().message()));
         }
         if (i < *warmup) continue;
         // A reply without text (a random model emitting only partial or special tokens) has no
@@ -217,14 +218,16 @@ int cmd_bench_serve(int argc, char** argv) {
     overhead_all.insert(overhead_all.end(), overhead.begin(), overhead.end());
   }
   const Summary ov = bench::summarize(overhead_all);
-  std::printf("\nsocket overhead (socket TTFT - in-process TTFT, paired runs): median %.3f ms, "
-              "mean %.3f ± %.3f ms\n",
-              ov.median, ov.mean, ov.stddev);
+  std::printf(
+      "\nsocket overhead (socket TTFT - in-process TTFT, paired runs): median %.3f ms, "
+      "mean %.3f ± %.3f ms\n",
+      ov.median, ov.mean, ov.stddev);
 
   // 2. Concurrency sweep through the socket: N users send the marketing prompt at once.
   if (!sweep.empty()) {
-    std::printf("\n| users | TTFT | TPOT | end-to-end | aggregate tokens/s | vs 1 user |\n"
-                "|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| users | TTFT | TPOT | end-to-end | aggregate tokens/s | vs 1 user |\n"
+        "|---|---|---|---|---|---|\n");
     double base_tps = 0;
     for (int32_t users : sweep) {
       if (users < 1) continue;
@@ -299,8 +302,9 @@ int cmd_bench_serve(int argc, char** argv) {
         prompt[t].push_back(s->prompt_tokens);
       }
     }
-    std::printf("\n| turn | prompt tokens | cached tokens | TTFT | vs turn 1 |\n"
-                "|---|---|---|---|---|\n");
+    std::printf(
+        "\n| turn | prompt tokens | cached tokens | TTFT | vs turn 1 |\n"
+        "|---|---|---|---|---|\n");
     const double first = bench::summarize(ttft[0]).mean;
     for (int t = 0; t < *turns; ++t) {
       const Summary s = bench::summarize(ttft[t]);

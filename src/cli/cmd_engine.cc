@@ -16,9 +16,9 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
-#include "testing/echo_engine.h"
 #include "daemon/unix_socket.h"
 #include "engine/engine.h"
+#include "testing/echo_engine.h"
 
 namespace glm::cli {
 namespace {
@@ -68,11 +68,11 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
-                           "max-queue", "drain-timeout", "max-line", "max-connections",
-                           "log-level", "echo-delay"},
-                          {"echo"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(
+      argc, argv,
+      {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch", "max-queue",
+       "drain-timeout", "max-line", "max-connections", "log-level", "echo-delay"},
+      {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -109,10 +109,14 @@ int cmd_engine(int argc, char** argv) {
   int64_t drain_s = 30, max_line = static_cast<int64_t>(dopts.max_line_bytes);
   int64_t max_conn = dopts.max_connections, echo_delay = 0;
   const IntFlag flags[] = {
-      {"threads", 0, 1024, &threads},         {"ctx-size", 0, 1 << 22, &ctx},
-      {"max-batch", 1, 1024, &max_batch},     {"max-queue", 0, 1 << 20, &max_queue},
-      {"drain-timeout", 0, 86400, &drain_s},  {"max-line", 1024, 1 << 30, &max_line},
-      {"max-connections", 1, 1 << 20, &max_conn}, {"echo-delay", 0, 60000, &echo_delay},
+      {"threads", 0, 1024, &threads},
+      {"ctx-size", 0, 1 << 22, &ctx},
+      {"max-batch", 1, 1024, &max_batch},
+      {"max-queue", 0, 1 << 20, &max_queue},
+      {"drain-timeout", 0, 86400, &drain_s},
+      {"max-line", 1024, 1 << 30, &max_line},
+      {"max-connections", 1, 1 << 20, &max_conn},
+      {"echo-delay", 0, 60000, &echo_delay},
   };
   for (const IntFlag& f : flags) {
     auto v = args->get_int(f.name, *f.out);
@@ -159,9 +163,9 @@ int cmd_engine(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       auto e = engine::load_engine(eopts);
       if (e.ok()) {
-        GLM_LOG_INFO("engine: model loaded in %.0f ms",
-                     std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - t0).count());
+        GLM_LOG_INFO("engine: model loaded in %.0f ms", std::chrono::duration<double, std::milli>(
+                                                            std::chrono::steady_clock::now() - t0)
+                                                            .count());
         d.set_engine(std::move(e).value());
       } else {
         if (e.status().code() == ErrorCode::kOutOfMemory) {

@@ -13,10 +13,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
-#include "serve/supervisor.h"
 #include "daemon/unix_socket.h"
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
+#include "serve/supervisor.h"
 
 namespace glm::cli {
 namespace {
@@ -34,9 +34,9 @@ constexpr const char* kUsage =
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
-const char* const kEngineFlags[] = {"threads",  "ctx-size",       "max-batch",       "max-queue",
-                                    "socket-mode", "drain-timeout", "max-line",
-                                    "max-connections", "log-level", "echo-delay"};
+const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",
+                                    "socket-mode", "drain-timeout", "max-line",  "max-connections",
+                                    "log-level",   "echo-delay"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not
@@ -138,9 +138,10 @@ int cmd_serve(int argc, char** argv) {
   }
   std::vector<serve::ChildSpec> children = {engine};
   if (!args->has("no-web")) {
-    serve::ChildSpec web{"web", self,
-                          {"glmserve", "web", "--engine", socket, "--port",
-                           std::to_string(*port), "--host", host}};
+    serve::ChildSpec web{
+        "web",
+        self,
+        {"glmserve", "web", "--engine", socket, "--port", std::to_string(*port), "--host", host}};
     for (const char* f : kWebFlags) {
       if (args->has(f)) {
         web.argv.push_back(std::string("--") + f);

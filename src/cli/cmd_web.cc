@@ -53,9 +53,8 @@ int cmd_web(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"engine", "port", "host", "db", "api-key", "cors", "max-body",
-                           "threads"});
+  auto args = Args::parse(
+      argc, argv, {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads"});
   if (!args.ok()) return fail(args.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());

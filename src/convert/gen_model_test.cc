@@ -39,7 +39,8 @@ int64_t get_int(const gguf::File& f, const std::string& key) {
   return v.ok() ? *v : -1;
 }
 
-// The file's metadata and tensors against the GGUF layout (docs/models.md) for the preset's hyperparameters.
+// The file's metadata and tensors against the GGUF layout (docs/models.md) for the preset's
+// hyperparameters.
 void check_layout(const gguf::File& f, Arch arch, const Hparams& hp, DType type) {
   const std::string a = gguf_arch(arch);
   EXPECT_EQ(*f.get_string("general.architecture"), a);

@@ -3,8 +3,8 @@
 // file in llama.cpp's `chatglm` layout. Weights: *.safetensors (single, or sharded with
 // model.safetensors.index.json) when the directory has them, else PyTorch pytorch_model*.bin
 // (single, or with pytorch_model.bin.index.json; read by torch_zip.h, no code is ever run)
-// (docs/models.md). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}: no
-// transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
+// (docs/models.md). HF Linear weights are [out, in] row-major, which is exactly ggml's {in, out}:
+// no transposition. Tensor order, metadata and types are the ones gen-model writes (model_spec.h),
 // so a checkpoint holding gen-model's weights converts to the same bytes.
 // Streams tensor by tensor from the mapped weight files. Reentrant.
 #pragma once

@@ -1,8 +1,8 @@
 // What a model file holds, independent of where the weights come from: hyperparameters, presets
 // for generated models, the tensor plan (names, shapes, types, in file order) of llama.cpp's
-// `chatglm` and `llama` layouts (docs/models.md), the weight-type policy shared by gen-model, quantize
-// and convert, and the architecture metadata keys.
-// Pure functions and value types; thread-safe.
+// `chatglm` and `llama` layouts (docs/models.md), the weight-type policy shared by gen-model,
+// quantize and convert, and the architecture metadata keys. Pure functions and value types;
+// thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,9 @@ TEST(SyntheticVocab, EveryTokenTextIsUniqueAtFullSize) {
   const struct {
     Arch arch;
     int64_t n_vocab;
-  } cases[] = {{Arch::kChatGLM3, 65024}, {Arch::kChatGLM2, 65024}, {Arch::kGLM4, 151552},
+  } cases[] = {{Arch::kChatGLM3, 65024},
+               {Arch::kChatGLM2, 65024},
+               {Arch::kGLM4, 151552},
                {Arch::kLlama, 32000}};
   for (const auto& c : cases) {
     auto v = synthetic_vocab(c.arch, c.n_vocab);

@@ -124,7 +124,7 @@ namespace {
 TEST(Json, LimitsApplyBeforeParsing) {
   EXPECT_EQ(json_nesting_depth(R"({"a":[1,{"b":2}]})", 64), 3);
   EXPECT_EQ(json_nesting_depth(R"({"a":"[[[[{{{{"})", 64), 1);  // brackets in strings
-  EXPECT_EQ(json_nesting_depth(R"({"a":"\"[[["})", 64), 1);    // escaped quote
+  EXPECT_EQ(json_nesting_depth(R"({"a":"\"[[["})", 64), 1);     // escaped quote
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   auto r = parse_json(deep, "the body");
   ASSERT_FALSE(r.ok());

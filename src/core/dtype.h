@@ -31,15 +31,15 @@ enum class DType : uint32_t {
   kBF16 = 30,
 };
 
-constexpr int kQK = 32;    // block size of the legacy quants (Q4_0 ... Q8_1)
-constexpr int kQK_K = 256; // super-block size of the k-quants
+constexpr int kQK = 32;     // block size of the legacy quants (Q4_0 ... Q8_1)
+constexpr int kQK_K = 256;  // super-block size of the k-quants
 
 struct DTypeInfo {
   DType type;
-  const char* name;     // "q4_0", as in GGUF tools
-  int block_size;       // elements per block
-  size_t type_size;     // bytes per block
-  bool supported;       // glmserve can compute with it
+  const char* name;  // "q4_0", as in GGUF tools
+  int block_size;    // elements per block
+  size_t type_size;  // bytes per block
+  bool supported;    // glmserve can compute with it
 };
 
 // nullptr for a type id glmserve does not know (e.g. a newer ggml type).

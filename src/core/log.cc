@@ -34,8 +34,11 @@ bool parse_log_level(const char* name, LogLevel* out) {
   static const struct {
     const char* name;
     LogLevel level;
-  } kNames[] = {{"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warn", LogLevel::kWarn},
-                {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+  } kNames[] = {{"debug", LogLevel::kDebug},
+                {"info", LogLevel::kInfo},
+                {"warn", LogLevel::kWarn},
+                {"error", LogLevel::kError},
+                {"off", LogLevel::kOff}};
   for (const auto& n : kNames) {
     if (std::strcmp(name, n.name) == 0) {
       *out = n.level;
@@ -52,7 +55,7 @@ void log_message(LogLevel level, const char* fmt, ...) {
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
   const int ms = static_cast<int>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm {};
+  std::tm tm{};
   gmtime_r(&secs, &tm);
   static const char kLetters[] = "DIWE";
   int n = std::snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %c ",

@@ -50,7 +50,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return Status(ErrorCode::kInvalidArgument, std::move(m)); }
+inline Status invalid_argument(std::string m) {
+  return Status(ErrorCode::kInvalidArgument, std::move(m));
+}
 inline Status bad_file(std::string m) { return Status(ErrorCode::kBadFile, std::move(m)); }
 inline Status not_found(std::string m) { return Status(ErrorCode::kNotFound, std::move(m)); }
 inline Status unsupported(std::string m) { return Status(ErrorCode::kUnsupported, std::move(m)); }
@@ -59,8 +61,8 @@ inline Status unsupported(std::string m) { return Status(ErrorCode::kUnsupported
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}                // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {}        // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
@@ -78,8 +80,8 @@ class [[nodiscard]] StatusOr {
 }  // namespace glm
 
 // Returns early from the enclosing function if `expr` yields a non-ok Status.
-#define GLM_RETURN_IF_ERROR(expr)        \
-  do {                                   \
-    ::glm::Status glm_status_ = (expr);  \
+#define GLM_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::glm::Status glm_status_ = (expr);        \
     if (!glm_status_.ok()) return glm_status_; \
   } while (0)

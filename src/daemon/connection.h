@@ -34,9 +34,9 @@ class Connection {
   int fd() const { return fd_; }
   uint64_t serial() const { return serial_; }
 
-  protocol::LineBuffer in;             // I/O thread
+  protocol::LineBuffer in;               // I/O thread
   std::atomic<bool> read_closed{false};  // the client shut down its side (set by I/O thread)
-  std::set<std::string> requests;      // client ids in flight; daemon mutex
+  std::set<std::string> requests;        // client ids in flight; daemon mutex
 
  private:
   bool write_locked(const char* data, size_t size);  // mu_ held
@@ -45,9 +45,9 @@ class Connection {
   const uint64_t serial_;
   const size_t max_pending_bytes_;
   mutable std::mutex mu_;
-  std::string pending_;   // unsent bytes; mu_
-  bool closed_ = false;   // mu_
-  bool broken_ = false;   // mu_: write error or overflow
+  std::string pending_;  // unsent bytes; mu_
+  bool closed_ = false;  // mu_
+  bool broken_ = false;  // mu_: write error or overflow
 };
 
 }  // namespace glm::daemon

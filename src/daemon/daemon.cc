@@ -230,9 +230,10 @@ void Daemon::accept_all() {
                                              options_.max_pending_bytes);
     if (n_connections_.load() >= options_.max_connections) {
       conn->send_line(protocol::serialize_event(protocol::error_event(
-          "", Status(ErrorCode::kQueueFull,
-                     "too many connections (" + std::to_string(options_.max_connections) +
-                         "); retry shortly"),
+          "",
+          Status(ErrorCode::kQueueFull, "too many connections (" +
+                                            std::to_string(options_.max_connections) +
+                                            "); retry shortly"),
           options_.retry_after_ms)));
       conn->close();
       continue;
@@ -265,9 +266,9 @@ void Daemon::on_readable(const std::shared_ptr<Connection>& conn) {
         if (next == protocol::LineBuffer::Next::kNone) break;
         if (next == protocol::LineBuffer::Next::kOverlong) {
           conn->send_line(protocol::serialize_event(protocol::error_event(
-              "", invalid_argument("request line exceeds " +
-                                   std::to_string(options_.max_line_bytes) +
-                                   " bytes (shorten the history or raise --max-line)"))));
+              "",
+              invalid_argument("request line exceeds " + std::to_string(options_.max_line_bytes) +
+                               " bytes (shorten the history or raise --max-line)"))));
           continue;
         }
         if (line.empty()) continue;  // blank lines are keep-alives
@@ -308,11 +309,12 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
     case protocol::RequestType::kTokenize: {
       engine::Engine* e = engine();
       if (e == nullptr) {
-        conn->send_line(protocol::serialize_event(protocol::error_event(
-            request->id,
-            Status(ErrorCode::kUnavailable, "the model is still loading; retry when health "
-                                            "says ready"),
-            options_.retry_after_ms)));
+        conn->send_line(protocol::serialize_event(
+            protocol::error_event(request->id,
+                                  Status(ErrorCode::kUnavailable,
+                                         "the model is still loading; retry when health "
+                                         "says ready"),
+                                  options_.retry_after_ms)));
         return;
       }
       protocol::Event ev;
@@ -331,12 +333,10 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
   }
 }
 
-void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
-                             protocol::Request request) {
+void Daemon::handle_generate(const std::shared_ptr<Connection>& conn, protocol::Request request) {
   const std::string client_id = request.id;
   auto refuse = [&](const Status& status, int retry_ms) {
-    conn->send_line(
-        protocol::serialize_event(protocol::error_event(client_id, status, retry_ms)));
+    conn->send_line(protocol::serialize_event(protocol::error_event(client_id, status, retry_ms)));
   };
   if (stop_requested_.load()) {
     refuse(Status(ErrorCode::kUnavailable,
@@ -346,9 +346,9 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
   }
   engine::Engine* e = engine();
   if (e == nullptr) {
-    refuse(Status(ErrorCode::kUnavailable,
-                  "the model is still loading; retry when health says ready"),
-           options_.retry_after_ms);
+    refuse(
+        Status(ErrorCode::kUnavailable, "the model is still loading; retry when health says ready"),
+        options_.retry_after_ms);
     return;
   }
   // Ids are unique per engine, not per connection: a cancel by id then names exactly one
@@ -378,12 +378,12 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
       conn->requests.erase(client_id);
     }
     if (final && ev.type == engine::EventType::kDone) {
-      GLM_LOG_INFO("engine: %s %s: %d prompt (%d cached) + %d tokens, queue %.1f ms, "
-                   "ttft %.1f ms, tpot %.1f ms, total %.1f ms",
-                   client_id.c_str(), generation::finish_reason_name(ev.finish_reason),
-                   ev.usage.prompt_tokens, ev.usage.cached_tokens, ev.usage.completion_tokens,
-                   ev.timings.queue_ms,
-                   ev.timings.ttft_ms, ev.timings.tpot_ms, ev.timings.total_ms);
+      GLM_LOG_INFO(
+          "engine: %s %s: %d prompt (%d cached) + %d tokens, queue %.1f ms, "
+          "ttft %.1f ms, tpot %.1f ms, total %.1f ms",
+          client_id.c_str(), generation::finish_reason_name(ev.finish_reason),
+          ev.usage.prompt_tokens, ev.usage.cached_tokens, ev.usage.completion_tokens,
+          ev.timings.queue_ms, ev.timings.ttft_ms, ev.timings.tpot_ms, ev.timings.total_ms);
     } else if (final) {
       GLM_LOG_WARN("engine: %s failed: %s", client_id.c_str(), ev.error.to_string().c_str());
     }

@@ -44,10 +44,10 @@ struct DaemonOptions {
   std::string socket_path;
   mode_t socket_mode = 0600;
   size_t max_line_bytes = 1 << 20;
-  int max_connections = 1024;          // more are answered "busy" and closed
-  size_t max_pending_bytes = 16 << 20; // unsent events per connection before it is dropped
+  int max_connections = 1024;           // more are answered "busy" and closed
+  size_t max_pending_bytes = 16 << 20;  // unsent events per connection before it is dropped
   std::chrono::milliseconds drain_timeout{30000};
-  int retry_after_ms = 1000;           // hint sent with busy / unavailable errors
+  int retry_after_ms = 1000;  // hint sent with busy / unavailable errors
 };
 
 class Connection;

@@ -447,7 +447,8 @@ TEST_F(DaemonTest, ClientThatStopsReadingIsDropped) {
   start(echo);
   TestClient slow(options_.socket_path);
   // A reply far larger than the socket buffers plus the pending limit, never read.
-  ASSERT_TRUE(slow.send(chat("flood", std::string(500000, 'f'), R"(,"params":{"max_tokens":1000000})")));
+  ASSERT_TRUE(
+      slow.send(chat("flood", std::string(500000, 'f'), R"(,"params":{"max_tokens":1000000})")));
   EXPECT_EQ(recorder_->wait_ending("flood", 30000), "cancelled");
   TestClient c(options_.socket_path);
   ASSERT_TRUE(c.send(chat("ok", "still here")));

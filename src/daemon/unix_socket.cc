@@ -56,7 +56,8 @@ StatusOr<int> listen_unix(const std::string& path, mode_t mode, int backlog) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return invalid_argument("'" + path + "' exists and is not a socket (remove it or choose "
+      return invalid_argument("'" + path +
+                              "' exists and is not a socket (remove it or choose "
                               "another --socket)");
     }
     auto probe = connect_unix(path);
@@ -79,8 +80,8 @@ StatusOr<int> listen_unix(const std::string& path, mode_t mode, int backlog) {
   ::umask(old_umask);
   if (rc != 0) {
     ::close(fd);
-    return Status(ErrorCode::kUnavailable, "cannot bind '" + path + "': " +
-                                               std::strerror(bind_errno) +
+    return Status(ErrorCode::kUnavailable, "cannot bind '" + path +
+                                               "': " + std::strerror(bind_errno) +
                                                " (does the directory exist and is it writable?)");
   }
   if (::chmod(path.c_str(), mode) != 0 || ::listen(fd, backlog) != 0) {
@@ -101,9 +102,8 @@ StatusOr<int> connect_unix(const std::string& path) {
     const std::string err = errno_text();
     ::close(fd);
     return Status(ErrorCode::kUnavailable, "cannot connect to the engine at '" + path +
-                                               "': " + err +
-                                               " (is `glmserve engine --socket " + path +
-                                               "` running?)");
+                                               "': " + err + " (is `glmserve engine --socket " +
+                                               path + "` running?)");
   }
   return fd;
 }

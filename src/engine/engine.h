@@ -31,7 +31,6 @@ using generation::Stats;
 using generation::Timings;
 using generation::Usage;
 
-
 struct Request {
   std::string id;                      // unique among the requests in flight
   std::string conversation;            // optional: KV reuse across the turns of one conversation
@@ -41,24 +40,21 @@ struct Request {
   SamplingParams params;
 };
 
-
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
 
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
-  int queue_position = 0;     // kQueued
-  Usage usage;                // kStart: prompt and cached tokens; kDone: all three
-  std::string text;           // kToken: whole UTF-8 characters; kNotice: message
-  int dropped_messages = 0;   // kNotice: oldest messages dropped to fit the context
+  int queue_position = 0;    // kQueued
+  Usage usage;               // kStart: prompt and cached tokens; kDone: all three
+  std::string text;          // kToken: whole UTF-8 characters; kNotice: message
+  int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
   FinishReason finish_reason = FinishReason::kStop;  // kDone
-  Timings timings;            // kDone
-  Status error;               // kError
+  Timings timings;                                   // kDone
+  Status error;                                      // kError
 };
 
 using EventSink = std::function<void(const Event&)>;
-
-
 
 struct Options {
   std::string model_path;

@@ -3,7 +3,8 @@
 //      length; turn N+1 should prefill only its new message (KV reuse), so TTFT stays flat;
 //   2. concurrency: aggregate generated tokens/s with 4 simultaneous users vs 1 user.
 // Usage: engine_bench MODEL.gguf [threads=2] [repeats=3]
-// Prints medians and the ratios side by side (one run; ratios are what matter, docs/performance.md).
+// Prints medians and the ratios side by side (one run; ratios are what matter,
+// docs/performance.md).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>

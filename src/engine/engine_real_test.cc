@@ -105,7 +105,8 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
     if (turn > 0) {
       EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
     }
-    fed = d.usage.prompt_tokens + d.usage.completion_tokens - (d.finish_reason == FinishReason::kLength ? 1 : 0);
+    fed = d.usage.prompt_tokens + d.usage.completion_tokens -
+          (d.finish_reason == FinishReason::kLength ? 1 : 0);
     m.push_back({"assistant", r.text[id]});
     m.push_back({"user", "and then? " + std::to_string(turn)});
   }

@@ -324,7 +324,8 @@ TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
     EXPECT_EQ(c.text(id), text_of(gen)) << id;
     // Next turn: everything fed so far is cached (a length finish leaves the last token unfed).
     context.insert(context.end(), gen.begin(), gen.end());
-    expect_cached = static_cast<int>(context.size()) - (done.finish_reason == FinishReason::kLength ? 1 : 0);
+    expect_cached =
+        static_cast<int>(context.size()) - (done.finish_reason == FinishReason::kLength ? 1 : 0);
     m.push_back(assistant(c.text(id)));
     m.push_back(user("question " + std::to_string(turn + 2)));
     auto tail = tmpl.render({m.end()[-1]}).value();  // <|user|> text <|assistant|>

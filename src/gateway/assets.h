@@ -12,8 +12,8 @@ struct Asset {
   std::string_view path;          // "/", "/app.js", "/app.css", ...
   std::string_view content_type;  // "text/javascript; charset=utf-8"
   std::string_view body;
-  std::string_view gzip;          // empty if no .gz beside the file
-  std::string_view etag;          // "\"<md5>\""
+  std::string_view gzip;  // empty if no .gz beside the file
+  std::string_view etag;  // "\"<md5>\""
 };
 
 // nullptr if no asset has this path.

@@ -23,8 +23,8 @@ const nlohmann::json* BodyReader::field(const char* name) {
 }
 
 void BodyReader::type_error(const char* name, const char* expected, const nlohmann::json& got) {
-  status_ = invalid_argument(std::string(name) + ": expected " + expected + ", got " +
-                             got.type_name());
+  status_ =
+      invalid_argument(std::string(name) + ": expected " + expected + ", got " + got.type_name());
 }
 
 std::optional<std::string> BodyReader::string(const char* name) {

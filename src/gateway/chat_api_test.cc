@@ -82,7 +82,8 @@ TEST(GatewayChat, StopKeepsThePartialAnswer) {
   TestGateway t("chat2");
   const std::string id = create_conversation(t);
   RawHttp raw(t.port());
-  raw.send_request("POST", "/api/conversations/" + id + "/chat", json{{"content", "[slow]"}}.dump());
+  raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                   json{{"content", "[slow]"}}.dump());
   ASSERT_TRUE(raw.read_until("w2 ", 5000)) << raw.received();
   const size_t start = raw.received().find("\"request_id\":\"");
   ASSERT_NE(start, std::string::npos);

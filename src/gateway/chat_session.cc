@@ -64,8 +64,12 @@ json conversation_json(const Conversation& c) {
 }
 
 json message_json(const StoredMessage& m) {
-  return {{"id", m.id},         {"role", m.role},     {"content", m.content},
-          {"status", m.status}, {"error", m.error},   {"meta", parse_or_empty(m.meta_json)},
+  return {{"id", m.id},
+          {"role", m.role},
+          {"content", m.content},
+          {"status", m.status},
+          {"error", m.error},
+          {"meta", parse_or_empty(m.meta_json)},
           {"created_ms", m.created_ms}};
 }
 
@@ -159,7 +163,8 @@ json ChatSession::start_payload() const {
 }
 
 json ChatSession::error_payload(const Status& status) const {
-  return {{"type", "error"}, {"code", error_code_name(status.code())}, {"message", status.message()}};
+  return {
+      {"type", "error"}, {"code", error_code_name(status.code())}, {"message", status.message()}};
 }
 
 std::optional<json> ChatSession::on_event(const protocol::Event& e) {
@@ -187,9 +192,8 @@ std::optional<json> ChatSession::on_event(const protocol::Event& e) {
     case protocol::EventType::kNotice:
       meta_["notice"] = e.message;
       meta_["dropped_messages"] = e.dropped_messages;
-      return json{{"type", "notice"},
-                  {"message", e.message},
-                  {"dropped_messages", e.dropped_messages}};
+      return json{
+          {"type", "notice"}, {"message", e.message}, {"dropped_messages", e.dropped_messages}};
     default:
       return std::nullopt;
   }
@@ -209,7 +213,8 @@ std::optional<json> ChatSession::finish(const RelayResult& r) {
     meta_["prefill_ms"] = r.timings.prefill_ms;
     if (r.timings.tpot_ms > 0) meta_["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
   }
-  if (Status st = store_->update_message(answer_id_, r.text, status, r.error.message(), dump(meta_));
+  if (Status st =
+          store_->update_message(answer_id_, r.text, status, r.error.message(), dump(meta_));
       st.code() == ErrorCode::kNotFound) {
     GLM_LOG_INFO("chat %s: deleted while answering; the answer is dropped", conv_.id.c_str());
   } else if (!st.ok()) {

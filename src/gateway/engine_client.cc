@@ -61,8 +61,8 @@ StatusOr<std::optional<protocol::Event>> EngineStream::next(int timeout_ms) {
     }
     int wait_ms = -1;
     if (timeout_ms >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                              Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       wait_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     pollfd pfd{fd_, POLLIN, 0};

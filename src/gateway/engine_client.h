@@ -45,7 +45,7 @@ class EngineStream {
  private:
   int fd_;
   std::string id_;
-  std::string buffer_;      // bytes read but not yet returned as lines
+  std::string buffer_;  // bytes read but not yet returned as lines
   mutable std::mutex write_mutex_;
   bool cancel_sent_ = false;  // guarded by write_mutex_
 };

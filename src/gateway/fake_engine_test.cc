@@ -189,8 +189,8 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
     return conn->write_line(protocol::serialize_event(e));
   };
   if (has("[busy]")) {
-    send(protocol::error_event(req.id, Status(ErrorCode::kQueueFull,
-                                              "the engine is busy; retry in a moment"), 500));
+    send(protocol::error_event(
+        req.id, Status(ErrorCode::kQueueFull, "the engine is busy; retry in a moment"), 500));
     return;
   }
   protocol::Event q;
@@ -206,8 +206,9 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
     for (int i = 0; i < 200; ++i) pieces.push_back("w" + std::to_string(i) + " ");
     delay_ms = 20;
   } else if (has("[xss]")) {
-    pieces = {"Look: ", "<script>", "window.__pwned=1", "</script>", " and ",
-              "<img src=x onerror=\"window.__pwned=2\">", " end"};
+    pieces = {"Look: ",    "<script>", "window.__pwned=1",
+              "</script>", " and ",    "<img src=x onerror=\"window.__pwned=2\">",
+              " end"};
   } else if (has("[zh]")) {
     pieces = {"你好", "，", "世界", "！"};
   } else {

@@ -323,8 +323,7 @@ int Gateway::inflight() const {
   return static_cast<int>(inflight_.size());
 }
 
-StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(
-    const protocol::Request& request) {
+StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request) {
   auto stream = engine_.start(request);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());
@@ -368,9 +367,9 @@ StatusOr<int> Gateway::bind() {
     port = 0;
   }
   if (port == 0) {
-    return Status(ErrorCode::kUnavailable,
-                  "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                      " (is the port in use? pick another with --port)");
+    return Status(ErrorCode::kUnavailable, "cannot listen on " + options_.host + ":" +
+                                               std::to_string(options_.port) +
+                                               " (is the port in use? pick another with --port)");
   }
   return port;
 }

@@ -33,15 +33,15 @@ namespace glm::gateway {
 
 struct GatewayOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                // 0 = any free port (tests)
-  std::string engine_socket;      // required
-  std::string db_path;            // required (":memory:" for tests)
-  std::string api_key;            // empty = no auth; else "Authorization: Bearer <key>"
-  std::string cors_origin;        // empty = CORS off; "*" or one origin for /v1 and /health
+  int port = 8080;            // 0 = any free port (tests)
+  std::string engine_socket;  // required
+  std::string db_path;        // required (":memory:" for tests)
+  std::string api_key;        // empty = no auth; else "Authorization: Bearer <key>"
+  std::string cors_origin;    // empty = CORS off; "*" or one origin for /v1 and /health
   size_t max_body_bytes = 1 << 20;
-  int threads = 64;               // concurrent HTTP requests (each stream holds one)
-  int read_timeout_s = 30;        // a client must send its request within this
-  int write_timeout_s = 30;       // a client that stops reading is dropped after this
+  int threads = 64;          // concurrent HTTP requests (each stream holds one)
+  int read_timeout_s = 30;   // a client must send its request within this
+  int write_timeout_s = 30;  // a client that stops reading is dropped after this
   RelayOptions relay;
 };
 

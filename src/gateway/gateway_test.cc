@@ -1,6 +1,8 @@
 // The gateway over HTTP against the scripted FakeEngine: OpenAI shapes (streaming and not),
 // errors, auth, limits, CORS, security headers, health, metrics, and disconnect -> cancel.
 // The page's conversation API is in chat_api_test.cc.
+#include "gateway/gateway.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <thread>
 
 #include "gateway/fake_engine.h"
-#include "gateway/gateway.h"
 #include "gateway/http_test_util.h"
 
 namespace glm::gateway::testing {
@@ -185,8 +186,7 @@ TEST(GatewayHttp, SecurityHeaders) {
   TestGateway t("sec");
   for (const char* path : {"/", "/health", "/v1/models"}) {
     auto r = t.get(path);
-    EXPECT_NE(r.header("Content-Security-Policy").find("frame-ancestors 'none'"),
-              std::string::npos)
+    EXPECT_NE(r.header("Content-Security-Policy").find("frame-ancestors 'none'"), std::string::npos)
         << path;
     EXPECT_NE(r.header("Content-Security-Policy").find("script-src 'self'"), std::string::npos);
     EXPECT_EQ(r.header("Content-Security-Policy").find("unsafe-inline"), std::string::npos);
@@ -209,8 +209,9 @@ TEST(GatewayHttp, CorsOffUnlessConfigured) {
   GatewayOptions o;
   o.cors_origin = "http://app.example";
   TestGateway t("cors1", o);
-  auto pre = t.request("OPTIONS", kChat, "", {{"Origin", "http://app.example"},
-                                              {"Access-Control-Request-Method", "POST"}});
+  auto pre =
+      t.request("OPTIONS", kChat, "",
+                {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"}});
   EXPECT_EQ(pre.status, 204);
   EXPECT_EQ(pre.header("Access-Control-Allow-Origin"), "http://app.example");
   auto other = t.get("/v1/models", {{"Origin", "http://other.example"}});

@@ -2,11 +2,10 @@
 // 100,000 nested brackets (this crashed `glmserve web` once: nlohmann's parser recurses per
 // level), wrong field types and non-objects, and answers 400 while the gateway keeps serving.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -73,8 +72,8 @@ TEST(HostileBody, WrongTypesAreRefusedByName) {
       t.post("/api/conversations/" + id + "/chat", R"({"content":"hi","params":{"top_p":7}})");
   EXPECT_EQ(bad_params.status, 400);
   EXPECT_NE(bad_params.body.find("params.top_p"), std::string::npos) << bad_params.body;
-  auto edit = t.post("/api/conversations/" + id + "/chat",
-                     R"({"content":"hi","edit_message_id":"3"})");
+  auto edit =
+      t.post("/api/conversations/" + id + "/chat", R"({"content":"hi","edit_message_id":"3"})");
   EXPECT_EQ(edit.status, 400);
   EXPECT_NE(edit.body.find("edit_message_id: expected an integer"), std::string::npos);
   // Nothing was stored by the refused turns.
@@ -95,8 +94,8 @@ const char* kChat = R"({"messages":[{"role":"user","content":"hi"}]})";
 TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   TestGateway t("ctype");
   // A cross-site page can POST text/plain or a form without a preflight: refused.
-  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
-                           "multipart/form-data; boundary=x", ""}) {
+  for (const char* type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""}) {
     auto r = t.post("/v1/chat/completions", kChat, {}, type);
     EXPECT_EQ(r.status, 415) << "Content-Type '" << type << "': " << r.body;
     EXPECT_EQ(t.post("/api/conversations", "{}", {}, type).status, 415) << type;
@@ -110,8 +109,8 @@ TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
 
 TEST(HostileRequest, BusyAndUnavailableSayWhenToRetry) {
   TestGateway t("retry");
-  auto busy = t.post("/v1/chat/completions",
-                     R"({"messages":[{"role":"user","content":"[busy] now"}]})");
+  auto busy =
+      t.post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"[busy] now"}]})");
   EXPECT_EQ(busy.status, 429) << busy.body;
   EXPECT_EQ(busy.header("Retry-After"), "1");
   EXPECT_EQ(busy.header("retry-after-ms"), "1000");
@@ -146,11 +145,9 @@ TEST(HostileRequest, DatabaseFileIsPrivate) {
 
 TEST(HostileRequest, DeletingAConversationCancelsItsGeneration) {
   TestGateway t("delconv");
-  const std::string id =
-      nlohmann::json::parse(t.post("/api/conversations", "{}").body)["id"];
-  std::thread chat([&] {
-    t.post("/api/conversations/" + id + "/chat", R"({"content":"[slow] go"})");
-  });
+  const std::string id = nlohmann::json::parse(t.post("/api/conversations", "{}").body)["id"];
+  std::thread chat(
+      [&] { t.post("/api/conversations/" + id + "/chat", R"({"content":"[slow] go"})"); });
   // Wait for the engine to get the request, then delete the conversation.
   std::string request_id;
   for (int i = 0; i < 500 && request_id.empty(); ++i) {

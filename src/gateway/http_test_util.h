@@ -121,8 +121,8 @@ class RawHttp {
     size_t pos = head.find("\r\n");
     while (pos != std::string::npos && pos < head.size()) {
       const size_t next = head.find("\r\n", pos + 2);
-      const std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos
-                                                                              : next - pos - 2);
+      const std::string line =
+          head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
       const size_t colon = line.find(':');
       if (colon != std::string::npos) {
         std::string k = line.substr(0, colon);

@@ -8,8 +8,7 @@ namespace {
 // Latency buckets from 1 ms to 2 min: covers a cached-prefix TTFT on a fast machine and a 6B
 // model's multi-minute answers on 2 cores.
 std::vector<double> latency_buckets() {
-  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-          1,     2.5,    5,     10,   30,    60,   120};
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 }
 
 std::string fmt_double(double v) {
@@ -50,8 +49,8 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    *out += name + "_bucket{le=\"" + fmt_double(bounds_[i]) + "\"} " +
-            std::to_string(cumulative) + "\n";
+    *out += name + "_bucket{le=\"" + fmt_double(bounds_[i]) + "\"} " + std::to_string(cumulative) +
+            "\n";
   }
   cumulative += counts_.back();
   *out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
@@ -105,11 +104,9 @@ std::string Metrics::render() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   ttft_.render("glmserve_ttft_seconds", "Engine time to first token.", &out);
-  tpot_.render("glmserve_tpot_seconds", "Engine mean time per output token after the first.",
-               &out);
+  tpot_.render("glmserve_tpot_seconds", "Engine mean time per output token after the first.", &out);
   queue_.render("glmserve_queue_seconds", "Time requests waited in the engine queue.", &out);
-  e2e_.render("glmserve_e2e_seconds", "Gateway end-to-end latency of generation requests.",
-              &out);
+  e2e_.render("glmserve_e2e_seconds", "Gateway end-to-end latency of generation requests.", &out);
   gateway_ttft_.render("glmserve_gateway_ttft_seconds",
                        "Gateway: request received to first token written to the client.", &out);
   out +=
@@ -123,8 +120,8 @@ std::string Metrics::render() const {
       "# HELP glmserve_errors_total Errors answered to clients, by error code.\n"
       "# TYPE glmserve_errors_total counter\n";
   for (const auto& [code, count] : errors_) {
-    out += "glmserve_errors_total{code=\"" + escape_label(code) + "\"} " +
-           std::to_string(count) + "\n";
+    out += "glmserve_errors_total{code=\"" + escape_label(code) + "\"} " + std::to_string(count) +
+           "\n";
   }
   auto counter = [&out](const char* name, const char* help, uint64_t v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
@@ -135,9 +132,10 @@ std::string Metrics::render() const {
           cached_tokens_);
   counter("glmserve_completion_tokens_total", "Generated tokens.", completion_tokens_);
   counter("glmserve_http_requests_total", "HTTP requests received.", http_requests_);
-  out += "# HELP glmserve_inflight_requests Generation requests in progress.\n"
-         "# TYPE glmserve_inflight_requests gauge\nglmserve_inflight_requests " +
-         std::to_string(inflight_) + "\n";
+  out +=
+      "# HELP glmserve_inflight_requests Generation requests in progress.\n"
+      "# TYPE glmserve_inflight_requests gauge\nglmserve_inflight_requests " +
+      std::to_string(inflight_) + "\n";
   return out;
 }
 

@@ -45,7 +45,7 @@ class Metrics {
 
   // One finished generation (any route). Times in milliseconds; negative = not measured.
   struct Generation {
-    std::string route;           // "openai", "chat"
+    std::string route;  // "openai", "chat"
     Outcome outcome = Outcome::kError;
     int prompt_tokens = 0;
     int cached_tokens = 0;

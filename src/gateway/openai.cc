@@ -1,9 +1,9 @@
 #include "gateway/openai.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/json.h"
 #include "protocol/sampling_json.h"
-
-#include <nlohmann/json.hpp>
 
 namespace glm::gateway {
 namespace {
@@ -23,8 +23,7 @@ StatusOr<std::string> read_content(const json& content, size_t index) {
   std::string text;
   for (const json& part : content) {
     if (!part.is_object() || part.find("type") == part.end() || part["type"] != "text" ||
-        !part.contains("text") ||
-        !part["text"].is_string()) {
+        !part.contains("text") || !part["text"].is_string()) {
       return bad(where + ": only {\"type\":\"text\",\"text\":...} parts are supported");
     }
     text += part["text"].get<std::string>();
@@ -125,20 +124,17 @@ std::string openai_finish_reason(Outcome outcome) {
   return outcome == Outcome::kLength ? "length" : "stop";
 }
 
-std::string completion_chunk_json(const std::string& id, int64_t created,
-                                  const std::string& model, const std::string* content,
-                                  bool role, const std::string& finish_reason) {
+std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                  const std::string* content, bool role,
+                                  const std::string& finish_reason) {
   json delta = json::object();
   if (role) delta["role"] = "assistant";
   if (content) delta["content"] = *content;
   json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
   choice["finish_reason"] = finish_reason.empty() ? json() : json(finish_reason);
-  json j = {{"id", id},
-            {"object", "chat.completion.chunk"},
-            {"created", created},
-            {"model", model},
-            {"system_fingerprint", nullptr},
-            {"choices", json::array({choice})}};
+  json j = {
+      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
   return dump(j);
 }
 
@@ -160,22 +156,20 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage) {
-  json j = {
-      {"id", id},
-      {"object", "chat.completion"},
-      {"created", created},
-      {"model", model},
-      {"system_fingerprint", nullptr},
-      {"choices",
-       json::array({{{"index", 0},
-                     {"message", {{"role", "assistant"}, {"content", content}}},
-                     {"logprobs", nullptr},
-                     {"finish_reason", finish_reason}}})},
-      {"usage",
-       {{"prompt_tokens", usage.prompt_tokens},
-        {"completion_tokens", usage.completion_tokens},
-        {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-        {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+  json j = {{"id", id},
+            {"object", "chat.completion"},
+            {"created", created},
+            {"model", model},
+            {"system_fingerprint", nullptr},
+            {"choices", json::array({{{"index", 0},
+                                      {"message", {{"role", "assistant"}, {"content", content}}},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", finish_reason}}})},
+            {"usage",
+             {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
   return dump(j);
 }
 

@@ -14,8 +14,8 @@
 namespace glm::gateway {
 
 struct ChatCompletionRequest {
-  protocol::Request request;   // kGenerate, id assigned by the caller
-  std::string model;           // echoed back; the engine serves one model whatever is asked
+  protocol::Request request;  // kGenerate, id assigned by the caller
+  std::string model;          // echoed back; the engine serves one model whatever is asked
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -34,9 +34,9 @@ std::string openai_finish_reason(Outcome outcome);
 
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the
 // assistant role to the delta (first chunk); empty `finish_reason` writes null.
-std::string completion_chunk_json(const std::string& id, int64_t created,
-                                  const std::string& model, const std::string* content,
-                                  bool role, const std::string& finish_reason);
+std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                  const std::string* content, bool role,
+                                  const std::string& finish_reason);
 // The final usage-only chunk sent when stream_options.include_usage is set.
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
                              const protocol::Usage& usage);

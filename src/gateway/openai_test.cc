@@ -38,7 +38,8 @@ TEST(OpenAI, SamplingFieldsShareTheEngineMapping) {
   EXPECT_FLOAT_EQ(r->request.params.min_p, 0.1f);
   EXPECT_EQ(r->request.params.max_tokens, 9);
   EXPECT_FLOAT_EQ(r->request.params.temperature, SamplingParams{}.temperature);  // null = absent
-  auto bad = parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"temperature":5})");
+  auto bad =
+      parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"temperature":5})");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'temperature': must be in [0, 2]"), std::string::npos)
       << bad.status().message();

@@ -17,8 +17,7 @@ double ms_since(Clock::time_point t0) {
 
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
-                             const std::function<bool()>& heartbeat,
-                             const RelayOptions& options) {
+                             const std::function<bool()>& heartbeat, const RelayOptions& options) {
   RelayResult result;
   const auto t0 = Clock::now();
   auto last_event = t0;
@@ -54,10 +53,10 @@ RelayResult relay_generation(EngineStream& stream,
       if (ms_since(last_event) > options.idle_timeout_ms) {
         stream.cancel();
         result.outcome = Outcome::kError;
-        result.error = Status(ErrorCode::kUnavailable,
-                              "the engine sent nothing for " +
-                                  std::to_string(options.idle_timeout_ms / 1000) +
-                                  " s; the request was cancelled (check the engine's log)");
+        result.error =
+            Status(ErrorCode::kUnavailable,
+                   "the engine sent nothing for " + std::to_string(options.idle_timeout_ms / 1000) +
+                       " s; the request was cancelled (check the engine's log)");
         return result;
       }
       continue;

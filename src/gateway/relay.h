@@ -24,11 +24,11 @@ struct RelayResult {
   // The engine's finish reason, kDisconnected (the client left and the request was
   // cancelled) or kError.
   Outcome outcome = Outcome::kError;
-  Status error;                 // with kError
-  std::string text;             // everything generated (the partial answer if stopped)
+  Status error;      // with kError
+  std::string text;  // everything generated (the partial answer if stopped)
   protocol::Usage usage;
-  protocol::Timings timings;    // engine-side, from the done event
-  std::string notice;           // the engine's trim notice, if any
+  protocol::Timings timings;  // engine-side, from the done event
+  std::string notice;         // the engine's trim notice, if any
   int dropped_messages = 0;
   // When the first token was handed to the client (epoch = none).
   std::chrono::steady_clock::time_point first_token_at{};

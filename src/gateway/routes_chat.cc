@@ -72,25 +72,25 @@ void Gateway::install_chat_routes() {
     res.set_content(dump(j), "application/json");
   };
 
-  server_.Get("/api/conversations", [this, send_json](const httplib::Request&,
-                                                      httplib::Response& res) {
-    auto list = store_->list_conversations(kMaxConversations);
-    if (!list.ok()) return set_json_error(res, list.status());
-    json arr = json::array();
-    for (const Conversation& c : *list) arr.push_back(conversation_json(c));
-    send_json(res, {{"conversations", arr}});
-  });
+  server_.Get("/api/conversations",
+              [this, send_json](const httplib::Request&, httplib::Response& res) {
+                auto list = store_->list_conversations(kMaxConversations);
+                if (!list.ok()) return set_json_error(res, list.status());
+                json arr = json::array();
+                for (const Conversation& c : *list) arr.push_back(conversation_json(c));
+                send_json(res, {{"conversations", arr}});
+              });
 
-  server_.Post("/api/conversations", [this, send_json](const httplib::Request& req,
-                                                       httplib::Response& res) {
-    BodyReader b(req.body);
-    auto f = read_conversation_fields(b);
-    if (!f.ok()) return set_json_error(res, f.status());
-    auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
-                                         f->params_json.value_or("{}"));
-    if (!c.ok()) return set_json_error(res, c.status());
-    send_json(res, conversation_json(*c), 201);
-  });
+  server_.Post(
+      "/api/conversations", [this, send_json](const httplib::Request& req, httplib::Response& res) {
+        BodyReader b(req.body);
+        auto f = read_conversation_fields(b);
+        if (!f.ok()) return set_json_error(res, f.status());
+        auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
+                                             f->params_json.value_or("{}"));
+        if (!c.ok()) return set_json_error(res, c.status());
+        send_json(res, conversation_json(*c), 201);
+      });
 
   server_.Get(R"(/api/conversations/([A-Za-z0-9_-]+))",
               [this, send_json](const httplib::Request& req, httplib::Response& res) {
@@ -109,12 +109,9 @@ void Gateway::install_chat_routes() {
                   BodyReader b(req.body);
                   auto f = read_conversation_fields(b);
                   if (!f.ok()) return set_json_error(res, f.status());
-                  auto opt = [](const std::optional<std::string>& v) {
-                    return v ? &*v : nullptr;
-                  };
-                  Status st = store_->update_conversation(req.matches[1], opt(f->title),
-                                                          opt(f->system_prompt),
-                                                          opt(f->params_json));
+                  auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
+                  Status st = store_->update_conversation(
+                      req.matches[1], opt(f->title), opt(f->system_prompt), opt(f->params_json));
                   if (!st.ok()) return set_json_error(res, st);
                   auto c = store_->get_conversation(req.matches[1]);
                   if (!c.ok()) return set_json_error(res, c.status());
@@ -139,8 +136,7 @@ void Gateway::install_chat_routes() {
                 res.set_content(*doc, "application/json");
               });
 
-  server_.Post("/api/stop", [this, send_json](const httplib::Request& req,
-                                              httplib::Response& res) {
+  server_.Post("/api/stop", [this, send_json](const httplib::Request& req, httplib::Response& res) {
     BodyReader b(req.body);
     const std::string id = b.string("request_id").value_or("");
     if (!b.status().ok()) return set_json_error(res, b.status());
@@ -185,8 +181,8 @@ void Gateway::install_chat_routes() {
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session,
-                                                           t0](size_t, httplib::DataSink& sink) {
+    res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session, t0](
+                                                              size_t, httplib::DataSink& sink) {
       bool ok = sse_write(sink, dump(session->start_payload()));
       if (!state->has_value()) {
         sse_write(sink, dump(session->error_payload(start_error)));

@@ -54,8 +54,7 @@ void Gateway::install_openai_routes() {
     res.set_content(j.dump(), "application/json");
   });
 
-  server_.Post("/v1/chat/completions", [this](const httplib::Request& req,
-                                              httplib::Response& res) {
+  server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = Clock::now();
     auto parsed = parse_chat_completion(req.body);
     if (!parsed.ok()) {
@@ -84,8 +83,8 @@ void Gateway::install_openai_routes() {
       } else {
         state->stream->cancel();
         r = relay_generation(
-            *state->stream, [](const protocol::Event&) { return false; },
-            [] { return false; }, options_.relay);
+            *state->stream, [](const protocol::Event&) { return false; }, [] { return false; },
+            options_.relay);
         r.outcome = Outcome::kDisconnected;
       }
       record_generation("openai", r, t0);
@@ -95,39 +94,39 @@ void Gateway::install_openai_routes() {
     if (p->stream) {
       res.set_header("Cache-Control", "no-store");
       res.set_header("X-Accel-Buffering", "no");
-      res.set_chunked_content_provider(
-          "text/event-stream", [p, state, created, run](size_t, httplib::DataSink& sink) {
-            const std::string& id = p->request.id;
-            bool ok = sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, true, ""));
-            bool wrote = false;  // a token went out since the last heartbeat
-            auto emit = [&](const protocol::Event& e) {
-              if (!ok) return false;
-              if (e.type == protocol::EventType::kToken) {
-                ok = sse_write(sink, completion_chunk_json(id, created, p->model, &e.text, false, ""));
-                wrote = true;
-              }
-              return ok;
-            };
-            auto heartbeat = [&] {
-              if (ok && !wrote) ok = sink.write(": keep-alive\n\n", 14);
-              wrote = false;
-              return ok;
-            };
-            RelayResult r = run(emit, heartbeat);
-            if (r.outcome == Outcome::kDisconnected) return false;
-            if (!is_complete(r.outcome)) {
-              // An error or a cut answer ends with an error event and no [DONE]: the SDKs
-              // raise it, so a drained stream never passes for a complete one.
-              sse_write(sink, openai_error_json(cut_or_error(r)));
-            } else {
-              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
-                                                    openai_finish_reason(r.outcome)));
-              if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
-              sse_write(sink, "[DONE]");
-            }
-            sink.done();
-            return true;
-          });
+      res.set_chunked_content_provider("text/event-stream", [p, state, created, run](
+                                                                size_t, httplib::DataSink& sink) {
+        const std::string& id = p->request.id;
+        bool ok = sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, true, ""));
+        bool wrote = false;  // a token went out since the last heartbeat
+        auto emit = [&](const protocol::Event& e) {
+          if (!ok) return false;
+          if (e.type == protocol::EventType::kToken) {
+            ok = sse_write(sink, completion_chunk_json(id, created, p->model, &e.text, false, ""));
+            wrote = true;
+          }
+          return ok;
+        };
+        auto heartbeat = [&] {
+          if (ok && !wrote) ok = sink.write(": keep-alive\n\n", 14);
+          wrote = false;
+          return ok;
+        };
+        RelayResult r = run(emit, heartbeat);
+        if (r.outcome == Outcome::kDisconnected) return false;
+        if (!is_complete(r.outcome)) {
+          // An error or a cut answer ends with an error event and no [DONE]: the SDKs
+          // raise it, so a drained stream never passes for a complete one.
+          sse_write(sink, openai_error_json(cut_or_error(r)));
+        } else {
+          sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
+                                                openai_finish_reason(r.outcome)));
+          if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+          sse_write(sink, "[DONE]");
+        }
+        sink.done();
+        return true;
+      });
       return;
     }
 
@@ -144,11 +143,10 @@ void Gateway::install_openai_routes() {
           };
           RelayResult r = run(emit, heartbeat);
           if (r.outcome == Outcome::kDisconnected) return false;
-          std::string body =
-              !is_complete(r.outcome)
-                  ? openai_error_json(cut_or_error(r))
-                  : completion_json(p->request.id, created, p->model, r.text,
-                                    openai_finish_reason(r.outcome), r.usage);
+          std::string body = !is_complete(r.outcome)
+                                 ? openai_error_json(cut_or_error(r))
+                                 : completion_json(p->request.id, created, p->model, r.text,
+                                                   openai_finish_reason(r.outcome), r.usage);
           sink.write(body.data(), body.size());
           sink.done();
           return true;

@@ -116,10 +116,9 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
   }
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    Status st(ErrorCode::kInvalidArgument,
-              "cannot open the conversation database '" + path + "': " +
-                  (db ? sqlite3_errmsg(db) : "out of memory") +
-                  " (pass a writable path with --db)");
+    Status st(ErrorCode::kInvalidArgument, "cannot open the conversation database '" + path +
+                                               "': " + (db ? sqlite3_errmsg(db) : "out of memory") +
+                                               " (pass a writable path with --db)");
     sqlite3_close(db);
     return st;
   }
@@ -210,7 +209,8 @@ StatusOr<Conversation> Store::get_conversation(const std::string& id) {
   s.text(1, id);
   const int rc = s.step();
   if (rc == SQLITE_ROW) return read_conversation(s);
-  if (rc == SQLITE_DONE) return not_found("no conversation '" + id + "' (list them: GET /api/conversations)");
+  if (rc == SQLITE_DONE)
+    return not_found("no conversation '" + id + "' (list them: GET /api/conversations)");
   return db_error(db_, "get conversation");
 }
 
@@ -245,8 +245,8 @@ Status Store::delete_conversation(const std::string& id) {
 
 StatusOr<std::vector<StoredMessage>> Store::messages(const std::string& conversation_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string sql = std::string("SELECT ") + kMsgColumns +
-                    " FROM messages WHERE conversation_id=?1 ORDER BY id";
+  std::string sql =
+      std::string("SELECT ") + kMsgColumns + " FROM messages WHERE conversation_id=?1 ORDER BY id";
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return db_error(db_, "list messages");
   s.text(1, conversation_id);

@@ -37,10 +37,10 @@ struct Conversation {
 struct StoredMessage {
   int64_t id = 0;
   std::string conversation_id;
-  std::string role;     // system, user, assistant
+  std::string role;  // system, user, assistant
   std::string content;
-  std::string status;   // complete, streaming, stopped, error, interrupted
-  std::string error;    // with status error
+  std::string status;            // complete, streaming, stopped, error, interrupted
+  std::string error;             // with status error
   std::string meta_json = "{}";  // ttft_ms, tokens, tokens_per_s, finish_reason, notice...
   int64_t created_ms = 0;
 };

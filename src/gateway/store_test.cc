@@ -45,8 +45,7 @@ TEST(Store, ConversationsAndMessagesRoundTrip) {
   EXPECT_TRUE(st.delete_conversation(c->id).ok());
   EXPECT_EQ(st.get_conversation(c->id).status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(st.messages(c->id)->size(), 0u);  // cascaded
-  EXPECT_EQ(st.add_message(c->id, "user", "x", "complete").status().code(),
-            ErrorCode::kNotFound);
+  EXPECT_EQ(st.add_message(c->id, "user", "x", "complete").status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(st.delete_conversation(c->id).code(), ErrorCode::kNotFound);
 }
 
@@ -59,7 +58,8 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
     ASSERT_TRUE(s.ok());
     id = (*s)->create_conversation("", "", "{}")->id;
     ASSERT_TRUE((*s)->add_message(id, "user", "q", "complete").ok());
-    ASSERT_TRUE((*s)->add_message(id, "assistant", "half an ans", "streaming").ok());  // gateway "dies" here
+    ASSERT_TRUE((*s)->add_message(id, "assistant", "half an ans", "streaming")
+                    .ok());  // gateway "dies" here
   }
   auto s = Store::open(path);
   ASSERT_TRUE(s.ok());

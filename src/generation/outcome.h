@@ -18,7 +18,7 @@ const char* finish_reason_name(FinishReason r);
 std::optional<FinishReason> parse_finish_reason(std::string_view name);
 
 enum class Health {
-  kLoading,   // the model is loading: generate requests are refused with a retry hint
+  kLoading,  // the model is loading: generate requests are refused with a retry hint
   kReady,
   kDraining,  // stopping: in-flight requests finish, new ones are refused
   kStopped,

@@ -37,7 +37,8 @@ Status validate(const SamplingParams& p) {
   Status status = Status::Ok();
   for_each_field(p, [&](const FieldRange& r, const auto& value) {
     const double v = static_cast<double>(value);
-    if (status.ok() && !in_range(r, v)) status = invalid_argument(std::string(r.name) + " " + range_error(r, v));
+    if (status.ok() && !in_range(r, v))
+      status = invalid_argument(std::string(r.name) + " " + range_error(r, v));
   });
   if (!status.ok()) return status;
   if (static_cast<int>(p.stop.size()) > kMaxStop) {

@@ -17,8 +17,8 @@
 namespace glm::generation {
 
 // Bounds of the stop list, applied by validate() (the socket and HTTP edges share them).
-constexpr int kMaxStop = 8;             // stop strings per request
-constexpr size_t kMaxStopBytes = 64;    // bytes per stop string
+constexpr int kMaxStop = 8;           // stop strings per request
+constexpr size_t kMaxStopBytes = 64;  // bytes per stop string
 constexpr int kMaxTokensLimit = 1 << 20;
 
 struct SamplingParams {

@@ -19,12 +19,12 @@ struct KvView {
 };
 
 struct AttentionShape {
-  int n_tokens = 0;   // new query rows
-  int n_past = 0;     // query row t sits at position n_past + t and sees positions [0, n_past + t]
+  int n_tokens = 0;  // new query rows
+  int n_past = 0;    // query row t sits at position n_past + t and sees positions [0, n_past + t]
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  float scale = 0;    // usually 1 / sqrt(head_dim)
+  float scale = 0;  // usually 1 / sqrt(head_dim)
 };
 
 // q: [n_tokens, n_head * head_dim] f32; out: [n_tokens, n_head * head_dim] f32.

@@ -17,8 +17,8 @@ const float* to_f32(const void* row, DType type, int hd, float* dst) {
   const uint16_t* h = static_cast<const uint16_t*>(row);
   int i = 0;
   for (; i + 8 <= hd; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                  reinterpret_cast<const __m128i*>(h + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
   }
   for (; i < hd; ++i) dst[i] = fp16_to_fp32(h[i]);
   return dst;
@@ -59,7 +59,8 @@ void accumulate(float* acc, int g, int hd, const float* p, const void* v, DType 
     const __m256 ph = _mm256_set1_ps(p[h]);
     int i = 0;
     for (; i + 8 <= hd; i += 8) {
-      _mm256_storeu_ps(ah + i, _mm256_fmadd_ps(ph, _mm256_loadu_ps(vf + i), _mm256_loadu_ps(ah + i)));
+      _mm256_storeu_ps(ah + i,
+                       _mm256_fmadd_ps(ph, _mm256_loadu_ps(vf + i), _mm256_loadu_ps(ah + i)));
     }
     for (; i < hd; ++i) ah[i] += p[h] * vf[i];
   }

@@ -22,8 +22,8 @@ const float* to_f32(const void* row, DType type, int hd, float* dst) {
   const uint16_t* h = static_cast<const uint16_t*>(row);
   int i = 0;
   for (; i + 16 <= hd; i += 16) {
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                  reinterpret_cast<const __m256i*>(h + i))));
+    _mm512_storeu_ps(dst + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
   }
   for (; i < hd; ++i) dst[i] = fp16_to_fp32(h[i]);
   return dst;
@@ -60,7 +60,8 @@ void accumulate(float* acc, int g, int hd, const float* p, const void* v, DType 
     const __m512 ph = _mm512_set1_ps(p[h]);
     int i = 0;
     for (; i + 16 <= hd; i += 16) {
-      _mm512_storeu_ps(ah + i, _mm512_fmadd_ps(ph, _mm512_loadu_ps(vf + i), _mm512_loadu_ps(ah + i)));
+      _mm512_storeu_ps(ah + i,
+                       _mm512_fmadd_ps(ph, _mm512_loadu_ps(vf + i), _mm512_loadu_ps(ah + i)));
     }
     for (; i < hd; ++i) ah[i] += p[h] * vf[i];
   }

@@ -29,8 +29,7 @@ const AttnOps& attn_ops_avx512();
 // returns true, or returns false without touching y (the caller then uses the generic path).
 using MatmulFn = bool (*)(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                           ThreadPool* pool);
-bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                 ThreadPool* pool);
+bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
 bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool);
 // The packed-layout kernels (packed.h): rows [0, w.packed_rows) of y from w.packed.

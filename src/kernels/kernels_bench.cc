@@ -45,11 +45,14 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t n_src = 64;
   std::vector<float> src(n_src * shape.cols);
   uint32_t s = 1;
-  for (float& f : src) f = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+  for (float& f : src)
+    f = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
   const size_t rb = row_bytes(type, shape.cols);
   std::unique_ptr<uint8_t[]> w(new uint8_t[rb * shape.rows]);
-  for (int64_t r = 0; r < n_src; ++r) quantize_row_ref(type, src.data() + r * shape.cols, w.get() + r * rb, shape.cols);
-  for (int64_t r = n_src; r < shape.rows; ++r) std::memcpy(w.get() + r * rb, w.get() + (r % n_src) * rb, rb);
+  for (int64_t r = 0; r < n_src; ++r)
+    quantize_row_ref(type, src.data() + r * shape.cols, w.get() + r * rb, shape.cols);
+  for (int64_t r = n_src; r < shape.rows; ++r)
+    std::memcpy(w.get() + r * rb, w.get() + (r % n_src) * rb, rb);
   std::vector<float> x(n_tokens * shape.cols, 0.25f);
   for (size_t i = 0; i < x.size(); ++i) x[i] = src[i % src.size()];
   std::vector<float> y(n_tokens * shape.rows);
@@ -67,8 +70,8 @@ void BM_Matmul(benchmark::State& state) {
   }
   state.SetLabel(std::string(dtype_name(type)) + " " + matmul_isa() +
                  (packed.empty() ? "" : " packed"));
-  state.counters["weight_GB/s"] = benchmark::Counter(
-      static_cast<double>(rb * shape.rows) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(rb * shape.rows) / 1e9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * shape.rows * shape.cols * n_tokens,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -105,7 +108,12 @@ void BM_AttentionDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_AttentionDecode)->Arg(128)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_ReadBandwidth(benchmark::State& state) {
   double gbs = 0;

@@ -72,10 +72,9 @@ void check_weight(const WeightView& w) {
 void matmul_tail(internal::MatmulFn fn, const WeightView& w, const float* x, float* y,
                  int64_t n_tokens, ThreadPool* pool) {
   const int64_t tail = w.n_rows - w.packed_rows;
-  const WeightView sub{w.type,
-                       static_cast<const uint8_t*>(w.data) +
-                           w.packed_rows * row_bytes(w.type, w.n_cols),
-                       tail, w.n_cols};
+  const WeightView sub{
+      w.type, static_cast<const uint8_t*>(w.data) + w.packed_rows * row_bytes(w.type, w.n_cols),
+      tail, w.n_cols};
   thread_local std::vector<float> out;  // [n_tokens, tail]
   if (out.size() < static_cast<size_t>(n_tokens * tail)) out.resize(n_tokens * tail);
   GLM_CHECK(fn(sub, x, out.data(), n_tokens, pool));
@@ -94,7 +93,7 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   if (w.packed != nullptr && isa != Isa::kScalar) {
     const bool avx512 = isa == Isa::kAvx512;
     (avx512 ? internal::matmul_packed_avx512 : internal::matmul_packed_avx2)(w, x, y, n_tokens,
-                                                                               pool);
+                                                                             pool);
     if (w.packed_rows < w.n_rows) {
       matmul_tail(avx512 ? internal::matmul_avx512 : internal::matmul_avx2, w, x, y, n_tokens,
                   pool);

@@ -19,8 +19,8 @@ enum class PackedLayout : uint8_t { kNone = 0, kQ4_0x16, kQ8_0x16, kF16x16, kBF1
 struct WeightView {
   DType type = DType::kF32;
   const void* data = nullptr;
-  int64_t n_rows = 0;  // output features
-  int64_t n_cols = 0;  // input features (row length)
+  int64_t n_rows = 0;               // output features
+  int64_t n_cols = 0;               // input features (row length)
   const uint8_t* packed = nullptr;  // null = row-major data only
   PackedLayout packed_layout = PackedLayout::kNone;
   int64_t packed_rows = 0;  // a multiple of 16, <= n_rows

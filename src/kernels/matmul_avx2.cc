@@ -10,13 +10,14 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "kernels/matmul_avx2.h"
+
 #include <immintrin.h>
 
 #include <cstring>
 #include <vector>
 
 #include "kernels/internal.h"
-#include "kernels/matmul_avx2.h"
 #include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
@@ -103,7 +104,8 @@ struct FloatKern {
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         float s = hsum8(acc[r][t]);
-        for (int64_t k = n8; k < c.n_cols; ++k) s += w_scalar<kType>(rows[r], k) * xs[t * c.n_cols + k];
+        for (int64_t k = n8; k < c.n_cols; ++k)
+          s += w_scalar<kType>(rows[r], k) * xs[t * c.n_cols + k];
         c.y[(t0 + t) * c.n_rows + r0 + r] = s;
       }
     }
@@ -113,8 +115,8 @@ struct FloatKern {
 template <DType kType>
 void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                   ThreadPool* pool) {
-  const FloatCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y,
-                   w.n_rows, w.n_cols};
+  const FloatCtx c{
+      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y, w.n_rows, w.n_cols};
   if (n_tokens == 1) {
     run_matmul<FloatKern<kType>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {
@@ -273,8 +275,12 @@ void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
   } else {
     quantize(0, n_tokens, 0);
   }
-  const QCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), buf.data(),
-               n_blocks, y, w.n_rows};
+  const QCtx c{static_cast<const uint8_t*>(w.data),
+               row_bytes(w.type, w.n_cols),
+               buf.data(),
+               n_blocks,
+               y,
+               w.n_rows};
   if (n_tokens == 1) {
     run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {

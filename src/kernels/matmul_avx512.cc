@@ -6,11 +6,12 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "kernels/matmul_avx512.h"
+
 #include <immintrin.h>
 
 #include "kernels/internal.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/matmul_avx512.h"
 #include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
@@ -87,8 +88,8 @@ struct FloatKern {
 template <DType kType>
 void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                   ThreadPool* pool) {
-  const FloatCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y,
-                   w.n_rows, w.n_cols};
+  const FloatCtx c{
+      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y, w.n_rows, w.n_cols};
   if (n_tokens == 1) {
     run_matmul<FloatKern<kType>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {

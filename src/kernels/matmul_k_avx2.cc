@@ -146,7 +146,7 @@ struct Q45KKern {
     }
     for (int64_t sb = 0; sb < c.n_sb; ++sb) {
       const Block* blk[R];
-      __m256i sc[R];   // the 8 scales as int16, in both 128-bit lanes
+      __m256i sc[R];    // the 8 scales as int16, in both 128-bit lanes
       __m128i mins[R];  // the 8 mins as int16
       __m256i qh[R];
       __m256 dw[R], dmin[R];
@@ -208,8 +208,8 @@ struct Q6KKern {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m2 = _mm256_set1_epi8(0x30);
     const __m256i ql = K % 2 == 0 ? ql0 : ql1;
-    const __m256i low = K < 2 ? _mm256_and_si256(ql, m4)
-                              : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+    const __m256i low =
+        K < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
     __m256i high;  // bits 2K, 2K + 1 of qh moved to bits 4, 5
     if constexpr (K == 0) high = _mm256_slli_epi16(qh, 4);
     if constexpr (K == 1) high = _mm256_slli_epi16(qh, 2);
@@ -220,8 +220,8 @@ struct Q6KKern {
 
   template <int H, int K, int R, int T>
   static inline void chunk(const Ctx& c, int64_t sb, int64_t t0, const __m256i (&ql0)[R],
-                           const __m256i (&ql1)[R], const __m256i (&qh)[R],
-                           const __m256i (&sch)[R], __m256i (&isum)[R][T]) {
+                           const __m256i (&ql1)[R], const __m256i (&qh)[R], const __m256i (&sch)[R],
+                           __m256i (&isum)[R][T]) {
     __m256i w[R], s[R];
     GLM_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -273,7 +273,8 @@ struct Q6KKern {
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockQ6_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
         if constexpr (T == 1) prefetch_ahead(blk[r], sizeof(BlockQ6_K));
-        sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
+        sc16[r] =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
         dw[r] = _mm256_set1_ps(_cvtsh_ss(blk[r]->d));
       }
       __m256i isum[R][T];
@@ -318,7 +319,8 @@ void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
     const float* xs = x + sb * 256;
     ActK& a = out[sb];
     __m256 amax = _mm256_setzero_ps();
-    for (int i = 0; i < 256; i += 8) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)));
+    for (int i = 0; i < 256; i += 8)
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)));
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -327,14 +329,17 @@ void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
     const __m256 id = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
     for (int i = 0; i < 256; i += 32) {
       __m256i q[4];
-      for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + i + 8 * k), id));
-      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      for (int k = 0; k < 4; ++k)
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + i + 8 * k), id));
+      const __m256i p =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
       _mm256_store_si256(reinterpret_cast<__m256i*>(a.q + i),
                          _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
       a.bsum16[i / 16] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
       a.bsum16[i / 16 + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
     }
-    for (int j = 0; j < 8; ++j) a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
+    for (int j = 0; j < 8; ++j)
+      a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
   }
 }
 
@@ -349,15 +354,20 @@ void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
     ActK* act;
   } qc{x, w.n_cols, n_sb, buf.data()};
   auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
+    for (int64_t t = b; t < e; ++t)
+      quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
   };
   if (pool != nullptr && n_tokens >= 4) {
     pool->parallel_for(n_tokens, quantize);
   } else {
     quantize(0, n_tokens, 0);
   }
-  const KCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), buf.data(), n_sb,
-               y, w.n_rows};
+  const KCtx c{static_cast<const uint8_t*>(w.data),
+               row_bytes(w.type, w.n_cols),
+               buf.data(),
+               n_sb,
+               y,
+               w.n_rows};
   if (n_tokens == 1) {
     run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {

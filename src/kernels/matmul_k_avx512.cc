@@ -73,10 +73,10 @@ inline __m512i q4k_index(int j) {
                                  _mm512_set1_epi16(static_cast<int16_t>(2 * j + 1)));
 }
 inline __m512i q6k_index(int k) {
-  const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
-                                        17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
-                                        1, 0);
-  return _mm512_add_epi16(_mm512_srli_epi16(lane, 3), _mm512_set1_epi16(static_cast<int16_t>(4 * k)));
+  const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                        16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm512_add_epi16(_mm512_srli_epi16(lane, 3),
+                          _mm512_set1_epi16(static_cast<int16_t>(4 * k)));
 }
 
 struct Q4KKern {
@@ -100,7 +100,8 @@ struct Q4KKern {
         if constexpr (T == 1) prefetch_ahead(blk[r], sizeof(BlockQ4_K));
         uint64_t sc8, m8;
         unpack_scales_q4k(blk[r]->scales, &sc8, &m8);
-        sc16[r] = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+        sc16[r] =
+            _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
         mins[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
         dw[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->d));
         dmin[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->dmin));
@@ -118,7 +119,8 @@ struct Q4KKern {
         GLM_UNROLL
         for (int r = 0; r < R; ++r) {
           scv[r] = _mm512_permutexvar_epi16(q4k_index(j), sc16[r]);
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qs + 32 * j));
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qs + 32 * j));
           const __m256i lo = _mm256_and_si256(v, mask);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
           w[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -172,7 +174,8 @@ struct Q6KKern {
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockQ6_K*>(c.w + (r0 + r) * c.row_bytes) + sb;
         if constexpr (T == 1) prefetch_ahead(blk[r], sizeof(BlockQ6_K));
-        sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
+        sc16[r] =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
         dw[r] = _mm512_set1_ps(_cvtsh_ss(blk[r]->d));
       }
       __m512i isum[R][T];
@@ -191,7 +194,8 @@ struct Q6KKern {
           s0[r] = _mm512_permutexvar_epi16(q6k_index(2 * h), _mm512_zextsi256_si512(sc16[r]));
           s1[r] = _mm512_permutexvar_epi16(q6k_index(2 * h + 1), _mm512_zextsi256_si512(sc16[r]));
           const __m512i ql = _mm512_loadu_si512(blk[r]->ql + 64 * h);
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh + 32 * h));
+          const __m256i qh =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh + 32 * h));
           const __m512i qh01 =
               _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
           const __m512i qh23 = _mm512_srli_epi16(qh01, 4);
@@ -238,7 +242,8 @@ void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
     const float* xs = x + sb * 256;
     ActK& a = out[sb];
     __m512 amax = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+    for (int i = 0; i < 256; i += 16)
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
     const float m = hmax(amax);
     a.d = m / 127.0f;
     const __m512 id = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
@@ -247,7 +252,8 @@ void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
       _mm_store_si128(reinterpret_cast<__m128i*>(a.q + i), _mm512_cvtepi32_epi8(q));
       a.bsum16[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
     }
-    for (int j = 0; j < 8; ++j) a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
+    for (int j = 0; j < 8; ++j)
+      a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
   }
 }
 
@@ -262,15 +268,20 @@ void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
     ActK* act;
   } qc{x, w.n_cols, n_sb, buf.data()};
   auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
+    for (int64_t t = b; t < e; ++t)
+      quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
   };
   if (pool != nullptr && n_tokens >= 4) {
     pool->parallel_for(n_tokens, quantize);
   } else {
     quantize(0, n_tokens, 0);
   }
-  const KCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), buf.data(), n_sb,
-               y, w.n_rows};
+  const KCtx c{static_cast<const uint8_t*>(w.data),
+               row_bytes(w.type, w.n_cols),
+               buf.data(),
+               n_sb,
+               y,
+               w.n_rows};
   if (n_tokens == 1) {
     run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {
@@ -280,9 +291,7 @@ void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
 
 }  // namespace
 
-int act_block_k_avx512(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ6_K ? 256 : -1;
-}
+int act_block_k_avx512(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K ? 256 : -1; }
 
 bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {

@@ -20,8 +20,8 @@
 
 #include "core/fp16.h"
 #include "kernels/internal.h"
-#include "kernels/simd_avx512.h"
 #include "kernels/matmul_avx512.h"
+#include "kernels/simd_avx512.h"
 #include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
@@ -42,8 +42,7 @@ inline float half_at(const uint8_t* p) {
 // Scale vector of a chunk: lanes of block 0 get d0, lanes of block 1 get d1.
 template <bool kPermuted>
 inline __m512 chunk_scales(float d0, float d1) {
-  return _mm512_mask_blend_ps(kPermuted ? 0xF0F0 : 0xFF00, _mm512_set1_ps(d0),
-                              _mm512_set1_ps(d1));
+  return _mm512_mask_blend_ps(kPermuted ? 0xF0F0 : 0xFF00, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
 }
 
 struct Q8_0 {
@@ -230,8 +229,13 @@ void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
   } else {
     quantize(0, n_tokens, 0);
   }
-  const QCtx c{static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), act, n_chunks,
-               n_blocks % 2 == 1, y, w.n_rows};
+  const QCtx c{static_cast<const uint8_t*>(w.data),
+               row_bytes(w.type, w.n_cols),
+               act,
+               n_chunks,
+               n_blocks % 2 == 1,
+               y,
+               w.n_rows};
   if (n_tokens == 1) {
     run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {

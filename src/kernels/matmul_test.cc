@@ -181,7 +181,8 @@ TEST(MatmulTest, EveryTypeAndVariantMatchesReferenceOverOddShapes) {
     const int64_t unit = bs == 1 ? 32 : bs;
     for (int64_t n_cols : {unit, 3 * unit, 5 * unit}) {
       for (int64_t n_rows : {1, 7, 16, 37}) {
-        for (int64_t n_tokens : {1, 2, 3, 5, 7, 8, 9, 11, 17}) check(t, n_rows, n_cols, n_tokens, &pool);
+        for (int64_t n_tokens : {1, 2, 3, 5, 7, 8, 9, 11, 17})
+          check(t, n_rows, n_cols, n_tokens, &pool);
       }
     }
   }

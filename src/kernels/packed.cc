@@ -3,8 +3,8 @@
 
 #include <sys/mman.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -49,7 +49,7 @@ void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* ds
   const size_t block_bytes = rb / nb;
   const int np = pieces(layout);
   const uint8_t x = source_xor(layout);
-  uint16_t* scales = reinterpret_cast<uint16_t*>(dst);  // [nb][16]
+  uint16_t* scales = reinterpret_cast<uint16_t*>(dst);             // [nb][16]
   uint8_t* quants = dst + packed_quants_offset(layout, w.n_cols);  // [nb][np][16][4]
   for (int r = 0; r < kPackRows; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + (g * kPackRows + r) * rb;

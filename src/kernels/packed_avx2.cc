@@ -121,7 +121,7 @@ template <class Fmt, int H, int T>
 void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
   const uint8_t* group = c.w + g * c.group_bytes;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);  // [nb][16]
-  const uint8_t* quants = group + c.quants_offset;                     // [nb][P][16][4]
+  const uint8_t* quants = group + c.quants_offset;                    // [nb][P][16][4]
   __m256 acc[H][T];
   GLM_UNROLL_P
   for (int h = 0; h < H; ++h) {
@@ -147,10 +147,11 @@ void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
       GLM_UNROLL_P
       for (int t = 0; t < T; ++t) {
         const int64_t tb = (t0 + t) * c.n_blocks + b;
-        __m256i s = Fmt::dot(r, reinterpret_cast<const int32_t*>(c.xq + (t0 + t) * c.n_cols) + b * 8);
+        __m256i s =
+            Fmt::dot(r, reinterpret_cast<const int32_t*>(c.xq + (t0 + t) * c.n_cols) + b * 8);
         if constexpr (Fmt::kOffset != 0) s = _mm256_add_epi32(s, _mm256_set1_epi32(c.xc[tb]));
-        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(c.xd[tb])),
-                                    acc[h][t]);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(c.xd[tb])), acc[h][t]);
       }
     }
   }
@@ -209,11 +210,12 @@ void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float
     __m256i qi[4];
     for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
     // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix the order after).
-    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
-                                         _mm256_packs_epi32(qi[2], qi[3]));
+    const __m256i p =
+        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32),
                         _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    const __m256i s =
+        _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
@@ -244,8 +246,9 @@ void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_toke
   } qc{x, w.n_cols, nb, &buf};
   auto quantize = [q = &qc](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset, q->buf->q.data() + t * q->n_cols,
-                     q->buf->d.data() + t * q->nb, q->buf->c.data() + t * q->nb);
+      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset,
+                     q->buf->q.data() + t * q->n_cols, q->buf->d.data() + t * q->nb,
+                     q->buf->c.data() + t * q->nb);
     }
   };
   if (pool != nullptr && n_tokens >= 4) {
@@ -349,8 +352,7 @@ void ftile(const FCtx& c, int64_t g0, int64_t t0, int64_t k0, int64_t k1) {
 }
 
 template <bool kBf16, int G, int T>
-void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0,
-                    int64_t k1) {
+void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0, int64_t k1) {
   if constexpr (T > 1) {
     if (nt < T) return ftile_dispatch<kBf16, G, T - 1>(c, g0, ng, t0, nt, k0, k1);
   }
@@ -393,7 +395,8 @@ void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t 
   const int64_t n_groups = w.packed_rows / kPackRows;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
   int64_t chunk = (n_groups + 8 * n_threads - 1) / (8 * n_threads);
-  chunk = std::max<int64_t>(kFloatDecodeG, (chunk + kFloatDecodeG - 1) / kFloatDecodeG * kFloatDecodeG);
+  chunk =
+      std::max<int64_t>(kFloatDecodeG, (chunk + kFloatDecodeG - 1) / kFloatDecodeG * kFloatDecodeG);
   claim_chunks(pool, n_groups, chunk,
                [&](int64_t g0, int64_t g1) { run_float_groups<kBf16>(c, g0, g1, n_tokens); });
 }

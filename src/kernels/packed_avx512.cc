@@ -30,15 +30,15 @@ constexpr int kMaxT = 8;
 #define GLM_UNROLL_P _Pragma("GCC unroll 8")
 
 struct PCtx {
-  const uint8_t* w;     // groups
+  const uint8_t* w;  // groups
   size_t group_bytes;
   size_t quants_offset;
-  int64_t n_blocks;     // per row
-  const int8_t* xq;     // [n_tokens, n_cols]
-  const float* xd;      // [n_tokens, n_blocks]
-  const int32_t* xc;    // [n_tokens, n_blocks]
+  int64_t n_blocks;   // per row
+  const int8_t* xq;   // [n_tokens, n_cols]
+  const float* xd;    // [n_tokens, n_blocks]
+  const int32_t* xc;  // [n_tokens, n_blocks]
   int64_t n_cols;
-  float* y;             // [n_tokens, n_rows]
+  float* y;  // [n_tokens, n_rows]
   int64_t n_rows;
 };
 
@@ -70,7 +70,7 @@ template <class Fmt, int T>
 void tile(const PCtx& c, int64_t g, int64_t t0) {
   const uint8_t* group = c.w + g * c.group_bytes;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);  // [nb][16]
-  const uint8_t* quants = group + c.quants_offset;                     // [nb][P][16][4]
+  const uint8_t* quants = group + c.quants_offset;                    // [nb][P][16][4]
   __m512 acc[T];
   GLM_UNROLL_P
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -173,8 +173,9 @@ void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_toke
   } qc{x, w.n_cols, nb, &buf};
   auto quantize = [q = &qc](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset, q->buf->q.data() + t * q->n_cols,
-                     q->buf->d.data() + t * q->nb, q->buf->c.data() + t * q->nb);
+      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset,
+                     q->buf->q.data() + t * q->n_cols, q->buf->d.data() + t * q->nb,
+                     q->buf->c.data() + t * q->nb);
     }
   };
   if (pool != nullptr && n_tokens >= 4) {
@@ -260,8 +261,7 @@ void ftile(const FCtx& c, int64_t g0, int64_t t0, int64_t k0, int64_t k1) {
 }
 
 template <bool kBf16, int G, int T>
-void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0,
-                    int64_t k1) {
+void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0, int64_t k1) {
   if constexpr (T > 1) {
     if (nt < T) return ftile_dispatch<kBf16, G, T - 1>(c, g0, ng, t0, nt, k0, k1);
   }

@@ -60,7 +60,8 @@ void run_matmul(const typename Kern::Ctx& c, int64_t n_rows, int64_t n_tokens, i
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
   // About 8 chunks per thread, at least one cache block when prefilling.
   int64_t chunk = (n_rows + 8 * n_threads - 1) / (8 * n_threads);
-  if (n_tokens > T) chunk = std::max<int64_t>(chunk, kCacheBlockBytes / std::max<int64_t>(row_bytes, 1));
+  if (n_tokens > T)
+    chunk = std::max<int64_t>(chunk, kCacheBlockBytes / std::max<int64_t>(row_bytes, 1));
   chunk = std::max<int64_t>(R, (chunk + R - 1) / R * R);
   claim_chunks(pool, n_rows, chunk, [&](int64_t r0, int64_t r1) {
     run_rows<Kern, R, T>(c, r0, r1, n_tokens, row_bytes);

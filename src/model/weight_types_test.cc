@@ -1,6 +1,6 @@
-// Every weight type glmserve reads (docs/models.md) runs through the forward pass with its stored values: a model
-// stored in type T must give the logits of the same model stored as F32 holding T's dequantized
-// values, up to the matmul kernels' own rounding of the activations.
+// Every weight type glmserve reads (docs/models.md) runs through the forward pass with its stored
+// values: a model stored in type T must give the logits of the same model stored as F32 holding T's
+// dequantized values, up to the matmul kernels' own rounding of the activations.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -46,7 +46,7 @@ struct Weights {
   kernels::WeightView output;            // [n_vocab, n_embd]; = token_embd when tied
   std::vector<LayerWeights> layers;      // [n_layer]
   std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
-  std::vector<kernels::PackedWeight> packed;                 // repacked matrices (repack())
+  std::vector<kernels::PackedWeight> packed;               // repacked matrices (repack())
 };
 
 // Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h) and

@@ -15,9 +15,9 @@ struct EventName {
 };
 
 constexpr EventName kEventNames[] = {
-    {EventType::kQueued, "queued"}, {EventType::kStart, "start"},   {EventType::kToken, "token"},
-    {EventType::kNotice, "notice"}, {EventType::kDone, "done"},     {EventType::kError, "error"},
-    {EventType::kHealth, "health"}, {EventType::kStats, "stats"},   {EventType::kTokens, "tokens"},
+    {EventType::kQueued, "queued"}, {EventType::kStart, "start"}, {EventType::kToken, "token"},
+    {EventType::kNotice, "notice"}, {EventType::kDone, "done"},   {EventType::kError, "error"},
+    {EventType::kHealth, "health"}, {EventType::kStats, "stats"}, {EventType::kTokens, "tokens"},
     {EventType::kCancel, "cancel"},
 };
 
@@ -91,8 +91,10 @@ std::string serialize_event(const Event& e) {
                     {"cached_tokens", e.usage.cached_tokens},
                     {"completion_tokens", e.usage.completion_tokens},
                     {"total_tokens", e.usage.prompt_tokens + e.usage.completion_tokens}};
-      j["timings"] = {{"queue_ms", e.timings.queue_ms},     {"prefill_ms", e.timings.prefill_ms},
-                      {"ttft_ms", e.timings.ttft_ms},       {"tpot_ms", e.timings.tpot_ms},
+      j["timings"] = {{"queue_ms", e.timings.queue_ms},
+                      {"prefill_ms", e.timings.prefill_ms},
+                      {"ttft_ms", e.timings.ttft_ms},
+                      {"tpot_ms", e.timings.tpot_ms},
                       {"total_ms", e.timings.total_ms}};
       break;
     case EventType::kError:

@@ -28,9 +28,9 @@ class LineBuffer {
  private:
   size_t max_line_bytes_;
   std::string buf_;
-  size_t start_ = 0;        // first unconsumed byte
-  size_t scanned_ = 0;      // bytes from start_ already known to hold no newline
-  bool discarding_ = false; // dropping an overlong line up to its newline
+  size_t start_ = 0;         // first unconsumed byte
+  size_t scanned_ = 0;       // bytes from start_ already known to hold no newline
+  bool discarding_ = false;  // dropping an overlong line up to its newline
 };
 
 }  // namespace glm::protocol

@@ -1,7 +1,7 @@
 // The engine's wire protocol, version 1 (docs/protocol.md): newline-delimited JSON over a Unix
 // socket. One request per line; each request gets one or more event lines back, tagged with the
-// request's id. This header holds the native C++ shapes; request.cc and event.cc convert them to and from
-// JSON and validates every field, so the daemon and the gateway never touch raw JSON.
+// request's id. This header holds the native C++ shapes; request.cc and event.cc convert them to
+// and from JSON and validates every field, so the daemon and the gateway never touch raw JSON.
 //
 // Depends on core only (never on the engine): the gateway links this module, not the engine.
 // Thread-safety: all functions are pure except make_request_id (an atomic counter); safe from any
@@ -25,17 +25,17 @@ constexpr int kProtocolVersion = 1;
 
 // Size limits applied by parse_request. The daemon takes max_line_bytes from --max-line.
 struct Limits {
-  size_t max_line_bytes = 1 << 20;   // one request line, newline excluded
+  size_t max_line_bytes = 1 << 20;  // one request line, newline excluded
   int max_messages = 1024;
-  size_t max_id_bytes = 128;          // id and conversation
-  int max_depth = 16;                 // JSON nesting
+  size_t max_id_bytes = 128;  // id and conversation
+  int max_depth = 16;         // JSON nesting
 };
 
 enum class RequestType { kGenerate, kCancel, kHealth, kStats, kTokenize };
 const char* request_type_name(RequestType t);
 
 struct Message {
-  std::string role;      // system, user, assistant, observation
+  std::string role;  // system, user, assistant, observation
   std::string content;
   std::string metadata;  // ChatGLM3 tool-call metadata (optional)
 };
@@ -46,53 +46,60 @@ using generation::SamplingParams;
 using generation::Timings;
 using generation::Usage;
 
-
 struct Request {
   RequestType type = RequestType::kGenerate;
-  std::string id;              // never empty after parse_request (assigned if absent)
-  bool id_assigned = false;    // true if the client sent no id
+  std::string id;            // never empty after parse_request (assigned if absent)
+  bool id_assigned = false;  // true if the client sent no id
   // kGenerate
-  std::string conversation;    // optional: KV reuse across turns
+  std::string conversation;  // optional: KV reuse across turns
   std::vector<Message> messages;
-  bool raw = false;            // true: `prompt` is plain text without the chat template
-  std::string prompt;          // only with raw
-  SamplingParams params;       // absent fields on the wire: SamplingParams' defaults
+  bool raw = false;       // true: `prompt` is plain text without the chat template
+  std::string prompt;     // only with raw
+  SamplingParams params;  // absent fields on the wire: SamplingParams' defaults
   // kTokenize
   std::string text;
   // kCancel: `id` names the request to cancel.
 };
 
 enum class EventType {
-  kQueued, kStart, kToken, kNotice, kDone, kError,  // generation stream
-  kHealth, kStats, kTokens, kCancel,                // one-line replies
+  kQueued,
+  kStart,
+  kToken,
+  kNotice,
+  kDone,
+  kError,  // generation stream
+  kHealth,
+  kStats,
+  kTokens,
+  kCancel,  // one-line replies
 };
 const char* event_type_name(EventType t);
 
 // The engine's counters plus the daemon's own.
 struct StatsInfo : generation::Stats {
-  int connections = 0;     // daemon: open client connections
+  int connections = 0;  // daemon: open client connections
   double uptime_s = 0;
 };
 
 // One event line. Which fields are meaningful depends on `type` (see docs/protocol.md).
 struct Event {
   EventType type = EventType::kToken;
-  std::string id;               // may be empty only for kError on a line without a readable id
-  int position = 0;             // kQueued
-  std::string text;             // kToken: whole UTF-8 characters
-  std::string message;          // kNotice, kError
-  int dropped_messages = 0;     // kNotice
+  std::string id;            // may be empty only for kError on a line without a readable id
+  int position = 0;          // kQueued
+  std::string text;          // kToken: whole UTF-8 characters
+  std::string message;       // kNotice, kError
+  int dropped_messages = 0;  // kNotice
   FinishReason finish_reason = FinishReason::kStop;  // kDone
-  Usage usage;                  // kStart: prompt and cached tokens; kDone: all three
-  Timings timings;              // kDone
+  Usage usage;                      // kStart: prompt and cached tokens; kDone: all three
+  Timings timings;                  // kDone
   ErrorCode code = ErrorCode::kOk;  // kError
-  int retry_after_ms = 0;       // kError with code busy/unavailable: a retry hint (0 = none)
-  Health health = Health::kReady;  // kHealth
-  std::string model;            // kHealth
-  int n_ctx = 0;                // kHealth
-  StatsInfo stats;              // kStats
-  std::vector<int32_t> tokens;  // kTokens
-  bool found = false;           // kCancel: the id was in flight
+  int retry_after_ms = 0;           // kError with code busy/unavailable: a retry hint (0 = none)
+  Health health = Health::kReady;   // kHealth
+  std::string model;                // kHealth
+  int n_ctx = 0;                    // kHealth
+  StatsInfo stats;                  // kStats
+  std::vector<int32_t> tokens;      // kTokens
+  bool found = false;               // kCancel: the id was in flight
 };
 
 // Parses and validates one request line (without its newline). On failure, *id_out (if given)

@@ -56,9 +56,9 @@ TEST(ParseRequest, MinimalRequestGetsAnIdAndDefaults) {
 }
 
 TEST(ParseRequest, LegacyChatGlmShape) {
-  Request r = parse_ok(
-      R"({"prompt":"and now?","history":[["q1","a1"],["q2","a2"]],"max_length":64,)"
-      R"("top_p":0.5,"temperature":0.2})");
+  Request r =
+      parse_ok(R"({"prompt":"and now?","history":[["q1","a1"],["q2","a2"]],"max_length":64,)"
+               R"("top_p":0.5,"temperature":0.2})");
   ASSERT_EQ(r.messages.size(), 5u);
   EXPECT_EQ(r.messages[0].role, "user");
   EXPECT_EQ(r.messages[0].content, "q1");
@@ -105,15 +105,15 @@ TEST(ParseRequest, RejectsMalformedLines) {
   expect_error("\"hi\"", "must be a JSON object");
   expect_error(std::string("{\"prompt\":\"\xff\xfe\"}"), "not valid UTF-8");
   expect_error(std::string("{\"prompt\":\"\xc0\xaf\"}"), "not valid UTF-8");  // overlong
-  expect_error(R"({"prompt":"\ud800"})", "not valid JSON");                  // lone surrogate
+  expect_error(R"({"prompt":"\ud800"})", "not valid JSON");                   // lone surrogate
   expect_error(std::string(40, '[') + std::string(40, ']'), "nested deeper");
 }
 
 TEST(ParseRequest, LineLengthLimit) {
   Limits limits;
   limits.max_line_bytes = 64;
-  const std::string line = R"({"messages":[{"role":"user","content":")" + std::string(100, 'x') +
-                           "\"}]}";
+  const std::string line =
+      R"({"messages":[{"role":"user","content":")" + std::string(100, 'x') + "\"}]}";
   expect_error(line, "the limit is 64", ErrorCode::kInvalidArgument, limits);
 }
 
@@ -156,10 +156,9 @@ TEST(ParseRequest, RejectsBadMessages) {
   expect_error(R"({"prompt":1})", "'prompt': expected a string");
   Limits limits;
   limits.max_messages = 2;
-  expect_error(
-      R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},)"
-      R"({"role":"user","content":"c"}]})",
-      "the limit is 2", ErrorCode::kInvalidArgument, limits);
+  expect_error(R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},)"
+               R"({"role":"user","content":"c"}]})",
+               "the limit is 2", ErrorCode::kInvalidArgument, limits);
 }
 
 TEST(ParseRequest, RejectsBadHistory) {

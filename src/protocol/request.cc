@@ -60,8 +60,7 @@ Status parse_params(const json& p, const std::string& prefix, SamplingParams* ou
     bool known = false;
     GLM_RETURN_IF_ERROR(read_sampling_field(key, value, prefix, out, &known));
     if (!known && !prefix.empty()) {
-      return field_error(prefix + key,
-                         "unknown parameter (known: " + sampling_field_names() + ")");
+      return field_error(prefix + key, "unknown parameter (known: " + sampling_field_names() + ")");
     }
   }
   return Status::Ok();
@@ -112,8 +111,8 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",      "type",    "id",     "conversation", "messages",
-                                "prompt", "history", "raw",    "params",       "text"};
+  static const char* kKeys[] = {"v",      "type",    "id",  "conversation", "messages",
+                                "prompt", "history", "raw", "params",       "text"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -132,8 +131,9 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
   }
   for (const auto& [key, value] : j.items()) {
     if (!is_top_level_key(key)) {
-      return field_error(key, "unknown key (see docs/protocol.md; sampling settings go in "
-                              "\"params\")");
+      return field_error(key,
+                         "unknown key (see docs/protocol.md; sampling settings go in "
+                         "\"params\")");
     }
   }
   if (j.contains("v")) {
@@ -148,14 +148,20 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
   if (j.contains("type")) {
     if (!j["type"].is_string()) return field_error("type", "expected a string");
     const std::string t = j["type"].get<std::string>();
-    if (t == "generate") r.type = RequestType::kGenerate;
-    else if (t == "cancel") r.type = RequestType::kCancel;
-    else if (t == "health") r.type = RequestType::kHealth;
-    else if (t == "stats") r.type = RequestType::kStats;
-    else if (t == "tokenize") r.type = RequestType::kTokenize;
+    if (t == "generate")
+      r.type = RequestType::kGenerate;
+    else if (t == "cancel")
+      r.type = RequestType::kCancel;
+    else if (t == "health")
+      r.type = RequestType::kHealth;
+    else if (t == "stats")
+      r.type = RequestType::kStats;
+    else if (t == "tokenize")
+      r.type = RequestType::kTokenize;
     else {
-      return field_error("type", "'" + t + "' is not one of generate, cancel, health, stats, "
-                                           "tokenize");
+      return field_error("type", "'" + t +
+                                     "' is not one of generate, cancel, health, stats, "
+                                     "tokenize");
     }
   }
   if (r.type == RequestType::kCancel && r.id.empty()) {
@@ -193,7 +199,8 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
                                            std::to_string(limits.max_messages));
       }
       r.messages.resize(m.size());
-      for (size_t i = 0; i < m.size(); ++i) GLM_RETURN_IF_ERROR(parse_message(m[i], i, &r.messages[i]));
+      for (size_t i = 0; i < m.size(); ++i)
+        GLM_RETURN_IF_ERROR(parse_message(m[i], i, &r.messages[i]));
     } else if (has_prompt) {
       if (!j["prompt"].is_string()) return field_error("prompt", "expected a string");
       const std::string prompt = j["prompt"].get<std::string>();
@@ -209,14 +216,17 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
         }
       }
     } else {
-      return field_error("messages", "is required (or \"prompt\"); e.g. "
-                                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+      return field_error("messages",
+                         "is required (or \"prompt\"); e.g. "
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
     }
     if (!r.raw) {
       const std::string& last = r.messages.back().role;
       if (last != "user" && last != "observation") {
-        return field_error("messages", "the last message must have role user or observation, "
-                                       "got " + last);
+        return field_error("messages",
+                           "the last message must have role user or observation, "
+                           "got " +
+                               last);
       }
     }
     GLM_RETURN_IF_ERROR(parse_params(j, "", &r.params));
@@ -237,17 +247,21 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
 
 const char* request_type_name(RequestType t) {
   switch (t) {
-    case RequestType::kGenerate: return "generate";
-    case RequestType::kCancel: return "cancel";
-    case RequestType::kHealth: return "health";
-    case RequestType::kStats: return "stats";
-    case RequestType::kTokenize: return "tokenize";
+    case RequestType::kGenerate:
+      return "generate";
+    case RequestType::kCancel:
+      return "cancel";
+    case RequestType::kHealth:
+      return "health";
+    case RequestType::kStats:
+      return "stats";
+    case RequestType::kTokenize:
+      return "tokenize";
   }
   return "generate";
 }
 
-StatusOr<Request> parse_request(std::string_view line, const Limits& limits,
-                                std::string* id_out) {
+StatusOr<Request> parse_request(std::string_view line, const Limits& limits, std::string* id_out) {
   if (id_out != nullptr) id_out->clear();
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.size() > limits.max_line_bytes) {

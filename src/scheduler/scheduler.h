@@ -82,7 +82,6 @@ struct Options {
   int n_ctx = 2048;         // positions per sequence
 };
 
-
 class Scheduler {
  public:
   // model, pool and cache are not owned and must outlive the scheduler. pool may be null for a

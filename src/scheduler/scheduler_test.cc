@@ -13,9 +13,9 @@
 namespace glm::scheduler {
 namespace {
 
+using generation::FinishReason;
 using testing::fake_greedy;
 using testing::FakeModel;
-using generation::FinishReason;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
@@ -118,7 +118,8 @@ TEST(Scheduler, SingleRequestMatchesTheModelsGreedyContinuation) {
   h.run_all();
   const auto want = fake_greedy(prompt, kVocab, 30, {kEos});
   EXPECT_EQ(h.rec("a").tokens, want);
-  EXPECT_EQ(h.rec("a").finish.reason, want.size() == 30 ? FinishReason::kLength : FinishReason::kStop);
+  EXPECT_EQ(h.rec("a").finish.reason,
+            want.size() == 30 ? FinishReason::kLength : FinishReason::kStop);
   EXPECT_EQ(h.rec("a").finish.usage.completion_tokens, static_cast<int>(want.size()));
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
@@ -209,7 +210,8 @@ TEST(Scheduler, AdmissionIsFifoUnderBatchAndMemoryLimits) {
   EXPECT_EQ(h.rec("big").start_order, 2);
   EXPECT_EQ(h.rec("c").start_order, 3);
   EXPECT_EQ(h.rec("d").start_order, 4);
-  for (const char* id : {"a", "b", "big", "c", "d"}) EXPECT_EQ(h.rec(id).finish.reason, FinishReason::kLength);
+  for (const char* id : {"a", "b", "big", "c", "d"})
+    EXPECT_EQ(h.rec(id).finish.reason, FinishReason::kLength);
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 

@@ -105,9 +105,10 @@ void Supervisor::reap(bool stopping, int* rc, bool* give_up) {
       }
       c.quick_failures = ran < options_.quick_failure ? c.quick_failures + 1 : 0;
       if (c.quick_failures >= options_.max_quick_failures) {
-        GLM_LOG_ERROR("serve: %s %s; it failed %d times in a row right after starting, giving "
-                      "up (see its messages above)",
-                      c.spec.name.c_str(), describe_status(status).c_str(), c.quick_failures);
+        GLM_LOG_ERROR(
+            "serve: %s %s; it failed %d times in a row right after starting, giving "
+            "up (see its messages above)",
+            c.spec.name.c_str(), describe_status(status).c_str(), c.quick_failures);
         *give_up = true;
         break;
       }

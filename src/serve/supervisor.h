@@ -21,9 +21,9 @@
 namespace glm::serve {
 
 struct ChildSpec {
-  std::string name;                // for logs: "engine", "web"
-  std::string path;                // executable ("/proc/self/exe")
-  std::vector<std::string> argv;   // argv[0] included
+  std::string name;               // for logs: "engine", "web"
+  std::string path;               // executable ("/proc/self/exe")
+  std::vector<std::string> argv;  // argv[0] included
 };
 
 struct SupervisorOptions {
@@ -31,7 +31,7 @@ struct SupervisorOptions {
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds stable_after{60000};   // a run this long resets the backoff
   std::chrono::milliseconds quick_failure{10000};  // a failure sooner than this is "quick"
-  int max_quick_failures = 5;                     // in a row, for one child: give up
+  int max_quick_failures = 5;                      // in a row, for one child: give up
   std::chrono::milliseconds stop_timeout{35000};   // SIGTERM -> SIGKILL
   std::chrono::milliseconds tick{200};             // on_tick period
 };

@@ -19,7 +19,8 @@ std::vector<std::string> split_chars(const std::string& text) {
   return out;
 }
 
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
@@ -45,9 +46,10 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
     job->prompt_tokens = static_cast<int>(request.prompt.size());
   } else {
     if (request.messages.empty()) return invalid_argument("no messages");
-    for (const auto& m : request.messages) job->prompt_tokens += static_cast<int>(m.content.size()) + 1;
-    job->chars = split_chars(options_.reply.empty() ? request.messages.back().content
-                                                    : options_.reply);
+    for (const auto& m : request.messages)
+      job->prompt_tokens += static_cast<int>(m.content.size()) + 1;
+    job->chars =
+        split_chars(options_.reply.empty() ? request.messages.back().content : options_.reply);
   }
   if (job->prompt_tokens > options_.n_ctx) {
     return Status(ErrorCode::kContextOverflow,
@@ -67,7 +69,8 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
   }
   if (!request.conversation.empty()) {
     auto it = conversation_tokens_.find(request.conversation);
-    if (it != conversation_tokens_.end()) job->cached_tokens = std::min(it->second, job->prompt_tokens);
+    if (it != conversation_tokens_.end())
+      job->cached_tokens = std::min(it->second, job->prompt_tokens);
   }
   job->request = std::move(request);
   job->sink = std::move(sink);
@@ -159,11 +162,11 @@ void EchoEngine::finish(Job& job, engine::FinishReason reason, std::unique_lock<
     done.timings.ttft_ms = ms_between(job.submitted, job.first_token);
     done.timings.prefill_ms = ms_between(job.started, job.first_token);
   }
-  if (job.next > 1) done.timings.tpot_ms = ms_between(job.first_token, job.last_token) / (job.next - 1);
+  if (job.next > 1)
+    done.timings.tpot_ms = ms_between(job.first_token, job.last_token) / (job.next - 1);
   done.timings.total_ms = ms_between(job.submitted, now);
   if (!job.request.conversation.empty()) {
-    conversation_tokens_[job.request.conversation] =
-        job.prompt_tokens + static_cast<int>(job.next);
+    conversation_tokens_[job.request.conversation] = job.prompt_tokens + static_cast<int>(job.next);
   }
   in_flight_.erase(job.request.id);
   cancel_ids_.erase(job.request.id);

@@ -26,11 +26,11 @@
 namespace glm::testing {
 
 struct EchoOptions {
-  std::string reply;          // empty: echo the last message
-  int token_delay_ms = 0;     // between tokens of one step
-  int prefill_delay_ms = 0;   // before a request's first token
-  int max_queue = 64;         // waiting requests; more are refused with kQueueFull
-  int max_running = 8;        // requests streamed together
+  std::string reply;         // empty: echo the last message
+  int token_delay_ms = 0;    // between tokens of one step
+  int prefill_delay_ms = 0;  // before a request's first token
+  int max_queue = 64;        // waiting requests; more are refused with kQueueFull
+  int max_running = 8;       // requests streamed together
   int n_ctx = 4096;
 };
 

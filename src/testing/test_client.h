@@ -33,7 +33,9 @@ class TestClient {
   const Status& connect_status() const { return connect_status_; }
   int fd() const { return fd_; }
 
-  bool send(const std::string& line) { return fd_ >= 0 && daemon::write_all(fd_, line + "\n").ok(); }
+  bool send(const std::string& line) {
+    return fd_ >= 0 && daemon::write_all(fd_, line + "\n").ok();
+  }
   bool send_raw(const std::string& bytes) { return fd_ >= 0 && daemon::write_all(fd_, bytes).ok(); }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   void close() {
