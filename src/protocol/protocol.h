@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "generation/constraint.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
@@ -40,6 +41,7 @@ struct Message {
   std::string metadata;  // ChatGLM3 tool-call metadata (optional)
 };
 
+using generation::Constraint;
 using generation::FinishReason;
 using generation::Health;
 using generation::SamplingParams;
@@ -56,6 +58,7 @@ struct Request {
   bool raw = false;       // true: `prompt` is plain text without the chat template
   std::string prompt;     // only with raw
   SamplingParams params;  // absent fields on the wire: SamplingParams' defaults
+  Constraint constraint;  // "constraint": grammar-constrained output (none when absent)
   // kTokenize
   std::string text;
   // kCancel: `id` names the request to cancel.

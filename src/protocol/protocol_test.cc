@@ -278,6 +278,37 @@ Event round_trip(const Event& e) {
   return *back;
 }
 
+TEST(ParseRequest, Constraints) {
+  const std::string head = R"({"messages":[{"role":"user","content":"a"}],)";
+  Request g =
+      parse_ok(head + R"("constraint":{"type":"gbnf","grammar":"root ::= \"yes\" | \"no\""}})");
+  EXPECT_EQ(g.constraint.kind, Constraint::Kind::kGbnf);
+  EXPECT_EQ(g.constraint.text, R"(root ::= "yes" | "no")");
+  // The schema keeps the client's key order (zeta before alpha), also through serialize.
+  Request s = parse_ok(
+      head + R"("constraint":{"type":"json_schema","schema":{"type":"object","properties":)" +
+      R"({"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}})");
+  EXPECT_EQ(s.constraint.kind, Constraint::Kind::kJsonSchema);
+  EXPECT_EQ(
+      s.constraint.text,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
+  Request o = parse_ok(head + R"("constraint":{"type":"json_object"}})");
+  EXPECT_EQ(o.constraint.kind, Constraint::Kind::kJsonObject);
+  for (const Request* r : {&g, &s, &o}) {
+    const std::string line = serialize_request(*r);
+    EXPECT_EQ(parse_ok(line).constraint, r->constraint) << line;
+  }
+  EXPECT_EQ(serialize_request(parse_ok(head + R"("constraint":null})")).find("constraint"),
+            std::string::npos);
+  expect_error(head + R"("constraint":"json"})", "'constraint': expected an object");
+  expect_error(head + R"("constraint":{"type":"regex"}})", "'constraint.type': 'regex' is not");
+  expect_error(head + R"("constraint":{"type":"gbnf"}})", "'constraint.grammar': is required");
+  expect_error(head + R"("constraint":{"type":"json_schema","schema":"x"}})",
+               "'constraint.schema': expected a JSON Schema object");
+  expect_error(head + R"("constraint":{"type":"json_object","grammar":"x"}})",
+               "'constraint.grammar': unknown key");
+}
+
 TEST(Events, RoundTripEveryType) {
   Event q;
   q.type = EventType::kQueued;

@@ -111,8 +111,8 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",      "type",    "id",  "conversation", "messages",
-                                "prompt", "history", "raw", "params",       "text"};
+  static const char* kKeys[] = {"v",       "type", "id",     "conversation", "messages",  "prompt",
+                                "history", "raw",  "params", "text",         "constraint"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -121,7 +121,59 @@ bool is_top_level_key(const std::string& key) {
   return false;
 }
 
-StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string* id_out) {
+// "constraint": {"type":"gbnf","grammar":"..."} | {"type":"json_schema","schema":{...}} |
+// {"type":"json_object"} | {"type":"none"}. The schema is re-read from `line` in key order
+// (its properties come out in that order). Whether the grammar compiles is the engine's check.
+Status parse_constraint(const json& c, std::string_view line, const Limits& limits,
+                        Constraint* out) {
+  if (!c.is_object()) {
+    return field_error("constraint",
+                       "expected an object {\"type\":\"gbnf\"|\"json_schema\"|"
+                       "\"json_object\", ...}");
+  }
+  auto type = c.find("type");
+  if (type == c.end() || !type->is_string()) {
+    return field_error("constraint.type", "is required: gbnf, json_schema or json_object");
+  }
+  if (!generation::parse_constraint_kind(type->get<std::string>(), &out->kind)) {
+    return field_error("constraint.type", "'" + type->get<std::string>() +
+                                              "' is not one of gbnf, json_schema, json_object, "
+                                              "none");
+  }
+  for (const auto& [key, value] : c.items()) {
+    const bool known = key == "type" ||
+                       (key == "grammar" && out->kind == Constraint::Kind::kGbnf) ||
+                       (key == "schema" && out->kind == Constraint::Kind::kJsonSchema);
+    if (!known) {
+      return field_error("constraint." + key,
+                         std::string("unknown key for type ") +
+                             generation::constraint_kind_name(out->kind) +
+                             " (gbnf takes grammar, json_schema takes schema)");
+    }
+  }
+  if (out->kind == Constraint::Kind::kGbnf) {
+    if (!c.contains("grammar")) return field_error("constraint.grammar", "is required for gbnf");
+    auto g = get_string(c["grammar"], "constraint.grammar", limits.max_line_bytes);
+    if (!g.ok()) return g.status();
+    if (g->empty()) return field_error("constraint.grammar", "must not be empty");
+    out->text = *g;
+  } else if (out->kind == Constraint::Kind::kJsonSchema) {
+    if (!c.contains("schema")) {
+      return field_error("constraint.schema", "is required for json_schema");
+    }
+    if (!c["schema"].is_object() && !c["schema"].is_boolean()) {
+      return field_error("constraint.schema", "expected a JSON Schema object");
+    }
+    auto ordered = parse_ordered_json(line, "request line",
+                                      JsonLimits{limits.max_line_bytes, limits.max_depth});
+    if (!ordered.ok()) return ordered.status();
+    out->text = (*ordered)["constraint"]["schema"].dump();
+  }
+  return Status::Ok();
+}
+
+StatusOr<Request> parse_object(const json& j, std::string_view line, const Limits& limits,
+                               std::string* id_out) {
   Request r;
   if (j.contains("id")) {
     auto id = get_id(j["id"], "id", limits);
@@ -234,6 +286,9 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
       if (!j["params"].is_object()) return field_error("params", "expected an object");
       GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r.params));
     }
+    if (j.contains("constraint") && !j["constraint"].is_null()) {
+      GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], line, limits, &r.constraint));
+    }
   }
   if (r.id.empty()) {
     r.id = make_request_id();
@@ -275,7 +330,7 @@ StatusOr<Request> parse_request(std::string_view line, const Limits& limits, std
   if (!parsed.ok()) return parsed.status();
   const json& j = *parsed;
   if (!j.is_object()) return invalid_argument("request must be a JSON object");
-  return parse_object(j, limits, id_out);
+  return parse_object(j, line, limits, id_out);
 }
 
 std::string serialize_request(const Request& r) {
@@ -302,6 +357,17 @@ std::string serialize_request(const Request& r) {
     json p = json::object();
     write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);
+    if (r.constraint.active()) {
+      json c = {{"type", generation::constraint_kind_name(r.constraint.kind)}};
+      if (r.constraint.kind == Constraint::Kind::kGbnf) c["grammar"] = r.constraint.text;
+      if (r.constraint.kind == Constraint::Kind::kJsonSchema) {
+        // The text came from a parse (protocol or gateway); a text that is not JSON is kept as
+        // a string so that the engine refuses it with a clear message.
+        auto schema = parse_ordered_json(r.constraint.text, "constraint.schema");
+        c["schema"] = schema.ok() ? std::move(schema).value() : json(r.constraint.text);
+      }
+      j["constraint"] = std::move(c);
+    }
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
