@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/constrain.h"
 #include "engine/prompt.h"
 #include "engine/stop_text.h"
 #include "gguf/gguf.h"
@@ -191,6 +192,13 @@ class EngineImpl final : public Engine {
     r.sampling.max_tokens = plan->max_tokens;
     r.stop_ids = stop_ids_;
     r.submitted = submitted;
+    if (request.constraint.active()) {
+      StatusOr<grammar::Grammar> g = compile_constraint(request.constraint);
+      if (!g.ok()) return g.status();
+      StatusOr<std::unique_ptr<grammar::Matcher>> m = start_matcher(std::move(g).value(), vocab());
+      if (!m.ok()) return m.status();
+      r.matcher = std::move(m).value();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (health_.load() != Health::kReady) {
@@ -250,6 +258,15 @@ class EngineImpl final : public Engine {
     return all;
   }
 
+  // The vocabulary for constrained decoding, built on the first constrained request (~30-130
+  // ms; unconstrained serving never pays it). Thread-safe.
+  std::shared_ptr<const grammar::TokenVocab> vocab() {
+    std::call_once(vocab_once_, [this] {
+      vocab_ = build_token_vocab(*tokenizer_, model_->config().n_vocab, stop_ids_);
+    });
+    return vocab_;
+  }
+
   // Called on the loop thread when a request delivered its final event.
   void finished(const std::string& id) {
     {
@@ -298,6 +315,8 @@ class EngineImpl final : public Engine {
   int n_ctx_ = 0;
   std::vector<int32_t> stop_ids_;
   std::vector<int32_t> raw_prefix_;
+  std::once_flag vocab_once_;
+  std::shared_ptr<const grammar::TokenVocab> vocab_;
   std::unique_ptr<model::KvPool> pool_;
   std::unique_ptr<kv::KvCache> cache_;
   std::unique_ptr<scheduler::Scheduler> sched_;  // loop thread only

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "generation/constraint.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
@@ -24,6 +25,7 @@
 
 namespace glm::engine {
 
+using generation::Constraint;
 using generation::FinishReason;
 using generation::Health;
 using generation::SamplingParams;
@@ -38,6 +40,9 @@ struct Request {
   bool raw = false;                    // true: `prompt` is plain text, no template
   std::string prompt;
   SamplingParams params;
+  // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
+  // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
+  Constraint constraint;
 };
 
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
@@ -74,7 +79,8 @@ class Engine {
   virtual ~Engine() = default;
 
   // Submits a request. Returns an error at once (kQueueFull, kInvalidArgument (including
-  // generation::validate(request.params)),
+  // generation::validate(request.params) and a constraint that does not compile, or whose
+  // first token this vocabulary cannot spell: the message names the offending part),
   // kContextOverflow, kUnavailable) or ok, after which `sink` receives kQueued, kStart, kToken...
   // and exactly one final kDone or kError.
   virtual Status submit(Request request, EventSink sink) = 0;

@@ -6,6 +6,8 @@
 // 5-30 "a".."z", 31 " ", 32-41 "0".."9", 42 "\n", 43 " the", 44 "STOP", 45-58 "A".."N",
 // 59-61 the three bytes of "你" alone, 62 "你", 63 "!".
 // Template: per message <|role|> + encode(content); then <|assistant|>. Stops: </s>, <|user|>.
+// FakeTokenizer(extra) appends pieces from id 64 on (constrained-decoding tests add JSON
+// punctuation and pieces that cross its boundaries, such as "{\"" and "\":").
 #pragma once
 
 #include <memory>
@@ -19,7 +21,7 @@ namespace glm::testing {
 
 class FakeTokenizer : public tok::Tokenizer {
  public:
-  FakeTokenizer() {
+  explicit FakeTokenizer(const std::vector<std::string>& extra = {}) {
     pieces_ = {"<unk>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"};
     for (char c = 'a'; c <= 'z'; ++c) pieces_.push_back(std::string(1, c));
     pieces_.push_back(" ");
@@ -33,6 +35,7 @@ class FakeTokenizer : public tok::Tokenizer {
     pieces_.push_back("\xA0");
     pieces_.push_back("\xE4\xBD\xA0");
     pieces_.push_back("!");
+    for (const std::string& p : extra) pieces_.push_back(p);
   }
   // Greedy longest match; unknown bytes are skipped.
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const override {

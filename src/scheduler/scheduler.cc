@@ -20,6 +20,7 @@ struct Scheduler::Seq {
   SeqRequest req;
   kv::Admitted adm;  // prompt actually run, cached prefix, block table
   std::unique_ptr<sampler::Sampler> sampler;
+  grammar::TokenMask mask;  // constrained sequences: the mask of the current step
   bool admitted = false;
   bool decoding = false;  // prompt done; next_token is the sampled token to feed
   bool done = false;
@@ -180,10 +181,37 @@ bool Scheduler::step() {
     Seq* seq = members[i];
     cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
     if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
-    const int32_t token = seq->sampler->sample(logits_.data() + i * n_vocab_);
+    float* row = logits_.data() + i * n_vocab_;
+    if (seq->req.matcher && !constrain(seq, row)) continue;
+    const int32_t token = seq->sampler->sample(row);
     deliver(seq, token);
   }
   remove_finished();
+  return true;
+}
+
+bool Scheduler::constrain(Seq* seq, float* logits) {
+  grammar::Matcher& m = *seq->req.matcher;
+  const grammar::MaskInfo info = m.fill_mask(&seq->mask);
+  if (info.dead()) {
+    fail(seq, invalid_argument("the constraint allows no token after " +
+                               std::to_string(seq->n_generated) +
+                               " generated tokens (the grammar needs text this model's "
+                               "vocabulary cannot spell)"));
+    return false;
+  }
+  size_t n_stops_allowed = 0;
+  for (int32_t stop : seq->req.stop_ids) {
+    if (stop >= 0 && static_cast<size_t>(stop) < seq->mask.size() && seq->mask.allowed(stop)) {
+      ++n_stops_allowed;
+    }
+  }
+  if (info.stop_allowed && info.n_allowed <= n_stops_allowed) {
+    finish(seq, FinishReason::kStop, std::nullopt);  // every sampled token is in the KV
+    return false;
+  }
+  GLM_CHECK(seq->mask.size() == static_cast<size_t>(n_vocab_));
+  seq->mask.apply_to_logits(logits);
   return true;
 }
 
@@ -194,6 +222,14 @@ bool Scheduler::deliver(Seq* seq, int32_t token) {
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     finish(seq, FinishReason::kStop, std::nullopt);
     return false;
+  }
+  if (seq->req.matcher) {
+    const Status st = seq->req.matcher->accept_token(token);
+    if (!st.ok()) {  // the mask allowed it: a bug in the grammar engine, not the request's
+      GLM_LOG_ERROR("grammar refused the token %d it allowed: %s", token, st.to_string().c_str());
+      fail(seq, Status(ErrorCode::kInternal, "constrained decoding: " + st.message()));
+      return false;
+    }
   }
   ++seq->n_generated;
   ++totals_.generated_tokens_total;

@@ -10,7 +10,9 @@
 //
 // Thread-safety: none. The engine calls every method from its one loop thread; observers are
 // called on that thread, inside add()/cancel()/step().
-// Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling.
+// Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling, plus for each
+// constrained sequence one Matcher::fill_mask (a copy of a cached mask, or a walk of the live
+// part of the vocabulary trie) and an O(n_vocab) masking pass; unconstrained ones pay nothing.
 #pragma once
 
 #include <chrono>
@@ -25,6 +27,7 @@
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
+#include "grammar/matcher.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sampler/sampler.h"
@@ -72,6 +75,12 @@ struct SeqRequest {
   generation::SamplingParams sampling;  // the sampler's fields; max_tokens bounds generation,
                                         // stop strings are the engine's (ignored here)
   std::vector<int32_t> stop_ids;
+  // Grammar-constrained decoding (optional; the engine compiles generation::Constraint into
+  // it): before each sampled token the logits outside the grammar's mask are set to -inf; a
+  // stop id is possible only where the grammar is complete, and a complete grammar that allows
+  // nothing else ends the sequence (kStop). A state with no continuation ends it with
+  // invalid_argument. Its vocabulary must cover the model's n_vocab.
+  std::unique_ptr<grammar::Matcher> matcher;
   Clock::time_point submitted = Clock::now();
   std::unique_ptr<SeqObserver> observer;
 };
@@ -111,6 +120,9 @@ class Scheduler {
   void admit();
   void finish(Seq* seq, generation::FinishReason reason, std::optional<int32_t> unfed);
   void fail(Seq* seq, const Status& status);
+  // Masks `logits` ([n_vocab]) with the sequence's grammar. Returns false if the sequence
+  // ended instead (complete with nothing else allowed, or no continuation).
+  bool constrain(Seq* seq, float* logits);
   // Handles a sampled token; returns true if the sequence goes on.
   bool deliver(Seq* seq, int32_t token);
   void remove_finished();

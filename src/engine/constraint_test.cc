@@ -1,0 +1,270 @@
+// Constrained decoding through the engine, over the fake model with a vocabulary extended by
+// JSON punctuation and pieces that cross grammar boundaries ("{\"", "\":", "\",\""): whatever
+// the (pseudo-random) logits, greedy and sampled answers are sentences of the grammar, checked
+// here by an independent reading (nlohmann + explicit schema checks).
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "engine/constrain.h"
+#include "engine/engine.h"
+#include "engine/fake_parts.h"
+#include "scheduler/fake_model.h"
+
+namespace glm::engine {
+namespace {
+
+using glm::testing::FakeModel;
+using glm::testing::FakeTemplate;
+using glm::testing::FakeTokenizer;
+
+const std::vector<std::string> kJsonPieces = {
+    "{",     "}",   "[",  "]",    "\"",    ":",    ",",   "-",   ".", "\\", "{\"", "\":",  "\",\"",
+    "\":\"", "yes", "no", "true", "false", "null", " \"", "\"}", "e", "+",  "\t",  "name", "age"};
+
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::vector<Event>> events;
+
+  EventSink sink() {
+    return [this](const Event& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      events[e.id].push_back(e);
+      cv.notify_all();
+    };
+  }
+  bool wait(const std::string& id) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      auto it = events.find(id);
+      return it != events.end() && !it->second.empty() &&
+             (it->second.back().type == EventType::kDone ||
+              it->second.back().type == EventType::kError);
+    });
+  }
+  std::string text(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string s;
+    for (const Event& e : events[id]) {
+      if (e.type == EventType::kToken) s += e.text;
+    }
+    return s;
+  }
+  Event last(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return events[id].back();
+  }
+};
+
+std::unique_ptr<Engine> make_engine() {
+  auto tok = std::make_unique<FakeTokenizer>(kJsonPieces);
+  auto model = std::make_unique<FakeModel>(tok->n_vocab());
+  auto tmpl = std::make_unique<FakeTemplate>(*tok);
+  Options o;
+  o.max_batch = 4;
+  return create_engine(std::move(model), std::move(tok), std::move(tmpl), o);
+}
+
+Request constrained(const std::string& id, Constraint::Kind kind, std::string text,
+                    float temperature, uint64_t seed, int max_tokens = 1500) {
+  Request r;
+  r.id = id;
+  r.messages = {{"user", "give me json"}};
+  r.params.temperature = temperature;
+  r.params.top_p = 1.0f;
+  r.params.seed = seed;
+  r.params.max_tokens = max_tokens;
+  r.constraint = Constraint{kind, std::move(text)};
+  return r;
+}
+
+// Every string bounded, so an answer ends well within max_tokens whatever the logits.
+const char* kSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 6},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "ok": {"type": "boolean"},
+    "kind": {"enum": ["cat", "dog", null]},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 3},
+    "pos": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"],
+            "additionalProperties": false}
+  },
+  "required": ["name", "age", "ok", "kind"],
+  "additionalProperties": false
+})";
+
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
+// The checks a validator makes for kSchema; "" if `v` validates, else what is wrong.
+std::string check_schema(const nlohmann::json& v) {
+  if (!v.is_object()) return "not an object";
+  const std::set<std::string> known = {"name", "age", "ok", "kind", "tags", "pos"};
+  for (const auto& [k, x] : v.items()) {
+    if (!known.count(k)) return "unknown key " + k;
+  }
+  for (const char* k : {"name", "age", "ok", "kind"}) {
+    if (!v.contains(k)) return std::string("missing ") + k;
+  }
+  if (!v["name"].is_string() || utf8_length(v["name"].get<std::string>()) > 6) return "name";
+  if (!v["age"].is_number_integer() || v["age"].get<int64_t>() < 0 ||
+      v["age"].get<int64_t>() > 150) {
+    return "age";
+  }
+  if (!v["ok"].is_boolean()) return "ok";
+  if (!(v["kind"].is_null() || v["kind"] == "cat" || v["kind"] == "dog")) return "kind";
+  if (v.contains("tags")) {
+    const auto& t = v["tags"];
+    if (!t.is_array() || t.size() > 3) return "tags";
+    for (const auto& s : t) {
+      if (!s.is_string() || utf8_length(s.get<std::string>()) > 3) return "tags item";
+    }
+  }
+  if (v.contains("pos")) {
+    const auto& p = v["pos"];
+    if (!p.is_object() || p.size() != 1 || !p.contains("x") || !p["x"].is_number()) return "pos";
+  }
+  return "";
+}
+
+TEST(EngineConstraint, JsonSchemaAnswersValidateGreedyAndSampled) {
+  auto e = make_engine();
+  Collector c;
+  std::vector<std::string> ids;
+  const std::vector<std::pair<float, uint64_t>> runs = {{0.0f, 1}, {1.0f, 1}, {1.0f, 2}, {1.0f, 3},
+                                                        {1.0f, 4}, {1.0f, 5}, {1.5f, 6}, {1.5f, 7}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string id = "s" + std::to_string(i);
+    ASSERT_TRUE(e->submit(constrained(id, Constraint::Kind::kJsonSchema, kSchema, runs[i].first,
+                                      runs[i].second),
+                          c.sink())
+                    .ok());
+    ids.push_back(id);
+  }
+  std::set<std::string> distinct;
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(c.wait(id));
+    const Event last = c.last(id);
+    const std::string text = c.text(id);
+    ASSERT_EQ(last.type, EventType::kDone) << last.error.to_string();
+    EXPECT_EQ(last.finish_reason, FinishReason::kStop) << text;
+    const auto v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(v.is_discarded()) << "not JSON: " << text;
+    EXPECT_EQ(check_schema(v), "") << text;
+    // Keys come out in the schema's order.
+    size_t at = 0;
+    for (const char* k : {"\"name\"", "\"age\"", "\"ok\"", "\"kind\""}) {
+      const size_t p = text.find(k, at);
+      EXPECT_NE(p, std::string::npos) << k << " out of order in " << text;
+      at = p == std::string::npos ? at : p;
+    }
+    distinct.insert(text);
+  }
+  EXPECT_GT(distinct.size(), 3u) << "sampling should vary the answers";
+}
+
+TEST(EngineConstraint, JsonObjectIsAnyObject) {
+  auto e = make_engine();
+  Collector c;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const std::string id = "o" + std::to_string(seed);
+    // Unbounded strings: a cut answer (length) is allowed; a complete one must be an object.
+    ASSERT_TRUE(
+        e->submit(constrained(id, Constraint::Kind::kJsonObject, "", 1.0f, seed, 300), c.sink())
+            .ok());
+    ASSERT_TRUE(c.wait(id));
+    const Event last = c.last(id);
+    ASSERT_EQ(last.type, EventType::kDone) << last.error.to_string();
+    const std::string text = c.text(id);
+    ASSERT_FALSE(text.empty());
+    EXPECT_EQ(text[0], '{') << text;
+    if (last.finish_reason == FinishReason::kStop) {
+      const auto v = nlohmann::json::parse(text, nullptr, false);
+      EXPECT_TRUE(v.is_object()) << text;
+    } else {
+      EXPECT_EQ(last.finish_reason, FinishReason::kLength);
+    }
+  }
+}
+
+TEST(EngineConstraint, GbnfYesOrNo) {
+  auto e = make_engine();
+  Collector c;
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    const std::string id = "g" + std::to_string(seed);
+    const float temperature = seed == 0 ? 0.0f : 1.0f;
+    ASSERT_TRUE(e->submit(constrained(id, Constraint::Kind::kGbnf, R"(root ::= "yes" | "no")",
+                                      temperature, seed, 50),
+                          c.sink())
+                    .ok());
+    ASSERT_TRUE(c.wait(id));
+    ASSERT_EQ(c.last(id).type, EventType::kDone);
+    EXPECT_EQ(c.last(id).finish_reason, FinishReason::kStop);
+    const std::string text = c.text(id);
+    EXPECT_TRUE(text == "yes" || text == "no") << text;
+    seen.insert(text);
+  }
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST(EngineConstraint, BadConstraintsAreRefusedAtSubmit) {
+  auto e = make_engine();
+  Collector c;
+  auto refused = [&](Constraint::Kind kind, const std::string& text, const std::string& needle) {
+    const Status st = e->submit(constrained("bad", kind, text, 0.0f, 1), c.sink());
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << text;
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  };
+  refused(Constraint::Kind::kGbnf, "root ::= vaule", "undefined rule 'vaule'");
+  refused(Constraint::Kind::kGbnf, "root ::= \"a\" root", "invalid GBNF grammar");
+  refused(Constraint::Kind::kGbnf, "root ::= \"@\"", "no token of this model's vocabulary");
+  refused(Constraint::Kind::kJsonSchema,
+          R"({"type":"object","properties":{"t":{"uniqueItems":true}}})", "#/properties/t");
+  refused(Constraint::Kind::kJsonSchema, "{not json", "not valid JSON");
+  EXPECT_TRUE(c.events.empty());  // nothing was queued
+}
+
+TEST(EngineConstraint, ADeadEndIsAnErrorNotAHang) {
+  auto e = make_engine();
+  Collector c;
+  // 'a' can be spelled, '@' cannot: the request starts and then has no continuation.
+  ASSERT_TRUE(
+      e->submit(constrained("dead", Constraint::Kind::kGbnf, R"(root ::= "a@")", 0.0f, 1), c.sink())
+          .ok());
+  ASSERT_TRUE(c.wait("dead"));
+  const Event last = c.last("dead");
+  ASSERT_EQ(last.type, EventType::kError);
+  EXPECT_EQ(last.error.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.text("dead"), "a");
+  // The engine goes on serving.
+  ASSERT_TRUE(
+      e->submit(constrained("next", Constraint::Kind::kGbnf, R"(root ::= "no")", 0.0f, 1), c.sink())
+          .ok());
+  ASSERT_TRUE(c.wait("next"));
+  EXPECT_EQ(c.text("next"), "no");
+}
+
+TEST(EngineConstraint, VocabularyMarksControlAndStopTokens) {
+  FakeTokenizer tok(kJsonPieces);
+  auto vocab = build_token_vocab(tok, tok.n_vocab() + 3, {1, 2});
+  ASSERT_NE(vocab, nullptr);
+  EXPECT_EQ(vocab->n_tokens(), static_cast<size_t>(tok.n_vocab() + 3));  // padded to the model
+  EXPECT_TRUE(vocab->is_stop(1));
+  EXPECT_TRUE(vocab->is_stop(2));
+  EXPECT_TRUE(vocab->is_special(3));
+  EXPECT_FALSE(vocab->is_special(5));
+  EXPECT_EQ(vocab->token(tok.find("{\"")), "{\"");
+}
+
+}  // namespace
+}  // namespace glm::engine
