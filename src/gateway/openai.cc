@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "protocol/sampling_json.h"
 
 namespace glm::gateway {
@@ -29,6 +31,66 @@ StatusOr<std::string> read_content(const json& content, size_t index) {
     text += part["text"].get<std::string>();
   }
   return text;
+}
+
+// response_format {"type":"text"|"json_object"|"json_schema"} and the `grammar` extension (GBNF
+// text, as llama-server takes it) -> a Constraint, compiled here once so that a bad schema or
+// grammar is a 400 naming its part before anything reaches the engine (which compiles it
+// again for itself). The schema is read again from the body in key order: its properties come
+// out in that order.
+Status read_constraint(const json& body, const std::string& body_text,
+                       generation::Constraint* out) {
+  using Kind = generation::Constraint::Kind;
+  auto grammar_it = body.find("grammar");
+  const bool has_grammar = grammar_it != body.end() && !grammar_it->is_null();
+  auto rf = body.find("response_format");
+  if (rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+      return bad("response_format must be {\"type\":\"text\"|\"json_object\"|\"json_schema\"}");
+    }
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type == "json_object") {
+      out->kind = Kind::kJsonObject;
+    } else if (type == "json_schema") {
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object()) {
+        return bad(
+            "response_format.json_schema must be an object {\"name\",\"schema\",\"strict\"}");
+      }
+      if (auto name = js->find("name"); name != js->end() && !name->is_string()) {
+        return bad("response_format.json_schema.name must be a string");
+      }
+      if (auto strict = js->find("strict");
+          strict != js->end() && !strict->is_null() && !strict->is_boolean()) {
+        return bad("response_format.json_schema.strict must be true or false");
+      }
+      auto schema = js->find("schema");
+      if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+        return bad("response_format.json_schema.schema must be a JSON Schema object");
+      }
+      auto ordered = parse_ordered_json(body_text, "the request body");
+      if (!ordered.ok()) return ordered.status();
+      const nlohmann::ordered_json& s = (*ordered)["response_format"]["json_schema"]["schema"];
+      StatusOr<grammar::Grammar> g = grammar::json_schema_to_grammar(s);
+      if (!g.ok()) return bad("response_format.json_schema.schema " + g.status().message());
+      out->kind = Kind::kJsonSchema;
+      out->text = s.dump();
+    } else if (type != "text") {
+      return bad("response_format.type must be text, json_object or json_schema, got '" + type +
+                 "'");
+    }
+  }
+  if (has_grammar) {
+    if (out->active()) return bad("give either grammar or a JSON response_format, not both");
+    if (!grammar_it->is_string() || grammar_it->get_ref<const std::string&>().empty()) {
+      return bad("grammar must be a non-empty string of GBNF rules with a rule named root");
+    }
+    StatusOr<grammar::Grammar> g = grammar::parse_gbnf(grammar_it->get<std::string>());
+    if (!g.ok()) return bad("grammar: " + g.status().message());
+    out->kind = Kind::kGbnf;
+    out->text = grammar_it->get<std::string>();
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -89,6 +151,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     if (!it->is_string()) return bad("conversation must be a string");
     out.request.conversation = it->get<std::string>();
   }
+  GLM_RETURN_IF_ERROR(read_constraint(body, body_text, &out.request.constraint));
   return out;
 }
 

@@ -99,5 +99,62 @@ TEST(OpenAI, ChunkShapes) {
   EXPECT_NO_THROW(json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));
 }
 
+TEST(OpenAI, ResponseFormatAndGrammarBecomeTheConstraint) {
+  using Kind = generation::Constraint::Kind;
+  const std::string head = R"({"messages":[{"role":"user","content":"x"}],)";
+  auto none = parse_chat_completion(head + R"("response_format":{"type":"text"}})");
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(none->request.constraint.kind, Kind::kNone);
+  auto obj = parse_chat_completion(head + R"("response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+  EXPECT_EQ(obj->request.constraint.kind, Kind::kJsonObject);
+  // The schema keeps the client's key order (zeta before alpha).
+  auto schema = parse_chat_completion(
+      head + R"("response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,)" +
+      R"("schema":{"type":"object","properties":{"zeta":{"type":"string"},)" +
+      R"("alpha":{"type":"integer"}},"required":["zeta"],"additionalProperties":false}}}})");
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  EXPECT_EQ(schema->request.constraint.kind, Kind::kJsonSchema);
+  EXPECT_EQ(
+      schema->request.constraint.text,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},)"
+      R"("required":["zeta"],"additionalProperties":false})");
+  auto gbnf = parse_chat_completion(head + R"("grammar":"root ::= \"yes\" | \"no\""})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().to_string();
+  EXPECT_EQ(gbnf->request.constraint.kind, Kind::kGbnf);
+  EXPECT_EQ(gbnf->request.constraint.text, R"(root ::= "yes" | "no")");
+  // And it reaches the engine socket.
+  EXPECT_NE(protocol::serialize_request(gbnf->request).find(R"("constraint":{"type":"gbnf")"),
+            std::string::npos);
+}
+
+TEST(OpenAI, BadSchemasAndGrammarsNameThePart) {
+  struct Case {
+    std::string body;
+    const char* mentions;
+  };
+  const std::string head = R"({"messages":[{"role":"user","content":"x"}],)";
+  const Case cases[] = {
+      {head + R"("response_format":"json"})", "response_format must be"},
+      {head + R"("response_format":{"type":"xml"}})", "response_format.type"},
+      {head + R"("response_format":{"type":"json_schema"}})", "response_format.json_schema"},
+      {head + R"("response_format":{"type":"json_schema","json_schema":{"name":"n"}}})",
+       "response_format.json_schema.schema must be"},
+      {head + R"("response_format":{"type":"json_schema","json_schema":{"schema":)" +
+           R"({"type":"object","properties":{"tags":{"type":"array","uniqueItems":true}}}}}})",
+       "response_format.json_schema.schema #/properties/tags: keyword 'uniqueItems'"},
+      {head + R"("grammar":"root ::= vaule"})", "grammar: line 1"},
+      {head + R"("grammar":5})", "grammar must be"},
+      {head + R"("grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
+       "not both"},
+  };
+  for (const Case& c : cases) {
+    auto r = parse_chat_completion(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.mentions), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace glm::gateway
