@@ -1,7 +1,9 @@
 // Engine benchmarks for the scheduler issue, in-process (no socket):
 //   1. multi-turn: TTFT of turns 1..5 of one conversation, each new user message the same
 //      length; turn N+1 should prefill only its new message (KV reuse), so TTFT stays flat;
-//   2. concurrency: aggregate generated tokens/s with 4 simultaneous users vs 1 user.
+//   2. concurrency: aggregate generated tokens/s with 4 simultaneous users vs 1 user;
+//   3. constrained decoding: time per output token (tpot) of one user with a 10-property JSON
+//      schema vs unconstrained, runs alternated (the difference is the mask's cost per step).
 // Usage: engine_bench MODEL.gguf [threads=2] [repeats=3]
 // Prints medians and the ratios side by side (one run; ratios are what matter,
 // docs/performance.md).
@@ -139,6 +141,45 @@ int main(int argc, char** argv) {
               repeats);
   std::printf("  1 user : %7.2f tokens/s\n  4 users: %7.2f tokens/s\n  ratio  : %.2f\n",
               median(one), median(four), median(four) / median(one));
+
+  // 3. Constrained vs unconstrained decoding, alternated.
+  const char* schema = R"({"type":"object","properties":{
+    "name":{"type":"string"},"city":{"type":"string"},"age":{"type":"integer"},
+    "ok":{"type":"boolean"},"unit":{"enum":["celsius","fahrenheit"]},"score":{"type":"number"},
+    "day":{"type":"string","format":"date"},"tags":{"type":"array","items":{"type":"string"}},
+    "note":{"type":["string","null"]},"pos":{"type":"object","properties":{"x":{"type":"number"},
+    "y":{"type":"number"}},"required":["x","y"],"additionalProperties":false}},
+    "required":["name","city","age","ok","unit","score","day","tags","note","pos"],
+    "additionalProperties":false})";
+  auto tpot = [&](bool constrained, int round, int* n_tokens) {
+    Waiter w;
+    glm::engine::Request r;
+    r.id = std::string(constrained ? "js-" : "free-") + std::to_string(round);
+    r.messages = {{"user", message(200 + round)}};
+    r.params.temperature = 1.0f;
+    r.params.seed = static_cast<uint64_t>(round + 1);
+    r.params.max_tokens = 64;
+    if (constrained) r.constraint = {glm::engine::Constraint::Kind::kJsonSchema, schema};
+    const glm::Status st = engine.submit(r, w.sink());
+    if (!st.ok()) {
+      std::fprintf(stderr, "engine_bench: %s\n", st.message().c_str());
+      return 0.0;
+    }
+    w.wait(1);
+    *n_tokens += w.done[0].usage.completion_tokens;
+    return w.done[0].timings.tpot_ms;
+  };
+  std::vector<double> free_ms, json_ms;
+  int free_tokens = 0, json_tokens = 0;
+  for (int round = 0; round < std::max(repeats, 3); ++round) {
+    free_ms.push_back(tpot(false, round, &free_tokens));
+    json_ms.push_back(tpot(true, round, &json_tokens));
+  }
+  std::printf("constrained decoding (1 user, temperature 1, up to 64 tokens, median of %zu)\n",
+              free_ms.size());
+  std::printf("  unconstrained: tpot %8.2f ms (%d tokens in all)\n", median(free_ms), free_tokens);
+  std::printf("  json_schema  : tpot %8.2f ms (%d tokens in all)\n", median(json_ms), json_tokens);
+  std::printf("  ratio        : %.3f\n", median(json_ms) / median(free_ms));
   engine.drain(std::chrono::milliseconds(0));
   return 0;
 }
