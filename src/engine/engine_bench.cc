@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     r.id = std::string(constrained ? "js-" : "free-") + std::to_string(round);
     r.messages = {{"user", message(200 + round)}};
     r.params.temperature = 1.0f;
-    r.params.seed = static_cast<uint64_t>(round + 1);
+    r.params.seed = static_cast<uint64_t>(round) + 1;
     r.params.max_tokens = 64;
     if (constrained) r.constraint = {glm::engine::Constraint::Kind::kJsonSchema, schema};
     const glm::Status st = engine.submit(r, w.sink());
