@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "grammar/vocab.h"
 #include "scheduler/fake_model.h"
 
 namespace glm::scheduler {
@@ -326,6 +329,92 @@ TEST(Scheduler, NextTurnOfAConversationPrefillsOnlyItsNewTokens) {
   // The continuation is what the model gives for the full token history.
   EXPECT_EQ(t2.tokens, fake_greedy(full, kVocab, 9, {kEos}));
   h.cache.clear_conversations();
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+// Constrained decoding: token v >= 2 spells one character of kChars; 1 (EOS) is the stop id,
+// 0 a control token. The grammar root ::= [a-c]{3,6} allows a, b, c and EOS after 3 letters.
+const std::string kChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+std::shared_ptr<const grammar::TokenVocab> letter_vocab() {
+  std::vector<std::string> tokens(kVocab);
+  for (int v = 2; v < kVocab; ++v) tokens[v] = std::string(1, kChars[v - 2]);
+  return grammar::TokenVocab::create(tokens, {kEos}, {0}).value();
+}
+
+// The masked greedy continuation, computed independently of the grammar engine.
+std::vector<int32_t> masked_greedy(std::vector<int32_t> context) {
+  std::vector<int32_t> out;
+  std::vector<float> logits(kVocab);
+  for (;;) {
+    const bool can_stop = out.size() >= 3, must_stop = out.size() == 6;
+    if (must_stop) return out;  // complete, and nothing else allowed: ends without sampling
+    FakeModel::logits_for(context, kVocab, logits.data());
+    int32_t best = -1;
+    for (int32_t v = 0; v < kVocab; ++v) {
+      const bool allowed =
+          (v >= 2 && kChars[v - 2] >= 'a' && kChars[v - 2] <= 'c') || (v == kEos && can_stop);
+      if (allowed && (best < 0 || logits[v] > logits[best])) best = v;
+    }
+    if (best == kEos) return out;
+    out.push_back(best);
+    context.push_back(best);
+  }
+}
+
+TEST(Scheduler, ConstrainedGreedyIsTheArgmaxOverTheMaskAndLeavesOthersAlone) {
+  auto vocab = letter_vocab();
+  auto g = grammar::parse_gbnf("root ::= [a-c]{3,6}");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::mt19937 rng(5);
+  Options opt;
+  opt.max_batch = 8;
+  Harness h(opt);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(random_prompt(&rng, 1 + rng() % 20));
+    const bool constrained = i % 2 == 0;
+    ASSERT_TRUE(h.add("s" + std::to_string(i), prompts.back(), 20, [&](SeqRequest* r) {
+                   if (constrained) r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+                 }).ok());
+  }
+  ASSERT_TRUE(h.add("cancelled", random_prompt(&rng, 5), 20, [&](SeqRequest* r) {
+                 r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+               }).ok());
+  h.sched.step();
+  h.sched.step();
+  h.sched.cancel("cancelled");
+  h.run_all();
+  int n_full = 0;
+  for (int i = 0; i < 8; ++i) {
+    const Record& r = h.rec("s" + std::to_string(i));
+    if (i % 2 == 0) {
+      EXPECT_EQ(r.tokens, masked_greedy(prompts[i])) << i;
+      EXPECT_GE(r.tokens.size(), 3u);
+      n_full += r.tokens.size() == 6;
+      EXPECT_EQ(r.finish.reason, FinishReason::kStop);
+    } else {
+      EXPECT_EQ(r.tokens, fake_greedy(prompts[i], kVocab, 20, {kEos})) << i;
+    }
+  }
+  EXPECT_GT(n_full, 0) << "no answer reached the grammar's end (the no-sampling stop)";
+  EXPECT_EQ(h.rec("cancelled").finish.reason, FinishReason::kCancelled);
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
+TEST(Scheduler, ConstrainedDeadStateIsAnErrorAndFreesTheBlocks) {
+  auto vocab = letter_vocab();
+  auto g = grammar::parse_gbnf("root ::= \"ab\" \"#\"");  // no token spells '#'
+  ASSERT_TRUE(g.ok());
+  Harness h;
+  ASSERT_TRUE(h.add("d", {5, 6, 7}, 20, [&](SeqRequest* r) {
+                 r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+               }).ok());
+  h.run_all();
+  EXPECT_EQ(h.rec("d").events.back(), "error");
+  EXPECT_EQ(h.rec("d").error.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.rec("d").tokens, (std::vector<int32_t>{2, 3}));  // "a", "b"
+  EXPECT_EQ(h.rec("d").n_final, 1);
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 
