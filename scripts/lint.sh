@@ -10,8 +10,11 @@ mapfile -t sources < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h
 clang-format --dry-run --Werror "${sources[@]}"
 echo "clang-format: ${#sources[@]} files formatted"
 [[ "${1:-}" == "--format-only" ]] && exit 0
-mapfile -t units < <(git ls-files 'src/*.cc' 'tests/*.cc' | grep -v '_fuzz\.cc$')
+# The libraries' translation units (tests and benchmarks are not linted: gtest's macros cost
+# most of the time and the checks target product code).
+mapfile -t units < <(git ls-files 'src/*.cc' | grep -v -E '_(test|fuzz|bench)\.cc$')
 # run-clang-tidy runs one clang-tidy per core over the compilation database.
-run-clang-tidy -quiet -p build -j "$(nproc)" "${units[@]/#/$PWD/}" >/tmp/glm-clang-tidy.log 2>&1 ||
+run-clang-tidy -quiet -p build -j "$(nproc)" -extra-arg=-Wno-unknown-warning-option \
+  "${units[@]/#/$PWD/}" >/tmp/glm-clang-tidy.log 2>&1 ||
   { grep -E "warning:|error:" /tmp/glm-clang-tidy.log | sort -u | head -50; exit 1; }
 echo "clang-tidy: ${#units[@]} files clean"

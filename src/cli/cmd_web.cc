@@ -107,7 +107,8 @@ int cmd_web(int argc, char** argv) {
   const bool ok = g->serve();
   if (waiter.joinable()) {
     // serve() ended without a signal (listen failure): wake the waiter so it can be joined.
-    pthread_kill(waiter.native_handle(), SIGTERM);
+    // The waiter blocks in sigwait() for SIGTERM; this delivers it to that thread only.
+    pthread_kill(waiter.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
     waiter.join();
   }
   return ok ? 0 : 1;

@@ -84,7 +84,7 @@ StatusOr<std::unique_ptr<TorchZipFile>> TorchZipFile::parse(const uint8_t* data,
     }
   }
   if (n_pkl != 1) {
-    const bool script = (*zip)->entries().size() > 0 &&
+    const bool script = !(*zip)->entries().empty() &&
                         (*zip)->entries()[0].name.find("constants.pkl") != std::string::npos;
     return bad(n_pkl == 0 ? std::string("no <archive>/data.pkl: not a torch.save checkpoint") +
                                 (script ? " (a TorchScript archive?)" : "")

@@ -514,7 +514,7 @@ Status Machine::run(uint32_t* result) {
         if (op == kTuple) {
           GLM_RETURN_IF_ERROR(pop_mark(&o.items));
         } else {
-          const size_t k = static_cast<size_t>(op - kTuple1 + 1);
+          const size_t k = static_cast<size_t>(op - kTuple1) + 1;
           o.items.resize(k);
           for (size_t j = k; j-- > 0;) GLM_RETURN_IF_ERROR(pop(&o.items[j]));
         }

@@ -70,7 +70,11 @@ void MappedFile::release(const void* p, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  // madvise takes page-aligned addresses: computed as integers, turned back into a pointer.
+  if (end > begin) {
+    madvise(reinterpret_cast<void*>(begin), end - begin,  // NOLINT(performance-no-int-to-ptr)
+            MADV_DONTNEED);
+  }
 }
 
 }  // namespace glm

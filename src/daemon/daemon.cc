@@ -333,7 +333,8 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
   }
 }
 
-void Daemon::handle_generate(const std::shared_ptr<Connection>& conn, protocol::Request request) {
+void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
+                             const protocol::Request& request) {
   const std::string client_id = request.id;
   auto refuse = [&](const Status& status, int retry_ms) {
     conn->send_line(protocol::serialize_event(protocol::error_event(client_id, status, retry_ms)));

@@ -85,7 +85,7 @@ class Daemon {
   void accept_all();
   void on_readable(const std::shared_ptr<Connection>& conn);
   void handle_line(const std::shared_ptr<Connection>& conn, const std::string& line);
-  void handle_generate(const std::shared_ptr<Connection>& conn, protocol::Request request);
+  void handle_generate(const std::shared_ptr<Connection>& conn, const protocol::Request& request);
   void handle_cancel(const std::shared_ptr<Connection>& conn, const protocol::Request& request);
   bool is_open(const std::shared_ptr<Connection>& conn) const;
   void close_connection(const std::shared_ptr<Connection>& conn, bool cancel_requests);

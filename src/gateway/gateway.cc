@@ -168,7 +168,7 @@ void Gateway::install_middleware() {
     }
   });
   server_.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [this](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
         std::string what = "unknown exception";
         try {
           std::rethrow_exception(ep);
@@ -247,9 +247,9 @@ void Gateway::install_static_routes() {
     res.set_header("Vary", "Accept-Encoding");
     if (!a->gzip.empty() && req.has_header("X-Glmserve-Gzip")) {
       res.set_header("Content-Encoding", "gzip");
-      res.set_content(a->gzip.data(), a->gzip.size(), std::string(a->content_type).c_str());
+      res.set_content(a->gzip.data(), a->gzip.size(), std::string(a->content_type));
     } else {
-      res.set_content(a->body.data(), a->body.size(), std::string(a->content_type).c_str());
+      res.set_content(a->body.data(), a->body.size(), std::string(a->content_type));
     }
   };
   server_.Get("/", serve_asset);

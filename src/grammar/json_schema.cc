@@ -413,7 +413,7 @@ class Converter {
   StatusOr<Expr> convert_ref(const json& ref, const std::string& ptr) {
     if (!ref.is_string()) return error(ptr, "must be a string");
     std::string target = ref.get<std::string>();
-    if (target.rfind("#", 0) != 0) {
+    if (target.rfind('#', 0) != 0) {
       return error(ptr, "only local references (#/$defs/..., #/definitions/...) are supported");
     }
     auto it = refs_.find(target);

@@ -49,9 +49,9 @@ bool utf8_ok(std::string_view s) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const TokenVocab>> TokenVocab::create(std::vector<std::string> tokens,
-                                                               std::vector<int32_t> stop_ids,
-                                                               std::vector<int32_t> special_ids) {
+StatusOr<std::shared_ptr<const TokenVocab>> TokenVocab::create(
+    std::vector<std::string> tokens, const std::vector<int32_t>& stop_ids,
+    const std::vector<int32_t>& special_ids) {
   auto v = std::shared_ptr<TokenVocab>(new TokenVocab());
   const size_t n = tokens.size();
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {

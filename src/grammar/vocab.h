@@ -23,9 +23,9 @@ class TokenVocab {
   // grammar is complete. Empty tokens are never allowed. Errors: an id out of range.
   // Cost: sorts the tokens and builds the trie once per model: ~130 ms CPU and ~10 MB for
   // GLM-4's 151552 tokens (341 k nodes, ~30 bytes each), ~30-45 ms for ChatGLM3's 65024.
-  static StatusOr<std::shared_ptr<const TokenVocab>> create(std::vector<std::string> tokens,
-                                                            std::vector<int32_t> stop_ids,
-                                                            std::vector<int32_t> special_ids);
+  static StatusOr<std::shared_ptr<const TokenVocab>> create(
+      std::vector<std::string> tokens, const std::vector<int32_t>& stop_ids,
+      const std::vector<int32_t>& special_ids);
 
   size_t n_tokens() const { return tokens_.size(); }
   const std::string& token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }

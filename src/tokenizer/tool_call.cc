@@ -151,13 +151,11 @@ class PyLiteral {
     bool is_float = false;
     while (i_ < s_.size()) {
       const char c = s_[i_];
-      if (c >= '0' && c <= '9') {
+      if ((c >= '0' && c <= '9') || c == '_') {  // Python allows 1_000
         ++i_;
       } else if (c == '.' || c == 'e' || c == 'E' ||
                  ((c == '-' || c == '+') && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E'))) {
         is_float = true;
-        ++i_;
-      } else if (c == '_') {
         ++i_;
       } else {
         break;
