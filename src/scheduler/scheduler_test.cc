@@ -81,7 +81,7 @@ struct Harness {
         sched(&model, nullptr, &cache, opt) {}
 
   Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
-             std::function<void(SeqRequest*)> edit = nullptr) {
+             const std::function<void(SeqRequest*)>& edit = nullptr) {
     SeqRequest r;
     r.id = id;
     r.prompt = std::move(prompt);
@@ -468,6 +468,7 @@ TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
     errors += rec->events.back() == "error";
   }
   EXPECT_EQ(added, 1000);
+  EXPECT_EQ(finished, 1000);
   EXPECT_EQ(errors, 0);
   EXPECT_GT(h.sched.stats().cached_tokens_total, 0);
   h.cache.clear_conversations();
