@@ -120,4 +120,28 @@ class Gateway {
 // Writes one SSE event ("data: <payload>\n\n"); false if the client is gone.
 bool sse_write(httplib::DataSink& sink, const std::string& payload);
 
+// One SSE response being written: events, and at each heartbeat a keep-alive comment when
+// nothing else went out since the last one (so an idle stream still notices a client that
+// left). Every call returns false once the client is gone. One per response, on its thread.
+class SseWriter {
+ public:
+  explicit SseWriter(httplib::DataSink& sink) : sink_(sink) {}
+  bool event(const std::string& payload) {
+    if (ok_) ok_ = sse_write(sink_, payload);
+    wrote_ = true;
+    return ok_;
+  }
+  bool heartbeat() {
+    if (ok_ && !wrote_) ok_ = sink_.write(": keep-alive\n\n", 14);
+    wrote_ = false;
+    return ok_;
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  httplib::DataSink& sink_;
+  bool ok_ = true;
+  bool wrote_ = false;
+};
+
 }  // namespace glm::gateway

@@ -91,6 +91,20 @@ namespace {
 
 const char* kChat = R"({"messages":[{"role":"user","content":"hi"}]})";
 
+// Waits until the engine has a request and the gateway counts it in flight; its id, or "".
+std::string wait_for_generation(TestGateway& t) {
+  std::string id;
+  for (int i = 0; i < 500 && id.empty(); ++i) {
+    auto reqs = t.fake().requests();
+    if (!reqs.empty()) id = reqs.back().id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int i = 0; i < 500 && !id.empty() && t.gateway().inflight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return id;
+}
+
 TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   TestGateway t("ctype");
   // A cross-site page can POST text/plain or a form without a preflight: refused.
@@ -149,16 +163,8 @@ TEST(HostileRequest, DeletingAConversationCancelsItsGeneration) {
   std::thread chat(
       [&] { t.post("/api/conversations/" + id + "/chat", R"({"content":"[slow] go"})"); });
   // Wait for the engine to get the request, then delete the conversation.
-  std::string request_id;
-  for (int i = 0; i < 500 && request_id.empty(); ++i) {
-    auto reqs = t.fake().requests();
-    if (!reqs.empty()) request_id = reqs.back().id;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::string request_id = wait_for_generation(t);
   ASSERT_FALSE(request_id.empty());
-  for (int i = 0; i < 500 && t.gateway().inflight() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   EXPECT_EQ(t.request("DELETE", "/api/conversations/" + id).status, 200);
   EXPECT_TRUE(t.fake().wait_cancelled(request_id, 5000));
   chat.join();
@@ -171,16 +177,8 @@ TEST(HostileRequest, ACutOpenAiStreamEndsInAnErrorNotStop) {
     res = t.post("/v1/chat/completions",
                  R"({"stream":true,"messages":[{"role":"user","content":"[slow] go"}]})");
   });
-  std::string request_id;
-  for (int i = 0; i < 500 && request_id.empty(); ++i) {
-    auto reqs = t.fake().requests();
-    if (!reqs.empty()) request_id = reqs.back().id;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::string request_id = wait_for_generation(t);
   ASSERT_FALSE(request_id.empty());
-  for (int i = 0; i < 500 && t.gateway().inflight() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   // An operator's stop (as a drain bound does): the client must not see a complete answer.
   auto stop = t.post("/api/stop", nlohmann::json{{"request_id", request_id}}.dump());
   EXPECT_EQ(stop.status, 200) << stop.body;

@@ -183,27 +183,20 @@ void Gateway::install_chat_routes() {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session, t0](
                                                               size_t, httplib::DataSink& sink) {
-      bool ok = sse_write(sink, dump(session->start_payload()));
+      SseWriter out(sink);
+      out.event(dump(session->start_payload()));
       if (!state->has_value()) {
         sse_write(sink, dump(session->error_payload(start_error)));
         sink.done();
         return true;
       }
       Started& st = **state;
-      bool wrote = false;  // an event went out since the last heartbeat
       auto emit = [&](const protocol::Event& e) {
-        if (!ok) return false;
-        if (auto payload = session->on_event(e)) {
-          ok = sse_write(sink, dump(*payload));
-          wrote = true;
-        }
-        return ok;
+        if (!out.ok()) return false;
+        auto payload = session->on_event(e);
+        return payload ? out.event(dump(*payload)) : true;
       };
-      auto heartbeat = [&] {
-        if (ok && !wrote) ok = sink.write(": keep-alive\n\n", 14);
-        wrote = false;
-        return ok;
-      };
+      auto heartbeat = [&] { return out.heartbeat(); };
       if (st.first && !emit(*st.first)) st.stream->cancel();
       RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
       std::optional<json> last = session->finish(r);

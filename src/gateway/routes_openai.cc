@@ -94,39 +94,32 @@ void Gateway::install_openai_routes() {
     if (p->stream) {
       res.set_header("Cache-Control", "no-store");
       res.set_header("X-Accel-Buffering", "no");
-      res.set_chunked_content_provider("text/event-stream", [p, state, created, run](
-                                                                size_t, httplib::DataSink& sink) {
-        const std::string& id = p->request.id;
-        bool ok = sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, true, ""));
-        bool wrote = false;  // a token went out since the last heartbeat
-        auto emit = [&](const protocol::Event& e) {
-          if (!ok) return false;
-          if (e.type == protocol::EventType::kToken) {
-            ok = sse_write(sink, completion_chunk_json(id, created, p->model, &e.text, false, ""));
-            wrote = true;
-          }
-          return ok;
-        };
-        auto heartbeat = [&] {
-          if (ok && !wrote) ok = sink.write(": keep-alive\n\n", 14);
-          wrote = false;
-          return ok;
-        };
-        RelayResult r = run(emit, heartbeat);
-        if (r.outcome == Outcome::kDisconnected) return false;
-        if (!is_complete(r.outcome)) {
-          // An error or a cut answer ends with an error event and no [DONE]: the SDKs
-          // raise it, so a drained stream never passes for a complete one.
-          sse_write(sink, openai_error_json(cut_or_error(r)));
-        } else {
-          sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
-                                                openai_finish_reason(r.outcome)));
-          if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
-          sse_write(sink, "[DONE]");
-        }
-        sink.done();
-        return true;
-      });
+      res.set_chunked_content_provider(
+          "text/event-stream", [p, state, created, run](size_t, httplib::DataSink& sink) {
+            const std::string& id = p->request.id;
+            SseWriter out(sink);
+            out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
+            auto emit = [&](const protocol::Event& e) {
+              if (e.type != protocol::EventType::kToken) return out.ok();
+              return out.event(completion_chunk_json(id, created, p->model, &e.text, false, ""));
+            };
+            auto heartbeat = [&] { return out.heartbeat(); };
+            RelayResult r = run(emit, heartbeat);
+            if (r.outcome == Outcome::kDisconnected) return false;
+            if (!is_complete(r.outcome)) {
+              // An error or a cut answer ends with an error event and no [DONE]: the SDKs
+              // raise it, so a drained stream never passes for a complete one.
+              sse_write(sink, openai_error_json(cut_or_error(r)));
+            } else {
+              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
+                                                    openai_finish_reason(r.outcome)));
+              if (p->include_usage)
+                sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+              sse_write(sink, "[DONE]");
+            }
+            sink.done();
+            return true;
+          });
       return;
     }
 
