@@ -86,9 +86,10 @@ struct SeqRequest {
 };
 
 struct Options {
-  int max_batch = 8;        // sequences in one forward pass
-  int prefill_chunk = 256;  // prompt tokens per step, over all prefilling sequences
-  int n_ctx = 2048;         // positions per sequence
+  int max_batch = 8;       // sequences in one forward pass
+  int prefill_chunk = 64;  // prompt tokens per step, over all prefilling sequences (as
+                           // engine::Options: the stall a long prompt causes the others)
+  int n_ctx = 2048;        // positions per sequence
 };
 
 class Scheduler {
