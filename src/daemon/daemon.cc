@@ -65,6 +65,7 @@ engine::Request to_engine_request(const protocol::Request& r, const std::string&
   out.messages.reserve(r.messages.size());
   for (const auto& m : r.messages) out.messages.push_back({m.role, m.content, m.metadata});
   out.params = r.params;
+  out.constraint = r.constraint;
   return out;
 }
 
