@@ -28,7 +28,7 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
     }
     if (!stop) tokens[static_cast<size_t>(id)] = tokenizer.token_bytes(id);
   }
-  auto vocab = grammar::TokenVocab::create(std::move(tokens), std::move(stops), std::move(special));
+  auto vocab = grammar::TokenVocab::create(std::move(tokens), stops, special);
   if (!vocab.ok()) {
     GLM_LOG_ERROR("constrained decoding is off: %s", vocab.status().to_string().c_str());
     return nullptr;

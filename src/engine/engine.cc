@@ -293,7 +293,8 @@ class EngineImpl final : public Engine {
       }
       for (scheduler::SeqRequest& r : inbox) {
         const Status st = sched_->add(std::move(r));
-        if (!st.ok()) r.observer->on_error(st);  // add() leaves the request alone on error
+        // add() leaves the request alone on error, so the observer is still there.
+        if (!st.ok()) r.observer->on_error(st);  // NOLINT(bugprone-use-after-move)
       }
       inbox.clear();
       for (const std::string& id : cancels) sched_->cancel(id);

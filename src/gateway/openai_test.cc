@@ -96,7 +96,9 @@ TEST(OpenAI, ChunkShapes) {
   EXPECT_EQ(openai_finish_reason(Outcome::kStop), "stop");
   // Invalid UTF-8 from anywhere never breaks the JSON.
   const std::string bad = "a\xff";
-  EXPECT_NO_THROW(json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));
+  json parsed;
+  EXPECT_NO_THROW(parsed = json::parse(completion_chunk_json("i", 1, "m", &bad, false, "")));
+  EXPECT_TRUE(parsed.is_object());
 }
 
 TEST(OpenAI, ResponseFormatAndGrammarBecomeTheConstraint) {

@@ -375,7 +375,7 @@ TEST(Events, RoundTripEveryType) {
   Event st;
   st.type = EventType::kStats;
   st.id = "s";
-  st.stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10.5};
+  st.stats = {{1, 2, 3, 4, 5, 6, 7, 8}, 9, 10.5};
   Event stb = round_trip(st);
   EXPECT_EQ(stb.stats.queued, 1);
   EXPECT_EQ(stb.stats.kv_blocks_free, 4);
