@@ -294,7 +294,7 @@ TEST_F(GatewayReal, TinyModel) {
 // DISABLED until the daemon hands the constraint to the engine: src/daemon/daemon.cc
 // to_engine_request needs `out.constraint = r.constraint;` (passes with it; without it the
 // answer is unconstrained and the checks fail).
-TEST_F(GatewayReal, DISABLED_TinyModelJsonSchemaIsAGuarantee) {
+TEST_F(GatewayReal, TinyModelJsonSchemaIsAGuarantee) {
   const std::string model = tmp_path("tiny.gguf");
   const std::string vocab = std::string(GLM_SHARED_DATA) + "/tokenizers/chatglm3.tokenizer.model";
   if (::access(vocab.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << vocab;

@@ -270,5 +270,19 @@ TEST(GatewayHttp, PageIsServedCompressedWithCaching) {
   }
 }
 
+TEST(GatewayOpenAIRoutes, ModelByIdAndEmbeddingsAnswerInOpenAiShape) {
+  TestGateway t("models");
+  auto one = t.get("/v1/models/fake-glm");
+  EXPECT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(nlohmann::json::parse(one.body)["id"], "fake-glm");
+  auto other = t.get("/v1/models/gpt-4");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_NE(other.body.find("serves 'fake-glm'"), std::string::npos) << other.body;
+  auto emb = t.post("/v1/embeddings", R"({"model":"x","input":"hi"})");
+  EXPECT_EQ(emb.status, 422) << emb.body;  // unsupported
+  EXPECT_NE(emb.body.find("no embeddings"), std::string::npos) << emb.body;
+  EXPECT_NE(emb.body.find("invalid_request_error"), std::string::npos) << emb.body;
+}
+
 }  // namespace
 }  // namespace glm::gateway::testing

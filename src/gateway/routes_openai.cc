@@ -45,13 +45,27 @@ void Gateway::record_generation(const char* route, const RelayResult& r, Clock::
 }
 
 void Gateway::install_openai_routes() {
-  server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json j = {{"object", "list"},
-              {"data", json::array({{{"id", model_name()},
-                                     {"object", "model"},
-                                     {"created", 0},
-                                     {"owned_by", "glmserve"}}})}};
+  auto model_object = [](const std::string& id) {
+    return json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "glmserve"}};
+  };
+  server_.Get("/v1/models", [this, model_object](const httplib::Request&, httplib::Response& res) {
+    json j = {{"object", "list"}, {"data", json::array({model_object(model_name())})}};
     res.set_content(j.dump(), "application/json");
+  });
+  server_.Get(R"(/v1/models/([^/]+))", [this, model_object](const httplib::Request& req,
+                                                            httplib::Response& res) {
+    const std::string id = req.matches[1];
+    const std::string name = model_name();
+    if (id != name) {
+      return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
+                                           "serves '" + name + "' (GET /v1/models)"));
+    }
+    res.set_content(model_object(name).dump(), "application/json");
+  });
+  // No embedding model: a clear answer in OpenAI's shape instead of "no route".
+  server_.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
+    set_json_error(res, unsupported("this server serves a chat model and computes no embeddings "
+                                    "(use an embedding server for /v1/embeddings)"));
   });
 
   server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
