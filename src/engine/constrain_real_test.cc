@@ -188,7 +188,7 @@ TEST(ConstrainReal, Chatglm3SmallAnswersValidate) {
 
 // The fix belongs to grammar/json_rules.cc: "\\u" then a non-surrogate, or a high surrogate
 // followed by "\\u" and a low one.
-TEST(ConstrainReal, DISABLED_LoneSurrogateEscapesAreRefused) {
+TEST(ConstrainReal, LoneSurrogateEscapesAreRefused) {
   auto g = compile_constraint({Constraint::Kind::kJsonSchema, R"({"type":"string"})"});
   ASSERT_TRUE(g.ok());
   grammar::Matcher m(*g, nullptr);

@@ -12,6 +12,20 @@ namespace glm::grammar::detail {
 
 namespace {
 
+// The 4 hex digits after "\u": any code unit but a surrogate, or a high surrogate followed by
+// "\u" and a low one, so every escape decodes (a lone surrogate is not a character, and
+// strict parsers such as nlohmann's refuse it).
+Expr unicode_escape(const Expr& hex) {
+  Expr hex2 = Expr::repeat(hex, 2, 2);
+  Expr not_d = cls({{'0', '9'}, {'a', 'c'}, {'A', 'C'}, {'e', 'f'}, {'E', 'F'}});
+  Expr d = cls({{'d', 'd'}, {'D', 'D'}});
+  Expr bmp = Expr::alt(
+      {Expr::seq({not_d, Expr::repeat(hex, 3, 3)}), Expr::seq({d, cls({{'0', '7'}}), hex2})});
+  Expr pair = Expr::seq({d, cls({{'8', '9'}, {'a', 'b'}, {'A', 'B'}}), hex2, lit("\\u"), d,
+                         cls({{'c', 'f'}, {'C', 'F'}}), hex2});
+  return Expr::alt({bmp, pair});
+}
+
 constexpr uint64_t kMaxMagnitude = 9999999999999999;  // 16 digits, as the plain integer rule
 
 // Digit strings of equal length between lo and hi (inclusive, lo <= hi).
@@ -101,7 +115,7 @@ Expr JsonRules::body(const std::string& what) {
                                          {'n', 'n'},
                                          {'r', 'r'},
                                          {'t', 't'}}),
-                                    seq({lit("u"), Expr::repeat(hex, 4, 4)})})});
+                                    seq({lit("u"), unicode_escape(hex)})})});
     return alt({plain, esc});
   }
   if (what == "string") return seq({lit("\""), Expr::star(get("char")), lit("\"")});
