@@ -23,7 +23,7 @@ Status db_error(sqlite3* db, const std::string& what) {
 // One prepared statement, finalized on scope exit.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
+  Stmt(sqlite3* db, const char* sql) {
     if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
   }
   ~Stmt() { sqlite3_finalize(stmt_); }
@@ -46,7 +46,6 @@ class Stmt {
   int64_t col_int(int i) { return sqlite3_column_int64(stmt_, i); }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 
