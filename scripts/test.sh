@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, build (warnings are errors), run every ctest
-# test, then the sanitizer build of the parsers and the browser tests.
+# The whole test suite: install dependencies, check formatting, build (warnings are errors),
+# run every ctest test, clang-tidy, then the sanitizer builds and the browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -9,6 +9,8 @@ export CCACHE_BASEDIR="$PWD"
 scripts/lint.sh --format-only
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 900
+# clang-tidy over the libraries (.clang-tidy), on build/'s compilation database.
+scripts/lint.sh
 # AddressSanitizer + UBSan over the modules that parse untrusted bytes.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=address >/dev/null
 cmake --build build-asan --target core_test gguf_test convert_test
