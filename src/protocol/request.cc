@@ -172,6 +172,74 @@ Status parse_constraint(const json& c, std::string_view line, const Limits& limi
   return Status::Ok();
 }
 
+// The fields of a generate request: conversation, raw, messages or prompt (+ history),
+// sampling parameters (top level and "params"), constraint.
+Status parse_generate(const json& j, std::string_view line, const Limits& limits, Request* r) {
+  if (j.contains("conversation")) {
+    auto c = get_id(j["conversation"], "conversation", limits);
+    if (!c.ok()) return c.status();
+    r->conversation = *c;
+  }
+  if (j.contains("raw")) {
+    if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
+    r->raw = j["raw"].get<bool>();
+  }
+  const bool has_messages = j.contains("messages");
+  const bool has_prompt = j.contains("prompt");
+  if (has_messages && (has_prompt || j.contains("history"))) {
+    return field_error("messages", "give either messages or prompt (+ history), not both");
+  }
+  if (has_messages) {
+    if (r->raw) return field_error("raw", "raw needs a prompt, not messages");
+    const json& m = j["messages"];
+    if (!m.is_array()) return field_error("messages", "expected an array");
+    if (m.empty()) return field_error("messages", "must not be empty");
+    if (static_cast<int>(m.size()) > limits.max_messages) {
+      return field_error("messages", "has " + std::to_string(m.size()) + " entries; the limit is " +
+                                         std::to_string(limits.max_messages));
+    }
+    r->messages.resize(m.size());
+    for (size_t i = 0; i < m.size(); ++i)
+      GLM_RETURN_IF_ERROR(parse_message(m[i], i, &r->messages[i]));
+  } else if (has_prompt) {
+    if (!j["prompt"].is_string()) return field_error("prompt", "expected a string");
+    const std::string prompt = j["prompt"].get<std::string>();
+    if (r->raw) {
+      if (j.contains("history")) return field_error("history", "raw prompts take no history");
+      r->prompt = prompt;
+    } else {
+      if (j.contains("history")) GLM_RETURN_IF_ERROR(parse_history(j["history"], &r->messages));
+      r->messages.push_back({"user", prompt, ""});
+      if (static_cast<int>(r->messages.size()) > limits.max_messages) {
+        return field_error("history", "too many turns; the limit is " +
+                                          std::to_string(limits.max_messages) + " messages");
+      }
+    }
+  } else {
+    return field_error("messages",
+                       "is required (or \"prompt\"); e.g. "
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+  }
+  if (!r->raw) {
+    const std::string& last = r->messages.back().role;
+    if (last != "user" && last != "observation") {
+      return field_error("messages",
+                         "the last message must have role user or observation, "
+                         "got " +
+                             last);
+    }
+  }
+  GLM_RETURN_IF_ERROR(parse_params(j, "", &r->params));
+  if (j.contains("params")) {
+    if (!j["params"].is_object()) return field_error("params", "expected an object");
+    GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r->params));
+  }
+  if (j.contains("constraint") && !j["constraint"].is_null()) {
+    GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], line, limits, &r->constraint));
+  }
+  return Status::Ok();
+}
+
 StatusOr<Request> parse_object(const json& j, std::string_view line, const Limits& limits,
                                std::string* id_out) {
   Request r;
@@ -225,71 +293,7 @@ StatusOr<Request> parse_object(const json& j, std::string_view line, const Limit
     if (!text.ok()) return text.status();
     r.text = *text;
   }
-  if (r.type == RequestType::kGenerate) {
-    if (j.contains("conversation")) {
-      auto c = get_id(j["conversation"], "conversation", limits);
-      if (!c.ok()) return c.status();
-      r.conversation = *c;
-    }
-    if (j.contains("raw")) {
-      if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
-      r.raw = j["raw"].get<bool>();
-    }
-    const bool has_messages = j.contains("messages");
-    const bool has_prompt = j.contains("prompt");
-    if (has_messages && (has_prompt || j.contains("history"))) {
-      return field_error("messages", "give either messages or prompt (+ history), not both");
-    }
-    if (has_messages) {
-      if (r.raw) return field_error("raw", "raw needs a prompt, not messages");
-      const json& m = j["messages"];
-      if (!m.is_array()) return field_error("messages", "expected an array");
-      if (m.empty()) return field_error("messages", "must not be empty");
-      if (static_cast<int>(m.size()) > limits.max_messages) {
-        return field_error("messages", "has " + std::to_string(m.size()) +
-                                           " entries; the limit is " +
-                                           std::to_string(limits.max_messages));
-      }
-      r.messages.resize(m.size());
-      for (size_t i = 0; i < m.size(); ++i)
-        GLM_RETURN_IF_ERROR(parse_message(m[i], i, &r.messages[i]));
-    } else if (has_prompt) {
-      if (!j["prompt"].is_string()) return field_error("prompt", "expected a string");
-      const std::string prompt = j["prompt"].get<std::string>();
-      if (r.raw) {
-        if (j.contains("history")) return field_error("history", "raw prompts take no history");
-        r.prompt = prompt;
-      } else {
-        if (j.contains("history")) GLM_RETURN_IF_ERROR(parse_history(j["history"], &r.messages));
-        r.messages.push_back({"user", prompt, ""});
-        if (static_cast<int>(r.messages.size()) > limits.max_messages) {
-          return field_error("history", "too many turns; the limit is " +
-                                            std::to_string(limits.max_messages) + " messages");
-        }
-      }
-    } else {
-      return field_error("messages",
-                         "is required (or \"prompt\"); e.g. "
-                         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
-    }
-    if (!r.raw) {
-      const std::string& last = r.messages.back().role;
-      if (last != "user" && last != "observation") {
-        return field_error("messages",
-                           "the last message must have role user or observation, "
-                           "got " +
-                               last);
-      }
-    }
-    GLM_RETURN_IF_ERROR(parse_params(j, "", &r.params));
-    if (j.contains("params")) {
-      if (!j["params"].is_object()) return field_error("params", "expected an object");
-      GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r.params));
-    }
-    if (j.contains("constraint") && !j["constraint"].is_null()) {
-      GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], line, limits, &r.constraint));
-    }
-  }
+  if (r.type == RequestType::kGenerate) GLM_RETURN_IF_ERROR(parse_generate(j, line, limits, &r));
   if (r.id.empty()) {
     r.id = make_request_id();
     r.id_assigned = true;
