@@ -296,5 +296,21 @@ TEST_F(DaemonProcessTest, ServeGivesUpOnAnEngineThatCannotStart) {
   EXPECT_NE(serve.log().find("giving up"), std::string::npos) << serve.log();
 }
 
+TEST_F(DaemonProcessTest, ServeNeverTakesAnotherInstancesEngineForItsOwn) {
+  // Another instance's engine already owns the socket path: serve's own engine cannot listen
+  // there, and the foreign engine's healthy answers must not make serve report ready.
+  Proc foreign({"engine", "--echo", "--socket", socket_}, dir_ + "/foreign.log");
+  ASSERT_EQ(wait_health("ready"), "echo") << foreign.log();
+  Proc serve({"serve", "--echo", "--no-web", "--socket", socket_}, dir_ + "/serve.log");
+  auto status = serve.wait(60000);  // its engine keeps failing: serve gives up
+  ASSERT_TRUE(status.has_value()) << serve.log();
+  EXPECT_NE(WEXITSTATUS(*status), 0) << serve.log();
+  EXPECT_NE(serve.log().find("another instance's engine answers"), std::string::npos)
+      << serve.log();
+  EXPECT_EQ(serve.log().find("serve: ready"), std::string::npos) << serve.log();
+  // The foreign engine is untouched.
+  EXPECT_EQ(wait_health("ready"), "echo");
+}
+
 }  // namespace
 }  // namespace glm::daemon

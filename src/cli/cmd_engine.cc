@@ -28,6 +28,7 @@ constexpr const char* kUsage =
     "  --model M            GGUF model file\n"
     "  --socket PATH        Unix socket to listen on (created 0600; a stale one is replaced)\n"
     "  --socket-mode MODE   socket permissions, e.g. 0660 for group access (never world)\n"
+    "  --instance TOKEN     echoed in health answers (serve uses it to know its own engine)\n"
     "  --threads T          compute threads (default: physical cores)\n"
     "  --ctx-size N         context length (default: min(model, 8192)); --ctx is an alias\n"
     "  --max-batch B        sequences decoded together (default 8)\n"
@@ -71,7 +72,7 @@ int cmd_engine(int argc, char** argv) {
   auto args = Args::parse(
       argc, argv,
       {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch", "max-queue",
-       "drain-timeout", "max-line", "max-connections", "log-level", "echo-delay"},
+       "drain-timeout", "max-line", "max-connections", "log-level", "echo-delay", "instance"},
       {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -93,6 +94,7 @@ int cmd_engine(int argc, char** argv) {
 
   daemon::DaemonOptions dopts;
   dopts.socket_path = *socket;
+  dopts.instance = args->get("instance");
   if (args->has("socket-mode")) {
     auto mode = daemon::parse_socket_mode(args->get("socket-mode"));
     if (!mode.ok()) return fail(mode.status());

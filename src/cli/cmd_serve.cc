@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,10 @@ StatusOr<std::string> socket_dir() {
 }
 
 // One health query with a short deadline; "" if the engine does not answer.
-std::string engine_health(const std::string& socket, std::string* model) {
+// The health status of the engine on `socket` if it is ours (its instance token is
+// `instance`); "foreign" if another instance's engine answers there; "" if none answers.
+std::string engine_health(const std::string& socket, const std::string& instance,
+                          std::string* model) {
   auto fd = daemon::connect_unix(socket);
   if (!fd.ok()) return "";
   std::string status;
@@ -78,7 +82,7 @@ std::string engine_health(const std::string& socket, std::string* model) {
       if (in.next(&line) == protocol::LineBuffer::Next::kLine) {
         auto ev = protocol::parse_event(line);
         if (ev.ok()) {
-          status = generation::health_name(ev->health);
+          status = ev->instance == instance ? generation::health_name(ev->health) : "foreign";
           *model = ev->model;
         }
         break;
@@ -123,7 +127,14 @@ int cmd_serve(int argc, char** argv) {
   if (!drain_s.ok()) return fail(drain_s.status());
 
   const std::string self = "/proc/self/exe";
-  serve::ChildSpec engine{"engine", self, {"glmserve", "engine", "--socket", socket}};
+  // A token only this serve knows: health answers carry it, so an engine of another instance
+  // answering on the same socket path is never taken for ours.
+  std::random_device rd;
+  char token[33];
+  std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  const std::string instance = token;
+  serve::ChildSpec engine{
+      "engine", self, {"glmserve", "engine", "--socket", socket, "--instance", instance}};
   if (echo) {
     engine.argv.push_back("--echo");
   } else {
@@ -159,13 +170,22 @@ int cmd_serve(int argc, char** argv) {
   options.stop_timeout = std::chrono::seconds(*drain_s + 5);
   serve::Supervisor supervisor(children, options);
   bool ready = false;
+  bool warned_foreign = false;
   supervisor.on_start = [&](size_t index, pid_t) {
     if (index == 0) ready = false;  // the engine (re)started: report readiness again
   };
   supervisor.on_tick = [&] {
     if (ready) return;
     std::string model;
-    if (engine_health(socket, &model) == "ready") {
+    const std::string health = engine_health(socket, instance, &model);
+    if (health == "foreign" && !warned_foreign) {
+      warned_foreign = true;
+      GLM_LOG_ERROR(
+          "serve: another instance's engine answers on %s; not ready (stop it, or give "
+          "this serve its own --socket)",
+          socket.c_str());
+    }
+    if (health == "ready") {
       ready = true;
       if (args->has("no-web")) {
         GLM_LOG_INFO("serve: ready: model %s on %s", model.c_str(), socket.c_str());

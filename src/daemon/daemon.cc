@@ -516,6 +516,7 @@ protocol::Event Daemon::health_event(const std::string& id) const {
   protocol::Event ev;
   ev.type = protocol::EventType::kHealth;
   ev.id = id;
+  ev.instance = options_.instance;
   engine::Engine* e = engine();
   if (draining_.load()) {
     ev.health = generation::Health::kDraining;

@@ -48,6 +48,9 @@ struct DaemonOptions {
   size_t max_pending_bytes = 16 << 20;  // unsent events per connection before it is dropped
   std::chrono::milliseconds drain_timeout{30000};
   int retry_after_ms = 1000;  // hint sent with busy / unavailable errors
+  // Echoed in health answers, so a supervisor can tell its own engine from another instance's
+  // on the same socket path (`glmserve serve` passes a random one).
+  std::string instance;
 };
 
 class Connection;

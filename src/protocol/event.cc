@@ -107,6 +107,7 @@ std::string serialize_event(const Event& e) {
       j["model"] = e.model;
       j["n_ctx"] = e.n_ctx;
       j["protocol"] = kProtocolVersion;
+      if (!e.instance.empty()) j["instance"] = e.instance;
       break;
     case EventType::kStats: {
       const StatsInfo& s = e.stats;
@@ -200,6 +201,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.health = *health;
       e.model = get_str(j, "model");
       e.n_ctx = get_int(j, "n_ctx");
+      e.instance = get_str(j, "instance");
       break;
     }
     case EventType::kStats:

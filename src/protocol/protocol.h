@@ -100,6 +100,7 @@ struct Event {
   Health health = Health::kReady;   // kHealth
   std::string model;                // kHealth
   int n_ctx = 0;                    // kHealth
+  std::string instance;             // kHealth: the engine's --instance token (empty if none)
   StatsInfo stats;                  // kStats
   std::vector<int32_t> tokens;      // kTokens
   bool found = false;               // kCancel: the id was in flight

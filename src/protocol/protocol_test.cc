@@ -367,10 +367,12 @@ TEST(Events, RoundTripEveryType) {
   h.health = Health::kLoading;
   h.model = "tiny";
   h.n_ctx = 512;
+  h.instance = "a1b2";
   Event hb = round_trip(h);
   EXPECT_EQ(hb.health, Health::kLoading);
   EXPECT_EQ(hb.model, "tiny");
   EXPECT_EQ(hb.n_ctx, 512);
+  EXPECT_EQ(hb.instance, "a1b2");
 
   Event st;
   st.type = EventType::kStats;
