@@ -194,18 +194,18 @@ struct QKern {
     for (int64_t b = 0; b < c.n_blocks; ++b) {
       __m256i wa[R];
       __m256i ws[R];
-      __m128i dh = _mm_setzero_si128();  // the rows' fp16 scales in lanes 0..R-1
+      // The rows' fp16 scales in lanes 0..R-1 (through memory: _mm_insert_epi16 needs a
+      // constant lane, which only an optimizing build's unrolling provides).
+      alignas(16) uint16_t scales[8] = {};
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = rows[r] + b * Fmt::kBlockBytes;
         if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
         ws[r] = Fmt::load(blk);
         wa[r] = _mm256_sign_epi8(ws[r], ws[r]);
-        uint16_t h;
-        std::memcpy(&h, blk, 2);
-        dh = _mm_insert_epi16(dh, h, r);
+        std::memcpy(&scales[r], blk, 2);
       }
-      const __m128 wd = _mm_cvtph_ps(dh);
+      const __m128 wd = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
       GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
