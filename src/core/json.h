@@ -28,4 +28,11 @@ StatusOr<nlohmann::json> parse_json(std::string_view text, const char* what,
 StatusOr<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const char* what,
                                                     const JsonLimits& limits = {});
 
+// `j` as text; invalid UTF-8 in strings becomes U+FFFD instead of throwing (model output and
+// client text can hold any bytes). indent -1 = one line.
+template <class Json>
+std::string dump_json(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
 }  // namespace glm

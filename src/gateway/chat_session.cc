@@ -16,13 +16,6 @@ using Clock = std::chrono::steady_clock;
 // gateway crash loses at most this much of it.
 constexpr double kFlushIntervalMs = 1000;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-json parse_or_empty(const std::string& s) {
-  auto j = parse_json(s, "stored JSON");
-  return j.ok() ? *j : json::object();
-}
-
 // The message row's status for an outcome.
 const char* answer_status(Outcome o) {
   switch (o) {
@@ -51,26 +44,6 @@ std::string title_from(const std::string& text) {
     t = t.substr(0, utf8_complete_prefix(std::string_view(t).substr(0, 40))) + "…";
   }
   return t;
-}
-
-json conversation_json(const Conversation& c) {
-  return {{"id", c.id},
-          {"title", c.title},
-          {"system_prompt", c.system_prompt},
-          {"params", parse_or_empty(c.params_json)},
-          {"created_ms", c.created_ms},
-          {"updated_ms", c.updated_ms},
-          {"n_messages", c.n_messages}};
-}
-
-json message_json(const StoredMessage& m) {
-  return {{"id", m.id},
-          {"role", m.role},
-          {"content", m.content},
-          {"status", m.status},
-          {"error", m.error},
-          {"meta", parse_or_empty(m.meta_json)},
-          {"created_ms", m.created_ms}};
 }
 
 ChatSession::ChatSession(Store* store, Conversation conversation)
@@ -175,7 +148,8 @@ std::optional<json> ChatSession::on_event(const protocol::Event& e) {
       j = {{"type", "token"}, {"text", e.text}};
       if (std::chrono::duration<double, std::milli>(Clock::now() - last_flush_).count() >
           kFlushIntervalMs) {
-        if (Status st = store_->update_message(answer_id_, partial_, "streaming", "", dump(meta_));
+        if (Status st =
+                store_->update_message(answer_id_, partial_, "streaming", "", dump_json(meta_));
             !st.ok()) {
           GLM_LOG_WARN("chat %s: partial answer not saved: %s", conv_.id.c_str(),
                        st.to_string().c_str());
@@ -214,7 +188,7 @@ std::optional<json> ChatSession::finish(const RelayResult& r) {
     if (r.timings.tpot_ms > 0) meta_["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
   }
   if (Status st =
-          store_->update_message(answer_id_, r.text, status, r.error.message(), dump(meta_));
+          store_->update_message(answer_id_, r.text, status, r.error.message(), dump_json(meta_));
       st.code() == ErrorCode::kNotFound) {
     GLM_LOG_INFO("chat %s: deleted while answering; the answer is dropped", conv_.id.c_str());
   } else if (!st.ok()) {

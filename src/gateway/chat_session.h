@@ -76,7 +76,4 @@ class ChatSession {
 // bytes on a character boundary.
 std::string title_from(const std::string& text);
 
-nlohmann::json conversation_json(const Conversation& c);
-nlohmann::json message_json(const StoredMessage& m);
-
 }  // namespace glm::gateway

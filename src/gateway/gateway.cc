@@ -3,6 +3,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "gateway/assets.h"
 #include "gateway/openai.h"
@@ -279,7 +280,7 @@ void Gateway::install_static_routes() {
     j["status"] = status;
     res.status = ready ? 200 : 503;
     res.set_header("Cache-Control", "no-store");
-    res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    res.set_content(dump_json(j), "application/json");
   });
 
   server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

@@ -14,8 +14,6 @@ using json = nlohmann::json;
 
 Status bad(const std::string& message) { return invalid_argument(message); }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 // OpenAI content is a string or an array of parts; only text parts are supported.
 StatusOr<std::string> read_content(const json& content, size_t index) {
   const std::string where = "messages[" + std::to_string(index) + "].content";
@@ -180,7 +178,7 @@ std::string openai_error_json(const Status& status) {
               {"type", openai_error_type(status.code())},
               {"param", nullptr},
               {"code", error_code_name(status.code())}}}};
-  return dump(j);
+  return dump_json(j);
 }
 
 std::string openai_finish_reason(Outcome outcome) {
@@ -198,7 +196,7 @@ std::string completion_chunk_json(const std::string& id, int64_t created, const 
   json j = {
       {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
       {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
-  return dump(j);
+  return dump_json(j);
 }
 
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -213,7 +211,7 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
               {"completion_tokens", usage.completion_tokens},
               {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
-  return dump(j);
+  return dump_json(j);
 }
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
@@ -233,7 +231,7 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
               {"completion_tokens", usage.completion_tokens},
               {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
-  return dump(j);
+  return dump_json(j);
 }
 
 }  // namespace glm::gateway

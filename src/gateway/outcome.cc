@@ -3,13 +3,14 @@
 namespace glm::gateway {
 
 const char* outcome_name(Outcome o) {
+  // The engine's endings keep the engine's names (generation's one table).
   switch (o) {
     case Outcome::kStop:
-      return "stop";
+      return generation::finish_reason_name(generation::FinishReason::kStop);
     case Outcome::kLength:
-      return "length";
+      return generation::finish_reason_name(generation::FinishReason::kLength);
     case Outcome::kCancelled:
-      return "cancelled";
+      return generation::finish_reason_name(generation::FinishReason::kCancelled);
     case Outcome::kError:
       return "error";
     case Outcome::kDisconnected:

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/json.h"
 #include "gateway/body.h"
 #include "gateway/chat_session.h"
 #include "gateway/gateway.h"
@@ -29,8 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxConversations = 500;
 constexpr size_t kMaxTitleBytes = 200;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 // The conversation fields of a POST/PATCH body; absent = nullopt.
 struct ConversationFields {
   std::optional<std::string> title, system_prompt, params_json;
@@ -40,7 +39,7 @@ StatusOr<ConversationFields> read_conversation_fields(BodyReader& b) {
   ConversationFields f;
   f.title = b.string("title");
   f.system_prompt = b.string("system_prompt");
-  if (const json* p = b.object("params")) f.params_json = dump(*p);
+  if (const json* p = b.object("params")) f.params_json = dump_json(*p);
   if (!b.status().ok()) return b.status();
   if (f.title && f.title->size() > kMaxTitleBytes) {
     return invalid_argument("title is over " + std::to_string(kMaxTitleBytes) + " bytes");
@@ -56,7 +55,7 @@ StatusOr<ChatTurn> read_chat_turn(BodyReader& b) {
   t.edit_message_id = b.integer("edit_message_id");
   t.system_prompt = b.string("system_prompt");
   if (const json* p = b.object("params")) {
-    t.params_json = dump(*p);
+    t.params_json = dump_json(*p);
     GLM_RETURN_IF_ERROR(protocol::read_sampling(*p, "params.", &t.params));
   }
   if (!b.status().ok()) return b.status();
@@ -69,7 +68,7 @@ void Gateway::install_chat_routes() {
   auto send_json = [](httplib::Response& res, const json& j, int status = 200) {
     res.status = status;
     res.set_header("Cache-Control", "no-store");
-    res.set_content(dump(j), "application/json");
+    res.set_content(dump_json(j), "application/json");
   };
 
   server_.Get("/api/conversations",
@@ -184,9 +183,9 @@ void Gateway::install_chat_routes() {
     res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session, t0](
                                                               size_t, httplib::DataSink& sink) {
       SseWriter out(sink);
-      out.event(dump(session->start_payload()));
+      out.event(dump_json(session->start_payload()));
       if (!state->has_value()) {
-        sse_write(sink, dump(session->error_payload(start_error)));
+        sse_write(sink, dump_json(session->error_payload(start_error)));
         sink.done();
         return true;
       }
@@ -194,7 +193,7 @@ void Gateway::install_chat_routes() {
       auto emit = [&](const protocol::Event& e) {
         if (!out.ok()) return false;
         auto payload = session->on_event(e);
-        return payload ? out.event(dump(*payload)) : true;
+        return payload ? out.event(dump_json(*payload)) : true;
       };
       auto heartbeat = [&] { return out.heartbeat(); };
       if (st.first && !emit(*st.first)) st.stream->cancel();
@@ -202,7 +201,7 @@ void Gateway::install_chat_routes() {
       std::optional<json> last = session->finish(r);
       record_generation("chat", r, t0);
       if (!last) return false;  // the client left
-      sse_write(sink, dump(*last));
+      sse_write(sink, dump_json(*last));
       sink.done();
       return true;
     });

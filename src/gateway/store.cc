@@ -99,6 +99,26 @@ json parse_or_empty(const std::string& s) {
 
 }  // namespace
 
+json conversation_json(const Conversation& c) {
+  return {{"id", c.id},
+          {"title", c.title},
+          {"system_prompt", c.system_prompt},
+          {"params", parse_or_empty(c.params_json)},
+          {"created_ms", c.created_ms},
+          {"updated_ms", c.updated_ms},
+          {"n_messages", c.n_messages}};
+}
+
+json message_json(const StoredMessage& m) {
+  return {{"id", m.id},
+          {"role", m.role},
+          {"content", m.content},
+          {"status", m.status},
+          {"error", m.error},
+          {"meta", parse_or_empty(m.meta_json)},
+          {"created_ms", m.created_ms}};
+}
+
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -327,16 +347,8 @@ StatusOr<std::string> Store::export_json(const std::string& id) {
             {"created_ms", conv->created_ms},
             {"updated_ms", conv->updated_ms},
             {"messages", json::array()}};
-  for (const StoredMessage& m : *msgs) {
-    j["messages"].push_back({{"id", m.id},
-                             {"role", m.role},
-                             {"content", m.content},
-                             {"status", m.status},
-                             {"error", m.error},
-                             {"meta", parse_or_empty(m.meta_json)},
-                             {"created_ms", m.created_ms}});
-  }
-  return j.dump(2, ' ', false, json::error_handler_t::replace);
+  for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
+  return dump_json(j, 2);
 }
 
 }  // namespace glm::gateway

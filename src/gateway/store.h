@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,11 @@ class Store {
   std::mutex mutex_;
   sqlite3* db_;
 };
+
+// A conversation and a message as the page's API and the export write them (params and meta as
+// JSON objects; stored text that does not parse reads as {}).
+nlohmann::json conversation_json(const Conversation& c);
+nlohmann::json message_json(const StoredMessage& m);
 
 // Milliseconds since the Unix epoch.
 int64_t now_unix_ms();

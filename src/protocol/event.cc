@@ -22,9 +22,7 @@ constexpr EventName kEventNames[] = {
 };
 
 // Appends `s` as a JSON string literal (quotes included).
-void append_json_string(std::string* out, const std::string& s) {
-  out->append(json(s).dump(-1, ' ', false, json::error_handler_t::replace));
-}
+void append_json_string(std::string* out, const std::string& s) { out->append(dump_json(json(s))); }
 
 int get_int(const json& j, const char* key) {
   auto it = j.find(key);
@@ -130,7 +128,7 @@ std::string serialize_event(const Event& e) {
       j["found"] = e.found;
       break;
   }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dump_json(j);
 }
 
 StatusOr<Event> parse_event(std::string_view line) {

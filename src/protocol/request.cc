@@ -373,7 +373,7 @@ std::string serialize_request(const Request& r) {
       j["constraint"] = std::move(c);
     }
   }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dump_json(j);
 }
 
 std::string make_request_id() {

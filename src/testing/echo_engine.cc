@@ -113,8 +113,6 @@ bool EchoEngine::drain(std::chrono::milliseconds bound) {
   const bool finished = idle_cv_.wait_for(lock, bound, [&] { return in_flight_.empty(); });
   if (!finished) {
     cancel_all_ = true;
-    for (auto& j : waiting_) j->cancelled = true;
-    for (auto& j : running_) j->cancelled = true;
     cv_.notify_all();
     idle_cv_.wait(lock, [&] { return in_flight_.empty(); });
   }
@@ -131,10 +129,7 @@ void EchoEngine::loop() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty(); });
     if (stop_ && waiting_.empty() && running_.empty()) break;
-    if (stop_) {  // destroyed with work in flight: end it as cancelled
-      for (auto& j : waiting_) j->cancelled = true;
-      for (auto& j : running_) j->cancelled = true;
-    }
+    if (stop_) cancel_all_ = true;  // destroyed with work in flight: end it as cancelled
     step(lock);
     if (in_flight_.empty()) idle_cv_.notify_all();
     if (options_.token_delay_ms > 0 && !running_.empty()) {
@@ -203,7 +198,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
   for (auto& job : dropped) finish(*job, engine::FinishReason::kCancelled, lock);
   while (!waiting_.empty()) {
     std::unique_ptr<Job>& front = waiting_.front();
-    if (cancel_ids_.count(front->request.id) != 0) front->cancelled = true;
+    if (cancel_all_ || cancel_ids_.count(front->request.id) != 0) front->cancelled = true;
     if (!front->cancelled && static_cast<int>(running_.size()) >= options_.max_running) break;
     std::unique_ptr<Job> job = std::move(front);
     waiting_.pop_front();

@@ -80,8 +80,8 @@ class EchoEngine : public engine::Engine {
   engine::Stats stats_;
   engine::Health health_ = engine::Health::kReady;
   bool stop_ = false;
-  // Set by drain() when its bound passed: every job ends cancelled, including those the step
-  // loop holds outside waiting_/running_ while the lock is released.
+  // Set when a drain bound passed or the engine is destroyed: every job ends cancelled,
+  // including those the step loop holds outside waiting_/running_ while the lock is released.
   bool cancel_all_ = false;
   std::thread thread_;
 };

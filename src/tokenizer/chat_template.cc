@@ -22,7 +22,7 @@ Status unknown_role(const std::string& tmpl, const std::string& role, const char
 StatusOr<std::string> pretty_tools(const std::string& tools_json) {
   auto j = parse_ordered_json(tools_json, "tools");
   if (!j.ok()) return j.status();
-  return j->dump(4, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  return dump_json(*j, 4);
 }
 
 // Ids of the role tokens, looked up once; -1 if absent.

@@ -3,6 +3,7 @@
 // JSON object. A small recursive-descent parser of Python literals; never throws, never crashes.
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "tokenizer/chat_template.h"
 
 namespace glm::tok {
@@ -271,7 +272,7 @@ AssistantOutput parse_assistant_output(std::string_view text) {
   if (call.name != "interpreter") {
     nlohmann::ordered_json args;
     if (PyLiteral(call.code).kwargs_call(&args)) {
-      call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      call.arguments = dump_json(args);
     }
   }
   out.tool_call = std::move(call);
