@@ -63,9 +63,14 @@ engine::Request to_engine_request(const protocol::Request& r, const std::string&
   out.raw = r.raw;
   out.prompt = r.prompt;
   out.messages.reserve(r.messages.size());
-  for (const auto& m : r.messages) out.messages.push_back({m.role, m.content, m.metadata});
+  for (const auto& m : r.messages) {
+    tok::Message t{m.role, m.content, m.metadata};
+    t.arguments = m.arguments;
+    out.messages.push_back(std::move(t));
+  }
   out.params = r.params;
   out.constraint = r.constraint;
+  out.tools = r.tools;
   return out;
 }
 

@@ -36,7 +36,57 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
   return std::move(vocab).value();
 }
 
-StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& c) {
+namespace {
+
+// root ::= call-1 | call-2 | ...: one per allowed function, in the template's call format.
+StatusOr<grammar::Grammar> tool_call_grammar(const std::string& tools_json,
+                                             const std::string& chat_template) {
+  const bool python = chat_template == "chatglm3";
+  if (!python && chat_template != "glm4") {
+    return unsupported("constraint: the " + chat_template +
+                       " chat template has no tool-call format (ChatGLM3 and GLM-4 have one)");
+  }
+  auto tools = parse_ordered_json(tools_json, "the constraint's tools");
+  if (!tools.ok()) return invalid_argument("constraint: " + tools.status().message());
+  if (!tools->is_array() || tools->empty()) {
+    return invalid_argument("constraint: tool_call needs a non-empty array of functions");
+  }
+  grammar::GrammarBuilder b;
+  std::vector<grammar::Expr> calls;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const nlohmann::ordered_json& f = (*tools)[i];
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+      return invalid_argument("constraint: tools[" + std::to_string(i) + "] has no name");
+    }
+    const std::string name = f["name"].get<std::string>();
+    if (name.find('\n') != std::string::npos) {
+      return invalid_argument("constraint: tool name '" + name + "' spans lines");
+    }
+    const nlohmann::ordered_json schema = f.contains("parameters") && !f["parameters"].is_null()
+                                              ? f["parameters"]
+                                              : nlohmann::ordered_json{{"type", "object"}};
+    const std::string prefix = "tool" + std::to_string(i);
+    StatusOr<grammar::Expr> args = python ? grammar::add_python_kwargs(&b, schema, prefix)
+                                          : grammar::add_json_schema(&b, schema, prefix);
+    if (!args.ok()) {
+      return invalid_argument("constraint: tool '" + name + "' parameters " +
+                              args.status().message());
+    }
+    if (python) {
+      calls.push_back(grammar::Expr::seq({grammar::Expr::literal(name + "\n```python\ntool_call("),
+                                          *args, grammar::Expr::literal(")\n```")}));
+    } else {
+      calls.push_back(grammar::Expr::seq({grammar::Expr::literal(name + "\n"), *args}));
+    }
+  }
+  GLM_RETURN_IF_ERROR(b.add_rule("root", grammar::Expr::alt(std::move(calls))));
+  return b.build("root");
+}
+
+}  // namespace
+
+StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& c,
+                                              const std::string& chat_template) {
   using Kind = generation::Constraint::Kind;
   switch (c.kind) {
     case Kind::kNone:
@@ -56,6 +106,8 @@ StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& c) {
     }
     case Kind::kJsonObject:
       return grammar::json_object_grammar();
+    case Kind::kToolCall:
+      return tool_call_grammar(c.text, chat_template);
   }
   return invalid_argument("constraint: no grammar for type none");
 }

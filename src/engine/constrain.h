@@ -28,7 +28,12 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
 
 // kInvalidArgument naming the part: "constraint: invalid GBNF grammar: line 1, column 9: ...",
 // "constraint: JSON schema #/properties/tags: keyword 'uniqueItems' is not supported".
-StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& constraint);
+// `chat_template` (ChatTemplate::name()) decides the spelling of a tool call (kToolCall):
+//   glm4:     NAME "\n" JSON-arguments
+//   chatglm3: NAME "\n```python\ntool_call(" keyword-arguments ")\n```"
+// other templates have no tool format (kUnsupported).
+StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& constraint,
+                                              const std::string& chat_template);
 
 // A Matcher at the start of `grammar`, refused (kInvalidArgument) when not even the first
 // token can be spelled with this vocabulary (so such a request never runs). Computes the first

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -85,29 +86,47 @@ void check_answer(const nlohmann::json& v, const std::string& text) {
   EXPECT_TRUE(v["unit"] == "celsius" || v["unit"] == "fahrenheit" || v["unit"] == "开尔文") << text;
 }
 
-// Random walks under the mask: the stream decoder's text (what the engine emits) equals the
-// bytes the grammar accepted, and parses and validates.
-void walk_vocab(const std::string& vocab_file) {
+// Random walks under the mask of `constraint`: the stream decoder's text (what the engine
+// emits) equals the bytes the grammar accepted, and `check` accepts it.
+void walk_vocab(const std::string& vocab_file, const Constraint& constraint,
+                const std::function<void(const std::string&)>& check) {
   const std::string path = kData + "/vocab/" + vocab_file;
   if (access(path.c_str(), R_OK) != 0) GTEST_SKIP() << path << " is absent";
-  auto file = gguf::File::open(path);
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto tok = tok::Tokenizer::from_gguf(**file);
-  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
-  auto tmpl = tok::ChatTemplate::for_model(**file, **tok);
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-  const std::vector<int32_t> stops = (*tmpl)->stop_ids();
-  auto vocab = build_token_vocab(**tok, (*tok)->n_vocab(), stops);
-  ASSERT_NE(vocab, nullptr);
-  auto grammar = compile_constraint({Constraint::Kind::kJsonSchema, kSchema});
+  // Loaded once per file for all the tests (GLM-4's grammar vocabulary takes seconds).
+  struct Loaded {
+    std::unique_ptr<gguf::File> file;
+    std::unique_ptr<tok::Tokenizer> tok;
+    std::unique_ptr<tok::ChatTemplate> tmpl;
+    std::shared_ptr<const grammar::TokenVocab> vocab;
+  };
+  static std::map<std::string, Loaded> cache;
+  Loaded& l = cache[path];
+  if (!l.vocab) {
+    auto file = gguf::File::open(path);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    l.file = std::move(file).value();
+    auto t = tok::Tokenizer::from_gguf(*l.file);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    l.tok = std::move(t).value();
+    auto tm = tok::ChatTemplate::for_model(*l.file, *l.tok);
+    ASSERT_TRUE(tm.ok()) << tm.status().to_string();
+    l.tmpl = std::move(tm).value();
+    l.vocab = build_token_vocab(*l.tok, l.tok->n_vocab(), l.tmpl->stop_ids());
+    ASSERT_NE(l.vocab, nullptr);
+  }
+  const tok::Tokenizer* tok = l.tok.get();
+  const tok::ChatTemplate* tmpl = l.tmpl.get();
+  const std::vector<int32_t> stops = tmpl->stop_ids();
+  const auto& vocab = l.vocab;
+  auto grammar = compile_constraint(constraint, tmpl->name());
   ASSERT_TRUE(grammar.ok()) << grammar.status().to_string();
   std::mt19937 rng(7);
   for (int walk = 0; walk < 20; ++walk) {
     auto m = start_matcher(*grammar, vocab);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     grammar::TokenMask mask;
-    tok::StreamDecoder decoder(**tok);
-    decoder.set_strip_leading_whitespace((*tmpl)->strips_answer_whitespace());
+    tok::StreamDecoder decoder(*tok);
+    decoder.set_strip_leading_whitespace(tmpl->strips_answer_whitespace());
     std::string bytes, text;
     bool stopped = false;
     for (int step = 0; step < 400 && !stopped; ++step) {
@@ -128,7 +147,7 @@ void walk_vocab(const std::string& vocab_file) {
       for (int32_t s : stops) stopped = stopped || s == id;
       ASSERT_TRUE((*m)->accept_token(id).ok());
       if (!stopped) {
-        EXPECT_FALSE((*tok)->is_control(id)) << id;
+        EXPECT_FALSE(tok->is_control(id)) << id;
         bytes += vocab->token(id);
         text += decoder.push(id);
       }
@@ -136,13 +155,88 @@ void walk_vocab(const std::string& vocab_file) {
     text += decoder.flush();
     ASSERT_TRUE(stopped) << bytes;
     EXPECT_EQ(text, bytes);
-    const auto v = nlohmann::json::parse(without_lone_surrogates(text), nullptr, false);
-    check_answer(v, text);
+    check(text);
   }
 }
 
-TEST(ConstrainReal, Chatglm3VocabularySpellsWhatItDecodes) { walk_vocab("chatglm3-vocab.gguf"); }
-TEST(ConstrainReal, Glm4VocabularySpellsWhatItDecodes) { walk_vocab("glm4-vocab.gguf"); }
+void check_json_answer(const std::string& text) {
+  check_answer(nlohmann::json::parse(without_lone_surrogates(text), nullptr, false), text);
+}
+
+TEST(ConstrainReal, Chatglm3VocabularySpellsWhatItDecodes) {
+  walk_vocab("chatglm3-vocab.gguf", {Constraint::Kind::kJsonSchema, kSchema}, check_json_answer);
+}
+TEST(ConstrainReal, Glm4VocabularySpellsWhatItDecodes) {
+  walk_vocab("glm4-vocab.gguf", {Constraint::Kind::kJsonSchema, kSchema}, check_json_answer);
+}
+
+// A forced tool call: one of the two functions, in the model's own call format, with arguments
+// that validate (bounded schemas, so that random walks end).
+std::string tool_choices() {
+  return std::string(R"([{"name":"get_weather","description":"天气","parameters":)") + kSchema +
+         R"(},{"name":"ping","parameters":{"type":"object","properties":{"host":)"
+         R"({"type":"string","maxLength":6}},"required":["host"],"additionalProperties":false}}])";
+}
+
+void check_call(const std::string& name, const std::string& arguments, const std::string& text) {
+  const auto args = nlohmann::json::parse(without_lone_surrogates(arguments), nullptr, false);
+  if (name == "get_weather") {
+    check_answer(args, text);
+  } else {
+    EXPECT_EQ(name, "ping") << text;
+    ASSERT_TRUE(args.is_object()) << text;
+    EXPECT_EQ(args.size(), 1u) << text;
+    EXPECT_TRUE(args["host"].is_string()) << text;
+  }
+}
+
+TEST(ConstrainReal, Glm4ToolCallsAreNameLineThenJson) {
+  walk_vocab("glm4-vocab.gguf", {Constraint::Kind::kToolCall, tool_choices()},
+             [](const std::string& text) {
+               const size_t nl = text.find('\n');
+               ASSERT_NE(nl, std::string::npos) << text;
+               check_call(text.substr(0, nl), text.substr(nl + 1), text);
+             });
+}
+
+TEST(ConstrainReal, Chatglm3ToolCallsAreToolCallBlocks) {
+  walk_vocab("chatglm3-vocab.gguf", {Constraint::Kind::kToolCall, tool_choices()},
+             [](const std::string& text) {
+               // The parser the gateway uses reads it back (Python literals -> JSON).
+               const tok::AssistantOutput out = tok::parse_assistant_output(text);
+               ASSERT_TRUE(out.tool_call.has_value()) << text;
+               ASSERT_FALSE(out.tool_call->arguments.empty()) << text;
+               check_call(out.tool_call->name, out.tool_call->arguments, text);
+             });
+}
+
+// A function without parameters takes any object (GLM-4) / any keyword arguments (ChatGLM3).
+TEST(ConstrainReal, ToolsWithoutParametersTakeAnyObject) {
+  const std::string tools = R"([{"name":"now"}])";
+  auto glm4 = compile_constraint({Constraint::Kind::kToolCall, tools}, "glm4");
+  ASSERT_TRUE(glm4.ok()) << glm4.status().to_string();
+  grammar::Matcher m(*glm4, nullptr);
+  EXPECT_TRUE(m.can_accept_bytes("now\n{\"tz\": [1, null]}"));
+  EXPECT_FALSE(m.can_accept_bytes("now\n[1]"));
+  EXPECT_FALSE(m.can_accept_bytes("later\n{}"));
+  auto glm3 = compile_constraint({Constraint::Kind::kToolCall, tools}, "chatglm3");
+  ASSERT_TRUE(glm3.ok()) << glm3.status().to_string();
+  grammar::Matcher m3(*glm3, nullptr);
+  EXPECT_TRUE(m3.can_accept_bytes("now\n```python\ntool_call(tz=\"UTC\", n=None)\n```"));
+  EXPECT_FALSE(m3.can_accept_bytes("now\n```python\ntool_call(tz=null)"));
+}
+
+TEST(ConstrainReal, ToolCallsNeedATemplateWithAToolFormat) {
+  auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "llama2");
+  EXPECT_EQ(g.status().code(), ErrorCode::kUnsupported);
+  g = compile_constraint(
+      {Constraint::Kind::kToolCall,
+       R"([{"name":"f","parameters":{"type":"object","properties":{"a-b":{}}}}])"},
+      "chatglm3");
+  EXPECT_EQ(g.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("tool 'f' parameters #/properties/a-b"), std::string::npos)
+      << g.status().message();
+}
 
 TEST(ConstrainReal, Chatglm3SmallAnswersValidate) {
   const std::string model = kData + "/reference/chatglm3-small.gguf";
@@ -189,7 +283,7 @@ TEST(ConstrainReal, Chatglm3SmallAnswersValidate) {
 // The fix belongs to grammar/json_rules.cc: "\\u" then a non-surrogate, or a high surrogate
 // followed by "\\u" and a low one.
 TEST(ConstrainReal, LoneSurrogateEscapesAreRefused) {
-  auto g = compile_constraint({Constraint::Kind::kJsonSchema, R"({"type":"string"})"});
+  auto g = compile_constraint({Constraint::Kind::kJsonSchema, R"({"type":"string"})"}, "glm4");
   ASSERT_TRUE(g.ok());
   grammar::Matcher m(*g, nullptr);
   EXPECT_TRUE(m.can_accept_bytes(R"("\u00e9\ud83d\ude00")"));

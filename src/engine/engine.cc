@@ -173,6 +173,13 @@ class EngineImpl final : public Engine {
     GLM_RETURN_IF_ERROR(generation::validate(request.params));
     const auto submitted = Clock::now();
     const bool chat = !request.raw;
+    if (!request.tools.empty()) {
+      if (!chat) return invalid_argument("tools need a chat request (raw prompts take none)");
+      // The tools travel in a system message of their own, first (the template writes them
+      // in its format and never drops a system message to fit the context).
+      tok::Message tools{"system", "", "", request.tools};
+      request.messages.insert(request.messages.begin(), std::move(tools));
+    }
     StatusOr<PromptPlan> plan =
         chat ? plan_chat_prompt(*template_, *tokenizer_, std::move(request.messages),
                                 request.params.max_tokens, n_ctx_, !request.conversation.empty())
@@ -193,7 +200,7 @@ class EngineImpl final : public Engine {
     r.stop_ids = stop_ids_;
     r.submitted = submitted;
     if (request.constraint.active()) {
-      StatusOr<grammar::Grammar> g = compile_constraint(request.constraint);
+      StatusOr<grammar::Grammar> g = compile_constraint(request.constraint, template_->name());
       if (!g.ok()) return g.status();
       StatusOr<std::unique_ptr<grammar::Matcher>> m = start_matcher(std::move(g).value(), vocab());
       if (!m.ok()) return m.status();

@@ -43,6 +43,9 @@ struct Request {
   // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
   // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
   Constraint constraint;
+  // The functions the model may call: JSON array text of function objects, written into the
+  // prompt by the chat template (a system message of its own, first). Empty = none.
+  std::string tools;
 };
 
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };

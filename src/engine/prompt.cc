@@ -52,6 +52,7 @@ uint64_t digest_append(uint64_t digest, const tok::Message& message) {
   h = mix(h, trim(message.content));
   h = mix(h, message.metadata);
   h = mix(h, message.tools_json);
+  h = mix(h, message.arguments);
   return h;
 }
 

@@ -20,6 +20,10 @@ struct Constraint {
     kGbnf,        // text = a GBNF grammar (llama.cpp's syntax) with a rule named root
     kJsonSchema,  // text = a JSON Schema as JSON text (key order kept: properties come out in it)
     kJsonObject,  // any JSON object; text unused
+    // text = a JSON array of function objects ({"name", "parameters"}): the answer is a call
+    // to one of them, in the model's own tool-call format (the engine's chat template decides
+    // it), with arguments valid against the function's parameters schema.
+    kToolCall,
   };
   Kind kind = Kind::kNone;
   std::string text;
@@ -28,7 +32,8 @@ struct Constraint {
   bool operator==(const Constraint&) const = default;
 };
 
-// Wire names ("none", "gbnf", "json_schema", "json_object"), one table for every edge.
+// Wire names ("none", "gbnf", "json_schema", "json_object", "tool_call"), one table for every
+// edge.
 inline const char* constraint_kind_name(Constraint::Kind k) {
   switch (k) {
     case Constraint::Kind::kNone:
@@ -39,14 +44,17 @@ inline const char* constraint_kind_name(Constraint::Kind k) {
       return "json_schema";
     case Constraint::Kind::kJsonObject:
       return "json_object";
+    case Constraint::Kind::kToolCall:
+      return "tool_call";
   }
   return "none";
 }
 
 // Inverse of constraint_kind_name; false if `name` is not one.
 inline bool parse_constraint_kind(std::string_view name, Constraint::Kind* out) {
-  for (Constraint::Kind k : {Constraint::Kind::kNone, Constraint::Kind::kGbnf,
-                             Constraint::Kind::kJsonSchema, Constraint::Kind::kJsonObject}) {
+  for (Constraint::Kind k :
+       {Constraint::Kind::kNone, Constraint::Kind::kGbnf, Constraint::Kind::kJsonSchema,
+        Constraint::Kind::kJsonObject, Constraint::Kind::kToolCall}) {
     if (name == constraint_kind_name(k)) {
       *out = k;
       return true;

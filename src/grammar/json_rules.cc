@@ -85,7 +85,8 @@ std::string join_name(std::string_view prefix, std::string_view name) {
   return prefix.empty() ? std::string(name) : std::string(prefix) + "-" + std::string(name);
 }
 
-JsonRules::JsonRules(GrammarBuilder* b, std::string_view prefix) : b_(b), prefix_(prefix) {}
+JsonRules::JsonRules(GrammarBuilder* b, std::string_view prefix, bool python)
+    : b_(b), prefix_(prefix), python_(python) {}
 
 Expr JsonRules::get(const std::string& what) {
   std::string name = join_name(prefix_, what);
@@ -107,15 +108,14 @@ Expr JsonRules::body(const std::string& what) {
   if (what == "char") {
     Expr plain = cls({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true);
     Expr hex = cls({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-    Expr esc = seq({lit("\\"), alt({cls({{'"', '"'},
-                                         {'\\', '\\'},
-                                         {'/', '/'},
-                                         {'b', 'b'},
-                                         {'f', 'f'},
-                                         {'n', 'n'},
-                                         {'r', 'r'},
-                                         {'t', 't'}}),
-                                    seq({lit("u"), unicode_escape(hex)})})});
+    std::vector<CharRange> escapes = {{'"', '"'}, {'\\', '\\'}, {'b', 'b'}, {'f', 'f'},
+                                      {'n', 'n'}, {'r', 'r'},   {'t', 't'}};
+    // Python reads "\/" as two characters, and "\ud83d\ude00" as two lone surrogates: its
+    // strings use neither escape (characters are written as themselves).
+    if (python_) return alt({plain, seq({lit("\\"), cls(std::move(escapes))})});
+    escapes.push_back({'/', '/'});
+    Expr esc =
+        seq({lit("\\"), alt({cls(std::move(escapes)), seq({lit("u"), unicode_escape(hex)})})});
     return alt({plain, esc});
   }
   if (what == "string") return seq({lit("\""), Expr::star(get("char")), lit("\"")});
@@ -129,8 +129,9 @@ Expr JsonRules::body(const std::string& what) {
                                     Expr::optional(cls({{'-', '-'}, {'+', '+'}})),
                                     Expr::repeat(digit(), 1, 2)}))});
   }
-  if (what == "boolean") return alt({lit("true"), lit("false")});
-  if (what == "null") return lit("null");
+  if (what == "boolean")
+    return python_ ? alt({lit("True"), lit("False")}) : alt({lit("true"), lit("false")});
+  if (what == "null") return lit(python_ ? "None" : "null");
   if (what == "value") {
     return alt(
         {get("object"), get("array"), get("string"), get("number"), get("boolean"), get("null")});

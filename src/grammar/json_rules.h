@@ -30,7 +30,9 @@ Expr integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
 class JsonRules {
  public:
-  JsonRules(GrammarBuilder* b, std::string_view prefix);
+  // `python`: values as Python literals (True, False, None; no "\/" escape), for ChatGLM3's
+  // tool_call(...) arguments; give such rules their own prefix.
+  JsonRules(GrammarBuilder* b, std::string_view prefix, bool python = false);
   // A reference to rule `what`: "ws", "char", "string", "integer", "number", "boolean", "null",
   // "value", "object", "array" (any JSON), "date", "time", "date-time", "uuid" (string bodies).
   // Named prefix-what; an existing rule of that name is reused.
@@ -41,6 +43,7 @@ class JsonRules {
 
   GrammarBuilder* b_;
   std::string prefix_;
+  bool python_ = false;
   std::set<std::string> building_;  // rules whose bodies are being built (they recurse)
 };
 

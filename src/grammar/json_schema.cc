@@ -78,10 +78,68 @@ std::string escape_pointer_token(const std::string& s) {
   return out;
 }
 
+// The only spelling of `v` the grammar produces: compact JSON (UTF-8 kept as is), or with
+// `python` the Python literal (True, False, None).
+std::string literal(const json& v, bool python) {
+  if (!python) return v.dump();
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + literal(v[i], true);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, x] : v.items()) {
+      out += (first ? "" : ", ") + json(k).dump() + ": " + literal(x, true);
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.dump();
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
 class Converter {
  public:
-  Converter(GrammarBuilder* b, const json& root, std::string_view prefix)
-      : b_(b), root_(root), prefix_(prefix), common_(b, prefix) {}
+  Converter(GrammarBuilder* b, const json& root, std::string_view prefix, bool python = false)
+      : b_(b), root_(root), prefix_(prefix), python_(python), common_(b, prefix, python) {}
+
+  // Python keyword arguments "k=v, k2=v2" (no parentheses) for an object schema.
+  StatusOr<Expr> convert_kwargs(const json& s) {
+    if (s.is_boolean() && s.get<bool>()) return any_kwargs();
+    if (!s.is_object() || (s.contains("type") && s["type"] != "object")) {
+      return error("", "a tool's parameters must be an object schema");
+    }
+    for (const auto& [key, value] : s.items()) {
+      if (annotations().count(key)) continue;
+      if (key != "type" && key != "properties" && key != "required" &&
+          key != "additionalProperties") {
+        return error("", "keyword '" + key + "' is not supported for a tool's parameters");
+      }
+    }
+    if (!s.contains("properties")) {
+      const bool closed = s.contains("additionalProperties") && s["additionalProperties"] == false;
+      if (closed) return lit("");
+      return any_kwargs();
+    }
+    if (s.contains("additionalProperties") && !s["additionalProperties"].is_boolean()) {
+      return error("/additionalProperties",
+                   "a schema for additional properties next to 'properties' is not supported");
+    }
+    return convert_object(s, "", true);
+  }
 
   StatusOr<Expr> convert(const json& s, const std::string& ptr) {
     if (++depth_ > 64) return error(ptr, "schema nested too deeply (over 64 levels)");
@@ -180,7 +238,7 @@ class Converter {
         bool ok = types.empty();
         for (const std::string& t : types) ok = ok || has_type(v, t);
         // Compact serialization, UTF-8 kept as is: the only spelling produced.
-        if (ok) alts.push_back(lit(v.dump()));
+        if (ok) alts.push_back(lit(literal(v, python_)));
       }
       if (alts.empty()) return error(ptr, "no 'enum'/'const' value has the schema's type");
       return alt(std::move(alts));
@@ -324,7 +382,17 @@ class Converter {
     return Expr::ref(name);
   }
 
-  StatusOr<Expr> convert_object(const json& s, const std::string& ptr) {
+  // kwargs ::= (ident "=" value ("," ws ident "=" value)*)?
+  Expr any_kwargs() {
+    Expr ws = common_.get("ws");
+    Expr ident = seq({cls({{'a', 'z'}, {'A', 'Z'}, {'_', '_'}}),
+                      Expr::star(cls({{'a', 'z'}, {'A', 'Z'}, {'_', '_'}, {'0', '9'}}))});
+    Expr kv = seq({ident, lit("="), common_.get("value"), ws});
+    return Expr::optional(seq({kv, Expr::star(seq({lit(","), ws, kv}))}));
+  }
+
+  // `kwargs`: the properties as Python keyword arguments (name=value, no braces).
+  StatusOr<Expr> convert_object(const json& s, const std::string& ptr, bool kwargs = false) {
     bool extra_false = false;
     if (s.contains("additionalProperties")) {
       const json& a = s["additionalProperties"];
@@ -377,9 +445,19 @@ class Converter {
     std::vector<bool> req;
     Expr ws = common_.get("ws");
     for (const auto& [name, sub] : props.items()) {
-      auto v = convert(sub, ptr + "/properties/" + escape_pointer_token(name));
+      const std::string where = ptr + "/properties/" + escape_pointer_token(name);
+      if (kwargs && !is_identifier(name)) {
+        return error(where,
+                     "is not a Python identifier (ChatGLM3 passes tool arguments as "
+                     "keyword arguments)");
+      }
+      auto v = convert(sub, where);
       if (!v.ok()) return v.status();
-      kv.push_back(seq({lit(json(name).dump()), ws, lit(":"), ws, std::move(*v), ws}));
+      if (kwargs) {
+        kv.push_back(seq({lit(name + "="), std::move(*v), ws}));
+      } else {
+        kv.push_back(seq({lit(json(name).dump()), ws, lit(":"), ws, std::move(*v), ws}));
+      }
       req.push_back(required.count(name) != 0);
     }
     // Properties in schema order; optional ones may be skipped. first(i): properties i.. with
@@ -406,7 +484,11 @@ class Converter {
       GLM_RETURN_IF_ERROR(b_->add_rule(first[k], std::move(f)));
       GLM_RETURN_IF_ERROR(b_->add_rule(rest[k], std::move(r)));
     }
-    GLM_RETURN_IF_ERROR(b_->add_rule(base, seq({lit("{"), ws, Expr::ref(first[0]), lit("}")})));
+    if (kwargs) {
+      GLM_RETURN_IF_ERROR(b_->add_rule(base, Expr::ref(first[0])));
+    } else {
+      GLM_RETURN_IF_ERROR(b_->add_rule(base, seq({lit("{"), ws, Expr::ref(first[0]), lit("}")})));
+    }
     return Expr::ref(base);
   }
 
@@ -438,6 +520,7 @@ class Converter {
   GrammarBuilder* b_;
   const json& root_;
   std::string prefix_;
+  bool python_ = false;
   detail::JsonRules common_;
   std::map<std::string, std::string> refs_;
   std::set<std::string> reserved_;
@@ -446,11 +529,21 @@ class Converter {
 
 }  // namespace
 
-StatusOr<Expr> add_json_schema(GrammarBuilder* b, const json& schema, std::string_view prefix) {
-  Converter c(b, schema, prefix);
+StatusOr<Expr> add_json_schema(GrammarBuilder* b, const json& schema, std::string_view prefix,
+                               JsonDialect dialect) {
+  Converter c(b, schema, prefix, dialect == JsonDialect::kPython);
   auto e = c.convert(schema, "");
   if (!e.ok()) return e.status();
   std::string name = b->fresh_name(detail::join_name(prefix, "value"));
+  GLM_RETURN_IF_ERROR(b->add_rule(name, std::move(*e)));
+  return Expr::ref(name);
+}
+
+StatusOr<Expr> add_python_kwargs(GrammarBuilder* b, const json& schema, std::string_view prefix) {
+  Converter c(b, schema, prefix, true);
+  auto e = c.convert_kwargs(schema);
+  if (!e.ok()) return e.status();
+  std::string name = b->fresh_name(detail::join_name(prefix, "kwargs"));
   GLM_RETURN_IF_ERROR(b->add_rule(name, std::move(*e)));
   return Expr::ref(name);
 }

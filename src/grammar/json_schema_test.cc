@@ -458,3 +458,57 @@ TEST(GrammarJsonSchema, RandomWalksProduceValidJson) {
 
 }  // namespace
 }  // namespace glm::grammar
+
+namespace glm::grammar {
+namespace {
+
+Grammar kwargs_grammar(const char* schema) {
+  GrammarBuilder b;
+  auto args = add_python_kwargs(&b, json::parse(schema), "kw");
+  EXPECT_TRUE(args.ok()) << args.status().to_string();
+  if (!args.ok()) return json_object_grammar();
+  EXPECT_TRUE(
+      b.add_rule("root", Expr::seq({Expr::literal("tool_call("), *args, Expr::literal(")")})).ok());
+  auto g = b.build("root");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return g.ok() ? *g : json_object_grammar();
+}
+
+// ChatGLM3 calls tools as tool_call(k=v, ...) with Python literals.
+TEST(GrammarPythonKwargs, PropertiesInOrderWithPythonLiterals) {
+  Grammar g = kwargs_grammar(
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},)"
+      R"("hot":{"type":"boolean"},"note":{"type":["string","null"]},)"
+      R"("mode":{"enum":[true,null,"a"]},"tags":{"type":"array","items":{"type":"boolean"}}},)"
+      R"("required":["city"]})");
+  expect_accepts(g,
+                 {R"(tool_call(city="Paris"))", R"(tool_call(city="x", days=3))",
+                  R"(tool_call(city="x",hot=True, note=None))", R"(tool_call(city="x", mode=None))",
+                  R"(tool_call(city="x", tags=[True, False]))", "tool_call(city=\"北京\")"});
+  expect_rejects(g, {"tool_call()",                       // city is required
+                     R"(tool_call(days=3, city="x"))",    // schema order
+                     R"(tool_call(city="x", hot=true))",  // JSON spelling
+                     R"(tool_call(city="x", note=null))", R"(tool_call(city="x", mode=true))",
+                     R"(tool_call(city="a\/b"))",    // Python keeps the backslash
+                     R"(tool_call(city="\u00e9"))",  // characters are written as themselves
+                     R"(tool_call("city"="x"))", R"(tool_call(city: "x"))"});
+  // Any keyword arguments when the parameters say nothing; none when they forbid extras.
+  Grammar any = kwargs_grammar(R"({"type":"object"})");
+  expect_accepts(any, {"tool_call()", R"(tool_call(a=1, b_2={"k": [None]}))"});
+  expect_rejects(any, {R"(tool_call(1a=2))", R"(tool_call(a=true))"});
+  Grammar none = kwargs_grammar(R"({"type":"object","additionalProperties":false})");
+  expect_accepts(none, {"tool_call()"});
+  expect_rejects(none, {"tool_call(a=1)"});
+}
+
+TEST(GrammarPythonKwargs, NamesMustBeIdentifiers) {
+  GrammarBuilder b;
+  auto e = add_python_kwargs(&b, json::parse(R"({"type":"object","properties":{"a-b":{}}})"), "kw");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("#/properties/a-b"), std::string::npos)
+      << e.status().message();
+  EXPECT_FALSE(add_python_kwargs(&b, json::parse(R"({"type":"string"})"), "kw2").ok());
+}
+
+}  // namespace
+}  // namespace glm::grammar

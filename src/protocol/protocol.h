@@ -38,7 +38,9 @@ const char* request_type_name(RequestType t);
 struct Message {
   std::string role;  // system, user, assistant, observation
   std::string content;
-  std::string metadata;  // ChatGLM3 tool-call metadata (optional)
+  std::string metadata;  // ChatGLM3 / GLM-4 metadata line: the tool an assistant message calls
+  // assistant tool calls: the call's arguments as JSON object text (metadata = the function)
+  std::string arguments;
 };
 
 using generation::Constraint;
@@ -59,6 +61,10 @@ struct Request {
   std::string prompt;     // only with raw
   SamplingParams params;  // absent fields on the wire: SamplingParams' defaults
   Constraint constraint;  // "constraint": grammar-constrained output (none when absent)
+  // "tools": the functions the model may call, as JSON array text of function objects
+  // ({"name","description","parameters"}) in the client's key order; empty = none. The engine
+  // writes them into the prompt in its chat template's tool format.
+  std::string tools;
   // kTokenize
   std::string text;
   // kCancel: `id` names the request to cancel.

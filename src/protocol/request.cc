@@ -86,11 +86,21 @@ Status parse_message(const json& m, size_t index, Message* out) {
     } else if (key == "metadata") {
       if (!value.is_string()) return field_error(field + ".metadata", "expected a string");
       out->metadata = value.get<std::string>();
+    } else if (key == "arguments") {
+      if (!value.is_string()) {
+        return field_error(field + ".arguments", "expected a string (JSON object text)");
+      }
+      out->arguments = value.get<std::string>();
     } else {
-      return field_error(field + "." + key, "unknown key (known: role, content, metadata)");
+      return field_error(field + "." + key,
+                         "unknown key (known: role, content, metadata, arguments)");
     }
   }
   if (out->role.empty()) return field_error(field + ".role", "is required");
+  if (!out->arguments.empty() && (out->role != "assistant" || out->metadata.empty())) {
+    return field_error(field + ".arguments",
+                       "belongs to an assistant message whose metadata names the tool");
+  }
   if (!m.contains("content")) return field_error(field + ".content", "is required");
   return Status::Ok();
 }
@@ -111,8 +121,8 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",       "type", "id",     "conversation", "messages",  "prompt",
-                                "history", "raw",  "params", "text",         "constraint"};
+  static const char* kKeys[] = {"v",       "type", "id",     "conversation", "messages",   "prompt",
+                                "history", "raw",  "params", "text",         "constraint", "tools"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -121,9 +131,36 @@ bool is_top_level_key(const std::string& key) {
   return false;
 }
 
+// An array of function objects, each with a string "name" (`field` names it in errors).
+Status check_functions(const json& tools, const std::string& field) {
+  if (!tools.is_array() || tools.empty()) {
+    return field_error(field, "expected a non-empty array of {\"name\",\"parameters\"} objects");
+  }
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& f = tools[i];
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() ||
+        f["name"].get_ref<const std::string&>().empty()) {
+      return field_error(field + "[" + std::to_string(i) + "]",
+                         "expected a function object with a non-empty string name");
+    }
+  }
+  return Status::Ok();
+}
+
+// The value at `key` (then `key2`, if given) of `line` re-read in key order, as JSON text.
+StatusOr<std::string> ordered_text(std::string_view line, const Limits& limits, const char* key,
+                                   const char* key2 = nullptr) {
+  auto ordered =
+      parse_ordered_json(line, "request line", JsonLimits{limits.max_line_bytes, limits.max_depth});
+  if (!ordered.ok()) return ordered.status();
+  const nlohmann::ordered_json& v = key2 ? (*ordered)[key][key2] : (*ordered)[key];
+  return v.dump();
+}
+
 // "constraint": {"type":"gbnf","grammar":"..."} | {"type":"json_schema","schema":{...}} |
-// {"type":"json_object"} | {"type":"none"}. The schema is re-read from `line` in key order
-// (its properties come out in that order). Whether the grammar compiles is the engine's check.
+// {"type":"json_object"} | {"type":"tool_call","tools":[...]} | {"type":"none"}. Schemas are
+// re-read from `line` in key order (their properties come out in that order). Whether the
+// grammar compiles is the engine's check.
 Status parse_constraint(const json& c, std::string_view line, const Limits& limits,
                         Constraint* out) {
   if (!c.is_object()) {
@@ -136,19 +173,21 @@ Status parse_constraint(const json& c, std::string_view line, const Limits& limi
     return field_error("constraint.type", "is required: gbnf, json_schema or json_object");
   }
   if (!generation::parse_constraint_kind(type->get<std::string>(), &out->kind)) {
-    return field_error("constraint.type", "'" + type->get<std::string>() +
-                                              "' is not one of gbnf, json_schema, json_object, "
-                                              "none");
+    return field_error("constraint.type",
+                       "'" + type->get<std::string>() +
+                           "' is not one of gbnf, json_schema, json_object, tool_call, "
+                           "none");
   }
   for (const auto& [key, value] : c.items()) {
     const bool known = key == "type" ||
                        (key == "grammar" && out->kind == Constraint::Kind::kGbnf) ||
-                       (key == "schema" && out->kind == Constraint::Kind::kJsonSchema);
+                       (key == "schema" && out->kind == Constraint::Kind::kJsonSchema) ||
+                       (key == "tools" && out->kind == Constraint::Kind::kToolCall);
     if (!known) {
       return field_error("constraint." + key,
                          std::string("unknown key for type ") +
                              generation::constraint_kind_name(out->kind) +
-                             " (gbnf takes grammar, json_schema takes schema)");
+                             " (gbnf takes grammar, json_schema schema, tool_call tools)");
     }
   }
   if (out->kind == Constraint::Kind::kGbnf) {
@@ -164,10 +203,15 @@ Status parse_constraint(const json& c, std::string_view line, const Limits& limi
     if (!c["schema"].is_object() && !c["schema"].is_boolean()) {
       return field_error("constraint.schema", "expected a JSON Schema object");
     }
-    auto ordered = parse_ordered_json(line, "request line",
-                                      JsonLimits{limits.max_line_bytes, limits.max_depth});
-    if (!ordered.ok()) return ordered.status();
-    out->text = (*ordered)["constraint"]["schema"].dump();
+    auto text = ordered_text(line, limits, "constraint", "schema");
+    if (!text.ok()) return text.status();
+    out->text = std::move(text).value();
+  } else if (out->kind == Constraint::Kind::kToolCall) {
+    if (!c.contains("tools")) return field_error("constraint.tools", "is required for tool_call");
+    GLM_RETURN_IF_ERROR(check_functions(c["tools"], "constraint.tools"));
+    auto text = ordered_text(line, limits, "constraint", "tools");
+    if (!text.ok()) return text.status();
+    out->text = std::move(text).value();
   }
   return Status::Ok();
 }
@@ -236,6 +280,13 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
   }
   if (j.contains("constraint") && !j["constraint"].is_null()) {
     GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], line, limits, &r->constraint));
+  }
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (r->raw) return field_error("tools", "raw prompts take no tools");
+    GLM_RETURN_IF_ERROR(check_functions(j["tools"], "tools"));
+    auto text = ordered_text(line, limits, "tools");
+    if (!text.ok()) return text.status();
+    r->tools = std::move(text).value();
   }
   return Status::Ok();
 }
@@ -354,10 +405,18 @@ std::string serialize_request(const Request& r) {
       for (const Message& m : r.messages) {
         json o = {{"role", m.role}, {"content", m.content}};
         if (!m.metadata.empty()) o["metadata"] = m.metadata;
+        if (!m.arguments.empty()) o["arguments"] = m.arguments;
         msgs.push_back(std::move(o));
       }
       j["messages"] = std::move(msgs);
     }
+    // JSON texts from a parse (protocol or gateway); one that is not JSON is kept as a string,
+    // so that the other side refuses it with a clear message.
+    auto embed = [](const std::string& text, const char* what) {
+      auto v = parse_ordered_json(text, what);
+      return v.ok() ? std::move(v).value() : json(text);
+    };
+    if (!r.tools.empty()) j["tools"] = embed(r.tools, "tools");
     json p = json::object();
     write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);
@@ -365,10 +424,10 @@ std::string serialize_request(const Request& r) {
       json c = {{"type", generation::constraint_kind_name(r.constraint.kind)}};
       if (r.constraint.kind == Constraint::Kind::kGbnf) c["grammar"] = r.constraint.text;
       if (r.constraint.kind == Constraint::Kind::kJsonSchema) {
-        // The text came from a parse (protocol or gateway); a text that is not JSON is kept as
-        // a string so that the engine refuses it with a clear message.
-        auto schema = parse_ordered_json(r.constraint.text, "constraint.schema");
-        c["schema"] = schema.ok() ? std::move(schema).value() : json(r.constraint.text);
+        c["schema"] = embed(r.constraint.text, "constraint.schema");
+      }
+      if (r.constraint.kind == Constraint::Kind::kToolCall) {
+        c["tools"] = embed(r.constraint.text, "constraint.tools");
       }
       j["constraint"] = std::move(c);
     }

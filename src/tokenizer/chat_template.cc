@@ -60,7 +60,15 @@ class ChatGlm3Template final : public ChatTemplate {
           return invalid_argument("tools are only allowed on a system message");
         auto tools = pretty_tools(m.tools_json);
         if (!tools.ok()) return tools.status();
+        if (content.empty()) content = kChatGlm3ToolsSentence;
         content += "\n" + *tools;
+      }
+      if (!m.arguments.empty()) {
+        if (m.role != "assistant" || m.metadata.empty())
+          return invalid_argument("tool call arguments need an assistant message naming the tool");
+        auto call = python_tool_call(m.arguments);
+        if (!call.ok()) return call.status();
+        content = std::move(call).value();
       }
       out.push_back(role);
       append(&out, tok_.encode(m.metadata + "\n"));
@@ -78,9 +86,11 @@ class ChatGlm3Template final : public ChatTemplate {
   int32_t gmask_, sop_;
 };
 
-// GLM-4: [gMASK] <sop>, then per message <|role|> + bpe(metadata + "\n" + content), then
-// <|assistant|>. HF renders the template to text and tokenizes it; the role tokens cut the text
-// into these pieces, so encoding each piece gives the same ids.
+// GLM-4 (official chat template): [gMASK] <sop>, then per message its tool system prompt if it
+// carries tools (<|system|> + glm4_tools_prompt), and if its content is not empty <|role|> +
+// bpe(metadata + "\n" + content); then <|assistant|>. HF renders the template to text and
+// tokenizes it; the role tokens cut the text into these pieces, so encoding each piece gives the
+// same ids.
 class Glm4Template final : public ChatTemplate {
  public:
   explicit Glm4Template(const Tokenizer& t)
@@ -92,10 +102,19 @@ class Glm4Template final : public ChatTemplate {
       const int32_t role = roles_.of(m.role);
       if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
       if (!m.tools_json.empty()) {
-        return unsupported("tools are not supported with the GLM-4 template yet (ChatGLM3 only)");
+        if (m.role != "system")
+          return invalid_argument("tools are only allowed on a system message");
+        auto tools = glm4_tools_prompt(m.tools_json);
+        if (!tools.ok()) return tools.status();
+        out.push_back(roles_.system);
+        append(&out, tok_.encode(*tools));
       }
+      const std::string& content = m.arguments.empty() ? m.content : m.arguments;
+      if (!m.arguments.empty() && (m.role != "assistant" || m.metadata.empty()))
+        return invalid_argument("tool call arguments need an assistant message naming the tool");
+      if (content.empty()) continue;  // {% if item['content'] %}
       out.push_back(role);
-      append(&out, tok_.encode(m.metadata + "\n" + m.content));
+      append(&out, tok_.encode(m.metadata + "\n" + content));
     }
     out.push_back(roles_.assistant);
     return out;

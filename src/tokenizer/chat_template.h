@@ -20,10 +20,21 @@ struct Message {
   std::string role;  // system, user, assistant, observation
   std::string content;
   std::string metadata;  // ChatGLM3 tool-call metadata line (optional)
-  // system only: the tool definitions as JSON text (an array or object). ChatGLM3 appends them
-  // to the system content, pretty-printed with 4 spaces as HF's build_chat_input does.
+  // system only: the tool definitions as JSON text, an array of function objects ({"name",
+  // "description", "parameters"}) in the client's key order. ChatGLM3 appends them to the
+  // system content pretty-printed with 4 spaces (HF build_chat_input), after its standard tool
+  // sentence when the content is empty; GLM-4 writes its tool system prompt (glm4_tools_prompt).
   std::string tools_json;
+  // assistant only: a tool call's arguments as JSON object text, `metadata` naming the function.
+  // Written as the model writes calls: ChatGLM3 a "```python\ntool_call(k=v)\n```" block,
+  // GLM-4 the JSON text itself.
+  std::string arguments;
 };
+
+// ChatGLM3's system sentence for tools (its official tool-use demo), used when a system message
+// carries tools and no text.
+inline constexpr const char* kChatGlm3ToolsSentence =
+    "Answer the following questions as best as you can. You have access to the following tools:";
 
 class ChatTemplate {
  public:
@@ -72,6 +83,16 @@ struct AssistantOutput {
   std::optional<ToolCall> tool_call;
 };
 AssistantOutput parse_assistant_output(std::string_view text);
+
+// "```python\ntool_call(city='Paris', days=3)\n```" from '{"city":"Paris","days":3}': Python
+// reprs in the arguments' order. invalid_argument if the text is not a JSON object or a key is
+// not a Python identifier.
+StatusOr<std::string> python_tool_call(std::string_view arguments_json);
+// GLM-4's tool system text (official glm-4-9b-chat chat template, tool type "function"): the
+// assistant sentence, "# 可用工具", then per function "## name", the function as
+// json.dumps(indent=4, ensure_ascii=False) in the client's key order, and the JSON-arguments
+// note. It follows a <|system|> token.
+StatusOr<std::string> glm4_tools_prompt(std::string_view tools_json);
 // Shortcut: the tool call in `text`, if any.
 std::optional<ToolCall> parse_tool_call(std::string_view text);
 

@@ -199,6 +199,12 @@ class PyLiteral {
         case 'r':
           out->push_back('\r');
           break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
         case '0':
           out->push_back('\0');
           break;
