@@ -1,5 +1,6 @@
 #include "gateway/openai.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
@@ -91,6 +92,147 @@ Status read_constraint(const json& body, const std::string& body_text,
   return Status::Ok();
 }
 
+// OpenAI's rule for function names: letters, digits, '_' and '-', at most 64.
+bool valid_function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+// An assistant message's tool_calls: one protocol message per call (metadata = the function,
+// arguments = its JSON object text).
+Status read_tool_calls(const json& calls, const std::string& where,
+                       std::vector<protocol::Message>* out) {
+  if (!calls.is_array()) return bad(where + " must be an array of tool calls");
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string at = where + "[" + std::to_string(k) + "]";
+    const json& c = calls[k];
+    if (!c.is_object()) return bad(at + " must be an object {\"id\",\"type\",\"function\"}");
+    if (auto t = c.find("type"); t != c.end() && *t != "function") {
+      return bad(at + ".type must be \"function\"");
+    }
+    auto f = c.find("function");
+    if (f == c.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+      return bad(at + ".function must be {\"name\",\"arguments\"}");
+    }
+    std::string arguments = "{}";
+    if (auto a = f->find("arguments"); a != f->end() && !a->is_null()) {
+      if (!a->is_string()) return bad(at + ".function.arguments must be a string of JSON");
+      arguments = a->get<std::string>();
+      auto parsed = parse_json(arguments, "tool call arguments");
+      if (!parsed.ok() || !parsed->is_object()) {
+        return bad(at + ".function.arguments must be a JSON object as text, e.g. \"{}\"");
+      }
+    }
+    protocol::Message m{"assistant", "", (*f)["name"].get<std::string>()};
+    m.arguments = std::move(arguments);
+    out->push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+// tools / tool_choice / parallel_tool_calls -> request.tools, the names to read calls for, and
+// for a forced choice a tool_call constraint. The tools are read again from the body in key
+// order: the prompt writes them as the client sent them.
+Status read_tools(const json& body, const std::string& body_text, ChatCompletionRequest* out) {
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) return bad("parallel_tool_calls must be true or false");
+  }
+  auto tools_it = body.find("tools");
+  const bool has_tools = tools_it != body.end() && !tools_it->is_null();
+  auto choice_it = body.find("tool_choice");
+  const bool has_choice = choice_it != body.end() && !choice_it->is_null();
+  if (has_tools && !tools_it->is_array()) return bad("tools must be an array of functions");
+  if (!has_tools || tools_it->empty()) {
+    if (has_choice && *choice_it != "none" && *choice_it != "auto") {
+      return bad("tool_choice needs tools: give the functions in tools");
+    }
+    return Status::Ok();
+  }
+  auto ordered = parse_ordered_json(body_text, "the request body");
+  if (!ordered.ok()) return ordered.status();
+  const nlohmann::ordered_json& tools = (*ordered)["tools"];
+  nlohmann::ordered_json functions = nlohmann::ordered_json::array();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    const nlohmann::ordered_json& t = tools[i];
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
+      return bad(at + " must be {\"type\":\"function\",\"function\":{...}} (the only tool type)");
+    }
+    if (!t.contains("function") || !t["function"].is_object()) {
+      return bad(at + ".function must be an object {\"name\",\"description\",\"parameters\"}");
+    }
+    const nlohmann::ordered_json& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() ||
+        !valid_function_name(f["name"].get<std::string>())) {
+      return bad(at + ".function.name must be 1-64 letters, digits, '_' or '-'");
+    }
+    const std::string name = f["name"].get<std::string>();
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      return bad(at + ".function.name '" + name + "' is given twice");
+    }
+    if (f.contains("description") && !f["description"].is_string()) {
+      return bad(at + ".function.description must be a string");
+    }
+    if (f.contains("parameters") && !f["parameters"].is_null()) {
+      if (!f["parameters"].is_object()) {
+        return bad(at + ".function.parameters must be a JSON Schema object");
+      }
+      grammar::GrammarBuilder b;
+      auto args = grammar::add_json_schema(&b, f["parameters"], "args");
+      if (!args.ok()) return bad(at + ".function.parameters " + args.status().message());
+    }
+    names.push_back(name);
+    functions.push_back(f);
+  }
+  // tool_choice: "auto" (default), "none", "required", or one function by name.
+  std::string forced;  // "" = not forced, "*" = any function, else that one
+  if (has_choice) {
+    const json& c = *choice_it;
+    if (c == "none") return Status::Ok();  // the tools stay out of the prompt
+    if (c == "required") {
+      forced = "*";
+    } else if (c.is_object()) {
+      auto f = c.find("function");
+      if (c.value("type", "") != "function" || f == c.end() || !f->is_object() ||
+          !f->contains("name") || !(*f)["name"].is_string()) {
+        return bad(
+            "tool_choice must be \"none\", \"auto\", \"required\" or "
+            "{\"type\":\"function\",\"function\":{\"name\":...}}");
+      }
+      forced = (*f)["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), forced) == names.end()) {
+        return bad("tool_choice.function.name '" + forced + "' is not one of the tools");
+      }
+    } else if (c != "auto") {
+      return bad(
+          "tool_choice must be \"none\", \"auto\", \"required\" or "
+          "{\"type\":\"function\",\"function\":{\"name\":...}}");
+    }
+  }
+  out->request.tools = dump_json(functions);
+  out->tool_names = names;
+  if (!forced.empty()) {
+    if (out->request.constraint.active()) {
+      return bad("a forced tool_choice cannot be combined with response_format or grammar");
+    }
+    nlohmann::ordered_json allowed = nlohmann::ordered_json::array();
+    for (const auto& f : functions) {
+      if (forced != "*" && f["name"] != forced) continue;
+      nlohmann::ordered_json a = {{"name", f["name"]}};
+      if (f.contains("parameters") && !f["parameters"].is_null()) a["parameters"] = f["parameters"];
+      allowed.push_back(std::move(a));
+    }
+    out->request.constraint.kind = generation::Constraint::Kind::kToolCall;
+    out->request.constraint.text = dump_json(allowed);
+    if (forced != "*") out->tool_names = {forced};
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_text) {
@@ -123,6 +265,12 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     }
     auto content = read_content(m.contains("content") ? m["content"] : json(), i);
     if (!content.ok()) return content.status();
+    auto calls = m.find("tool_calls");
+    if (role == "assistant" && calls != m.end() && !calls->is_null()) {
+      if (!content->empty()) out.request.messages.push_back({role, std::move(content).value(), ""});
+      GLM_RETURN_IF_ERROR(read_tool_calls(*calls, where + ".tool_calls", &out.request.messages));
+      continue;
+    }
     out.request.messages.push_back({role, std::move(content).value(), ""});
   }
   if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
@@ -150,6 +298,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     out.request.conversation = it->get<std::string>();
   }
   GLM_RETURN_IF_ERROR(read_constraint(body, body_text, &out.request.constraint));
+  GLM_RETURN_IF_ERROR(read_tools(body, body_text, &out));
   return out;
 }
 
@@ -179,6 +328,45 @@ std::string openai_error_json(const Status& status) {
               {"param", nullptr},
               {"code", error_code_name(status.code())}}}};
   return dump_json(j);
+}
+
+std::string tool_call_id(const std::string& request_id) {
+  const size_t dash = request_id.find("req-");
+  return "call_" + (dash == std::string::npos ? request_id : request_id.substr(dash + 4));
+}
+
+std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::string& call_id, const std::string& name,
+                                 const std::string& arguments) {
+  json call = {{"index", 0}};
+  if (!call_id.empty()) {
+    call["id"] = call_id;
+    call["type"] = "function";
+    call["function"] = {{"name", name}, {"arguments", ""}};
+  } else {
+    call["function"] = {{"arguments", arguments}};
+  }
+  json choice = {{"index", 0},
+                 {"delta", {{"tool_calls", json::array({call})}}},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
+  json j = {
+      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
+  return dump_json(j);
+}
+
+std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                  const ToolDelta& d) {
+  switch (d.kind) {
+    case ToolDelta::Kind::kContent:
+      return completion_chunk_json(id, created, model, &d.text, false, "");
+    case ToolDelta::Kind::kCallStart:
+      return tool_call_chunk_json(id, created, model, tool_call_id(id), d.text, "");
+    case ToolDelta::Kind::kArguments:
+      break;
+  }
+  return tool_call_chunk_json(id, created, model, "", "", d.text);
 }
 
 std::string openai_finish_reason(Outcome outcome) {
@@ -216,14 +404,22 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage) {
+                            const protocol::Usage& usage, const ToolCallOut* call) {
+  json message = {{"role", "assistant"}, {"content", content}};
+  if (call != nullptr) {
+    if (content.empty()) message["content"] = nullptr;
+    message["tool_calls"] =
+        json::array({{{"id", call->id},
+                      {"type", "function"},
+                      {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
+  }
   json j = {{"id", id},
             {"object", "chat.completion"},
             {"created", created},
             {"model", model},
             {"system_fingerprint", nullptr},
             {"choices", json::array({{{"index", 0},
-                                      {"message", {{"role", "assistant"}, {"content", content}}},
+                                      {"message", std::move(message)},
                                       {"logprobs", nullptr},
                                       {"finish_reason", finish_reason}}})},
             {"usage",

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "gateway/outcome.h"
+#include "gateway/tool_calls.h"
 #include "protocol/protocol.h"
 
 namespace glm::gateway {
@@ -18,14 +20,23 @@ struct ChatCompletionRequest {
   std::string model;          // echoed back; the engine serves one model whatever is asked
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // The functions the answer may call (tools, unless tool_choice is "none"): the answer is
+  // read with ToolCallStream (tool_calls.h). Empty = no tools.
+  std::vector<std::string> tool_names;
 };
 
 // Parses and validates a /v1/chat/completions body. kInvalidArgument names the field and says
-// what is allowed. Unknown fields are ignored, as OpenAI's clients send many (`tools` and
-// `tool_choice` too, for now). response_format json_object / json_schema and the `grammar`
-// extension (GBNF text) become request.constraint; a schema or grammar that does not compile
-// is refused here ("response_format.json_schema.schema #/properties/t: ..."). Cost: O(request
-// size), plus one grammar compilation (~0.1-1 ms) when constrained.
+// what is allowed. Unknown fields are ignored, as OpenAI's clients send many.
+// response_format json_object / json_schema and the `grammar` extension (GBNF text) become
+// request.constraint; a schema or grammar that does not compile is refused here
+// ("response_format.json_schema.schema #/properties/t: ...").
+// Tools: `tools` (type "function"; parameters schemas checked like response_format's) go to the
+// engine in the client's key order; `tool_choice` "auto" (default with tools) lets the model
+// choose, "required" or {"type":"function","function":{"name"}} force a call by grammar (a
+// tool_call constraint), "none" leaves the tools out of the prompt. Messages: an assistant's
+// `tool_calls` become one assistant message per call (metadata = name, arguments), role `tool`
+// an observation. `parallel_tool_calls` is accepted; an answer holds at most one call.
+// Cost: O(request size), plus one grammar compilation (~0.1-1 ms) per schema.
 StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body);
 
 // {"error":{"message","type","param":null,"code"}} with OpenAI's type names.
@@ -41,12 +52,26 @@ std::string openai_finish_reason(Outcome outcome);
 std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                   const std::string* content, bool role,
                                   const std::string& finish_reason);
+// A chunk whose delta is tool call 0: its start (`call_id` and `name` set: id, type, name and
+// empty arguments) or an arguments fragment (both empty).
+std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::string& call_id, const std::string& name,
+                                 const std::string& arguments);
+// The chunk of one ToolCallStream delta: content, the call's start, or an arguments fragment.
+std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                  const ToolDelta& delta);
+// The id of the answer's tool call ("call_" + the request id's unique part).
+std::string tool_call_id(const std::string& request_id);
 // The final usage-only chunk sent when stream_options.include_usage is set.
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
                              const protocol::Usage& usage);
-// The whole non-streaming `chat.completion` object.
+// The whole non-streaming `chat.completion` object; with a non-empty `call_name` the message
+// carries that tool call (content null when empty).
+struct ToolCallOut {
+  std::string id, name, arguments;
+};
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage);
+                            const protocol::Usage& usage, const ToolCallOut* call = nullptr);
 
 }  // namespace glm::gateway

@@ -5,6 +5,7 @@
 
 #include "gateway/gateway.h"
 #include "gateway/openai.h"
+#include "gateway/tool_calls.h"
 
 namespace glm::gateway {
 namespace {
@@ -113,8 +114,17 @@ void Gateway::install_openai_routes() {
             const std::string& id = p->request.id;
             SseWriter out(sink);
             out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
+            // With tools, the text goes through the tool-call reader (tool_calls.h).
+            ToolCallStream tools(p->tool_names);
+            auto write_deltas = [&](const std::vector<ToolDelta>& deltas) {
+              for (const ToolDelta& d : deltas) {
+                out.event(tool_delta_chunk_json(id, created, p->model, d));
+              }
+              return out.ok();
+            };
             auto emit = [&](const protocol::Event& e) {
               if (e.type != protocol::EventType::kToken) return out.ok();
+              if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
               return out.event(completion_chunk_json(id, created, p->model, &e.text, false, ""));
             };
             auto heartbeat = [&] { return out.heartbeat(); };
@@ -125,8 +135,11 @@ void Gateway::install_openai_routes() {
               // raise it, so a drained stream never passes for a complete one.
               sse_write(sink, openai_error_json(cut_or_error(r)));
             } else {
-              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false,
-                                                    openai_finish_reason(r.outcome)));
+              write_deltas(tools.finish());
+              const std::string finish = tools.is_call() && r.outcome == Outcome::kStop
+                                             ? "tool_calls"
+                                             : openai_finish_reason(r.outcome);
+              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
               if (p->include_usage)
                 sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
               sse_write(sink, "[DONE]");
@@ -140,24 +153,39 @@ void Gateway::install_openai_routes() {
     // Not streaming: the answer is one JSON object. Whitespace before it (valid JSON) serves as
     // the heartbeat that notices a client that gave up, so its engine request is cancelled.
     res.set_header("Cache-Control", "no-store");
-    res.set_chunked_content_provider(
-        "application/json", [p, state, created, run](size_t, httplib::DataSink& sink) {
-          bool ok = true;
-          auto emit = [&](const protocol::Event&) { return ok; };
-          auto heartbeat = [&] {
-            if (ok) ok = sink.write(" ", 1);
-            return ok;
-          };
-          RelayResult r = run(emit, heartbeat);
-          if (r.outcome == Outcome::kDisconnected) return false;
-          std::string body = !is_complete(r.outcome)
-                                 ? openai_error_json(cut_or_error(r))
-                                 : completion_json(p->request.id, created, p->model, r.text,
-                                                   openai_finish_reason(r.outcome), r.usage);
-          sink.write(body.data(), body.size());
-          sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider("application/json", [p, state, created, run](
+                                                             size_t, httplib::DataSink& sink) {
+      bool ok = true;
+      auto emit = [&](const protocol::Event&) { return ok; };
+      auto heartbeat = [&] {
+        if (ok) ok = sink.write(" ", 1);
+        return ok;
+      };
+      RelayResult r = run(emit, heartbeat);
+      if (r.outcome == Outcome::kDisconnected) return false;
+      std::string body;
+      if (!is_complete(r.outcome)) {
+        body = openai_error_json(cut_or_error(r));
+      } else if (p->tool_names.empty()) {
+        body = completion_json(p->request.id, created, p->model, r.text,
+                               openai_finish_reason(r.outcome), r.usage);
+      } else {
+        // The same reader as the stream's, so both give the same call.
+        ToolCallStream tools(p->tool_names);
+        std::vector<ToolDelta> deltas = tools.feed(r.text);
+        for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
+        const ToolAnswer a = join_tool_deltas(deltas);
+        const ToolCallOut call{tool_call_id(p->request.id), a.name, a.arguments};
+        const bool is_call = !a.name.empty();
+        body = completion_json(
+            p->request.id, created, p->model, a.content,
+            is_call && r.outcome == Outcome::kStop ? "tool_calls" : openai_finish_reason(r.outcome),
+            r.usage, is_call ? &call : nullptr);
+      }
+      sink.write(body.data(), body.size());
+      sink.done();
+      return true;
+    });
   });
 }
 

@@ -1,0 +1,214 @@
+// Reading tool calls out of GLM answers: ToolCallStream on whole texts and on every split of
+// them into pieces (a streamed answer and the non-streamed one give the same call), and the
+// OpenAI tools / tool_choice / tool_calls / tool mapping of parse_chat_completion.
+#include "gateway/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/openai.h"
+
+namespace glm::gateway {
+namespace {
+
+ToolAnswer read_whole(const std::vector<std::string>& names, const std::string& text) {
+  ToolCallStream s(names);
+  std::vector<ToolDelta> d = s.feed(text);
+  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+  return join_tool_deltas(d);
+}
+
+// Fed one byte at a time (the worst split): the same answer as whole.
+ToolAnswer read_bytewise(const std::vector<std::string>& names, const std::string& text) {
+  ToolCallStream s(names);
+  std::vector<ToolDelta> d;
+  for (char c : text) {
+    for (ToolDelta& x : s.feed(std::string(1, c))) d.push_back(std::move(x));
+  }
+  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+  return join_tool_deltas(d);
+}
+
+void expect_answer(const std::vector<std::string>& names, const std::string& text,
+                   const std::string& content, const std::string& name,
+                   const std::string& arguments) {
+  for (const ToolAnswer& a : {read_whole(names, text), read_bytewise(names, text)}) {
+    EXPECT_EQ(a.content, content) << text;
+    EXPECT_EQ(a.name, name) << text;
+    EXPECT_EQ(a.arguments, arguments) << text;
+  }
+}
+
+TEST(ToolCallStream, Glm4CallsAreANameLineThenJson) {
+  const std::vector<std::string> names = {"get_weather", "get"};
+  expect_answer(names, "get_weather\n{\"city\": \"北京\"}", "", "get_weather",
+                "{\"city\": \"北京\"}");
+  expect_answer(names, "get\n  {}", "", "get", "{}");  // a name that prefixes another
+  expect_answer(names, "get_weather\n", "", "get_weather", "");
+}
+
+TEST(ToolCallStream, Chatglm3BlocksBecomeJson) {
+  expect_answer({"get_weather"}, "get_weather\n```python\ntool_call(city='Paris', days=3)\n```", "",
+                "get_weather", R"({"city":"Paris","days":3})");
+  // A block that does not parse is passed on as written (the client sees what came).
+  expect_answer({"f"}, "f\n```python\nnot a call\n```", "", "f", "```python\nnot a call\n```");
+}
+
+TEST(ToolCallStream, AnythingElseIsAPlainAnswer) {
+  const std::vector<std::string> names = {"get_weather"};
+  expect_answer(names, "\nIt is sunny.", "It is sunny.", "", "");  // GLM answers start with \n
+  expect_answer(names, "\n\n  \nHi\n there", "Hi\n there", "", "");
+  expect_answer(names, "get the weather\nfrom a site", "get the weather\nfrom a site", "", "");
+  expect_answer(names, "other_tool\n{}", "other_tool\n{}", "", "");  // not an allowed name
+  expect_answer(names, "get_wea", "get_wea", "", "");                // ended inside a name
+  expect_answer(names, "", "", "", "");
+  expect_answer({}, "get_weather\n{}", "get_weather\n{}", "", "");
+}
+
+TEST(ToolCallStream, ContentFlowsWithoutWaitingForTheEnd) {
+  ToolCallStream s({"get_weather"});
+  EXPECT_TRUE(s.feed("\n").empty());
+  auto d = s.feed("Hello");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].kind, ToolDelta::Kind::kContent);
+  EXPECT_EQ(d[0].text, "Hello");
+  // A call starts as soon as its name line is complete; JSON arguments flow as they come.
+  ToolCallStream c({"get_weather"});
+  EXPECT_TRUE(c.feed("get_wea").empty());
+  d = c.feed("ther\n{\"ci");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].kind, ToolDelta::Kind::kCallStart);
+  EXPECT_EQ(d[0].text, "get_weather");
+  EXPECT_EQ(d[1].kind, ToolDelta::Kind::kArguments);
+  EXPECT_EQ(d[1].text, "{\"ci");
+  EXPECT_TRUE(c.is_call());
+}
+
+// --- The OpenAI request side ---
+
+const char* kTwoTools =
+    R"("tools":[{"type":"function","function":{"name":"get_weather","description":"d",)"
+    R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},)"
+    R"({"type":"function","function":{"parameters":{"type":"object"},"name":"now"}}])";
+
+StatusOr<ChatCompletionRequest> parse_with(const std::string& extra) {
+  return parse_chat_completion(R"({"messages":[{"role":"user","content":"hi"}],)" +
+                               std::string(kTwoTools) + extra + "}");
+}
+
+TEST(OpenAITools, ToolsKeepTheClientsOrderAndAutoReadsCalls) {
+  auto r = parse_with("");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // The function objects, in the client's key order ("parameters" before "name" for now).
+  EXPECT_EQ(r->request.tools,
+            R"([{"name":"get_weather","description":"d","parameters":{"type":"object",)"
+            R"("properties":{"city":{"type":"string"}},"required":["city"]}},)"
+            R"({"parameters":{"type":"object"},"name":"now"}])");
+  EXPECT_EQ(r->tool_names, (std::vector<std::string>{"get_weather", "now"}));
+  EXPECT_FALSE(r->request.constraint.active());  // auto: the model chooses
+}
+
+TEST(OpenAITools, ForcedChoicesBecomeAToolCallConstraint) {
+  auto req = parse_with(R"(,"tool_choice":"required")");
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  EXPECT_EQ(req->request.constraint.kind, generation::Constraint::Kind::kToolCall);
+  EXPECT_EQ(req->request.constraint.text,
+            R"([{"name":"get_weather","parameters":{"type":"object","properties":)"
+            R"({"city":{"type":"string"}},"required":["city"]}},)"
+            R"({"name":"now","parameters":{"type":"object"}}])");
+  auto named = parse_with(R"(,"tool_choice":{"type":"function","function":{"name":"now"}})");
+  ASSERT_TRUE(named.ok()) << named.status().to_string();
+  EXPECT_EQ(named->request.constraint.text, R"([{"name":"now","parameters":{"type":"object"}}])");
+  EXPECT_EQ(named->tool_names, std::vector<std::string>{"now"});
+  EXPECT_FALSE(named->request.tools.empty());  // the prompt still lists every tool
+  auto none = parse_with(R"(,"tool_choice":"none")");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->request.tools.empty());
+  EXPECT_TRUE(none->tool_names.empty());
+  EXPECT_FALSE(none->request.constraint.active());
+}
+
+TEST(OpenAITools, BadToolsAreRefusedByName) {
+  auto error = [](const std::string& body) {
+    auto r = parse_chat_completion(body);
+    EXPECT_FALSE(r.ok()) << body;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  const std::string m = R"({"messages":[{"role":"user","content":"hi"}],)";
+  EXPECT_NE(error(m + R"("tools":[{"type":"retrieval"}]})").find("tools[0]"), std::string::npos);
+  EXPECT_NE(error(m + R"("tools":[{"type":"function","function":{"name":"a b"}}]})")
+                .find("tools[0].function.name"),
+            std::string::npos);
+  EXPECT_NE(error(m + R"("tools":[{"type":"function","function":{"name":"f","parameters":)"
+                      R"({"type":"object","properties":{"t":{"type":"string","pattern":"x"}}}}}]})")
+                .find("tools[0].function.parameters #/properties/t"),
+            std::string::npos);
+  EXPECT_NE(error(m + std::string(kTwoTools) +
+                  R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})")
+                .find("'nope' is not one of the tools"),
+            std::string::npos);
+  EXPECT_NE(error(m + std::string(kTwoTools) +
+                  R"(,"tool_choice":"required","response_format":{"type":"json_object"}})")
+                .find("cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(error(m + R"("tool_choice":"required"})").find("needs tools"), std::string::npos);
+  EXPECT_NE(
+      error(m + std::string(kTwoTools) + R"(,"tool_choice":"sometimes"})").find("tool_choice"),
+      std::string::npos);
+  EXPECT_NE(error(m + std::string(kTwoTools) + R"(,"parallel_tool_calls":"yes"})")
+                .find("parallel_tool_calls"),
+            std::string::npos);
+}
+
+TEST(OpenAITools, CallsAndResultsInTheHistory) {
+  auto r = parse_chat_completion(R"({"messages":[{"role":"user","content":"weather?"},
+    {"role":"assistant","content":"Let me look.","tool_calls":[
+      {"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+      {"id":"call_2","type":"function","function":{"name":"now","arguments":"{}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"sunny"},
+    {"role":"tool","tool_call_id":"call_2","content":"noon"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const auto& m = r->request.messages;
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[1].role, "assistant");
+  EXPECT_EQ(m[1].content, "Let me look.");
+  EXPECT_EQ(m[2].metadata, "get_weather");
+  EXPECT_EQ(m[2].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(m[3].metadata, "now");
+  EXPECT_EQ(m[4].role, "observation");
+  EXPECT_EQ(m[4].content, "sunny");
+  auto bad = parse_chat_completion(R"({"messages":[{"role":"assistant","content":null,
+    "tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]},
+    {"role":"user","content":"x"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("messages[0].tool_calls[0].function.arguments"),
+            std::string::npos)
+      << bad.status().message();
+}
+
+TEST(OpenAITools, ResponseShapes) {
+  const ToolCallOut call{"call_9", "get_weather", R"({"city":"Paris"})"};
+  auto j = nlohmann::json::parse(
+      completion_json("chatcmpl-1", 1, "m", "", "tool_calls", protocol::Usage{}, &call));
+  const auto& msg = j["choices"][0]["message"];
+  EXPECT_TRUE(msg["content"].is_null());
+  EXPECT_EQ(msg["tool_calls"][0]["id"], "call_9");
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  auto start = nlohmann::json::parse(tool_call_chunk_json("c", 1, "m", "call_9", "f", ""));
+  const auto& t = start["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(t["index"], 0);
+  EXPECT_EQ(t["id"], "call_9");
+  EXPECT_EQ(t["function"]["name"], "f");
+  EXPECT_EQ(t["function"]["arguments"], "");
+  auto frag = nlohmann::json::parse(tool_call_chunk_json("c", 1, "m", "", "", "{\"a"));
+  const auto& f = frag["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_FALSE(f.contains("id"));
+  EXPECT_EQ(f["function"]["arguments"], "{\"a");
+  EXPECT_EQ(tool_call_id("chatcmpl-req-12-3"), "call_12-3");
+}
+
+}  // namespace
+}  // namespace glm::gateway
