@@ -22,3 +22,5 @@ ctest --test-dir build-tsan --output-on-failure -j2 \
   -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon)'
 # Browser tests of the web page (Debian chromium driven by playwright-core).
 scripts/test-browser.sh
+# The API through the official client libraries (npm openai) and a JSON Schema validator (ajv).
+scripts/test-clients.sh
