@@ -38,7 +38,7 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
   const int extra = std::max(in.max_new_tokens - 1, 0);  // the last token is never fed back
 
   // 1. The conversation path: saved tokens + the new turn's tail.
-  auto conv = in.conversation.empty() ? convs_.end() : convs_.find(in.conversation);
+  auto conv = in.conversation.empty() || !in.reuse ? convs_.end() : convs_.find(in.conversation);
   if (conv != convs_.end()) {
     Conversation& c = conv->second;
     const int n =
@@ -83,7 +83,8 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
   const int total = blocks_for(static_cast<int>(prompt.size()) + extra);
   if (total > alloc_.n_blocks()) return AdmitResult::kNeverFits;
   SeqKv kv;
-  match_prefix(prompt, &kv);
+  kv.shared = in.reuse;
+  if (in.reuse) match_prefix(prompt, &kv);
   const int need = total - static_cast<int>(kv.blocks.size());
   while (!alloc_.reserve(need)) {
     if (!evict_oldest_conversation()) {
@@ -109,6 +110,7 @@ void KvCache::grow(SeqKv* seq, int n_positions) {
 
 void KvCache::commit(SeqKv* seq, const int32_t* tokens, int n) {
   seq->tokens.insert(seq->tokens.end(), tokens, tokens + n);
+  if (!seq->shared) return;
   const int bt = alloc_.block_tokens();
   const int full = static_cast<int>(seq->tokens.size()) / bt;
   GLM_CHECK(full <= static_cast<int>(seq->blocks.size()));

@@ -33,6 +33,7 @@ struct SeqKv {
   int reserved = 0;             // blocks promised to this sequence, not yet allocated
   int n_published = 0;          // leading full blocks already offered to the prefix cache
   uint64_t chain_hash = BlockAllocator::kRootHash;  // hash of the last published block
+  bool shared = true;  // false: its blocks are never offered to the prefix cache
 };
 
 struct AdmitInput {
@@ -42,6 +43,9 @@ struct AdmitInput {
   const std::vector<int32_t>* prompt = nullptr;  // the full prompt (fallback path), non-empty
   int max_new_tokens = 0;
   int n_ctx = 0;
+  // false: the sequence's K/V depend on its whole prompt (a bidirectional prefix): no
+  // conversation or prefix reuse, and its blocks are never shared with later prompts.
+  bool reuse = true;
 };
 
 enum class AdmitResult {

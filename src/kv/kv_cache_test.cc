@@ -54,6 +54,38 @@ TEST(KvCache, SharedPrefixReusesFullBlocksOnly) {
   EXPECT_EQ(kv.allocator().n_reserved(), 0);
 }
 
+// A bidirectional prompt (reuse = false) neither takes cached blocks nor offers its own.
+TEST(KvCache, NoReuseNeitherTakesNorSharesBlocks) {
+  KvCache kv(16, 4);
+  auto p = seq_tokens(0, 10);
+  Admitted a;
+  ASSERT_EQ(kv.admit(input(p, 3), &a), AdmitResult::kAdmitted);
+  run(&kv, &a, {50, 51, 52});
+  AdmitInput private_in = input(p, 3);
+  private_in.reuse = false;
+  Admitted b;
+  ASSERT_EQ(kv.admit(private_in, &b), AdmitResult::kAdmitted);
+  EXPECT_EQ(b.n_cached, 0);  // a's published blocks are not taken
+  run(&kv, &b, {50, 51, 52});
+  kv.release(&a.kv);
+  kv.release(&b.kv);
+  Admitted c;
+  ASSERT_EQ(kv.admit(input(p, 3), &c), AdmitResult::kAdmitted);
+  EXPECT_EQ(c.n_cached, 8);  // a's blocks, still cached
+  kv.release(&c.kv);
+  // Only b ran: nothing was published, nothing is cached afterwards.
+  KvCache fresh(16, 4);
+  Admitted d;
+  ASSERT_EQ(fresh.admit(private_in, &d), AdmitResult::kAdmitted);
+  run(&fresh, &d, {50, 51, 52});
+  fresh.release(&d.kv);
+  Admitted e;
+  ASSERT_EQ(fresh.admit(input(p, 3), &e), AdmitResult::kAdmitted);
+  EXPECT_EQ(e.n_cached, 0);
+  fresh.release(&e.kv);
+  EXPECT_EQ(fresh.allocator().n_used(), 0);
+}
+
 TEST(KvCache, AFullyCachedPromptStillRunsItsLastBlock) {
   KvCache kv(16, 4);
   auto p = seq_tokens(0, 8);

@@ -35,6 +35,11 @@ class ChatGLM1 : public Model {
   }
 
   const Config& config() const override { return config_; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.bidirectional_prompt = true;
+    return c;
+  }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind) override;
   size_t repacked_bytes() const override { return repacked_bytes_; }

@@ -33,10 +33,21 @@ struct SeqInput {
 
 enum class OutputKind { kLogits, kHidden };
 
+// What a model needs from its scheduler, said by the model instead of special cases per
+// architecture.
+struct Capabilities {
+  // The prompt is attended bidirectionally (ChatGLM-6B): it must be prefilled in one step, every
+  // step of the sequence carries SeqInput::prefix_len, and the K/V of a prompt position depends
+  // on the whole prompt, so nothing of it can be reused by another prompt (no prefix cache, no
+  // conversation reuse: a longer prompt is a new prefix).
+  bool bidirectional_prompt = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual const Config& config() const = 0;
+  virtual Capabilities capabilities() const { return {}; }
   // Runs the batch and appends its outputs to *out, in batch order: per sequence n_tokens rows
   // if all_logits else 1 row; a row is n_vocab logits (kLogits) or n_embd final-norm hidden
   // values (kHidden). Writes the new K/V rows into kv. Errors only for invalid input (token id

@@ -37,7 +37,8 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
       pool_(pool),
       cache_(cache),
       options_(options),
-      n_vocab_(model->config().n_vocab) {
+      n_vocab_(model->config().n_vocab),
+      caps_(model->capabilities()) {
   GLM_CHECK(options_.max_batch > 0 && options_.prefill_chunk > 0 && options_.n_ctx > 0);
 }
 
@@ -111,6 +112,7 @@ void Scheduler::admit() {
     in.prompt = &s->req.prompt;
     in.max_new_tokens = s->req.sampling.max_tokens;
     in.n_ctx = options_.n_ctx;
+    in.reuse = !caps_.bidirectional_prompt;
     const kv::AdmitResult r = cache_->admit(in, &s->adm);
     if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
     std::unique_ptr<Seq> seq = std::move(waiting_.front());
@@ -157,8 +159,15 @@ bool Scheduler::step() {
       const int remaining = static_cast<int>(seq->adm.prompt.size()) - n_past;
       in.tokens = seq->adm.prompt.data() + n_past;
       in.n_tokens = std::min(remaining, budget);
-      budget -= in.n_tokens;
+      if (caps_.bidirectional_prompt && in.n_tokens < remaining) {
+        // The whole prompt in one step: alone in a fresh budget if it is longer than a chunk
+        // (the others' decode tokens still run with it), never cut.
+        if (budget < options_.prefill_chunk) continue;
+        in.n_tokens = remaining;
+      }
+      budget -= std::min(in.n_tokens, budget);
     }
+    if (caps_.bidirectional_prompt) in.prefix_len = static_cast<int>(seq->adm.prompt.size());
     cache_->grow(&kv, n_past + in.n_tokens);
     in.blocks = kv.blocks.data();
     in.n_blocks = static_cast<int>(kv.blocks.size());
@@ -271,7 +280,8 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
   }
   seq->req.observer->on_finish(&info);
   if (seq->admitted) {
-    if (info.save_conversation && !seq->req.conversation.empty()) {
+    // A bidirectional prompt's K/V cannot start a longer prompt: nothing is saved.
+    if (info.save_conversation && !seq->req.conversation.empty() && !caps_.bidirectional_prompt) {
       std::vector<int32_t> pending;
       if (unfed) pending.push_back(*unfed);
       cache_->save_conversation(seq->req.conversation, info.conversation_tag, &seq->adm.kv,

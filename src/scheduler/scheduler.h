@@ -4,6 +4,9 @@
 // steps, so it cannot stall the others). Sequences join (admission) and leave (stop, length,
 // cancel) at every step. Admission is FIFO and only when the KV cache can reserve every block the
 // request may need (kv::KvCache), so a running sequence never runs out of memory.
+// The model's Capabilities are honoured: a bidirectional prompt (ChatGLM-6B) is prefilled whole
+// in one step (alone in the step's prefill budget when longer than a chunk), every step of it
+// carries SeqInput::prefix_len, and its blocks are neither reused nor saved for a conversation.
 //
 // The scheduler speaks token ids only; text, templates and stop strings belong to the engine,
 // which sees each token through SeqObserver and can end a sequence by returning false.
@@ -133,6 +136,7 @@ class Scheduler {
   kv::KvCache* cache_;
   Options options_;
   int n_vocab_;
+  model::Capabilities caps_;  // what the model needs (whole-prompt prefill, no reuse)
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
