@@ -3,6 +3,7 @@
 // must reuse the KV cache of earlier turns.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,50 @@ TEST(EngineRun, PipedChatReusesTheCacheOfEarlierTurns) {
   // After /reset the same first message reuses only the shared full blocks of its prompt.
   EXPECT_EQ(num(turns[2], 1), num(turns[0], 1));
   EXPECT_LT(num(turns[2], 2), num(turns[2], 1));
+}
+
+// Ctrl-C during an answer stops that answer, not the session (llama-cli's behaviour): the turn
+// ends "cancelled" with its partial text and the chat goes on to the next line.
+TEST(EngineRun, CtrlCStopsTheAnswerNotTheChat) {
+  const std::string model = shared("reference/chatglm3-small.gguf");
+  if (!exists(model)) GTEST_SKIP() << model << " is absent";
+  const std::string base = "/tmp/glm_engine_sigint_" + std::to_string(getpid());
+  const std::string out_path = base + ".out", err_path = base + ".err";
+  int in[2];
+  ASSERT_EQ(pipe(in), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    close(in[1]);
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    const char* argv[] = {GLMSERVE_BIN, "chat",       "--model",   model.c_str(), "--temp",
+                          "0",          "--ctx-size", "4096",      "-n",          "4000",
+                          "-t",         "1",          "--verbose", nullptr};
+    execv(GLMSERVE_BIN, const_cast<char**>(argv));
+    _exit(127);
+  }
+  close(in[0]);
+  ASSERT_EQ(write(in[1], "hello\n", 6), 6);
+  // Wait for the answer to start streaming, then interrupt it.
+  for (int i = 0; i < 600 && slurp(out_path).empty(); ++i) usleep(50 * 1000);
+  ASSERT_FALSE(slurp(out_path).empty()) << slurp(err_path);
+  kill(pid, SIGINT);
+  for (int i = 0; i < 200 && slurp(err_path).find("tokens generated") == std::string::npos; ++i) {
+    usleep(50 * 1000);
+  }
+  ASSERT_EQ(write(in[1], "/exit\n", 6), 6);
+  close(in[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string err = slurp(err_path);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(err.find(", cancelled]"), std::string::npos) << err;
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
 }
 
 }  // namespace

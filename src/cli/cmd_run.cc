@@ -1,6 +1,10 @@
 // glmserve run: one generation streamed to stdout, through the engine in-process (the same
 // scheduler, KV cache and sampler as the server). Timings go to stderr.
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "cli/args.h"
@@ -17,7 +21,10 @@ constexpr const char* kHelp =
     "it to stdout, then a newline; a summary line with timings goes to stderr.\n"
     "  --prompt TEXT        the prompt\n"
     "  --system TEXT        a system message before it (chat template only)\n"
-    "  --raw                no chat template: continue TEXT as plain text\n"
+    "  --raw                no chat template: continue TEXT as plain text (on a terminal\n"
+    "                       the prompt is shown before its continuation)\n"
+    "  --grammar-file F     the answer is a sentence of the GBNF grammar in F (rule root)\n"
+    "  --json-schema-file F the answer is JSON valid against the JSON Schema in F\n"
     "  --quiet              no summary line on stderr\n";
 
 }  // namespace
@@ -29,7 +36,7 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   std::set<std::string> flags = kGenerateFlags;
-  flags.insert({"prompt", "system"});
+  flags.insert({"prompt", "system", "grammar-file", "json-schema-file"});
   StatusOr<Args> args = Args::parse(argc, argv, flags, {"raw", "quiet"}, kGenerateAliases);
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
@@ -46,6 +53,21 @@ int cmd_run(int argc, char** argv) {
   engine::Request request;
   request.id = "run";
   request.params = *params;
+  // Constrained output (docs/grammar.md): the engine compiles it and refuses a bad one.
+  for (const char* flag : {"grammar-file", "json-schema-file"}) {
+    if (!args->has(flag)) continue;
+    if (request.constraint.active()) {
+      return fail(invalid_argument("give --grammar-file or --json-schema-file, not both"));
+    }
+    std::ifstream f(args->get(flag), std::ios::binary);
+    if (!f)
+      return fail(
+          invalid_argument(std::string("--") + flag + ": cannot read '" + args->get(flag) + "'"));
+    request.constraint.text.assign(std::istreambuf_iterator<char>(f), {});
+    request.constraint.kind = std::string(flag) == "grammar-file"
+                                  ? generation::Constraint::Kind::kGbnf
+                                  : generation::Constraint::Kind::kJsonSchema;
+  }
   request.raw = args->has("raw");
   if (request.raw) {
     if (args->has("system"))
@@ -60,6 +82,12 @@ int cmd_run(int argc, char** argv) {
 
   auto engine = engine::load_engine(*options);
   if (!engine.ok()) return fail(engine.status());
+  // On a terminal a continued text is shown whole, prompt first (as llama-cli does); a pipe
+  // gets the continuation only.
+  if (request.raw && isatty(STDOUT_FILENO)) {
+    std::fputs(request.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
   Generation gen(stdout);
   const Status st = (*engine)->submit(std::move(request), gen.sink());
   if (!st.ok()) return fail(st);

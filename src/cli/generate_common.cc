@@ -107,6 +107,11 @@ engine::Event Generation::wait() {
   return final_;
 }
 
+bool Generation::wait_for(int ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return done_; });
+}
+
 std::string summary_line(const engine::Event& d) {
   char buf[256];
   const double tps = d.timings.tpot_ms > 0 ? 1000.0 / d.timings.tpot_ms : 0.0;

@@ -31,6 +31,8 @@ class Generation {
   engine::EventSink sink();
   // Blocks until kDone or kError; returns the final event.
   engine::Event wait();
+  // Waits at most `ms` for the end; true if it came (then wait() returns at once).
+  bool wait_for(int ms);
   const std::string& text() const { return text_; }
   const engine::Event& start() const { return start_; }
   const std::string& notice() const { return notice_; }

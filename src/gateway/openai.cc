@@ -92,15 +92,6 @@ Status read_constraint(const json& body, const std::string& body_text,
   return Status::Ok();
 }
 
-// OpenAI's rule for function names: letters, digits, '_' and '-', at most 64.
-bool valid_function_name(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  });
-}
-
 // An assistant message's tool_calls: one protocol message per call (metadata = the function,
 // arguments = its JSON object text).
 Status read_tool_calls(const json& calls, const std::string& where,
@@ -166,24 +157,10 @@ Status read_tools(const json& body, const std::string& body_text, ChatCompletion
       return bad(at + ".function must be an object {\"name\",\"description\",\"parameters\"}");
     }
     const nlohmann::ordered_json& f = t["function"];
-    if (!f.contains("name") || !f["name"].is_string() ||
-        !valid_function_name(f["name"].get<std::string>())) {
-      return bad(at + ".function.name must be 1-64 letters, digits, '_' or '-'");
-    }
+    GLM_RETURN_IF_ERROR(check_function(f, at + ".function"));
     const std::string name = f["name"].get<std::string>();
     if (std::find(names.begin(), names.end(), name) != names.end()) {
       return bad(at + ".function.name '" + name + "' is given twice");
-    }
-    if (f.contains("description") && !f["description"].is_string()) {
-      return bad(at + ".function.description must be a string");
-    }
-    if (f.contains("parameters") && !f["parameters"].is_null()) {
-      if (!f["parameters"].is_object()) {
-        return bad(at + ".function.parameters must be a JSON Schema object");
-      }
-      grammar::GrammarBuilder b;
-      auto args = grammar::add_json_schema(&b, f["parameters"], "args");
-      if (!args.ok()) return bad(at + ".function.parameters " + args.status().message());
     }
     names.push_back(name);
     functions.push_back(f);
@@ -213,24 +190,7 @@ Status read_tools(const json& body, const std::string& body_text, ChatCompletion
           "{\"type\":\"function\",\"function\":{\"name\":...}}");
     }
   }
-  out->request.tools = dump_json(functions);
-  out->tool_names = names;
-  if (!forced.empty()) {
-    if (out->request.constraint.active()) {
-      return bad("a forced tool_choice cannot be combined with response_format or grammar");
-    }
-    nlohmann::ordered_json allowed = nlohmann::ordered_json::array();
-    for (const auto& f : functions) {
-      if (forced != "*" && f["name"] != forced) continue;
-      nlohmann::ordered_json a = {{"name", f["name"]}};
-      if (f.contains("parameters") && !f["parameters"].is_null()) a["parameters"] = f["parameters"];
-      allowed.push_back(std::move(a));
-    }
-    out->request.constraint.kind = generation::Constraint::Kind::kToolCall;
-    out->request.constraint.text = dump_json(allowed);
-    if (forced != "*") out->tool_names = {forced};
-  }
-  return Status::Ok();
+  return set_tools(functions, forced, &out->request, &out->tool_names);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "core/json.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "tokenizer/chat_template.h"
 
 namespace glm::gateway {
@@ -11,7 +14,62 @@ bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; 
 
 constexpr std::string_view kPythonBlock = "```";
 
+bool valid_function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
 }  // namespace
+
+Status check_function(const nlohmann::ordered_json& f, const std::string& at,
+                      const char* schema_field) {
+  if (!f.is_object()) return invalid_argument(at + " must be an object");
+  if (!f.contains("name") || !f["name"].is_string() ||
+      !valid_function_name(f["name"].get<std::string>())) {
+    return invalid_argument(at + ".name must be 1-64 letters, digits, '_' or '-'");
+  }
+  if (f.contains("description") && !f["description"].is_string()) {
+    return invalid_argument(at + ".description must be a string");
+  }
+  if (f.contains("parameters") && !f["parameters"].is_null()) {
+    if (!f["parameters"].is_object()) {
+      return invalid_argument(at + "." + schema_field + " must be a JSON Schema object");
+    }
+    grammar::GrammarBuilder b;
+    auto args = grammar::add_json_schema(&b, f["parameters"], "args");
+    if (!args.ok()) {
+      return invalid_argument(at + "." + schema_field + " " + args.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
+Status set_tools(const nlohmann::ordered_json& functions, const std::string& forced,
+                 protocol::Request* request, std::vector<std::string>* tool_names) {
+  tool_names->clear();
+  for (const auto& f : functions) tool_names->push_back(f["name"].get<std::string>());
+  request->tools = dump_json(functions);
+  if (forced.empty()) return Status::Ok();
+  if (request->constraint.active()) {
+    return invalid_argument(
+        "a forced tool choice cannot be combined with response_format or "
+        "grammar");
+  }
+  nlohmann::ordered_json allowed = nlohmann::ordered_json::array();
+  for (const auto& f : functions) {
+    if (forced != "*" && f["name"] != forced) continue;
+    nlohmann::ordered_json a = {{"name", f["name"]}};
+    if (f.contains("parameters") && !f["parameters"].is_null()) a["parameters"] = f["parameters"];
+    allowed.push_back(std::move(a));
+  }
+  request->constraint.kind = generation::Constraint::Kind::kToolCall;
+  request->constraint.text = dump_json(allowed);
+  if (forced != "*") *tool_names = {forced};
+  return Status::Ok();
+}
 
 ToolCallStream::ToolCallStream(std::vector<std::string> names) : names_(std::move(names)) {}
 

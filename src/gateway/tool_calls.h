@@ -10,13 +10,32 @@
 // whole). The non-streamed answer is the same deltas joined, so a streamed call reassembles to
 // exactly the non-streamed one. One call per answer (the GLM formats put one call in a turn).
 // Not thread-safe; one per answer. Cost: O(text).
+//
+// The request side, shared by the OpenAI and Anthropic routes: check_function validates one
+// function (name, description, parameters schema), set_tools puts the functions into the engine
+// request and, for a forced choice, the tool_call constraint.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
+#include "protocol/protocol.h"
+
 namespace glm::gateway {
+
+// A function object {"name", "description"?, "parameters"?}: the name 1-64 of [A-Za-z0-9_-]
+// (OpenAI's rule), the parameters a JSON Schema the grammar supports. Errors name `at`
+// ("tools[0].function") and, for the schema, `schema_field` ("parameters", "input_schema").
+Status check_function(const nlohmann::ordered_json& f, const std::string& at,
+                      const char* schema_field = "parameters");
+// request->tools = `functions` (checked, in the client's key order); *tool_names = the names the
+// answer may call. `forced`: "" (the model chooses), "*" (a call to any of them) or one name:
+// then a tool_call constraint too (refused if the request is already constrained).
+Status set_tools(const nlohmann::ordered_json& functions, const std::string& forced,
+                 protocol::Request* request, std::vector<std::string>* tool_names);
 
 struct ToolDelta {
   enum class Kind { kContent, kCallStart, kArguments };
