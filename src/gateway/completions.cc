@@ -1,0 +1,109 @@
+#include "gateway/completions.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/json.h"
+#include "protocol/sampling_json.h"
+
+namespace glm::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+Status bad(const std::string& message) { return invalid_argument(message); }
+
+json usage_json(const protocol::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json choice_json(const std::string& text, const std::string& finish_reason) {
+  return {{"text", text},
+          {"index", 0},
+          {"logprobs", nullptr},
+          {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+}
+
+}  // namespace
+
+StatusOr<CompletionRequest> parse_completion_request(const std::string& body_text) {
+  auto parsed = parse_json(body_text, "the request body");
+  if (!parsed.ok()) return parsed.status();
+  const json& body = *parsed;
+  if (!body.is_object()) return bad("the request body must be a JSON object (the completions API)");
+  CompletionRequest out;
+  out.request.type = protocol::RequestType::kGenerate;
+  out.request.raw = true;
+  if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("model must be a string");
+    out.model = it->get<std::string>();
+  }
+  auto prompt = body.find("prompt");
+  if (prompt == body.end() || prompt->is_null()) return bad("prompt is required (a string)");
+  if (prompt->is_array()) {
+    if (prompt->size() != 1 || !(*prompt)[0].is_string()) {
+      return bad(
+          "prompt: one string per request (arrays of several prompts or of token ids "
+          "are not supported)");
+    }
+    out.request.prompt = (*prompt)[0].get<std::string>();
+  } else if (prompt->is_string()) {
+    out.request.prompt = prompt->get<std::string>();
+  } else {
+    return bad("prompt must be a string");
+  }
+  if (out.request.prompt.empty()) return bad("prompt must not be empty");
+  if (auto it = body.find("suffix"); it != body.end() && !it->is_null()) {
+    return bad("suffix is not supported: the served model does no fill-in-the-middle");
+  }
+  for (const char* k : {"logprobs", "best_of"}) {
+    if (auto it = body.find(k); it != body.end() && !it->is_null() && *it != 0 && *it != 1) {
+      return bad(std::string(k) + " is not supported yet");
+    }
+  }
+  if (auto it = body.find("n"); it != body.end() && !it->is_null() && *it != 1) {
+    return bad("n must be 1 (one completion per request)");
+  }
+  if (auto it = body.find("echo"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("echo must be true or false");
+    out.echo = it->get<bool>();
+  }
+  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("stream must be true or false");
+    out.stream = it->get<bool>();
+  }
+  if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
+    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
+      if (!u->is_boolean()) return bad("stream_options.include_usage must be true or false");
+      out.include_usage = u->get<bool>();
+    }
+  }
+  out.request.params.max_tokens = 16;  // OpenAI's default for completions
+  GLM_RETURN_IF_ERROR(protocol::read_sampling(body, "", &out.request.params));
+  return out;
+}
+
+std::string completion_chunk_text_json(const std::string& id, int64_t created,
+                                       const std::string& model, const std::string& text,
+                                       const std::string& finish_reason) {
+  return dump_json(json{{"id", id},
+                        {"object", "text_completion"},
+                        {"created", created},
+                        {"model", model},
+                        {"choices", json::array({choice_json(text, finish_reason)})}});
+}
+
+std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::string& text, const std::string& finish_reason,
+                                 const protocol::Usage& usage) {
+  return dump_json(json{{"id", id},
+                        {"object", "text_completion"},
+                        {"created", created},
+                        {"model", model},
+                        {"choices", json::array({choice_json(text, finish_reason)})},
+                        {"usage", usage_json(usage)}});
+}
+
+}  // namespace glm::gateway
