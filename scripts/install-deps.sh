@@ -6,6 +6,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev sqlite3
   libsentencepiece-dev libminizip-dev zlib1g-dev
+  libcurl4-openssl-dev libssl-dev nginx
   clang clang-format clang-tidy libclang-rt-14-dev
   netcat-openbsd curl supervisor fonts-wqy-microhei
   nodejs chromium
