@@ -4,12 +4,16 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "hub/store.h"
+
 namespace glm::cli {
 
 StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& known_flags,
                            const std::set<std::string>& bool_flags,
                            const std::map<std::string, std::string>& aliases) {
   Args a;
+  // Every command that takes a model file takes a model name of the local store too.
+  const bool takes_model = known_flags.count("model") != 0;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-' || arg == "--") {
@@ -27,7 +31,8 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
     }
     auto alias = aliases.find(name);
     if (alias != aliases.end()) name = alias->second;
-    if (known_flags.count(name) == 0 && bool_flags.count(name) == 0) {
+    const bool store_flag = takes_model && name == "models-dir";
+    if (known_flags.count(name) == 0 && bool_flags.count(name) == 0 && !store_flag) {
       return invalid_argument("unknown flag " + arg + " (see --help)");
     }
     if (bool_flags.count(name) != 0) {
@@ -39,6 +44,17 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
       value = argv[++i];
     }
     a.values_[name] = value;
+  }
+  // The one place a --model name becomes a file: "chatglm3-6b:q4_0" -> DIR/chatglm3-6b/q4_0.gguf
+  // (hub/store.h); a path is kept as given.
+  for (const char* flag : {"model", "draft"}) {
+    auto it = a.values_.find(flag);
+    if (it == a.values_.end() || known_flags.count(flag) == 0) continue;
+    StatusOr<std::string> path = hub::resolve_model(it->second, a.get("models-dir"));
+    if (!path.ok())
+      return Status(path.status().code(),
+                    "--" + std::string(flag) + ": " + path.status().message());
+    it->second = *path;
   }
   return a;
 }

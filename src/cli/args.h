@@ -2,6 +2,8 @@
 //   glmserve run --model m.gguf --prompt "hi" -n 32 --raw
 // Flags are "--name value" or "--name=value"; boolean flags take no value; "-x" is an alias
 // declared by the command. Unknown flags are an error that names the flag and the help command.
+// A command that knows --model also takes --models-dir, and its --model (and --draft) may be a
+// model name of the local store ("chatglm3-6b:q4_0"), resolved to the file here (hub/store.h).
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,9 @@ int cmd_web(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_pull(int argc, char** argv);
+int cmd_list(int argc, char** argv);
+int cmd_rm(int argc, char** argv);
 
 // True if argv holds -h or --help.
 bool wants_help(int argc, char** argv);

@@ -26,6 +26,9 @@ constexpr Command kCommands[] = {
     {"gen-model", glm::cli::cmd_gen_model, "write a random-weight model (GGUF) for tests"},
     {"convert", glm::cli::cmd_convert, "HuggingFace checkpoint directory to GGUF"},
     {"quantize", glm::cli::cmd_quantize, "re-quantize a GGUF file to another weight type"},
+    {"pull", glm::cli::cmd_pull, "download a model from a Hugging Face-compatible hub"},
+    {"list", glm::cli::cmd_list, "list the models of the local store"},
+    {"rm", glm::cli::cmd_rm, "remove a model from the local store"},
 };
 
 void print_usage() {
