@@ -535,4 +535,27 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   EXPECT_NE(r.err.find("up to date"), std::string::npos) << r.err;
 }
 
+// A tree answer in pages (the hub's Link: <...>; rel="next" header) is read to the end; a Link to
+// another host is refused.
+TEST_F(HubPullTest, FollowsPagedTreeAnswers) {
+  publish({{"tiny-glm.Q8_0.gguf", model("q8_0")}});
+  const fs::path tree = hub_->root() / "api/models" / kRepo / "tree";
+  fs::rename(tree / "main", tree / "page2");
+  glm::testing::write_file(tree / "main", R"([{"type":"file","path":"README.md","size":5}])");
+  glm::testing::write_file(tree / "evil", R"([{"type":"file","path":"README.md","size":5}])");
+  hub_->add_locations(std::string("location = /api/models/") + kRepo +
+                      "/tree/main { add_header Link "
+                      "'<http://$host:$server_port/api/models/" +
+                      kRepo + "/tree/page2?cursor=x>; rel=\"next\"'; }\n" +
+                      "location = /api/models/" + kRepo +
+                      "/tree/evil { add_header Link '<http://localhost:1/x>; rel=\"next\"'; }\n");
+  ASSERT_TRUE(hub_->start());
+  Result r = pull({kRepo});
+  ASSERT_EQ(r.code, 0) << r.err;  // the only GGUF is on page 2
+  EXPECT_EQ(r.last_line(), stored("q8_0"));
+  r = pull({kRepo, "--revision", "evil"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.error_line().find("links its next page outside"), std::string::npos) << r.err;
+}
+
 }  // namespace

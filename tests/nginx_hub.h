@@ -84,6 +84,9 @@ class NginxHub {
     chmod_tree();
   }
 
+  // nginx location blocks added to the server (before start()).
+  void add_locations(const std::string& text) { extra_locations_ += text; }
+
   // Starts nginx; `slow_rate` is the /slow/ rate limit in bytes/s. False (with the reason in a
   // test failure) when it cannot start.
   bool start(long slow_rate = 100000) {
@@ -202,7 +205,7 @@ class NginxHub {
       << "    listen 127.0.0.1:" << port_ << ";\n"
       << "    root " << p << "/root;\n"
       << "    location /slow/ { alias " << p << "/root/; limit_rate " << slow_rate << "; }\n"
-      << "  }\n"
+      << extra_locations_ << "  }\n"
       << "}\n";
     write_file(dir_ / "nginx.conf", c.str());
   }
@@ -250,6 +253,7 @@ class NginxHub {
   }
 
   std::filesystem::path dir_;
+  std::string extra_locations_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

@@ -239,6 +239,13 @@ Status Job::attempt(std::string* transient) {
                   url_ + " answered HTTP " + std::to_string(r.status) +
                       ": the repository is private or gated (set HF_TOKEN to a token with access)");
   }
+  if (r.status >= 400 && r.status < 500 && r.status != 408 && r.status != 416 && r.status != 429) {
+    std::string msg = r.error_body.substr(0, 200);
+    for (char& c : msg) c = (c == '\n' || c == '\r') ? ' ' : c;
+    return Status(ErrorCode::kUnavailable, url_ + " answered HTTP " + std::to_string(r.status) +
+                                               (msg.empty() ? "" : ": " + msg) + " (" + kept() +
+                                               ")");
+  }
   if (r.status == 416) {
     note("the server has no bytes past " + mb(len_) + ": starting " + file_.path + " over");
     return restart_from_zero();
@@ -255,8 +262,7 @@ Status Job::attempt(std::string* transient) {
 
 Status Job::fetch_until_complete() {
   int idle = 0;  // consecutive attempts without a new byte
-  while (len_ < file_.size || result_.attempts == 0) {
-    if (file_.size == 0) break;
+  while (len_ < file_.size) {
     const uint64_t before = len_;
     std::string transient;
     if (Status s = attempt(&transient); !s.ok()) return s;

@@ -113,7 +113,7 @@ std::string quant_of_file(const std::string& file_name) {
 }
 
 std::string tag_for_file(const std::string& path) {
-  const std::string q = quant_of_file(path);
+  std::string q = quant_of_file(path);
   if (!q.empty()) return q;
   std::string stem = lower(basename_of(path));
   if (ends_with(stem, ".gguf")) stem.resize(stem.size() - 5);

@@ -178,6 +178,11 @@ StatusOr<std::vector<RemoteFile>> fetch_tree(HttpClient* http, const RepoRef& re
       return bad_file("the file list of " + where(ref) + " has too many entries: refused");
     }
     for (RemoteFile& f : *part) files.push_back(std::move(f));
+    // The next page must come from the same hub: a Link elsewhere is not followed.
+    if (!next.empty() && next.rfind(ref.endpoint + "/", 0) != 0) {
+      return bad_file("the file list of " + where(ref) + " links its next page outside " +
+                      ref.endpoint + ": refused");
+    }
     url = next;
   }
   return files;
@@ -189,7 +194,8 @@ StatusOr<PullResult> pull(const PullOptions& o) {
   StatusOr<std::string> dir = store_dir(o.models_dir);
   if (!dir.ok()) return dir.status();
   Store store(*dir);
-  if (ModelName probe; !apply_name(o.name, &probe).ok()) return apply_name(o.name, &probe);
+  ModelName probe;  // a bad --name is reported before any network traffic
+  if (Status s = apply_name(o.name, &probe); !s.ok()) return s;
 
   HttpOptions http_options;
   http_options.bearer_token = o.token;
