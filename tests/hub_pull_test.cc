@@ -558,4 +558,44 @@ TEST_F(HubPullTest, FollowsPagedTreeAnswers) {
   EXPECT_NE(r.error_line().find("links its next page outside"), std::string::npos) << r.err;
 }
 
+// A server that ignores Range answers 200 with the whole file: the .part is started over, never
+// appended to.
+TEST_F(HubPullTest, AServerIgnoringRangeStartsThePartOver) {
+  const std::string bytes = model("q8_0");
+  publish({{"tiny-glm.Q8_0.gguf", bytes}});
+  ASSERT_TRUE(hub_->start());
+  seed_part("q8_0", bytes, bytes.substr(0, bytes.size() / 2));
+  Result r = pull({kRepo}, hub_->norange_endpoint());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("ignored the Range request"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(stored("q8_0")), bytes);
+  const auto dl = hub_->downloads();
+  ASSERT_EQ(dl.size(), 1u);
+  EXPECT_EQ(dl[0].status, 200);
+  EXPECT_EQ(dl[0].body_bytes, static_cast<long long>(bytes.size()));
+}
+
+// Two pulls of one file: the second is refused while the first writes, and the first finishes.
+// HF_ENDPOINT stands for --endpoint.
+TEST_F(HubPullTest, TwoPullsOfOneFileExcludeEachOther) {
+  const std::string bytes = model("f32");
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start(static_cast<long>(bytes.size())));
+  const pid_t first =
+      spawn({"pull", kRepo, "--models-dir", store_}, {"HF_ENDPOINT=" + hub_->slow_endpoint()});
+  ASSERT_TRUE(wait_for_bytes(stored("f32") + ".part", 1));
+  // finish() reads dir_/err, which the second process overwrites: wait for the first one after.
+  Result second = run({"pull", kRepo, "--models-dir", store_, "--endpoint", hub_->endpoint()});
+  EXPECT_EQ(second.code, 1);
+  EXPECT_NE(second.error_line().find("another glmserve pull is writing"), std::string::npos)
+      << second.err;
+  int st = 0;
+  ::waitpid(first, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_EQ(read_file(stored("f32")), bytes);
+  ASSERT_FALSE(hub_->downloads().empty());
+  EXPECT_EQ(hub_->downloads()[0].uri.rfind("/slow/", 0), 0u);  // HF_ENDPOINT was used
+}
+
 }  // namespace

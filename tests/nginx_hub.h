@@ -5,7 +5,8 @@
 //   ROOT/REPO/resolve/REV/PATH         the file's bytes
 // and nginx serves ROOT on a free loopback port, as root or not (pid, logs and temp paths in the
 // test's directory). /slow/... serves the same tree at a limited rate, so that a test can kill a
-// pull or the server mid-file. The access log holds one line per request:
+// pull or the server mid-file; /norange/... serves it without Range support. The access log holds
+// one line per request:
 //   URI|STATUS|RANGE|BODY_BYTES_SENT|AUTHORIZATION
 // nginx missing is a test failure, not a skip: scripts/install-deps.sh installs it.
 #pragma once
@@ -73,6 +74,8 @@ class NginxHub {
   std::filesystem::path root() const { return dir_ / "root"; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string slow_endpoint() const { return endpoint() + "/slow"; }
+  // The same files from a server that ignores Range (answers 200 with the whole file).
+  std::string norange_endpoint() const { return endpoint() + "/norange"; }
 
   void put_file(const std::string& repo, const std::string& rev, const std::string& path,
                 const std::string& bytes) {
@@ -205,6 +208,7 @@ class NginxHub {
       << "    listen 127.0.0.1:" << port_ << ";\n"
       << "    root " << p << "/root;\n"
       << "    location /slow/ { alias " << p << "/root/; limit_rate " << slow_rate << "; }\n"
+      << "    location /norange/ { alias " << p << "/root/; max_ranges 0; }\n"
       << extra_locations_ << "  }\n"
       << "}\n";
     write_file(dir_ / "nginx.conf", c.str());
