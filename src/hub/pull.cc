@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -121,6 +122,11 @@ StatusOr<PullResult> pull_checkpoint(const PullOptions& o, const RepoRef& ref, c
   if (ec) {
     return Status(ErrorCode::kInternal,
                   "cannot create '" + res.checkpoint_dir + "': " + ec.message());
+  }
+  if (o.note) {
+    o.note("downloading the HF checkpoint " + ref.repo + " (" + std::to_string(ck.files.size()) +
+           " files, " + std::to_string(ck.bytes / 1000000) + " MB) to convert it to " +
+           res.name.str());
   }
   uint64_t before = 0;  // bytes of the files already done, for one progress over all
   for (const RemoteFile& f : ck.files) {
@@ -241,6 +247,12 @@ StatusOr<PullResult> pull(const PullOptions& o) {
     }
     return store.write_manifest(res.name, m);
   };
+  if (o.note) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(file->size) / 1e6);
+    o.note("downloading " + file->path + " (" + size + ") from " + ref->repo + " as " +
+           res.name.str());
+  }
   StatusOr<DownloadResult> got =
       download_file(&http, resolve_url(*ref, file->path), *file, res.path, dl);
   if (!got.ok()) return got.status();

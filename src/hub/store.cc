@@ -122,6 +122,10 @@ StatusOr<std::string> Store::find(const ModelName& name) const {
 
 Status Store::remove(const ModelName& name) {
   StatusOr<std::string> path = find(name);
+  if (!path.ok() && !name.tag.empty() &&
+      ::access((model_path(name) + ".part").c_str(), F_OK) == 0) {
+    path = model_path(name);  // only a partial download: removed like a model
+  }
   if (!path.ok()) return path.status();
   const std::string stem = path->substr(0, path->size() - 5);  // DIR/BASE/TAG
   for (const std::string& p : {*path, stem + ".json", *path + ".part", *path + ".part.json"}) {

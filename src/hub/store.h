@@ -56,7 +56,8 @@ class Store {
   // tag of it. not_found naming the store and what to run otherwise.
   StatusOr<std::string> find(const ModelName& name) const;
 
-  // Removes the model (GGUF, manifest, partial downloads) and BASE's directory when it empties.
+  // Removes the model (GGUF, manifest, partial downloads; or only a partial download of BASE:TAG)
+  // and BASE's directory when it empties.
   Status remove(const ModelName& name);
 
   // Creates DIR/BASE (0755) when missing.

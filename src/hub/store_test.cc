@@ -77,6 +77,13 @@ TEST_F(StoreTest, ListFindRemove) {
   ASSERT_TRUE(store.remove(*parse_model_name("chatglm3-6b")).ok());
   EXPECT_FALSE(fs::exists(dir_ / "chatglm3-6b"));
   EXPECT_EQ(store.remove(*parse_model_name("chatglm3-6b:q4_0")).code(), ErrorCode::kNotFound);
+  // A partial download alone is removed by its name too.
+  fs::create_directories(dir_ / "glm-4");
+  std::ofstream(dir_ / "glm-4" / "q4_0.gguf.part") << "abc";
+  std::ofstream(dir_ / "glm-4" / "q4_0.gguf.part.json") << "{}";
+  ASSERT_TRUE(store.remove(*parse_model_name("glm-4:q4_0")).ok());
+  EXPECT_FALSE(fs::exists(dir_ / "glm-4" / "q4_0.gguf.part"));
+  EXPECT_FALSE(fs::exists(dir_ / "glm-4" / "q4_0.gguf.part.json"));
 }
 
 TEST_F(StoreTest, ResolveModelFlag) {
