@@ -36,7 +36,8 @@ constexpr const char* kHelp =
     "  --max-body BYTES  largest request body (default 1048576)\n"
     "  --threads N       requests handled at once; each streaming answer holds one (default 256)\n"
     "  --queue N         complete requests waiting for a thread; beyond it 503 (default 256)\n"
-    "  --max-conns-per-ip N  open connections from one client address (default 4096)\n";
+    "  --max-conns-per-ip N  open connections from one client address (default 4096; on a\n"
+    "                    loopback --host every client is 127.0.0.1: no per-address limit)\n";
 
 // Idle connections cost a file descriptor each: lift the soft limit to the hard one.
 void raise_fd_limit() {
@@ -80,15 +81,15 @@ int cmd_web(int argc, char** argv) {
   if (!threads.ok()) return fail(threads.status());
   auto queue = args->get_int("queue", 256);
   if (!queue.ok()) return fail(queue.status());
-  auto per_ip = args->get_int("max-conns-per-ip", 4096);
+  auto per_ip = args->get_int("max-conns-per-ip", 0);
   if (!per_ip.ok()) return fail(per_ip.status());
   if (*port < 0 || *port > 65535) {
     return fail(invalid_argument("--port must be between 0 and 65535"));
   }
-  if (*max_body < 1024 || *threads < 2 || *threads > 4096 || *queue < 0 || *per_ip < 1) {
+  if (*max_body < 1024 || *threads < 2 || *threads > 4096 || *queue < 0 || *per_ip < 0) {
     return fail(
         invalid_argument("--max-body must be >= 1024, --threads in [2, 4096], --queue >= 0, "
-                         "--max-conns-per-ip >= 1"));
+                         "--max-conns-per-ip >= 0"));
   }
   gateway::GatewayOptions opt;
   opt.engine_socket = *engine;

@@ -48,7 +48,9 @@ struct GatewayOptions {
   int idle_timeout_s = 30;      // a keep-alive connection without a request is closed after this
   int write_timeout_s = 30;     // a client that stops reading is dropped after this
   int max_connections = 16384;  // open connections; beyond: 503 and close
-  int max_connections_per_ip = 4096;  // from one client address; beyond: 503 and close
+  // From one client address; beyond: 503 and close. 0 = 4096, except on a loopback --host,
+  // where every client is 127.0.0.1 and only max_connections applies.
+  int max_connections_per_ip = 0;
   RelayOptions relay;
 };
 

@@ -1,10 +1,13 @@
 #include "http/connection.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
+#include <cerrno>
 #include <chrono>
 
 #include "http/wire.h"
@@ -25,7 +28,7 @@ class ConnectionSink : public StreamSink {
   ConnectionSink(Connection& conn, bool chunked) : conn_(conn), chunked_(chunked) {}
   bool write(std::string_view data) override {
     if (data.empty()) return conn_.send("", true);
-    return conn_.send(chunked_ ? chunk_frame(data) : std::string(data), true);
+    return chunked_ ? conn_.send(chunk_frame(data), true) : conn_.send(data, true);
   }
   void done() override { done_ = true; }
   bool is_done() const { return done_; }
@@ -255,10 +258,10 @@ void Connection::run_request(Request& req, bool keep_alive) {
   std::string head = response_head(res, core_.options.default_headers, req.version, !close);
   if (!streamed) {
     if (req.method != "HEAD" && status_has_body(res.status)) head += res.body;
-    send(std::move(head), false);
+    send(head, false);
     return end_response(close);
   }
-  send(std::move(head), false);  // at once: a streaming client waits for the status
+  send(head, false);  // at once: a streaming client waits for the status
   ConnectionSink sink(*this, req.version >= 11);
   try {
     res.stream(sink);
@@ -266,14 +269,29 @@ void Connection::run_request(Request& req, bool keep_alive) {
     // Treated like a provider that returned early: the body stays cut.
   }
   if (!sink.is_done()) return end_response(true);  // cut: no last chunk, the client knows
-  if (req.version >= 11) send(std::string(kLastChunk), false);
+  if (req.version >= 11) send(kLastChunk, false);
   end_response(close);
 }
 
-bool Connection::send(std::string bytes, bool fail_on_eof) {
+bool Connection::send(std::string_view bytes, bool fail_on_eof) {
   std::unique_lock<std::mutex> lock(mu_);
   auto failed = [&] { return closed_ || (fail_on_eof && gone_->load()); };
   if (failed()) return false;
+  // Nothing queued before these bytes: they go to the socket from this thread, without waking
+  // the event loop (non-blocking; the socket cannot close meanwhile, close_io() takes mu_).
+  // Only what the kernel does not take now is left to the event loop.
+  if (pending_.empty() && !write_in_flight_ && !bytes.empty()) {
+    const ssize_t n =
+        ::send(socket_.native_handle(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) bytes.remove_prefix(static_cast<size_t>(n));
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      closed_ = true;  // the client is gone; the event loop closes the socket
+      gone_->store(true);
+      net::post(socket_.get_executor(), [self = shared_from_this()] { self->close_io(); });
+      return false;
+    }
+    if (bytes.empty()) return true;
+  }
   unsent_ += bytes.size();
   pending_ += bytes;
   if (!flush_posted_) {
@@ -381,12 +399,13 @@ void Connection::close_io() {
   if (closed_io_) return;
   closed_io_ = true;
   disarm();
-  error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
   {
+    // Under mu_: a worker writing straight to the socket never sees its descriptor reused.
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
   }
   cv_.notify_all();
   gone_->store(true);

@@ -3,8 +3,9 @@
 // order), and writes what the worker queues. Internal to the http module.
 //
 // Threads: everything named on_* / *_io runs on the connection's strand (an event-loop
-// thread). Worker threads call only queue_response(), send() and end_response(), which take
-// `mu_`; they never touch the socket.
+// thread). Worker threads call only send() and end_response(), under `mu_`: send() writes to
+// the socket's descriptor itself when nothing is queued (no event-loop hop per SSE event) and
+// queues the rest for the strand; the strand closes the socket under `mu_`.
 //
 // Phases and their one timer: idle (waiting for a request: idle timeout), request (first byte
 // seen: one deadline for head and body), handling (a worker owns the request: no read
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "http/message.h"
 #include "http/server_core.h"
@@ -46,7 +48,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Worker side. send() queues bytes and waits while more than kHighWater are unsent; false
   // once the connection is gone (or the client closed its side, when `fail_on_eof`).
-  bool send(std::string bytes, bool fail_on_eof);
+  bool send(std::string_view bytes, bool fail_on_eof);
   // The response is complete: after its bytes are written the next request is read, or the
   // connection closes when `close_after`.
   void end_response(bool close_after);

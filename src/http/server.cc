@@ -34,8 +34,11 @@ struct Server::Impl {
   ServerCore core;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
+  // The acceptor, its retry timer and close_everything() share one strand, so that with
+  // several event-loop threads they never run at once.
+  net::strand<net::io_context::executor_type> accept_strand{ioc.get_executor()};
   std::optional<tcp::acceptor> acceptor;
-  net::steady_timer retry{ioc};
+  net::steady_timer retry{accept_strand};
   std::atomic<bool> running{false};
   std::atomic<bool> stopping{false};
 
@@ -121,7 +124,7 @@ StatusOr<int> Server::bind() {
                             "); pass an IP address or a resolvable name to --host");
   }
   const tcp::endpoint endpoint = *results.begin();
-  auto& acceptor = impl_->acceptor.emplace(impl_->ioc);
+  auto& acceptor = impl_->acceptor.emplace(impl_->accept_strand);
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
@@ -153,7 +156,7 @@ bool Server::run() {
 
 void Server::stop() {
   if (impl_->stopping.exchange(true)) return;
-  net::post(impl_->ioc, [m = impl_.get()] { m->close_everything(); });
+  net::post(impl_->accept_strand, [m = impl_.get()] { m->close_everything(); });
 }
 
 bool Server::running() const { return impl_->running; }
