@@ -101,7 +101,12 @@ struct Server::Impl {
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  try {
+    stop();
+  } catch (...) {  // posting to the event loop throws only when out of memory: nothing to do
+  }
+}
 
 void Server::route(std::string method, const std::string& pattern, Handler handler) {
   impl_->core.router.add(std::move(method), pattern, std::move(handler));
