@@ -22,19 +22,38 @@ constexpr size_t kHighWater = 256 << 10;     // unsent bytes a writer may queue 
 constexpr size_t kPipelineBytes = 64 << 10;  // read ahead while a request is being answered
 constexpr int kLingerMs = 2000;
 
-// The streamed body of one response: chunk frames on HTTP/1.1, raw bytes on HTTP/1.0.
+// The streamed body of one response: chunk frames on HTTP/1.1, raw bytes on HTTP/1.0. The
+// response head goes out with the first write (one segment, one send), or when the provider
+// returns without writing.
 class ConnectionSink : public StreamSink {
  public:
-  ConnectionSink(Connection& conn, bool chunked) : conn_(conn), chunked_(chunked) {}
+  ConnectionSink(Connection& conn, std::string head, bool chunked)
+      : conn_(conn), head_(std::move(head)), chunked_(chunked) {}
   bool write(std::string_view data) override {
-    if (data.empty()) return conn_.send("", true);
-    return chunked_ ? conn_.send(chunk_frame(data), true) : conn_.send(data, true);
+    if (data.empty()) return head_.empty() ? conn_.send("", true) : flush_head();
+    if (head_.empty() && !chunked_) return conn_.send(data, true);
+    std::string bytes = std::move(head_);
+    head_.clear();
+    if (chunked_) {
+      bytes += chunk_frame(data);
+    } else {
+      bytes.append(data);
+    }
+    return conn_.send(bytes, true);
   }
   void done() override { done_ = true; }
   bool is_done() const { return done_; }
+  // Sends the head if no write did.
+  bool flush_head() {
+    if (head_.empty()) return true;
+    const std::string head = std::move(head_);
+    head_.clear();
+    return conn_.send(head, false);
+  }
 
  private:
   Connection& conn_;
+  std::string head_;
   const bool chunked_;
   bool done_ = false;
 };
@@ -261,13 +280,13 @@ void Connection::run_request(Request& req, bool keep_alive) {
     send(head, false);
     return end_response(close);
   }
-  send(head, false);  // at once: a streaming client waits for the status
-  ConnectionSink sink(*this, req.version >= 11);
+  ConnectionSink sink(*this, std::move(head), req.version >= 11);
   try {
     res.stream(sink);
   } catch (...) {
     // Treated like a provider that returned early: the body stays cut.
   }
+  sink.flush_head();
   if (!sink.is_done()) return end_response(true);  // cut: no last chunk, the client knows
   if (req.version >= 11) send(kLastChunk, false);
   end_response(close);

@@ -57,7 +57,9 @@ struct Response {
   Headers headers;
   std::string body;
   // Set: the body is streamed by this function after the handler returns, on its thread
-  // (chunked on HTTP/1.1; on HTTP/1.0 raw, ended by closing the connection).
+  // (chunked on HTTP/1.1; on HTTP/1.0 raw, ended by closing the connection). The head goes
+  // out with the provider's first write: a provider should write at once (an SSE stream's
+  // first event or comment) if its client waits for the status.
   StreamProvider stream;
   // Why the server itself refused the request (400, 408, 413, 503 ...), for an error handler
   // that writes the body; empty for answers from handlers.
