@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev sqlite3
+  nlohmann-json3-dev libcpp-httplib-dev libboost-dev libsqlite3-dev sqlite3
   libsentencepiece-dev libminizip-dev zlib1g-dev
   libcurl4-openssl-dev libssl-dev nginx
   clang clang-format clang-tidy libclang-rt-14-dev

@@ -1,5 +1,6 @@
 // glmserve web: the HTTP gateway (src/gateway, docs/gateway.md).
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve web --engine SOCKET [--port 8080] [--host 127.0.0.1] [--db PATH]\n"
     "                    [--api-key KEY] [--cors ORIGIN] [--max-body BYTES] [--threads N]\n"
+    "                    [--queue N] [--max-conns-per-ip N]\n"
     "\n"
     "The HTTP gateway: the web chat page, the OpenAI-compatible API (/v1/chat/completions,\n"
     "/v1/models), /health and /metrics, in front of a `glmserve engine` on a Unix socket.\n"
@@ -32,7 +34,19 @@ constexpr const char* kHelp =
     "                    GLMSERVE_API_KEY environment variable, else no key)\n"
     "  --cors ORIGIN     allow this browser origin ('*' for any) to call /v1; default off\n"
     "  --max-body BYTES  largest request body (default 1048576)\n"
-    "  --threads N       concurrent HTTP requests (default 64)\n";
+    "  --threads N       requests handled at once; each streaming answer holds one (default 256)\n"
+    "  --queue N         complete requests waiting for a thread; beyond it 503 (default 256)\n"
+    "  --max-conns-per-ip N  open connections from one client address (default 4096; on a\n"
+    "                    loopback --host every client is 127.0.0.1: no per-address limit)\n";
+
+// Idle connections cost a file descriptor each: lift the soft limit to the hard one.
+void raise_fd_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
 
 std::string default_db_path() {
   const char* home = std::getenv("HOME");
@@ -53,8 +67,9 @@ int cmd_web(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  auto args = Args::parse(
-      argc, argv, {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads"});
+  auto args = Args::parse(argc, argv,
+                          {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads",
+                           "queue", "max-conns-per-ip"});
   if (!args.ok()) return fail(args.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
@@ -62,13 +77,19 @@ int cmd_web(int argc, char** argv) {
   if (!port.ok()) return fail(port.status());
   auto max_body = args->get_int("max-body", 1 << 20);
   if (!max_body.ok()) return fail(max_body.status());
-  auto threads = args->get_int("threads", 64);
+  auto threads = args->get_int("threads", 256);
   if (!threads.ok()) return fail(threads.status());
+  auto queue = args->get_int("queue", 256);
+  if (!queue.ok()) return fail(queue.status());
+  auto per_ip = args->get_int("max-conns-per-ip", 0);
+  if (!per_ip.ok()) return fail(per_ip.status());
   if (*port < 0 || *port > 65535) {
     return fail(invalid_argument("--port must be between 0 and 65535"));
   }
-  if (*max_body < 1024 || *threads < 2 || *threads > 4096) {
-    return fail(invalid_argument("--max-body must be >= 1024 and --threads in [2, 4096]"));
+  if (*max_body < 1024 || *threads < 2 || *threads > 4096 || *queue < 0 || *per_ip < 0) {
+    return fail(
+        invalid_argument("--max-body must be >= 1024, --threads in [2, 4096], --queue >= 0, "
+                         "--max-conns-per-ip >= 0"));
   }
   gateway::GatewayOptions opt;
   opt.engine_socket = *engine;
@@ -80,6 +101,9 @@ int cmd_web(int argc, char** argv) {
   opt.cors_origin = args->get("cors", "");
   opt.max_body_bytes = static_cast<size_t>(*max_body);
   opt.threads = static_cast<int>(*threads);
+  opt.queue = static_cast<int>(*queue);
+  opt.max_connections_per_ip = static_cast<int>(*per_ip);
+  raise_fd_limit();
 
   // SIGINT/SIGTERM end the server through one waiting thread; SIGPIPE is a closed client.
   sigset_t stop_signals;

@@ -11,12 +11,14 @@
 // engine restart needs no reconnection logic and costs only the requests it interrupted, which
 // end with a clear error event. A client that disconnects cancels its engine request.
 //
+// HTTP is our evented layer (src/http): connections cost no thread while idle or sending their
+// request; a complete request runs on a pool of `threads` workers, and a streaming answer holds
+// its worker for its duration. When the pool and its queue are full, requests get 503 with
+// Retry-After at once.
+//
 // Thread-safety: create() and bind() on one thread; serve() blocks on it; stop() from any thread
-// (signal handlers must not call it directly). Requests run on a pool of `threads` threads; a
-// streaming request holds one thread for its duration.
+// (signal handlers must not call it directly).
 #pragma once
-
-#include <httplib.h>
 
 #include <map>
 #include <memory>
@@ -28,6 +30,7 @@
 #include "gateway/metrics.h"
 #include "gateway/relay.h"
 #include "gateway/store.h"
+#include "http/server.h"
 
 namespace glm::gateway {
 
@@ -39,9 +42,15 @@ struct GatewayOptions {
   std::string api_key;        // empty = no auth; else "Authorization: Bearer <key>"
   std::string cors_origin;    // empty = CORS off; "*" or one origin for /v1 and /health
   size_t max_body_bytes = 1 << 20;
-  int threads = 64;          // concurrent HTTP requests (each stream holds one)
-  int read_timeout_s = 30;   // a client must send its request within this
-  int write_timeout_s = 30;  // a client that stops reading is dropped after this
+  int threads = 256;            // requests handled at once (each stream holds one)
+  int queue = 256;              // complete requests waiting for a thread; beyond: 503
+  int read_timeout_s = 30;      // a client must send its whole request (head and body) within this
+  int idle_timeout_s = 30;      // a keep-alive connection without a request is closed after this
+  int write_timeout_s = 30;     // a client that stops reading is dropped after this
+  int max_connections = 16384;  // open connections; beyond: 503 and close
+  // From one client address; beyond: 503 and close. 0 = 4096, except on a loopback --host,
+  // where every client is 127.0.0.1 and only max_connections applies.
+  int max_connections_per_ip = 0;
   RelayOptions relay;
 };
 
@@ -55,7 +64,8 @@ class Gateway {
   // Serves until stop(). Returns false if the server failed.
   bool serve();
   void stop();
-  bool running() const { return server_.is_running(); }
+  bool running() const { return server_->running(); }
+  http::ServerStats http_stats() const { return server_->stats(); }
 
   Metrics& metrics() { return metrics_; }
   Store& store() { return *store_; }
@@ -98,15 +108,18 @@ class Gateway {
   void record_generation(const char* route, const RelayResult& r,
                          std::chrono::steady_clock::time_point t0);
 
-  bool authorized(const httplib::Request& req) const;
-  void set_json_error(httplib::Response& res, const Status& status);
+  bool authorized(const http::Request& req) const;
+  // An OpenAI error object with the status of `status`'s code (and Retry-After when it is
+  // temporary), counted in /metrics; write_json_error() does the same without counting.
+  void set_json_error(http::Response& res, const Status& status);
+  static void write_json_error(http::Response& res, const Status& status);
   std::string model_name();
 
   GatewayOptions options_;
   EngineClient engine_;
   std::unique_ptr<Store> store_;
   Metrics metrics_;
-  httplib::Server server_;
+  std::unique_ptr<http::Server> server_;
   mutable std::mutex inflight_mutex_;
   struct Inflight {
     std::weak_ptr<EngineStream> stream;
@@ -118,28 +131,28 @@ class Gateway {
 };
 
 // Writes one SSE event ("data: <payload>\n\n"); false if the client is gone.
-bool sse_write(httplib::DataSink& sink, const std::string& payload);
+bool sse_write(http::StreamSink& sink, const std::string& payload);
 
 // One SSE response being written: events, and at each heartbeat a keep-alive comment when
 // nothing else went out since the last one (so an idle stream still notices a client that
 // left). Every call returns false once the client is gone. One per response, on its thread.
 class SseWriter {
  public:
-  explicit SseWriter(httplib::DataSink& sink) : sink_(sink) {}
+  explicit SseWriter(http::StreamSink& sink) : sink_(sink) {}
   bool event(const std::string& payload) {
     if (ok_) ok_ = sse_write(sink_, payload);
     wrote_ = true;
     return ok_;
   }
   bool heartbeat() {
-    if (ok_ && !wrote_) ok_ = sink_.write(": keep-alive\n\n", 14);
+    if (ok_ && !wrote_) ok_ = sink_.write(": keep-alive\n\n");
     wrote_ = false;
     return ok_;
   }
   bool ok() const { return ok_; }
 
  private:
-  httplib::DataSink& sink_;
+  http::StreamSink& sink_;
   bool ok_ = true;
   bool wrote_ = false;
 };

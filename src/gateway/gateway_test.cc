@@ -134,6 +134,20 @@ TEST(GatewayOpenAI, EngineCrashMidStreamEndsWithErrorEvent) {
             std::string::npos);
 }
 
+TEST(GatewayOpenAI, NonStreamedAnswerThatFailsGetsAnErrorStatus) {
+  // The engine dies after three tokens: the client gets 503 and an OpenAI error object, which
+  // the SDKs raise, not 200 with an error body.
+  TestGateway t("crashns");
+  auto r = t.post(kChat, chat_body("[crash] go", false));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  json j = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  EXPECT_EQ(j["error"]["type"], "service_unavailable") << r.body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("crashed or restarted"),
+            std::string::npos);
+}
+
 TEST(GatewayOpenAI, ApiKeyRequiredWhenConfigured) {
   GatewayOptions o;
   o.api_key = "s3cret";
@@ -164,11 +178,19 @@ TEST(GatewayOpenAI, BodyLimit) {
 TEST(GatewayOpenAI, ClientDisconnectCancelsTheEngineRequest) {
   TestGateway t("disc");
   for (bool stream : {true, false}) {
+    const size_t before = t.fake().requests().size();
     RawHttp raw(t.port());
     raw.send_request("POST", kChat, chat_body("[slow]", stream));
-    // Streaming: wait for the first token; not streaming: for the heartbeat whitespace.
-    ASSERT_TRUE(raw.read_until(stream ? "w0" : "\r\n\r\n", 5000)) << raw.received();
-    if (!stream) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stream) {
+      ASSERT_TRUE(raw.read_until("w0", 5000)) << raw.received();  // the first token
+    } else {
+      // Nothing is written before the answer is known (its status is the outcome's): wait
+      // until the engine has the request, then leave.
+      for (int i = 0; i < 500 && t.fake().requests().size() == before; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_FALSE(raw.read_until("HTTP/1.1", 300)) << raw.received();
+    }
     raw.close();
     auto reqs = t.fake().requests();
     ASSERT_FALSE(reqs.empty());

@@ -95,6 +95,17 @@ class RawHttp {
       off += static_cast<size_t>(n);
     }
   }
+  // Sends bytes as they are (malformed or pipelined requests).
+  bool send_raw(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  int fd() const { return fd_; }
   // Reads until `needle` appears in what was received, or the connection closes, or timeout.
   bool read_until(const std::string& needle, int timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -149,7 +160,10 @@ class TestGateway {
     options.host = "127.0.0.1";
     options.engine_socket = fake_.socket_path();
     if (options.db_path.empty()) options.db_path = ":memory:";
-    options.threads = 16;
+    // Small pools unless the test sizes them itself.
+    const GatewayOptions defaults;
+    if (options.threads == defaults.threads) options.threads = 16;
+    if (options.queue == defaults.queue) options.queue = 64;
     options.relay.heartbeat_ms = 100;
     auto g = Gateway::create(options);
     EXPECT_TRUE(g.ok()) << g.status().to_string();

@@ -65,23 +65,22 @@ StatusOr<ChatTurn> read_chat_turn(BodyReader& b) {
 }  // namespace
 
 void Gateway::install_chat_routes() {
-  auto send_json = [](httplib::Response& res, const json& j, int status = 200) {
+  auto send_json = [](http::Response& res, const json& j, int status = 200) {
     res.status = status;
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump_json(j), "application/json");
   };
 
-  server_.Get("/api/conversations",
-              [this, send_json](const httplib::Request&, httplib::Response& res) {
-                auto list = store_->list_conversations(kMaxConversations);
-                if (!list.ok()) return set_json_error(res, list.status());
-                json arr = json::array();
-                for (const Conversation& c : *list) arr.push_back(conversation_json(c));
-                send_json(res, {{"conversations", arr}});
-              });
+  server_->get("/api/conversations", [this, send_json](const http::Request&, http::Response& res) {
+    auto list = store_->list_conversations(kMaxConversations);
+    if (!list.ok()) return set_json_error(res, list.status());
+    json arr = json::array();
+    for (const Conversation& c : *list) arr.push_back(conversation_json(c));
+    send_json(res, {{"conversations", arr}});
+  });
 
-  server_.Post(
-      "/api/conversations", [this, send_json](const httplib::Request& req, httplib::Response& res) {
+  server_->post(
+      "/api/conversations", [this, send_json](const http::Request& req, http::Response& res) {
         BodyReader b(req.body);
         auto f = read_conversation_fields(b);
         if (!f.ok()) return set_json_error(res, f.status());
@@ -91,51 +90,51 @@ void Gateway::install_chat_routes() {
         send_json(res, conversation_json(*c), 201);
       });
 
-  server_.Get(R"(/api/conversations/([A-Za-z0-9_-]+))",
-              [this, send_json](const httplib::Request& req, httplib::Response& res) {
-                auto c = store_->get_conversation(req.matches[1]);
-                if (!c.ok()) return set_json_error(res, c.status());
-                auto msgs = store_->messages(c->id);
-                if (!msgs.ok()) return set_json_error(res, msgs.status());
-                json j = conversation_json(*c);
-                j["messages"] = json::array();
-                for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
-                send_json(res, j);
-              });
+  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+))",
+               [this, send_json](const http::Request& req, http::Response& res) {
+                 auto c = store_->get_conversation(req.matches[1]);
+                 if (!c.ok()) return set_json_error(res, c.status());
+                 auto msgs = store_->messages(c->id);
+                 if (!msgs.ok()) return set_json_error(res, msgs.status());
+                 json j = conversation_json(*c);
+                 j["messages"] = json::array();
+                 for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
+                 send_json(res, j);
+               });
 
-  server_.Patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
-                [this, send_json](const httplib::Request& req, httplib::Response& res) {
-                  BodyReader b(req.body);
-                  auto f = read_conversation_fields(b);
-                  if (!f.ok()) return set_json_error(res, f.status());
-                  auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
-                  Status st = store_->update_conversation(
-                      req.matches[1], opt(f->title), opt(f->system_prompt), opt(f->params_json));
-                  if (!st.ok()) return set_json_error(res, st);
-                  auto c = store_->get_conversation(req.matches[1]);
-                  if (!c.ok()) return set_json_error(res, c.status());
-                  send_json(res, conversation_json(*c));
-                });
-
-  server_.Delete(R"(/api/conversations/([A-Za-z0-9_-]+))",
-                 [this, send_json](const httplib::Request& req, httplib::Response& res) {
-                   // Its generation, if one runs, stops now: nothing is left to store it in.
-                   cancel_conversation(req.matches[1]);
-                   Status st = store_->delete_conversation(req.matches[1]);
+  server_->patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
+                 [this, send_json](const http::Request& req, http::Response& res) {
+                   BodyReader b(req.body);
+                   auto f = read_conversation_fields(b);
+                   if (!f.ok()) return set_json_error(res, f.status());
+                   auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
+                   Status st = store_->update_conversation(
+                       req.matches[1], opt(f->title), opt(f->system_prompt), opt(f->params_json));
                    if (!st.ok()) return set_json_error(res, st);
-                   send_json(res, {{"deleted", std::string(req.matches[1])}});
+                   auto c = store_->get_conversation(req.matches[1]);
+                   if (!c.ok()) return set_json_error(res, c.status());
+                   send_json(res, conversation_json(*c));
                  });
 
-  server_.Get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                auto doc = store_->export_json(req.matches[1]);
-                if (!doc.ok()) return set_json_error(res, doc.status());
-                res.set_header("Content-Disposition", "attachment; filename=\"conversation-" +
-                                                          std::string(req.matches[1]) + ".json\"");
-                res.set_content(*doc, "application/json");
-              });
+  server_->del(R"(/api/conversations/([A-Za-z0-9_-]+))",
+               [this, send_json](const http::Request& req, http::Response& res) {
+                 // Its generation, if one runs, stops now: nothing is left to store it in.
+                 cancel_conversation(req.matches[1]);
+                 Status st = store_->delete_conversation(req.matches[1]);
+                 if (!st.ok()) return set_json_error(res, st);
+                 send_json(res, {{"deleted", std::string(req.matches[1])}});
+               });
 
-  server_.Post("/api/stop", [this, send_json](const httplib::Request& req, httplib::Response& res) {
+  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",
+               [this](const http::Request& req, http::Response& res) {
+                 auto doc = store_->export_json(req.matches[1]);
+                 if (!doc.ok()) return set_json_error(res, doc.status());
+                 res.set_header("Content-Disposition", "attachment; filename=\"conversation-" +
+                                                           std::string(req.matches[1]) + ".json\"");
+                 res.set_content(*doc, "application/json");
+               });
+
+  server_->post("/api/stop", [this, send_json](const http::Request& req, http::Response& res) {
     BodyReader b(req.body);
     const std::string id = b.string("request_id").value_or("");
     if (!b.status().ok()) return set_json_error(res, b.status());
@@ -147,8 +146,8 @@ void Gateway::install_chat_routes() {
     send_json(res, {{"stopped", id}});
   });
 
-  server_.Post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const httplib::Request& req,
-                                                                     httplib::Response& res) {
+  server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const http::Request& req,
+                                                                      http::Response& res) {
     const auto t0 = Clock::now();
     BodyReader b(req.body);
     auto turn = read_chat_turn(b);
@@ -180,31 +179,30 @@ void Gateway::install_chat_routes() {
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", [this, state, start_error, session, t0](
-                                                              size_t, httplib::DataSink& sink) {
-      SseWriter out(sink);
-      out.event(dump_json(session->start_payload()));
-      if (!state->has_value()) {
-        sse_write(sink, dump_json(session->error_payload(start_error)));
-        sink.done();
-        return true;
-      }
-      Started& st = **state;
-      auto emit = [&](const protocol::Event& e) {
-        if (!out.ok()) return false;
-        auto payload = session->on_event(e);
-        return payload ? out.event(dump_json(*payload)) : true;
-      };
-      auto heartbeat = [&] { return out.heartbeat(); };
-      if (st.first && !emit(*st.first)) st.stream->cancel();
-      RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
-      std::optional<json> last = session->finish(r);
-      record_generation("chat", r, t0);
-      if (!last) return false;  // the client left
-      sse_write(sink, dump_json(*last));
-      sink.done();
-      return true;
-    });
+    res.set_stream("text/event-stream",
+                   [this, state, start_error, session, t0](http::StreamSink& sink) {
+                     SseWriter out(sink);
+                     out.event(dump_json(session->start_payload()));
+                     if (!state->has_value()) {
+                       sse_write(sink, dump_json(session->error_payload(start_error)));
+                       sink.done();
+                       return;
+                     }
+                     Started& st = **state;
+                     auto emit = [&](const protocol::Event& e) {
+                       if (!out.ok()) return false;
+                       auto payload = session->on_event(e);
+                       return payload ? out.event(dump_json(*payload)) : true;
+                     };
+                     auto heartbeat = [&] { return out.heartbeat(); };
+                     if (st.first && !emit(*st.first)) st.stream->cancel();
+                     RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
+                     std::optional<json> last = session->finish(r);
+                     record_generation("chat", r, t0);
+                     if (!last) return;  // the client left
+                     sse_write(sink, dump_json(*last));
+                     sink.done();
+                   });
   });
 }
 

@@ -49,12 +49,12 @@ void Gateway::install_openai_routes() {
   auto model_object = [](const std::string& id) {
     return json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "glmserve"}};
   };
-  server_.Get("/v1/models", [this, model_object](const httplib::Request&, httplib::Response& res) {
+  server_->get("/v1/models", [this, model_object](const http::Request&, http::Response& res) {
     json j = {{"object", "list"}, {"data", json::array({model_object(model_name())})}};
     res.set_content(j.dump(), "application/json");
   });
-  server_.Get(R"(/v1/models/([^/]+))", [this, model_object](const httplib::Request& req,
-                                                            httplib::Response& res) {
+  server_->get(R"(/v1/models/([^/]+))", [this, model_object](const http::Request& req,
+                                                             http::Response& res) {
     const std::string id = req.matches[1];
     const std::string name = model_name();
     if (id != name) {
@@ -64,12 +64,12 @@ void Gateway::install_openai_routes() {
     res.set_content(model_object(name).dump(), "application/json");
   });
   // No embedding model: a clear answer in OpenAI's shape instead of "no route".
-  server_.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
+  server_->post("/v1/embeddings", [this](const http::Request&, http::Response& res) {
     set_json_error(res, unsupported("this server serves a chat model and computes no embeddings "
                                     "(use an embedding server for /v1/embeddings)"));
   });
 
-  server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  server_->post("/v1/chat/completions", [this](const http::Request& req, http::Response& res) {
     const auto t0 = Clock::now();
     auto parsed = parse_chat_completion(req.body);
     if (!parsed.ok()) {
@@ -87,7 +87,7 @@ void Gateway::install_openai_routes() {
     auto state = std::make_shared<Started>(std::move(started).value());
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
-    // Runs the relay on the HTTP thread; `write` sends one piece (false = client gone).
+    // Runs the relay on the worker thread; `emit` sends one piece (false = client gone).
     auto run = [this, p, state, t0](const std::function<bool(const protocol::Event&)>& emit,
                                     const std::function<bool()>& heartbeat) {
       RelayResult r;
@@ -109,83 +109,74 @@ void Gateway::install_openai_routes() {
     if (p->stream) {
       res.set_header("Cache-Control", "no-store");
       res.set_header("X-Accel-Buffering", "no");
-      res.set_chunked_content_provider(
-          "text/event-stream", [p, state, created, run](size_t, httplib::DataSink& sink) {
-            const std::string& id = p->request.id;
-            SseWriter out(sink);
-            out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
-            // With tools, the text goes through the tool-call reader (tool_calls.h).
-            ToolCallStream tools(p->tool_names);
-            auto write_deltas = [&](const std::vector<ToolDelta>& deltas) {
-              for (const ToolDelta& d : deltas) {
-                out.event(tool_delta_chunk_json(id, created, p->model, d));
-              }
-              return out.ok();
-            };
-            auto emit = [&](const protocol::Event& e) {
-              if (e.type != protocol::EventType::kToken) return out.ok();
-              if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
-              return out.event(completion_chunk_json(id, created, p->model, &e.text, false, ""));
-            };
-            auto heartbeat = [&] { return out.heartbeat(); };
-            RelayResult r = run(emit, heartbeat);
-            if (r.outcome == Outcome::kDisconnected) return false;
-            if (!is_complete(r.outcome)) {
-              // An error or a cut answer ends with an error event and no [DONE]: the SDKs
-              // raise it, so a drained stream never passes for a complete one.
-              sse_write(sink, openai_error_json(cut_or_error(r)));
-            } else {
-              write_deltas(tools.finish());
-              const std::string finish = tools.is_call() && r.outcome == Outcome::kStop
-                                             ? "tool_calls"
-                                             : openai_finish_reason(r.outcome);
-              sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
-              if (p->include_usage)
-                sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
-              sse_write(sink, "[DONE]");
-            }
-            sink.done();
-            return true;
-          });
+      res.set_stream("text/event-stream", [p, state, created, run](http::StreamSink& sink) {
+        const std::string& id = p->request.id;
+        SseWriter out(sink);
+        out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
+        // With tools, the text goes through the tool-call reader (tool_calls.h).
+        ToolCallStream tools(p->tool_names);
+        auto write_deltas = [&](const std::vector<ToolDelta>& deltas) {
+          for (const ToolDelta& d : deltas) {
+            out.event(tool_delta_chunk_json(id, created, p->model, d));
+          }
+          return out.ok();
+        };
+        auto emit = [&](const protocol::Event& e) {
+          if (e.type != protocol::EventType::kToken) return out.ok();
+          if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
+          return out.event(completion_chunk_json(id, created, p->model, &e.text, false, ""));
+        };
+        auto heartbeat = [&] { return out.heartbeat(); };
+        RelayResult r = run(emit, heartbeat);
+        if (r.outcome == Outcome::kDisconnected) return;
+        if (!is_complete(r.outcome)) {
+          // An error or a cut answer ends with an error event and no [DONE]: the SDKs
+          // raise it, so a drained stream never passes for a complete one.
+          sse_write(sink, openai_error_json(cut_or_error(r)));
+        } else {
+          write_deltas(tools.finish());
+          const std::string finish = tools.is_call() && r.outcome == Outcome::kStop
+                                         ? "tool_calls"
+                                         : openai_finish_reason(r.outcome);
+          sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
+          if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+          sse_write(sink, "[DONE]");
+        }
+        sink.done();
+      });
       return;
     }
 
-    // Not streaming: the answer is one JSON object. Whitespace before it (valid JSON) serves as
-    // the heartbeat that notices a client that gave up, so its engine request is cancelled.
+    // Not streaming: the answer is one JSON object, sent when it is known, so its status is
+    // the outcome's (an engine that fails mid-answer gives 503, not 200 with an error body).
+    // Nothing is written meanwhile: the HTTP layer notices a client that leaves by its
+    // connection's end, and the generation is cancelled.
+    auto still_there = [&req] { return !req.client_gone(); };
+    RelayResult r = run([&](const protocol::Event&) { return still_there(); }, still_there);
     res.set_header("Cache-Control", "no-store");
-    res.set_chunked_content_provider("application/json", [p, state, created, run](
-                                                             size_t, httplib::DataSink& sink) {
-      bool ok = true;
-      auto emit = [&](const protocol::Event&) { return ok; };
-      auto heartbeat = [&] {
-        if (ok) ok = sink.write(" ", 1);
-        return ok;
-      };
-      RelayResult r = run(emit, heartbeat);
-      if (r.outcome == Outcome::kDisconnected) return false;
-      std::string body;
-      if (!is_complete(r.outcome)) {
-        body = openai_error_json(cut_or_error(r));
-      } else if (p->tool_names.empty()) {
-        body = completion_json(p->request.id, created, p->model, r.text,
-                               openai_finish_reason(r.outcome), r.usage);
-      } else {
-        // The same reader as the stream's, so both give the same call.
-        ToolCallStream tools(p->tool_names);
-        std::vector<ToolDelta> deltas = tools.feed(r.text);
-        for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
-        const ToolAnswer a = join_tool_deltas(deltas);
-        const ToolCallOut call{tool_call_id(p->request.id), a.name, a.arguments};
-        const bool is_call = !a.name.empty();
-        body = completion_json(
-            p->request.id, created, p->model, a.content,
-            is_call && r.outcome == Outcome::kStop ? "tool_calls" : openai_finish_reason(r.outcome),
-            r.usage, is_call ? &call : nullptr);
-      }
-      sink.write(body.data(), body.size());
-      sink.done();
-      return true;
-    });
+    if (r.outcome == Outcome::kDisconnected) {
+      write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
+    } else if (!is_complete(r.outcome)) {
+      write_json_error(res, cut_or_error(r));  // counted by record_generation
+    } else if (p->tool_names.empty()) {
+      res.set_content(completion_json(p->request.id, created, p->model, r.text,
+                                      openai_finish_reason(r.outcome), r.usage),
+                      "application/json");
+    } else {
+      // The same reader as the stream's, so both give the same call.
+      ToolCallStream tools(p->tool_names);
+      std::vector<ToolDelta> deltas = tools.feed(r.text);
+      for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
+      const ToolAnswer a = join_tool_deltas(deltas);
+      const ToolCallOut call{tool_call_id(p->request.id), a.name, a.arguments};
+      const bool is_call = !a.name.empty();
+      res.set_content(
+          completion_json(p->request.id, created, p->model, a.content,
+                          is_call && r.outcome == Outcome::kStop ? "tool_calls"
+                                                                 : openai_finish_reason(r.outcome),
+                          r.usage, is_call ? &call : nullptr),
+          "application/json");
+    }
   });
 }
 
