@@ -96,6 +96,7 @@ StatusOr<std::unique_ptr<Gateway>> Gateway::create(const GatewayOptions& options
   g->install_static_routes();
   g->install_openai_routes();
   g->install_chat_routes();
+  g->install_api_routes();
   return g;
 }
 
@@ -232,6 +233,10 @@ void Gateway::set_json_error(http::Response& res, const Status& status) {
 }
 
 void Gateway::write_json_error(http::Response& res, const Status& status) {
+  write_error(res, status, openai_error_json(status));
+}
+
+void Gateway::write_error(http::Response& res, const Status& status, const std::string& body) {
   res.status = error_code_http_status(status.code());
   // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and
   // Anthropic SDKs read before retrying (seconds) and in their millisecond variant.
@@ -240,7 +245,7 @@ void Gateway::write_json_error(http::Response& res, const Status& status) {
     res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
     res.set_header("retry-after-ms", std::to_string(ms));
   }
-  res.set_content(openai_error_json(status), "application/json");
+  res.set_content(body, "application/json");
 }
 
 std::string Gateway::model_name() {

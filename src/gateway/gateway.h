@@ -20,6 +20,8 @@
 // (signal handlers must not call it directly).
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +80,7 @@ class Gateway {
   void install_static_routes();
   void install_openai_routes();
   void install_chat_routes();
+  void install_api_routes();  // /v1/completions, /v1/messages (routes_api.cc)
 
   // The streams POST /api/stop can cancel, by request id, with the conversation they answer
   // (deleting a conversation cancels its generation).
@@ -103,6 +106,13 @@ class Gateway {
   StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream,
                                   const std::string& conversation = "");
 
+  // Relays a started generation to `emit` / `heartbeat` (its first event included), cancels it
+  // if the client is gone before, and records it under `route`; `t0` is when the HTTP request
+  // arrived.
+  RelayResult relay_started(Started& state, const std::function<bool(const protocol::Event&)>& emit,
+                            const std::function<bool()>& heartbeat, const char* route,
+                            std::chrono::steady_clock::time_point t0);
+
   // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
   // its HTTP request arrived.
   void record_generation(const char* route, const RelayResult& r,
@@ -113,6 +123,8 @@ class Gateway {
   // temporary), counted in /metrics; write_json_error() does the same without counting.
   void set_json_error(http::Response& res, const Status& status);
   static void write_json_error(http::Response& res, const Status& status);
+  // The same status and Retry-After with another API's error body (Anthropic's).
+  static void write_error(http::Response& res, const Status& status, const std::string& body);
   std::string model_name();
 
   GatewayOptions options_;

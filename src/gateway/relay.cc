@@ -102,4 +102,12 @@ RelayResult relay_generation(EngineStream& stream,
   return result;
 }
 
+Status cut_or_error(const RelayResult& r) {
+  if (r.outcome == Outcome::kError) return r.error;
+  return Status(ErrorCode::kUnavailable,
+                "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
+                    " tokens: the server stopped the generation (it may be restarting); "
+                    "retry the request");
+}
+
 }  // namespace glm::gateway

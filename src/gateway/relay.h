@@ -42,6 +42,10 @@ struct RelayOptions {
   int idle_timeout_ms = 10 * 60 * 1000;
 };
 
+// The error a client gets for an answer that did not complete: the relay's error, or for a
+// cancelled one (the server's drain bound, an operator's stop) a cut notice.
+Status cut_or_error(const RelayResult& r);
+
 // `emit` is called for each event (queued, start, token, notice) and returns false if the
 // client is gone; `heartbeat` likewise. Done and error events end the relay and are reported
 // in the result, not emitted.

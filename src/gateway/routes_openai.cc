@@ -13,16 +13,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// The error a client gets for an answer that did not complete: the relay's error, or for a
-// cancelled one (the server's drain bound, an operator's stop) a cut notice.
-Status cut_or_error(const RelayResult& r) {
-  if (r.outcome == Outcome::kError) return r.error;
-  return Status(ErrorCode::kUnavailable,
-                "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
-                    " tokens: the server stopped the generation (it may be restarting); "
-                    "retry the request");
-}
-
 }  // namespace
 
 void Gateway::record_generation(const char* route, const RelayResult& r, Clock::time_point t0) {
@@ -43,6 +33,26 @@ void Gateway::record_generation(const char* route, const RelayResult& r, Clock::
   g.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   metrics_.record_generation(g);
   if (r.outcome == Outcome::kError) metrics_.record_error(error_code_name(r.error.code()));
+}
+
+RelayResult Gateway::relay_started(Started& state,
+                                   const std::function<bool(const protocol::Event&)>& emit,
+                                   const std::function<bool()>& heartbeat, const char* route,
+                                   Clock::time_point t0) {
+  RelayResult r;
+  bool first_ok = true;
+  if (state.first) first_ok = emit(*state.first);
+  if (first_ok) {
+    r = relay_generation(*state.stream, emit, heartbeat, options_.relay);
+  } else {
+    state.stream->cancel();
+    r = relay_generation(
+        *state.stream, [](const protocol::Event&) { return false; }, [] { return false; },
+        options_.relay);
+    r.outcome = Outcome::kDisconnected;
+  }
+  record_generation(route, r, t0);
+  return r;
 }
 
 void Gateway::install_openai_routes() {
@@ -88,28 +98,15 @@ void Gateway::install_openai_routes() {
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
     // Runs the relay on the worker thread; `emit` sends one piece (false = client gone).
-    auto run = [this, p, state, t0](const std::function<bool(const protocol::Event&)>& emit,
-                                    const std::function<bool()>& heartbeat) {
-      RelayResult r;
-      bool first_ok = true;
-      if (state->first) first_ok = emit(*state->first);
-      if (first_ok) {
-        r = relay_generation(*state->stream, emit, heartbeat, options_.relay);
-      } else {
-        state->stream->cancel();
-        r = relay_generation(
-            *state->stream, [](const protocol::Event&) { return false; }, [] { return false; },
-            options_.relay);
-        r.outcome = Outcome::kDisconnected;
-      }
-      record_generation("openai", r, t0);
-      return r;
+    auto run = [this, state, t0](const std::function<bool(const protocol::Event&)>& emit,
+                                 const std::function<bool()>& heartbeat) {
+      return relay_started(*state, emit, heartbeat, "openai", t0);
     };
 
     if (p->stream) {
       res.set_header("Cache-Control", "no-store");
       res.set_header("X-Accel-Buffering", "no");
-      res.set_stream("text/event-stream", [p, state, created, run](http::StreamSink& sink) {
+      res.set_stream("text/event-stream", [p, created, run](http::StreamSink& sink) {
         const std::string& id = p->request.id;
         SseWriter out(sink);
         out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));

@@ -1,0 +1,166 @@
+// The rest of the API surface: POST /v1/completions (OpenAI's legacy completions: a raw
+// continuation) and POST /v1/messages (Anthropic's Messages API), on the same engine requests,
+// relay and tool-call reader as /v1/chat/completions (routes_openai.cc).
+#include <ctime>
+
+#include "gateway/anthropic.h"
+#include "gateway/completions.h"
+#include "gateway/gateway.h"
+#include "gateway/openai.h"
+#include "gateway/tool_calls.h"
+
+namespace glm::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void set_sse_headers(http::Response& res) {
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Accel-Buffering", "no");
+}
+
+}  // namespace
+
+void Gateway::install_api_routes() {
+  server_->post("/v1/completions", [this](const http::Request& req, http::Response& res) {
+    const auto t0 = Clock::now();
+    auto parsed = parse_completion_request(req.body);
+    if (!parsed.ok()) return set_json_error(res, parsed.status());
+    auto p = std::make_shared<CompletionRequest>(std::move(parsed).value());
+    p->request.id = "cmpl-" + protocol::make_request_id();
+    if (p->model.empty()) p->model = model_name();
+    auto started = start_generation(p->request);
+    if (!started.ok()) return set_json_error(res, started.status());
+    auto state = std::make_shared<Started>(std::move(started).value());
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    const std::string echo = p->echo ? p->request.prompt : "";
+
+    if (p->stream) {
+      set_sse_headers(res);
+      res.set_stream(
+          "text/event-stream", [this, p, state, created, t0, echo](http::StreamSink& sink) {
+            const std::string& id = p->request.id;
+            SseWriter out(sink);
+            if (!echo.empty())
+              out.event(completion_chunk_text_json(id, created, p->model, echo, ""));
+            auto emit = [&](const protocol::Event& e) {
+              if (e.type != protocol::EventType::kToken) return out.ok();
+              return out.event(completion_chunk_text_json(id, created, p->model, e.text, ""));
+            };
+            RelayResult r = relay_started(
+                *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
+            if (r.outcome == Outcome::kDisconnected) return;
+            if (!is_complete(r.outcome)) {
+              sse_write(sink, openai_error_json(cut_or_error(r)));
+            } else {
+              sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
+                                                         openai_finish_reason(r.outcome)));
+              if (p->include_usage)
+                sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+              sse_write(sink, "[DONE]");
+            }
+            sink.done();
+          });
+      return;
+    }
+    auto still_there = [&req] { return !req.client_gone(); };
+    RelayResult r = relay_started(
+        *state, [&](const protocol::Event&) { return still_there(); }, still_there, "completions",
+        t0);
+    res.set_header("Cache-Control", "no-store");
+    if (r.outcome == Outcome::kDisconnected) {
+      write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
+    } else if (!is_complete(r.outcome)) {
+      write_json_error(res, cut_or_error(r));
+    } else {
+      res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
+                                           openai_finish_reason(r.outcome), r.usage),
+                      "application/json");
+    }
+  });
+
+  server_->post("/v1/messages", [this](const http::Request& req, http::Response& res) {
+    const auto t0 = Clock::now();
+    auto fail = [&](const Status& st) {
+      write_error(res, st, anthropic_error_json(st));
+      metrics_.record_error(error_code_name(st.code()));
+    };
+    auto parsed = parse_messages_request(req.body);
+    if (!parsed.ok()) return fail(parsed.status());
+    auto p = std::make_shared<MessagesRequest>(std::move(parsed).value());
+    p->request.id = "msg-" + protocol::make_request_id();
+    if (p->model.empty()) p->model = model_name();
+    auto started = start_generation(p->request);
+    if (!started.ok()) return fail(started.status());
+    auto state = std::make_shared<Started>(std::move(started).value());
+    const std::string id = message_id(p->request.id);
+
+    if (p->stream) {
+      set_sse_headers(res);
+      res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
+        MessagesStream events(id, p->model);
+        ToolCallStream tools(p->tool_names);
+        bool ok = true, started_msg = false;
+        auto write = [&](const std::string& s) {
+          if (ok && !s.empty()) ok = sink.write(s.data(), s.size());
+          return ok;
+        };
+        auto emit = [&](const protocol::Event& e) {
+          if (e.type == protocol::EventType::kStart && !started_msg) {
+            started_msg = true;
+            return write(events.start(e.usage));
+          }
+          if (e.type != protocol::EventType::kToken) return ok;
+          if (!started_msg) {
+            started_msg = true;
+            write(events.start(protocol::Usage{}));
+          }
+          for (const ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
+          return ok;
+        };
+        auto heartbeat = [&] { return write("event: ping\ndata: {\"type\":\"ping\"}\n\n"); };
+        RelayResult r = relay_started(*state, emit, heartbeat, "messages", t0);
+        if (r.outcome == Outcome::kDisconnected) return;
+        if (!started_msg) write(events.start(r.usage));
+        if (!is_complete(r.outcome)) {
+          write(MessagesStream::error(cut_or_error(r)));
+        } else {
+          for (const ToolDelta& d : tools.finish()) write(events.delta(d));
+          write(events.finish(anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
+        }
+        sink.done();
+      });
+      return;
+    }
+    auto still_there = [&req] { return !req.client_gone(); };
+    RelayResult r = relay_started(
+        *state, [&](const protocol::Event&) { return still_there(); }, still_there, "messages", t0);
+    res.set_header("Cache-Control", "no-store");
+    if (r.outcome == Outcome::kDisconnected) {
+      write_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"),
+                  anthropic_error_json(Status(ErrorCode::kCancelled, "client gone")));
+      return;
+    }
+    if (!is_complete(r.outcome)) {
+      const Status st = cut_or_error(r);
+      write_error(res, st, anthropic_error_json(st));
+      return;
+    }
+    ToolCallStream tools(p->tool_names);
+    std::vector<ToolDelta> deltas = tools.feed(r.text);
+    for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
+    const ToolAnswer a = join_tool_deltas(deltas);
+    MessageOut m;
+    m.id = id;
+    m.model = p->model;
+    m.text = a.content;  // as streamed: the leading whitespace dropped
+    m.call_name = a.name;
+    m.call_id = tool_use_id(p->request.id);
+    m.call_arguments = a.arguments;
+    m.stop_reason = anthropic_stop_reason(r.outcome, !a.name.empty());
+    m.usage = r.usage;
+    res.set_content(anthropic_message_json(m), "application/json");
+  });
+}
+
+}  // namespace glm::gateway
