@@ -92,7 +92,8 @@ void walk_vocab(const std::string& vocab_file, const Constraint& constraint,
                 const std::function<void(const std::string&)>& check) {
   const std::string path = kData + "/vocab/" + vocab_file;
   if (access(path.c_str(), R_OK) != 0) GTEST_SKIP() << path << " is absent";
-  // Loaded once per file for all the tests (GLM-4's grammar vocabulary takes seconds).
+  // Loaded once per file and process: the tests of one gtest run share it (ctest runs each test
+  // in its own process, so there every test loads its vocabulary once).
   struct Loaded {
     std::unique_ptr<gguf::File> file;
     std::unique_ptr<tok::Tokenizer> tok;

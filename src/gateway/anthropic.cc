@@ -279,13 +279,13 @@ std::string MessagesStream::start(const protocol::Usage& usage) const {
                                    {"usage", usage_json(u)}}}});
 }
 
-std::string MessagesStream::open_block(const std::string& block_json) {
+std::string MessagesStream::open_block(json block) {
   std::string out = close_block();
   ++index_;
   open_ = true;
-  out += event("content_block_start", {{"type", "content_block_start"},
-                                       {"index", index_},
-                                       {"content_block", json::parse(block_json)}});
+  out += event(
+      "content_block_start",
+      {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(block)}});
   return out;
 }
 
@@ -300,7 +300,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
   switch (d.kind) {
     case ToolDelta::Kind::kContent:
       if (!open_ || !text_) {
-        out += open_block(R"({"type":"text","text":""})");
+        out += open_block({{"type", "text"}, {"text", ""}});
         text_ = true;
       }
       out += event("content_block_delta", {{"type", "content_block_delta"},
@@ -308,11 +308,10 @@ std::string MessagesStream::delta(const ToolDelta& d) {
                                            {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
       break;
     case ToolDelta::Kind::kCallStart:
-      out += open_block(
-          dump_json(json{{"type", "tool_use"},
+      out += open_block({{"type", "tool_use"},
                          {"id", "toolu_" + (id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_)},
                          {"name", d.text},
-                         {"input", json::object()}}));
+                         {"input", json::object()}});
       text_ = false;
       break;
     case ToolDelta::Kind::kArguments:
@@ -328,7 +327,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
 std::string MessagesStream::finish(const std::string& stop_reason, const protocol::Usage& usage) {
   std::string out;
   if (index_ < 0) {  // an empty answer still has its (empty) text block
-    out += open_block(R"({"type":"text","text":""})");
+    out += open_block({{"type", "text"}, {"text", ""}});
     text_ = true;
   }
   out += close_block();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,7 @@ class MessagesStream {
   static std::string error(const Status& status);
 
  private:
-  std::string open_block(const std::string& block_json);
+  std::string open_block(nlohmann::json block);
   std::string close_block();
 
   std::string id_, model_;

@@ -113,6 +113,11 @@ class Gateway {
                             const std::function<bool()>& heartbeat, const char* route,
                             std::chrono::steady_clock::time_point t0);
 
+  // relay_started for a non-streamed answer: nothing is written meanwhile; the request's
+  // connection ending is the client leaving.
+  RelayResult relay_unstreamed(Started& state, const http::Request& req, const char* route,
+                               std::chrono::steady_clock::time_point t0);
+
   // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
   // its HTTP request arrived.
   void record_generation(const char* route, const RelayResult& r,
@@ -153,6 +158,12 @@ class SseWriter {
   explicit SseWriter(http::StreamSink& sink) : sink_(sink) {}
   bool event(const std::string& payload) {
     if (ok_) ok_ = sse_write(sink_, payload);
+    wrote_ = true;
+    return ok_;
+  }
+  // A whole frame of another event format ("event: NAME\ndata: ...\n\n", Anthropic's).
+  bool frame(const std::string& text) {
+    if (ok_ && !text.empty()) ok_ = sink_.write(text);
     wrote_ = true;
     return ok_;
   }

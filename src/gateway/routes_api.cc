@@ -63,10 +63,7 @@ void Gateway::install_api_routes() {
           });
       return;
     }
-    auto still_there = [&req] { return !req.client_gone(); };
-    RelayResult r = relay_started(
-        *state, [&](const protocol::Event&) { return still_there(); }, still_there, "completions",
-        t0);
+    RelayResult r = relay_unstreamed(*state, req, "completions", t0);
     res.set_header("Cache-Control", "no-store");
     if (r.outcome == Outcome::kDisconnected) {
       write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
@@ -100,25 +97,23 @@ void Gateway::install_api_routes() {
       res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
         MessagesStream events(id, p->model);
         ToolCallStream tools(p->tool_names);
-        bool ok = true, started_msg = false;
-        auto write = [&](const std::string& s) {
-          if (ok && !s.empty()) ok = sink.write(s.data(), s.size());
-          return ok;
-        };
+        SseWriter out(sink);
+        bool started_msg = false;
+        auto write = [&](const std::string& s) { return out.frame(s); };
         auto emit = [&](const protocol::Event& e) {
           if (e.type == protocol::EventType::kStart && !started_msg) {
             started_msg = true;
             return write(events.start(e.usage));
           }
-          if (e.type != protocol::EventType::kToken) return ok;
+          if (e.type != protocol::EventType::kToken) return out.ok();
           if (!started_msg) {
             started_msg = true;
             write(events.start(protocol::Usage{}));
           }
           for (const ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
-          return ok;
+          return out.ok();
         };
-        auto heartbeat = [&] { return write("event: ping\ndata: {\"type\":\"ping\"}\n\n"); };
+        auto heartbeat = [&] { return out.heartbeat(); };  // an SSE comment: SDKs skip it
         RelayResult r = relay_started(*state, emit, heartbeat, "messages", t0);
         if (r.outcome == Outcome::kDisconnected) return;
         if (!started_msg) write(events.start(r.usage));
@@ -132,24 +127,16 @@ void Gateway::install_api_routes() {
       });
       return;
     }
-    auto still_there = [&req] { return !req.client_gone(); };
-    RelayResult r = relay_started(
-        *state, [&](const protocol::Event&) { return still_there(); }, still_there, "messages", t0);
+    RelayResult r = relay_unstreamed(*state, req, "messages", t0);
     res.set_header("Cache-Control", "no-store");
-    if (r.outcome == Outcome::kDisconnected) {
-      write_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"),
-                  anthropic_error_json(Status(ErrorCode::kCancelled, "client gone")));
-      return;
-    }
     if (!is_complete(r.outcome)) {
-      const Status st = cut_or_error(r);
+      const Status st = r.outcome == Outcome::kDisconnected
+                            ? Status(ErrorCode::kCancelled, "the client closed the connection")
+                            : cut_or_error(r);
       write_error(res, st, anthropic_error_json(st));
       return;
     }
-    ToolCallStream tools(p->tool_names);
-    std::vector<ToolDelta> deltas = tools.feed(r.text);
-    for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
-    const ToolAnswer a = join_tool_deltas(deltas);
+    const ToolAnswer a = read_tool_answer(p->tool_names, r.text);
     MessageOut m;
     m.id = id;
     m.model = p->model;

@@ -55,6 +55,13 @@ RelayResult Gateway::relay_started(Started& state,
   return r;
 }
 
+RelayResult Gateway::relay_unstreamed(Started& state, const http::Request& req, const char* route,
+                                      Clock::time_point t0) {
+  auto still_there = [&req] { return !req.client_gone(); };
+  return relay_started(
+      state, [&](const protocol::Event&) { return still_there(); }, still_there, route, t0);
+}
+
 void Gateway::install_openai_routes() {
   auto model_object = [](const std::string& id) {
     return json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "glmserve"}};
@@ -148,8 +155,7 @@ void Gateway::install_openai_routes() {
     // the outcome's (an engine that fails mid-answer gives 503, not 200 with an error body).
     // Nothing is written meanwhile: the HTTP layer notices a client that leaves by its
     // connection's end, and the generation is cancelled.
-    auto still_there = [&req] { return !req.client_gone(); };
-    RelayResult r = run([&](const protocol::Event&) { return still_there(); }, still_there);
+    RelayResult r = relay_unstreamed(*state, req, "openai", t0);
     res.set_header("Cache-Control", "no-store");
     if (r.outcome == Outcome::kDisconnected) {
       write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
@@ -161,10 +167,7 @@ void Gateway::install_openai_routes() {
                       "application/json");
     } else {
       // The same reader as the stream's, so both give the same call.
-      ToolCallStream tools(p->tool_names);
-      std::vector<ToolDelta> deltas = tools.feed(r.text);
-      for (ToolDelta& d : tools.finish()) deltas.push_back(std::move(d));
-      const ToolAnswer a = join_tool_deltas(deltas);
+      const ToolAnswer a = read_tool_answer(p->tool_names, r.text);
       const ToolCallOut call{tool_call_id(p->request.id), a.name, a.arguments};
       const bool is_call = !a.name.empty();
       res.set_content(

@@ -174,6 +174,13 @@ std::vector<ToolDelta> ToolCallStream::finish() {
   return out;
 }
 
+ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text) {
+  ToolCallStream s(names);
+  std::vector<ToolDelta> d = s.feed(text);
+  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+  return join_tool_deltas(d);
+}
+
 ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
   ToolAnswer a;
   for (const ToolDelta& d : deltas) {

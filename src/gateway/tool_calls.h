@@ -74,5 +74,7 @@ struct ToolAnswer {
   std::string arguments;
 };
 ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas);
+// A whole (non-streamed) answer read as the stream reads it: feed(text), finish(), joined.
+ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text);
 
 }  // namespace glm::gateway

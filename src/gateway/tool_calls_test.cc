@@ -12,13 +12,6 @@
 namespace glm::gateway {
 namespace {
 
-ToolAnswer read_whole(const std::vector<std::string>& names, const std::string& text) {
-  ToolCallStream s(names);
-  std::vector<ToolDelta> d = s.feed(text);
-  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
-  return join_tool_deltas(d);
-}
-
 // Fed one byte at a time (the worst split): the same answer as whole.
 ToolAnswer read_bytewise(const std::vector<std::string>& names, const std::string& text) {
   ToolCallStream s(names);
@@ -33,7 +26,7 @@ ToolAnswer read_bytewise(const std::vector<std::string>& names, const std::strin
 void expect_answer(const std::vector<std::string>& names, const std::string& text,
                    const std::string& content, const std::string& name,
                    const std::string& arguments) {
-  for (const ToolAnswer& a : {read_whole(names, text), read_bytewise(names, text)}) {
+  for (const ToolAnswer& a : {read_tool_answer(names, text), read_bytewise(names, text)}) {
     EXPECT_EQ(a.content, content) << text;
     EXPECT_EQ(a.name, name) << text;
     EXPECT_EQ(a.arguments, arguments) << text;
