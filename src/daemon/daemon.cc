@@ -37,6 +37,7 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
     case engine::EventType::kToken:
       out.type = protocol::EventType::kToken;
       out.text = ev.text;
+      out.logprobs = ev.logprobs;
       break;
     case engine::EventType::kNotice:
       out.type = protocol::EventType::kNotice;
@@ -312,7 +313,9 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
     case protocol::RequestType::kStats:
       conn->send_line(protocol::serialize_event(stats_event(request->id)));
       return;
-    case protocol::RequestType::kTokenize: {
+    case protocol::RequestType::kTokenize:
+    case protocol::RequestType::kDetokenize:
+    case protocol::RequestType::kPrompt: {
       engine::Engine* e = engine();
       if (e == nullptr) {
         conn->send_line(protocol::serialize_event(
@@ -326,7 +329,20 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
       protocol::Event ev;
       ev.type = protocol::EventType::kTokens;
       ev.id = request->id;
-      ev.tokens = e->tokenize(request->text);
+      if (request->type == protocol::RequestType::kTokenize) {
+        ev.tokens = e->tokenize(request->text);
+      } else if (request->type == protocol::RequestType::kDetokenize) {
+        ev.text = e->detokenize(request->tokens, /*render_special=*/true);
+      } else {
+        auto ids = e->prompt_tokens(to_engine_request(*request, request->id));
+        if (!ids.ok()) {
+          conn->send_line(
+              protocol::serialize_event(protocol::error_event(request->id, ids.status())));
+          return;
+        }
+        ev.tokens = std::move(ids).value();
+        ev.text = e->detokenize(ev.tokens, /*render_special=*/true);
+      }
       conn->send_line(protocol::serialize_event(ev));
       return;
     }

@@ -44,6 +44,12 @@ class RecordingEngine : public engine::Engine {
   engine::Stats stats() const override { return inner_->stats(); }
   engine::Health health() const override { return inner_->health(); }
   std::vector<int32_t> tokenize(const std::string& t) const override { return inner_->tokenize(t); }
+  std::string detokenize(const std::vector<int32_t>& ids, bool special) const override {
+    return inner_->detokenize(ids, special);
+  }
+  StatusOr<std::vector<int32_t>> prompt_tokens(engine::Request r) const override {
+    return inner_->prompt_tokens(std::move(r));
+  }
   int n_ctx() const override { return inner_->n_ctx(); }
   std::string model_name() const override { return inner_->model_name(); }
   bool drain(std::chrono::milliseconds bound) override { return inner_->drain(bound); }

@@ -42,6 +42,7 @@ class RequestObserver : public scheduler::SeqObserver {
       : engine_(engine),
         id_(std::move(id)),
         sink_(std::move(sink)),
+        tok_(tok),
         decoder_(tok),
         stop_(std::move(stops)),
         dropped_(plan.dropped_messages),
@@ -74,7 +75,9 @@ class RequestObserver : public scheduler::SeqObserver {
     e.usage.cached_tokens = info.cached_tokens;
     sink_(e);
   }
-  bool on_token(int32_t token) override {
+  bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
+    if (logprobs != nullptr) pending_logprobs_.push_back(with_bytes(*logprobs));
+    text_started_ = text_started_ || !tok_.is_control(token);
     emit(stop_.push(decoder_.push(token)));
     return !stop_.matched();
   }
@@ -88,23 +91,43 @@ class RequestObserver : public scheduler::SeqObserver {
     e.id = id_;
     return e;
   }
-  void emit(std::string text) {
-    if (text.empty()) return;
+  // A token event for `text` with the log-probabilities of the tokens since the last one. Text
+  // held back (an unfinished character, a possible stop string) keeps its tokens' entries
+  // pending until it goes out; `force` sends the pending entries without text.
+  void emit(std::string text, bool force = false) {
+    if (text.empty() && !(force && !pending_logprobs_.empty())) return;
     text_ += text;
     Event e = event(EventType::kToken);
     e.text = std::move(text);
+    e.logprobs = std::move(pending_logprobs_);
+    pending_logprobs_.clear();
     sink_(e);
+  }
+  // The sampler's ids with the bytes each token adds to the answer.
+  generation::GeneratedLogprobs with_bytes(generation::GeneratedLogprobs lp) const {
+    // As the stream decoder: the first text token of an answer drops SentencePiece's space.
+    const bool at_start = chat_ && !text_started_;
+    auto bytes = [&](int32_t id) {
+      if (tok_.is_control(id)) return std::string();  // adds nothing to the answer
+      return at_start ? tok_.token_bytes_at_start(id) : tok_.token_bytes(id);
+    };
+    lp.chosen.bytes = bytes(lp.chosen.id);
+    for (generation::TokenLogprob& t : lp.top) t.bytes = bytes(t.id);
+    return lp;
   }
 
   EngineImpl* engine_;
   std::string id_;
   EventSink sink_;
+  const tok::Tokenizer& tok_;
   tok::StreamDecoder decoder_;
   StopText stop_;
   int dropped_;
   uint64_t messages_digest_;
   bool chat_;
-  std::string text_;  // everything emitted
+  std::string text_;           // everything emitted
+  bool text_started_ = false;  // a text (not control) token was generated
+  std::vector<generation::GeneratedLogprobs> pending_logprobs_;  // tokens whose text is held
 };
 
 class EngineImpl final : public Engine {
@@ -171,20 +194,16 @@ class EngineImpl final : public Engine {
     }
     if (request.id.empty()) return invalid_argument("request id is empty: give each request one");
     GLM_RETURN_IF_ERROR(generation::validate(request.params));
+    for (const generation::LogitBias& b : request.params.logit_bias) {
+      if (b.token >= model_->config().n_vocab) {
+        return invalid_argument("logit_bias: token " + std::to_string(b.token) +
+                                " is not in this model's vocabulary of " +
+                                std::to_string(model_->config().n_vocab) + " ids");
+      }
+    }
     const auto submitted = Clock::now();
     const bool chat = !request.raw;
-    if (!request.tools.empty()) {
-      if (!chat) return invalid_argument("tools need a chat request (raw prompts take none)");
-      // The tools travel in a system message of their own, first (the template writes them
-      // in its format and never drops a system message to fit the context).
-      tok::Message tools{"system", "", "", request.tools};
-      request.messages.insert(request.messages.begin(), std::move(tools));
-    }
-    StatusOr<PromptPlan> plan =
-        chat ? plan_chat_prompt(*template_, *tokenizer_, std::move(request.messages),
-                                request.params.max_tokens, n_ctx_, !request.conversation.empty())
-             : plan_raw_prompt(*tokenizer_, raw_prefix_, request.prompt, request.params.max_tokens,
-                               n_ctx_);
+    StatusOr<PromptPlan> plan = plan_prompt(&request);
     if (!plan.ok()) return plan.status();
 
     scheduler::SeqRequest r;
@@ -226,6 +245,39 @@ class EngineImpl final : public Engine {
     }
     cv_.notify_all();
     return Status::Ok();
+  }
+
+  // The prompt of a request, as submit() builds it (consumes request.messages).
+  StatusOr<PromptPlan> plan_prompt(Request* request) const {
+    if (!request->raw && !request->tools.empty()) {
+      // The tools travel in a system message of their own, first (the template writes them
+      // in its format and never drops a system message to fit the context).
+      tok::Message tools{"system", "", "", request->tools};
+      request->messages.insert(request->messages.begin(), std::move(tools));
+    } else if (!request->tools.empty()) {
+      return invalid_argument("tools need a chat request (raw prompts take none)");
+    }
+    if (request->raw) {
+      return plan_raw_prompt(*tokenizer_, raw_prefix_, request->prompt, request->params.max_tokens,
+                             n_ctx_);
+    }
+    return plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
+                            request->params.max_tokens, n_ctx_, !request->conversation.empty());
+  }
+
+  StatusOr<std::vector<int32_t>> prompt_tokens(Request request) const override {
+    GLM_RETURN_IF_ERROR(generation::validate(request.params));
+    StatusOr<PromptPlan> plan = plan_prompt(&request);
+    if (!plan.ok()) return plan.status();
+    return std::move(plan->prompt);
+  }
+
+  std::string detokenize(const std::vector<int32_t>& ids, bool render_special) const override {
+    std::vector<int32_t> known;
+    for (int32_t id : ids) {
+      if (id >= 0 && id < tokenizer_->n_vocab()) known.push_back(id);
+    }
+    return tokenizer_->decode(known, render_special);
   }
 
   void cancel(const std::string& id) override {
@@ -344,7 +396,9 @@ class EngineImpl final : public Engine {
 
 void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   const bool cancelled = info->reason == FinishReason::kCancelled;
-  if (!cancelled) emit(stop_.push(decoder_.flush()) + stop_.flush());
+  // The tokens that completed a stop string are not part of the answer, nor their entries.
+  if (stop_.matched()) pending_logprobs_.clear();
+  if (!cancelled) emit(stop_.push(decoder_.flush()) + stop_.flush(), /*force=*/true);
   Event e = event(EventType::kDone);
   e.finish_reason = info->reason;
   e.usage = info->usage;

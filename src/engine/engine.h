@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "generation/constraint.h"
+#include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
@@ -53,9 +54,13 @@ enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
-  int queue_position = 0;    // kQueued
-  Usage usage;               // kStart: prompt and cached tokens; kDone: all three
-  std::string text;          // kToken: whole UTF-8 characters; kNotice: message
+  int queue_position = 0;  // kQueued
+  Usage usage;             // kStart: prompt and cached tokens; kDone: all three
+  std::string text;        // kToken: whole UTF-8 characters; kNotice: message
+  // kToken, when the request asked for them (params.top_logprobs >= 0): the tokens this event
+  // completes, in order (a token's text may go out with a later event; the tokens that
+  // complete a stop string are never reported). May come with empty text at the end.
+  std::vector<generation::GeneratedLogprobs> logprobs;
   int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
   FinishReason finish_reason = FinishReason::kStop;  // kDone
   Timings timings;                                   // kDone
@@ -93,6 +98,12 @@ class Engine {
   virtual Stats stats() const = 0;
   virtual Health health() const = 0;
   virtual std::vector<int32_t> tokenize(const std::string& text) const = 0;
+  // Ids -> text; control tokens render as their text ("<|user|>") when render_special.
+  // Ids outside the vocabulary render as nothing.
+  virtual std::string detokenize(const std::vector<int32_t>& ids, bool render_special) const = 0;
+  // The tokens `request` would be prefilled with (its chat template applied, its tools written
+  // in, trimmed to fit as submit() does), without running it; errors as submit()'s.
+  virtual StatusOr<std::vector<int32_t>> prompt_tokens(Request request) const = 0;
   virtual int n_ctx() const = 0;
   virtual std::string model_name() const = 0;
   // Stops accepting requests, lets the ones in flight finish for at most `bound`, cancels the

@@ -4,11 +4,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
+#include "core/utf8.h"
 #include "engine/engine.h"
+#include "engine/prompt.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "tokenizer/tokenizer.h"
 
 namespace glm::engine {
 namespace {
@@ -19,11 +26,16 @@ struct Results {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> text;
+  std::map<std::string, std::vector<generation::GeneratedLogprobs>> logprobs;
   std::map<std::string, Event> start, done;
   EventSink sink() {
     return [this](const Event& e) {
       std::lock_guard<std::mutex> lock(mu);
-      if (e.type == EventType::kToken) text[e.id] += e.text;
+      if (e.type == EventType::kToken) {
+        text[e.id] += e.text;
+        auto& lp = logprobs[e.id];
+        lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
+      }
       if (e.type == EventType::kStart) start[e.id] = e;
       if (e.type == EventType::kDone || e.type == EventType::kError) done[e.id] = e;
       cv.notify_all();
@@ -109,6 +121,72 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
           (d.finish_reason == FinishReason::kLength ? 1 : 0);
     m.push_back({"assistant", r.text[id]});
     m.push_back({"user", "and then? " + std::to_string(turn)});
+  }
+}
+
+// The acceptance of logprobs: at temperature 0 each chosen token is the first alternative, and
+// every reported log-probability equals the log-softmax of the logits that `glmserve eval`'s
+// procedure (model::evaluate, f16 KV like the server's) computes for the same tokens, although
+// the engine prefilled in chunks and batched the request with another.
+TEST(EngineReal, LogprobsAreTheModelsLogSoftmaxOfTheSameTokens) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  const std::vector<tok::Message> messages = {{"user",
+                                               "What is the capital of France? Answer in "
+                                               "one long sentence, please."}};
+  auto e = load(2);
+  ASSERT_NE(e, nullptr);
+  Results r;
+  Request req = greedy("lp", messages, 10);
+  req.params.top_logprobs = 5;
+  ASSERT_TRUE(e->submit(greedy("other", {{"user", "hello"}}, 10), r.sink()).ok());
+  ASSERT_TRUE(e->submit(req, r.sink()).ok());
+  ASSERT_TRUE(r.wait("lp"));
+  ASSERT_TRUE(r.wait("other"));
+  ASSERT_EQ(r.done["lp"].type, EventType::kDone);
+  const auto& got = r.logprobs["lp"];
+  ASSERT_EQ(static_cast<int>(got.size()), r.done["lp"].usage.completion_tokens);
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_TRUE(r.logprobs["other"].empty());  // not asked for
+
+  auto file = gguf::File::open(kModel);
+  ASSERT_TRUE(file.ok());
+  std::shared_ptr<const gguf::File> shared(std::move(file.value()));
+  auto model = model::load_model(shared, model::LoadOptions{});
+  ASSERT_TRUE(model.ok());
+  auto tokenizer = tok::Tokenizer::from_gguf(*shared);
+  ASSERT_TRUE(tokenizer.ok());
+  auto tmpl = tok::ChatTemplate::for_model(*shared, **tokenizer);
+  ASSERT_TRUE(tmpl.ok());
+  auto plan = plan_chat_prompt(**tmpl, **tokenizer, messages, 10, 512, false);
+  ASSERT_TRUE(plan.ok());
+  std::vector<int32_t> decode;
+  std::string bytes;
+  for (size_t i = 0; i + 1 < got.size(); ++i) decode.push_back(got[i].chosen.id);
+  for (const auto& g : got) bytes += g.chosen.bytes;
+  // The tokens' bytes spell the answer (random weights give stray bytes: U+FFFD in the text).
+  EXPECT_EQ(utf8_sanitize(bytes), r.text["lp"]);
+  model::EvalOptions eo;
+  eo.kv_type = DType::kF16;
+  auto rows = model::evaluate(**model, plan->prompt, decode, eo);
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  const size_t first = plan->prompt.size() - 1;  // the row that predicts the first answer token
+  ASSERT_EQ(rows->size(), first + got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::vector<float>& logits = (*rows)[first + i].values;
+    double m = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (float v : logits) z += std::exp(v - m);
+    auto log_softmax = [&](int32_t id) { return logits[id] - m - std::log(z); };
+    SCOPED_TRACE("token " + std::to_string(i));
+    EXPECT_NEAR(got[i].chosen.logprob, log_softmax(got[i].chosen.id), 1e-4);
+    ASSERT_EQ(got[i].top.size(), 5u);
+    EXPECT_EQ(got[i].top[0].id, got[i].chosen.id);
+    for (size_t k = 0; k < got[i].top.size(); ++k) {
+      EXPECT_NEAR(got[i].top[k].logprob, log_softmax(got[i].top[k].id), 1e-4);
+      if (k > 0) {
+        EXPECT_LE(got[i].top[k].logprob, got[i].top[k - 1].logprob);
+      }
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "gateway/logprobs.h"
 #include "protocol/sampling_json.h"
 
 namespace glm::gateway {
@@ -19,11 +20,13 @@ json usage_json(const protocol::Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-json choice_json(const std::string& text, const std::string& finish_reason) {
-  return {{"text", text},
-          {"index", 0},
-          {"logprobs", nullptr},
-          {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+json choice_json(const std::string& text, const std::string& finish_reason,
+                 const std::vector<generation::GeneratedLogprobs>* logprobs, size_t text_offset) {
+  return {
+      {"text", text},
+      {"index", 0},
+      {"logprobs", logprobs != nullptr ? completion_logprobs_json(*logprobs, text_offset) : json()},
+      {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
 }
 
 }  // namespace
@@ -58,10 +61,8 @@ StatusOr<CompletionRequest> parse_completion_request(const std::string& body_tex
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null()) {
     return bad("suffix is not supported: the served model does no fill-in-the-middle");
   }
-  for (const char* k : {"logprobs", "best_of"}) {
-    if (auto it = body.find(k); it != body.end() && !it->is_null() && *it != 0 && *it != 1) {
-      return bad(std::string(k) + " is not supported yet");
-    }
+  if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && *it != 1) {
+    return bad("best_of is not supported (one completion per request)");
   }
   if (auto it = body.find("n"); it != body.end() && !it->is_null() && *it != 1) {
     return bad("n must be 1 (one completion per request)");
@@ -82,27 +83,43 @@ StatusOr<CompletionRequest> parse_completion_request(const std::string& body_tex
   }
   out.request.params.max_tokens = 16;  // OpenAI's default for completions
   GLM_RETURN_IF_ERROR(protocol::read_sampling(body, "", &out.request.params));
+  // logprobs: N (0..5) = each token's log-probability and its N best alternatives.
+  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 5) {
+      return bad("logprobs must be an integer in [0, 5] (the alternatives per token)");
+    }
+    if (out.echo) {
+      return bad(
+          "echo with logprobs is not supported: this server reports the log-probabilities of "
+          "generated tokens, not of the prompt's");
+    }
+    out.request.params.top_logprobs = it->get<int>();
+  }
   return out;
 }
 
 std::string completion_chunk_text_json(const std::string& id, int64_t created,
                                        const std::string& model, const std::string& text,
-                                       const std::string& finish_reason) {
-  return dump_json(json{{"id", id},
-                        {"object", "text_completion"},
-                        {"created", created},
-                        {"model", model},
-                        {"choices", json::array({choice_json(text, finish_reason)})}});
+                                       const std::string& finish_reason,
+                                       const std::vector<generation::GeneratedLogprobs>* logprobs,
+                                       size_t text_offset) {
+  return dump_json(
+      json{{"id", id},
+           {"object", "text_completion"},
+           {"created", created},
+           {"model", model},
+           {"choices", json::array({choice_json(text, finish_reason, logprobs, text_offset)})}});
 }
 
 std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
                                  const std::string& text, const std::string& finish_reason,
-                                 const protocol::Usage& usage) {
+                                 const protocol::Usage& usage,
+                                 const std::vector<generation::GeneratedLogprobs>* logprobs) {
   return dump_json(json{{"id", id},
                         {"object", "text_completion"},
                         {"created", created},
                         {"model", model},
-                        {"choices", json::array({choice_json(text, finish_reason)})},
+                        {"choices", json::array({choice_json(text, finish_reason, logprobs, 0)})},
                         {"usage", usage_json(usage)}});
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "protocol/protocol.h"
@@ -22,17 +23,21 @@ struct CompletionRequest {
 
 // `prompt` (a string, or an array of one string), `max_tokens` (default 16, as OpenAI's),
 // `temperature`, `top_p`, `stop`, `seed`, ... (the one sampling mapping), `stream`,
-// `stream_options.include_usage`, `echo`. Refused with a 400 naming the field: several prompts
-// or token-id prompts, `suffix` (no fill-in-the-middle model), `n` > 1, `logprobs`, `best_of`.
+// `stream_options.include_usage`, `echo`, `logprobs` (0..5 alternatives). Refused with a 400
+// naming the field: several prompts or token-id prompts, `suffix` (no fill-in-the-middle
+// model), `n` > 1, `best_of`, `echo` with `logprobs` (no prompt log-probabilities).
 StatusOr<CompletionRequest> parse_completion_request(const std::string& body);
 
 // One `text_completion` chunk (streaming) or the whole object; an empty `finish_reason` writes
-// null.
-std::string completion_chunk_text_json(const std::string& id, int64_t created,
-                                       const std::string& model, const std::string& text,
-                                       const std::string& finish_reason);
-std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
-                                 const std::string& text, const std::string& finish_reason,
-                                 const protocol::Usage& usage);
+// null. With `logprobs`, the choice carries them in the legacy shape, text offsets counted from
+// `text_offset` (the bytes of the answer before this chunk).
+std::string completion_chunk_text_json(
+    const std::string& id, int64_t created, const std::string& model, const std::string& text,
+    const std::string& finish_reason,
+    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr, size_t text_offset = 0);
+std::string text_completion_json(
+    const std::string& id, int64_t created, const std::string& model, const std::string& text,
+    const std::string& finish_reason, const protocol::Usage& usage,
+    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
 
 }  // namespace glm::gateway

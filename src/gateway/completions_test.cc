@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace glm::gateway {
 namespace {
@@ -34,7 +36,13 @@ TEST(Completions, UnsupportedFieldsAreRefusedByName) {
            {R"({"prompt":[[1,2,3]]})", "prompt"},
            {R"({"prompt":"a","suffix":"z"})", "suffix"},
            {R"({"prompt":"a","n":2})", "n"},
-           {R"({"prompt":"a","logprobs":5})", "logprobs"},
+           {R"({"prompt":"a","logprobs":6})", "logprobs"},
+           {R"({"prompt":"a","logprobs":true})", "logprobs"},
+           {R"({"prompt":"a","logprobs":2,"echo":true})", "echo"},
+           {R"({"prompt":"a","best_of":2})", "best_of"},
+           {R"({"prompt":"a","logit_bias":{"x":1}})", "logit_bias"},
+           {R"({"prompt":"a","logit_bias":{"5":101}})", "logit_bias"},
+           {R"({"prompt":"a","presence_penalty":3})", "presence_penalty"},
            {R"({"prompt":"a","echo":"yes"})", "echo"},
            {R"({"prompt":""})", "prompt"},
            {R"({"max_tokens":4})", "prompt"},
@@ -43,6 +51,40 @@ TEST(Completions, UnsupportedFieldsAreRefusedByName) {
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
   }
+}
+
+TEST(Completions, LogprobsAndPenaltiesReachTheRequest) {
+  auto r = parse_completion_request(
+      R"({"prompt":"a","logprobs":3,"presence_penalty":0.5,"frequency_penalty":-1,)"
+      R"("logit_bias":{"7":-100,"12":2.5}})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->request.params.top_logprobs, 3);
+  EXPECT_FLOAT_EQ(r->request.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r->request.params.frequency_penalty, -1.0f);
+  auto bias = r->request.params.logit_bias;  // in the JSON object's (sorted) key order
+  std::sort(bias.begin(), bias.end(), [](auto& a, auto& b) { return a.token < b.token; });
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias[0], (generation::LogitBias{7, -100.0f}));
+  EXPECT_EQ(bias[1], (generation::LogitBias{12, 2.5f}));
+  auto off = parse_completion_request(R"({"prompt":"a"})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->request.params.top_logprobs, -1);
+}
+
+TEST(Completions, LogprobsInTheLegacyShape) {
+  // " Hi" then a token ending inside "é" (0xC3 0xA9): the token shows U+FFFD, offsets count
+  // bytes from the chunk's start.
+  std::vector<generation::GeneratedLogprobs> lp = {
+      {{5, " Hi", -0.25f}, {{5, " Hi", -0.25f}, {6, " Ho", -1.5f}}},
+      {{9, "\xC3", -0.5f}, {{9, "\xC3", -0.5f}, {3, "!", -2.0f}}}};
+  const json c = json::parse(completion_chunk_text_json("cmpl-1", 9, "m", " Hi", "", &lp, 4));
+  const json& l = c["choices"][0]["logprobs"];
+  EXPECT_EQ(l["tokens"], json::array({" Hi", "\uFFFD"}));
+  EXPECT_EQ(l["token_logprobs"], json::array({-0.25, -0.5}));
+  EXPECT_EQ(l["top_logprobs"][0], json({{" Hi", -0.25}, {" Ho", -1.5}}));
+  EXPECT_EQ(l["text_offset"], json::array({4, 7}));
+  const json plain = json::parse(completion_chunk_text_json("cmpl-1", 9, "m", "x", ""));
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
 }
 
 TEST(Completions, Shapes) {

@@ -97,6 +97,7 @@ StatusOr<std::unique_ptr<Gateway>> Gateway::create(const GatewayOptions& options
   g->install_openai_routes();
   g->install_chat_routes();
   g->install_api_routes();
+  g->install_util_routes();
   return g;
 }
 
@@ -140,7 +141,9 @@ void Gateway::install_middleware() {
       res.status = 421;
       return true;
     }
-    const bool api = starts_with(req.path, "/v1/") || starts_with(req.path, "/api/");
+    const bool api = starts_with(req.path, "/v1/") || starts_with(req.path, "/api/") ||
+                     req.path == "/tokenize" || req.path == "/detokenize" ||
+                     req.path == "/apply-template";
     const std::string& origin = req.header("Origin");
     const bool cors = !options_.cors_origin.empty() && !origin.empty() &&
                       (options_.cors_origin == "*" || options_.cors_origin == origin) &&

@@ -81,6 +81,11 @@ class Gateway {
   void install_openai_routes();
   void install_chat_routes();
   void install_api_routes();  // /v1/completions, /v1/messages (routes_api.cc)
+  // /tokenize, /detokenize, /apply-template, /v1/messages/count_tokens (routes_util.cc)
+  void install_util_routes();
+  // A one-line engine request (tokenize, detokenize, prompt) and its tokens reply; the
+  // engine's error event becomes the status.
+  StatusOr<protocol::Event> query_tokens(const protocol::Request& request);
 
   // The streams POST /api/stop can cancel, by request id, with the conversation they answer
   // (deleting a conversation cancels its generation).

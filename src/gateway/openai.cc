@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "gateway/logprobs.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "protocol/sampling_json.h"
@@ -249,9 +250,19 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
       return bad("n must be 1 (one answer per request)");
     }
   }
-  // Sampling fields (temperature, top_p, max_tokens / max_completion_tokens, seed, stop, and
-  // the extensions top_k, repetition_penalty): the one mapping the engine socket uses too.
+  // Sampling fields (temperature, top_p, max_tokens / max_completion_tokens, seed, stop,
+  // presence / frequency penalties, logit_bias, top_logprobs, and the extensions top_k, min_p,
+  // repetition_penalty): the one mapping the engine socket uses too.
   GLM_RETURN_IF_ERROR(protocol::read_sampling(body, "", &out.request.params));
+  // logprobs: true turns log-probabilities on (top_logprobs alternatives, default 0).
+  bool logprobs = false;
+  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("logprobs must be true or false");
+    logprobs = it->get<bool>();
+  }
+  int& top = out.request.params.top_logprobs;
+  if (!logprobs && top >= 0) return bad("top_logprobs needs logprobs: true");
+  top = logprobs ? std::max(top, 0) : -1;
   // glmserve extension: KV reuse across the turns of one conversation.
   if (auto it = body.find("conversation"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return bad("conversation must be a string");
@@ -335,11 +346,14 @@ std::string openai_finish_reason(Outcome outcome) {
 
 std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                   const std::string* content, bool role,
-                                  const std::string& finish_reason) {
+                                  const std::string& finish_reason,
+                                  const std::vector<generation::GeneratedLogprobs>* logprobs) {
   json delta = json::object();
   if (role) delta["role"] = "assistant";
   if (content) delta["content"] = *content;
-  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
+  json choice = {{"index", 0},
+                 {"delta", delta},
+                 {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()}};
   choice["finish_reason"] = finish_reason.empty() ? json() : json(finish_reason);
   json j = {
       {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
@@ -364,7 +378,8 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage, const ToolCallOut* call) {
+                            const protocol::Usage& usage, const ToolCallOut* call,
+                            const std::vector<generation::GeneratedLogprobs>* logprobs) {
   json message = {{"role", "assistant"}, {"content", content}};
   if (call != nullptr) {
     if (content.empty()) message["content"] = nullptr;
@@ -373,20 +388,22 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
                       {"type", "function"},
                       {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
   }
-  json j = {{"id", id},
-            {"object", "chat.completion"},
-            {"created", created},
-            {"model", model},
-            {"system_fingerprint", nullptr},
-            {"choices", json::array({{{"index", 0},
-                                      {"message", std::move(message)},
-                                      {"logprobs", nullptr},
-                                      {"finish_reason", finish_reason}}})},
-            {"usage",
-             {{"prompt_tokens", usage.prompt_tokens},
-              {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+  json j = {
+      {"id", id},
+      {"object", "chat.completion"},
+      {"created", created},
+      {"model", model},
+      {"system_fingerprint", nullptr},
+      {"choices",
+       json::array({{{"index", 0},
+                     {"message", std::move(message)},
+                     {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()},
+                     {"finish_reason", finish_reason}}})},
+      {"usage",
+       {{"prompt_tokens", usage.prompt_tokens},
+        {"completion_tokens", usage.completion_tokens},
+        {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+        {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
   return dump_json(j);
 }
 

@@ -49,9 +49,11 @@ std::string openai_finish_reason(Outcome outcome);
 
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the
 // assistant role to the delta (first chunk); empty `finish_reason` writes null.
-std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
-                                  const std::string* content, bool role,
-                                  const std::string& finish_reason);
+// With `logprobs` (the request asked for them), the chunk's choice carries those entries.
+std::string completion_chunk_json(
+    const std::string& id, int64_t created, const std::string& model, const std::string* content,
+    bool role, const std::string& finish_reason,
+    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
 // A chunk whose delta is tool call 0: its start (`call_id` and `name` set: id, type, name and
 // empty arguments) or an arguments fragment (both empty).
 std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -72,6 +74,7 @@ struct ToolCallOut {
 };
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage, const ToolCallOut* call = nullptr);
+                            const protocol::Usage& usage, const ToolCallOut* call = nullptr,
+                            const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
 
 }  // namespace glm::gateway

@@ -64,6 +64,14 @@ TEST(OpenAI, RejectsBadFieldsByName) {
       {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})",
        "include_usage"},
       {R"({"messages":[{"role":"user","content":[{"type":7,"text":"x"}]}]})", "parts"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logprobs":1})", "logprobs"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "logprobs: true"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+       "top_logprobs"},
+      {R"({"messages":[{"role":"user","content":"x"}],"frequency_penalty":-2.5})",
+       "frequency_penalty"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":[1]})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"-3":1}})", "-3"},
   };
   for (const Case& c : cases) {
     auto r = parse_chat_completion(c.body);
@@ -72,6 +80,36 @@ TEST(OpenAI, RejectsBadFieldsByName) {
     EXPECT_NE(r.status().message().find(c.mentions), std::string::npos)
         << c.body << " -> " << r.status().message();
   }
+}
+
+TEST(OpenAI, LogprobsTurnOnWithTheirAlternatives) {
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  auto on = parse_chat_completion("{" + m + R"(,"logprobs":true,"top_logprobs":4})");
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_EQ(on->request.params.top_logprobs, 4);
+  auto bare = parse_chat_completion("{" + m + R"(,"logprobs":true})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->request.params.top_logprobs, 0);
+  auto off = parse_chat_completion("{" + m + R"(,"logprobs":false})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->request.params.top_logprobs, -1);
+
+  std::vector<generation::GeneratedLogprobs> lp = {
+      {{5, " Hi", -0.25f}, {{5, " Hi", -0.25f}, {6, "\xE4", -1.5f}}}};
+  const std::string text = " Hi";
+  json c = json::parse(completion_chunk_json("id1", 5, "m", &text, false, "", &lp));
+  const json& content = c["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 1u);
+  EXPECT_EQ(content[0]["token"], " Hi");
+  EXPECT_EQ(content[0]["logprob"], -0.25);
+  EXPECT_EQ(content[0]["bytes"], json::array({32, 72, 105}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "\uFFFD");
+  EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json::array({0xE4}));
+  EXPECT_TRUE(c["choices"][0]["logprobs"]["refusal"].is_null());
+  json whole = json::parse(completion_json("id1", 5, "m", " Hi", "stop", {}, nullptr, &lp));
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"], content);
+  json none = json::parse(completion_json("id1", 5, "m", " Hi", "stop", {}));
+  EXPECT_TRUE(none["choices"][0]["logprobs"].is_null());
 }
 
 TEST(OpenAI, ErrorJsonShape) {

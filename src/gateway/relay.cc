@@ -81,6 +81,7 @@ RelayResult relay_generation(EngineStream& stream,
         return result;
       case protocol::EventType::kToken:
         result.text += e.text;
+        result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         if (result.first_token_at == Clock::time_point{}) result.first_token_at = Clock::now();
         break;
       case protocol::EventType::kNotice:

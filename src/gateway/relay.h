@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "gateway/engine_client.h"
@@ -26,6 +27,7 @@ struct RelayResult {
   Outcome outcome = Outcome::kError;
   Status error;      // with kError
   std::string text;  // everything generated (the partial answer if stopped)
+  std::vector<generation::GeneratedLogprobs> logprobs;  // of every token, when asked for
   protocol::Usage usage;
   protocol::Timings timings;  // engine-side, from the done event
   std::string notice;         // the engine's trim notice, if any

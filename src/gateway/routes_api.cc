@@ -43,9 +43,15 @@ void Gateway::install_api_routes() {
             SseWriter out(sink);
             if (!echo.empty())
               out.event(completion_chunk_text_json(id, created, p->model, echo, ""));
+            const bool logprobs = p->request.params.top_logprobs >= 0;
+            size_t offset = 0;  // bytes of the answer so far, for text_offset
             auto emit = [&](const protocol::Event& e) {
               if (e.type != protocol::EventType::kToken) return out.ok();
-              return out.event(completion_chunk_text_json(id, created, p->model, e.text, ""));
+              const bool ok = out.event(completion_chunk_text_json(
+                  id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, offset));
+              for (const generation::GeneratedLogprobs& g : e.logprobs)
+                offset += g.chosen.bytes.size();
+              return ok;
             };
             RelayResult r = relay_started(
                 *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
@@ -70,8 +76,10 @@ void Gateway::install_api_routes() {
     } else if (!is_complete(r.outcome)) {
       write_json_error(res, cut_or_error(r));
     } else {
+      const bool logprobs = p->request.params.top_logprobs >= 0;
       res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
-                                           openai_finish_reason(r.outcome), r.usage),
+                                           openai_finish_reason(r.outcome), r.usage,
+                                           logprobs ? &r.logprobs : nullptr),
                       "application/json");
     }
   });

@@ -128,7 +128,9 @@ void Gateway::install_openai_routes() {
         auto emit = [&](const protocol::Event& e) {
           if (e.type != protocol::EventType::kToken) return out.ok();
           if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
-          return out.event(completion_chunk_json(id, created, p->model, &e.text, false, ""));
+          const bool logprobs = p->request.params.top_logprobs >= 0;
+          return out.event(completion_chunk_json(id, created, p->model, &e.text, false, "",
+                                                 logprobs ? &e.logprobs : nullptr));
         };
         auto heartbeat = [&] { return out.heartbeat(); };
         RelayResult r = run(emit, heartbeat);
@@ -162,9 +164,11 @@ void Gateway::install_openai_routes() {
     } else if (!is_complete(r.outcome)) {
       write_json_error(res, cut_or_error(r));  // counted by record_generation
     } else if (p->tool_names.empty()) {
-      res.set_content(completion_json(p->request.id, created, p->model, r.text,
-                                      openai_finish_reason(r.outcome), r.usage),
-                      "application/json");
+      const bool logprobs = p->request.params.top_logprobs >= 0;
+      res.set_content(
+          completion_json(p->request.id, created, p->model, r.text, openai_finish_reason(r.outcome),
+                          r.usage, nullptr, logprobs ? &r.logprobs : nullptr),
+          "application/json");
     } else {
       // The same reader as the stream's, so both give the same call.
       const ToolAnswer a = read_tool_answer(p->tool_names, r.text);

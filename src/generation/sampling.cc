@@ -52,6 +52,26 @@ Status validate(const SamplingParams& p) {
                               " bytes; the limit is " + std::to_string(kMaxStopBytes));
     }
   }
+  if (static_cast<int>(p.logit_bias.size()) > kMaxLogitBias) {
+    return invalid_argument("logit_bias: at most " + std::to_string(kMaxLogitBias) +
+                            " tokens, got " + std::to_string(p.logit_bias.size()));
+  }
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const LogitBias& b = p.logit_bias[i];
+    if (b.token < 0) {
+      return invalid_argument("logit_bias: token ids are non-negative, got " +
+                              std::to_string(b.token));
+    }
+    if (!(std::fabs(b.bias) <= kMaxLogitBiasValue)) {
+      return invalid_argument("logit_bias: the bias of token " + std::to_string(b.token) +
+                              " must be in [-100, 100], got " + number(b.bias));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (p.logit_bias[j].token == b.token) {
+        return invalid_argument("logit_bias: token " + std::to_string(b.token) + " appears twice");
+      }
+    }
+  }
   return Status::Ok();
 }
 

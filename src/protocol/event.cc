@@ -41,6 +41,56 @@ std::string get_str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// {"id":5,"bytes":[32,104],"logprob":-0.25}: bytes as numbers, since a token may end inside a
+// UTF-8 character, which a JSON string cannot hold.
+json token_logprob_json(const generation::TokenLogprob& t) {
+  json bytes = json::array();
+  for (unsigned char c : t.bytes) bytes.push_back(static_cast<int>(c));
+  return {{"id", t.id}, {"bytes", std::move(bytes)}, {"logprob", t.logprob}};
+}
+
+json logprobs_json(const std::vector<generation::GeneratedLogprobs>& all) {
+  json out = json::array();
+  for (const generation::GeneratedLogprobs& g : all) {
+    json entry = token_logprob_json(g.chosen);
+    json top = json::array();
+    for (const generation::TokenLogprob& t : g.top) top.push_back(token_logprob_json(t));
+    entry["top"] = std::move(top);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+generation::TokenLogprob read_token_logprob(const json& j) {
+  generation::TokenLogprob t;
+  if (!j.is_object()) return t;
+  t.id = get_int(j, "id");
+  t.logprob = static_cast<float>(get_double(j, "logprob"));
+  if (auto it = j.find("bytes"); it != j.end() && it->is_array()) {
+    for (const json& b : *it) {
+      if (b.is_number_integer()) t.bytes.push_back(static_cast<char>(b.get<int>() & 0xff));
+    }
+  }
+  return t;
+}
+
+std::vector<generation::GeneratedLogprobs> read_logprobs(const json& j) {
+  std::vector<generation::GeneratedLogprobs> out;
+  auto it = j.find("logprobs");
+  if (it == j.end() || !it->is_array()) return out;
+  for (const json& entry : *it) {
+    generation::GeneratedLogprobs g;
+    g.chosen = read_token_logprob(entry);
+    if (entry.is_object()) {
+      if (auto top = entry.find("top"); top != entry.end() && top->is_array()) {
+        for (const json& t : *top) g.top.push_back(read_token_logprob(t));
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* event_type_name(EventType t) {
@@ -59,6 +109,10 @@ std::string serialize_event(const Event& e) {
     append_json_string(&out, e.id);
     out += ",\"event\":\"token\",\"text\":";
     append_json_string(&out, e.text);
+    if (!e.logprobs.empty()) {
+      out += ",\"logprobs\":";
+      out += dump_json(logprobs_json(e.logprobs));
+    }
     out += '}';
     return out;
   }
@@ -123,6 +177,7 @@ std::string serialize_event(const Event& e) {
     }
     case EventType::kTokens:
       j["tokens"] = e.tokens;
+      if (!e.text.empty()) j["text"] = e.text;
       break;
     case EventType::kCancel:
       j["found"] = e.found;
@@ -158,6 +213,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");
+      e.logprobs = read_logprobs(j);
       break;
     case EventType::kNotice:
       e.message = get_str(j, "message");
@@ -215,6 +271,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.stats.uptime_s = get_double(j, "uptime_s");
       break;
     case EventType::kTokens: {
+      e.text = get_str(j, "text");
       auto it = j.find("tokens");
       if (it != j.end() && it->is_array()) {
         for (const json& t : *it) {

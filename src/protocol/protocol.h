@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "generation/constraint.h"
+#include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
@@ -32,7 +33,9 @@ struct Limits {
   int max_depth = 16;         // JSON nesting
 };
 
-enum class RequestType { kGenerate, kCancel, kHealth, kStats, kTokenize };
+// kPrompt: a generate request's prompt, not run: the tokens (and their text) the engine would
+// prefill for it. kDetokenize: ids -> text.
+enum class RequestType { kGenerate, kCancel, kHealth, kStats, kTokenize, kDetokenize, kPrompt };
 const char* request_type_name(RequestType t);
 
 struct Message {
@@ -67,6 +70,8 @@ struct Request {
   std::string tools;
   // kTokenize
   std::string text;
+  // kDetokenize
+  std::vector<int32_t> tokens;
   // kCancel: `id` names the request to cancel.
 };
 
@@ -93,11 +98,14 @@ struct StatsInfo : generation::Stats {
 // One event line. Which fields are meaningful depends on `type` (see docs/protocol.md).
 struct Event {
   EventType type = EventType::kToken;
-  std::string id;            // may be empty only for kError on a line without a readable id
-  int position = 0;          // kQueued
-  std::string text;          // kToken: whole UTF-8 characters
-  std::string message;       // kNotice, kError
-  int dropped_messages = 0;  // kNotice
+  std::string id;    // may be empty only for kError on a line without a readable id
+  int position = 0;  // kQueued
+  std::string text;  // kToken: whole UTF-8 characters
+  // kToken: the log-probabilities of the tokens this event completes, when the request asked
+  // (params.top_logprobs >= 0); see engine::Event.
+  std::vector<generation::GeneratedLogprobs> logprobs;
+  std::string message;                               // kNotice, kError
+  int dropped_messages = 0;                          // kNotice
   FinishReason finish_reason = FinishReason::kStop;  // kDone
   Usage usage;                      // kStart: prompt and cached tokens; kDone: all three
   Timings timings;                  // kDone
@@ -108,7 +116,7 @@ struct Event {
   int n_ctx = 0;                    // kHealth
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
   StatsInfo stats;                  // kStats
-  std::vector<int32_t> tokens;      // kTokens
+  std::vector<int32_t> tokens;      // kTokens (also: text, for detokenize and prompt replies)
   bool found = false;               // kCancel: the id was in flight
 };
 

@@ -205,7 +205,12 @@ TEST(ParseRequest, EverySamplingFieldRoundTrips) {
   r.params.repetition_penalty = 1.3f;
   r.params.seed = 99;
   r.params.max_tokens = 33;
+  r.params.presence_penalty = 0.5f;
+  r.params.frequency_penalty = -0.25f;
+  r.params.top_logprobs = 3;
+  r.params.logit_bias = {{17, -100.0f}, {4, 2.5f}};
   const std::string line = serialize_request(r);
+  EXPECT_NE(line.find(R"("logit_bias":{"17":-100.0,"4":2.5})"), std::string::npos) << line;
   EXPECT_NE(line.find(R"("temperature":0.7,)"), std::string::npos) << line;
   EXPECT_EQ(parse_ok(line).params, r.params);
   // Defaults are not written.
@@ -329,6 +334,11 @@ TEST(Events, RoundTripEveryType) {
   t.id = "r1";
   t.text = "你\n\"x\"\\";
   EXPECT_EQ(round_trip(t).text, t.text);
+  EXPECT_TRUE(round_trip(t).logprobs.empty());
+  // Log-probabilities travel with exact bytes (a token may end inside a character).
+  t.logprobs = {{{7, "\xE4\xBD", -0.125f}, {{7, "\xE4\xBD", -0.125f}, {9, "x", -3.5f}}},
+                {{8, "\xA0", -0.5f}, {}}};
+  EXPECT_EQ(round_trip(t).logprobs, t.logprobs);
 
   Event n;
   n.type = EventType::kNotice;

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
@@ -121,8 +122,9 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",       "type", "id",     "conversation", "messages",   "prompt",
-                                "history", "raw",  "params", "text",         "constraint", "tools"};
+  static const char* kKeys[] = {"v",          "type",    "id",    "conversation", "messages",
+                                "prompt",     "history", "raw",   "params",       "text",
+                                "constraint", "tools",   "tokens"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -329,10 +331,14 @@ StatusOr<Request> parse_object(const json& j, std::string_view line, const Limit
       r.type = RequestType::kStats;
     else if (t == "tokenize")
       r.type = RequestType::kTokenize;
+    else if (t == "detokenize")
+      r.type = RequestType::kDetokenize;
+    else if (t == "prompt")
+      r.type = RequestType::kPrompt;
     else {
       return field_error("type", "'" + t +
                                      "' is not one of generate, cancel, health, stats, "
-                                     "tokenize");
+                                     "tokenize, detokenize, prompt");
     }
   }
   if (r.type == RequestType::kCancel && r.id.empty()) {
@@ -344,7 +350,22 @@ StatusOr<Request> parse_object(const json& j, std::string_view line, const Limit
     if (!text.ok()) return text.status();
     r.text = *text;
   }
-  if (r.type == RequestType::kGenerate) GLM_RETURN_IF_ERROR(parse_generate(j, line, limits, &r));
+  if (r.type == RequestType::kDetokenize) {
+    auto it = j.find("tokens");
+    if (it == j.end() || !it->is_array()) {
+      return field_error("tokens", "detokenize needs an array of token ids");
+    }
+    for (const json& t : *it) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return field_error("tokens", "expected non-negative integer token ids");
+      }
+      r.tokens.push_back(t.get<int32_t>());
+    }
+  }
+  if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
+    GLM_RETURN_IF_ERROR(parse_generate(j, line, limits, &r));
+  }
   if (r.id.empty()) {
     r.id = make_request_id();
     r.id_assigned = true;
@@ -367,6 +388,10 @@ const char* request_type_name(RequestType t) {
       return "stats";
     case RequestType::kTokenize:
       return "tokenize";
+    case RequestType::kDetokenize:
+      return "detokenize";
+    case RequestType::kPrompt:
+      return "prompt";
   }
   return "generate";
 }
@@ -395,7 +420,8 @@ std::string serialize_request(const Request& r) {
   if (r.type != RequestType::kGenerate) j["type"] = request_type_name(r.type);
   if (!r.id.empty() && !r.id_assigned) j["id"] = r.id;
   if (r.type == RequestType::kTokenize) j["text"] = r.text;
-  if (r.type == RequestType::kGenerate) {
+  if (r.type == RequestType::kDetokenize) j["tokens"] = r.tokens;
+  if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
     if (!r.conversation.empty()) j["conversation"] = r.conversation;
     if (r.raw) {
       j["raw"] = true;

@@ -1,7 +1,9 @@
 #include "protocol/sampling_json.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 
 namespace glm::protocol {
@@ -57,6 +59,38 @@ Status read_stop(const Json& value, const std::string& field, SamplingParams* p)
   return Status::Ok();
 }
 
+// logit_bias: {"token id": bias, ...} (OpenAI's shape: ids as decimal strings).
+template <class Json>
+Status read_logit_bias(const Json& value, const std::string& field, SamplingParams* p) {
+  if (!value.is_object()) {
+    return field_error(field, "expected an object of token id (a decimal string) -> bias");
+  }
+  if (value.size() > static_cast<size_t>(generation::kMaxLogitBias)) {
+    return field_error(field, "at most " + std::to_string(generation::kMaxLogitBias) + " tokens");
+  }
+  std::vector<generation::LogitBias> out;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    const auto r = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || r.ec != std::errc() || r.ptr != key.data() + key.size() || id < 0 ||
+        id > std::numeric_limits<int32_t>::max()) {
+      return field_error(field, "'" + key.substr(0, 32) + "' is not a token id");
+    }
+    if (!it.value().is_number()) return field_error(field + "." + key, "expected a number");
+    const double bias = it.value().template get<double>();
+    if (!(std::fabs(bias) <= generation::kMaxLogitBiasValue)) {
+      return field_error(field + "." + key, "a bias must be in [-100, 100]");
+    }
+    for (const generation::LogitBias& b : out) {
+      if (b.token == id) return field_error(field, "token " + key + " appears twice");
+    }
+    out.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+  }
+  p->logit_bias = std::move(out);
+  return Status::Ok();
+}
+
 // Reads one numeric value of the member's type, checked against its range.
 template <class Json, class T>
 Status read_number(const Json& value, const FieldRange& r, const std::string& field, T* out) {
@@ -98,6 +132,10 @@ Status read_sampling_field(const std::string& key, const Json& value,
     *known = true;
     return value.is_null() ? Status::Ok() : read_stop(value, field, p);
   }
+  if (key == "logit_bias") {
+    *known = true;
+    return value.is_null() ? Status::Ok() : read_logit_bias(value, field, p);
+  }
   const char* alias = canonical_name(key);
   const std::string name = alias != nullptr ? alias : key;
   Status status = Status::Ok();
@@ -120,7 +158,7 @@ Status read_sampling(const Json& obj, const std::string& field_prefix, SamplingP
 }
 
 bool is_sampling_field(const std::string& key) {
-  if (key == "stop" || canonical_name(key) != nullptr) return true;
+  if (key == "stop" || key == "logit_bias" || canonical_name(key) != nullptr) return true;
   bool known = false;
   const SamplingParams p;
   generation::for_each_field(p, [&](const FieldRange& r, const auto&) { known |= key == r.name; });
@@ -134,7 +172,7 @@ std::string sampling_field_names() {
     names += r.name;
     names += ", ";
   });
-  return names + "stop";
+  return names + "stop, logit_bias";
 }
 
 void write_sampling(const SamplingParams& p, nlohmann::ordered_json* obj) {
@@ -153,6 +191,12 @@ void write_sampling(const SamplingParams& p, nlohmann::ordered_json* obj) {
     }
   });
   if (!p.stop.empty()) (*obj)["stop"] = p.stop;
+  if (!p.logit_bias.empty()) {
+    nlohmann::ordered_json bias = nlohmann::ordered_json::object();
+    for (const generation::LogitBias& b : p.logit_bias)
+      bias[std::to_string(b.token)] = shortest(b.bias);
+    (*obj)["logit_bias"] = std::move(bias);
+  }
 }
 
 template Status read_sampling_field(const std::string&, const nlohmann::json&, const std::string&,

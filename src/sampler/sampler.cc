@@ -37,9 +37,12 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(seed_or_random(params.seed)) {
   GLM_CHECK(n_vocab > 0);
   if (params_.repetition_penalty != 1.0f) seen_.assign(n_vocab, 0);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    counts_.assign(n_vocab, 0);
+  }
 }
 
-void Sampler::accept(int32_t token) {
+void Sampler::accept_prompt(int32_t token) {
   if (seen_.empty() || token < 0 || token >= n_vocab_) return;
   if (!seen_[token]) {
     seen_[token] = 1;
@@ -47,12 +50,24 @@ void Sampler::accept(int32_t token) {
   }
 }
 
+void Sampler::accept(int32_t token) {
+  accept_prompt(token);
+  if (counts_.empty() || token < 0 || token >= n_vocab_) return;
+  if (counts_[token]++ == 0) counted_ids_.push_back(token);
+}
+
 void Sampler::prepare(const float* logits, std::vector<float>* out) const {
   out->assign(logits, logits + n_vocab_);
   float* x = out->data();
+  for (const generation::LogitBias& b : params_.logit_bias) {
+    if (b.token < n_vocab_) x[b.token] += b.bias;
+  }
   const float penalty = params_.repetition_penalty;
   if (penalty != 1.0f && penalty > 0.0f) {
     for (int32_t id : seen_ids_) x[id] = x[id] > 0 ? x[id] / penalty : x[id] * penalty;
+  }
+  for (int32_t id : counted_ids_) {
+    x[id] -= params_.frequency_penalty * static_cast<float>(counts_[id]) + params_.presence_penalty;
   }
   if (params_.temperature > 0.0f && params_.temperature != 1.0f) {
     const float inv_t = 1.0f / params_.temperature;
@@ -120,20 +135,52 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
   return cand;
 }
 
-int32_t Sampler::sample(const float* logits) {
+void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
+                          generation::GeneratedLogprobs* out) const {
+  // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double.
+  const float max_x = x[argmax(x.data(), n_vocab_)];
+  double sum = 0;
+  for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x[i] - max_x));
+  const double log_z = static_cast<double>(max_x) + std::log(sum);
+  auto logprob = [&](int32_t id) { return static_cast<float>(x[id] - log_z); };
+  out->chosen = generation::TokenLogprob{chosen, "", logprob(chosen)};
+  out->top.clear();
+  const int n = std::min(params_.top_logprobs, n_vocab_);
+  if (n <= 0) return;
+  // The n best ids by logit (ties: lower id first), by a partial sort of the ids.
+  std::vector<int32_t> ids(n_vocab_);
+  for (int i = 0; i < n_vocab_; ++i) ids[i] = i;
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
+                    [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+  for (int i = 0; i < n; ++i) {
+    if (std::isinf(x[ids[i]]) && x[ids[i]] < 0) break;  // masked out: probability 0
+    out->top.push_back(generation::TokenLogprob{ids[i], "", logprob(ids[i])});
+  }
+}
+
+int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logprobs) {
+  const bool want = logprobs != nullptr && params_.top_logprobs >= 0;
+  int32_t chosen = 0;
   if (params_.temperature <= 0.0f) {
     prepare(logits, &scratch_);
-    return argmax(scratch_.data(), n_vocab_);
+    chosen = argmax(scratch_.data(), n_vocab_);
+  } else {
+    const std::vector<Candidate> cand = distribution(logits);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    const double u = uniform(rng_);
+    double acc = 0;
+    chosen = cand.back().id;  // rounding: u landed past the last cumulative sum
+    for (const Candidate& c : cand) {
+      acc += c.p;
+      if (u < acc) {
+        chosen = c.id;
+        break;
+      }
+    }
+    if (want) prepare(logits, &scratch_);
   }
-  const std::vector<Candidate> cand = distribution(logits);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  const double u = uniform(rng_);
-  double acc = 0;
-  for (const Candidate& c : cand) {
-    acc += c.p;
-    if (u < acc) return c.id;
-  }
-  return cand.back().id;  // rounding: u landed past the last cumulative sum
+  if (want) log_softmax(scratch_, chosen, logprobs);
+  return chosen;
 }
 
 }  // namespace glm::sampler

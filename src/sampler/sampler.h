@@ -1,11 +1,16 @@
 // Sampler: picks the next token from a row of logits. Greedy (temperature 0), temperature,
-// top-k, top-p (nucleus) and repetition penalty, with a seeded RNG so that a given seed
-// reproduces the same generation.
+// top-k, top-p (nucleus), min-p, logit bias and the repetition, presence and frequency
+// penalties, with a seeded RNG so that a given seed reproduces the same generation; on request
+// the log-probabilities of what it picked (generation/logprobs.h).
 //
-// Order of operations (the same as HF transformers' logits processors):
-//   repetition penalty -> temperature -> top-k -> softmax -> min-p -> top-p -> draw.
+// Order of operations (HF transformers' logits processors, with OpenAI's bias and penalties
+// first):
+//   logit_bias -> repetition penalty -> presence / frequency penalties -> temperature ->
+//   top-k -> softmax -> min-p -> top-p -> draw.
 // Repetition penalty (HF/CTRL style) applies once to every distinct token accepted so far
 // (prompt and generated): a positive logit is divided by the penalty, a negative one multiplied.
+// Presence and frequency penalties (OpenAI) count generated tokens only: a token's logit loses
+// frequency_penalty * count + presence_penalty * (count > 0).
 //
 // Ownership: a Sampler owns its RNG and penalty history; one per sequence.
 // Thread-safety: not thread-safe; use from one thread (the scheduler loop).
@@ -17,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "generation/logprobs.h"
 #include "generation/sampling.h"
 
 namespace glm::sampler {
@@ -38,25 +44,33 @@ class Sampler {
   Sampler(const SamplingParams& params, int n_vocab);
 
   const SamplingParams& params() const { return params_; }
-  // Records a token for the repetition penalty (call for prompt tokens and generated ones).
-  // Ids outside [0, n_vocab) are ignored.
+  // Records a prompt token (for the repetition penalty). Ids outside [0, n_vocab) are ignored.
+  void accept_prompt(int32_t token);
+  // Records a generated token (for all penalties). Ids outside [0, n_vocab) are ignored.
   void accept(int32_t token);
-  // Draws the next token from `logits` ([n_vocab]); does not accept() it.
-  int32_t sample(const float* logits);
+  // Draws the next token from `logits` ([n_vocab]); does not accept() it. With `logprobs`
+  // (when params().top_logprobs >= 0), also its log-probability and the top_logprobs most
+  // probable alternatives (ids and log-probabilities; bytes are left empty).
+  int32_t sample(const float* logits, generation::GeneratedLogprobs* logprobs = nullptr);
   // The distribution sample() draws from, most probable first (ties: lower id first); for
   // greedy, the argmax with p = 1. For tests and diagnostics.
   std::vector<Candidate> distribution(const float* logits) const;
 
  private:
-  // Copies logits into *out with the repetition penalty and temperature applied.
+  // Copies logits into *out with the bias, penalties and temperature applied.
   void prepare(const float* logits, std::vector<float>* out) const;
+  // Log-softmax of the prepared logits x at `chosen` and at the n best ids, into *out.
+  void log_softmax(const std::vector<float>& x, int32_t chosen,
+                   generation::GeneratedLogprobs* out) const;
 
   SamplingParams params_;
   int n_vocab_ = 0;
   std::mt19937_64 rng_;
-  std::vector<uint8_t> seen_;      // [n_vocab] 1 if accepted before
-  std::vector<int32_t> seen_ids_;  // distinct accepted ids
-  std::vector<float> scratch_;     // [n_vocab]
+  std::vector<uint8_t> seen_;         // [n_vocab] 1 if accepted before
+  std::vector<int32_t> seen_ids_;     // distinct accepted ids
+  std::vector<int32_t> counts_;       // [n_vocab] generated count (presence / frequency only)
+  std::vector<int32_t> counted_ids_;  // distinct generated ids
+  std::vector<float> scratch_;        // [n_vocab]
 };
 
 }  // namespace glm::sampler

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -164,6 +165,114 @@ TEST(Sampler, DrawFrequenciesFollowTheDistribution) {
     // 5 standard deviations of a binomial proportion: fails only on a real bias.
     const double sd = std::sqrt(expect * (1 - expect) / n);
     EXPECT_NEAR(static_cast<double>(count[id]) / n, expect, 5 * sd) << "token " << id;
+  }
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
+  // Logits 3, 2.5, 0: token 0 leads until its penalty exceeds 0.5.
+  std::vector<float> l = {3.0f, 2.5f, 0.0f};
+  Sampler s(
+      SamplingParams{.temperature = 0.0f, .presence_penalty = 0.2f, .frequency_penalty = 0.2f}, 3);
+  s.accept_prompt(0);  // prompt tokens never count
+  s.accept_prompt(0);
+  EXPECT_EQ(s.sample(l.data()), 0);
+  s.accept(0);  // 3 - 0.2 - 0.2 = 2.6 > 2.5
+  EXPECT_EQ(s.sample(l.data()), 0);
+  s.accept(0);  // 3 - 0.2 - 0.4 = 2.4 < 2.5
+  EXPECT_EQ(s.sample(l.data()), 1);
+
+  // The distribution after the penalties: softmax of (3 - 0.2 - 2 * 0.2, 2.5, 0).
+  Sampler t(
+      SamplingParams{
+          .temperature = 1.0f, .top_p = 1.0f, .presence_penalty = 0.2f, .frequency_penalty = 0.2f},
+      3);
+  t.accept(0);
+  t.accept(0);
+  t.accept(7);  // out of range: ignored
+  std::map<int, double> got;
+  for (const Candidate& c : t.distribution(l.data())) got[c.id] = c.p;
+  const double z = std::exp(2.4) + std::exp(2.5) + std::exp(0.0);
+  EXPECT_NEAR(got[0], std::exp(2.4) / z, 1e-6);
+  EXPECT_NEAR(got[1], std::exp(2.5) / z, 1e-6);
+
+  // A negative presence penalty encourages repeats.
+  Sampler u(SamplingParams{.temperature = 0.0f, .presence_penalty = -1.0f}, 3);
+  u.accept(1);
+  EXPECT_EQ(u.sample(l.data()), 1);  // 2.5 + 1 > 3
+}
+
+TEST(Sampler, LogitBiasIsAddedBeforeEverythingElse) {
+  std::vector<float> l = {1.0f, 0.5f, 0.0f};
+  Sampler ban(SamplingParams{.temperature = 0.0f, .logit_bias = {{0, -100.0f}}}, 3);
+  EXPECT_EQ(ban.sample(l.data()), 1);
+  Sampler force(SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .logit_bias = {{2, 100.0f}}}, 3);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(force.sample(l.data()), 2);
+  // With a temperature the bias is scaled like the logit it is added to: softmax((l + b) / T).
+  Sampler t(SamplingParams{.temperature = 2.0f, .top_p = 1.0f, .logit_bias = {{1, 1.5f}}}, 3);
+  std::map<int, double> got;
+  for (const Candidate& c : t.distribution(l.data())) got[c.id] = c.p;
+  const double z = std::exp(0.5) + std::exp(1.0) + std::exp(0.0);
+  EXPECT_NEAR(got[1], std::exp(1.0) / z, 1e-6);
+}
+
+TEST(Sampler, LogprobsAreTheLogSoftmaxOfTheBiasedTemperedLogits) {
+  std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  auto log_softmax = [](std::vector<double> x) {
+    double m = *std::max_element(x.begin(), x.end());
+    double z = 0;
+    for (double v : x) z += std::exp(v - m);
+    for (double& v : x) v = v - m - std::log(z);
+    return x;
+  };
+  // Greedy: the chosen token is the best, and the first of the alternatives (ties: lower id).
+  {
+    Sampler s(SamplingParams{.temperature = 0.0f, .top_logprobs = 3}, 5);
+    generation::GeneratedLogprobs lp;
+    EXPECT_EQ(s.sample(l.data(), &lp), 1);
+    const auto want = log_softmax({0.5, 2.0, -1.0, 2.0, 1.0});
+    EXPECT_EQ(lp.chosen.id, 1);
+    EXPECT_NEAR(lp.chosen.logprob, want[1], 1e-6);
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].id, 1);
+    EXPECT_EQ(lp.top[1].id, 3);
+    EXPECT_EQ(lp.top[2].id, 4);
+    for (const auto& t : lp.top) EXPECT_NEAR(t.logprob, want[t.id], 1e-6);
+  }
+  // Temperature 2 and a bias: the log-softmax of (l + bias) / 2, the chosen token included
+  // whatever top-p kept.
+  {
+    Sampler s(SamplingParams{.temperature = 2.0f,
+                             .top_p = 0.5f,
+                             .top_logprobs = 0,
+                             .seed = 3,
+                             .logit_bias = {{2, 4.0f}}},
+              5);
+    const auto want = log_softmax({0.25, 1.0, 1.5, 1.0, 0.5});
+    for (int i = 0; i < 10; ++i) {
+      generation::GeneratedLogprobs lp;
+      const int32_t id = s.sample(l.data(), &lp);
+      EXPECT_EQ(lp.chosen.id, id);
+      EXPECT_NEAR(lp.chosen.logprob, want[id], 1e-6);
+      EXPECT_TRUE(lp.top.empty());
+    }
+  }
+  // Masked tokens (a grammar's -inf) are never among the alternatives.
+  {
+    std::vector<float> m = {-INFINITY, 1.0f, -INFINITY, 0.0f, -INFINITY};
+    Sampler s(SamplingParams{.temperature = 0.0f, .top_logprobs = 4}, 5);
+    generation::GeneratedLogprobs lp;
+    EXPECT_EQ(s.sample(m.data(), &lp), 1);
+    ASSERT_EQ(lp.top.size(), 2u);
+    EXPECT_NEAR(std::exp(lp.top[0].logprob) + std::exp(lp.top[1].logprob), 1.0, 1e-6);
+  }
+  // Not asked for: nothing is filled in, and the draws are the same as without the argument.
+  {
+    Sampler a(SamplingParams{.temperature = 1.0f, .seed = 9}, 5);
+    Sampler b(SamplingParams{.temperature = 1.0f, .top_logprobs = 2, .seed = 9}, 5);
+    for (int i = 0; i < 20; ++i) {
+      generation::GeneratedLogprobs lp;
+      EXPECT_EQ(a.sample(l.data()), b.sample(l.data(), &lp));
+    }
   }
 }
 

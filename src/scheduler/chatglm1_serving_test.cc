@@ -23,7 +23,7 @@ struct Recorder : SeqObserver {
   Recorder(std::vector<int32_t>* t, StartInfo* s, std::string* e, bool* d)
       : tokens(t), start(s), error(e), done(d) {}
   void on_start(const StartInfo& info) override { *start = info; }
-  bool on_token(int32_t token) override {
+  bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
     tokens->push_back(token);
     return true;
   }

@@ -126,7 +126,7 @@ void Scheduler::admit() {
     seq->admitted = true;
     seq->admitted_at = Clock::now();
     seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
-    for (int32_t t : seq->adm.prompt) seq->sampler->accept(t);
+    for (int32_t t : seq->adm.prompt) seq->sampler->accept_prompt(t);
     totals_.prompt_tokens_total += static_cast<int64_t>(seq->adm.prompt.size());
     totals_.cached_tokens_total += seq->adm.n_cached;
     StartInfo info;
@@ -192,8 +192,10 @@ bool Scheduler::step() {
     if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
     float* row = logits_.data() + i * n_vocab_;
     if (seq->req.matcher && !constrain(seq, row)) continue;
-    const int32_t token = seq->sampler->sample(row);
-    deliver(seq, token);
+    generation::GeneratedLogprobs lp;
+    const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
+    const int32_t token = seq->sampler->sample(row, want_logprobs ? &lp : nullptr);
+    deliver(seq, token, want_logprobs ? &lp : nullptr);
   }
   remove_finished();
   return true;
@@ -224,7 +226,7 @@ bool Scheduler::constrain(Seq* seq, float* logits) {
   return true;
 }
 
-bool Scheduler::deliver(Seq* seq, int32_t token) {
+bool Scheduler::deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs) {
   const Clock::time_point now = Clock::now();
   if (seq->n_generated == 0 && !seq->decoding) seq->first_token_at = now;
   const auto& stops = seq->req.stop_ids;
@@ -244,7 +246,7 @@ bool Scheduler::deliver(Seq* seq, int32_t token) {
   ++totals_.generated_tokens_total;
   seq->last_token_at = now;
   seq->sampler->accept(token);
-  if (!seq->req.observer->on_token(token)) {
+  if (!seq->req.observer->on_token(token, logprobs)) {
     finish(seq, FinishReason::kStop, token);
     return false;
   }

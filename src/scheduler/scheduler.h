@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
 #include "generation/usage.h"
@@ -61,8 +62,10 @@ class SeqObserver {
   virtual ~SeqObserver() = default;
   virtual void on_queued(int position) {}
   virtual void on_start(const StartInfo& info) {}
-  // A generated token (never a stop id). Return false to end the sequence now (kStop).
-  virtual bool on_token(int32_t token) = 0;
+  // A generated token (never a stop id), with its log-probabilities when the request asked for
+  // them (sampling.top_logprobs >= 0; null otherwise). Return false to end the sequence now
+  // (kStop).
+  virtual bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) = 0;
   virtual void on_finish(FinishInfo* info) = 0;
   virtual void on_error(const Status& status) = 0;
 };
@@ -128,7 +131,7 @@ class Scheduler {
   // ended instead (complete with nothing else allowed, or no continuation).
   bool constrain(Seq* seq, float* logits);
   // Handles a sampled token; returns true if the sequence goes on.
-  bool deliver(Seq* seq, int32_t token);
+  bool deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs);
   void remove_finished();
 
   model::Model* model_;

@@ -51,7 +51,7 @@ class Recorder : public SeqObserver {
     r_->start = info;
     r_->start_order = (*start_counter_)++;
   }
-  bool on_token(int32_t token) override {
+  bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
     r_->tokens.push_back(token);
     return r_->stop_after < 0 || static_cast<int>(r_->tokens.size()) < r_->stop_after;
   }

@@ -107,6 +107,20 @@ std::vector<int32_t> EchoEngine::tokenize(const std::string& text) const {
   return ids;
 }
 
+std::string EchoEngine::detokenize(const std::vector<int32_t>& ids, bool) const {
+  std::string text;
+  for (int32_t id : ids) text.push_back(static_cast<char>(id & 0xff));
+  return text;
+}
+
+StatusOr<std::vector<int32_t>> EchoEngine::prompt_tokens(engine::Request request) const {
+  if (request.raw) return tokenize(request.prompt);
+  if (request.messages.empty()) return invalid_argument("no messages");
+  std::string text;
+  for (const auto& m : request.messages) text += m.content + "\n";
+  return tokenize(text);
+}
+
 bool EchoEngine::drain(std::chrono::milliseconds bound) {
   std::unique_lock<std::mutex> lock(mu_);
   if (health_ == engine::Health::kReady) health_ = engine::Health::kDraining;

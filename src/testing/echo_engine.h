@@ -44,6 +44,10 @@ class EchoEngine : public engine::Engine {
   engine::Stats stats() const override;
   engine::Health health() const override;
   std::vector<int32_t> tokenize(const std::string& text) const override;
+  // Bytes back to text; the prompt is the messages' contents, each followed by '\n' (the raw
+  // prompt as it is), as bytes: as many "tokens" as submit counts.
+  std::string detokenize(const std::vector<int32_t>& ids, bool render_special) const override;
+  StatusOr<std::vector<int32_t>> prompt_tokens(engine::Request request) const override;
   int n_ctx() const override { return options_.n_ctx; }
   std::string model_name() const override { return "echo"; }
   bool drain(std::chrono::milliseconds bound) override;

@@ -106,3 +106,99 @@ test('completions: a raw continuation, echo and streaming', async () => {
     (e) => e instanceof OpenAI.BadRequestError && /suffix/.test(e.message),
   );
 });
+
+// The bytes of the reported tokens, in order, are the answer's text (as UTF-8).
+const spell = (entries) => Buffer.from(entries.flatMap((e) => e.bytes)).toString('utf8');
+
+test('chat logprobs: at temperature 0 the chosen token leads its alternatives, streamed or not', async () => {
+  const request = {
+    model: 'any', max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 3,
+    messages: [{ role: 'user', content: 'Name a colour.' }],
+  };
+  const c = await openai().chat.completions.create(request);
+  const content = c.choices[0].logprobs.content;
+  assert.equal(content.length, c.usage.completion_tokens);
+  for (const t of content) {
+    assert.equal(t.top_logprobs.length, 3);
+    assert.deepEqual(t.top_logprobs[0].bytes, t.bytes);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    assert.ok(t.logprob <= 0);
+    for (let k = 1; k < 3; ++k) assert.ok(t.top_logprobs[k].logprob <= t.top_logprobs[k - 1].logprob);
+  }
+  assert.equal(spell(content), c.choices[0].message.content);
+  const streamed = [];
+  for await (const chunk of await openai().chat.completions.create({ ...request, stream: true })) {
+    streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  }
+  assert.deepEqual(streamed, content);
+  // Not asked for: null, as OpenAI answers.
+  const plain = await openai().chat.completions.create({ ...request, logprobs: undefined, top_logprobs: undefined });
+  assert.equal(plain.choices[0].logprobs, null);
+  await assert.rejects(
+    openai().chat.completions.create({ ...request, logprobs: false }),
+    (e) => e instanceof OpenAI.BadRequestError && /top_logprobs/.test(e.message),
+  );
+});
+
+const tokenize = (content) => fetch(`${server.url}/tokenize`, {
+  method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ content }),
+}).then((r) => r.json());
+
+test('logit_bias forces and bans tokens; the frequency penalty counts what was generated', async () => {
+  const request = {
+    model: 'any', max_tokens: 12, temperature: 0, logprobs: true,
+    messages: [{ role: 'user', content: 'Count: one two three' }],
+  };
+  // The answer's tokens, without the space a first token drops.
+  const tokens = async (extra) => {
+    const c = await openai().chat.completions.create({ ...request, ...extra });
+    return c.choices[0].logprobs.content.map((t) => t.token.trim());
+  };
+  const a = (await tokenize('hello')).tokens[0];
+  const b = (await tokenize('world')).tokens[0];
+  assert.notEqual(a, b);
+  // +100 on two tokens: greedy picks one of the two every time; banning either one (-100)
+  // leaves the other every time.
+  const both = { [String(a)]: 100, [String(b)]: 100 };
+  const forced = await tokens({ logit_bias: both });
+  const onlyB = await tokens({ logit_bias: { ...both, [String(a)]: -100 } });
+  const onlyA = await tokens({ logit_bias: { ...both, [String(b)]: -100 } });
+  for (const t of [onlyA, onlyB]) {
+    assert.equal(t.length, 12);
+    assert.equal(new Set(t).size, 1, t.join('|'));
+  }
+  assert.notEqual(onlyA[0], onlyB[0]);
+  const pair = new Set([onlyA[0], onlyB[0]]);
+  assert.ok(forced.every((t) => pair.has(t)), forced.join('|'));
+  // A frequency penalty of 2 per use: the tiny model's logits differ by far less than 2 (its
+  // log-probabilities are all near -ln(vocabulary)), so the two tokens take turns and their
+  // counts never drift apart by more than one turn.
+  const penalised = await tokens({ logit_bias: both, frequency_penalty: 2 });
+  assert.ok(penalised.every((t) => pair.has(t)), penalised.join('|'));
+  const count = (t) => penalised.filter((x) => x === t).length;
+  assert.ok(Math.abs(count(onlyA[0]) - count(onlyB[0])) <= 2, penalised.join('|'));
+  assert.notDeepEqual(penalised, forced);
+});
+
+const post = (path, body) => fetch(`${server.url}${path}`, {
+  method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+});
+
+test('utility routes: tokenize, detokenize, apply-template and count_tokens agree with usage', async () => {
+  const text = 'Hello, 世界! 1 2 3';
+  const { tokens } = await tokenize(text);
+  assert.ok(tokens.length > 3);
+  const back = await post('/detokenize', { tokens }).then((r) => r.json());
+  assert.equal(back.content, text);
+  const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }];
+  const applied = await post('/apply-template', { messages }).then((r) => r.json());
+  assert.ok(applied.prompt.includes('<|user|>') && applied.prompt.includes(text), applied.prompt);
+  const c = await openai().chat.completions.create({ model: 'any', max_tokens: 1, temperature: 0, messages });
+  assert.equal(applied.tokens.length, c.usage.prompt_tokens);
+  const counted = await anthropic().messages.countTokens({ model: 'any', system: 'Be brief.', messages: [{ role: 'user', content: text }] });
+  assert.equal(counted.input_tokens, c.usage.prompt_tokens);
+  // Bad bodies are 400s that name the field.
+  const bad = await post('/detokenize', { tokens: ['x'] });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /tokens/);
+});
