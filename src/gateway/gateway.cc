@@ -98,6 +98,7 @@ StatusOr<std::unique_ptr<Gateway>> Gateway::create(const GatewayOptions& options
   g->install_chat_routes();
   g->install_api_routes();
   g->install_util_routes();
+  g->install_responses_routes();
   return g;
 }
 

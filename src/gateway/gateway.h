@@ -83,6 +83,7 @@ class Gateway {
   void install_api_routes();  // /v1/completions, /v1/messages (routes_api.cc)
   // /tokenize, /detokenize, /apply-template, /v1/messages/count_tokens (routes_util.cc)
   void install_util_routes();
+  void install_responses_routes();  // /v1/responses (routes_responses.cc)
   // A one-line engine request (tokenize, detokenize, prompt) and its tokens reply; the
   // engine's error event becomes the status.
   StatusOr<protocol::Event> query_tokens(const protocol::Request& request);

@@ -34,7 +34,14 @@ TEST(HostileBody, DeeplyNestedJsonOnEveryRouteIsRefused) {
                           {"PATCH", "/api/conversations/" + id},
                           {"POST", "/api/conversations/" + id + "/chat"},
                           {"POST", "/api/stop"},
-                          {"POST", "/v1/chat/completions"}};
+                          {"POST", "/v1/chat/completions"},
+                          {"POST", "/v1/completions"},
+                          {"POST", "/v1/messages"},
+                          {"POST", "/v1/messages/count_tokens"},
+                          {"POST", "/v1/responses"},
+                          {"POST", "/tokenize"},
+                          {"POST", "/detokenize"},
+                          {"POST", "/apply-template"}};
   for (const Route& r : routes) {
     auto res = t.request(r.method, r.path, deep);
     EXPECT_EQ(res.status, 400) << r.method << " " << r.path << ": " << res.body;

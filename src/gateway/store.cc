@@ -158,7 +158,10 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
       " status TEXT NOT NULL DEFAULT 'complete', error TEXT NOT NULL DEFAULT '',"
       " meta TEXT NOT NULL DEFAULT '{}', created_ms INTEGER NOT NULL);"
       "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);"
-      "CREATE INDEX IF NOT EXISTS conversations_by_update ON conversations(updated_ms);"));
+      "CREATE INDEX IF NOT EXISTS conversations_by_update ON conversations(updated_ms);"
+      "CREATE TABLE IF NOT EXISTS responses ("
+      " id TEXT PRIMARY KEY, kv_key TEXT NOT NULL, messages TEXT NOT NULL,"
+      " response TEXT NOT NULL, created_ms INTEGER NOT NULL);"));
   // Answers that were streaming when a previous gateway died keep their text, marked as such.
   GLM_RETURN_IF_ERROR(
       store->exec("UPDATE messages SET status='interrupted' WHERE status='streaming'"));
@@ -259,6 +262,39 @@ Status Store::delete_conversation(const std::string& id) {
   s.text(1, id);
   if (s.step() != SQLITE_DONE) return db_error(db_, "delete conversation");
   if (sqlite3_changes(db_) == 0) return not_found("no conversation '" + id + "'");
+  return Status::Ok();
+}
+
+Status Store::put_response(const StoredResponse& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO responses(id, kv_key, messages, response, created_ms) "
+         "VALUES(?1, ?2, ?3, ?4, ?5)");
+  if (!s.ok()) return db_error(db_, "store response");
+  s.text(1, r.id).text(2, r.kv_key).text(3, r.messages_json).text(4, r.response_json);
+  s.integer(5, r.created_ms);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "store response");
+  return Status::Ok();
+}
+
+StatusOr<StoredResponse> Store::get_response(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "SELECT id, kv_key, messages, response, created_ms FROM responses WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "read response");
+  s.text(1, id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return not_found("no stored response '" + id + "'");
+  if (rc != SQLITE_ROW) return db_error(db_, "read response");
+  return StoredResponse{s.col_text(0), s.col_text(1), s.col_text(2), s.col_text(3), s.col_int(4)};
+}
+
+Status Store::delete_response(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "DELETE FROM responses WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "delete response");
+  s.text(1, id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "delete response");
+  if (sqlite3_changes(db_) == 0) return not_found("no stored response '" + id + "'");
   return Status::Ok();
 }
 

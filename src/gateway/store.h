@@ -2,6 +2,8 @@
 //
 //   conversations(id, title, system_prompt, params JSON, created_ms, updated_ms)
 //   messages(id, conversation_id, role, content, status, error, meta JSON, created_ms)
+//   responses(id, kv_key, messages JSON, response JSON, created_ms): the Responses API's stored
+//     responses (POST /v1/responses with store: true), each with its whole conversation
 //
 // A message's status is "complete", "streaming" (being generated now), "stopped" (the user
 // stopped it; content is the partial answer), "error" (generation failed; content is what came
@@ -46,6 +48,17 @@ struct StoredMessage {
   int64_t created_ms = 0;
 };
 
+// One stored response of the Responses API: a follow-up names it by previous_response_id and
+// continues its conversation.
+struct StoredResponse {
+  std::string id;             // "resp_..."
+  std::string kv_key;         // the engine conversation key of its chain (its first response)
+  std::string messages_json;  // [{"role","content"}...]: the conversation, its answer included
+                              // (without the instructions, which are not carried over)
+  std::string response_json;  // the response object as the client got it
+  int64_t created_ms = 0;
+};
+
 class Store {
  public:
   // Opens (creating if needed) the database at `path` (":memory:" for tests).
@@ -79,6 +92,12 @@ class Store {
 
   // The conversation with all its messages as one JSON document (export).
   StatusOr<std::string> export_json(const std::string& id);
+
+  // Responses API. put_response stores (or replaces) one; get/delete give kNotFound for an
+  // unknown id.
+  Status put_response(const StoredResponse& r);
+  StatusOr<StoredResponse> get_response(const std::string& id);
+  Status delete_response(const std::string& id);
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

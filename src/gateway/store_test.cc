@@ -72,6 +72,25 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 
+TEST(Store, ResponsesAreStoredReplacedAndDeleted) {
+  auto s = Store::open(":memory:");
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  EXPECT_EQ(st.get_response("resp_x").status().code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(st.put_response({"resp_a", "resp_a", "[1]", "{\"id\":1}", 5}).ok());
+  ASSERT_TRUE(st.put_response({"resp_b", "resp_a", "[2]", "{}", 6}).ok());
+  auto b = st.get_response("resp_b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->kv_key, "resp_a");
+  EXPECT_EQ(b->messages_json, "[2]");
+  EXPECT_EQ(b->created_ms, 6);
+  ASSERT_TRUE(st.put_response({"resp_b", "resp_a", "[3]", "{}", 7}).ok());  // replaced
+  EXPECT_EQ(st.get_response("resp_b")->messages_json, "[3]");
+  ASSERT_TRUE(st.delete_response("resp_a").ok());
+  EXPECT_EQ(st.delete_response("resp_a").code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(st.get_response("resp_b").ok());  // a chain's members are independent rows
+}
+
 TEST(Store, UnwritablePathIsAClearError) {
   auto s = Store::open("/nonexistent-dir/x/conv.db");
   ASSERT_FALSE(s.ok());

@@ -202,3 +202,59 @@ test('utility routes: tokenize, detokenize, apply-template and count_tokens agre
   assert.equal(bad.status, 400);
   assert.match((await bad.json()).error.message, /tokens/);
 });
+
+test('responses: a three-step chain with previous_response_id reuses the growing conversation', async () => {
+  const client = openai();
+  const first = await client.responses.create({
+    model: 'any', input: 'Remember the number 7.', instructions: 'Be brief.', max_output_tokens: 6, temperature: 0,
+  });
+  assert.equal(first.object, 'response');
+  assert.match(first.id, /^resp_/);
+  assert.ok(['completed', 'incomplete'].includes(first.status));
+  assert.equal(typeof first.output_text, 'string');  // the SDK joins the output_text parts
+  assert.equal(first.usage.input_tokens_details.cached_tokens, 0);
+  let prev = first;
+  const cached = [];
+  for (const input of ['And the number 8.', [{ role: 'user', content: [{ type: 'input_text', text: 'Which numbers?' }] }]]) {
+    const next = await client.responses.create({
+      model: 'any', input, instructions: 'Be brief.', previous_response_id: prev.id, max_output_tokens: 6, temperature: 0,
+    });
+    assert.equal(next.previous_response_id, prev.id);
+    // Everything of the previous turns came from the KV cache: its prompt and its answer.
+    assert.equal(next.usage.input_tokens_details.cached_tokens, prev.usage.input_tokens + prev.usage.output_tokens - 1);
+    cached.push(next.usage.input_tokens_details.cached_tokens);
+    prev = next;
+  }
+  assert.ok(cached[1] > cached[0], cached.join(' < '));
+  // Stored: GET returns it, DELETE removes it, and a follow-up to a missing one is a 404.
+  assert.equal((await client.responses.retrieve(first.id)).output_text, first.output_text);
+  await client.responses.delete(first.id);
+  await assert.rejects(client.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(
+    client.responses.create({ model: 'any', input: 'x', previous_response_id: first.id }),
+    (e) => e instanceof OpenAI.NotFoundError,
+  );
+});
+
+test('responses: streamed events spell the same text as the non-streamed answer', async () => {
+  const request = { model: 'any', input: 'Say hello', max_output_tokens: 8, temperature: 0, store: false };
+  const whole = await openai().responses.create(request);
+  const types = [];
+  let text = '';
+  let final;
+  for await (const e of await openai().responses.create({ ...request, stream: true })) {
+    types.push(e.type);
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    if (e.type === 'response.completed' || e.type === 'response.incomplete') final = e.response;
+  }
+  assert.equal(types[0], 'response.created');
+  assert.ok(types.includes('response.output_text.done'));
+  assert.equal(text, whole.output_text);
+  assert.equal(final.output[0].content[0].text, whole.output_text);
+  // store: false keeps nothing.
+  await assert.rejects(openai().responses.retrieve(whole.id), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(
+    openai().responses.create({ model: 'any', input: [{ type: 'function_call_output', call_id: 'x', output: '1' }] }),
+    (e) => e instanceof OpenAI.BadRequestError && /input\[0\]\.type/.test(e.message),
+  );
+});
