@@ -296,6 +296,8 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   const Status st = e->submit(chat("big", {user(std::string(70, 'z'))}, 5), c.sink());
   EXPECT_EQ(st.code(), ErrorCode::kContextOverflow);
   EXPECT_NE(st.message().find("context is 64"), std::string::npos) << st.message();
+  // Words for the client, about the request: no engine flag (that hint goes to the log).
+  EXPECT_EQ(st.message().find("--"), std::string::npos) << st.message();
 }
 
 TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {

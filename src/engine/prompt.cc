@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/log.h"
+
 namespace glm::engine {
 namespace {
 
@@ -18,12 +20,16 @@ uint64_t mix(uint64_t h, std::string_view s) {
   return (h ^ 0xff) * 0x100000001b3ull;  // field separator
 }
 
+// Words for the client (what to do with the request); the operator's remedy goes to the log.
 Status overflow(int n_prompt, int n_ctx, bool trimmed) {
+  GLM_LOG_INFO("a prompt of %d tokens does not fit the context of %d (raise --ctx-size)", n_prompt,
+               n_ctx);
   return Status(ErrorCode::kContextOverflow,
-                "prompt is " + std::to_string(n_prompt) + " tokens" +
+                "the conversation is " + std::to_string(n_prompt) + " tokens" +
                     (trimmed ? " even after dropping every earlier turn" : "") +
-                    "; the context is " + std::to_string(n_ctx) +
-                    " tokens (shorten the message or system prompt, or raise --ctx-size)");
+                    "; this server's context is " + std::to_string(n_ctx) +
+                    " tokens: shorten the message or the system prompt, or start a new "
+                    "conversation");
 }
 
 // Drops the oldest whole turn; false if only the last turn (or system messages) is left.

@@ -188,9 +188,12 @@ void Gateway::install_middleware() {
       set_json_error(res, not_found("no route " + req.method + " " + req.path +
                                     " (see docs/gateway.md for the API)"));
     } else if (status == 413) {
+      GLM_LOG_INFO("refused a request body over --max-body (%zu bytes)",
+                   static_cast<size_t>(options_.max_body_bytes));
       set_json_error(res, Status(ErrorCode::kInvalidArgument,
-                                 "request body over " + std::to_string(options_.max_body_bytes) +
-                                     " bytes (raise --max-body)"));
+                                 "the request body is over this server's limit of " +
+                                     std::to_string(options_.max_body_bytes) +
+                                     " bytes: shorten the conversation or start a new one"));
     } else if (status == 503) {
       set_json_error(res, Status(ErrorCode::kUnavailable, res.reason));
     } else if (!res.reason.empty()) {

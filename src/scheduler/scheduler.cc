@@ -61,11 +61,13 @@ Status Scheduler::add(SeqRequest&& request) {
   }
   const int need = static_cast<int>(request.prompt.size()) + request.sampling.max_tokens;
   if (need > options_.n_ctx) {
+    GLM_LOG_INFO("prompt %zu + max_tokens %d tokens exceed the context of %d (raise --ctx-size)",
+                 request.prompt.size(), request.sampling.max_tokens, options_.n_ctx);
     return Status(ErrorCode::kContextOverflow,
-                  "prompt (" + std::to_string(request.prompt.size()) + " tokens) + max_tokens (" +
-                      std::to_string(request.sampling.max_tokens) + ") exceeds the context of " +
-                      std::to_string(options_.n_ctx) +
-                      " tokens (shorten the prompt, lower max_tokens or raise --ctx-size)");
+                  "the prompt (" + std::to_string(request.prompt.size()) +
+                      " tokens) and max_tokens (" + std::to_string(request.sampling.max_tokens) +
+                      ") do not fit this server's context of " + std::to_string(options_.n_ctx) +
+                      " tokens: lower max_tokens, shorten the conversation or start a new one");
   }
   auto seq = std::make_unique<Seq>();
   seq->req = std::move(request);
@@ -118,9 +120,10 @@ void Scheduler::admit() {
     std::unique_ptr<Seq> seq = std::move(waiting_.front());
     waiting_.pop_front();
     if (r == kv::AdmitResult::kNeverFits) {
+      GLM_LOG_INFO("a request needs more KV blocks than the cache has (raise --kv-blocks)");
       fail(seq.get(), Status(ErrorCode::kOutOfMemory,
-                             "the request needs more KV memory than the whole cache holds "
-                             "(lower max_tokens or raise --kv-blocks)"));
+                             "the request needs more memory than this server's KV cache holds: "
+                             "lower max_tokens or shorten the conversation"));
       continue;
     }
     seq->admitted = true;

@@ -277,6 +277,7 @@ TEST(Scheduler, RejectsBadRequestsWithoutCallbacks) {
   const Status s = h.add("long", std::vector<int32_t>(30, 5), 3);
   EXPECT_EQ(s.code(), ErrorCode::kContextOverflow);
   EXPECT_NE(s.message().find("context of 32"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();  // no flag for clients
   for (const char* id : {"empty", "range", "neg", "zero", "long"}) {
     EXPECT_TRUE(h.rec(id).events.empty());
   }
