@@ -16,15 +16,45 @@
 namespace glm::kernels {
 namespace {
 
-constexpr int64_t kQK = 32;  // elements per block of Q4_0 / Q8_0
+constexpr int64_t kQK = 32;  // elements per block of Q4_0 / Q5_0 / Q8_0
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-int pieces(PackedLayout layout) { return layout == PackedLayout::kQ4_0x16 ? 4 : 8; }
+int pieces(PackedLayout layout) { return layout == PackedLayout::kQ8_0x16 ? 8 : 4; }
 
-// Offset of the quants in a Q4_0 / Q8_0 block (after the half d), and the XOR applied to them.
-constexpr int kQsOffset = 2;
+// Bytes of one block of 16 rows in the quants region: the pieces, then for Q5_0 the high bits.
+size_t block_stride(PackedLayout layout) {
+  return pieces(layout) * kPackRows * 4 + (layout == PackedLayout::kQ5_0x16 ? kPackRows * 4 : 0);
+}
+
+// Offset of the quants in a Q4_0 / Q8_0 block (after the half d; Q5_0: after d and qh[4]), and
+// the XOR applied to them.
+int qs_offset(PackedLayout layout) { return layout == PackedLayout::kQ5_0x16 ? 6 : 2; }
 uint8_t source_xor(PackedLayout layout) { return layout == PackedLayout::kQ8_0x16 ? 0x80 : 0; }
+
+// Q5_0 high bits of one row and block (qh, element j = bit j) as the 4 bytes the kernel reads:
+// byte i holds in bit p the bit of element 4p + i and in bit 4 + p that of element 16 + 4p + i
+// (p = 0..3: the elements of piece p's low and high nibbles in lane byte i).
+void spread_qh(uint32_t qh, uint8_t* out) {
+  for (int i = 0; i < 4; ++i) {
+    uint8_t v = 0;
+    for (int p = 0; p < 4; ++p) {
+      v |= static_cast<uint8_t>(((qh >> (4 * p + i)) & 1) << p);
+      v |= static_cast<uint8_t>(((qh >> (16 + 4 * p + i)) & 1) << (4 + p));
+    }
+    out[i] = v;
+  }
+}
+uint32_t gather_qh(const uint8_t* in) {
+  uint32_t qh = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (int p = 0; p < 4; ++p) {
+      qh |= static_cast<uint32_t>((in[i] >> p) & 1) << (4 * p + i);
+      qh |= static_cast<uint32_t>((in[i] >> (4 + p)) & 1) << (16 + 4 * p + i);
+    }
+  }
+  return qh;
+}
 
 bool is_float(PackedLayout layout) {
   return layout == PackedLayout::kF16x16 || layout == PackedLayout::kBF16x16;
@@ -48,18 +78,25 @@ void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* ds
   const size_t rb = row_bytes(w.type, w.n_cols);
   const size_t block_bytes = rb / nb;
   const int np = pieces(layout);
+  const size_t stride = block_stride(layout);
   const uint8_t x = source_xor(layout);
   uint16_t* scales = reinterpret_cast<uint16_t*>(dst);             // [nb][16]
-  uint8_t* quants = dst + packed_quants_offset(layout, w.n_cols);  // [nb][np][16][4]
+  uint8_t* quants = dst + packed_quants_offset(layout, w.n_cols);  // [nb][stride]
   for (int r = 0; r < kPackRows; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + (g * kPackRows + r) * rb;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * block_bytes;
       std::memcpy(&scales[b * kPackRows + r], blk, 2);
-      const uint8_t* qs = blk + kQsOffset;
+      const uint8_t* qs = blk + qs_offset(layout);
+      uint8_t* qb = quants + b * stride;
       for (int p = 0; p < np; ++p) {
-        uint8_t* out = quants + ((b * np + p) * kPackRows + r) * 4;
+        uint8_t* out = qb + (p * kPackRows + r) * 4;
         for (int i = 0; i < 4; ++i) out[i] = qs[4 * p + i] ^ x;
+      }
+      if (layout == PackedLayout::kQ5_0x16) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + 2, 4);
+        spread_qh(qh, qb + (np * kPackRows + r) * 4);
       }
     }
   }
@@ -75,6 +112,10 @@ PackedLayout packed_layout_for(DType t) {
       return PackedLayout::kQ4_0x16;
     case DType::kQ8_0:
       return PackedLayout::kQ8_0x16;
+    case DType::kQ5_0:
+      // AVX2 only: AVX-512 has a VNNI row-major Q5_0 kernel (matmul_q_avx512.cc) and no packed
+      // one measured against it.
+      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ5_0x16 : PackedLayout::kNone;
     case DType::kF16:
       return PackedLayout::kF16x16;
     case DType::kBF16:
@@ -91,7 +132,7 @@ size_t packed_quants_offset(PackedLayout layout, int64_t n_cols) {
 
 size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
   if (is_float(layout)) return static_cast<size_t>(n_cols) * kPackRows * 2;
-  const size_t quants = static_cast<size_t>(n_cols / kQK) * pieces(layout) * kPackRows * 4;
+  const size_t quants = static_cast<size_t>(n_cols / kQK) * block_stride(layout);
   return packed_quants_offset(layout, n_cols) + quants;
 }
 
@@ -170,6 +211,7 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
   const int64_t nb = n_cols / kQK;
   const size_t block_bytes = row_bytes(type, n_cols) / nb;
   const int np = pieces(layout);
+  const size_t stride = block_stride(layout);
   const uint8_t x = source_xor(layout);
   const uint8_t* group = p.data() + (r / kPackRows) * packed_group_bytes(layout, n_cols);
   const int lane = static_cast<int>(r % kPackRows);
@@ -177,10 +219,15 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = out + b * block_bytes;
     std::memcpy(blk, group + (b * kPackRows + lane) * 2, 2);
-    uint8_t* qs = blk + kQsOffset;
+    uint8_t* qs = blk + qs_offset(layout);
+    const uint8_t* qb = quants + b * stride;
     for (int q = 0; q < np; ++q) {
-      const uint8_t* in = quants + ((b * np + q) * kPackRows + lane) * 4;
+      const uint8_t* in = qb + (q * kPackRows + lane) * 4;
       for (int i = 0; i < 4; ++i) qs[4 * q + i] = in[i] ^ x;
+    }
+    if (layout == PackedLayout::kQ5_0x16) {
+      const uint32_t qh = gather_qh(qb + (np * kPackRows + lane) * 4);
+      std::memcpy(blk + 2, &qh, 4);
     }
   }
 }

@@ -8,11 +8,16 @@
 //
 // Layouts (G = 16 rows, nb = n_cols / 32 blocks; a group = rows [16 g, 16 g + 16)):
 //   group g: scales [nb][16] fp16 (the rows' block scales d, row-minor), padded to 64 bytes,
-//            then quants [nb][P][16][4] bytes, P = 4 (Q4_0) or 8 (Q8_0): piece p of block b holds
-//            for each row r the 4 bytes that the kernel multiplies with activation bytes 4p..4p+3.
+//            then quants [nb][P][16][4] bytes, P = 4 (Q4_0, Q5_0) or 8 (Q8_0): piece p of block b
+//            holds for each row r the 4 bytes that the kernel multiplies with activation bytes
+//            4p..4p+3.
 //   Q4_0x16: piece p (0..3), row r = bytes qs[4p .. 4p+3] of the row's block, unchanged: low
 //            nibbles are elements 4p..4p+3, high nibbles elements 16+4p..16+4p+3 (values q+8).
 //   Q8_0x16: piece p (0..7), row r = qs[4p .. 4p+3] XOR 0x80, i.e. unsigned q+128.
+//   Q5_0x16 (AVX2 only): the Q4_0x16 pieces of Q5_0's nibbles, then per block [16][4] bytes of
+//            high bits (packed.cc: spread_qh): byte i of row r has in bit p the 5th bit of
+//            element 4p+i and in bit 4+p that of element 16+4p+i, so one 16-bit shift and mask
+//            per piece moves them to bit 4 of the unpacked bytes. A block is 320 bytes.
 //   F16x16 / BF16x16: group g = [n_cols][16] 16-bit values (column-major within the group): one
 //            load of 32 bytes is column k of the 16 rows, multiplied (f32 FMA) by x[k] broadcast.
 // Rows beyond the last full group stay in the row-major data (matmul() computes them there).
