@@ -82,7 +82,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
     for (int sh = 0; sh < 4; ++sh) {
       for (int n : {1, 64}) {
         b->Args({t, sh, n, 0});
-        if (dtype_info(kTypes[t]).block_size <= 32) b->Args({t, sh, n, 1});  // packs (packed.h)
+        if (packed_layout_for(kTypes[t]) != PackedLayout::kNone) b->Args({t, sh, n, 1});
       }
     }
   }

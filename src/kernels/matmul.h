@@ -18,6 +18,7 @@ enum class PackedLayout : uint8_t {
   kF16x16,
   kBF16x16,
   kQ5_0x16,
+  kQ4_Kx16,
 };
 
 // A weight matrix as stored in the file: n_rows rows of n_cols elements of `type`.

@@ -56,6 +56,65 @@ uint32_t gather_qh(const uint8_t* in) {
   return qh;
 }
 
+// Q4_Kx16 (packed.h): per super-block of 256 columns, a header, then the quants.
+constexpr int64_t kQK_K = 256;
+constexpr size_t kKD = 0, kKDmin = 32, kKScales = 64, kKMins = 192, kKHeader = 320;
+constexpr size_t kKSuper = kKHeader + kPackRows * kQK_K / 2;
+
+bool is_k(PackedLayout layout) { return layout == PackedLayout::kQ4_Kx16; }
+
+void pack_group_q4k(const WeightView& w, int64_t g, uint8_t* dst) {
+  const int64_t n_sb = w.n_cols / kQK_K;
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  for (int r = 0; r < kPackRows; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w.data) +
+                                                         (g * kPackRows + r) * rb);
+    const int h = r / 8, rr = r % 8;
+    for (int64_t sb = 0; sb < n_sb; ++sb) {
+      const BlockQ4_K& b = row[sb];
+      uint8_t* s = dst + sb * kKSuper;
+      std::memcpy(s + kKD + 2 * r, &b.d, 2);
+      std::memcpy(s + kKDmin + 2 * r, &b.dmin, 2);
+      for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        unpack_scale_min_k4(j, b.scales, &sc, &m);
+        s[kKScales + h * 64 + j * 8 + rr] = static_cast<uint8_t>(sc);
+        s[kKMins + h * 64 + (j / 2) * 16 + rr * 2 + j % 2] = static_cast<uint8_t>(m);
+      }
+      for (int c = 0; c < 4; ++c) {
+        for (int p = 0; p < 8; ++p) {
+          std::memcpy(s + kKHeader + ((c * 8 + p) * kPackRows + r) * 4, b.qs + 32 * c + 4 * p, 4);
+        }
+      }
+    }
+  }
+}
+
+void unpack_row_q4k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* out) {
+  const int64_t n_sb = n_cols / kQK_K;
+  const uint8_t* group =
+      p.data() + (r / kPackRows) * packed_group_bytes(PackedLayout::kQ4_Kx16, n_cols);
+  const int lane = static_cast<int>(r % kPackRows), h = lane / 8, rr = lane % 8;
+  auto* row = reinterpret_cast<BlockQ4_K*>(out);
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    BlockQ4_K& b = row[sb];
+    const uint8_t* s = group + sb * kKSuper;
+    std::memcpy(&b.d, s + kKD + 2 * lane, 2);
+    std::memcpy(&b.dmin, s + kKDmin + 2 * lane, 2);
+    int sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = s[kKScales + h * 64 + j * 8 + rr];
+      m[j] = s[kKMins + h * 64 + (j / 2) * 16 + rr * 2 + j % 2];
+    }
+    pack_scale_min_k4(sc, m, b.scales);
+    for (int c = 0; c < 4; ++c) {
+      for (int q = 0; q < 8; ++q) {
+        std::memcpy(b.qs + 32 * c + 4 * q, s + kKHeader + ((c * 8 + q) * kPackRows + lane) * 4, 4);
+      }
+    }
+  }
+}
+
 bool is_float(PackedLayout layout) {
   return layout == PackedLayout::kF16x16 || layout == PackedLayout::kBF16x16;
 }
@@ -74,6 +133,7 @@ void pack_group_16bit(const WeightView& w, int64_t g, uint8_t* dst) {
 
 void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* dst) {
   if (is_float(layout)) return pack_group_16bit(w, g, dst);
+  if (is_k(layout)) return pack_group_q4k(w, g, dst);
   const int64_t nb = w.n_cols / kQK;
   const size_t rb = row_bytes(w.type, w.n_cols);
   const size_t block_bytes = rb / nb;
@@ -116,6 +176,9 @@ PackedLayout packed_layout_for(DType t) {
       // AVX2 only: AVX-512 has a VNNI row-major Q5_0 kernel (matmul_q_avx512.cc) and no packed
       // one measured against it.
       return active_isa() == Isa::kAvx2 ? PackedLayout::kQ5_0x16 : PackedLayout::kNone;
+    case DType::kQ4_K:
+      // AVX2 only, as Q5_0 (matmul_k_avx512.cc keeps the row-major VNNI kernel).
+      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ4_Kx16 : PackedLayout::kNone;
     case DType::kF16:
       return PackedLayout::kF16x16;
     case DType::kBF16:
@@ -127,11 +190,13 @@ PackedLayout packed_layout_for(DType t) {
 
 size_t packed_quants_offset(PackedLayout layout, int64_t n_cols) {
   if (is_float(layout)) return 0;
+  if (is_k(layout)) return kKHeader;  // within each super-block
   return round_up(static_cast<size_t>(n_cols / kQK) * kPackRows * 2, 64);
 }
 
 size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
   if (is_float(layout)) return static_cast<size_t>(n_cols) * kPackRows * 2;
+  if (is_k(layout)) return static_cast<size_t>(n_cols / kQK_K) * kKSuper;
   const size_t quants = static_cast<size_t>(n_cols / kQK) * block_stride(layout);
   return packed_quants_offset(layout, n_cols) + quants;
 }
@@ -170,7 +235,7 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   const PackedLayout layout = packed_layout_for(w.type);
   const int64_t n_groups = w.n_rows / kPackRows;
   if (layout == PackedLayout::kNone || n_groups == 0 || w.data == nullptr) return p;
-  GLM_CHECK(is_float(layout) || w.n_cols % kQK == 0);
+  GLM_CHECK(is_float(layout) || w.n_cols % (is_k(layout) ? kQK_K : kQK) == 0);
   const size_t gb = packed_group_bytes(layout, w.n_cols);
   p.bytes_ = gb * n_groups;
   p.allocate();
@@ -180,7 +245,7 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   // Padding bytes of the scale region are zeroed so that the copy is deterministic.
   internal::split_rows(pool, n_groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
-      std::memset(base + g * gb, 0, packed_quants_offset(layout, w.n_cols));
+      if (!is_k(layout)) std::memset(base + g * gb, 0, packed_quants_offset(layout, w.n_cols));
       pack_group(w, layout, g, base + g * gb);
     }
   });
@@ -208,6 +273,7 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
     for (int64_t c = 0; c < n_cols; ++c) o[c] = group[c * kPackRows + r % kPackRows];
     return;
   }
+  if (is_k(layout)) return unpack_row_q4k(p, n_cols, r, out);
   const int64_t nb = n_cols / kQK;
   const size_t block_bytes = row_bytes(type, n_cols) / nb;
   const int np = pieces(layout);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/matmul_avx2.h"
 #include "kernels/packed.h"
 
 namespace glm::kernels::internal {
@@ -462,6 +463,9 @@ void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n
       return;
     case PackedLayout::kQ5_0x16:
       packed_matmul<Q5>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kQ4_Kx16:
+      matmul_packed_k_avx2(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kF16x16:
       float_packed_matmul<false>(w, x, y, n_tokens, pool);
