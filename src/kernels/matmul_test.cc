@@ -113,8 +113,9 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
       ASSERT_FALSE(p.empty()) << dtype_name(t) << " " << isa_name(isa);
       EXPECT_EQ(p.n_rows(), 32);
     }
-    // Q5_0 and Q4_K are packed for AVX2 only (AVX-512 keeps its VNNI row-major kernels).
-    for (DType t : {DType::kQ5_0, DType::kQ4_K}) {
+    // Q5_0, Q4_K and Q6_K are packed for AVX2 only (AVX-512 keeps its VNNI row-major kernels);
+    // Q5_K is not packed.
+    for (DType t : {DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
       const Weights w = make_weights(t, 37, 256, 1);
       const PackedWeight p = PackedWeight::pack(w.view, nullptr);
       EXPECT_EQ(p.empty(), isa != Isa::kAvx2) << dtype_name(t) << " " << isa_name(isa);
@@ -122,7 +123,7 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
         EXPECT_EQ(p.n_rows(), 32);
       }
     }
-    const Weights k = make_weights(DType::kQ6_K, 37, 256, 1);
+    const Weights k = make_weights(DType::kQ5_K, 37, 256, 1);
     EXPECT_TRUE(PackedWeight::pack(k.view, nullptr).empty());
   }
 }
@@ -170,8 +171,8 @@ TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "packed kernels need AVX2";
   ScopedIsa scoped(Isa::kAvx2);  // the ISA that packs every layout
   ThreadPool pool(2);
-  for (DType t :
-       {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kQ4_K}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kQ4_K,
+                  DType::kQ6_K}) {
     for (int64_t n_cols : {32, 96, 768, 4096}) {
       if (n_cols % dtype_info(t).block_size != 0) continue;
       const Weights w = make_weights(t, 53, n_cols, 5);

@@ -61,7 +61,69 @@ constexpr int64_t kQK_K = 256;
 constexpr size_t kKD = 0, kKDmin = 32, kKScales = 64, kKMins = 192, kKHeader = 320;
 constexpr size_t kKSuper = kKHeader + kPackRows * kQK_K / 2;
 
-bool is_k(PackedLayout layout) { return layout == PackedLayout::kQ4_Kx16; }
+// Q6_Kx16 (packed.h): d [16] fp16, scales [2][8][8][2] int8, padding to kKHeader, then the
+// pieces [2 parts][8][ql low, ql high, qh][16 rows][4 bytes].
+constexpr size_t k6Scales = 32, k6Super = kKHeader + kPackRows * 192;
+
+bool is_k(PackedLayout layout) {
+  return layout == PackedLayout::kQ4_Kx16 || layout == PackedLayout::kQ6_Kx16;
+}
+size_t k_super_bytes(PackedLayout layout) {
+  return layout == PackedLayout::kQ4_Kx16 ? kKSuper : k6Super;
+}
+
+// Where in a packed super-block row r's scale of group g (16 values) and its quant bytes go;
+// pack and unpack share these.
+size_t q6_scale_at(int r, int g) {
+  return k6Scales + (r / 8) * 128 + (g / 2) * 16 + (r % 8) * 2 + g % 2;
+}
+// Piece kind 0: ql[64 part + 4 p ..], 1: ql[64 part + 32 + 4 p ..], 2: qh[32 part + 4 p ..].
+size_t q6_piece_at(int r, int part, int p, int kind) {
+  return kKHeader + ((part * 8 + p) * 3 + kind) * kPackRows * 4 + r * 4;
+}
+
+void pack_group_q6k(const WeightView& w, int64_t g, uint8_t* dst) {
+  const int64_t n_sb = w.n_cols / kQK_K;
+  const size_t rb = row_bytes(w.type, w.n_cols);
+  for (int r = 0; r < kPackRows; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w.data) +
+                                                         (g * kPackRows + r) * rb);
+    for (int64_t sb = 0; sb < n_sb; ++sb) {
+      const BlockQ6_K& b = row[sb];
+      uint8_t* s = dst + sb * k6Super;
+      std::memcpy(s + 2 * r, &b.d, 2);
+      for (int j = 0; j < 16; ++j) s[q6_scale_at(r, j)] = static_cast<uint8_t>(b.scales[j]);
+      for (int part = 0; part < 2; ++part) {
+        for (int p = 0; p < 8; ++p) {
+          std::memcpy(s + q6_piece_at(r, part, p, 0), b.ql + 64 * part + 4 * p, 4);
+          std::memcpy(s + q6_piece_at(r, part, p, 1), b.ql + 64 * part + 32 + 4 * p, 4);
+          std::memcpy(s + q6_piece_at(r, part, p, 2), b.qh + 32 * part + 4 * p, 4);
+        }
+      }
+    }
+  }
+}
+
+void unpack_row_q6k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* out) {
+  const int64_t n_sb = n_cols / kQK_K;
+  const uint8_t* group =
+      p.data() + (r / kPackRows) * packed_group_bytes(PackedLayout::kQ6_Kx16, n_cols);
+  const int lane = static_cast<int>(r % kPackRows);
+  auto* row = reinterpret_cast<BlockQ6_K*>(out);
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    BlockQ6_K& b = row[sb];
+    const uint8_t* s = group + sb * k6Super;
+    std::memcpy(&b.d, s + 2 * lane, 2);
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(s[q6_scale_at(lane, j)]);
+    for (int part = 0; part < 2; ++part) {
+      for (int q = 0; q < 8; ++q) {
+        std::memcpy(b.ql + 64 * part + 4 * q, s + q6_piece_at(lane, part, q, 0), 4);
+        std::memcpy(b.ql + 64 * part + 32 + 4 * q, s + q6_piece_at(lane, part, q, 1), 4);
+        std::memcpy(b.qh + 32 * part + 4 * q, s + q6_piece_at(lane, part, q, 2), 4);
+      }
+    }
+  }
+}
 
 void pack_group_q4k(const WeightView& w, int64_t g, uint8_t* dst) {
   const int64_t n_sb = w.n_cols / kQK_K;
@@ -133,7 +195,8 @@ void pack_group_16bit(const WeightView& w, int64_t g, uint8_t* dst) {
 
 void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* dst) {
   if (is_float(layout)) return pack_group_16bit(w, g, dst);
-  if (is_k(layout)) return pack_group_q4k(w, g, dst);
+  if (layout == PackedLayout::kQ4_Kx16) return pack_group_q4k(w, g, dst);
+  if (layout == PackedLayout::kQ6_Kx16) return pack_group_q6k(w, g, dst);
   const int64_t nb = w.n_cols / kQK;
   const size_t rb = row_bytes(w.type, w.n_cols);
   const size_t block_bytes = rb / nb;
@@ -179,6 +242,8 @@ PackedLayout packed_layout_for(DType t) {
     case DType::kQ4_K:
       // AVX2 only, as Q5_0 (matmul_k_avx512.cc keeps the row-major VNNI kernel).
       return active_isa() == Isa::kAvx2 ? PackedLayout::kQ4_Kx16 : PackedLayout::kNone;
+    case DType::kQ6_K:
+      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ6_Kx16 : PackedLayout::kNone;
     case DType::kF16:
       return PackedLayout::kF16x16;
     case DType::kBF16:
@@ -196,7 +261,7 @@ size_t packed_quants_offset(PackedLayout layout, int64_t n_cols) {
 
 size_t packed_group_bytes(PackedLayout layout, int64_t n_cols) {
   if (is_float(layout)) return static_cast<size_t>(n_cols) * kPackRows * 2;
-  if (is_k(layout)) return static_cast<size_t>(n_cols / kQK_K) * kKSuper;
+  if (is_k(layout)) return static_cast<size_t>(n_cols / kQK_K) * k_super_bytes(layout);
   const size_t quants = static_cast<size_t>(n_cols / kQK) * block_stride(layout);
   return packed_quants_offset(layout, n_cols) + quants;
 }
@@ -245,7 +310,8 @@ PackedWeight PackedWeight::pack(const WeightView& w, ThreadPool* pool) {
   // Padding bytes of the scale region are zeroed so that the copy is deterministic.
   internal::split_rows(pool, n_groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
-      if (!is_k(layout)) std::memset(base + g * gb, 0, packed_quants_offset(layout, w.n_cols));
+      // (K layouts: the whole group, for the padding after each super-block's header.)
+      std::memset(base + g * gb, 0, is_k(layout) ? gb : packed_quants_offset(layout, w.n_cols));
       pack_group(w, layout, g, base + g * gb);
     }
   });
@@ -273,7 +339,8 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
     for (int64_t c = 0; c < n_cols; ++c) o[c] = group[c * kPackRows + r % kPackRows];
     return;
   }
-  if (is_k(layout)) return unpack_row_q4k(p, n_cols, r, out);
+  if (layout == PackedLayout::kQ4_Kx16) return unpack_row_q4k(p, n_cols, r, out);
+  if (layout == PackedLayout::kQ6_Kx16) return unpack_row_q6k(p, n_cols, r, out);
   const int64_t nb = n_cols / kQK;
   const size_t block_bytes = row_bytes(type, n_cols) / nb;
   const int np = pieces(layout);
