@@ -1,8 +1,11 @@
-// AVX2 integer path for the k-quants Q4_K, Q5_K and Q6_K (256-value super-blocks), row-major.
+// AVX2 integer path for the k-quants Q4_K, Q5_K and Q6_K (256-value super-blocks), row-major:
+// all of Q5_K, and for Q4_K / Q6_K (packed under AVX2: packed_k_avx2.cc) the rows after the last
+// group of 16 and --repack 0.
 //
 // Activations are quantized per 256 values (internal.h: quantize_act_ref with block 256) into
-// ActK: int8 values in natural order, the sums of each 16 and each 32 of them, and d_x.
-// Weights unpack to unsigned bytes, 32 values (one sub-block of Q4_K/Q5_K, two of Q6_K) per ymm:
+// ActK (act_k_avx2.h): int8 values in natural order, the sums of each 16 and each 32 of them, and
+// d_x. Weights unpack to unsigned bytes, 32 values (one sub-block of Q4_K/Q5_K, two of Q6_K) per
+// ymm:
 //   Q4_K: 32 bytes of qs -> low nibbles (sub-block 2j), high nibbles (sub-block 2j + 1);
 //   Q5_K: the same, bit s of qh[l] as bit 4 of sub-block s's value l;
 //   Q6_K: 4 low bits from ql, 2 high bits from qh (quant.h, quant_k.cc).
