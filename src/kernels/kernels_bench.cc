@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct Shape {
 // qkv, attention output, ffn up (gate + up), ffn down of ChatGLM3-6B.
 constexpr Shape kShapes[] = {{4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}};
 constexpr DType kTypes[] = {DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                            DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
+                            DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ5_0};
 
 void BM_Matmul(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
@@ -77,11 +78,11 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
-  for (int t = 0; t < 7; ++t) {
+  for (int t = 0; t < static_cast<int>(std::size(kTypes)); ++t) {
     for (int sh = 0; sh < 4; ++sh) {
       for (int n : {1, 64}) {
         b->Args({t, sh, n, 0});
-        if (dtype_info(kTypes[t]).block_size <= 32) b->Args({t, sh, n, 1});  // packs (packed.h)
+        if (packed_layout_for(kTypes[t]) != PackedLayout::kNone) b->Args({t, sh, n, 1});
       }
     }
   }

@@ -11,7 +11,16 @@
 namespace glm::kernels {
 
 // Interleaved layouts of packed.h (weights repacked at load time for the fastest kernel).
-enum class PackedLayout : uint8_t { kNone = 0, kQ4_0x16, kQ8_0x16, kF16x16, kBF16x16 };
+enum class PackedLayout : uint8_t {
+  kNone = 0,
+  kQ4_0x16,
+  kQ8_0x16,
+  kF16x16,
+  kBF16x16,
+  kQ5_0x16,
+  kQ4_Kx16,
+  kQ6_Kx16,
+};
 
 // A weight matrix as stored in the file: n_rows rows of n_cols elements of `type`.
 // Not owned (points into the model's mapping). Optionally also a packed copy of its first

@@ -1,7 +1,8 @@
 // AVX2 matmul variant (internal.h), for CPUs without AVX-512:
 //   - F32 / F16 (vcvtph2ps) / BF16 weights: f32 FMA in R x T register tiles (16 ymm registers:
 //     2 x 4 for prefill, 4 x 1 for decode).
-//   - Q8_0 / Q4_0 weights: activations quantized per 32 values (internal.h: quantize_act_ref),
+//   - Q8_0 / Q4_0 / Q5_0 weights: activations quantized per 32 values (internal.h:
+//   quantize_act_ref),
 //     int8 products by the sign trick: vpmaddubsw(|w|, sign(x, w)) -> int16 pairs (|w| <= 128,
 //     |x| <= 127: no saturation), vpmaddwd with ones -> int32, summed per row and block, then
 //     y = fma(float(sum), d_w * d_x, y) block by block, bit-identical to the packed kernel.
@@ -164,6 +165,28 @@ struct Q4_0 {
   }
 };
 
+// Value j of a block is nibble j (low nibbles 0..15, high nibbles 16..31) with bit j of qh as
+// its bit 4, minus 16: nib | 0xF0 (nib - 16 as int8) where the bit is clear, nib where it is set.
+struct Q5_0 {
+  static constexpr int kBlockBytes = 22;
+  static __m256i load(const uint8_t* b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m256i nib =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    uint32_t qh;
+    std::memcpy(&qh, b + 2, 4);
+    // Byte j of `bits` = byte j / 8 of qh, tested against bit j % 8.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int32_t>(qh)),
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(nib,
+                           _mm256_andnot_si256(set, _mm256_set1_epi8(static_cast<char>(0xF0))));
+  }
+};
+
 // Sums of the 8 int32 lanes of each of p[0..R) (R <= 4) as lanes 0..R-1 of the result.
 template <int R>
 inline __m128i row_sums(const __m256i (&p)[R]) {
@@ -298,6 +321,7 @@ int act_block_avx2(DType t) {
       return 0;
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
       return 32;
     default:
       return act_block_k_avx2(t);
@@ -321,6 +345,9 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
       return true;
     case DType::kQ4_0:
       q_matmul<Q4_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ5_0:
+      q_matmul<Q5_0>(w, x, y, n_tokens, pool);
       return true;
     default:
       return matmul_k_avx2(w, x, y, n_tokens, pool);

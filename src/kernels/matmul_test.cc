@@ -113,7 +113,17 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
       ASSERT_FALSE(p.empty()) << dtype_name(t) << " " << isa_name(isa);
       EXPECT_EQ(p.n_rows(), 32);
     }
-    const Weights k = make_weights(DType::kQ6_K, 37, 256, 1);
+    // Q5_0, Q4_K and Q6_K are packed for AVX2 only (AVX-512 keeps its VNNI row-major kernels);
+    // Q5_K is not packed.
+    for (DType t : {DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+      const Weights w = make_weights(t, 37, 256, 1);
+      const PackedWeight p = PackedWeight::pack(w.view, nullptr);
+      EXPECT_EQ(p.empty(), isa != Isa::kAvx2) << dtype_name(t) << " " << isa_name(isa);
+      if (!p.empty()) {
+        EXPECT_EQ(p.n_rows(), 32);
+      }
+    }
+    const Weights k = make_weights(DType::kQ5_K, 37, 256, 1);
     EXPECT_TRUE(PackedWeight::pack(k.view, nullptr).empty());
   }
 }
@@ -121,7 +131,9 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
 TEST(MatmulTest, VectorVariantsHaveIntegerKernelsForTheirTypes) {
   // Guards the reference test against a variant silently handing a type to the generic path
   // (act_block 0): AVX2 runs Q8_0 / Q4_0 per 32 values and every k-quant per 256.
-  for (DType t : {DType::kQ8_0, DType::kQ4_0}) EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 32);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0}) {
+    EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 32) << dtype_name(t);
+  }
   for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 256) << dtype_name(t);
   }
@@ -131,13 +143,13 @@ TEST(MatmulTest, VectorVariantsHaveIntegerKernelsForTheirTypes) {
 }
 
 TEST(MatmulTest, Avx2PackedAndRowMajorQuantsAreBitIdentical) {
-  // The AVX2 row-major Q4_0 / Q8_0 kernel (tails after the last group of 16, --repack 0) sums
-  // like the packed one, so repacking changes no result at all: a rounding difference would
+  // The AVX2 row-major Q4_0 / Q5_0 / Q8_0 kernel (tails after the last group of 16, --repack 0)
+  // sums like the packed one, so repacking changes no result at all: a rounding difference would
   // flip an activation's int8 rounding now and then in the next layer (seen in a model test).
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "needs AVX2";
   ScopedIsa scoped(Isa::kAvx2);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
     for (int64_t n_tokens : {1, 3, 7, 12}) {
       const Weights w = make_weights(t, 53, 320, 9);
       const auto x = random_floats(static_cast<size_t>(n_tokens * 320), 4, -2, 2);
@@ -157,9 +169,12 @@ TEST(MatmulTest, Avx2PackedAndRowMajorQuantsAreBitIdentical) {
 
 TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "packed kernels need AVX2";
+  ScopedIsa scoped(Isa::kAvx2);  // the ISA that packs every layout
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kBF16}) {
-    for (int64_t n_cols : {32, 96, 4096}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kQ4_K,
+                  DType::kQ6_K}) {
+    for (int64_t n_cols : {32, 96, 768, 4096}) {
+      if (n_cols % dtype_info(t).block_size != 0) continue;
       const Weights w = make_weights(t, 53, n_cols, 5);
       const PackedWeight p = PackedWeight::pack(w.view, &pool);
       ASSERT_EQ(p.n_rows(), 48);

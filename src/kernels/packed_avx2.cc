@@ -9,6 +9,8 @@
 //     high) go through vpmaddubsw(u, broadcast x bytes 4j..4j+3) and are summed in int16
 //     (|each| <= 2 * 15 * 127, eight of them <= 30480: no saturation), one vpmaddwd with ones
 //     makes the row sums in int32, then y += float(sum + c) * d_w * d_x.
+//   Q5_0x16 (u = q_w + 16 in 0..31): as Q4_0x16 with the 5th bit ORed in from the block's
+//     high-bit line; pairs reach 2 * 31 * 127, so only 4 pieces are summed in int16.
 //   Q8_0x16 (u = q_w + 128): vpmaddubsw cannot take u (255 * 127 * 2 saturates), so the pieces
 //     are turned back into q_w and go through the sign trick vpmaddubsw(|q_w|, sign(x, q_w))
 //     (<= 2 * 128 * 127: no saturation), each widened by vpmaddwd before adding.
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/matmul_avx2.h"
 #include "kernels/packed.h"
 
 namespace glm::kernels::internal {
@@ -58,6 +61,7 @@ inline __m256i bcast32(const int32_t* p) { return _mm256_set1_epi32(*p); }
 // high nibbles with word 4 + p.
 struct Q4 {
   static constexpr int kPieces = 4;
+  static constexpr int kBlockStride = 4 * 64;
   static constexpr int kOffset = 8;
   struct Regs {
     __m256i u[8];
@@ -84,9 +88,54 @@ struct Q4 {
   }
 };
 
+// Q5_0x16: the Q4_0x16 pieces (nibbles) and after them the high bits, one 32-byte line per
+// half (packed.cc: spread_qh): bit p of a lane byte becomes bit 4 of low-nibble piece p, bit
+// 4 + p bit 4 of high-nibble piece p. u = q_w + 16 in 0..31: vpmaddubsw pairs reach
+// 2 * 31 * 127 = 7874, so only 4 of them are summed in int16 (31496) before vpmaddwd.
+struct Q5 {
+  static constexpr int kPieces = 4;
+  static constexpr int kBlockStride = 5 * 64;
+  static constexpr int kOffset = 16;
+  struct Regs {
+    __m256i u[8];
+  };
+  static inline void load(const uint8_t* q, int h, Regs* r) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 256 + 32 * h));
+    // 16-bit shifts: a bit that crosses into the next byte never lands on bit 4 (shifts <= 4).
+    const __m256i lo_bit[4] = {_mm256_slli_epi16(hb, 4), _mm256_slli_epi16(hb, 3),
+                               _mm256_slli_epi16(hb, 2), _mm256_slli_epi16(hb, 1)};
+    const __m256i hi_bit[4] = {hb, _mm256_srli_epi16(hb, 1), _mm256_srli_epi16(hb, 2),
+                               _mm256_srli_epi16(hb, 3)};
+    GLM_UNROLL_P
+    for (int p = 0; p < 4; ++p) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64 * p + 32 * h));
+      r->u[p] = _mm256_or_si256(_mm256_and_si256(v, m), _mm256_and_si256(lo_bit[p], b4));
+      r->u[p + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m),
+                                    _mm256_and_si256(hi_bit[p], b4));
+    }
+  }
+  static inline __m256i dot(const Regs& r, const int32_t* x) {
+    __m256i s[2];  // low nibbles (words 0..3), high nibbles (words 4..7)
+    GLM_UNROLL_P
+    for (int k = 0; k < 2; ++k) {
+      const int j = 4 * k;
+      s[k] =
+          _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(r.u[j], bcast32(x + j)),
+                                            _mm256_maddubs_epi16(r.u[j + 1], bcast32(x + j + 1))),
+                           _mm256_add_epi16(_mm256_maddubs_epi16(r.u[j + 2], bcast32(x + j + 2)),
+                                            _mm256_maddubs_epi16(r.u[j + 3], bcast32(x + j + 3))));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
+  }
+};
+
 // Q8_0x16: piece p of half h pairs with activation word p; stored as q + 128.
 struct Q8 {
   static constexpr int kPieces = 8;
+  static constexpr int kBlockStride = 8 * 64;
   static constexpr int kOffset = 0;  // the sign trick multiplies q itself: no correction
   struct Regs {
     __m256i q[8];  // signed weights
@@ -129,12 +178,12 @@ void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < c.n_blocks; ++b) {
-    const uint8_t* qb = quants + b * (Fmt::kPieces * 64);
+    const uint8_t* qb = quants + b * Fmt::kBlockStride;
     if constexpr (T == 1) {
       // Decode streams the group once: fetch ahead so that new streams do not wait for the
       // hardware prefetcher to ramp up.
       GLM_UNROLL_P
-      for (int p = 0; p < Fmt::kPieces; ++p) {
+      for (int p = 0; p < Fmt::kBlockStride / 64; ++p) {
         _mm_prefetch(reinterpret_cast<const char*>(qb) + 2048 + 64 * p, _MM_HINT_T0);
       }
     }
@@ -411,6 +460,13 @@ void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n
       return;
     case PackedLayout::kQ8_0x16:
       packed_matmul<Q8>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kQ5_0x16:
+      packed_matmul<Q5>(w, x, y, n_tokens, pool);
+      return;
+    case PackedLayout::kQ4_Kx16:
+    case PackedLayout::kQ6_Kx16:
+      matmul_packed_k_avx2(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kF16x16:
       float_packed_matmul<false>(w, x, y, n_tokens, pool);

@@ -321,6 +321,12 @@ void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t
     case PackedLayout::kBF16x16:
       float_packed_matmul<true>(w, x, y, n_tokens, pool);
       return;
+    case PackedLayout::kQ5_0x16:
+    case PackedLayout::kQ4_Kx16:
+    case PackedLayout::kQ6_Kx16:
+      // Packed for AVX2 only (packed_layout_for); a CPU with AVX-512 has AVX2 too.
+      matmul_packed_avx2(w, x, y, n_tokens, pool);
+      return;
     case PackedLayout::kNone:
       break;
   }

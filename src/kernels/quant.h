@@ -101,6 +101,22 @@ inline void unpack_scale_min_k4(int j, const uint8_t* scales, int* sc, int* m) {
   }
 }
 
+// Inverse of unpack_scale_min_k4: the 12 bytes that hold sc[0..8) and m[0..8) (each < 64).
+// Every bit of the 12 is used, so unpacking and packing again gives the same bytes.
+inline void pack_scale_min_k4(const int* sc, const int* m, uint8_t* scales) {
+  for (int j = 0; j < 12; ++j) scales[j] = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      scales[j] |= static_cast<uint8_t>(sc[j]);
+      scales[j + 4] |= static_cast<uint8_t>(m[j]);
+    } else {
+      scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
+    }
+  }
+}
+
 // True if quantize_row_ref / dequantize_row_ref handle type t (F32, F16, BF16, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K).
 bool can_quantize(DType t);

@@ -142,20 +142,6 @@ float fit_sym(const float* x, int n, int nmax) {
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------------
 
-void pack_scale_min_k4(const int* sc, const int* m, uint8_t* scales) {
-  std::memset(scales, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      scales[j] |= static_cast<uint8_t>(sc[j]);
-      scales[j + 4] |= static_cast<uint8_t>(m[j]);
-    } else {
-      scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
-      scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
-      scales[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
-    }
-  }
-}
-
 // Encodes one 256-value super-block with nmax = 15 (Q4_K) or 31 (Q5_K). L gets the codes.
 void quantize_super_asym(const float* x, int nmax, uint16_t* d_out, uint16_t* dmin_out,
                          uint8_t* scales, uint8_t* L) {
