@@ -104,6 +104,7 @@ void Gateway::install_middleware() {
   http::ServerOptions so;
   so.host = options_.host;
   so.port = options_.port;
+  so.listen_fd = options_.listen_fd;
   // Two event-loop threads where there are two cores: requests are read and parsed on them,
   // and one alone became the bottleneck at 100 concurrent streams on a loaded 2-core machine.
   so.io_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;

@@ -39,6 +39,7 @@ namespace glm::gateway {
 struct GatewayOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0 = any free port (tests)
+  int listen_fd = -1;         // a listening socket to serve on instead (from glmserve serve)
   std::string engine_socket;  // required
   std::string db_path;        // required (":memory:" for tests)
   std::string api_key;        // empty = no auth; else "Authorization: Bearer <key>"
