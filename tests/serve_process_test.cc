@@ -1,5 +1,6 @@
 // `glmserve serve` as a real process: one owner per port and per engine socket, ready only when
-// its own engine and its gateway answer (docs/operations.md).
+// its own engine and its gateway answer, and answers that survive a kill -9 of the engine
+// (docs/operations.md, "Nothing lost when the engine dies").
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -172,6 +173,138 @@ TEST_F(ServeProcessTest, ReadyOnlyWhenItsGatewayAnswersToo) {
   raw.send_request("GET", "/health", "");
   ASSERT_TRUE(raw.read_until("", 5000));
   EXPECT_EQ(raw.result().status, 200) << raw.received();
+}
+
+// One streamed chat completion read as it arrives.
+struct Stream {
+  std::unique_ptr<RawHttp> http;
+  int events_at_kill = -1;       // data events received 100 ms after the kill
+  double resumed_after_ms = -1;  // kill -> the first data event after that
+  int events() const {
+    int n = 0;
+    for (size_t pos = 0; (pos = http->received().find("data: {", pos)) != std::string::npos; ++pos)
+      ++n;
+    return n;
+  }
+  bool ended() const {
+    const std::string& r = http->received();
+    return r.find("data: [DONE]") != std::string::npos ||
+           r.find("data: {\"error\"") != std::string::npos;
+  }
+  // The content deltas, and the usage chunk's completion_tokens (-1 if none).
+  std::string text(int* completion_tokens) const {
+    std::string out;
+    for (const std::string& e : sse_data(http->result().body)) {
+      if (e == "[DONE]") continue;
+      json c = json::parse(e, nullptr, false);
+      if (c.contains("usage") && c["usage"].is_object()) {
+        *completion_tokens = c["usage"]["completion_tokens"];
+      }
+      if (c.contains("error")) out += "<error: " + c["error"].dump() + ">";
+      if (c.contains("choices") && !c["choices"].empty() &&
+          c["choices"][0]["delta"].contains("content")) {
+        out += c["choices"][0]["delta"]["content"].get<std::string>();
+      }
+    }
+    return out;
+  }
+};
+
+// The engine child of serve `serve_pid`, or -1.
+pid_t engine_of(pid_t serve_pid) {
+  for (pid_t k : children_of(serve_pid)) {
+    if (cmdline_of(k).find(" engine ") != std::string::npos) return k;
+  }
+  return -1;
+}
+
+TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
+  // A random-weight tiny ChatGLM3 with the real vocabulary: ~1 ms a token, and these prompts
+  // run to max_tokens without an end token at temperature 0.
+  const std::string vocab = std::string(GLM_SHARED_DATA) + "/tokenizers/chatglm3.tokenizer.model";
+  if (::access(vocab.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << vocab;
+  const std::string model = dir_ + "/tiny.gguf";
+  ASSERT_EQ(std::system((std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny " +
+                         "--vocab " + vocab + " -o " + model + " >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db",
+              "--threads", "1", "--ctx-size", "2048", "--max-batch", "4"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+  const int port = ready_port(serve.log());
+  const char* prompts[] = {"hello there", "write a poem", "what is 2+2", "tell me a story"};
+  constexpr int kMaxTokens = 600;
+
+  // Runs the four streams at once; with `kill`, kill -9 the engine once each has 20 tokens.
+  auto run = [&](bool kill, std::vector<Stream>* streams) {
+    streams->clear();
+    for (const char* p : prompts) {
+      json body = {{"messages", json::array({{{"role", "user"}, {"content", p}}})},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}},
+                   {"temperature", 0},
+                   {"max_tokens", kMaxTokens}};
+      Stream s;
+      s.http = std::make_unique<RawHttp>(port);
+      s.http->send_request("POST", "/v1/chat/completions", body.dump());
+      streams->push_back(std::move(s));
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    Clock::time_point killed{};
+    bool snapshot = false;
+    while (Clock::now() < deadline) {
+      bool all_ended = true;
+      for (Stream& s : *streams) {
+        if (!s.ended()) s.http->read_until("data: [DONE]", 5);
+        all_ended = all_ended && s.ended();
+      }
+      if (all_ended) return;
+      if (kill && killed == Clock::time_point{}) {
+        bool all_going = true;
+        for (Stream& s : *streams) all_going = all_going && s.events() > 20 && !s.ended();
+        if (all_going) {
+          const pid_t engine = engine_of(serve.pid());
+          ASSERT_GT(engine, 0) << serve.log();
+          ASSERT_EQ(::kill(engine, SIGKILL), 0);
+          killed = Clock::now();
+        }
+      } else if (kill && !snapshot && seconds_since(killed) > 0.1) {
+        // What was on its way at the kill has arrived; the engine restarts after >= 0.5 s.
+        for (Stream& s : *streams) s.events_at_kill = s.events();
+        snapshot = true;
+      } else if (snapshot) {
+        for (Stream& s : *streams) {
+          if (s.resumed_after_ms < 0 && s.events() > s.events_at_kill) {
+            s.resumed_after_ms = 1000 * seconds_since(killed);
+          }
+        }
+      }
+    }
+    ADD_FAILURE() << "the streams did not end within 120 s\n" << serve.log();
+  };
+
+  std::vector<Stream> reference, crashed;
+  run(false, &reference);
+  run(true, &crashed);
+  ASSERT_EQ(crashed.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    int ref_tokens = -1, got_tokens = -1;
+    const std::string want = reference[i].text(&ref_tokens);
+    const std::string got = crashed[i].text(&got_tokens);
+    EXPECT_EQ(ref_tokens, kMaxTokens) << "prompt " << prompts[i] << " ended early: " << want;
+    EXPECT_EQ(got_tokens, ref_tokens) << prompts[i];
+    EXPECT_EQ(got, want) << "prompt " << prompts[i];
+    EXPECT_NE(crashed[i].http->received().find("data: [DONE]"), std::string::npos);
+    // It was mid-answer: tokens came after the kill, from the restarted engine.
+    EXPECT_GT(crashed[i].events_at_kill, 20);
+    EXPECT_LT(crashed[i].events_at_kill, kMaxTokens);
+    EXPECT_GT(crashed[i].resumed_after_ms, 0) << prompts[i];
+    std::printf("[ resume   ] stream %zu: %d events before the kill, next one %.0f ms after it\n",
+                i, crashed[i].events_at_kill, crashed[i].resumed_after_ms);
+  }
+  EXPECT_NE(serve.log().find("restarting"), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("resumed after"), std::string::npos) << serve.log();
 }
 
 }  // namespace

@@ -46,6 +46,11 @@ struct Request {
   // The functions the model may call: JSON array text of function objects, written into the
   // prompt by the chat template (a system message of its own, first). Empty = none.
   std::string tools;
+  // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
+  // generated (the kToken events' `tokens`, in order). They are prefilled after the prompt and
+  // not sent again; the answer goes on as the uninterrupted run would have (same text at
+  // temperature 0, and with a fixed seed: the sampler's RNG skips their draws).
+  std::vector<int32_t> resume;
 };
 
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
@@ -53,9 +58,13 @@ enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
-  int queue_position = 0;    // kQueued
-  Usage usage;               // kStart: prompt and cached tokens; kDone: all three
-  std::string text;          // kToken: whole UTF-8 characters; kNotice: message
+  int queue_position = 0;  // kQueued
+  Usage usage;             // kStart: prompt and cached tokens; kDone: all three
+  std::string text;        // kToken: whole UTF-8 characters; kNotice: message
+  // kToken: the ids of the tokens generated since the previous kToken event, whose text this
+  // event completes (replaying all of them gives exactly the text sent so far: what resume
+  // takes).
+  std::vector<int32_t> tokens;
   int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
   FinishReason finish_reason = FinishReason::kStop;  // kDone
   Timings timings;                                   // kDone

@@ -5,6 +5,8 @@
 //   [zh]    Chinese text
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
+//   [crash-once]  the same, on a request that is not a resume
+//   [resume]  token events carry ids (a piece's index); a resumed request goes on after them
 //   [trim]  a notice that history was trimmed, then an answer
 //   else    "Echo: <the message>" in small pieces
 // It records every request, and every request that ended by a cancel line or by its client's

@@ -228,18 +228,24 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
     }
   }
   double ttft_ms = -1;
-  int n = 0;
-  for (const std::string& p : pieces) {
+  // [resume]: a piece's token id is its index, and a resumed request continues after the
+  // pieces it names.
+  const bool ids = has("[resume]");
+  int n = ids ? static_cast<int>(std::min(req.resume.size(), pieces.size())) : 0;
+  const int first = n;
+  for (size_t i = static_cast<size_t>(first); i < pieces.size(); ++i) {
+    const std::string& p = pieces[i];
     if (*flag) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     if (*flag) break;
-    if (has("[crash]") && n == 3) {
+    if ((has("[crash]") && n == 3) || (has("[crash-once]") && req.resume.empty() && n == 3)) {
       ::shutdown(conn->fd, SHUT_RDWR);
       return;
     }
     protocol::Event t;
     t.type = protocol::EventType::kToken;
     t.text = p;
+    if (ids) t.tokens = {n};
     if (!send(t)) break;
     if (ttft_ms < 0) {
       ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

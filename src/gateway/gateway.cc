@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "core/json.h"
@@ -65,6 +66,12 @@ std::string http_metrics(const http::ServerStats& s) {
            std::to_string(n) + "\n";
   }
   return out;
+}
+
+// A random seed in [1, 2^53): exact as a JSON number on every side.
+uint64_t random_seed() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return (rng() & ((uint64_t{1} << 53) - 1)) | 1;
 }
 
 }  // namespace
@@ -362,7 +369,11 @@ int Gateway::inflight() const {
 }
 
 StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request) {
-  auto stream = engine_.start(request);
+  // A seed of our own when the client gave none: an answer resumed after an engine crash then
+  // continues with the draws the uninterrupted one would have made (docs/gateway.md).
+  protocol::Request seeded = request;
+  if (seeded.params.seed == 0) seeded.params.seed = random_seed();
+  auto stream = engine_.start(seeded);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());
 }

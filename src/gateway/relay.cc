@@ -1,6 +1,10 @@
 #include "gateway/relay.h"
 
 #include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/log.h"
 
 namespace glm::gateway {
 
@@ -13,12 +17,68 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+enum class Resumed { kYes, kClientGone, kCancelled, kFailed };
+
+// Waits for the engine to take `stream`'s request again, resumed after `generated`, within the
+// window; heartbeats go out meanwhile. The first event of the resumed request (queued) is read
+// here: a refusal that says "retry" (busy, or unavailable while the restarted engine loads) is
+// retried, any other refusal fails the answer with it.
+Resumed resume_stream(EngineStream& stream, const EngineClient& engine,
+                      const std::vector<int32_t>& generated, const std::function<bool()>& heartbeat,
+                      const RelayOptions& options, Status* error) {
+  const auto t0 = Clock::now();
+  auto last_beat = t0;
+  Status last = Status(ErrorCode::kUnavailable, "the engine did not come back");
+  while (ms_since(t0) < options.resume.window_ms) {
+    if (stream.cancel_sent()) return Resumed::kCancelled;
+    if (ms_since(last_beat) >= options.heartbeat_ms) {
+      last_beat = Clock::now();
+      if (!heartbeat()) return Resumed::kClientGone;
+    }
+    int wait_ms = options.resume.retry_ms;
+    Status st = engine.resume(&stream, generated);
+    if (st.ok()) {
+      auto ev = stream.next(std::min(options.heartbeat_ms, 10000));
+      if (ev.ok() && (!ev->has_value() || (*ev)->type != protocol::EventType::kError)) {
+        return Resumed::kYes;  // queued (or still silent: the stream goes on)
+      }
+      if (ev.ok()) {
+        const protocol::Event& e = **ev;
+        st = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
+        if (e.code != ErrorCode::kUnavailable && e.code != ErrorCode::kQueueFull) {
+          *error = st;
+          return Resumed::kFailed;
+        }
+        // A loading engine is asked again soon (its hint is for clients, not for a wait that
+        // should end the moment it is ready); a busy one when it says.
+        if (e.code == ErrorCode::kQueueFull && e.retry_after_ms > 0) {
+          wait_ms = std::min(e.retry_after_ms, options.heartbeat_ms);
+        }
+      } else {
+        st = ev.status();
+      }
+    }
+    last = st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  }
+  char window[32];
+  std::snprintf(window, sizeof(window), "%.1f s", options.resume.window_ms / 1000.0);
+  *error = Status(ErrorCode::kUnavailable,
+                  std::string("the engine stopped mid-answer and did not take it back within ") +
+                      window + " (" + last.message() + "); retry the request");
+  return Resumed::kFailed;
+}
+
 }  // namespace
 
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
-                             const std::function<bool()>& heartbeat, const RelayOptions& options) {
+                             const std::function<bool()>& heartbeat, const RelayOptions& options,
+                             const EngineClient* engine) {
   RelayResult result;
+  std::vector<int32_t> generated;  // the ids of the tokens relayed so far (for a resume)
+  bool ids_complete = true;        // every token event carried its ids (an engine that
+                                   // sends none cannot be resumed without repeating text)
   const auto t0 = Clock::now();
   auto last_event = t0;
   auto last_beat = t0;
@@ -34,9 +94,43 @@ RelayResult relay_generation(EngineStream& stream,
     auto ev = stream.next(wait_ms);
     if (!ev.ok()) {
       if (client_gone) break;
-      result.outcome = Outcome::kError;
-      result.error = ev.status();
-      return result;
+      if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
+        result.outcome = Outcome::kError;
+        result.error = ev.status();
+        return result;
+      }
+      if (result.resumes >= options.resume.max_resumes) {
+        result.outcome = Outcome::kError;
+        result.error =
+            Status(ErrorCode::kUnavailable,
+                   "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
+                       " times; giving up on this answer (check the engine's log)");
+        return result;
+      }
+      const auto t_lost = Clock::now();
+      GLM_LOG_WARN("web: %s: the engine connection ended after %zu tokens (%s); resuming",
+                   stream.id().c_str(), generated.size(), ev.status().message().c_str());
+      Status error;
+      const Resumed r = resume_stream(stream, *engine, generated, heartbeat, options, &error);
+      result.resume_wait_ms += ms_since(t_lost);
+      if (r == Resumed::kClientGone) {
+        result.outcome = Outcome::kDisconnected;
+        return result;
+      }
+      if (r == Resumed::kCancelled) {
+        result.outcome = Outcome::kCancelled;
+        return result;
+      }
+      if (r == Resumed::kFailed) {
+        result.outcome = Outcome::kError;
+        result.error = error;
+        return result;
+      }
+      ++result.resumes;
+      GLM_LOG_INFO("web: %s: resumed after %zu tokens; the engine took it back in %.0f ms",
+                   stream.id().c_str(), generated.size(), ms_since(t_lost));
+      last_event = Clock::now();
+      continue;
     }
     // Heartbeats go out every heartbeat_ms whether or not events flow: a non-streaming answer
     // writes nothing else until the end, and must still notice a client that left.
@@ -81,6 +175,8 @@ RelayResult relay_generation(EngineStream& stream,
         return result;
       case protocol::EventType::kToken:
         result.text += e.text;
+        generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
+        if (!e.text.empty() && e.tokens.empty()) ids_complete = false;
         if (result.first_token_at == Clock::time_point{}) result.first_token_at = Clock::now();
         break;
       case protocol::EventType::kNotice:
@@ -92,6 +188,8 @@ RelayResult relay_generation(EngineStream& stream,
       default:
         break;
     }
+    // A resumed request's queued/start/notice were relayed the first time.
+    if (result.resumes > 0 && e.type != protocol::EventType::kToken) continue;
     if (!client_gone && !emit(e)) {
       client_gone = true;
       cancel_at = Clock::now();

@@ -278,6 +278,21 @@ Event round_trip(const Event& e) {
   return *back;
 }
 
+TEST(ParseRequest, ResumeTokens) {
+  Request r = parse_ok(R"({"messages":[{"role":"user","content":"hi"}],"resume":[5,0,64789]})");
+  EXPECT_EQ(r.resume, (std::vector<int32_t>{5, 0, 64789}));
+  EXPECT_EQ(parse_ok(serialize_request(r)).resume, r.resume);
+  EXPECT_TRUE(parse_ok(R"({"messages":[{"role":"user","content":"hi"}]})").resume.empty());
+  EXPECT_EQ(serialize_request(Request{}).find("resume"), std::string::npos);
+  for (const char* bad : {R"("resume":5)", R"("resume":[-1])", R"("resume":["a"])",
+                          R"("resume":[1.5])", R"("resume":[4294967296])"}) {
+    auto st =
+        parse_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],)") + bad + "}");
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find("resume"), std::string::npos) << bad;
+  }
+}
+
 TEST(ParseRequest, Constraints) {
   const std::string head = R"({"messages":[{"role":"user","content":"a"}],)";
   Request g =
@@ -328,6 +343,11 @@ TEST(Events, RoundTripEveryType) {
   Event t;
   t.id = "r1";
   t.text = "你\n\"x\"\\";
+  EXPECT_EQ(round_trip(t).text, t.text);
+  EXPECT_TRUE(round_trip(t).tokens.empty());
+  EXPECT_EQ(serialize_event(t).find("tokens"), std::string::npos);  // absent when none
+  t.tokens = {30910, 0, 64789};
+  EXPECT_EQ(round_trip(t).tokens, t.tokens);
   EXPECT_EQ(round_trip(t).text, t.text);
 
   Event n;

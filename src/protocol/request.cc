@@ -121,8 +121,9 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",       "type", "id",     "conversation", "messages",   "prompt",
-                                "history", "raw",  "params", "text",         "constraint", "tools"};
+  static const char* kKeys[] = {"v",          "type",    "id",    "conversation", "messages",
+                                "prompt",     "history", "raw",   "params",       "text",
+                                "constraint", "tools",   "resume"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -288,6 +289,17 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
     if (!text.ok()) return text.status();
     r->tools = std::move(text).value();
   }
+  if (j.contains("resume") && !j["resume"].is_null()) {
+    const json& ids = j["resume"];
+    if (!ids.is_array()) return field_error("resume", "expected an array of token ids");
+    r->resume.reserve(ids.size());
+    for (const json& t : ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        return field_error("resume", "expected token ids (integers >= 0)");
+      }
+      r->resume.push_back(t.get<int32_t>());
+    }
+  }
   return Status::Ok();
 }
 
@@ -431,6 +443,7 @@ std::string serialize_request(const Request& r) {
       }
       j["constraint"] = std::move(c);
     }
+    if (!r.resume.empty()) j["resume"] = r.resume;
   }
   return dump_json(j);
 }

@@ -120,6 +120,12 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
   return cand;
 }
 
+void Sampler::skip_draws(int n_sampled) {
+  if (params_.temperature <= 0.0f) return;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int i = 0; i < n_sampled; ++i) uniform(rng_);
+}
+
 int32_t Sampler::sample(const float* logits) {
   if (params_.temperature <= 0.0f) {
     prepare(logits, &scratch_);
