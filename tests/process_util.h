@@ -22,11 +22,18 @@ extern char** environ;
 
 namespace glm::testing {
 
-// A child process running the glmserve binary, its stderr in a file.
+// A child process running the glmserve binary (or another program), its stderr in a file;
+// killed (SIGKILL) when destroyed if still running.
 class Proc {
  public:
-  Proc(const std::vector<std::string>& args, const std::string& log_path) : log_(log_path) {
-    std::vector<std::string> full = {GLMSERVE_BIN};
+  // `glmserve ARGS`.
+  Proc(const std::vector<std::string>& args, const std::string& log_path)
+      : Proc(GLMSERVE_BIN, args, log_path) {}
+  // `program ARGS` (another program: supervisord).
+  Proc(const std::string& program, const std::vector<std::string>& args,
+       const std::string& log_path)
+      : log_(log_path) {
+    std::vector<std::string> full = {program};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
@@ -35,7 +42,7 @@ class Proc {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid_, GLMSERVE_BIN, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    if (posix_spawn(&pid_, program.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
   }
   ~Proc() {
