@@ -6,6 +6,7 @@
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume
+//   [drained-once]  three tokens, then done cancelled unasked (a drain bound), when not a resume
 //   [resume]  token events carry ids (a piece's index); a resumed request goes on after them
 //   [trim]  a notice that history was trimmed, then an answer
 //   else    "Echo: <the message>" in small pieces

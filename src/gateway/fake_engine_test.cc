@@ -242,6 +242,14 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
       ::shutdown(conn->fd, SHUT_RDWR);
       return;
     }
+    if (has("[drained-once]") && req.resume.empty() && n == 3) {
+      protocol::Event d;  // what a draining engine sends when its bound cuts the answer
+      d.type = protocol::EventType::kDone;
+      d.finish_reason = FinishReason::kCancelled;
+      d.usage.completion_tokens = n;
+      send(d);
+      return;
+    }
     protocol::Event t;
     t.type = protocol::EventType::kToken;
     t.text = p;

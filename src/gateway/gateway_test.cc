@@ -192,6 +192,19 @@ TEST(GatewayResume, EngineCrashMidStreamIsResumedAfterItsTokens) {
   EXPECT_EQ(json::parse(ns.body)["choices"][0]["message"]["content"], "Echo: " + msg);
 }
 
+TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
+  TestGateway t("resumedrain");
+  const std::string msg = "[drained-once][resume] a restart";
+  auto r = t.post(kChat, chat_body(msg, true));
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_data(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  EXPECT_EQ(streamed_text(events), "Echo: " + msg);
+  ASSERT_EQ(t.fake().requests().size(), 2u);
+  EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
+}
+
 TEST(GatewayResume, AnEngineThatIsDownForAWhileIsWaitedFor) {
   TestGateway t("resumedown");
   RawHttp raw(t.port());

@@ -84,6 +84,47 @@ RelayResult relay_generation(EngineStream& stream,
   auto last_beat = t0;
   bool client_gone = false;
   Clock::time_point cancel_at;
+  // The engine stopped the answer before its end (`why`): resumes it on the engine that comes
+  // back, or sets the result's error. False = the relay ends.
+  auto resume_or_end = [&](const Status& why) {
+    if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
+      result.outcome = Outcome::kError;
+      result.error = why;
+      return false;
+    }
+    if (result.resumes >= options.resume.max_resumes) {
+      result.outcome = Outcome::kError;
+      result.error = Status(ErrorCode::kUnavailable,
+                            "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
+                                " times; giving up on this answer (check the engine's log)");
+      return false;
+    }
+    const auto t_lost = Clock::now();
+    GLM_LOG_WARN("web: %s: the engine stopped the answer after %zu tokens (%s); resuming",
+                 stream.id().c_str(), generated.size(), why.message().c_str());
+    Status error;
+    const Resumed r = resume_stream(stream, *engine, generated, heartbeat, options, &error);
+    result.resume_wait_ms += ms_since(t_lost);
+    switch (r) {
+      case Resumed::kClientGone:
+        result.outcome = Outcome::kDisconnected;
+        return false;
+      case Resumed::kCancelled:
+        result.outcome = Outcome::kCancelled;
+        return false;
+      case Resumed::kFailed:
+        result.outcome = Outcome::kError;
+        result.error = error;
+        return false;
+      case Resumed::kYes:
+        break;
+    }
+    ++result.resumes;
+    GLM_LOG_INFO("web: %s: resumed after %zu tokens; the engine took it back in %.0f ms",
+                 stream.id().c_str(), generated.size(), ms_since(t_lost));
+    last_event = Clock::now();
+    return true;
+  };
   while (true) {
     int wait_ms = options.heartbeat_ms;
     if (client_gone) {
@@ -94,42 +135,7 @@ RelayResult relay_generation(EngineStream& stream,
     auto ev = stream.next(wait_ms);
     if (!ev.ok()) {
       if (client_gone) break;
-      if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
-        result.outcome = Outcome::kError;
-        result.error = ev.status();
-        return result;
-      }
-      if (result.resumes >= options.resume.max_resumes) {
-        result.outcome = Outcome::kError;
-        result.error =
-            Status(ErrorCode::kUnavailable,
-                   "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
-                       " times; giving up on this answer (check the engine's log)");
-        return result;
-      }
-      const auto t_lost = Clock::now();
-      GLM_LOG_WARN("web: %s: the engine connection ended after %zu tokens (%s); resuming",
-                   stream.id().c_str(), generated.size(), ev.status().message().c_str());
-      Status error;
-      const Resumed r = resume_stream(stream, *engine, generated, heartbeat, options, &error);
-      result.resume_wait_ms += ms_since(t_lost);
-      if (r == Resumed::kClientGone) {
-        result.outcome = Outcome::kDisconnected;
-        return result;
-      }
-      if (r == Resumed::kCancelled) {
-        result.outcome = Outcome::kCancelled;
-        return result;
-      }
-      if (r == Resumed::kFailed) {
-        result.outcome = Outcome::kError;
-        result.error = error;
-        return result;
-      }
-      ++result.resumes;
-      GLM_LOG_INFO("web: %s: resumed after %zu tokens; the engine took it back in %.0f ms",
-                   stream.id().c_str(), generated.size(), ms_since(t_lost));
-      last_event = Clock::now();
+      if (!resume_or_end(ev.status())) return result;
       continue;
     }
     // Heartbeats go out every heartbeat_ms whether or not events flow: a non-streaming answer
@@ -160,6 +166,16 @@ RelayResult relay_generation(EngineStream& stream,
     if (!e.id.empty() && e.id != stream.id()) continue;  // not ours (cannot happen per connection)
     switch (e.type) {
       case protocol::EventType::kDone:
+        // Cancelled without our asking: the engine's drain bound cut it (a restart, e.g.
+        // `supervisorctl restart`): the answer goes on on the engine that comes back.
+        if (e.finish_reason == FinishReason::kCancelled && !client_gone && engine != nullptr &&
+            ids_complete && !stream.cancel_sent()) {
+          if (!resume_or_end(Status(ErrorCode::kUnavailable,
+                                    "the engine cut the answer (drained for a stop)"))) {
+            return result;
+          }
+          continue;
+        }
         result.usage = e.usage;
         result.timings = e.timings;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;

@@ -6,7 +6,8 @@
 // nothing else since the last one). After a cancel the relay keeps
 // reading (at most `drain_ms`) until the engine confirms with its done event, so the slot is
 // known to be free and the partial answer is complete.
-// When the engine dies mid-answer (its connection ends before done) and the relay was given the
+// When the engine dies mid-answer (its connection ends before done), or ends it cancelled
+// without being asked (its drain bound, at a restart), and the relay was given the
 // EngineClient, it resumes instead of failing: it waits for the restarted engine (`serve`,
 // systemd or supervisord brings it back), sends the same request again with the token ids
 // generated so far (protocol "resume"), and relays the rest as if nothing had happened; only
