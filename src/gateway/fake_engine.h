@@ -51,7 +51,9 @@ class FakeEngine {
   struct Conn;
   void accept_loop(int listen_fd);
   void serve_conn(std::shared_ptr<Conn> conn);
-  void generate(std::shared_ptr<Conn> conn, protocol::Request req);
+  // `flag`: set when the request is cancelled (a cancel line, or its connection closing).
+  void generate(std::shared_ptr<Conn> conn, protocol::Request req,
+                std::shared_ptr<std::atomic<bool>> flag);
 
   std::string path_;
   std::mutex mu_;
