@@ -1,9 +1,6 @@
 // The engine daemon and `serve` as real processes: the glmserve binary, signals, nc, restarts.
-#include <dirent.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,74 +8,24 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli_util.h"
 #include "core/utf8.h"
+#include "process_util.h"
 #include "testing/test_client.h"
-
-extern char** environ;
 
 namespace glm::daemon {
 namespace {
 
+using glm::testing::children_of;
 using glm::testing::joined_text;
+using glm::testing::Proc;
 using glm::testing::run_shell;
 using glm::testing::TestClient;
 using protocol::EventType;
-
-// A child process running the glmserve binary, its stderr in a file.
-class Proc {
- public:
-  Proc(const std::vector<std::string>& args, const std::string& log_path) : log_(log_path) {
-    std::vector<std::string> full = {GLMSERVE_BIN};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid_, GLMSERVE_BIN, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Proc() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  // Exit status within `timeout_ms`, or nullopt.
-  std::optional<int> wait(int timeout_ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return status;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return std::nullopt;
-  }
-  std::string log() const {
-    std::ifstream f(log_);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  std::string log_;
-};
 
 class DaemonProcessTest : public ::testing::Test {
  protected:
@@ -107,29 +54,6 @@ class DaemonProcessTest : public ::testing::Test {
 
   std::string dir_, socket_;
 };
-
-// Children of `parent` (from /proc), by reading each process's stat.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    const pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream f("/proc/" + std::string(e->d_name) + "/stat");
-    std::string stat;
-    std::getline(f, stat);
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent && state != 'Z') out.push_back(pid);
-  }
-  ::closedir(d);
-  return out;
-}
 
 TEST_F(DaemonProcessTest, EchoEngineAnswersNcAndDrainsOnSigterm) {
   Proc engine({"engine", "--echo", "--echo-delay", "20", "--socket", socket_}, dir_ + "/e.log");
@@ -196,6 +120,9 @@ TEST_F(DaemonProcessTest, BadFlagsExitWithAMessage) {
       {{"engine", "--echo", "--socket", socket_, "--max-batch", "0"}, "--max-batch"},
       {{"engine", "--model", dir_ + "/missing.gguf", "--socket", socket_}, ""},
       {{"serve", "--model", dir_ + "/missing.gguf"}, "cannot read model file"},
+      // serve locks the socket path before it starts anything: a directory that is not there
+      // fails at once.
+      {{"serve", "--echo", "--no-web", "--socket", dir_ + "/no/such/dir/e.sock"}, "lock file"},
   };
   for (const Case& k : cases) {
     Proc p(k.args, dir_ + "/bad.log");
@@ -287,9 +214,10 @@ TEST_F(DaemonProcessTest, RealTinyModelServesTurnsWithCacheAndStopsCleanly) {
 }
 
 TEST_F(DaemonProcessTest, ServeGivesUpOnAnEngineThatCannotStart) {
-  // A directory that does not exist: every engine start fails at once.
-  Proc serve({"serve", "--echo", "--no-web", "--socket", dir_ + "/no/such/dir/e.sock"},
-             dir_ + "/serve.log");
+  // A model file that is not GGUF: every engine start fails at once.
+  const std::string bad = dir_ + "/bad.gguf";
+  ASSERT_EQ(std::system(("echo 'not a model' > " + bad).c_str()), 0);
+  Proc serve({"serve", "--model", bad, "--no-web", "--socket", socket_}, dir_ + "/serve.log");
   auto status = serve.wait(60000);
   ASSERT_TRUE(status.has_value()) << serve.log();
   EXPECT_EQ(WEXITSTATUS(*status), 1);

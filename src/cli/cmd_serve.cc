@@ -1,12 +1,21 @@
 // glmserve serve: the one-command server. Starts `glmserve engine` and `glmserve web` as child
-// processes of this same binary and supervises them (daemon/supervisor.h): a dead child comes
+// processes of this same binary and supervises them (serve/supervisor.h): a dead child comes
 // back with exponential backoff; SIGTERM/SIGINT stop both gracefully (the engine drains).
+// One owner per port and socket: serve opens the gateway's port itself and passes it to each
+// web child (web --listen-fd 3), and locks PATH.lock beside the engine socket while it runs.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +24,7 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/unix_socket.h"
+#include "http/listen.h"
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
 #include "serve/supervisor.h"
@@ -27,9 +37,11 @@ constexpr const char* kUsage =
     "Starts the engine and the web gateway, restarts either if it dies, stops both on\n"
     "SIGTERM/Ctrl-C (in-flight requests finish first).\n"
     "  --model M            GGUF model file (or --echo: a model-free echo engine)\n"
-    "  --port N, --host H   where the web gateway listens (default 127.0.0.1:8080)\n"
+    "  --port N, --host H   where the web gateway listens (default 127.0.0.1:8080); serve\n"
+    "                       opens the port itself: a port in use stops it at once\n"
     "  --socket PATH        engine socket (default $XDG_RUNTIME_DIR/glmserve/engine-PORT.sock,\n"
-    "                       else /tmp/glmserve-UID/engine-PORT.sock)\n"
+    "                       else /tmp/glmserve-UID/engine-PORT.sock), locked (PATH.lock) while\n"
+    "                       serve runs, so two serves never share it\n"
     "  --no-web             run and supervise the engine only\n"
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
@@ -93,6 +105,77 @@ std::string engine_health(const std::string& socket, const std::string& instance
   return status;
 }
 
+// One serve per engine socket: an exclusive flock on PATH.lock, held (close-on-exec, so by
+// this process alone) until serve exits; the file keeps the owner's pid for the message.
+StatusOr<int> lock_socket_path(const std::string& socket) {
+  const std::string path = socket + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return invalid_argument("cannot create the lock file " + path + " (" + std::strerror(errno) +
+                            "); give --socket a path in a writable directory");
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    std::string owner = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) owner.pop_back();
+    return Status(ErrorCode::kUnavailable,
+                  "another glmserve serve" + (owner.empty() ? "" : " (pid " + owner + ")") +
+                      " owns the engine socket " + socket + " (" + path +
+                      " is locked); stop it, or give this one another --port or --socket");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    GLM_LOG_WARN("serve: cannot write the pid into %s", path.c_str());
+  }
+  return fd;
+}
+
+// True if the gateway answers GET /health with 200 through the listening socket `listen_fd`
+// (connected on loopback when it listens on a wildcard address) within `timeout_ms`. The
+// socket is serve's own, so a connection is always accepted by the kernel: only an answer
+// proves that a web child serves it.
+bool web_healthy(int listen_fd, int timeout_ms) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  std::string host;
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    if (a->sin_addr.s_addr == htonl(INADDR_ANY)) a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    host = ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr)) a->sin6_addr = in6addr_loopback;
+    host = std::string("[") + ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text)) + "]";
+  } else {
+    return false;
+  }
+  const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+    const std::string req = "GET /health HTTP/1.1\r\nHost: " + host + ":" +
+                            std::to_string(http::local_port(listen_fd)) +
+                            "\r\nConnection: close\r\n\r\n";
+    if (daemon::write_all(fd, req).ok()) {
+      std::string head;
+      pollfd p{fd, POLLIN, 0};
+      char buf[512];
+      while (head.size() < 12 && ::poll(&p, 1, timeout_ms) > 0) {
+        const ssize_t n = ::read(fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        head.append(buf, static_cast<size_t>(n));
+      }
+      ok = head.rfind("HTTP/1.1 200", 0) == 0 || head.rfind("HTTP/1.0 200", 0) == 0;
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -117,12 +200,24 @@ int cmd_serve(int argc, char** argv) {
   if (!port.ok()) return fail(port.status());
   if (*port < 0 || *port > 65535) return fail(invalid_argument("--port must be in [0, 65535]"));
   const std::string host = args->get("host", "127.0.0.1");
+  const bool with_web = !args->has("no-web");
+  // The port first, and for the whole of serve's life: a port in use stops serve at once, and
+  // no other process can take it while the gateway restarts (each web child inherits it).
+  int listen_fd = -1;
+  if (with_web) {
+    auto fd = http::listen_tcp(host, static_cast<int>(*port), 4096);
+    if (!fd.ok()) return fail(fd.status());
+    listen_fd = *fd;
+    *port = http::local_port(listen_fd);  // --port 0: the one the kernel chose
+  }
   std::string socket = args->get("socket");
   if (socket.empty()) {
     auto dir = socket_dir();
     if (!dir.ok()) return fail(dir.status());
     socket = *dir + "/engine-" + std::to_string(*port) + ".sock";
   }
+  auto lock = lock_socket_path(socket);
+  if (!lock.ok()) return fail(lock.status());
   auto drain_s = args->get_int("drain-timeout", 30);
   if (!drain_s.ok()) return fail(drain_s.status());
 
@@ -148,11 +243,12 @@ int cmd_serve(int argc, char** argv) {
     }
   }
   std::vector<serve::ChildSpec> children = {engine};
-  if (!args->has("no-web")) {
-    serve::ChildSpec web{
-        "web",
-        self,
-        {"glmserve", "web", "--engine", socket, "--port", std::to_string(*port), "--host", host}};
+  if (with_web) {
+    serve::ChildSpec web{"web",
+                         self,
+                         {"glmserve", "web", "--engine", socket, "--port", std::to_string(*port),
+                          "--host", host, "--listen-fd", "3"},
+                         listen_fd};
     for (const char* f : kWebFlags) {
       if (args->has(f)) {
         web.argv.push_back(std::string("--") + f);
@@ -169,31 +265,41 @@ int cmd_serve(int argc, char** argv) {
   serve::SupervisorOptions options;
   options.stop_timeout = std::chrono::seconds(*drain_s + 5);
   serve::Supervisor supervisor(children, options);
+  std::string model_name;
+  // Ready = our own engine answers ready on the socket and (with the gateway) the web child
+  // answers /health with 200; reported again after either child restarts.
+  bool engine_ready = false;
   bool ready = false;
   bool warned_foreign = false;
   supervisor.on_start = [&](size_t index, pid_t) {
-    if (index == 0) ready = false;  // the engine (re)started: report readiness again
+    if (index == 0) engine_ready = false;
+    ready = false;
   };
   supervisor.on_tick = [&] {
     if (ready) return;
     std::string model;
-    const std::string health = engine_health(socket, instance, &model);
-    if (health == "foreign" && !warned_foreign) {
-      warned_foreign = true;
-      GLM_LOG_ERROR(
-          "serve: another instance's engine answers on %s; not ready (stop it, or give "
-          "this serve its own --socket)",
-          socket.c_str());
-    }
-    if (health == "ready") {
-      ready = true;
-      if (args->has("no-web")) {
-        GLM_LOG_INFO("serve: ready: model %s on %s", model.c_str(), socket.c_str());
-      } else {
-        GLM_LOG_INFO("serve: ready: model %s; open http://%s:%lld/", model.c_str(), host.c_str(),
-                     static_cast<long long>(*port));
+    if (!engine_ready) {
+      const std::string health = engine_health(socket, instance, &model);
+      if (health == "foreign" && !warned_foreign) {
+        warned_foreign = true;
+        GLM_LOG_ERROR(
+            "serve: another instance's engine answers on %s; not ready (stop it, or give "
+            "this serve its own --socket)",
+            socket.c_str());
       }
+      if (health != "ready") return;
+      engine_ready = true;
+      model_name = model;
     }
+    if (!with_web) {
+      ready = true;
+      GLM_LOG_INFO("serve: ready: model %s on %s", model_name.c_str(), socket.c_str());
+      return;
+    }
+    if (!web_healthy(listen_fd, 500)) return;
+    ready = true;
+    GLM_LOG_INFO("serve: ready: model %s; open http://%s:%lld/", model_name.c_str(), host.c_str(),
+                 static_cast<long long>(*port));
   };
   GLM_LOG_INFO("serve: engine socket %s", socket.c_str());
   return supervisor.run();

@@ -20,7 +20,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve web --engine SOCKET [--port 8080] [--host 127.0.0.1] [--db PATH]\n"
     "                    [--api-key KEY] [--cors ORIGIN] [--max-body BYTES] [--threads N]\n"
-    "                    [--queue N] [--max-conns-per-ip N]\n"
+    "                    [--queue N] [--max-conns-per-ip N] [--listen-fd FD]\n"
     "\n"
     "The HTTP gateway: the web chat page, the OpenAI-compatible API (/v1/chat/completions,\n"
     "/v1/models), /health and /metrics, in front of a `glmserve engine` on a Unix socket.\n"
@@ -37,7 +37,9 @@ constexpr const char* kHelp =
     "  --threads N       requests handled at once; each streaming answer holds one (default 256)\n"
     "  --queue N         complete requests waiting for a thread; beyond it 503 (default 256)\n"
     "  --max-conns-per-ip N  open connections from one client address (default 4096; on a\n"
-    "                    loopback --host every client is 127.0.0.1: no per-address limit)\n";
+    "                    loopback --host every client is 127.0.0.1: no per-address limit)\n"
+    "  --listen-fd FD    serve on this inherited listening socket instead of binding --port\n"
+    "                    (glmserve serve opens the port and passes it to the gateway it runs)\n";
 
 // Idle connections cost a file descriptor each: lift the soft limit to the hard one.
 void raise_fd_limit() {
@@ -69,7 +71,7 @@ int cmd_web(int argc, char** argv) {
   }
   auto args = Args::parse(argc, argv,
                           {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads",
-                           "queue", "max-conns-per-ip"});
+                           "queue", "max-conns-per-ip", "listen-fd"});
   if (!args.ok()) return fail(args.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
@@ -83,6 +85,11 @@ int cmd_web(int argc, char** argv) {
   if (!queue.ok()) return fail(queue.status());
   auto per_ip = args->get_int("max-conns-per-ip", 0);
   if (!per_ip.ok()) return fail(per_ip.status());
+  auto listen_fd = args->get_int("listen-fd", -1);
+  if (!listen_fd.ok()) return fail(listen_fd.status());
+  if (*listen_fd < -1 || *listen_fd > 65535) {
+    return fail(invalid_argument("--listen-fd must be an open file descriptor number"));
+  }
   if (*port < 0 || *port > 65535) {
     return fail(invalid_argument("--port must be between 0 and 65535"));
   }
@@ -94,6 +101,7 @@ int cmd_web(int argc, char** argv) {
   gateway::GatewayOptions opt;
   opt.engine_socket = *engine;
   opt.port = static_cast<int>(*port);
+  opt.listen_fd = static_cast<int>(*listen_fd);
   opt.host = args->get("host", "127.0.0.1");
   opt.db_path = args->has("db") ? args->get("db") : default_db_path();
   const char* env_key = std::getenv("GLMSERVE_API_KEY");

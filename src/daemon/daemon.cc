@@ -38,6 +38,7 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
       out.type = protocol::EventType::kToken;
       out.text = ev.text;
       out.logprobs = ev.logprobs;
+      out.tokens = ev.tokens;
       break;
     case engine::EventType::kNotice:
       out.type = protocol::EventType::kNotice;
@@ -72,6 +73,7 @@ engine::Request to_engine_request(const protocol::Request& r, const std::string&
   out.params = r.params;
   out.constraint = r.constraint;
   out.tools = r.tools;
+  out.resume = r.resume;
   return out;
 }
 

@@ -38,7 +38,8 @@ class EngineImpl;
 class RequestObserver : public scheduler::SeqObserver {
  public:
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
-                  std::vector<std::string> stops, const PromptPlan& plan, bool chat)
+                  std::vector<std::string> stops, const PromptPlan& plan, bool chat,
+                  const std::vector<int32_t>& resume)
       : engine_(engine),
         id_(std::move(id)),
         sink_(std::move(sink)),
@@ -54,6 +55,12 @@ class RequestObserver : public scheduler::SeqObserver {
     if (!chat && !plan.prompt.empty() && !tok.is_control(plan.prompt.back())) {
       decoder_.push(plan.prompt.back());
       decoder_.flush();
+    }
+    // A resumed request: its earlier tokens go through the decoder and the stop matcher as
+    // they did the first time (their text was sent then), so the next text continues it.
+    for (int32_t t : resume) {
+      text_ += stop_.push(decoder_.push(t));
+      text_started_ = text_started_ || !tok.is_control(t);
     }
   }
 
@@ -76,6 +83,7 @@ class RequestObserver : public scheduler::SeqObserver {
     sink_(e);
   }
   bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
+    pending_.push_back(token);
     if (logprobs != nullptr) pending_logprobs_.push_back(with_bytes(*logprobs));
     text_started_ = text_started_ || !tok_.is_control(token);
     emit(stop_.push(decoder_.push(token)));
@@ -99,6 +107,7 @@ class RequestObserver : public scheduler::SeqObserver {
     text_ += text;
     Event e = event(EventType::kToken);
     e.text = std::move(text);
+    e.tokens.swap(pending_);
     e.logprobs = std::move(pending_logprobs_);
     pending_logprobs_.clear();
     sink_(e);
@@ -125,9 +134,10 @@ class RequestObserver : public scheduler::SeqObserver {
   int dropped_;
   uint64_t messages_digest_;
   bool chat_;
-  std::string text_;           // everything emitted
-  bool text_started_ = false;  // a text (not control) token was generated
-  std::vector<generation::GeneratedLogprobs> pending_logprobs_;  // tokens whose text is held
+  std::string text_;              // everything emitted
+  std::vector<int32_t> pending_;  // generated ids whose text is not sent yet
+  bool text_started_ = false;     // a text (not control) token was generated
+  std::vector<generation::GeneratedLogprobs> pending_logprobs_;  // their log-probabilities
 };
 
 class EngineImpl final : public Engine {
@@ -208,12 +218,17 @@ class EngineImpl final : public Engine {
 
     scheduler::SeqRequest r;
     r.id = request.id;
-    r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
-                                                   request.params.stop, plan.value(), chat);
+    r.observer =
+        std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
+                                          request.params.stop, plan.value(), chat, request.resume);
     r.prompt = std::move(plan->prompt);
     r.conversation = request.conversation;
     r.history_tag = plan->history_tag;
     r.tail = std::move(plan->tail);
+    // Resumed tokens follow the prompt (and the tail a saved conversation continues with).
+    r.prompt.insert(r.prompt.end(), request.resume.begin(), request.resume.end());
+    if (!r.tail.empty()) r.tail.insert(r.tail.end(), request.resume.begin(), request.resume.end());
+    r.resumed = static_cast<int>(request.resume.size());
     r.sampling = request.params;
     r.sampling.max_tokens = plan->max_tokens;
     r.stop_ids = stop_ids_;

@@ -47,6 +47,11 @@ struct Request {
   // The functions the model may call: JSON array text of function objects, written into the
   // prompt by the chat template (a system message of its own, first). Empty = none.
   std::string tools;
+  // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
+  // generated (the kToken events' `tokens`, in order). They are prefilled after the prompt and
+  // not sent again; the answer goes on as the uninterrupted run would have (same text at
+  // temperature 0, and with a fixed seed: the sampler's RNG skips their draws).
+  std::vector<int32_t> resume;
 };
 
 enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
@@ -61,6 +66,10 @@ struct Event {
   // completes, in order (a token's text may go out with a later event; the tokens that
   // complete a stop string are never reported). May come with empty text at the end.
   std::vector<generation::GeneratedLogprobs> logprobs;
+  // kToken: the ids of the tokens generated since the previous kToken event, whose text this
+  // event completes (replaying all of them gives exactly the text sent so far: what resume
+  // takes).
+  std::vector<int32_t> tokens;
   int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
   FinishReason finish_reason = FinishReason::kStop;  // kDone
   Timings timings;                                   // kDone

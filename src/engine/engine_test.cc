@@ -419,5 +419,74 @@ TEST(Engine, RawPromptSkipsTheTemplate) {
   EXPECT_EQ(e->tokenize("once upon"), tok.encode("once upon"));
 }
 
+// Resume: token events carry the ids of their text; the same request with the ids of its first
+// j events continues with exactly the text that followed them (the decoder's split characters
+// and the stop strings' held-back text replayed, the sampler's draws skipped).
+TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
+  EngineSetup s;
+  s.never = kStops;  // to max_tokens, unless a stop string matches
+  auto e = make_engine(s);
+  int n = 0;
+  for (const float temperature : {0.0f, 1.0f}) {
+    for (const char* prompt : {"hello there", "\xE4\xBD\xA0 split bytes"}) {
+      Request r = chat("full" + std::to_string(n), {user(prompt)}, 60);
+      r.params.temperature = temperature;
+      r.params.seed = 77;
+      r.params.stop = {"ab", "k l"};  // text that might start one is held back
+      Collector c;
+      ASSERT_TRUE(e->submit(r, c.sink()).ok());
+      ASSERT_TRUE(c.wait(r.id));
+      std::vector<Event> tokens;
+      for (const Event& x : c.of(r.id)) {
+        if (x.type == EventType::kToken) tokens.push_back(x);
+      }
+      const Event done = c.of(r.id).back();
+      ASSERT_EQ(done.type, EventType::kDone);
+      ASSERT_GT(tokens.size(), 4u);
+      std::vector<int32_t> all_ids;
+      for (const Event& x : tokens) {
+        EXPECT_FALSE(x.tokens.empty()) << "a token event without its ids";
+        all_ids.insert(all_ids.end(), x.tokens.begin(), x.tokens.end());
+      }
+      // The ids in order; those of trailing tokens without text (a control token, a stop
+      // string) come with no event, as there is no text left to send.
+      EXPECT_LE(static_cast<int>(all_ids.size()), done.usage.completion_tokens);
+      if (temperature == 0) {
+        const auto want = expected_ids({user(prompt)}, 60, kStops);
+        ASSERT_LE(all_ids.size(), want.size());
+        EXPECT_EQ(all_ids, std::vector<int32_t>(want.begin(), want.begin() + all_ids.size()));
+        if (done.finish_reason == FinishReason::kLength) {
+          EXPECT_GE(all_ids.size() + 2, want.size());
+        }
+      }
+      const std::string full = c.text(r.id);
+      for (size_t j : {size_t{1}, tokens.size() / 2, tokens.size() - 1}) {
+        Request again = r;
+        again.id = "resumed" + std::to_string(n++);
+        std::string sent;
+        for (size_t i = 0; i < j; ++i) {
+          again.resume.insert(again.resume.end(), tokens[i].tokens.begin(), tokens[i].tokens.end());
+          sent += tokens[i].text;
+        }
+        Collector c2;
+        ASSERT_TRUE(e->submit(again, c2.sink()).ok());
+        ASSERT_TRUE(c2.wait(again.id));
+        const Event d2 = c2.of(again.id).back();
+        EXPECT_EQ(sent + c2.text(again.id), full) << prompt << " t=" << temperature << " j=" << j;
+        EXPECT_EQ(d2.finish_reason, done.finish_reason);
+        EXPECT_EQ(d2.usage.completion_tokens, done.usage.completion_tokens);
+        EXPECT_EQ(d2.usage.prompt_tokens, done.usage.prompt_tokens);
+      }
+    }
+  }
+  Request too_many = chat("too-many", {user("x")}, 2);
+  too_many.resume = {5, 6, 7};
+  Collector c;
+  ASSERT_TRUE(e->submit(too_many, c.sink()).ok());  // refused by the loop: an error event
+  ASSERT_TRUE(c.wait("too-many"));
+  EXPECT_EQ(c.of("too-many").back().type, EventType::kError);
+  EXPECT_EQ(c.of("too-many").back().error.code(), ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace glm::engine

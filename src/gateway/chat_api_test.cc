@@ -161,6 +161,48 @@ TEST(GatewayChat, EditAndResendAndRegenerate) {
   EXPECT_EQ(r.status, 404);
 }
 
+TEST(GatewayChat, AnAnswerResumedAfterAnEngineCrashIsStoredComplete) {
+  TestGateway t("chatresume");
+  const std::string id = create_conversation(t);
+  auto events = chat(t, id, {{"content", "[crash-once][resume] go on"}});
+  ASSERT_EQ(events.back()["type"], "done") << events.back().dump();
+  EXPECT_EQ(tokens_of(events), "Echo: [crash-once][resume] go on");
+  int queued = 0;
+  for (const json& e : events) queued += e["type"] == "queued";
+  EXPECT_EQ(queued, 1);  // the resumed request's own events are not relayed again
+  json c = conversation(t, id);
+  EXPECT_EQ(c["messages"][1]["status"], "complete");
+  EXPECT_EQ(c["messages"][1]["content"], "Echo: [crash-once][resume] go on");
+}
+
+TEST(GatewayChat, StopWhileTheEngineIsAwayStopsAtOnce) {
+  TestGateway t("chatresumestop");
+  const std::string id = create_conversation(t);
+  RawHttp raw(t.port());
+  raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                   json{{"content", "[slow][resume]"}}.dump());
+  ASSERT_TRUE(raw.read_until("w3 ", 10000)) << raw.received();
+  const std::string got = raw.received();
+  const size_t at = got.find("\"request_id\":\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string request_id = got.substr(at + 14, got.find('"', at + 14) - at - 14);
+  t.fake().stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.post("/api/stop", json{{"request_id", request_id}}.dump()).status, 200);
+  ASSERT_TRUE(raw.read_until("", 5000));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  std::vector<json> tail;
+  for (const std::string& d : sse_data(raw.result().body)) tail.push_back(json::parse(d));
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ(tail.back()["type"], "done") << tail.back().dump();
+  EXPECT_EQ(tail.back()["status"], "stopped");
+  json c = conversation(t, id);
+  EXPECT_EQ(c["messages"][1]["status"], "stopped");
+  EXPECT_EQ(c["messages"][1]["content"].get<std::string>().rfind("w0 w1 w2 w3 ", 0), 0u);
+  t.fake().start();
+}
+
 TEST(GatewayChat, FailuresAreStoredWithTheirStatus) {
   TestGateway t("chat5");
   const std::string id = create_conversation(t);

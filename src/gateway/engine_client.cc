@@ -36,7 +36,8 @@ bool send_all(int fd, const std::string& data) {
 
 }  // namespace
 
-EngineStream::EngineStream(int fd, std::string id) : fd_(fd), id_(std::move(id)) {}
+EngineStream::EngineStream(int fd, protocol::Request request)
+    : fd_(fd), request_(std::move(request)) {}
 
 EngineStream::~EngineStream() { ::close(fd_); }
 
@@ -94,9 +95,22 @@ void EngineStream::cancel() {
   cancel_sent_ = true;
   protocol::Request req;
   req.type = protocol::RequestType::kCancel;
-  req.id = id_;
+  req.id = request_.id;
   // A failed send means the engine is gone; next() reports that.
   send_all(fd_, protocol::serialize_request(req) + "\n");
+}
+
+void EngineStream::adopt(int fd) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  ::close(fd_);
+  fd_ = fd;
+  buffer_.clear();
+  if (cancel_sent_) {  // the client stopped the answer while the engine was away
+    protocol::Request req;
+    req.type = protocol::RequestType::kCancel;
+    req.id = request_.id;
+    send_all(fd_, protocol::serialize_request(req) + "\n");
+  }
 }
 
 bool EngineStream::cancel_sent() const {
@@ -129,12 +143,26 @@ StatusOr<std::unique_ptr<EngineStream>> EngineClient::start(
     const protocol::Request& request) const {
   auto fd = connect_socket();
   if (!fd.ok()) return fd.status();
-  auto stream = std::make_unique<EngineStream>(*fd, request.id);
+  auto stream = std::make_unique<EngineStream>(*fd, request);
   if (!send_all(*fd, protocol::serialize_request(request) + "\n")) {
     return unavailable("the engine at " + socket_path_ +
                        " closed the connection before taking the request; retry");
   }
   return stream;
+}
+
+Status EngineClient::resume(EngineStream* stream, const std::vector<int32_t>& generated) const {
+  auto fd = connect_socket();
+  if (!fd.ok()) return fd.status();
+  protocol::Request request = stream->request();
+  request.resume = generated;
+  if (!send_all(*fd, protocol::serialize_request(request) + "\n")) {
+    ::close(*fd);
+    return unavailable("the engine at " + socket_path_ +
+                       " closed the connection before taking the request; retry");
+  }
+  stream->adopt(*fd);
+  return Status::Ok();
 }
 
 StatusOr<protocol::Event> EngineClient::query(const protocol::Request& request,

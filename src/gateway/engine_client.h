@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "protocol/protocol.h"
@@ -27,13 +28,15 @@ namespace glm::gateway {
 
 class EngineStream {
  public:
-  // Takes ownership of the connected socket `fd`.
-  EngineStream(int fd, std::string id);
+  // Takes ownership of the connected socket `fd`, on which `request` was sent.
+  EngineStream(int fd, protocol::Request request);
   ~EngineStream();
   EngineStream(const EngineStream&) = delete;
   EngineStream& operator=(const EngineStream&) = delete;
 
-  const std::string& id() const { return id_; }
+  const std::string& id() const { return request_.id; }
+  // The request this stream answers, as sent (a resume sends it again: EngineClient::resume).
+  const protocol::Request& request() const { return request_; }
   // The next event line of this connection, nullopt after `timeout_ms` without one (-1 = wait
   // forever). kUnavailable if the engine closed the connection or sent an unreadable line.
   StatusOr<std::optional<protocol::Event>> next(int timeout_ms);
@@ -43,8 +46,13 @@ class EngineStream {
   bool cancel_sent() const;
 
  private:
-  int fd_;
-  std::string id_;
+  friend class EngineClient;
+  // Replaces the connection with `fd` (a resumed request was sent on it); a cancel sent
+  // meanwhile is sent again on it. The reading thread only.
+  void adopt(int fd);
+
+  int fd_;  // written by the reading thread, under write_mutex_
+  protocol::Request request_;
   std::string buffer_;  // bytes read but not yet returned as lines
   mutable std::mutex write_mutex_;
   bool cancel_sent_ = false;  // guarded by write_mutex_
@@ -59,6 +67,11 @@ class EngineClient {
   // Connects and sends `request` (serialized with protocol::serialize_request). kUnavailable,
   // with a message that says how to start the engine, if nothing listens on the socket.
   StatusOr<std::unique_ptr<EngineStream>> start(const protocol::Request& request) const;
+
+  // After the engine went away mid-answer: connects again and sends the stream's request with
+  // `generated` (the token ids its token events carried) as "resume" (docs/protocol.md), on a
+  // connection `stream` then reads. kUnavailable if nothing listens yet.
+  Status resume(EngineStream* stream, const std::vector<int32_t>& generated) const;
 
   // One request with a one-line reply (health, stats, tokenize), on its own connection, within
   // `timeout_ms`. kUnavailable if the engine cannot be reached or does not answer in time.

@@ -5,6 +5,9 @@
 //   [zh]    Chinese text
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
+//   [crash-once]  the same, on a request that is not a resume
+//   [drained-once]  three tokens, then done cancelled unasked (a drain bound), when not a resume
+//   [resume]  token events carry ids (a piece's index); a resumed request goes on after them
 //   [trim]  a notice that history was trimmed, then an answer
 //   else    "Echo: <the message>" in small pieces
 // It records every request, and every request that ended by a cancel line or by its client's
@@ -48,7 +51,9 @@ class FakeEngine {
   struct Conn;
   void accept_loop(int listen_fd);
   void serve_conn(std::shared_ptr<Conn> conn);
-  void generate(std::shared_ptr<Conn> conn, protocol::Request req);
+  // `flag`: set when the request is cancelled (a cancel line, or its connection closing).
+  void generate(std::shared_ptr<Conn> conn, protocol::Request req,
+                std::shared_ptr<std::atomic<bool>> flag);
 
   std::string path_;
   std::mutex mu_;

@@ -115,7 +115,9 @@ void FakeEngine::set_health(generation::Health status) {
 
 void FakeEngine::serve_conn(std::shared_ptr<Conn> conn) {
   protocol::LineBuffer lines(1 << 20);
-  std::vector<std::string> mine;  // generate ids started on this connection
+  // The cancel flags of the generate requests started on this connection (not their ids: a
+  // resumed request reuses its id on another connection).
+  std::vector<std::shared_ptr<std::atomic<bool>>> mine;
   char buf[4096];
   while (true) {
     ssize_t n = ::recv(conn->fd, buf, sizeof(buf), 0);
@@ -154,34 +156,27 @@ void FakeEngine::serve_conn(std::shared_ptr<Conn> conn) {
         e.found = flag != nullptr;
         conn->write_line(protocol::serialize_event(e));
       } else if (req->type == protocol::RequestType::kGenerate) {
+        auto flag = std::make_shared<std::atomic<bool>>(false);
         {
           std::lock_guard<std::mutex> lock(mu_);
           requests_.push_back(*req);
-          cancel_flags_[req->id] = std::make_shared<std::atomic<bool>>(false);
+          cancel_flags_[req->id] = flag;
         }
-        mine.push_back(req->id);
+        mine.push_back(flag);
         std::lock_guard<std::mutex> lock(mu_);
-        threads_.emplace_back([this, conn, r = *req] { generate(conn, r); });
+        threads_.emplace_back([this, conn, r = *req, flag] { generate(conn, r, flag); });
       }
     }
   }
   // The client closed its connection: that cancels everything it started.
   conn->closed = true;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& id : mine) {
-    auto it = cancel_flags_.find(id);
-    if (it != cancel_flags_.end()) *it->second = true;
-  }
+  for (const auto& flag : mine) *flag = true;
 }
 
-void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
+void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
+                          std::shared_ptr<std::atomic<bool>> flag) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  std::shared_ptr<std::atomic<bool>> flag;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    flag = cancel_flags_[req.id];
-  }
   const std::string last = req.messages.empty() ? req.prompt : req.messages.back().content;
   auto has = [&](const char* k) { return last.find(k) != std::string::npos; };
   auto send = [&](protocol::Event e) {
@@ -228,18 +223,32 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req) {
     }
   }
   double ttft_ms = -1;
-  int n = 0;
-  for (const std::string& p : pieces) {
+  // [resume]: a piece's token id is its index, and a resumed request continues after the
+  // pieces it names.
+  const bool ids = has("[resume]");
+  int n = ids ? static_cast<int>(std::min(req.resume.size(), pieces.size())) : 0;
+  const int first = n;
+  for (size_t i = static_cast<size_t>(first); i < pieces.size(); ++i) {
+    const std::string& p = pieces[i];
     if (*flag) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     if (*flag) break;
-    if (has("[crash]") && n == 3) {
+    if ((has("[crash]") && n == 3) || (has("[crash-once]") && req.resume.empty() && n == 3)) {
       ::shutdown(conn->fd, SHUT_RDWR);
+      return;
+    }
+    if (has("[drained-once]") && req.resume.empty() && n == 3) {
+      protocol::Event d;  // what a draining engine sends when its bound cuts the answer
+      d.type = protocol::EventType::kDone;
+      d.finish_reason = FinishReason::kCancelled;
+      d.usage.completion_tokens = n;
+      send(d);
       return;
     }
     protocol::Event t;
     t.type = protocol::EventType::kToken;
     t.text = p;
+    if (ids) t.tokens = {n};
     if (!send(t)) break;
     if (ttft_ms < 0) {
       ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

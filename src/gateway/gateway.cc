@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "core/json.h"
@@ -67,6 +68,12 @@ std::string http_metrics(const http::ServerStats& s) {
   return out;
 }
 
+// A random seed in [1, 2^53): exact as a JSON number on every side.
+uint64_t random_seed() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return (rng() & ((uint64_t{1} << 53) - 1)) | 1;
+}
+
 }  // namespace
 
 bool sse_write(http::StreamSink& sink, const std::string& payload) {
@@ -106,6 +113,7 @@ void Gateway::install_middleware() {
   http::ServerOptions so;
   so.host = options_.host;
   so.port = options_.port;
+  so.listen_fd = options_.listen_fd;
   // Two event-loop threads where there are two cores: requests are read and parsed on them,
   // and one alone became the bottleneck at 100 concurrent streams on a loaded 2-core machine.
   so.io_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
@@ -368,7 +376,11 @@ int Gateway::inflight() const {
 }
 
 StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request) {
-  auto stream = engine_.start(request);
+  // A seed of our own when the client gave none: an answer resumed after an engine crash then
+  // continues with the draws the uninterrupted one would have made (docs/gateway.md).
+  protocol::Request seeded = request;
+  if (seeded.params.seed == 0) seeded.params.seed = random_seed();
+  auto stream = engine_.start(seeded);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());
 }

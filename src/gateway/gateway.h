@@ -8,8 +8,10 @@
 //   /api/conversations...        the page's conversations (SQLite) and its streaming chat
 //
 // Every generation opens its own connection to the engine socket (engine_client.h), so an
-// engine restart needs no reconnection logic and costs only the requests it interrupted, which
-// end with a clear error event. A client that disconnects cancels its engine request.
+// engine restart needs no reconnection logic; the requests it interrupted are resumed on the
+// restarted engine where they were (relay.h), within a bound. Every request goes to the engine
+// with a seed (the client's or a random one), so a resumed answer samples what the
+// uninterrupted one would have. A client that disconnects cancels its engine request.
 //
 // HTTP is our evented layer (src/http): connections cost no thread while idle or sending their
 // request; a complete request runs on a pool of `threads` workers, and a streaming answer holds
@@ -39,6 +41,7 @@ namespace glm::gateway {
 struct GatewayOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0 = any free port (tests)
+  int listen_fd = -1;         // a listening socket to serve on instead (from glmserve serve)
   std::string engine_socket;  // required
   std::string db_path;        // required (":memory:" for tests)
   std::string api_key;        // empty = no auth; else "Authorization: Bearer <key>"

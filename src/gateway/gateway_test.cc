@@ -148,6 +148,111 @@ TEST(GatewayOpenAI, NonStreamedAnswerThatFailsGetsAnErrorStatus) {
             std::string::npos);
 }
 
+// The text of an OpenAI stream's content deltas, and whether it ended with [DONE].
+std::string streamed_text(const std::vector<std::string>& events, int* n_chunks = nullptr) {
+  std::string text;
+  for (const std::string& e : events) {
+    if (e == "[DONE]") continue;
+    json c = json::parse(e);
+    if (c.contains("choices") && !c["choices"].empty() &&
+        c["choices"][0]["delta"].contains("content")) {
+      text += c["choices"][0]["delta"]["content"].get<std::string>();
+      if (n_chunks) ++*n_chunks;
+    }
+  }
+  return text;
+}
+
+TEST(GatewayResume, EngineCrashMidStreamIsResumedAfterItsTokens) {
+  TestGateway t("resume");
+  const std::string msg = "[crash-once][resume] tell me more";
+  auto r = t.post(kChat, chat_body(msg, true, R"("stream_options":{"include_usage":true})"));
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_data(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  int chunks = 0;
+  // Every piece once, in order: nothing repeated, nothing lost.
+  EXPECT_EQ(streamed_text(events, &chunks), "Echo: " + msg);
+  EXPECT_EQ(chunks, static_cast<int>(("Echo: " + msg).size() + 3) / 4);
+  json usage = json::parse(events[events.size() - 2])["usage"];
+  EXPECT_EQ(usage["completion_tokens"], chunks);
+  auto reqs = t.fake().requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_TRUE(reqs[0].resume.empty());
+  EXPECT_EQ(reqs[1].resume, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(reqs[1].id, reqs[0].id);
+  // The gateway chose a seed, and the resume carries the same one.
+  EXPECT_NE(reqs[0].params.seed, 0u);
+  EXPECT_EQ(reqs[1].params.seed, reqs[0].params.seed);
+
+  // Not streamed: one complete answer, status 200.
+  auto ns = t.post(kChat, chat_body(msg, false));
+  ASSERT_EQ(ns.status, 200) << ns.body;
+  EXPECT_EQ(json::parse(ns.body)["choices"][0]["message"]["content"], "Echo: " + msg);
+}
+
+TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
+  TestGateway t("resumedrain");
+  const std::string msg = "[drained-once][resume] a restart";
+  auto r = t.post(kChat, chat_body(msg, true));
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_data(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  EXPECT_EQ(streamed_text(events), "Echo: " + msg);
+  ASSERT_EQ(t.fake().requests().size(), 2u);
+  EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(GatewayResume, AnEngineThatIsDownForAWhileIsWaitedFor) {
+  TestGateway t("resumedown");
+  RawHttp raw(t.port());
+  raw.send_request("POST", kChat, chat_body("[slow][resume]", true));
+  ASSERT_TRUE(raw.read_until("w5 ", 10000)) << raw.received();
+  t.fake().stop();  // the engine dies: its socket and every connection close
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  t.fake().start();
+  ASSERT_TRUE(raw.read_until("[DONE]", 20000)) << raw.received();
+  std::string expected;
+  for (int i = 0; i < 200; ++i) expected += "w" + std::to_string(i) + " ";
+  EXPECT_EQ(streamed_text(sse_data(raw.result().body)), expected);
+}
+
+TEST(GatewayResume, BoundedInAttemptsAndTime) {
+  TestGateway t("resumebound");
+  // An engine that dies every time at the same place: three resumes, then an error.
+  auto r = t.post(kChat, chat_body("[crash][resume] go", true));
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_data(r.body);
+  ASSERT_FALSE(events.empty());
+  json last = json::parse(events.back());
+  ASSERT_TRUE(last.contains("error")) << r.body;
+  EXPECT_NE(last["error"]["message"].get<std::string>().find("4 times"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(t.fake().requests().size(), 4u);
+  EXPECT_EQ(t.post(kChat, chat_body("[crash][resume] go", false)).status, 503);
+
+  // An engine that does not come back within the window.
+  GatewayOptions o;
+  o.relay.resume.window_ms = 300;
+  TestGateway w("resumewin", o);
+  RawHttp raw(w.port());
+  raw.send_request("POST", kChat, chat_body("[slow][resume]", true));
+  ASSERT_TRUE(raw.read_until("w2 ", 10000)) << raw.received();
+  const auto t0 = std::chrono::steady_clock::now();
+  w.fake().stop();
+  ASSERT_TRUE(raw.read_until("", 10000));
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(waited_s, 3.0);
+  auto tail = sse_data(raw.result().body);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_NE(tail.back().find("did not take it back within 0.3 s"), std::string::npos)
+      << raw.received();
+  EXPECT_EQ(raw.received().find("[DONE]"), std::string::npos);
+}
+
 TEST(GatewayOpenAI, ApiKeyRequiredWhenConfigured) {
   GatewayOptions o;
   o.api_key = "s3cret";

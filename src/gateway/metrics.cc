@@ -71,6 +71,7 @@ void Metrics::record_generation(const Generation& g) {
   prompt_tokens_ += static_cast<uint64_t>(std::max(0, g.prompt_tokens));
   cached_tokens_ += static_cast<uint64_t>(std::max(0, g.cached_tokens));
   completion_tokens_ += static_cast<uint64_t>(std::max(0, g.completion_tokens));
+  resumes_ += static_cast<uint64_t>(std::max(0, g.resumes));
   if (g.engine_ttft_ms >= 0) ttft_.observe(g.engine_ttft_ms / 1000.0);
   if (g.engine_tpot_ms >= 0 && g.completion_tokens > 1) tpot_.observe(g.engine_tpot_ms / 1000.0);
   if (g.queue_ms >= 0) queue_.observe(g.queue_ms / 1000.0);
@@ -132,6 +133,8 @@ std::string Metrics::render() const {
           cached_tokens_);
   counter("glmserve_completion_tokens_total", "Generated tokens.", completion_tokens_);
   counter("glmserve_http_requests_total", "HTTP requests received.", http_requests_);
+  counter("glmserve_resumed_total",
+          "Answers resumed after the engine died mid-answer (each resume counted).", resumes_);
   out +=
       "# HELP glmserve_inflight_requests Generation requests in progress.\n"
       "# TYPE glmserve_inflight_requests gauge\nglmserve_inflight_requests " +

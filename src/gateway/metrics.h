@@ -6,7 +6,8 @@
 //   glmserve_queue_seconds       time the request waited in the engine's queue
 //   glmserve_e2e_seconds         gateway: HTTP request received -> last byte of the answer
 //   glmserve_gateway_ttft_seconds gateway: HTTP request received -> first token written
-//   counters: requests by route and outcome, prompt/cached/completion tokens, errors by code.
+//   counters: requests by route and outcome, prompt/cached/completion tokens, errors by code,
+//   answers resumed after an engine crash.
 //
 // Thread-safety: every method may be called from any thread (one mutex; each update is a few
 // hundred nanoseconds, far below one token).
@@ -55,6 +56,7 @@ class Metrics {
     double queue_ms = -1;
     double gateway_ttft_ms = -1;
     double e2e_ms = -1;
+    int resumes = 0;  // times it was resumed after the engine died
   };
   void record_generation(const Generation& g);
   // An error answered to a client, by protocol code name ("busy", "unavailable", ...).
@@ -70,7 +72,8 @@ class Metrics {
   Histogram ttft_, tpot_, queue_, e2e_, gateway_ttft_;
   std::map<std::pair<std::string, std::string>, uint64_t> generations_;  // (route, outcome)
   std::map<std::string, uint64_t> errors_;
-  uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, http_requests_ = 0;
+  uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, http_requests_ = 0,
+           resumes_ = 0;
   int64_t inflight_ = 0;
 };
 

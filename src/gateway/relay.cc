@@ -1,6 +1,10 @@
 #include "gateway/relay.h"
 
 #include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/log.h"
 
 namespace glm::gateway {
 
@@ -13,17 +17,114 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+enum class Resumed { kYes, kClientGone, kCancelled, kFailed };
+
+// Waits for the engine to take `stream`'s request again, resumed after `generated`, within the
+// window; heartbeats go out meanwhile. The first event of the resumed request (queued) is read
+// here: a refusal that says "retry" (busy, or unavailable while the restarted engine loads) is
+// retried, any other refusal fails the answer with it.
+Resumed resume_stream(EngineStream& stream, const EngineClient& engine,
+                      const std::vector<int32_t>& generated, const std::function<bool()>& heartbeat,
+                      const RelayOptions& options, Status* error) {
+  const auto t0 = Clock::now();
+  auto last_beat = t0;
+  Status last = Status(ErrorCode::kUnavailable, "the engine did not come back");
+  while (ms_since(t0) < options.resume.window_ms) {
+    if (stream.cancel_sent()) return Resumed::kCancelled;
+    if (ms_since(last_beat) >= options.heartbeat_ms) {
+      last_beat = Clock::now();
+      if (!heartbeat()) return Resumed::kClientGone;
+    }
+    int wait_ms = options.resume.retry_ms;
+    Status st = engine.resume(&stream, generated);
+    if (st.ok()) {
+      auto ev = stream.next(std::min(options.heartbeat_ms, 10000));
+      if (ev.ok() && (!ev->has_value() || (*ev)->type != protocol::EventType::kError)) {
+        return Resumed::kYes;  // queued (or still silent: the stream goes on)
+      }
+      if (ev.ok()) {
+        const protocol::Event& e = **ev;
+        st = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
+        if (e.code != ErrorCode::kUnavailable && e.code != ErrorCode::kQueueFull) {
+          *error = st;
+          return Resumed::kFailed;
+        }
+        // A loading engine is asked again soon (its hint is for clients, not for a wait that
+        // should end the moment it is ready); a busy one when it says.
+        if (e.code == ErrorCode::kQueueFull && e.retry_after_ms > 0) {
+          wait_ms = std::min(e.retry_after_ms, options.heartbeat_ms);
+        }
+      } else {
+        st = ev.status();
+      }
+    }
+    last = st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  }
+  char window[32];
+  std::snprintf(window, sizeof(window), "%.1f s", options.resume.window_ms / 1000.0);
+  *error = Status(ErrorCode::kUnavailable,
+                  std::string("the engine stopped mid-answer and did not take it back within ") +
+                      window + " (" + last.message() + "); retry the request");
+  return Resumed::kFailed;
+}
+
 }  // namespace
 
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
-                             const std::function<bool()>& heartbeat, const RelayOptions& options) {
+                             const std::function<bool()>& heartbeat, const RelayOptions& options,
+                             const EngineClient* engine) {
   RelayResult result;
+  std::vector<int32_t> generated;  // the ids of the tokens relayed so far (for a resume)
+  bool ids_complete = true;        // every token event carried its ids (an engine that
+                                   // sends none cannot be resumed without repeating text)
   const auto t0 = Clock::now();
   auto last_event = t0;
   auto last_beat = t0;
   bool client_gone = false;
   Clock::time_point cancel_at;
+  // The engine stopped the answer before its end (`why`): resumes it on the engine that comes
+  // back, or sets the result's error. False = the relay ends.
+  auto resume_or_end = [&](const Status& why) {
+    if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
+      result.outcome = Outcome::kError;
+      result.error = why;
+      return false;
+    }
+    if (result.resumes >= options.resume.max_resumes) {
+      result.outcome = Outcome::kError;
+      result.error = Status(ErrorCode::kUnavailable,
+                            "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
+                                " times; giving up on this answer (check the engine's log)");
+      return false;
+    }
+    const auto t_lost = Clock::now();
+    GLM_LOG_WARN("web: %s: the engine stopped the answer after %zu tokens (%s); resuming",
+                 stream.id().c_str(), generated.size(), why.message().c_str());
+    Status error;
+    const Resumed r = resume_stream(stream, *engine, generated, heartbeat, options, &error);
+    result.resume_wait_ms += ms_since(t_lost);
+    switch (r) {
+      case Resumed::kClientGone:
+        result.outcome = Outcome::kDisconnected;
+        return false;
+      case Resumed::kCancelled:
+        result.outcome = Outcome::kCancelled;
+        return false;
+      case Resumed::kFailed:
+        result.outcome = Outcome::kError;
+        result.error = error;
+        return false;
+      case Resumed::kYes:
+        break;
+    }
+    ++result.resumes;
+    GLM_LOG_INFO("web: %s: resumed after %zu tokens; the engine took it back in %.0f ms",
+                 stream.id().c_str(), generated.size(), ms_since(t_lost));
+    last_event = Clock::now();
+    return true;
+  };
   while (true) {
     int wait_ms = options.heartbeat_ms;
     if (client_gone) {
@@ -34,9 +135,8 @@ RelayResult relay_generation(EngineStream& stream,
     auto ev = stream.next(wait_ms);
     if (!ev.ok()) {
       if (client_gone) break;
-      result.outcome = Outcome::kError;
-      result.error = ev.status();
-      return result;
+      if (!resume_or_end(ev.status())) return result;
+      continue;
     }
     // Heartbeats go out every heartbeat_ms whether or not events flow: a non-streaming answer
     // writes nothing else until the end, and must still notice a client that left.
@@ -66,6 +166,16 @@ RelayResult relay_generation(EngineStream& stream,
     if (!e.id.empty() && e.id != stream.id()) continue;  // not ours (cannot happen per connection)
     switch (e.type) {
       case protocol::EventType::kDone:
+        // Cancelled without our asking: the engine's drain bound cut it (a restart, e.g.
+        // `supervisorctl restart`): the answer goes on on the engine that comes back.
+        if (e.finish_reason == FinishReason::kCancelled && !client_gone && engine != nullptr &&
+            ids_complete && !stream.cancel_sent()) {
+          if (!resume_or_end(Status(ErrorCode::kUnavailable,
+                                    "the engine cut the answer (drained for a stop)"))) {
+            return result;
+          }
+          continue;
+        }
         result.usage = e.usage;
         result.timings = e.timings;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
@@ -82,6 +192,8 @@ RelayResult relay_generation(EngineStream& stream,
       case protocol::EventType::kToken:
         result.text += e.text;
         result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+        generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
+        if (!e.text.empty() && e.tokens.empty()) ids_complete = false;
         if (result.first_token_at == Clock::time_point{}) result.first_token_at = Clock::now();
         break;
       case protocol::EventType::kNotice:
@@ -93,6 +205,8 @@ RelayResult relay_generation(EngineStream& stream,
       default:
         break;
     }
+    // A resumed request's queued/start/notice were relayed the first time.
+    if (result.resumes > 0 && e.type != protocol::EventType::kToken) continue;
     if (!client_gone && !emit(e)) {
       client_gone = true;
       cancel_at = Clock::now();

@@ -6,6 +6,14 @@
 // nothing else since the last one). After a cancel the relay keeps
 // reading (at most `drain_ms`) until the engine confirms with its done event, so the slot is
 // known to be free and the partial answer is complete.
+// When the engine dies mid-answer (its connection ends before done), or ends it cancelled
+// without being asked (its drain bound, at a restart), and the relay was given the
+// EngineClient, it resumes instead of failing: it waits for the restarted engine (`serve`,
+// systemd or supervisord brings it back), sends the same request again with the token ids
+// generated so far (protocol "resume"), and relays the rest as if nothing had happened; only
+// heartbeats go out meanwhile. The engine's queued/start/notice events of a resumed request are
+// not relayed again. Bounded: ResumeOptions (time per wait, crashes per answer); past them the
+// answer ends with an unavailable error, its partial text kept.
 // Thread-safety: one relay per request, on the thread that serves it.
 #pragma once
 
@@ -35,6 +43,14 @@ struct RelayResult {
   // When the first token was handed to the client (epoch = none).
   std::chrono::steady_clock::time_point first_token_at{};
   bool engine_confirmed_cancel = false;  // a done event with finish_reason kCancelled arrived
+  int resumes = 0;                       // times the answer was resumed after the engine died
+  double resume_wait_ms = 0;             // total time spent waiting for the engine to come back
+};
+
+struct ResumeOptions {
+  int max_resumes = 3;    // engine deaths one answer survives
+  int window_ms = 60000;  // from each death: the engine must take the request again within this
+  int retry_ms = 50;      // between attempts to reach it
 };
 
 struct RelayOptions {
@@ -42,6 +58,7 @@ struct RelayOptions {
   int drain_ms = 3000;
   // No event at all for this long ends the request with an error (a wedged engine).
   int idle_timeout_ms = 10 * 60 * 1000;
+  ResumeOptions resume;
 };
 
 // The error a client gets for an answer that did not complete: the relay's error, or for a
@@ -50,10 +67,12 @@ Status cut_or_error(const RelayResult& r);
 
 // `emit` is called for each event (queued, start, token, notice) and returns false if the
 // client is gone; `heartbeat` likewise. Done and error events end the relay and are reported
-// in the result, not emitted.
+// in the result, not emitted. With `engine` (the client that started `stream`), an engine that
+// dies mid-answer is waited for and the answer resumed (above); without it, that is an error.
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
                              const std::function<bool()>& heartbeat,
-                             const RelayOptions& options = {});
+                             const RelayOptions& options = {},
+                             const EngineClient* engine = nullptr);
 
 }  // namespace glm::gateway

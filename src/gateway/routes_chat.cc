@@ -179,30 +179,30 @@ void Gateway::install_chat_routes() {
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_stream("text/event-stream",
-                   [this, state, start_error, session, t0](http::StreamSink& sink) {
-                     SseWriter out(sink);
-                     out.event(dump_json(session->start_payload()));
-                     if (!state->has_value()) {
-                       sse_write(sink, dump_json(session->error_payload(start_error)));
-                       sink.done();
-                       return;
-                     }
-                     Started& st = **state;
-                     auto emit = [&](const protocol::Event& e) {
-                       if (!out.ok()) return false;
-                       auto payload = session->on_event(e);
-                       return payload ? out.event(dump_json(*payload)) : true;
-                     };
-                     auto heartbeat = [&] { return out.heartbeat(); };
-                     if (st.first && !emit(*st.first)) st.stream->cancel();
-                     RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay);
-                     std::optional<json> last = session->finish(r);
-                     record_generation("chat", r, t0);
-                     if (!last) return;  // the client left
-                     sse_write(sink, dump_json(*last));
-                     sink.done();
-                   });
+    res.set_stream(
+        "text/event-stream", [this, state, start_error, session, t0](http::StreamSink& sink) {
+          SseWriter out(sink);
+          out.event(dump_json(session->start_payload()));
+          if (!state->has_value()) {
+            sse_write(sink, dump_json(session->error_payload(start_error)));
+            sink.done();
+            return;
+          }
+          Started& st = **state;
+          auto emit = [&](const protocol::Event& e) {
+            if (!out.ok()) return false;
+            auto payload = session->on_event(e);
+            return payload ? out.event(dump_json(*payload)) : true;
+          };
+          auto heartbeat = [&] { return out.heartbeat(); };
+          if (st.first && !emit(*st.first)) st.stream->cancel();
+          RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay, &engine_);
+          std::optional<json> last = session->finish(r);
+          record_generation("chat", r, t0);
+          if (!last) return;  // the client left
+          sse_write(sink, dump_json(*last));
+          sink.done();
+        });
   });
 }
 

@@ -31,6 +31,7 @@ void Gateway::record_generation(const char* route, const RelayResult& r, Clock::
     g.gateway_ttft_ms = std::chrono::duration<double, std::milli>(r.first_token_at - t0).count();
   }
   g.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  g.resumes = r.resumes;
   metrics_.record_generation(g);
   if (r.outcome == Outcome::kError) metrics_.record_error(error_code_name(r.error.code()));
 }
@@ -43,7 +44,7 @@ RelayResult Gateway::relay_started(Started& state,
   bool first_ok = true;
   if (state.first) first_ok = emit(*state.first);
   if (first_ok) {
-    r = relay_generation(*state.stream, emit, heartbeat, options_.relay);
+    r = relay_generation(*state.stream, emit, heartbeat, options_.relay, &engine_);
   } else {
     state.stream->cancel();
     r = relay_generation(

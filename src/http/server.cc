@@ -1,5 +1,8 @@
 #include "http/server.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "http/connection.h"
+#include "http/listen.h"
 #include "http/server_core.h"
 
 namespace glm::http {
@@ -120,26 +124,29 @@ void Server::set_exception_handler(ExceptionHandler hook) {
 
 StatusOr<int> Server::bind() {
   const ServerOptions& o = impl_->core.options;
-  const std::string where = o.host + ":" + std::to_string(o.port);
-  error_code ec;
-  tcp::resolver resolver(impl_->ioc);
-  auto results = resolver.resolve(o.host, std::to_string(o.port), ec);
-  if (ec || results.empty()) {
-    return invalid_argument("cannot resolve the address " + o.host + " (" + ec.message() +
-                            "); pass an IP address or a resolvable name to --host");
+  int fd = o.listen_fd;
+  if (fd >= 0) {
+    if (!is_listening_tcp(fd)) {
+      return invalid_argument("--listen-fd " + std::to_string(fd) +
+                              " is not a listening TCP socket (it is passed by glmserve serve)");
+    }
+  } else {
+    auto opened = listen_tcp(o.host, o.port, o.backlog);
+    if (!opened.ok()) return opened.status();
+    fd = *opened;
   }
-  const tcp::endpoint endpoint = *results.begin();
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  error_code ec;
   auto& acceptor = impl_->acceptor.emplace(impl_->accept_strand);
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(o.backlog, ec);
+  acceptor.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
   if (ec) {
     impl_->acceptor.reset();
-    return Status(ErrorCode::kUnavailable, "cannot listen on " + where + " (" + ec.message() +
-                                               "; is the port in use? pick another with --port)");
+    ::close(fd);
+    return Status(ErrorCode::kInternal, "cannot use the listening socket: " + ec.message());
   }
-  return static_cast<int>(acceptor.local_endpoint().port());
+  return local_port(fd);
 }
 
 bool Server::run() {

@@ -45,7 +45,10 @@ struct ServerOptions {
   int max_connections = 16384;        // open at once; beyond: 503 and close
   int max_connections_per_ip = 4096;  // from one client address; beyond: 503 and close
   int backlog = 4096;                 // listen backlog (the kernel caps it at somaxconn)
-  Headers default_headers;            // added to every response that does not set them
+  // An already listening socket to serve on instead of binding host:port (glmserve serve
+  // opens the port and hands it to the gateway it starts); owned by the server once bound.
+  int listen_fd = -1;
+  Headers default_headers;  // added to every response that does not set them
 };
 
 // Counters for tests and /metrics. Values of one moment; thread-safe to read.
@@ -84,7 +87,9 @@ class Server {
   // Called when a handler throws; without one the answer is a plain 500.
   void set_exception_handler(ExceptionHandler hook);
 
-  // Listens (backlog ServerOptions::backlog); returns the port.
+  // Listens (backlog ServerOptions::backlog; http/listen.h: never SO_REUSEPORT, so a port in
+  // use fails here with a message naming it), or takes over ServerOptions::listen_fd; returns
+  // the port.
   StatusOr<int> bind();
   // Serves until stop(), then waits for the handlers still running to return; false if it
   // could not run (not bound, or already stopped).

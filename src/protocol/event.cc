@@ -91,6 +91,18 @@ std::vector<generation::GeneratedLogprobs> read_logprobs(const json& j) {
   return out;
 }
 
+// An array of token ids; entries that are not integers are skipped.
+std::vector<int32_t> get_ids(const json& j, const char* key) {
+  std::vector<int32_t> out;
+  auto it = j.find(key);
+  if (it != j.end() && it->is_array()) {
+    for (const json& t : *it) {
+      if (t.is_number_integer()) out.push_back(t.get<int32_t>());
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* event_type_name(EventType t) {
@@ -109,6 +121,14 @@ std::string serialize_event(const Event& e) {
     append_json_string(&out, e.id);
     out += ",\"event\":\"token\",\"text\":";
     append_json_string(&out, e.text);
+    if (!e.tokens.empty()) {
+      out += ",\"tokens\":[";
+      for (size_t i = 0; i < e.tokens.size(); ++i) {
+        if (i > 0) out += ',';
+        out += std::to_string(e.tokens[i]);
+      }
+      out += ']';
+    }
     if (!e.logprobs.empty()) {
       out += ",\"logprobs\":";
       out += dump_json(logprobs_json(e.logprobs));
@@ -213,6 +233,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");
+      e.tokens = get_ids(j, "tokens");
       e.logprobs = read_logprobs(j);
       break;
     case EventType::kNotice:
@@ -270,16 +291,10 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.stats.connections = get_int(j, "connections");
       e.stats.uptime_s = get_double(j, "uptime_s");
       break;
-    case EventType::kTokens: {
+    case EventType::kTokens:
       e.text = get_str(j, "text");
-      auto it = j.find("tokens");
-      if (it != j.end() && it->is_array()) {
-        for (const json& t : *it) {
-          if (t.is_number_integer()) e.tokens.push_back(t.get<int32_t>());
-        }
-      }
+      e.tokens = get_ids(j, "tokens");
       break;
-    }
     case EventType::kCancel:
       e.found = j.contains("found") && j["found"].is_boolean() && j["found"].get<bool>();
       break;

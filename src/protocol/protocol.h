@@ -68,6 +68,10 @@ struct Request {
   // ({"name","description","parameters"}) in the client's key order; empty = none. The engine
   // writes them into the prompt in its chat template's tool format.
   std::string tools;
+  // "resume": the ids of the tokens an earlier run of this same request generated (the token
+  // events' `tokens`, in order), when the engine died mid-answer: the engine continues after
+  // them as the uninterrupted run would have (docs/protocol.md#resume). Empty = a fresh run.
+  std::vector<int32_t> resume;
   // kTokenize
   std::string text;
   // kDetokenize
@@ -116,7 +120,8 @@ struct Event {
   int n_ctx = 0;                    // kHealth
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
   StatsInfo stats;                  // kStats
-  std::vector<int32_t> tokens;      // kTokens (also: text, for detokenize and prompt replies)
+  std::vector<int32_t> tokens;      // kTokens (with text: detokenize and prompt replies);
+                                    // kToken: the ids this event's text completes
   bool found = false;               // kCancel: the id was in flight
 };
 

@@ -283,6 +283,21 @@ Event round_trip(const Event& e) {
   return *back;
 }
 
+TEST(ParseRequest, ResumeTokens) {
+  Request r = parse_ok(R"({"messages":[{"role":"user","content":"hi"}],"resume":[5,0,64789]})");
+  EXPECT_EQ(r.resume, (std::vector<int32_t>{5, 0, 64789}));
+  EXPECT_EQ(parse_ok(serialize_request(r)).resume, r.resume);
+  EXPECT_TRUE(parse_ok(R"({"messages":[{"role":"user","content":"hi"}]})").resume.empty());
+  EXPECT_EQ(serialize_request(Request{}).find("resume"), std::string::npos);
+  for (const char* bad : {R"("resume":5)", R"("resume":[-1])", R"("resume":["a"])",
+                          R"("resume":[1.5])", R"("resume":[4294967296])"}) {
+    auto st =
+        parse_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],)") + bad + "}");
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find("resume"), std::string::npos) << bad;
+  }
+}
+
 TEST(ParseRequest, Constraints) {
   const std::string head = R"({"messages":[{"role":"user","content":"a"}],)";
   Request g =
@@ -339,6 +354,11 @@ TEST(Events, RoundTripEveryType) {
   t.logprobs = {{{7, "\xE4\xBD", -0.125f}, {{7, "\xE4\xBD", -0.125f}, {9, "x", -3.5f}}},
                 {{8, "\xA0", -0.5f}, {}}};
   EXPECT_EQ(round_trip(t).logprobs, t.logprobs);
+  EXPECT_TRUE(round_trip(t).tokens.empty());
+  EXPECT_EQ(serialize_event(t).find("tokens"), std::string::npos);  // absent when none
+  t.tokens = {30910, 0, 64789};
+  EXPECT_EQ(round_trip(t).tokens, t.tokens);
+  EXPECT_EQ(round_trip(t).text, t.text);
 
   Event n;
   n.type = EventType::kNotice;

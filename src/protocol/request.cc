@@ -124,7 +124,7 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 bool is_top_level_key(const std::string& key) {
   static const char* kKeys[] = {"v",          "type",    "id",    "conversation", "messages",
                                 "prompt",     "history", "raw",   "params",       "text",
-                                "constraint", "tools",   "tokens"};
+                                "constraint", "tools",   "tokens",  "resume"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -289,6 +289,17 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
     auto text = ordered_text(line, limits, "tools");
     if (!text.ok()) return text.status();
     r->tools = std::move(text).value();
+  }
+  if (j.contains("resume") && !j["resume"].is_null()) {
+    const json& ids = j["resume"];
+    if (!ids.is_array()) return field_error("resume", "expected an array of token ids");
+    r->resume.reserve(ids.size());
+    for (const json& t : ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        return field_error("resume", "expected token ids (integers >= 0)");
+      }
+      r->resume.push_back(t.get<int32_t>());
+    }
   }
   return Status::Ok();
 }
@@ -457,6 +468,7 @@ std::string serialize_request(const Request& r) {
       }
       j["constraint"] = std::move(c);
     }
+    if (!r.resume.empty()) j["resume"] = r.resume;
   }
   return dump_json(j);
 }

@@ -135,6 +135,12 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
   return cand;
 }
 
+void Sampler::skip_draws(int n_sampled) {
+  if (params_.temperature <= 0.0f) return;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int i = 0; i < n_sampled; ++i) uniform(rng_);
+}
+
 void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
                           generation::GeneratedLogprobs* out) const {
   // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double.

@@ -48,10 +48,15 @@ class Sampler {
   void accept_prompt(int32_t token);
   // Records a generated token (for all penalties). Ids outside [0, n_vocab) are ignored.
   void accept(int32_t token);
-  // Draws the next token from `logits` ([n_vocab]); does not accept() it. With `logprobs`
+  // Draws the next token from `logits` ([n_vocab]); does not accept() it. Each call with
+  // temperature > 0 takes exactly one draw from the RNG (greedy takes none). With `logprobs`
   // (when params().top_logprobs >= 0), also its log-probability and the top_logprobs most
   // probable alternatives (ids and log-probabilities; bytes are left empty).
   int32_t sample(const float* logits, generation::GeneratedLogprobs* logprobs = nullptr);
+  // Advances the RNG past the draws of `n_sampled` earlier sample() calls, so that a sequence
+  // resumed after n tokens continues with the draws the uninterrupted one would have made.
+  // Cost: n draws.
+  void skip_draws(int n_sampled);
   // The distribution sample() draws from, most probable first (ties: lower id first); for
   // greedy, the argmax with p = 1. For tests and diagnostics.
   std::vector<Candidate> distribution(const float* logits) const;

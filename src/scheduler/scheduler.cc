@@ -59,18 +59,37 @@ Status Scheduler::add(SeqRequest&& request) {
       }
     }
   }
-  const int need = static_cast<int>(request.prompt.size()) + request.sampling.max_tokens;
+  const int resumed = request.resumed;
+  if (resumed < 0 || resumed > request.sampling.max_tokens ||
+      resumed >= static_cast<int>(request.prompt.size()) ||
+      (!request.tail.empty() && resumed > static_cast<int>(request.tail.size()))) {
+    return invalid_argument("resume: " + std::to_string(resumed) +
+                            " generated tokens do not fit this request (max_tokens " +
+                            std::to_string(request.sampling.max_tokens) +
+                            "); resume only the tokens the same request generated");
+  }
+  const int n_prompt = static_cast<int>(request.prompt.size()) - resumed;
+  const int need = n_prompt + request.sampling.max_tokens;
   if (need > options_.n_ctx) {
     GLM_LOG_INFO("prompt %zu + max_tokens %d tokens exceed the context of %d (raise --ctx-size)",
                  request.prompt.size(), request.sampling.max_tokens, options_.n_ctx);
     return Status(ErrorCode::kContextOverflow,
-                  "the prompt (" + std::to_string(request.prompt.size()) +
+                  "the prompt (" + std::to_string(n_prompt) +
                       " tokens) and max_tokens (" + std::to_string(request.sampling.max_tokens) +
                       ") do not fit this server's context of " + std::to_string(options_.n_ctx) +
                       " tokens: lower max_tokens, shorten the conversation or start a new one");
   }
+  if (request.matcher) {
+    for (size_t i = request.prompt.size() - resumed; i < request.prompt.size(); ++i) {
+      if (!request.matcher->accept_token(request.prompt[i]).ok()) {
+        return invalid_argument("resume: generated token " + std::to_string(request.prompt[i]) +
+                                " is not allowed by the request's constraint");
+      }
+    }
+  }
   auto seq = std::make_unique<Seq>();
   seq->req = std::move(request);
+  seq->n_generated = resumed;
   ++totals_.requests_total;
   Seq* s = seq.get();
   waiting_.push_back(std::move(seq));
@@ -129,12 +148,22 @@ void Scheduler::admit() {
     seq->admitted = true;
     seq->admitted_at = Clock::now();
     seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
-    for (int32_t t : seq->adm.prompt) seq->sampler->accept_prompt(t);
-    totals_.prompt_tokens_total += static_cast<int64_t>(seq->adm.prompt.size());
-    totals_.cached_tokens_total += seq->adm.n_cached;
+    // The prompt's tokens count for the repetition penalty only; resumed ones were generated
+    // (every penalty counts them, and their draws are skipped).
+    const int n_prompt = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
+    for (int i = 0; i < static_cast<int>(seq->adm.prompt.size()); ++i) {
+      if (i < n_prompt) {
+        seq->sampler->accept_prompt(seq->adm.prompt[i]);
+      } else {
+        seq->sampler->accept(seq->adm.prompt[i]);
+      }
+    }
+    seq->sampler->skip_draws(seq->req.resumed);
+    totals_.prompt_tokens_total += n_prompt;
+    totals_.cached_tokens_total += std::min(seq->adm.n_cached, n_prompt);
     StartInfo info;
-    info.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
-    info.cached_tokens = seq->adm.n_cached;
+    info.prompt_tokens = n_prompt;
+    info.cached_tokens = std::min(seq->adm.n_cached, n_prompt);
     info.from_conversation = seq->adm.from_conversation;
     seq->req.observer->on_start(info);
     running_.push_back(std::move(seq));
@@ -170,7 +199,10 @@ bool Scheduler::step() {
       }
       budget -= std::min(in.n_tokens, budget);
     }
-    if (caps_.bidirectional_prompt) in.prefix_len = static_cast<int>(seq->adm.prompt.size());
+    // The prompt proper: resumed tokens after it were generated, so they attend causally.
+    if (caps_.bidirectional_prompt) {
+      in.prefix_len = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
+    }
     cache_->grow(&kv, n_past + in.n_tokens);
     in.blocks = kv.blocks.data();
     in.n_blocks = static_cast<int>(kv.blocks.size());
@@ -193,6 +225,10 @@ bool Scheduler::step() {
     Seq* seq = members[i];
     cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
     if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
+    if (seq->n_generated >= seq->req.sampling.max_tokens) {  // resumed with all its tokens
+      finish(seq, FinishReason::kLength, std::nullopt);
+      continue;
+    }
     float* row = logits_.data() + i * n_vocab_;
     if (seq->req.matcher && !constrain(seq, row)) continue;
     generation::GeneratedLogprobs lp;
@@ -231,7 +267,7 @@ bool Scheduler::constrain(Seq* seq, float* logits) {
 
 bool Scheduler::deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs) {
   const Clock::time_point now = Clock::now();
-  if (seq->n_generated == 0 && !seq->decoding) seq->first_token_at = now;
+  if (seq->first_token_at == Clock::time_point()) seq->first_token_at = now;
   const auto& stops = seq->req.stop_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     finish(seq, FinishReason::kStop, std::nullopt);
@@ -266,8 +302,8 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
   const Clock::time_point now = Clock::now();
   FinishInfo info;
   info.reason = reason;
-  info.usage.prompt_tokens = static_cast<int>(seq->adm.prompt.size());
-  info.usage.cached_tokens = seq->adm.n_cached;
+  info.usage.prompt_tokens = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
+  info.usage.cached_tokens = std::min(seq->adm.n_cached, info.usage.prompt_tokens);
   info.usage.completion_tokens = seq->n_generated;
   generation::Timings& t = info.timings;
   t.total_ms = ms_between(seq->req.submitted, now);
@@ -277,8 +313,9 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
       t.prefill_ms = ms_between(seq->admitted_at, seq->first_token_at);
       t.ttft_ms = ms_between(seq->req.submitted, seq->first_token_at);
     }
-    if (seq->n_generated > 1) {
-      t.tpot_ms = ms_between(seq->first_token_at, seq->last_token_at) / (seq->n_generated - 1);
+    const int n_this_run = seq->n_generated - seq->req.resumed;  // sampled by this run
+    if (n_this_run > 1) {
+      t.tpot_ms = ms_between(seq->first_token_at, seq->last_token_at) / (n_this_run - 1);
     }
   } else {
     t.queue_ms = t.total_ms;

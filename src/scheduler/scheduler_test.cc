@@ -419,6 +419,93 @@ TEST(Scheduler, ConstrainedDeadStateIsAnErrorAndFreesTheBlocks) {
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
 }
 
+// Resume (an engine restarted mid-answer): the prompt + the first k generated tokens with
+// resumed = k gives the uninterrupted run's remaining tokens, greedy and sampled with a seed
+// (the RNG skips k draws), with a repetition penalty over them, under a constraint, and with a
+// chunk shorter than what is prefilled; usage counts the resumed tokens as completion tokens.
+TEST(Scheduler, AResumedSequenceContinuesAsTheUninterruptedOne) {
+  auto vocab = letter_vocab();
+  auto g = grammar::parse_gbnf("root ::= [a-f]+");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  struct Case {
+    const char* name;
+    float temperature;
+    float repetition_penalty;
+    int top_k;
+    bool constrained;
+  };
+  const Case cases[] = {{"greedy", 0.0f, 1.0f, 0, false},
+                        {"sampled", 1.0f, 1.0f, 0, false},
+                        {"sampled+penalty+top_k", 0.9f, 1.3f, 12, false},
+                        {"sampled+constraint", 1.0f, 1.0f, 0, true}};
+  std::mt19937 rng(17);
+  constexpr int kMax = 30;
+  for (const Case& c : cases) {
+    const auto prompt = random_prompt(&rng, 9);
+    auto edit = [&](SeqRequest* r) {
+      r->sampling.temperature = c.temperature;
+      r->sampling.repetition_penalty = c.repetition_penalty;
+      r->sampling.top_k = c.top_k;
+      r->sampling.seed = 4242;
+      if (c.constrained) r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+    };
+    Harness full;
+    full.model.set_never({kEos});  // runs to max_tokens
+    ASSERT_TRUE(full.add("full", prompt, kMax, edit).ok());
+    full.run_all();
+    const std::vector<int32_t> all = full.rec("full").tokens;
+    ASSERT_EQ(all.size(), static_cast<size_t>(kMax)) << c.name;
+    if (c.temperature > 0) {  // sampling really happened: another seed gives another answer
+      Harness other;
+      other.model.set_never({kEos});
+      ASSERT_TRUE(other
+                      .add("other", prompt, kMax,
+                           [&](SeqRequest* r) {
+                             edit(r);
+                             r->sampling.seed = 4243;
+                           })
+                      .ok());
+      other.run_all();
+      EXPECT_NE(other.rec("other").tokens, all) << c.name;
+    }
+    for (int k : {1, 6, kMax - 1, kMax}) {
+      Options opt;
+      opt.prefill_chunk = 5;  // the prompt and the resumed tokens take several steps
+      Harness h(opt);
+      h.model.set_never({kEos});
+      std::vector<int32_t> p = prompt;
+      p.insert(p.end(), all.begin(), all.begin() + k);
+      ASSERT_TRUE(h.add("r", p, kMax, [&](SeqRequest* r) {
+                     edit(r);
+                     r->resumed = k;
+                   }).ok());
+      h.run_all();
+      const Record& r = h.rec("r");
+      EXPECT_EQ(r.tokens, std::vector<int32_t>(all.begin() + k, all.end())) << c.name << " k=" << k;
+      EXPECT_EQ(r.finish.reason, FinishReason::kLength);
+      EXPECT_EQ(r.finish.usage.completion_tokens, kMax);
+      EXPECT_EQ(r.finish.usage.prompt_tokens, static_cast<int>(prompt.size()));
+      EXPECT_EQ(r.start.prompt_tokens, static_cast<int>(prompt.size()));
+      EXPECT_EQ(h.cache.allocator().n_used(), 0);
+    }
+  }
+  // Refused without a callback: more resumed tokens than max_tokens, or than the prompt holds.
+  Harness h;
+  EXPECT_EQ(h.add("over", {5, 6, 7, 8}, 2, [](SeqRequest* r) { r->resumed = 3; }).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.add("all", {5, 6, 7}, 8, [](SeqRequest* r) { r->resumed = 3; }).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(h.rec("over").events.empty());
+  // A constraint that refuses the resumed tokens.
+  EXPECT_EQ(h.add("bad", {5, 6, 0}, 8,
+                  [&](SeqRequest* r) {
+                    r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+                    r->resumed = 1;  // token 0 is not a letter of [a-f]
+                  })
+                .code(),
+            ErrorCode::kInvalidArgument);
+}
+
 TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
   Options opt;
   opt.max_batch = 5;

@@ -1,6 +1,7 @@
 #include "serve/supervisor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -14,6 +15,8 @@ namespace glm::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kPassedFd = 3;  // ChildSpec::pass_fd arrives as this descriptor
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
@@ -56,6 +59,11 @@ bool Supervisor::spawn(Child& child) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
+    if (child.spec.pass_fd == kPassedFd) {
+      ::fcntl(kPassedFd, F_SETFD, 0);  // keep it across exec
+    } else if (child.spec.pass_fd >= 0 && ::dup2(child.spec.pass_fd, kPassedFd) < 0) {
+      ::_exit(127);
+    }
     ::execv(child.spec.path.c_str(), argv.data());
     static const char kMsg[] = "glmserve serve: exec failed\n";
     ssize_t ignored = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);

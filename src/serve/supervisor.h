@@ -24,10 +24,14 @@ struct ChildSpec {
   std::string name;               // for logs: "engine", "web"
   std::string path;               // executable ("/proc/self/exe")
   std::vector<std::string> argv;  // argv[0] included
+  // A descriptor the child inherits as fd 3 (the gateway's listening socket, which the
+  // supervisor keeps open, so the port stays its own across restarts); -1 = none. Every
+  // other descriptor of the supervisor should be close-on-exec.
+  int pass_fd = -1;
 };
 
 struct SupervisorOptions {
-  std::chrono::milliseconds initial_backoff{500};
+  std::chrono::milliseconds initial_backoff{100};  // the first restart: soon (answers wait)
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds stable_after{60000};   // a run this long resets the backoff
   std::chrono::milliseconds quick_failure{10000};  // a failure sooner than this is "quick"

@@ -51,6 +51,12 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
     job->chars =
         split_chars(options_.reply.empty() ? request.messages.back().content : options_.reply);
   }
+  // Resume: a token's id is its character's index in the reply, so the ids sent back are the
+  // characters already delivered.
+  if (request.resume.size() > job->chars.size()) {
+    return invalid_argument("resume: more tokens than the reply has");
+  }
+  job->next = request.resume.size();
   if (job->prompt_tokens > options_.n_ctx) {
     return Status(ErrorCode::kContextOverflow,
                   "prompt is " + std::to_string(job->prompt_tokens) + " tokens; the context is " +
@@ -167,7 +173,7 @@ void EchoEngine::finish(Job& job, engine::FinishReason reason, std::unique_lock<
   done.usage.completion_tokens = static_cast<int>(job.next);
   const bool started = job.started != Clock::time_point();
   done.timings.queue_ms = ms_between(job.submitted, started ? job.started : now);
-  if (job.next > 0) {
+  if (job.first_token != Clock::time_point()) {
     done.timings.ttft_ms = ms_between(job.submitted, job.first_token);
     done.timings.prefill_ms = ms_between(job.started, job.first_token);
   }
@@ -273,9 +279,10 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
     engine::Event t;
     t.type = engine::EventType::kToken;
     t.id = job->request.id;
+    t.tokens = {static_cast<int32_t>(job->next)};
     t.text = job->chars[job->next++];
     job->last_token = Clock::now();
-    if (job->next == 1) job->first_token = job->last_token;
+    if (job->first_token == Clock::time_point()) job->first_token = job->last_token;
     stats_.generated_tokens_total++;
     lock.unlock();
     job->sink(t);

@@ -7,6 +7,7 @@
 // Reply: EchoOptions::reply if set, else the content of the last message (or the raw prompt).
 // A last message starting with "__fail__" ends with an internal error after the first token
 // (to test one request's failure). Prompt "tokens" are bytes; tokenize() returns the bytes.
+// A generated token's id is its character's index in the reply; resume skips that many.
 // Thread-safety: as engine::Engine. Sinks run on the engine's own loop thread.
 #pragma once
 

@@ -51,6 +51,7 @@ export async function startServe(model, extra = []) {
   }
   return {
     url,
+    pid: child.pid, // glmserve serve itself (the shell execs it)
     async stop() {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');

@@ -1,0 +1,65 @@
+// An engine killed mid-answer, through the official openai client: `glmserve serve` restarts
+// the engine, the gateway resumes the answer (docs/operations.md), and the SDK sees one
+// complete stream with the text of an uninterrupted run, at temperature 0 and sampled with a
+// seed (the resumed sampler skips the draws of the tokens already sent).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+import { genModel, startServe } from './server.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'glm-resume-'));
+let server;
+before(async () => {
+  server = await startServe(genModel(dir, 'chatglm3', 'chatglm3.tokenizer.model'));
+});
+after(async () => {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const openai = () => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+
+// serve's engine child: the one whose command line is `... engine ...`.
+function killEngine() {
+  const pids = execFileSync('pgrep', ['-P', String(server.pid)]).toString().trim().split('\n');
+  const engine = pids.find((p) => execFileSync('cat', [`/proc/${p}/cmdline`]).toString().split('\0')[1] === 'engine');
+  assert.ok(engine, 'no engine child of serve');
+  process.kill(Number(engine), 'SIGKILL');
+}
+
+async function streamed(request, killAfter = -1) {
+  const stream = await openai().chat.completions.create({ ...request, stream: true });
+  let text = '';
+  let n = 0;
+  let finish = null;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (c?.delta?.content) {
+      text += c.delta.content;
+      if (++n === killAfter) killEngine();
+    }
+    if (c?.finish_reason) finish = c.finish_reason;
+  }
+  return { text, n, finish };
+}
+
+for (const [name, params] of [['temperature 0', { temperature: 0 }],
+  ['sampled with a seed', { temperature: 1, top_p: 0.9, seed: 1234 }]]) {
+  test(`a stream outlives a kill -9 of the engine (${name})`, async () => {
+    const request = {
+      model: 'any', max_tokens: 300, ...params,
+      messages: [{ role: 'user', content: 'tell me a story' }],
+    };
+    const whole = await streamed(request);
+    assert.equal(whole.finish, 'length');
+    const resumed = await streamed(request, 20);
+    assert.ok(resumed.n > 20);
+    assert.equal(resumed.text, whole.text);
+    assert.equal(resumed.finish, 'length');
+  });
+}

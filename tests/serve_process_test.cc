@@ -1,0 +1,411 @@
+// `glmserve serve` as a real process: one owner per port and per engine socket, ready only when
+// its own engine and its gateway answer, and answers that survive a kill -9 of the engine
+// (docs/operations.md, "Nothing lost when the engine dies").
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/http_test_util.h"
+#include "process_util.h"
+
+namespace glm::serve {
+namespace {
+
+using glm::gateway::testing::RawHttp;
+using glm::gateway::testing::sse_data;
+using glm::testing::children_of;
+using glm::testing::cmdline_of;
+using glm::testing::Proc;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A loopback port that was free a moment ago (bound to port 0, then closed).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// True if something accepts TCP connections on 127.0.0.1:port.
+bool connects(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool wait_until(const std::function<bool()>& cond, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+// The port of serve's "serve: ready: ...; open http://127.0.0.1:P/" line, or -1.
+int ready_port(const std::string& log) {
+  const std::string mark = "open http://127.0.0.1:";
+  const size_t at = log.find(mark);
+  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + mark.size());
+}
+
+// Lines of output that are not empty.
+int n_lines(const std::string& s) {
+  int n = 0;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t end = std::min(s.find('\n', pos), s.size());
+    n += end > pos;
+    pos = end + 1;
+  }
+  return n;
+}
+
+class ServeProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/glm-serve-proc-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/e.sock";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string dir_, socket_;
+};
+
+TEST_F(ServeProcessTest, ASecondWebOrServeOnAUsedPortExitsAtOnceNamingThePort) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string p = std::to_string(port);
+  Proc first({"web", "--engine", socket_, "--port", p, "--db", dir_ + "/a.db"}, dir_ + "/1.log");
+  ASSERT_TRUE(wait_until([&] { return connects(port); }, 20000)) << first.log();
+
+  // Never shared: a second gateway on the port fails at once with one line that names it.
+  Proc second({"web", "--engine", socket_, "--port", p, "--db", dir_ + "/b.db"}, dir_ + "/2.log");
+  auto status = second.wait(10000);
+  ASSERT_TRUE(status.has_value()) << "a second web on a used port kept running\n" << second.log();
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE(second.log().find("127.0.0.1:" + p), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("port " + p), std::string::npos) << second.log();
+  EXPECT_EQ(n_lines(second.log()), 1) << second.log();
+
+  // serve opens the port before it starts anything: it exits as fast, without children.
+  const auto t0 = Clock::now();
+  Proc serve({"serve", "--echo", "--port", p, "--socket", socket_}, dir_ + "/serve.log");
+  status = serve.wait(10000);
+  ASSERT_TRUE(status.has_value()) << serve.log();
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE(serve.log().find("127.0.0.1:" + p), std::string::npos) << serve.log();
+  EXPECT_EQ(serve.log().find("started"), std::string::npos) << serve.log();
+  EXPECT_EQ(n_lines(serve.log()), 1) << serve.log();
+  EXPECT_TRUE(connects(port));  // the first one still has it
+}
+
+TEST_F(ServeProcessTest, ASecondServeOnTheSameEngineSocketRefusesAtOnce) {
+  Proc first({"serve", "--echo", "--no-web", "--socket", socket_}, dir_ + "/1.log");
+  ASSERT_TRUE(
+      wait_until([&] { return first.log().find("serve: ready") != std::string::npos; }, 20000))
+      << first.log();
+  const auto t0 = Clock::now();
+  Proc second({"serve", "--echo", "--no-web", "--socket", socket_}, dir_ + "/2.log");
+  auto status = second.wait(10000);
+  ASSERT_TRUE(status.has_value()) << second.log();
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE(second.log().find("owns the engine socket " + socket_), std::string::npos)
+      << second.log();
+  EXPECT_NE(second.log().find("pid " + std::to_string(first.pid())), std::string::npos)
+      << second.log();
+  EXPECT_EQ(second.log().find("started"), std::string::npos) << second.log();
+  // The first one never noticed.
+  EXPECT_EQ(first.log().find("restarting"), std::string::npos) << first.log();
+  EXPECT_EQ(children_of(first.pid()).size(), 1u);
+}
+
+TEST_F(ServeProcessTest, ReadyOnlyWhenItsGatewayAnswersToo) {
+  // The gateway cannot open its database: the engine is up, serve is not ready, and gives up.
+  Proc broken(
+      {"serve", "--echo", "--port", "0", "--socket", socket_, "--db", dir_ + "/no/such/dir/c.db"},
+      dir_ + "/broken.log");
+  auto status = broken.wait(90000);
+  ASSERT_TRUE(status.has_value()) << broken.log();
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE(broken.log().find("giving up"), std::string::npos) << broken.log();
+  EXPECT_EQ(broken.log().find("serve: ready"), std::string::npos) << broken.log();
+
+  // A working one: when serve says ready, the page's /health already answers 200.
+  Proc serve({"serve", "--echo", "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 30000)) << serve.log();
+  RawHttp raw(ready_port(serve.log()));
+  raw.send_request("GET", "/health", "");
+  ASSERT_TRUE(raw.read_until("", 5000));
+  EXPECT_EQ(raw.result().status, 200) << raw.received();
+}
+
+// One streamed chat completion read as it arrives.
+struct Stream {
+  std::unique_ptr<RawHttp> http;
+  int events_at_kill = -1;       // data events received 100 ms after the kill
+  double resumed_after_ms = -1;  // kill -> the first data event after that
+  int events() const {
+    int n = 0;
+    for (size_t pos = 0; (pos = http->received().find("data: {", pos)) != std::string::npos; ++pos)
+      ++n;
+    return n;
+  }
+  bool ended() const {
+    const std::string& r = http->received();
+    return r.find("data: [DONE]") != std::string::npos ||
+           r.find("data: {\"error\"") != std::string::npos;
+  }
+  // The content deltas, and the usage chunk's completion_tokens (-1 if none).
+  std::string text(int* completion_tokens) const {
+    std::string out;
+    for (const std::string& e : sse_data(http->result().body)) {
+      if (e == "[DONE]") continue;
+      json c = json::parse(e, nullptr, false);
+      if (c.contains("usage") && c["usage"].is_object()) {
+        *completion_tokens = c["usage"]["completion_tokens"];
+      }
+      if (c.contains("error")) out += "<error: " + c["error"].dump() + ">";
+      if (c.contains("choices") && !c["choices"].empty() &&
+          c["choices"][0]["delta"].contains("content")) {
+        out += c["choices"][0]["delta"]["content"].get<std::string>();
+      }
+    }
+    return out;
+  }
+};
+
+// The engine child of serve `serve_pid`, or -1.
+pid_t engine_of(pid_t serve_pid) {
+  for (pid_t k : children_of(serve_pid)) {
+    if (cmdline_of(k).find(" engine ") != std::string::npos) return k;
+  }
+  return -1;
+}
+
+// A random-weight tiny ChatGLM3 with the real vocabulary (~1 ms a token); "" if the vocabulary
+// is not in ../shared/data.
+std::string tiny_model(const std::string& dir) {
+  const std::string vocab = std::string(GLM_SHARED_DATA) + "/tokenizers/chatglm3.tokenizer.model";
+  if (::access(vocab.c_str(), R_OK) != 0) return "";
+  const std::string model = dir + "/tiny.gguf";
+  const std::string cmd = std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny " +
+                          "--vocab " + vocab + " -o " + model + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0 ? model : "";
+}
+
+// Prompts that run to max_tokens without an end token at temperature 0 on that model.
+const char* const kPrompts[] = {"hello there", "write a poem", "what is 2+2", "tell me a story"};
+constexpr int kMaxTokens = 600;
+
+// Runs one streamed completion per prompt at once, at temperature 0, until all end (120 s at
+// most). With `kill`, calls it once each stream has more than 20 tokens, and measures each
+// stream's time from then to its next token.
+void run_streams(int port, const std::function<void()>& kill, std::vector<Stream>* streams) {
+  streams->clear();
+  for (const char* p : kPrompts) {
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", p}}})},
+                 {"stream", true},
+                 {"stream_options", {{"include_usage", true}}},
+                 {"temperature", 0},
+                 {"max_tokens", kMaxTokens}};
+    Stream s;
+    s.http = std::make_unique<RawHttp>(port);
+    s.http->send_request("POST", "/v1/chat/completions", body.dump());
+    streams->push_back(std::move(s));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  Clock::time_point killed{};
+  bool snapshot = false;
+  while (Clock::now() < deadline) {
+    bool all_ended = true;
+    for (Stream& s : *streams) {
+      if (!s.ended()) s.http->read_until("data: [DONE]", 5);
+      all_ended = all_ended && s.ended();
+    }
+    if (all_ended) return;
+    if (kill && killed == Clock::time_point{}) {
+      bool all_going = true;
+      for (Stream& s : *streams) all_going = all_going && s.events() > 20 && !s.ended();
+      if (all_going) {
+        kill();
+        killed = Clock::now();
+      }
+    } else if (kill && !snapshot && seconds_since(killed) > 0.1) {
+      // What was on its way at the kill has arrived; no engine is back before 0.1 s.
+      for (Stream& s : *streams) s.events_at_kill = s.events();
+      snapshot = true;
+    } else if (snapshot) {
+      for (Stream& s : *streams) {
+        if (s.resumed_after_ms < 0 && s.events() > s.events_at_kill) {
+          s.resumed_after_ms = 1000 * seconds_since(killed);
+        }
+      }
+    }
+  }
+  ADD_FAILURE() << "the streams did not end within 120 s";
+}
+
+// Each stream that lived through the kill has the uninterrupted one's text and token count,
+// ended with [DONE], and got tokens after the kill.
+void expect_same_answers(const std::vector<Stream>& reference, const std::vector<Stream>& crashed) {
+  ASSERT_EQ(crashed.size(), reference.size());
+  for (size_t i = 0; i < crashed.size(); ++i) {
+    int ref_tokens = -1, got_tokens = -1;
+    const std::string want = reference[i].text(&ref_tokens);
+    const std::string got = crashed[i].text(&got_tokens);
+    EXPECT_EQ(ref_tokens, kMaxTokens) << "prompt " << kPrompts[i] << " ended early: " << want;
+    EXPECT_EQ(got_tokens, ref_tokens) << kPrompts[i];
+    EXPECT_EQ(got, want) << "prompt " << kPrompts[i];
+    EXPECT_NE(crashed[i].http->received().find("data: [DONE]"), std::string::npos);
+    // It was mid-answer: tokens came after the kill, from the restarted engine.
+    EXPECT_GT(crashed[i].events_at_kill, 20);
+    EXPECT_LT(crashed[i].events_at_kill, kMaxTokens);
+    EXPECT_GT(crashed[i].resumed_after_ms, 0) << kPrompts[i];
+    std::printf("[ resume   ] stream %zu: %d events before the kill, next one %.0f ms after it\n",
+                i, crashed[i].events_at_kill, crashed[i].resumed_after_ms);
+  }
+}
+
+TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
+  const std::string model = tiny_model(dir_);
+  if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db",
+              "--threads", "1", "--ctx-size", "2048", "--max-batch", "4"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+  const int port = ready_port(serve.log());
+  std::vector<Stream> reference, crashed;
+  run_streams(port, nullptr, &reference);
+  run_streams(
+      port,
+      [&] {
+        const pid_t engine = engine_of(serve.pid());
+        ASSERT_GT(engine, 0) << serve.log();
+        ASSERT_EQ(::kill(engine, SIGKILL), 0);
+      },
+      &crashed);
+  expect_same_answers(reference, crashed);
+  EXPECT_NE(serve.log().find("restarting"), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("resumed after"), std::string::npos) << serve.log();
+}
+
+// deploy/supervisord/glmserve.conf for real, under Debian's supervisord: the paths adapted in
+// a temporary copy (binary, model, socket, database, logs, port; no `user=`), the rest as
+// shipped. kill -9 of the engine mid-answer: supervisord restarts it, every answer finishes
+// as if nothing had happened.
+TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheEngineLosesNothing) {
+  const std::string supervisord = "/usr/bin/supervisord";
+  if (::access(supervisord.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << supervisord;
+  const std::string model = tiny_model(dir_);
+  if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  std::ifstream in(std::string(GLM_SOURCE_DIR) + "/deploy/supervisord/glmserve.conf");
+  std::string conf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(conf.empty());
+  const int port = free_port();
+  ::mkdir((dir_ + "/run").c_str(), 0750);
+  ::mkdir((dir_ + "/log").c_str(), 0750);
+  auto replace = [&conf](const std::string& from, const std::string& to) {
+    size_t n = 0;
+    for (size_t pos = 0; (pos = conf.find(from, pos)) != std::string::npos; pos += to.size()) {
+      conf.replace(pos, from.size(), to);
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(replace("/usr/local/bin/glmserve", GLMSERVE_BIN), 2u);
+  EXPECT_EQ(replace("/var/lib/glmserve/model.gguf", model + " --threads 1 --ctx-size 2048"), 1u);
+  EXPECT_EQ(replace("/run/glmserve/", dir_ + "/run/"), 2u);
+  EXPECT_EQ(replace("/var/lib/glmserve/conversations.db", dir_ + "/c.db"), 1u);
+  EXPECT_EQ(replace("/var/log/glmserve/", dir_ + "/log/"), 2u);
+  EXPECT_EQ(replace("--port 8080", "--port " + std::to_string(port)), 1u);
+  EXPECT_EQ(replace("user=glmserve\n", ""), 2u);
+  const std::string sock = dir_ + "/supervisor.sock";
+  conf = "[supervisord]\nnodaemon=true\nlogfile=" + dir_ + "/supervisord.log\npidfile=" + dir_ +
+         "/supervisord.pid\n[unix_http_server]\nfile=" + sock +
+         "\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = "
+         "supervisor.rpcinterface:make_main_rpcinterface\n[supervisorctl]\nserverurl=unix://" +
+         sock + "\n" + conf;
+  const std::string conf_path = dir_ + "/supervisord.conf";
+  std::ofstream(conf_path) << conf;
+
+  Proc sup(supervisord, {"-n", "-c", conf_path}, dir_ + "/supervisord.out");
+  // Stopped gracefully at the end (and on a failed assertion): supervisord stops its programs.
+  struct Stop {
+    Proc& p;
+    ~Stop() {
+      ::kill(p.pid(), SIGTERM);
+      p.wait(60000);
+    }
+  } stop{sup};
+  auto health = [&] {
+    if (!connects(port)) return false;
+    RawHttp raw(port);
+    raw.send_request("GET", "/health", "");
+    return raw.read_until("", 3000) && raw.result().status == 200;
+  };
+  ASSERT_TRUE(wait_until(health, 60000)) << sup.log();
+  // supervisord counts an engine that dies within startsecs (3) as a failed start: let it be
+  // RUNNING first, as in production.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  auto engine_pid = [&] {
+    FILE* f =
+        ::popen(("supervisorctl -c " + conf_path + " pid glmserve:glmserve-engine").c_str(), "r");
+    char buf[64] = {0};
+    if (f != nullptr) {
+      if (std::fgets(buf, sizeof(buf), f) == nullptr) buf[0] = 0;
+      ::pclose(f);
+    }
+    return static_cast<pid_t>(std::atoi(buf));
+  };
+  std::vector<Stream> reference, crashed;
+  run_streams(port, nullptr, &reference);
+  const pid_t killed = engine_pid();  // asked before: supervisorctl may take a while to start
+  ASSERT_GT(killed, 0) << sup.log();
+  run_streams(
+      port, [&] { ASSERT_EQ(::kill(killed, SIGKILL), 0); }, &crashed);
+  expect_same_answers(reference, crashed);
+  const pid_t restarted = engine_pid();
+  EXPECT_GT(restarted, 0);
+  EXPECT_NE(restarted, killed);  // supervisord brought a new one
+}
+
+}  // namespace
+}  // namespace glm::serve
