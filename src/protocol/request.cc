@@ -122,9 +122,9 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",          "type",    "id",    "conversation", "messages",
-                                "prompt",     "history", "raw",   "params",       "text",
-                                "constraint", "tools",   "tokens",  "resume"};
+  static const char* kKeys[] = {"v",          "type",    "id",     "conversation", "messages",
+                                "prompt",     "history", "raw",    "params",       "text",
+                                "constraint", "tools",   "tokens", "resume"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }

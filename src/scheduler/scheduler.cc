@@ -74,8 +74,8 @@ Status Scheduler::add(SeqRequest&& request) {
     GLM_LOG_INFO("prompt %zu + max_tokens %d tokens exceed the context of %d (raise --ctx-size)",
                  request.prompt.size(), request.sampling.max_tokens, options_.n_ctx);
     return Status(ErrorCode::kContextOverflow,
-                  "the prompt (" + std::to_string(n_prompt) +
-                      " tokens) and max_tokens (" + std::to_string(request.sampling.max_tokens) +
+                  "the prompt (" + std::to_string(n_prompt) + " tokens) and max_tokens (" +
+                      std::to_string(request.sampling.max_tokens) +
                       ") do not fit this server's context of " + std::to_string(options_.n_ctx) +
                       " tokens: lower max_tokens, shorten the conversation or start a new one");
   }
