@@ -251,6 +251,13 @@ void Gateway::write_json_error(http::Response& res, const Status& status) {
   write_error(res, status, openai_error_json(status));
 }
 
+bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) {
+  res.set_header("Cache-Control", "no-store");
+  if (is_complete(r.outcome)) return false;
+  write_json_error(res, cut_or_error(r));
+  return true;
+}
+
 void Gateway::write_error(http::Response& res, const Status& status, const std::string& body) {
   res.status = error_code_http_status(status.code());
   // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and

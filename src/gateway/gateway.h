@@ -137,6 +137,9 @@ class Gateway {
   // temporary), counted in /metrics; write_json_error() does the same without counting.
   void set_json_error(http::Response& res, const Status& status);
   static void write_json_error(http::Response& res, const Status& status);
+  // A non-streamed answer's head (no-store) and, if it did not complete, its OpenAI error (the
+  // client left, the engine failed, or the answer was cut); true when the error was written.
+  static bool write_unfinished(http::Response& res, const RelayResult& r);
   // The same status and Retry-After with another API's error body (Anthropic's).
   static void write_error(http::Response& res, const Status& status, const std::string& body);
   std::string model_name();

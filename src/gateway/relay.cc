@@ -218,6 +218,9 @@ RelayResult relay_generation(EngineStream& stream,
 }
 
 Status cut_or_error(const RelayResult& r) {
+  if (r.outcome == Outcome::kDisconnected) {
+    return Status(ErrorCode::kCancelled, "the client closed the connection");
+  }
   if (r.outcome == Outcome::kError) return r.error;
   return Status(ErrorCode::kUnavailable,
                 "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +

@@ -61,8 +61,9 @@ struct RelayOptions {
   ResumeOptions resume;
 };
 
-// The error a client gets for an answer that did not complete: the relay's error, or for a
-// cancelled one (the server's drain bound, an operator's stop) a cut notice.
+// The error a client gets for an answer that did not complete: the relay's error, for a
+// client that left kCancelled, or for a cancelled one (the server's drain bound, an operator's
+// stop) a cut notice.
 Status cut_or_error(const RelayResult& r);
 
 // `emit` is called for each event (queued, start, token, notice) and returns false if the

@@ -70,18 +70,12 @@ void Gateway::install_api_routes() {
       return;
     }
     RelayResult r = relay_unstreamed(*state, req, "completions", t0);
-    res.set_header("Cache-Control", "no-store");
-    if (r.outcome == Outcome::kDisconnected) {
-      write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
-    } else if (!is_complete(r.outcome)) {
-      write_json_error(res, cut_or_error(r));
-    } else {
-      const bool logprobs = p->request.params.top_logprobs >= 0;
-      res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
-                                           openai_finish_reason(r.outcome), r.usage,
-                                           logprobs ? &r.logprobs : nullptr),
-                      "application/json");
-    }
+    if (write_unfinished(res, r)) return;
+    const bool logprobs = p->request.params.top_logprobs >= 0;
+    res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
+                                         openai_finish_reason(r.outcome), r.usage,
+                                         logprobs ? &r.logprobs : nullptr),
+                    "application/json");
   });
 
   server_->post("/v1/messages", [this](const http::Request& req, http::Response& res) {
@@ -138,9 +132,7 @@ void Gateway::install_api_routes() {
     RelayResult r = relay_unstreamed(*state, req, "messages", t0);
     res.set_header("Cache-Control", "no-store");
     if (!is_complete(r.outcome)) {
-      const Status st = r.outcome == Outcome::kDisconnected
-                            ? Status(ErrorCode::kCancelled, "the client closed the connection")
-                            : cut_or_error(r);
+      const Status st = cut_or_error(r);
       write_error(res, st, anthropic_error_json(st));
       return;
     }

@@ -159,12 +159,8 @@ void Gateway::install_openai_routes() {
     // Nothing is written meanwhile: the HTTP layer notices a client that leaves by its
     // connection's end, and the generation is cancelled.
     RelayResult r = relay_unstreamed(*state, req, "openai", t0);
-    res.set_header("Cache-Control", "no-store");
-    if (r.outcome == Outcome::kDisconnected) {
-      write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
-    } else if (!is_complete(r.outcome)) {
-      write_json_error(res, cut_or_error(r));  // counted by record_generation
-    } else if (p->tool_names.empty()) {
+    if (write_unfinished(res, r)) return;  // errors are counted by record_generation
+    if (p->tool_names.empty()) {
       const bool logprobs = p->request.params.top_logprobs >= 0;
       res.set_content(
           completion_json(p->request.id, created, p->model, r.text, openai_finish_reason(r.outcome),

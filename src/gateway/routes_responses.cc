@@ -150,14 +150,8 @@ void Gateway::install_responses_routes() {
       return;
     }
     RelayResult result = relay_unstreamed(*state, http_req, "responses", t0);
-    res.set_header("Cache-Control", "no-store");
-    if (result.outcome == Outcome::kDisconnected) {
-      write_json_error(res, Status(ErrorCode::kCancelled, "the client closed the connection"));
-    } else if (!is_complete(result.outcome)) {
-      write_json_error(res, cut_or_error(result));
-    } else {
-      res.set_content(dump_json(finish(result)), "application/json");
-    }
+    if (write_unfinished(res, result)) return;
+    res.set_content(dump_json(finish(result)), "application/json");
   });
 
   server_->get(R"(/v1/responses/([A-Za-z0-9_]+))",
