@@ -58,10 +58,7 @@ class RequestObserver : public scheduler::SeqObserver {
     }
     // A resumed request: its earlier tokens go through the decoder and the stop matcher as
     // they did the first time (their text was sent then), so the next text continues it.
-    for (int32_t t : resume) {
-      text_ += stop_.push(decoder_.push(t));
-      text_started_ = text_started_ || !tok.is_control(t);
-    }
+    for (int32_t t : resume) text_ += stop_.push(decoder_.push(t));
   }
 
   void on_queued(int position) override {
@@ -85,7 +82,6 @@ class RequestObserver : public scheduler::SeqObserver {
   bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
     pending_.push_back(token);
     if (logprobs != nullptr) pending_logprobs_.push_back(with_bytes(*logprobs));
-    text_started_ = text_started_ || !tok_.is_control(token);
     emit(stop_.push(decoder_.push(token)));
     return !stop_.matched();
   }
@@ -114,8 +110,8 @@ class RequestObserver : public scheduler::SeqObserver {
   }
   // The sampler's ids with the bytes each token adds to the answer.
   generation::GeneratedLogprobs with_bytes(generation::GeneratedLogprobs lp) const {
-    // As the stream decoder: the first text token of an answer drops SentencePiece's space.
-    const bool at_start = chat_ && !text_started_;
+    // As the stream decoder does: the first text token drops SentencePiece's space.
+    const bool at_start = decoder_.at_start();
     auto bytes = [&](int32_t id) {
       if (tok_.is_control(id)) return std::string();  // adds nothing to the answer
       return at_start ? tok_.token_bytes_at_start(id) : tok_.token_bytes(id);
@@ -136,7 +132,6 @@ class RequestObserver : public scheduler::SeqObserver {
   bool chat_;
   std::string text_;              // everything emitted
   std::vector<int32_t> pending_;  // generated ids whose text is not sent yet
-  bool text_started_ = false;     // a text (not control) token was generated
   std::vector<generation::GeneratedLogprobs> pending_logprobs_;  // their log-probabilities
 };
 

@@ -78,6 +78,10 @@ void Sampler::prepare(const float* logits, std::vector<float>* out) const {
 std::vector<Candidate> Sampler::distribution(const float* logits) const {
   std::vector<float> x;
   prepare(logits, &x);
+  return candidates(x);
+}
+
+std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   if (params_.temperature <= 0.0f) return {Candidate{argmax(x.data(), n_vocab_), 1.0f}};
 
   // Softmax over all tokens, in double for the normaliser.
@@ -142,7 +146,7 @@ void Sampler::skip_draws(int n_sampled) {
 }
 
 void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
-                          generation::GeneratedLogprobs* out) const {
+                          generation::GeneratedLogprobs* out) {
   // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double.
   const float max_x = x[argmax(x.data(), n_vocab_)];
   double sum = 0;
@@ -154,7 +158,8 @@ void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
   const int n = std::min(params_.top_logprobs, n_vocab_);
   if (n <= 0) return;
   // The n best ids by logit (ties: lower id first), by a partial sort of the ids.
-  std::vector<int32_t> ids(n_vocab_);
+  std::vector<int32_t>& ids = ids_;
+  ids.resize(n_vocab_);
   for (int i = 0; i < n_vocab_; ++i) ids[i] = i;
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
                     [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
@@ -165,13 +170,12 @@ void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
 }
 
 int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logprobs) {
-  const bool want = logprobs != nullptr && params_.top_logprobs >= 0;
+  prepare(logits, &scratch_);
   int32_t chosen = 0;
   if (params_.temperature <= 0.0f) {
-    prepare(logits, &scratch_);
     chosen = argmax(scratch_.data(), n_vocab_);
   } else {
-    const std::vector<Candidate> cand = distribution(logits);
+    const std::vector<Candidate> cand = candidates(scratch_);
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     const double u = uniform(rng_);
     double acc = 0;
@@ -183,9 +187,8 @@ int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logp
         break;
       }
     }
-    if (want) prepare(logits, &scratch_);
   }
-  if (want) log_softmax(scratch_, chosen, logprobs);
+  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(scratch_, chosen, logprobs);
   return chosen;
 }
 

@@ -64,9 +64,10 @@ class Sampler {
  private:
   // Copies logits into *out with the bias, penalties and temperature applied.
   void prepare(const float* logits, std::vector<float>* out) const;
+  // distribution() of logits already prepare()d.
+  std::vector<Candidate> candidates(const std::vector<float>& x) const;
   // Log-softmax of the prepared logits x at `chosen` and at the n best ids, into *out.
-  void log_softmax(const std::vector<float>& x, int32_t chosen,
-                   generation::GeneratedLogprobs* out) const;
+  void log_softmax(const std::vector<float>& x, int32_t chosen, generation::GeneratedLogprobs* out);
 
   SamplingParams params_;
   int n_vocab_ = 0;
@@ -76,6 +77,7 @@ class Sampler {
   std::vector<int32_t> counts_;       // [n_vocab] generated count (presence / frequency only)
   std::vector<int32_t> counted_ids_;  // distinct generated ids
   std::vector<float> scratch_;        // [n_vocab]
+  std::vector<int32_t> ids_;          // [n_vocab] log_softmax's sort buffer
 };
 
 }  // namespace glm::sampler

@@ -61,6 +61,8 @@ class StreamDecoder {
   // The stream continues earlier text (a raw prompt): the first token keeps its leading space,
   // as if decode() had seen the prompt before it. Call before the first push().
   void set_continuation() { first_ = false; }
+  // True until the first text token: the next one's bytes are token_bytes_at_start().
+  bool at_start() const { return first_; }
   // Drops the whitespace before the first other character (ChatGLM3 / GLM-4 answers start with
   // "\n"; HF's process_response strips it; see ChatTemplate::strips_answer_whitespace()).
   // The pieces then concatenate to decode(all) without its leading whitespace.
