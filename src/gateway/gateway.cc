@@ -68,6 +68,33 @@ std::string http_metrics(const http::ServerStats& s) {
   return out;
 }
 
+// The engine's stats in Prometheus text; glmserve_engine_up 0 alone when it did not answer.
+std::string engine_metrics(const protocol::StatsInfo* s) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, long long value) {
+    out += std::string("# HELP ") + name + " " + help + "\n";
+    out += std::string("# TYPE ") + name + " " + type + "\n";
+    out += std::string(name) + " " + std::to_string(value) + "\n";
+  };
+  metric("glmserve_engine_up", "gauge", "1 when the engine answered this scrape.", s ? 1 : 0);
+  if (s == nullptr) return out;
+  metric("glmserve_engine_requests_total", "counter", "Requests the engine queued.",
+         s->requests_total);
+  metric("glmserve_engine_prompt_tokens_total", "counter",
+         "Prompt tokens of admitted requests (once per request, whatever its choices).",
+         s->prompt_tokens_total);
+  metric("glmserve_engine_cached_tokens_total", "counter",
+         "Prompt tokens the KV cache already held (not prefilled).", s->cached_tokens_total);
+  metric("glmserve_engine_generated_tokens_total", "counter", "Tokens the engine generated.",
+         s->generated_tokens_total);
+  metric("glmserve_engine_queued", "gauge", "Requests waiting for admission.", s->queued);
+  metric("glmserve_engine_running", "gauge", "Sequences in the batch.", s->running);
+  metric("glmserve_engine_kv_blocks_used", "gauge", "KV cache blocks in use.", s->kv_blocks_used);
+  metric("glmserve_engine_kv_blocks_free", "gauge", "KV cache blocks free (idle cached included).",
+         s->kv_blocks_free);
+  return out;
+}
+
 // A random seed in [1, 2^53): exact as a JSON number on every side.
 uint64_t random_seed() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -341,8 +368,16 @@ void Gateway::install_static_routes() {
   });
 
   server_->get("/metrics", [this](const http::Request&, http::Response& res) {
+    // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
+    // gateway's; absent when the engine does not answer within a second.
+    protocol::Request req;
+    req.type = protocol::RequestType::kStats;
+    req.id = protocol::make_request_id();
+    auto ev = engine_.query(req, 1000);
+    const bool engine_up = ev.ok() && ev->type == protocol::EventType::kStats;
     res.set_header("Cache-Control", "no-store");
-    res.set_content(metrics_.render() + http_metrics(server_->stats()),
+    res.set_content(metrics_.render() + http_metrics(server_->stats()) +
+                        engine_metrics(engine_up ? &ev->stats : nullptr),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
 }

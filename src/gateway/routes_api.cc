@@ -41,16 +41,27 @@ void Gateway::install_api_routes() {
           "text/event-stream", [this, p, state, created, t0, echo](http::StreamSink& sink) {
             const std::string& id = p->request.id;
             SseWriter out(sink);
-            if (!echo.empty())
-              out.event(completion_chunk_text_json(id, created, p->model, echo, ""));
+            const int n = p->request.n;
+            if (!echo.empty()) {
+              for (int i = 0; i < n; ++i) {
+                out.event(completion_chunk_text_json(id, created, p->model, echo, "", nullptr, 0, i));
+              }
+            }
             const bool logprobs = p->request.params.top_logprobs >= 0;
-            size_t offset = 0;  // bytes of the answer so far, for text_offset
+            std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
             auto emit = [&](const protocol::Event& e) {
+              if (e.index < 0 || e.index >= n) return out.ok();
+              if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+                const Outcome o = outcome_of(e.finish_reason);
+                if (!is_complete(o)) return out.ok();
+                return out.event(completion_chunk_text_json(
+                    id, created, p->model, "", openai_finish_reason(o), nullptr, 0, e.index));
+              }
               if (e.type != protocol::EventType::kToken) return out.ok();
+              size_t& at = offset[e.index];
               const bool ok = out.event(completion_chunk_text_json(
-                  id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, offset));
-              for (const generation::GeneratedLogprobs& g : e.logprobs)
-                offset += g.chosen.bytes.size();
+                  id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, at, e.index));
+              for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
               return ok;
             };
             RelayResult r = relay_started(
@@ -59,8 +70,10 @@ void Gateway::install_api_routes() {
             if (!is_complete(r.outcome)) {
               sse_write(sink, openai_error_json(cut_or_error(r)));
             } else {
-              sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
-                                                         openai_finish_reason(r.outcome)));
+              if (n == 1) {  // several choices ended with their choice_done
+                sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
+                                                           openai_finish_reason(r.outcome)));
+              }
               if (p->include_usage)
                 sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
               sse_write(sink, "[DONE]");
@@ -72,6 +85,17 @@ void Gateway::install_api_routes() {
     RelayResult r = relay_unstreamed(*state, req, "completions", t0);
     if (write_unfinished(res, r)) return;
     const bool logprobs = p->request.params.top_logprobs >= 0;
+    if (p->request.n > 1) {
+      std::vector<TextChoiceOut> choices;
+      r.choices.resize(p->request.n);
+      for (const ChoiceResult& c : r.choices) {
+        choices.push_back(
+            {echo + c.text, openai_finish_reason(c.outcome), logprobs ? &c.logprobs : nullptr});
+      }
+      res.set_content(text_completion_json(p->request.id, created, p->model, choices, r.usage),
+                      "application/json");
+      return;
+    }
     res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
                                          openai_finish_reason(r.outcome), r.usage,
                                          logprobs ? &r.logprobs : nullptr),

@@ -117,7 +117,10 @@ void Gateway::install_openai_routes() {
       res.set_stream("text/event-stream", [p, created, run](http::StreamSink& sink) {
         const std::string& id = p->request.id;
         SseWriter out(sink);
-        out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
+        const int n = p->request.n;
+        for (int i = 0; i < n; ++i) {
+          out.event(completion_chunk_json(id, created, p->model, nullptr, true, "", nullptr, i));
+        }
         // With tools, the text goes through the tool-call reader (tool_calls.h).
         ToolCallStream tools(p->tool_names);
         auto write_deltas = [&](const std::vector<ToolDelta>& deltas) {
@@ -127,11 +130,17 @@ void Gateway::install_openai_routes() {
           return out.ok();
         };
         auto emit = [&](const protocol::Event& e) {
+          if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+            const Outcome o = outcome_of(e.finish_reason);
+            if (!is_complete(o)) return out.ok();
+            return out.event(completion_chunk_json(id, created, p->model, nullptr, false,
+                                                   openai_finish_reason(o), nullptr, e.index));
+          }
           if (e.type != protocol::EventType::kToken) return out.ok();
           if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
           const bool logprobs = p->request.params.top_logprobs >= 0;
           return out.event(completion_chunk_json(id, created, p->model, &e.text, false, "",
-                                                 logprobs ? &e.logprobs : nullptr));
+                                                 logprobs ? &e.logprobs : nullptr, e.index));
         };
         auto heartbeat = [&] { return out.heartbeat(); };
         RelayResult r = run(emit, heartbeat);
@@ -145,7 +154,10 @@ void Gateway::install_openai_routes() {
           const std::string finish = tools.is_call() && r.outcome == Outcome::kStop
                                          ? "tool_calls"
                                          : openai_finish_reason(r.outcome);
-          sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
+          // With several choices each one's end went out with its choice_done.
+          if (n == 1) {
+            sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
+          }
           if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
           sse_write(sink, "[DONE]");
         }
@@ -160,8 +172,17 @@ void Gateway::install_openai_routes() {
     // connection's end, and the generation is cancelled.
     RelayResult r = relay_unstreamed(*state, req, "openai", t0);
     if (write_unfinished(res, r)) return;  // errors are counted by record_generation
-    if (p->tool_names.empty()) {
-      const bool logprobs = p->request.params.top_logprobs >= 0;
+    const bool logprobs = p->request.params.top_logprobs >= 0;
+    if (p->request.n > 1) {  // no tools (refused with n > 1)
+      std::vector<ChatChoiceOut> choices;
+      r.choices.resize(p->request.n);
+      for (const ChoiceResult& c : r.choices) {
+        choices.push_back({c.text, openai_finish_reason(c.outcome), nullptr,
+                           logprobs ? &c.logprobs : nullptr});
+      }
+      res.set_content(completion_json(p->request.id, created, p->model, choices, r.usage),
+                      "application/json");
+    } else if (p->tool_names.empty()) {
       res.set_content(
           completion_json(p->request.id, created, p->model, r.text, openai_finish_reason(r.outcome),
                           r.usage, nullptr, logprobs ? &r.logprobs : nullptr),
