@@ -107,13 +107,12 @@ std::string completion_chunk_text_json(const std::string& id, int64_t created,
                                        const std::string& finish_reason,
                                        const std::vector<generation::GeneratedLogprobs>* logprobs,
                                        size_t text_offset, int index) {
-  return dump_json(
-      json{{"id", id},
-           {"object", "text_completion"},
-           {"created", created},
-           {"model", model},
-           {"choices",
-            json::array({choice_json(text, finish_reason, logprobs, text_offset, index)})}});
+  return dump_json(json{
+      {"id", id},
+      {"object", "text_completion"},
+      {"created", created},
+      {"model", model},
+      {"choices", json::array({choice_json(text, finish_reason, logprobs, text_offset, index)})}});
 }
 
 std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,

@@ -40,8 +40,8 @@ TEST(Completions, SeveralChoices) {
   EXPECT_EQ(w["choices"][1]["index"], 1);
   EXPECT_EQ(w["choices"][1]["text"], "yz");
   EXPECT_EQ(w["choices"][1]["finish_reason"], "length");
-  EXPECT_EQ(json::parse(completion_chunk_text_json("c", 1, "m", "q", "", nullptr, 0, 3))["choices"]
-                                                                                      [0]["index"],
+  EXPECT_EQ(json::parse(completion_chunk_text_json("c", 1, "m", "q", "", nullptr, 0,
+                                                   3))["choices"][0]["index"],
             3);
 }
 

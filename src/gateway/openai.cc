@@ -385,8 +385,8 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage, const ToolCallOut* call,
                             const std::vector<generation::GeneratedLogprobs>* logprobs) {
-  return completion_json(id, created, model, {ChatChoiceOut{content, finish_reason, call, logprobs}},
-                         usage);
+  return completion_json(id, created, model,
+                         {ChatChoiceOut{content, finish_reason, call, logprobs}}, usage);
 }
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
@@ -398,28 +398,27 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
     json message = {{"role", "assistant"}, {"content", c.content}};
     if (c.call != nullptr) {
       if (c.content.empty()) message["content"] = nullptr;
-      message["tool_calls"] = json::array(
-          {{{"id", c.call->id},
-            {"type", "function"},
-            {"function", {{"name", c.call->name}, {"arguments", c.call->arguments}}}}});
+      message["tool_calls"] =
+          json::array({{{"id", c.call->id},
+                        {"type", "function"},
+                        {"function", {{"name", c.call->name}, {"arguments", c.call->arguments}}}}});
     }
     out.push_back({{"index", i},
                    {"message", std::move(message)},
                    {"logprobs", c.logprobs != nullptr ? chat_logprobs_json(*c.logprobs) : json()},
                    {"finish_reason", c.finish_reason}});
   }
-  json j = {
-      {"id", id},
-      {"object", "chat.completion"},
-      {"created", created},
-      {"model", model},
-      {"system_fingerprint", nullptr},
-      {"choices", std::move(out)},
-      {"usage",
-       {{"prompt_tokens", usage.prompt_tokens},
-        {"completion_tokens", usage.completion_tokens},
-        {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-        {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+  json j = {{"id", id},
+            {"object", "chat.completion"},
+            {"created", created},
+            {"model", model},
+            {"system_fingerprint", nullptr},
+            {"choices", std::move(out)},
+            {"usage",
+             {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
   return dump_json(j);
 }
 

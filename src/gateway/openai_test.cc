@@ -144,9 +144,8 @@ TEST(OpenAI, ChunkShapes) {
 }
 
 TEST(OpenAI, SeveralChoicesKeepTheirIndexAndShareTheUsage) {
-  EXPECT_EQ(parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"n":3})")
-                ->request.n,
-            3);
+  EXPECT_EQ(
+      parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"n":3})")->request.n, 3);
   EXPECT_EQ(parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}]})")->request.n, 1);
   const std::string t = "b";
   json c = json::parse(completion_chunk_json("id1", 5, "m", &t, false, "", nullptr, 2));

@@ -77,11 +77,11 @@ struct RelayOptions {
 // stop) a cut notice.
 Status cut_or_error(const RelayResult& r);
 
-// `emit` is called for each event (queued, start, token, notice, choice_done) and returns false if the
-// client is gone; `heartbeat` likewise. Done and error events end the relay and are reported
-// in the result, not emitted. With `engine` (the client that started `stream`), an engine that
-// dies mid-answer is waited for and the answer resumed (above); without it, or for a request
-// with several choices (their tokens interleave), that is an error.
+// `emit` is called for each event (queued, start, token, notice, choice_done) and returns false if
+// the client is gone; `heartbeat` likewise. Done and error events end the relay and are reported in
+// the result, not emitted. With `engine` (the client that started `stream`), an engine that dies
+// mid-answer is waited for and the answer resumed (above); without it, or for a request with
+// several choices (their tokens interleave), that is an error.
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
                              const std::function<bool()>& heartbeat,

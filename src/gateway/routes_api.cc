@@ -37,49 +37,48 @@ void Gateway::install_api_routes() {
 
     if (p->stream) {
       set_sse_headers(res);
-      res.set_stream(
-          "text/event-stream", [this, p, state, created, t0, echo](http::StreamSink& sink) {
-            const std::string& id = p->request.id;
-            SseWriter out(sink);
-            const int n = p->request.n;
-            if (!echo.empty()) {
-              for (int i = 0; i < n; ++i) {
-                out.event(completion_chunk_text_json(id, created, p->model, echo, "", nullptr, 0, i));
-              }
-            }
-            const bool logprobs = p->request.params.top_logprobs >= 0;
-            std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
-            auto emit = [&](const protocol::Event& e) {
-              if (e.index < 0 || e.index >= n) return out.ok();
-              if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
-                const Outcome o = outcome_of(e.finish_reason);
-                if (!is_complete(o)) return out.ok();
-                return out.event(completion_chunk_text_json(
-                    id, created, p->model, "", openai_finish_reason(o), nullptr, 0, e.index));
-              }
-              if (e.type != protocol::EventType::kToken) return out.ok();
-              size_t& at = offset[e.index];
-              const bool ok = out.event(completion_chunk_text_json(
-                  id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, at, e.index));
-              for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
-              return ok;
-            };
-            RelayResult r = relay_started(
-                *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
-            if (r.outcome == Outcome::kDisconnected) return;
-            if (!is_complete(r.outcome)) {
-              sse_write(sink, openai_error_json(cut_or_error(r)));
-            } else {
-              if (n == 1) {  // several choices ended with their choice_done
-                sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
-                                                           openai_finish_reason(r.outcome)));
-              }
-              if (p->include_usage)
-                sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
-              sse_write(sink, "[DONE]");
-            }
-            sink.done();
-          });
+      res.set_stream("text/event-stream", [this, p, state, created, t0,
+                                           echo](http::StreamSink& sink) {
+        const std::string& id = p->request.id;
+        SseWriter out(sink);
+        const int n = p->request.n;
+        if (!echo.empty()) {
+          for (int i = 0; i < n; ++i) {
+            out.event(completion_chunk_text_json(id, created, p->model, echo, "", nullptr, 0, i));
+          }
+        }
+        const bool logprobs = p->request.params.top_logprobs >= 0;
+        std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
+        auto emit = [&](const protocol::Event& e) {
+          if (e.index < 0 || e.index >= n) return out.ok();
+          if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+            const Outcome o = outcome_of(e.finish_reason);
+            if (!is_complete(o)) return out.ok();
+            return out.event(completion_chunk_text_json(
+                id, created, p->model, "", openai_finish_reason(o), nullptr, 0, e.index));
+          }
+          if (e.type != protocol::EventType::kToken) return out.ok();
+          size_t& at = offset[e.index];
+          const bool ok = out.event(completion_chunk_text_json(
+              id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, at, e.index));
+          for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
+          return ok;
+        };
+        RelayResult r = relay_started(
+            *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
+        if (r.outcome == Outcome::kDisconnected) return;
+        if (!is_complete(r.outcome)) {
+          sse_write(sink, openai_error_json(cut_or_error(r)));
+        } else {
+          if (n == 1) {  // several choices ended with their choice_done
+            sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
+                                                       openai_finish_reason(r.outcome)));
+          }
+          if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+          sse_write(sink, "[DONE]");
+        }
+        sink.done();
+      });
       return;
     }
     RelayResult r = relay_unstreamed(*state, req, "completions", t0);

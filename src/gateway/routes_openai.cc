@@ -177,8 +177,8 @@ void Gateway::install_openai_routes() {
       std::vector<ChatChoiceOut> choices;
       r.choices.resize(p->request.n);
       for (const ChoiceResult& c : r.choices) {
-        choices.push_back({c.text, openai_finish_reason(c.outcome), nullptr,
-                           logprobs ? &c.logprobs : nullptr});
+        choices.push_back(
+            {c.text, openai_finish_reason(c.outcome), nullptr, logprobs ? &c.logprobs : nullptr});
       }
       res.set_content(completion_json(p->request.id, created, p->model, choices, r.usage),
                       "application/json");
