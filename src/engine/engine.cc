@@ -62,14 +62,14 @@ class ChoiceGroup {
 class RequestObserver : public scheduler::SeqObserver {
  public:
   // group: null for a request with one choice; else choice `index` of it (only choice 0 sends
-  // the request's queued/notice/start events).
+  // the request's queued/notice/start events; its sink is the group's).
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
                   std::vector<std::string> stops, const PromptPlan& plan, bool chat,
                   const std::vector<int32_t>& resume, std::shared_ptr<ChoiceGroup> group = nullptr,
                   int index = 0)
       : engine_(engine),
         id_(std::move(id)),
-        sink_(group ? group->sink() : std::move(sink)),
+        sink_(std::move(sink)),
         group_(std::move(group)),
         index_(index),
         tok_(tok),
@@ -259,7 +259,7 @@ class EngineImpl final : public Engine {
     std::shared_ptr<ChoiceGroup> group;
     if (request.n > 1) {
       group = std::make_shared<ChoiceGroup>(this, request.id, std::move(sink), request.n);
-      r.observer = std::make_unique<RequestObserver>(this, request.id, EventSink(), *tokenizer_,
+      r.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
                                                      request.resume, group, 0);
       // One conversation entry cannot hold several answers: the prefix cache keeps the
@@ -275,7 +275,7 @@ class EngineImpl final : public Engine {
       f.sampling = request.params;
       f.sampling.max_tokens = plan->max_tokens;
       if (f.sampling.seed != 0) f.sampling.seed += i;
-      f.observer = std::make_unique<RequestObserver>(this, request.id, EventSink(), *tokenizer_,
+      f.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
                                                      request.resume, group, i);
       r.forks.push_back(std::move(f));
