@@ -488,6 +488,17 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
   EXPECT_EQ(c.of("too-many").back().error.code(), ErrorCode::kInvalidArgument);
 }
 
+// stats() is the loop's snapshot after each step, so the step that sent a done event may not be
+// in it yet: waits (bounded) until it shows nothing running or queued.
+Stats settled_stats(const Engine& e) {
+  Stats s = e.stats();
+  for (int i = 0; i < 5000 && (s.running > 0 || s.queued > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    s = e.stats();
+  }
+  return s;
+}
+
 TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   EngineSetup s;
   s.never = kStops;  // to max_tokens
@@ -510,7 +521,7 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
     alone.push_back(c.text(id));
   }
   EXPECT_NE(alone[0], alone[1]);
-  const Stats before = e->stats();
+  const Stats before = settled_stats(*e);
   Request r = request("n3", 500);
   r.n = 3;
   Collector c;
@@ -540,7 +551,7 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   ASSERT_EQ(done.type, EventType::kDone);
   EXPECT_EQ(done.usage.completion_tokens, 3 * 24);
   EXPECT_EQ(per_choice_tokens, (std::vector<int>{24, 24, 24}));
-  const Stats after = e->stats();
+  const Stats after = settled_stats(*e);
   // The prompt counted (and prefilled) once for the three choices.
   EXPECT_EQ(after.prompt_tokens_total - before.prompt_tokens_total, done.usage.prompt_tokens);
   EXPECT_EQ(after.generated_tokens_total - before.generated_tokens_total, 3 * 24);
