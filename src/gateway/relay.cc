@@ -88,12 +88,12 @@ RelayResult relay_generation(EngineStream& stream,
   // back, or sets the result's error. False = the relay ends.
   auto resume_or_end = [&](const Status& why) {
     if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = why;
       return false;
     }
     if (result.resumes >= options.resume.max_resumes) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = Status(ErrorCode::kUnavailable,
                             "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
                                 " times; giving up on this answer (check the engine's log)");
@@ -107,13 +107,13 @@ RelayResult relay_generation(EngineStream& stream,
     result.resume_wait_ms += ms_since(t_lost);
     switch (r) {
       case Resumed::kClientGone:
-        result.outcome = Outcome::kDisconnected;
+        result.outcome = api::Outcome::kDisconnected;
         return false;
       case Resumed::kCancelled:
-        result.outcome = Outcome::kCancelled;
+        result.outcome = api::Outcome::kCancelled;
         return false;
       case Resumed::kFailed:
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = error;
         return false;
       case Resumed::kYes:
@@ -152,7 +152,7 @@ RelayResult relay_generation(EngineStream& stream,
       if (client_gone) continue;
       if (ms_since(last_event) > options.idle_timeout_ms) {
         stream.cancel();
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error =
             Status(ErrorCode::kUnavailable,
                    "the engine sent nothing for " + std::to_string(options.idle_timeout_ms / 1000) +
@@ -179,14 +179,15 @@ RelayResult relay_generation(EngineStream& stream,
         result.usage = e.usage;
         result.timings = e.timings;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
-        result.outcome = client_gone ? Outcome::kDisconnected : outcome_of(e.finish_reason);
+        result.outcome =
+            client_gone ? api::Outcome::kDisconnected : api::outcome_of(e.finish_reason);
         return result;
       case protocol::EventType::kError:
         if (client_gone) {
-          result.outcome = Outcome::kDisconnected;
+          result.outcome = api::Outcome::kDisconnected;
           return result;
         }
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
         return result;
       case protocol::EventType::kToken:
@@ -213,15 +214,15 @@ RelayResult relay_generation(EngineStream& stream,
       stream.cancel();
     }
   }
-  result.outcome = Outcome::kDisconnected;
+  result.outcome = api::Outcome::kDisconnected;
   return result;
 }
 
 Status cut_or_error(const RelayResult& r) {
-  if (r.outcome == Outcome::kDisconnected) {
+  if (r.outcome == api::Outcome::kDisconnected) {
     return Status(ErrorCode::kCancelled, "the client closed the connection");
   }
-  if (r.outcome == Outcome::kError) return r.error;
+  if (r.outcome == api::Outcome::kError) return r.error;
   return Status(ErrorCode::kUnavailable,
                 "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
                     " tokens: the server stopped the generation (it may be restarting); "

@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct CompletionRequest {
   protocol::Request request;  // kGenerate, raw, id assigned by the caller
@@ -40,4 +40,4 @@ std::string text_completion_json(
     const std::string& finish_reason, const protocol::Usage& usage,
     const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
 
-}  // namespace glm::gateway
+}  // namespace glm::api
