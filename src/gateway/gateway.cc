@@ -5,10 +5,10 @@
 #include <random>
 #include <thread>
 
+#include "api/openai.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "gateway/assets.h"
-#include "gateway/openai.h"
 
 namespace glm::gateway {
 namespace {
@@ -275,12 +275,12 @@ void Gateway::set_json_error(http::Response& res, const Status& status) {
 }
 
 void Gateway::write_json_error(http::Response& res, const Status& status) {
-  write_error(res, status, openai_error_json(status));
+  write_error(res, status, api::openai_error_json(status));
 }
 
 bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) {
   res.set_header("Cache-Control", "no-store");
-  if (is_complete(r.outcome)) return false;
+  if (api::is_complete(r.outcome)) return false;
   write_json_error(res, cut_or_error(r));
   return true;
 }

@@ -103,12 +103,12 @@ RelayResult relay_generation(EngineStream& stream,
   };
   auto resume_or_end = [&](const Status& why) {
     if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = why;
       return false;
     }
     if (result.resumes >= options.resume.max_resumes) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = Status(ErrorCode::kUnavailable,
                             "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
                                 " times; giving up on this answer (check the engine's log)");
@@ -122,13 +122,13 @@ RelayResult relay_generation(EngineStream& stream,
     result.resume_wait_ms += ms_since(t_lost);
     switch (r) {
       case Resumed::kClientGone:
-        result.outcome = Outcome::kDisconnected;
+        result.outcome = api::Outcome::kDisconnected;
         return false;
       case Resumed::kCancelled:
-        result.outcome = Outcome::kCancelled;
+        result.outcome = api::Outcome::kCancelled;
         return false;
       case Resumed::kFailed:
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = error;
         return false;
       case Resumed::kYes:
@@ -167,7 +167,7 @@ RelayResult relay_generation(EngineStream& stream,
       if (client_gone) continue;
       if (ms_since(last_event) > options.idle_timeout_ms) {
         stream.cancel();
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error =
             Status(ErrorCode::kUnavailable,
                    "the engine sent nothing for " + std::to_string(options.idle_timeout_ms / 1000) +
@@ -194,14 +194,15 @@ RelayResult relay_generation(EngineStream& stream,
         result.usage = e.usage;
         result.timings = e.timings;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
-        result.outcome = client_gone ? Outcome::kDisconnected : outcome_of(e.finish_reason);
+        result.outcome =
+            client_gone ? api::Outcome::kDisconnected : api::outcome_of(e.finish_reason);
         return result;
       case protocol::EventType::kError:
         if (client_gone) {
-          result.outcome = Outcome::kDisconnected;
+          result.outcome = api::Outcome::kDisconnected;
           return result;
         }
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
         return result;
       case protocol::EventType::kToken:
@@ -220,7 +221,7 @@ RelayResult relay_generation(EngineStream& stream,
         break;
       case protocol::EventType::kChoiceDone: {
         ChoiceResult& c = choice(e.index);
-        c.outcome = outcome_of(e.finish_reason);
+        c.outcome = api::outcome_of(e.finish_reason);
         c.completion_tokens = e.usage.completion_tokens;
         break;
       }
@@ -241,15 +242,15 @@ RelayResult relay_generation(EngineStream& stream,
       stream.cancel();
     }
   }
-  result.outcome = Outcome::kDisconnected;
+  result.outcome = api::Outcome::kDisconnected;
   return result;
 }
 
 Status cut_or_error(const RelayResult& r) {
-  if (r.outcome == Outcome::kDisconnected) {
+  if (r.outcome == api::Outcome::kDisconnected) {
     return Status(ErrorCode::kCancelled, "the client closed the connection");
   }
-  if (r.outcome == Outcome::kError) return r.error;
+  if (r.outcome == api::Outcome::kError) return r.error;
   return Status(ErrorCode::kUnavailable,
                 "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
                     " tokens: the server stopped the generation (it may be restarting); "

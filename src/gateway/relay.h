@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
 #include "core/status.h"
 #include "gateway/engine_client.h"
-#include "gateway/outcome.h"
 #include "protocol/protocol.h"
 
 namespace glm::gateway {
@@ -33,14 +33,14 @@ namespace glm::gateway {
 struct ChoiceResult {
   std::string text;
   std::vector<generation::GeneratedLogprobs> logprobs;
-  Outcome outcome = Outcome::kError;  // from its choice_done; kError if none came
+  api::Outcome outcome = api::Outcome::kError;  // from its choice_done; kError if none came
   int completion_tokens = 0;
 };
 
 struct RelayResult {
   // The engine's finish reason, kDisconnected (the client left and the request was
   // cancelled) or kError.
-  Outcome outcome = Outcome::kError;
+  api::Outcome outcome = api::Outcome::kError;
   Status error;      // with kError
   std::string text;  // everything generated (the partial answer if stopped); choice 0's
   std::vector<generation::GeneratedLogprobs> logprobs;  // of every token, when asked for

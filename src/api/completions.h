@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct CompletionRequest {
   protocol::Request request;  // kGenerate, raw, id assigned by the caller
@@ -51,4 +51,4 @@ std::string text_completion_json(const std::string& id, int64_t created, const s
                                  const std::vector<TextChoiceOut>& choices,
                                  const protocol::Usage& usage);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,10 +1,10 @@
-#include "gateway/openai.h"
+#include "api/openai.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -224,4 +224,4 @@ TEST(OpenAI, BadSchemasAndGrammarsNameThePart) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api

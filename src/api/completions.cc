@@ -1,12 +1,12 @@
-#include "gateway/completions.h"
+#include "api/completions.h"
 
 #include <nlohmann/json.hpp>
 
+#include "api/logprobs.h"
 #include "core/json.h"
-#include "gateway/logprobs.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -139,4 +139,4 @@ std::string text_completion_json(const std::string& id, int64_t created, const s
                         {"usage", usage_json(usage)}});
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,15 +1,15 @@
-#include "gateway/openai.h"
+#include "api/openai.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/logprobs.h"
 #include "core/json.h"
-#include "gateway/logprobs.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -422,4 +422,4 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
   return dump_json(j);
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
+#include "api/tool_calls.h"
 #include "core/status.h"
-#include "gateway/outcome.h"
-#include "gateway/tool_calls.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct ChatCompletionRequest {
   protocol::Request request;  // kGenerate, id assigned by the caller
@@ -88,4 +88,4 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
                             const std::vector<ChatChoiceOut>& choices,
                             const protocol::Usage& usage);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

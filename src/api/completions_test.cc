@@ -1,6 +1,6 @@
 // OpenAI legacy completions: a raw prompt with OpenAI's default of 16 tokens, the sampling
 // fields through the one mapping, clear refusals, and the text_completion shapes.
-#include "gateway/completions.h"
+#include "api/completions.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -118,4 +118,4 @@ TEST(Completions, Shapes) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api
