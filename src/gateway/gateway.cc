@@ -274,23 +274,25 @@ void Gateway::set_json_error(http::Response& res, const Status& status) {
   metrics_.record_error(error_code_name(status.code()));
 }
 
-void Gateway::write_json_error(http::Response& res, const Status& status) {
+void Gateway::write_json_error(http::Response& res, const Status& status) const {
   write_error(res, status, api::openai_error_json(status));
 }
 
-bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) {
+bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) const {
   res.set_header("Cache-Control", "no-store");
   if (api::is_complete(r.outcome)) return false;
   write_json_error(res, cut_or_error(r));
   return true;
 }
 
-void Gateway::write_error(http::Response& res, const Status& status, const std::string& body) {
+void Gateway::write_error(http::Response& res, const Status& status,
+                          const std::string& body) const {
   res.status = error_code_http_status(status.code());
   // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and
   // Anthropic SDKs read before retrying (seconds) and in their millisecond variant.
   if (status.code() == ErrorCode::kQueueFull || status.code() == ErrorCode::kUnavailable) {
-    const int ms = status.code() == ErrorCode::kQueueFull ? 1000 : 2000;
+    // A busy engine says when to come back; a missing or loading one is asked again in 2 s.
+    const int ms = status.code() == ErrorCode::kQueueFull ? engine_retry_ms_.load() : 2000;
     res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
     res.set_header("retry-after-ms", std::to_string(ms));
   }
@@ -436,6 +438,7 @@ StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> 
   if (ev->has_value()) {
     if ((*ev)->type == protocol::EventType::kError) {
       const ErrorCode code = (*ev)->code == ErrorCode::kOk ? ErrorCode::kInternal : (*ev)->code;
+      if ((*ev)->retry_after_ms > 0) engine_retry_ms_ = std::min((*ev)->retry_after_ms, 600000);
       return Status(code, (*ev)->message);
     }
     s.first = std::move(**ev);
