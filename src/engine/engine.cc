@@ -241,8 +241,9 @@ class EngineImpl final : public Engine {
                                 std::to_string(model_->config().n_vocab) + " ids");
       }
     }
-    if (request.n < 1 || request.n > options_.max_batch) {
-      return invalid_argument("n must be 1 to " + std::to_string(options_.max_batch) +
+    const int max_batch = std::max(options_.max_batch, 1);  // as the scheduler's
+    if (request.n < 1 || request.n > max_batch) {
+      return invalid_argument("n must be 1 to " + std::to_string(max_batch) +
                               " (the choices this server decodes together), got " +
                               std::to_string(request.n));
     }
