@@ -1,5 +1,6 @@
 #include "api/logprobs.h"
 
+#include "core/json.h"
 #include "core/utf8.h"
 
 namespace glm::api {
@@ -7,15 +8,10 @@ namespace {
 
 using json = nlohmann::json;
 
-json bytes_json(const std::string& bytes) {
-  json out = json::array();
-  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
-  return out;
-}
-
 json chat_token_json(const generation::TokenLogprob& t) {
-  return {
-      {"token", utf8_sanitize(t.bytes)}, {"logprob", t.logprob}, {"bytes", bytes_json(t.bytes)}};
+  return {{"token", utf8_sanitize(t.bytes)},
+          {"logprob", t.logprob},
+          {"bytes", json_byte_array(t.bytes)}};
 }
 
 }  // namespace

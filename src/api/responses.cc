@@ -100,13 +100,8 @@ StatusOr<ResponsesRequest> parse_responses_request(const std::string& body_text)
   if (auto it = body.find("truncation"); it != body.end() && !it->is_null() && *it != "disabled") {
     return bad("truncation must be \"disabled\" (a conversation that does not fit is an error)");
   }
-  // Sampling: temperature, top_p, ... and max_output_tokens for max_tokens.
+  // Sampling: temperature, top_p, ... and max_output_tokens (the one mapping's alias).
   GLM_RETURN_IF_ERROR(protocol::read_sampling(body, "", &out.request.params));
-  if (auto it = body.find("max_output_tokens"); it != body.end() && !it->is_null()) {
-    bool known = false;
-    GLM_RETURN_IF_ERROR(
-        protocol::read_sampling_field("max_tokens", *it, "", &out.request.params, &known));
-  }
   return out;
 }
 

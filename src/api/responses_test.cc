@@ -44,7 +44,7 @@ TEST(Responses, UnsupportedPartsAreRefusedByName) {
            {R"({"input":"x","truncation":"auto"})", "truncation"},
            {R"({"input":"x","store":"yes"})", "store"},
            {R"({"input":"x","previous_response_id":5})", "previous_response_id"},
-           {R"({"input":"x","max_output_tokens":0})", "max_tokens"},
+           {R"({"input":"x","max_output_tokens":0})", "max_output_tokens"},
            {R"({"input":"x","temperature":3})", "temperature"}}) {
     auto r = parse_responses_request(body);
     ASSERT_FALSE(r.ok()) << body;

@@ -121,6 +121,11 @@ TEST(Status, CodeTable) {
 namespace glm {
 namespace {
 
+TEST(Json, ByteArraysHoldAnyBytes) {
+  EXPECT_EQ(json_byte_array("").dump(), "[]");
+  EXPECT_EQ(json_byte_array(std::string("a\xe4\xbd\0\xff", 5)).dump(), "[97,228,189,0,255]");
+}
+
 TEST(Json, LimitsApplyBeforeParsing) {
   EXPECT_EQ(json_nesting_depth(R"({"a":[1,{"b":2}]})", 64), 3);
   EXPECT_EQ(json_nesting_depth(R"({"a":"[[[[{{{{"})", 64), 1);  // brackets in strings

@@ -58,4 +58,10 @@ StatusOr<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const
   return parse<nlohmann::ordered_json>(text, what, limits);
 }
 
+nlohmann::json json_byte_array(std::string_view bytes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
 }  // namespace glm

@@ -35,4 +35,8 @@ std::string dump_json(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
+// `bytes` as a JSON array of numbers 0-255: a token's bytes may end inside a UTF-8 character,
+// which a JSON string cannot hold (the protocol's and OpenAI's logprob `bytes`).
+nlohmann::json json_byte_array(std::string_view bytes);
+
 }  // namespace glm

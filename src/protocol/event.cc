@@ -51,9 +51,7 @@ std::string get_str(const json& j, const char* key) {
 // {"id":5,"bytes":[32,104],"logprob":-0.25}: bytes as numbers, since a token may end inside a
 // UTF-8 character, which a JSON string cannot hold.
 json token_logprob_json(const generation::TokenLogprob& t) {
-  json bytes = json::array();
-  for (unsigned char c : t.bytes) bytes.push_back(static_cast<int>(c));
-  return {{"id", t.id}, {"bytes", std::move(bytes)}, {"logprob", t.logprob}};
+  return {{"id", t.id}, {"bytes", json_byte_array(t.bytes)}, {"logprob", t.logprob}};
 }
 
 json logprobs_json(const std::vector<generation::GeneratedLogprobs>& all) {

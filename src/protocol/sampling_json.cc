@@ -17,7 +17,9 @@ Status field_error(const std::string& field, const std::string& what) {
 }
 
 const char* canonical_name(const std::string& key) {
-  if (key == "max_length" || key == "max_completion_tokens") return "max_tokens";
+  if (key == "max_length" || key == "max_completion_tokens" || key == "max_output_tokens") {
+    return "max_tokens";
+  }
   return nullptr;
 }
 

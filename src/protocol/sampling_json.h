@@ -2,8 +2,9 @@
 // the HTTP gateway (OpenAI API, page API): field names, types and ranges come from
 // generation::for_each_field, so a new sampling field needs no code here.
 //
-// Wire names are the fields' names, plus the aliases max_length (legacy ChatGLM) and
-// max_completion_tokens (OpenAI) for max_tokens. JSON null means "absent". Pure; thread-safe.
+// Wire names are the fields' names, plus the aliases max_length (legacy ChatGLM),
+// max_completion_tokens (OpenAI chat) and max_output_tokens (OpenAI Responses) for max_tokens;
+// an error names the field as the client sent it. JSON null means "absent". Pure; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
