@@ -4,16 +4,18 @@
 # route's request bodies (openai_fuzz), GGUF headers (gguf_fuzz), GBNF grammars and JSON
 # Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz). A crash, a
 # leak or undefined behaviour fails with the reproducer's path.
-#   scripts/fuzz.sh                 build and run them all
+#   scripts/fuzz.sh                 build and run them all (scripts/test.sh, CI: 10 s each)
 #   FUZZ_SECONDS=300 scripts/fuzz.sh openai_fuzz      one target, longer
-# Not here: unpickle_fuzz (src/convert links the kernels, which clang does not compile; the
-# unpickler's hostile-input tests run under ASan in scripts/test.sh instead).
+# Only the targets and the libraries they link are built (openai_fuzz links src/api, not the
+# HTTP layer). Not here: unpickle_fuzz (src/convert links the kernels, which clang does not
+# compile; the unpickler's hostile-input tests run under ASan in scripts/test.sh instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
+# The targets run by default, and so in CI: a new one is one more word here (seeds optional).
+default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz)
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] ||
-  targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz)
+[[ ${#targets[@]} -gt 0 ]] || targets=("${default_targets[@]}")
 seconds="${FUZZ_SECONDS:-15}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGLM_FUZZ=ON >/dev/null

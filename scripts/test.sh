@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install dependencies, check formatting, build (warnings are errors),
-# run every ctest test, clang-tidy, then the sanitizer builds, the browser tests and the
-# client-library tests. (The fuzzers run with scripts/fuzz.sh, not here: their clang build costs
-# ~6 min on 2 cores, mostly compiling the HTTP layer the route parsers sit beside.)
+# run every ctest test, clang-tidy, then the sanitizer builds, the fuzzers (briefly), the browser
+# tests and the client-library tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -22,6 +21,9 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM_SANITI
 cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test
 ctest --test-dir build-tsan --output-on-failure -j2 \
   -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon)'
+# libFuzzer under ASan + UBSan over every parser of outside bytes (scripts/fuzz.sh): each
+# route's bodies, GGUF headers, grammars and schemas, tokenizer input; 10 s a target.
+FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
 # Browser tests of the web page (Debian chromium driven by playwright-core).
 scripts/test-browser.sh
 # The API through the official client libraries (npm openai) and a JSON Schema validator (ajv).

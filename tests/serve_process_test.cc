@@ -1,6 +1,7 @@
 // `glmserve serve` as a real process: one owner per port and per engine socket, ready only when
-// its own engine and its gateway answer, and answers that survive a kill -9 of the engine
-// (docs/operations.md, "Nothing lost when the engine dies").
+// its own engine and its gateway answer, answers that survive a kill -9 of the engine
+// (docs/operations.md, "Nothing lost when the engine dies"), and a crash loop of one child that
+// leaves the other running (docs/operations.md, "Giving up").
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -218,6 +219,115 @@ pid_t engine_of(pid_t serve_pid) {
     if (cmdline_of(k).find(" engine ") != std::string::npos) return k;
   }
   return -1;
+}
+
+// The child of serve `serve_pid` whose command line has `word` (" engine ", " web "), or -1.
+pid_t child_running(pid_t serve_pid, const std::string& word) {
+  for (pid_t k : children_of(serve_pid)) {
+    if (cmdline_of(k).find(word) != std::string::npos) return k;
+  }
+  return -1;
+}
+
+// Kills serve's child `word` with SIGKILL `times` times in a row, each time as soon as its
+// next one is running (so every run is a failure right after start); the last pid killed.
+pid_t kill_repeatedly(pid_t serve_pid, const std::string& word, int times, const Proc& serve) {
+  pid_t last = -1;
+  for (int i = 0; i < times; ++i) {
+    pid_t pid = -1;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          pid = child_running(serve_pid, word);
+          return pid > 0 && pid != last;
+        },
+        30000))
+        << "no new" << word << "child after kill " << i << "\n"
+        << serve.log();
+    if (pid <= 0 || pid == last) return last;
+    EXPECT_EQ(::kill(pid, SIGKILL), 0);
+    last = pid;
+  }
+  return last;
+}
+
+// GET /health: the status, and the body's "status" field in *status.
+int health_of(int port, std::string* status) {
+  RawHttp raw(port);
+  raw.send_request("GET", "/health", "");
+  if (!raw.read_until("", 3000)) return -1;
+  json j = json::parse(raw.result().body, nullptr, false);
+  if (status != nullptr) *status = j.is_object() ? j.value("status", "") : "";
+  return raw.result().status;
+}
+
+// One non-streamed chat completion: the HTTP status and, in *retry_after, that header.
+int complete_once(int port, std::string* retry_after = nullptr) {
+  RawHttp raw(port);
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hello"}}})},
+               {"max_tokens", 4}};
+  raw.send_request("POST", "/v1/chat/completions", body.dump());
+  if (!raw.read_until("", 10000)) return -1;
+  if (retry_after != nullptr) *retry_after = raw.result().header("Retry-After");
+  return raw.result().status;
+}
+
+// A gateway that keeps crashing (7 kill -9 in a row, each right after its start: more than the
+// 5 quick failures that make serve give up on a child that never came up) costs the engine
+// nothing: the same engine process, its model still loaded, answers once the gateway is back.
+TEST_F(ServeProcessTest, AGatewayCrashLoopLeavesTheEngineRunning) {
+  Proc serve({"serve", "--echo", "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 30000)) << serve.log();
+  const int port = ready_port(serve.log());
+  const pid_t engine = child_running(serve.pid(), " engine ");
+  ASSERT_GT(engine, 0);
+  ASSERT_EQ(complete_once(port), 200);
+
+  const pid_t last = kill_repeatedly(serve.pid(), " web ", 7, serve);
+  ASSERT_FALSE(serve.wait(0).has_value()) << "serve gave up\n" << serve.log();
+  // The eighth gateway comes back (after a backoff of 6.4 s) and answers with the same engine.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const pid_t web = child_running(serve.pid(), " web ");
+        return web > 0 && web != last && health_of(port, nullptr) == 200;
+      },
+      60000))
+      << serve.log();
+  EXPECT_EQ(complete_once(port), 200);
+  EXPECT_EQ(child_running(serve.pid(), " engine "), engine) << serve.log();
+  EXPECT_EQ(serve.log().find("giving up"), std::string::npos) << serve.log();
+}
+
+// An engine that keeps crashing (7 kill -9 in a row) leaves the gateway answering: /health says
+// the engine is down, a generation is refused with 503 and Retry-After, and once serve's next
+// engine is up the same gateway process serves it.
+TEST_F(ServeProcessTest, AnEngineCrashLoopLeavesTheGatewayAnswering) {
+  Proc serve({"serve", "--echo", "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 30000)) << serve.log();
+  const int port = ready_port(serve.log());
+  const pid_t web = child_running(serve.pid(), " web ");
+  ASSERT_GT(web, 0);
+
+  const pid_t last = kill_repeatedly(serve.pid(), " engine ", 7, serve);
+  ASSERT_FALSE(serve.wait(0).has_value()) << "serve gave up\n" << serve.log();
+  // The next engine starts 6.4 s after the last kill: meanwhile the gateway answers for it.
+  std::string status;
+  EXPECT_EQ(health_of(port, &status), 503);
+  EXPECT_EQ(status, "down");
+  std::string retry_after;
+  EXPECT_EQ(complete_once(port, &retry_after), 503);
+  EXPECT_FALSE(retry_after.empty());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const pid_t engine = child_running(serve.pid(), " engine ");
+        return engine > 0 && engine != last && health_of(port, nullptr) == 200;
+      },
+      60000))
+      << serve.log();
+  EXPECT_EQ(complete_once(port), 200);
+  EXPECT_EQ(child_running(serve.pid(), " web "), web) << serve.log();
+  EXPECT_EQ(serve.log().find("giving up"), std::string::npos) << serve.log();
 }
 
 // A random-weight tiny ChatGLM3 with the real vocabulary (~1 ms a token); "" if the vocabulary

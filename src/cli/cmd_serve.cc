@@ -289,6 +289,7 @@ int cmd_serve(int argc, char** argv) {
       }
       if (health != "ready") return;
       engine_ready = true;
+      supervisor.mark_up(0);
       model_name = model;
     }
     if (!with_web) {
@@ -297,6 +298,7 @@ int cmd_serve(int argc, char** argv) {
       return;
     }
     if (!web_healthy(listen_fd, 500)) return;
+    supervisor.mark_up(1);
     ready = true;
     GLM_LOG_INFO("serve: ready: model %s; open http://%s:%lld/", model_name.c_str(), host.c_str(),
                  static_cast<long long>(*port));

@@ -77,6 +77,10 @@ bool Supervisor::spawn(Child& child) {
   return true;
 }
 
+void Supervisor::mark_up(size_t index) {
+  if (index < children_.size()) children_[index].came_up = true;
+}
+
 void Supervisor::signal_all(int sig) {
   for (const Child& c : children_) {
     if (c.pid > 0) ::kill(c.pid, sig);
@@ -112,7 +116,7 @@ void Supervisor::reap(bool stopping, int* rc, bool* give_up) {
         c.quick_failures = 0;
       }
       c.quick_failures = ran < options_.quick_failure ? c.quick_failures + 1 : 0;
-      if (c.quick_failures >= options_.max_quick_failures) {
+      if (!c.came_up && c.quick_failures >= options_.max_quick_failures) {
         GLM_LOG_ERROR(
             "serve: %s %s; it failed %d times in a row right after starting, giving "
             "up (see its messages above)",

@@ -1,10 +1,13 @@
 // Supervisor: runs child processes (`glmserve engine`, `glmserve web`) and keeps them running:
-// a child that dies is restarted with exponential backoff (reset once it has run stably); a
-// child that keeps failing right after start makes the supervisor give up (exit 1) instead of
-// looping forever. SIGTERM, SIGINT or SIGHUP are forwarded once as SIGTERM (each child drains),
-// children still alive after stop_timeout get SIGKILL, and a second signal kills at once.
-// Children run in their own process group (a terminal's Ctrl-C reaches only the supervisor,
-// which forwards it once) and get SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+// a child that dies is restarted with exponential backoff (reset once it has run stably), and
+// the others are left alone: a crash loop of one child never stops another. The supervisor
+// gives up (exit 1) only on a child that never came up (see mark_up) and keeps failing right
+// after start: a bad model file or flag, which no restart mends. A child that came up once is
+// restarted for as long as the supervisor runs (at most max_backoff apart). SIGTERM, SIGINT or
+// SIGHUP are forwarded once as SIGTERM (each child drains), children still alive after stop_timeout
+// get SIGKILL, and a second signal kills at once. Children run in their own process group (a
+// terminal's Ctrl-C reaches only the supervisor, which forwards it once) and get SIGTERM if the
+// supervisor dies (PR_SET_PDEATHSIG).
 //
 // Thread-safety: run() blocks SIGCHLD/SIGTERM/SIGINT/SIGHUP in the calling thread and handles
 // them synchronously; call it from the main thread of a process that has started no other
@@ -35,9 +38,9 @@ struct SupervisorOptions {
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds stable_after{60000};   // a run this long resets the backoff
   std::chrono::milliseconds quick_failure{10000};  // a failure sooner than this is "quick"
-  int max_quick_failures = 5;                      // in a row, for one child: give up
-  std::chrono::milliseconds stop_timeout{35000};   // SIGTERM -> SIGKILL
-  std::chrono::milliseconds tick{200};             // on_tick period
+  int max_quick_failures = 5;  // in a row, for a child that never came up: give up
+  std::chrono::milliseconds stop_timeout{35000};  // SIGTERM -> SIGKILL
+  std::chrono::milliseconds tick{200};            // on_tick period
 };
 
 class Supervisor {
@@ -49,8 +52,13 @@ class Supervisor {
   // Called after a child (re)started, with its index and pid.
   std::function<void(size_t, pid_t)> on_start;
 
+  // Child `index` came up (its readiness check passed, e.g. from on_tick): from now on its
+  // failures are restarted without end instead of counting towards giving up. Call from the
+  // thread that runs run() (on_tick, on_start).
+  void mark_up(size_t index);
+
   // Runs until stopped by a signal (returns 0 if every child stopped cleanly, else 1) or until
-  // a child keeps failing at startup (returns 1).
+  // a child that never came up keeps failing at startup (returns 1).
   int run();
 
  private:
@@ -61,6 +69,7 @@ class Supervisor {
     std::chrono::steady_clock::time_point restart_at;  // when dead and not stopping
     std::chrono::milliseconds backoff{0};
     int quick_failures = 0;
+    bool came_up = false;  // mark_up() was called for it once: never given up on
   };
 
   bool spawn(Child& child);
