@@ -4,27 +4,39 @@
 # tests and the client-library tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's wall time, so CI's log says where its minutes go.
+last=$SECONDS
+took() { echo "test.sh: $1 took $((SECONDS - last)) s (total $SECONDS s)"; last=$SECONDS; }
 scripts/install-deps.sh
+took "dependencies"
 export CCACHE_BASEDIR="$PWD"
 # Formatting first: it fails in a second, before the build.
 scripts/lint.sh --format-only
 scripts/build.sh
+took build
 ctest --test-dir build --output-on-failure -j2 --timeout 900
+took ctest
 # clang-tidy over the libraries (.clang-tidy), on build/'s compilation database.
 scripts/lint.sh
+took clang-tidy
 # AddressSanitizer + UBSan over the modules that parse untrusted bytes.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGLM_SANITIZE=address >/dev/null
 cmake --build build-asan --target core_test gguf_test convert_test
 ctest --test-dir build-asan --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf|Unpickle|TorchZip)'
+took asan
 # ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol, daemon.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM_SANITIZE=thread >/dev/null
 cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test
 ctest --test-dir build-tsan --output-on-failure -j2 \
   -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon)'
+took tsan
 # libFuzzer under ASan + UBSan over every parser of outside bytes (scripts/fuzz.sh): each
 # route's bodies, GGUF headers, grammars and schemas, tokenizer input; 10 s a target.
 FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
+took fuzz
 # Browser tests of the web page (Debian chromium driven by playwright-core).
 scripts/test-browser.sh
+took browser
 # The API through the official client libraries (npm openai) and a JSON Schema validator (ajv).
 scripts/test-clients.sh
+took clients
