@@ -99,9 +99,9 @@ void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtyp
       << index.dump(2);
 }
 
-Status gen(Arch arch, DType type, const std::string& vocab, const std::string& path) {
+Status gen(Family arch, DType type, const std::string& vocab, const std::string& path) {
   GenOptions o;
-  o.arch = arch;
+  o.family = arch;
   o.preset = "tiny";
   o.type = type;
   o.seed = 9;
@@ -139,7 +139,7 @@ TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.hf_type);
     const std::string model = dir_.file("gen.gguf");
-    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, c.gen_type, tokenizer_, model).ok());
     auto m = gguf::File::open(model);
     ASSERT_TRUE(m.ok());
     const fs::path hf = dir_.path() / ("hf_" + c.hf_type);
@@ -155,7 +155,7 @@ TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
 // gen-model --arch chatglm2 writes it from the same tokenizer.model.
 TEST_F(HfConvertTest, Chatglm2CheckpointGetsChatglm2Vocabulary) {
   const std::string model = dir_.file("gen2.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM2, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM2, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   ASSERT_NE((*m)->get_string("general.name")->find("chatglm2"), std::string::npos);
@@ -178,12 +178,12 @@ TEST_F(HfConvertTest, Chatglm2CheckpointGetsChatglm2Vocabulary) {
 
 TEST_F(HfConvertTest, QuantizedConversionEqualsGenModelsQuantizedFile) {
   const std::string f32 = dir_.file("f32.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, f32).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, f32).ok());
   auto m = gguf::File::open(f32);
   ASSERT_TRUE(m.ok());
   export_hf(**m, dir_.path() / "hf", "F32", 1, tokenizer_);
   for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
-    ASSERT_TRUE(gen(Arch::kChatGLM3, t, tokenizer_, dir_.file("g.gguf")).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, t, tokenizer_, dir_.file("g.gguf")).ok());
     ASSERT_TRUE(convert(dir_.path() / "hf", t, dir_.file("c.gguf")).ok());
     EXPECT_EQ(
         testing::first_difference(read_bytes(dir_.file("c.gguf")), read_bytes(dir_.file("g.gguf"))),
@@ -196,7 +196,7 @@ TEST_F(HfConvertTest, Glm4CheckpointGetsRopeBaseAndBpeVocabulary) {
   const std::string glm4_tok = shared_data("tokenizers/glm4.tokenizer.model");
   if (!fs::exists(glm4_tok)) GTEST_SKIP() << "absent: " << glm4_tok;
   const std::string model = dir_.file("glm4.gguf");
-  ASSERT_TRUE(gen(Arch::kGLM4, DType::kF16, glm4_tok, model).ok());
+  ASSERT_TRUE(gen(Family::kGLM4, DType::kF16, glm4_tok, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*(*m)->get_string("tokenizer.ggml.model"), "gpt2");
@@ -223,7 +223,7 @@ TEST_F(HfConvertTest, Glm4CheckpointGetsRopeBaseAndBpeVocabulary) {
 
 TEST_F(HfConvertTest, BrokenCheckpointsAreClearErrors) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
@@ -288,7 +288,7 @@ TEST_F(TorchZipConvertTest, BinCheckpointConvertsLikeSafetensors) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.hf_type + " x" + std::to_string(c.shards));
     const std::string model = dir_.file("gen.gguf");
-    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, c.gen_type, tokenizer_, model).ok());
     auto m = gguf::File::open(model);
     ASSERT_TRUE(m.ok());
     const fs::path st = dir_.path() / ("st_" + c.hf_type);
@@ -327,7 +327,7 @@ TEST_F(TorchZipConvertTest, BinCheckpointConvertsLikeSafetensors) {
 // bias as two views of one storage. Same file as gen-model's.
 TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
@@ -396,7 +396,7 @@ TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
 
 TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
@@ -445,7 +445,7 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
 // The progress callback sees every tensor once, in order, and ends with all bytes read.
 TEST_F(HfConvertTest, ReportsProgressPerTensor) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF16, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF16, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   export_hf(**m, dir_.path() / "hf", "F16", 1, tokenizer_, Format::kTorch);

@@ -173,11 +173,13 @@ class EngineImpl final : public Engine {
   // Runs one forward pass through block 0 (touches the weights), then starts the loop.
   void start(bool warm_up) {
     if (warm_up) {
-      const int32_t token = raw_prefix_.empty() ? 0 : raw_prefix_[0];
+      // Two tokens: a bidirectional prompt (ChatGLM-6B) needs at least [gMASK] <sop>.
+      int32_t tokens[2] = {0, 0};
+      for (size_t i = 0; i < 2 && i < raw_prefix_.size(); ++i) tokens[i] = raw_prefix_[i];
       const int32_t block = 0;
       model::SeqInput in;
-      in.tokens = &token;
-      in.n_tokens = 1;
+      in.tokens = tokens;
+      in.n_tokens = 2;
       in.blocks = &block;
       in.n_blocks = 1;
       std::vector<float> out;
