@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "convert/printable.h"
-#include "convert/safetensors.h"
-#include "convert/torch_zip.h"
+#include "checkpoint/printable.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/torch_zip.h"
 #include "core/fp16.h"
 #include "core/json.h"
 #include "tokenizer/vocab_convert.h"
@@ -19,6 +19,11 @@
 namespace glm::convert {
 
 namespace fs = std::filesystem;
+using checkpoint::printable;
+using checkpoint::SafetensorsFile;
+using checkpoint::st_dtype_size;
+using checkpoint::StTensor;
+using checkpoint::TorchZipFile;
 
 std::string hf_tensor_name(const std::string& g) {
   if (g == "token_embd.weight") return "transformer.embedding.word_embeddings.weight";

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/torch_test_writer.h"
 #include "convert/gen_model.h"
 #include "convert/model_writer.h"
-#include "convert/safetensors.h"
 #include "convert/test_util.h"
-#include "convert/torch_test_writer.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
 
@@ -20,6 +20,8 @@ namespace glm::convert {
 namespace {
 
 namespace fs = std::filesystem;
+using checkpoint::StTensorOut;
+using checkpoint::write_safetensors;
 using testing::read_bytes;
 using testing::shared_data;
 using testing::TempDir;
@@ -77,9 +79,9 @@ void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtyp
   const bool pt = format == Format::kTorch;
   auto write = [&](const std::string& name, const std::vector<StTensorOut>& ts) {
     if (!pt) return write_safetensors((dir / name).string(), ts).ok();
-    testing::TorchZipOptions o;
+    checkpoint::testing::TorchZipOptions o;
     o.archive = fs::path(name).stem().string();  // torch.save names the folder after the file
-    return testing::write_torch_checkpoint((dir / name).string(), ts, o);
+    return checkpoint::testing::write_torch_checkpoint((dir / name).string(), ts, o);
   };
   if (n_shards == 1) {
     ASSERT_TRUE(write(pt ? "pytorch_model.bin" : "model.safetensors", shards[0]));
@@ -333,8 +335,8 @@ TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
   const fs::path hf = dir_.path() / "hf";
   export_hf(**m, hf, "F32", 1, tokenizer_);  // config.json, tokenizer.model
   fs::remove(hf / "model.safetensors");
-  std::vector<testing::TorchStorageOut> storages;
-  std::vector<testing::TorchViewOut> views;
+  std::vector<checkpoint::testing::TorchStorageOut> storages;
+  std::vector<checkpoint::testing::TorchViewOut> views;
   auto floats = [&](const gguf::TensorInfo& t) {
     std::vector<float> x(static_cast<size_t>(t.n_elements()));
     decode_rows(t.type, t.data, t.n_rows(), t.shape[0], x.data());
@@ -384,10 +386,11 @@ TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
   }
   ASSERT_EQ(n_strided, 2);
   ASSERT_EQ(n_shared, 2);
-  testing::TorchZipOptions o;
+  checkpoint::testing::TorchZipOptions o;
   o.archive = "pytorch_model";
-  ASSERT_TRUE(testing::write_file((hf / "pytorch_model.bin").string(),
-                                  testing::torch_checkpoint_bytes(storages, views, o)));
+  ASSERT_TRUE(checkpoint::testing::write_file(
+      (hf / "pytorch_model.bin").string(),
+      checkpoint::testing::torch_checkpoint_bytes(storages, views, o)));
   const std::string out = dir_.file("conv.gguf");
   Status s = convert(hf, DType::kF32, out);
   ASSERT_TRUE(s.ok()) << s.to_string();
@@ -410,15 +413,16 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   // Only a .bin whose pickle names os.system: refused by name, nothing written.
   fs::remove(hf / "model.safetensors");
   fs::remove(out);
-  testing::PickleWriter w;
+  checkpoint::testing::PickleWriter w;
   w.global("os", "system");
   w.str("touch /tmp/pwned", false);
   w.op(0x85);
   w.op('R');
   w.op('.');
-  ASSERT_TRUE(testing::write_file(
+  ASSERT_TRUE(checkpoint::testing::write_file(
       (hf / "pytorch_model.bin").string(),
-      testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {}, false)));
+      checkpoint::testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {},
+                                           false)));
   s = convert(hf, DType::kF32, out);
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
   EXPECT_NE(s.message().find("refusing global os.system"), std::string::npos) << s.message();
