@@ -89,12 +89,15 @@ TEST(GenModel, TinyFilesFollowTheirLayouts) {
 }
 
 // ChatGLM-6B: its own layout and a unigram vocabulary with the v1 specials at their real ids.
-TEST(GenModel, ChatGlm1SmallHasTheRealVocabularyLayout) {
+TEST(GenModel, ChatGlm1SixBHasTheRealShapeAndVocabularyLayout) {
   StatusOr<Hparams> hp = preset(Family::kChatGLM1, "6b");
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->n_vocab, 130528);
   EXPECT_EQ(hp->n_ff, 16384);
   EXPECT_EQ(hp->n_head_kv, 32);
+  // THUDM/chatglm-6b: 6,173,286,400 parameters (LM head tied to the embeddings).
+  EXPECT_TRUE(hp->tied_output);
+  EXPECT_EQ(plan_parameters(tensor_plan(*hp, DType::kF16)), 6173286400u);
   auto v = synthetic_vocab(Family::kChatGLM1, 130528);
   ASSERT_TRUE(v.ok()) << v.status().to_string();
   EXPECT_EQ(v->model, "t5");

@@ -102,7 +102,8 @@ StatusOr<Hparams> preset(Family family, const std::string& p) {
   Hparams h;
   if (family == Family::kChatGLM1) {
     // ChatGLM-6B: plain multi-head attention, GELU MLP of 4 x n_embd, vocabulary 130528,
-    // context 2048 (max_sequence_length). The tiny vocabulary holds the 344 v1 pieces.
+    // context 2048 (max_sequence_length), LM head tied in 6b. The tiny vocabulary holds the
+    // 344 v1 pieces.
     if (p == "tiny") {
       h = make(family, 1024, 64, 256, 2, 4, 4, 256);
     } else if (p == "small") {
@@ -112,6 +113,10 @@ StatusOr<Hparams> preset(Family family, const std::string& p) {
     } else {
       return invalid_argument("unknown preset '" + p + "' (use one of: tiny, small, 6b)");
     }
+    // HF ties ChatGLM-6B's lm_head to the embeddings (6,173,286,400 parameters). The smaller
+    // presets keep an output.weight: with tied random weights the argmax is the input token
+    // itself, so generation would only repeat <sop>.
+    h.tied_output = p == "6b";
     h.name = std::string(family_name(family)) + "-" + p;
     return h;
   }
