@@ -36,6 +36,7 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
       break;
     case engine::EventType::kToken:
       out.type = protocol::EventType::kToken;
+      out.index = ev.index;
       out.text = ev.text;
       out.logprobs = ev.logprobs;
       out.tokens = ev.tokens;
@@ -45,8 +46,11 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
       out.message = ev.text;
       out.dropped_messages = ev.dropped_messages;
       break;
+    case engine::EventType::kChoiceDone:
     case engine::EventType::kDone:
-      out.type = protocol::EventType::kDone;
+      out.type = ev.type == engine::EventType::kDone ? protocol::EventType::kDone
+                                                     : protocol::EventType::kChoiceDone;
+      out.index = ev.index;
       out.finish_reason = ev.finish_reason;
       out.usage = ev.usage;
       out.timings = ev.timings;
@@ -74,6 +78,7 @@ engine::Request to_engine_request(const protocol::Request& r, const std::string&
   out.constraint = r.constraint;
   out.tools = r.tools;
   out.resume = r.resume;
+  out.n = r.n;
   return out;
 }
 

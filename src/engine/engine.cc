@@ -34,15 +34,44 @@ struct Extras {
 
 class EngineImpl;
 
-// Turns one request's scheduler callbacks into Events.
+// The choices of one request with n > 1: each choice's end goes out as kChoiceDone, and one
+// final kDone (or kError) when the last has ended. Loop thread only.
+class ChoiceGroup {
+ public:
+  ChoiceGroup(EngineImpl* engine, std::string id, EventSink sink, int n)
+      : engine_(engine), id_(std::move(id)), sink_(std::move(sink)), left_(n) {}
+  const EventSink& sink() const { return sink_; }
+  // True once a choice failed: the others stop at their next token.
+  bool failed() const { return !error_.ok(); }
+  void choice_done(Event done);
+  void choice_failed(const Status& status);
+
+ private:
+  void end_one();
+
+  EngineImpl* engine_;
+  std::string id_;
+  EventSink sink_;
+  int left_;
+  Usage usage_;
+  Event last_;
+  Status error_;
+};
+
+// Turns one request's (or one choice's) scheduler callbacks into Events.
 class RequestObserver : public scheduler::SeqObserver {
  public:
+  // group: null for a request with one choice; else choice `index` of it (only choice 0 sends
+  // the request's queued/notice/start events; its sink is the group's).
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
                   std::vector<std::string> stops, const PromptPlan& plan, bool chat,
-                  const std::vector<int32_t>& resume)
+                  const std::vector<int32_t>& resume, std::shared_ptr<ChoiceGroup> group = nullptr,
+                  int index = 0)
       : engine_(engine),
         id_(std::move(id)),
         sink_(std::move(sink)),
+        group_(std::move(group)),
+        index_(index),
         tok_(tok),
         decoder_(tok),
         stop_(std::move(stops)),
@@ -62,6 +91,7 @@ class RequestObserver : public scheduler::SeqObserver {
   }
 
   void on_queued(int position) override {
+    if (index_ > 0) return;
     Event e = event(EventType::kQueued);
     e.queue_position = position;
     sink_(e);
@@ -74,12 +104,14 @@ class RequestObserver : public scheduler::SeqObserver {
     }
   }
   void on_start(const scheduler::StartInfo& info) override {
+    if (index_ > 0) return;
     Event e = event(EventType::kStart);
     e.usage.prompt_tokens = info.prompt_tokens;
     e.usage.cached_tokens = info.cached_tokens;
     sink_(e);
   }
   bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
+    if (group_ && group_->failed()) return false;  // another choice failed: the request ends
     pending_.push_back(token);
     if (logprobs != nullptr) pending_logprobs_.push_back(with_bytes(*logprobs));
     emit(stop_.push(decoder_.push(token)));
@@ -93,6 +125,7 @@ class RequestObserver : public scheduler::SeqObserver {
     Event e;
     e.type = type;
     e.id = id_;
+    e.index = index_;
     return e;
   }
   // A token event for `text` with the log-probabilities of the tokens since the last one. Text
@@ -124,6 +157,8 @@ class RequestObserver : public scheduler::SeqObserver {
   EngineImpl* engine_;
   std::string id_;
   EventSink sink_;
+  std::shared_ptr<ChoiceGroup> group_;
+  int index_;
   const tok::Tokenizer& tok_;
   tok::StreamDecoder decoder_;
   StopText stop_;
@@ -211,6 +246,15 @@ class EngineImpl final : public Engine {
                                 std::to_string(model_->config().n_vocab) + " ids");
       }
     }
+    const int max_batch = std::max(options_.max_batch, 1);  // as the scheduler's
+    if (request.n < 1 || request.n > max_batch) {
+      return invalid_argument("n must be 1 to " + std::to_string(max_batch) +
+                              " (the choices this server decodes together), got " +
+                              std::to_string(request.n));
+    }
+    if (request.n > 1 && !request.resume.empty()) {
+      return invalid_argument("resume: a request with several choices cannot be resumed");
+    }
     const auto submitted = Clock::now();
     const bool chat = !request.raw;
     StatusOr<PromptPlan> plan = plan_prompt(&request);
@@ -218,9 +262,30 @@ class EngineImpl final : public Engine {
 
     scheduler::SeqRequest r;
     r.id = request.id;
-    r.observer =
-        std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
-                                          request.params.stop, plan.value(), chat, request.resume);
+    std::shared_ptr<ChoiceGroup> group;
+    if (request.n > 1) {
+      group = std::make_shared<ChoiceGroup>(this, request.id, std::move(sink), request.n);
+      r.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
+                                                     request.params.stop, plan.value(), chat,
+                                                     request.resume, group, 0);
+      // One conversation entry cannot hold several answers: the prefix cache keeps the
+      // prompt's full blocks for the next turn whichever choice the client continues.
+      request.conversation.clear();
+    } else {
+      r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
+                                                     request.params.stop, plan.value(), chat,
+                                                     request.resume);
+    }
+    for (int i = 1; i < request.n; ++i) {
+      scheduler::SeqRequest::Fork f;
+      f.sampling = request.params;
+      f.sampling.max_tokens = plan->max_tokens;
+      if (f.sampling.seed != 0) f.sampling.seed += i;
+      f.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
+                                                     request.params.stop, plan.value(), chat,
+                                                     request.resume, group, i);
+      r.forks.push_back(std::move(f));
+    }
     r.prompt = std::move(plan->prompt);
     r.conversation = request.conversation;
     r.history_tag = plan->history_tag;
@@ -236,9 +301,11 @@ class EngineImpl final : public Engine {
     if (request.constraint.active()) {
       StatusOr<grammar::Grammar> g = compile_constraint(request.constraint, template_->name());
       if (!g.ok()) return g.status();
-      StatusOr<std::unique_ptr<grammar::Matcher>> m = start_matcher(std::move(g).value(), vocab());
-      if (!m.ok()) return m.status();
-      r.matcher = std::move(m).value();
+      for (int i = 0; i < request.n; ++i) {  // a matcher per choice
+        StatusOr<std::unique_ptr<grammar::Matcher>> m = start_matcher(g.value(), vocab());
+        if (!m.ok()) return m.status();
+        (i == 0 ? r.matcher : r.forks[i - 1].matcher) = std::move(m).value();
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -409,6 +476,38 @@ class EngineImpl final : public Engine {
   std::thread thread_;
 };
 
+void ChoiceGroup::choice_done(Event done) {
+  usage_.prompt_tokens = done.usage.prompt_tokens;
+  usage_.cached_tokens = done.usage.cached_tokens;
+  usage_.completion_tokens += done.usage.completion_tokens;
+  done.type = EventType::kChoiceDone;
+  if (!failed()) sink_(done);
+  last_ = std::move(done);
+  end_one();
+}
+
+void ChoiceGroup::choice_failed(const Status& status) {
+  if (!failed()) error_ = status;
+  end_one();
+}
+
+void ChoiceGroup::end_one() {
+  if (--left_ > 0) return;
+  Event e;
+  e.id = id_;
+  if (failed()) {
+    e.type = EventType::kError;
+    e.error = error_;
+  } else {
+    e.type = EventType::kDone;
+    e.finish_reason = last_.finish_reason;
+    e.timings = last_.timings;
+    e.usage = usage_;
+  }
+  sink_(e);
+  engine_->finished(id_);
+}
+
 void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   const bool cancelled = info->reason == FinishReason::kCancelled;
   // The tokens that completed a stop string are not part of the answer, nor their entries.
@@ -420,15 +519,23 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   e.timings = info->timings;
   // Keep the KV cache for the next turn unless the tokens and the text the client will send
   // back disagree (a stop string cut the text) or the request did not complete.
-  if (chat_ && !cancelled && !stop_.matched()) {
+  if (chat_ && !cancelled && !stop_.matched() && !group_) {
     info->save_conversation = true;
     info->conversation_tag = digest_append(messages_digest_, tok::Message{"assistant", text_});
+  }
+  if (group_) {
+    group_->choice_done(std::move(e));
+    return;
   }
   sink_(e);
   engine_->finished(id_);
 }
 
 void RequestObserver::on_error(const Status& status) {
+  if (group_) {
+    group_->choice_failed(status);
+    return;
+  }
   Event e = event(EventType::kError);
   e.error = status;
   sink_(e);

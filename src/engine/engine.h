@@ -52,13 +52,25 @@ struct Request {
   // not sent again; the answer goes on as the uninterrupted run would have (same text at
   // temperature 0, and with a fixed seed: the sampler's RNG skips their draws).
   std::vector<int32_t> resume;
+  // Choices (docs/engine.md#choices): n > 1 answers to the same prompt, prefilled once and
+  // decoded together. Choice i samples with params.seed + i (when a seed is set), so it equals
+  // the answer of a single request with that seed. At most Options::max_batch; not with
+  // `resume`; no conversation is saved for such a request.
+  int n = 1;
 };
 
-enum class EventType { kQueued, kStart, kToken, kNotice, kDone, kError };
+// A request's events: kQueued, kNotice (maybe), kStart once; kToken many; then exactly one
+// final kDone or kError. With n > 1 choices, kToken carries the choice's `index` and each
+// choice's end comes as a kChoiceDone (index, finish_reason, usage.completion_tokens of that
+// choice, timings) before the final kDone (usage: the prompt once, the completion tokens of
+// all choices; finish_reason and timings of the choice that ended last). A choice that fails
+// makes the others stop at their next token and the request end with kError.
+enum class EventType { kQueued, kStart, kToken, kNotice, kChoiceDone, kDone, kError };
 
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
+  int index = 0;           // kToken, kChoiceDone: the choice (Request::n)
   int queue_position = 0;  // kQueued
   Usage usage;             // kStart: prompt and cached tokens; kDone: all three
   std::string text;        // kToken: whole UTF-8 characters; kNotice: message
@@ -71,8 +83,8 @@ struct Event {
   // takes).
   std::vector<int32_t> tokens;
   int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
-  FinishReason finish_reason = FinishReason::kStop;  // kDone
-  Timings timings;                                   // kDone
+  FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
+  Timings timings;                                   // kDone, kChoiceDone
   Status error;                                      // kError
 };
 

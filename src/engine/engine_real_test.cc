@@ -26,6 +26,7 @@ struct Results {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> text;
+  std::map<std::string, std::map<int, std::string>> choice_text;  // by Event::index
   std::map<std::string, std::vector<generation::GeneratedLogprobs>> logprobs;
   std::map<std::string, Event> start, done;
   EventSink sink() {
@@ -33,6 +34,7 @@ struct Results {
       std::lock_guard<std::mutex> lock(mu);
       if (e.type == EventType::kToken) {
         text[e.id] += e.text;
+        choice_text[e.id][e.index] += e.text;
         auto& lp = logprobs[e.id];
         lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
       }
@@ -188,6 +190,41 @@ TEST(EngineReal, LogprobsAreTheModelsLogSoftmaxOfTheSameTokens) {
       }
     }
   }
+}
+
+// n > 1 on the real model: the choices continue from one prefill through the KV pool's
+// copied partial block and equal single requests with their seeds.
+TEST(EngineReal, ChoicesFromOnePrefillEqualSingleRequestsWithTheirSeeds) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  auto e = load(4);
+  ASSERT_NE(e, nullptr);
+  auto request = [](const std::string& id, uint64_t seed) {
+    Request r = greedy(id, {{"user", "Tell me a story about a small robot."}}, 20);
+    r.params.temperature = 0.9f;
+    r.params.top_p = 0.95f;
+    r.params.seed = seed;
+    return r;
+  };
+  Results res;
+  std::vector<std::string> alone;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "alone" + std::to_string(i);
+    ASSERT_TRUE(e->submit(request(id, 4000 + i), res.sink()).ok());
+    ASSERT_TRUE(res.wait(id));
+    alone.push_back(res.text[id]);
+  }
+  EXPECT_NE(alone[0], alone[1]);
+  // The prompt's length is not a multiple of the 16-token block: the fork copies a block.
+  EXPECT_NE(res.done["alone0"].usage.prompt_tokens % 16, 0);
+  const Stats before = e->stats();
+  Request r = request("n3", 4000);
+  r.n = 3;
+  ASSERT_TRUE(e->submit(r, res.sink()).ok());
+  ASSERT_TRUE(res.wait("n3"));
+  ASSERT_EQ(res.done["n3"].type, EventType::kDone) << res.done["n3"].error.to_string();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(res.choice_text["n3"][i], alone[i]) << "choice " << i;
+  EXPECT_EQ(e->stats().prompt_tokens_total - before.prompt_tokens_total,
+            res.done["alone0"].usage.prompt_tokens);
 }
 
 }  // namespace

@@ -488,5 +488,98 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
   EXPECT_EQ(c.of("too-many").back().error.code(), ErrorCode::kInvalidArgument);
 }
 
+// stats() is the loop's snapshot after each step, so the step that sent a done event may not be
+// in it yet: waits (bounded) until it shows nothing running or queued.
+Stats settled_stats(const Engine& e) {
+  Stats s = e.stats();
+  for (int i = 0; i < 5000 && (s.running > 0 || s.queued > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    s = e.stats();
+  }
+  return s;
+}
+
+TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
+  EngineSetup s;
+  s.never = kStops;  // to max_tokens
+  s.options.max_batch = 4;
+  auto e = make_engine(s);
+  const std::vector<tok::Message> m = {user("a question whose prompt ends inside a block")};
+  auto request = [&](const std::string& id, uint64_t seed) {
+    Request r = chat(id, m, 24);
+    r.params.temperature = 1.0f;
+    r.params.top_p = 1.0f;
+    r.params.seed = seed;
+    return r;
+  };
+  std::vector<std::string> alone;
+  for (int i = 0; i < 3; ++i) {
+    Collector c;
+    const std::string id = "alone" + std::to_string(i);
+    ASSERT_TRUE(e->submit(request(id, 500 + i), c.sink()).ok());
+    ASSERT_TRUE(c.wait(id));
+    alone.push_back(c.text(id));
+  }
+  EXPECT_NE(alone[0], alone[1]);
+  const Stats before = settled_stats(*e);
+  Request r = request("n3", 500);
+  r.n = 3;
+  Collector c;
+  ASSERT_TRUE(e->submit(r, c.sink()).ok());
+  ASSERT_TRUE(c.wait("n3"));
+  const std::vector<Event> events = c.of("n3");
+  std::vector<std::string> text(3);
+  std::vector<int> per_choice_tokens(3, 0);
+  int n_queued = 0, n_start = 0, n_choice_done = 0;
+  for (const Event& x : events) {
+    ASSERT_GE(x.index, 0);
+    ASSERT_LT(x.index, 3);
+    n_queued += x.type == EventType::kQueued;
+    n_start += x.type == EventType::kStart;
+    if (x.type == EventType::kToken) text[x.index] += x.text;
+    if (x.type == EventType::kChoiceDone) {
+      ++n_choice_done;
+      EXPECT_EQ(x.finish_reason, FinishReason::kLength);
+      per_choice_tokens[x.index] = x.usage.completion_tokens;
+    }
+  }
+  EXPECT_EQ(n_queued, 1);
+  EXPECT_EQ(n_start, 1);
+  EXPECT_EQ(n_choice_done, 3);
+  EXPECT_EQ(text, alone);
+  const Event done = events.back();
+  ASSERT_EQ(done.type, EventType::kDone);
+  EXPECT_EQ(done.usage.completion_tokens, 3 * 24);
+  EXPECT_EQ(per_choice_tokens, (std::vector<int>{24, 24, 24}));
+  const Stats after = settled_stats(*e);
+  // The prompt counted (and prefilled) once for the three choices.
+  EXPECT_EQ(after.prompt_tokens_total - before.prompt_tokens_total, done.usage.prompt_tokens);
+  EXPECT_EQ(after.generated_tokens_total - before.generated_tokens_total, 3 * 24);
+  EXPECT_EQ(after.requests_total - before.requests_total, 1);
+
+  // Cancelled: every choice ends, one final event.
+  Request slow = request("slow", 9);
+  slow.n = 2;
+  slow.params.max_tokens = 400;
+  Collector c2;
+  ASSERT_TRUE(e->submit(slow, c2.sink()).ok());
+  ASSERT_TRUE(c2.wait_for_type("slow", EventType::kToken));
+  e->cancel("slow");
+  ASSERT_TRUE(c2.wait("slow"));
+  EXPECT_EQ(c2.of("slow").back().finish_reason, FinishReason::kCancelled);
+  int finals = 0;
+  for (const Event& x : c2.of("slow")) finals += Collector::final(x);
+  EXPECT_EQ(finals, 1);
+
+  // Refused at once: more choices than a batch, a resumed request with choices.
+  Request wide = request("wide", 1);
+  wide.n = 5;
+  EXPECT_EQ(e->submit(wide, c.sink()).code(), ErrorCode::kInvalidArgument);
+  Request resumed = request("resumed", 1);
+  resumed.n = 2;
+  resumed.resume = {5};
+  EXPECT_EQ(e->submit(resumed, c.sink()).code(), ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace glm::engine

@@ -17,15 +17,15 @@ using Clock = std::chrono::steady_clock;
 constexpr double kFlushIntervalMs = 1000;
 
 // The message row's status for an outcome.
-const char* answer_status(Outcome o) {
+const char* answer_status(api::Outcome o) {
   switch (o) {
-    case Outcome::kStop:
-    case Outcome::kLength:
+    case api::Outcome::kStop:
+    case api::Outcome::kLength:
       return "complete";
-    case Outcome::kCancelled:
-    case Outcome::kDisconnected:
+    case api::Outcome::kCancelled:
+    case api::Outcome::kDisconnected:
       return "stopped";
-    case Outcome::kError:
+    case api::Outcome::kError:
       return "error";
   }
   return "error";
@@ -176,11 +176,11 @@ std::optional<json> ChatSession::on_event(const protocol::Event& e) {
 std::optional<json> ChatSession::finish(const RelayResult& r) {
   // Store first, then tell the page: a reload right after the done event finds it saved.
   const char* status = answer_status(r.outcome);
-  meta_["finish_reason"] = outcome_name(r.outcome);
+  meta_["finish_reason"] = api::outcome_name(r.outcome);
   meta_["prompt_tokens"] = r.usage.prompt_tokens;
   meta_["cached_tokens"] = r.usage.cached_tokens;
   meta_["completion_tokens"] = r.usage.completion_tokens;
-  if (r.outcome != Outcome::kError && r.outcome != Outcome::kDisconnected) {
+  if (r.outcome != api::Outcome::kError && r.outcome != api::Outcome::kDisconnected) {
     meta_["ttft_ms"] = r.timings.ttft_ms;
     meta_["tpot_ms"] = r.timings.tpot_ms;
     meta_["queue_ms"] = r.timings.queue_ms;
@@ -195,14 +195,14 @@ std::optional<json> ChatSession::finish(const RelayResult& r) {
     GLM_LOG_ERROR("chat %s: the answer (%zu bytes) was not saved: %s", conv_.id.c_str(),
                   r.text.size(), st.to_string().c_str());
   }
-  if (r.outcome == Outcome::kDisconnected) return std::nullopt;
-  if (r.outcome == Outcome::kError) {
+  if (r.outcome == api::Outcome::kDisconnected) return std::nullopt;
+  if (r.outcome == api::Outcome::kError) {
     json j = error_payload(r.error);
     j["content"] = r.text;  // the partial answer, kept on the page
     return j;
   }
   return json{{"type", "done"},
-              {"finish_reason", outcome_name(r.outcome)},
+              {"finish_reason", api::outcome_name(r.outcome)},
               {"status", status},
               {"meta", meta_}};
 }

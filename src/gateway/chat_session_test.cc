@@ -27,7 +27,7 @@ class ChatSessionTest : public ::testing::Test {
     ASSERT_TRUE(s.begin(t, "r").ok());
     ASSERT_TRUE(s.open_answer().ok());
     RelayResult r;
-    r.outcome = Outcome::kStop;
+    r.outcome = api::Outcome::kStop;
     r.text = answer;
     ASSERT_TRUE(s.finish(r).has_value());
   }
@@ -108,7 +108,7 @@ TEST_F(ChatSessionTest, EventsBecomePagePayloadsAndTheAnswerIsStoredByOutcome) {
   stats.type = protocol::EventType::kStats;
   EXPECT_FALSE(s.on_event(stats).has_value());
   RelayResult r;
-  r.outcome = Outcome::kError;
+  r.outcome = api::Outcome::kError;
   r.error = Status(ErrorCode::kUnavailable, "engine gone");
   r.text = "partial";
   auto last = s.finish(r);

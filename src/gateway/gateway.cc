@@ -5,10 +5,10 @@
 #include <random>
 #include <thread>
 
+#include "api/openai.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "gateway/assets.h"
-#include "gateway/openai.h"
 
 namespace glm::gateway {
 namespace {
@@ -65,6 +65,33 @@ std::string http_metrics(const http::ServerStats& s) {
     out += std::string("glmserve_http_refused_total{reason=\"") + reason + "\"} " +
            std::to_string(n) + "\n";
   }
+  return out;
+}
+
+// The engine's stats in Prometheus text; glmserve_engine_up 0 alone when it did not answer.
+std::string engine_metrics(const protocol::StatsInfo* s) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, long long value) {
+    out += std::string("# HELP ") + name + " " + help + "\n";
+    out += std::string("# TYPE ") + name + " " + type + "\n";
+    out += std::string(name) + " " + std::to_string(value) + "\n";
+  };
+  metric("glmserve_engine_up", "gauge", "1 when the engine answered this scrape.", s ? 1 : 0);
+  if (s == nullptr) return out;
+  metric("glmserve_engine_requests_total", "counter", "Requests the engine queued.",
+         s->requests_total);
+  metric("glmserve_engine_prompt_tokens_total", "counter",
+         "Prompt tokens of admitted requests (once per request, whatever its choices).",
+         s->prompt_tokens_total);
+  metric("glmserve_engine_cached_tokens_total", "counter",
+         "Prompt tokens the KV cache already held (not prefilled).", s->cached_tokens_total);
+  metric("glmserve_engine_generated_tokens_total", "counter", "Tokens the engine generated.",
+         s->generated_tokens_total);
+  metric("glmserve_engine_queued", "gauge", "Requests waiting for admission.", s->queued);
+  metric("glmserve_engine_running", "gauge", "Sequences in the batch.", s->running);
+  metric("glmserve_engine_kv_blocks_used", "gauge", "KV cache blocks in use.", s->kv_blocks_used);
+  metric("glmserve_engine_kv_blocks_free", "gauge", "KV cache blocks free (idle cached included).",
+         s->kv_blocks_free);
   return out;
 }
 
@@ -247,23 +274,25 @@ void Gateway::set_json_error(http::Response& res, const Status& status) {
   metrics_.record_error(error_code_name(status.code()));
 }
 
-void Gateway::write_json_error(http::Response& res, const Status& status) {
-  write_error(res, status, openai_error_json(status));
+void Gateway::write_json_error(http::Response& res, const Status& status) const {
+  write_error(res, status, api::openai_error_json(status));
 }
 
-bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) {
+bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) const {
   res.set_header("Cache-Control", "no-store");
-  if (is_complete(r.outcome)) return false;
+  if (api::is_complete(r.outcome)) return false;
   write_json_error(res, cut_or_error(r));
   return true;
 }
 
-void Gateway::write_error(http::Response& res, const Status& status, const std::string& body) {
+void Gateway::write_error(http::Response& res, const Status& status,
+                          const std::string& body) const {
   res.status = error_code_http_status(status.code());
   // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and
   // Anthropic SDKs read before retrying (seconds) and in their millisecond variant.
   if (status.code() == ErrorCode::kQueueFull || status.code() == ErrorCode::kUnavailable) {
-    const int ms = status.code() == ErrorCode::kQueueFull ? 1000 : 2000;
+    // A busy engine says when to come back; a missing or loading one is asked again in 2 s.
+    const int ms = status.code() == ErrorCode::kQueueFull ? engine_retry_ms_.load() : 2000;
     res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
     res.set_header("retry-after-ms", std::to_string(ms));
   }
@@ -341,8 +370,16 @@ void Gateway::install_static_routes() {
   });
 
   server_->get("/metrics", [this](const http::Request&, http::Response& res) {
+    // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
+    // gateway's; absent when the engine does not answer within a second.
+    protocol::Request req;
+    req.type = protocol::RequestType::kStats;
+    req.id = protocol::make_request_id();
+    auto ev = engine_.query(req, 1000);
+    const bool engine_up = ev.ok() && ev->type == protocol::EventType::kStats;
     res.set_header("Cache-Control", "no-store");
-    res.set_content(metrics_.render() + http_metrics(server_->stats()),
+    res.set_content(metrics_.render() + http_metrics(server_->stats()) +
+                        engine_metrics(engine_up ? &ev->stats : nullptr),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
 }
@@ -401,6 +438,7 @@ StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> 
   if (ev->has_value()) {
     if ((*ev)->type == protocol::EventType::kError) {
       const ErrorCode code = (*ev)->code == ErrorCode::kOk ? ErrorCode::kInternal : (*ev)->code;
+      if ((*ev)->retry_after_ms > 0) engine_retry_ms_ = std::min((*ev)->retry_after_ms, 600000);
       return Status(code, (*ev)->message);
     }
     s.first = std::move(**ev);

@@ -22,6 +22,7 @@
 // (signal handlers must not call it directly).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -136,12 +137,12 @@ class Gateway {
   // An OpenAI error object with the status of `status`'s code (and Retry-After when it is
   // temporary), counted in /metrics; write_json_error() does the same without counting.
   void set_json_error(http::Response& res, const Status& status);
-  static void write_json_error(http::Response& res, const Status& status);
+  void write_json_error(http::Response& res, const Status& status) const;
   // A non-streamed answer's head (no-store) and, if it did not complete, its OpenAI error (the
   // client left, the engine failed, or the answer was cut); true when the error was written.
-  static bool write_unfinished(http::Response& res, const RelayResult& r);
+  bool write_unfinished(http::Response& res, const RelayResult& r) const;
   // The same status and Retry-After with another API's error body (Anthropic's).
-  static void write_error(http::Response& res, const Status& status, const std::string& body);
+  void write_error(http::Response& res, const Status& status, const std::string& body) const;
   std::string model_name();
 
   GatewayOptions options_;
@@ -157,6 +158,9 @@ class Gateway {
   std::map<std::string, Inflight> inflight_;  // by request id
   std::mutex model_mutex_;
   std::string model_name_;  // cached from the engine's health reply
+  // The engine's last retry hint (its busy / unavailable error events' retry_after_ms): what
+  // Retry-After says for a busy engine.
+  std::atomic<int> engine_retry_ms_{1000};
 };
 
 // Writes one SSE event ("data: <payload>\n\n"); false if the client is gone.

@@ -67,7 +67,7 @@ Metrics::Metrics()
 
 void Metrics::record_generation(const Generation& g) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++generations_[{g.route, outcome_name(g.outcome)}];
+  ++generations_[{g.route, api::outcome_name(g.outcome)}];
   prompt_tokens_ += static_cast<uint64_t>(std::max(0, g.prompt_tokens));
   cached_tokens_ += static_cast<uint64_t>(std::max(0, g.cached_tokens));
   completion_tokens_ += static_cast<uint64_t>(std::max(0, g.completion_tokens));

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/outcome.h"
+#include "api/outcome.h"
 
 namespace glm::gateway {
 
@@ -47,7 +47,7 @@ class Metrics {
   // One finished generation (any route). Times in milliseconds; negative = not measured.
   struct Generation {
     std::string route;  // "openai", "chat"
-    Outcome outcome = Outcome::kError;
+    api::Outcome outcome = api::Outcome::kError;
     int prompt_tokens = 0;
     int cached_tokens = 0;
     int completion_tokens = 0;

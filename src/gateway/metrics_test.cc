@@ -26,7 +26,7 @@ TEST(Metrics, GenerationsTokensAndErrors) {
   Metrics m;
   Metrics::Generation g;
   g.route = "openai";
-  g.outcome = Outcome::kStop;
+  g.outcome = api::Outcome::kStop;
   g.prompt_tokens = 10;
   g.completion_tokens = 5;
   g.engine_ttft_ms = 40;
@@ -34,7 +34,7 @@ TEST(Metrics, GenerationsTokensAndErrors) {
   g.queue_ms = 1;
   g.e2e_ms = 600;
   m.record_generation(g);
-  g.outcome = Outcome::kCancelled;
+  g.outcome = api::Outcome::kCancelled;
   g.engine_ttft_ms = -1;  // not measured: not observed
   m.record_generation(g);
   m.record_error("busy");

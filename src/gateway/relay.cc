@@ -1,5 +1,6 @@
 #include "gateway/relay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -77,8 +78,9 @@ RelayResult relay_generation(EngineStream& stream,
                              const EngineClient* engine) {
   RelayResult result;
   std::vector<int32_t> generated;  // the ids of the tokens relayed so far (for a resume)
-  bool ids_complete = true;        // every token event carried its ids (an engine that
-                                   // sends none cannot be resumed without repeating text)
+  // Every token event carried its ids (an engine that sends none cannot be resumed without
+  // repeating text), and the request has one choice (several interleave).
+  bool ids_complete = stream.request().n <= 1;
   const auto t0 = Clock::now();
   auto last_event = t0;
   auto last_beat = t0;
@@ -86,14 +88,27 @@ RelayResult relay_generation(EngineStream& stream,
   Clock::time_point cancel_at;
   // The engine stopped the answer before its end (`why`): resumes it on the engine that comes
   // back, or sets the result's error. False = the relay ends.
+  // Several choices (an index > 0 or a choice_done seen): each is kept by index, choice 0
+  // from what result.text already holds. Their tokens interleave, so none is resumed.
+  auto choice = [&](int index) -> ChoiceResult& {
+    ids_complete = false;
+    if (result.choices.empty()) {
+      result.choices.resize(1);
+      result.choices[0].text = result.text;
+      result.choices[0].logprobs = result.logprobs;
+    }
+    index = std::min(index, 127);
+    if (static_cast<int>(result.choices.size()) <= index) result.choices.resize(index + 1);
+    return result.choices[index];
+  };
   auto resume_or_end = [&](const Status& why) {
     if (engine == nullptr || !ids_complete || stream.cancel_sent()) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = why;
       return false;
     }
     if (result.resumes >= options.resume.max_resumes) {
-      result.outcome = Outcome::kError;
+      result.outcome = api::Outcome::kError;
       result.error = Status(ErrorCode::kUnavailable,
                             "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
                                 " times; giving up on this answer (check the engine's log)");
@@ -107,13 +122,13 @@ RelayResult relay_generation(EngineStream& stream,
     result.resume_wait_ms += ms_since(t_lost);
     switch (r) {
       case Resumed::kClientGone:
-        result.outcome = Outcome::kDisconnected;
+        result.outcome = api::Outcome::kDisconnected;
         return false;
       case Resumed::kCancelled:
-        result.outcome = Outcome::kCancelled;
+        result.outcome = api::Outcome::kCancelled;
         return false;
       case Resumed::kFailed:
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = error;
         return false;
       case Resumed::kYes:
@@ -152,7 +167,7 @@ RelayResult relay_generation(EngineStream& stream,
       if (client_gone) continue;
       if (ms_since(last_event) > options.idle_timeout_ms) {
         stream.cancel();
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error =
             Status(ErrorCode::kUnavailable,
                    "the engine sent nothing for " + std::to_string(options.idle_timeout_ms / 1000) +
@@ -179,23 +194,37 @@ RelayResult relay_generation(EngineStream& stream,
         result.usage = e.usage;
         result.timings = e.timings;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
-        result.outcome = client_gone ? Outcome::kDisconnected : outcome_of(e.finish_reason);
+        result.outcome =
+            client_gone ? api::Outcome::kDisconnected : api::outcome_of(e.finish_reason);
         return result;
       case protocol::EventType::kError:
         if (client_gone) {
-          result.outcome = Outcome::kDisconnected;
+          result.outcome = api::Outcome::kDisconnected;
           return result;
         }
-        result.outcome = Outcome::kError;
+        result.outcome = api::Outcome::kError;
         result.error = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
         return result;
       case protocol::EventType::kToken:
-        result.text += e.text;
-        result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-        generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
-        if (!e.text.empty() && e.tokens.empty()) ids_complete = false;
+        if (e.index > 0 || !result.choices.empty()) {
+          ChoiceResult& c = choice(e.index);
+          c.text += e.text;
+          c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+        }
+        if (e.index == 0) {
+          result.text += e.text;
+          result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+          generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
+          if (!e.text.empty() && e.tokens.empty()) ids_complete = false;
+        }
         if (result.first_token_at == Clock::time_point{}) result.first_token_at = Clock::now();
         break;
+      case protocol::EventType::kChoiceDone: {
+        ChoiceResult& c = choice(e.index);
+        c.outcome = api::outcome_of(e.finish_reason);
+        c.completion_tokens = e.usage.completion_tokens;
+        break;
+      }
       case protocol::EventType::kNotice:
         result.notice = e.message;
         result.dropped_messages = e.dropped_messages;
@@ -213,15 +242,15 @@ RelayResult relay_generation(EngineStream& stream,
       stream.cancel();
     }
   }
-  result.outcome = Outcome::kDisconnected;
+  result.outcome = api::Outcome::kDisconnected;
   return result;
 }
 
 Status cut_or_error(const RelayResult& r) {
-  if (r.outcome == Outcome::kDisconnected) {
+  if (r.outcome == api::Outcome::kDisconnected) {
     return Status(ErrorCode::kCancelled, "the client closed the connection");
   }
-  if (r.outcome == Outcome::kError) return r.error;
+  if (r.outcome == api::Outcome::kError) return r.error;
   return Status(ErrorCode::kUnavailable,
                 "the answer was cut off after " + std::to_string(r.usage.completion_tokens) +
                     " tokens: the server stopped the generation (it may be restarting); "

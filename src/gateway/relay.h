@@ -22,20 +22,31 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
 #include "core/status.h"
 #include "gateway/engine_client.h"
-#include "gateway/outcome.h"
 #include "protocol/protocol.h"
 
 namespace glm::gateway {
 
+// One choice of a request with n > 1 (protocol: token events' index, choice_done).
+struct ChoiceResult {
+  std::string text;
+  std::vector<generation::GeneratedLogprobs> logprobs;
+  api::Outcome outcome = api::Outcome::kError;  // from its choice_done; kError if none came
+  int completion_tokens = 0;
+};
+
 struct RelayResult {
   // The engine's finish reason, kDisconnected (the client left and the request was
   // cancelled) or kError.
-  Outcome outcome = Outcome::kError;
+  api::Outcome outcome = api::Outcome::kError;
   Status error;      // with kError
-  std::string text;  // everything generated (the partial answer if stopped)
+  std::string text;  // everything generated (the partial answer if stopped); choice 0's
   std::vector<generation::GeneratedLogprobs> logprobs;  // of every token, when asked for
+  // n > 1: every choice, by index (choice 0's text and logprobs are also above). Empty for
+  // a request with one choice.
+  std::vector<ChoiceResult> choices;
   protocol::Usage usage;
   protocol::Timings timings;  // engine-side, from the done event
   std::string notice;         // the engine's trim notice, if any
@@ -66,10 +77,11 @@ struct RelayOptions {
 // stop) a cut notice.
 Status cut_or_error(const RelayResult& r);
 
-// `emit` is called for each event (queued, start, token, notice) and returns false if the
-// client is gone; `heartbeat` likewise. Done and error events end the relay and are reported
-// in the result, not emitted. With `engine` (the client that started `stream`), an engine that
-// dies mid-answer is waited for and the answer resumed (above); without it, that is an error.
+// `emit` is called for each event (queued, start, token, notice, choice_done) and returns false if
+// the client is gone; `heartbeat` likewise. Done and error events end the relay and are reported in
+// the result, not emitted. With `engine` (the client that started `stream`), an engine that dies
+// mid-answer is waited for and the answer resumed (above); without it, or for a request with
+// several choices (their tokens interleave), that is an error.
 RelayResult relay_generation(EngineStream& stream,
                              const std::function<bool(const protocol::Event&)>& emit,
                              const std::function<bool()>& heartbeat,

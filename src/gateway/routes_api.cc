@@ -3,11 +3,11 @@
 // relay and tool-call reader as /v1/chat/completions (routes_openai.cc).
 #include <ctime>
 
-#include "gateway/anthropic.h"
-#include "gateway/completions.h"
+#include "api/anthropic.h"
+#include "api/completions.h"
+#include "api/openai.h"
+#include "api/tool_calls.h"
 #include "gateway/gateway.h"
-#include "gateway/openai.h"
-#include "gateway/tool_calls.h"
 
 namespace glm::gateway {
 namespace {
@@ -24,9 +24,9 @@ void set_sse_headers(http::Response& res) {
 void Gateway::install_api_routes() {
   server_->post("/v1/completions", [this](const http::Request& req, http::Response& res) {
     const auto t0 = Clock::now();
-    auto parsed = parse_completion_request(req.body);
+    auto parsed = api::parse_completion_request(req.body);
     if (!parsed.ok()) return set_json_error(res, parsed.status());
-    auto p = std::make_shared<CompletionRequest>(std::move(parsed).value());
+    auto p = std::make_shared<api::CompletionRequest>(std::move(parsed).value());
     p->request.id = "cmpl-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
     auto started = start_generation(p->request);
@@ -37,68 +37,93 @@ void Gateway::install_api_routes() {
 
     if (p->stream) {
       set_sse_headers(res);
-      res.set_stream(
-          "text/event-stream", [this, p, state, created, t0, echo](http::StreamSink& sink) {
-            const std::string& id = p->request.id;
-            SseWriter out(sink);
-            if (!echo.empty())
-              out.event(completion_chunk_text_json(id, created, p->model, echo, ""));
-            const bool logprobs = p->request.params.top_logprobs >= 0;
-            size_t offset = 0;  // bytes of the answer so far, for text_offset
-            auto emit = [&](const protocol::Event& e) {
-              if (e.type != protocol::EventType::kToken) return out.ok();
-              const bool ok = out.event(completion_chunk_text_json(
-                  id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, offset));
-              for (const generation::GeneratedLogprobs& g : e.logprobs)
-                offset += g.chosen.bytes.size();
-              return ok;
-            };
-            RelayResult r = relay_started(
-                *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
-            if (r.outcome == Outcome::kDisconnected) return;
-            if (!is_complete(r.outcome)) {
-              sse_write(sink, openai_error_json(cut_or_error(r)));
-            } else {
-              sse_write(sink, completion_chunk_text_json(id, created, p->model, "",
-                                                         openai_finish_reason(r.outcome)));
-              if (p->include_usage)
-                sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
-              sse_write(sink, "[DONE]");
-            }
-            sink.done();
-          });
+      res.set_stream("text/event-stream", [this, p, state, created, t0,
+                                           echo](http::StreamSink& sink) {
+        const std::string& id = p->request.id;
+        SseWriter out(sink);
+        const int n = p->request.n;
+        if (!echo.empty()) {
+          for (int i = 0; i < n; ++i) {
+            out.event(
+                api::completion_chunk_text_json(id, created, p->model, echo, "", nullptr, 0, i));
+          }
+        }
+        const bool logprobs = p->request.params.top_logprobs >= 0;
+        std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
+        auto emit = [&](const protocol::Event& e) {
+          if (e.index < 0 || e.index >= n) return out.ok();
+          if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+            const api::Outcome o = api::outcome_of(e.finish_reason);
+            if (!api::is_complete(o)) return out.ok();
+            return out.event(api::completion_chunk_text_json(
+                id, created, p->model, "", api::openai_finish_reason(o), nullptr, 0, e.index));
+          }
+          if (e.type != protocol::EventType::kToken) return out.ok();
+          size_t& at = offset[e.index];
+          const bool ok = out.event(api::completion_chunk_text_json(
+              id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, at, e.index));
+          for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
+          return ok;
+        };
+        RelayResult r = relay_started(
+            *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
+        if (r.outcome == api::Outcome::kDisconnected) return;
+        if (!api::is_complete(r.outcome)) {
+          sse_write(sink, api::openai_error_json(cut_or_error(r)));
+        } else {
+          if (n == 1) {  // several choices ended with their choice_done
+            sse_write(sink, api::completion_chunk_text_json(id, created, p->model, "",
+                                                            api::openai_finish_reason(r.outcome)));
+          }
+          if (p->include_usage)
+            sse_write(sink, api::usage_chunk_json(id, created, p->model, r.usage));
+          sse_write(sink, "[DONE]");
+        }
+        sink.done();
+      });
       return;
     }
     RelayResult r = relay_unstreamed(*state, req, "completions", t0);
     if (write_unfinished(res, r)) return;
     const bool logprobs = p->request.params.top_logprobs >= 0;
-    res.set_content(text_completion_json(p->request.id, created, p->model, echo + r.text,
-                                         openai_finish_reason(r.outcome), r.usage,
-                                         logprobs ? &r.logprobs : nullptr),
+    if (p->request.n > 1) {
+      std::vector<api::TextChoiceOut> choices;
+      r.choices.resize(p->request.n);
+      for (const ChoiceResult& c : r.choices) {
+        choices.push_back({echo + c.text, api::openai_finish_reason(c.outcome),
+                           logprobs ? &c.logprobs : nullptr});
+      }
+      res.set_content(api::text_completion_json(p->request.id, created, p->model, choices, r.usage),
+                      "application/json");
+      return;
+    }
+    res.set_content(api::text_completion_json(p->request.id, created, p->model, echo + r.text,
+                                              api::openai_finish_reason(r.outcome), r.usage,
+                                              logprobs ? &r.logprobs : nullptr),
                     "application/json");
   });
 
   server_->post("/v1/messages", [this](const http::Request& req, http::Response& res) {
     const auto t0 = Clock::now();
     auto fail = [&](const Status& st) {
-      write_error(res, st, anthropic_error_json(st));
+      write_error(res, st, api::anthropic_error_json(st));
       metrics_.record_error(error_code_name(st.code()));
     };
-    auto parsed = parse_messages_request(req.body);
+    auto parsed = api::parse_messages_request(req.body);
     if (!parsed.ok()) return fail(parsed.status());
-    auto p = std::make_shared<MessagesRequest>(std::move(parsed).value());
+    auto p = std::make_shared<api::MessagesRequest>(std::move(parsed).value());
     p->request.id = "msg-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
     auto started = start_generation(p->request);
     if (!started.ok()) return fail(started.status());
     auto state = std::make_shared<Started>(std::move(started).value());
-    const std::string id = message_id(p->request.id);
+    const std::string id = api::message_id(p->request.id);
 
     if (p->stream) {
       set_sse_headers(res);
       res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
-        MessagesStream events(id, p->model);
-        ToolCallStream tools(p->tool_names);
+        api::MessagesStream events(id, p->model);
+        api::ToolCallStream tools(p->tool_names);
         SseWriter out(sink);
         bool started_msg = false;
         auto write = [&](const std::string& s) { return out.frame(s); };
@@ -112,18 +137,18 @@ void Gateway::install_api_routes() {
             started_msg = true;
             write(events.start(protocol::Usage{}));
           }
-          for (const ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
+          for (const api::ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
           return out.ok();
         };
         auto heartbeat = [&] { return out.heartbeat(); };  // an SSE comment: SDKs skip it
         RelayResult r = relay_started(*state, emit, heartbeat, "messages", t0);
-        if (r.outcome == Outcome::kDisconnected) return;
+        if (r.outcome == api::Outcome::kDisconnected) return;
         if (!started_msg) write(events.start(r.usage));
-        if (!is_complete(r.outcome)) {
-          write(MessagesStream::error(cut_or_error(r)));
+        if (!api::is_complete(r.outcome)) {
+          write(api::MessagesStream::error(cut_or_error(r)));
         } else {
-          for (const ToolDelta& d : tools.finish()) write(events.delta(d));
-          write(events.finish(anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
+          for (const api::ToolDelta& d : tools.finish()) write(events.delta(d));
+          write(events.finish(api::anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
         }
         sink.done();
       });
@@ -131,22 +156,22 @@ void Gateway::install_api_routes() {
     }
     RelayResult r = relay_unstreamed(*state, req, "messages", t0);
     res.set_header("Cache-Control", "no-store");
-    if (!is_complete(r.outcome)) {
+    if (!api::is_complete(r.outcome)) {
       const Status st = cut_or_error(r);
-      write_error(res, st, anthropic_error_json(st));
+      write_error(res, st, api::anthropic_error_json(st));
       return;
     }
-    const ToolAnswer a = read_tool_answer(p->tool_names, r.text);
-    MessageOut m;
+    const api::ToolAnswer a = api::read_tool_answer(p->tool_names, r.text);
+    api::MessageOut m;
     m.id = id;
     m.model = p->model;
     m.text = a.content;  // as streamed: the leading whitespace dropped
     m.call_name = a.name;
-    m.call_id = tool_use_id(p->request.id);
+    m.call_id = api::tool_use_id(p->request.id);
     m.call_arguments = a.arguments;
-    m.stop_reason = anthropic_stop_reason(r.outcome, !a.name.empty());
+    m.stop_reason = api::anthropic_stop_reason(r.outcome, !a.name.empty());
     m.usage = r.usage;
-    res.set_content(anthropic_message_json(m), "application/json");
+    res.set_content(api::anthropic_message_json(m), "application/json");
   });
 }
 

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "api/body.h"
 #include "core/json.h"
-#include "gateway/body.h"
 #include "gateway/chat_session.h"
 #include "gateway/gateway.h"
 #include "protocol/sampling_json.h"
@@ -35,7 +35,7 @@ struct ConversationFields {
   std::optional<std::string> title, system_prompt, params_json;
 };
 
-StatusOr<ConversationFields> read_conversation_fields(BodyReader& b) {
+StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b) {
   ConversationFields f;
   f.title = b.string("title");
   f.system_prompt = b.string("system_prompt");
@@ -48,7 +48,7 @@ StatusOr<ConversationFields> read_conversation_fields(BodyReader& b) {
 }
 
 // A chat turn from the page's body.
-StatusOr<ChatTurn> read_chat_turn(BodyReader& b) {
+StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b) {
   ChatTurn t;
   t.regenerate = b.boolean("regenerate").value_or(false);
   t.content = b.string("content").value_or("");
@@ -81,7 +81,7 @@ void Gateway::install_chat_routes() {
 
   server_->post(
       "/api/conversations", [this, send_json](const http::Request& req, http::Response& res) {
-        BodyReader b(req.body);
+        api::BodyReader b(req.body);
         auto f = read_conversation_fields(b);
         if (!f.ok()) return set_json_error(res, f.status());
         auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
@@ -104,7 +104,7 @@ void Gateway::install_chat_routes() {
 
   server_->patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
                  [this, send_json](const http::Request& req, http::Response& res) {
-                   BodyReader b(req.body);
+                   api::BodyReader b(req.body);
                    auto f = read_conversation_fields(b);
                    if (!f.ok()) return set_json_error(res, f.status());
                    auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
@@ -135,7 +135,7 @@ void Gateway::install_chat_routes() {
                });
 
   server_->post("/api/stop", [this, send_json](const http::Request& req, http::Response& res) {
-    BodyReader b(req.body);
+    api::BodyReader b(req.body);
     const std::string id = b.string("request_id").value_or("");
     if (!b.status().ok()) return set_json_error(res, b.status());
     auto stream = find_inflight(id);
@@ -149,7 +149,7 @@ void Gateway::install_chat_routes() {
   server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const http::Request& req,
                                                                       http::Response& res) {
     const auto t0 = Clock::now();
-    BodyReader b(req.body);
+    api::BodyReader b(req.body);
     auto turn = read_chat_turn(b);
     if (!turn.ok()) return set_json_error(res, turn.status());
     auto conv = store_->get_conversation(req.matches[1]);

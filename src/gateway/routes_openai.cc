@@ -3,9 +3,9 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "api/openai.h"
+#include "api/tool_calls.h"
 #include "gateway/gateway.h"
-#include "gateway/openai.h"
-#include "gateway/tool_calls.h"
 
 namespace glm::gateway {
 namespace {
@@ -22,7 +22,7 @@ void Gateway::record_generation(const char* route, const RelayResult& r, Clock::
   g.prompt_tokens = r.usage.prompt_tokens;
   g.cached_tokens = r.usage.cached_tokens;
   g.completion_tokens = r.usage.completion_tokens;
-  if (r.outcome != Outcome::kError) {
+  if (r.outcome != api::Outcome::kError) {
     g.engine_ttft_ms = r.timings.ttft_ms;
     g.engine_tpot_ms = r.timings.tpot_ms;
     g.queue_ms = r.timings.queue_ms;
@@ -33,7 +33,7 @@ void Gateway::record_generation(const char* route, const RelayResult& r, Clock::
   g.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   g.resumes = r.resumes;
   metrics_.record_generation(g);
-  if (r.outcome == Outcome::kError) metrics_.record_error(error_code_name(r.error.code()));
+  if (r.outcome == api::Outcome::kError) metrics_.record_error(error_code_name(r.error.code()));
 }
 
 RelayResult Gateway::relay_started(Started& state,
@@ -50,7 +50,7 @@ RelayResult Gateway::relay_started(Started& state,
     r = relay_generation(
         *state.stream, [](const protocol::Event&) { return false; }, [] { return false; },
         options_.relay);
-    r.outcome = Outcome::kDisconnected;
+    r.outcome = api::Outcome::kDisconnected;
   }
   record_generation(route, r, t0);
   return r;
@@ -89,12 +89,12 @@ void Gateway::install_openai_routes() {
 
   server_->post("/v1/chat/completions", [this](const http::Request& req, http::Response& res) {
     const auto t0 = Clock::now();
-    auto parsed = parse_chat_completion(req.body);
+    auto parsed = api::parse_chat_completion(req.body);
     if (!parsed.ok()) {
       set_json_error(res, parsed.status());
       return;
     }
-    auto p = std::make_shared<ChatCompletionRequest>(std::move(parsed).value());
+    auto p = std::make_shared<api::ChatCompletionRequest>(std::move(parsed).value());
     p->request.id = "chatcmpl-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
     auto started = start_generation(p->request);
@@ -117,36 +117,52 @@ void Gateway::install_openai_routes() {
       res.set_stream("text/event-stream", [p, created, run](http::StreamSink& sink) {
         const std::string& id = p->request.id;
         SseWriter out(sink);
-        out.event(completion_chunk_json(id, created, p->model, nullptr, true, ""));
+        const int n = p->request.n;
+        for (int i = 0; i < n; ++i) {
+          out.event(
+              api::completion_chunk_json(id, created, p->model, nullptr, true, "", nullptr, i));
+        }
         // With tools, the text goes through the tool-call reader (tool_calls.h).
-        ToolCallStream tools(p->tool_names);
-        auto write_deltas = [&](const std::vector<ToolDelta>& deltas) {
-          for (const ToolDelta& d : deltas) {
-            out.event(tool_delta_chunk_json(id, created, p->model, d));
+        api::ToolCallStream tools(p->tool_names);
+        auto write_deltas = [&](const std::vector<api::ToolDelta>& deltas) {
+          for (const api::ToolDelta& d : deltas) {
+            out.event(api::tool_delta_chunk_json(id, created, p->model, d));
           }
           return out.ok();
         };
         auto emit = [&](const protocol::Event& e) {
+          if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+            const api::Outcome o = api::outcome_of(e.finish_reason);
+            if (!api::is_complete(o)) return out.ok();
+            return out.event(api::completion_chunk_json(id, created, p->model, nullptr, false,
+                                                        api::openai_finish_reason(o), nullptr,
+                                                        e.index));
+          }
           if (e.type != protocol::EventType::kToken) return out.ok();
           if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
           const bool logprobs = p->request.params.top_logprobs >= 0;
-          return out.event(completion_chunk_json(id, created, p->model, &e.text, false, "",
-                                                 logprobs ? &e.logprobs : nullptr));
+          return out.event(api::completion_chunk_json(id, created, p->model, &e.text, false, "",
+                                                      logprobs ? &e.logprobs : nullptr, e.index));
         };
         auto heartbeat = [&] { return out.heartbeat(); };
         RelayResult r = run(emit, heartbeat);
-        if (r.outcome == Outcome::kDisconnected) return;
-        if (!is_complete(r.outcome)) {
+        if (r.outcome == api::Outcome::kDisconnected) return;
+        if (!api::is_complete(r.outcome)) {
           // An error or a cut answer ends with an error event and no [DONE]: the SDKs
           // raise it, so a drained stream never passes for a complete one.
-          sse_write(sink, openai_error_json(cut_or_error(r)));
+          sse_write(sink, api::openai_error_json(cut_or_error(r)));
         } else {
           write_deltas(tools.finish());
-          const std::string finish = tools.is_call() && r.outcome == Outcome::kStop
+          const std::string finish = tools.is_call() && r.outcome == api::Outcome::kStop
                                          ? "tool_calls"
-                                         : openai_finish_reason(r.outcome);
-          sse_write(sink, completion_chunk_json(id, created, p->model, nullptr, false, finish));
-          if (p->include_usage) sse_write(sink, usage_chunk_json(id, created, p->model, r.usage));
+                                         : api::openai_finish_reason(r.outcome);
+          // With several choices each one's end went out with its choice_done.
+          if (n == 1) {
+            sse_write(sink,
+                      api::completion_chunk_json(id, created, p->model, nullptr, false, finish));
+          }
+          if (p->include_usage)
+            sse_write(sink, api::usage_chunk_json(id, created, p->model, r.usage));
           sse_write(sink, "[DONE]");
         }
         sink.done();
@@ -160,23 +176,32 @@ void Gateway::install_openai_routes() {
     // connection's end, and the generation is cancelled.
     RelayResult r = relay_unstreamed(*state, req, "openai", t0);
     if (write_unfinished(res, r)) return;  // errors are counted by record_generation
-    if (p->tool_names.empty()) {
-      const bool logprobs = p->request.params.top_logprobs >= 0;
-      res.set_content(
-          completion_json(p->request.id, created, p->model, r.text, openai_finish_reason(r.outcome),
-                          r.usage, nullptr, logprobs ? &r.logprobs : nullptr),
-          "application/json");
+    const bool logprobs = p->request.params.top_logprobs >= 0;
+    if (p->request.n > 1) {  // no tools (refused with n > 1)
+      std::vector<api::ChatChoiceOut> choices;
+      r.choices.resize(p->request.n);
+      for (const ChoiceResult& c : r.choices) {
+        choices.push_back({c.text, api::openai_finish_reason(c.outcome), nullptr,
+                           logprobs ? &c.logprobs : nullptr});
+      }
+      res.set_content(api::completion_json(p->request.id, created, p->model, choices, r.usage),
+                      "application/json");
+    } else if (p->tool_names.empty()) {
+      res.set_content(api::completion_json(p->request.id, created, p->model, r.text,
+                                           api::openai_finish_reason(r.outcome), r.usage, nullptr,
+                                           logprobs ? &r.logprobs : nullptr),
+                      "application/json");
     } else {
       // The same reader as the stream's, so both give the same call.
-      const ToolAnswer a = read_tool_answer(p->tool_names, r.text);
-      const ToolCallOut call{tool_call_id(p->request.id), a.name, a.arguments};
+      const api::ToolAnswer a = api::read_tool_answer(p->tool_names, r.text);
+      const api::ToolCallOut call{api::tool_call_id(p->request.id), a.name, a.arguments};
       const bool is_call = !a.name.empty();
-      res.set_content(
-          completion_json(p->request.id, created, p->model, a.content,
-                          is_call && r.outcome == Outcome::kStop ? "tool_calls"
-                                                                 : openai_finish_reason(r.outcome),
-                          r.usage, is_call ? &call : nullptr),
-          "application/json");
+      res.set_content(api::completion_json(p->request.id, created, p->model, a.content,
+                                           is_call && r.outcome == api::Outcome::kStop
+                                               ? "tool_calls"
+                                               : api::openai_finish_reason(r.outcome),
+                                           r.usage, is_call ? &call : nullptr),
+                      "application/json");
     }
   });
 }

@@ -5,11 +5,11 @@
 #include <ctime>
 #include <random>
 
+#include "api/openai.h"
+#include "api/responses.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "gateway/gateway.h"
-#include "gateway/openai.h"
-#include "gateway/responses.h"
 
 namespace glm::gateway {
 namespace {
@@ -28,8 +28,8 @@ std::string random_id(const char* prefix) {
 
 // The state one POST needs from start to end.
 struct ResponseCall {
-  ResponsesRequest req;
-  ResponseInfo info;
+  api::ResponsesRequest req;
+  api::ResponseInfo info;
   std::vector<protocol::Message> conversation;  // history + the new input (no instructions)
   std::string kv_key;
 };
@@ -39,11 +39,11 @@ struct ResponseCall {
 void Gateway::install_responses_routes() {
   server_->post("/v1/responses", [this](const http::Request& http_req, http::Response& res) {
     const auto t0 = Clock::now();
-    auto parsed = parse_responses_request(http_req.body);
+    auto parsed = api::parse_responses_request(http_req.body);
     if (!parsed.ok()) return set_json_error(res, parsed.status());
     auto call = std::make_shared<ResponseCall>();
     call->req = std::move(parsed).value();
-    ResponsesRequest& r = call->req;
+    api::ResponsesRequest& r = call->req;
     call->info.id = random_id("resp_");
     call->info.message_id = random_id("msg_");
     call->info.created_at = static_cast<int64_t>(std::time(nullptr));
@@ -56,7 +56,7 @@ void Gateway::install_responses_routes() {
     if (!r.previous_response_id.empty()) {
       auto prev = store_->get_response(r.previous_response_id);
       if (!prev.ok()) return set_json_error(res, prev.status());
-      auto history = messages_from_json(prev->messages_json);
+      auto history = api::messages_from_json(prev->messages_json);
       if (!history.ok()) return set_json_error(res, history.status());
       call->conversation = std::move(history).value();
       call->kv_key = prev->kv_key;
@@ -75,12 +75,12 @@ void Gateway::install_responses_routes() {
 
     // Stores a complete answer with its conversation (store: true) and returns the object.
     auto finish = [this, call](const RelayResult& result) {
-      json object = response_json(call->info, result.text, &result.outcome, result.usage);
+      json object = api::response_json(call->info, result.text, &result.outcome, result.usage);
       if (call->req.store) {
         std::vector<protocol::Message> all = call->conversation;
         all.push_back({"assistant", result.text, ""});
-        StoredResponse stored{call->info.id, call->kv_key, messages_to_json(all), dump_json(object),
-                              now_unix_ms()};
+        StoredResponse stored{call->info.id, call->kv_key, api::messages_to_json(all),
+                              dump_json(object), now_unix_ms()};
         const Status st = store_->put_response(stored);
         if (!st.ok()) {
           GLM_LOG_WARN("responses: could not store %s: %s", call->info.id.c_str(),
@@ -96,38 +96,38 @@ void Gateway::install_responses_routes() {
       res.set_stream("text/event-stream", [this, call, state, t0, finish](http::StreamSink& sink) {
         SseWriter out(sink);
         int seq = 0;
-        const ResponseInfo& info = call->info;
-        const json pending = response_json(info, "", nullptr, {});
+        const api::ResponseInfo& info = call->info;
+        const json pending = api::response_json(info, "", nullptr, {});
         const json where = {
             {"item_id", info.message_id}, {"output_index", 0}, {"content_index", 0}};
         const json empty_part = {
             {"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-        out.frame(response_event("response.created", {{"response", pending}}, &seq));
-        out.frame(response_event("response.in_progress", {{"response", pending}}, &seq));
-        out.frame(response_event("response.output_item.added",
-                                 {{"output_index", 0},
-                                  {"item",
-                                   {{"type", "message"},
-                                    {"id", info.message_id},
-                                    {"status", "in_progress"},
-                                    {"role", "assistant"},
-                                    {"content", json::array()}}}},
-                                 &seq));
+        out.frame(api::response_event("response.created", {{"response", pending}}, &seq));
+        out.frame(api::response_event("response.in_progress", {{"response", pending}}, &seq));
+        out.frame(api::response_event("response.output_item.added",
+                                      {{"output_index", 0},
+                                       {"item",
+                                        {{"type", "message"},
+                                         {"id", info.message_id},
+                                         {"status", "in_progress"},
+                                         {"role", "assistant"},
+                                         {"content", json::array()}}}},
+                                      &seq));
         json added = where;
         added["part"] = empty_part;
-        out.frame(response_event("response.content_part.added", added, &seq));
+        out.frame(api::response_event("response.content_part.added", added, &seq));
         auto emit = [&](const protocol::Event& e) {
           if (e.type != protocol::EventType::kToken || e.text.empty()) return out.ok();
           json delta = where;
           delta["delta"] = e.text;
-          return out.frame(response_event("response.output_text.delta", delta, &seq));
+          return out.frame(api::response_event("response.output_text.delta", delta, &seq));
         };
         RelayResult result = relay_started(
             *state, emit, [&] { return out.heartbeat(); }, "responses", t0);
-        if (result.outcome == Outcome::kDisconnected) return;
-        if (!is_complete(result.outcome)) {
+        if (result.outcome == api::Outcome::kDisconnected) return;
+        if (!api::is_complete(result.outcome)) {
           const Status st = cut_or_error(result);
-          out.frame(response_event(
+          out.frame(api::response_event(
               "error",
               {{"code", error_code_name(st.code())}, {"message", st.message()}, {"param", nullptr}},
               &seq));
@@ -135,13 +135,14 @@ void Gateway::install_responses_routes() {
           const json object = finish(result);
           json text_done = where;
           text_done["text"] = result.text;
-          out.frame(response_event("response.output_text.done", text_done, &seq));
+          out.frame(api::response_event("response.output_text.done", text_done, &seq));
           json part_done = where;
           part_done["part"] = object["output"][0]["content"][0];
-          out.frame(response_event("response.content_part.done", part_done, &seq));
-          out.frame(response_event("response.output_item.done",
-                                   {{"output_index", 0}, {"item", object["output"][0]}}, &seq));
-          out.frame(response_event(
+          out.frame(api::response_event("response.content_part.done", part_done, &seq));
+          out.frame(api::response_event("response.output_item.done",
+                                        {{"output_index", 0}, {"item", object["output"][0]}},
+                                        &seq));
+          out.frame(api::response_event(
               object["status"] == "completed" ? "response.completed" : "response.incomplete",
               {{"response", object}}, &seq));
         }

@@ -4,11 +4,11 @@
 // owns the tokenizer and the chat template), behind the same key and JSON checks as /v1.
 #include <nlohmann/json.hpp>
 
+#include "api/anthropic.h"
+#include "api/body.h"
+#include "api/openai.h"
 #include "core/json.h"
-#include "gateway/anthropic.h"
-#include "gateway/body.h"
 #include "gateway/gateway.h"
-#include "gateway/openai.h"
 
 namespace glm::gateway {
 namespace {
@@ -35,7 +35,7 @@ StatusOr<protocol::Event> Gateway::query_tokens(const protocol::Request& request
 void Gateway::install_util_routes() {
   // {"content":"text"} -> {"tokens":[ids]} (no special tokens added).
   server_->post("/tokenize", [this](const http::Request& req, http::Response& res) {
-    BodyReader body(req.body);
+    api::BodyReader body(req.body);
     const auto content = body.string("content");
     if (!body.status().ok()) return set_json_error(res, body.status());
     if (!content) return set_json_error(res, invalid_argument("content is required (a string)"));
@@ -50,7 +50,7 @@ void Gateway::install_util_routes() {
 
   // {"tokens":[ids]} -> {"content":"text"} (special tokens as their text).
   server_->post("/detokenize", [this](const http::Request& req, http::Response& res) {
-    BodyReader body(req.body);
+    api::BodyReader body(req.body);
     if (!body.status().ok()) return set_json_error(res, body.status());
     const json& j = body.json();
     auto it = j.find("tokens");
@@ -77,7 +77,7 @@ void Gateway::install_util_routes() {
 
   // A chat completions body -> {"prompt":"text","tokens":[ids]}: what the engine would prefill.
   server_->post("/apply-template", [this](const http::Request& req, http::Response& res) {
-    auto parsed = parse_chat_completion(req.body);
+    auto parsed = api::parse_chat_completion(req.body);
     if (!parsed.ok()) return set_json_error(res, parsed.status());
     protocol::Request q = std::move(parsed->request);
     q.type = protocol::RequestType::kPrompt;
@@ -91,14 +91,14 @@ void Gateway::install_util_routes() {
   // Anthropic: a Messages body (max_tokens optional here) -> {"input_tokens":N}.
   server_->post("/v1/messages/count_tokens", [this](const http::Request& req, http::Response& res) {
     auto fail = [&](const Status& st) {
-      write_error(res, st, anthropic_error_json(st));
+      write_error(res, st, api::anthropic_error_json(st));
       metrics_.record_error(error_code_name(st.code()));
     };
-    BodyReader body(req.body);
+    api::BodyReader body(req.body);
     if (!body.status().ok()) return fail(body.status());
     json j = body.json();
     if (!j.contains("max_tokens")) j["max_tokens"] = 1;  // not part of this route's body
-    auto parsed = parse_messages_request(dump_json(j));
+    auto parsed = api::parse_messages_request(dump_json(j));
     if (!parsed.ok()) return fail(parsed.status());
     protocol::Request q = std::move(parsed->request);
     q.type = protocol::RequestType::kPrompt;

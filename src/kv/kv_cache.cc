@@ -14,6 +14,11 @@ int KvCache::blocks_for(int n_positions) const {
   return (n_positions + bt - 1) / bt;
 }
 
+int KvCache::fork_blocks(int n_prompt, int extra) const {
+  // The full blocks of the prompt are shared; the partial one is copied, the rest grows.
+  return blocks_for(n_prompt + extra) - n_prompt / alloc_.block_tokens();
+}
+
 void KvCache::match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq) {
   const int bt = alloc_.block_tokens();
   // At least one prompt token must run through the model to produce logits.
@@ -46,8 +51,9 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
     const bool usable = c.tag == in.history_tag && in.tail && !in.tail->empty() &&
                         n + in.max_new_tokens <= in.n_ctx;
     if (usable) {
-      const int need = blocks_for(n + extra) - static_cast<int>(c.kv.blocks.size());
-      if (blocks_for(n + extra) > alloc_.n_blocks()) return AdmitResult::kNeverFits;
+      const int forks = in.n_forks * fork_blocks(n, extra);
+      const int need = blocks_for(n + extra) - static_cast<int>(c.kv.blocks.size()) + forks;
+      if (blocks_for(n + extra) + forks > alloc_.n_blocks()) return AdmitResult::kNeverFits;
       SeqKv kv = std::move(c.kv);
       std::vector<int32_t> pending = std::move(c.pending);
       const uint64_t tag = c.tag;
@@ -69,6 +75,7 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
       out->prompt.insert(out->prompt.end(), in.tail->begin(), in.tail->end());
       out->n_cached = static_cast<int>(kv.tokens.size());
       out->from_conversation = true;
+      out->fork_reserve = fork_blocks(n, extra);
       out->kv = std::move(kv);
       return AdmitResult::kAdmitted;
     }
@@ -80,7 +87,8 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
 
   // 2. The full prompt, reusing cached full blocks of any earlier sequence.
   const std::vector<int32_t>& prompt = *in.prompt;
-  const int total = blocks_for(static_cast<int>(prompt.size()) + extra);
+  const int n_prompt = static_cast<int>(prompt.size());
+  const int total = blocks_for(n_prompt + extra) + in.n_forks * fork_blocks(n_prompt, extra);
   if (total > alloc_.n_blocks()) return AdmitResult::kNeverFits;
   SeqKv kv;
   kv.shared = in.reuse;
@@ -95,6 +103,7 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
   kv.reserved = need;
   out->prompt = prompt;
   out->n_cached = static_cast<int>(kv.tokens.size());
+  out->fork_reserve = fork_blocks(n_prompt, extra);
   out->kv = std::move(kv);
   return AdmitResult::kAdmitted;
 }
@@ -121,6 +130,34 @@ void KvCache::commit(SeqKv* seq, const int32_t* tokens, int n) {
     seq->chain_hash = h;
   }
   seq->n_published = std::max(seq->n_published, full);
+}
+
+ForkCopy KvCache::fork(SeqKv* parent, int reserve, SeqKv* child) {
+  GLM_CHECK(child->blocks.empty() && child->tokens.empty() && child->reserved == 0);
+  GLM_CHECK(reserve >= 0 && parent->reserved >= reserve);
+  parent->reserved -= reserve;
+  child->reserved = reserve;
+  const int bt = alloc_.block_tokens();
+  const int n = static_cast<int>(parent->tokens.size());
+  const int full = n / bt;
+  GLM_CHECK(static_cast<int>(parent->blocks.size()) >= blocks_for(n));
+  for (int i = 0; i < full; ++i) {
+    alloc_.retain(parent->blocks[i]);
+    child->blocks.push_back(parent->blocks[i]);
+  }
+  ForkCopy copy;
+  if (n % bt != 0) {
+    copy.src = parent->blocks[full];
+    copy.dst = alloc_.allocate_reserved();
+    GLM_CHECK(child->reserved > 0);  // fork_blocks() counted the copy
+    --child->reserved;
+    child->blocks.push_back(copy.dst);
+  }
+  child->tokens = parent->tokens;
+  child->n_published = parent->n_published;
+  child->chain_hash = parent->chain_hash;
+  child->shared = parent->shared;
+  return copy;
 }
 
 void KvCache::release(SeqKv* seq) {

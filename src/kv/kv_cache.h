@@ -46,6 +46,9 @@ struct AdmitInput {
   // false: the sequence's K/V depend on its whole prompt (a bidirectional prefix): no
   // conversation or prefix reuse, and its blocks are never shared with later prompts.
   bool reuse = true;
+  // More choices of the same prompt (n > 1), forked from this sequence once its prompt is
+  // written (fork()): their blocks are reserved now, with this sequence's.
+  int n_forks = 0;
 };
 
 enum class AdmitResult {
@@ -58,7 +61,16 @@ struct Admitted {
   std::vector<int32_t> prompt;     // what the sequence runs: cached tokens first
   int n_cached = 0;                // prompt tokens whose K/V are already in kv.blocks
   bool from_conversation = false;  // prompt built from a saved conversation
+  int fork_reserve = 0;            // blocks each fork takes from kv.reserved (AdmitInput::n_forks)
   SeqKv kv;
+};
+
+// The block a fork must copy: the parent's last, partly written block (its positions after the
+// shared full blocks), into the fork's own block. src < 0: the prompt ended on a block boundary,
+// nothing to copy.
+struct ForkCopy {
+  int src = -1;
+  int dst = -1;
 };
 
 class KvCache {
@@ -76,6 +88,12 @@ class KvCache {
   // Records that the K/V of `tokens` ([n]) were written after seq->tokens; publishes the blocks
   // that became full.
   void commit(SeqKv* seq, const int32_t* tokens, int n);
+  // A new sequence that continues parent's written tokens (n > 1 choices of one prompt):
+  // copy-on-write at fork time. The child holds parent's full blocks (one more reference each)
+  // and a new block for the partial last one (returned: the caller copies its K/V), takes
+  // `reserve` blocks of parent's reservation (Admitted::fork_reserve), and publishes its later
+  // full blocks like any sequence. *child must be empty.
+  ForkCopy fork(SeqKv* parent, int reserve, SeqKv* child);
   // Frees everything the sequence holds (references and reservation); leaves it empty.
   void release(SeqKv* seq);
   // Keeps the sequence's cache as conversation `key`, replacing an older entry. `pending` are
@@ -97,6 +115,8 @@ class KvCache {
     uint64_t last_used = 0;
   };
   bool evict_oldest_conversation();
+  // Blocks one fork needs when its prompt is n_prompt positions and it may add `extra`.
+  int fork_blocks(int n_prompt, int extra) const;
   // Longest chain of cached full blocks matching the start of prompt, leaving >= 1 token to run.
   void match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq);
 

@@ -54,6 +54,71 @@ TEST(KvCache, SharedPrefixReusesFullBlocksOnly) {
   EXPECT_EQ(kv.allocator().n_reserved(), 0);
 }
 
+// n > 1: forks share the prompt's full blocks, copy its partial one, and take their share of
+// the reservation made at admission.
+TEST(KvCache, ForksShareFullBlocksCopyThePartialOneAndReserveTheirGrowth) {
+  KvCache kv(32, 4);
+  auto p = seq_tokens(0, 10);  // two full blocks and 2 positions of a third
+  AdmitInput in = input(p, 6);
+  in.n_forks = 2;
+  Admitted a;
+  ASSERT_EQ(kv.admit(in, &a), AdmitResult::kAdmitted);
+  // Each sequence may reach 10 + 5 positions = 4 blocks; a fork shares 2 of them.
+  EXPECT_EQ(a.fork_reserve, 2);
+  EXPECT_EQ(kv.allocator().n_reserved(), 4 + 2 * 2);
+  kv.grow(&a.kv, 10);
+  kv.commit(&a.kv, p.data(), 10);
+  SeqKv f1, f2;
+  const ForkCopy c1 = kv.fork(&a.kv, a.fork_reserve, &f1);
+  const ForkCopy c2 = kv.fork(&a.kv, a.fork_reserve, &f2);
+  EXPECT_EQ(c1.src, a.kv.blocks[2]);
+  EXPECT_EQ(c2.src, a.kv.blocks[2]);
+  EXPECT_NE(c1.dst, c2.dst);
+  EXPECT_NE(c1.dst, c1.src);
+  for (const SeqKv* f : {&f1, &f2}) {
+    ASSERT_EQ(f->blocks.size(), 3u);
+    EXPECT_EQ(f->blocks[0], a.kv.blocks[0]);
+    EXPECT_EQ(f->blocks[1], a.kv.blocks[1]);
+    EXPECT_EQ(f->tokens, p);
+    EXPECT_EQ(f->reserved, 1);
+  }
+  EXPECT_EQ(kv.allocator().refcount(a.kv.blocks[0]), 3);
+  EXPECT_EQ(kv.allocator().refcount(a.kv.blocks[2]), 1);
+  EXPECT_EQ(a.kv.reserved, 1);  // 3 of 4 allocated
+  // Each grows into its own blocks up to its reach; what becomes full is published.
+  for (SeqKv* s : {&a.kv, &f1, &f2}) {
+    for (int32_t t = 50; t < 55; ++t) {
+      kv.grow(s, static_cast<int>(s->tokens.size()) + 1);
+      kv.commit(s, &t, 1);
+    }
+    EXPECT_EQ(s->blocks.size(), 4u);
+    EXPECT_EQ(s->reserved, 0);
+  }
+  EXPECT_EQ(kv.allocator().n_reserved(), 0);
+  kv.release(&f1);
+  kv.release(&a.kv);
+  EXPECT_EQ(kv.allocator().refcount(f2.blocks[0]), 1);
+  kv.release(&f2);
+  EXPECT_EQ(kv.allocator().n_used(), 0);
+  // On a block boundary nothing is copied; a group that can never fit is refused.
+  auto q = seq_tokens(100, 8);
+  AdmitInput qi = input(q, 1);
+  qi.n_forks = 1;
+  Admitted b;
+  ASSERT_EQ(kv.admit(qi, &b), AdmitResult::kAdmitted);
+  kv.grow(&b.kv, 8);
+  kv.commit(&b.kv, q.data(), 8);
+  SeqKv g;
+  EXPECT_EQ(kv.fork(&b.kv, b.fork_reserve, &g).src, -1);
+  kv.release(&g);
+  kv.release(&b.kv);
+  AdmitInput big = input(seq_tokens(0, 40), 40);
+  big.n_forks = 3;  // 20 blocks + 3 x 10 > 32
+  EXPECT_EQ(kv.admit(big, &b), AdmitResult::kNeverFits);
+  EXPECT_EQ(kv.allocator().n_reserved(), 0);
+  EXPECT_EQ(kv.allocator().n_used(), 0);
+}
+
 // A bidirectional prompt (reuse = false) neither takes cached blocks nor offers its own.
 TEST(KvCache, NoReuseNeitherTakesNorSharesBlocks) {
   KvCache kv(16, 4);

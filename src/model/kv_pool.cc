@@ -1,5 +1,7 @@
 #include "model/kv_pool.h"
 
+#include <cstring>
+
 #include "core/check.h"
 
 namespace glm::model {
@@ -36,6 +38,17 @@ const void* KvPool::k(int layer, int block) const {
 }
 const void* KvPool::v(int layer, int block) const {
   return storage_.data() + offset(layer, 1, block);
+}
+
+void KvPool::copy_block(int src, int dst) {
+  GLM_CHECK(src != dst);
+  const size_t n = block_bytes_per_layer_kv();
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      std::memcpy(storage_.data() + offset(layer, kv, dst),
+                  storage_.data() + offset(layer, kv, src), n);
+    }
+  }
 }
 
 }  // namespace glm::model

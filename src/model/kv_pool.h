@@ -35,6 +35,9 @@ class KvPool {
   const void* k(int layer, int block) const;
   const void* v(int layer, int block) const;
   int n_layer() const { return n_layer_; }
+  // Copies block src's K and V rows, every layer, into block dst (copy-on-write of a shared
+  // partial block: kv::KvCache::fork).
+  void copy_block(int src, int dst);
 
  private:
   size_t block_bytes_per_layer_kv() const;  // one block of K (or V) in one layer

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 
 namespace glm::model {
@@ -25,6 +26,29 @@ TEST(KvPool, SizesFollowTheShape) {
   KvPool f32(small_config(), 5, 4, DType::kF32);
   EXPECT_EQ(f32.bytes(), 2 * f16.bytes());
   EXPECT_EQ(f32.kv_type(), DType::kF32);
+}
+
+TEST(KvPool, CopyBlockCopiesEveryLayersKAndVOfThatBlockOnly) {
+  KvPool kv(small_config(), 4, 4, DType::kF16);
+  const size_t span = 4 * 16 * 2;
+  for (int l = 0; l < 3; ++l) {
+    for (int b = 0; b < 4; ++b) {
+      std::memset(kv.k(l, b), 10 * l + b, span);
+      std::memset(kv.v(l, b), 100 + 10 * l + b, span);
+    }
+  }
+  kv.copy_block(1, 3);
+  for (int l = 0; l < 3; ++l) {
+    for (int b = 0; b < 4; ++b) {
+      const int from = b == 3 ? 1 : b;
+      const auto* k = static_cast<const uint8_t*>(kv.k(l, b));
+      const auto* v = static_cast<const uint8_t*>(kv.v(l, b));
+      for (size_t i = 0; i < span; ++i) {
+        ASSERT_EQ(k[i], 10 * l + from) << l << " " << b;
+        ASSERT_EQ(v[i], 100 + 10 * l + from) << l << " " << b;
+      }
+    }
+  }
 }
 
 TEST(KvPool, BlocksAreDisjointAndInside) {

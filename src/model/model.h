@@ -54,6 +54,9 @@ class Model {
   // out of range, blocks not covering the positions); never partially writes *out on error.
   virtual Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                          OutputKind kind = OutputKind::kLogits) = 0;
+  // Copies the K/V that forward() wrote into block src to block dst (a fork's copy-on-write
+  // block). Models that keep their K/V in the pool need nothing else.
+  virtual void copy_kv_block(KvPool* kv, int src, int dst) { kv->copy_block(src, dst); }
   // Bytes of weights copied into packed layouts at load (LoadOptions::repack); 0 if none.
   virtual size_t repacked_bytes() const { return 0; }
 };

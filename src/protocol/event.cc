@@ -15,10 +15,17 @@ struct EventName {
 };
 
 constexpr EventName kEventNames[] = {
-    {EventType::kQueued, "queued"}, {EventType::kStart, "start"}, {EventType::kToken, "token"},
-    {EventType::kNotice, "notice"}, {EventType::kDone, "done"},   {EventType::kError, "error"},
-    {EventType::kHealth, "health"}, {EventType::kStats, "stats"}, {EventType::kTokens, "tokens"},
+    {EventType::kQueued, "queued"},
+    {EventType::kStart, "start"},
+    {EventType::kToken, "token"},
+    {EventType::kNotice, "notice"},
+    {EventType::kDone, "done"},
+    {EventType::kError, "error"},
+    {EventType::kHealth, "health"},
+    {EventType::kStats, "stats"},
+    {EventType::kTokens, "tokens"},
     {EventType::kCancel, "cancel"},
+    {EventType::kChoiceDone, "choice_done"},
 };
 
 // Appends `s` as a JSON string literal (quotes included).
@@ -121,6 +128,7 @@ std::string serialize_event(const Event& e) {
     append_json_string(&out, e.id);
     out += ",\"event\":\"token\",\"text\":";
     append_json_string(&out, e.text);
+    if (e.index > 0) out += ",\"index\":" + std::to_string(e.index);
     if (!e.tokens.empty()) {
       out += ",\"tokens\":[";
       for (size_t i = 0; i < e.tokens.size(); ++i) {
@@ -157,7 +165,9 @@ std::string serialize_event(const Event& e) {
       j["message"] = e.message;
       j["dropped_messages"] = e.dropped_messages;
       break;
+    case EventType::kChoiceDone:
     case EventType::kDone:
+      if (e.type == EventType::kChoiceDone) j["index"] = e.index;
       j["finish_reason"] = generation::finish_reason_name(e.finish_reason);
       j["usage"] = {{"prompt_tokens", e.usage.prompt_tokens},
                     {"cached_tokens", e.usage.cached_tokens},
@@ -233,6 +243,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");
+      e.index = get_int(j, "index");
       e.tokens = get_ids(j, "tokens");
       e.logprobs = read_logprobs(j);
       break;
@@ -240,7 +251,9 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.message = get_str(j, "message");
       e.dropped_messages = get_int(j, "dropped_messages");
       break;
+    case EventType::kChoiceDone:
     case EventType::kDone: {
+      e.index = get_int(j, "index");
       // Absent (or not a string): kStop. A name this build does not know is a newer engine.
       const std::string reason = get_str(j, "finish_reason");
       const auto parsed = generation::parse_finish_reason(reason);

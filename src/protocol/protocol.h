@@ -72,6 +72,9 @@ struct Request {
   // events' `tokens`, in order), when the engine died mid-answer: the engine continues after
   // them as the uninterrupted run would have (docs/protocol.md#resume). Empty = a fresh run.
   std::vector<int32_t> resume;
+  // "n": choices of the same prompt, prefilled once (docs/protocol.md#choices). 1 to 128 on
+  // the wire; the engine allows at most its batch.
+  int n = 1;
   // kTokenize
   std::string text;
   // kDetokenize
@@ -84,6 +87,7 @@ enum class EventType {
   kStart,
   kToken,
   kNotice,
+  kChoiceDone,  // n > 1: one choice ended (then the final kDone)
   kDone,
   kError,  // generation stream
   kHealth,
@@ -104,15 +108,17 @@ struct Event {
   EventType type = EventType::kToken;
   std::string id;    // may be empty only for kError on a line without a readable id
   int position = 0;  // kQueued
+  int index = 0;     // kToken, kChoiceDone: the choice (Request::n); written when > 0
   std::string text;  // kToken: whole UTF-8 characters
   // kToken: the log-probabilities of the tokens this event completes, when the request asked
   // (params.top_logprobs >= 0); see engine::Event.
   std::vector<generation::GeneratedLogprobs> logprobs;
   std::string message;                               // kNotice, kError
   int dropped_messages = 0;                          // kNotice
-  FinishReason finish_reason = FinishReason::kStop;  // kDone
+  FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
   Usage usage;                      // kStart: prompt and cached tokens; kDone: all three
-  Timings timings;                  // kDone
+                                    // (kChoiceDone: that choice's)
+  Timings timings;                  // kDone, kChoiceDone
   ErrorCode code = ErrorCode::kOk;  // kError
   int retry_after_ms = 0;           // kError with code busy/unavailable: a retry hint (0 = none)
   Health health = Health::kReady;   // kHealth

@@ -329,6 +329,21 @@ TEST(ParseRequest, Constraints) {
                "'constraint.grammar': unknown key");
 }
 
+TEST(ParseRequest, Choices) {
+  Request r = parse_ok(R"({"messages":[{"role":"user","content":"hi"}],"n":3})");
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(parse_ok(serialize_request(r)).n, 3);
+  EXPECT_EQ(parse_ok(R"({"messages":[{"role":"user","content":"hi"}]})").n, 1);
+  EXPECT_EQ(serialize_request(Request{}).find("\"n\""), std::string::npos);
+  for (const char* bad : {R"("n":0)", R"("n":129)", R"("n":"2")", R"("n":1.5)", R"("n":-1)"}) {
+    auto st =
+        parse_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],)") + bad + "}");
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find("field 'n'"), std::string::npos)
+        << bad << ": " << st.status().message();
+  }
+}
+
 TEST(Events, RoundTripEveryType) {
   Event q;
   q.type = EventType::kQueued;
@@ -383,6 +398,24 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_DOUBLE_EQ(db.timings.prefill_ms, 20.25);
   EXPECT_DOUBLE_EQ(db.timings.total_ms, 180.0);
   EXPECT_NE(serialize_event(d).find("\"total_tokens\":42"), std::string::npos);
+
+  EXPECT_EQ(db.index, 0);
+  // A choice's end (n > 1) and its tokens carry the choice's index.
+  Event cd = d;
+  cd.type = EventType::kChoiceDone;
+  cd.index = 2;
+  cd.usage = {12, 8, 10};
+  Event cdb = round_trip(cd);
+  EXPECT_EQ(cdb.type, EventType::kChoiceDone);
+  EXPECT_EQ(cdb.index, 2);
+  EXPECT_EQ(cdb.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(cdb.usage.completion_tokens, 10);
+  EXPECT_NE(serialize_event(cd).find("\"event\":\"choice_done\""), std::string::npos);
+  Event ti = t;
+  ti.index = 3;
+  EXPECT_EQ(round_trip(ti).index, 3);
+  EXPECT_EQ(round_trip(t).index, 0);
+  EXPECT_EQ(serialize_event(t).find("index"), std::string::npos);  // absent for choice 0
 
   Event e = error_event("r2", Status(ErrorCode::kQueueFull, "queue is full"), 250);
   Event eb = round_trip(e);

@@ -124,7 +124,7 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 bool is_top_level_key(const std::string& key) {
   static const char* kKeys[] = {"v",          "type",    "id",     "conversation", "messages",
                                 "prompt",     "history", "raw",    "params",       "text",
-                                "constraint", "tools",   "tokens", "resume"};
+                                "constraint", "tools",   "tokens", "resume",       "n"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -289,6 +289,13 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
     auto text = ordered_text(line, limits, "tools");
     if (!text.ok()) return text.status();
     r->tools = std::move(text).value();
+  }
+  if (j.contains("n") && !j["n"].is_null()) {
+    const json& n = j["n"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 128) {
+      return field_error("n", "expected the number of choices, an integer from 1 to 128");
+    }
+    r->n = n.get<int>();
   }
   if (j.contains("resume") && !j["resume"].is_null()) {
     const json& ids = j["resume"];
@@ -469,6 +476,7 @@ std::string serialize_request(const Request& r) {
       j["constraint"] = std::move(c);
     }
     if (!r.resume.empty()) j["resume"] = r.resume;
+    if (r.n != 1) j["n"] = r.n;
   }
   return dump_json(j);
 }

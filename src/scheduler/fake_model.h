@@ -46,6 +46,8 @@ class FakeModel : public model::Model {
   // Sleeps this long in every forward (to hold the loop busy in threaded tests).
   void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
   int64_t n_forward() const { return n_forward_; }
+  // Tokens run through forward() so far (prompt and decode): counts prefill work.
+  int64_t n_tokens_run() const { return n_tokens_run_; }
   int64_t max_batch_seen() const { return max_batch_seen_; }
 
   // The logits this model gives after `context` (for the tests' expectations).
@@ -76,6 +78,7 @@ class FakeModel : public model::Model {
       for (int i = 0; i < in.n_tokens; ++i) {
         if (in.tokens[i] < 0 || in.tokens[i] >= nv) return invalid_argument("fake: bad token");
       }
+      n_tokens_run_ += in.n_tokens;
       for (int i = 0; i < in.n_tokens; ++i) {
         const int pos = in.n_past + i;
         cell(in.blocks[pos / block_tokens_], pos % block_tokens_) = in.tokens[i];
@@ -99,6 +102,10 @@ class FakeModel : public model::Model {
     return Status::Ok();
   }
 
+  void copy_kv_block(model::KvPool* /*kv*/, int src, int dst) override {
+    if (blocks_.count(src)) blocks_[dst] = blocks_[src];
+  }
+
  private:
   int32_t& cell(int block, int offset) {
     std::vector<int32_t>& b = blocks_[block];
@@ -112,6 +119,7 @@ class FakeModel : public model::Model {
   std::vector<int32_t> never_;
   std::atomic<int64_t> delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
+  std::atomic<int64_t> n_tokens_run_{0};
   std::atomic<int64_t> max_batch_seen_{0};
 };
 

@@ -26,6 +26,8 @@ struct Scheduler::Seq {
   bool done = false;
   int32_t next_token = -1;
   int n_generated = 0;
+  std::vector<std::unique_ptr<Seq>> forks;  // SeqRequest::forks until the prompt is written
+  int width() const { return 1 + static_cast<int>(forks.size()); }  // batch slots it needs
   Clock::time_point admitted_at;
   Clock::time_point first_token_at;
   Clock::time_point last_token_at;
@@ -87,13 +89,37 @@ Status Scheduler::add(SeqRequest&& request) {
       }
     }
   }
+  if (!request.forks.empty()) {
+    if (resumed > 0)
+      return invalid_argument("resume: a request with several choices is not resumed");
+    if (1 + static_cast<int>(request.forks.size()) > options_.max_batch) {
+      return invalid_argument(std::to_string(1 + request.forks.size()) +
+                              " choices: this server decodes at most " +
+                              std::to_string(options_.max_batch) + " sequences at once");
+    }
+  }
   auto seq = std::make_unique<Seq>();
+  for (SeqRequest::Fork& f : request.forks) {
+    GLM_CHECK(f.observer != nullptr);
+    auto fork = std::make_unique<Seq>();
+    fork->req.id = request.id;
+    fork->req.sampling = std::move(f.sampling);
+    fork->req.sampling.max_tokens = request.sampling.max_tokens;
+    fork->req.stop_ids = request.stop_ids;
+    fork->req.matcher = std::move(f.matcher);
+    fork->req.submitted = request.submitted;
+    fork->req.observer = std::move(f.observer);
+    seq->forks.push_back(std::move(fork));
+  }
+  request.forks.clear();
   seq->req = std::move(request);
   seq->n_generated = resumed;
   ++totals_.requests_total;
   Seq* s = seq.get();
   waiting_.push_back(std::move(seq));
-  s->req.observer->on_queued(static_cast<int>(waiting_.size()) - 1);
+  const int position = static_cast<int>(waiting_.size()) - 1;
+  s->req.observer->on_queued(position);
+  for (auto& fork : s->forks) fork->req.observer->on_queued(position);
   return Status::Ok();
 }
 
@@ -106,13 +132,14 @@ void Scheduler::cancel(const std::string& id) {
       return;
     }
   }
+  bool found = false;  // a request and its running forks
   for (auto& seq : running_) {
     if (seq->req.id == id && !seq->done) {
       finish(seq.get(), FinishReason::kCancelled, std::nullopt);
-      remove_finished();
-      return;
+      found = true;
     }
   }
+  if (found) remove_finished();
 }
 
 void Scheduler::cancel_all() {
@@ -124,7 +151,8 @@ void Scheduler::cancel_all() {
 }
 
 void Scheduler::admit() {
-  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_batch) {
+  while (!waiting_.empty() &&
+         static_cast<int>(running_.size()) + waiting_.front()->width() <= options_.max_batch) {
     Seq* s = waiting_.front().get();
     kv::AdmitInput in;
     in.conversation = s->req.conversation;
@@ -134,6 +162,7 @@ void Scheduler::admit() {
     in.max_new_tokens = s->req.sampling.max_tokens;
     in.n_ctx = options_.n_ctx;
     in.reuse = !caps_.bidirectional_prompt;
+    in.n_forks = static_cast<int>(s->forks.size());
     const kv::AdmitResult r = cache_->admit(in, &s->adm);
     if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
     std::unique_ptr<Seq> seq = std::move(waiting_.front());
@@ -147,18 +176,8 @@ void Scheduler::admit() {
     }
     seq->admitted = true;
     seq->admitted_at = Clock::now();
-    seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
-    // The prompt's tokens count for the repetition penalty only; resumed ones were generated
-    // (every penalty counts them, and their draws are skipped).
+    start_sampler(seq.get());
     const int n_prompt = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
-    for (int i = 0; i < static_cast<int>(seq->adm.prompt.size()); ++i) {
-      if (i < n_prompt) {
-        seq->sampler->accept_prompt(seq->adm.prompt[i]);
-      } else {
-        seq->sampler->accept(seq->adm.prompt[i]);
-      }
-    }
-    seq->sampler->skip_draws(seq->req.resumed);
     totals_.prompt_tokens_total += n_prompt;
     totals_.cached_tokens_total += std::min(seq->adm.n_cached, n_prompt);
     StartInfo info;
@@ -166,7 +185,46 @@ void Scheduler::admit() {
     info.cached_tokens = std::min(seq->adm.n_cached, n_prompt);
     info.from_conversation = seq->adm.from_conversation;
     seq->req.observer->on_start(info);
+    for (auto& fork : seq->forks) fork->req.observer->on_start(info);
     running_.push_back(std::move(seq));
+  }
+}
+
+void Scheduler::start_sampler(Seq* seq) {
+  seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
+  // The prompt's tokens count for the repetition penalty only; resumed ones were generated
+  // (every penalty counts them, and their draws are skipped).
+  const int n_prompt = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
+  for (int i = 0; i < static_cast<int>(seq->adm.prompt.size()); ++i) {
+    if (i < n_prompt) {
+      seq->sampler->accept_prompt(seq->adm.prompt[i]);
+    } else {
+      seq->sampler->accept(seq->adm.prompt[i]);
+    }
+  }
+  seq->sampler->skip_draws(seq->req.resumed);
+}
+
+void Scheduler::start_forks(Seq* seq, const float* row) {
+  std::vector<float> logits;
+  std::vector<std::unique_ptr<Seq>> forks = std::move(seq->forks);
+  seq->forks.clear();
+  for (std::unique_ptr<Seq>& fork : forks) {
+    const kv::ForkCopy copy = cache_->fork(&seq->adm.kv, seq->adm.fork_reserve, &fork->adm.kv);
+    if (copy.src >= 0) model_->copy_kv_block(pool_, copy.src, copy.dst);
+    fork->adm.prompt = seq->adm.prompt;
+    fork->adm.n_cached = seq->adm.n_cached;
+    fork->admitted = true;
+    fork->admitted_at = seq->admitted_at;
+    start_sampler(fork.get());
+    Seq* f = fork.get();
+    running_.push_back(std::move(fork));
+    logits.assign(row, row + n_vocab_);
+    if (f->req.matcher && !constrain(f, logits.data())) continue;
+    generation::GeneratedLogprobs lp;
+    const bool want_logprobs = f->req.sampling.top_logprobs >= 0;
+    const int32_t token = f->sampler->sample(logits.data(), want_logprobs ? &lp : nullptr);
+    deliver(f, token, want_logprobs ? &lp : nullptr);
   }
 }
 
@@ -230,6 +288,7 @@ bool Scheduler::step() {
       continue;
     }
     float* row = logits_.data() + i * n_vocab_;
+    if (!seq->forks.empty()) start_forks(seq, row);
     if (seq->req.matcher && !constrain(seq, row)) continue;
     generation::GeneratedLogprobs lp;
     const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
@@ -333,12 +392,17 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
     }
   }
   seq->done = true;
+  // Forks that never started (the request ended before its prompt was written) end with it.
+  for (auto& fork : seq->forks) finish(fork.get(), reason, std::nullopt);
+  seq->forks.clear();
 }
 
 void Scheduler::fail(Seq* seq, const Status& status) {
   seq->req.observer->on_error(status);
   if (seq->admitted) cache_->release(&seq->adm.kv);
   seq->done = true;
+  for (auto& fork : seq->forks) fail(fork.get(), status);
+  seq->forks.clear();
 }
 
 void Scheduler::remove_finished() {

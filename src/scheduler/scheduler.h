@@ -95,6 +95,19 @@ struct SeqRequest {
   int resumed = 0;
   Clock::time_point submitted = Clock::now();
   std::unique_ptr<SeqObserver> observer;
+  // More choices of the same prompt (n > 1; docs/engine.md#choices). The prompt is prefilled
+  // once, by this request; when it is written each fork becomes a sequence of its own that
+  // continues from its KV (the full blocks shared, the last partial block copied:
+  // kv::KvCache::fork) and samples its first token from the same logits. A fork has its own
+  // sampling (its seed; max_tokens is the request's), constraint and observer, never saves a
+  // conversation, and shares `id`: cancel(id) ends the request and all its forks. Not with
+  // `resumed`; 1 + forks must fit in Options::max_batch (they are admitted together).
+  struct Fork {
+    generation::SamplingParams sampling;
+    std::unique_ptr<grammar::Matcher> matcher;
+    std::unique_ptr<SeqObserver> observer;
+  };
+  std::vector<Fork> forks;
 };
 
 struct Options {
@@ -111,14 +124,15 @@ class Scheduler {
   Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache, const Options& options);
   ~Scheduler();
 
-  // Validates and queues a request (calls observer->on_queued). Errors, with no callback:
-  // invalid_argument (empty prompt, token out of range, max_tokens < 1, more resumed tokens
-  // than max_tokens or than the prompt holds, resumed tokens the constraint refuses),
+  // Validates and queues a request (calls observer->on_queued, and each fork's). Errors, with no
+  // callback: invalid_argument (empty prompt, token out of range, max_tokens < 1, more resumed
+  // tokens than max_tokens or than the prompt holds, resumed tokens the constraint refuses,
+  // forks with resumed tokens or more of them than a batch holds),
   // context_overflow (prompt + max_tokens > n_ctx, resumed tokens counted once). On error the
   // request is left untouched (observer included).
   Status add(SeqRequest&& request);
-  // Ends a request in any state (queued, prefilling, decoding): frees its blocks now and calls
-  // on_finish with reason kCancelled. Unknown ids are ignored.
+  // Ends a request in any state (queued, prefilling, decoding), its forks too: frees its blocks
+  // now and calls on_finish with reason kCancelled. Unknown ids are ignored.
   void cancel(const std::string& id);
   void cancel_all();
   // Admits what fits, runs one batch, delivers tokens. Returns false if there was nothing to run.
@@ -133,6 +147,12 @@ class Scheduler {
  private:
   struct Seq;
   void admit();
+  // Starts seq's sampler over its prompt (prompt tokens for the repetition penalty, resumed
+  // ones as generated).
+  void start_sampler(Seq* seq);
+  // Turns seq's pending forks into running sequences over its written prompt and samples their
+  // first tokens from `row` ([n_vocab] logits of the prompt's last position, left unchanged).
+  void start_forks(Seq* seq, const float* row);
   void finish(Seq* seq, generation::FinishReason reason, std::optional<int32_t> unfed);
   void fail(Seq* seq, const Status& status);
   // Masks `logits` ([n_vocab]) with the sequence's grammar. Returns false if the sequence

@@ -94,6 +94,17 @@ struct Harness {
     if (edit) edit(&r);
     return sched.add(std::move(r));
   }
+  // Adds a fork (another choice) to *r, recorded as "ID#k".
+  void fork(SeqRequest* r, generation::SamplingParams sampling,
+            std::unique_ptr<grammar::Matcher> matcher = nullptr) {
+    auto& rec = records[r->id + "#" + std::to_string(r->forks.size() + 1)];
+    rec = std::make_unique<Record>();
+    SeqRequest::Fork f;
+    f.sampling = sampling;
+    f.matcher = std::move(matcher);
+    f.observer = std::make_unique<Recorder>(rec.get(), &start_counter);
+    r->forks.push_back(std::move(f));
+  }
   void run_all(int max_steps = 100000) {
     for (int i = 0; i < max_steps && !sched.idle(); ++i) sched.step();
     ASSERT_TRUE(sched.idle());
@@ -506,6 +517,142 @@ TEST(Scheduler, AResumedSequenceContinuesAsTheUninterruptedOne) {
             ErrorCode::kInvalidArgument);
 }
 
+TEST(Scheduler, ForkedChoicesEqualSingleRequestsWithTheirSeedsAndThePromptRunsOnce) {
+  auto vocab = letter_vocab();
+  auto g = grammar::parse_gbnf("root ::= [a-f]+");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  constexpr int kMax = 12;
+  constexpr int kChoices = 3;
+  std::mt19937 rng(29);
+  // 9: the prompt ends inside a block (copied); 12: on a block boundary (nothing to copy).
+  for (int n_prompt : {9, 12}) {
+    for (bool constrained : {false, true}) {
+      const auto prompt = random_prompt(&rng, n_prompt);
+      auto sampling = [&](int i) {
+        generation::SamplingParams p;
+        p.temperature = 1.0f;
+        p.top_p = 1.0f;
+        p.repetition_penalty = 1.2f;
+        p.seed = 900 + i;
+        p.max_tokens = kMax;
+        return p;
+      };
+      auto matcher = [&]() -> std::unique_ptr<grammar::Matcher> {
+        return constrained ? std::make_unique<grammar::Matcher>(*g, vocab) : nullptr;
+      };
+      // Each choice alone, with its seed.
+      std::vector<std::vector<int32_t>> alone;
+      std::vector<int64_t> alone_run;
+      for (int i = 0; i < kChoices; ++i) {
+        Harness one;
+        one.model.set_never({kEos});
+        ASSERT_TRUE(one.add("one", prompt, kMax,
+                            [&](SeqRequest* r) {
+                              r->sampling = sampling(i);
+                              r->matcher = matcher();
+                            })
+                        .ok());
+        one.run_all();
+        alone.push_back(one.rec("one").tokens);
+        alone_run.push_back(one.model.n_tokens_run());
+      }
+      EXPECT_NE(alone[0], alone[1]);  // the seeds matter
+      // Together: one request with two forks, batched with an unrelated request, the prompt
+      // over several steps.
+      Options opt;
+      opt.prefill_chunk = 5;
+      Harness h(opt);
+      h.model.set_never({kEos});
+      ASSERT_TRUE(h.add("other", random_prompt(&rng, 7), kMax).ok());
+      ASSERT_TRUE(h.add("n", prompt, kMax, [&](SeqRequest* r) {
+                     r->sampling = sampling(0);
+                     r->matcher = matcher();
+                     for (int i = 1; i < kChoices; ++i) h.fork(r, sampling(i), matcher());
+                   }).ok());
+      h.run_all();
+      const std::string what =
+          "prompt " + std::to_string(n_prompt) + (constrained ? " constrained" : "");
+      for (int i = 0; i < kChoices; ++i) {
+        const std::string id = i == 0 ? "n" : "n#" + std::to_string(i);
+        const Record& r = h.rec(id);
+        EXPECT_EQ(r.tokens, alone[i]) << what << " choice " << i;
+        EXPECT_EQ(r.events, (std::vector<std::string>{"queued", "start", "finish"})) << id;
+        EXPECT_EQ(r.finish.reason, FinishReason::kLength);
+        EXPECT_EQ(r.finish.usage.completion_tokens, kMax);
+      }
+      // The prompt ran once: one choice's work plus two choices' decode steps (and the other
+      // request's), not three prompts.
+      const int64_t other_run = 7 + (kMax - 1);
+      EXPECT_EQ(h.model.n_tokens_run(), alone_run[0] + (kChoices - 1) * (kMax - 1) + other_run)
+          << what;
+      EXPECT_EQ(h.sched.stats().prompt_tokens_total, n_prompt + 7);
+      EXPECT_EQ(h.cache.allocator().n_used(), 0);
+      EXPECT_EQ(h.cache.allocator().n_reserved(), 0);
+    }
+  }
+}
+
+TEST(Scheduler, ForkedChoicesEndTogetherWhenCancelledInAnyState) {
+  Options opt;
+  opt.prefill_chunk = 4;
+  opt.max_batch = 4;
+  std::mt19937 rng(31);
+  // Cancelled after this many steps: 0 = queued, 1 = prefilling (forks not started yet),
+  // 6 = decoding.
+  for (int steps : {0, 1, 6}) {
+    Harness h(opt);
+    h.model.set_never({kEos});
+    ASSERT_TRUE(h.add("n", random_prompt(&rng, 10), 20, [&](SeqRequest* r) {
+                   generation::SamplingParams p;
+                   p.temperature = 0.0f;
+                   h.fork(r, p);
+                   h.fork(r, p);
+                 }).ok());
+    for (int i = 0; i < steps; ++i) h.sched.step();
+    h.sched.cancel("n");
+    EXPECT_TRUE(h.sched.idle()) << steps;
+    for (const char* id : {"n", "n#1", "n#2"}) {
+      const Record& r = h.rec(id);
+      EXPECT_EQ(r.n_final, 1) << id << " after " << steps;
+      EXPECT_EQ(r.finish.reason, FinishReason::kCancelled) << id;
+      if (steps == 6) {
+        EXPECT_FALSE(r.tokens.empty()) << id;
+      }
+    }
+    EXPECT_EQ(h.cache.allocator().n_used(), 0) << steps;
+    EXPECT_EQ(h.cache.allocator().n_reserved(), 0) << steps;
+  }
+  // Waiting for batch room: a request with two forks needs three slots at once.
+  Harness h(opt);
+  h.model.set_never({kEos});
+  ASSERT_TRUE(h.add("a", random_prompt(&rng, 5), 8).ok());
+  ASSERT_TRUE(h.add("b", random_prompt(&rng, 5), 8).ok());
+  ASSERT_TRUE(h.add("n", random_prompt(&rng, 5), 8, [&](SeqRequest* r) {
+                 h.fork(r, r->sampling);
+                 h.fork(r, r->sampling);
+               }).ok());
+  h.sched.step();
+  EXPECT_EQ(h.sched.n_running(), 2);  // 2 + 3 > 4
+  h.run_all();
+  for (const char* id : {"n", "n#1", "n#2"}) EXPECT_EQ(h.rec(id).tokens.size(), 8u) << id;
+  // Refused without callbacks: forks with resumed tokens, more choices than a batch.
+  EXPECT_EQ(h.add("r", {5, 6, 7, 8}, 4,
+                  [&](SeqRequest* r) {
+                    r->resumed = 1;
+                    h.fork(r, r->sampling);
+                  })
+                .code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(h.add("w", {5, 6}, 4,
+                  [&](SeqRequest* r) {
+                    for (int i = 0; i < 4; ++i) h.fork(r, r->sampling);
+                  })
+                .code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(h.rec("w").events.empty());
+  EXPECT_TRUE(h.rec("w#1").events.empty());
+}
+
 TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
   Options opt;
   opt.max_batch = 5;
@@ -535,6 +682,7 @@ TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
           r->sampling.top_p = 1.0f;
           r->sampling.seed = 5;
         }
+        for (int k = rng() % 5 == 0 ? 1 + rng() % 2 : 0; k > 0; --k) h.fork(r, r->sampling);
       });
       ASSERT_TRUE(s.ok()) << s.to_string();
       h.rec(id).save = rng() % 2;
@@ -556,7 +704,8 @@ TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
     errors += rec->events.back() == "error";
   }
   EXPECT_EQ(added, 1000);
-  EXPECT_EQ(finished, 1000);
+  EXPECT_GT(static_cast<int>(h.records.size()), 1000);  // forks too
+  EXPECT_EQ(finished, static_cast<int>(h.records.size()));
   EXPECT_EQ(errors, 0);
   EXPECT_GT(h.sched.stats().cached_tokens_total, 0);
   h.cache.clear_conversations();

@@ -1,9 +1,9 @@
-#include "gateway/responses.h"
+#include "api/responses.h"
 
 #include "core/json.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -187,4 +187,4 @@ std::string response_event(const char* type, json data, int* sequence_number) {
   return std::string("event: ") + type + "\ndata: " + dump_json(data) + "\n\n";
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
 #include "core/status.h"
-#include "gateway/outcome.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct ResponsesRequest {
   protocol::Request request;  // kGenerate; messages = the new input only (no history yet)
@@ -54,4 +54,4 @@ nlohmann::json response_json(const ResponseInfo& info, const std::string& text,
 // One streamed event as an SSE frame ("event: TYPE\ndata: {...,"sequence_number":N}\n\n").
 std::string response_event(const char* type, nlohmann::json data, int* sequence_number);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

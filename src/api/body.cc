@@ -1,8 +1,8 @@
-#include "gateway/body.h"
+#include "api/body.h"
 
 #include "core/json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 BodyReader::BodyReader(const std::string& text) {
   if (text.empty()) return;
@@ -67,4 +67,4 @@ const nlohmann::json* BodyReader::object(const char* name) {
   return v;
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

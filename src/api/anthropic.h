@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
+#include "api/tool_calls.h"
 #include "core/status.h"
-#include "gateway/outcome.h"
-#include "gateway/tool_calls.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct MessagesRequest {
   protocol::Request request;  // kGenerate, id assigned by the caller
@@ -77,4 +77,4 @@ class MessagesStream {
 std::string message_id(const std::string& request_id);
 std::string tool_use_id(const std::string& request_id);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

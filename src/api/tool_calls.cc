@@ -1,4 +1,4 @@
-#include "gateway/tool_calls.h"
+#include "api/tool_calls.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "grammar/json_schema.h"
 #include "tokenizer/chat_template.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -191,4 +191,4 @@ ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
   return a;
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

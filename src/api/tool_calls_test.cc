@@ -1,15 +1,15 @@
 // Reading tool calls out of GLM answers: ToolCallStream on whole texts and on every split of
 // them into pieces (a streamed answer and the non-streamed one give the same call), and the
 // OpenAI tools / tool_choice / tool_calls / tool mapping of parse_chat_completion.
-#include "gateway/tool_calls.h"
+#include "api/tool_calls.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/openai.h"
+#include "api/openai.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 // Fed one byte at a time (the worst split): the same answer as whole.
@@ -204,4 +204,4 @@ TEST(OpenAITools, ResponseShapes) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,4 +1,4 @@
-#include "gateway/anthropic.h"
+#include "api/anthropic.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -6,7 +6,7 @@
 #include "core/json.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -348,4 +348,4 @@ std::string tool_use_id(const std::string& request_id) {
   return "toolu_" + unique_part(request_id);
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -24,7 +24,7 @@
 #include "core/status.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 // A function object {"name", "description"?, "parameters"?}: the name 1-64 of [A-Za-z0-9_-]
 // (OpenAI's rule), the parameters a JSON Schema the grammar supports. Errors name `at`
@@ -77,4 +77,4 @@ ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas);
 // A whole (non-streamed) answer read as the stream reads it: feed(text), finish(), joined.
 ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,14 +1,14 @@
 // Anthropic Messages API shapes: requests into the engine's vocabulary (system, blocks,
 // tool_use / tool_result, tools and tool_choice, sampling through the one mapping), the message
 // object, the stream's event order, and errors.
-#include "gateway/anthropic.h"
+#include "api/anthropic.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -168,4 +168,4 @@ TEST(Anthropic, MessageAndErrorShapes) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct CompletionRequest {
   protocol::Request request;  // kGenerate, raw, id assigned by the caller
@@ -25,7 +25,8 @@ struct CompletionRequest {
 // `temperature`, `top_p`, `stop`, `seed`, ... (the one sampling mapping), `stream`,
 // `stream_options.include_usage`, `echo`, `logprobs` (0..5 alternatives). Refused with a 400
 // naming the field: several prompts or token-id prompts, `suffix` (no fill-in-the-middle
-// model), `n` > 1, `best_of`, `echo` with `logprobs` (no prompt log-probabilities).
+// model), `best_of`, `echo` with `logprobs` (no prompt log-probabilities). `n` (1-128): that
+// many completions of the prompt, prefilled once (docs/protocol.md#choices).
 StatusOr<CompletionRequest> parse_completion_request(const std::string& body);
 
 // One `text_completion` chunk (streaming) or the whole object; an empty `finish_reason` writes
@@ -34,10 +35,20 @@ StatusOr<CompletionRequest> parse_completion_request(const std::string& body);
 std::string completion_chunk_text_json(
     const std::string& id, int64_t created, const std::string& model, const std::string& text,
     const std::string& finish_reason,
-    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr, size_t text_offset = 0);
+    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr, size_t text_offset = 0,
+    int index = 0);
 std::string text_completion_json(
     const std::string& id, int64_t created, const std::string& model, const std::string& text,
     const std::string& finish_reason, const protocol::Usage& usage,
     const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
+// Several choices (n > 1), `index` in order; usage covers them all.
+struct TextChoiceOut {
+  std::string text;
+  std::string finish_reason;
+  const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr;
+};
+std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::vector<TextChoiceOut>& choices,
+                                 const protocol::Usage& usage);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -6,14 +6,14 @@
 #include <cstdint>
 #include <string>
 
-#include "gateway/anthropic.h"
-#include "gateway/body.h"
-#include "gateway/completions.h"
-#include "gateway/openai.h"
-#include "gateway/responses.h"
+#include "api/anthropic.h"
+#include "api/body.h"
+#include "api/completions.h"
+#include "api/openai.h"
+#include "api/responses.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace glm::gateway;  // NOLINT(google-build-using-namespace): a fuzz entry point
+  using namespace glm::api;  // NOLINT(google-build-using-namespace): a fuzz entry point
   const std::string body(reinterpret_cast<const char*>(data), size);
   if (auto r = parse_chat_completion(body); r.ok()) {
     for (const auto& m : r->request.messages)

@@ -1,10 +1,10 @@
-#include "gateway/openai.h"
+#include "api/openai.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -58,7 +58,11 @@ TEST(OpenAI, RejectsBadFieldsByName) {
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens"},
-      {R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n must be 1"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":0})", "n must be"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":129})", "n must be"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":"2"})", "n must be"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":2,"tools":[{"type":"function","function":{"name":"f"}}]})",
+       "n > 1 is not supported with tools"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":1}})",
@@ -139,6 +143,29 @@ TEST(OpenAI, ChunkShapes) {
   EXPECT_TRUE(parsed.is_object());
 }
 
+TEST(OpenAI, SeveralChoicesKeepTheirIndexAndShareTheUsage) {
+  EXPECT_EQ(
+      parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}],"n":3})")->request.n, 3);
+  EXPECT_EQ(parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}]})")->request.n, 1);
+  const std::string t = "b";
+  json c = json::parse(completion_chunk_json("id1", 5, "m", &t, false, "", nullptr, 2));
+  EXPECT_EQ(c["choices"][0]["index"], 2);
+  const std::vector<generation::GeneratedLogprobs> lp = {{{7, "a", -0.5f}, {}}};
+  const protocol::Usage usage{10, 4, 9};
+  json w = json::parse(completion_json(
+      "id1", 5, "m", {{"a", "stop", nullptr, &lp}, {"bcd", "length", nullptr, nullptr}}, usage));
+  ASSERT_EQ(w["choices"].size(), 2u);
+  EXPECT_EQ(w["choices"][0]["index"], 0);
+  EXPECT_EQ(w["choices"][0]["message"]["content"], "a");
+  EXPECT_EQ(w["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+  EXPECT_EQ(w["choices"][1]["index"], 1);
+  EXPECT_EQ(w["choices"][1]["message"]["content"], "bcd");
+  EXPECT_EQ(w["choices"][1]["finish_reason"], "length");
+  EXPECT_TRUE(w["choices"][1]["logprobs"].is_null());
+  EXPECT_EQ(w["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(w["usage"]["prompt_tokens"], 10);
+}
+
 TEST(OpenAI, ResponseFormatAndGrammarBecomeTheConstraint) {
   using Kind = generation::Constraint::Kind;
   const std::string head = R"({"messages":[{"role":"user","content":"x"}],)";
@@ -197,4 +224,4 @@ TEST(OpenAI, BadSchemasAndGrammarsNameThePart) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api

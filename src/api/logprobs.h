@@ -10,7 +10,7 @@
 
 #include "generation/logprobs.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 // {"content":[...],"refusal":null}; `entries` may be empty (a chunk without tokens).
 nlohmann::json chat_logprobs_json(const std::vector<generation::GeneratedLogprobs>& entries);
@@ -20,4 +20,4 @@ nlohmann::json chat_logprobs_json(const std::vector<generation::GeneratedLogprob
 nlohmann::json completion_logprobs_json(const std::vector<generation::GeneratedLogprobs>& entries,
                                         size_t text_offset);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,12 +1,12 @@
-#include "gateway/completions.h"
+#include "api/completions.h"
 
 #include <nlohmann/json.hpp>
 
+#include "api/logprobs.h"
 #include "core/json.h"
-#include "gateway/logprobs.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -21,10 +21,11 @@ json usage_json(const protocol::Usage& u) {
 }
 
 json choice_json(const std::string& text, const std::string& finish_reason,
-                 const std::vector<generation::GeneratedLogprobs>* logprobs, size_t text_offset) {
+                 const std::vector<generation::GeneratedLogprobs>* logprobs, size_t text_offset,
+                 int index) {
   return {
       {"text", text},
-      {"index", 0},
+      {"index", index},
       {"logprobs", logprobs != nullptr ? completion_logprobs_json(*logprobs, text_offset) : json()},
       {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
 }
@@ -62,10 +63,13 @@ StatusOr<CompletionRequest> parse_completion_request(const std::string& body_tex
     return bad("suffix is not supported: the served model does no fill-in-the-middle");
   }
   if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && *it != 1) {
-    return bad("best_of is not supported (one completion per request)");
+    return bad("best_of is not supported (ask for n completions and choose among them)");
   }
-  if (auto it = body.find("n"); it != body.end() && !it->is_null() && *it != 1) {
-    return bad("n must be 1 (one completion per request)");
+  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 128) {
+      return bad("n must be an integer from 1 to 128 (the number of completions)");
+    }
+    out.request.n = it->get<int>();
   }
   if (auto it = body.find("echo"); it != body.end() && !it->is_null()) {
     if (!it->is_boolean()) return bad("echo must be true or false");
@@ -102,25 +106,37 @@ std::string completion_chunk_text_json(const std::string& id, int64_t created,
                                        const std::string& model, const std::string& text,
                                        const std::string& finish_reason,
                                        const std::vector<generation::GeneratedLogprobs>* logprobs,
-                                       size_t text_offset) {
-  return dump_json(
-      json{{"id", id},
-           {"object", "text_completion"},
-           {"created", created},
-           {"model", model},
-           {"choices", json::array({choice_json(text, finish_reason, logprobs, text_offset)})}});
+                                       size_t text_offset, int index) {
+  return dump_json(json{
+      {"id", id},
+      {"object", "text_completion"},
+      {"created", created},
+      {"model", model},
+      {"choices", json::array({choice_json(text, finish_reason, logprobs, text_offset, index)})}});
 }
 
 std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
                                  const std::string& text, const std::string& finish_reason,
                                  const protocol::Usage& usage,
                                  const std::vector<generation::GeneratedLogprobs>* logprobs) {
+  return text_completion_json(id, created, model, {TextChoiceOut{text, finish_reason, logprobs}},
+                              usage);
+}
+
+std::string text_completion_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::vector<TextChoiceOut>& choices,
+                                 const protocol::Usage& usage) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const TextChoiceOut& c = choices[i];
+    out.push_back(choice_json(c.text, c.finish_reason, c.logprobs, 0, static_cast<int>(i)));
+  }
   return dump_json(json{{"id", id},
                         {"object", "text_completion"},
                         {"created", created},
                         {"model", model},
-                        {"choices", json::array({choice_json(text, finish_reason, logprobs, 0)})},
+                        {"choices", std::move(out)},
                         {"usage", usage_json(usage)}});
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,15 +1,15 @@
-#include "gateway/openai.h"
+#include "api/openai.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/logprobs.h"
 #include "core/json.h"
-#include "gateway/logprobs.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "protocol/sampling_json.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -246,9 +246,10 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     }
   }
   if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
-      return bad("n must be 1 (one answer per request)");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 128) {
+      return bad("n must be an integer from 1 to 128 (the number of answers)");
     }
+    out.request.n = it->get<int>();
   }
   // Sampling fields (temperature, top_p, max_tokens / max_completion_tokens, seed, stop,
   // presence / frequency penalties, logit_bias, top_logprobs, and the extensions top_k, min_p,
@@ -270,6 +271,9 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
   }
   GLM_RETURN_IF_ERROR(read_constraint(body, body_text, &out.request.constraint));
   GLM_RETURN_IF_ERROR(read_tools(body, body_text, &out));
+  if (out.request.n > 1 && !out.tool_names.empty()) {
+    return bad("n > 1 is not supported with tools: ask for one answer per request");
+  }
   return out;
 }
 
@@ -347,11 +351,12 @@ std::string openai_finish_reason(Outcome outcome) {
 std::string completion_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                   const std::string* content, bool role,
                                   const std::string& finish_reason,
-                                  const std::vector<generation::GeneratedLogprobs>* logprobs) {
+                                  const std::vector<generation::GeneratedLogprobs>* logprobs,
+                                  int index) {
   json delta = json::object();
   if (role) delta["role"] = "assistant";
   if (content) delta["content"] = *content;
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"delta", delta},
                  {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()}};
   choice["finish_reason"] = finish_reason.empty() ? json() : json(finish_reason);
@@ -380,31 +385,41 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage, const ToolCallOut* call,
                             const std::vector<generation::GeneratedLogprobs>* logprobs) {
-  json message = {{"role", "assistant"}, {"content", content}};
-  if (call != nullptr) {
-    if (content.empty()) message["content"] = nullptr;
-    message["tool_calls"] =
-        json::array({{{"id", call->id},
-                      {"type", "function"},
-                      {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
+  return completion_json(id, created, model,
+                         {ChatChoiceOut{content, finish_reason, call, logprobs}}, usage);
+}
+
+std::string completion_json(const std::string& id, int64_t created, const std::string& model,
+                            const std::vector<ChatChoiceOut>& choices,
+                            const protocol::Usage& usage) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChatChoiceOut& c = choices[i];
+    json message = {{"role", "assistant"}, {"content", c.content}};
+    if (c.call != nullptr) {
+      if (c.content.empty()) message["content"] = nullptr;
+      message["tool_calls"] =
+          json::array({{{"id", c.call->id},
+                        {"type", "function"},
+                        {"function", {{"name", c.call->name}, {"arguments", c.call->arguments}}}}});
+    }
+    out.push_back({{"index", i},
+                   {"message", std::move(message)},
+                   {"logprobs", c.logprobs != nullptr ? chat_logprobs_json(*c.logprobs) : json()},
+                   {"finish_reason", c.finish_reason}});
   }
-  json j = {
-      {"id", id},
-      {"object", "chat.completion"},
-      {"created", created},
-      {"model", model},
-      {"system_fingerprint", nullptr},
-      {"choices",
-       json::array({{{"index", 0},
-                     {"message", std::move(message)},
-                     {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()},
-                     {"finish_reason", finish_reason}}})},
-      {"usage",
-       {{"prompt_tokens", usage.prompt_tokens},
-        {"completion_tokens", usage.completion_tokens},
-        {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-        {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+  json j = {{"id", id},
+            {"object", "chat.completion"},
+            {"created", created},
+            {"model", model},
+            {"system_fingerprint", nullptr},
+            {"choices", std::move(out)},
+            {"usage",
+             {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
   return dump_json(j);
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

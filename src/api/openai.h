@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "api/outcome.h"
+#include "api/tool_calls.h"
 #include "core/status.h"
-#include "gateway/outcome.h"
-#include "gateway/tool_calls.h"
 #include "protocol/protocol.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 struct ChatCompletionRequest {
   protocol::Request request;  // kGenerate, id assigned by the caller
@@ -50,10 +50,11 @@ std::string openai_finish_reason(Outcome outcome);
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the
 // assistant role to the delta (first chunk); empty `finish_reason` writes null.
 // With `logprobs` (the request asked for them), the chunk's choice carries those entries.
+// `index`: the choice (n > 1).
 std::string completion_chunk_json(
     const std::string& id, int64_t created, const std::string& model, const std::string* content,
     bool role, const std::string& finish_reason,
-    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
+    const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr, int index = 0);
 // A chunk whose delta is tool call 0: its start (`call_id` and `name` set: id, type, name and
 // empty arguments) or an arguments fragment (both empty).
 std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -76,5 +77,15 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage, const ToolCallOut* call = nullptr,
                             const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
+// The same with several choices (n > 1), `index` in order; usage covers them all.
+struct ChatChoiceOut {
+  std::string content;
+  std::string finish_reason;
+  const ToolCallOut* call = nullptr;
+  const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr;
+};
+std::string completion_json(const std::string& id, int64_t created, const std::string& model,
+                            const std::vector<ChatChoiceOut>& choices,
+                            const protocol::Usage& usage);
 
-}  // namespace glm::gateway
+}  // namespace glm::api

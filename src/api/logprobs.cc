@@ -1,8 +1,8 @@
-#include "gateway/logprobs.h"
+#include "api/logprobs.h"
 
 #include "core/utf8.h"
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -56,4 +56,4 @@ json completion_logprobs_json(const std::vector<generation::GeneratedLogprobs>& 
           {"text_offset", std::move(offsets)}};
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

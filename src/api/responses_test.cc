@@ -1,10 +1,10 @@
-#include "gateway/responses.h"
+#include "api/responses.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -85,4 +85,4 @@ TEST(Responses, ObjectShapesAndTheStoredConversation) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,6 +1,6 @@
-#include "gateway/outcome.h"
+#include "api/outcome.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 const char* outcome_name(Outcome o) {
   // The engine's endings keep the engine's names (generation's one table).
@@ -31,4 +31,4 @@ Outcome outcome_of(generation::FinishReason r) {
   return Outcome::kError;
 }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

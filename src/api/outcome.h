@@ -6,7 +6,7 @@
 
 #include "generation/outcome.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 enum class Outcome { kStop, kLength, kCancelled, kError, kDisconnected };
 
@@ -16,4 +16,4 @@ Outcome outcome_of(generation::FinishReason r);
 // True for the endings where the answer is what the model chose to say (stop, length).
 inline bool is_complete(Outcome o) { return o == Outcome::kStop || o == Outcome::kLength; }
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 
-namespace glm::gateway {
+namespace glm::api {
 
 class BodyReader {
  public:
@@ -37,4 +37,4 @@ class BodyReader {
   Status status_;
 };
 
-}  // namespace glm::gateway
+}  // namespace glm::api

@@ -1,6 +1,6 @@
 // OpenAI legacy completions: a raw prompt with OpenAI's default of 16 tokens, the sampling
 // fields through the one mapping, clear refusals, and the text_completion shapes.
-#include "gateway/completions.h"
+#include "api/completions.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-namespace glm::gateway {
+namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
@@ -30,12 +30,28 @@ TEST(Completions, PromptIsContinuedRaw) {
   EXPECT_EQ(one->request.params.max_tokens, 3);
 }
 
+TEST(Completions, SeveralChoices) {
+  auto r = parse_completion_request(R"({"prompt":"a","n":2})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->request.n, 2);
+  json w = json::parse(text_completion_json(
+      "c", 1, "m", {{"x", "stop", nullptr}, {"yz", "length", nullptr}}, protocol::Usage{3, 0, 5}));
+  ASSERT_EQ(w["choices"].size(), 2u);
+  EXPECT_EQ(w["choices"][1]["index"], 1);
+  EXPECT_EQ(w["choices"][1]["text"], "yz");
+  EXPECT_EQ(w["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(json::parse(completion_chunk_text_json("c", 1, "m", "q", "", nullptr, 0,
+                                                   3))["choices"][0]["index"],
+            3);
+}
+
 TEST(Completions, UnsupportedFieldsAreRefusedByName) {
   for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
            {R"({"prompt":["a","b"]})", "prompt"},
            {R"({"prompt":[[1,2,3]]})", "prompt"},
            {R"({"prompt":"a","suffix":"z"})", "suffix"},
-           {R"({"prompt":"a","n":2})", "n"},
+           {R"({"prompt":"a","n":0})", "n"},
+           {R"({"prompt":"a","n":2.5})", "n"},
            {R"({"prompt":"a","logprobs":6})", "logprobs"},
            {R"({"prompt":"a","logprobs":true})", "logprobs"},
            {R"({"prompt":"a","logprobs":2,"echo":true})", "echo"},
@@ -102,4 +118,4 @@ TEST(Completions, Shapes) {
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::api
