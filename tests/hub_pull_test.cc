@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "convert/hf_convert.h"
-#include "convert/safetensors.h"
 #include "gguf/gguf.h"
 #include "nginx_hub.h"
 
@@ -488,10 +488,10 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
       {"add_qkv_bias", true},
       {"rmsnorm", true},
       {"torch_dtype", "float32"}};
-  std::vector<glm::convert::StTensorOut> tensors;
+  std::vector<glm::checkpoint::StTensorOut> tensors;
   for (const glm::gguf::TensorInfo& t : g.tensors()) {
     ASSERT_EQ(t.type, glm::DType::kF32);
-    glm::convert::StTensorOut o;
+    glm::checkpoint::StTensorOut o;
     o.name = glm::convert::hf_tensor_name(t.name);
     ASSERT_FALSE(o.name.empty()) << t.name;
     o.dtype = "F32";
@@ -501,7 +501,8 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   }
   const fs::path ck = dir_ / "checkpoint";
   fs::create_directories(ck);
-  ASSERT_TRUE(glm::convert::write_safetensors((ck / "model.safetensors").string(), tensors).ok());
+  ASSERT_TRUE(
+      glm::checkpoint::write_safetensors((ck / "model.safetensors").string(), tensors).ok());
   glm::testing::write_file(ck / "config.json", config.dump(2));
   glm::testing::write_file(ck / "tokenizer_config.json", R"({"padding_side":"left"})");
   fs::copy_file(tok, ck / "tokenizer.model");

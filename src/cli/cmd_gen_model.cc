@@ -43,9 +43,9 @@ int cmd_gen_model(int argc, char** argv) {
   StatusOr<std::string> out = args->require("output");
   if (!out.ok()) return fail(out.status());
   convert::GenOptions opts;
-  StatusOr<convert::Arch> a = convert::parse_arch(*arch);
+  StatusOr<convert::Family> a = convert::parse_family(*arch);
   if (!a.ok()) return fail(a.status());
-  opts.arch = *a;
+  opts.family = *a;
   opts.preset = args->get("preset", "tiny");
   StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));
   if (!type.ok()) return fail(type.status());

@@ -6,7 +6,7 @@
 namespace glm::convert {
 
 StatusOr<Hparams> gen_hparams(const GenOptions& opts, tok::VocabSpec* vocab) {
-  StatusOr<Hparams> hp = preset(opts.arch, opts.preset);
+  StatusOr<Hparams> hp = preset(opts.family, opts.preset);
   if (!hp.ok()) return hp.status();
   hp->name += " random weights (glmserve gen-model, seed " + std::to_string(opts.seed) + ")";
   if (!opts.vocab_path.empty()) {
@@ -14,10 +14,17 @@ StatusOr<Hparams> gen_hparams(const GenOptions& opts, tok::VocabSpec* vocab) {
     if (!v.ok()) return v.status();
     *vocab = std::move(*v);
     // ChatGLM2 ships ChatGLM3's tokenizer.model but has only 5 special tokens.
-    if (opts.arch == Arch::kChatGLM2) GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(vocab));
+    if (opts.family == Family::kChatGLM2) GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(vocab));
+    if ((opts.family == Family::kChatGLM1) != (vocab->pre == "chatglm1")) {
+      return invalid_argument(opts.vocab_path +
+                              (opts.family == Family::kChatGLM1
+                                   ? ": chatglm1 needs ChatGLM-6B's ice_text.model"
+                                   : ": ChatGLM-6B's ice_text.model is only for "
+                                     "--arch chatglm1"));
+    }
     hp->n_vocab = static_cast<int64_t>(vocab->tokens.size());
   } else {
-    StatusOr<tok::VocabSpec> v = synthetic_vocab(opts.arch, hp->n_vocab);
+    StatusOr<tok::VocabSpec> v = synthetic_vocab(opts.family, hp->n_vocab);
     if (!v.ok()) return v.status();
     *vocab = std::move(*v);
   }

@@ -21,7 +21,7 @@ constexpr float kWeightStd = 0.02f;
 constexpr float kNormStd = 0.02f;
 
 struct GenOptions {
-  Arch arch = Arch::kChatGLM3;
+  Family family = Family::kChatGLM3;
   std::string preset = "tiny";
   DType type = DType::kF16;  // target weight type
   uint64_t seed = 0;

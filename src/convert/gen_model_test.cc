@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "convert/synthetic_vocab.h"
 #include "convert/test_util.h"
 #include "gguf/gguf.h"
 #include "tokenizer/vocab_convert.h"
@@ -22,10 +23,10 @@ std::unique_ptr<gguf::File> open_or_die(const std::string& path) {
   return f.ok() ? std::move(*f) : nullptr;
 }
 
-Status gen(Arch arch, const std::string& p, DType type, uint64_t seed, const std::string& path,
+Status gen(Family arch, const std::string& p, DType type, uint64_t seed, const std::string& path,
            const std::string& vocab = "") {
   GenOptions o;
-  o.arch = arch;
+  o.family = arch;
   o.preset = p;
   o.type = type;
   o.seed = seed;
@@ -41,7 +42,7 @@ int64_t get_int(const gguf::File& f, const std::string& key) {
 
 // The file's metadata and tensors against the GGUF layout (docs/models.md) for the preset's
 // hyperparameters.
-void check_layout(const gguf::File& f, Arch arch, const Hparams& hp, DType type) {
+void check_layout(const gguf::File& f, Family arch, const Hparams& hp, DType type) {
   const std::string a = gguf_arch(arch);
   EXPECT_EQ(*f.get_string("general.architecture"), a);
   EXPECT_NE(f.get_string("general.name")->find("random weights"), std::string::npos);
@@ -52,8 +53,11 @@ void check_layout(const gguf::File& f, Arch arch, const Hparams& hp, DType type)
   EXPECT_EQ(get_int(f, a + ".attention.head_count"), hp.n_head);
   EXPECT_EQ(get_int(f, a + ".attention.head_count_kv"), hp.n_head_kv);
   EXPECT_EQ(get_int(f, a + ".rope.dimension_count"),
-            arch == Arch::kLlama ? hp.head_dim() : hp.head_dim() / 2);
-  EXPECT_FLOAT_EQ(*f.get_float(a + ".attention.layer_norm_rms_epsilon"), hp.norm_eps);
+            arch == Family::kLlama ? hp.head_dim() : hp.head_dim() / 2);
+  EXPECT_FLOAT_EQ(
+      *f.get_float(a + (arch == Family::kChatGLM1 ? ".attention.layer_norm_epsilon"
+                                                  : ".attention.layer_norm_rms_epsilon")),
+      hp.norm_eps);
   EXPECT_FLOAT_EQ(*f.get_float(a + ".rope.freq_base"), hp.rope_base);
   EXPECT_EQ(get_int(f, "general.file_type"), file_type_of(type));
   const std::vector<TensorPlan> plan = tensor_plan(hp, type);
@@ -71,28 +75,53 @@ void check_layout(const gguf::File& f, Arch arch, const Hparams& hp, DType type)
 
 TEST(GenModel, TinyFilesFollowTheirLayouts) {
   TempDir dir;
-  for (Arch arch : {Arch::kChatGLM2, Arch::kChatGLM3, Arch::kGLM4, Arch::kLlama}) {
-    SCOPED_TRACE(arch_name(arch));
-    const std::string path = dir.file(std::string(arch_name(arch)) + ".gguf");
+  for (Family arch :
+       {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4, Family::kLlama}) {
+    SCOPED_TRACE(family_name(arch));
+    const std::string path = dir.file(std::string(family_name(arch)) + ".gguf");
     ASSERT_TRUE(gen(arch, "tiny", DType::kF16, 1, path).ok());
     auto f = open_or_die(path);
     ASSERT_NE(f, nullptr);
     check_layout(*f, arch, *preset(arch, "tiny"), DType::kF16);
-    EXPECT_EQ(f->tensor("blk.0.attn_qkv.bias") != nullptr, arch != Arch::kLlama);
+    EXPECT_EQ(f->tensor("blk.0.attn_qkv.bias") != nullptr, arch != Family::kLlama);
+    EXPECT_EQ(f->tensor("blk.1.ffn_down.bias") != nullptr, arch == Family::kChatGLM1);
   }
+}
+
+// ChatGLM-6B: its own layout and a unigram vocabulary with the v1 specials at their real ids.
+TEST(GenModel, ChatGlm1SixBHasTheRealShapeAndVocabularyLayout) {
+  StatusOr<Hparams> hp = preset(Family::kChatGLM1, "6b");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->n_vocab, 130528);
+  EXPECT_EQ(hp->n_ff, 16384);
+  EXPECT_EQ(hp->n_head_kv, 32);
+  // THUDM/chatglm-6b: 6,173,286,400 parameters (LM head tied to the embeddings).
+  EXPECT_TRUE(hp->tied_output);
+  EXPECT_EQ(plan_parameters(tensor_plan(*hp, DType::kF16)), 6173286400u);
+  auto v = synthetic_vocab(Family::kChatGLM1, 130528);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_EQ(v->model, "t5");
+  EXPECT_EQ(v->pre, "chatglm1");
+  EXPECT_EQ(v->tokens[130001], "[gMASK]");
+  EXPECT_EQ(v->tokens[130004], "<sop>");
+  EXPECT_EQ(v->eos, 130005);
+  EXPECT_EQ(v->tokens[130008], "<|tab|>");
+  EXPECT_EQ(v->tokens[130088], "<0x00>");
+  EXPECT_EQ(v->tokens[4], "<n>");
+  EXPECT_EQ(v->tokens[5], "\xe2\x96\x81");
 }
 
 TEST(GenModel, ChatTemplateTokensExistInTheSyntheticVocabulary) {
   TempDir dir;
   struct Case {
-    Arch arch;
+    Family arch;
     std::vector<std::string> tokens;
   };
   const Case cases[] = {
-      {Arch::kChatGLM3,
+      {Family::kChatGLM3,
        {"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}},
-      {Arch::kChatGLM2, {"[gMASK]", "sop"}},
-      {Arch::kGLM4, {"[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|endoftext|>"}},
+      {Family::kChatGLM2, {"[gMASK]", "sop"}},
+      {Family::kGLM4, {"[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|endoftext|>"}},
   };
   for (const Case& c : cases) {
     const std::string path = dir.file("v.gguf");
@@ -117,9 +146,9 @@ TEST(GenModel, ChatTemplateTokensExistInTheSyntheticVocabulary) {
 TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
   TempDir dir;
   for (DType t : {DType::kF16, DType::kQ4_0}) {
-    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 5, dir.file("a.gguf")).ok());
-    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 5, dir.file("b.gguf")).ok());
-    ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", t, 6, dir.file("c.gguf")).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, "tiny", t, 5, dir.file("a.gguf")).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, "tiny", t, 5, dir.file("b.gguf")).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, "tiny", t, 6, dir.file("c.gguf")).ok());
     const std::string a = read_bytes(dir.file("a.gguf"));
     EXPECT_GT(a.size(), 30000u);
     EXPECT_EQ(testing::first_difference(a, read_bytes(dir.file("b.gguf"))), -1);
@@ -132,7 +161,7 @@ TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
 TEST(GenModel, WeightsHaveTrainedModelScale) {
   TempDir dir;
   const std::string path = dir.file("w.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", DType::kF32, 3, path).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, "tiny", DType::kF32, 3, path).ok());
   auto f = open_or_die(path);
   for (const gguf::TensorInfo& t : f->tensors()) {
     const float* x = reinterpret_cast<const float*>(t.data);
@@ -161,10 +190,10 @@ TEST(GenModel, QuantizedTypesFollowTheTypePolicy) {
   for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kQ4_K, DType::kQ6_K}) {
     SCOPED_TRACE(dtype_name(type));
     const std::string path = dir.file("q.gguf");
-    ASSERT_TRUE(gen(Arch::kGLM4, "tiny", type, 2, path).ok());
+    ASSERT_TRUE(gen(Family::kGLM4, "tiny", type, 2, path).ok());
     auto f = open_or_die(path);
     ASSERT_NE(f, nullptr);
-    check_layout(*f, Arch::kGLM4, *preset(Arch::kGLM4, "tiny"), type);
+    check_layout(*f, Family::kGLM4, *preset(Family::kGLM4, "tiny"), type);
     EXPECT_EQ(f->tensor("blk.1.attn_norm.weight")->type, DType::kF32);
     if (type == DType::kBF16) {
       EXPECT_EQ(f->find("general.quantization_version"), nullptr);
@@ -179,7 +208,7 @@ TEST(GenModel, RealVocabularyReplacesThePresetVocabulary) {
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "absent: " << model;
   TempDir dir;
   const std::string path = dir.file("v.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, "tiny", DType::kQ8_0, 0, path, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, "tiny", DType::kQ8_0, 0, path, model).ok());
   auto f = open_or_die(path);
   StatusOr<tok::VocabSpec> want = tok::read_tokenizer_model(model);
   ASSERT_TRUE(want.ok());
@@ -198,7 +227,7 @@ TEST(GenModel, ChatGLM2WithTheChatGLM3TokenizerGetsChatGLM2Specials) {
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "absent: " << model;
   TempDir dir;
   const std::string path = dir.file("v2.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM2, "tiny", DType::kQ8_0, 0, path, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM2, "tiny", DType::kQ8_0, 0, path, model).ok());
   auto f = open_or_die(path);
   StatusOr<tok::VocabSpec> got = tok::read_vocab(*f);
   ASSERT_TRUE(got.ok());
@@ -216,10 +245,10 @@ TEST(GenModel, ChatGLM2WithTheChatGLM3TokenizerGetsChatGLM2Specials) {
 TEST(GenModel, BadOptionsAreErrors) {
   TempDir dir;
   Status s =
-      gen(Arch::kChatGLM3, "tiny", DType::kF16, 0, dir.file("x.gguf"), dir.file("missing.model"));
+      gen(Family::kChatGLM3, "tiny", DType::kF16, 0, dir.file("x.gguf"), dir.file("missing.model"));
   EXPECT_EQ(s.code(), ErrorCode::kNotFound);
-  EXPECT_FALSE(gen(Arch::kChatGLM3, "medium", DType::kF16, 0, dir.file("x.gguf")).ok());
-  s = gen(Arch::kChatGLM3, "tiny", DType::kF16, 0, dir.file("no/such/dir/x.gguf"));
+  EXPECT_FALSE(gen(Family::kChatGLM3, "medium", DType::kF16, 0, dir.file("x.gguf")).ok());
+  s = gen(Family::kChatGLM3, "tiny", DType::kF16, 0, dir.file("no/such/dir/x.gguf"));
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "convert/printable.h"
-#include "convert/safetensors.h"
-#include "convert/torch_zip.h"
+#include "checkpoint/printable.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/torch_zip.h"
 #include "core/fp16.h"
 #include "core/json.h"
 #include "tokenizer/vocab_convert.h"
@@ -19,6 +19,11 @@
 namespace glm::convert {
 
 namespace fs = std::filesystem;
+using checkpoint::printable;
+using checkpoint::SafetensorsFile;
+using checkpoint::st_dtype_size;
+using checkpoint::StTensor;
+using checkpoint::TorchZipFile;
 
 std::string hf_tensor_name(const std::string& g) {
   if (g == "token_embd.weight") return "transformer.embedding.word_embeddings.weight";
@@ -76,7 +81,7 @@ StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::str
     return Status::Ok();
   };
   Hparams h;
-  h.arch = Arch::kChatGLM3;
+  h.family = Family::kChatGLM3;
   GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
   GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
   GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
@@ -240,14 +245,14 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   }
   StatusOr<tok::VocabSpec> vocab = tok::read_tokenizer_model(tok_path.string());
   if (!vocab.ok()) return vocab.status();
-  if (vocab->model == "gpt2") hp->arch = Arch::kGLM4;
+  if (vocab->model == "gpt2") hp->family = Family::kGLM4;
   if (hp->name.empty()) hp->name = dir.filename().string();
   // ChatGLM2 and ChatGLM3 share config.json's keys and tokenizer.model; the checkpoint's name
   // (THUDM/chatglm2-6b, or the folder's) is the cue. ChatGLM2 has only 5 special tokens.
   std::string lower = hp->name;
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (vocab->model == "llama" && lower.find("chatglm2") != std::string::npos) {
-    hp->arch = Arch::kChatGLM2;
+    hp->family = Family::kChatGLM2;
     GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(&*vocab));
   }
   const int64_t n_tok = static_cast<int64_t>(vocab->tokens.size());

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/torch_test_writer.h"
 #include "convert/gen_model.h"
 #include "convert/model_writer.h"
-#include "convert/safetensors.h"
 #include "convert/test_util.h"
-#include "convert/torch_test_writer.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
 
@@ -20,6 +20,8 @@ namespace glm::convert {
 namespace {
 
 namespace fs = std::filesystem;
+using checkpoint::StTensorOut;
+using checkpoint::write_safetensors;
 using testing::read_bytes;
 using testing::shared_data;
 using testing::TempDir;
@@ -77,9 +79,9 @@ void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtyp
   const bool pt = format == Format::kTorch;
   auto write = [&](const std::string& name, const std::vector<StTensorOut>& ts) {
     if (!pt) return write_safetensors((dir / name).string(), ts).ok();
-    testing::TorchZipOptions o;
+    checkpoint::testing::TorchZipOptions o;
     o.archive = fs::path(name).stem().string();  // torch.save names the folder after the file
-    return testing::write_torch_checkpoint((dir / name).string(), ts, o);
+    return checkpoint::testing::write_torch_checkpoint((dir / name).string(), ts, o);
   };
   if (n_shards == 1) {
     ASSERT_TRUE(write(pt ? "pytorch_model.bin" : "model.safetensors", shards[0]));
@@ -99,9 +101,9 @@ void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtyp
       << index.dump(2);
 }
 
-Status gen(Arch arch, DType type, const std::string& vocab, const std::string& path) {
+Status gen(Family arch, DType type, const std::string& vocab, const std::string& path) {
   GenOptions o;
-  o.arch = arch;
+  o.family = arch;
   o.preset = "tiny";
   o.type = type;
   o.seed = 9;
@@ -139,7 +141,7 @@ TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.hf_type);
     const std::string model = dir_.file("gen.gguf");
-    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, c.gen_type, tokenizer_, model).ok());
     auto m = gguf::File::open(model);
     ASSERT_TRUE(m.ok());
     const fs::path hf = dir_.path() / ("hf_" + c.hf_type);
@@ -155,7 +157,7 @@ TEST_F(HfConvertTest, CheckpointOfGeneratedWeightsConvertsToTheSameFile) {
 // gen-model --arch chatglm2 writes it from the same tokenizer.model.
 TEST_F(HfConvertTest, Chatglm2CheckpointGetsChatglm2Vocabulary) {
   const std::string model = dir_.file("gen2.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM2, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM2, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   ASSERT_NE((*m)->get_string("general.name")->find("chatglm2"), std::string::npos);
@@ -178,12 +180,12 @@ TEST_F(HfConvertTest, Chatglm2CheckpointGetsChatglm2Vocabulary) {
 
 TEST_F(HfConvertTest, QuantizedConversionEqualsGenModelsQuantizedFile) {
   const std::string f32 = dir_.file("f32.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, f32).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, f32).ok());
   auto m = gguf::File::open(f32);
   ASSERT_TRUE(m.ok());
   export_hf(**m, dir_.path() / "hf", "F32", 1, tokenizer_);
   for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
-    ASSERT_TRUE(gen(Arch::kChatGLM3, t, tokenizer_, dir_.file("g.gguf")).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, t, tokenizer_, dir_.file("g.gguf")).ok());
     ASSERT_TRUE(convert(dir_.path() / "hf", t, dir_.file("c.gguf")).ok());
     EXPECT_EQ(
         testing::first_difference(read_bytes(dir_.file("c.gguf")), read_bytes(dir_.file("g.gguf"))),
@@ -196,7 +198,7 @@ TEST_F(HfConvertTest, Glm4CheckpointGetsRopeBaseAndBpeVocabulary) {
   const std::string glm4_tok = shared_data("tokenizers/glm4.tokenizer.model");
   if (!fs::exists(glm4_tok)) GTEST_SKIP() << "absent: " << glm4_tok;
   const std::string model = dir_.file("glm4.gguf");
-  ASSERT_TRUE(gen(Arch::kGLM4, DType::kF16, glm4_tok, model).ok());
+  ASSERT_TRUE(gen(Family::kGLM4, DType::kF16, glm4_tok, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*(*m)->get_string("tokenizer.ggml.model"), "gpt2");
@@ -223,7 +225,7 @@ TEST_F(HfConvertTest, Glm4CheckpointGetsRopeBaseAndBpeVocabulary) {
 
 TEST_F(HfConvertTest, BrokenCheckpointsAreClearErrors) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
@@ -288,7 +290,7 @@ TEST_F(TorchZipConvertTest, BinCheckpointConvertsLikeSafetensors) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.hf_type + " x" + std::to_string(c.shards));
     const std::string model = dir_.file("gen.gguf");
-    ASSERT_TRUE(gen(Arch::kChatGLM3, c.gen_type, tokenizer_, model).ok());
+    ASSERT_TRUE(gen(Family::kChatGLM3, c.gen_type, tokenizer_, model).ok());
     auto m = gguf::File::open(model);
     ASSERT_TRUE(m.ok());
     const fs::path st = dir_.path() / ("st_" + c.hf_type);
@@ -327,14 +329,14 @@ TEST_F(TorchZipConvertTest, BinCheckpointConvertsLikeSafetensors) {
 // bias as two views of one storage. Same file as gen-model's.
 TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
   export_hf(**m, hf, "F32", 1, tokenizer_);  // config.json, tokenizer.model
   fs::remove(hf / "model.safetensors");
-  std::vector<testing::TorchStorageOut> storages;
-  std::vector<testing::TorchViewOut> views;
+  std::vector<checkpoint::testing::TorchStorageOut> storages;
+  std::vector<checkpoint::testing::TorchViewOut> views;
   auto floats = [&](const gguf::TensorInfo& t) {
     std::vector<float> x(static_cast<size_t>(t.n_elements()));
     decode_rows(t.type, t.data, t.n_rows(), t.shape[0], x.data());
@@ -384,10 +386,11 @@ TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
   }
   ASSERT_EQ(n_strided, 2);
   ASSERT_EQ(n_shared, 2);
-  testing::TorchZipOptions o;
+  checkpoint::testing::TorchZipOptions o;
   o.archive = "pytorch_model";
-  ASSERT_TRUE(testing::write_file((hf / "pytorch_model.bin").string(),
-                                  testing::torch_checkpoint_bytes(storages, views, o)));
+  ASSERT_TRUE(checkpoint::testing::write_file(
+      (hf / "pytorch_model.bin").string(),
+      checkpoint::testing::torch_checkpoint_bytes(storages, views, o)));
   const std::string out = dir_.file("conv.gguf");
   Status s = convert(hf, DType::kF32, out);
   ASSERT_TRUE(s.ok()) << s.to_string();
@@ -396,7 +399,7 @@ TEST_F(TorchZipConvertTest, StridedAndSharedStoragesConvert) {
 
 TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF32, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF32, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   const fs::path hf = dir_.path() / "hf";
@@ -410,15 +413,16 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
   // Only a .bin whose pickle names os.system: refused by name, nothing written.
   fs::remove(hf / "model.safetensors");
   fs::remove(out);
-  testing::PickleWriter w;
+  checkpoint::testing::PickleWriter w;
   w.global("os", "system");
   w.str("touch /tmp/pwned", false);
   w.op(0x85);
   w.op('R');
   w.op('.');
-  ASSERT_TRUE(testing::write_file(
+  ASSERT_TRUE(checkpoint::testing::write_file(
       (hf / "pytorch_model.bin").string(),
-      testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {}, false)));
+      checkpoint::testing::torch_zip_bytes({{"data.pkl", w.bytes()}, {"version", "3\n"}}, {},
+                                           false)));
   s = convert(hf, DType::kF32, out);
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
   EXPECT_NE(s.message().find("refusing global os.system"), std::string::npos) << s.message();
@@ -445,7 +449,7 @@ TEST_F(TorchZipConvertTest, SafetensorsWinAndRefusedPicklesAreErrors) {
 // The progress callback sees every tensor once, in order, and ends with all bytes read.
 TEST_F(HfConvertTest, ReportsProgressPerTensor) {
   const std::string model = dir_.file("gen.gguf");
-  ASSERT_TRUE(gen(Arch::kChatGLM3, DType::kF16, tokenizer_, model).ok());
+  ASSERT_TRUE(gen(Family::kChatGLM3, DType::kF16, tokenizer_, model).ok());
   auto m = gguf::File::open(model);
   ASSERT_TRUE(m.ok());
   export_hf(**m, dir_.path() / "hf", "F16", 1, tokenizer_, Format::kTorch);

@@ -1,35 +1,62 @@
 #include "convert/model_spec.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "kernels/quant.h"
 
 namespace glm::convert {
 
-StatusOr<Arch> parse_arch(const std::string& name) {
-  if (name == "chatglm2") return Arch::kChatGLM2;
-  if (name == "chatglm3") return Arch::kChatGLM3;
-  if (name == "glm4") return Arch::kGLM4;
-  if (name == "llama") return Arch::kLlama;
+StatusOr<Family> parse_family(const std::string& name) {
+  for (Family f :
+       {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4, Family::kLlama}) {
+    if (name == family_name(f)) return f;
+  }
   return invalid_argument("unknown architecture '" + name +
-                          "' (use one of: chatglm2, chatglm3, glm4, llama)");
+                          "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama)");
 }
 
-const char* arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::kChatGLM2:
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::kChatGLM1:
+      return "chatglm1";
+    case Family::kChatGLM2:
       return "chatglm2";
-    case Arch::kChatGLM3:
+    case Family::kChatGLM3:
       return "chatglm3";
-    case Arch::kGLM4:
+    case Family::kGLM4:
       return "glm4";
-    case Arch::kLlama:
+    case Family::kLlama:
       return "llama";
   }
   return "?";
 }
 
-const char* gguf_arch(Arch arch) { return arch == Arch::kLlama ? "llama" : "chatglm"; }
+arch::Arch layout_of(Family family) {
+  switch (family) {
+    case Family::kChatGLM1:
+      return arch::Arch::kChatGLM1;
+    case Family::kLlama:
+      return arch::Arch::kLlama;
+    default:
+      return arch::Arch::kChatGLM;
+  }
+}
+
+const char* gguf_arch(Family family) { return arch::arch_name(layout_of(family)); }
+
+arch::Dims Hparams::dims() const {
+  arch::Dims d;
+  d.n_vocab = n_vocab;
+  d.n_embd = n_embd;
+  d.n_ff = n_ff;
+  d.n_layer = n_layer;
+  d.n_head = n_head;
+  d.n_head_kv = n_head_kv;
+  d.qkv_bias = layout() != arch::Arch::kLlama;
+  d.tied_output = tied_output;
+  return d;
+}
 
 Status Hparams::validate() const {
   auto bad = [](const std::string& m) { return invalid_argument("model shape: " + m); };
@@ -49,10 +76,10 @@ Status Hparams::validate() const {
 
 namespace {
 
-Hparams make(Arch arch, int64_t vocab, int64_t embd, int64_t ff, int64_t layers, int64_t heads,
+Hparams make(Family family, int64_t vocab, int64_t embd, int64_t ff, int64_t layers, int64_t heads,
              int64_t kv, int64_t ctx) {
   Hparams h;
-  h.arch = arch;
+  h.family = family;
   h.n_vocab = vocab;
   h.n_embd = embd;
   h.n_ff = ff;
@@ -60,7 +87,7 @@ Hparams make(Arch arch, int64_t vocab, int64_t embd, int64_t ff, int64_t layers,
   h.n_head = heads;
   h.n_head_kv = kv;
   h.n_ctx = ctx;
-  if (arch == Arch::kGLM4) {
+  if (family == Family::kGLM4) {
     h.norm_eps = 1.5625e-7f;
     h.rope_base = 5e6f;  // 10000 x rope_ratio 500
   }
@@ -69,27 +96,47 @@ Hparams make(Arch arch, int64_t vocab, int64_t embd, int64_t ff, int64_t layers,
 
 }  // namespace
 
-StatusOr<Hparams> preset(Arch arch, const std::string& p) {
-  const bool glm4 = arch == Arch::kGLM4;
-  const bool llama = arch == Arch::kLlama;
-  // Real context lengths of the families (metadata only: nothing is allocated for them).
-  const int64_t ctx = glm4 ? 131072 : arch == Arch::kChatGLM2 ? 32768 : llama ? 4096 : 8192;
+StatusOr<Hparams> preset(Family family, const std::string& p) {
+  const bool glm4 = family == Family::kGLM4;
+  const bool llama = family == Family::kLlama;
   Hparams h;
+  if (family == Family::kChatGLM1) {
+    // ChatGLM-6B: plain multi-head attention, GELU MLP of 4 x n_embd, vocabulary 130528,
+    // context 2048 (max_sequence_length), LM head tied in 6b. The tiny vocabulary holds the
+    // 344 v1 pieces.
+    if (p == "tiny") {
+      h = make(family, 1024, 64, 256, 2, 4, 4, 256);
+    } else if (p == "small") {
+      h = make(family, 130528, 1024, 4096, 12, 16, 16, 2048);
+    } else if (p == "6b") {
+      h = make(family, 130528, 4096, 16384, 28, 32, 32, 2048);
+    } else {
+      return invalid_argument("unknown preset '" + p + "' (use one of: tiny, small, 6b)");
+    }
+    // HF ties ChatGLM-6B's lm_head to the embeddings (6,173,286,400 parameters). The smaller
+    // presets keep an output.weight: with tied random weights the argmax is the input token
+    // itself, so generation would only repeat <sop>.
+    h.tied_output = p == "6b";
+    h.name = std::string(family_name(family)) + "-" + p;
+    return h;
+  }
+  // Real context lengths of the families (metadata only: nothing is allocated for them).
+  const int64_t ctx = glm4 ? 131072 : family == Family::kChatGLM2 ? 32768 : llama ? 4096 : 8192;
   if (p == "tiny") {
-    h = make(arch, 512, 64, 160, 2, 4, 2, 256);
+    h = make(family, 512, 64, 160, 2, 4, 2, 256);
   } else if (p == "small") {
     const int64_t vocab = glm4 ? 151552 : llama ? 32000 : 65024;
-    h = make(arch, vocab, 1024, 2816, 12, 8, llama ? 4 : 2, ctx);
+    h = make(family, vocab, 1024, 2816, 12, 8, llama ? 4 : 2, ctx);
   } else if (p == "6b") {
     if (llama) {
-      h = make(arch, 32000, 4096, 11008, 32, 32, 32, ctx);  // LLaMA-2-7B
+      h = make(family, 32000, 4096, 11008, 32, 32, 32, ctx);  // LLaMA-2-7B
     } else {
-      h = make(arch, glm4 ? 151552 : 65024, 4096, 13696, glm4 ? 40 : 28, 32, 2, ctx);
+      h = make(family, glm4 ? 151552 : 65024, 4096, 13696, glm4 ? 40 : 28, 32, 2, ctx);
     }
   } else {
     return invalid_argument("unknown preset '" + p + "' (use one of: tiny, small, 6b)");
   }
-  h.name = std::string(arch_name(arch)) + "-" + p;
+  h.name = std::string(family_name(family)) + "-" + p;
   return h;
 }
 
@@ -195,42 +242,16 @@ DType choose_type(DType target, Role role, int64_t row_len, std::string* note) {
 std::vector<TensorPlan> tensor_plan(const Hparams& hp, DType target,
                                     std::vector<std::string>* notes) {
   std::vector<TensorPlan> plan;
-  auto add = [&](std::string name, std::vector<int64_t> shape, Role role) {
+  for (arch::TensorSpec& s : arch::tensor_table(hp.layout(), hp.dims())) {
     TensorPlan t;
-    t.name = std::move(name);
-    t.role = role;
+    t.name = std::move(s.name);
+    t.role = s.role;
     std::string note;
-    t.type = choose_type(target, role, shape[0], &note);
+    t.type = choose_type(target, s.role, s.shape[0], &note);
     if (!note.empty() && notes != nullptr) notes->push_back(t.name + ": " + note);
-    t.shape = std::move(shape);
+    t.shape = std::move(s.shape);
     plan.push_back(std::move(t));
-  };
-  const int64_t e = hp.n_embd;
-  add("token_embd.weight", {e, hp.n_vocab}, Role::kTokenEmbd);
-  for (int64_t i = 0; i < hp.n_layer; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    add(b + "attn_norm.weight", {e}, Role::kNorm);
-    if (hp.is_chatglm()) {
-      // Rows: all query heads, then the key heads, then the value heads.
-      add(b + "attn_qkv.weight", {e, e + 2 * hp.n_embd_kv()}, Role::kAttnQkv);
-      add(b + "attn_qkv.bias", {e + 2 * hp.n_embd_kv()}, Role::kBias);
-      add(b + "attn_output.weight", {e, e}, Role::kAttnOut);
-      add(b + "ffn_norm.weight", {e}, Role::kNorm);
-      add(b + "ffn_up.weight", {e, 2 * hp.n_ff}, Role::kFfnUp);  // gate rows, then up rows
-      add(b + "ffn_down.weight", {hp.n_ff, e}, Role::kFfnDown);
-    } else {
-      add(b + "attn_q.weight", {e, e}, Role::kAttnQ);
-      add(b + "attn_k.weight", {e, hp.n_embd_kv()}, Role::kAttnK);
-      add(b + "attn_v.weight", {e, hp.n_embd_kv()}, Role::kAttnV);
-      add(b + "attn_output.weight", {e, e}, Role::kAttnOut);
-      add(b + "ffn_norm.weight", {e}, Role::kNorm);
-      add(b + "ffn_gate.weight", {e, hp.n_ff}, Role::kFfnGate);
-      add(b + "ffn_up.weight", {e, hp.n_ff}, Role::kFfnUp);
-      add(b + "ffn_down.weight", {hp.n_ff, e}, Role::kFfnDown);
-    }
   }
-  add("output_norm.weight", {e}, Role::kNorm);
-  if (!hp.tied_output) add("output.weight", {e, hp.n_vocab}, Role::kOutput);
   return plan;
 }
 
@@ -248,7 +269,7 @@ uint64_t plan_parameters(const std::vector<TensorPlan>& plan) {
 
 void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
   using gguf::Value;
-  const std::string a = gguf_arch(hp.arch);
+  const std::string a = gguf_arch(hp.family);
   auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
   w->set("general.architecture", Value::string(a));
   w->set("general.name", Value::string(hp.name));
@@ -258,11 +279,19 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
   w->set(a + ".block_count", u32(hp.n_layer));
   w->set(a + ".attention.head_count", u32(hp.n_head));
   w->set(a + ".attention.head_count_kv", u32(hp.n_head_kv));
-  w->set(a + ".attention.layer_norm_rms_epsilon", Value::f32(hp.norm_eps));
+  if (hp.layout() == arch::Arch::kChatGLM1) {
+    w->set(a + ".attention.layer_norm_epsilon", Value::f32(hp.norm_eps));
+  } else {
+    w->set(a + ".attention.layer_norm_rms_epsilon", Value::f32(hp.norm_eps));
+  }
   w->set("general.file_type", Value::u32(file_type_of(target)));
   if (!is_float_type(target)) w->set("general.quantization_version", Value::u32(2));
   w->set(a + ".rope.dimension_count", u32(hp.n_rot()));
   w->set(a + ".rope.freq_base", Value::f32(hp.rope_base));
+  if (hp.layout() == arch::Arch::kChatGLM1) {
+    // HF's GLMBlock scales the residual by sqrt(2 x num_layers) with its default 28 layers.
+    w->set(a + ".residual_scale", Value::f32(std::sqrt(56.0f)));
+  }
 }
 
 }  // namespace glm::convert

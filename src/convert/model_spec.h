@@ -1,6 +1,6 @@
-// What a model file holds, independent of where the weights come from: hyperparameters, presets
-// for generated models, the tensor plan (names, shapes, types, in file order) of llama.cpp's
-// `chatglm` and `llama` layouts (docs/models.md), the weight-type policy shared by gen-model,
+// What a model file holds, independent of where the weights come from: the model family and its
+// hyperparameters, presets for generated models, the tensor plan (the architecture's tensor
+// table, arch/arch.h, with a type per tensor), the weight-type policy shared by gen-model,
 // quantize and convert, and the architecture metadata keys. Pure functions and value types;
 // thread-safe.
 #pragma once
@@ -9,25 +9,29 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
 
 namespace glm::convert {
 
-enum class Arch {
+// A model family: what gen-model's --arch names. Several share one file layout (arch::Arch).
+enum class Family {
+  kChatGLM1,  // ChatGLM-6B:  gguf "chatglm1", context 2048
   kChatGLM2,  // ChatGLM2-6B: gguf "chatglm", context 32768
   kChatGLM3,  // ChatGLM3-6B: gguf "chatglm", context 8192
   kGLM4,      // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
   kLlama,     // LLaMA:       gguf "llama"
 };
 
-StatusOr<Arch> parse_arch(const std::string& name);  // "chatglm3" ...
-const char* arch_name(Arch arch);                    // "chatglm3"
-const char* gguf_arch(Arch arch);                    // "chatglm" or "llama"
+StatusOr<Family> parse_family(const std::string& name);  // "chatglm3" ...
+const char* family_name(Family family);                  // "chatglm3"
+arch::Arch layout_of(Family family);                     // the file's architecture
+const char* gguf_arch(Family family);                    // "chatglm", "chatglm1" or "llama"
 
 struct Hparams {
-  Arch arch = Arch::kChatGLM3;
+  Family family = Family::kChatGLM3;
   std::string name;  // general.name
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -36,39 +40,28 @@ struct Hparams {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t n_ctx = 0;
-  float norm_eps = 1e-5f;
+  float norm_eps = 1e-5f;  // RMSNorm (chatglm, llama) or LayerNorm (chatglm1) epsilon
   float rope_base = 10000.0f;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
 
+  arch::Arch layout() const { return layout_of(family); }
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
-  bool is_chatglm() const { return arch != Arch::kLlama; }
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
-  // chatglm layout (rotary on the first half of each head), head_dim for llama.
-  int64_t n_rot() const { return is_chatglm() ? head_dim() / 2 : head_dim(); }
+  // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own
+  // position), head_dim for llama.
+  int64_t n_rot() const { return layout() == arch::Arch::kLlama ? head_dim() : head_dim() / 2; }
+  // The sizes of the tensor table (chatglm layouts carry QKV biases).
+  arch::Dims dims() const;
   // invalid_argument when the shape is not a model (heads do not divide, odd head_dim, ...).
   Status validate() const;
 };
 
 // Presets "tiny", "small", "6b" (docs/model-files.md lists the numbers).
-StatusOr<Hparams> preset(Arch arch, const std::string& preset_name);
+StatusOr<Hparams> preset(Family family, const std::string& preset_name);
 
-// What a tensor is for: decides its initialisation and its type under a target weight type.
-enum class Role {
-  kTokenEmbd,
-  kOutput,
-  kNorm,
-  kBias,
-  kAttnQkv,
-  kAttnQ,
-  kAttnK,
-  kAttnV,
-  kAttnOut,
-  kFfnUp,
-  kFfnGate,
-  kFfnDown,
-  kOther,  // an unknown 2-D weight: quantized like the others
-};
+using arch::Role;
+
 // Role from a llama.cpp tensor name ("blk.3.ffn_down.weight" -> kFfnDown). 1-D tensors that are
 // not recognised are reported as kNorm (kept F32).
 Role role_from_name(const std::string& name, size_t n_dims);
@@ -99,8 +92,8 @@ bool is_float_type(DType t);  // f32, f16, bf16
 // not null, a one-line explanation is appended to it.
 DType choose_type(DType target, Role role, int64_t row_len, std::string* note = nullptr);
 
-// The tensors of a model in file order (token_embd, blocks, output_norm, output), with their
-// types under `target`. Cost: O(n_layer).
+// The tensors of a model in file order (arch::tensor_table of its layout), with their types
+// under `target`. Cost: O(n_layer).
 std::vector<TensorPlan> tensor_plan(const Hparams& hp, DType target,
                                     std::vector<std::string>* notes = nullptr);
 uint64_t plan_bytes(const std::vector<TensorPlan>& plan);       // tensor data, no padding

@@ -14,7 +14,7 @@ std::map<std::string, TensorPlan> by_name(const std::vector<TensorPlan>& plan) {
 }
 
 TEST(ModelSpec, ChatGlm3SixBMatchesTheRealModel) {
-  StatusOr<Hparams> hp = preset(Arch::kChatGLM3, "6b");
+  StatusOr<Hparams> hp = preset(Family::kChatGLM3, "6b");
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->n_embd, 4096);
   EXPECT_EQ(hp->n_layer, 28);
@@ -48,7 +48,7 @@ TEST(ModelSpec, ChatGlm3SixBMatchesTheRealModel) {
 }
 
 TEST(ModelSpec, Glm4NineBMatchesTheRealModel) {
-  StatusOr<Hparams> hp = preset(Arch::kGLM4, "6b");
+  StatusOr<Hparams> hp = preset(Family::kGLM4, "6b");
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->n_layer, 40);
   EXPECT_EQ(hp->n_vocab, 151552);
@@ -59,7 +59,7 @@ TEST(ModelSpec, Glm4NineBMatchesTheRealModel) {
 }
 
 TEST(ModelSpec, Q4_0PlanQuantizesLikeLlamaCpp) {
-  StatusOr<Hparams> hp = preset(Arch::kChatGLM3, "6b");
+  StatusOr<Hparams> hp = preset(Family::kChatGLM3, "6b");
   ASSERT_TRUE(hp.ok());
   const std::vector<TensorPlan> plan = tensor_plan(*hp, DType::kQ4_0);
   auto m = by_name(plan);
@@ -75,7 +75,7 @@ TEST(ModelSpec, Q4_0PlanQuantizesLikeLlamaCpp) {
 }
 
 TEST(ModelSpec, KQuantsFallBackWhereTheBlockDoesNotDivide) {
-  StatusOr<Hparams> hp = preset(Arch::kChatGLM3, "6b");
+  StatusOr<Hparams> hp = preset(Family::kChatGLM3, "6b");
   ASSERT_TRUE(hp.ok());
   std::vector<std::string> notes;
   auto m = by_name(tensor_plan(*hp, DType::kQ4_K, &notes));
@@ -101,7 +101,7 @@ TEST(ModelSpec, ChooseType) {
 }
 
 TEST(ModelSpec, LlamaLayout) {
-  StatusOr<Hparams> hp = preset(Arch::kLlama, "tiny");
+  StatusOr<Hparams> hp = preset(Family::kLlama, "tiny");
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->n_rot(), hp->head_dim());
   auto m = by_name(tensor_plan(*hp, DType::kF32));
@@ -122,15 +122,15 @@ TEST(ModelSpec, RolesFromNames) {
 }
 
 TEST(ModelSpec, BadNamesAreClearErrors) {
-  EXPECT_FALSE(parse_arch("chatglm5").ok());
-  EXPECT_NE(parse_arch("x").status().message().find("chatglm3"), std::string::npos);
-  EXPECT_FALSE(preset(Arch::kChatGLM3, "huge").ok());
+  EXPECT_FALSE(parse_family("chatglm5").ok());
+  EXPECT_NE(parse_family("x").status().message().find("chatglm3"), std::string::npos);
+  EXPECT_FALSE(preset(Family::kChatGLM3, "huge").ok());
   EXPECT_FALSE(parse_weight_type("q3_k").ok());
   ASSERT_TRUE(parse_weight_type("Q4_0").ok());
   EXPECT_EQ(*parse_weight_type("Q4_0"), DType::kQ4_0);
   EXPECT_EQ(file_type_of(DType::kQ8_0), 7u);
   EXPECT_EQ(file_type_of(DType::kBF16), 32u);
-  Hparams h = *preset(Arch::kChatGLM3, "tiny");
+  Hparams h = *preset(Family::kChatGLM3, "tiny");
   h.n_head_kv = 3;
   EXPECT_FALSE(h.validate().ok());
 }

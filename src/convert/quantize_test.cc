@@ -42,7 +42,7 @@ class QuantizeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     GenOptions o;
-    o.arch = Arch::kChatGLM3;
+    o.family = Family::kChatGLM3;
     o.preset = "tiny";
     o.type = DType::kF32;
     o.seed = 11;

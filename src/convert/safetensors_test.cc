@@ -1,12 +1,14 @@
-#include "convert/safetensors.h"
+// Tests of src/checkpoint, kept in convert_test: the ASan step of scripts/test.sh builds
+// convert_test and runs these (Unpickle*, TorchZip*) under AddressSanitizer.
+#include "checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "convert/test_util.h"
+#include "checkpoint/test_util.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 namespace {
 
 using testing::read_bytes;
@@ -86,4 +88,4 @@ TEST(Safetensors, CorruptFilesAreRejected) {
 }
 
 }  // namespace
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

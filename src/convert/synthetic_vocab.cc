@@ -83,11 +83,77 @@ std::vector<std::string> make_pieces(int64_t limit, const std::vector<const char
 
 }  // namespace
 
-StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
+namespace {
+
+// ChatGLM-6B: a unigram ("t5") vocabulary in the id layout of its ice_text.model: 0 <unk>
+// 1 <s> 2 </s> 3 <pad> 4 <n>, then "▁" and the pieces (log-probability-like scores), then
+// [MASK] [gMASK] [sMASK] <unused_0> <sop> <eop> <ENC> <dBLOCK>, <|tab|>, <|blank_2..80|>, the 256
+// byte tokens (at 130000 in a full-size vocabulary, as in the real file), then [PADn].
+tok::VocabSpec chatglm1_vocab(int64_t n_vocab) {
+  constexpr int64_t kV1Specials = 8 + 1 + 79 + 256;
+  constexpr int64_t kV1SpecialId = 130000;
+  tok::VocabSpec s;
+  s.model = "t5";
+  s.pre = "chatglm1";
+  s.remove_extra_whitespaces = true;
+  auto push = [&](std::string piece, float score, int32_t type) {
+    s.tokens.push_back(std::move(piece));
+    s.scores.push_back(score);
+    s.types.push_back(type);
+  };
+  push("<unk>", 0.0f, tok::kTokenUnknown);
+  push("<s>", 0.0f, tok::kTokenControl);
+  push("</s>", 0.0f, tok::kTokenControl);
+  push("<pad>", 0.0f, tok::kTokenControl);
+  push("<n>", 0.0f, tok::kTokenUserDefined);
+  const int64_t special_at =
+      n_vocab >= kV1SpecialId + kV1Specials ? kV1SpecialId : n_vocab - kV1Specials;
+  const int64_t n_fixed = static_cast<int64_t>(s.tokens.size());
+  const std::vector<std::string> pieces = make_pieces(special_at - n_fixed, {});
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    push(pieces[i], -2.0f - 0.001f * static_cast<float>(i), tok::kTokenNormal);
+  }
+  auto pad_to = [&](int64_t n) {
+    while (static_cast<int64_t>(s.tokens.size()) < n) {
+      push("[PAD" + std::to_string(s.tokens.size()) + "]", 0.0f, tok::kTokenUnused);
+    }
+  };
+  pad_to(special_at);
+  for (const char* sp :
+       {"[MASK]", "[gMASK]", "[sMASK]", "<unused_0>", "<sop>", "<eop>", "<ENC>", "<dBLOCK>"}) {
+    push(sp, 0.0f, tok::kTokenControl);
+  }
+  push("<|tab|>", 0.0f, tok::kTokenUserDefined);
+  for (int n = 2; n <= 80; ++n) {
+    push("<|blank_" + std::to_string(n) + "|>", 0.0f, tok::kTokenUserDefined);
+  }
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+    push(buf, 0.0f, tok::kTokenByte);
+  }
+  pad_to(n_vocab);
+  s.unk = 0;
+  s.pad = 3;
+  s.bos = static_cast<int32_t>(special_at + 4);  // <sop>
+  s.eos = static_cast<int32_t>(special_at + 5);  // <eop>
+  s.add_bos = false;
+  return s;
+}
+
+}  // namespace
+
+StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
   if (n_vocab < kMinVocab) {
     return invalid_argument("vocabulary of " + std::to_string(n_vocab) +
                             " tokens is too small for a synthetic vocabulary (need >= " +
                             std::to_string(kMinVocab) + ")");
+  }
+  if (arch == Family::kChatGLM1) {
+    if (n_vocab < 512) {
+      return invalid_argument("a chatglm1 vocabulary needs >= 512 tokens (it has 344 specials)");
+    }
+    return chatglm1_vocab(n_vocab);
   }
   tok::VocabSpec s;
   s.model = "llama";
@@ -96,7 +162,7 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
     s.scores.push_back(score);
     s.types.push_back(type);
   };
-  const bool glm = arch != Arch::kLlama;
+  const bool glm = arch != Family::kLlama;
   push("<unk>", 0.0f, tok::kTokenUnknown);
   push(glm ? "<bos>" : "<s>", 0.0f, tok::kTokenControl);
   push(glm ? "<eos>" : "</s>", 0.0f, tok::kTokenControl);
@@ -107,7 +173,7 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
   }
   std::vector<const char*> specials;
   int64_t special_at = n_vocab;
-  if (arch == Arch::kGLM4) {
+  if (arch == Family::kGLM4) {
     specials.assign(std::begin(kGlm4Specials), std::end(kGlm4Specials));
     special_at = n_vocab >= kGlm4Vocab ? kGlm4SpecialId : n_vocab - 14;
   } else if (glm) {
@@ -126,12 +192,12 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
   for (const char* sp : specials) push(sp, 0.0f, tok::kTokenControl);
   pad_to(n_vocab);
 
-  if (arch == Arch::kLlama) {
+  if (arch == Family::kLlama) {
     s.unk = 0;
     s.bos = 1;
     s.eos = 2;
     s.add_bos = true;
-  } else if (arch == Arch::kGLM4) {
+  } else if (arch == Family::kGLM4) {
     s.eos = static_cast<int32_t>(special_at);  // <|endoftext|>
     s.pad = s.eos;
     s.eot = static_cast<int32_t>(special_at + 7);  // <|user|>
@@ -141,7 +207,7 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab) {
     s.eos = 2;
     s.pad = 0;
     s.add_bos = false;
-    s.chat_template = arch == Arch::kChatGLM2 ? kChatGlm2Template : kChatGlm3Template;
+    s.chat_template = arch == Family::kChatGLM2 ? kChatGlm2Template : kChatGlm3Template;
   }
   return s;
 }

@@ -6,6 +6,8 @@
 // <|assistant|> <|observation|>; GLM-4: its 14 specials; at the real ids 64789 / 151329 when the
 // vocabulary has the real size), then [PADn] (UNUSED) up to n_vocab. The chat template of the
 // family is included, so every chat-template token exists.
+// ChatGLM-6B (chatglm1) is a unigram ("t5") vocabulary instead, in the id layout of its
+// ice_text.model (synthetic_vocab.cc); its chat format needs no template text.
 // Pure function; thread-safe.
 #pragma once
 
@@ -18,6 +20,6 @@
 namespace glm::convert {
 
 // invalid_argument if n_vocab is too small to hold bytes, specials and a few pieces (< 300).
-StatusOr<tok::VocabSpec> synthetic_vocab(Arch arch, int64_t n_vocab);
+StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab);
 
 }  // namespace glm::convert

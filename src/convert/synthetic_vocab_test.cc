@@ -12,12 +12,13 @@ namespace {
 // vocabulary once held "sop"/"eop" both as letter triples and as special tokens.
 TEST(SyntheticVocab, EveryTokenTextIsUniqueAtFullSize) {
   const struct {
-    Arch arch;
+    Family arch;
     int64_t n_vocab;
-  } cases[] = {{Arch::kChatGLM3, 65024},
-               {Arch::kChatGLM2, 65024},
-               {Arch::kGLM4, 151552},
-               {Arch::kLlama, 32000}};
+  } cases[] = {{Family::kChatGLM1, 130528},
+               {Family::kChatGLM3, 65024},
+               {Family::kChatGLM2, 65024},
+               {Family::kGLM4, 151552},
+               {Family::kLlama, 32000}};
   for (const auto& c : cases) {
     auto v = synthetic_vocab(c.arch, c.n_vocab);
     ASSERT_TRUE(v.ok()) << v.status().to_string();

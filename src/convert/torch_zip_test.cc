@@ -1,4 +1,6 @@
-#include "convert/torch_zip.h"
+// Tests of src/checkpoint, kept in convert_test: the ASan step of scripts/test.sh builds
+// convert_test and runs these (Unpickle*, TorchZip*) under AddressSanitizer.
+#include "checkpoint/torch_zip.h"
 
 #include <gtest/gtest.h>
 
@@ -6,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "convert/test_util.h"
-#include "convert/torch_test_writer.h"
-#include "convert/zip_archive.h"
+#include "checkpoint/test_util.h"
+#include "checkpoint/torch_test_writer.h"
+#include "checkpoint/zip_archive.h"
 #include "core/fp16.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 namespace {
 
 using testing::TempDir;
@@ -323,4 +325,4 @@ TEST(TorchZip, OpensFilesFromDisk) {
 }
 
 }  // namespace
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -1,13 +1,15 @@
-#include "convert/unpickle.h"
+// Tests of src/checkpoint, kept in convert_test: the ASan step of scripts/test.sh builds
+// convert_test and runs these (Unpickle*, TorchZip*) under AddressSanitizer.
+#include "checkpoint/unpickle.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "convert/torch_test_writer.h"
+#include "checkpoint/torch_test_writer.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 namespace {
 
 using testing::PickleWriter;
@@ -412,4 +414,4 @@ TEST(Unpickle, Protocol4AndParameters) {
 }
 
 }  // namespace
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

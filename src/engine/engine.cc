@@ -196,7 +196,8 @@ class EngineImpl final : public Engine {
     so.n_ctx = n_ctx_;
     sched_ = std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so);
     stop_ids_ = template_->stop_ids();
-    raw_prefix_ = raw_prefix(*tokenizer_, extras.add_bos);
+    raw_affixes_ =
+        raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
     GLM_LOG_INFO("engine: %s, context %d, KV cache %d blocks x %d tokens (%.1f MiB), batch %d",
                  name_.c_str(), n_ctx_, n_blocks, bt, pool_->bytes() / 1048576.0, so.max_batch);
   }
@@ -208,11 +209,15 @@ class EngineImpl final : public Engine {
   // Runs one forward pass through block 0 (touches the weights), then starts the loop.
   void start(bool warm_up) {
     if (warm_up) {
-      const int32_t token = raw_prefix_.empty() ? 0 : raw_prefix_[0];
+      // Two tokens: a bidirectional prompt (ChatGLM-6B) needs at least [gMASK] <sop>.
+      int32_t tokens[2] = {0, 0};
+      const std::vector<int32_t>& marks =
+          raw_affixes_.suffix.empty() ? raw_affixes_.prefix : raw_affixes_.suffix;
+      for (size_t i = 0; i < 2 && i < marks.size(); ++i) tokens[i] = marks[i];
       const int32_t block = 0;
       model::SeqInput in;
-      in.tokens = &token;
-      in.n_tokens = 1;
+      in.tokens = tokens;
+      in.n_tokens = 2;
       in.blocks = &block;
       in.n_blocks = 1;
       std::vector<float> out;
@@ -335,7 +340,7 @@ class EngineImpl final : public Engine {
       return invalid_argument("tools need a chat request (raw prompts take none)");
     }
     if (request->raw) {
-      return plan_raw_prompt(*tokenizer_, raw_prefix_, request->prompt, request->params.max_tokens,
+      return plan_raw_prompt(*tokenizer_, raw_affixes_, request->prompt, request->params.max_tokens,
                              n_ctx_);
     }
     return plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
@@ -451,7 +456,7 @@ class EngineImpl final : public Engine {
   std::string name_;
   int n_ctx_ = 0;
   std::vector<int32_t> stop_ids_;
-  std::vector<int32_t> raw_prefix_;
+  RawAffixes raw_affixes_;
   std::once_flag vocab_once_;
   std::shared_ptr<const grammar::TokenVocab> vocab_;
   std::unique_ptr<model::KvPool> pool_;

@@ -111,27 +111,33 @@ StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
   return plan;
 }
 
-StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer,
-                                     const std::vector<int32_t>& prefix, const std::string& text,
-                                     int max_tokens, int n_ctx) {
+StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer, const RawAffixes& affixes,
+                                     const std::string& text, int max_tokens, int n_ctx) {
   PromptPlan plan;
-  plan.prompt = prefix;
+  plan.prompt = affixes.prefix;
   const std::vector<int32_t> ids = tokenizer.encode(text);
+  if (ids.empty() && affixes.prefix.empty()) {
+    return invalid_argument("the prompt is empty: give some text");
+  }
   plan.prompt.insert(plan.prompt.end(), ids.begin(), ids.end());
-  if (plan.prompt.empty()) return invalid_argument("the prompt is empty: give some text");
+  plan.prompt.insert(plan.prompt.end(), affixes.suffix.begin(), affixes.suffix.end());
   const int n = static_cast<int>(plan.prompt.size());
   if (n >= n_ctx) return overflow(n, n_ctx, false);
   plan.max_tokens = std::min(max_tokens, n_ctx - n);
   return plan;
 }
 
-std::vector<int32_t> raw_prefix(const tok::Tokenizer& tokenizer, bool add_bos) {
+RawAffixes raw_affixes(const tok::Tokenizer& tokenizer, bool add_bos, bool bidirectional_prompt) {
+  RawAffixes a;
   const int32_t gmask = tokenizer.find("[gMASK]");
   int32_t sop = tokenizer.find("sop");
   if (sop < 0) sop = tokenizer.find("<sop>");
-  if (gmask >= 0 && sop >= 0) return {gmask, sop};
-  if (add_bos && tokenizer.bos_id() >= 0) return {tokenizer.bos_id()};
-  return {};
+  if (gmask >= 0 && sop >= 0) {
+    (bidirectional_prompt ? a.suffix : a.prefix) = {gmask, sop};
+  } else if (add_bos && tokenizer.bos_id() >= 0) {
+    a.prefix = {tokenizer.bos_id()};
+  }
+  return a;
 }
 
 }  // namespace glm::engine

@@ -48,13 +48,20 @@ StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                                       std::vector<tok::Message> messages, int max_tokens, int n_ctx,
                                       bool want_split);
 
-// Plain text after `prefix` (BOS, or [gMASK] sop for GLM models); no trimming.
-StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer,
-                                     const std::vector<int32_t>& prefix, const std::string& text,
-                                     int max_tokens, int n_ctx);
+// The tokens around a raw prompt's text.
+struct RawAffixes {
+  std::vector<int32_t> prefix;  // BOS, or [gMASK] sop for ChatGLM2/3 and GLM-4
+  std::vector<int32_t> suffix;  // [gMASK] <sop> for ChatGLM-6B
+};
 
-// The tokens a raw prompt starts with: [gMASK] sop (<sop>) when the vocabulary has them,
-// else BOS when add_bos and the vocabulary has one.
-std::vector<int32_t> raw_prefix(const tok::Tokenizer& tokenizer, bool add_bos);
+// Plain text between the affixes; no trimming.
+StatusOr<PromptPlan> plan_raw_prompt(const tok::Tokenizer& tokenizer, const RawAffixes& affixes,
+                                     const std::string& text, int max_tokens, int n_ctx);
+
+// [gMASK] sop (<sop>) when the vocabulary has them: before the text, or after it when the
+// model attends its prompt bidirectionally (ChatGLM-6B, whose tokenizer appends them and
+// whose prompt must end in <sop>); else BOS before the text when add_bos and the vocabulary has
+// one.
+RawAffixes raw_affixes(const tok::Tokenizer& tokenizer, bool add_bos, bool bidirectional_prompt);
 
 }  // namespace glm::engine

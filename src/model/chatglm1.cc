@@ -268,33 +268,7 @@ StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File>
   StatusOr<double> alpha = f.get_float_or("chatglm1.residual_scale", std::sqrt(2.0 * 28));
   if (!alpha.ok()) return bad_file(alpha.status().message());
   Weights w;
-  WeightLoader l(f, &w);
-  const int d = c.n_embd;
-  GLM_RETURN_IF_ERROR(l.matrix("token_embd.weight", c.n_vocab, d, &w.token_embd));
-  GLM_RETURN_IF_ERROR(l.vector("output_norm.weight", d, &w.output_norm));
-  GLM_RETURN_IF_ERROR(l.vector("output_norm.bias", d, &w.output_norm_b));
-  if (c.tied_output) {
-    w.output = w.token_embd;
-  } else {
-    GLM_RETURN_IF_ERROR(l.matrix("output.weight", c.n_vocab, d, &w.output));
-  }
-  w.layers.resize(c.n_layer);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights& lw = w.layers[i];
-    GLM_RETURN_IF_ERROR(l.vector(p + "attn_norm.weight", d, &lw.attn_norm));
-    GLM_RETURN_IF_ERROR(l.vector(p + "attn_norm.bias", d, &lw.attn_norm_b));
-    GLM_RETURN_IF_ERROR(l.matrix(p + "attn_qkv.weight", 3 * d, d, &lw.qkv));
-    GLM_RETURN_IF_ERROR(l.vector(p + "attn_qkv.bias", 3 * d, &lw.qkv_b));
-    GLM_RETURN_IF_ERROR(l.matrix(p + "attn_output.weight", d, d, &lw.wo));
-    GLM_RETURN_IF_ERROR(l.vector(p + "attn_output.bias", d, &lw.wo_b));
-    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_norm.weight", d, &lw.ffn_norm));
-    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_norm.bias", d, &lw.ffn_norm_b));
-    GLM_RETURN_IF_ERROR(l.matrix(p + "ffn_up.weight", c.n_ff, d, &lw.ffn_up));
-    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_up.bias", c.n_ff, &lw.ffn_up_b));
-    GLM_RETURN_IF_ERROR(l.matrix(p + "ffn_down.weight", d, c.n_ff, &lw.ffn_down));
-    GLM_RETURN_IF_ERROR(l.vector(p + "ffn_down.bias", d, &lw.ffn_down_b));
-  }
+  GLM_RETURN_IF_ERROR(load_weights(f, c, &w));
   return std::unique_ptr<Model>(std::make_unique<ChatGLM1>(
       std::move(file), std::move(c), std::move(w), static_cast<float>(*alpha), options));
 }

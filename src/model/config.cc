@@ -47,16 +47,17 @@ struct Reader {
 
 }  // namespace
 
-const char* arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::kChatGLM:
-      return "chatglm";
-    case Arch::kLlama:
-      return "llama";
-    case Arch::kChatGLM1:
-      return "chatglm1";
-  }
-  return "?";
+arch::Dims Config::dims() const {
+  arch::Dims d;
+  d.n_vocab = n_vocab;
+  d.n_embd = n_embd;
+  d.n_ff = n_ff;
+  d.n_layer = n_layer;
+  d.n_head = n_head;
+  d.n_head_kv = n_head_kv;
+  d.qkv_bias = qkv_bias;
+  d.tied_output = tied_output;
+  return d;
 }
 
 StatusOr<Config> read_config(const gguf::File& file) {
@@ -66,16 +67,9 @@ StatusOr<Config> read_config(const gguf::File& file) {
     return bad_file(file.path() + ": general.architecture is missing (not a model file?)");
   }
   c.arch_name = *arch;
-  if (c.arch_name == "chatglm") {
-    c.arch = Arch::kChatGLM;
-  } else if (c.arch_name == "llama") {
-    c.arch = Arch::kLlama;
-  } else if (c.arch_name == "chatglm1") {
-    c.arch = Arch::kChatGLM1;
-  } else {
-    return unsupported(file.path() + ": architecture '" + c.arch_name +
-                       "' is not supported (supported: chatglm, llama, chatglm1)");
-  }
+  StatusOr<Arch> known = arch::arch_from_name(c.arch_name);
+  if (!known.ok()) return unsupported(file.path() + ": " + known.status().message());
+  c.arch = *known;
 
   const Reader r{file, c.arch_name + "."};
   GLM_RETURN_IF_ERROR(r.get_int("embedding_length", &c.n_embd, true, 0));

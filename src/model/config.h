@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "arch/arch.h"
 #include "core/status.h"
 
 namespace glm::gguf {
@@ -12,11 +13,8 @@ class File;
 
 namespace glm::model {
 
-enum class Arch {
-  kChatGLM,   // ChatGLM2-6B, ChatGLM3-6B, GLM-4-9B (llama.cpp "chatglm")
-  kLlama,     // LLaMA family (stories260K)
-  kChatGLM1,  // ChatGLM-6B v1 (glmserve's own layout, docs/models.md)
-};
+using arch::Arch;  // the file's layout: chatglm, chatglm1, llama (arch/arch.h)
+using arch::arch_name;
 
 struct Config {
   Arch arch = Arch::kChatGLM;
@@ -37,6 +35,8 @@ struct Config {
 
   int q_dim() const { return n_head * head_dim; }      // width of the query rows
   int kv_dim() const { return n_head_kv * head_dim; }  // width of one K (or V) row
+  // The sizes of the architecture's tensor table (arch::tensor_table).
+  arch::Dims dims() const;
 };
 
 // Reads and validates the hyperparameters of `file` ("<arch>.embedding_length", ...), with the
@@ -45,8 +45,5 @@ struct Config {
 // Errors: unsupported (unknown architecture), bad_file (missing or inconsistent metadata such as
 // embedding_length % head_count != 0); every message names the file and the key.
 StatusOr<Config> read_config(const gguf::File& file);
-
-// "chatglm", "llama", "chatglm1".
-const char* arch_name(Arch arch);
 
 }  // namespace glm::model

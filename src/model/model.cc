@@ -15,17 +15,11 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     return bad_file(file->path() + ": has no weights (token_embd.weight is missing); a " +
                     "vocabulary-only file serves tokenize/template, not inference");
   }
-  Weights weights;
-  switch (config->arch) {
-    case Arch::kChatGLM:
-      GLM_RETURN_IF_ERROR(load_chatglm_weights(*file, *config, &weights));
-      break;
-    case Arch::kLlama:
-      GLM_RETURN_IF_ERROR(load_llama_weights(*file, *config, &weights));
-      break;
-    case Arch::kChatGLM1:
-      return load_chatglm1(std::move(file), std::move(*config), options);
+  if (config->arch == Arch::kChatGLM1) {
+    return load_chatglm1(std::move(file), std::move(*config), options);
   }
+  Weights weights;
+  GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
   return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
                                                               std::move(weights), options));
 }

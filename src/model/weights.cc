@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include "arch/arch.h"
+#include "core/check.h"
 #include "core/dtype.h"
 #include "core/mapped_file.h"
 #include "kernels/quant.h"
+#include "model/config.h"
 
 namespace glm::model {
 
@@ -103,6 +106,91 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool) {
     weights->packed.push_back(std::move(p));
   }
   return bytes;
+}
+
+namespace {
+
+// The field of `w` (or of its layer `layer`) that a 2-D slot fills; null for a 1-D slot.
+kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
+  using arch::Slot;
+  if (slot == Slot::kTokenEmbd) return &w->token_embd;
+  if (slot == Slot::kOutput) return &w->output;
+  if (layer < 0) return nullptr;
+  LayerWeights& l = w->layers[layer];
+  switch (slot) {
+    case Slot::kAttnQkv:
+      return &l.qkv;
+    case Slot::kAttnQ:
+      return &l.wq;
+    case Slot::kAttnK:
+      return &l.wk;
+    case Slot::kAttnV:
+      return &l.wv;
+    case Slot::kAttnOut:
+      return &l.wo;
+    case Slot::kFfnGate:
+      return &l.ffn_gate;
+    case Slot::kFfnUp:
+      return &l.ffn_up;
+    case Slot::kFfnDown:
+      return &l.ffn_down;
+    default:
+      return nullptr;
+  }
+}
+
+const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
+  using arch::Slot;
+  if (slot == Slot::kOutputNorm) return &w->output_norm;
+  if (slot == Slot::kOutputNormBias) return &w->output_norm_b;
+  if (layer < 0) return nullptr;
+  LayerWeights& l = w->layers[layer];
+  switch (slot) {
+    case Slot::kAttnNorm:
+      return &l.attn_norm;
+    case Slot::kAttnNormBias:
+      return &l.attn_norm_b;
+    case Slot::kAttnQkvBias:
+      return &l.qkv_b;
+    case Slot::kAttnQBias:
+      return &l.bq;
+    case Slot::kAttnKBias:
+      return &l.bk;
+    case Slot::kAttnVBias:
+      return &l.bv;
+    case Slot::kAttnOutBias:
+      return &l.wo_b;
+    case Slot::kFfnNorm:
+      return &l.ffn_norm;
+    case Slot::kFfnNormBias:
+      return &l.ffn_norm_b;
+    case Slot::kFfnUpBias:
+      return &l.ffn_up_b;
+    case Slot::kFfnDownBias:
+      return &l.ffn_down_b;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Status load_weights(const gguf::File& file, const Config& c, Weights* w) {
+  WeightLoader l(file, w);
+  w->layers.assign(c.n_layer, LayerWeights());
+  for (const arch::TensorSpec& t : arch::tensor_table(c.arch, c.dims())) {
+    if (t.shape.size() == 2) {
+      kernels::WeightView* view = matrix_slot(w, t.slot, t.layer);
+      GLM_CHECK(view != nullptr);
+      GLM_RETURN_IF_ERROR(l.matrix(t.name, t.shape[1], t.shape[0], view));
+    } else {
+      const float** v = vector_slot(w, t.slot, t.layer);
+      GLM_CHECK(v != nullptr);
+      GLM_RETURN_IF_ERROR(l.vector(t.name, t.shape[0], v));
+    }
+  }
+  if (c.tied_output) w->output = w->token_embd;
+  return Status::Ok();
 }
 
 }  // namespace glm::model

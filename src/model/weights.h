@@ -74,9 +74,9 @@ class WeightLoader {
   Weights* weights_;
 };
 
-// Per-architecture weight tables (chatglm.cc, llama.cc).
+// Loads every tensor of the architecture's table (arch::tensor_table(config.arch,
+// config.dims())) into its slot; a tied output points at token_embd. Errors name the tensor.
 struct Config;
-Status load_chatglm_weights(const gguf::File& file, const Config& config, Weights* weights);
-Status load_llama_weights(const gguf::File& file, const Config& config, Weights* weights);
+Status load_weights(const gguf::File& file, const Config& config, Weights* weights);
 
 }  // namespace glm::model

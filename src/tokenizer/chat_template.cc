@@ -1,5 +1,5 @@
-// The chat templates of the GLM family (ChatGLM2, ChatGLM3, GLM-4), LLaMA-2 and raw prompts,
-// rendered straight to token ids, and the choice among them from the vocabulary.
+// The chat templates of the GLM family (ChatGLM-6B, ChatGLM2, ChatGLM3, GLM-4), LLaMA-2 and raw
+// prompts, rendered straight to token ids, and the choice among them from the vocabulary.
 #include "tokenizer/chat_template.h"
 
 #include <nlohmann/json.hpp>
@@ -166,6 +166,59 @@ class ChatGlm2Template final : public ChatTemplate {
   int32_t gmask_, sop_;
 };
 
+// ChatGLM-6B (HF ChatGLMForConditionalGeneration.chat): with no history the prompt is the
+// bare query; otherwise "[Round i]\n问：{q}\n答：{a}\n" per past round (i from 0), then
+// "[Round n]\n问：{q}\n答："; the text is tokenized whole, then [gMASK] <sop> (the tokenizer's
+// build_inputs_with_special_tokens). No system or tool roles: system messages are dropped;
+// observation is an error. An unanswered question before another one is a round with an empty
+// answer; a conversation that ends with an answer asks an empty question.
+class ChatGlm1Template final : public ChatTemplate {
+ public:
+  explicit ChatGlm1Template(const Tokenizer& t)
+      : tok_(t), gmask_(t.find("[gMASK]")), sop_(t.find("<sop>")) {}
+  const char* name() const override { return "chatglm1"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    std::vector<std::pair<std::string, std::string>> history;
+    std::string query;
+    bool open = false;  // `query` is a question without its answer yet
+    for (const Message& m : messages) {
+      if (m.role == "system") continue;
+      if (m.role == "user") {
+        if (open) history.emplace_back(query, "");
+        query = m.content;
+        open = true;
+      } else if (m.role == "assistant") {
+        history.emplace_back(open ? query : "", m.content);
+        query.clear();
+        open = false;
+      } else {
+        return unknown_role(name(), m.role, "system, user, assistant");
+      }
+    }
+    std::string text;
+    if (history.empty()) {
+      text = query;
+    } else {
+      for (size_t i = 0; i < history.size(); ++i) {
+        text += "[Round " + std::to_string(i) + "]\n问：" + history[i].first + "\n答：" +
+                history[i].second + "\n";
+      }
+      text += "[Round " + std::to_string(history.size()) + "]\n问：" + query + "\n答：";
+    }
+    Ids out = tok_.encode(text);
+    out.push_back(gmask_);
+    out.push_back(sop_);
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id()}; }
+  // HF's process_response strips the answer.
+  bool strips_answer_whitespace() const override { return true; }
+
+ private:
+  const Tokenizer& tok_;
+  int32_t gmask_, sop_;
+};
+
 // LLaMA-2 chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer} </s> ...
 class Llama2Template final : public ChatTemplate {
  public:
@@ -240,6 +293,7 @@ std::string detect(const gguf::File& file, const Tokenizer& t) {
   const bool has_gmask = t.find("[gMASK]") >= 0;
   if (has_user && has_gmask && t.find("<sop>") >= 0) return "glm4";
   if (has_user && has_gmask && t.find("sop") >= 0) return "chatglm3";
+  if (!has_user && has_gmask && t.find("<sop>") >= 0) return "chatglm1";
   if (!has_user && has_gmask && t.find("sop") >= 0) return "chatglm2";
   auto tmpl = file.get_string("tokenizer.chat_template");
   if (tmpl.ok() && tmpl->find("[INST]") != std::string::npos) return "llama2";
@@ -274,6 +328,10 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
     GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop"}));
     return std::unique_ptr<ChatTemplate>(new ChatGlm2Template(t));
   }
+  if (name == "chatglm1") {
+    GLM_RETURN_IF_ERROR(need({"[gMASK]", "<sop>"}));
+    return std::unique_ptr<ChatTemplate>(new ChatGlm1Template(t));
+  }
   if (name == "llama2") return std::unique_ptr<ChatTemplate>(new Llama2Template(t));
   if (name == "raw") {
     bool add_bos = std::string(t.kind()) == "llama";
@@ -284,7 +342,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
     return std::unique_ptr<ChatTemplate>(new RawTemplate(t, add_bos));
   }
   return invalid_argument("unknown chat template '" + name +
-                          "' (use chatglm3, chatglm2, glm4, llama2 or raw)");
+                          "' (use chatglm3, chatglm2, chatglm1, glm4, llama2 or raw)");
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::for_model(const gguf::File& file,

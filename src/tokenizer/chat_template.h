@@ -1,5 +1,6 @@
 // Chat prompts as token ids, exactly as each model's official tokenizer builds them
-// (ChatGLM3 build_chat_input, ChatGLM2 "[Round N]", GLM-4, LLaMA-2 plain), plus stop tokens.
+// (ChatGLM3 build_chat_input, ChatGLM2 "[Round N]", ChatGLM-6B "[Round N]" + [gMASK] <sop>,
+// GLM-4, LLaMA-2 plain), plus stop tokens.
 // Immutable; thread-safe.
 #pragma once
 
@@ -43,7 +44,8 @@ class ChatTemplate {
   // `tokenizer` must outlive the template.
   static StatusOr<std::unique_ptr<ChatTemplate>> for_model(const gguf::File& file,
                                                            const Tokenizer& tokenizer);
-  virtual const char* name() const = 0;  // "chatglm3", "chatglm2", "glm4", "llama2", "raw"
+  // "chatglm3", "chatglm2", "chatglm1", "glm4", "llama2", "raw"
+  virtual const char* name() const = 0;
   // Prompt ids ready for generation (ends with the assistant role marker). invalid_argument for
   // an unknown role.
   virtual StatusOr<std::vector<int32_t>> render(const std::vector<Message>& messages) const = 0;
@@ -58,6 +60,7 @@ class ChatTemplate {
 // How the template is chosen (for_model):
 //   [gMASK], <sop> and <|user|> (GLM-4's gpt2 vocab)   -> glm4
 //   [gMASK], sop and <|user|> (ChatGLM3's llama vocab) -> chatglm3
+//   [gMASK] and <sop> but no <|user|> (ChatGLM-6B)      -> chatglm1
 //   [gMASK] and sop but no <|user|> (ChatGLM2)          -> chatglm2
 //   tokenizer.chat_template containing "[INST]"       -> llama2
 //   anything else (e.g. stories260K)                   -> raw: BOS (if add_bos) + the contents

@@ -18,9 +18,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& file
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(const VocabSpec& spec,
                                                           const std::string& label) {
   if (spec.model == "llama") return SpmTokenizer::create(spec, label);
+  if (spec.model == "t5") return UgmTokenizer::create(spec, label);
   if (spec.model == "gpt2") return BpeTokenizer::create(spec, label);
   return unsupported(label + ": tokenizer model '" + spec.model +
-                     "' is not supported (expected llama or gpt2)");
+                     "' is not supported (expected llama, t5 or gpt2)");
 }
 
 void SpecialMatcher::add(const std::string& text, int32_t id) {

@@ -1,6 +1,8 @@
 // Tokenizers of the GLM family and LLaMA, built from a GGUF vocabulary:
-// SentencePiece-style BPE with byte fallback ("llama": ChatGLM2/3, stories) and byte-level BPE
-// ("gpt2": GLM-4). Immutable after construction: thread-safe for concurrent encode/decode.
+// SentencePiece-style BPE with byte fallback ("llama": ChatGLM2/3, stories), SentencePiece
+// unigram ("t5": ChatGLM-6B, whose pre "chatglm1" adds its <n> / <|tab|> / <|blank_N|> text
+// rules, reversed on decode) and byte-level BPE ("gpt2": GLM-4). Immutable after
+// construction: thread-safe for concurrent encode/decode.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +46,7 @@ class Tokenizer {
   virtual bool is_control(int32_t id) const = 0;
   virtual int32_t bos_id() const = 0;  // -1 if none
   virtual int32_t eos_id() const = 0;
-  // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE).
+  // "llama" (SentencePiece BPE), "t5" (SentencePiece unigram) or "gpt2" (byte-level BPE).
   virtual const char* kind() const { return ""; }
 };
 

@@ -14,9 +14,12 @@ namespace glm::tok {
 namespace {
 
 // ---- SentencePiece ModelProto: a minimal protobuf reader (only the fields we need) ----------
-// ModelProto { repeated SentencePiece pieces = 1; NormalizerSpec normalizer_spec = 3; }
+// ModelProto { repeated SentencePiece pieces = 1; TrainerSpec trainer_spec = 2;
+//              NormalizerSpec normalizer_spec = 3; }
 // SentencePiece { string piece = 1; float score = 2; Type type = 3 [default NORMAL]; }
-// NormalizerSpec { bool add_dummy_prefix = 3; }
+// TrainerSpec { ModelType model_type = 3 [default UNIGRAM]; }  (UNIGRAM 1, BPE 2, WORD 3, CHAR 4)
+// NormalizerSpec { string name = 1; bytes precompiled_charsmap = 2; bool add_dummy_prefix = 3;
+//                  bool remove_extra_whitespaces = 4 [default true]; }
 class ProtoReader {
  public:
   ProtoReader(std::string_view data) : p_(data.data()), end_(data.data() + data.size()) {}
@@ -83,10 +86,18 @@ struct SpPiece {
   int32_t type = kTokenNormal;
 };
 
+// What the tokenizer needs from a ModelProto besides its pieces.
+struct SpOptions {
+  int model_type = 1;  // UNIGRAM (the protobuf default)
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  std::string charsmap;  // precompiled_charsmap (empty: identity)
+};
+
 Status parse_sentencepiece(std::string_view data, const std::string& label,
-                           std::vector<SpPiece>* pieces, bool* add_dummy_prefix) {
+                           std::vector<SpPiece>* pieces, SpOptions* opt) {
   ProtoReader r(data);
-  *add_dummy_prefix = true;
+  *opt = SpOptions();
   auto err = [&] { return bad_file(label + ": malformed sentencepiece model (protobuf)"); };
   while (!r.done()) {
     uint32_t field, wt;
@@ -117,6 +128,21 @@ Status parse_sentencepiece(std::string_view data, const std::string& label,
       }
       if (p.type < 1 || p.type > 6) return err();
       pieces->push_back(std::move(p));
+    } else if (field == 2 && wt == 2) {
+      std::string_view msg;
+      if (!r.bytes(&msg)) return err();
+      ProtoReader tr(msg);
+      while (!tr.done()) {
+        uint32_t f, w;
+        if (!tr.key(&f, &w)) return err();
+        if (f == 3 && w == 0) {
+          uint64_t v;
+          if (!tr.varint(&v)) return err();
+          opt->model_type = static_cast<int>(v);
+        } else if (!tr.skip(w)) {
+          return err();
+        }
+      }
     } else if (field == 3 && wt == 2) {
       std::string_view msg;
       if (!r.bytes(&msg)) return err();
@@ -124,10 +150,14 @@ Status parse_sentencepiece(std::string_view data, const std::string& label,
       while (!nr.done()) {
         uint32_t f, w;
         if (!nr.key(&f, &w)) return err();
-        if (f == 3 && w == 0) {
+        if ((f == 3 || f == 4) && w == 0) {
           uint64_t v;
           if (!nr.varint(&v)) return err();
-          *add_dummy_prefix = v != 0;
+          (f == 3 ? opt->add_dummy_prefix : opt->remove_extra_whitespaces) = v != 0;
+        } else if (f == 2 && w == 2) {
+          std::string_view map;
+          if (!nr.bytes(&map)) return err();
+          opt->charsmap = std::string(map);
         } else if (!nr.skip(w)) {
           return err();
         }
@@ -142,6 +172,9 @@ Status parse_sentencepiece(std::string_view data, const std::string& label,
 
 constexpr int kChatGlmPieces = 64789;
 constexpr int kChatGlmVocab = 65024;
+constexpr int kChatGlm1Pieces = 130344;  // ice_text.model of THUDM/chatglm-6b
+constexpr int kChatGlm1Vocab = 130528;   // its config.json vocab_size (embedding rows)
+constexpr int kSpUnigram = 1;            // TrainerSpec.ModelType
 constexpr int kGlm4Ranks = 151329;
 constexpr int kGlm4Vocab = 151552;
 
@@ -151,16 +184,66 @@ const char kChatGlm3Template[] =
     "{{ message['content'] }}{% else %}<|{{ message['role'] }}|>\n {{ message['content'] }}"
     "{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
+// ChatGLM-6B (v1) ice_text.model: a unigram model whose pieces include the whitespace tokens
+// and its specials. Returns the id of `piece`, or -1.
+int32_t piece_id(const std::vector<SpPiece>& pieces, std::string_view piece) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].piece == piece) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+bool is_chatglm1_layout(const std::vector<SpPiece>& pieces) {
+  for (const char* p :
+       {"<n>", "<|tab|>", "<|blank_2|>", "<|blank_80|>", "[gMASK]", "<sop>", "<eop>"}) {
+    if (piece_id(pieces, p) < 0) return false;
+  }
+  return true;
+}
+
+// The v1 layout (docs/models.md "ChatGLM-6B tokenizer"): llama.cpp's unigram type "t5", pre
+// "chatglm1" (the <n> / <|tab|> / <|blank_N|> text rules), eos <eop>, bos <sop>, the real
+// file's 130344 pieces padded to the embedding's 130528 rows.
+void make_chatglm1_spec(const std::vector<SpPiece>& pieces, VocabSpec* s) {
+  s->pre = "chatglm1";
+  s->eos = piece_id(pieces, "<eop>");
+  s->bos = piece_id(pieces, "<sop>");
+  s->pad = piece_id(pieces, "<pad>");
+  s->add_bos = false;
+  if (static_cast<int>(pieces.size()) == kChatGlm1Pieces) {
+    while (static_cast<int>(s->tokens.size()) < kChatGlm1Vocab) {
+      s->tokens.push_back("[PAD" + std::to_string(s->tokens.size()) + "]");
+      s->scores.push_back(0.0f);
+      s->types.push_back(kTokenUnused);
+    }
+  }
+}
+
 StatusOr<VocabSpec> spec_from_sentencepiece(std::string_view data, const std::string& label) {
   std::vector<SpPiece> pieces;
-  bool dummy = true;
-  GLM_RETURN_IF_ERROR(parse_sentencepiece(data, label, &pieces, &dummy));
+  SpOptions opt;
+  GLM_RETURN_IF_ERROR(parse_sentencepiece(data, label, &pieces, &opt));
   VocabSpec s;
-  s.model = "llama";
+  s.model = opt.model_type == kSpUnigram ? "t5" : "llama";
   for (const SpPiece& p : pieces) {
     s.tokens.push_back(p.piece);
     s.scores.push_back(p.score);
     s.types.push_back(p.type);
+  }
+  if (s.model == "t5") {
+    s.precompiled_charsmap = opt.charsmap;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (pieces[i].type == kTokenUnknown && s.unk < 0) s.unk = static_cast<int32_t>(i);
+    }
+    s.remove_extra_whitespaces = opt.remove_extra_whitespaces;
+    s.add_space_prefix = opt.add_dummy_prefix;
+    if (is_chatglm1_layout(pieces)) {
+      make_chatglm1_spec(pieces, &s);
+    } else {
+      s.eos = piece_id(pieces, "</s>");
+      s.bos = piece_id(pieces, "<s>");
+    }
+    return s;
   }
   if (static_cast<int>(pieces.size()) == kChatGlmPieces) {
     // ChatGLM2/3: llama.cpp's set_vocab_chatglm3 layout.
@@ -193,7 +276,7 @@ StatusOr<VocabSpec> spec_from_sentencepiece(std::string_view data, const std::st
     }
     s.add_bos = true;
   }
-  s.add_space_prefix = dummy;
+  s.add_space_prefix = opt.add_dummy_prefix;
   return s;
 }
 
@@ -388,6 +471,17 @@ void write_vocab(const VocabSpec& spec, gguf::Writer* w) {
   if (!spec.merges.empty()) {
     w->set("tokenizer.ggml.merges", gguf::Value::string_array(spec.merges));
   }
+  if (!spec.precompiled_charsmap.empty()) {
+    std::vector<gguf::Value> bytes;
+    bytes.reserve(spec.precompiled_charsmap.size());
+    for (char c : spec.precompiled_charsmap)
+      bytes.push_back(gguf::Value::u8(static_cast<uint8_t>(c)));
+    w->set("tokenizer.ggml.precompiled_charsmap",
+           gguf::Value::array(gguf::ValueType::kUint8, std::move(bytes)));
+  }
+  if (spec.remove_extra_whitespaces) {
+    w->set("tokenizer.ggml.remove_extra_whitespaces", gguf::Value::boolean(true));
+  }
   if (!spec.add_space_prefix) {
     w->set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(false));
   }
@@ -414,9 +508,9 @@ StatusOr<VocabSpec> read_vocab(const gguf::File& f) {
                     "convert it with a vocabulary (gen-model --vocab / convert)");
   }
   s.model = *model;
-  if (s.model != "llama" && s.model != "gpt2") {
+  if (s.model != "llama" && s.model != "gpt2" && s.model != "t5") {
     return unsupported(label + ": tokenizer model '" + s.model +
-                       "' is not supported (expected llama or gpt2)");
+                       "' is not supported (expected llama, t5 or gpt2)");
   }
   if (auto pre = f.get_string("tokenizer.ggml.pre"); pre.ok()) s.pre = *pre;
   const gguf::Value* toks = f.find("tokenizer.ggml.tokens");
@@ -472,6 +566,16 @@ StatusOr<VocabSpec> read_vocab(const gguf::File& f) {
   }
   if (const gguf::Value* v = f.find("tokenizer.ggml.add_space_prefix")) {
     if (v->type() == gguf::ValueType::kBool) s.add_space_prefix = v->as_bool();
+  }
+  if (const gguf::Value* v = f.find("tokenizer.ggml.remove_extra_whitespaces")) {
+    if (v->type() == gguf::ValueType::kBool) s.remove_extra_whitespaces = v->as_bool();
+  }
+  if (const gguf::Value* v = f.find("tokenizer.ggml.precompiled_charsmap")) {
+    if (v->type() != gguf::ValueType::kArray ||
+        (v->array_type() != gguf::ValueType::kUint8 && v->array_type() != gguf::ValueType::kInt8)) {
+      return bad_file(label + ": tokenizer.ggml.precompiled_charsmap is not a byte array");
+    }
+    for (int64_t b : v->ints()) s.precompiled_charsmap.push_back(static_cast<char>(b));
   }
   return s;
 }

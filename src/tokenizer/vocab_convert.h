@@ -8,6 +8,11 @@
 //    pieces with their scores and types, `<s>`/`</s>` renamed `<bos>`/`<eos>` as llama.cpp's
 //    chatglm converter does, then [MASK] [gMASK] [sMASK] sop eop <|system|> <|user|>
 //    <|assistant|> <|observation|> as CONTROL, then [PADn] UNUSED up to 65024.
+//  - A SentencePiece *unigram* model (ChatGLM-6B's ice_text.model): model "t5" (llama.cpp's name
+//    for the unigram type), the pieces as they are; when the pieces hold ChatGLM-6B's whitespace
+//    tokens and specials (<n>, <|tab|>, <|blank_2..80|>, [gMASK], <sop>, <eop>), pre "chatglm1"
+//    (its text rules, see tokenizer.h), eos <eop>, bos <sop>, and the real file's 130344 pieces
+//    padded with [PADn] to 130528; its normalization charsmap (if any) is kept.
 //  - tiktoken base64 ranks (GLM-4 tokenizer.model): model "gpt2", pre "chatglm-bpe", the ranks
 //    as GPT-2 byte-to-unicode strings, the 14 GLM-4 specials (CONTROL), [PADn] up to 151552, and
 //    the merges derived from the ranks (every split of a token into two vocabulary tokens,
@@ -38,8 +43,8 @@ enum TokenType : int32_t {
 
 // A vocabulary ready to be written as tokenizer.ggml.* metadata. Plain value type.
 struct VocabSpec {
-  std::string model;                // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
-  std::string pre;                  // "chatglm-spm", "chatglm-bpe", or empty (not written)
+  std::string model;  // "llama" (SentencePiece BPE), "t5" (SentencePiece unigram), "gpt2"
+  std::string pre;    // "chatglm-spm", "chatglm-bpe", "chatglm1", or empty (not written)
   std::vector<std::string> tokens;  // id -> piece text (gpt2: byte-to-unicode form)
   std::vector<float> scores;        // per token; empty = not written (gpt2)
   std::vector<int32_t> types;       // per token, TokenType
@@ -53,6 +58,12 @@ struct VocabSpec {
   bool add_bos = false;          // tokenizer.ggml.add_bos_token
   bool write_add_bos = true;     // whether to write tokenizer.ggml.add_bos_token at all
   bool add_space_prefix = true;  // SentencePiece dummy prefix ("llama"); written only if false
+  // "t5" (unigram): strip leading/trailing spaces and collapse runs of spaces before
+  // tokenizing, as sentencepiece's normalizer does (written only if true).
+  bool remove_extra_whitespaces = false;
+  // "t5": sentencepiece's precompiled normalization charsmap (bytes; empty = identity), as
+  // llama.cpp's tokenizer.ggml.precompiled_charsmap (a u8 array).
+  std::string precompiled_charsmap;
 };
 
 // Reads a tokenizer file (SentencePiece protobuf or tiktoken base64; see above) into the layout

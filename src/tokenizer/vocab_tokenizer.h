@@ -103,6 +103,42 @@ class SpmTokenizer final : public VocabTokenizer {
   bool split_words_ = true;  // no mergeable piece has "x▁" inside: words are independent
 };
 
+// SentencePiece unigram ("t5"), with ChatGLM-6B's text rules when pre is "chatglm1"
+// (ugm_tokenizer.cc describes the algorithm).
+class UgmTokenizer final : public VocabTokenizer {
+ public:
+  static StatusOr<std::unique_ptr<Tokenizer>> create(const VocabSpec& spec,
+                                                     const std::string& label);
+  std::string token_bytes(int32_t id) const override;
+  std::string token_bytes_at_start(int32_t id) const override;
+  const char* kind() const override { return "t5"; }
+
+ private:
+  void encode_text(std::string_view text, bool after_special,
+                   std::vector<int32_t>* out) const override;
+  // sentencepiece's normalizer: charsmap, whitespace rules, "▁", the dummy prefix.
+  std::string normalize(std::string_view text, bool dummy_prefix) const;
+  // Longest charsmap entry at s[i]: its length in bytes (0 if none), its replacement in *out.
+  size_t charsmap_match(std::string_view s, size_t i, std::string_view* out) const;
+
+  StringMap pieces_;  // NORMAL / USER_DEFINED pieces -> id (the Viterbi candidates)
+  std::array<std::vector<std::string>, 256> user_defined_;  // by first byte, longest first
+  std::vector<float> scores_;
+  std::array<int32_t, 256> byte_ids_{};  // <0xNN> -> id, -1 if absent
+  size_t max_piece_bytes_ = 1;
+  float min_score_ = 0, max_score_ = 0;  // over NORMAL pieces
+  bool add_space_prefix_ = true;
+  bool remove_extra_ws_ = false;
+  bool chatglm1_ = false;       // pre "chatglm1": <n>, <|tab|>, <|blank_N|>
+  std::vector<uint32_t> trie_;  // precompiled charsmap: darts-clone units
+  std::string normalized_;      // its replacement strings, NUL-terminated
+};
+
+// ChatGLM-6B's text rules before SentencePiece (HF SPTokenizer._preprocess): "\n" -> "<n>",
+// "\t" -> "<|tab|>", a run of 2..80 spaces -> "<|blank_N|>" (longer runs: 80 at a time from the
+// left, a single space left over stays a space).
+std::string chatglm1_preprocess(std::string_view text);
+
 // Byte-level BPE with GLM-4's pre-tokenizer ("gpt2").
 class BpeTokenizer final : public VocabTokenizer {
  public:

@@ -1,11 +1,11 @@
-#include "convert/pickle_machine.h"
+#include "checkpoint/pickle_machine.h"
 
 #include <cstdio>
 #include <cstring>
 
-#include "convert/printable.h"
+#include "checkpoint/printable.h"
 
-namespace glm::convert::pickle {
+namespace glm::checkpoint::pickle {
 
 Status Machine::read_string(size_t len) {
   if (len > kMaxString) return bad("string of " + std::to_string(len) + " bytes (limit 1 MiB)");
@@ -489,4 +489,4 @@ Status Machine::to_json(uint32_t idx, int depth, nlohmann::json* out) const {
   }
 }
 
-}  // namespace glm::convert::pickle
+}  // namespace glm::checkpoint::pickle

@@ -17,7 +17,7 @@
 #include "core/mapped_file.h"
 #include "core/status.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 struct StTensor {
   std::string name;
@@ -58,4 +58,4 @@ struct StTensorOut {
 // implementation does). Cost: holds nothing beyond `tensors`.
 Status write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors);
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

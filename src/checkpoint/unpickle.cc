@@ -1,12 +1,12 @@
-#include "convert/unpickle.h"
+#include "checkpoint/unpickle.h"
 
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "convert/pickle_machine.h"
-#include "convert/printable.h"
+#include "checkpoint/pickle_machine.h"
+#include "checkpoint/printable.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 using pickle::Kind;
 using pickle::kind_name;
@@ -97,4 +97,4 @@ StatusOr<std::vector<PickledTensor>> unpickle_state_dict(const uint8_t* data, si
   return out;
 }
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

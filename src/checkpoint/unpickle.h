@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 // One tensor of the state dict: a strided view of a storage (PyTorch's layout: element
 // [i0, i1, ...] is storage[offset + sum_k i_k * stride[k]]).
@@ -59,4 +59,4 @@ StatusOr<nlohmann::json> unpickle_plain(const uint8_t* data, size_t size, const 
 // The torch storage class name for a safetensors dtype ("F16" -> "HalfStorage"), "" if none.
 std::string torch_storage_name(const std::string& dtype);
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

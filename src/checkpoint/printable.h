@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 inline std::string printable(std::string_view s) {
   std::string out;
@@ -24,4 +24,4 @@ inline std::string printable(std::string_view s) {
   return out;
 }
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "convert/safetensors.h"
-#include "convert/unpickle.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/unpickle.h"
 
-namespace glm::convert::testing {
+namespace glm::checkpoint::testing {
 
 // CPython pickle protocol 2 writer with pickle.Pickler's memo behaviour.
 class PickleWriter {
@@ -377,4 +377,4 @@ inline bool write_torch_checkpoint(const std::string& path, const std::vector<St
   return write_file(path, torch_checkpoint_bytes(storages, views, o));
 }
 
-}  // namespace glm::convert::testing
+}  // namespace glm::checkpoint::testing

@@ -1,13 +1,13 @@
-#include "convert/torch_zip.h"
+#include "checkpoint/torch_zip.h"
 
 #include <cstring>
 #include <map>
 
-#include "convert/printable.h"
-#include "convert/unpickle.h"
-#include "convert/zip_archive.h"
+#include "checkpoint/printable.h"
+#include "checkpoint/unpickle.h"
+#include "checkpoint/zip_archive.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 namespace {
 
@@ -259,4 +259,4 @@ size_t TorchZipFile::n_copied_bytes() const {
   return n;
 }
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -1,4 +1,4 @@
-#include "convert/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <cstdio>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "core/json.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 namespace {
 constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit is 100 MB
@@ -129,4 +129,4 @@ Status write_safetensors(const std::string& path, const std::vector<StTensorOut>
   return Status::Ok();
 }
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -16,7 +16,7 @@
 
 #include "core/status.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 struct ZipEntry {
   std::string name;
@@ -57,4 +57,4 @@ class ZipArchive {
   std::vector<ZipEntry> entries_;
 };
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -1,4 +1,4 @@
-#include "convert/zip_archive.h"
+#include "checkpoint/zip_archive.h"
 
 #include <unzip.h>
 #include <zlib.h>
@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "convert/printable.h"
+#include "checkpoint/printable.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 namespace {
 
@@ -284,4 +284,4 @@ Status ZipArchive::read(const ZipEntry& e, std::vector<uint8_t>* buf, const uint
   return Status::Ok();
 }
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "convert/safetensors.h"
-#include "convert/unpickle.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/unpickle.h"
 #include "core/mapped_file.h"
 #include "core/status.h"
 
-namespace glm::convert {
+namespace glm::checkpoint {
 
 class TorchZipFile {
  public:
@@ -58,4 +58,4 @@ class TorchZipFile {
 // True if the first bytes of a file are those of torch.save's legacy (torch < 1.6) formats.
 bool is_legacy_torch_file(const uint8_t* data, size_t size);
 
-}  // namespace glm::convert
+}  // namespace glm::checkpoint

@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 
-namespace glm::convert::pickle {
+namespace glm::checkpoint::pickle {
 
 // Bounds on what a hostile pickle can make us hold. A real state dict needs ~15 objects and a
 // few hundred bytes of pickle per tensor, far below these.
@@ -226,4 +226,4 @@ class Machine {
   std::vector<TensorView> tensors_;
 };
 
-}  // namespace glm::convert::pickle
+}  // namespace glm::checkpoint::pickle

@@ -1,0 +1,90 @@
+#include "arch/arch.h"
+
+namespace glm::arch {
+
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kChatGLM:
+      return "chatglm";
+    case Arch::kChatGLM1:
+      return "chatglm1";
+    case Arch::kLlama:
+      return "llama";
+  }
+  return "?";
+}
+
+StatusOr<Arch> arch_from_name(std::string_view name) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+    if (name == arch_name(a)) return a;
+  }
+  return unsupported("architecture '" + std::string(name) +
+                     "' is not supported (supported: chatglm, llama, chatglm1)");
+}
+
+std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
+  std::vector<TensorSpec> t;
+  int layer = -1;
+  std::string prefix;
+  auto add = [&](const char* name, Slot slot, Role role, std::vector<int64_t> shape) {
+    t.push_back({prefix + name, layer, slot, role, std::move(shape)});
+  };
+  const int64_t e = d.n_embd, q = d.q_dim(), kv = d.kv_dim(), ff = d.n_ff;
+  add("token_embd.weight", Slot::kTokenEmbd, Role::kTokenEmbd, {e, d.n_vocab});
+  for (layer = 0; layer < d.n_layer; ++layer) {
+    prefix = "blk." + std::to_string(layer) + ".";
+    add("attn_norm.weight", Slot::kAttnNorm, Role::kNorm, {e});
+    switch (arch) {
+      case Arch::kChatGLM:
+        // Fused QKV, rows: all query heads, then the key heads, then the value heads; fused
+        // SwiGLU ffn_up, rows: gate, then up.
+        add("attn_qkv.weight", Slot::kAttnQkv, Role::kAttnQkv, {e, q + 2 * kv});
+        if (d.qkv_bias) add("attn_qkv.bias", Slot::kAttnQkvBias, Role::kBias, {q + 2 * kv});
+        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+        add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, 2 * ff});
+        add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+        break;
+      case Arch::kChatGLM1:
+        // LayerNorm with bias; fused QKV (rows q heads, k heads, v heads: the converter
+        // un-interleaves HF's per-head [q k v]); GELU MLP; biases everywhere.
+        add("attn_norm.bias", Slot::kAttnNormBias, Role::kBias, {e});
+        add("attn_qkv.weight", Slot::kAttnQkv, Role::kAttnQkv, {e, 3 * e});
+        add("attn_qkv.bias", Slot::kAttnQkvBias, Role::kBias, {3 * e});
+        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {e, e});
+        add("attn_output.bias", Slot::kAttnOutBias, Role::kBias, {e});
+        add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        add("ffn_norm.bias", Slot::kFfnNormBias, Role::kBias, {e});
+        add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
+        add("ffn_up.bias", Slot::kFfnUpBias, Role::kBias, {ff});
+        add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+        add("ffn_down.bias", Slot::kFfnDownBias, Role::kBias, {e});
+        break;
+      case Arch::kLlama:
+        // Separate Q/K/V (llama.cpp's converter permutes Q/K rows so that rotary pairs are
+        // adjacent), separate SwiGLU gate and up.
+        add("attn_q.weight", Slot::kAttnQ, Role::kAttnQ, {e, q});
+        add("attn_k.weight", Slot::kAttnK, Role::kAttnK, {e, kv});
+        add("attn_v.weight", Slot::kAttnV, Role::kAttnV, {e, kv});
+        if (d.qkv_bias) {
+          add("attn_q.bias", Slot::kAttnQBias, Role::kBias, {q});
+          add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
+          add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
+        }
+        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+        add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
+        add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
+        add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+        break;
+    }
+  }
+  layer = -1;
+  prefix.clear();
+  add("output_norm.weight", Slot::kOutputNorm, Role::kNorm, {e});
+  if (arch == Arch::kChatGLM1) add("output_norm.bias", Slot::kOutputNormBias, Role::kBias, {e});
+  if (!d.tied_output) add("output.weight", Slot::kOutput, Role::kOutput, {e, d.n_vocab});
+  return t;
+}
+
+}  // namespace glm::arch

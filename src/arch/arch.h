@@ -1,0 +1,101 @@
+// The model architectures of glmserve's files (GGUF general.architecture) and the one table of
+// tensor names, shapes and roles per architecture, read by both the loader (model/weights.cc)
+// and the writers (convert/model_spec.cc: gen-model, convert, quantize), as llama.cpp keeps one
+// LLM_TENSOR_NAMES table for its loader and its saver. docs/models.md describes the layouts;
+// docs/adding-a-model.md lists what a new architecture touches.
+// Pure functions and value types; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace glm::arch {
+
+enum class Arch {
+  kChatGLM,   // "chatglm": ChatGLM2-6B, ChatGLM3-6B, GLM-4-9B (llama.cpp's layout)
+  kChatGLM1,  // "chatglm1": ChatGLM-6B (v1), glmserve's own layout
+  kLlama,     // "llama": LLaMA family (llama.cpp's layout)
+};
+
+const char* arch_name(Arch arch);  // the general.architecture string
+// unsupported naming the supported list when `name` is none of them.
+StatusOr<Arch> arch_from_name(std::string_view name);
+
+// What a tensor is for: decides how gen-model initialises it and which type it gets under a
+// target weight type (convert::choose_type).
+enum class Role {
+  kTokenEmbd,
+  kOutput,
+  kNorm,
+  kBias,
+  kAttnQkv,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOut,
+  kFfnUp,
+  kFfnGate,
+  kFfnDown,
+  kOther,  // an unknown 2-D weight: quantized like the others
+};
+
+// Where the loader puts a tensor (one field of model::Weights / model::LayerWeights each).
+enum class Slot {
+  kTokenEmbd,
+  kOutputNorm,
+  kOutputNormBias,
+  kOutput,
+  kAttnNorm,
+  kAttnNormBias,
+  kAttnQkv,
+  kAttnQkvBias,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnQBias,
+  kAttnKBias,
+  kAttnVBias,
+  kAttnOut,
+  kAttnOutBias,
+  kFfnNorm,
+  kFfnNormBias,
+  kFfnGate,
+  kFfnUp,
+  kFfnUpBias,
+  kFfnDown,
+  kFfnDownBias,
+};
+
+// The sizes a table depends on.
+struct Dims {
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;  // chatglm: per half of the fused ffn_up (gate rows, then up rows)
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  bool qkv_bias = false;     // chatglm: attn_qkv.bias; llama: attn_{q,k,v}.bias (chatglm1: always)
+  bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
+
+  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  int64_t q_dim() const { return n_head * head_dim(); }
+  int64_t kv_dim() const { return n_head_kv * head_dim(); }
+};
+
+struct TensorSpec {
+  std::string name;  // "blk.3.attn_qkv.weight"
+  int layer = -1;    // block index, -1 outside the blocks
+  Slot slot = Slot::kTokenEmbd;
+  Role role = Role::kOther;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length; 1 or 2 dimensions
+};
+
+// Every tensor of `arch` with sizes `d`, in file order (token_embd, the blocks, output_norm,
+// output). Cost: O(n_layer) strings.
+std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d);
+
+}  // namespace glm::arch

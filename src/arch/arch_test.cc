@@ -1,0 +1,76 @@
+// The tensor tables: names unique, the shapes the loaders expect, file order.
+#include "arch/arch.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace glm::arch {
+namespace {
+
+Dims dims(bool bias, bool tied) {
+  Dims d;
+  d.n_vocab = 100;
+  d.n_embd = 64;
+  d.n_ff = 160;
+  d.n_layer = 3;
+  d.n_head = 4;
+  d.n_head_kv = 2;
+  d.qkv_bias = bias;
+  d.tied_output = tied;
+  return d;
+}
+
+TEST(TensorTable, NamesAreUniqueAndOrdered) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+    for (bool tied : {false, true}) {
+      const auto t = tensor_table(a, dims(true, tied));
+      std::set<std::string> names;
+      for (const TensorSpec& s : t) EXPECT_TRUE(names.insert(s.name).second) << s.name;
+      EXPECT_EQ(t.front().name, "token_embd.weight");
+      const char* last = !tied                  ? "output.weight"
+                         : a == Arch::kChatGLM1 ? "output_norm.bias"
+                                                : "output_norm.weight";
+      EXPECT_EQ(t.back().name, last) << arch_name(a);
+    }
+  }
+}
+
+TEST(TensorTable, ShapesOfEachLayout) {
+  auto find = [](const std::vector<TensorSpec>& t, const std::string& name) {
+    for (const TensorSpec& s : t) {
+      if (s.name == name) return s;
+    }
+    ADD_FAILURE() << name << " missing";
+    return TensorSpec{};
+  };
+  const auto glm = tensor_table(Arch::kChatGLM, dims(true, false));
+  EXPECT_EQ(find(glm, "blk.2.attn_qkv.weight").shape, (std::vector<int64_t>{64, 64 + 2 * 32}));
+  EXPECT_EQ(find(glm, "blk.2.ffn_up.weight").shape, (std::vector<int64_t>{64, 320}));
+  EXPECT_EQ(find(glm, "blk.0.ffn_down.weight").layer, 0);
+  EXPECT_EQ(glm.size(), 1u + 3 * 7 + 2);
+  EXPECT_EQ(tensor_table(Arch::kChatGLM, dims(false, false)).size(), 1u + 3 * 6 + 2);
+
+  const auto v1 = tensor_table(Arch::kChatGLM1, dims(false, false));
+  EXPECT_EQ(v1.size(), 1u + 3 * 12 + 3);  // biases whatever qkv_bias says
+  EXPECT_EQ(find(v1, "blk.1.attn_qkv.weight").shape, (std::vector<int64_t>{64, 192}));
+  EXPECT_EQ(find(v1, "blk.1.ffn_up.bias").shape, (std::vector<int64_t>{160}));
+  EXPECT_EQ(find(v1, "output_norm.bias").slot, Slot::kOutputNormBias);
+
+  const auto llama = tensor_table(Arch::kLlama, dims(false, true));
+  EXPECT_EQ(llama.size(), 1u + 3 * 9 + 1);
+  EXPECT_EQ(find(llama, "blk.0.attn_k.weight").shape, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(find(llama, "blk.0.ffn_gate.weight").role, Role::kFfnGate);
+}
+
+TEST(ArchNames, RoundTrip) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+    auto b = arch_from_name(arch_name(a));
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(*b, a);
+  }
+  EXPECT_FALSE(arch_from_name("gpt2").ok());
+}
+
+}  // namespace
+}  // namespace glm::arch
