@@ -2,18 +2,18 @@
 # Builds the libFuzzer targets with clang (GLM_FUZZ=ON: ASan + UBSan + coverage) into build-fuzz/
 # and runs each for FUZZ_SECONDS (default 15) from a small seed corpus written here: every
 # route's request bodies (openai_fuzz), GGUF headers (gguf_fuzz), GBNF grammars and JSON
-# Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz). A crash, a
-# leak or undefined behaviour fails with the reproducer's path.
+# Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz), PyTorch
+# data.pkl and .bin files (unpickle_fuzz). A crash, a leak or undefined behaviour fails with the
+# reproducer's path.
 #   scripts/fuzz.sh                 build and run them all (scripts/test.sh, CI: 10 s each)
 #   FUZZ_SECONDS=300 scripts/fuzz.sh openai_fuzz      one target, longer
 # Only the targets and the libraries they link are built (openai_fuzz links src/api, not the
-# HTTP layer). Not here: unpickle_fuzz (src/convert links the kernels, which clang does not
-# compile; the unpickler's hostile-input tests run under ASan in scripts/test.sh instead).
+# HTTP layer; unpickle_fuzz src/checkpoint, not the kernels, which clang 14 does not compile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 # The targets run by default, and so in CI: a new one is one more word here (seeds optional).
-default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz)
+default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz unpickle_fuzz)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${default_targets[@]}")
 seconds="${FUZZ_SECONDS:-15}"
@@ -38,6 +38,9 @@ mkdir -p "$work/gguf_fuzz"  # version 3, no tensors, one metadata entry follows 
 printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000' \
   >"$work/gguf_fuzz/header"
 seed tokenizer_fuzz text 'Hello, 世界! <|user|> [gMASK] 	 tabs  and  spaces'
+# A state dict pickle (protocol 2): OrderedDict() built by GLOBAL + EMPTY_TUPLE + REDUCE.
+mkdir -p "$work/unpickle_fuzz"
+printf '\200\002ccollections\nOrderedDict\nq\000)Rq\001.' >"$work/unpickle_fuzz/empty_dict"
 seed stream_decoder_fuzz text "$(printf 'a\xe4\xbd\xa0\xff b')"
 for t in "${targets[@]}"; do
   bin="$(find build-fuzz/src -name "$t" -type f -perm -u+x | head -1)"
