@@ -105,6 +105,7 @@ class RequestObserver : public scheduler::SeqObserver {
   }
   void on_start(const scheduler::StartInfo& info) override {
     if (index_ > 0) return;
+    leave_queue();
     Event e = event(EventType::kStart);
     e.usage.prompt_tokens = info.prompt_tokens;
     e.usage.cached_tokens = info.cached_tokens;
@@ -121,6 +122,9 @@ class RequestObserver : public scheduler::SeqObserver {
   void on_error(const Status& status) override;
 
  private:
+  // The request (choice 0 speaks for all) is no longer waiting: started, or ended first.
+  void leave_queue();
+
   Event event(EventType type) const {
     Event e;
     e.type = type;
@@ -159,6 +163,7 @@ class RequestObserver : public scheduler::SeqObserver {
   EventSink sink_;
   std::shared_ptr<ChoiceGroup> group_;
   int index_;
+  bool left_queue_ = false;
   const tok::Tokenizer& tok_;
   tok::StreamDecoder decoder_;
   StopText stop_;
@@ -317,12 +322,13 @@ class EngineImpl final : public Engine {
                                 "' is already in flight: use a "
                                 "unique id per request");
       }
-      const int waiting = static_cast<int>(inbox_.size()) + snapshot_.queued;
+      const int waiting = queued_.load();
       if (waiting >= options_.max_queue) {
         return Status(ErrorCode::kQueueFull, "engine busy: " + std::to_string(waiting) +
                                                  " requests are waiting; retry in a few seconds");
       }
       in_flight_.insert(request.id);
+      ++queued_;
       inbox_.push_back(std::move(r));
     }
     cv_.notify_all();
@@ -374,7 +380,7 @@ class EngineImpl final : public Engine {
   Stats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     Stats s = snapshot_;
-    s.queued += static_cast<int>(inbox_.size());
+    s.queued = queued_.load();  // exact: the snapshot is a step old
     return s;
   }
 
@@ -407,6 +413,10 @@ class EngineImpl final : public Engine {
     });
     return vocab_;
   }
+
+  // Called on the loop thread, once per request, when it leaves the queue (started, or ended
+  // before it started).
+  void left_queue() { --queued_; }
 
   // Called on the loop thread when a request delivered its final event.
   void finished(const std::string& id) {
@@ -468,6 +478,9 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;       // wakes the loop
   std::condition_variable done_cv_;  // a request finished (drain waits on it)
   std::vector<scheduler::SeqRequest> inbox_;
+  // Requests submitted and not yet started (admitted) nor ended: what max_queue bounds. Exact
+  // at any moment, unlike the loop's snapshot.
+  std::atomic<int> queued_{0};
   std::vector<std::string> cancels_;
   std::unordered_set<std::string> in_flight_;
   Stats snapshot_;
@@ -508,7 +521,14 @@ void ChoiceGroup::end_one() {
   engine_->finished(id_);
 }
 
+void RequestObserver::leave_queue() {
+  if (index_ > 0 || left_queue_) return;
+  left_queue_ = true;
+  engine_->left_queue();
+}
+
 void RequestObserver::on_finish(scheduler::FinishInfo* info) {
+  leave_queue();
   const bool cancelled = info->reason == FinishReason::kCancelled;
   // The tokens that completed a stop string are not part of the answer, nor their entries.
   if (stop_.matched()) pending_logprobs_.clear();
@@ -532,6 +552,7 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
 }
 
 void RequestObserver::on_error(const Status& status) {
+  leave_queue();
   if (group_) {
     group_->choice_failed(status);
     return;
