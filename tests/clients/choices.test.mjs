@@ -107,13 +107,14 @@ test('n is refused clearly where it cannot be served', async () => {
 });
 
 test('an SDK with its default retries gets every answer from a briefly busy engine', async () => {
-  // One sequence at a time and one waiting: of six requests at once, some are refused with 429
-  // (and Retry-After); the SDK's own retries (2 by default) wait as told and succeed.
+  // One sequence at a time and one waiting: of four requests at once, two are refused with 429
+  // (and Retry-After: 1 s); the SDK's own retries (2 by default) wait as told and succeed
+  // (each answer takes well under a second, so one retry finds room for both).
   const busy = await startServe(model, ['--max-batch', '1', '--max-queue', '1']);
   try {
-    const one = { ...ask, max_tokens: 24, temperature: 0 };
+    const one = { ...ask, max_tokens: 8, temperature: 0 };
     const burst = (client) => Promise.allSettled(
-      Array.from({ length: 6 }, () => client.chat.completions.create(one)));
+      Array.from({ length: 4 }, () => client.chat.completions.create(one)));
     // Without retries the burst does meet a busy engine (so the next check means something).
     const bare = await burst(openai(busy.url, { maxRetries: 0 }));
     const refused = bare.filter((s) => s.status === 'rejected');
