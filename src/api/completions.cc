@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/logprobs.h"
+#include "api/openai.h"
 #include "core/json.h"
 #include "protocol/sampling_json.h"
 
@@ -12,13 +13,6 @@ namespace {
 using json = nlohmann::json;
 
 Status bad(const std::string& message) { return invalid_argument(message); }
-
-json usage_json(const protocol::Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-}
 
 json choice_json(const std::string& text, const std::string& finish_reason,
                  const std::vector<generation::GeneratedLogprobs>* logprobs, size_t text_offset,
@@ -65,12 +59,7 @@ StatusOr<CompletionRequest> parse_completion_request(const std::string& body_tex
   if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && *it != 1) {
     return bad("best_of is not supported (ask for n completions and choose among them)");
   }
-  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 128) {
-      return bad("n must be an integer from 1 to 128 (the number of completions)");
-    }
-    out.request.n = it->get<int>();
-  }
+  GLM_RETURN_IF_ERROR(read_choices(body, "completions", &out.request.n));
   if (auto it = body.find("echo"); it != body.end() && !it->is_null()) {
     if (!it->is_boolean()) return bad("echo must be true or false");
     out.echo = it->get<bool>();
@@ -136,7 +125,7 @@ std::string text_completion_json(const std::string& id, int64_t created, const s
                         {"created", created},
                         {"model", model},
                         {"choices", std::move(out)},
-                        {"usage", usage_json(usage)}});
+                        {"usage", openai_usage_json(usage)}});
 }
 
 }  // namespace glm::api

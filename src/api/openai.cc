@@ -245,12 +245,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
       out.include_usage = usage->get<bool>();
     }
   }
-  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 128) {
-      return bad("n must be an integer from 1 to 128 (the number of answers)");
-    }
-    out.request.n = it->get<int>();
-  }
+  GLM_RETURN_IF_ERROR(read_choices(body, "answers", &out.request.n));
   // Sampling fields (temperature, top_p, max_tokens / max_completion_tokens, seed, stop,
   // presence / frequency penalties, logit_bias, top_logprobs, and the extensions top_k, min_p,
   // repetition_penalty): the one mapping the engine socket uses too.
@@ -344,6 +339,26 @@ std::string tool_delta_chunk_json(const std::string& id, int64_t created, const 
   return tool_call_chunk_json(id, created, model, "", "", d.text);
 }
 
+Status read_choices(const nlohmann::json& body, const char* noun, int* n) {
+  auto it = body.find("n");
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
+      it->get<int64_t>() > protocol::kMaxChoices) {
+    return invalid_argument("n must be an integer from 1 to " +
+                            std::to_string(protocol::kMaxChoices) + " (the number of " + noun +
+                            ")");
+  }
+  *n = it->get<int>();
+  return Status::Ok();
+}
+
+json openai_usage_json(const protocol::Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+}
+
 std::string openai_finish_reason(Outcome outcome) {
   return outcome == Outcome::kLength ? "length" : "stop";
 }
@@ -368,16 +383,9 @@ std::string completion_chunk_json(const std::string& id, int64_t created, const 
 
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
                              const protocol::Usage& usage) {
-  json j = {{"id", id},
-            {"object", "chat.completion.chunk"},
-            {"created", created},
-            {"model", model},
-            {"choices", json::array()},
-            {"usage",
-             {{"prompt_tokens", usage.prompt_tokens},
-              {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+  json j = {
+      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+      {"model", model}, {"choices", json::array()},          {"usage", openai_usage_json(usage)}};
   return dump_json(j);
 }
 
@@ -414,11 +422,7 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
             {"model", model},
             {"system_fingerprint", nullptr},
             {"choices", std::move(out)},
-            {"usage",
-             {{"prompt_tokens", usage.prompt_tokens},
-              {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}}}};
+            {"usage", openai_usage_json(usage)}};
   return dump_json(j);
 }
 

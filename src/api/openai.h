@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ const char* openai_error_type(ErrorCode code);
 
 // "stop" / "length" for the complete outcomes (is_complete); the others end in an error.
 std::string openai_finish_reason(Outcome outcome);
+
+// `n` (the number of choices, 1 to protocol::kMaxChoices; absent or null leaves *n) of a chat
+// or legacy completions body; kInvalidArgument says the range and what is counted (`noun`).
+Status read_choices(const nlohmann::json& body, const char* noun, int* n);
+
+// OpenAI's usage object (chat and legacy completions): cached prompt tokens in
+// prompt_tokens_details.
+nlohmann::json openai_usage_json(const protocol::Usage& usage);
 
 // One `chat.completion.chunk` (without the "data: " framing). `role` true adds the
 // assistant role to the delta (first chunk); empty `finish_reason` writes null.

@@ -24,6 +24,8 @@
 namespace glm::protocol {
 
 constexpr int kProtocolVersion = 1;
+// The most choices (Request::n) any request may ask for, on the socket and the HTTP APIs.
+constexpr int kMaxChoices = 128;
 
 // Size limits applied by parse_request. The daemon takes max_line_bytes from --max-line.
 struct Limits {
@@ -72,8 +74,8 @@ struct Request {
   // events' `tokens`, in order), when the engine died mid-answer: the engine continues after
   // them as the uninterrupted run would have (docs/protocol.md#resume). Empty = a fresh run.
   std::vector<int32_t> resume;
-  // "n": choices of the same prompt, prefilled once (docs/protocol.md#choices). 1 to 128 on
-  // the wire; the engine allows at most its batch.
+  // "n": choices of the same prompt, prefilled once (docs/protocol.md#choices). 1 to
+  // kMaxChoices on the wire; the engine allows at most its batch.
   int n = 1;
   // kTokenize
   std::string text;

@@ -292,8 +292,9 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
   }
   if (j.contains("n") && !j["n"].is_null()) {
     const json& n = j["n"];
-    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 128) {
-      return field_error("n", "expected the number of choices, an integer from 1 to 128");
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxChoices) {
+      return field_error("n", "expected the number of choices, an integer from 1 to " +
+                                  std::to_string(kMaxChoices));
     }
     r->n = n.get<int>();
   }

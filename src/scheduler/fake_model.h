@@ -103,7 +103,13 @@ class FakeModel : public model::Model {
   }
 
   void copy_kv_block(model::KvPool* /*kv*/, int src, int dst) override {
-    if (blocks_.count(src)) blocks_[dst] = blocks_[src];
+    // A copy of a never-written block is a never-written block (reading it is an error), not
+    // whatever dst held before.
+    if (blocks_.count(src)) {
+      blocks_[dst] = blocks_[src];
+    } else {
+      blocks_.erase(dst);
+    }
   }
 
  private:

@@ -11,35 +11,7 @@
 #include "tokenizer/vocab_tokenizer.h"
 
 namespace glm::tok {
-namespace {
-
-constexpr std::string_view kSpaceMarker = "\xe2\x96\x81";  // U+2581 "▁"
-
-// Length of the UTF-8 character starting at s[i] (1 for an invalid or truncated sequence).
-size_t char_len(std::string_view s, size_t i) {
-  const uint8_t c = static_cast<uint8_t>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
-  if (i + n > s.size()) return 1;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<uint8_t>(s[i + k]) & 0xc0) != 0x80) return 1;
-  }
-  return n;
-}
-
-int parse_byte_piece(const std::string& p) {
-  // "<0xNN>"
-  if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  int hi = hex(p[3]), lo = hex(p[4]);
-  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> SpmTokenizer::create(const VocabSpec& spec,
                                                           const std::string& label) {
@@ -110,7 +82,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special,
       start = i;
     }
     prev_marker = marker;
-    i += marker ? 3 : char_len(s, i);
+    i += marker ? 3 : utf8_char_len(s, i);
   }
   if (start < s.size()) encode_word(s.substr(start), out);
 }
@@ -131,7 +103,7 @@ void SpmTokenizer::encode_word(std::string_view word, std::vector<int32_t>* out)
   sym.clear();
   heap.clear();
   for (size_t i = 0; i < word.size();) {
-    const size_t n = char_len(word, i);
+    const size_t n = utf8_char_len(word, i);
     const int32_t idx = static_cast<int32_t>(sym.size());
     sym.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(n), idx - 1, idx + 1});
     i += n;
@@ -186,42 +158,10 @@ void SpmTokenizer::encode_word(std::string_view word, std::vector<int32_t>* out)
   }
 }
 
-std::string SpmTokenizer::token_bytes(int32_t id) const {
-  if (!valid(id)) return "";
-  const std::string& p = tokens_[id];
-  switch (types_[id]) {
-    case kTokenByte: {
-      int b = parse_byte_piece(p);
-      return b >= 0 ? std::string(1, static_cast<char>(b)) : std::string();
-    }
-    case kTokenControl:
-    case kTokenUnused:
-      return "";
-    case kTokenUnknown:
-      return " \xe2\x81\x87 ";  // sentencepiece's surface for <unk>: " ⁇ "
-    default:
-      break;
-  }
-  std::string out;
-  out.reserve(p.size());
-  for (size_t i = 0; i < p.size();) {
-    if (p.compare(i, 3, kSpaceMarker) == 0) {
-      out.push_back(' ');
-      i += 3;
-    } else {
-      out.push_back(p[i++]);
-    }
-  }
-  return out;
-}
+std::string SpmTokenizer::token_bytes(int32_t id) const { return sentencepiece_bytes(id); }
 
 std::string SpmTokenizer::token_bytes_at_start(int32_t id) const {
-  std::string s = token_bytes(id);
-  if (add_space_prefix_ && valid(id) && tokens_[id].compare(0, 3, kSpaceMarker) == 0 &&
-      (types_[id] == kTokenNormal || types_[id] == kTokenUserDefined)) {
-    s.erase(0, 1);
-  }
-  return s;
+  return sentencepiece_bytes_at_start(id, add_space_prefix_);
 }
 
 }  // namespace glm::tok

@@ -134,4 +134,71 @@ std::string StreamDecoder::strip(std::string s) {
   return s.substr(b);
 }
 
+size_t utf8_char_len(std::string_view s, size_t i) {
+  const uint8_t c = static_cast<uint8_t>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+  if (i + n > s.size()) return 1;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<uint8_t>(s[i + k]) & 0xc0) != 0x80) return 1;
+  }
+  return n;
+}
+
+int parse_byte_piece(std::string_view p) {
+  if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(p[3]), lo = hex(p[4]);
+  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+bool VocabTokenizer::is_text_piece(int32_t id) const {
+  if (!valid(id)) return false;
+  const int32_t t = types_[id];
+  return t != kTokenByte && t != kTokenControl && t != kTokenUnused && t != kTokenUnknown;
+}
+
+std::string VocabTokenizer::sentencepiece_bytes(int32_t id) const {
+  if (!valid(id)) return "";
+  const std::string& p = tokens_[id];
+  switch (types_[id]) {
+    case kTokenByte: {
+      const int b = parse_byte_piece(p);
+      return b >= 0 ? std::string(1, static_cast<char>(b)) : std::string();
+    }
+    case kTokenControl:
+    case kTokenUnused:
+      return "";
+    case kTokenUnknown:
+      return " \xe2\x81\x87 ";  // sentencepiece's surface for <unk>: " ⁇ "
+    default:
+      break;
+  }
+  std::string out;
+  out.reserve(p.size());
+  for (size_t i = 0; i < p.size();) {
+    if (p.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0) {
+      out.push_back(' ');
+      i += kSpaceMarker.size();
+    } else {
+      out.push_back(p[i++]);
+    }
+  }
+  return out;
+}
+
+std::string VocabTokenizer::sentencepiece_bytes_at_start(int32_t id, bool add_space_prefix) const {
+  std::string s = sentencepiece_bytes(id);
+  if (add_space_prefix && valid(id) &&
+      tokens_[id].compare(0, kSpaceMarker.size(), kSpaceMarker) == 0 &&
+      (types_[id] == kTokenNormal || types_[id] == kTokenUserDefined)) {
+    s.erase(0, 1);
+  }
+  return s;
+}
+
 }  // namespace glm::tok

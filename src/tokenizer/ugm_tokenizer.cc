@@ -19,33 +19,10 @@
 namespace glm::tok {
 namespace {
 
-constexpr std::string_view kSpaceMarker = "\xe2\x96\x81";  // U+2581 "▁"
-constexpr int kMaxBlank = 80;                              // ChatGLM-6B's max_blank_length
-
-size_t char_len(std::string_view s, size_t i) {
-  const uint8_t c = static_cast<uint8_t>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
-  if (i + n > s.size()) return 1;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<uint8_t>(s[i + k]) & 0xc0) != 0x80) return 1;
-  }
-  return n;
-}
+constexpr int kMaxBlank = 80;  // ChatGLM-6B's max_blank_length
 
 bool valid_char(std::string_view s, size_t i, size_t n) {
   return n > 1 || static_cast<uint8_t>(s[i]) < 0x80;
-}
-
-int parse_byte_piece(const std::string& p) {
-  if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  int hi = hex(p[3]), lo = hex(p[4]);
-  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
 }
 
 // "<|blank_N|>" -> N (2..80), else 0.
@@ -191,7 +168,7 @@ std::string UgmTokenizer::normalize(std::string_view text, bool dummy_prefix) co
       }
     }
     if (size_t n = charsmap_match(text, i, rep)) return n;
-    const size_t n = char_len(text, i);
+    const size_t n = utf8_char_len(text, i);
     *rep = valid_char(text, i, n) ? text.substr(i, n) : std::string_view("\xef\xbf\xbd");
     return n;
   };
@@ -259,12 +236,12 @@ void UgmTokenizer::encode_text(std::string_view text, bool after_special,
       id[end] = piece;
     }
   };
-  for (size_t start = 0; start < n; start += char_len(s, start)) {
+  for (size_t start = 0; start < n; start += utf8_char_len(s, start)) {
     if (!reached[start]) continue;
     bool single = false;
     int n_chars = 0;
     for (size_t end = start; end < n && end - start < max_piece_bytes_;) {
-      end += char_len(s, end);
+      end += utf8_char_len(s, end);
       ++n_chars;
       auto it = pieces_.find(std::string_view(s).substr(start, end - start));
       if (it == pieces_.end()) continue;
@@ -275,7 +252,7 @@ void UgmTokenizer::encode_text(std::string_view text, bool after_special,
       if (n_chars == 1) single = true;
       offer(start, end, score, pid);
     }
-    if (!single) offer(start, start + char_len(s, start), unk_score, -1);
+    if (!single) offer(start, start + utf8_char_len(s, start), unk_score, -1);
   }
   std::vector<std::pair<uint32_t, uint32_t>> spans;  // (start, end) of each piece, reversed
   for (size_t e = n; e > 0; e = from[e]) spans.emplace_back(from[e], static_cast<uint32_t>(e));
@@ -297,46 +274,17 @@ void UgmTokenizer::encode_text(std::string_view text, bool after_special,
 }
 
 std::string UgmTokenizer::token_bytes(int32_t id) const {
-  if (!valid(id)) return "";
-  const std::string& p = tokens_[id];
-  switch (types_[id]) {
-    case kTokenByte: {
-      const int b = parse_byte_piece(p);
-      return b >= 0 ? std::string(1, static_cast<char>(b)) : std::string();
-    }
-    case kTokenControl:
-    case kTokenUnused:
-      return "";
-    case kTokenUnknown:
-      return " \xe2\x81\x87 ";  // sentencepiece's surface for <unk>: " ⁇ "
-    default:
-      break;
-  }
-  if (chatglm1_) {  // ChatGLM-6B's postprocess: the whitespace tokens back to their text
+  if (chatglm1_ && is_text_piece(id)) {  // ChatGLM-6B's postprocess: whitespace tokens to text
+    const std::string& p = tokens_[id];
     if (p == "<n>") return "\n";
     if (p == "<|tab|>") return "\t";
     if (const int blanks = blank_count(p)) return std::string(blanks, ' ');
   }
-  std::string out;
-  out.reserve(p.size());
-  for (size_t i = 0; i < p.size();) {
-    if (p.compare(i, 3, kSpaceMarker) == 0) {
-      out.push_back(' ');
-      i += 3;
-    } else {
-      out.push_back(p[i++]);
-    }
-  }
-  return out;
+  return sentencepiece_bytes(id);
 }
 
 std::string UgmTokenizer::token_bytes_at_start(int32_t id) const {
-  std::string s = token_bytes(id);
-  if (add_space_prefix_ && valid(id) && tokens_[id].compare(0, 3, kSpaceMarker) == 0 &&
-      (types_[id] == kTokenNormal || types_[id] == kTokenUserDefined)) {
-    s.erase(0, 1);
-  }
-  return s;
+  return sentencepiece_bytes_at_start(id, add_space_prefix_);
 }
 
 }  // namespace glm::tok

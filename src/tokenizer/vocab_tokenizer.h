@@ -56,6 +56,13 @@ class SpecialMatcher {
   int n_ = 0;
 };
 
+// SentencePiece vocabularies (the spm and ugm tokenizers): the word-boundary marker U+2581 "▁",
+// the length of the UTF-8 character at s[i] (1 for an invalid or truncated sequence), and the
+// byte of a "<0xNN>" piece (-1 if it is not one).
+inline constexpr std::string_view kSpaceMarker = "\xe2\x96\x81";
+size_t utf8_char_len(std::string_view s, size_t i);
+int parse_byte_piece(std::string_view piece);
+
 class VocabTokenizer : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool allow_special) const override;
@@ -74,6 +81,15 @@ class VocabTokenizer : public Tokenizer {
   virtual void encode_text(std::string_view text, bool after_special,
                            std::vector<int32_t>* out) const = 0;
   bool valid(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(tokens_.size()); }
+  // True for the pieces that spell text (normal, user-defined, undefined), not bytes, control,
+  // unused or unknown ones.
+  bool is_text_piece(int32_t id) const;
+  // A SentencePiece piece's surface: <0xNN> its byte, control and unused nothing, unknown
+  // sentencepiece's " ⁇ ", a text piece with each "▁" a space.
+  std::string sentencepiece_bytes(int32_t id) const;
+  // The same at the start of a text: a text piece's leading "▁" is the dummy prefix's, which
+  // decoding drops when the vocabulary adds one (`add_space_prefix`).
+  std::string sentencepiece_bytes_at_start(int32_t id, bool add_space_prefix) const;
 
   std::vector<std::string> tokens_;  // as stored in the GGUF
   std::vector<int32_t> types_;
