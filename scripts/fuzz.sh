@@ -5,7 +5,7 @@
 # Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz), PyTorch
 # data.pkl and .bin files (unpickle_fuzz). A crash, a leak or undefined behaviour fails with the
 # reproducer's path.
-#   scripts/fuzz.sh                 build and run them all (CI runs gguf_fuzz and unpickle_fuzz)
+#   scripts/fuzz.sh                 build and run them all (CI runs gguf, unpickle and openai)
 #   FUZZ_SECONDS=300 scripts/fuzz.sh openai_fuzz      one target, longer
 # Only the targets and the libraries they link are built (openai_fuzz links src/api, not the
 # HTTP layer; unpickle_fuzz src/checkpoint, not the kernels, which clang 14 does not compile).
