@@ -5,10 +5,10 @@ PKGS=(
   build-essential cmake ninja-build ccache pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libsqlite3-dev sqlite3
-  libsentencepiece-dev libminizip-dev zlib1g-dev
+  libsentencepiece-dev libminizip-dev zlib1g-dev libedit-dev
   libcurl4-openssl-dev libssl-dev nginx
   clang clang-format clang-tidy libclang-rt-14-dev
-  netcat-openbsd curl supervisor fonts-wqy-microhei
+  netcat-openbsd curl supervisor fonts-wqy-microhei tmux
   nodejs chromium
 )
 SUDO=""

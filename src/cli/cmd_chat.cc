@@ -7,13 +7,15 @@
 
 #include <atomic>
 #include <cstdio>
-#include <iostream>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate_common.h"
+#include "cli/line_reader.h"
 #include "core/log.h"
 #include "engine/engine.h"
 
@@ -22,9 +24,15 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve chat --model M.gguf [flags]\n"
-    "Terminal chat. Type a message and press Enter; /reset starts a new conversation, /exit\n"
-    "(or end of input, or Ctrl-C at the prompt) quits; Ctrl-C during an answer stops it.\n"
-    "Works with a pipe: one message per line.\n"
+    "Terminal chat. Type a message and press Enter (line editing and history on a terminal,\n"
+    "kept in $XDG_STATE_HOME/glmserve/chat_history). Ctrl-C during an answer stops it and keeps\n"
+    "the session; Ctrl-C or Ctrl-D at the prompt, or /exit, quits. Works with a pipe: one\n"
+    "message per line. Commands:\n"
+    "  /reset               a new conversation (the system prompt stays)\n"
+    "  /system TEXT         a new conversation with this system prompt (/system alone: none)\n"
+    "  /save FILE           write the conversation as JSON ({\"messages\": [...]}, what\n"
+    "                       glmserve template --messages reads)\n"
+    "  /help, /exit\n"
     "  --system TEXT        system prompt\n"
     "  --verbose            timings of each turn on stderr (cached tokens, ttft, speed)\n";
 
@@ -40,6 +48,19 @@ void catch_sigint() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
+}
+
+// /save FILE: the conversation as {"messages": [{"role", "content"}...]}.
+Status save_conversation(const std::string& path, const std::vector<tok::Message>& history) {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const tok::Message& m : history) {
+    messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << nlohmann::ordered_json{{"messages", messages}}.dump(2) << "\n";
+  out.close();
+  if (!out) return Status(ErrorCode::kInternal, "cannot write '" + path + "'");
+  return Status();
 }
 
 }  // namespace
@@ -74,25 +95,53 @@ int cmd_chat(int argc, char** argv) {
   catch_sigint();
 
   std::vector<tok::Message> history;
-  if (args->has("system")) history.push_back({"system", args->get("system")});
-  const size_t n_fixed = history.size();
-  int conversation = 0, turn = 0;
-  if (tty) std::printf("glmserve chat with %s (/reset, /exit)\n", engine.model_name().c_str());
-  std::string line;
+  std::string system = args->get("system");
+  int conversation = -1, turn = 0;
+  auto reset = [&] {
+    history.clear();
+    if (!system.empty()) history.push_back({"system", system});
+    ++conversation;
+  };
+  reset();
+  if (tty) {
+    std::printf("glmserve chat with %s (/help for commands, Ctrl-D to quit)\n",
+                engine.model_name().c_str());
+  }
+  LineReader reader(tty, tty ? default_chat_history_path() : "");
   for (;;) {
-    if (tty) {
-      std::printf("> ");
-      std::fflush(stdout);
-    }
     g_interrupted.store(false);
-    if (!std::getline(std::cin, line) || g_interrupted.load()) break;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::optional<std::string> read = reader.read(tty ? "> " : "");
+    if (!read || g_interrupted.load()) break;
+    const std::string& line = *read;
     if (line.empty()) continue;
     if (line == "/exit" || line == "/quit") break;
+    if (line == "/help") {
+      std::fputs(kHelp, stdout);
+      continue;
+    }
     if (line == "/reset") {
-      history.resize(n_fixed);
-      ++conversation;
+      reset();
       if (tty) std::printf("(new conversation)\n");
+      continue;
+    }
+    if (line == "/system" || line.rfind("/system ", 0) == 0) {
+      system = line.size() > 8 ? line.substr(8) : "";
+      reset();
+      if (tty) {
+        std::printf("(new conversation, %s)\n",
+                    system.empty() ? "no system prompt" : "system prompt set");
+      }
+      continue;
+    }
+    if (line.rfind("/save", 0) == 0) {
+      const std::string path = line.size() > 6 ? line.substr(6) : "";
+      const Status st =
+          path.empty() ? invalid_argument("usage: /save FILE") : save_conversation(path, history);
+      if (!st.ok()) {
+        std::fprintf(stderr, "glmserve: %s\n", st.message().c_str());
+      } else if (tty) {
+        std::printf("(saved %zu messages to %s)\n", history.size(), path.c_str());
+      }
       continue;
     }
     history.push_back({"user", line});

@@ -1,0 +1,32 @@
+// LineReader: the terminal chat's input. On a terminal, libedit: line editing (arrows, Home/End,
+// Ctrl-W...), and history (Up/Down, Ctrl-R) kept across sessions in
+// $XDG_STATE_HOME/glmserve/chat_history (else ~/.local/state/glmserve/chat_history, 1,000
+// lines, 0600). From a pipe, plain lines. Ctrl-C while reading ends the input, as Ctrl-D does
+// (the caller's SIGINT handler records it); Ctrl-C during an answer is the caller's.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace glm::cli {
+
+class LineReader {
+ public:
+  // `edit`: use libedit (stdin and stdout are terminals). `history_path` empty: no history file.
+  LineReader(bool edit, std::string history_path);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // One line without its end of line; nullopt at end of input (Ctrl-D, Ctrl-C, EOF).
+  std::optional<std::string> read(const char* prompt);
+
+ private:
+  bool edit_;
+  std::string history_path_;
+};
+
+// $XDG_STATE_HOME/glmserve/chat_history, else $HOME/.local/state/glmserve/chat_history, else "".
+std::string default_chat_history_path();
+
+}  // namespace glm::cli

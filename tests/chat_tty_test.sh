@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# chat_tty_test.sh GLMSERVE MODEL: `glmserve chat` on a real terminal (tmux's pseudo-terminal),
+# typed at as a person would: an answer stopped with Ctrl-C keeps the session, a line edited with
+# the arrow keys is sent as edited and answered in the same session, /save writes the whole conversation, the history
+# file keeps the lines (0600), Ctrl-D at the prompt quits with status 0.
+# No MODEL file: exit 77 (ctest: skipped).
+set -euo pipefail
+bin="$1"
+model="$2"
+[[ -f "$model" ]] || { echo "chat_tty_test: $model is absent; skipped"; exit 77; }
+work="$(mktemp -d)"
+sock="glmchat$$"
+trap 'tmux -L "$sock" kill-server 2>/dev/null || true; rm -rf "$work"' EXIT
+fail() {
+  echo "chat_tty_test: $*" >&2
+  tmux -L "$sock" capture-pane -t chat -p -S -50 >&2 2>/dev/null || true
+  exit 1
+}
+# -J: lines the pane wrapped are joined back.
+screen() { tmux -L "$sock" capture-pane -t chat -p -J -S -200; }
+# wait_for REGEX [SECONDS]: until the screen matches.
+wait_for() {
+  local i
+  for ((i = 0; i < ${2:-30} * 10; ++i)); do
+    screen | grep -qE "$1" && return 0
+    sleep 0.1
+  done
+  fail "timed out waiting for /$1/"
+}
+# wait_answer LINE: until at least 10 characters of answer follow the line "> LINE".
+wait_answer() {
+  local i
+  for ((i = 0; i < 300; ++i)); do
+    (($(screen | awk -v l="> $1" '$0 == l {f = 1; next} f' | tr -d '\n ' | wc -c) >= 10)) && return 0
+    sleep 0.1
+  done
+  fail "no answer to '$1'"
+}
+# wait_count REGEX N: until N lines match.
+wait_count() {
+  local i
+  for ((i = 0; i < 300; ++i)); do
+    (($(screen | grep -cE "$1") >= $2)) && return 0
+    sleep 0.1
+  done
+  fail "fewer than $2 lines match /$1/"
+}
+keys() { tmux -L "$sock" send-keys -t chat "$@"; }
+tmux -L "$sock" new-session -d -s chat -x 100 -y 30 \
+  "XDG_STATE_HOME='$work/state' '$bin' chat --model '$model' --temp 0 -n 400 --ctx-size 4096 \
+   -t 1; echo EXIT=\$?; sleep 60"
+wait_for '^> ?$' 60
+keys hello Enter
+# The answer streams, then Ctrl-C stops it and a new prompt (an empty "> " line) comes.
+wait_answer hello
+keys C-c
+wait_count '\[stopped\]' 1
+wait_for '^> ?$'
+# Edited with the arrows: "abc", Left, "X" -> "abXc", answered in the same session (to its
+# end: at most 400 tokens; the first answer, at temperature 0, is longer than that).
+keys abc Left X Enter
+wait_for '^> abXc$'
+wait_for '^> ?$' 60
+keys "/save $work/conv.json" Enter
+wait_for 'saved 4 messages'
+keys C-d
+wait_for '^EXIT=0$'
+# The saved conversation: both questions as typed, both (partial) answers non-empty.
+python3 - "$work/conv.json" <<'PY' || fail "saved conversation"
+import json, sys
+m = json.load(open(sys.argv[1]))["messages"]
+assert [x["role"] for x in m] == ["user", "assistant", "user", "assistant"], m
+assert m[0]["content"] == "hello" and m[2]["content"] == "abXc", m
+assert m[1]["content"] and m[3]["content"], m
+PY
+hist="$work/state/glmserve/chat_history"
+[[ "$(stat -c %a "$hist")" == 600 ]] || fail "history file mode $(stat -c %a "$hist")"
+grep -qx hello "$hist" && grep -qx abXc "$hist" || fail "history lacks the typed lines"
+echo "chat_tty_test: ok"
