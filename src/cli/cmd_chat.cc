@@ -17,6 +17,7 @@
 #include "cli/generate_common.h"
 #include "cli/line_reader.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "engine/engine.h"
 
 namespace glm::cli {
@@ -89,7 +90,10 @@ int cmd_chat(int argc, char** argv) {
     std::printf("loading %s ...\n", options->model_path.c_str());
     std::fflush(stdout);
   }
+  ProgressLine loading = ProgressLine::on_stderr("loading");  // a terminal only
+  options->load_progress = loading.fn();
   auto loaded = engine::load_engine(*options);
+  loading.finish();
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& engine = **loaded;
   catch_sigint();

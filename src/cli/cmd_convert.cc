@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
+#include "core/progress.h"
 
 namespace glm::cli {
 
@@ -42,25 +43,14 @@ int cmd_convert(int argc, char** argv) {
   if (!type.ok()) return fail(type.status());
   opts.type = *type;
   const auto t0 = std::chrono::steady_clock::now();
-  // A progress line on a terminal, redrawn at most 10 times a second; nothing otherwise.
-  const bool tty = ::isatty(::fileno(stderr)) == 1;
-  if (tty) {
-    auto last = t0;
-    opts.progress = [t0, last](const convert::ConvertProgress& p) mutable {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last < std::chrono::milliseconds(100) && p.bytes_read < p.bytes_total) return;
-      last = now;
-      const double secs = std::chrono::duration<double>(now - t0).count();
-      const double mb = static_cast<double>(p.bytes_read) / 1e6;
-      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  %.0f / %.0f MB  %.0f MB/s", p.tensor, p.n_tensors,
-                   p.name->c_str(), mb, static_cast<double>(p.bytes_total) / 1e6,
-                   secs > 0 ? mb / secs : 0.0);
-      std::fflush(stderr);
-    };
-  }
+  // Checkpoint bytes read of the total, on a terminal only.
+  ProgressLine progress = ProgressLine::on_stderr("convert");
+  opts.progress = [&progress](const convert::ConvertProgress& p) {
+    progress.update(p.bytes_read, p.bytes_total);
+  };
   convert::WriteReport rep;
   Status s = convert::convert_hf(opts, *out, &rep);
-  if (tty) std::fputs("\r\033[K", stderr);  // the final line replaces the progress line
+  progress.finish();
   if (!s.ok()) return fail(s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());

@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/gen_model.h"
+#include "core/progress.h"
 
 namespace glm::cli {
 
@@ -58,7 +59,10 @@ int cmd_gen_model(int argc, char** argv) {
 
   const auto t0 = std::chrono::steady_clock::now();
   convert::WriteReport rep;
+  ProgressLine progress = ProgressLine::on_stderr("gen-model");  // a terminal only
+  opts.progress = progress.fn();
   Status s = convert::generate_model(opts, *out, &rep);
+  progress.finish();
   if (!s.ok()) return fail(s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());

@@ -9,7 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
-#include "hub/progress.h"
+#include "core/progress.h"
 #include "hub/pull.h"
 
 namespace glm::cli {
@@ -91,7 +91,7 @@ int cmd_pull(int argc, char** argv) {
   ::sigaction(SIGTERM, &sa, nullptr);
   o.download.cancel = &g_interrupted;
 
-  hub::ProgressLine progress("pull", ::isatty(::fileno(stderr)) == 1);
+  ProgressLine progress("pull", ::isatty(::fileno(stderr)) == 1);
   o.download.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   o.download.note = [&](const std::string& s) { progress.note(s); };
   o.note = o.download.note;

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "convert/model_spec.h"
 #include "convert/quantize.h"
+#include "core/progress.h"
 
 namespace glm::cli {
 
@@ -37,7 +38,9 @@ int cmd_quantize(int argc, char** argv) {
   if (!type.ok()) return fail(type.status());
   const auto t0 = std::chrono::steady_clock::now();
   convert::QuantizeReport rep;
-  Status s = convert::quantize_file(in, out, *type, &rep);
+  ProgressLine progress = ProgressLine::on_stderr("quantize");  // a terminal only
+  Status s = convert::quantize_file(in, out, *type, &rep, progress.fn());
+  progress.finish();
   if (!s.ok()) return fail(s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate_common.h"
+#include "core/progress.h"
 #include "engine/engine.h"
 
 namespace glm::cli {
@@ -80,7 +81,10 @@ int cmd_run(int argc, char** argv) {
     request.messages.push_back({"user", *prompt});
   }
 
+  ProgressLine loading = ProgressLine::on_stderr("loading");  // a terminal only
+  options->load_progress = loading.fn();
   auto engine = engine::load_engine(*options);
+  loading.finish();
   if (!engine.ok()) return fail(engine.status());
   // On a terminal a continued text is shown whole, prompt first (as llama-cli does); a pipe
   // gets the continuation only.

@@ -50,7 +50,8 @@ Status generate_model(const GenOptions& opts, const std::string& path, WriteRepo
   tok::VocabSpec vocab;
   StatusOr<Hparams> hp = gen_hparams(opts, &vocab);
   if (!hp.ok()) return hp.status();
-  return write_model_file(path, *hp, vocab, opts.type, random_rows(opts.seed), report);
+  return write_model_file(path, *hp, vocab, opts.type, random_rows(opts.seed), report,
+                          opts.progress);
 }
 
 }  // namespace glm::convert

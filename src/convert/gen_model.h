@@ -26,6 +26,7 @@ struct GenOptions {
   DType type = DType::kF16;  // target weight type
   uint64_t seed = 0;
   std::string vocab_path;  // a real tokenizer.model; its size replaces the preset's vocabulary
+  ProgressFn progress;     // tensor bytes written of the total (may be empty)
 };
 
 // The hyperparameters and vocabulary gen-model would write for `opts` (reads vocab_path).

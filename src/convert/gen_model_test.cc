@@ -158,6 +158,25 @@ TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
   }
 }
 
+TEST(GenModel, ProgressRisesToTheWeightBytesWritten) {
+  TempDir dir;
+  GenOptions o;
+  o.family = Family::kChatGLM3;
+  o.type = DType::kQ8_0;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  o.progress = [&calls](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  WriteReport rep;
+  ASSERT_TRUE(generate_model(o, dir.file("m.gguf"), &rep).ok());
+  ASSERT_GE(calls.size(), rep.n_tensors);  // at least once a tensor
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].second, rep.n_bytes);
+    if (i > 0) {
+      EXPECT_GT(calls[i].first, calls[i - 1].first);
+    }
+  }
+  EXPECT_EQ(calls.back().first, rep.n_bytes);
+}
+
 TEST(GenModel, WeightsHaveTrainedModelScale) {
   TempDir dir;
   const std::string path = dir.file("w.gguf");

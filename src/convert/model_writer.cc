@@ -76,7 +76,8 @@ void decode_rows(DType t, const uint8_t* x, int64_t n_rows, int64_t row_len, flo
 }
 
 Status write_model_file(const std::string& path, const Hparams& hp, const tok::VocabSpec& vocab,
-                        DType target, const RowSource& source, WriteReport* report) {
+                        DType target, const RowSource& source, WriteReport* report,
+                        const ProgressFn& progress) {
   GLM_RETURN_IF_ERROR(hp.validate());
   if (static_cast<int64_t>(vocab.tokens.size()) != hp.n_vocab) {
     return invalid_argument("vocabulary has " + std::to_string(vocab.tokens.size()) +
@@ -99,6 +100,8 @@ Status write_model_file(const std::string& path, const Hparams& hp, const tok::V
   for (const TensorPlan& t : plan) w.add_tensor(t.name, t.type, t.shape);
   GLM_RETURN_IF_ERROR(w.begin(path));
 
+  uint64_t total_bytes = 0, done_bytes = 0;
+  for (const TensorPlan& t : plan) total_bytes += t.n_bytes();
   std::vector<float> rows;
   std::vector<uint8_t> bytes;
   for (const TensorPlan& t : plan) {
@@ -112,6 +115,8 @@ Status write_model_file(const std::string& path, const Hparams& hp, const tok::V
       bytes.resize(static_cast<size_t>(n) * row_bytes(t.type, len));
       encode_rows(t.type, rows.data(), n, len, bytes.data());
       GLM_RETURN_IF_ERROR(w.write_tensor_data(bytes.data(), bytes.size()));
+      done_bytes += bytes.size();
+      if (progress) progress(done_bytes, total_bytes);
     }
     rep.n_bytes += t.n_bytes();
     rep.n_parameters += static_cast<uint64_t>(t.n_elements());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "convert/model_spec.h"
+#include "core/progress.h"
 #include "core/status.h"
 #include "tokenizer/vocab_convert.h"
 
@@ -28,9 +29,11 @@ struct WriteReport {
 };
 
 // Writes `path` (atomically: gguf::Writer renames a finished .tmp). vocab.tokens.size() must
-// equal hp.n_vocab (invalid_argument otherwise).
+// equal hp.n_vocab (invalid_argument otherwise). `progress`: tensor bytes written of the
+// file's total, after each chunk (may be empty).
 Status write_model_file(const std::string& path, const Hparams& hp, const tok::VocabSpec& vocab,
-                        DType target, const RowSource& source, WriteReport* report);
+                        DType target, const RowSource& source, WriteReport* report,
+                        const ProgressFn& progress = nullptr);
 
 // Encodes n_rows rows of row_len floats to type t (F32/F16/BF16 by conversion, quantized types
 // by kernels::quantize_row_ref): out holds n_rows * row_bytes(t, row_len) bytes.

@@ -20,7 +20,7 @@ bool same_file(const std::string& a, const std::string& b) {
 }  // namespace
 
 Status quantize_file(const std::string& in_path, const std::string& out_path, DType target,
-                     QuantizeReport* report) {
+                     QuantizeReport* report, const ProgressFn& progress) {
   if (in_path == out_path || same_file(in_path, out_path)) {
     return invalid_argument("output " + out_path + " is the input file (choose another name)");
   }
@@ -66,6 +66,8 @@ Status quantize_file(const std::string& in_path, const std::string& out_path, DT
   }
   GLM_RETURN_IF_ERROR(w.begin(out_path));
 
+  uint64_t in_total = 0, in_done = 0;  // input tensor bytes, for `progress`
+  for (const gguf::TensorInfo& t : in.tensors()) in_total += t.n_bytes;
   std::vector<float> rows;
   std::vector<uint8_t> bytes;
   for (size_t i = 0; i < in.tensors().size(); ++i) {
@@ -75,6 +77,8 @@ Status quantize_file(const std::string& in_path, const std::string& out_path, DT
       GLM_RETURN_IF_ERROR(w.write_tensor_data(t.data, t.n_bytes));
       rep.bytes_out += t.n_bytes;
       ++rep.n_copied;
+      in_done += t.n_bytes;
+      if (progress) progress(in_done, in_total);
       continue;
     }
     const int64_t len = t.shape.empty() ? 1 : t.shape[0];
@@ -89,6 +93,8 @@ Status quantize_file(const std::string& in_path, const std::string& out_path, DT
       encode_rows(types[i], rows.data(), n, len, bytes.data());
       GLM_RETURN_IF_ERROR(w.write_tensor_data(bytes.data(), bytes.size()));
       rep.bytes_out += bytes.size();
+      in_done += static_cast<uint64_t>(n) * in_row;
+      if (progress) progress(in_done, in_total);
     }
     ++rep.n_converted;
   }

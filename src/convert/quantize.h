@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/progress.h"
 #include "core/status.h"
 
 namespace glm::convert {
@@ -26,7 +27,8 @@ struct QuantizeReport {
 
 // Errors: not_found / bad_file for the input, unsupported for a tensor type that cannot be
 // decoded, invalid_argument when in and out are the same path.
+// `progress`: input tensor bytes done of the total, after each chunk (may be empty).
 Status quantize_file(const std::string& in_path, const std::string& out_path, DType target,
-                     QuantizeReport* report);
+                     QuantizeReport* report, const ProgressFn& progress = nullptr);
 
 }  // namespace glm::convert

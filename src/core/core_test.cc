@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -7,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/json.h"
+#include "core/progress.h"
 #include "core/status.h"
 #include "core/utf8.h"
 
@@ -141,6 +143,42 @@ TEST(Json, LimitsApplyBeforeParsing) {
   auto ok = parse_ordered_json(R"({"z":1,"a":2})", "x");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->begin().key(), "z");  // order kept
+}
+
+// What a ProgressLine writes into a memory stream.
+std::string progress_output(bool tty, ProgressLine::Pipe pipe,
+                            const std::vector<std::pair<uint64_t, uint64_t>>& updates) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    ProgressLine line("gen-model", tty, f, pipe);
+    const ProgressFn fn = line.fn();
+    for (const auto& [done, total] : updates) fn(done, total);
+    line.finish();
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  return out;
+}
+
+TEST(Progress, ATerminalGetsOneRedrawnLineWithABarAPipeGetsQuartersOrNothing) {
+  const std::vector<std::pair<uint64_t, uint64_t>> updates = {
+      {0, 4000000}, {1000000, 4000000}, {2000000, 4000000}, {4000000, 4000000}};
+  const std::string tty = progress_output(true, ProgressLine::Pipe::kQuiet, updates);
+  // Redrawn in place: carriage returns and erase-line, never a newline; the last draw (done ==
+  // total is always drawn) is full, and finish() clears it.
+  EXPECT_EQ(tty.find('\n'), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\033[Kgen-model  [####################] 100%  4.0 MB / 4.0 MB"),
+            std::string::npos)
+      << tty;
+  EXPECT_EQ(tty.substr(tty.size() - 4), "\r\033[K");
+  const std::string quarters = progress_output(false, ProgressLine::Pipe::kQuarters, updates);
+  EXPECT_NE(quarters.find("gen-model  [#####...............]  25%"), std::string::npos) << quarters;
+  EXPECT_EQ(std::count(quarters.begin(), quarters.end(), '\n'), 3) << quarters;  // 25, 50, 100
+  EXPECT_EQ(quarters.find('\r'), std::string::npos);
+  EXPECT_EQ(progress_output(false, ProgressLine::Pipe::kQuiet, updates), "");
 }
 
 }  // namespace

@@ -582,6 +582,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   std::shared_ptr<const gguf::File> shared(std::move(file.value()));
   model::LoadOptions lo;
   lo.n_threads = options.n_threads;
+  lo.progress = options.load_progress;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
   auto tokenizer = tok::Tokenizer::from_gguf(*shared);

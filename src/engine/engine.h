@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/progress.h"
 #include "core/status.h"
 #include "generation/constraint.h"
 #include "generation/logprobs.h"
@@ -92,13 +93,14 @@ using EventSink = std::function<void(const Event&)>;
 
 struct Options {
   std::string model_path;
-  int n_threads = 0;       // 0 = physical cores
-  int n_ctx = 0;           // 0 = min(model's context, 8192)
-  int max_batch = 8;       // sequences decoded together
-  int max_queue = 64;      // waiting requests beyond this are refused with kQueueFull
-  int prefill_chunk = 64;  // prompt tokens per step (chunked prefill): bounds the stall
-                           // a long prompt causes to the others (docs/engine.md)
-  int kv_blocks = 0;       // 0 = enough for max_batch full contexts
+  ProgressFn load_progress;  // load_engine: weight bytes in place of the total (may be empty)
+  int n_threads = 0;         // 0 = physical cores
+  int n_ctx = 0;             // 0 = min(model's context, 8192)
+  int max_batch = 8;         // sequences decoded together
+  int max_queue = 64;        // waiting requests beyond this are refused with kQueueFull
+  int prefill_chunk = 64;    // prompt tokens per step (chunked prefill): bounds the stall
+                             // a long prompt causes to the others (docs/engine.md)
+  int kv_blocks = 0;         // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;
 };

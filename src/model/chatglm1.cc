@@ -31,7 +31,7 @@ class ChatGLM1 : public Model {
         weights_(std::move(weights)),
         alpha_(alpha),
         pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {
-    if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get());
+    if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get(), options.progress);
   }
 
   const Config& config() const override { return config_; }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
@@ -67,6 +68,8 @@ struct LoadOptions {
   // copy the others, into owned memory at load time, releasing their mapped pages. false =
   // compute straight from the mapping (faster start; slower kernels; pages the OS may reclaim).
   bool repack = true;
+  // Weight bytes repacked or copied of the total, after each matrix (may be empty).
+  ProgressFn progress;
 };
 
 // Loads any supported architecture from an opened GGUF file. With options.repack (the default)

@@ -55,7 +55,7 @@ Transformer::Transformer(std::shared_ptr<const gguf::File> file, Config config, 
       config_(std::move(config)),
       weights_(std::move(weights)),
       pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {
-  if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get());
+  if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get(), options.progress);
 }
 
 void Transformer::reserve(int n, int n_block_ptrs) {

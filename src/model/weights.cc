@@ -81,7 +81,7 @@ Status WeightLoader::vector(const std::string& name, int64_t n, const float** ou
   return Status::Ok();
 }
 
-size_t repack(Weights* weights, kernels::ThreadPool* pool) {
+size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& progress) {
   std::vector<kernels::WeightView*> views;
   for (LayerWeights& l : weights->layers) {
     for (kernels::WeightView* v :
@@ -90,9 +90,15 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool) {
     }
   }
   views.push_back(&weights->output);
+  uint64_t total = 0, done = 0;  // mapped bytes to copy, for `progress`
+  for (const kernels::WeightView* v : views) {
+    if (v->data != nullptr && v->packed == nullptr)
+      total += row_bytes(v->type, v->n_cols) * v->n_rows;
+  }
   size_t bytes = 0;
   for (kernels::WeightView* v : views) {
     if (v->data == nullptr || v->packed != nullptr) continue;
+    done += row_bytes(v->type, v->n_cols) * v->n_rows;
     kernels::PackedWeight p = kernels::PackedWeight::pack(*v, pool);
     // No packed layout for this type: a plain copy, so that all weights live in owned memory
     // (mapped file pages can be reclaimed under pressure and read back from disk mid-decode).
@@ -104,6 +110,7 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool) {
     bytes += p.bytes();
     MappedFile::release(mapped, copied_rows * row_bytes(v->type, v->n_cols));
     weights->packed.push_back(std::move(p));
+    if (progress) progress(done, total);
   }
   return bytes;
 }

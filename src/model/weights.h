@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
@@ -53,7 +54,7 @@ struct Weights {
 // copies the others as they are into owned huge-page memory; points each view at its copy and
 // releases the mapped pages it copied (resident memory stays near the file size). Returns the
 // bytes copied. Call once, after loading and before the first forward.
-size_t repack(Weights* weights, kernels::ThreadPool* pool);
+size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& progress = nullptr);
 
 // Looks tensors up in one file and fills views. Errors are bad_file/unsupported Statuses that
 // name the file, the tensor, the expected and the found shape or type.

@@ -1,6 +1,8 @@
-#include "hub/progress.h"
+#include "core/progress.h"
 
-namespace glm::hub {
+#include <unistd.h>
+
+namespace glm {
 
 namespace {
 
@@ -27,10 +29,18 @@ std::string ProgressLine::format(uint64_t done, uint64_t total) const {
   const int pct =
       total > 0 ? static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total))
                 : 100;
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s  %3d%%  %s / %s  %.1f MB/s  ETA %s", label_.c_str(), pct,
-                bytes_text(done).c_str(), bytes_text(total).c_str(), rate / 1e6, eta);
+  constexpr int kBar = 20;
+  std::string bar(kBar, '.');
+  for (int i = 0; i < kBar && i < pct * kBar / 100; ++i) bar[static_cast<size_t>(i)] = '#';
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%s  [%s] %3d%%  %s / %s  %.1f MB/s  ETA %s", label_.c_str(),
+                bar.c_str(), pct, bytes_text(done).c_str(), bytes_text(total).c_str(), rate / 1e6,
+                eta);
   return buf;
+}
+
+ProgressLine ProgressLine::on_stderr(std::string label) {
+  return ProgressLine(std::move(label), ::isatty(::fileno(stderr)) == 1, stderr, Pipe::kQuiet);
 }
 
 void ProgressLine::update(uint64_t done, uint64_t total) {
@@ -50,6 +60,7 @@ void ProgressLine::update(uint64_t done, uint64_t total) {
     std::fflush(out_);
     return;
   }
+  if (pipe_ == Pipe::kQuiet) return;
   const int quarter = total > 0 ? static_cast<int>(4 * done / total) : 4;
   if (quarter == last_quarter_ || (quarter == 0 && done == 0)) return;
   last_quarter_ = quarter;
@@ -70,4 +81,4 @@ void ProgressLine::finish() {
   std::fflush(out_);
 }
 
-}  // namespace glm::hub
+}  // namespace glm
