@@ -25,8 +25,15 @@ using checkpoint::st_dtype_size;
 using checkpoint::StTensor;
 using checkpoint::TorchZipFile;
 
-std::string hf_tensor_name(const std::string& g) {
-  if (g == "token_embd.weight") return "transformer.embedding.word_embeddings.weight";
+std::string hf_tensor_name(const std::string& g, Family family) {
+  const bool v1 = family == Family::kChatGLM1;
+  if (g == "token_embd.weight") {
+    return v1 ? "transformer.word_embeddings.weight"
+              : "transformer.embedding.word_embeddings.weight";
+  }
+  if (v1 && g == "output_norm.weight") return "transformer.final_layernorm.weight";
+  if (v1 && g == "output_norm.bias") return "transformer.final_layernorm.bias";
+  if (v1 && g == "output.weight") return "lm_head.weight";
   if (g == "output_norm.weight") return "transformer.encoder.final_layernorm.weight";
   if (g == "output.weight") return "transformer.output_layer.weight";
   if (g.rfind("blk.", 0) != 0) return "";
@@ -43,9 +50,25 @@ std::string hf_tensor_name(const std::string& g) {
       {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
       {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
   };
-  auto it = kMap.find(rest);
-  if (it == kMap.end()) return "";
-  return "transformer.encoder.layers." + layer + "." + it->second;
+  // ChatGLM-6B: `attention` instead of `self_attention`, LayerNorm and linear biases.
+  static const std::map<std::string, std::string> kMapV1 = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_norm.bias", "input_layernorm.bias"},
+      {"attn_qkv.weight", "attention.query_key_value.weight"},
+      {"attn_qkv.bias", "attention.query_key_value.bias"},
+      {"attn_output.weight", "attention.dense.weight"},
+      {"attn_output.bias", "attention.dense.bias"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_norm.bias", "post_attention_layernorm.bias"},
+      {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
+      {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
+      {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
+      {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
+  };
+  const std::map<std::string, std::string>& map = v1 ? kMapV1 : kMap;
+  auto it = map.find(rest);
+  if (it == map.end()) return "";
+  return (v1 ? "transformer.layers." : "transformer.encoder.layers.") + layer + "." + it->second;
 }
 
 namespace {
@@ -66,8 +89,9 @@ StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::str
   const nlohmann::json& c = *parsed;
   if (!c.is_object()) return bad_file(label + ": not a JSON object");
   if (c.contains("model_type") && c["model_type"] != "chatglm") {
-    return unsupported(label + ": model_type " + c["model_type"].dump() +
-                       " is not a ChatGLM2/3 or GLM-4 checkpoint (model_type \"chatglm\")");
+    return unsupported(
+        label + ": model_type " + c["model_type"].dump() +
+        " is not a ChatGLM checkpoint (ChatGLM-6B, ChatGLM2/3, GLM-4: model_type \"chatglm\")");
   }
   auto get_int = [&](const char* key, int64_t* out, bool required) -> Status {
     if (!c.contains(key)) {
@@ -81,6 +105,35 @@ StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::str
     return Status::Ok();
   };
   Hparams h;
+  if (c.contains("position_encoding_2d") || c.contains("inner_hidden_size")) {
+    // ChatGLM-6B (THUDM/chatglm-6b): LayerNorm, plain multi-head attention, 2D RoPE.
+    if (!c.value("position_encoding_2d", true)) {
+      return unsupported(label + ": ChatGLM-6B without 2D positions (position_encoding_2d: false)");
+    }
+    h.family = Family::kChatGLM1;
+    GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
+    GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
+    GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
+    GLM_RETURN_IF_ERROR(get_int("inner_hidden_size", &h.n_ff, true));
+    GLM_RETURN_IF_ERROR(get_int("max_sequence_length", &h.n_ctx, true));
+    GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab, true));
+    h.n_head_kv = h.n_head;
+    if (c.contains("layernorm_epsilon")) {
+      if (!c["layernorm_epsilon"].is_number()) return bad_file(label + ": bad layernorm_epsilon");
+      h.norm_eps = c["layernorm_epsilon"].get<float>();
+    }
+    h.rope_base = 10000.0f;
+    if (c.value("quantization_bit", 0) != 0) {
+      return unsupported(label +
+                         ": an int4/int8 checkpoint (quantization_bit); convert the "
+                         "float16 one (THUDM/chatglm-6b) and quantize with glmserve");
+    }
+    if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
+      h.name = c["_name_or_path"].get<std::string>();
+    }
+    if (Status s = h.validate(); !s.ok()) return bad_file(label + ": " + s.message());
+    return h;
+  }
   h.family = Family::kChatGLM3;
   GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
   GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
@@ -237,21 +290,26 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   StatusOr<Hparams> hp = hparams_from_hf_config(*cfg, (dir / "config.json").string());
   if (!hp.ok()) return hp.status();
 
-  const fs::path tok_path = dir / "tokenizer.model";
+  const bool v1 = hp->family == Family::kChatGLM1;
+  const char* tok_file = v1 ? "ice_text.model" : "tokenizer.model";
+  const fs::path tok_path = dir / tok_file;
   if (!fs::exists(tok_path, ec)) {
-    return not_found(tok_path.string() +
-                     ": missing (copy tokenizer.model from the model's "
-                     "HuggingFace repository)");
+    return not_found(tok_path.string() + ": missing (copy " + tok_file +
+                     " from the model's HuggingFace repository)");
   }
   StatusOr<tok::VocabSpec> vocab = tok::read_tokenizer_model(tok_path.string());
   if (!vocab.ok()) return vocab.status();
-  if (vocab->model == "gpt2") hp->family = Family::kGLM4;
+  if (v1 && vocab->pre != "chatglm1") {
+    return bad_file(tok_path.string() +
+                    ": not ChatGLM-6B's unigram vocabulary (no <n>, <|blank_N|>, [gMASK], <sop>)");
+  }
+  if (!v1 && vocab->model == "gpt2") hp->family = Family::kGLM4;
   if (hp->name.empty()) hp->name = dir.filename().string();
   // ChatGLM2 and ChatGLM3 share config.json's keys and tokenizer.model; the checkpoint's name
   // (THUDM/chatglm2-6b, or the folder's) is the cue. ChatGLM2 has only 5 special tokens.
   std::string lower = hp->name;
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (vocab->model == "llama" && lower.find("chatglm2") != std::string::npos) {
+  if (!v1 && vocab->model == "llama" && lower.find("chatglm2") != std::string::npos) {
     hp->family = Family::kChatGLM2;
     GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(&*vocab));
   }
@@ -269,13 +327,15 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
 
   Checkpoint ck;
   GLM_RETURN_IF_ERROR(open_checkpoint(dir, &ck));
-  hp->tied_output = ck.by_name.count(hf_tensor_name("output.weight")) == 0;
+  const Family family = hp->family;
+  auto hf_name = [family](const std::string& g) { return hf_tensor_name(g, family); };
+  hp->tied_output = ck.by_name.count(hf_name("output.weight")) == 0;
   // Check every tensor before writing anything.
   const std::vector<TensorPlan> plan = tensor_plan(*hp, opts.type);
   ConvertProgress progress;
   progress.n_tensors = plan.size();
   for (const TensorPlan& t : plan) {
-    const std::string hf = hf_tensor_name(t.name);
+    const std::string hf = hf_name(t.name);
     auto it = ck.by_name.find(hf);
     if (it == ck.by_name.end()) {
       return bad_file(opts.hf_dir + ": tensor " + hf + " (for " + t.name + ") not found");
@@ -294,13 +354,32 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
     progress.bytes_total += s.n_bytes;
   }
 
+  // ChatGLM-6B's fused QKV: HF row (or bias element) of glmserve's index i.
+  const int64_t head_dim = hp->n_embd / hp->n_head;
+  auto v1_qkv_index = [&](int64_t i) {
+    const int64_t part = i / hp->n_embd, head = (i % hp->n_embd) / head_dim, d = i % head_dim;
+    return (head * 3 + part) * head_dim + d;
+  };
   RowSource source = [&](const TensorPlan& t, int64_t row0, int64_t n_rows, float* out) {
-    const StTensor& s = *ck.by_name.at(hf_tensor_name(t.name));
+    const StTensor& s = *ck.by_name.at(hf_name(t.name));
     const DType type = s.dtype == "F32"   ? DType::kF32
                        : s.dtype == "F16" ? DType::kF16
                                           : DType::kBF16;
-    const size_t row = st_dtype_size(s.dtype) * static_cast<size_t>(t.row_len());
-    decode_rows(type, s.data + static_cast<size_t>(row0) * row, n_rows, t.row_len(), out);
+    const int64_t len = t.row_len();
+    const size_t row = st_dtype_size(s.dtype) * static_cast<size_t>(len);
+    const bool qkv = v1 && (t.name.find(".attn_qkv.") != std::string::npos);
+    if (qkv && t.shape.size() == 2) {
+      for (int64_t r = 0; r < n_rows; ++r) {  // [3 x n_embd rows, n_embd]: one row at a time
+        const size_t src = static_cast<size_t>(v1_qkv_index(row0 + r)) * row;
+        decode_rows(type, s.data + src, 1, len, out + r * len);
+      }
+    } else if (qkv) {  // the bias, [3 x n_embd]: one row, permuted element by element
+      std::vector<float> hf(static_cast<size_t>(len));
+      decode_rows(type, s.data, 1, len, hf.data());
+      for (int64_t i = 0; i < len; ++i) out[i] = hf[static_cast<size_t>(v1_qkv_index(i))];
+    } else {
+      decode_rows(type, s.data + static_cast<size_t>(row0) * row, n_rows, len, out);
+    }
     if (opts.progress) {
       if (progress.name == nullptr || *progress.name != t.name) {
         ++progress.tensor;

@@ -34,18 +34,24 @@ struct ConvertOptions {
   std::function<void(const ConvertProgress&)> progress;
 };
 
-// The HF tensor name holding the GGUF tensor `gguf_name` of the chatglm layout
-// ("blk.3.attn_qkv.weight" ->
-// "transformer.encoder.layers.3.self_attention.query_key_value.weight"), or "" when there is none.
-std::string hf_tensor_name(const std::string& gguf_name);
+// The HF tensor name holding the GGUF tensor `gguf_name`, or "" when there is none. ChatGLM2/3 and
+// GLM-4 ("blk.3.attn_qkv.weight" ->
+// "transformer.encoder.layers.3.self_attention.query_key_value.weight"); ChatGLM-6B (kChatGLM1:
+// "transformer.layers.3.attention.query_key_value.weight", "lm_head.weight", biases).
+std::string hf_tensor_name(const std::string& gguf_name, Family family = Family::kChatGLM3);
 
-// Hyperparameters from a ChatGLM config.json text (hidden_size, num_layers, num_attention_heads,
-// multi_query_group_num, ffn_hidden_size, padded_vocab_size, seq_length, layernorm_epsilon,
-// rope_ratio; rope.freq_base = 10000 x rope_ratio). bad_file naming the missing or odd field.
+// Hyperparameters from a ChatGLM config.json text. ChatGLM2/3, GLM-4: hidden_size, num_layers,
+// num_attention_heads, multi_query_group_num, ffn_hidden_size, padded_vocab_size, seq_length,
+// layernorm_epsilon, rope_ratio (rope.freq_base = 10000 x rope_ratio). ChatGLM-6B, told by its
+// `position_encoding_2d` / `inner_hidden_size`: hidden_size, num_layers, num_attention_heads,
+// inner_hidden_size, vocab_size, max_sequence_length, layernorm_epsilon. bad_file naming the
+// missing or odd field.
 StatusOr<Hparams> hparams_from_hf_config(const std::string& json_text, const std::string& label);
 
-// Errors: not_found for a missing config/tokenizer/weights (with what to do), bad_file for
-// inconsistent files, unsupported for other architectures or weight dtypes.
+// The tokenizer is tokenizer.model (ChatGLM2/3, GLM-4) or ice_text.model (ChatGLM-6B); v1's
+// fused QKV rows are un-interleaved from HF's per head [q k v] to glmserve's [q heads, k heads,
+// v heads] (docs/models.md). Errors: not_found for a missing config/tokenizer/weights (with what
+// to do), bad_file for inconsistent files, unsupported for other architectures or weight dtypes.
 Status convert_hf(const ConvertOptions& opts, const std::string& out_path, WriteReport* report);
 
 }  // namespace glm::convert
