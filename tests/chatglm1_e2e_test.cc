@@ -57,6 +57,25 @@ TEST_F(Chatglm1E2eTest, RunAndChatAnswer) {
   EXPECT_FALSE(chat.out.empty());
 }
 
+// The answer as ChatGLM-6B's chat() returns it (HF process_response): a grammar makes the
+// model write exactly this raw text, whose chat answer is then stripped, the training-time
+// marker replaced and the marks beside Chinese text made full-width; --raw continues text and
+// keeps it as generated.
+TEST_F(Chatglm1E2eTest, ChatAnswersAreCleanedAsHfProcessResponseDoes) {
+  {
+    std::ofstream(dir_ + "/g.gbnf") << "root ::= \"  \u4e2d,\u6587!a b: [[\u8bad\u7ec3\u65f6"
+                                       "\u95f4]] \"\n";
+  }
+  const std::string cmd = std::string(GLMSERVE_BIN) + " run --model " + model_ +
+                          " --prompt hi -n 64 --temp 0 -t 1 --grammar-file " + dir_ + "/g.gbnf";
+  const auto chat = run_shell(cmd + " 2>/dev/null");
+  ASSERT_EQ(chat.exit_code, 0) << chat.out;
+  EXPECT_EQ(chat.out, "\u4e2d\uff0c\u6587\uff01a b: 2023\u5e74\n");  // 中，文！a b: 2023年
+  const auto raw = run_shell(cmd + " --raw 2>/dev/null");
+  ASSERT_EQ(raw.exit_code, 0) << raw.out;
+  EXPECT_EQ(raw.out, "  \u4e2d,\u6587!a b: [[\u8bad\u7ec3\u65f6\u95f4]] \n");
+}
+
 TEST_F(Chatglm1E2eTest, TwoTurnTemplateIsTheRoundFormat) {
   const std::string msgs = dir_ + "/m.json";
   std::ofstream(msgs) << json::array({{{"role", "user"}, {"content", "你好"}},

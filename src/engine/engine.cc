@@ -65,8 +65,8 @@ class RequestObserver : public scheduler::SeqObserver {
   // the request's queued/notice/start events; its sink is the group's).
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
                   std::vector<std::string> stops, const PromptPlan& plan, bool chat,
-                  const std::vector<int32_t>& resume, std::shared_ptr<ChoiceGroup> group = nullptr,
-                  int index = 0)
+                  const std::vector<int32_t>& resume, std::unique_ptr<tok::AnswerFilter> filter,
+                  std::shared_ptr<ChoiceGroup> group = nullptr, int index = 0)
       : engine_(engine),
         id_(std::move(id)),
         sink_(std::move(sink)),
@@ -75,6 +75,7 @@ class RequestObserver : public scheduler::SeqObserver {
         tok_(tok),
         decoder_(tok),
         stop_(std::move(stops)),
+        filter_(std::move(filter)),
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
         chat_(chat) {
@@ -87,7 +88,7 @@ class RequestObserver : public scheduler::SeqObserver {
     }
     // A resumed request: its earlier tokens go through the decoder and the stop matcher as
     // they did the first time (their text was sent then), so the next text continues it.
-    for (int32_t t : resume) text_ += stop_.push(decoder_.push(t));
+    for (int32_t t : resume) text_ += filtered(stop_.push(decoder_.push(t)));
   }
 
   void on_queued(int position) override {
@@ -115,7 +116,7 @@ class RequestObserver : public scheduler::SeqObserver {
     if (group_ && group_->failed()) return false;  // another choice failed: the request ends
     pending_.push_back(token);
     if (logprobs != nullptr) pending_logprobs_.push_back(with_bytes(*logprobs));
-    emit(stop_.push(decoder_.push(token)));
+    emit(filtered(stop_.push(decoder_.push(token))));
     return !stop_.matched();
   }
   void on_finish(scheduler::FinishInfo* info) override;
@@ -124,6 +125,12 @@ class RequestObserver : public scheduler::SeqObserver {
  private:
   // The request (choice 0 speaks for all) is no longer waiting: started, or ended first.
   void leave_queue();
+  // `text` through the answer filter, if any; `end`: the answer's last text.
+  std::string filtered(std::string text, bool end = false) {
+    if (!filter_) return text;
+    std::string out = filter_->push(text);
+    return end ? out + filter_->flush() : out;
+  }
 
   Event event(EventType type) const {
     Event e;
@@ -167,6 +174,9 @@ class RequestObserver : public scheduler::SeqObserver {
   const tok::Tokenizer& tok_;
   tok::StreamDecoder decoder_;
   StopText stop_;
+  // A chat answer's clean-up as the model's chat() does it (ChatTemplate::answer_filter); null:
+  // the text as decoded.
+  std::unique_ptr<tok::AnswerFilter> filter_;
   int dropped_;
   uint64_t messages_digest_;
   bool chat_;
@@ -268,18 +278,19 @@ class EngineImpl final : public Engine {
     scheduler::SeqRequest r;
     r.id = request.id;
     std::shared_ptr<ChoiceGroup> group;
+    auto filter = [&]() { return chat ? template_->answer_filter() : nullptr; };
     if (request.n > 1) {
       group = std::make_shared<ChoiceGroup>(this, request.id, std::move(sink), request.n);
       r.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
-                                                     request.resume, group, 0);
+                                                     request.resume, filter(), group, 0);
       // One conversation entry cannot hold several answers: the prefix cache keeps the
       // prompt's full blocks for the next turn whichever choice the client continues.
       request.conversation.clear();
     } else {
       r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
-                                                     request.resume);
+                                                     request.resume, filter());
     }
     for (int i = 1; i < request.n; ++i) {
       scheduler::SeqRequest::Fork f;
@@ -288,7 +299,7 @@ class EngineImpl final : public Engine {
       if (f.sampling.seed != 0) f.sampling.seed += i;
       f.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
-                                                     request.resume, group, i);
+                                                     request.resume, filter(), group, i);
       r.forks.push_back(std::move(f));
     }
     r.prompt = std::move(plan->prompt);
@@ -532,7 +543,9 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   const bool cancelled = info->reason == FinishReason::kCancelled;
   // The tokens that completed a stop string are not part of the answer, nor their entries.
   if (stop_.matched()) pending_logprobs_.clear();
-  if (!cancelled) emit(stop_.push(decoder_.flush()) + stop_.flush(), /*force=*/true);
+  if (!cancelled) {
+    emit(filtered(stop_.push(decoder_.flush()) + stop_.flush(), /*end=*/true), /*force=*/true);
+  }
   Event e = event(EventType::kDone);
   e.finish_reason = info->reason;
   e.usage = info->usage;

@@ -213,6 +213,9 @@ class ChatGlm1Template final : public ChatTemplate {
   Ids stop_ids() const override { return {tok_.eos_id()}; }
   // HF's process_response strips the answer.
   bool strips_answer_whitespace() const override { return true; }
+  std::unique_ptr<AnswerFilter> answer_filter() const override {
+    return make_chatglm1_answer_filter();
+  }
 
  private:
   const Tokenizer& tok_;

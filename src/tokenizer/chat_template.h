@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "tokenizer/answer_filter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace glm::tok {
@@ -55,6 +56,9 @@ class ChatTemplate {
   // "<|assistant|>" is followed by metadata + "\n"): use StreamDecoder's
   // set_strip_leading_whitespace(true) for chat answers.
   virtual bool strips_answer_whitespace() const { return false; }
+  // The clean-up the model's own chat() applies to answer text (answer_filter.h), or null.
+  // ChatGLM-6B: HF's process_response (strip, full-width marks beside Chinese text).
+  virtual std::unique_ptr<AnswerFilter> answer_filter() const { return nullptr; }
 };
 
 // How the template is chosen (for_model):

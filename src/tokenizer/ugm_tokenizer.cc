@@ -273,17 +273,24 @@ void UgmTokenizer::encode_text(std::string_view text, bool after_special,
   }
 }
 
+// ChatGLM-6B's postprocess: its whitespace tokens as text ("\n", "\t", N spaces), anywhere in
+// the text (the first token's too); nullopt for any other token.
+std::optional<std::string> UgmTokenizer::chatglm1_whitespace(int32_t id) const {
+  if (!chatglm1_ || !is_text_piece(id)) return std::nullopt;
+  const std::string& p = tokens_[id];
+  if (p == "<n>") return "\n";
+  if (p == "<|tab|>") return "\t";
+  if (const int blanks = blank_count(p)) return std::string(blanks, ' ');
+  return std::nullopt;
+}
+
 std::string UgmTokenizer::token_bytes(int32_t id) const {
-  if (chatglm1_ && is_text_piece(id)) {  // ChatGLM-6B's postprocess: whitespace tokens to text
-    const std::string& p = tokens_[id];
-    if (p == "<n>") return "\n";
-    if (p == "<|tab|>") return "\t";
-    if (const int blanks = blank_count(p)) return std::string(blanks, ' ');
-  }
+  if (std::optional<std::string> ws = chatglm1_whitespace(id)) return *ws;
   return sentencepiece_bytes(id);
 }
 
 std::string UgmTokenizer::token_bytes_at_start(int32_t id) const {
+  if (std::optional<std::string> ws = chatglm1_whitespace(id)) return *ws;
   return sentencepiece_bytes_at_start(id, add_space_prefix_);
 }
 

@@ -94,6 +94,14 @@ TEST(Chatglm1Tokenizer, HandDerivedIds) {
   for (int32_t id : ids) streamed += sd.push(id);
   streamed += sd.flush();
   EXPECT_EQ(streamed, "a\n  b\tc");
+  // A whitespace token first (an answer starting with it) is whitespace too, not its piece.
+  const int32_t newline = tok->find("<n>"), blank2 = tok->find("<|blank_2|>");
+  const int32_t tab_id = tok->find("<|tab|>");
+  EXPECT_EQ(tok->decode({blank2, 6}), "  a");
+  EXPECT_EQ(tok->decode({newline, 6}), "\na");
+  EXPECT_EQ(tok->token_bytes_at_start(tab_id), "\t");
+  StreamDecoder first(*tok);
+  EXPECT_EQ(first.push(blank2) + first.push(6) + first.flush(), "  a");
   EXPECT_EQ(tok->decode({gmask, sop}), "");
   EXPECT_EQ(tok->decode({gmask, sop}, true), "[gMASK]<sop>");
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -136,6 +137,8 @@ class UgmTokenizer final : public VocabTokenizer {
   std::string normalize(std::string_view text, bool dummy_prefix) const;
   // Longest charsmap entry at s[i]: its length in bytes (0 if none), its replacement in *out.
   size_t charsmap_match(std::string_view s, size_t i, std::string_view* out) const;
+  // pre "chatglm1": the text of <n>, <|tab|>, <|blank_N|>; nullopt for other tokens.
+  std::optional<std::string> chatglm1_whitespace(int32_t id) const;
 
   StringMap pieces_;  // NORMAL / USER_DEFINED pieces -> id (the Viterbi candidates)
   std::array<std::vector<std::string>, 256> user_defined_;  // by first byte, longest first
