@@ -16,6 +16,7 @@
 // compare block_tokens ids to rule out hash collisions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <unordered_map>

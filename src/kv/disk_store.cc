@@ -2,13 +2,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/log.h"
@@ -202,8 +205,12 @@ void DiskStore::scan() {
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     const std::string path = options_.dir + "/" + name;
-    if (name.rfind(".tmp-", 0) == 0) {  // an interrupted write
-      ::unlink(path.c_str());
+    if (name.rfind(".tmp-", 0) == 0) {
+      // An interrupted write (".tmp-PID-N"), unless its writer still runs (another engine).
+      const long pid = std::strtol(name.c_str() + 5, nullptr, 10);
+      if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+        ::unlink(path.c_str());
+      }
       continue;
     }
     struct stat st;
@@ -218,6 +225,8 @@ void DiskStore::scan() {
                                             : a.mtime.tv_nsec < b.mtime.tv_nsec;
   });
   for (const Found& f : found) {
+    last_stamp_ns_ = std::max(last_stamp_ns_,
+                              static_cast<int64_t>(f.mtime.tv_sec) * 1000000000 + f.mtime.tv_nsec);
     lru_.push_back(f.name);
     index_[f.name] = Entry{f.bytes, std::prev(lru_.end())};
     bytes_ += f.bytes;
@@ -229,8 +238,20 @@ void DiskStore::touch(const std::string& name) {
   auto it = index_.find(name);
   if (it == index_.end()) return;
   lru_.splice(lru_.end(), lru_, it->second.lru);
-  // The order outlives the process: the next open sorts by modification time.
-  ::utimensat(AT_FDCWD, (options_.dir + "/" + name).c_str(), nullptr, 0);
+  stamp(name);
+}
+
+void DiskStore::stamp(const std::string& name) {
+  // The order outlives the process: the next open sorts by modification time. The kernel's
+  // file times move in clock ticks (several ms); these are distinct and increasing.
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  last_stamp_ns_ =
+      std::max(last_stamp_ns_ + 1, static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
+  timespec t[2];
+  t[0].tv_sec = t[1].tv_sec = last_stamp_ns_ / 1000000000;
+  t[0].tv_nsec = t[1].tv_nsec = last_stamp_ns_ % 1000000000;
+  ::utimensat(AT_FDCWD, (options_.dir + "/" + name).c_str(), t, 0);
 }
 
 void DiskStore::forget(const std::string& name) {
@@ -308,6 +329,7 @@ bool DiskStore::write_file(const std::string& name, uint32_t kind,
   }
   lru_.push_back(name);
   index_[name] = Entry{sizeof h + payload.size(), std::prev(lru_.end())};
+  stamp(name);
   bytes_ += sizeof h + payload.size();
   evict_to_bound();
   return true;

@@ -107,7 +107,8 @@ class DiskStore {
   // removes the file and returns nullopt.
   std::optional<std::vector<uint8_t>> read_file(const std::string& name, uint32_t kind);
   void refuse(const std::string& name, const std::string& why);
-  void touch(const std::string& name);
+  void touch(const std::string& name);   // most recently used now
+  void stamp(const std::string& name);   // sets its file time to a new, later one
   void forget(const std::string& name);  // removes the file and its index entry
   void disable(const std::string& why);
   void evict_to_bound();
@@ -116,6 +117,7 @@ class DiskStore {
   bool enabled_ = true;
   uint64_t bytes_ = 0;
   uint64_t n_tmp_ = 0;
+  int64_t last_stamp_ns_ = 0;                     // the latest file time set or seen
   std::unordered_map<std::string, Entry> index_;  // file name -> entry
   std::list<std::string> lru_;                    // front = least recently used
   DiskCounters counters_;
