@@ -28,8 +28,8 @@ namespace {
 //   conversation payload  u64 tag, u32 key bytes, key, u32 n, i32 tokens[n], u32 m, i32 pending[m]
 constexpr char kMagic[8] = {'G', 'L', 'M', 'K', 'V', 'D', 'S', 'K'};
 constexpr uint32_t kVersion = 1;
-constexpr uint32_t kKindBlock = 1;
-constexpr uint32_t kKindConversation = 2;
+constexpr uint32_t kKindBlock = DiskStore::kBlockFile;
+constexpr uint32_t kKindConversation = DiskStore::kConversationFile;
 constexpr size_t kHeaderBytes = 48;
 constexpr size_t kMaxKeyBytes = 4096;
 constexpr uint32_t kMaxPending = 16;
@@ -67,6 +67,7 @@ class Cursor {
   bool at_end() const { return ok_ && at_ == b_.size(); }
   bool bytes(void* out, size_t n) {
     if (!ok_ || n > b_.size() - at_) return ok_ = false;
+    if (n == 0) return true;  // out may be null (an empty vector's data())
     std::memcpy(out, b_.data() + at_, n);
     at_ += n;
     return true;
@@ -286,17 +287,26 @@ void DiskStore::refuse(const std::string& name, const std::string& why) {
   forget(name);
 }
 
-bool DiskStore::write_file(const std::string& name, uint32_t kind,
-                           const std::vector<uint8_t>& payload) {
-  if (!enabled_) return false;
+std::vector<uint8_t> DiskStore::encode(uint64_t identity, uint32_t kind,
+                                       const std::vector<uint8_t>& payload) {
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
   h.kind = kind;
-  h.identity = options_.identity;
+  h.identity = identity;
   h.payload_bytes = payload.size();
   h.payload_digest = digest_bytes(payload.data(), payload.size());
   h.header_digest = digest_bytes(&h, offsetof(Header, header_digest));
+  std::vector<uint8_t> file(sizeof h + payload.size());
+  std::memcpy(file.data(), &h, sizeof h);
+  if (!payload.empty()) std::memcpy(file.data() + sizeof h, payload.data(), payload.size());
+  return file;
+}
+
+bool DiskStore::write_file(const std::string& name, uint32_t kind,
+                           const std::vector<uint8_t>& payload) {
+  if (!enabled_) return false;
+  const std::vector<uint8_t> file = encode(options_.identity, kind, payload);
   const std::string tmp =
       options_.dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(n_tmp_++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -304,8 +314,7 @@ bool DiskStore::write_file(const std::string& name, uint32_t kind,
     disable(std::strerror(errno));
     return false;
   }
-  bool ok = write_all(fd, reinterpret_cast<const uint8_t*>(&h), sizeof h) &&
-            write_all(fd, payload.data(), payload.size());
+  bool ok = write_all(fd, file.data(), file.size());
   int err = errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
@@ -328,9 +337,9 @@ bool DiskStore::write_file(const std::string& name, uint32_t kind,
     index_.erase(it);
   }
   lru_.push_back(name);
-  index_[name] = Entry{sizeof h + payload.size(), std::prev(lru_.end())};
+  index_[name] = Entry{file.size(), std::prev(lru_.end())};
   stamp(name);
-  bytes_ += sizeof h + payload.size();
+  bytes_ += file.size();
   evict_to_bound();
   return true;
 }

@@ -88,6 +88,11 @@ class DiskStore {
   std::optional<DiskConversation> get_conversation(const std::string& key);
   void remove_conversation(const std::string& key);
 
+  // A whole file of `kind` around `payload`, header and checksums as written (the fuzz target
+  // builds files with right checksums around its input this way).
+  enum : uint32_t { kBlockFile = 1, kConversationFile = 2 };
+  static std::vector<uint8_t> encode(uint64_t identity, uint32_t kind,
+                                     const std::vector<uint8_t>& payload);
   // File names (tests corrupt them on purpose).
   std::string block_path(uint64_t hash) const;
   std::string conversation_path(const std::string& key) const;
