@@ -20,7 +20,8 @@
 // prefilled.
 //
 // Thread-safety: none; owned by the scheduler loop. Cost: admission is O(prompt / block_tokens)
-// hash lookups plus O(n_conversations) per conversation evicted.
+// hash lookups plus O(n_conversations) per conversation evicted; with a disk, one file read per
+// block restored (and the writes of a conversation evicted before it is on disk).
 #pragma once
 
 #include <cstdint>
@@ -156,7 +157,6 @@ class KvCache {
   void restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq);
   // Writes c's blocks and tokens; false if the disk is (now) off.
   bool write_conversation(const std::string& key, Conversation* c);
-  int n_blocks_written_ = 0;  // by write_conversation, for write_all's count
   // Blocks one fork needs when its prompt is n_prompt positions and it may add `extra`.
   int fork_blocks(int n_prompt, int extra) const;
   // Longest chain of cached full blocks matching the start of prompt, leaving >= 1 token to run.
@@ -169,6 +169,7 @@ class KvCache {
   DiskStore* disk_ = nullptr;
   BlockIo* io_ = nullptr;
   std::deque<std::string> unwritten_;  // keys saved since written, oldest first (some stale)
+  int n_blocks_written_ = 0;           // by write_conversation and write_all
 };
 
 }  // namespace glm::kv
