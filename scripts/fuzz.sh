@@ -3,7 +3,7 @@
 # and runs each for FUZZ_SECONDS (default 15) from a small seed corpus written here: every
 # route's request bodies (openai_fuzz), GGUF headers (gguf_fuzz), GBNF grammars and JSON
 # Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz), PyTorch
-# data.pkl and .bin files (unpickle_fuzz). A crash, a leak or undefined behaviour fails with the
+# data.pkl and .bin files (unpickle_fuzz), KV disk cache files (disk_store_fuzz). A crash, a leak or undefined behaviour fails with the
 # reproducer's path.
 #   scripts/fuzz.sh                 build and run them all (CI runs gguf, unpickle and openai)
 #   FUZZ_SECONDS=300 scripts/fuzz.sh openai_fuzz      one target, longer
@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 # The targets run by default, and so in CI: a new one is one more word here (seeds optional).
-default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz unpickle_fuzz)
+default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz unpickle_fuzz
+  disk_store_fuzz)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${default_targets[@]}")
 seconds="${FUZZ_SECONDS:-15}"
@@ -42,6 +43,15 @@ seed tokenizer_fuzz text 'Hello, 世界! <|user|> [gMASK] 	 tabs  and  spaces'
 mkdir -p "$work/unpickle_fuzz"
 printf '\200\002ccollections\nOrderedDict\nq\000)Rq\001.' >"$work/unpickle_fuzz/empty_dict"
 seed stream_decoder_fuzz text "$(printf 'a\xe4\xbd\xa0\xff b')"
+# KV disk files (src/kv/disk_store_fuzz.cc): first byte 3 = a block payload framed with a right
+# header (parent, 4 tokens, 32 K/V bytes), 2 = a conversation payload (tag, key, tokens, none
+# pending), 1 = raw bytes (a header alone).
+mkdir -p "$work/disk_store_fuzz"
+printf '\003\001\000\000\000\000\000\000\000\004\000\000\000\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000\040\000\000\000\000\000\000\000AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' \
+  >"$work/disk_store_fuzz/block"
+printf '\002\007\000\000\000\000\000\000\000\014\000\000\000conversation\002\000\000\000\005\000\000\000\006\000\000\000\000\000\000\000' \
+  >"$work/disk_store_fuzz/conversation"
+printf '\001GLMKVDSK\001\000\000\000' >"$work/disk_store_fuzz/header"
 for t in "${targets[@]}"; do
   bin="$(find build-fuzz/src -name "$t" -type f -perm -u+x | head -1)"
   [[ -n "$bin" ]] || { echo "fuzz: $t was not built" >&2; exit 1; }

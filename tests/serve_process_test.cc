@@ -437,6 +437,67 @@ TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
   EXPECT_NE(serve.log().find("resumed after"), std::string::npos) << serve.log();
 }
 
+// Issue 15: the KV cache survives a restart of serve (--kv-disk; docs/engine.md#kv-disk). Turn 2
+// of a conversation after the restart reuses as many tokens as turn 2 of the same conversation
+// without one (turn 1's prompt and answer, less the last sampled token, never fed).
+struct Answer {
+  std::string text;
+  int cached = -1;
+};
+Answer ask(int port, const std::string& conversation, const json& messages) {
+  json body = {{"messages", messages}, {"conversation", conversation},
+               {"stream", true},       {"stream_options", {{"include_usage", true}}},
+               {"temperature", 0},     {"max_tokens", 16}};
+  RawHttp http(port);
+  http.send_request("POST", "/v1/chat/completions", body.dump());
+  EXPECT_TRUE(http.read_until("data: [DONE]", 60000)) << http.received();
+  Answer a;
+  for (const std::string& e : sse_data(http.result().body)) {
+    json c = json::parse(e, nullptr, false);
+    if (c.is_discarded()) continue;
+    if (c.contains("usage") && c["usage"].is_object()) {
+      a.cached = c["usage"]["prompt_tokens_details"]["cached_tokens"];
+    }
+    if (c.contains("choices") && !c["choices"].empty() &&
+        c["choices"][0]["delta"].contains("content")) {
+      a.text += c["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  return a;
+}
+
+TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDisk) {
+  const std::string model = tiny_model(dir_);
+  if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  const std::vector<std::string> args = {
+      "serve", "--model",      model,       "--port", "0",         "--socket",  socket_,
+      "--db",  dir_ + "/c.db", "--threads", "1",      "--kv-disk", dir_ + "/kv"};
+  json m = json::array({{{"role", "user"}, {"content", "write a poem about the sea"}}});
+  Answer ref2, first;
+  {
+    Proc serve(args, dir_ + "/serve1.log");
+    ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+    const int port = ready_port(serve.log());
+    const Answer ref1 = ask(port, "ref", m);
+    first = ask(port, "c1", m);
+    ASSERT_EQ(first.text, ref1.text);
+    m.push_back({{"role", "assistant"}, {"content", first.text}});
+    m.push_back({{"role", "user"}, {"content", "and one about the mountains"}});
+    ref2 = ask(port, "ref", m);  // turn 2 without a restart
+    ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);
+    const auto status = serve.wait(60000);
+    ASSERT_TRUE(status.has_value()) << serve.log();
+    EXPECT_NE(serve.log().find("kv-disk: saved on stop"), std::string::npos) << serve.log();
+  }
+  ASSERT_GT(ref2.cached, 0);
+  Proc serve(args, dir_ + "/serve2.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+  const Answer second = ask(ready_port(serve.log()), "c1", m);
+  EXPECT_EQ(second.cached, ref2.cached) << serve.log();
+  EXPECT_EQ(second.text, ref2.text);
+  EXPECT_NE(serve.log().find("restored"), std::string::npos) << serve.log();
+}
+
 // deploy/supervisord/glmserve.conf for real, under Debian's supervisord: the paths adapted in
 // a temporary copy (binary, model, socket, database, logs, port; no `user=`), the rest as
 // shipped. kill -9 of the engine mid-answer: supervisord restarts it, every answer finishes

@@ -34,6 +34,9 @@ constexpr const char* kUsage =
     "  --max-batch B        sequences decoded together (default 8)\n"
     "  --max-queue Q        waiting requests before 'busy' (default 64)\n"
     "  --drain-timeout S    seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
+    "                       restarts: written when idle and on SIGTERM, read back on demand\n"
+    "  --kv-disk-max-mb N   bound on DIR's files, least recently used removed (default 4096)\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
     "  --max-connections N  concurrent clients (default 1024)\n"
     "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
@@ -69,11 +72,11 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(
-      argc, argv,
-      {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch", "max-queue",
-       "drain-timeout", "max-line", "max-connections", "log-level", "echo-delay", "instance"},
-      {"echo"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(argc, argv,
+                          {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
+                           "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
+                           "echo-delay", "instance", "kv-disk", "kv-disk-max-mb"},
+                          {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -110,6 +113,7 @@ int cmd_engine(int argc, char** argv) {
   int64_t threads = 0, ctx = 0, max_batch = eopts.max_batch, max_queue = eopts.max_queue;
   int64_t drain_s = 30, max_line = static_cast<int64_t>(dopts.max_line_bytes);
   int64_t max_conn = dopts.max_connections, echo_delay = 0;
+  int64_t kv_disk_mb = eopts.kv_disk_max_mb;
   const IntFlag flags[] = {
       {"threads", 0, 1024, &threads},
       {"ctx-size", 0, 1 << 22, &ctx},
@@ -119,6 +123,7 @@ int cmd_engine(int argc, char** argv) {
       {"max-line", 1024, 1 << 30, &max_line},
       {"max-connections", 1, 1 << 20, &max_conn},
       {"echo-delay", 0, 60000, &echo_delay},
+      {"kv-disk-max-mb", 1, int64_t{1} << 30, &kv_disk_mb},
   };
   for (const IntFlag& f : flags) {
     auto v = args->get_int(f.name, *f.out);
@@ -133,6 +138,11 @@ int cmd_engine(int argc, char** argv) {
   eopts.n_ctx = static_cast<int>(ctx);
   eopts.max_batch = static_cast<int>(max_batch);
   eopts.max_queue = static_cast<int>(max_queue);
+  eopts.kv_disk = args->get("kv-disk");
+  eopts.kv_disk_max_mb = kv_disk_mb;
+  if (args->has("kv-disk") && eopts.kv_disk.empty()) {
+    return fail(invalid_argument("--kv-disk: give a directory (it is created if missing)"));
+  }
   dopts.drain_timeout = std::chrono::seconds(drain_s);
   dopts.max_line_bytes = static_cast<size_t>(max_line);
   dopts.max_connections = static_cast<int>(max_conn);

@@ -45,11 +45,12 @@ constexpr const char* kUsage =
     "  --no-web             run and supervise the engine only\n"
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
+    "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
 const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",
                                     "socket-mode", "drain-timeout", "max-line",  "max-connections",
-                                    "log-level",   "echo-delay"};
+                                    "log-level",   "echo-delay",    "kv-disk",   "kv-disk-max-mb"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/constrain.h"
+#include "engine/kv_disk.h"
 #include "engine/prompt.h"
 #include "engine/stop_text.h"
 #include "gguf/gguf.h"
@@ -28,6 +29,7 @@ using scheduler::Clock;
 // Everything create_engine needs besides the three parts.
 struct Extras {
   std::shared_ptr<const gguf::File> file;  // kept alive for the model's mapping
+  uint64_t fingerprint = 0;                // model_fingerprint(*file); 0 without a file
   std::string name;
   bool add_bos = true;
 };
@@ -205,6 +207,7 @@ class EngineImpl final : public Engine {
         options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
     pool_ = std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type);
     cache_ = std::make_unique<kv::KvCache>(n_blocks, bt);
+    if (!options.kv_disk.empty()) open_kv_disk(extras.fingerprint, bt);
     scheduler::Options so;
     so.max_batch = std::max(options.max_batch, 1);
     so.prefill_chunk = std::max(options.prefill_chunk, 1);
@@ -215,6 +218,27 @@ class EngineImpl final : public Engine {
         raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
     GLM_LOG_INFO("engine: %s, context %d, KV cache %d blocks x %d tokens (%.1f MiB), batch %d",
                  name_.c_str(), n_ctx_, n_blocks, bt, pool_->bytes() / 1048576.0, so.max_batch);
+  }
+
+  void open_kv_disk(uint64_t fingerprint, int block_tokens) {
+    if (model_->capabilities().bidirectional_prompt) {
+      GLM_LOG_WARN(
+          "kv-disk: this model's prompts are bidirectional (ChatGLM-6B): no KV is ever "
+          "reused, so --kv-disk is ignored");
+      return;
+    }
+    block_io_ = std::make_unique<ModelBlockIo>(model_.get(), pool_.get());
+    kv::DiskOptions d;
+    d.dir = options_.kv_disk;
+    d.max_bytes = static_cast<uint64_t>(std::max<int64_t>(options_.kv_disk_max_mb, 0)) << 20;
+    d.block_tokens = block_tokens;
+    d.block_bytes = block_io_->block_bytes();
+    d.identity =
+        kv_identity(fingerprint, model_->config(), options_.kv_type, block_tokens, d.block_bytes);
+    d.n_vocab = model_->config().n_vocab;
+    d.max_tokens = n_ctx_;
+    disk_ = kv::DiskStore::open(d);
+    if (disk_) cache_->attach_disk(disk_.get(), block_io_.get());
   }
 
   ~EngineImpl() override {
@@ -412,6 +436,13 @@ class EngineImpl final : public Engine {
     lock.unlock();
     cv_.notify_all();
     thread_.join();
+    if (disk_ && disk_->enabled()) {  // the loop has stopped: the cache is ours now
+      const auto t0 = Clock::now();
+      const int n = cache_->write_all();
+      GLM_LOG_INFO("kv-disk: saved on stop: %d blocks written in %.0f ms; %d files, %.1f MiB", n,
+                   std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+                   disk_->n_files(), disk_->bytes() / 1048576.0);
+    }
     health_ = Health::kStopped;
     return all;
   }
@@ -447,7 +478,10 @@ class EngineImpl final : public Engine {
       {
         std::unique_lock<std::mutex> lock(mu_);
         const bool busy = !sched_->idle();
-        cv_.wait(lock, [&] { return busy || stop_ || !inbox_.empty() || !cancels_.empty(); });
+        // Idle with conversations not on disk yet: write one, then look again.
+        const bool write = !busy && cache_->has_unwritten();
+        cv_.wait(lock,
+                 [&] { return busy || write || stop_ || !inbox_.empty() || !cancels_.empty(); });
         inbox.swap(inbox_);
         cancels.swap(cancels_);
         cancel_all = cancel_all_;
@@ -462,7 +496,7 @@ class EngineImpl final : public Engine {
       for (const std::string& id : cancels) sched_->cancel(id);
       cancels.clear();
       if (cancel_all) sched_->cancel_all();
-      sched_->step();
+      if (!sched_->step() && sched_->idle()) cache_->write_next();
       const Stats s = sched_->stats();
       std::lock_guard<std::mutex> lock(mu_);
       snapshot_ = s;
@@ -481,6 +515,8 @@ class EngineImpl final : public Engine {
   std::once_flag vocab_once_;
   std::shared_ptr<const grammar::TokenVocab> vocab_;
   std::unique_ptr<model::KvPool> pool_;
+  std::unique_ptr<ModelBlockIo> block_io_;  // with disk_
+  std::unique_ptr<kv::DiskStore> disk_;     // null: no KV disk cache
   std::unique_ptr<kv::KvCache> cache_;
   std::unique_ptr<scheduler::Scheduler> sched_;  // loop thread only
 
@@ -604,6 +640,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (!chat_template.ok()) return chat_template.status();
   Extras extras;
   extras.file = shared;
+  if (!options.kv_disk.empty()) extras.fingerprint = model_fingerprint(*shared);
   auto name = shared->get_string("general.name");
   if (name.ok() && !name->empty()) {
     extras.name = name.value();

@@ -103,6 +103,11 @@ struct Options {
   int kv_blocks = 0;         // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;
+  // The KV disk cache (docs/engine.md#kv-disk): a directory where saved conversations and the
+  // prefix cache's blocks outlive the engine (written when idle and on drain, read back when
+  // memory misses). Empty = none. Bounded by kv_disk_max_mb (least recently used go first).
+  std::string kv_disk;
+  int64_t kv_disk_max_mb = 4096;
 };
 
 class Engine {
@@ -130,7 +135,8 @@ class Engine {
   virtual int n_ctx() const = 0;
   virtual std::string model_name() const = 0;
   // Stops accepting requests, lets the ones in flight finish for at most `bound`, cancels the
-  // rest, then stops the loop. Returns true if everything finished within the bound.
+  // rest, then stops the loop (and, with a KV disk cache, writes what is not on disk yet:
+  // not counted in `bound`). Returns true if everything finished within the bound.
   virtual bool drain(std::chrono::milliseconds bound) = 0;
 };
 

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -49,8 +51,9 @@ struct Results {
   }
 };
 
-std::unique_ptr<Engine> load(int max_batch) {
+std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "") {
   Options o;
+  o.kv_disk = kv_disk;
   o.model_path = kModel;
   o.n_threads = 2;
   o.n_ctx = 512;
@@ -225,6 +228,60 @@ TEST(EngineReal, ChoicesFromOnePrefillEqualSingleRequestsWithTheirSeeds) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(res.choice_text["n3"][i], alone[i]) << "choice " << i;
   EXPECT_EQ(e->stats().prompt_tokens_total - before.prompt_tokens_total,
             res.done["alone0"].usage.prompt_tokens);
+}
+
+// The KV disk cache on the real model: after a restart the next turn reuses as many tokens as
+// without one, and at temperature 0 its text is the same (K/V restored wrong, or into the
+// wrong positions, would change it). Prints the turn's TTFT with and without the disk cache
+// (docs/operations.md has figures measured outside tests).
+TEST(EngineReal, TheNextTurnAfterARestartReadsTheKvCacheFromDisk) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  char tmpl[] = "/tmp/glm-real-kvdisk-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::vector<tok::Message> m1 = {
+      {"system", "You are a helpful assistant who answers in one short sentence."},
+      {"user", "Which planet is the largest in the solar system, and why is it so big?"}};
+  Results res;
+  auto turn = [&](Engine* e, const std::string& id, const std::vector<tok::Message>& m) {
+    Request q = greedy(id, m, 12);
+    q.conversation = "c";
+    EXPECT_TRUE(e->submit(q, res.sink()).ok());
+    EXPECT_TRUE(res.wait(id));
+    EXPECT_EQ(res.done[id].type, EventType::kDone) << res.done[id].error.to_string();
+  };
+  std::vector<tok::Message> m2 = m1;
+  {
+    auto e = load(1, dir + "/a");
+    ASSERT_NE(e, nullptr);
+    turn(e.get(), "same1", m1);
+    m2.push_back({"assistant", res.text["same1"]});
+    m2.push_back({"user", "And the smallest one?"});
+    turn(e.get(), "same2", m2);
+  }
+  {
+    auto e = load(1, dir + "/b");
+    ASSERT_NE(e, nullptr);
+    turn(e.get(), "b1", m1);
+    EXPECT_EQ(res.text["b1"], res.text["same1"]);
+  }
+  auto e = load(1, dir + "/b");  // restarted: memory empty, the disk as the last one left it
+  ASSERT_NE(e, nullptr);
+  turn(e.get(), "b2", m2);
+  const int want = res.start["same2"].usage.cached_tokens;
+  EXPECT_GT(want, res.done["same1"].usage.prompt_tokens);
+  EXPECT_EQ(res.start["b2"].usage.cached_tokens, want);
+  EXPECT_EQ(res.text["b2"], res.text["same2"]);
+  auto cold = load(1);  // restarted without a disk cache
+  ASSERT_NE(cold, nullptr);
+  turn(cold.get(), "cold2", m2);
+  EXPECT_LT(res.start["cold2"].usage.cached_tokens, want);
+  std::printf(
+      "[ kv-disk  ] turn 2 (%d prompt tokens) TTFT: no restart %.1f ms, restart + disk "
+      "%.1f ms, restart without disk %.1f ms\n",
+      res.done["b2"].usage.prompt_tokens, res.done["same2"].timings.ttft_ms,
+      res.done["b2"].timings.ttft_ms, res.done["cold2"].timings.ttft_ms);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

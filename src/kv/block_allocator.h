@@ -16,6 +16,7 @@
 // compare block_tokens ids to rule out hash collisions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <unordered_map>
@@ -62,6 +63,13 @@ class BlockAllocator {
   // content is already cached in another block or this block is already published.
   void publish(int block, uint64_t parent, uint64_t hash, const int32_t* tokens);
   bool is_cached(int block) const { return meta_[block].cached; }
+  // What a cached block holds (is_cached(block) only): its chain's parent hash, its own hash
+  // and its block_tokens tokens.
+  uint64_t cached_parent(int block) const { return meta_[block].parent; }
+  uint64_t cached_hash(int block) const { return meta_[block].hash; }
+  const int32_t* cached_tokens(int block) const {
+    return &tokens_[static_cast<size_t>(block) * block_tokens_];
+  }
 
  private:
   struct Meta {

@@ -1,8 +1,10 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace glm::kv {
 
@@ -57,6 +59,7 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
       SeqKv kv = std::move(c.kv);
       std::vector<int32_t> pending = std::move(c.pending);
       const uint64_t tag = c.tag;
+      const bool on_disk = c.on_disk;
       convs_.erase(conv);  // in use now: not evictable while we make room
       while (!alloc_.reserve(need)) {
         if (!evict_oldest_conversation()) {
@@ -65,6 +68,7 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
           back.kv = std::move(kv);
           back.pending = std::move(pending);
           back.tag = tag;
+          back.on_disk = on_disk;
           back.last_used = ++clock_;
           return AdmitResult::kWait;
         }
@@ -83,10 +87,38 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
     SeqKv old = std::move(c.kv);
     convs_.erase(conv);
     release(&old);
+    if (disk_ != nullptr) disk_->remove_conversation(in.conversation);
+  } else if (disk_ != nullptr && in.reuse && !in.conversation.empty() && in.tail &&
+             !in.tail->empty() && disk_->has_conversation(in.conversation)) {
+    // 1b. Not in memory, on disk (saved by an earlier engine): its tokens, then its blocks.
+    std::optional<DiskConversation> d = disk_->get_conversation(in.conversation);
+    if (d && d->tag != in.history_tag) {
+      disk_->remove_conversation(in.conversation);  // the history moved on
+    } else if (d) {
+      const int n_saved = static_cast<int>(d->tokens.size());
+      std::vector<int32_t> prompt = std::move(d->tokens);
+      prompt.insert(prompt.end(), d->pending.begin(), d->pending.end());
+      prompt.insert(prompt.end(), in.tail->begin(), in.tail->end());
+      if (static_cast<int>(prompt.size()) + in.max_new_tokens <= in.n_ctx) {
+        const AdmitResult r = admit_prompt(std::move(prompt), n_saved, in, out);
+        if (r == AdmitResult::kAdmitted) {
+          out->from_conversation = true;
+          GLM_LOG_INFO("kv-disk: a conversation's %d tokens restored: %d from memory or disk",
+                       n_saved, out->n_cached);
+        }
+        return r;
+      }
+    }
   }
 
   // 2. The full prompt, reusing cached full blocks of any earlier sequence.
-  const std::vector<int32_t>& prompt = *in.prompt;
+  const int n_prompt = static_cast<int>(in.prompt->size());
+  return admit_prompt(*in.prompt, n_prompt - 1, in, out);
+}
+
+AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
+                                  const AdmitInput& in, Admitted* out) {
+  const int extra = std::max(in.max_new_tokens - 1, 0);
   const int n_prompt = static_cast<int>(prompt.size());
   const int total = blocks_for(n_prompt + extra) + in.n_forks * fork_blocks(n_prompt, extra);
   if (total > alloc_.n_blocks()) return AdmitResult::kNeverFits;
@@ -101,11 +133,44 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
     }
   }
   kv.reserved = need;
-  out->prompt = prompt;
+  if (in.reuse) restore_from_disk(prompt, n_restorable, &kv);
   out->n_cached = static_cast<int>(kv.tokens.size());
   out->fork_reserve = fork_blocks(n_prompt, extra);
+  out->prompt = std::move(prompt);
   out->kv = std::move(kv);
   return AdmitResult::kAdmitted;
+}
+
+void KvCache::restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq) {
+  if (disk_ == nullptr || !disk_->enabled()) return;
+  const int bt = alloc_.block_tokens();
+  limit = std::min(limit, static_cast<int>(prompt.size()) - 1);  // >= 1 token runs
+  for (;;) {
+    const int at = static_cast<int>(seq->tokens.size());
+    const int n = std::min(bt, limit - at);
+    if (n <= 0 || at % bt != 0) return;
+    const int32_t* t = prompt.data() + at;
+    const uint64_t parent = seq->chain_hash;
+    const uint64_t h = BlockAllocator::hash_block(parent, t, n);
+    int block = n == bt ? alloc_.lookup(parent, h, t) : -1;  // a deeper block may be in memory
+    if (block < 0) {
+      if (!disk_->has_block(h)) return;
+      std::optional<DiskBlock> d = disk_->get_block(h);
+      if (!d || d->parent != parent || !std::equal(t, t + n, d->tokens.begin(), d->tokens.end())) {
+        return;
+      }
+      GLM_CHECK(seq->reserved > 0);  // the reservation covers every block of the prompt
+      block = alloc_.allocate_reserved();
+      --seq->reserved;
+      io_->load(block, d->data.data());
+      if (n == bt) alloc_.publish(block, parent, h, t);
+    }
+    seq->blocks.push_back(block);
+    seq->tokens.insert(seq->tokens.end(), t, t + n);
+    if (n < bt) return;  // a partial last block: the sequence writes on into it
+    seq->n_published = static_cast<int>(seq->blocks.size());
+    seq->chain_hash = h;
+  }
 }
 
 void KvCache::grow(SeqKv* seq, int n_positions) {
@@ -179,6 +244,8 @@ void KvCache::save_conversation(const std::string& key, uint64_t tag, SeqKv* seq
   c.kv = std::move(*seq);
   c.pending = std::move(pending);
   c.last_used = ++clock_;
+  c.on_disk = false;
+  if (disk_ != nullptr && disk_->enabled()) unwritten_.push_back(key);
   *seq = SeqKv();
   while (static_cast<int>(convs_.size()) > max_conversations_) evict_oldest_conversation();
 }
@@ -202,10 +269,92 @@ bool KvCache::evict_oldest_conversation() {
   for (auto it = convs_.begin(); it != convs_.end(); ++it) {
     if (it->second.last_used < oldest->second.last_used) oldest = it;
   }
+  if (!oldest->second.on_disk && disk_ != nullptr && disk_->enabled()) {
+    write_conversation(oldest->first, &oldest->second);  // before its blocks can be reused
+  }
   SeqKv kv = std::move(oldest->second.kv);
   convs_.erase(oldest);
   release(&kv);
   return true;
+}
+
+void KvCache::attach_disk(DiskStore* store, BlockIo* io) {
+  GLM_CHECK(store == nullptr ||
+            (io != nullptr && io->block_bytes() == store->options().block_bytes &&
+             store->options().block_tokens == alloc_.block_tokens()));
+  disk_ = store;
+  io_ = io;
+  unwritten_.clear();
+  if (disk_ == nullptr) return;
+  for (auto& [key, c] : convs_) {
+    if (!c.on_disk) unwritten_.push_back(key);
+  }
+}
+
+bool KvCache::has_unwritten() {
+  if (disk_ == nullptr || !disk_->enabled()) return false;
+  while (!unwritten_.empty()) {
+    auto it = convs_.find(unwritten_.front());
+    if (it != convs_.end() && !it->second.on_disk) return true;
+    unwritten_.pop_front();  // written since, continued or evicted
+  }
+  return false;
+}
+
+bool KvCache::write_next() {
+  if (!has_unwritten()) return false;
+  const std::string key = std::move(unwritten_.front());
+  unwritten_.pop_front();
+  write_conversation(key, &convs_.at(key));
+  return true;
+}
+
+bool KvCache::write_conversation(const std::string& key, Conversation* c) {
+  const int bt = alloc_.block_tokens();
+  const std::vector<int32_t>& tokens = c->kv.tokens;
+  const int n = static_cast<int>(tokens.size());
+  GLM_CHECK(static_cast<int>(c->kv.blocks.size()) >= blocks_for(n));
+  DiskBlock b;
+  b.data.resize(io_->block_bytes());
+  uint64_t parent = BlockAllocator::kRootHash;
+  for (int i = 0, at = 0; at < n; ++i, at += bt) {
+    const int m = std::min(bt, n - at);
+    const uint64_t h = BlockAllocator::hash_block(parent, tokens.data() + at, m);
+    if (!disk_->keep_block(h)) {
+      b.parent = parent;
+      b.tokens.assign(tokens.begin() + at, tokens.begin() + at + m);
+      io_->save(c->kv.blocks[i], b.data.data());
+      if (!disk_->put_block(h, b)) return false;
+      ++n_blocks_written_;
+    }
+    parent = h;
+  }
+  DiskConversation d;
+  d.key = key;
+  d.tag = c->tag;
+  d.tokens = tokens;
+  d.pending = c->pending;
+  if (!disk_->put_conversation(d)) return false;
+  c->on_disk = true;
+  return true;
+}
+
+int KvCache::write_all() {
+  if (disk_ == nullptr || !disk_->enabled()) return 0;
+  const int before = n_blocks_written_;
+  while (write_next()) {
+  }
+  DiskBlock b;
+  b.data.resize(io_->block_bytes());
+  const int bt = alloc_.block_tokens();
+  for (int block = 0; block < alloc_.n_blocks() && disk_->enabled(); ++block) {
+    if (!alloc_.is_cached(block) || disk_->keep_block(alloc_.cached_hash(block))) continue;
+    b.parent = alloc_.cached_parent(block);
+    b.tokens.assign(alloc_.cached_tokens(block), alloc_.cached_tokens(block) + bt);
+    io_->save(block, b.data.data());
+    if (disk_->put_block(alloc_.cached_hash(block), b)) ++n_blocks_written_;
+  }
+  return n_blocks_written_ - before;
 }
 
 }  // namespace glm::kv

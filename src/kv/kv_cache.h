@@ -12,17 +12,26 @@
 //      those blocks.
 // Memory pressure: admission evicts idle saved conversations least recently used first; their
 // full blocks stay in the prefix cache until the allocator evicts them (also LRU).
+// On disk (optional, attach_disk; docs/engine.md#kv-disk): saved conversations are written to a
+// DiskStore (when the engine is idle, before one is evicted, and all of them with the prefix
+// cache's blocks on a graceful stop); admission reads back what memory misses: a conversation
+// key (its tokens, then its blocks) and the blocks of a prompt's chain after the in-memory
+// prefix. A block that is missing or refused on disk just ends what is restored: the rest is
+// prefilled.
 //
 // Thread-safety: none; owned by the scheduler loop. Cost: admission is O(prompt / block_tokens)
-// hash lookups plus O(n_conversations) per conversation evicted.
+// hash lookups plus O(n_conversations) per conversation evicted; with a disk, one file read per
+// block restored (and the writes of a conversation evicted before it is on disk).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_allocator.h"
+#include "kv/disk_store.h"
 
 namespace glm::kv {
 
@@ -73,6 +82,16 @@ struct ForkCopy {
   int dst = -1;
 };
 
+// How blocks' K/V travel between the KV memory and the disk (the engine implements it over
+// model::Model and its KvPool; tests over plain memory). Loop thread only.
+class BlockIo {
+ public:
+  virtual ~BlockIo() = default;
+  virtual size_t block_bytes() const = 0;
+  virtual void save(int block, uint8_t* data) const = 0;  // [block_bytes]
+  virtual void load(int block, const uint8_t* data) = 0;  // [block_bytes]
+};
+
 class KvCache {
  public:
   KvCache(int n_blocks, int block_tokens, int max_conversations = 4096);
@@ -104,8 +123,21 @@ class KvCache {
   void drop_conversation(const std::string& key);
   bool has_conversation(const std::string& key) const { return convs_.count(key) > 0; }
   int n_conversations() const { return static_cast<int>(convs_.size()); }
-  // Drops every saved conversation (their full blocks stay in the prefix cache).
+  // Drops every saved conversation (their full blocks stay in the prefix cache; with a disk,
+  // conversations not on disk yet are written first).
   void clear_conversations();
+
+  // The disk cache: neither is owned, both must outlive the cache; null store = none.
+  void attach_disk(DiskStore* store, BlockIo* io);
+  DiskStore* disk() const { return disk_; }
+  // A saved conversation is not on disk yet (and the disk is on).
+  bool has_unwritten();
+  // Writes the unwritten conversation saved longest ago: its blocks not on disk yet, then its
+  // tokens. False if there was none. Cost: one file per block written (block_bytes each).
+  bool write_next();
+  // Writes every unwritten conversation and every cached full block not on disk yet (graceful
+  // stop). Returns the blocks written.
+  int write_all();
 
  private:
   struct Conversation {
@@ -113,8 +145,18 @@ class KvCache {
     SeqKv kv;
     std::vector<int32_t> pending;
     uint64_t last_used = 0;
+    bool on_disk = false;  // this version of it is on disk
   };
   bool evict_oldest_conversation();
+  // The full-prompt path: cached blocks in memory, then (after the reservation) on disk for
+  // at most the first `n_restorable` positions.
+  AdmitResult admit_prompt(std::vector<int32_t> prompt, int n_restorable, const AdmitInput& in,
+                           Admitted* out);
+  // Extends seq (its in-memory prefix matched) with blocks of `prompt` found on disk (full
+  // blocks, and a last partial one ending at `limit`), each drawn from its reservation.
+  void restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq);
+  // Writes c's blocks and tokens; false if the disk is (now) off.
+  bool write_conversation(const std::string& key, Conversation* c);
   // Blocks one fork needs when its prompt is n_prompt positions and it may add `extra`.
   int fork_blocks(int n_prompt, int extra) const;
   // Longest chain of cached full blocks matching the start of prompt, leaving >= 1 token to run.
@@ -124,6 +166,10 @@ class KvCache {
   int max_conversations_;
   uint64_t clock_ = 0;
   std::unordered_map<std::string, Conversation> convs_;
+  DiskStore* disk_ = nullptr;
+  BlockIo* io_ = nullptr;
+  std::deque<std::string> unwritten_;  // keys saved since written, oldest first (some stale)
+  int n_blocks_written_ = 0;           // by write_conversation and write_all
 };
 
 }  // namespace glm::kv

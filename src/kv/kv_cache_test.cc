@@ -112,7 +112,8 @@ TEST(KvCache, ForksShareFullBlocksCopyThePartialOneAndReserveTheirGrowth) {
   EXPECT_EQ(kv.fork(&b.kv, b.fork_reserve, &g).src, -1);
   kv.release(&g);
   kv.release(&b.kv);
-  AdmitInput big = input(seq_tokens(0, 40), 40);
+  const std::vector<int32_t> long_prompt = seq_tokens(0, 40);  // outlives `big`, which points to it
+  AdmitInput big = input(long_prompt, 40);
   big.n_forks = 3;  // 20 blocks + 3 x 10 > 32
   EXPECT_EQ(kv.admit(big, &b), AdmitResult::kNeverFits);
   EXPECT_EQ(kv.allocator().n_reserved(), 0);

@@ -51,4 +51,22 @@ void KvPool::copy_block(int src, int dst) {
   }
 }
 
+void KvPool::save_block(int block, uint8_t* data) const {
+  const size_t n = block_bytes_per_layer_kv();
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int kv = 0; kv < 2; ++kv, data += n) {
+      std::memcpy(data, storage_.data() + offset(layer, kv, block), n);
+    }
+  }
+}
+
+void KvPool::load_block(int block, const uint8_t* data) {
+  const size_t n = block_bytes_per_layer_kv();
+  for (int layer = 0; layer < n_layer_; ++layer) {
+    for (int kv = 0; kv < 2; ++kv, data += n) {
+      std::memcpy(storage_.data() + offset(layer, kv, block), data, n);
+    }
+  }
+}
+
 }  // namespace glm::model

@@ -38,6 +38,10 @@ class KvPool {
   // Copies block src's K and V rows, every layer, into block dst (copy-on-write of a shared
   // partial block: kv::KvCache::fork).
   void copy_block(int src, int dst);
+  // Block `block`'s K and V rows, every layer, as block_bytes() bytes ([n_layer, 2 (K,V),
+  // block_tokens, row_elems] of kv_type) to and from `data` (the KV disk cache: kv::DiskStore).
+  void save_block(int block, uint8_t* data) const;
+  void load_block(int block, const uint8_t* data);
 
  private:
   size_t block_bytes_per_layer_kv() const;  // one block of K (or V) in one layer

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <set>
+#include <vector>
 
 namespace glm::model {
 namespace {
@@ -47,6 +48,30 @@ TEST(KvPool, CopyBlockCopiesEveryLayersKAndVOfThatBlockOnly) {
         ASSERT_EQ(k[i], 10 * l + from) << l << " " << b;
         ASSERT_EQ(v[i], 100 + 10 * l + from) << l << " " << b;
       }
+    }
+  }
+}
+
+TEST(KvPool, ASavedBlockLoadsBackIntoAnotherPoolExactly) {
+  KvPool a(small_config(), 4, 4, DType::kF16);
+  const size_t span = 4 * 16 * 2;
+  for (int l = 0; l < 3; ++l) {
+    for (int b = 0; b < 4; ++b) {
+      for (size_t i = 0; i < span; ++i) {
+        static_cast<uint8_t*>(a.k(l, b))[i] = static_cast<uint8_t>(i * 7 + l * 3 + b);
+        static_cast<uint8_t*>(a.v(l, b))[i] = static_cast<uint8_t>(i * 5 + l + 11 * b);
+      }
+    }
+  }
+  std::vector<uint8_t> bytes(a.block_bytes());
+  a.save_block(2, bytes.data());
+  KvPool b(small_config(), 4, 4, DType::kF16);
+  b.load_block(1, bytes.data());
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_EQ(std::memcmp(a.k(l, 2), b.k(l, 1), span), 0) << l;
+    EXPECT_EQ(std::memcmp(a.v(l, 2), b.v(l, 1), span), 0) << l;
+    for (int other : {0, 2, 3}) {  // the others untouched (zero-filled)
+      EXPECT_EQ(static_cast<const uint8_t*>(b.k(l, other))[0], 0);
     }
   }
 }

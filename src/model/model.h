@@ -58,6 +58,16 @@ class Model {
   // Copies the K/V that forward() wrote into block src to block dst (a fork's copy-on-write
   // block). Models that keep their K/V in the pool need nothing else.
   virtual void copy_kv_block(KvPool* kv, int src, int dst) { kv->copy_block(src, dst); }
+  // The K/V of one block as bytes, for the KV disk cache (docs/engine.md#kv-disk): its size,
+  // and saving into / loading from `data` ([kv_block_bytes]). A loaded block reads back exactly
+  // as the saved one did in forward().
+  virtual size_t kv_block_bytes(const KvPool* kv) const { return kv->block_bytes(); }
+  virtual void save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
+    kv->save_block(block, data);
+  }
+  virtual void load_kv_block(KvPool* kv, int block, const uint8_t* data) {
+    kv->load_block(block, data);
+  }
   // Bytes of weights copied into packed layouts at load (LoadOptions::repack); 0 if none.
   virtual size_t repacked_bytes() const { return 0; }
 };

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -110,6 +111,21 @@ class FakeModel : public model::Model {
     } else {
       blocks_.erase(dst);
     }
+  }
+
+  // Its "K/V" of a block are the block_tokens token ids it wrote there (-1: never written).
+  size_t kv_block_bytes(const model::KvPool* /*kv*/) const override {
+    return sizeof(int32_t) * block_tokens_;
+  }
+  void save_kv_block(const model::KvPool* /*kv*/, int block, uint8_t* data) const override {
+    std::vector<int32_t> cells(block_tokens_, -1);
+    if (auto it = blocks_.find(block); it != blocks_.end()) cells = it->second;
+    std::memcpy(data, cells.data(), sizeof(int32_t) * block_tokens_);
+  }
+  void load_kv_block(model::KvPool* /*kv*/, int block, const uint8_t* data) override {
+    std::vector<int32_t>& b = blocks_[block];
+    b.resize(block_tokens_);
+    std::memcpy(b.data(), data, sizeof(int32_t) * block_tokens_);
   }
 
  private:
