@@ -526,6 +526,7 @@ TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheEngineLosesNothing) {
   EXPECT_EQ(replace("/run/glmserve/", dir_ + "/run/"), 2u);
   EXPECT_EQ(replace("/var/lib/glmserve/conversations.db", dir_ + "/c.db"), 1u);
   EXPECT_EQ(replace("/var/log/glmserve/", dir_ + "/log/"), 2u);
+  EXPECT_EQ(replace("/var/cache/glmserve/kv", dir_ + "/kv"), 1u);
   EXPECT_EQ(replace("--port 8080", "--port " + std::to_string(port)), 1u);
   EXPECT_EQ(replace("user=glmserve\n", ""), 2u);
   const std::string sock = dir_ + "/supervisor.sock";
