@@ -8,7 +8,7 @@ PKGS=(
   libsentencepiece-dev libminizip-dev zlib1g-dev libedit-dev
   libcurl4-openssl-dev libssl-dev nginx
   clang clang-format clang-tidy libclang-rt-14-dev
-  netcat-openbsd curl supervisor fonts-wqy-microhei tmux
+  netcat-openbsd curl supervisor fonts-wqy-microhei tmux systemd
   nodejs chromium
 )
 SUDO=""

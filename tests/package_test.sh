@@ -70,6 +70,10 @@ grep -q "no model yet" "$work/dpkg.log" || fail "postinst did not say how to add
 [[ "$(/usr/bin/glmserve --version)" == "$version" ]] || fail "installed --version"
 getent passwd glmserve >/dev/null || fail "postinst made no glmserve user"
 [[ "$(stat -c '%U %a' /var/lib/glmserve)" == "glmserve 750" ]] || fail "/var/lib/glmserve owner/mode"
+# The installed units are valid for systemd (their binary, user and directives exist).
+systemd-analyze verify /usr/lib/systemd/system/glmserve-engine.service \
+  /usr/lib/systemd/system/glmserve-web.service >"$work/verify.log" 2>&1 ||
+  { cat "$work/verify.log" >&2; fail "systemd-analyze verify refused the units"; }
 dpkg -r glmserve >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg -r failed"; }
 [[ ! -e /usr/bin/glmserve ]] || fail "dpkg -r left /usr/bin/glmserve"
 [[ ! -e /usr/lib/systemd/system/glmserve-engine.service ]] || fail "dpkg -r left the units"
