@@ -312,6 +312,10 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   if (!v1 && vocab->model == "llama" && lower.find("chatglm2") != std::string::npos) {
     hp->family = Family::kChatGLM2;
     GLM_RETURN_IF_ERROR(tok::to_chatglm2_vocab(&*vocab));
+    // ChatGLM2-6B-32K's rope_ratio divides the positions (its RotaryEmbedding: seq_idx /
+    // rope_ratio), where ChatGLM3 and GLM-4 multiply the base by it.
+    hp->rope_scale_linear = hp->rope_base / 10000.0f;
+    hp->rope_base = 10000.0f;
   }
   const int64_t n_tok = static_cast<int64_t>(vocab->tokens.size());
   if (n_tok > hp->n_vocab) {

@@ -42,10 +42,11 @@ std::string hf_tensor_name(const std::string& gguf_name, Family family = Family:
 
 // Hyperparameters from a ChatGLM config.json text. ChatGLM2/3, GLM-4: hidden_size, num_layers,
 // num_attention_heads, multi_query_group_num, ffn_hidden_size, padded_vocab_size, seq_length,
-// layernorm_epsilon, rope_ratio (rope.freq_base = 10000 x rope_ratio). ChatGLM-6B, told by its
-// `position_encoding_2d` / `inner_hidden_size`: hidden_size, num_layers, num_attention_heads,
-// inner_hidden_size, vocab_size, max_sequence_length, layernorm_epsilon. bad_file naming the
-// missing or odd field.
+// layernorm_epsilon, rope_ratio (rope.freq_base = 10000 x rope_ratio; convert_hf turns it into
+// linear position scaling for ChatGLM2, whose 32K model divides positions by it). ChatGLM-6B, told
+// by its `position_encoding_2d` / `inner_hidden_size`: hidden_size, num_layers,
+// num_attention_heads, inner_hidden_size, vocab_size, max_sequence_length, layernorm_epsilon.
+// bad_file naming the missing or odd field.
 StatusOr<Hparams> hparams_from_hf_config(const std::string& json_text, const std::string& label);
 
 // The tokenizer is tokenizer.model (ChatGLM2/3, GLM-4) or ice_text.model (ChatGLM-6B); v1's

@@ -476,6 +476,37 @@ TEST_F(HfConvertTest, ReportsProgressPerTensor) {
   EXPECT_EQ(seen.back().bytes_read, seen.back().bytes_total);
 }
 
+// rope_ratio means two things: ChatGLM2-6B-32K divides the positions by it (linear scaling,
+// written as llama.cpp's rope.scaling keys), ChatGLM3-6B-32K and GLM-4 multiply the base by it.
+TEST_F(HfConvertTest, RopeRatioIsPositionScalingForChatglm2AndABaseForChatglm3) {
+  for (const Family f : {Family::kChatGLM2, Family::kChatGLM3}) {
+    const bool v2 = f == Family::kChatGLM2;
+    SCOPED_TRACE(v2 ? "chatglm2" : "chatglm3");
+    const std::string model = dir_.file(v2 ? "r2.gguf" : "r3.gguf");
+    ASSERT_TRUE(gen(f, DType::kF32, tokenizer_, model).ok());
+    auto m = gguf::File::open(model);
+    ASSERT_TRUE(m.ok());
+    const fs::path hf = dir_.path() / (v2 ? "hf_r2" : "hf_r3");
+    export_hf(**m, hf, "F32", 1, tokenizer_);
+    nlohmann::json c = nlohmann::json::parse(read_bytes((hf / "config.json").string()));
+    c["rope_ratio"] = v2 ? 16 : 50;
+    std::ofstream(hf / "config.json") << c.dump();
+    const std::string out = dir_.file(v2 ? "r2c.gguf" : "r3c.gguf");
+    ASSERT_TRUE(convert(hf, DType::kF32, out).ok());
+    auto conv = gguf::File::open(out);
+    ASSERT_TRUE(conv.ok());
+    EXPECT_FLOAT_EQ(*(*conv)->get_float("chatglm.rope.freq_base"), v2 ? 10000.0f : 500000.0f);
+    StatusOr<std::string> type = (*conv)->get_string("chatglm.rope.scaling.type");
+    if (v2) {
+      ASSERT_TRUE(type.ok());
+      EXPECT_EQ(*type, "linear");
+      EXPECT_FLOAT_EQ(*(*conv)->get_float("chatglm.rope.scaling.factor"), 16.0f);
+    } else {
+      EXPECT_FALSE(type.ok());
+    }
+  }
+}
+
 TEST(HfNames, MapTheChatglmLayout) {
   EXPECT_EQ(hf_tensor_name("blk.12.attn_qkv.weight"),
             "transformer.encoder.layers.12.self_attention.query_key_value.weight");

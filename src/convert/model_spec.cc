@@ -288,6 +288,10 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
   if (!is_float_type(target)) w->set("general.quantization_version", Value::u32(2));
   w->set(a + ".rope.dimension_count", u32(hp.n_rot()));
   w->set(a + ".rope.freq_base", Value::f32(hp.rope_base));
+  if (hp.rope_scale_linear != 1.0f) {
+    w->set(a + ".rope.scaling.type", Value::string("linear"));
+    w->set(a + ".rope.scaling.factor", Value::f32(hp.rope_scale_linear));
+  }
   if (hp.layout() == arch::Arch::kChatGLM1) {
     // HF's GLMBlock scales the residual by sqrt(2 x num_layers) with its default 28 layers.
     w->set(a + ".residual_scale", Value::f32(std::sqrt(56.0f)));

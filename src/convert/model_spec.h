@@ -42,6 +42,9 @@ struct Hparams {
   int64_t n_ctx = 0;
   float norm_eps = 1e-5f;  // RMSNorm (chatglm, llama) or LayerNorm (chatglm1) epsilon
   float rope_base = 10000.0f;
+  // > 1: linear RoPE scaling (positions / factor), rope.scaling.type "linear" (ChatGLM2-6B-32K's
+  // rope_ratio); 1: none.
+  float rope_scale_linear = 1.0f;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
 
   arch::Arch layout() const { return layout_of(family); }

@@ -95,6 +95,17 @@ StatusOr<Config> read_config(const gguf::File& file) {
                     " must be even and at most the head size " + std::to_string(c.head_dim));
   }
   GLM_RETURN_IF_ERROR(r.get_float("rope.freq_base", &c.rope_base, 10000.0));
+  // llama.cpp's keys: rope.scaling.type "none" | "linear" (positions / factor) | "yarn"...
+  if (StatusOr<std::string> type = file.get_string(r.prefix + "rope.scaling.type"); type.ok()) {
+    if (*type == "linear") {
+      float factor = 1.0f;
+      GLM_RETURN_IF_ERROR(r.get_float("rope.scaling.factor", &factor, 1.0));
+      c.rope_freq_scale = 1.0f / factor;
+    } else if (*type != "none") {
+      return unsupported(r.where("rope.scaling.type") + " = '" + *type +
+                         "' is not supported (linear or none)");
+    }
+  }
   const std::string eps_key = c.arch == Arch::kChatGLM1 ? "attention.layer_norm_epsilon"
                                                         : "attention.layer_norm_rms_epsilon";
   GLM_RETURN_IF_ERROR(r.get_float(eps_key, &c.norm_eps, 1e-5));

@@ -29,6 +29,8 @@ struct Config {
   int n_ctx_train = 0;  // context_length
   int n_rot = 0;        // rotary dimensions per head (chatglm: head_dim / 2)
   float rope_base = 10000.0f;
+  // 1 / rope.scaling.factor when rope.scaling.type is "linear" (position interpolation), else 1.
+  float rope_freq_scale = 1.0f;
   float norm_eps = 1e-5f;
   bool qkv_bias = false;
   bool tied_output = false;  // LM head shares token_embd.weight

@@ -115,6 +115,32 @@ TEST(Errors, MetadataValuesNeverCrash) {
   EXPECT_GT(failed, 0);
 }
 
+// rope.scaling (llama.cpp's keys): "linear" divides positions by the factor; an unknown type is
+// refused by name rather than run as if there were none.
+TEST(Errors, RopeScalingLinearIsReadOthersAreRefused) {
+  for (const char* type : {"linear", "none", "yarn"}) {
+    SCOPED_TRACE(type);
+    RandomSpec s;
+    s.extra_metadata = [type](gguf::Writer* w) {
+      w->set("chatglm.rope.scaling.type", gguf::Value::string(type));
+      w->set("chatglm.rope.scaling.factor", gguf::Value::f32(16.0f));
+    };
+    const std::string path = testing::temp_path(std::string("scaling_") + type + ".gguf");
+    ASSERT_TRUE(testing::write_random_model(s, path).ok());
+    auto f = gguf::File::open(path);
+    ASSERT_TRUE(f.ok());
+    auto c = read_config(**f);
+    if (std::string(type) == "yarn") {
+      ASSERT_FALSE(c.ok());
+      EXPECT_EQ(c.status().code(), ErrorCode::kUnsupported);
+      EXPECT_NE(c.status().message().find("'yarn'"), std::string::npos) << c.status().message();
+    } else {
+      ASSERT_TRUE(c.ok()) << c.status().message();
+      EXPECT_FLOAT_EQ(c->rope_freq_scale, std::string(type) == "linear" ? 1.0f / 16.0f : 1.0f);
+    }
+  }
+}
+
 TEST(Errors, ConfigReadsDefaultsAndVocab) {
   RandomSpec s;
   s.n_vocab = 77;

@@ -27,9 +27,10 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
   for (int i = 0; i < n; ++i) out[i] = (x[i] - m) * inv * w[i] + b[i];
 }
 
-void rope_table(int pos, int n_rot, float base, float* cos_out, float* sin_out) {
+void rope_table(int pos, int n_rot, float base, float* cos_out, float* sin_out, float freq_scale) {
+  const double p = static_cast<double>(pos) * static_cast<double>(freq_scale);
   for (int i = 0; i < n_rot / 2; ++i) {
-    const double angle = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    const double angle = p * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
     cos_out[i] = static_cast<float>(std::cos(angle));
     sin_out[i] = static_cast<float>(std::sin(angle));
   }

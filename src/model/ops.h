@@ -15,9 +15,12 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int n);
 // LayerNorm with bias (ChatGLM-6B v1): out = (x - mean) / sqrt(var + eps) * w + b. out may alias x.
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* out, int n);
 
-// Rotary tables for one position: cos_out/sin_out [n_rot / 2], angle_i = pos * base^(-2i/n_rot).
+// Rotary tables for one position: cos_out/sin_out [n_rot / 2],
+// angle_i = pos * freq_scale * base^(-2i/n_rot). freq_scale < 1 is linear position
+// interpolation (rope.scaling.type "linear", factor = 1 / freq_scale: ChatGLM2-6B-32K).
 // Computed in double, then rounded.
-void rope_table(int pos, int n_rot, float base, float* cos_out, float* sin_out);
+void rope_table(int pos, int n_rot, float base, float* cos_out, float* sin_out,
+                float freq_scale = 1.0f);
 
 // Rotates the first n_rot dims of each of n_head heads of one row in place, interleaved pairs
 // (x[2i], x[2i+1]) by angle_i (llama.cpp's "normal" rope; ChatGLM2/3, GLM-4, LLaMA GGUF files).

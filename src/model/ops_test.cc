@@ -58,6 +58,19 @@ TEST(Ops, RopeInterleavedRotatesAdjacentPairsOfTheFirstDims) {
   EXPECT_EQ(row, orig);
 }
 
+// Linear scaling (ChatGLM2-6B-32K): position p with factor f turns as position p / f does.
+TEST(Ops, RopeLinearScalingDividesThePosition) {
+  std::vector<float> c1(4), s1(4), c2(4), s2(4);
+  rope_table(32, 8, 10000.0f, c1.data(), s1.data(), 1.0f / 16.0f);
+  rope_table(2, 8, 10000.0f, c2.data(), s2.data());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(c1[i], c2[i]);
+    EXPECT_FLOAT_EQ(s1[i], s2[i]);
+  }
+  rope_table(32, 8, 10000.0f, c2.data(), s2.data());
+  EXPECT_NE(c1[0], c2[0]);
+}
+
 TEST(Ops, RopeNeoxRotatesHalves) {
   std::vector<float> cs(2), sn(2);
   rope_table(2, 4, 10000.0f, cs.data(), sn.data());

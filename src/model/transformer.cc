@@ -211,7 +211,7 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
                    x_.data() + static_cast<size_t>(t) * d);
       ops::rope_table(pos_[t], c.n_rot, c.rope_base,
                       rope_cos_.data() + static_cast<size_t>(t) * half,
-                      rope_sin_.data() + static_cast<size_t>(t) * half);
+                      rope_sin_.data() + static_cast<size_t>(t) * half, c.rope_freq_scale);
     }
   }
 
