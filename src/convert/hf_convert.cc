@@ -105,73 +105,61 @@ StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::str
     return Status::Ok();
   };
   Hparams h;
+  GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
+  GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
+  GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
+  h.n_head_kv = h.n_head;
+  if (c.contains("layernorm_epsilon")) {
+    if (!c["layernorm_epsilon"].is_number()) return bad_file(label + ": bad layernorm_epsilon");
+    h.norm_eps = c["layernorm_epsilon"].get<float>();
+  }
+  if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
+    h.name = c["_name_or_path"].get<std::string>();
+  }
   if (c.contains("position_encoding_2d") || c.contains("inner_hidden_size")) {
     // ChatGLM-6B (THUDM/chatglm-6b): LayerNorm, plain multi-head attention, 2D RoPE.
     if (!c.value("position_encoding_2d", true)) {
       return unsupported(label + ": ChatGLM-6B without 2D positions (position_encoding_2d: false)");
     }
     h.family = Family::kChatGLM1;
-    GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
-    GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
-    GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
     GLM_RETURN_IF_ERROR(get_int("inner_hidden_size", &h.n_ff, true));
     GLM_RETURN_IF_ERROR(get_int("max_sequence_length", &h.n_ctx, true));
     GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab, true));
-    h.n_head_kv = h.n_head;
-    if (c.contains("layernorm_epsilon")) {
-      if (!c["layernorm_epsilon"].is_number()) return bad_file(label + ": bad layernorm_epsilon");
-      h.norm_eps = c["layernorm_epsilon"].get<float>();
-    }
-    h.rope_base = 10000.0f;
     if (c.value("quantization_bit", 0) != 0) {
       return unsupported(label +
                          ": an int4/int8 checkpoint (quantization_bit); convert the "
                          "float16 one (THUDM/chatglm-6b) and quantize with glmserve");
     }
-    if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
-      h.name = c["_name_or_path"].get<std::string>();
-    }
-    if (Status s = h.validate(); !s.ok()) return bad_file(label + ": " + s.message());
-    return h;
-  }
-  h.family = Family::kChatGLM3;
-  GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd, true));
-  GLM_RETURN_IF_ERROR(get_int("num_layers", &h.n_layer, true));
-  GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head, true));
-  GLM_RETURN_IF_ERROR(get_int("ffn_hidden_size", &h.n_ff, true));
-  GLM_RETURN_IF_ERROR(get_int("seq_length", &h.n_ctx, true));
-  if (c.contains("padded_vocab_size")) {
-    GLM_RETURN_IF_ERROR(get_int("padded_vocab_size", &h.n_vocab, true));
   } else {
-    GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab, true));
-  }
-  h.n_head_kv = h.n_head;
-  if (c.value("multi_query_attention", false)) {
-    GLM_RETURN_IF_ERROR(get_int("multi_query_group_num", &h.n_head_kv, true));
-  }
-  if (c.contains("layernorm_epsilon")) {
-    if (!c["layernorm_epsilon"].is_number()) return bad_file(label + ": bad layernorm_epsilon");
-    h.norm_eps = c["layernorm_epsilon"].get<float>();
-  }
-  double rope_ratio = 1.0;
-  if (c.contains("rope_ratio")) {
-    if (!c["rope_ratio"].is_number() || c["rope_ratio"].get<double>() <= 0) {
-      return bad_file(label + ": rope_ratio must be a positive number");
+    // ChatGLM2/3, GLM-4.
+    h.family = Family::kChatGLM3;
+    GLM_RETURN_IF_ERROR(get_int("ffn_hidden_size", &h.n_ff, true));
+    GLM_RETURN_IF_ERROR(get_int("seq_length", &h.n_ctx, true));
+    if (c.contains("padded_vocab_size")) {
+      GLM_RETURN_IF_ERROR(get_int("padded_vocab_size", &h.n_vocab, true));
+    } else {
+      GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab, true));
     }
-    rope_ratio = c["rope_ratio"].get<double>();
-  }
-  h.rope_base = static_cast<float>(10000.0 * rope_ratio);
-  if (c.contains("kv_channels") && c["kv_channels"].is_number_integer() && h.n_head > 0 &&
-      c["kv_channels"].get<int64_t>() * h.n_head != h.n_embd) {
-    return unsupported(label + ": kv_channels x num_attention_heads != hidden_size");
-  }
-  if (!c.value("rmsnorm", true))
-    return unsupported(label + ": only RMSNorm checkpoints (rmsnorm: true)");
-  if (!c.value("add_qkv_bias", true)) {
-    return unsupported(label + ": checkpoints without a qkv bias (add_qkv_bias: false)");
-  }
-  if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
-    h.name = c["_name_or_path"].get<std::string>();
+    if (c.value("multi_query_attention", false)) {
+      GLM_RETURN_IF_ERROR(get_int("multi_query_group_num", &h.n_head_kv, true));
+    }
+    double rope_ratio = 1.0;
+    if (c.contains("rope_ratio")) {
+      if (!c["rope_ratio"].is_number() || c["rope_ratio"].get<double>() <= 0) {
+        return bad_file(label + ": rope_ratio must be a positive number");
+      }
+      rope_ratio = c["rope_ratio"].get<double>();
+    }
+    h.rope_base = static_cast<float>(10000.0 * rope_ratio);
+    if (c.contains("kv_channels") && c["kv_channels"].is_number_integer() && h.n_head > 0 &&
+        c["kv_channels"].get<int64_t>() * h.n_head != h.n_embd) {
+      return unsupported(label + ": kv_channels x num_attention_heads != hidden_size");
+    }
+    if (!c.value("rmsnorm", true))
+      return unsupported(label + ": only RMSNorm checkpoints (rmsnorm: true)");
+    if (!c.value("add_qkv_bias", true)) {
+      return unsupported(label + ": checkpoints without a qkv bias (add_qkv_bias: false)");
+    }
   }
   if (Status s = h.validate(); !s.ok()) return bad_file(label + ": " + s.message());
   return h;
