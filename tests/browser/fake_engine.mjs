@@ -1,6 +1,7 @@
 // A scripted engine for the browser tests: speaks the engine protocol v1 (docs/protocol.md) on a
 // Unix socket and answers by keywords in the last message (like src/gateway/fake_engine.h):
 //   [slow]   300 words, 30 ms apart (stop tests)    [xss]  <script> and <img onerror> in markdown
+//   [reload] 100 words, 30 ms apart (re-attach after a reload)
 //   [zh]     Chinese text                           [md]   markdown with a code block
 //   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
 // The first token comes FAKE_TTFT_MS (default 20) after the request line; the done event
@@ -16,8 +17,9 @@ const log = (obj) => logPath && appendFileSync(logPath, `${JSON.stringify(obj)}\
 const flags = new Map(); // id -> {cancelled}
 
 function script(text) {
-  if (text.includes('[slow]')) {
-    return { delay: 30, pieces: Array.from({ length: 300 }, (_, i) => `word${i} `) };
+  if (text.includes('[slow]') || text.includes('[reload]')) {
+    const n = text.includes('[slow]') ? 300 : 100;
+    return { delay: 30, pieces: Array.from({ length: n }, (_, i) => `word${i} `) };
   }
   if (text.includes('[xss]')) {
     return {
