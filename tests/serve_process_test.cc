@@ -670,50 +670,21 @@ std::string sqlite_one(const std::string& db, const std::string& sql) {
   return out;
 }
 
-// The gateway under supervisord, for the page's answers (docs/operations.md): `supervisorctl
-// stop` drains (the answer in progress finishes, streamed to its page, and is stored complete);
-// kill -9 of the gateway mid-answer (four of them, while it writes their partial answers)
-// loses no user message, leaves no answer streaming, keeps the database intact, and the
-// answers cut are marked interrupted and can be continued.
-TEST_F(ServeProcessTest, UnderSupervisordAStopDrainsAndAKill9OfTheGatewayLosesNoMessage) {
+// The gateway under supervisord, for the page's answers (docs/operations.md): kill -9 of the
+// gateway mid-answer (four of them, while it writes their partial answers) loses no user
+// message, leaves no answer streaming, keeps the database intact, and the answers cut are
+// marked interrupted and can be continued; `supervisorctl stop` drains (the answer in progress
+// finishes, streamed to its page, and is stored complete).
+TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheGatewayLosesNoMessageAndAStopDrains) {
   if (::access("/usr/bin/supervisord", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/supervisord";
   const std::string model = tiny_model(dir_);
   if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  const auto t_start = Clock::now();
   Supervised sup(dir_, model);
   ASSERT_TRUE(sup.wait_healthy(60000)) << sup.log();
   ASSERT_TRUE(sup.wait_running("glmserve-web", 10000)) << sup.log();
-
-  // Drain: the stop waits for the answer, which its page receives whole.
-  {
-    PageChat chat(sup.port(), kPrompts[1], 1500);
-    ASSERT_TRUE(wait_until(
-        [&] {
-          chat.poll();
-          return chat.tokens() > 20 || chat.ended();
-        },
-        30000));
-    ASSERT_FALSE(chat.ended()) << chat.http->received();
-    const auto t0 = Clock::now();
-    std::thread stop([&] { sup.ctl("stop glmserve:glmserve-web"); });
-    ASSERT_TRUE(wait_until(
-        [&] {
-          chat.poll();
-          return chat.ended();
-        },
-        40000));
-    stop.join();
-    std::printf("[ drain    ] supervisorctl stop returned after %.0f ms\n",
-                1000 * seconds_since(t0));
-    const std::string& got = chat.http->received();
-    EXPECT_NE(got.find("\"status\":\"complete\""), std::string::npos) << got.substr(0, 2000);
-    EXPECT_NE(sup.web_log().find("draining: 1 answers in progress"), std::string::npos)
-        << sup.web_log();  // the stop came mid-answer
-    EXPECT_EQ(sqlite_one(sup.db(), "SELECT status FROM messages WHERE role='assistant'"),
-              "complete\n");
-  }
-  sup.ctl("start glmserve:glmserve-web");
-  ASSERT_TRUE(sup.wait_healthy(30000)) << sup.log();
-  ASSERT_TRUE(sup.wait_running("glmserve-web", 10000)) << sup.log();
+  std::printf("[ gateway  ] RUNNING under supervisord after %.0f ms\n",
+              1000 * seconds_since(t_start));
 
   // kill -9 mid-answer: four answers, each past its first saves of the partial text.
   std::vector<PageChat> chats;
@@ -739,15 +710,18 @@ TEST_F(ServeProcessTest, UnderSupervisordAStopDrainsAndAKill9OfTheGatewayLosesNo
   const pid_t web = sup.pid("glmserve-web");
   ASSERT_GT(web, 0);
   ASSERT_EQ(::kill(web, SIGKILL), 0);
+  const auto t_kill = Clock::now();
   for (PageChat& c : chats) c.http->read_until("\"type\":\"done\"", 2000);  // cut, no done
   ASSERT_TRUE(wait_until([&] { return sup.pid("glmserve-web") > 0; }, 30000)) << sup.log();
   ASSERT_TRUE(sup.wait_healthy(30000)) << sup.log();
+  std::printf("[ gateway  ] kill -9 -> the restarted gateway answers /health after %.0f ms\n",
+              1000 * seconds_since(t_kill));
   EXPECT_NE(sup.pid("glmserve-web"), web);  // supervisord brought a new one
 
   EXPECT_EQ(sqlite_one(sup.db(), "PRAGMA integrity_check"), "ok\n");
   EXPECT_EQ(sqlite_one(sup.db(), "SELECT count(*) FROM messages WHERE status='streaming'"), "0\n");
+  for (PageChat& c : chats) EXPECT_FALSE(c.ended());  // their streams were cut, no done
   for (size_t i = 0; i < chats.size(); ++i) {
-    for (PageChat& c : chats) EXPECT_FALSE(c.ended());
     RawHttp raw(sup.port());
     raw.send_request("GET", "/api/conversations/" + chats[i].conversation, "");
     ASSERT_TRUE(raw.read_until("", 5000));
@@ -775,6 +749,40 @@ TEST_F(ServeProcessTest, UnderSupervisordAStopDrainsAndAKill9OfTheGatewayLosesNo
                                chats[0].conversation + "' AND role='assistant'");
   EXPECT_EQ(stored.rfind("complete|" + partial, 0), 0u) << stored.substr(0, 200);
   EXPECT_GT(stored.size(), partial.size() + 8);
+
+  // Drain, last (no restart needed after it): the stop waits for the answer, which its page
+  // receives whole.
+  {
+    PageChat chat(sup.port(), kPrompts[1], 1500);
+    ASSERT_TRUE(wait_until(
+        [&] {
+          chat.poll();
+          return chat.tokens() > 20 || chat.ended();
+        },
+        30000));
+    ASSERT_FALSE(chat.ended()) << chat.http->received();
+    const auto t0 = Clock::now();
+    std::thread stop([&] { sup.ctl("stop glmserve:glmserve-web"); });
+    const bool ended = wait_until(
+        [&] {
+          chat.poll();
+          return chat.ended();
+        },
+        40000);
+    stop.join();
+    ASSERT_TRUE(ended) << chat.http->received();
+    std::printf("[ drain    ] supervisorctl stop returned after %.0f ms\n",
+                1000 * seconds_since(t0));
+    const std::string& got = chat.http->received();
+    EXPECT_NE(got.find("\"status\":\"complete\""), std::string::npos) << got.substr(0, 2000);
+    EXPECT_NE(sup.web_log().find("draining: 1 answers in progress"), std::string::npos)
+        << sup.web_log();  // the stop came mid-answer
+    EXPECT_EQ(sqlite_one(sup.db(),
+                         "SELECT status FROM messages WHERE role='assistant' AND "
+                         "conversation_id='" +
+                             chat.conversation + "'"),
+              "complete\n");
+  }
 }
 
 }  // namespace
