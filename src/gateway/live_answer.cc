@@ -94,6 +94,11 @@ void LiveAnswer::detach() {
   if (--subscribers_ == 0) detached_at_ = Clock::now();
 }
 
+int LiveAnswer::followers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return subscribers_;
+}
+
 double LiveAnswer::detached_ms() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (subscribers_ > 0) return 0;

@@ -60,6 +60,7 @@ class LiveAnswer {
   // (0 while one reads; a new answer counts from its creation).
   void attach();
   void detach();
+  int followers() const;
   double detached_ms() const;
 
   // Set before cancelling an answer because the gateway stops: it is stored as interrupted.

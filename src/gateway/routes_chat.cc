@@ -173,7 +173,8 @@ void Gateway::install_chat_routes() {
                  if (auto live = live_answers_.find(c->id); live && !live->ended()) {
                    j["live"] = {{"request_id", live->request_id()},
                                 {"assistant_message_id", live->answer_id()},
-                                {"events", live->published()}};
+                                {"events", live->published()},
+                                {"followers", live->followers()}};
                  }
                  send_json(res, j);
                });
