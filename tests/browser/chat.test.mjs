@@ -88,8 +88,10 @@ test('a reload mid-answer re-attaches: the answer keeps streaming and is stored 
   const want = Array.from({ length: 100 }, (_, i) => `word${i}`).join(' ');
   assert.equal((await live.locator('.bubble').textContent()).trim(), want);
   const attachMs = Number(await live.getAttribute('data-attach-ms'));
-  assert.ok(attachMs > 0, 'the re-attached view timed its first text');
-  console.log(`# reload -> first missed text on the page: ${attachMs.toFixed(0)} ms after navigation start`);
+  const sentMs = Number(await live.getAttribute('data-attach-sent-ms'));
+  assert.ok(attachMs > sentMs && sentMs > 0, 'the re-attached view timed its first text');
+  console.log(`# reload -> first missed text on the page: ${attachMs.toFixed(0)} ms after ` +
+    `navigation start, ${(attachMs - sentMs).toFixed(1)} ms after the page asked for it`);
   // Stored complete, and the engine never saw a cancel for it: the reload cost nothing.
   const conv = await api(`/api/conversations/${id}`);
   assert.equal(conv.messages[1].status, 'complete');

@@ -142,6 +142,7 @@ async function openConversation(id) {
   if (live) {
     const ctrl = new AbortController();
     const job = newJob(conv.id, live, ctrl, conv.live.request_id);
+    live.root.dataset.attachSentMs = performance.now().toFixed(2);
     follow(job, api.attach(conv.id, 0, ctrl.signal), null, null).catch(showError);
   }
 }
@@ -231,7 +232,7 @@ async function run(body, userText, t0) {
 // re-attaches after the last event it got and goes on; if the answer ended meanwhile, the
 // stored conversation is shown. `t0` (null when re-attaching after a reload) times the first
 // character; a re-attached view records when its first missed text arrived (data-attach-ms,
-// from the page's navigation start).
+// from the page's navigation start; data-attach-sent-ms: when it asked for it).
 async function follow(job, response, t0, userEl) {
   const { view } = job;
   state.running = job;
