@@ -102,6 +102,32 @@ test('a reload mid-answer re-attaches: the answer keeps streaming and is stored 
   await page.context().close();
 });
 
+test('an answer cut mid-way offers continue, which finishes it in its place', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'fail midway [fail]');
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-status'), 'error');
+  const partial = (await answer.locator('.bubble').textContent()).trim();
+  assert.equal(partial, 'word0 word1 word2 word3 word4');
+  const cont = answer.locator('[data-act=continue]');
+  assert.ok(await cont.isVisible(), 'continue offered');
+  await cont.click();
+  const done = page.locator('.msg.assistant[data-status="complete"]');
+  await done.waitFor();
+  assert.equal(await page.locator('.msg.assistant').count(), 1, 'the same answer, not a new one');
+  const want = Array.from({ length: 20 }, (_, i) => `word${i}`).join(' ');
+  assert.equal((await done.locator('.bubble').textContent()).trim(), want);
+  assert.ok(await done.locator('[data-act=continue]').isHidden(), 'nothing left to continue');
+  // The engine got the cut text as tokens it had generated; the store has one grown answer.
+  const req = engineLog().filter((e) => e.kind === 'request').pop();
+  assert.equal(req.resume, 5);
+  const id = new URL(page.url()).hash.slice(1);
+  const conv = await api(`/api/conversations/${id}`);
+  assert.deepEqual(conv.messages.map((m) => m.status), ['complete', 'complete']);
+  assert.equal(conv.messages[1].content.trim(), want);
+  await page.context().close();
+});
+
 test('edit and resend replaces the turn; regenerate replaces the answer', async () => {
   const page = await newPage(browser);
   let answer = await send(page, 'first question');

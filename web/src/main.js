@@ -172,14 +172,15 @@ function scrollToEnd(force) {
   if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
-// Regenerate on the last answer only; continue too, when that answer was cut (interrupted:
-// the gateway stopped or died mid-answer).
+// Regenerate on the last answer only; continue too, when that answer was cut: interrupted
+// (the gateway stopped or died mid-answer) or failed after some text.
 function updateRegenerate() {
   const answers = ui.messages.querySelectorAll('.msg.assistant');
   answers.forEach((a, i) => {
     const last = i === answers.length - 1;
+    const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw);
     a.querySelector('[data-act=regen]').hidden = !last;
-    a.querySelector('[data-act=continue]').hidden = !last || a.dataset.status !== 'interrupted';
+    a.querySelector('[data-act=continue]').hidden = !last || !cut;
   });
 }
 
