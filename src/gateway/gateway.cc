@@ -487,7 +487,8 @@ bool Gateway::drain(int timeout_ms) {
 void Gateway::stop() {
   draining_ = true;
   // The page's answers still running end now, stored as interrupted (the page offers to
-  // continue them); their threads store within the relay's drain bound.
+  // continue them); their threads store within the relay's drain bound. None starts after.
+  live_answers_.close();
   for (const auto& live : live_answers_.all()) {
     live->mark_shutdown();
     if (auto stream = find_inflight(live->request_id())) stream->cancel();

@@ -114,32 +114,37 @@ Status LiveAnswers::start(const std::shared_ptr<LiveAnswer>& answer,
   {
     std::lock_guard<std::mutex> lock(mu_);
     reap_locked(&finished);
-    auto [it, inserted] = by_conversation_.emplace(answer->conversation_id(), answer);
-    // One that ended (its thread is finishing) gives its place to the next turn.
-    if (!inserted && it->second->ended()) {
-      it->second = answer;
-      inserted = true;
-    }
-    if (!inserted) {
-      status = invalid_argument("conversation " + answer->conversation_id() +
-                                " is being answered; stop that answer first or wait for it");
-    } else {
-      runners_.emplace_back();
-      Runner* runner = &runners_.back();
-      runner->thread =
-          std::thread([this, runner, answer, generate = std::move(generate)]() mutable {
-            generate();
-            generate = nullptr;  // what it holds (the engine stream, the session) goes now
-            std::lock_guard<std::mutex> lock(mu_);
-            auto it = by_conversation_.find(answer->conversation_id());
-            if (it != by_conversation_.end() && it->second == answer) by_conversation_.erase(it);
-            runner->done = true;
-            cv_.notify_all();
-          });
-    }
+    status = add_locked(answer, std::move(generate));
   }
-  for (std::thread& t : finished) t.join();
+  for (std::thread& t : finished) t.join();  // outside the lock: their last act takes it
   return status;
+}
+
+Status LiveAnswers::add_locked(const std::shared_ptr<LiveAnswer>& answer,
+                               std::function<void()> generate) {
+  if (closed_) return Status(ErrorCode::kUnavailable, "the gateway is stopping; retry in a moment");
+  auto [it, inserted] = by_conversation_.emplace(answer->conversation_id(), answer);
+  // One that ended (its thread is finishing) gives its place to the next turn.
+  if (!inserted && it->second->ended()) {
+    it->second = answer;
+    inserted = true;
+  }
+  if (!inserted) {
+    return invalid_argument("conversation " + answer->conversation_id() +
+                            " is being answered; stop that answer first or wait for it");
+  }
+  runners_.emplace_back();
+  Runner* runner = &runners_.back();
+  runner->thread = std::thread([this, runner, answer, generate = std::move(generate)]() mutable {
+    generate();
+    generate = nullptr;  // what it holds (the engine stream, the session) goes now
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = by_conversation_.find(answer->conversation_id());
+    if (found != by_conversation_.end() && found->second == answer) by_conversation_.erase(found);
+    runner->done = true;
+    cv_.notify_all();
+  });
+  return Status::Ok();
 }
 
 std::shared_ptr<LiveAnswer> LiveAnswers::find(const std::string& conversation_id) const {
@@ -158,6 +163,11 @@ std::vector<std::shared_ptr<LiveAnswer>> LiveAnswers::all() const {
 size_t LiveAnswers::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return by_conversation_.size();
+}
+
+void LiveAnswers::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
 }
 
 bool LiveAnswers::wait_idle(int timeout_ms) {

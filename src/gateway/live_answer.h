@@ -95,12 +95,14 @@ class LiveAnswers {
 
   // Registers `answer` and runs `generate` on a thread of its own; the answer leaves the
   // registry when `generate` returns (it must have called end()). kInvalidArgument if its
-  // conversation already has a live answer that has not ended.
+  // conversation already has a live answer that has not ended, kUnavailable after close().
   Status start(const std::shared_ptr<LiveAnswer>& answer, std::function<void()> generate);
   // The live answer of a conversation (possibly just ended), or null.
   std::shared_ptr<LiveAnswer> find(const std::string& conversation_id) const;
   std::vector<std::shared_ptr<LiveAnswer>> all() const;
   size_t size() const;
+  // No answer starts after this (the gateway stops): all() then lists every one still running.
+  void close();
   // Waits until no answer is live, at most `timeout_ms`; true if none is.
   bool wait_idle(int timeout_ms);
   // Joins the threads of answers that ended (all of them: waits for every one).
@@ -112,11 +114,13 @@ class LiveAnswers {
     bool done = false;  // guarded by mu_
   };
   void reap_locked(std::vector<std::thread>* finished);
+  Status add_locked(const std::shared_ptr<LiveAnswer>& answer, std::function<void()> generate);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<LiveAnswer>> by_conversation_;
   std::list<Runner> runners_;
+  bool closed_ = false;
 };
 
 }  // namespace glm::gateway

@@ -76,6 +76,10 @@ TEST(LiveAnswers, OneLiveAnswerPerConversationAndThreadsJoined) {
   ASSERT_TRUE(reg.start(third, [&] { third->end({{"type", "done"}}); }).ok());
   reg.join_all();
   EXPECT_EQ(reg.size(), 0u);
+  // Closed (the gateway stops): nothing starts any more.
+  reg.close();
+  EXPECT_EQ(reg.start(std::make_shared<LiveAnswer>("c2", "r4", 4), [] {}).code(),
+            ErrorCode::kUnavailable);
 }
 
 }  // namespace

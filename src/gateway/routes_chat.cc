@@ -16,6 +16,7 @@
 // The chat turn's logic is ChatSession (chat_session.h); its generation is a LiveAnswer
 // (live_answer.h) that runs on whether or not a page follows it; these are the HTTP shells.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -74,7 +75,8 @@ StatusOr<size_t> read_from(const http::Request& req, size_t published) {
   const std::string& last = req.header("Last-Event-ID");
   const std::string text = last.empty() ? req.param("from") : last;
   if (text.empty()) return size_t{0};
-  if (text.size() > 9 || !std::all_of(text.begin(), text.end(), ::isdigit)) {
+  const auto digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+  if (text.size() > 9 || !std::all_of(text.begin(), text.end(), digit)) {
     return invalid_argument(last.empty() ? "from must be an event id (a number)"
                                          : "Last-Event-ID must be an event id (a number)");
   }
