@@ -116,6 +116,7 @@ void Gateway::generate_live(LiveAnswer& live, ChatSession& session, Started& sta
   auto heartbeat = [&] { return live.detached_ms() < options_.detached_answer_ms; };
   if (started.first) emit(*started.first);
   RelayResult r = relay_generation(*started.stream, emit, heartbeat, options_.relay, &engine_);
+  started.ticket.reset();  // no longer in flight before a follower hears of the end
   live.end(session.finish(r, live.shutdown()));
   record_generation("chat", r, t0);
 }
