@@ -475,13 +475,20 @@ bool Gateway::drain(int timeout_ms) {
   const int n = inflight();
   if (n > 0) GLM_LOG_INFO("web: draining: %d answers in progress (at most %d ms)", n, timeout_ms);
   live_answers_.wait_idle(timeout_ms);
-  // The /v1 streams end with their connections: polled (they have no registry to wait on).
-  while (inflight() > 0 && std::chrono::steady_clock::now() < deadline) {
+  // The /v1 streams end with their connections, the page's followers once they wrote the end:
+  // polled (they have no registry to wait on).
+  auto busy = [&] { return inflight() > 0 || followers_ > 0; };
+  while (busy() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const bool idle = inflight() == 0;
-  if (!idle) GLM_LOG_WARN("web: drain bound reached with %d answers in progress", inflight());
-  return idle;
+  if (busy()) {
+    GLM_LOG_WARN("web: drain bound reached with %d answers in progress", inflight());
+    return false;
+  }
+  // What the last handlers wrote leaves through the event loop: a moment for it to go out
+  // before stop() closes the connections.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return true;
 }
 
 void Gateway::stop() {

@@ -187,6 +187,7 @@ class Gateway {
   // Retry-After says for a busy engine.
   std::atomic<int> engine_retry_ms_{1000};
   std::atomic<bool> draining_{false};
+  std::atomic<int> followers_{0};  // follow_live() calls writing to a page now
   // Last: destroyed first, joining the answers' threads while what they use still exists.
   LiveAnswers live_answers_;
 };

@@ -91,6 +91,7 @@ StatusOr<size_t> read_from(const http::Request& req, size_t published) {
 }  // namespace
 
 void Gateway::follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink) {
+  ++followers_;  // drain() waits for the end to be written, not only generated
   live.attach();
   SseWriter out(sink);
   size_t next = from;
@@ -104,6 +105,7 @@ void Gateway::follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink)
     }
   }
   live.detach();
+  --followers_;
 }
 
 void Gateway::generate_live(LiveAnswer& live, ChatSession& session, Started& started,
