@@ -503,9 +503,8 @@ TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDis
 
 // deploy/supervisord/glmserve.conf for real, under Debian's supervisord: the paths adapted in
 // a temporary copy in `dir` (binary, model, socket, database, logs, KV directory, port; no
-// `user=`), the rest
-// as shipped. Stopped gracefully when destroyed (also on a failed assertion): SIGTERM, and
-// supervisord stops its programs.
+// `user=`), the rest as shipped. Stopped gracefully when destroyed (also on a failed
+// assertion): SIGTERM, and supervisord stops its programs.
 class Supervised {
  public:
   Supervised(const std::string& dir, const std::string& model) : dir_(dir) {
