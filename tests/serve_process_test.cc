@@ -1,11 +1,14 @@
 // `glmserve serve` as a real process: one owner per port and per engine socket, ready only when
 // its own engine and its gateway answer, answers that survive a kill -9 of the engine
-// (docs/operations.md, "Nothing lost when the engine dies"), and a crash loop of one child that
-// leaves the other running (docs/operations.md, "Giving up").
+// (docs/operations.md, "Nothing lost when the engine dies"), a crash loop of one child that
+// leaves the other running (docs/operations.md, "Giving up"), and under supervisord a stop
+// that drains and a kill -9 of the gateway that loses no message ("Nothing lost when the
+// gateway dies").
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -499,84 +502,288 @@ TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDis
 }
 
 // deploy/supervisord/glmserve.conf for real, under Debian's supervisord: the paths adapted in
-// a temporary copy (binary, model, socket, database, logs, port; no `user=`), the rest as
-// shipped. kill -9 of the engine mid-answer: supervisord restarts it, every answer finishes
-// as if nothing had happened.
+// a temporary copy in `dir` (binary, model, socket, database, logs, KV directory, port; no
+// `user=`), the rest as shipped. Stopped gracefully when destroyed (also on a failed
+// assertion): SIGTERM, and supervisord stops its programs.
+class Supervised {
+ public:
+  Supervised(const std::string& dir, const std::string& model) : dir_(dir) {
+    std::ifstream in(std::string(GLM_SOURCE_DIR) + "/deploy/supervisord/glmserve.conf");
+    std::string conf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(conf.empty());
+    port_ = free_port();
+    ::mkdir((dir + "/run").c_str(), 0750);
+    ::mkdir((dir + "/log").c_str(), 0750);
+    auto replace = [&conf](const std::string& from, const std::string& to) {
+      size_t n = 0;
+      for (size_t pos = 0; (pos = conf.find(from, pos)) != std::string::npos; pos += to.size()) {
+        conf.replace(pos, from.size(), to);
+        ++n;
+      }
+      return n;
+    };
+    EXPECT_EQ(replace("/usr/local/bin/glmserve", GLMSERVE_BIN), 2u);
+    EXPECT_EQ(replace("/var/lib/glmserve/model.gguf", model + " --threads 1 --ctx-size 2048"), 1u);
+    EXPECT_EQ(replace("/run/glmserve/", dir + "/run/"), 2u);
+    EXPECT_EQ(replace("/var/lib/glmserve/conversations.db", db()), 1u);
+    EXPECT_EQ(replace("/var/log/glmserve/", dir + "/log/"), 2u);
+    EXPECT_EQ(replace("/var/cache/glmserve/kv", dir + "/kv"), 1u);
+    EXPECT_EQ(replace("--port 8080", "--port " + std::to_string(port_)), 1u);
+    EXPECT_EQ(replace("user=glmserve\n", ""), 2u);
+    const std::string sock = dir + "/supervisor.sock";
+    conf = "[supervisord]\nnodaemon=true\nlogfile=" + dir + "/supervisord.log\npidfile=" + dir +
+           "/supervisord.pid\n[unix_http_server]\nfile=" + sock +
+           "\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = "
+           "supervisor.rpcinterface:make_main_rpcinterface\n[supervisorctl]\nserverurl=unix://" +
+           sock + "\n" + conf;
+    conf_path_ = dir + "/supervisord.conf";
+    std::ofstream(conf_path_) << conf;
+    sup_ = std::make_unique<Proc>("/usr/bin/supervisord",
+                                  std::vector<std::string>{"-n", "-c", conf_path_},
+                                  dir + "/supervisord.out");
+  }
+  ~Supervised() {
+    ::kill(sup_->pid(), SIGTERM);
+    sup_->wait(60000);
+  }
+  int port() const { return port_; }
+  std::string db() const { return dir_ + "/c.db"; }
+  std::string log() const { return sup_->log(); }
+  std::string web_log() const {
+    std::ifstream f(dir_ + "/log/web.log");
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  }
+  // The gateway answers /health with 200 (its engine is ready) within `timeout_ms`.
+  bool wait_healthy(int timeout_ms) const {
+    return wait_until(
+        [&] {
+          if (!connects(port_)) return false;
+          RawHttp raw(port_);
+          raw.send_request("GET", "/health", "");
+          return raw.read_until("", 3000) && raw.result().status == 200;
+        },
+        timeout_ms);
+  }
+  // `supervisorctl ARGS`: its output.
+  std::string ctl(const std::string& args) const {
+    FILE* f = ::popen(("supervisorctl -c " + conf_path_ + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[256];
+    if (f != nullptr) {
+      while (std::fgets(buf, sizeof(buf), f) != nullptr) out += buf;
+      ::pclose(f);
+    }
+    return out;
+  }
+  // The pid of PROGRAM (glmserve-engine, glmserve-web), 0 if not running.
+  pid_t pid(const std::string& program) const {
+    return static_cast<pid_t>(std::atoi(ctl("pid glmserve:" + program).c_str()));
+  }
+  // PROGRAM is RUNNING (past its startsecs, as in production) within `timeout_ms`.
+  bool wait_running(const std::string& program, int timeout_ms) const {
+    return wait_until(
+        [&] { return ctl("status glmserve:" + program).find("RUNNING") != std::string::npos; },
+        timeout_ms);
+  }
+
+ private:
+  std::string dir_, conf_path_;
+  int port_ = -1;
+  std::unique_ptr<Proc> sup_;
+};
+
+// kill -9 of the engine mid-answer: supervisord restarts it, every answer finishes as if
+// nothing had happened.
 TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheEngineLosesNothing) {
-  const std::string supervisord = "/usr/bin/supervisord";
-  if (::access(supervisord.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << supervisord;
+  if (::access("/usr/bin/supervisord", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/supervisord";
   const std::string model = tiny_model(dir_);
   if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
-  std::ifstream in(std::string(GLM_SOURCE_DIR) + "/deploy/supervisord/glmserve.conf");
-  std::string conf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_FALSE(conf.empty());
-  const int port = free_port();
-  ::mkdir((dir_ + "/run").c_str(), 0750);
-  ::mkdir((dir_ + "/log").c_str(), 0750);
-  auto replace = [&conf](const std::string& from, const std::string& to) {
-    size_t n = 0;
-    for (size_t pos = 0; (pos = conf.find(from, pos)) != std::string::npos; pos += to.size()) {
-      conf.replace(pos, from.size(), to);
-      ++n;
-    }
-    return n;
-  };
-  EXPECT_EQ(replace("/usr/local/bin/glmserve", GLMSERVE_BIN), 2u);
-  EXPECT_EQ(replace("/var/lib/glmserve/model.gguf", model + " --threads 1 --ctx-size 2048"), 1u);
-  EXPECT_EQ(replace("/run/glmserve/", dir_ + "/run/"), 2u);
-  EXPECT_EQ(replace("/var/lib/glmserve/conversations.db", dir_ + "/c.db"), 1u);
-  EXPECT_EQ(replace("/var/log/glmserve/", dir_ + "/log/"), 2u);
-  EXPECT_EQ(replace("/var/cache/glmserve/kv", dir_ + "/kv"), 1u);
-  EXPECT_EQ(replace("--port 8080", "--port " + std::to_string(port)), 1u);
-  EXPECT_EQ(replace("user=glmserve\n", ""), 2u);
-  const std::string sock = dir_ + "/supervisor.sock";
-  conf = "[supervisord]\nnodaemon=true\nlogfile=" + dir_ + "/supervisord.log\npidfile=" + dir_ +
-         "/supervisord.pid\n[unix_http_server]\nfile=" + sock +
-         "\n[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = "
-         "supervisor.rpcinterface:make_main_rpcinterface\n[supervisorctl]\nserverurl=unix://" +
-         sock + "\n" + conf;
-  const std::string conf_path = dir_ + "/supervisord.conf";
-  std::ofstream(conf_path) << conf;
-
-  Proc sup(supervisord, {"-n", "-c", conf_path}, dir_ + "/supervisord.out");
-  // Stopped gracefully at the end (and on a failed assertion): supervisord stops its programs.
-  struct Stop {
-    Proc& p;
-    ~Stop() {
-      ::kill(p.pid(), SIGTERM);
-      p.wait(60000);
-    }
-  } stop{sup};
-  auto health = [&] {
-    if (!connects(port)) return false;
-    RawHttp raw(port);
-    raw.send_request("GET", "/health", "");
-    return raw.read_until("", 3000) && raw.result().status == 200;
-  };
-  ASSERT_TRUE(wait_until(health, 60000)) << sup.log();
+  Supervised sup(dir_, model);
+  ASSERT_TRUE(sup.wait_healthy(60000)) << sup.log();
   // supervisord counts an engine that dies within startsecs (3) as a failed start: let it be
   // RUNNING first, as in production.
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
-  auto engine_pid = [&] {
-    FILE* f =
-        ::popen(("supervisorctl -c " + conf_path + " pid glmserve:glmserve-engine").c_str(), "r");
-    char buf[64] = {0};
-    if (f != nullptr) {
-      if (std::fgets(buf, sizeof(buf), f) == nullptr) buf[0] = 0;
-      ::pclose(f);
-    }
-    return static_cast<pid_t>(std::atoi(buf));
-  };
   std::vector<Stream> reference, crashed;
-  run_streams(port, nullptr, &reference);
-  const pid_t killed = engine_pid();  // asked before: supervisorctl may take a while to start
+  run_streams(sup.port(), nullptr, &reference);
+  // Asked before: supervisorctl may take a while to start.
+  const pid_t killed = sup.pid("glmserve-engine");
   ASSERT_GT(killed, 0) << sup.log();
   run_streams(
-      port, [&] { ASSERT_EQ(::kill(killed, SIGKILL), 0); }, &crashed);
+      sup.port(), [&] { ASSERT_EQ(::kill(killed, SIGKILL), 0); }, &crashed);
   expect_same_answers(reference, crashed);
-  const pid_t restarted = engine_pid();
+  const pid_t restarted = sup.pid("glmserve-engine");
   EXPECT_GT(restarted, 0);
   EXPECT_NE(restarted, killed);  // supervisord brought a new one
+}
+
+// One turn of the page's chat (POST /api/conversations/:id/chat) read as it arrives.
+struct PageChat {
+  std::string conversation;
+  std::unique_ptr<RawHttp> http;
+  PageChat(int port, const std::string& content, int max_tokens) {
+    RawHttp create(port);
+    create.send_request("POST", "/api/conversations", "{}");
+    EXPECT_TRUE(create.read_until("", 5000));
+    conversation = json::parse(create.result().body, nullptr, false).value("id", "");
+    http = std::make_unique<RawHttp>(port);
+    json body = {{"content", content},
+                 {"params", {{"temperature", 0}, {"max_tokens", max_tokens}}}};
+    http->send_request("POST", "/api/conversations/" + conversation + "/chat", body.dump());
+  }
+  int tokens() const {
+    int n = 0;
+    const std::string& r = http->received();
+    for (size_t pos = 0; (pos = r.find("\"type\":\"token\"", pos)) != std::string::npos; ++pos) ++n;
+    return n;
+  }
+  bool ended() const {
+    const std::string& r = http->received();
+    return r.find("\"type\":\"done\"") != std::string::npos ||
+           r.find("\"type\":\"error\"") != std::string::npos;
+  }
+  void poll() {
+    if (!ended()) http->read_until("\"type\":\"done\"", 5);
+  }
+};
+
+// The database as SQLite itself sees it: PRAGMA integrity_check, and rows of one query.
+std::string sqlite_one(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  std::string out;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        for (int c = 0; c < sqlite3_column_count(st); ++c) {
+          const unsigned char* v = sqlite3_column_text(st, c);
+          out += (c ? "|" : "") + std::string(v ? reinterpret_cast<const char*>(v) : "");
+        }
+        out += "\n";
+      }
+      sqlite3_finalize(st);
+    } else {
+      out = std::string("error: ") + sqlite3_errmsg(h);
+    }
+  }
+  sqlite3_close(h);
+  return out;
+}
+
+// The gateway under supervisord, for the page's answers (docs/operations.md): kill -9 of the
+// gateway mid-answer (four of them, while it writes their partial answers) loses no user
+// message, leaves no answer streaming, keeps the database intact, and the answers cut are
+// marked interrupted and can be continued; `supervisorctl stop` drains (the answer in progress
+// finishes, streamed to its page, and is stored complete).
+TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheGatewayLosesNoMessageAndAStopDrains) {
+  if (::access("/usr/bin/supervisord", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/supervisord";
+  const std::string model = tiny_model(dir_);
+  if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  const auto t_start = Clock::now();
+  Supervised sup(dir_, model);
+  ASSERT_TRUE(sup.wait_healthy(60000)) << sup.log();
+  ASSERT_TRUE(sup.wait_running("glmserve-web", 10000)) << sup.log();
+  std::printf("[ gateway  ] RUNNING under supervisord after %.0f ms\n",
+              1000 * seconds_since(t_start));
+
+  // kill -9 mid-answer: four answers, each past its first saves of the partial text.
+  std::vector<PageChat> chats;
+  for (const char* p : kPrompts) chats.emplace_back(sup.port(), p, 1800);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        bool all = true;
+        for (PageChat& c : chats) {
+          c.poll();
+          all = all && c.tokens() > 20;
+        }
+        return all;
+      },
+      30000));
+  const auto streaming_since = Clock::now();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (PageChat& c : chats) c.poll();
+        return seconds_since(streaming_since) > 1.3;
+      },
+      5000));
+  for (PageChat& c : chats) ASSERT_FALSE(c.ended()) << c.http->received();
+  const pid_t web = sup.pid("glmserve-web");
+  ASSERT_GT(web, 0);
+  ASSERT_EQ(::kill(web, SIGKILL), 0);
+  const auto t_kill = Clock::now();
+  for (PageChat& c : chats) c.http->read_until("\"type\":\"done\"", 2000);  // cut, no done
+  ASSERT_TRUE(wait_until([&] { return sup.pid("glmserve-web") > 0; }, 30000)) << sup.log();
+  ASSERT_TRUE(sup.wait_healthy(30000)) << sup.log();
+  std::printf("[ gateway  ] kill -9 -> the restarted gateway answers /health after %.0f ms\n",
+              1000 * seconds_since(t_kill));
+  EXPECT_NE(sup.pid("glmserve-web"), web);  // supervisord brought a new one
+
+  EXPECT_EQ(sqlite_one(sup.db(), "PRAGMA integrity_check"), "ok\n");
+  EXPECT_EQ(sqlite_one(sup.db(), "SELECT count(*) FROM messages WHERE status='streaming'"), "0\n");
+  for (PageChat& c : chats) EXPECT_FALSE(c.ended());  // their streams were cut, no done
+  for (size_t i = 0; i < chats.size(); ++i) {
+    RawHttp raw(sup.port());
+    raw.send_request("GET", "/api/conversations/" + chats[i].conversation, "");
+    ASSERT_TRUE(raw.read_until("", 5000));
+    const json c = json::parse(raw.result().body, nullptr, false);
+    ASSERT_TRUE(c.is_object() && c["messages"].size() == 2u) << raw.result().body;
+    EXPECT_EQ(c["messages"][0]["content"], kPrompts[i]);  // no user message lost
+    EXPECT_EQ(c["messages"][1]["status"], "interrupted");
+    EXPECT_FALSE(c["messages"][1]["content"].get<std::string>().empty());  // saved as it grew
+    EXPECT_FALSE(c.contains("live"));
+  }
+  // The page's offer: continue an interrupted answer where it was cut.
+  RawHttp raw(sup.port());
+  raw.send_request("GET", "/api/conversations/" + chats[0].conversation, "");
+  ASSERT_TRUE(raw.read_until("", 5000));
+  const std::string partial =
+      json::parse(raw.result().body)["messages"][1]["content"].get<std::string>();
+  RawHttp more(sup.port());
+  more.send_request(
+      "POST", "/api/conversations/" + chats[0].conversation + "/chat",
+      json{{"continue", true}, {"params", {{"temperature", 0}, {"max_tokens", 16}}}}.dump());
+  ASSERT_TRUE(more.read_until("", 30000));
+  EXPECT_NE(more.received().find("\"type\":\"done\""), std::string::npos) << more.received();
+  const std::string stored =
+      sqlite_one(sup.db(), "SELECT status, content FROM messages WHERE conversation_id='" +
+                               chats[0].conversation + "' AND role='assistant'");
+  EXPECT_EQ(stored.rfind("complete|" + partial, 0), 0u) << stored.substr(0, 200);
+  EXPECT_GT(stored.size(), partial.size() + 8);
+
+  // Drain, last (no restart needed after it): the stop waits for the answer, which its page
+  // receives whole.
+  {
+    // ~1 s of answer left at the stop here (~0.7 ms a token), well under the 30 s drain bound
+    // on a machine ten times as busy.
+    PageChat chat(sup.port(), kPrompts[1], 1000);
+    ASSERT_TRUE(wait_until(
+        [&] {
+          chat.poll();
+          return chat.tokens() > 20 || chat.ended();
+        },
+        30000));
+    ASSERT_FALSE(chat.ended()) << chat.http->received();
+    const auto t0 = Clock::now();
+    std::thread stop([&] { sup.ctl("stop glmserve:glmserve-web"); });
+    const bool ended = wait_until(
+        [&] {
+          chat.poll();
+          return chat.ended();
+        },
+        40000);
+    stop.join();
+    ASSERT_TRUE(ended) << chat.http->received().substr(0, 2000) << "\n" << sup.web_log();
+    std::printf("[ drain    ] supervisorctl stop returned after %.0f ms\n",
+                1000 * seconds_since(t0));
+    const std::string& got = chat.http->received();
+    EXPECT_NE(got.find("\"status\":\"complete\""), std::string::npos) << got.substr(0, 2000);
+    EXPECT_NE(sup.web_log().find("draining: 1 answers in progress"), std::string::npos)
+        << sup.web_log();  // the stop came mid-answer
+    EXPECT_EQ(sqlite_one(sup.db(),
+                         "SELECT status FROM messages WHERE role='assistant' AND "
+                         "conversation_id='" +
+                             chat.conversation + "'"),
+              "complete\n");
+  }
 }
 
 }  // namespace

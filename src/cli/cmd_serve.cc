@@ -260,6 +260,10 @@ int cmd_serve(int argc, char** argv) {
       web.argv.push_back("--threads");
       web.argv.push_back(args->get("web-threads"));
     }
+    // One drain bound for both: the gateway waits for the page's answers as long as the
+    // engine for its requests (and serve for both, plus 5 s).
+    web.argv.push_back("--drain-timeout");
+    web.argv.push_back(std::to_string(*drain_s));
     children.push_back(web);
   }
 

@@ -21,6 +21,7 @@ constexpr const char* kHelp =
     "usage: glmserve web --engine SOCKET [--port 8080] [--host 127.0.0.1] [--db PATH]\n"
     "                    [--api-key KEY] [--cors ORIGIN] [--max-body BYTES] [--threads N]\n"
     "                    [--queue N] [--max-conns-per-ip N] [--listen-fd FD]\n"
+    "                    [--drain-timeout S]\n"
     "\n"
     "The HTTP gateway: the web chat page, the OpenAI-compatible API (/v1/chat/completions,\n"
     "/v1/models), /health and /metrics, in front of a `glmserve engine` on a Unix socket.\n"
@@ -39,7 +40,9 @@ constexpr const char* kHelp =
     "  --max-conns-per-ip N  open connections from one client address (default 4096; on a\n"
     "                    loopback --host every client is 127.0.0.1: no per-address limit)\n"
     "  --listen-fd FD    serve on this inherited listening socket instead of binding --port\n"
-    "                    (glmserve serve opens the port and passes it to the gateway it runs)\n";
+    "                    (glmserve serve opens the port and passes it to the gateway it runs)\n"
+    "  --drain-timeout S seconds SIGTERM waits for the answers in progress to finish (default\n"
+    "                    30); past it, the page's answers are stored as interrupted\n";
 
 // Idle connections cost a file descriptor each: lift the soft limit to the hard one.
 void raise_fd_limit() {
@@ -71,7 +74,7 @@ int cmd_web(int argc, char** argv) {
   }
   auto args = Args::parse(argc, argv,
                           {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads",
-                           "queue", "max-conns-per-ip", "listen-fd"});
+                           "queue", "max-conns-per-ip", "listen-fd", "drain-timeout"});
   if (!args.ok()) return fail(args.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
@@ -85,6 +88,11 @@ int cmd_web(int argc, char** argv) {
   if (!queue.ok()) return fail(queue.status());
   auto per_ip = args->get_int("max-conns-per-ip", 0);
   if (!per_ip.ok()) return fail(per_ip.status());
+  auto drain_s = args->get_int("drain-timeout", 30);
+  if (!drain_s.ok()) return fail(drain_s.status());
+  if (*drain_s < 0 || *drain_s > 86400) {
+    return fail(invalid_argument("--drain-timeout must be between 0 and 86400 seconds"));
+  }
   auto listen_fd = args->get_int("listen-fd", -1);
   if (!listen_fd.ok()) return fail(listen_fd.status());
   if (*listen_fd < -1 || *listen_fd > 65535) {
@@ -111,6 +119,7 @@ int cmd_web(int argc, char** argv) {
   opt.threads = static_cast<int>(*threads);
   opt.queue = static_cast<int>(*queue);
   opt.max_connections_per_ip = static_cast<int>(*per_ip);
+  opt.drain_ms = static_cast<int>(*drain_s) * 1000;
   raise_fd_limit();
 
   // SIGINT/SIGTERM end the server through one waiting thread; SIGPIPE is a closed client.
@@ -134,6 +143,9 @@ int cmd_web(int argc, char** argv) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     GLM_LOG_INFO("web: signal %d, stopping", sig);
+    // The answers in progress finish first (their pages keep streaming), then everything
+    // closes; a second signal during the drain is not waited for (supervisord's SIGKILL is).
+    g->drain(g->options().drain_ms);
     g->stop();
   });
   const bool ok = g->serve();

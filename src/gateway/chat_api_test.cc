@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -108,8 +109,133 @@ TEST(GatewayChat, StopKeepsThePartialAnswer) {
   EXPECT_EQ(t.post("/api/stop", json{{"request_id", request_id}}.dump()).status, 404);
 }
 
-TEST(GatewayChat, DisconnectStoresStoppedAndCancelsEngine) {
-  TestGateway t("chat3");
+// "w0 " ... "w39 ": the whole [medium] answer of the fake engine.
+std::string medium_answer() {
+  std::string s;
+  for (int i = 0; i < 40; ++i) s += "w" + std::to_string(i) + " ";
+  return s;
+}
+
+// The events of a stream read so far that arrived whole.
+std::vector<SseEvent> whole_events(const RawHttp& raw) {
+  std::string body = raw.result().body;
+  body.erase(body.rfind("\n\n") == std::string::npos ? 0 : body.rfind("\n\n") + 2);
+  return sse_events(body);
+}
+
+// Polls `cond` every 5 ms for up to 3 s; true once it holds.
+bool wait_for(const std::function<bool()>& cond) {
+  for (int i = 0; i < 600; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+// Polls the conversation until its last message is no longer streaming (2 s at most).
+json settled(TestGateway& t, const std::string& id) {
+  json c;
+  for (int i = 0; i < 100; ++i) {
+    c = conversation(t, id);
+    if (c["messages"].back()["status"] != "streaming") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return c;
+}
+
+TEST(GatewayChat, ADroppedPageReattachesAndGetsWhatItMissedThenTheRest) {
+  TestGateway t("reattach");
+  const std::string id = create_conversation(t);
+  std::string before;
+  long last_id = -1;
+  {
+    RawHttp raw(t.port());
+    raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                     json{{"content", "[medium]"}}.dump());
+    ASSERT_TRUE(raw.read_until("w3 ", 5000)) << raw.received();
+    for (const SseEvent& e : whole_events(raw)) {
+      const json j = json::parse(e.data);
+      if (j["type"] == "token") before += j["text"].get<std::string>();
+      EXPECT_GT(e.id, last_id);  // every event has an id, in order
+      last_id = e.id;
+    }
+  }  // the connection drops (a reload)
+  // The answer goes on without a client (a few more tokens come while none follows); the
+  // conversation says so.
+  json c;
+  int events_alone = -1;
+  ASSERT_TRUE(wait_for([&] {
+    c = conversation(t, id);
+    if (!c.contains("live") || c["live"]["followers"] != 0) return false;
+    if (events_alone < 0) events_alone = c["live"]["events"];
+    return c["live"]["events"].get<int>() >= events_alone + 3;
+  })) << c.dump();
+  EXPECT_EQ(c["messages"][1]["status"], "streaming");
+  EXPECT_EQ(c["live"]["assistant_message_id"], c["messages"][1]["id"]);
+  // One answer at a time per conversation: a new turn now is refused, nothing stored.
+  auto second = t.post("/api/conversations/" + id + "/chat", json{{"content", "x"}}.dump());
+  EXPECT_EQ(second.status, 400) << second.body;
+  EXPECT_NE(second.body.find("is being answered"), std::string::npos) << second.body;
+  // From the start: what was generated so far comes merged into one token event.
+  RawHttp replay(t.port());
+  replay.send_request("GET", "/api/conversations/" + id + "/live?from=0", "");
+  ASSERT_TRUE(replay.read_until("w3 ", 5000)) << replay.received();
+  const std::vector<SseEvent> replayed = whole_events(replay);
+  ASSERT_GE(replayed.size(), 2u);
+  EXPECT_EQ(replayed[0].id, 0);
+  EXPECT_EQ(json::parse(replayed[0].data)["type"], "start");
+  std::string first_token;
+  for (const SseEvent& e : replayed) {
+    const json j = json::parse(e.data);
+    if (j["type"] == "token" && first_token.empty()) first_token = j["text"];
+  }
+  EXPECT_EQ(first_token.rfind("w0 w1 w2 w3 ", 0), 0u) << first_token;
+  replay.close();
+  // After the last event it had: what it missed, then the rest, then done.
+  RawHttp again(t.port());
+  again.send_request("GET", "/api/conversations/" + id + "/live", "",
+                     {{"Last-Event-ID", std::to_string(last_id)}});
+  ASSERT_TRUE(again.read_until("", 5000));
+  EXPECT_EQ(again.result().status, 200);
+  EXPECT_EQ(again.result().header("Content-Type"), "text/event-stream");
+  const std::vector<SseEvent> rest = sse_events(again.result().body);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_GT(rest.front().id, last_id);  // the missed tokens, merged: the id of the last of them
+  EXPECT_GT(rest.size(), 2u);           // then the rest as it came
+  std::string after;
+  for (const SseEvent& e : rest) {
+    const json j = json::parse(e.data);
+    if (j["type"] == "token") after += j["text"].get<std::string>();
+  }
+  const json done = json::parse(rest.back().data);
+  EXPECT_EQ(done["type"], "done");
+  EXPECT_EQ(done["status"], "complete");
+  EXPECT_EQ(before + after, medium_answer());
+  EXPECT_TRUE(t.fake().cancelled().empty());  // the drop cancelled nothing
+  c = conversation(t, id);
+  EXPECT_EQ(c["messages"][1]["status"], "complete");
+  EXPECT_EQ(c["messages"][1]["content"], medium_answer());
+  // Ended: nothing to follow any more; bad ids are refused.
+  EXPECT_EQ(t.get("/api/conversations/" + id + "/live").status, 404);
+  EXPECT_EQ(t.get("/api/conversations/nope/live").status, 404);
+}
+
+TEST(GatewayChat, ReattachRefusesIdsThatWereNotSent) {
+  TestGateway t("reattachbad");
+  const std::string id = create_conversation(t);
+  RawHttp raw(t.port());
+  raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                   json{{"content", "[medium]"}}.dump());
+  ASSERT_TRUE(raw.read_until("w1 ", 5000)) << raw.received();
+  EXPECT_EQ(t.get("/api/conversations/" + id + "/live?from=99999").status, 400);
+  EXPECT_EQ(t.get("/api/conversations/" + id + "/live?from=-1").status, 400);
+  EXPECT_EQ(t.get("/api/conversations/" + id + "/live", {{"Last-Event-ID", "x"}}).status, 400);
+}
+
+TEST(GatewayChat, AnAnswerNobodyFollowsForTooLongIsStoppedAndStored) {
+  GatewayOptions o;
+  o.detached_answer_ms = 200;
+  TestGateway t("detached", o);
   const std::string id = create_conversation(t);
   {
     RawHttp raw(t.port());
@@ -120,14 +246,87 @@ TEST(GatewayChat, DisconnectStoresStoppedAndCancelsEngine) {
   auto reqs = t.fake().requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_TRUE(t.fake().wait_cancelled(reqs[0].id, 5000));
-  json c;
-  for (int i = 0; i < 100; ++i) {  // the gateway stores right after the engine confirms
-    c = conversation(t, id);
-    if (c["messages"][1]["status"] != "streaming") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const json c = settled(t, id);
   EXPECT_EQ(c["messages"][1]["status"], "stopped");
   EXPECT_EQ(c["messages"][1]["content"].get<std::string>().rfind("w0 w1 ", 0), 0u);
+  EXPECT_FALSE(c.contains("live"));
+}
+
+TEST(GatewayChat, DrainFinishesTheAnswersInProgressAndRefusesNewOnes) {
+  TestGateway t("drain");
+  const std::string id = create_conversation(t);
+  const std::string other = create_conversation(t);
+  RawHttp raw(t.port());
+  raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                   json{{"content", "[medium]"}}.dump());
+  ASSERT_TRUE(raw.read_until("w3 ", 5000)) << raw.received();
+  bool drained = false;
+  // As `glmserve web` on SIGTERM: drain, then close everything at once.
+  std::thread drain([&] {
+    drained = t.gateway().drain(10000);
+    t.gateway().stop();
+  });
+  while (!t.gateway().draining()) std::this_thread::yield();
+  auto refused = t.post("/api/conversations/" + other + "/chat", json{{"content", "hi"}}.dump());
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(conversation(t, other)["messages"].size(), 0u);  // nothing stored for it
+  const bool closed = raw.read_until("", 5000);
+  drain.join();
+  ASSERT_TRUE(closed);
+  // The end reached the page before the connections closed.
+  const std::vector<std::string> events = sse_data(raw.result().body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(json::parse(events.back())["status"], "complete") << events.back();
+  EXPECT_TRUE(drained);
+  EXPECT_EQ(t.gateway().store().messages(id)->back().content, medium_answer());
+}
+
+TEST(GatewayChat, AStopCutsTheAnswerAsInterruptedAndContinueFinishesIt) {
+  const std::string db = "/tmp/glm-gwt-" + std::to_string(::getpid()) + "-cut.db";
+  ::unlink(db.c_str());
+  GatewayOptions o;
+  o.db_path = db;
+  std::string id;
+  {
+    TestGateway t("cut1", o);
+    id = create_conversation(t);
+    RawHttp raw(t.port());
+    raw.send_request("POST", "/api/conversations/" + id + "/chat",
+                     json{{"content", "[medium]"}}.dump());
+    ASSERT_TRUE(raw.read_until("w3 ", 5000)) << raw.received();
+    t.gateway().stop();  // past the drain bound, or killed: the answer is cut
+  }
+  {
+    TestGateway t("cut2", o);
+    json c = conversation(t, id);
+    ASSERT_EQ(c["messages"].size(), 2u);
+    EXPECT_EQ(c["messages"][1]["status"], "interrupted");
+    const std::string partial = c["messages"][1]["content"];
+    ASSERT_EQ(partial.rfind("w0 w1 w2 w3 ", 0), 0u) << partial;
+    ASSERT_LT(partial.size(), medium_answer().size());
+    auto events = chat(t, id, {{"continue", true}});
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front()["prefix"], partial);
+    EXPECT_EQ(events.front()["assistant_message_id"], c["messages"][1]["id"]);
+    EXPECT_EQ(events.back()["status"], "complete") << events.back().dump();
+    EXPECT_EQ(partial + tokens_of(events), medium_answer());
+    // The engine got the question and the partial answer as tokens it had generated.
+    auto reqs = t.fake().requests();
+    ASSERT_EQ(reqs.size(), 1u);
+    ASSERT_EQ(reqs[0].messages.size(), 1u);
+    EXPECT_EQ(reqs[0].messages[0].content, "[medium]");
+    size_t words = 0;
+    for (size_t i = 0; i < partial.size(); ++i) words += partial[i] == ' ';
+    EXPECT_EQ(reqs[0].resume.size(), words);
+    c = conversation(t, id);
+    ASSERT_EQ(c["messages"].size(), 2u);  // the same answer, grown
+    EXPECT_EQ(c["messages"][1]["content"], medium_answer());
+    EXPECT_EQ(c["messages"][1]["status"], "complete");
+    // A complete answer is not continued.
+    EXPECT_EQ(t.post("/api/conversations/" + id + "/chat", json{{"continue", true}}.dump()).status,
+              400);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
 }
 
 TEST(GatewayChat, EditAndResendAndRegenerate) {

@@ -53,7 +53,12 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
                                                const std::string& request_id) {
   turn_ = turn;
   request_id_ = request_id;
-  if (!turn.regenerate && turn.content.empty()) {
+  if (turn.continue_answer && (turn.regenerate || turn.edit_message_id || !turn.content.empty())) {
+    return invalid_argument(
+        "continue goes on with the last answer: send it without content, "
+        "edit_message_id or regenerate");
+  }
+  if (!turn.regenerate && !turn.continue_answer && turn.content.empty()) {
     return invalid_argument("content must be a non-empty string");
   }
   if (!utf8_valid(turn.content)) return invalid_argument("content is not UTF-8");
@@ -62,7 +67,22 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   auto msgs = store_->messages(conv_.id);
   if (!msgs.ok()) return msgs.status();
   std::vector<StoredMessage> history = std::move(msgs).value();
-  if (turn.regenerate) {
+  if (turn.continue_answer) {
+    if (history.empty() || history.back().role != "assistant") {
+      return invalid_argument("nothing to continue: the last message is not an answer");
+    }
+    const StoredMessage& last = history.back();
+    if (last.status == "complete" || last.status == "streaming") {
+      return invalid_argument("the last answer is " + last.status +
+                              "; only an interrupted, stopped or failed one can be continued");
+    }
+    answer_id_ = last.id;
+    prefix_ = last.content;
+    partial_ = prefix_;
+    meta_ = nlohmann::json::parse(last.meta_json, nullptr, false);
+    if (!meta_.is_object()) meta_ = json::object();
+    history.pop_back();
+  } else if (turn.regenerate) {
     int64_t last_user = 0;
     for (const StoredMessage& m : history) {
       if (m.role == "user") last_user = m.id;
@@ -108,9 +128,12 @@ Status ChatSession::open_answer() {
   if (system_ != conv_.system_prompt) {
     GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, nullptr, &system_, nullptr));
   }
-  if (conv_.title.empty() && !turn_.regenerate) {
+  if (conv_.title.empty() && !turn_.regenerate && !turn_.continue_answer) {
     const std::string t = title_from(turn_.content);
     GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, &t, nullptr, nullptr));
+  }
+  if (turn_.continue_answer) {
+    return store_->update_message(answer_id_, prefix_, "streaming", "", dump_json(meta_));
   }
   auto am = store_->add_message(conv_.id, "assistant", "", "streaming");
   if (!am.ok()) return am.status();
@@ -120,7 +143,8 @@ Status ChatSession::open_answer() {
 
 void ChatSession::fail_to_start(const Status& status) {
   if (answer_id_ == 0) return;
-  if (Status st = store_->update_message(answer_id_, "", "error", status.message(), "{}");
+  if (Status st =
+          store_->update_message(answer_id_, prefix_, "error", status.message(), dump_json(meta_));
       !st.ok()) {
     GLM_LOG_WARN("chat %s: could not record the refusal: %s", conv_.id.c_str(),
                  st.to_string().c_str());
@@ -128,11 +152,13 @@ void ChatSession::fail_to_start(const Status& status) {
 }
 
 json ChatSession::start_payload() const {
-  return {{"type", "start"},
-          {"request_id", request_id_},
-          {"conversation_id", conv_.id},
-          {"user_message", user_message_},
-          {"assistant_message_id", answer_id_}};
+  json j = {{"type", "start"},
+            {"request_id", request_id_},
+            {"conversation_id", conv_.id},
+            {"user_message", user_message_},
+            {"assistant_message_id", answer_id_}};
+  if (turn_.continue_answer) j["prefix"] = prefix_;
+  return j;
 }
 
 json ChatSession::error_payload(const Status& status) const {
@@ -173,9 +199,13 @@ std::optional<json> ChatSession::on_event(const protocol::Event& e) {
   }
 }
 
-std::optional<json> ChatSession::finish(const RelayResult& r) {
+json ChatSession::finish(const RelayResult& r, bool interrupted) {
   // Store first, then tell the page: a reload right after the done event finds it saved.
-  const char* status = answer_status(r.outcome);
+  const char* status =
+      interrupted && r.outcome != api::Outcome::kStop && r.outcome != api::Outcome::kLength
+          ? "interrupted"
+          : answer_status(r.outcome);
+  const std::string text = prefix_ + r.text;
   meta_["finish_reason"] = api::outcome_name(r.outcome);
   meta_["prompt_tokens"] = r.usage.prompt_tokens;
   meta_["cached_tokens"] = r.usage.cached_tokens;
@@ -188,17 +218,16 @@ std::optional<json> ChatSession::finish(const RelayResult& r) {
     if (r.timings.tpot_ms > 0) meta_["tokens_per_s"] = 1000.0 / r.timings.tpot_ms;
   }
   if (Status st =
-          store_->update_message(answer_id_, r.text, status, r.error.message(), dump_json(meta_));
+          store_->update_message(answer_id_, text, status, r.error.message(), dump_json(meta_));
       st.code() == ErrorCode::kNotFound) {
     GLM_LOG_INFO("chat %s: deleted while answering; the answer is dropped", conv_.id.c_str());
   } else if (!st.ok()) {
     GLM_LOG_ERROR("chat %s: the answer (%zu bytes) was not saved: %s", conv_.id.c_str(),
-                  r.text.size(), st.to_string().c_str());
+                  text.size(), st.to_string().c_str());
   }
-  if (r.outcome == api::Outcome::kDisconnected) return std::nullopt;
   if (r.outcome == api::Outcome::kError) {
     json j = error_payload(r.error);
-    j["content"] = r.text;  // the partial answer, kept on the page
+    j["content"] = text;  // the partial answer, kept on the page
     return j;
   }
   return json{{"type", "done"},

@@ -1,13 +1,14 @@
 // ChatSession: one turn of the page's chat (POST /api/conversations/:id/chat) without HTTP.
 // It applies the turn to the stored conversation (an edit drops the edited message and what
-// follows, regenerate drops what follows the last user message, the user's message is stored
-// before generation starts), builds the engine request from the stored history, turns engine
+// follows, regenerate drops what follows the last user message, continue goes on with the last
+// answer, the user's message is stored before generation starts), builds the engine request
+// from the stored history, turns engine
 // events into the page's SSE payloads while saving the partial answer at most once a second,
 // and stores the final answer with its status and stats before the page hears of the end.
 //
 // Ownership: borrows the Store (must outlive the session). Thread-safety: one thread at a time
-// (the HTTP thread that serves the turn). Cost: a few SQLite writes per turn, one per second
-// of streaming.
+// (the HTTP thread that starts the turn, then the live answer's thread: live_answer.h). Cost: a few
+// SQLite writes per turn, one per second of streaming.
 #pragma once
 
 #include <chrono>
@@ -25,9 +26,12 @@ namespace glm::gateway {
 
 // What the page sends for one turn.
 struct ChatTurn {
-  std::string content;                       // the user's message (empty with regenerate)
-  bool regenerate = false;                   // answer the last user message again
-  std::optional<int64_t> edit_message_id;    // replace this user message and what follows
+  std::string content;                     // the user's message (empty with regenerate)
+  bool regenerate = false;                 // answer the last user message again
+  std::optional<int64_t> edit_message_id;  // replace this user message and what follows
+  // Go on with the last answer (interrupted, stopped or failed) where it ended: the engine
+  // gets its text as tokens already generated (protocol "resume"), the answer row grows.
+  bool continue_answer = false;
   std::optional<std::string> system_prompt;  // a new system prompt for the conversation
   std::optional<std::string> params_json;    // the page's settings, stored with the conversation
   generation::SamplingParams params;
@@ -39,10 +43,13 @@ class ChatSession {
 
   // Applies the turn to the stored history and returns the engine request (kGenerate, with
   // `request_id`, the conversation as the KV key, the system prompt and the whole history).
-  // kInvalidArgument / kNotFound for a turn that does not fit the conversation.
+  // kInvalidArgument / kNotFound for a turn that does not fit the conversation. With continue,
+  // the caller tokenizes prefix() into the request's resume (the session has no engine).
   StatusOr<protocol::Request> begin(const ChatTurn& turn, const std::string& request_id);
+  // The text a continued answer already has ("" for other turns).
+  const std::string& prefix() const { return prefix_; }
   // After the request went to the engine: stores the settings and system prompt, titles a new
-  // conversation and creates the (streaming) answer row.
+  // conversation and creates the (streaming) answer row, or marks the continued one streaming.
   Status open_answer();
   // The answer could not start (refused by the engine): recorded on the answer row.
   void fail_to_start(const Status& status);
@@ -53,10 +60,12 @@ class ChatSession {
   // The payload for an engine event, or nullopt for events the page does not see. Tokens grow
   // the partial answer, which is saved at most once per flush interval.
   std::optional<nlohmann::json> on_event(const protocol::Event& e);
-  // Stores the final answer; returns the done (or error) payload; nullopt if the client left.
-  std::optional<nlohmann::json> finish(const RelayResult& r);
+  // Stores the final answer and returns the done (or error) payload. `interrupted`: the
+  // gateway cut it as it stopped (stored "interrupted", so the page offers to continue it).
+  nlohmann::json finish(const RelayResult& r, bool interrupted = false);
 
   int64_t answer_id() const { return answer_id_; }
+  const std::string& conversation_id() const { return conv_.id; }
   const std::string& request_id() const { return request_id_; }
 
  private:
@@ -67,7 +76,8 @@ class ChatSession {
   std::string system_;
   nlohmann::json user_message_;  // the stored user message (null with regenerate)
   int64_t answer_id_ = 0;
-  std::string partial_;
+  std::string prefix_;   // a continued answer's text before this turn
+  std::string partial_;  // prefix_ and what came since
   nlohmann::json meta_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
 };

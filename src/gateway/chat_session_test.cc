@@ -29,7 +29,7 @@ class ChatSessionTest : public ::testing::Test {
     RelayResult r;
     r.outcome = api::Outcome::kStop;
     r.text = answer;
-    ASSERT_TRUE(s.finish(r).has_value());
+    EXPECT_EQ(s.finish(r)["type"], "done");
   }
   std::vector<StoredMessage> messages() { return *store_->messages(conv_.id); }
 
@@ -111,14 +111,63 @@ TEST_F(ChatSessionTest, EventsBecomePagePayloadsAndTheAnswerIsStoredByOutcome) {
   r.outcome = api::Outcome::kError;
   r.error = Status(ErrorCode::kUnavailable, "engine gone");
   r.text = "partial";
-  auto last = s.finish(r);
-  ASSERT_TRUE(last.has_value());
-  EXPECT_EQ((*last)["type"], "error");
-  EXPECT_EQ((*last)["content"], "partial");
+  const nlohmann::json last = s.finish(r);
+  EXPECT_EQ(last["type"], "error");
+  EXPECT_EQ(last["content"], "partial");
   const StoredMessage answer = messages().back();
   EXPECT_EQ(answer.status, "error");
   EXPECT_EQ(answer.content, "partial");
   EXPECT_EQ(answer.error, "engine gone");
+}
+
+TEST_F(ChatSessionTest, ContinueGoesOnWithTheLastAnswerInItsOwnRow) {
+  turn("q", "a complete answer");
+  ChatTurn c;
+  c.continue_answer = true;
+  {
+    ChatSession s = session();
+    auto refused = s.begin(c, "r0");
+    EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("complete"), std::string::npos);
+  }
+  // The gateway died mid-answer: the row was left interrupted with its partial text.
+  const int64_t answer = messages().back().id;
+  ASSERT_TRUE(store_->update_message(answer, "half an ans", "interrupted", "", "{}").ok());
+  ChatSession s = session();
+  auto req = s.begin(c, "r1");
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  EXPECT_EQ(s.prefix(), "half an ans");
+  EXPECT_EQ(s.answer_id(), answer);
+  // The engine gets the history up to the question; the partial answer goes as resume tokens.
+  ASSERT_EQ(req->messages.size(), 2u);
+  EXPECT_EQ(req->messages.back().content, "q");
+  ASSERT_TRUE(s.open_answer().ok());
+  EXPECT_EQ(messages().back().status, "streaming");
+  EXPECT_EQ(s.start_payload()["prefix"], "half an ans");
+  RelayResult r;
+  r.outcome = api::Outcome::kStop;
+  r.text = "wer.";
+  EXPECT_EQ(s.finish(r)["status"], "complete");
+  ASSERT_EQ(messages().size(), 2u);  // the same row grew; nothing was added
+  EXPECT_EQ(messages().back().content, "half an answer.");
+  EXPECT_EQ(messages().back().status, "complete");
+  // Continue is a turn of its own: no content, edit or regenerate with it.
+  c.content = "x";
+  EXPECT_EQ(session().begin(c, "r2").status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(ChatSessionTest, AnAnswerTheGatewayCutAsItStoppedIsStoredInterrupted) {
+  ChatSession s = session();
+  ChatTurn t;
+  t.content = "q";
+  ASSERT_TRUE(s.begin(t, "r").ok());
+  ASSERT_TRUE(s.open_answer().ok());
+  RelayResult r;
+  r.outcome = api::Outcome::kCancelled;
+  r.text = "cut";
+  EXPECT_EQ(s.finish(r, /*interrupted=*/true)["status"], "interrupted");
+  EXPECT_EQ(messages().back().status, "interrupted");
+  EXPECT_EQ(messages().back().content, "cut");
 }
 
 TEST(ChatTitle, PlainTextFromTheFirstLine) {

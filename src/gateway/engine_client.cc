@@ -155,7 +155,8 @@ Status EngineClient::resume(EngineStream* stream, const std::vector<int32_t>& ge
   auto fd = connect_socket();
   if (!fd.ok()) return fd.status();
   protocol::Request request = stream->request();
-  request.resume = generated;
+  // After what the request already resumed from (a continued answer's text), if anything.
+  request.resume.insert(request.resume.end(), generated.begin(), generated.end());
   if (!send_all(*fd, protocol::serialize_request(request) + "\n")) {
     ::close(*fd);
     return unavailable("the engine at " + socket_path_ +

@@ -69,7 +69,8 @@ class EngineClient {
   StatusOr<std::unique_ptr<EngineStream>> start(const protocol::Request& request) const;
 
   // After the engine went away mid-answer: connects again and sends the stream's request with
-  // `generated` (the token ids its token events carried) as "resume" (docs/protocol.md), on a
+  // `generated` (the token ids its token events carried) appended to its own "resume"
+  // (docs/protocol.md), on a
   // connection `stream` then reads. kUnavailable if nothing listens yet.
   Status resume(EngineStream* stream, const std::vector<int32_t>& generated) const;
 

@@ -1,13 +1,15 @@
 // FakeEngine: a scripted engine on a Unix socket for the gateway's tests. It speaks the real
 // protocol (protocol.h) and answers by keywords in the last message:
-//   [slow]  200 tokens, 20 ms apart (stop and disconnect tests)
+//   [slow]  200 tokens, 20 ms apart (stop and disconnect tests); [medium] 40 of them
+//           ("w0 " ... "w39 ": re-attach, drain and continue tests)
 //   [xss]   an answer with <script> and <img onerror> in it
 //   [zh]    Chinese text
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume
 //   [drained-once]  three tokens, then done cancelled unasked (a drain bound), when not a resume
-//   [resume]  token events carry ids (a piece's index); a resumed request goes on after them
+//   [resume]  token events carry ids (a piece's index); a resumed request goes on after its
+//           resume ids, whatever the keyword (tokenize gives one id a word, from 0)
 //   [trim]  a notice that history was trimmed, then an answer
 //   else    "Echo: <the message>" in small pieces
 // It records every request, and every request that ended by a cancel line or by its client's

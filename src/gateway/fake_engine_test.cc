@@ -142,6 +142,17 @@ void FakeEngine::serve_conn(std::shared_ptr<Conn> conn) {
         e.model = "fake-glm";
         e.n_ctx = 4096;
         conn->write_line(protocol::serialize_event(e));
+      } else if (req->type == protocol::RequestType::kTokenize) {
+        // One token a space-separated word, numbered from 0 (what [resume] pieces carry).
+        protocol::Event e;
+        e.type = protocol::EventType::kTokens;
+        e.id = req->id;
+        bool in_word = false;
+        for (char c : req->text) {
+          if (c != ' ' && !in_word) e.tokens.push_back(static_cast<int32_t>(e.tokens.size()));
+          in_word = c != ' ';
+        }
+        conn->write_line(protocol::serialize_event(e));
       } else if (req->type == protocol::RequestType::kCancel) {
         std::shared_ptr<std::atomic<bool>> flag;
         {
@@ -197,8 +208,9 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
   send(s);
   std::vector<std::string> pieces;
   int delay_ms = 1;
-  if (has("[slow]")) {
-    for (int i = 0; i < 200; ++i) pieces.push_back("w" + std::to_string(i) + " ");
+  if (has("[slow]") || has("[medium]")) {
+    const int n_pieces = has("[slow]") ? 200 : 40;
+    for (int i = 0; i < n_pieces; ++i) pieces.push_back("w" + std::to_string(i) + " ");
     delay_ms = 20;
   } else if (has("[xss]")) {
     pieces = {"Look: ",    "<script>", "window.__pwned=1",
@@ -223,10 +235,10 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
     }
   }
   double ttft_ms = -1;
-  // [resume]: a piece's token id is its index, and a resumed request continues after the
-  // pieces it names.
+  // [resume]: a piece's token id is its index. A resumed request (also a continued answer,
+  // whose text the tokenize above counted) continues after the pieces it names.
   const bool ids = has("[resume]");
-  int n = ids ? static_cast<int>(std::min(req.resume.size(), pieces.size())) : 0;
+  int n = static_cast<int>(std::min(req.resume.size(), pieces.size()));
   const int first = n;
   for (size_t i = static_cast<size_t>(first); i < pieces.size(); ++i) {
     const std::string& p = pieces[i];

@@ -419,7 +419,13 @@ int Gateway::inflight() const {
   return static_cast<int>(inflight_.size());
 }
 
+Status Gateway::draining_status() {
+  return Status(ErrorCode::kUnavailable,
+                "the gateway is stopping (finishing the answers in progress); retry in a moment");
+}
+
 StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request) {
+  if (draining_) return draining_status();
   // A seed of our own when the client gave none: an answer resumed after an engine crash then
   // continues with the draws the uninterrupted one would have made (docs/gateway.md).
   protocol::Request seeded = request;
@@ -463,8 +469,39 @@ StatusOr<int> Gateway::bind() { return server_->bind(); }
 
 bool Gateway::serve() { return server_->run(); }
 
+bool Gateway::drain(int timeout_ms) {
+  draining_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const int n = inflight();
+  if (n > 0) GLM_LOG_INFO("web: draining: %d answers in progress (at most %d ms)", n, timeout_ms);
+  live_answers_.wait_idle(timeout_ms);
+  // The /v1 streams end with their connections, the page's followers once they wrote the end:
+  // polled (they have no registry to wait on).
+  auto busy = [&] { return inflight() > 0 || followers_ > 0; };
+  while (busy() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (busy()) {
+    GLM_LOG_WARN("web: drain bound reached with %d answers in progress", inflight());
+    return false;
+  }
+  // What the last handlers wrote leaves through the event loop: a moment for it to go out
+  // before stop() closes the connections.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return true;
+}
+
 void Gateway::stop() {
+  draining_ = true;
+  // The page's answers still running end now, stored as interrupted (the page offers to
+  // continue them); their threads store within the relay's drain bound. None starts after.
+  live_answers_.close();
+  for (const auto& live : live_answers_.all()) {
+    live->mark_shutdown();
+    if (auto stream = find_inflight(live->request_id())) stream->cancel();
+  }
   if (server_) server_->stop();
+  live_answers_.join_all();
 }
 
 }  // namespace glm::gateway

@@ -11,15 +11,17 @@
 // engine restart needs no reconnection logic; the requests it interrupted are resumed on the
 // restarted engine where they were (relay.h), within a bound. Every request goes to the engine
 // with a seed (the client's or a random one), so a resumed answer samples what the
-// uninterrupted one would have. A client that disconnects cancels its engine request.
+// uninterrupted one would have. A /v1 client that disconnects cancels its engine request; the
+// page's answers are the gateway's own (live_answer.h): a page that leaves re-attaches, and an
+// answer nobody follows finishes and is stored (within `detached_answer_ms`).
 //
 // HTTP is our evented layer (src/http): connections cost no thread while idle or sending their
 // request; a complete request runs on a pool of `threads` workers, and a streaming answer holds
 // its worker for its duration. When the pool and its queue are full, requests get 503 with
 // Retry-After at once.
 //
-// Thread-safety: create() and bind() on one thread; serve() blocks on it; stop() from any thread
-// (signal handlers must not call it directly).
+// Thread-safety: create() and bind() on one thread; serve() blocks on it; drain() and stop() from
+// any thread (signal handlers must not call them directly).
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,7 @@
 
 #include "core/status.h"
 #include "gateway/engine_client.h"
+#include "gateway/live_answer.h"
 #include "gateway/metrics.h"
 #include "gateway/relay.h"
 #include "gateway/store.h"
@@ -58,7 +61,13 @@ struct GatewayOptions {
   // where every client is 127.0.0.1 and only max_connections applies.
   int max_connections_per_ip = 0;
   RelayOptions relay;
+  // A graceful stop (SIGTERM) waits this long for the answers in progress to finish.
+  int drain_ms = 30000;
+  // A page answer that no client has followed for this long is stopped (and stored).
+  int detached_answer_ms = 10 * 60 * 1000;
 };
+
+class ChatSession;
 
 class Gateway {
  public:
@@ -69,10 +78,16 @@ class Gateway {
   StatusOr<int> bind();
   // Serves until stop(). Returns false if the server failed.
   bool serve();
+  // Graceful stop, first half: refuses new generations (503) and waits up to `timeout_ms` for
+  // those in progress to end; true if they all did. Clients keep being served meanwhile.
+  bool drain(int timeout_ms);
+  bool draining() const { return draining_; }
+  // Closes every connection and ends the page's answers still running (stored interrupted).
   void stop();
   bool running() const { return server_->running(); }
   http::ServerStats http_stats() const { return server_->stats(); }
 
+  const GatewayOptions& options() const { return options_; }
   Metrics& metrics() { return metrics_; }
   Store& store() { return *store_; }
   // Requests in flight (the page's stop button and tests use this).
@@ -128,6 +143,16 @@ class Gateway {
   RelayResult relay_unstreamed(Started& state, const http::Request& req, const char* route,
                                std::chrono::steady_clock::time_point t0);
 
+  // The page's live answers (routes_chat.cc): a follower's SSE stream from event `from`, until
+  // the answer ends or the client leaves; the generation thread of one answer; a continued
+  // answer's request (its text so far tokenized into resume).
+  void follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink);
+  void generate_live(LiveAnswer& live, ChatSession& session, Started& started,
+                     std::chrono::steady_clock::time_point t0);
+  StatusOr<protocol::Request> continue_request(protocol::Request request,
+                                               const std::string& prefix);
+  static Status draining_status();
+
   // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
   // its HTTP request arrived.
   void record_generation(const char* route, const RelayResult& r,
@@ -161,6 +186,10 @@ class Gateway {
   // The engine's last retry hint (its busy / unavailable error events' retry_after_ms): what
   // Retry-After says for a busy engine.
   std::atomic<int> engine_retry_ms_{1000};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> followers_{0};  // follow_live() calls writing to a page now
+  // Last: destroyed first, joining the answers' threads while what they use still exists.
+  LiveAnswers live_answers_;
 };
 
 // Writes one SSE event ("data: <payload>\n\n"); false if the client is gone.

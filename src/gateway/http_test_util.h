@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <thread>
@@ -45,17 +47,42 @@ inline std::string dechunk(const std::string& raw) {
   return out;
 }
 
-// The `data:` payloads of an SSE body, in order (comments skipped).
-inline std::vector<std::string> sse_data(const std::string& body) {
-  std::vector<std::string> out;
+// One SSE event: its `id:` (-1 if none) and its `data:` payload.
+struct SseEvent {
+  long id = -1;
+  std::string data;
+};
+
+// The events of an SSE body that have a `data:` line, in order (comments skipped).
+inline std::vector<SseEvent> sse_events(const std::string& body) {
+  std::vector<SseEvent> out;
   size_t pos = 0;
   while (pos < body.size()) {
     size_t end = body.find("\n\n", pos);
     if (end == std::string::npos) end = body.size();
-    const std::string ev = body.substr(pos, end - pos);
-    if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
+    SseEvent e;
+    bool has_data = false;
+    for (size_t line = pos; line < end;) {
+      const size_t eol = std::min(body.find('\n', line), end);
+      const std::string text = body.substr(line, eol - line);
+      if (text.rfind("data: ", 0) == 0) {
+        e.data = text.substr(6);
+        has_data = true;
+      } else if (text.rfind("id: ", 0) == 0) {
+        e.id = std::atol(text.c_str() + 4);
+      }
+      line = eol + 1;
+    }
+    if (has_data) out.push_back(std::move(e));
     pos = end + 2;
   }
+  return out;
+}
+
+// The `data:` payloads of an SSE body, in order.
+inline std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  for (SseEvent& e : sse_events(body)) out.push_back(std::move(e.data));
   return out;
 }
 

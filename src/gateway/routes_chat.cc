@@ -6,11 +6,17 @@
 //   PATCH  /api/conversations/:id            {title?, system_prompt?, params?}
 //   DELETE /api/conversations/:id
 //   GET    /api/conversations/:id/export     JSON download
-//   POST   /api/conversations/:id/chat       {content, edit_message_id?, regenerate?, params?}
+//   POST   /api/conversations/:id/chat       {content, edit_message_id?, regenerate?,
+//                                             continue?, params?}
 //                                            -> SSE: start, queued, prefill, token..., notice,
-//                                               done | error (docs/gateway.md)
+//                                               done | error (docs/gateway.md), with event ids
+//   GET    /api/conversations/:id/live       re-attach to the answer being generated: SSE from
+//                                            Last-Event-ID + 1 (or ?from=N, default 0)
 //   POST   /api/stop                         {request_id}: cancel a generation now
-// The chat turn's logic is ChatSession (chat_session.h); these are the HTTP shells.
+// The chat turn's logic is ChatSession (chat_session.h); its generation is a LiveAnswer
+// (live_answer.h) that runs on whether or not a page follows it; these are the HTTP shells.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -19,6 +25,7 @@
 #include "core/json.h"
 #include "gateway/chat_session.h"
 #include "gateway/gateway.h"
+#include "gateway/live_answer.h"
 #include "protocol/sampling_json.h"
 
 namespace glm::gateway {
@@ -51,6 +58,7 @@ StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b) {
 StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b) {
   ChatTurn t;
   t.regenerate = b.boolean("regenerate").value_or(false);
+  t.continue_answer = b.boolean("continue").value_or(false);
   t.content = b.string("content").value_or("");
   t.edit_message_id = b.integer("edit_message_id");
   t.system_prompt = b.string("system_prompt");
@@ -62,7 +70,74 @@ StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b) {
   return t;
 }
 
+// Where a re-attaching client starts: after its Last-Event-ID, else at ?from=N, else at 0.
+StatusOr<size_t> read_from(const http::Request& req, size_t published) {
+  const std::string& last = req.header("Last-Event-ID");
+  const std::string text = last.empty() ? req.param("from") : last;
+  if (text.empty()) return size_t{0};
+  const auto digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+  if (text.size() > 9 || !std::all_of(text.begin(), text.end(), digit)) {
+    return invalid_argument(last.empty() ? "from must be an event id (a number)"
+                                         : "Last-Event-ID must be an event id (a number)");
+  }
+  const size_t from = std::stoul(text) + (last.empty() ? 0 : 1);
+  if (from > published) {
+    return invalid_argument("event " + text + " was not sent yet (this answer has " +
+                            std::to_string(published) + " events)");
+  }
+  return from;
+}
+
 }  // namespace
+
+void Gateway::follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink) {
+  ++followers_;  // drain() waits for the end to be written, not only generated
+  live.attach();
+  SseWriter out(sink);
+  size_t next = from;
+  while (true) {
+    LiveAnswer::Read r = live.read_from(next, options_.relay.heartbeat_ms);
+    next = r.next;
+    if (!(r.frames.empty() ? out.heartbeat() : out.frame(r.frames))) break;  // the client left
+    if (r.ended) {
+      sink.done();
+      break;
+    }
+  }
+  live.detach();
+  --followers_;
+}
+
+void Gateway::generate_live(LiveAnswer& live, ChatSession& session, Started& started,
+                            std::chrono::steady_clock::time_point t0) {
+  auto emit = [&](const protocol::Event& e) {
+    if (auto payload = session.on_event(e)) live.publish(*payload);
+    return true;  // nobody following is no reason to stop
+  };
+  // ... but an answer nobody has followed for this long is: no page is coming back for it.
+  auto heartbeat = [&] { return live.detached_ms() < options_.detached_answer_ms; };
+  if (started.first) emit(*started.first);
+  RelayResult r = relay_generation(*started.stream, emit, heartbeat, options_.relay, &engine_);
+  started.ticket.reset();  // no longer in flight before a follower hears of the end
+  live.end(session.finish(r, live.shutdown()));
+  record_generation("chat", r, t0);
+}
+
+StatusOr<protocol::Request> Gateway::continue_request(protocol::Request request,
+                                                      const std::string& prefix) {
+  if (prefix.empty()) return request;
+  protocol::Request q;
+  q.type = protocol::RequestType::kTokenize;
+  q.id = protocol::make_request_id();
+  q.text = prefix;
+  auto ev = query_tokens(q);
+  if (!ev.ok()) return ev.status();
+  request.resume = ev->tokens;
+  // The continuation gets max_tokens of its own beyond what the answer already has.
+  request.params.max_tokens = static_cast<int>(std::min<size_t>(
+      generation::kMaxTokensLimit, request.resume.size() + request.params.max_tokens));
+  return request;
+}
 
 void Gateway::install_chat_routes() {
   auto send_json = [](http::Response& res, const json& j, int status = 200) {
@@ -99,6 +174,13 @@ void Gateway::install_chat_routes() {
                  json j = conversation_json(*c);
                  j["messages"] = json::array();
                  for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
+                 // An answer being generated now: the page re-attaches to it (GET .../live).
+                 if (auto live = live_answers_.find(c->id); live && !live->ended()) {
+                   j["live"] = {{"request_id", live->request_id()},
+                                {"assistant_message_id", live->answer_id()},
+                                {"events", live->published()},
+                                {"followers", live->followers()}};
+                 }
                  send_json(res, j);
                });
 
@@ -146,6 +228,24 @@ void Gateway::install_chat_routes() {
     send_json(res, {{"stopped", id}});
   });
 
+  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/live)", [this](const http::Request& req,
+                                                                     http::Response& res) {
+    auto live = live_answers_.find(req.matches[1]);
+    if (!live || live->ended()) {
+      // Not counted as an error: a page re-attaching just after the end asks.
+      return write_json_error(
+          res, not_found("no answer is being generated in conversation " +
+                         std::string(req.matches[1]) + "; its stored messages have the last one"));
+    }
+    auto from = read_from(req, live->published());
+    if (!from.ok()) return set_json_error(res, from.status());
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_stream("text/event-stream", [this, live, at = *from](http::StreamSink& sink) {
+      follow_live(*live, at, sink);
+    });
+  });
+
   server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const http::Request& req,
                                                                       http::Response& res) {
     const auto t0 = Clock::now();
@@ -154,9 +254,23 @@ void Gateway::install_chat_routes() {
     if (!turn.ok()) return set_json_error(res, turn.status());
     auto conv = store_->get_conversation(req.matches[1]);
     if (!conv.ok()) return set_json_error(res, conv.status());
+    // Nothing is stored for a turn that cannot start.
+    if (draining_) return set_json_error(res, draining_status());
+    if (auto live = live_answers_.find(conv->id); live && !live->ended()) {
+      return set_json_error(
+          res, invalid_argument("conversation " + conv->id + " is being answered (request " +
+                                live->request_id() +
+                                "): stop it first (POST /api/stop) or follow it (GET "
+                                "/api/conversations/" +
+                                conv->id + "/live)"));
+    }
     auto session = std::make_shared<ChatSession>(store_.get(), std::move(conv).value());
     auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
     if (!request.ok()) return set_json_error(res, request.status());
+    if (turn->continue_answer) {
+      request = continue_request(std::move(request).value(), session->prefix());
+      if (!request.ok()) return set_json_error(res, request.status());
+    }
 
     // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
     auto sent = send_generation(*request);
@@ -168,41 +282,33 @@ void Gateway::install_chat_routes() {
     // answer row records them.
     auto started = sent.ok() ? await_started(std::move(sent).value(), request->conversation)
                              : StatusOr<Started>(sent.status());
-    auto state = std::make_shared<std::optional<Started>>();
-    Status start_error;
-    if (started.ok()) {
-      *state = std::move(started).value();
-    } else {
-      start_error = started.status();
-      session->fail_to_start(start_error);
-      metrics_.record_error(error_code_name(start_error.code()));
-    }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_stream(
-        "text/event-stream", [this, state, start_error, session, t0](http::StreamSink& sink) {
-          SseWriter out(sink);
-          out.event(dump_json(session->start_payload()));
-          if (!state->has_value()) {
-            sse_write(sink, dump_json(session->error_payload(start_error)));
-            sink.done();
-            return;
-          }
-          Started& st = **state;
-          auto emit = [&](const protocol::Event& e) {
-            if (!out.ok()) return false;
-            auto payload = session->on_event(e);
-            return payload ? out.event(dump_json(*payload)) : true;
-          };
-          auto heartbeat = [&] { return out.heartbeat(); };
-          if (st.first && !emit(*st.first)) st.stream->cancel();
-          RelayResult r = relay_generation(*st.stream, emit, heartbeat, options_.relay, &engine_);
-          std::optional<json> last = session->finish(r);
-          record_generation("chat", r, t0);
-          if (!last) return;  // the client left
-          sse_write(sink, dump_json(*last));
-          sink.done();
-        });
+    Status start_error = started.status();
+    std::shared_ptr<LiveAnswer> live;
+    if (started.ok()) {
+      // The generation belongs to the gateway from here: this request is only its first
+      // follower (docs/gateway.md, "Live answers").
+      live = std::make_shared<LiveAnswer>(session->conversation_id(), request->id,
+                                          session->answer_id());
+      live->publish(session->start_payload());
+      auto state = std::make_shared<Started>(std::move(started).value());
+      start_error = live_answers_.start(
+          live, [this, live, session, state, t0] { generate_live(*live, *session, *state, t0); });
+      if (!start_error.ok()) state->stream->cancel();  // another turn of it started meanwhile
+    }
+    if (!start_error.ok()) {
+      session->fail_to_start(start_error);
+      metrics_.record_error(error_code_name(start_error.code()));
+      res.set_stream("text/event-stream", [session, start_error](http::StreamSink& sink) {
+        sse_write(sink, dump_json(session->start_payload()));
+        sse_write(sink, dump_json(session->error_payload(start_error)));
+        sink.done();
+      });
+      return;
+    }
+    res.set_stream("text/event-stream",
+                   [this, live](http::StreamSink& sink) { follow_live(*live, 0, sink); });
   });
 }
 

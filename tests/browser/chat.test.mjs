@@ -1,5 +1,6 @@
-// Browser tests of the chat page (node --test): streaming, stop, reload, edit and resend,
-// regenerate, safe rendering of hostile model output, language and theme.
+// Browser tests of the chat page (node --test): streaming, stop, reload (mid-answer too: the
+// page re-attaches), edit and resend, regenerate, safe rendering of hostile model output,
+// language and theme.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { api, engineLog, newPage, openBrowser, send, waitDone } from './harness.mjs';
@@ -66,6 +67,65 @@ test('stop mid-stream frees the engine, and a reload shows the partial answer', 
   await fresh.locator('.msg.assistant[data-status="stopped"]').waitFor();
   await page.context().close();
   await fresh.context().close();
+});
+
+test('a reload mid-answer re-attaches: the answer keeps streaming and is stored complete', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'a long answer [reload]');
+  await answer.locator('.bubble', { hasText: 'word5' }).waitFor();
+  const id = new URL(page.url()).hash.slice(1);
+  await page.reload();
+  // The reloaded page shows what it missed, and the answer is still coming.
+  const live = page.locator('.msg.assistant').last();
+  await live.locator('.bubble', { hasText: 'word0 word1 word2 word3 word4 word5' }).waitFor();
+  assert.equal(await live.getAttribute('class'), 'msg assistant streaming');
+  assert.ok(await page.locator('#stop').isVisible(), 'the stop button is back');
+  const early = (await live.locator('.bubble').textContent()).length;
+  await live.locator('.bubble', { hasText: 'word60' }).waitFor();
+  assert.ok((await live.locator('.bubble').textContent()).length > early, 'it grew after the reload');
+  await waitDone(live);
+  assert.equal(await live.getAttribute('data-status'), 'complete');
+  const want = Array.from({ length: 100 }, (_, i) => `word${i}`).join(' ');
+  assert.equal((await live.locator('.bubble').textContent()).trim(), want);
+  const attachMs = Number(await live.getAttribute('data-attach-ms'));
+  const sentMs = Number(await live.getAttribute('data-attach-sent-ms'));
+  assert.ok(attachMs > sentMs && sentMs > 0, 'the re-attached view timed its first text');
+  console.log(`# reload -> first missed text on the page: ${attachMs.toFixed(0)} ms after ` +
+    `navigation start, ${(attachMs - sentMs).toFixed(1)} ms after the page asked for it`);
+  // Stored complete, and the engine never saw a cancel for it: the reload cost nothing.
+  const conv = await api(`/api/conversations/${id}`);
+  assert.equal(conv.messages[1].status, 'complete');
+  assert.equal(conv.messages[1].content.trim(), want);
+  assert.equal(conv.live, undefined);
+  const req = engineLog().filter((e) => e.kind === 'request').pop();
+  assert.ok(!engineLog().some((e) => e.kind === 'cancel' && e.id === req.id), 'not cancelled');
+  await page.context().close();
+});
+
+test('an answer cut mid-way offers continue, which finishes it in its place', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'fail midway [fail]');
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-status'), 'error');
+  const partial = (await answer.locator('.bubble').textContent()).trim();
+  assert.equal(partial, 'word0 word1 word2 word3 word4');
+  const cont = answer.locator('[data-act=continue]');
+  assert.ok(await cont.isVisible(), 'continue offered');
+  await cont.click();
+  const done = page.locator('.msg.assistant[data-status="complete"]');
+  await done.waitFor();
+  assert.equal(await page.locator('.msg.assistant').count(), 1, 'the same answer, not a new one');
+  const want = Array.from({ length: 20 }, (_, i) => `word${i}`).join(' ');
+  assert.equal((await done.locator('.bubble').textContent()).trim(), want);
+  assert.ok(await done.locator('[data-act=continue]').isHidden(), 'nothing left to continue');
+  // The engine got the cut text as tokens it had generated; the store has one grown answer.
+  const req = engineLog().filter((e) => e.kind === 'request').pop();
+  assert.equal(req.resume, 5);
+  const id = new URL(page.url()).hash.slice(1);
+  const conv = await api(`/api/conversations/${id}`);
+  assert.deepEqual(conv.messages.map((m) => m.status), ['complete', 'complete']);
+  assert.equal(conv.messages[1].content.trim(), want);
+  await page.context().close();
 });
 
 test('edit and resend replaces the turn; regenerate replaces the answer', async () => {

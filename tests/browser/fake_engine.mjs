@@ -1,6 +1,9 @@
 // A scripted engine for the browser tests: speaks the engine protocol v1 (docs/protocol.md) on a
 // Unix socket and answers by keywords in the last message (like src/gateway/fake_engine.h):
 //   [slow]   300 words, 30 ms apart (stop tests)    [xss]  <script> and <img onerror> in markdown
+//   [reload] 100 words, 30 ms apart (re-attach after a reload)
+//   [fail]   20 words, an engine error after the 5th (unless resumed: continue tests)
+// tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
 //   [zh]     Chinese text                           [md]   markdown with a code block
 //   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
 // The first token comes FAKE_TTFT_MS (default 20) after the request line; the done event
@@ -16,8 +19,9 @@ const log = (obj) => logPath && appendFileSync(logPath, `${JSON.stringify(obj)}\
 const flags = new Map(); // id -> {cancelled}
 
 function script(text) {
-  if (text.includes('[slow]')) {
-    return { delay: 30, pieces: Array.from({ length: 300 }, (_, i) => `word${i} `) };
+  if (text.includes('[slow]') || text.includes('[reload]')) {
+    const n = text.includes('[slow]') ? 300 : 100;
+    return { delay: 30, pieces: Array.from({ length: n }, (_, i) => `word${i} `) };
   }
   if (text.includes('[xss]')) {
     return {
@@ -25,6 +29,9 @@ function script(text) {
       pieces: ['Here: ', '<script>window.__pwned = 1</script>', '\n\n', 'and ',
         '<img src=x onerror="window.__pwned = 2">', ' and [link](javascript:window.__pwned=3)', ' done.'],
     };
+  }
+  if (text.includes('[fail]')) {
+    return { delay: 10, failAt: 5, pieces: Array.from({ length: 20 }, (_, i) => `word${i} `) };
   }
   if (text.includes('[zh]')) return { delay: 10, pieces: ['你好', '，', '世界', '！'] };
   if (text.includes('[md]')) {
@@ -44,14 +51,16 @@ function generate(conn, req) {
   const send = (ev) => !conn.destroyed && conn.write(`${JSON.stringify({ id: req.id, ...ev })}\n`);
   const msgs = req.messages || [];
   const last = msgs.length ? msgs[msgs.length - 1].content : req.prompt || '';
-  log({ kind: 'request', id: req.id, conversation: req.conversation || '', messages: msgs, params: req.params || {} });
+  const resume = req.resume || [];
+  log({ kind: 'request', id: req.id, conversation: req.conversation || '', messages: msgs,
+    params: req.params || {}, resume: resume.length });
   send({ event: 'queued', position: 0 });
   send({ event: 'start', prompt_tokens: 8 * msgs.length, cached_tokens: 0 });
   if (last.includes('[trim]')) {
     send({ event: 'notice', message: 'history trimmed to fit the context: dropped the 2 oldest messages', dropped_messages: 2 });
   }
-  const { delay, pieces } = script(last);
-  let i = 0;
+  const { delay, pieces, failAt } = script(last);
+  let i = Math.min(resume.length, pieces.length);
   let ttft = -1;
   const finish = (reason) => {
     const total = performance.now() - t0;
@@ -67,6 +76,11 @@ function generate(conn, req) {
   const step = () => {
     if (flag.cancelled) return finish('cancelled');
     if (i >= pieces.length) return finish('stop');
+    if (i === failAt && !resume.length) {
+      flags.delete(req.id);
+      send({ event: 'error', code: 'internal', message: 'the fake engine failed mid-answer' });
+      return undefined;
+    }
     send({ event: 'token', text: pieces[i] });
     if (ttft < 0) ttft = performance.now() - t0;
     i++;
@@ -96,6 +110,9 @@ const server = net.createServer((conn) => {
       const type = req.type || 'generate';
       if (type === 'health') {
         conn.write(`${JSON.stringify({ id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1 })}\n`);
+      } else if (type === 'tokenize') {
+        const tokens = (req.text || '').split(/\s+/).filter(Boolean).map((_, k) => k);
+        conn.write(`${JSON.stringify({ id: req.id, event: 'tokens', tokens })}\n`);
       } else if (type === 'cancel') {
         const f = flags.get(req.id);
         if (f) f.cancelled = true;

@@ -1,5 +1,5 @@
 // The gateway's page API (docs/gateway.md): JSON calls and the streaming chat (SSE over fetch,
-// since EventSource cannot POST).
+// since EventSource cannot POST), which re-attaches to a running answer by event id.
 
 export class ApiError extends Error {
   constructor(status, message, code) {
@@ -74,9 +74,20 @@ export function openChat(conversationId, body, signal) {
   });
 }
 
+// Follows the answer being generated in a conversation from event id `from` on (after a reload
+// or a dropped connection): the same stream as openChat's. 404 = it ended (the stored
+// conversation has it).
+export function attach(conversationId, from, signal) {
+  return fetchWithKey(`/api/conversations/${conversationId}/live?from=${from}`, {
+    method: 'GET',
+    signal,
+  });
+}
+
 // Yields the SSE events of a chat response as they arrive, in batches: one network read may
-// hold several events, handed over together so the page renders once per read.
-export async function* events(resPromise) {
+// hold several events, handed over together so the page renders once per read. `cursor.lastId`
+// follows the id of the last event read (where a re-attach starts again).
+export async function* events(resPromise, cursor = {}) {
   const res = await resPromise;
   if (!res.ok) throw await errorOf(res);
   const reader = res.body.getReader();
@@ -91,7 +102,12 @@ export async function* events(resPromise) {
     while ((end = buf.indexOf('\n\n')) >= 0) {
       const frame = buf.slice(0, end);
       buf = buf.slice(end + 2);
-      if (frame.startsWith('data: ')) batch.push(JSON.parse(frame.slice(6)));
+      let data = null;
+      for (const line of frame.split('\n')) {
+        if (line.startsWith('data: ')) data = line.slice(6);
+        else if (line.startsWith('id: ')) cursor.lastId = Number(line.slice(4));
+      }
+      if (data !== null) batch.push(JSON.parse(data));
     }
     if (batch.length) yield batch;
   }

@@ -120,9 +120,18 @@ async function openConversation(id) {
   setTitle(conv.title);
   setControls({ ...loadDefaults(), ...conv.params }, conv.system_prompt);
   ui.messages.replaceChildren(ui.empty);
+  let live = null;
   for (const m of conv.messages) {
-    if (m.role === 'user') ui.messages.append(userView(m));
-    else if (m.role === 'assistant') ui.messages.append(new AnswerView(m).root);
+    if (m.role === 'user') {
+      ui.messages.append(userView(m));
+    } else if (m.role === 'assistant' && conv.live && m.id === conv.live.assistant_message_id) {
+      // Still being generated (a reload mid-answer): follow it from its first event.
+      live = new AnswerView({ id: m.id });
+      live.startStream();
+      ui.messages.append(live.root);
+    } else if (m.role === 'assistant') {
+      ui.messages.append(new AnswerView(m).root);
+    }
   }
   ui.exportBtn.hidden = false;
   showEmpty();
@@ -130,6 +139,12 @@ async function openConversation(id) {
   renderList();
   closeSidebar();
   scrollToEnd(true);
+  if (live) {
+    const ctrl = new AbortController();
+    const job = newJob(conv.id, live, ctrl, conv.live.request_id);
+    live.root.dataset.attachSentMs = performance.now().toFixed(2);
+    follow(job, api.attach(conv.id, 0, ctrl.signal), null, null).catch(showError);
+  }
 }
 
 function newChat() {
@@ -157,10 +172,15 @@ function scrollToEnd(force) {
   if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
+// Regenerate on the last answer only; continue too, when that answer was cut: interrupted
+// (the gateway stopped or died mid-answer) or failed after some text.
 function updateRegenerate() {
   const answers = ui.messages.querySelectorAll('.msg.assistant');
   answers.forEach((a, i) => {
-    a.querySelector('[data-act=regen]').hidden = i !== answers.length - 1;
+    const last = i === answers.length - 1;
+    const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw);
+    a.querySelector('[data-act=regen]').hidden = !last;
+    a.querySelector('[data-act=continue]').hidden = !last || !cut;
   });
 }
 
@@ -169,6 +189,13 @@ function setRunning(on) {
   ui.stop.hidden = !on;
   ui.app.classList.toggle('running', on);
 }
+
+function newJob(convId, view, ctrl, requestId = null) {
+  // cursor.lastId: the id of the last event received, where a re-attach starts again.
+  return { convId, requestId, stopRequested: false, ctrl, view, cursor: { lastId: -1 } };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Sends one chat request and streams the answer into a new AnswerView. `t0` is the moment of
 // the click / key press, for the click-to-first-character measurement.
@@ -198,61 +225,93 @@ async function run(body, userText, t0) {
   showEmpty();
   updateRegenerate();
   scrollToEnd(true);
-  const job = { requestId: null, stopRequested: false, ctrl, view };
+  await follow(newJob(convId, view, ctrl), response, t0, userEl);
+}
+
+// Streams one answer into job.view until it ends. The answer is the gateway's, not this
+// connection's: when the connection drops mid-answer (network, a gateway restart), it
+// re-attaches after the last event it got and goes on; if the answer ended meanwhile, the
+// stored conversation is shown. `t0` (null when re-attaching after a reload) times the first
+// character; a re-attached view records when its first missed text arrived (data-attach-ms,
+// from the page's navigation start; data-attach-sent-ms: when it asked for it).
+async function follow(job, response, t0, userEl) {
+  const { view } = job;
   state.running = job;
   setRunning(true);
   let final = null;
   let failure = null;
+  let ended = false; // the answer ended while no stream was open: the store has it
   let first = true;
-  try {
-    for await (const batch of api.events(response)) {
-      let text = '';
-      for (const ev of batch) {
-        if (ev.type === 'start') {
-          job.requestId = ev.request_id;
-          view.root.dataset.id = ev.assistant_message_id;
-          if (userEl && ev.user_message) userEl.dataset.id = ev.user_message.id;
-          if (job.stopRequested) api.stop(job.requestId);
-        } else if (ev.type === 'queued') {
-          view.showQueued(ev.position);
-        } else if (ev.type === 'prefill') {
-          view.showQueued(0);
-        } else if (ev.type === 'token') {
-          text += ev.text;
-        } else if (ev.type === 'notice') {
-          view.showNotice(ev.dropped_messages);
-        } else if (ev.type === 'done') {
-          final = ev;
-        } else if (ev.type === 'error') {
-          failure = ev;
-          if (ev.content) text = ev.content.slice(view.root.raw.length);
+  let res = response;
+  let attaching = t0 === null; // res is a GET .../live (a 404 then means: it ended)
+  for (let attempt = 0; ; attempt++) {
+    try {
+      for await (const batch of api.events(res, job.cursor)) {
+        attempt = 0;
+        let text = '';
+        for (const ev of batch) {
+          if (ev.type === 'start') {
+            job.requestId = ev.request_id;
+            view.root.dataset.id = ev.assistant_message_id;
+            if (ev.prefix && !view.root.raw) text += ev.prefix; // a continued answer
+            if (userEl && ev.user_message) userEl.dataset.id = ev.user_message.id;
+            if (job.stopRequested) api.stop(job.requestId);
+          } else if (ev.type === 'queued') {
+            view.showQueued(ev.position);
+          } else if (ev.type === 'prefill') {
+            view.showQueued(0);
+          } else if (ev.type === 'token') {
+            text += ev.text;
+          } else if (ev.type === 'notice') {
+            view.showNotice(ev.dropped_messages);
+          } else if (ev.type === 'done') {
+            final = ev;
+          } else if (ev.type === 'error') {
+            failure = ev;
+            if (ev.content) text = ev.content.slice(view.root.raw.length);
+          }
+        }
+        if (text) {
+          view.append(text);
+          if (first) {
+            first = false;
+            if (t0 !== null) view.root.dataset.firstCharMs = (performance.now() - t0).toFixed(2);
+            else view.root.dataset.attachMs = performance.now().toFixed(2);
+          }
+          scrollToEnd(false);
         }
       }
-      if (text) {
-        view.append(text);
-        if (first) {
-          first = false;
-          view.root.dataset.firstCharMs = (performance.now() - t0).toFixed(2);
-        }
-        scrollToEnd(false);
+    } catch (e) {
+      if (e.name === 'AbortError') break;
+      if (e instanceof api.ApiError) {
+        if (e.status === 404 && attaching) ended = true;
+        else failure = { message: e.message };
+        break;
       }
+      // A network error: the connection dropped; re-attach below.
     }
-  } catch (e) {
-    if (e.name !== 'AbortError') failure = { message: e.message };
+    if (final || failure || job.stopRequested || attempt >= 30) break;
+    await sleep(Math.min(2000, 100 * 2 ** attempt));
+    res = api.attach(job.convId, job.cursor.lastId + 1, job.ctrl.signal);
+    attaching = true;
   }
   if (final) {
     view.finish(final.status, final.meta || {});
   } else if (failure) {
     view.finish('error', {}, failure.message);
-  } else {
+  } else if (!ended) {
     view.finish(job.stopRequested ? 'stopped' : 'interrupted', {});
   }
   state.running = null;
   setRunning(false);
   updateRegenerate();
+  if (ended && state.convId === job.convId) {
+    await openConversation(job.convId);
+    return;
+  }
   refreshList().then(() => {
-    const c = state.conversations.find((x) => x.id === convId);
-    if (c && state.convId === convId) setTitle(c.title);
+    const c = state.conversations.find((x) => x.id === job.convId);
+    if (c && state.convId === job.convId) setTitle(c.title);
   });
 }
 
@@ -315,6 +374,9 @@ function onMessagesClick(e) {
   } else if (act === 'regen' && !state.running) {
     msg.remove();
     run({ regenerate: true }, null, performance.now()).catch(showError);
+  } else if (act === 'continue' && !state.running) {
+    msg.remove(); // its text comes back as the start event's prefix
+    run({ continue: true }, null, performance.now()).catch(showError);
   } else if (act === 'edit' && !state.running && msg.dataset.id) {
     const bubble = msg.querySelector('.bubble');
     bubble.hidden = true;

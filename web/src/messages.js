@@ -42,7 +42,8 @@ export class AnswerView {
     this.stats = el('span', 'stats');
     this.badge = el('span', 'badge');
     this.badge.hidden = true;
-    this.tools.append(this.stats, this.badge, button('copy', 'copy'), button('regen', 'regenerate'));
+    this.tools.append(this.stats, this.badge, button('copy', 'copy'), button('regen', 'regenerate'),
+      button('continue', 'continueAnswer'));
     this.root.append(this.notice, this.bubble, this.error, this.tools);
     if (msg.content !== undefined) {
       setMarkdown(this.bubble, msg.content, t('copy'));
