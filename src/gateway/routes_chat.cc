@@ -175,7 +175,16 @@ void Gateway::install_chat_routes() {
                  j["messages"] = json::array();
                  for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
                  // An answer being generated now: the page re-attaches to it (GET .../live).
-                 if (auto live = live_answers_.find(c->id); live && !live->ended()) {
+                 // Not once its row holds the outcome (the row is stored just before the live
+                 // answer ends): the page then shows the stored answer.
+                 auto still_streaming = [&](int64_t answer_id) {
+                   for (const StoredMessage& m : *msgs) {
+                     if (m.id == answer_id) return m.status == "streaming";
+                   }
+                   return false;
+                 };
+                 if (auto live = live_answers_.find(c->id);
+                     live && !live->ended() && still_streaming(live->answer_id())) {
                    j["live"] = {{"request_id", live->request_id()},
                                 {"assistant_message_id", live->answer_id()},
                                 {"events", live->published()},
