@@ -7,6 +7,7 @@
 # reproducer's path.
 #   scripts/fuzz.sh                 build and run them all (CI runs gguf, unpickle and openai)
 #   FUZZ_SECONDS=300 scripts/fuzz.sh openai_fuzz      one target, longer
+#   scripts/fuzz.sh --build-only core_test ...         only build targets of build-fuzz
 # Only the targets and the libraries they link are built (openai_fuzz links src/api, not the
 # HTTP layer; unpickle_fuzz src/checkpoint, not the kernels, which clang 14 does not compile).
 set -euo pipefail
@@ -15,12 +16,18 @@ export CCACHE_BASEDIR="$PWD"
 # The targets run by default, and so in CI: a new one is one more word here (seeds optional).
 default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz unpickle_fuzz
   disk_store_fuzz)
+build_only=0
+if [[ "${1:-}" == "--build-only" ]]; then  # other targets of this build, e.g. the ASan unit tests
+  build_only=1
+  shift
+fi
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${default_targets[@]}")
 seconds="${FUZZ_SECONDS:-15}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGLM_FUZZ=ON >/dev/null
 cmake --build build-fuzz --target "${targets[@]}"
+[[ $build_only -eq 0 ]] || exit 0
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 seed() {  # seed TARGET NAME CONTENT

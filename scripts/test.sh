@@ -33,9 +33,7 @@ took tsan
 # checkpoint readers, then libFuzzer 10 s a target over GGUF headers, PyTorch checkpoints and
 # every HTTP route's body (openai_fuzz). None of them links the kernels (clang 14 rejects their
 # GCC builtins). The grammar and tokenizer fuzzers run with plain scripts/fuzz.sh.
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGLM_FUZZ=ON >/dev/null
-cmake --build build-fuzz --target core_test gguf_test checkpoint_test
+scripts/fuzz.sh --build-only core_test gguf_test checkpoint_test
 ctest --test-dir build-fuzz --output-on-failure -j2 -R '^(Fp16|Bf16|DType|Utf8|Status|Gguf|Unpickle|TorchZip)'
 took asan
 FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh gguf_fuzz unpickle_fuzz openai_fuzz

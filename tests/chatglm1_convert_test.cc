@@ -101,14 +101,26 @@ std::string write_v1_checkpoint(const Golden& g, const fs::path& dir) {
   return dir.string();
 }
 
-TEST(Chatglm1Convert, ATorchCheckpointConvertsToHfsHiddenStates) {
-  const std::string data = model::testing::data_path("oracle/chatglm-v1/glm_model.data");
-  if (!model::testing::file_exists(data)) GTEST_SKIP() << data << " is absent";
-  Golden g;
-  ASSERT_TRUE(model::testing::read_golden(data, &g));
-  const fs::path dir = fs::path(model::testing::temp_path("chatglm1_hf"));
-  convert::ConvertOptions opts;
-  opts.hf_dir = write_v1_checkpoint(g, dir);
+// The golden read and written as an HF directory (`name` under the temp dir), removed after.
+class Chatglm1Convert : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string data = model::testing::data_path("oracle/chatglm-v1/glm_model.data");
+    if (!model::testing::file_exists(data)) GTEST_SKIP() << data << " is absent";
+    ASSERT_TRUE(model::testing::read_golden(data, &g_));
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = fs::path(model::testing::temp_path("chatglm1_" + name));
+    opts_.hf_dir = write_v1_checkpoint(g_, dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Golden g_;
+  fs::path dir_;
+  convert::ConvertOptions opts_;
+};
+
+TEST_F(Chatglm1Convert, ATorchCheckpointConvertsToHfsHiddenStates) {
+  const Golden& g = g_;
+  convert::ConvertOptions opts = opts_;
   opts.type = DType::kF32;
   const std::string out = model::testing::temp_path("chatglm1_converted.gguf");
   convert::WriteReport rep;
@@ -137,18 +149,12 @@ TEST(Chatglm1Convert, ATorchCheckpointConvertsToHfsHiddenStates) {
     }
   }
   EXPECT_LT(max_diff, 1e-5f) << "the converted model's hidden states are not HF's";
-  fs::remove_all(dir);
   fs::remove(out);
 }
 
-TEST(Chatglm1Convert, RefusesQuantizedCheckpointsAndAForeignTokenizer) {
-  const std::string data = model::testing::data_path("oracle/chatglm-v1/glm_model.data");
-  if (!model::testing::file_exists(data)) GTEST_SKIP() << data << " is absent";
-  Golden g;
-  ASSERT_TRUE(model::testing::read_golden(data, &g));
-  const fs::path dir = fs::path(model::testing::temp_path("chatglm1_bad"));
-  convert::ConvertOptions opts;
-  opts.hf_dir = write_v1_checkpoint(g, dir);
+TEST_F(Chatglm1Convert, RefusesQuantizedCheckpointsAndAForeignTokenizer) {
+  const fs::path& dir = dir_;
+  const convert::ConvertOptions& opts = opts_;
   const std::string out = model::testing::temp_path("chatglm1_bad.gguf");
   // chatglm-6b-int4: its weights are packed ints, not a float checkpoint.
   nlohmann::json c = v1_config(kVocab);
@@ -165,7 +171,6 @@ TEST(Chatglm1Convert, RefusesQuantizedCheckpointsAndAForeignTokenizer) {
   EXPECT_EQ(st.code(), ErrorCode::kBadFile) << st.to_string();
   EXPECT_NE(st.message().find("ice_text.model"), std::string::npos) << st.message();
   EXPECT_FALSE(fs::exists(out));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -111,7 +111,7 @@ int cmd_chat(int argc, char** argv) {
     std::printf("glmserve chat with %s (/help for commands, Ctrl-D to quit)\n",
                 engine.model_name().c_str());
   }
-  LineReader reader(tty, tty ? default_chat_history_path() : "");
+  LineReader reader(tty, default_chat_history_path());  // history only when editing
   for (;;) {
     g_interrupted.store(false);
     std::optional<std::string> read = reader.read(tty ? "> " : "");

@@ -1,5 +1,7 @@
 #include "tokenizer/answer_filter.h"
 
+#include "tokenizer/unicode.h"
+
 namespace glm::tok {
 
 namespace {
@@ -7,29 +9,17 @@ namespace {
 constexpr std::string_view kTrainingTime = "[[训练时间]]";
 constexpr std::string_view kTrainingYear = "2023年";
 
-// The code point at s[i] and its length in bytes (s is valid UTF-8, i at a boundary).
+// The code point at s[i] and its length in bytes (s is whole UTF-8 characters).
 uint32_t code_point(std::string_view s, size_t i, size_t* len) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  if (b < 0x80) {
-    *len = 1;
-    return b;
-  }
-  const size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-  uint32_t cp = b & (0x7F >> n);
-  for (size_t k = 1; k < n && i + k < s.size(); ++k) {
-    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  }
-  *len = n;
+  size_t next = i;
+  const uint32_t cp = utf8_next(s, &next);
+  *len = next - i;
   return cp;
 }
 
 bool is_cjk(uint32_t cp) { return cp >= 0x4E00 && cp <= 0x9FFF; }
-// Python's str.isspace(), which strip() uses.
-bool is_space(uint32_t cp) {
-  return cp == ' ' || (cp >= '\t' && cp <= '\r') || (cp >= 0x1C && cp <= 0x1F) || cp == 0x85 ||
-         cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
+// Python's str.isspace(), which strip() uses: Unicode White_Space and U+001C-U+001F.
+bool is_space(uint32_t cp) { return is_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F); }
 // The full-width form of , ! : ; ? ; empty for any other character.
 std::string_view full_width(uint32_t cp) {
   switch (cp) {

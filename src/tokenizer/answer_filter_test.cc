@@ -9,36 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/unicode.h"
+
 namespace glm::tok {
 namespace {
 
-// Code points of a UTF-8 string and back (test inputs are valid UTF-8).
+// Code points of a UTF-8 string and back.
 std::u32string cps(const std::string& s) {
   std::u32string out;
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-    char32_t cp = n == 1 ? b : b & (0x7F >> n);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out.push_back(cp);
-    i += n;
-  }
+  for (size_t i = 0; i < s.size();) out.push_back(utf8_next(s, &i));
   return out;
 }
 std::string utf8(const std::u32string& s) {
   std::string out;
-  for (char32_t c : s) {
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
-  }
+  for (char32_t c : s) out += utf8_encode(c);
   return out;
 }
 
