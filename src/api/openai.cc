@@ -145,27 +145,9 @@ Status read_tools(const json& body, const std::string& body_text, ChatCompletion
   }
   auto ordered = parse_ordered_json(body_text, "the request body");
   if (!ordered.ok()) return ordered.status();
-  const nlohmann::ordered_json& tools = (*ordered)["tools"];
-  nlohmann::ordered_json functions = nlohmann::ordered_json::array();
+  nlohmann::ordered_json functions;
   std::vector<std::string> names;
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const std::string at = "tools[" + std::to_string(i) + "]";
-    const nlohmann::ordered_json& t = tools[i];
-    if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
-      return bad(at + " must be {\"type\":\"function\",\"function\":{...}} (the only tool type)");
-    }
-    if (!t.contains("function") || !t["function"].is_object()) {
-      return bad(at + ".function must be an object {\"name\",\"description\",\"parameters\"}");
-    }
-    const nlohmann::ordered_json& f = t["function"];
-    GLM_RETURN_IF_ERROR(check_function(f, at + ".function"));
-    const std::string name = f["name"].get<std::string>();
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      return bad(at + ".function.name '" + name + "' is given twice");
-    }
-    names.push_back(name);
-    functions.push_back(f);
-  }
+  GLM_RETURN_IF_ERROR(read_openai_tools((*ordered)["tools"], "tools", &functions, &names));
   // tool_choice: "auto" (default), "none", "required", or one function by name.
   std::string forced;  // "" = not forced, "*" = any function, else that one
   if (has_choice) {

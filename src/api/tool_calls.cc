@@ -47,6 +47,36 @@ Status check_function(const nlohmann::ordered_json& f, const std::string& at,
   return Status::Ok();
 }
 
+Status read_openai_tools(const nlohmann::ordered_json& tools, const std::string& where,
+                         nlohmann::ordered_json* functions, std::vector<std::string>* names) {
+  if (!tools.is_array()) return invalid_argument(where + " must be an array of functions");
+  *functions = nlohmann::ordered_json::array();
+  names->clear();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const nlohmann::ordered_json& t = tools[i];
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
+      return invalid_argument(at +
+                              " must be {\"type\":\"function\",\"function\":{...}} (the only "
+                              "tool type)");
+    }
+    if (!t.contains("function") || !t["function"].is_object()) {
+      return invalid_argument(at +
+                              ".function must be an object {\"name\",\"description\","
+                              "\"parameters\"}");
+    }
+    const nlohmann::ordered_json& f = t["function"];
+    GLM_RETURN_IF_ERROR(check_function(f, at + ".function"));
+    const std::string name = f["name"].get<std::string>();
+    if (std::find(names->begin(), names->end(), name) != names->end()) {
+      return invalid_argument(at + ".function.name '" + name + "' is given twice");
+    }
+    names->push_back(name);
+    functions->push_back(f);
+  }
+  return Status::Ok();
+}
+
 Status set_tools(const nlohmann::ordered_json& functions, const std::string& forced,
                  protocol::Request* request, std::vector<std::string>* tool_names) {
   tool_names->clear();

@@ -31,6 +31,11 @@ namespace glm::api {
 // ("tools[0].function") and, for the schema, `schema_field` ("parameters", "input_schema").
 Status check_function(const nlohmann::ordered_json& f, const std::string& at,
                       const char* schema_field = "parameters");
+// OpenAI's tools array ([{"type":"function","function":{...}}...], the only tool type) ->
+// *functions (the function objects, checked, in the client's key order) and *names. Errors name
+// the part ("tools[1].function.name 'f' is given twice"); `where` is the array's name.
+Status read_openai_tools(const nlohmann::ordered_json& tools, const std::string& where,
+                         nlohmann::ordered_json* functions, std::vector<std::string>* names);
 // request->tools = `functions` (checked, in the client's key order); *tool_names = the names the
 // answer may call. `forced`: "" (the model chooses), "*" (a call to any of them) or one name:
 // then a tool_call constraint too (refused if the request is already constrained).

@@ -506,5 +506,111 @@ TEST(GatewayChat, SurvivesGatewayRestart) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
 }
 
+// The page's tools: a conversation holds OpenAI-shaped functions (kept in the order sent), the
+// model's call is read from its answer (GLM-4's JSON and ChatGLM3's Python block alike) and
+// stored as meta.tool_call, and the result the user gives goes to the model as an observation
+// after the call in the model's own format.
+TEST(GatewayChat, AToolCallIsStoredAndItsResultIsAnsweredAsAnObservation) {
+  TestGateway t("tools1");
+  // Keys deliberately not in alphabetical order: the prompt must see them as sent.
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+      R"("properties":{"city":{"type":"string"}},"required":["city"]},)"
+      R"("description":"Weather of a city"}}])";
+  auto r = t.post("/api/conversations", R"({"title":"w","tools":)" + tools + "}");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id = json::parse(r.body)["id"];
+  EXPECT_EQ(nlohmann::ordered_json::parse(r.body)["tools"].dump(),
+            nlohmann::ordered_json::parse(tools).dump());
+
+  for (const char* keyword : {"[tool]", "[tool-py]"}) {
+    SCOPED_TRACE(keyword);
+    auto events = chat(t, id, {{"content", std::string(keyword) + " weather in Paris?"}});
+    std::string name, arguments;
+    for (const json& e : events) {
+      if (e["type"] == "tool_call") name = e["name"];
+      if (e["type"] == "tool_arguments") arguments += e["text"].get<std::string>();
+    }
+    EXPECT_EQ(name, "get_weather");
+    EXPECT_EQ(tokens_of(events), "");  // no raw template text reaches the page
+    ASSERT_EQ(events.back()["type"], "done");
+    EXPECT_EQ(events.back()["finish_reason"], "tool_calls");
+    const json call = events.back()["meta"]["tool_call"];
+    EXPECT_EQ(call["name"], "get_weather");
+    const json call_args = json::parse(call["arguments"].get<std::string>());
+    EXPECT_EQ(call_args, json({{"city", "Paris"}}));
+    // GLM-4's arguments stream as generated; ChatGLM3's block is converted whole at the end.
+    if (std::string(keyword) == "[tool]") {
+      EXPECT_EQ(json::parse(arguments), call_args);
+    }
+    // The engine got the functions in the order sent, and no forced choice.
+    const protocol::Request sent = t.fake().requests().back();
+    EXPECT_EQ(sent.tools,
+              nlohmann::ordered_json::array({nlohmann::ordered_json::parse(tools)[0]["function"]})
+                  .dump());
+    EXPECT_FALSE(sent.constraint.active());
+
+    // The result of the call: stored as a tool message, sent as an observation after the call.
+    auto answered = chat(t, id, {{"tool_result", R"({"temp_c": 21})"}});
+    ASSERT_EQ(answered.back()["type"], "done") << answered.back().dump();
+    EXPECT_EQ(answered.front()["user_message"]["role"], "tool");
+    EXPECT_EQ(tokens_of(answered), R"(Echo: {"temp_c": 21})");
+    const protocol::Request next = t.fake().requests().back();
+    ASSERT_GE(next.messages.size(), 3u);
+    const auto& m = next.messages;
+    EXPECT_EQ(m[m.size() - 3].role, "user");
+    EXPECT_EQ(m[m.size() - 2].role, "assistant");
+    EXPECT_EQ(m[m.size() - 2].metadata, "get_weather");
+    EXPECT_EQ(json::parse(m[m.size() - 2].arguments), json({{"city", "Paris"}}));
+    EXPECT_EQ(m.back().role, "observation");
+    EXPECT_EQ(m.back().content, R"({"temp_c": 21})");
+  }
+  json c = conversation(t, id);
+  ASSERT_EQ(c["messages"].size(), 8u);
+  EXPECT_EQ(c["messages"][1]["content"], "");
+  EXPECT_EQ(c["messages"][1]["meta"]["tool_call"]["name"], "get_weather");
+  EXPECT_EQ(c["messages"][2]["role"], "tool");
+  EXPECT_EQ(c["messages"][2]["meta"]["name"], "get_weather");
+  // Regenerate answers the tool result again (the last thing asked), not the user's message.
+  auto again = chat(t, id, {{"regenerate", true}});
+  EXPECT_EQ(tokens_of(again), R"(Echo: {"temp_c": 21})");
+  EXPECT_EQ(conversation(t, id)["messages"].size(), 8u);
+}
+
+TEST(GatewayChat, ToolsAndToolResultsThatDoNotFitAreRefusedByName) {
+  TestGateway t("tools2");
+  struct Case {
+    const char* body;
+    const char* names;
+  };
+  for (const Case& k : {Case{R"({"tools":{"a":1}})", "tools must be an array"},
+                        Case{R"({"tools":[{"type":"function","function":{"name":"a b"}}]})",
+                             "tools[0].function.name"},
+                        Case{R"({"tools":[{"type":"retrieval"}]})", "tools[0] must be"},
+                        Case{R"({"tools":[{"type":"function","function":{"name":"f",)"
+                             R"("parameters":{"type":"object","patternProperties":{}}}}]})",
+                             "tools[0].function.parameters"}}) {
+    auto r = t.post("/api/conversations", k.body);
+    EXPECT_EQ(r.status, 400) << k.body;
+    EXPECT_NE(r.body.find(k.names), std::string::npos) << r.body;
+  }
+  const std::string id = create_conversation(t);
+  chat(t, id, {{"content", "hello"}});
+  // The last answer called no tool: there is nothing to give a result to. Nothing is stored.
+  auto r = t.post("/api/conversations/" + id + "/chat", R"({"tool_result":"42"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("not a complete tool call"), std::string::npos) << r.body;
+  r = t.post("/api/conversations/" + id + "/chat", R"({"tool_result":"42","content":"x"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(conversation(t, id)["messages"].size(), 2u);
+  // A conversation's tools can be replaced (and removed) with PATCH.
+  r = t.request("PATCH", "/api/conversations/" + id,
+                R"({"tools":[{"type":"function","function":{"name":"f"}}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["tools"][0]["function"]["name"], "f");
+  r = t.request("PATCH", "/api/conversations/" + id, R"({"tools":[]})");
+  EXPECT_EQ(json::parse(r.body)["tools"], json::array());
+}
+
 }  // namespace
 }  // namespace glm::gateway::testing

@@ -31,6 +31,21 @@ const char* answer_status(api::Outcome o) {
   return "error";
 }
 
+// The tool call an assistant message made (meta.tool_call), or null.
+const json* stored_call(const json& meta) {
+  auto it = meta.find("tool_call");
+  if (it == meta.end() || !it->is_object() || !it->contains("name") || !(*it)["name"].is_string()) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+// A stored meta object ({} if the text is not one).
+json parse_meta(const std::string& text) {
+  auto j = parse_json(text, "stored meta");
+  return j.ok() && j->is_object() ? *j : json::object();
+}
+
 }  // namespace
 
 std::string title_from(const std::string& text) {
@@ -53,16 +68,30 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
                                                const std::string& request_id) {
   turn_ = turn;
   request_id_ = request_id;
-  if (turn.continue_answer && (turn.regenerate || turn.edit_message_id || !turn.content.empty())) {
+  const bool tool_turn = turn.tool_result.has_value();
+  if (turn.continue_answer &&
+      (turn.regenerate || turn.edit_message_id || !turn.content.empty() || tool_turn)) {
     return invalid_argument(
         "continue goes on with the last answer: send it without content, "
+        "edit_message_id, regenerate or tool_result");
+  }
+  if (tool_turn && (turn.regenerate || turn.edit_message_id || !turn.content.empty())) {
+    return invalid_argument(
+        "tool_result answers the last answer's tool call: send it without content, "
         "edit_message_id or regenerate");
   }
-  if (!turn.regenerate && !turn.continue_answer && turn.content.empty()) {
+  if (tool_turn && (turn.tool_result->empty() || !utf8_valid(*turn.tool_result))) {
+    return invalid_argument("tool_result must be a non-empty UTF-8 string");
+  }
+  if (!turn.regenerate && !turn.continue_answer && !tool_turn && turn.content.empty()) {
     return invalid_argument("content must be a non-empty string");
   }
   if (!utf8_valid(turn.content)) return invalid_argument("content is not UTF-8");
   system_ = turn.system_prompt.value_or(conv_.system_prompt);
+  auto tools = parse_ordered_json(turn.tools_json.value_or(conv_.tools_json), "tools");
+  if (!tools.ok()) return tools.status();
+  nlohmann::ordered_json functions;
+  GLM_RETURN_IF_ERROR(api::read_openai_tools(*tools, "tools", &functions, &tool_names_));
 
   auto msgs = store_->messages(conv_.id);
   if (!msgs.ok()) return msgs.status();
@@ -79,17 +108,35 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
     answer_id_ = last.id;
     prefix_ = last.content;
     partial_ = prefix_;
-    meta_ = nlohmann::json::parse(last.meta_json, nullptr, false);
-    if (!meta_.is_object()) meta_ = json::object();
+    meta_ = parse_meta(last.meta_json);
+    if (stored_call(meta_)) {
+      return invalid_argument("the last answer calls a tool; regenerate it instead of continuing");
+    }
     history.pop_back();
   } else if (turn.regenerate) {
-    int64_t last_user = 0;
+    int64_t last_asked = 0;  // the last user message or tool result: what the answer answers
     for (const StoredMessage& m : history) {
-      if (m.role == "user") last_user = m.id;
+      if (m.role == "user" || m.role == "tool") last_asked = m.id;
     }
-    if (last_user == 0) return invalid_argument("nothing to regenerate: no user message");
-    GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, last_user + 1));
-    std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_user; });
+    if (last_asked == 0) return invalid_argument("nothing to regenerate: no user message");
+    GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, last_asked + 1));
+    std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_asked; });
+  } else if (tool_turn) {
+    const json* call = nullptr;
+    json last_meta;
+    if (!history.empty() && history.back().role == "assistant") {
+      last_meta = parse_meta(history.back().meta_json);
+      call = stored_call(last_meta);
+    }
+    if (!call || history.back().status != "complete") {
+      return invalid_argument(
+          "nothing to answer with a tool result: the last answer is not a complete tool call");
+    }
+    auto tm = store_->add_message(conv_.id, "tool", *turn.tool_result, "complete",
+                                  dump_json(json{{"name", (*call)["name"]}}));
+    if (!tm.ok()) return tm.status();
+    user_message_ = message_json(*tm);
+    history.push_back(*tm);
   } else {
     if (turn.edit_message_id) {
       const int64_t edit_id = *turn.edit_message_id;
@@ -114,13 +161,32 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   request.params = turn.params;
   if (!system_.empty()) request.messages.push_back({"system", system_, ""});
   for (const StoredMessage& m : history) {
+    if (m.role == "assistant") {
+      const json meta = parse_meta(m.meta_json);
+      if (const json* call = stored_call(meta)) {
+        // Written back in the model's own call format by the chat template.
+        if (!m.content.empty()) request.messages.push_back({"assistant", m.content, ""});
+        protocol::Message c{"assistant", "", (*call)["name"].get<std::string>()};
+        c.arguments = call->value("arguments", std::string("{}"));
+        request.messages.push_back(std::move(c));
+        continue;
+      }
+    }
     if (m.content.empty()) continue;  // an answer that failed before its first token
-    request.messages.push_back({m.role, m.content, ""});
+    request.messages.push_back({m.role == "tool" ? "observation" : m.role, m.content, ""});
+  }
+  if (!functions.empty()) {
+    GLM_RETURN_IF_ERROR(api::set_tools(functions, "", &request, &tool_names_));
+    reader_ = std::make_unique<api::ToolCallStream>(tool_names_);
+    if (!prefix_.empty()) reader_->feed(prefix_);  // a continued answer: read as already shown
   }
   return request;
 }
 
 Status ChatSession::open_answer() {
+  if (turn_.tools_json && *turn_.tools_json != conv_.tools_json) {
+    GLM_RETURN_IF_ERROR(store_->set_conversation_tools(conv_.id, *turn_.tools_json));
+  }
   if (turn_.params_json && *turn_.params_json != conv_.params_json) {
     GLM_RETURN_IF_ERROR(
         store_->update_conversation(conv_.id, nullptr, nullptr, &*turn_.params_json));
@@ -128,7 +194,7 @@ Status ChatSession::open_answer() {
   if (system_ != conv_.system_prompt) {
     GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, nullptr, &system_, nullptr));
   }
-  if (conv_.title.empty() && !turn_.regenerate && !turn_.continue_answer) {
+  if (conv_.title.empty() && !turn_.regenerate && !turn_.continue_answer && !turn_.tool_result) {
     const std::string t = title_from(turn_.content);
     GLM_RETURN_IF_ERROR(store_->update_conversation(conv_.id, &t, nullptr, nullptr));
   }
@@ -166,12 +232,41 @@ json ChatSession::error_payload(const Status& status) const {
       {"type", "error"}, {"code", error_code_name(status.code())}, {"message", status.message()}};
 }
 
-std::optional<json> ChatSession::on_event(const protocol::Event& e) {
-  json j;
+std::vector<json> ChatSession::on_event(const protocol::Event& e) {
   switch (e.type) {
-    case protocol::EventType::kToken:
-      partial_ += e.text;
-      j = {{"type", "token"}, {"text", e.text}};
+    case protocol::EventType::kToken: {
+      std::vector<json> out;
+      if (!reader_) {
+        partial_ += e.text;
+        out.push_back({{"type", "token"}, {"text", e.text}});
+      } else {
+        std::string text;  // plain text of this event, sent as one token payload
+        auto flush_text = [&] {
+          if (text.empty()) return;
+          partial_ += text;
+          out.push_back({{"type", "token"}, {"text", std::move(text)}});
+          text.clear();
+        };
+        for (api::ToolDelta& d : reader_->feed(e.text)) {
+          switch (d.kind) {
+            case api::ToolDelta::Kind::kContent:
+              text += d.text;
+              break;
+            case api::ToolDelta::Kind::kCallStart:
+              flush_text();
+              meta_["tool_call"] = {{"name", d.text}, {"arguments", ""}};
+              out.push_back({{"type", "tool_call"}, {"name", d.text}});
+              break;
+            case api::ToolDelta::Kind::kArguments:
+              flush_text();
+              meta_["tool_call"]["arguments"] =
+                  meta_["tool_call"]["arguments"].get<std::string>() + d.text;
+              out.push_back({{"type", "tool_arguments"}, {"text", d.text}});
+              break;
+          }
+        }
+        flush_text();
+      }
       if (std::chrono::duration<double, std::milli>(Clock::now() - last_flush_).count() >
           kFlushIntervalMs) {
         if (Status st =
@@ -182,20 +277,21 @@ std::optional<json> ChatSession::on_event(const protocol::Event& e) {
         }
         last_flush_ = Clock::now();
       }
-      return j;
+      return out;
+    }
     case protocol::EventType::kQueued:
-      return json{{"type", "queued"}, {"position", e.position}};
+      return {json{{"type", "queued"}, {"position", e.position}}};
     case protocol::EventType::kStart:
-      return json{{"type", "prefill"},
-                  {"prompt_tokens", e.usage.prompt_tokens},
-                  {"cached_tokens", e.usage.cached_tokens}};
+      return {json{{"type", "prefill"},
+                   {"prompt_tokens", e.usage.prompt_tokens},
+                   {"cached_tokens", e.usage.cached_tokens}}};
     case protocol::EventType::kNotice:
       meta_["notice"] = e.message;
       meta_["dropped_messages"] = e.dropped_messages;
-      return json{
-          {"type", "notice"}, {"message", e.message}, {"dropped_messages", e.dropped_messages}};
+      return {json{
+          {"type", "notice"}, {"message", e.message}, {"dropped_messages", e.dropped_messages}}};
     default:
-      return std::nullopt;
+      return {};
   }
 }
 
@@ -205,8 +301,20 @@ json ChatSession::finish(const RelayResult& r, bool interrupted) {
       interrupted && r.outcome != api::Outcome::kStop && r.outcome != api::Outcome::kLength
           ? "interrupted"
           : answer_status(r.outcome);
-  const std::string text = prefix_ + r.text;
-  meta_["finish_reason"] = api::outcome_name(r.outcome);
+  std::string text = prefix_ + r.text;
+  std::string finish_reason = api::outcome_name(r.outcome);
+  if (reader_) {
+    // The whole answer read again as the stream read it: plain text and the call, if any.
+    api::ToolAnswer a = api::read_tool_answer(tool_names_, text);
+    text = std::move(a.content);
+    if (a.name.empty()) {
+      meta_.erase("tool_call");
+    } else {
+      meta_["tool_call"] = {{"name", a.name}, {"arguments", a.arguments}};
+      if (r.outcome == api::Outcome::kStop) finish_reason = "tool_calls";
+    }
+  }
+  meta_["finish_reason"] = finish_reason;
   meta_["prompt_tokens"] = r.usage.prompt_tokens;
   meta_["cached_tokens"] = r.usage.cached_tokens;
   meta_["completion_tokens"] = r.usage.completion_tokens;
@@ -230,10 +338,8 @@ json ChatSession::finish(const RelayResult& r, bool interrupted) {
     j["content"] = text;  // the partial answer, kept on the page
     return j;
   }
-  return json{{"type", "done"},
-              {"finish_reason", api::outcome_name(r.outcome)},
-              {"status", status},
-              {"meta", meta_}};
+  return json{
+      {"type", "done"}, {"finish_reason", finish_reason}, {"status", status}, {"meta", meta_}};
 }
 
 }  // namespace glm::gateway

@@ -13,10 +13,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "api/tool_calls.h"
 #include "core/status.h"
 #include "gateway/relay.h"
 #include "gateway/store.h"
@@ -35,6 +38,12 @@ struct ChatTurn {
   std::optional<std::string> system_prompt;  // a new system prompt for the conversation
   std::optional<std::string> params_json;    // the page's settings, stored with the conversation
   generation::SamplingParams params;
+  // New tools for the conversation (an OpenAI tools array as JSON text, checked by the caller;
+  // "[]" removes them). Stored with the conversation; the model may call them from this turn on.
+  std::optional<std::string> tools_json;
+  // The result of the tool the last answer called: stored as a "tool" message (sent to the
+  // model as an observation), then the model answers it. A turn of its own, like continue.
+  std::optional<std::string> tool_result;
 };
 
 class ChatSession {
@@ -57,11 +66,16 @@ class ChatSession {
   // SSE payloads of the page's protocol (docs/gateway.md).
   nlohmann::json start_payload() const;
   nlohmann::json error_payload(const Status& status) const;
-  // The payload for an engine event, or nullopt for events the page does not see. Tokens grow
-  // the partial answer, which is saved at most once per flush interval.
-  std::optional<nlohmann::json> on_event(const protocol::Event& e);
+  // The payloads for an engine event (none for events the page does not see). Tokens grow
+  // the partial answer, which is saved at most once per flush interval. In a conversation with
+  // tools a token's text goes through the tool-call reader (api/tool_calls.h): plain text comes
+  // as token payloads, a call as {"type":"tool_call","name"} then {"type":"tool_arguments",
+  // "text"} fragments.
+  std::vector<nlohmann::json> on_event(const protocol::Event& e);
   // Stores the final answer and returns the done (or error) payload. `interrupted`: the
   // gateway cut it as it stopped (stored "interrupted", so the page offers to continue it).
+  // An answer that calls a tool is stored with meta.tool_call {name, arguments} and its
+  // finish_reason is "tool_calls".
   nlohmann::json finish(const RelayResult& r, bool interrupted = false);
 
   int64_t answer_id() const { return answer_id_; }
@@ -76,8 +90,10 @@ class ChatSession {
   std::string system_;
   nlohmann::json user_message_;  // the stored user message (null with regenerate)
   int64_t answer_id_ = 0;
-  std::string prefix_;   // a continued answer's text before this turn
-  std::string partial_;  // prefix_ and what came since
+  std::string prefix_;                   // a continued answer's text before this turn
+  std::string partial_;                  // prefix_ and what came since (the plain text, with tools)
+  std::vector<std::string> tool_names_;  // the functions the answer may call
+  std::unique_ptr<api::ToolCallStream> reader_;  // with tools: reads calls from the tokens
   nlohmann::json meta_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
 };

@@ -4,6 +4,9 @@
 //           ("w0 " ... "w39 ": re-attach, drain and continue tests)
 //   [xss]   an answer with <script> and <img onerror> in it
 //   [zh]    Chinese text
+//   [tool]  a call of the request's first tool as GLM-4 writes it ("NAME\n{json}"), with
+//           arguments {"city": "Paris"}; [tool-py] the same as ChatGLM3 writes it (a Python
+//           tool_call block); without tools an echo
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "core/utf8.h"
 #include "gateway/engine_client.h"
@@ -218,6 +219,14 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
               " end"};
   } else if (has("[zh]")) {
     pieces = {"你好", "，", "世界", "！"};
+  } else if ((has("[tool]") || has("[tool-py]")) && !req.tools.empty()) {
+    // A call of the first tool, as GLM-4 (JSON) or ChatGLM3 (a Python block) writes it.
+    const std::string name = nlohmann::json::parse(req.tools)[0]["name"];
+    if (has("[tool]")) {
+      pieces = {name.substr(0, 3), name.substr(3) + "\n", "{\"city\"", ": \"Paris\"}"};
+    } else {
+      pieces = {name + "\n", "```python\n", "tool_call(city=", "'Paris')", "\n```"};
+    }
   } else {
     if (has("[trim]")) {
       protocol::Event n;

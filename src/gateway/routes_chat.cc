@@ -1,14 +1,16 @@
 // The page's routes: conversations in SQLite and the streaming chat that stores as it goes.
 //
 //   GET    /api/conversations                list (most recent first)
-//   POST   /api/conversations                {title?, system_prompt?, params?} -> conversation
+//   POST   /api/conversations                {title?, system_prompt?, params?, tools?}
+//                                            -> conversation
 //   GET    /api/conversations/:id            conversation + messages
-//   PATCH  /api/conversations/:id            {title?, system_prompt?, params?}
+//   PATCH  /api/conversations/:id            {title?, system_prompt?, params?, tools?}
 //   DELETE /api/conversations/:id
 //   GET    /api/conversations/:id/export     JSON download
 //   POST   /api/conversations/:id/chat       {content, edit_message_id?, regenerate?,
-//                                             continue?, params?}
-//                                            -> SSE: start, queued, prefill, token..., notice,
+//                                             continue?, tool_result?, params?, tools?}
+//                                            -> SSE: start, queued, prefill, token...,
+//                                               tool_call, tool_arguments..., notice,
 //                                               done | error (docs/gateway.md), with event ids
 //   GET    /api/conversations/:id/live       re-attach to the answer being generated: SSE from
 //                                            Last-Event-ID + 1 (or ?from=N, default 0)
@@ -39,15 +41,34 @@ constexpr size_t kMaxTitleBytes = 200;
 
 // The conversation fields of a POST/PATCH body; absent = nullopt.
 struct ConversationFields {
-  std::optional<std::string> title, system_prompt, params_json;
+  std::optional<std::string> title, system_prompt, params_json, tools_json;
 };
 
-StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b) {
+// The body's "tools" (OpenAI's tools array, checked as /v1/chat/completions checks it), as JSON
+// text in the order the page sent it; nullopt when absent or null.
+StatusOr<std::optional<std::string>> read_tools_field(const api::BodyReader& b,
+                                                      const std::string& body_text) {
+  auto it = b.json().find("tools");
+  if (it == b.json().end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_array()) return invalid_argument("tools must be an array of functions");
+  auto ordered = parse_ordered_json(body_text, "the request body");
+  if (!ordered.ok()) return ordered.status();
+  nlohmann::ordered_json functions;
+  std::vector<std::string> names;
+  GLM_RETURN_IF_ERROR(api::read_openai_tools((*ordered)["tools"], "tools", &functions, &names));
+  return std::optional<std::string>(dump_json((*ordered)["tools"]));
+}
+
+StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b,
+                                                      const std::string& body_text) {
   ConversationFields f;
   f.title = b.string("title");
   f.system_prompt = b.string("system_prompt");
   if (const json* p = b.object("params")) f.params_json = dump_json(*p);
   if (!b.status().ok()) return b.status();
+  auto tools = read_tools_field(b, body_text);
+  if (!tools.ok()) return tools.status();
+  f.tools_json = std::move(tools).value();
   if (f.title && f.title->size() > kMaxTitleBytes) {
     return invalid_argument("title is over " + std::to_string(kMaxTitleBytes) + " bytes");
   }
@@ -55,8 +76,9 @@ StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b) {
 }
 
 // A chat turn from the page's body.
-StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b) {
+StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b, const std::string& body_text) {
   ChatTurn t;
+  t.tool_result = b.string("tool_result");
   t.regenerate = b.boolean("regenerate").value_or(false);
   t.continue_answer = b.boolean("continue").value_or(false);
   t.content = b.string("content").value_or("");
@@ -67,6 +89,9 @@ StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b) {
     GLM_RETURN_IF_ERROR(protocol::read_sampling(*p, "params.", &t.params));
   }
   if (!b.status().ok()) return b.status();
+  auto tools = read_tools_field(b, body_text);
+  if (!tools.ok()) return tools.status();
+  t.tools_json = std::move(tools).value();
   return t;
 }
 
@@ -111,7 +136,7 @@ void Gateway::follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink)
 void Gateway::generate_live(LiveAnswer& live, ChatSession& session, Started& started,
                             std::chrono::steady_clock::time_point t0) {
   auto emit = [&](const protocol::Event& e) {
-    if (auto payload = session.on_event(e)) live.publish(*payload);
+    for (const json& payload : session.on_event(e)) live.publish(payload);
     return true;  // nobody following is no reason to stop
   };
   // ... but an answer nobody has followed for this long is: no page is coming back for it.
@@ -140,7 +165,7 @@ StatusOr<protocol::Request> Gateway::continue_request(protocol::Request request,
 }
 
 void Gateway::install_chat_routes() {
-  auto send_json = [](http::Response& res, const json& j, int status = 200) {
+  auto send_json = [](http::Response& res, const nlohmann::ordered_json& j, int status = 200) {
     res.status = status;
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump_json(j), "application/json");
@@ -149,7 +174,7 @@ void Gateway::install_chat_routes() {
   server_->get("/api/conversations", [this, send_json](const http::Request&, http::Response& res) {
     auto list = store_->list_conversations(kMaxConversations);
     if (!list.ok()) return set_json_error(res, list.status());
-    json arr = json::array();
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const Conversation& c : *list) arr.push_back(conversation_json(c));
     send_json(res, {{"conversations", arr}});
   });
@@ -157,11 +182,17 @@ void Gateway::install_chat_routes() {
   server_->post(
       "/api/conversations", [this, send_json](const http::Request& req, http::Response& res) {
         api::BodyReader b(req.body);
-        auto f = read_conversation_fields(b);
+        auto f = read_conversation_fields(b, req.body);
         if (!f.ok()) return set_json_error(res, f.status());
         auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
                                              f->params_json.value_or("{}"));
         if (!c.ok()) return set_json_error(res, c.status());
+        if (f->tools_json) {
+          if (Status st = store_->set_conversation_tools(c->id, *f->tools_json); !st.ok()) {
+            return set_json_error(res, st);
+          }
+          c->tools_json = *f->tools_json;
+        }
         send_json(res, conversation_json(*c), 201);
       });
 
@@ -171,9 +202,10 @@ void Gateway::install_chat_routes() {
                  if (!c.ok()) return set_json_error(res, c.status());
                  auto msgs = store_->messages(c->id);
                  if (!msgs.ok()) return set_json_error(res, msgs.status());
-                 json j = conversation_json(*c);
+                 nlohmann::ordered_json j = conversation_json(*c);
                  j["messages"] = json::array();
-                 for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
+                 for (const StoredMessage& m : *msgs)
+                   j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
                  // An answer being generated now: the page re-attaches to it (GET .../live).
                  // Not once its row holds the outcome (the row is stored just before the live
                  // answer ends): the page then shows the stored answer.
@@ -196,11 +228,14 @@ void Gateway::install_chat_routes() {
   server_->patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
                  [this, send_json](const http::Request& req, http::Response& res) {
                    api::BodyReader b(req.body);
-                   auto f = read_conversation_fields(b);
+                   auto f = read_conversation_fields(b, req.body);
                    if (!f.ok()) return set_json_error(res, f.status());
                    auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
                    Status st = store_->update_conversation(
                        req.matches[1], opt(f->title), opt(f->system_prompt), opt(f->params_json));
+                   if (st.ok() && f->tools_json) {
+                     st = store_->set_conversation_tools(req.matches[1], *f->tools_json);
+                   }
                    if (!st.ok()) return set_json_error(res, st);
                    auto c = store_->get_conversation(req.matches[1]);
                    if (!c.ok()) return set_json_error(res, c.status());
@@ -259,7 +294,7 @@ void Gateway::install_chat_routes() {
                                                                       http::Response& res) {
     const auto t0 = Clock::now();
     api::BodyReader b(req.body);
-    auto turn = read_chat_turn(b);
+    auto turn = read_chat_turn(b, req.body);
     if (!turn.ok()) return set_json_error(res, turn.status());
     auto conv = store_->get_conversation(req.matches[1]);
     if (!conv.ok()) return set_json_error(res, conv.status());

@@ -62,7 +62,7 @@ std::string new_conversation_id() {
 
 constexpr const char* kConvColumns =
     "c.id, c.title, c.system_prompt, c.params, c.created_ms, c.updated_ms, "
-    "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)";
+    "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), c.tools";
 
 Conversation read_conversation(Stmt& s) {
   Conversation c;
@@ -73,6 +73,7 @@ Conversation read_conversation(Stmt& s) {
   c.created_ms = s.col_int(4);
   c.updated_ms = s.col_int(5);
   c.n_messages = static_cast<int>(s.col_int(6));
+  c.tools_json = s.col_text(7);
   return c;
 }
 
@@ -97,13 +98,19 @@ json parse_or_empty(const std::string& s) {
   return j.ok() ? *j : json::object();
 }
 
+nlohmann::ordered_json tools_or_none(const std::string& s) {
+  auto j = parse_ordered_json(s, "stored tools");
+  return j.ok() && j->is_array() ? *j : nlohmann::ordered_json::array();
+}
+
 }  // namespace
 
-json conversation_json(const Conversation& c) {
+nlohmann::ordered_json conversation_json(const Conversation& c) {
   return {{"id", c.id},
           {"title", c.title},
           {"system_prompt", c.system_prompt},
           {"params", parse_or_empty(c.params_json)},
+          {"tools", tools_or_none(c.tools_json)},
           {"created_ms", c.created_ms},
           {"updated_ms", c.updated_ms},
           {"n_messages", c.n_messages}};
@@ -150,7 +157,8 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
       "CREATE TABLE IF NOT EXISTS conversations ("
       " id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '',"
       " system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT NULL DEFAULT '{}',"
-      " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+      " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+      " tools TEXT NOT NULL DEFAULT '[]');"
       "CREATE TABLE IF NOT EXISTS messages ("
       " id INTEGER PRIMARY KEY AUTOINCREMENT,"
       " conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
@@ -162,6 +170,11 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
       "CREATE TABLE IF NOT EXISTS responses ("
       " id TEXT PRIMARY KEY, kv_key TEXT NOT NULL, messages TEXT NOT NULL,"
       " response TEXT NOT NULL, created_ms INTEGER NOT NULL);"));
+  // Databases made before conversations had tools get the column (an empty list each).
+  if (!Stmt(db, "SELECT tools FROM conversations LIMIT 0").ok()) {
+    GLM_RETURN_IF_ERROR(
+        store->exec("ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT '[]'"));
+  }
   // Answers that were streaming when a previous gateway died keep their text, marked as such.
   GLM_RETURN_IF_ERROR(
       store->exec("UPDATE messages SET status='interrupted' WHERE status='streaming'"));
@@ -255,6 +268,16 @@ Status Store::update_conversation(const std::string& id, const std::string* titl
   return Status::Ok();
 }
 
+Status Store::set_conversation_tools(const std::string& id, const std::string& tools_json) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stmt s(db_, "UPDATE conversations SET tools=?2, updated_ms=?3 WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "set tools");
+  s.text(1, id).text(2, tools_json.empty() ? "[]" : tools_json).integer(3, now_unix_ms());
+  if (s.step() != SQLITE_DONE) return db_error(db_, "set tools");
+  if (sqlite3_changes(db_) == 0) return not_found("no conversation '" + id + "'");
+  return Status::Ok();
+}
+
 Status Store::delete_conversation(const std::string& id) {
   std::lock_guard<std::mutex> lock(mutex_);
   Stmt s(db_, "DELETE FROM conversations WHERE id=?1");
@@ -326,20 +349,22 @@ StatusOr<StoredMessage> Store::get_message(int64_t id) {
 
 StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
                                            const std::string& role, const std::string& content,
-                                           const std::string& status) {
+                                           const std::string& status,
+                                           const std::string& meta_json) {
   StoredMessage m;
   m.conversation_id = conversation_id;
   m.role = role;
   m.content = content;
   m.status = status;
+  m.meta_json = meta_json.empty() ? "{}" : meta_json;
   m.created_ms = now_unix_ms();
   std::lock_guard<std::mutex> lock(mutex_);
   Stmt s(db_,
-         "INSERT INTO messages(conversation_id, role, content, status, created_ms)"
-         " VALUES(?1, ?2, ?3, ?4, ?5)");
+         "INSERT INTO messages(conversation_id, role, content, status, created_ms, meta)"
+         " VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
   if (!s.ok()) return db_error(db_, "add message");
   s.text(1, conversation_id).text(2, role).text(3, content).text(4, status);
-  s.integer(5, m.created_ms);
+  s.integer(5, m.created_ms).text(6, m.meta_json);
   const int rc = s.step();
   if (rc == SQLITE_CONSTRAINT) return not_found("no conversation '" + conversation_id + "'");
   if (rc != SQLITE_DONE) return db_error(db_, "add message");
@@ -374,16 +399,18 @@ StatusOr<std::string> Store::export_json(const std::string& id) {
   if (!conv.ok()) return conv.status();
   auto msgs = messages(id);
   if (!msgs.ok()) return msgs.status();
-  json j = {{"format", "glmserve-conversation"},
-            {"version", 1},
-            {"id", conv->id},
-            {"title", conv->title},
-            {"system_prompt", conv->system_prompt},
-            {"params", parse_or_empty(conv->params_json)},
-            {"created_ms", conv->created_ms},
-            {"updated_ms", conv->updated_ms},
-            {"messages", json::array()}};
-  for (const StoredMessage& m : *msgs) j["messages"].push_back(message_json(m));
+  nlohmann::ordered_json j = {{"format", "glmserve-conversation"},
+                              {"version", 1},
+                              {"id", conv->id},
+                              {"title", conv->title},
+                              {"system_prompt", conv->system_prompt},
+                              {"params", parse_or_empty(conv->params_json)},
+                              {"tools", tools_or_none(conv->tools_json)},
+                              {"created_ms", conv->created_ms},
+                              {"updated_ms", conv->updated_ms},
+                              {"messages", nlohmann::ordered_json::array()}};
+  for (const StoredMessage& m : *msgs)
+    j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
   return dump_json(j, 2);
 }
 

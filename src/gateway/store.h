@@ -1,6 +1,6 @@
 // Store: conversations and their messages in one SQLite file (WAL mode), for the web page.
 //
-//   conversations(id, title, system_prompt, params JSON, created_ms, updated_ms)
+//   conversations(id, title, system_prompt, params JSON, created_ms, updated_ms, tools JSON)
 //   messages(id, conversation_id, role, content, status, error, meta JSON, created_ms)
 //   responses(id, kv_key, messages JSON, response JSON, created_ms): the Responses API's stored
 //     responses (POST /v1/responses with store: true), each with its whole conversation
@@ -32,6 +32,9 @@ struct Conversation {
   std::string title;
   std::string system_prompt;
   std::string params_json = "{}";  // the page's sampling settings, stored as given
+  // The functions the model may call in this conversation: OpenAI's tools array as the page
+  // sent it (key order kept: the prompt writes them in that order). "[]" = none.
+  std::string tools_json = "[]";
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int n_messages = 0;  // filled by list() and get()
@@ -40,11 +43,13 @@ struct Conversation {
 struct StoredMessage {
   int64_t id = 0;
   std::string conversation_id;
-  std::string role;  // system, user, assistant
+  std::string role;  // system, user, assistant, tool (a tool's result: meta.name = the function)
   std::string content;
-  std::string status;            // complete, streaming, stopped, error, interrupted
-  std::string error;             // with status error
-  std::string meta_json = "{}";  // ttft_ms, tokens, tokens_per_s, finish_reason, notice...
+  std::string status;  // complete, streaming, stopped, error, interrupted
+  std::string error;   // with status error
+  // ttft_ms, tokens, tokens_per_s, finish_reason, notice...; an answer that calls a tool:
+  // tool_call = {"name", "arguments" (JSON object text)}
+  std::string meta_json = "{}";
   int64_t created_ms = 0;
 };
 
@@ -76,6 +81,9 @@ class Store {
   // Updates the fields given (nullptr = keep). kNotFound for an unknown id.
   Status update_conversation(const std::string& id, const std::string* title,
                              const std::string* system_prompt, const std::string* params_json);
+  // Replaces the conversation's tools (an OpenAI tools array as JSON text, checked by the
+  // caller). kNotFound for an unknown id.
+  Status set_conversation_tools(const std::string& id, const std::string& tools_json);
   Status delete_conversation(const std::string& id);
 
   // Messages of a conversation in order.
@@ -83,7 +91,8 @@ class Store {
   StatusOr<StoredMessage> get_message(int64_t id);
   // Appends a message; returns it with its id. Bumps the conversation's updated_ms.
   StatusOr<StoredMessage> add_message(const std::string& conversation_id, const std::string& role,
-                                      const std::string& content, const std::string& status);
+                                      const std::string& content, const std::string& status,
+                                      const std::string& meta_json = "{}");
   // Sets the content, status, error and meta of a message (the streaming answer as it grows).
   Status update_message(int64_t id, const std::string& content, const std::string& status,
                         const std::string& error, const std::string& meta_json);
@@ -109,8 +118,9 @@ class Store {
 };
 
 // A conversation and a message as the page's API and the export write them (params and meta as
-// JSON objects; stored text that does not parse reads as {}).
-nlohmann::json conversation_json(const Conversation& c);
+// JSON objects; stored text that does not parse reads as {}; tools as an array in the order
+// the page sent them, hence an ordered_json).
+nlohmann::ordered_json conversation_json(const Conversation& c);
 nlohmann::json message_json(const StoredMessage& m);
 
 // Milliseconds since the Unix epoch.

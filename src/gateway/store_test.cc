@@ -1,6 +1,7 @@
 #include "gateway/store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,40 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
   EXPECT_EQ((*msgs)[1].content, "half an ans");
   auto list = (*s)->list_conversations(10);
   ASSERT_EQ(list->size(), 1u);
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+}
+
+// A database written before conversations had tools (the session-7 schema, made here with the
+// sqlite3 library directly) opens, keeps its rows, and gains the column.
+TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
+  const std::string path = "/tmp/glm-store-old-" + std::to_string(::getpid()) + ".db";
+  ::unlink(path.c_str());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT NOT NULL "
+                         "DEFAULT '', system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT "
+                         "NULL DEFAULT '{}', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT "
+                         "NULL);"
+                         "INSERT INTO conversations VALUES('cold', 'old one', '', '{}', 1, 2);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  {
+    auto s = Store::open(path);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto c = (*s)->get_conversation("cold");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->title, "old one");
+    EXPECT_EQ(c->tools_json, "[]");
+    const std::string tools = R"([{"type":"function","function":{"name":"f"}}])";
+    ASSERT_TRUE((*s)->set_conversation_tools("cold", tools).ok());
+    EXPECT_EQ((*s)->get_conversation("cold")->tools_json, tools);
+    EXPECT_EQ((*s)->set_conversation_tools("nope", tools).code(), ErrorCode::kNotFound);
+  }
+  auto again = Store::open(path);  // a second open finds the column there
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE((*again)->get_conversation("cold")->tools_json, "[]");
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 

@@ -219,3 +219,62 @@ test('English toggle, dark mode and a narrow screen', async () => {
   assert.ok(composer.width >= 380, `composer ${composer.width}px wide`);
   await page.context().close();
 });
+
+test('a tool call and its result show as collapsed JSON, and the result goes back as an observation', async () => {
+  const page = await newPage(browser);
+  await page.click('#settings-toggle');
+  await page.fill('#tools', JSON.stringify([{ type: 'function', function: { name: 'get_weather',
+    description: 'Weather of a city', parameters: { type: 'object',
+      properties: { city: { type: 'string' }, unit: { type: 'string' } }, required: ['city'] } } }]));
+  const answer = await send(page, 'weather in Paris? [tool]');
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-status'), 'complete');
+  // The call is a collapsed block with the function's name and a one-line preview, never the
+  // model's raw call text.
+  const call = answer.locator('details.tool-call');
+  assert.equal(await call.count(), 1);
+  assert.equal(await call.evaluate((d) => d.open), false, 'collapsed');
+  assert.equal(await call.locator('.tool-name').textContent(), 'get_weather');
+  assert.equal(await call.locator('.tool-preview').textContent(), '{"city":"Paris","unit":"celsius"}');
+  assert.equal(await answer.locator('.bubble').isVisible(), false, 'no text bubble for a bare call');
+  assert.ok(!(await answer.textContent()).includes('get_weather\n'), 'no raw template text');
+  await call.locator('summary').click();
+  assert.equal(await call.locator('pre.tool-json').textContent(),
+    '{\n  "city": "Paris",\n  "unit": "celsius"\n}');
+  // The composer now takes the tool's result; it shows as a collapsed block of its own.
+  assert.match(await page.getAttribute('#input', 'placeholder'), /get_weather/);
+  const next = await send(page, '{"temp_c": 21, "sky": "clear"}');
+  await waitDone(next);
+  const result = page.locator('.msg.tool details.tool-result');
+  assert.equal(await result.count(), 1);
+  assert.equal(await result.evaluate((d) => d.open), false);
+  assert.equal(await result.locator('.tool-name').textContent(), 'get_weather');
+  assert.match(await next.locator('.bubble').textContent(), /Echo: \{"temp_c": 21/);
+  assert.doesNotMatch(await page.getAttribute('#input', 'placeholder'), /get_weather/);
+  // The engine got the call in the history (as metadata + arguments) and the result as an
+  // observation, with the tools.
+  const reqs = engineLog().filter((e) => e.kind === 'request');
+  const last = reqs[reqs.length - 1];
+  const roles = last.messages.map((m) => m.role);
+  assert.deepEqual(roles.slice(-3), ['user', 'assistant', 'observation']);
+  assert.equal(last.messages[last.messages.length - 2].metadata, 'get_weather');
+  assert.deepEqual(JSON.parse(last.messages[last.messages.length - 2].arguments),
+    { city: 'Paris', unit: 'celsius' });
+  assert.equal(last.messages[last.messages.length - 1].content, '{"temp_c": 21, "sky": "clear"}');
+  assert.ok(last.tools, 'the engine got the tools');
+  // After a reload the stored conversation renders the same blocks, and the tools are kept.
+  await page.reload();
+  await page.locator('.msg.tool details.tool-result').waitFor();
+  assert.equal(await page.locator('.msg.assistant details.tool-call .tool-name').textContent(), 'get_weather');
+  await page.click('#settings-toggle');
+  assert.equal(JSON.parse(await page.inputValue('#tools'))[0].function.name, 'get_weather');
+  if (process.env.GLM_SCREENSHOTS) await page.screenshot({ path: `${process.env.GLM_SCREENSHOTS}/tools.png` });
+  // Tools that are not JSON: a clear error, nothing sent.
+  await page.click('#new-chat');
+  await page.fill('#tools', '[{"type": "function",');
+  const before = engineLog().filter((e) => e.kind === 'request').length;
+  const failed = await send(page, 'hello');
+  assert.match(await failed.locator('.errmsg').textContent(), /JSON/);
+  assert.equal(engineLog().filter((e) => e.kind === 'request').length, before);
+  await page.context().close();
+});

@@ -6,6 +6,7 @@
 // tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
 //   [zh]     Chinese text                           [md]   markdown with a code block
 //   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
+//   [tool]   with tools: a call of the first one as GLM-4 writes it ("NAME\n{json}")
 // The first token comes FAKE_TTFT_MS (default 20) after the request line; the done event
 // reports the TTFT the engine measured itself, as the real engine does.
 // Every request and every cancel is appended as a JSON line to the log file (argv[3]).
@@ -18,7 +19,11 @@ const ttftMs = Number(process.env.FAKE_TTFT_MS || 20);
 const log = (obj) => logPath && appendFileSync(logPath, `${JSON.stringify(obj)}\n`);
 const flags = new Map(); // id -> {cancelled}
 
-function script(text) {
+function script(text, tools) {
+  if (text.includes('[tool]') && tools.length) {
+    const call = `${tools[0].name}\n{"city": "Paris", "unit": "celsius"}`;
+    return { delay: 5, pieces: call.match(/[\s\S]{1,5}/gu) };
+  }
   if (text.includes('[slow]') || text.includes('[reload]')) {
     const n = text.includes('[slow]') ? 300 : 100;
     return { delay: 30, pieces: Array.from({ length: n }, (_, i) => `word${i} `) };
@@ -53,13 +58,14 @@ function generate(conn, req) {
   const last = msgs.length ? msgs[msgs.length - 1].content : req.prompt || '';
   const resume = req.resume || [];
   log({ kind: 'request', id: req.id, conversation: req.conversation || '', messages: msgs,
-    params: req.params || {}, resume: resume.length });
+    params: req.params || {}, resume: resume.length, tools: req.tools || null });
   send({ event: 'queued', position: 0 });
   send({ event: 'start', prompt_tokens: 8 * msgs.length, cached_tokens: 0 });
   if (last.includes('[trim]')) {
     send({ event: 'notice', message: 'history trimmed to fit the context: dropped the 2 oldest messages', dropped_messages: 2 });
   }
-  const { delay, pieces, failAt } = script(last);
+  const tools = typeof req.tools === 'string' ? JSON.parse(req.tools) : req.tools || [];
+  const { delay, pieces, failAt } = script(last, tools);
   let i = Math.min(resume.length, pieces.length);
   let ttft = -1;
   const finish = (reason) => {

@@ -40,6 +40,12 @@ const STRINGS = {
     apiKey: '此服务需要 API 密钥，请输入：',
     engineDown: '推理引擎未就绪',
     menu: '菜单',
+    tools: '工具（JSON，OpenAI 格式）',
+    toolsPlaceholder: '[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}]',
+    badTools: '工具不是有效的 JSON 数组',
+    toolCall: '调用工具',
+    toolResult: '工具结果',
+    toolResultPlaceholder: '输入 {name} 的返回结果（JSON 或文本），Enter 发送',
   },
   en: {
     newChat: 'New chat',
@@ -81,6 +87,12 @@ const STRINGS = {
     apiKey: 'This server needs an API key:',
     engineDown: 'The engine is not ready',
     menu: 'Menu',
+    tools: 'Tools (JSON, OpenAI format)',
+    toolsPlaceholder: '[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}]',
+    badTools: 'Tools are not a valid JSON array',
+    toolCall: 'Tool call',
+    toolResult: 'Tool result',
+    toolResultPlaceholder: 'Result of {name} (JSON or text). Enter sends',
   },
 };
 

@@ -1,7 +1,7 @@
 // glmserve chat page: conversation list, settings, composer, and the streaming chat loop.
 import * as api from './api.js';
 import { applyStatic, t, toggleLang } from './i18n.js';
-import { AnswerView, copyText, editBox, userView } from './messages.js';
+import { AnswerView, copyText, editBox, toolResultView, userView } from './messages.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -18,6 +18,7 @@ const ui = {
   temperature: $('temperature'),
   topP: $('top-p'),
   maxTokens: $('max-tokens'),
+  tools: $('tools'),
   engine: $('engine-state'),
   exportBtn: $('export-conv'),
   scrim: $('scrim'),
@@ -27,6 +28,7 @@ const state = {
   convId: null,
   conversations: [],
   running: null, // {requestId, stopRequested, ctrl, view}
+  pendingTool: null, // the function the last answer called: the composer takes its result
 };
 
 // ---- settings -------------------------------------------------------------------------------
@@ -39,13 +41,29 @@ function loadDefaults() {
   }
 }
 
-function setControls(params, system) {
+function setControls(params, system, tools = []) {
   const d = { temperature: 0.8, top_p: 0.8, max_tokens: 512, ...params };
   ui.temperature.value = d.temperature;
   ui.topP.value = d.top_p;
   ui.maxTokens.value = d.max_tokens;
   ui.system.value = system || '';
+  ui.tools.value = tools.length ? JSON.stringify(tools, null, 2) : '';
   showSliderValues();
+}
+
+// The conversation's tools from the settings (OpenAI's tools array; empty = none). The
+// gateway checks each function and names what is wrong; this only needs JSON.
+function toolsValue() {
+  const text = ui.tools.value.trim();
+  if (!text) return [];
+  let tools;
+  try {
+    tools = JSON.parse(text);
+  } catch {
+    tools = null;
+  }
+  if (!Array.isArray(tools)) throw new Error(t('badTools'));
+  return tools;
 }
 
 function showSliderValues() {
@@ -118,12 +136,14 @@ async function openConversation(id) {
   state.convId = conv.id;
   history.replaceState(null, '', `#${conv.id}`);
   setTitle(conv.title);
-  setControls({ ...loadDefaults(), ...conv.params }, conv.system_prompt);
+  setControls({ ...loadDefaults(), ...conv.params }, conv.system_prompt, conv.tools || []);
   ui.messages.replaceChildren(ui.empty);
   let live = null;
   for (const m of conv.messages) {
     if (m.role === 'user') {
       ui.messages.append(userView(m));
+    } else if (m.role === 'tool') {
+      ui.messages.append(toolResultView(m));
     } else if (m.role === 'assistant' && conv.live && m.id === conv.live.assistant_message_id) {
       // Still being generated (a reload mid-answer): follow it from its first event.
       live = new AnswerView({ id: m.id });
@@ -156,6 +176,7 @@ function newChat() {
   ui.messages.replaceChildren(ui.empty);
   ui.exportBtn.hidden = true;
   showEmpty();
+  updateRegenerate();
   renderList();
   closeSidebar();
   ui.input.focus();
@@ -173,15 +194,27 @@ function scrollToEnd(force) {
 }
 
 // Regenerate on the last answer only; continue too, when that answer was cut: interrupted
-// (the gateway stopped or died mid-answer) or failed after some text.
+// (the gateway stopped or died mid-answer) or failed after some text. When the last answer
+// calls a tool, the composer takes that tool's result.
 function updateRegenerate() {
   const answers = ui.messages.querySelectorAll('.msg.assistant');
   answers.forEach((a, i) => {
     const last = i === answers.length - 1;
     const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw);
     a.querySelector('[data-act=regen]').hidden = !last;
-    a.querySelector('[data-act=continue]').hidden = !last || !cut;
+    a.querySelector('[data-act=continue]').hidden = !last || !cut || !!a.dataset.toolCall;
   });
+  const lastMsg = [...ui.messages.querySelectorAll('.msg')].pop();
+  const call = lastMsg && lastMsg.classList.contains('assistant') &&
+    lastMsg.dataset.status === 'complete' ? lastMsg.dataset.toolCall : undefined;
+  state.pendingTool = call || null;
+  if (call) {
+    ui.input.placeholder = t('toolResultPlaceholder', { name: call });
+    delete ui.input.dataset.i18nPlaceholder;
+  } else {
+    ui.input.dataset.i18nPlaceholder = 'placeholder';
+    ui.input.placeholder = t('placeholder');
+  }
 }
 
 function setRunning(on) {
@@ -200,10 +233,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // Sends one chat request and streams the answer into a new AnswerView. `t0` is the moment of
 // the click / key press, for the click-to-first-character measurement.
 async function run(body, userText, t0) {
+  const tools = toolsValue();
   if (!state.convId) {
     const conv = await api.call('POST', '/api/conversations', {
       system_prompt: ui.system.value,
       params: params(),
+      tools,
     });
     state.convId = conv.id;
     history.replaceState(null, '', `#${conv.id}`);
@@ -213,10 +248,13 @@ async function run(body, userText, t0) {
   const ctrl = new AbortController();
   body.params = params();
   body.system_prompt = ui.system.value;
+  body.tools = tools;
   const response = api.openChat(convId, body, ctrl.signal);
   let userEl = null;
   if (userText !== null) {
-    userEl = userView({ content: userText });
+    userEl = body.tool_result !== undefined
+      ? toolResultView({ content: userText, meta: { name: state.pendingTool } })
+      : userView({ content: userText });
     ui.messages.append(userEl);
   }
   const view = new AnswerView();
@@ -262,6 +300,12 @@ async function follow(job, response, t0, userEl) {
             view.showQueued(0);
           } else if (ev.type === 'token') {
             text += ev.text;
+          } else if (ev.type === 'tool_call') {
+            if (text) view.append(text);
+            text = '';
+            view.showToolCall(ev.name);
+          } else if (ev.type === 'tool_arguments') {
+            view.toolArguments(ev.text);
           } else if (ev.type === 'notice') {
             view.showNotice(ev.dropped_messages);
           } else if (ev.type === 'done') {
@@ -329,9 +373,16 @@ function stopRun() {
 function send(t0) {
   const text = ui.input.value;
   if (!text.trim() || state.running) return;
+  try {
+    toolsValue(); // tools that are not JSON: say so and keep the message in the box
+  } catch (e) {
+    showError(e);
+    return;
+  }
   ui.input.value = '';
   autosize();
-  run({ content: text }, text, t0).catch(showError);
+  const body = state.pendingTool ? { tool_result: text } : { content: text };
+  run(body, text, t0).catch(showError);
 }
 
 function showError(e) {
@@ -495,6 +546,7 @@ function init() {
   $('new-chat').addEventListener('click', newChat);
   $('lang-toggle').addEventListener('click', () => {
     toggleLang();
+    updateRegenerate();
     renderList();
     setTitle(state.conversations.find((c) => c.id === state.convId)?.title || '');
   });

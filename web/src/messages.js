@@ -17,6 +17,50 @@ function button(act, key) {
   return b;
 }
 
+// A tool call's arguments or a tool's result: indented JSON when it parses, else as written.
+function prettyJson(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+// One line for a collapsed tool block: the compact JSON, cut at 80 characters.
+function preview(text) {
+  let s;
+  try {
+    s = JSON.stringify(JSON.parse(text));
+  } catch {
+    s = text.replace(/\s+/g, ' ');
+  }
+  return s.length > 80 ? `${s.slice(0, 79)}…` : s;
+}
+
+// A collapsed block: summary "<label> name preview", the indented JSON inside.
+function toolBlock(cls, labelKey, name, text) {
+  const box = el('details', cls);
+  const summary = el('summary');
+  const label = el('span', 'tool-label', t(labelKey));
+  label.dataset.i18n = labelKey;
+  summary.append(label, ' ', el('code', 'tool-name', name), ' ', el('span', 'tool-preview', preview(text)));
+  box.append(summary, el('pre', 'tool-json', prettyJson(text)));
+  box.setText = (next) => {
+    summary.querySelector('.tool-preview').textContent = preview(next);
+    box.querySelector('.tool-json').textContent = prettyJson(next);
+  };
+  return box;
+}
+
+// The result of a tool call, given by the user (role tool; meta.name = the function).
+export function toolResultView(msg) {
+  const root = el('div', 'msg tool');
+  if (msg.id) root.dataset.id = msg.id;
+  root.raw = msg.content;
+  root.append(toolBlock('tool-result', 'toolResult', (msg.meta || {}).name || '', msg.content));
+  return root;
+}
+
 export function userView(msg) {
   const root = el('div', 'msg user');
   if (msg.id) root.dataset.id = msg.id;
@@ -51,6 +95,20 @@ export class AnswerView {
     }
   }
 
+  // The answer calls a tool: a collapsed block under the text, its arguments filled as they
+  // arrive (toolArguments) and set whole at the end (finish, from meta.tool_call).
+  showToolCall(name) {
+    this.call = { name, args: '' };
+    this.callBox = toolBlock('tool-call', 'toolCall', name, '');
+    this.bubble.after(this.callBox);
+    this.root.dataset.toolCall = name;
+  }
+
+  toolArguments(text) {
+    this.call.args += text;
+    this.callBox.setText(this.call.args);
+  }
+
   startStream() {
     this.root.classList.add('streaming');
     this.stream = new StreamView(this.bubble, t('copy'));
@@ -75,6 +133,12 @@ export class AnswerView {
     this.root.classList.remove('streaming');
     if (this.stream) this.stream.finish();
     if (meta.notice || meta.dropped_messages) this.showNotice(meta.dropped_messages);
+    if (meta.tool_call) {
+      if (!this.callBox) this.showToolCall(meta.tool_call.name);
+      this.call.args = meta.tool_call.arguments || '';
+      this.callBox.setText(this.call.args);
+    }
+    this.bubble.hidden = !this.root.raw && !!this.callBox;
     const parts = [];
     if (meta.ttft_ms !== undefined) parts.push(`${t('ttft')} ${Math.round(meta.ttft_ms)} ms`);
     if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} ${t('tokS')}`);
