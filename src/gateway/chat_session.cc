@@ -101,14 +101,17 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
       return invalid_argument("nothing to continue: the last message is not an answer");
     }
     const StoredMessage& last = history.back();
-    if (last.status == "complete" || last.status == "streaming") {
-      return invalid_argument("the last answer is " + last.status +
-                              "; only an interrupted, stopped or failed one can be continued");
+    meta_ = parse_meta(last.meta_json);
+    // A complete answer that stopped at max_tokens is cut off too: it goes on in its place.
+    const bool cut_off = last.status == "complete" && meta_.value("finish_reason", "") == "length";
+    if ((last.status == "complete" && !cut_off) || last.status == "streaming") {
+      return invalid_argument(
+          "the last answer is " + last.status +
+          "; only an interrupted, stopped, failed or cut off (length) one can be continued");
     }
     answer_id_ = last.id;
     prefix_ = last.content;
     partial_ = prefix_;
-    meta_ = parse_meta(last.meta_json);
     if (stored_call(meta_)) {
       return invalid_argument("the last answer calls a tool; regenerate it instead of continuing");
     }

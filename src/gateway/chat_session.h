@@ -32,8 +32,9 @@ struct ChatTurn {
   std::string content;                     // the user's message (empty with regenerate)
   bool regenerate = false;                 // answer the last user message again
   std::optional<int64_t> edit_message_id;  // replace this user message and what follows
-  // Go on with the last answer (interrupted, stopped or failed) where it ended: the engine
-  // gets its text as tokens already generated (protocol "resume"), the answer row grows.
+  // Go on with the last answer (interrupted, stopped, failed, or cut off by max_tokens) where
+  // it ended: the engine gets its text as tokens already generated (protocol "resume"), the
+  // answer row grows.
   bool continue_answer = false;
   std::optional<std::string> system_prompt;  // a new system prompt for the conversation
   std::optional<std::string> params_json;    // the page's settings, stored with the conversation

@@ -156,6 +156,33 @@ TEST_F(ChatSessionTest, ContinueGoesOnWithTheLastAnswerInItsOwnRow) {
   EXPECT_EQ(session().begin(c, "r2").status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST_F(ChatSessionTest, AnAnswerCutOffByMaxTokensCanBeContinued) {
+  ChatSession first = session();
+  ChatTurn t;
+  t.content = "q";
+  ASSERT_TRUE(first.begin(t, "r").ok());
+  ASSERT_TRUE(first.open_answer().ok());
+  RelayResult r;
+  r.outcome = api::Outcome::kLength;
+  r.text = "the first ten";
+  EXPECT_EQ(first.finish(r)["finish_reason"], "length");
+  EXPECT_EQ(messages().back().status, "complete");
+  ChatTurn c;
+  c.continue_answer = true;
+  ChatSession s = session();
+  auto req = s.begin(c, "r1");
+  ASSERT_TRUE(req.ok()) << req.status().to_string();
+  EXPECT_EQ(s.prefix(), "the first ten");
+  ASSERT_TRUE(s.open_answer().ok());
+  r.outcome = api::Outcome::kStop;
+  r.text = " and the rest.";
+  EXPECT_EQ(s.finish(r)["finish_reason"], "stop");
+  ASSERT_EQ(messages().size(), 2u);
+  EXPECT_EQ(messages().back().content, "the first ten and the rest.");
+  // Now complete with stop: nothing left to continue.
+  EXPECT_EQ(session().begin(c, "r2").status().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST_F(ChatSessionTest, AnAnswerTheGatewayCutAsItStoppedIsStoredInterrupted) {
   ChatSession s = session();
   ChatTurn t;

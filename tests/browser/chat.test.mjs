@@ -217,6 +217,21 @@ test('English toggle, dark mode and a narrow screen', async () => {
   await page.click('#scrim', { position: { x: 370, y: 400 } });
   const composer = await page.locator('#composer').boundingBox();
   assert.ok(composer.width >= 380, `composer ${composer.width}px wide`);
+  // At 390 px nothing wraps: the placeholder is one line, so is each row of action buttons.
+  const input = await page.locator('#input').evaluate((e) => ({ h: e.clientHeight, sh: e.scrollHeight }));
+  assert.ok(input.sh <= input.h + 1, `the message box holds its placeholder on one line (${input.sh} > ${input.h})`);
+  const answer = await send(page, 'a narrow question');
+  await waitDone(answer);
+  for (const row of [answer.locator('.tools'), page.locator('.msg.user .tools').last(), page.locator('#topbar')]) {
+    // Every visible child starts on the same line, and nothing sticks out.
+    const box = await row.evaluate((e) => ({
+      mids: [...e.children].filter((c) => c.offsetParent && c.getClientRects().length)
+        .map((c) => { const r = c.getBoundingClientRect(); return Math.round((r.top + r.bottom) / 2); }),
+      w: e.scrollWidth, cw: e.clientWidth }));
+    const spread = Math.max(...box.mids) - Math.min(...box.mids);
+    assert.ok(spread < 12 && box.w <= box.cw + 1, `one row without overflow: ${JSON.stringify(box)}`);
+  }
+  if (process.env.GLM_SCREENSHOTS) await page.screenshot({ path: `${process.env.GLM_SCREENSHOTS}/narrow.png` });
   await page.context().close();
 });
 
@@ -276,5 +291,65 @@ test('a tool call and its result show as collapsed JSON, and the result goes bac
   const failed = await send(page, 'hello');
   assert.match(await failed.locator('.errmsg').textContent(), /JSON/);
   assert.equal(engineLog().filter((e) => e.kind === 'request').length, before);
+  await page.context().close();
+});
+
+test('an answer cut by max tokens is badged and continued in place; a new chat is listed at once', async () => {
+  const page = await newPage(browser);
+  await page.click('#settings-toggle');
+  await page.fill('#max-tokens', '10');
+  await page.click('#settings-toggle');
+  const before = await page.locator('.conv').count();
+  const answer = await send(page, 'a long one [long]');
+  // Listed while the answer is still being written, with its plain-text title.
+  await page.locator('.conv', { hasText: 'a long one [long]' }).waitFor();
+  assert.equal(await page.locator('.conv').count(), before + 1);
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-finish'), 'length');
+  assert.equal(await answer.locator('.badge.length').isVisible(), true, 'cut-off badge');
+  assert.equal(await answer.locator('.badge.length').textContent(), '已截断');
+  assert.equal((await answer.locator('.bubble').textContent()).trim().split(/\s+/).length, 10);
+  const id = await answer.getAttribute('data-id');
+  await answer.locator('[data-act=continue]').click();
+  const grown = page.locator('.msg.assistant').last();
+  await grown.locator('xpath=self::*[@data-status]').waitFor();
+  assert.equal(await grown.getAttribute('data-id'), id, 'the same answer, extended');
+  const words = (await grown.locator('.bubble').textContent()).trim().split(/\s+/);
+  assert.deepEqual(words, Array.from({ length: 20 }, (_, i) => `w${i}`));
+  // The continuation went to the engine as the answer's tokens already generated.
+  const reqs = engineLog().filter((e) => e.kind === 'request');
+  assert.equal(reqs[reqs.length - 1].resume, 10);
+  await page.context().close();
+});
+
+test('the header names the model; the theme button shows its mode; the language follows the browser', async () => {
+  const page = await newPage(browser, { locale: 'en-US' });
+  await page.locator('#model-name[data-state="ready"]').waitFor();
+  assert.equal(await page.locator('#model-name').textContent(), 'fake-glm');
+  // No saved choice: English for an English browser, every string re-rendered on a switch.
+  assert.equal(await page.locator('#send').textContent(), 'Send');
+  const answer = await send(page, 'hi');
+  await waitDone(answer);
+  assert.match(await answer.locator('.stats').textContent(), /tok\/s/);
+  await page.click('#lang-toggle');
+  assert.match(await answer.locator('.stats').textContent(), /词元\/秒/);
+  assert.equal(await answer.locator('[data-act=copy]').textContent(), '复制');
+  // Theme: system -> dark -> light, the button says which.
+  const theme = page.locator('#theme-toggle');
+  assert.equal(await theme.textContent(), '◐');
+  await theme.click();
+  assert.equal(await theme.textContent(), '☾');
+  assert.equal(await theme.getAttribute('title'), '主题：深色');
+  await theme.click();
+  assert.equal(await theme.textContent(), '☀');
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
+  // Stop is the primary (coloured) button while an answer runs.
+  const slow = await send(page, 'slowly [slow]');
+  await slow.locator('.bubble', { hasText: 'word2' }).waitFor();
+  assert.match(await page.getAttribute('#stop', 'class'), /primary/);
+  assert.equal(await slow.locator('.md-tail').evaluate((e) =>
+    getComputedStyle(e.lastElementChild || e, '::after').content), '"▍"', 'streaming cursor');
+  await page.click('#stop');
+  await waitDone(slow);
   await page.context().close();
 });

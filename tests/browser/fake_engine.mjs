@@ -3,6 +3,7 @@
 //   [slow]   300 words, 30 ms apart (stop tests)    [xss]  <script> and <img onerror> in markdown
 //   [reload] 100 words, 30 ms apart (re-attach after a reload)
 //   [fail]   20 words, an engine error after the 5th (unless resumed: continue tests)
+//   [long]   40 words, 5 ms apart; every answer ends with "length" at params.max_tokens pieces
 // tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
 //   [zh]     Chinese text                           [md]   markdown with a code block
 //   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
@@ -38,6 +39,7 @@ function script(text, tools) {
   if (text.includes('[fail]')) {
     return { delay: 10, failAt: 5, pieces: Array.from({ length: 20 }, (_, i) => `word${i} `) };
   }
+  if (text.includes('[long]')) return { delay: 5, pieces: Array.from({ length: 40 }, (_, i) => `w${i} `) };
   if (text.includes('[zh]')) return { delay: 10, pieces: ['你好', '，', '世界', '！'] };
   if (text.includes('[md]')) {
     const md = '## 示例 Example\n\nA list:\n\n- **bold** item\n- `inline code`\n\n```python\n' +
@@ -82,6 +84,8 @@ function generate(conn, req) {
   const step = () => {
     if (flag.cancelled) return finish('cancelled');
     if (i >= pieces.length) return finish('stop');
+    // max_tokens counts the resumed pieces too (the gateway gives a continuation its own room).
+    if (req.params?.max_tokens && i >= req.params.max_tokens) return finish('length');
     if (i === failAt && !resume.length) {
       flags.delete(req.id);
       send({ event: 'error', code: 'internal', message: 'the fake engine failed mid-answer' });

@@ -23,7 +23,9 @@ export async function openBrowser() {
 }
 
 export async function newPage(browser, options = {}) {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 800 }, ...options });
+  // A Chinese browser unless a test says otherwise: the page follows navigator.language.
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 }, locale: 'zh-CN',
+    ...options });
   const page = await context.newPage();
   page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
   await page.goto(BASE);

@@ -6,6 +6,7 @@ const STRINGS = {
     send: '发送',
     stop: '停止',
     placeholder: '输入消息，Enter 发送，Shift+Enter 换行，Esc 停止',
+    placeholderShort: '输入消息',
     settings: '设置',
     systemPrompt: '系统提示词',
     systemPlaceholder: '例如：你是一个乐于助人的助手。',
@@ -31,12 +32,19 @@ const STRINGS = {
     interrupted: '已中断',
     trimmed: '较早的对话已被截断以适应上下文长度',
     ttft: '首字',
-    tokS: '字元/秒',
-    tokens: '字元',
+    tokS: '词元/秒',
+    tokens: '词元',
     cached: '缓存',
     queued: '排队中，前面还有 {n} 个请求',
     language: 'English',
     theme: '主题',
+    themeAuto: '主题：跟随系统',
+    themeDark: '主题：深色',
+    themeLight: '主题：浅色',
+    cutOff: '已截断',
+    cutOffTitle: '达到最大生成长度，点“继续生成”接着写',
+    modelLoading: '加载中',
+    modelReady: '就绪',
     apiKey: '此服务需要 API 密钥，请输入：',
     engineDown: '推理引擎未就绪',
     menu: '菜单',
@@ -53,6 +61,7 @@ const STRINGS = {
     send: 'Send',
     stop: 'Stop',
     placeholder: 'Message. Enter sends, Shift+Enter for a new line, Esc stops',
+    placeholderShort: 'Message',
     settings: 'Settings',
     systemPrompt: 'System prompt',
     systemPlaceholder: 'e.g. You are a helpful assistant.',
@@ -84,6 +93,13 @@ const STRINGS = {
     queued: 'Queued, {n} ahead',
     language: '中文',
     theme: 'Theme',
+    themeAuto: 'Theme: system',
+    themeDark: 'Theme: dark',
+    themeLight: 'Theme: light',
+    cutOff: 'cut off',
+    cutOffTitle: 'Reached the max tokens; Continue writes on',
+    modelLoading: 'loading',
+    modelReady: 'ready',
     apiKey: 'This server needs an API key:',
     engineDown: 'The engine is not ready',
     menu: 'Menu',
@@ -96,7 +112,14 @@ const STRINGS = {
   },
 };
 
-let lang = localStorage.getItem('glm.lang') === 'en' ? 'en' : 'zh';
+// A saved choice wins; else the browser's language (Chinese for zh-*, English otherwise).
+function initialLang() {
+  const saved = localStorage.getItem('glm.lang');
+  if (saved === 'en' || saved === 'zh') return saved;
+  return (navigator.language || 'zh').toLowerCase().startsWith('zh') ? 'zh' : 'en';
+}
+
+let lang = initialLang();
 
 export function t(key, vars) {
   let s = STRINGS[lang][key] ?? key;

@@ -20,6 +20,7 @@ const ui = {
   maxTokens: $('max-tokens'),
   tools: $('tools'),
   engine: $('engine-state'),
+  model: $('model-name'),
   exportBtn: $('export-conv'),
   scrim: $('scrim'),
 };
@@ -194,13 +195,14 @@ function scrollToEnd(force) {
 }
 
 // Regenerate on the last answer only; continue too, when that answer was cut: interrupted
-// (the gateway stopped or died mid-answer) or failed after some text. When the last answer
+// (the gateway stopped or died mid-answer), failed after some text, or cut off by max_tokens. When the last answer
 // calls a tool, the composer takes that tool's result.
 function updateRegenerate() {
   const answers = ui.messages.querySelectorAll('.msg.assistant');
   answers.forEach((a, i) => {
     const last = i === answers.length - 1;
-    const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw);
+    const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw) ||
+      (a.dataset.status === 'complete' && a.dataset.finish === 'length');
     a.querySelector('[data-act=regen]').hidden = !last;
     a.querySelector('[data-act=continue]').hidden = !last || !cut || !!a.dataset.toolCall;
   });
@@ -212,10 +214,13 @@ function updateRegenerate() {
     ui.input.placeholder = t('toolResultPlaceholder', { name: call });
     delete ui.input.dataset.i18nPlaceholder;
   } else {
-    ui.input.dataset.i18nPlaceholder = 'placeholder';
-    ui.input.placeholder = t('placeholder');
+    // Phones get no key hints (and one line at 390 px).
+    ui.input.dataset.i18nPlaceholder = narrow.matches ? 'placeholderShort' : 'placeholder';
+    ui.input.placeholder = t(ui.input.dataset.i18nPlaceholder);
   }
 }
+
+const narrow = window.matchMedia('(max-width: 600px)');
 
 function setRunning(on) {
   ui.send.hidden = on;
@@ -234,6 +239,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // the click / key press, for the click-to-first-character measurement.
 async function run(body, userText, t0) {
   const tools = toolsValue();
+  let isNew = false; // a new conversation: listed as soon as its first turn started
   if (!state.convId) {
     const conv = await api.call('POST', '/api/conversations', {
       system_prompt: ui.system.value,
@@ -243,6 +249,7 @@ async function run(body, userText, t0) {
     state.convId = conv.id;
     history.replaceState(null, '', `#${conv.id}`);
     ui.exportBtn.hidden = false;
+    isNew = true;
   }
   const convId = state.convId;
   const ctrl = new AbortController();
@@ -263,7 +270,9 @@ async function run(body, userText, t0) {
   showEmpty();
   updateRegenerate();
   scrollToEnd(true);
-  await follow(newJob(convId, view, ctrl), response, t0, userEl);
+  const job = newJob(convId, view, ctrl);
+  job.isNew = isNew;
+  await follow(job, response, t0, userEl);
 }
 
 // Streams one answer into job.view until it ends. The answer is the gateway's, not this
@@ -294,6 +303,14 @@ async function follow(job, response, t0, userEl) {
             if (ev.prefix && !view.root.raw) text += ev.prefix; // a continued answer
             if (userEl && ev.user_message) userEl.dataset.id = ev.user_message.id;
             if (job.stopRequested) api.stop(job.requestId);
+            if (job.isNew) {
+              // Listed at once (its title is stored by now), not when the answer ends.
+              job.isNew = false;
+              refreshList().then(() => {
+                const c = state.conversations.find((x) => x.id === job.convId);
+                if (c && state.convId === job.convId) setTitle(c.title);
+              });
+            }
           } else if (ev.type === 'queued') {
             view.showQueued(ev.position);
           } else if (ev.type === 'prefill') {
@@ -501,21 +518,40 @@ function cycleTheme() {
   applyTheme();
 }
 
+// The theme button shows the mode it is in (◐ system, ☾ dark, ☀ light) and names it.
+const THEME_ICON = { auto: '◐', dark: '☾', light: '☀' };
+const THEME_KEY = { auto: 'themeAuto', dark: 'themeDark', light: 'themeLight' };
+
 function applyTheme() {
   const theme = localStorage.getItem('glm.theme') || 'auto';
   if (theme === 'auto') delete document.documentElement.dataset.theme;
   else document.documentElement.dataset.theme = theme;
+  const b = $('theme-toggle');
+  b.textContent = THEME_ICON[theme];
+  b.dataset.mode = theme;
+  b.dataset.i18nTitle = THEME_KEY[theme];
+  b.title = t(THEME_KEY[theme]);
+  b.setAttribute('aria-label', b.title);
 }
 
+// The header names the model that answers (from /health) and its state: ready, loading, or
+// the engine not answering.
 async function watchHealth() {
-  let ok = false;
+  let h = null;
   try {
-    ok = (await fetch('/health', { cache: 'no-store' })).ok;
+    h = await (await fetch('/health', { cache: 'no-store' })).json();
   } catch {
-    ok = false;
+    h = null;
   }
+  const status = h?.status || 'down';
+  const ok = status === 'ready';
+  ui.model.hidden = !h?.model;
+  ui.model.textContent = h?.model || '';
+  ui.model.dataset.state = status;
+  ui.model.title = h?.model ? `${h.model} · ${t(ok ? 'modelReady' : 'modelLoading')}` : '';
   ui.engine.hidden = ok;
-  ui.engine.textContent = t('engineDown');
+  ui.engine.dataset.i18n = status === 'loading' ? 'modelLoading' : 'engineDown';
+  ui.engine.textContent = t(ui.engine.dataset.i18n);
   setTimeout(watchHealth, ok ? 15000 : 3000);
 }
 
@@ -534,6 +570,7 @@ function init() {
     }
   });
   ui.input.addEventListener('input', autosize);
+  narrow.addEventListener('change', updateRegenerate);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && state.running) {
       e.preventDefault();
@@ -546,6 +583,8 @@ function init() {
   $('new-chat').addEventListener('click', newChat);
   $('lang-toggle').addEventListener('click', () => {
     toggleLang();
+    applyTheme();
+    for (const a of ui.messages.querySelectorAll('.msg.assistant')) a.view?.relabel();
     updateRegenerate();
     renderList();
     setTitle(state.conversations.find((c) => c.id === state.convId)?.title || '');
@@ -567,6 +606,7 @@ function init() {
   ui.system.addEventListener('change', () => localStorage.setItem('glm.system', ui.system.value));
   setControls(loadDefaults(), localStorage.getItem('glm.system') || '');
   setTitle('');
+  updateRegenerate();
   const id = location.hash.slice(1);
   refreshList().then(() => {
     if (id) openConversation(id);

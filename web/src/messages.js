@@ -75,6 +75,7 @@ export function userView(msg) {
 export class AnswerView {
   constructor(msg = {}) {
     this.root = el('div', 'msg assistant');
+    this.root.view = this; // relabelled on a language switch
     if (msg.id) this.root.dataset.id = msg.id;
     this.root.raw = msg.content || '';
     this.notice = el('div', 'notice');
@@ -139,22 +140,34 @@ export class AnswerView {
       this.callBox.setText(this.call.args);
     }
     this.bubble.hidden = !this.root.raw && !!this.callBox;
+    this.meta = meta;
+    this.root.dataset.status = status || 'complete';
+    if (meta.finish_reason) this.root.dataset.finish = meta.finish_reason;
+    if (errorText) {
+      this.error.hidden = false;
+      this.error.textContent = errorText;
+    }
+    this.relabel();
+  }
+
+  // The stats line and the badge in the current language (again after a language switch).
+  relabel() {
+    const meta = this.meta || {};
     const parts = [];
     if (meta.ttft_ms !== undefined) parts.push(`${t('ttft')} ${Math.round(meta.ttft_ms)} ms`);
     if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} ${t('tokS')}`);
     if (meta.completion_tokens) parts.push(`${meta.completion_tokens} ${t('tokens')}`);
     if (meta.cached_tokens) parts.push(`${t('cached')} ${meta.cached_tokens}`);
     this.stats.textContent = parts.join(' · ');
-    this.root.dataset.status = status || 'complete';
-    if (status && status !== 'complete' && status !== 'streaming') {
-      this.badge.hidden = false;
-      this.badge.className = `badge ${status}`;
-      this.badge.dataset.i18n = status;
-      this.badge.textContent = t(status);
-    }
-    if (errorText) {
-      this.error.hidden = false;
-      this.error.textContent = errorText;
+    const status = this.root.dataset.status;
+    // A complete answer that hit max_tokens is cut off: Continue writes on in its place.
+    const kind = status && status !== 'complete' && status !== 'streaming'
+      ? status : (meta.finish_reason === 'length' ? 'length' : '');
+    this.badge.hidden = !kind;
+    if (kind) {
+      this.badge.className = `badge ${kind}`;
+      this.badge.textContent = t(kind === 'length' ? 'cutOff' : kind);
+      this.badge.title = kind === 'length' ? t('cutOffTitle') : '';
     }
   }
 }
