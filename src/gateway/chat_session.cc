@@ -122,8 +122,8 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
       if (m.role == "user" || m.role == "tool") last_asked = m.id;
     }
     if (last_asked == 0) return invalid_argument("nothing to regenerate: no user message");
-    GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, last_asked + 1));
-    std::erase_if(history, [&](const StoredMessage& m) { return m.id > last_asked; });
+    // The new answer is a sibling of the old one (open_answer): the old one stays a version.
+    while (history.back().id != last_asked) history.pop_back();
   } else if (tool_turn) {
     const json* call = nullptr;
     json last_meta;
@@ -143,20 +143,23 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   } else {
     if (turn.edit_message_id) {
       const int64_t edit_id = *turn.edit_message_id;
-      auto m = store_->get_message(edit_id);
-      if (!m.ok() || m->conversation_id != conv_.id || m->role != "user") {
+      auto at = std::find_if(history.begin(), history.end(),
+                             [&](const StoredMessage& m) { return m.id == edit_id; });
+      if (at == history.end() || at->role != "user") {
         return not_found("message " + std::to_string(edit_id) +
-                         " is not a user message of this conversation");
+                         " is not a user message of this conversation's branch in view");
       }
-      GLM_RETURN_IF_ERROR(store_->truncate_from(conv_.id, edit_id));
-      std::erase_if(history, [&](const StoredMessage& m) { return m.id >= edit_id; });
+      // The edited message gets a new version beside it; the old one and its answers stay.
+      history.erase(at, history.end());
     }
-    auto um = store_->add_message(conv_.id, "user", turn.content, "complete");
+    const int64_t parent = history.empty() ? 0 : history.back().id;
+    auto um = store_->add_message(conv_.id, "user", turn.content, "complete", "{}", parent);
     if (!um.ok()) return um.status();
     user_message_ = message_json(*um);
     history.push_back(*um);
   }
 
+  answer_parent_ = history.empty() ? 0 : history.back().id;
   protocol::Request request;
   request.type = protocol::RequestType::kGenerate;
   request.id = request_id;
@@ -204,7 +207,7 @@ Status ChatSession::open_answer() {
   if (turn_.continue_answer) {
     return store_->update_message(answer_id_, prefix_, "streaming", "", dump_json(meta_));
   }
-  auto am = store_->add_message(conv_.id, "assistant", "", "streaming");
+  auto am = store_->add_message(conv_.id, "assistant", "", "streaming", "{}", answer_parent_);
   if (!am.ok()) return am.status();
   answer_id_ = am->id;
   return Status::Ok();

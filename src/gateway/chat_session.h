@@ -1,7 +1,8 @@
 // ChatSession: one turn of the page's chat (POST /api/conversations/:id/chat) without HTTP.
-// It applies the turn to the stored conversation (an edit drops the edited message and what
-// follows, regenerate drops what follows the last user message, continue goes on with the last
-// answer, the user's message is stored before generation starts), builds the engine request
+// It applies the turn to the stored conversation (an edit adds a new version of the edited
+// message, regenerate a new version of the last answer: the old ones stay, as branches;
+// continue goes on with the last answer; the user's message is stored before generation
+// starts), builds the engine request
 // from the stored history, turns engine
 // events into the page's SSE payloads while saving the partial answer at most once a second,
 // and stores the final answer with its status and stats before the page hears of the end.
@@ -91,6 +92,7 @@ class ChatSession {
   std::string system_;
   nlohmann::json user_message_;  // the stored user message (null with regenerate)
   int64_t answer_id_ = 0;
+  int64_t answer_parent_ = 0;            // the message the answer follows (the last of the history)
   std::string prefix_;                   // a continued answer's text before this turn
   std::string partial_;                  // prefix_ and what came since (the plain text, with tools)
   std::vector<std::string> tool_names_;  // the functions the answer may call

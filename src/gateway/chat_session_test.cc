@@ -60,7 +60,7 @@ TEST_F(ChatSessionTest, NewTurnBuildsTheRequestFromTheStoredHistory) {
   EXPECT_EQ(store_->get_conversation(conv_.id)->title, "hello");
 }
 
-TEST_F(ChatSessionTest, EditDropsTheEditedMessageAndWhatFollows) {
+TEST_F(ChatSessionTest, EditAddsAVersionOfTheEditedMessageAndShowsIt) {
   turn("one", "1");
   turn("two", "2");
   const int64_t second_user = messages()[2].id;
@@ -72,7 +72,9 @@ TEST_F(ChatSessionTest, EditDropsTheEditedMessageAndWhatFollows) {
   ASSERT_TRUE(req.ok());
   ASSERT_EQ(req->messages.size(), 4u);  // system, one, 1, TWO
   EXPECT_EQ(req->messages.back().content, "TWO");
-  EXPECT_EQ(messages().size(), 3u);
+  EXPECT_EQ(messages().size(), 3u);  // one, 1, TWO: the old "two" and its answer are a branch
+  EXPECT_EQ(messages().back().siblings.size(), 2u);
+  EXPECT_EQ(messages().back().siblings.front(), second_user);
   // Not a user message of this conversation: refused, nothing changed.
   ChatTurn bad;
   bad.content = "x";
@@ -86,10 +88,17 @@ TEST_F(ChatSessionTest, RegenerateAnswersTheLastUserMessageAgain) {
   t.regenerate = true;
   EXPECT_EQ(session().begin(t, "r").status().code(), ErrorCode::kInvalidArgument);
   turn("q", "a");
-  auto req = session().begin(t, "r");
+  const int64_t first_answer = messages().back().id;
+  ChatSession s = session();
+  auto req = s.begin(t, "r");
   ASSERT_TRUE(req.ok());
   EXPECT_EQ(req->messages.back().content, "q");
-  EXPECT_EQ(messages().size(), 1u);
+  // The new answer is a second version beside the first, which stays.
+  ASSERT_TRUE(s.open_answer().ok());
+  ASSERT_EQ(messages().size(), 2u);
+  EXPECT_EQ(messages().back().siblings, (std::vector<int64_t>{first_answer, s.answer_id()}));
+  ASSERT_TRUE(store_->select_branch(conv_.id, first_answer).ok());
+  EXPECT_EQ(messages().back().content, "a");
 }
 
 TEST_F(ChatSessionTest, EventsBecomePagePayloadsAndTheAnswerIsStoredByOutcome) {

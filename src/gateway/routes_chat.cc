@@ -6,7 +6,9 @@
 //   GET    /api/conversations/:id            conversation + messages
 //   PATCH  /api/conversations/:id            {title?, system_prompt?, params?, tools?}
 //   DELETE /api/conversations/:id
-//   GET    /api/conversations/:id/export     JSON download
+//   POST   /api/conversations/:id/branch     {message_id}: show the branch through that version
+//                                            -> conversation + messages
+//   GET    /api/conversations/:id/export     JSON download (every branch)
 //   POST   /api/conversations/:id/chat       {content, edit_message_id?, regenerate?,
 //                                             continue?, tool_result?, params?, tools?}
 //                                            -> SSE: start, queued, prefill, token...,
@@ -250,6 +252,34 @@ void Gateway::install_chat_routes() {
                  if (!st.ok()) return set_json_error(res, st);
                  send_json(res, {{"deleted", std::string(req.matches[1])}});
                });
+
+  server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/branch)",
+                [this, send_json](const http::Request& req, http::Response& res) {
+                  api::BodyReader b(req.body);
+                  const auto message_id = b.integer("message_id");
+                  if (!b.status().ok()) return set_json_error(res, b.status());
+                  if (!message_id) {
+                    return set_json_error(res, invalid_argument("message_id is required"));
+                  }
+                  if (auto live = live_answers_.find(req.matches[1]); live && !live->ended()) {
+                    return set_json_error(
+                        res, invalid_argument("conversation " + std::string(req.matches[1]) +
+                                              " is being answered: stop it before switching "
+                                              "versions"));
+                  }
+                  Status st = store_->select_branch(req.matches[1], *message_id);
+                  if (!st.ok()) return set_json_error(res, st);
+                  auto c = store_->get_conversation(req.matches[1]);
+                  if (!c.ok()) return set_json_error(res, c.status());
+                  auto msgs = store_->messages(c->id);
+                  if (!msgs.ok()) return set_json_error(res, msgs.status());
+                  nlohmann::ordered_json j = conversation_json(*c);
+                  j["messages"] = nlohmann::ordered_json::array();
+                  for (const StoredMessage& m : *msgs) {
+                    j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
+                  }
+                  send_json(res, j);
+                });
 
   server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",
                [this](const http::Request& req, http::Response& res) {

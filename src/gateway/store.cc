@@ -4,11 +4,14 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/json.h"
+#include "core/log.h"
 
 namespace glm::gateway {
 namespace {
@@ -78,7 +81,7 @@ Conversation read_conversation(Stmt& s) {
 }
 
 constexpr const char* kMsgColumns =
-    "id, conversation_id, role, content, status, error, meta, created_ms";
+    "id, conversation_id, role, content, status, error, meta, created_ms, parent_id";
 
 StoredMessage read_message(Stmt& s) {
   StoredMessage m;
@@ -90,6 +93,7 @@ StoredMessage read_message(Stmt& s) {
   m.error = s.col_text(5);
   m.meta_json = s.col_text(6);
   m.created_ms = s.col_int(7);
+  m.parent_id = s.col_int(8);  // NULL reads as 0
   return m;
 }
 
@@ -117,13 +121,16 @@ nlohmann::ordered_json conversation_json(const Conversation& c) {
 }
 
 json message_json(const StoredMessage& m) {
-  return {{"id", m.id},
-          {"role", m.role},
-          {"content", m.content},
-          {"status", m.status},
-          {"error", m.error},
-          {"meta", parse_or_empty(m.meta_json)},
-          {"created_ms", m.created_ms}};
+  json j = {{"id", m.id},
+            {"role", m.role},
+            {"content", m.content},
+            {"status", m.status},
+            {"error", m.error},
+            {"meta", parse_or_empty(m.meta_json)},
+            {"created_ms", m.created_ms},
+            {"parent_id", m.parent_id}};
+  if (!m.siblings.empty()) j["siblings"] = m.siblings;
+  return j;
 }
 
 int64_t now_unix_ms() {
@@ -158,13 +165,13 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
       " id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '',"
       " system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT NULL DEFAULT '{}',"
       " created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
-      " tools TEXT NOT NULL DEFAULT '[]');"
+      " tools TEXT NOT NULL DEFAULT '[]', leaf_id INTEGER);"
       "CREATE TABLE IF NOT EXISTS messages ("
       " id INTEGER PRIMARY KEY AUTOINCREMENT,"
       " conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
       " role TEXT NOT NULL, content TEXT NOT NULL DEFAULT '',"
       " status TEXT NOT NULL DEFAULT 'complete', error TEXT NOT NULL DEFAULT '',"
-      " meta TEXT NOT NULL DEFAULT '{}', created_ms INTEGER NOT NULL);"
+      " meta TEXT NOT NULL DEFAULT '{}', created_ms INTEGER NOT NULL, parent_id INTEGER);"
       "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);"
       "CREATE INDEX IF NOT EXISTS conversations_by_update ON conversations(updated_ms);"
       "CREATE TABLE IF NOT EXISTS responses ("
@@ -175,6 +182,21 @@ StatusOr<std::unique_ptr<Store>> Store::open(const std::string& path) {
     GLM_RETURN_IF_ERROR(
         store->exec("ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT '[]'"));
   }
+  // ... and before messages had branches: each message follows the one before it, and the
+  // leaf is the last one (the single branch they had).
+  if (!Stmt(db, "SELECT parent_id FROM messages LIMIT 0").ok()) {
+    GLM_RETURN_IF_ERROR(
+        store->exec("BEGIN;"
+                    "ALTER TABLE messages ADD COLUMN parent_id INTEGER;"
+                    "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;"
+                    "UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p"
+                    " WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);"
+                    "UPDATE conversations SET leaf_id = (SELECT MAX(m.id) FROM messages m"
+                    " WHERE m.conversation_id = conversations.id);"
+                    "COMMIT;"));
+  }
+  GLM_RETURN_IF_ERROR(
+      store->exec("CREATE INDEX IF NOT EXISTS messages_by_parent ON messages(parent_id)"));
   // Answers that were streaming when a previous gateway died keep their text, marked as such.
   GLM_RETURN_IF_ERROR(
       store->exec("UPDATE messages SET status='interrupted' WHERE status='streaming'"));
@@ -321,8 +343,13 @@ Status Store::delete_response(const std::string& id) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<StoredMessage>> Store::messages(const std::string& conversation_id) {
+StatusOr<std::vector<StoredMessage>> Store::all_messages(const std::string& conversation_id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return all_messages_locked(conversation_id);
+}
+
+StatusOr<std::vector<StoredMessage>> Store::all_messages_locked(
+    const std::string& conversation_id) {
   std::string sql =
       std::string("SELECT ") + kMsgColumns + " FROM messages WHERE conversation_id=?1 ORDER BY id";
   Stmt s(db_, sql.c_str());
@@ -333,6 +360,75 @@ StatusOr<std::vector<StoredMessage>> Store::messages(const std::string& conversa
   while ((rc = s.step()) == SQLITE_ROW) out.push_back(read_message(s));
   if (rc != SQLITE_DONE) return db_error(db_, "list messages");
   return out;
+}
+
+StatusOr<int64_t> Store::leaf_locked(const std::string& conversation_id) {
+  Stmt s(db_, "SELECT COALESCE(leaf_id, 0) FROM conversations WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "read the conversation's leaf");
+  s.text(1, conversation_id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return not_found("no conversation '" + conversation_id + "'");
+  if (rc != SQLITE_ROW) return db_error(db_, "read the conversation's leaf");
+  return s.col_int(0);
+}
+
+StatusOr<std::vector<StoredMessage>> Store::messages(const std::string& conversation_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto all = all_messages_locked(conversation_id);
+  if (!all.ok()) return all.status();
+  auto leaf = leaf_locked(conversation_id);
+  if (!leaf.ok() && leaf.status().code() == ErrorCode::kNotFound) {
+    return std::vector<StoredMessage>();  // no such conversation: no messages
+  }
+  if (!leaf.ok()) return leaf.status();
+  std::map<int64_t, size_t> at;                      // id -> index in *all
+  std::map<int64_t, std::vector<int64_t>> children;  // parent id (0: none) -> ids, oldest first
+  for (size_t i = 0; i < all->size(); ++i) {
+    at[(*all)[i].id] = i;
+    children[(*all)[i].parent_id].push_back((*all)[i].id);
+  }
+  std::vector<StoredMessage> path;
+  for (int64_t id = *leaf; id != 0;) {
+    auto it = at.find(id);
+    if (it == at.end() || path.size() > all->size()) break;  // a broken or cyclic link: stop
+    StoredMessage m = (*all)[it->second];
+    m.siblings = children[m.parent_id];
+    id = m.parent_id;
+    path.push_back(std::move(m));
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+Status Store::select_branch(const std::string& conversation_id, int64_t message_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto all = all_messages_locked(conversation_id);
+  if (!all.ok()) return all.status();
+  std::map<int64_t, int64_t> newest_child;  // parent id -> its newest child
+  bool found = false;
+  for (const StoredMessage& m : *all) {
+    newest_child[m.parent_id] = m.id;  // id order: the last one seen is the newest
+    found = found || m.id == message_id;
+  }
+  if (!found) {
+    return not_found("message " + std::to_string(message_id) + " is not in conversation " +
+                     conversation_id);
+  }
+  int64_t leaf = message_id;
+  for (size_t steps = 0; steps <= all->size(); ++steps) {
+    auto it = newest_child.find(leaf);
+    if (it == newest_child.end()) break;
+    leaf = it->second;
+  }
+  return set_leaf_locked(conversation_id, leaf);
+}
+
+Status Store::set_leaf_locked(const std::string& conversation_id, int64_t leaf_id) {
+  Stmt s(db_, "UPDATE conversations SET leaf_id=?2 WHERE id=?1");
+  if (!s.ok()) return db_error(db_, "set the conversation's leaf");
+  s.text(1, conversation_id).integer(2, leaf_id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "set the conversation's leaf");
+  return Status::Ok();
 }
 
 StatusOr<StoredMessage> Store::get_message(int64_t id) {
@@ -349,8 +445,8 @@ StatusOr<StoredMessage> Store::get_message(int64_t id) {
 
 StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
                                            const std::string& role, const std::string& content,
-                                           const std::string& status,
-                                           const std::string& meta_json) {
+                                           const std::string& status, const std::string& meta_json,
+                                           int64_t parent_id) {
   StoredMessage m;
   m.conversation_id = conversation_id;
   m.role = role;
@@ -359,17 +455,41 @@ StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
   m.meta_json = meta_json.empty() ? "{}" : meta_json;
   m.created_ms = now_unix_ms();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (parent_id < 0) {
+    auto leaf = leaf_locked(conversation_id);
+    if (!leaf.ok()) return leaf.status();
+    parent_id = *leaf;
+  }
+  m.parent_id = parent_id;
+  // The row and the leaf change together (a reader never sees a leaf without its message).
+  auto rollback = [this] {
+    if (Status st = exec("ROLLBACK"); !st.ok()) GLM_LOG_WARN("%s", st.to_string().c_str());
+  };
+  GLM_RETURN_IF_ERROR(exec("BEGIN"));
   Stmt s(db_,
-         "INSERT INTO messages(conversation_id, role, content, status, created_ms, meta)"
-         " VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
-  if (!s.ok()) return db_error(db_, "add message");
+         "INSERT INTO messages(conversation_id, role, content, status, created_ms, meta, "
+         "parent_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, NULLIF(?7, 0))");
+  if (!s.ok()) {
+    rollback();
+    return db_error(db_, "add message");
+  }
   s.text(1, conversation_id).text(2, role).text(3, content).text(4, status);
-  s.integer(5, m.created_ms).text(6, m.meta_json);
+  s.integer(5, m.created_ms).text(6, m.meta_json).integer(7, parent_id);
   const int rc = s.step();
-  if (rc == SQLITE_CONSTRAINT) return not_found("no conversation '" + conversation_id + "'");
-  if (rc != SQLITE_DONE) return db_error(db_, "add message");
+  if (rc != SQLITE_DONE) {
+    Status st = rc == SQLITE_CONSTRAINT ? not_found("no conversation '" + conversation_id + "'")
+                                        : db_error(db_, "add message");
+    rollback();
+    return st;
+  }
   m.id = sqlite3_last_insert_rowid(db_);
-  GLM_RETURN_IF_ERROR(touch(conversation_id, m.created_ms));
+  Status st = set_leaf_locked(conversation_id, m.id);
+  if (st.ok()) st = touch(conversation_id, m.created_ms);
+  if (st.ok()) st = exec("COMMIT");
+  if (!st.ok()) {
+    rollback();
+    return st;
+  }
   return m;
 }
 
@@ -385,20 +505,16 @@ Status Store::update_message(int64_t id, const std::string& content, const std::
   return Status::Ok();
 }
 
-Status Store::truncate_from(const std::string& conversation_id, int64_t from_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Stmt s(db_, "DELETE FROM messages WHERE conversation_id=?1 AND id>=?2");
-  if (!s.ok()) return db_error(db_, "truncate conversation");
-  s.text(1, conversation_id).integer(2, from_id);
-  if (s.step() != SQLITE_DONE) return db_error(db_, "truncate conversation");
-  return touch(conversation_id, now_unix_ms());
-}
-
 StatusOr<std::string> Store::export_json(const std::string& id) {
   auto conv = get_conversation(id);
   if (!conv.ok()) return conv.status();
-  auto msgs = messages(id);
+  auto msgs = all_messages(id);  // every branch: parent_id links them, leaf_id names the one shown
   if (!msgs.ok()) return msgs.status();
+  auto leaf = [&]() -> int64_t {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto l = leaf_locked(id);
+    return l.ok() ? *l : 0;
+  }();
   nlohmann::ordered_json j = {{"format", "glmserve-conversation"},
                               {"version", 1},
                               {"id", conv->id},
@@ -408,6 +524,7 @@ StatusOr<std::string> Store::export_json(const std::string& id) {
                               {"tools", tools_or_none(conv->tools_json)},
                               {"created_ms", conv->created_ms},
                               {"updated_ms", conv->updated_ms},
+                              {"leaf_id", leaf},
                               {"messages", nlohmann::ordered_json::array()}};
   for (const StoredMessage& m : *msgs)
     j["messages"].push_back(nlohmann::ordered_json(message_json(m)));

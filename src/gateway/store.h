@@ -1,7 +1,13 @@
 // Store: conversations and their messages in one SQLite file (WAL mode), for the web page.
 //
 //   conversations(id, title, system_prompt, params JSON, created_ms, updated_ms, tools JSON)
-//   messages(id, conversation_id, role, content, status, error, meta JSON, created_ms)
+//   messages(id, conversation_id, role, content, status, error, meta JSON, created_ms,
+//            parent_id)
+//
+// Messages form a tree: each has the message it follows as parent (none for the first), and an
+// edit or a regenerate adds a sibling instead of deleting (every version stays). The
+// conversation's leaf_id names the last message of the branch in view; messages() is the path
+// from the root to it, each message with its siblings (the versions of its place).
 //   responses(id, kv_key, messages JSON, response JSON, created_ms): the Responses API's stored
 //     responses (POST /v1/responses with store: true), each with its whole conversation
 //
@@ -51,6 +57,9 @@ struct StoredMessage {
   // tool_call = {"name", "arguments" (JSON object text)}
   std::string meta_json = "{}";
   int64_t created_ms = 0;
+  int64_t parent_id = 0;          // the message it follows; 0 for the first
+  std::vector<int64_t> siblings;  // with messages(): the versions of its place, itself included,
+                                  // oldest first
 };
 
 // One stored response of the Responses API: a follow-up names it by previous_response_id and
@@ -86,18 +95,24 @@ class Store {
   Status set_conversation_tools(const std::string& id, const std::string& tools_json);
   Status delete_conversation(const std::string& id);
 
-  // Messages of a conversation in order.
+  // The branch in view: the path from the first message to the conversation's leaf, each with
+  // its siblings. Cost: reads every message of the conversation (all branches).
   StatusOr<std::vector<StoredMessage>> messages(const std::string& conversation_id);
+  // Every message of every branch, in id order (export).
+  StatusOr<std::vector<StoredMessage>> all_messages(const std::string& conversation_id);
+  // Shows the branch through `message_id`: the leaf becomes the newest message under it
+  // (following the newest child at each step). kNotFound if it is not in the conversation.
+  Status select_branch(const std::string& conversation_id, int64_t message_id);
   StatusOr<StoredMessage> get_message(int64_t id);
-  // Appends a message; returns it with its id. Bumps the conversation's updated_ms.
+  // Adds a message after `parent_id` (-1: after the leaf, i.e. appended to the branch in view;
+  // 0: a first message) and makes it the leaf; returns it with its id. Bumps the
+  // conversation's updated_ms.
   StatusOr<StoredMessage> add_message(const std::string& conversation_id, const std::string& role,
                                       const std::string& content, const std::string& status,
-                                      const std::string& meta_json = "{}");
+                                      const std::string& meta_json = "{}", int64_t parent_id = -1);
   // Sets the content, status, error and meta of a message (the streaming answer as it grows).
   Status update_message(int64_t id, const std::string& content, const std::string& status,
                         const std::string& error, const std::string& meta_json);
-  // Deletes message `from_id` and every later message of its conversation (edit, regenerate).
-  Status truncate_from(const std::string& conversation_id, int64_t from_id);
 
   // The conversation with all its messages as one JSON document (export).
   StatusOr<std::string> export_json(const std::string& id);
@@ -112,6 +127,10 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   Status exec(const char* sql);
   Status touch(const std::string& conversation_id, int64_t now_ms);
+  // Under mutex_.
+  StatusOr<std::vector<StoredMessage>> all_messages_locked(const std::string& conversation_id);
+  StatusOr<int64_t> leaf_locked(const std::string& conversation_id);  // 0: no message yet
+  Status set_leaf_locked(const std::string& conversation_id, int64_t leaf_id);
 
   std::mutex mutex_;
   sqlite3* db_;

@@ -36,8 +36,6 @@ TEST(Store, ConversationsAndMessagesRoundTrip) {
   EXPECT_TRUE(st.update_conversation(c->id, &title, nullptr, nullptr).ok());
   EXPECT_EQ(st.get_conversation(c->id)->title, "new");
   EXPECT_EQ(st.get_conversation(c->id)->system_prompt, "sys");  // untouched
-  ASSERT_TRUE(st.truncate_from(c->id, a->id).ok());
-  EXPECT_EQ(st.messages(c->id)->size(), 1u);
   auto doc = st.export_json(c->id);
   ASSERT_TRUE(doc.ok());
   auto j = nlohmann::json::parse(*doc);
@@ -73,8 +71,44 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 
-// A database written before conversations had tools (the session-7 schema, made here with the
-// sqlite3 library directly) opens, keeps its rows, and gains the column.
+TEST(Store, BranchesKeepEveryVersionAndShowOne) {
+  auto s = Store::open(":memory:");
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  const std::string c = st.create_conversation("", "", "{}")->id;
+  auto ids = [&] {
+    std::vector<int64_t> out;
+    auto msgs = st.messages(c);
+    for (const StoredMessage& m : *msgs) out.push_back(m.id);
+    return out;
+  };
+  const int64_t u1 = st.add_message(c, "user", "q", "complete")->id;
+  const int64_t a1 = st.add_message(c, "assistant", "a1", "complete")->id;
+  // Regenerate: a second answer to u1, shown instead of the first, which stays.
+  const int64_t a2 = st.add_message(c, "assistant", "a2", "complete", "{}", u1)->id;
+  EXPECT_EQ(ids(), (std::vector<int64_t>{u1, a2}));
+  EXPECT_EQ(st.messages(c)->back().siblings, (std::vector<int64_t>{a1, a2}));
+  EXPECT_EQ(st.messages(c)->front().siblings, (std::vector<int64_t>{u1}));
+  ASSERT_TRUE(st.select_branch(c, a1).ok());
+  EXPECT_EQ(ids(), (std::vector<int64_t>{u1, a1}));
+  // Edit: a new first message (parent 0) with its own answer.
+  const int64_t e1 = st.add_message(c, "user", "q'", "complete", "{}", 0)->id;
+  const int64_t a3 = st.add_message(c, "assistant", "a3", "complete")->id;
+  EXPECT_EQ(ids(), (std::vector<int64_t>{e1, a3}));
+  EXPECT_EQ(st.messages(c)->front().siblings, (std::vector<int64_t>{u1, e1}));
+  // Back to the first version: its newest answer is shown.
+  ASSERT_TRUE(st.select_branch(c, u1).ok());
+  EXPECT_EQ(ids(), (std::vector<int64_t>{u1, a2}));
+  EXPECT_EQ(st.select_branch(c, 999).code(), ErrorCode::kNotFound);
+  // The export has every version, linked, and the branch in view.
+  auto j = nlohmann::json::parse(*st.export_json(c));
+  EXPECT_EQ(j["messages"].size(), 5u);
+  EXPECT_EQ(j["leaf_id"], a2);
+  EXPECT_EQ(j["messages"][2]["parent_id"], u1);
+}
+
+// A database written before conversations had tools and branches (the session-7 schema, made
+// here with the sqlite3 library directly) opens, keeps its rows, and gains the columns.
 TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
   const std::string path = "/tmp/glm-store-old-" + std::to_string(::getpid()) + ".db";
   ::unlink(path.c_str());
@@ -85,7 +119,15 @@ TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
                          "DEFAULT '', system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT "
                          "NULL DEFAULT '{}', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT "
                          "NULL);"
-                         "INSERT INTO conversations VALUES('cold', 'old one', '', '{}', 1, 2);",
+                         "INSERT INTO conversations VALUES('cold', 'old one', '', '{}', 1, 2);"
+                         "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                         "conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE "
+                         "CASCADE, role TEXT NOT NULL, content TEXT NOT NULL DEFAULT '', status "
+                         "TEXT NOT NULL DEFAULT 'complete', error TEXT NOT NULL DEFAULT '', meta "
+                         "TEXT NOT NULL DEFAULT '{}', created_ms INTEGER NOT NULL);"
+                         "INSERT INTO messages(conversation_id, role, content, created_ms) VALUES"
+                         "('cold', 'user', 'q1', 1), ('cold', 'assistant', 'a1', 1),"
+                         "('cold', 'user', 'q2', 1), ('cold', 'assistant', 'a2', 1);",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
@@ -96,6 +138,14 @@ TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->title, "old one");
     EXPECT_EQ(c->tools_json, "[]");
+    // Its messages became one branch, in order, and a new one follows the last.
+    auto msgs = (*s)->messages("cold");
+    ASSERT_TRUE(msgs.ok()) << msgs.status().to_string();
+    ASSERT_EQ(msgs->size(), 4u);
+    EXPECT_EQ((*msgs)[3].content, "a2");
+    EXPECT_EQ((*msgs)[3].parent_id, (*msgs)[2].id);
+    ASSERT_TRUE((*s)->add_message("cold", "user", "q3", "complete").ok());
+    EXPECT_EQ((*s)->messages("cold")->size(), 5u);
     const std::string tools = R"([{"type":"function","function":{"name":"f"}}])";
     ASSERT_TRUE((*s)->set_conversation_tools("cold", tools).ok());
     EXPECT_EQ((*s)->get_conversation("cold")->tools_json, tools);

@@ -128,7 +128,7 @@ test('an answer cut mid-way offers continue, which finishes it in its place', as
   await page.context().close();
 });
 
-test('edit and resend replaces the turn; regenerate replaces the answer', async () => {
+test('edit and resend and regenerate make new versions, and ‹ › shows the others', async () => {
   const page = await newPage(browser);
   let answer = await send(page, 'first question');
   await waitDone(answer);
@@ -160,6 +160,24 @@ test('edit and resend replaces the turn; regenerate replaces the answer', async 
   assert.equal(engineLog().filter((e) => e.kind === 'request').length, before + 1);
   conv = await api(`/api/conversations/${id}`);
   assert.equal(conv.messages.length, 2);
+  // Every version stays: the regenerated answer is 2/2, the edited question 2/2.
+  const answerNav = page.locator('.msg.assistant .versions .ver-count');
+  await answerNav.waitFor();
+  assert.equal(await answerNav.textContent(), '2/2');
+  assert.equal(await page.locator('.msg.user .versions .ver-count').textContent(), '2/2');
+  // ‹ on the question shows the first version with its whole branch, kept after a reload.
+  await page.locator('.msg.user [data-act=ver-prev]').click();
+  await page.locator('.msg.user .ver-count', { hasText: '1/2' }).waitFor();
+  assert.deepEqual(await page.locator('.msg .bubble').allTextContents().then((t) => t.map((x) => x.trim())),
+    ['first question', 'Echo: first question', 'second question', 'Echo: second question']);
+  await page.reload();
+  await page.locator('.msg.user .ver-count', { hasText: '1/2' }).waitFor();
+  assert.equal(await page.locator('.msg.user').count(), 2);
+  // › goes back to the edited one and its newest answer.
+  await page.locator('.msg.user [data-act=ver-next]').first().click();
+  await page.locator('.msg.user .ver-count', { hasText: '2/2' }).waitFor();
+  assert.equal(await page.locator('.msg.user .bubble').textContent(), 'edited question [zh]');
+  assert.equal(await page.locator('.msg.assistant .ver-count').textContent(), '2/2');
   await page.context().close();
 });
 

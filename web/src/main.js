@@ -272,6 +272,8 @@ async function run(body, userText, t0) {
   scrollToEnd(true);
   const job = newJob(convId, view, ctrl);
   job.isNew = isNew;
+  // An edit or a regenerate made a new version: shown with its ‹ n/m › once it is stored.
+  job.versioned = !!(body.regenerate || body.edit_message_id);
   await follow(job, response, t0, userEl);
 }
 
@@ -366,7 +368,7 @@ async function follow(job, response, t0, userEl) {
   state.running = null;
   setRunning(false);
   updateRegenerate();
-  if (ended && state.convId === job.convId) {
+  if ((ended || job.versioned) && state.convId === job.convId) {
     await openConversation(job.convId);
     return;
   }
@@ -435,6 +437,13 @@ function onMessagesClick(e) {
   const act = target.dataset.act;
   if (!act) return;
   const msg = target.closest('.msg');
+  if ((act === 'ver-prev' || act === 'ver-next') && !state.running && target.dataset.target) {
+    const convId = state.convId;
+    api.call('POST', `/api/conversations/${convId}/branch`, { message_id: Number(target.dataset.target) })
+      .then(() => openConversation(convId))
+      .catch(showError);
+    return;
+  }
   if (act === 'copy') {
     copyText(msg.raw || '');
     target.textContent = t('copied');

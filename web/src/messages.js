@@ -61,13 +61,39 @@ export function toolResultView(msg) {
   return root;
 }
 
+// "‹ 2/3 ›" for a message with other versions (edits of a user message, regenerated answers):
+// the arrows show the version before or after (main.js asks the gateway for that branch).
+function versionNav(msg) {
+  const ids = msg.siblings || [];
+  const nav = el('span', 'versions');
+  if (ids.length < 2) {
+    nav.hidden = true;
+    return nav;
+  }
+  const at = ids.indexOf(msg.id);
+  const prev = button('ver-prev', 'prevVersion');
+  const next = button('ver-next', 'nextVersion');
+  prev.textContent = '‹';
+  next.textContent = '›';
+  prev.title = t('prevVersion');
+  next.title = t('nextVersion');
+  prev.disabled = at <= 0;
+  next.disabled = at >= ids.length - 1;
+  delete prev.dataset.i18n;
+  delete next.dataset.i18n;
+  if (at > 0) prev.dataset.target = ids[at - 1];
+  if (at < ids.length - 1) next.dataset.target = ids[at + 1];
+  nav.append(prev, el('span', 'ver-count', `${at + 1}/${ids.length}`), next);
+  return nav;
+}
+
 export function userView(msg) {
   const root = el('div', 'msg user');
   if (msg.id) root.dataset.id = msg.id;
   root.raw = msg.content;
   const bubble = el('div', 'bubble', msg.content);
   const tools = el('div', 'tools');
-  tools.append(el('span', 'stats'), button('copy', 'copy'), button('edit', 'edit'));
+  tools.append(el('span', 'stats'), versionNav(msg), button('copy', 'copy'), button('edit', 'edit'));
   root.append(bubble, tools);
   return root;
 }
@@ -87,8 +113,8 @@ export class AnswerView {
     this.stats = el('span', 'stats');
     this.badge = el('span', 'badge');
     this.badge.hidden = true;
-    this.tools.append(this.stats, this.badge, button('copy', 'copy'), button('regen', 'regenerate'),
-      button('continue', 'continueAnswer'));
+    this.tools.append(this.stats, this.badge, versionNav(msg), button('copy', 'copy'),
+      button('regen', 'regenerate'), button('continue', 'continueAnswer'));
     this.root.append(this.notice, this.bubble, this.error, this.tools);
     if (msg.content !== undefined) {
       setMarkdown(this.bubble, msg.content, t('copy'));
