@@ -8,11 +8,15 @@
                                          gateway URL and straight through the engine SOCKET,
                                          rounds alternated (socket, A, B, socket, A, B, ...);
                                          medians, and each URL's overhead over the socket
+  gateway_load.py page    URL.. -t T     the page's chat path: one conversation per URL, T turns
+                                         alternated across the URLs, time from the POST of
+                                         .../chat to its first token event (3 warm-up turns)
 
 Start the engine as `glmserve engine --echo --echo-delay MS --max-batch 512 --max-queue 4096`.
 """
 import argparse
 import asyncio
+import http.client
 import json
 import resource
 import statistics
@@ -174,6 +178,48 @@ async def ttft(socket_path, urls, concurrency, rounds, max_tokens):
     print(json.dumps(out))
 
 
+def page_first_token(url, conv, text):
+    host, port = addr(url)
+    c = http.client.HTTPConnection(host, port)
+    body = json.dumps({"content": text, "params": {"max_tokens": 4}})
+    t0 = time.perf_counter()
+    c.request("POST", f"/api/conversations/{conv}/chat", body,
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    first, seen = None, b""
+    while True:
+        chunk = r.read1(65536)
+        if not chunk:
+            break
+        seen += chunk
+        if first is None and b'"type":"token"' in seen:
+            first = (time.perf_counter() - t0) * 1000
+    c.close()
+    return first
+
+
+def page(urls, turns):
+    convs = {}
+    for url in urls:
+        host, port = addr(url)
+        c = http.client.HTTPConnection(host, port)
+        c.request("POST", "/api/conversations", "{}", {"Content-Type": "application/json"})
+        convs[url] = json.loads(c.getresponse().read())["id"]
+        c.close()
+    samples = {url: [] for url in urls}
+    for i in range(turns + 3):
+        for url in urls:
+            t = page_first_token(url, convs[url], f"hello {i}")
+            if i >= 3 and t is not None:
+                samples[url].append(t)
+    out = {"turns": turns}
+    for url in urls:
+        q = statistics.quantiles(samples[url], n=10)
+        out[url] = {"first_token_ms_median": round(statistics.median(samples[url]), 3),
+                    "p10": round(q[0], 3), "p90": round(q[-1], 3)}
+    print(json.dumps(out))
+
+
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -192,11 +238,16 @@ def main():
     t.add_argument("-c", "--concurrency", type=int, default=1)
     t.add_argument("-r", "--rounds", type=int, default=10)
     t.add_argument("--max-tokens", type=int, default=4)
+    g = sub.add_parser("page")
+    g.add_argument("urls", nargs="+")
+    g.add_argument("-t", "--turns", type=int, default=40)
     a = p.parse_args()
     if a.cmd == "hold":
         asyncio.run(hold(a.url, a.n))
     elif a.cmd == "streams":
         asyncio.run(streams(a.url, a.n, a.max_tokens))
+    elif a.cmd == "page":
+        page(a.urls, a.turns)
     else:
         asyncio.run(ttft(a.socket, a.urls, a.concurrency, a.rounds, a.max_tokens))
 

@@ -167,7 +167,8 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   request.params = turn.params;
   if (!system_.empty()) request.messages.push_back({"system", system_, ""});
   for (const StoredMessage& m : history) {
-    if (m.role == "assistant") {
+    // Most answers call no tool: their meta is parsed only when it names one.
+    if (m.role == "assistant" && m.meta_json.find("\"tool_call\"") != std::string::npos) {
       const json meta = parse_meta(m.meta_json);
       if (const json* call = stored_call(meta)) {
         // Written back in the model's own call format by the chat template.

@@ -216,14 +216,6 @@ Status Store::exec(const char* sql) {
   return Status::Ok();
 }
 
-Status Store::touch(const std::string& conversation_id, int64_t now_ms) {
-  Stmt s(db_, "UPDATE conversations SET updated_ms=?1 WHERE id=?2");
-  if (!s.ok()) return db_error(db_, "touch");
-  s.integer(1, now_ms).text(2, conversation_id);
-  if (s.step() != SQLITE_DONE) return db_error(db_, "touch");
-  return Status::Ok();
-}
-
 StatusOr<Conversation> Store::create_conversation(const std::string& title,
                                                   const std::string& system_prompt,
                                                   const std::string& params_json) {
@@ -483,8 +475,10 @@ StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
     return st;
   }
   m.id = sqlite3_last_insert_rowid(db_);
-  Status st = set_leaf_locked(conversation_id, m.id);
-  if (st.ok()) st = touch(conversation_id, m.created_ms);
+  Stmt leaf(db_, "UPDATE conversations SET leaf_id=?2, updated_ms=?3 WHERE id=?1");
+  Status st = leaf.ok() ? Status::Ok() : db_error(db_, "add message");
+  if (st.ok()) leaf.text(1, conversation_id).integer(2, m.id).integer(3, m.created_ms);
+  if (st.ok() && leaf.step() != SQLITE_DONE) st = db_error(db_, "add message");
   if (st.ok()) st = exec("COMMIT");
   if (!st.ok()) {
     rollback();

@@ -126,7 +126,6 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status exec(const char* sql);
-  Status touch(const std::string& conversation_id, int64_t now_ms);
   // Under mutex_.
   StatusOr<std::vector<StoredMessage>> all_messages_locked(const std::string& conversation_id);
   StatusOr<int64_t> leaf_locked(const std::string& conversation_id);  // 0: no message yet
