@@ -371,3 +371,27 @@ test('the header names the model; the theme button shows its mode; the language 
   await waitDone(slow);
   await page.context().close();
 });
+
+test('TeX in an answer renders as math, loaded only when an answer has some', async () => {
+  const page = await newPage(browser);
+  const mathLoads = () => page.evaluate(() =>
+    performance.getEntriesByType('resource').filter((r) => r.name.includes('/math.js')).length);
+  let answer = await send(page, 'no formulas here');
+  await waitDone(answer);
+  assert.equal(await mathLoads(), 0, 'no math bundle for an answer without TeX');
+  answer = await send(page, 'show me some math [math]');
+  await waitDone(answer);
+  // Inline and display formulas become MathML; "$5 or $6" stays text.
+  await answer.locator('.bubble math').first().waitFor();
+  assert.equal(await answer.locator('.bubble math').count(), 2);
+  assert.equal(await answer.locator('.bubble math[display="block"]').count(), 1);
+  assert.equal(await answer.locator('.bubble annotation').first().textContent(), 'e^{i\\pi}+1=0');
+  assert.match(await answer.locator('.bubble').textContent(), /costs \$5 or \$6\./);
+  assert.equal(await mathLoads(), 1);
+  // After a reload the stored answer renders its formulas again.
+  await page.reload();
+  await page.locator('.msg.assistant .bubble math').first().waitFor();
+  assert.equal(await page.locator('.msg.assistant .bubble math').count(), 2);
+  if (process.env.GLM_SCREENSHOTS) await page.screenshot({ path: `${process.env.GLM_SCREENSHOTS}/math.png` });
+  await page.context().close();
+});

@@ -3,6 +3,7 @@
 //   [slow]   300 words, 30 ms apart (stop tests)    [xss]  <script> and <img onerror> in markdown
 //   [reload] 100 words, 30 ms apart (re-attach after a reload)
 //   [fail]   20 words, an engine error after the 5th (unless resumed: continue tests)
+//   [math]   TeX: inline $...$, a $$...$$ block, and dollar amounts that are not math
 //   [long]   40 words, 5 ms apart; every answer ends with "length" at params.max_tokens pieces
 // tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
 //   [zh]     Chinese text                           [md]   markdown with a code block
@@ -38,6 +39,10 @@ function script(text, tools) {
   }
   if (text.includes('[fail]')) {
     return { delay: 10, failAt: 5, pieces: Array.from({ length: 20 }, (_, i) => `word${i} `) };
+  }
+  if (text.includes('[math]')) {
+    const tex = 'Euler: $e^{i\\pi}+1=0$, and costs $5 or $6.\n\n$$\\int_0^1 x\\,dx = \\frac{1}{2}$$\n\nDone.';
+    return { delay: 5, pieces: tex.match(/[\s\S]{1,6}/gu) };
   }
   if (text.includes('[long]')) return { delay: 5, pieces: Array.from({ length: 40 }, (_, i) => `w${i} `) };
   if (text.includes('[zh]')) return { delay: 10, pieces: ['你好', '，', '世界', '！'] };

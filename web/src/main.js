@@ -1,6 +1,7 @@
 // glmserve chat page: conversation list, settings, composer, and the streaming chat loop.
 import * as api from './api.js';
 import { applyStatic, t, toggleLang } from './i18n.js';
+import { looksLikeMath, onMathReady, setMarkdown } from './markdown.js';
 import { AnswerView, copyText, editBox, toolResultView, userView } from './messages.js';
 
 const $ = (id) => document.getElementById(id);
@@ -563,6 +564,14 @@ async function watchHealth() {
   ui.engine.textContent = t(ui.engine.dataset.i18n);
   setTimeout(watchHealth, ok ? 15000 : 3000);
 }
+
+// Answers shown before the math bundle arrived are rendered again with their formulas (one
+// being written gets them at its final render).
+onMathReady(() => {
+  for (const a of ui.messages.querySelectorAll('.msg.assistant:not(.streaming)')) {
+    if (a.raw && looksLikeMath(a.raw)) setMarkdown(a.querySelector('.bubble'), a.raw, t('copy'));
+  }
+});
 
 function init() {
   applyTheme();

@@ -1,7 +1,9 @@
 // Markdown for model output, rendered safely: markdown-it with raw HTML disabled (so `<script>`
 // in an answer is text), then DOMPurify over the result as a second wall, and highlight.js
 // (core + a few languages) for code. StreamView renders a growing answer by appending finished
-// blocks to the DOM and re-rendering only the unfinished tail.
+// blocks to the DOM and re-rendering only the unfinished tail. Math ($...$, $$...$$) is
+// rendered by KaTeX as MathML once the math bundle has loaded: it is fetched the first time a
+// text looks like it holds TeX, and onMathReady's callbacks re-render what was shown before.
 import DOMPurify from 'dompurify';
 import hljs from 'highlight.js/lib/core';
 import bash from 'highlight.js/lib/languages/bash';
@@ -44,9 +46,49 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   }
 });
 
-const PURIFY = { FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea'], FORBID_ATTR: ['style'] };
+// KaTeX's MathML keeps the TeX source in <annotation> (plain text; never shown): kept for copy.
+const PURIFY = {
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea'],
+  FORBID_ATTR: ['style'],
+  ADD_TAGS: ['annotation'],
+};
+
+// $...$ with no space inside the dollars (so "$5 and $6" is not math), $$...$$, \( \) or \[ \].
+const TEX = /\$\$[\s\S]+?\$\$|\$[^\s$](?:[^$\n]*[^\s$])?\$|\\\(|\\\[/;
+let math = 'none'; // none | loading | ready
+const mathReady = [];
+
+export function looksLikeMath(text) {
+  return TEX.test(text);
+}
+
+export function mathLoaded() {
+  return math === 'ready';
+}
+
+// Called (once) when the math bundle has loaded and later renders include math.
+export function onMathReady(fn) {
+  mathReady.push(fn);
+}
+
+function loadMath() {
+  if (math !== 'none') return;
+  math = 'loading';
+  window.glmMathLoaded = (plugin) => {
+    md.use(plugin, { output: 'mathml', throwOnError: false });
+    math = 'ready';
+    for (const fn of mathReady) fn();
+  };
+  const script = document.createElement('script');
+  script.src = MATH_URL; // defined by build.mjs: /math.js?v=<content hash>
+  script.onerror = () => {
+    math = 'none'; // offline or refused: text stays as written; tried again next time
+  };
+  document.head.append(script);
+}
 
 export function renderMarkdown(text) {
+  if (math === 'none' && TEX.test(text)) loadMath();
   return DOMPurify.sanitize(md.render(text), PURIFY);
 }
 
