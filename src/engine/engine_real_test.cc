@@ -129,6 +129,41 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
   }
 }
 
+// A model without a chat template (stories260K: the raw template joins the messages with "\n")
+// keeps its turns' tokens too: the next turn runs the tokens it actually generated plus the
+// new text, so every token of the previous turn is cached (before, the re-rendered text
+// diverged from the generated tokens at the first answer token and nothing was reused).
+TEST(EngineReal, ARawTemplateModelsNextTurnReusesTheTokensItGenerated) {
+  const std::string model = std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf";
+  if (access(model.c_str(), R_OK) != 0) GTEST_SKIP() << model << " is absent";
+  Options o;
+  o.model_path = model;
+  o.n_threads = 1;
+  o.n_ctx = 256;
+  auto e = load_engine(o);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  Results r;
+  std::vector<tok::Message> m = {{"user", "Once upon a time there was a little girl."}};
+  int fed = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    const std::string id = "s" + std::to_string(turn);
+    Request q = greedy(id, m, 24);
+    q.conversation = "story";
+    ASSERT_TRUE((*e)->submit(q, r.sink()).ok());
+    ASSERT_TRUE(r.wait(id));
+    const Event& d = r.done[id];
+    ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
+    if (turn > 0) {
+      EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
+    }
+    fed = d.usage.prompt_tokens + d.usage.completion_tokens -
+          (d.finish_reason == FinishReason::kLength ? 1 : 0);
+    m.push_back({"assistant", r.text[id]});
+    m.push_back({"user", "Then she went to the park " + std::to_string(turn) + " times."});
+  }
+  EXPECT_GT(fed, 60);
+}
+
 // The acceptance of logprobs: at temperature 0 each chosen token is the first alternative, and
 // every reported log-probability equals the log-softmax of the logits that `glmserve eval`'s
 // procedure (model::evaluate, f16 KV like the server's) computes for the same tokens, although

@@ -96,11 +96,18 @@ StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
       auto h = chat_template.render(history);
       if (h.ok() && !h->empty()) {
         const std::vector<int32_t>& hist = h.value();
-        // The history render ends with the generation marker: never count it as shared.
-        const size_t limit = std::min(hist.size() - 1, plan.prompt.size());
+        // A history render that ends with the generation marker never shares it.
+        const bool marker = chat_template.render_ends_with_marker();
+        const size_t limit = std::min(hist.size() - (marker ? 1 : 0), plan.prompt.size());
         size_t l = 0;
         while (l < limit && hist[l] == plan.prompt[l]) ++l;
-        if (l < plan.prompt.size() && tokenizer.is_control(plan.prompt[l])) {
+        // The cut is exact where the tail starts with a control token (role-token templates),
+        // or, with no marker (raw), where the whole history render is a prefix of the prompt:
+        // the message boundary is a token boundary, so the saved tokens (what the model
+        // actually generated) can stand for the history's text.
+        const bool exact = l < plan.prompt.size() &&
+                           (marker ? tokenizer.is_control(plan.prompt[l]) : l == hist.size());
+        if (exact) {
           plan.tail.assign(plan.prompt.begin() + l, plan.prompt.end());
           plan.history_tag = digest_messages(history, history.size());
         }

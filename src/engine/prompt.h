@@ -9,9 +9,11 @@
 // Conversation split: history = the messages up to the last assistant message; tail = the prompt
 // tokens after what re-rendering that history shares with the full prompt. The scheduler runs
 // saved conversation tokens (the model's ACTUAL output) + tail when the saved conversation's tag
-// equals digest(history). Used only when the tail starts with a control token (role-token
-// templates: ChatGLM3, GLM-4), where the cut is exact; text-only templates use the token-prefix
-// cache instead.
+// equals digest(history). Used only where the cut is exact: the tail starts with a control token
+// (role-token templates: ChatGLM3, GLM-4), or, for the raw template (no generation marker), the
+// whole history render is a prefix of the prompt (the message boundary is a token boundary).
+// Otherwise (other text templates, or a boundary the tokenizer merges) the token-prefix cache
+// serves what it can.
 // Pure functions; thread-safe given a thread-safe template (ChatTemplate is immutable).
 #pragma once
 

@@ -283,6 +283,7 @@ class RawTemplate final : public ChatTemplate {
     return out;
   }
   Ids stop_ids() const override { return tok_.eos_id() >= 0 ? Ids{tok_.eos_id()} : Ids{}; }
+  bool render_ends_with_marker() const override { return false; }
 
  private:
   const Tokenizer& tok_;

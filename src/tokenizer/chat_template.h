@@ -52,6 +52,11 @@ class ChatTemplate {
   virtual StatusOr<std::vector<int32_t>> render(const std::vector<Message>& messages) const = 0;
   // Ids that end generation (eos, <|user|>, <|observation|>...).
   virtual std::vector<int32_t> stop_ids() const = 0;
+  // True if render() ends with a generation marker (<|assistant|>, 答：...) that a rendered
+  // history does not share with a longer prompt; false for the raw template, whose render is
+  // just the contents (so a history render is a prefix of the next prompt where the tokenizer
+  // cuts cleanly at the message boundary). engine/prompt.h uses it to split turns.
+  virtual bool render_ends_with_marker() const { return true; }
   // True if answers start with whitespace that the official code strips (ChatGLM3 and GLM-4:
   // "<|assistant|>" is followed by metadata + "\n"): use StreamDecoder's
   // set_strip_leading_whitespace(true) for chat answers.
