@@ -137,7 +137,12 @@ std::string summary_line(const engine::Event& d) {
                 d.usage.prompt_tokens, d.usage.cached_tokens, d.usage.completion_tokens,
                 d.timings.ttft_ms, d.timings.tpot_ms, tps,
                 generation::finish_reason_name(d.finish_reason));
-  return buf;
+  std::string line = buf;
+  if (d.speculation.drafted > 0) {
+    line += ", speculative: " + std::to_string(d.speculation.accepted) + " of " +
+            std::to_string(d.speculation.drafted) + " drafted tokens accepted";
+  }
+  return line;
 }
 
 }  // namespace glm::cli
