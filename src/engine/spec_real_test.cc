@@ -155,6 +155,42 @@ TEST(SpecReal, Chatglm3GreedyChatIsIdenticalAndAFixedSeedRepeats) {
   EXPECT_EQ(text[generation::SpecMode::kNgram], text[generation::SpecMode::kOff]);
 }
 
+// n > 1 choices: each drafts for itself; greedy choices equal the single answer, and the final
+// done sums the choices' counts.
+TEST(SpecReal, ChoicesDraftEachForItselfAndTheDoneSumsThem) {
+  if (access(kStories.c_str(), R_OK) != 0) GTEST_SKIP() << kStories << " is absent";
+  auto e = load(kStories, generation::SpecMode::kNgram, 4);
+  ASSERT_NE(e, nullptr);
+  const std::string single = run(e.get(), {raw_greedy("one", kCopyPrompt, 100)})["one"].first;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, std::string> text;
+  generation::Speculation choices;
+  Event done;
+  bool ended = false;
+  Request r = raw_greedy("three", kCopyPrompt, 100);
+  r.n = 3;
+  ASSERT_TRUE(e->submit(std::move(r), [&](const Event& ev) {
+                 std::lock_guard<std::mutex> lock(mu);
+                 if (ev.type == EventType::kToken) text[ev.index] += ev.text;
+                 if (ev.type == EventType::kChoiceDone) {
+                   choices.drafted += ev.speculation.drafted;
+                   choices.accepted += ev.speculation.accepted;
+                 }
+                 if (ev.type == EventType::kDone || ev.type == EventType::kError) {
+                   done = ev;
+                   ended = true;
+                   cv.notify_all();
+                 }
+               }).ok());
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return ended; }));
+  ASSERT_EQ(done.type, EventType::kDone);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(text[i], single) << i;
+  EXPECT_GT(choices.accepted, 0);
+  EXPECT_EQ(done.speculation, choices);
+}
+
 TEST(SpecReal, DraftModelIsRefusedByName) {
   Options o;
   o.model_path = kStories;
