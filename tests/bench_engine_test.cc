@@ -79,10 +79,31 @@ TEST(BenchEngineTest, TableHasBothTestsAndForcedIsaIsReported) {
   EXPECT_EQ(nlohmann::json::parse(scalar.out)["isa"], "scalar");
 }
 
+TEST(BenchEngineTest, SpecNgramReportsTheVerifyCostPerDraftLength) {
+  if (!have(stories()))
+    GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const CliRun r = run_cli("bench engine --model " + stories() +
+                           " -p 0 -n 16 -r 1 -t 1 --bw-mb 0 --json --spec ngram");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("spec_verify")) << r.out;
+  ASSERT_EQ(j["spec_verify"]["drafts"].size(), 4u) << r.out;
+  for (const auto& d : j["spec_verify"]["drafts"]) {
+    EXPECT_GT(d["cost"].get<double>(), 0) << r.out;
+    EXPECT_GE(d["break_even_acceptance"].get<double>(), 0);
+    EXPECT_LE(d["break_even_acceptance"].get<double>(), 1);
+  }
+  EXPECT_FALSE(nlohmann::json::parse(run_cli("bench engine --model " + stories() +
+                                             " -p 0 -n 2 -r 1 -t 1 --bw-mb 0 --json")
+                                         .out)
+                   .contains("spec_verify"));
+}
+
 TEST(BenchEngineTest, BadInputGivesOneLineError) {
-  for (const std::string args : {"bench engine", "bench engine --model /nonexistent.gguf",
-                                 "bench engine --model x -p -1", "bench engine --model x -r 0",
-                                 "bench engine --model x --kv q4", "bench engine --bogus 1"}) {
+  for (const std::string args :
+       {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
+        "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1",
+        "bench engine --model x --spec draft"}) {
     const CliRun r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -70,6 +71,38 @@ TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
   EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;
+}
+
+// Speculative decoding leaves the greedy text as llama.cpp's, and says what it accepted.
+TEST(EngineRun, SpecNgramKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
+  const std::string model = shared("models/stories260K.gguf");
+  const std::string golden = shared("models/stories260K.greedy.json");
+  if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
+  const auto g = nlohmann::json::parse(slurp(golden));
+  Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
+                  std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1",
+                  "--spec", "ngram"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
+  r = run({"run", "--model", model, "--raw", "--temp", "0", "-n", "100", "-t", "1", "--spec",
+           "ngram", "--prompt",
+           "Lily saw a big red ball in the park. She wanted to play. Lily saw a big red"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("speculative: [1-9][0-9]* of [1-9][0-9]* "
+                                                  "drafted tokens accepted")))
+      << r.err;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--spec", "draft"}, {"--draft", "d.gguf"}, {"--spec", "fast"}}) {
+    std::vector<std::string> args = {"run", "--model", model, "--prompt", "hi"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    r = run(args);
+    EXPECT_NE(r.code, 0) << bad[0];
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(bad[0] == "--spec" && bad[1] == "fast" ? "expected ngram, draft or off"
+                                                                : "not implemented yet"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 TEST(EngineRun, BadInvocationsFailWithOneLine) {

@@ -21,6 +21,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
 #include "gguf/gguf.h"
 #include "kernels/bandwidth.h"
 #include "kernels/isa.h"
@@ -34,7 +35,7 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
-    "                             [--kv f16|f32] [--bw-mb 1024] [--repack 1|0]\n"
+    "                             [--kv f16|f32] [--bw-mb 1024] [--repack 1|0] [--spec ngram]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -46,6 +47,9 @@ constexpr const char* kHelp =
     "  --repack        1 (default): repack weights for the fastest kernels at load (as the\n"
     "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
+    "  --spec ngram    also the cost of speculative decoding's verify pass of k = 1, 2, 4, 8\n"
+    "                  drafted tokens in decode passes, and the acceptance where each breaks\n"
+    "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
     "'t/s per CPU' = tokens / (process CPU seconds / threads): the speed with the cores to itself\n"
     "(on a busy machine wall time stretches, CPU time much less).\n"
     "Set GLMSERVE_ISA=scalar|avx2|avx512 to force a kernel variant.\n";
@@ -124,6 +128,30 @@ std::string main_type(const gguf::File& f) {
   return best;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The per-token acceptance a at which a draft of k tokens breaks even with plain decoding when
+// its verify pass costs c decode passes: expected tokens per pass 1 + a + ... + a^k = c
+// (bisection; 0 when even a = 0 pays, 1 when nothing does).
+double break_even_acceptance(int k, double c) {
+  auto tokens = [k](double a) {
+    double sum = 0, p = 1;
+    for (int i = 0; i <= k; ++i, p *= a) sum += p;
+    return sum;
+  };
+  if (tokens(0) >= c) return 0;
+  if (tokens(1) <= c) return 1;
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 50; ++i) {
+    const double mid = (lo + hi) / 2;
+    (tokens(mid) < c ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 class Runner {
  public:
   Runner(model::Model* m, model::KvPool* kv, uint32_t seed) : model_(m), kv_(kv), rng_(seed) {
@@ -135,6 +163,14 @@ class Runner {
     std::vector<int32_t> tokens = random_tokens(n);
     const auto t0 = std::chrono::steady_clock::now();
     GLM_RETURN_IF_ERROR(step(tokens.data(), n, 0));
+    return seconds_since(t0);
+  }
+  // One pass of n tokens after n_past written positions with every position's logits (a
+  // speculative verify of n - 1 drafted tokens; n = 1 is a decode step); returns seconds.
+  StatusOr<double> verify(int n, int n_past) {
+    std::vector<int32_t> tokens = random_tokens(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    GLM_RETURN_IF_ERROR(step(tokens.data(), n, n_past, /*all_logits=*/true));
     return seconds_since(t0);
   }
   // n single-token steps from n_past = 0; returns seconds.
@@ -152,8 +188,9 @@ class Runner {
     for (int32_t& x : t) x = dist(rng_);
     return t;
   }
-  Status step(const int32_t* tokens, int n, int n_past) {
+  Status step(const int32_t* tokens, int n, int n_past, bool all_logits = false) {
     model::SeqInput in;
+    in.all_logits = all_logits;
     in.tokens = tokens;
     in.n_tokens = n;
     in.n_past = n_past;
@@ -178,7 +215,8 @@ int cmd_bench_engine(int argc, char** argv) {
     return 0;
   }
   StatusOr<Args> args = Args::parse(
-      argc, argv, {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack"},
+      argc, argv,
+      {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec", "draft"},
       {"json"},
       {{"m", "model"}, {"p", "n-prompt"}, {"n", "n-gen"}, {"t", "threads"}, {"r", "reps"}});
   if (!args.ok()) return fail(args.status());
@@ -205,6 +243,9 @@ int cmd_bench_engine(int argc, char** argv) {
     return fail(invalid_argument("--kv: expected f16 or f32, got '" + kv_name + "'"));
   }
   const bool json = args->has("json");
+  engine::Options spec;
+  if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
+  const bool spec_on = spec.spec == generation::SpecMode::kNgram;
 
   StatusOr<std::unique_ptr<gguf::File>> opened = gguf::File::open(*path);
   if (!opened.ok()) return fail(opened.status());
@@ -260,6 +301,19 @@ int cmd_bench_engine(int argc, char** argv) {
     // Interleaved with the runs: the machine's bandwidth drifts.
     if (*bw_mb > 0) bw.push_back(kernels::measure_read_bandwidth(*bw_mb << 20, 3, &bw_pool));
   }
+  // Speculative decoding's cost: a verify pass of k drafted tokens (k + 1 positions, all
+  // logits) against a decode pass, at the depth generation reached; alternated per rep.
+  const int depth = static_cast<int>(std::max<int64_t>(*n_gen, 1));
+  const int kDrafts[] = {1, 2, 4, 8};
+  std::map<int, std::vector<double>> verify_s;  // k -> seconds per pass (k = 0: decode)
+  for (int r = 0; spec_on && r < *reps; ++r) {
+    for (int k : {0, 1, 2, 4, 8}) {
+      if (depth + k + 1 > max_pos + kBlockTokens) continue;
+      StatusOr<double> s = runner.verify(k + 1, depth - 1);
+      if (!s.ok()) return fail(s.status());
+      verify_s[k].push_back(*s);
+    }
+  }
   const Stats pps = summarize(pp);
   const Stats tgs = summarize(tg);
   const Stats bws = summarize(bw);
@@ -299,6 +353,19 @@ int cmd_bench_engine(int argc, char** argv) {
         j["tg_bandwidth_fraction"] = frac;
       }
     }
+    if (spec_on && !verify_s[0].empty()) {
+      const double decode = median(verify_s[0]);
+      nlohmann::json v = nlohmann::json::array();
+      for (int k : kDrafts) {
+        if (verify_s[k].empty()) continue;
+        const double c = median(verify_s[k]) / decode;
+        v.push_back({{"k", k},
+                     {"ms", median(verify_s[k]) * 1e3},
+                     {"cost", c},
+                     {"break_even_acceptance", break_even_acceptance(k, c)}});
+      }
+      j["spec_verify"] = {{"depth", depth}, {"decode_ms", decode * 1e3}, {"drafts", v}};
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -315,6 +382,21 @@ int cmd_bench_engine(int argc, char** argv) {
   };
   if (*n_prompt > 0) row("pp", *n_prompt, pps, pp_cpu);
   if (*n_gen > 0) row("tg", *n_gen, tgs, tg_cpu);
+  if (spec_on && !verify_s[0].empty()) {
+    const double decode = median(verify_s[0]);
+    std::printf(
+        "\nspeculative verify (--spec ngram) at depth %d: a pass of k drafted tokens costs c "
+        "decode passes; it pays when 1 + a + ... + a^k > c, a = each draft token's acceptance\n"
+        "| k | ms per pass | c | break-even a |\n|---|---|---|---|\n| 0 (decode) | %.2f | 1 | - "
+        "|\n",
+        depth, decode * 1e3);
+    for (int k : kDrafts) {
+      if (verify_s[k].empty()) continue;
+      const double c = median(verify_s[k]) / decode;
+      std::printf("| %d | %.2f | %.2f | %.2f |\n", k, median(verify_s[k]) * 1e3, c,
+                  break_even_acceptance(k, c));
+    }
+  }
   if (*bw_mb > 0 && *n_gen > 0) {
     std::printf(
         "\ngeneration reads %.2f GB of weights per token: %.1f GB/s at the median tg; "

@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
 #include "daemon/unix_socket.h"
@@ -37,6 +38,9 @@ constexpr const char* kUsage =
     "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
     "                       restarts: written when idle and on SIGTERM, read back on demand\n"
     "  --kv-disk-max-mb N   bound on DIR's files, least recently used removed (default 4096)\n"
+    "  --spec ngram|off     speculative decoding: drafts from each answer's own context,\n"
+    "                       verified in the batch (greedy output unchanged; default off)\n"
+    "  --draft M.gguf       a draft model (--spec draft): not implemented yet\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
     "  --max-connections N  concurrent clients (default 1024)\n"
     "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
@@ -75,7 +79,7 @@ int cmd_engine(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
                           {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
                            "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
-                           "echo-delay", "instance", "kv-disk", "kv-disk-max-mb"},
+                           "echo-delay", "instance", "kv-disk", "kv-disk-max-mb", "spec", "draft"},
                           {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -138,6 +142,7 @@ int cmd_engine(int argc, char** argv) {
   eopts.n_ctx = static_cast<int>(ctx);
   eopts.max_batch = static_cast<int>(max_batch);
   eopts.max_queue = static_cast<int>(max_queue);
+  if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
   eopts.kv_disk = args->get("kv-disk");
   eopts.kv_disk_max_mb = kv_disk_mb;
   if (args->has("kv-disk") && eopts.kv_disk.empty()) {

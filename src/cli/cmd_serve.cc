@@ -22,6 +22,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
 #include "core/log.h"
 #include "daemon/unix_socket.h"
 #include "http/listen.h"
@@ -46,11 +47,13 @@ constexpr const char* kUsage =
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
+    "  --spec ngram|off (speculative decoding; --spec draft / --draft: not implemented yet)\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
 const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",
                                     "socket-mode", "drain-timeout", "max-line",  "max-connections",
-                                    "log-level",   "echo-delay",    "kv-disk",   "kv-disk-max-mb"};
+                                    "log-level",   "echo-delay",    "kv-disk",   "kv-disk-max-mb",
+                                    "spec",        "draft"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not
@@ -190,6 +193,8 @@ int cmd_serve(int argc, char** argv) {
   auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
+  engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
+  if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
   if (!echo) {
     auto model = args->require("model");
     if (!model.ok()) return fail(model.status());

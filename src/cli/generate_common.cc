@@ -2,9 +2,9 @@
 
 namespace glm::cli {
 
-const std::set<std::string> kGenerateFlags = {"model",    "max-tokens",     "temp", "top-p",
-                                              "top-k",    "repeat-penalty", "seed", "threads",
-                                              "ctx-size", "kv-type",        "stop"};
+const std::set<std::string> kGenerateFlags = {
+    "model",   "max-tokens", "temp",    "top-p", "top-k", "repeat-penalty", "seed",
+    "threads", "ctx-size",   "kv-type", "stop",  "spec",  "draft"};
 const std::map<std::string, std::string> kGenerateAliases = {{"n", "max-tokens"}, {"t", "threads"}};
 const char* kGenerateFlagsHelp =
     "  -n, --max-tokens N   tokens to generate at most\n"
@@ -16,7 +16,22 @@ const char* kGenerateFlagsHelp =
     "  --stop TEXT          stop when TEXT is generated (not printed)\n"
     "  -t, --threads N      worker threads (default: physical cores)\n"
     "  --ctx-size N         context length (default: the model's, at most 8192)\n"
-    "  --kv-type f16|f32    KV cache element type (default f16)\n";
+    "  --kv-type f16|f32    KV cache element type (default f16)\n"
+    "  --spec ngram|off     speculative decoding: ngram drafts from the conversation's own\n"
+    "                       tokens (same output; faster on answers that repeat it; default off)\n";
+const char* kSpecFlagsHelp =
+    "  --spec ngram|off     speculative decoding with drafts from each answer's own context\n"
+    "                       (greedy output unchanged; docs/engine.md; default off)\n"
+    "  --draft M.gguf       a draft model for --spec draft: not implemented yet\n";
+
+Status spec_flags(const Args& args, engine::Options* o) {
+  const std::string mode = args.get("spec", "off");
+  const auto parsed = generation::parse_spec_mode(mode);
+  if (!parsed) return invalid_argument("--spec: expected ngram, draft or off, got '" + mode + "'");
+  o->spec = *parsed;
+  if (args.has("draft")) o->spec = generation::SpecMode::kDraft;  // refused below, by name
+  return engine::check_spec_mode(o->spec);
+}
 
 StatusOr<engine::Options> engine_options(const Args& args) {
   engine::Options o;
@@ -38,6 +53,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
     return invalid_argument("--kv-type: expected f16 or f32, got '" + kv + "'");
   }
   o.max_batch = 1;  // one user: the KV cache holds one full context
+  GLM_RETURN_IF_ERROR(spec_flags(args, &o));
   return o;
 }
 
@@ -121,7 +137,12 @@ std::string summary_line(const engine::Event& d) {
                 d.usage.prompt_tokens, d.usage.cached_tokens, d.usage.completion_tokens,
                 d.timings.ttft_ms, d.timings.tpot_ms, tps,
                 generation::finish_reason_name(d.finish_reason));
-  return buf;
+  std::string line = buf;
+  if (d.speculation.drafted > 0) {
+    line += ", speculative: " + std::to_string(d.speculation.accepted) + " of " +
+            std::to_string(d.speculation.drafted) + " drafted tokens accepted";
+  }
+  return line;
 }
 
 }  // namespace glm::cli

@@ -20,6 +20,10 @@ extern const std::map<std::string, std::string> kGenerateAliases;  // -n, -t
 extern const char* kGenerateFlagsHelp;
 
 StatusOr<engine::Options> engine_options(const Args& args);
+// --spec ngram|draft|off (default off) and --draft M.gguf into *o; a draft model is refused
+// (engine::check_spec_mode) with the one-line error that says what to use instead.
+Status spec_flags(const Args& args, engine::Options* o);
+extern const char* kSpecFlagsHelp;
 // Defaults: the engine's (temperature 0.8, top_p 0.8); max_tokens `default_max_tokens`.
 StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_max_tokens);
 

@@ -54,6 +54,7 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
       out.finish_reason = ev.finish_reason;
       out.usage = ev.usage;
       out.timings = ev.timings;
+      out.speculation = ev.speculation;
       break;
     case engine::EventType::kError:
       out = protocol::error_event(client_id, ev.error);

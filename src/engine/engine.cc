@@ -56,6 +56,7 @@ class ChoiceGroup {
   EventSink sink_;
   int left_;
   Usage usage_;
+  generation::Speculation speculation_;  // summed over the choices
   Event last_;
   Status error_;
 };
@@ -212,6 +213,8 @@ class EngineImpl final : public Engine {
     so.max_batch = std::max(options.max_batch, 1);
     so.prefill_chunk = std::max(options.prefill_chunk, 1);
     so.n_ctx = n_ctx_;
+    so.spec = options.spec;
+    so.max_draft = options.max_draft;
     sched_ = std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so);
     stop_ids_ = template_->stop_ids();
     raw_affixes_ =
@@ -540,6 +543,8 @@ void ChoiceGroup::choice_done(Event done) {
   usage_.prompt_tokens = done.usage.prompt_tokens;
   usage_.cached_tokens = done.usage.cached_tokens;
   usage_.completion_tokens += done.usage.completion_tokens;
+  speculation_.drafted += done.speculation.drafted;
+  speculation_.accepted += done.speculation.accepted;
   done.type = EventType::kChoiceDone;
   if (!failed()) sink_(done);
   last_ = std::move(done);
@@ -563,6 +568,7 @@ void ChoiceGroup::end_one() {
     e.finish_reason = last_.finish_reason;
     e.timings = last_.timings;
     e.usage = usage_;
+    e.speculation = speculation_;
   }
   sink_(e);
   engine_->finished(id_);
@@ -586,6 +592,7 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   e.finish_reason = info->reason;
   e.usage = info->usage;
   e.timings = info->timings;
+  e.speculation = info->speculation;
   // Keep the KV cache for the next turn unless the tokens and the text the client will send
   // back disagree (a stop string cut the text) or the request did not complete.
   if (chat_ && !cancelled && !stop_.matched() && !group_) {
@@ -614,6 +621,15 @@ void RequestObserver::on_error(const Status& status) {
 
 }  // namespace
 
+Status check_spec_mode(generation::SpecMode mode) {
+  if (mode == generation::SpecMode::kDraft) {
+    return Status(ErrorCode::kUnsupported,
+                  "--spec draft (a draft model, --draft) is not implemented yet: use --spec ngram "
+                  "or --spec off");
+  }
+  return Status::Ok();
+}
+
 std::unique_ptr<Engine> create_engine(std::unique_ptr<model::Model> model,
                                       std::unique_ptr<tok::Tokenizer> tokenizer,
                                       std::unique_ptr<tok::ChatTemplate> chat_template,
@@ -626,6 +642,7 @@ std::unique_ptr<Engine> create_engine(std::unique_ptr<model::Model> model,
 
 StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   const auto t0 = Clock::now();
+  GLM_RETURN_IF_ERROR(check_spec_mode(options.spec));
   auto file = gguf::File::open(options.model_path);
   if (!file.ok()) return file.status();
   std::shared_ptr<const gguf::File> shared(std::move(file.value()));

@@ -21,6 +21,7 @@
 #include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
+#include "generation/speculation.h"
 #include "generation/usage.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -86,7 +87,10 @@ struct Event {
   int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
   FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
   Timings timings;                                   // kDone, kChoiceDone
-  Status error;                                      // kError
+  // kDone, kChoiceDone: tokens drafted and accepted by speculative decoding (Options::spec;
+  // kDone of n > 1 choices: summed over them).
+  generation::Speculation speculation;
+  Status error;  // kError
 };
 
 using EventSink = std::function<void(const Event&)>;
@@ -108,7 +112,15 @@ struct Options {
   // memory misses). Empty = none. Bounded by kv_disk_max_mb (least recently used go first).
   std::string kv_disk;
   int64_t kv_disk_max_mb = 4096;
+  // Speculative decoding (docs/engine.md#speculative-decoding): kNgram verifies drafts taken
+  // from each sequence's own earlier tokens; greedy output is unchanged, sampled output keeps
+  // its distribution. kDraft (a draft model) is not implemented: load_engine refuses it.
+  generation::SpecMode spec = generation::SpecMode::kOff;
+  int max_draft = 8;  // drafted tokens per sequence and step, at most
 };
+
+// The one-line error for a --spec mode this build cannot run (kDraft); ok otherwise.
+Status check_spec_mode(generation::SpecMode mode);
 
 class Engine {
  public:

@@ -87,6 +87,10 @@ std::string engine_metrics(const protocol::StatsInfo* s) {
          "Prompt tokens the KV cache already held (not prefilled).", s->cached_tokens_total);
   metric("glmserve_engine_generated_tokens_total", "counter", "Tokens the engine generated.",
          s->generated_tokens_total);
+  metric("glmserve_engine_spec_drafted_tokens_total", "counter",
+         "Tokens speculative decoding drafted (engine --spec ngram).", s->speculation.drafted);
+  metric("glmserve_engine_spec_accepted_tokens_total", "counter",
+         "Drafted tokens the model accepted (each saved a decode pass).", s->speculation.accepted);
   metric("glmserve_engine_queued", "gauge", "Requests waiting for admission.", s->queued);
   metric("glmserve_engine_running", "gauge", "Sequences in the batch.", s->running);
   metric("glmserve_engine_kv_blocks_used", "gauge", "KV cache blocks in use.", s->kv_blocks_used);

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "generation/speculation.h"
+
 namespace glm::generation {
 
 struct Usage {
@@ -33,6 +35,7 @@ struct Stats {
   int64_t prompt_tokens_total = 0;
   int64_t cached_tokens_total = 0;  // prefix-cache hits
   int64_t generated_tokens_total = 0;
+  Speculation speculation;  // drafted and accepted tokens (speculative decoding), all requests
   bool operator==(const Stats&) const = default;
 };
 

@@ -225,6 +225,14 @@ ForkCopy KvCache::fork(SeqKv* parent, int reserve, SeqKv* child) {
   return copy;
 }
 
+void KvCache::drop_unwritten_blocks(SeqKv* seq) {
+  const size_t keep = blocks_for(static_cast<int>(seq->tokens.size()));
+  while (seq->blocks.size() > keep) {
+    alloc_.release(seq->blocks.back());
+    seq->blocks.pop_back();
+  }
+}
+
 void KvCache::release(SeqKv* seq) {
   // Last block first: the idle prefix cache then evicts the deepest blocks of a chain first.
   for (auto it = seq->blocks.rbegin(); it != seq->blocks.rend(); ++it) alloc_.release(*it);
@@ -237,8 +245,8 @@ void KvCache::save_conversation(const std::string& key, uint64_t tag, SeqKv* seq
   drop_conversation(key);
   alloc_.unreserve(seq->reserved);
   seq->reserved = 0;
-  // Blocks past the written positions were never allocated (grow() is lazy), so the entry
-  // holds exactly the blocks of its tokens.
+  // Blocks past the written positions were never allocated (grow() is lazy; the scheduler
+  // drops those a rejected draft grew), so the entry holds exactly the blocks of its tokens.
   Conversation& c = convs_[key];
   c.tag = tag;
   c.kv = std::move(*seq);

@@ -113,6 +113,10 @@ class KvCache {
   // `reserve` blocks of parent's reservation (Admitted::fork_reserve), and publishes its later
   // full blocks like any sequence. *child must be empty.
   ForkCopy fork(SeqKv* parent, int reserve, SeqKv* child);
+  // Frees the blocks past those its written tokens need (speculative decoding grows blocks for
+  // a draft whose rejected tokens are never committed); its reservation does not get them back,
+  // so only for a sequence that ends (before save_conversation).
+  void drop_unwritten_blocks(SeqKv* seq);
   // Frees everything the sequence holds (references and reservation); leaves it empty.
   void release(SeqKv* seq);
   // Keeps the sequence's cache as conversation `key`, replacing an older entry. `pending` are

@@ -176,6 +176,10 @@ std::string serialize_event(const Event& e) {
                       {"ttft_ms", e.timings.ttft_ms},
                       {"tpot_ms", e.timings.tpot_ms},
                       {"total_ms", e.timings.total_ms}};
+      if (e.speculation.drafted > 0) {
+        j["speculative"] = {{"drafted", e.speculation.drafted},
+                            {"accepted", e.speculation.accepted}};
+      }
       break;
     case EventType::kError:
       j["code"] = error_code_name(e.code);
@@ -199,6 +203,8 @@ std::string serialize_event(const Event& e) {
       j["prompt_tokens_total"] = s.prompt_tokens_total;
       j["cached_tokens_total"] = s.cached_tokens_total;
       j["generated_tokens_total"] = s.generated_tokens_total;
+      j["spec_drafted_tokens_total"] = s.speculation.drafted;
+      j["spec_accepted_tokens_total"] = s.speculation.accepted;
       j["connections"] = s.connections;
       j["uptime_s"] = s.uptime_s;
       break;
@@ -273,6 +279,11 @@ StatusOr<Event> parse_event(std::string_view line) {
         e.timings.tpot_ms = get_double(t, "tpot_ms");
         e.timings.total_ms = get_double(t, "total_ms");
       }
+      const json spec = j.value("speculative", json::object());
+      if (spec.is_object()) {
+        e.speculation.drafted = get_int64(spec, "drafted");
+        e.speculation.accepted = get_int64(spec, "accepted");
+      }
       break;
     }
     case EventType::kError:
@@ -299,6 +310,8 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.stats.prompt_tokens_total = get_int64(j, "prompt_tokens_total");
       e.stats.cached_tokens_total = get_int64(j, "cached_tokens_total");
       e.stats.generated_tokens_total = get_int64(j, "generated_tokens_total");
+      e.stats.speculation.drafted = get_int64(j, "spec_drafted_tokens_total");
+      e.stats.speculation.accepted = get_int64(j, "spec_accepted_tokens_total");
       e.stats.connections = get_int(j, "connections");
       e.stats.uptime_s = get_double(j, "uptime_s");
       break;

@@ -118,9 +118,12 @@ struct Event {
   std::string message;                               // kNotice, kError
   int dropped_messages = 0;                          // kNotice
   FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
-  Usage usage;                      // kStart: prompt and cached tokens; kDone: all three
-                                    // (kChoiceDone: that choice's)
-  Timings timings;                  // kDone, kChoiceDone
+  Usage usage;      // kStart: prompt and cached tokens; kDone: all three
+                    // (kChoiceDone: that choice's)
+  Timings timings;  // kDone, kChoiceDone
+  // kDone, kChoiceDone: speculative decoding's drafted / accepted tokens; written as
+  // "speculative" when any token was drafted.
+  generation::Speculation speculation;
   ErrorCode code = ErrorCode::kOk;  // kError
   int retry_after_ms = 0;           // kError with code busy/unavailable: a retry hint (0 = none)
   Health health = Health::kReady;   // kHealth

@@ -398,6 +398,15 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_DOUBLE_EQ(db.timings.prefill_ms, 20.25);
   EXPECT_DOUBLE_EQ(db.timings.total_ms, 180.0);
   EXPECT_NE(serialize_event(d).find("\"total_tokens\":42"), std::string::npos);
+  // Speculative decoding's counts: written only when something was drafted.
+  EXPECT_EQ(serialize_event(d).find("speculative"), std::string::npos);
+  EXPECT_EQ(db.speculation, generation::Speculation{});
+  Event ds = d;
+  ds.speculation = {40, 25};
+  EXPECT_NE(serialize_event(ds).find(R"("speculative":{)"), std::string::npos);
+  EXPECT_NE(serialize_event(ds).find(R"("drafted":40)"), std::string::npos);
+  EXPECT_NE(serialize_event(ds).find(R"("accepted":25)"), std::string::npos);
+  EXPECT_EQ(round_trip(ds).speculation, (generation::Speculation{40, 25}));
 
   EXPECT_EQ(db.index, 0);
   // A choice's end (n > 1) and its tokens carry the choice's index.
@@ -447,6 +456,9 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_EQ(stb.stats.generated_tokens_total, 8);
   EXPECT_EQ(stb.stats.connections, 9);
   EXPECT_DOUBLE_EQ(stb.stats.uptime_s, 10.5);
+  EXPECT_EQ(stb.stats.speculation, generation::Speculation{});
+  st.stats.speculation = {100, 60};
+  EXPECT_EQ(round_trip(st).stats.speculation, (generation::Speculation{100, 60}));
 
   Event tk;
   tk.type = EventType::kTokens;

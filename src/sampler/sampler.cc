@@ -170,12 +170,25 @@ void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
 }
 
 int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logprobs) {
+  return sample_with_draft(logits, -1, logprobs);
+}
+
+int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
+                                   generation::GeneratedLogprobs* logprobs) {
   prepare(logits, &scratch_);
   int32_t chosen = 0;
   if (params_.temperature <= 0.0f) {
     chosen = argmax(scratch_.data(), n_vocab_);
   } else {
-    const std::vector<Candidate> cand = candidates(scratch_);
+    std::vector<Candidate> cand = candidates(scratch_);
+    // The draft first: the draw accepts it with probability p(draft) (nothing moves when it
+    // is not a candidate, or already first).
+    for (size_t i = 1; i < cand.size() && draft >= 0; ++i) {
+      if (cand[i].id == draft) {
+        std::rotate(cand.begin(), cand.begin() + i, cand.begin() + i + 1);
+        break;
+      }
+    }
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     const double u = uniform(rng_);
     double acc = 0;

@@ -53,6 +53,16 @@ class Sampler {
   // (when params().top_logprobs >= 0), also its log-probability and the top_logprobs most
   // probable alternatives (ids and log-probabilities; bytes are left empty).
   int32_t sample(const float* logits, generation::GeneratedLogprobs* logprobs = nullptr);
+  // Speculative decoding's rule for a drafted token (scheduler/ngram_draft.h): the same
+  // distribution as sample(), with `draft` accepted with probability p(draft) and otherwise a
+  // token of the residual (p without `draft`, renormalised). That is standard speculative
+  // sampling for a deterministic draft (q = a point mass: accept with min(1, p/q) = p(draft),
+  // resample from norm(max(0, p - q))). It takes the same one draw as sample(): the draw walks
+  // the cumulative distribution with `draft` put first, so u < p(draft) accepts it and the
+  // rest of [0, 1) samples the residual. Greedy returns the argmax (as sample()). A draft of
+  // -1 (none), or one outside the kept candidates, is sample().
+  int32_t sample_with_draft(const float* logits, int32_t draft,
+                            generation::GeneratedLogprobs* logprobs = nullptr);
   // Advances the RNG past the draws of `n_sampled` earlier sample() calls, so that a sequence
   // resumed after n tokens continues with the draws the uninterrupted one would have made.
   // Cost: n draws.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace glm::sampler {
@@ -166,6 +167,69 @@ TEST(Sampler, DrawFrequenciesFollowTheDistribution) {
     const double sd = std::sqrt(expect * (1 - expect) / n);
     EXPECT_NEAR(static_cast<double>(count[id]) / n, expect, 5 * sd) << "token " << id;
   }
+}
+
+// Pearson's statistic of counts against probabilities (cells of probability 0 must be empty).
+double chi_square_stat(const std::vector<int>& count, const std::vector<double>& p, int n) {
+  double x = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) {
+      x += count[i] > 0 ? 1e9 : 0;
+      continue;
+    }
+    const double e = n * p[i];
+    x += (count[i] - e) * (count[i] - e) / e;
+  }
+  return x;
+}
+
+// Speculative sampling with a deterministic draft keeps the distribution whatever the draft
+// (the drafted token's p of 0, small or large); a wrong rule (accepting the draft with
+// min(1, 2 p), then the residual) is caught by the same test.
+TEST(Sampler, DraftedSamplingKeepsTheDistributionAndAWrongRuleIsCaught) {
+  const std::vector<double> p = {0.4, 0.3, 0.15, 0.1, 0.05};
+  auto l = logits_of_probs(p);
+  const SamplingParams params{.temperature = 1.0f, .top_p = 0.9f, .seed = 11};
+  Sampler ref(params, 5);
+  std::vector<double> want(5, 0.0);  // top_p 0.9 keeps the first four (mass 0.95)
+  for (const Candidate& c : ref.distribution(l.data())) want[c.id] = c.p;
+  // 3 degrees of freedom: 16.27 is the 0.001 quantile.
+  constexpr double kCritical = 16.27;
+  const int n = 40000;
+  for (int32_t draft : {-1, 0, 2, 3, 4}) {
+    Sampler s(params, 5);
+    std::vector<int> count(5, 0);
+    for (int i = 0; i < n; ++i) ++count[s.sample_with_draft(l.data(), draft)];
+    EXPECT_LT(chi_square_stat(count, want, n), kCritical) << "draft " << draft;
+  }
+  // The wrong rule, on the same draws.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<int> count(5, 0);
+  const int32_t draft = 3;
+  for (int i = 0; i < n; ++i) {
+    if (uniform(rng) < std::min(1.0, 2 * want[draft])) {
+      ++count[draft];
+      continue;
+    }
+    double u = uniform(rng) * (1 - want[draft]), acc = 0;
+    int32_t chosen = 0;
+    for (int32_t id = 0; id < 5; ++id) {
+      if (id == draft) continue;
+      acc += want[id];
+      chosen = id;
+      if (u < acc) break;
+    }
+    ++count[chosen];
+  }
+  EXPECT_GT(chi_square_stat(count, want, n), kCritical);
+}
+
+TEST(Sampler, GreedyWithADraftIsTheArgmax) {
+  std::vector<float> l = {0.1f, 2.0f, 1.9f};
+  Sampler s(SamplingParams{.temperature = 0.0f}, 3);
+  EXPECT_EQ(s.sample_with_draft(l.data(), 2), 1);
+  EXPECT_EQ(s.sample_with_draft(l.data(), 1), 1);
 }
 
 TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {

@@ -44,6 +44,11 @@ class FakeModel : public model::Model {
   // run to max_tokens. Set before the model is used.
   void set_never(std::vector<int32_t> ids) { never_ = std::move(ids); }
   const std::vector<int32_t>& never() const { return never_; }
+  // Makes the model copy like an induction head (speculative decoding tests): the token that
+  // followed the most recent earlier occurrence of the context's last token gets this much
+  // more logit (the pseudo-random logits are in [0, 10)). Set before the model is used.
+  void set_copy_bias(float bias) { copy_bias_ = bias; }
+  float copy_bias() const { return copy_bias_; }
   // Sleeps this long in every forward (to hold the loop busy in threaded tests).
   void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
   int64_t n_forward() const { return n_forward_; }
@@ -52,7 +57,8 @@ class FakeModel : public model::Model {
   int64_t max_batch_seen() const { return max_batch_seen_; }
 
   // The logits this model gives after `context` (for the tests' expectations).
-  static void logits_for(const std::vector<int32_t>& context, int n_vocab, float* out) {
+  static void logits_for(const std::vector<int32_t>& context, int n_vocab, float* out,
+                         float copy_bias = 0) {
     uint64_t h = 1469598103934665603ull;
     for (int32_t t : context) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
     for (int v = 0; v < n_vocab; ++v) {
@@ -61,6 +67,13 @@ class FakeModel : public model::Model {
       x *= 0xbf58476d1ce4e5b9ull;
       x ^= x >> 29;
       out[v] = static_cast<float>(x % 10007) / 1000.0f;
+    }
+    const int n = static_cast<int>(context.size());
+    for (int m = n - 2; copy_bias != 0 && m >= 0; --m) {
+      if (context[m] == context[n - 1]) {
+        out[context[m + 1]] += copy_bias;
+        break;
+      }
     }
   }
 
@@ -95,7 +108,7 @@ class FakeModel : public model::Model {
         std::vector<int32_t> prefix(context.begin(), context.begin() + pos + 1);
         const size_t at = rows.size();
         rows.resize(at + nv);
-        logits_for(prefix, nv, rows.data() + at);
+        logits_for(prefix, nv, rows.data() + at, copy_bias_);
         for (int32_t id : never_) rows[at + id] = -1e9f;
       }
     }
@@ -139,6 +152,7 @@ class FakeModel : public model::Model {
   int block_tokens_;
   std::unordered_map<int, std::vector<int32_t>> blocks_;
   std::vector<int32_t> never_;
+  float copy_bias_ = 0;
   std::atomic<int64_t> delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
   std::atomic<int64_t> n_tokens_run_{0};
@@ -148,11 +162,12 @@ class FakeModel : public model::Model {
 // Greedy continuation of `prompt` by FakeModel without any cache: the expected output.
 inline std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int n_vocab, int max_tokens,
                                         const std::vector<int32_t>& stop_ids,
-                                        const std::vector<int32_t>& never = {}) {
+                                        const std::vector<int32_t>& never = {},
+                                        float copy_bias = 0) {
   std::vector<int32_t> out;
   std::vector<float> logits(n_vocab);
   for (int i = 0; i < max_tokens; ++i) {
-    FakeModel::logits_for(context, n_vocab, logits.data());
+    FakeModel::logits_for(context, n_vocab, logits.data(), copy_bias);
     for (int32_t id : never) logits[id] = -1e9f;
     int32_t best = 0;
     for (int v = 1; v < n_vocab; ++v) {

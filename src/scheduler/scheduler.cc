@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "scheduler/ngram_draft.h"
 
 namespace glm::scheduler {
 
@@ -26,6 +27,9 @@ struct Scheduler::Seq {
   bool done = false;
   int32_t next_token = -1;
   int n_generated = 0;
+  std::vector<int32_t> feed;  // decoding: next_token, then the draft this step verifies
+  DraftLength draft_len{0};
+  generation::Speculation spec;
   std::vector<std::unique_ptr<Seq>> forks;  // SeqRequest::forks until the prompt is written
   int width() const { return 1 + static_cast<int>(forks.size()); }  // batch slots it needs
   Clock::time_point admitted_at;
@@ -42,6 +46,9 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
       n_vocab_(model->config().n_vocab),
       caps_(model->capabilities()) {
   GLM_CHECK(options_.max_batch > 0 && options_.prefill_chunk > 0 && options_.n_ctx > 0);
+  GLM_CHECK(options_.spec != generation::SpecMode::kDraft);  // the edges refuse it
+  spec_on_ = options_.spec == generation::SpecMode::kNgram && options_.max_draft > 0 &&
+             !caps_.bidirectional_prompt;
 }
 
 Scheduler::~Scheduler() = default;
@@ -203,6 +210,7 @@ void Scheduler::start_sampler(Seq* seq) {
     }
   }
   seq->sampler->skip_draws(seq->req.resumed);
+  seq->draft_len = DraftLength(spec_on_ ? options_.max_draft : 0);
 }
 
 void Scheduler::start_forks(Seq* seq, const float* row) {
@@ -223,7 +231,7 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
     if (f->req.matcher && !constrain(f, logits.data())) continue;
     generation::GeneratedLogprobs lp;
     const bool want_logprobs = f->req.sampling.top_logprobs >= 0;
-    const int32_t token = f->sampler->sample(logits.data(), want_logprobs ? &lp : nullptr);
+    const int32_t token = sample(f, logits.data(), want_logprobs ? &lp : nullptr);
     deliver(f, token, want_logprobs ? &lp : nullptr);
   }
 }
@@ -242,8 +250,10 @@ bool Scheduler::step() {
     model::SeqInput in;
     in.n_past = n_past;
     if (seq->decoding) {
-      in.tokens = &seq->next_token;
-      in.n_tokens = 1;
+      plan_draft(seq.get());
+      in.tokens = seq->feed.data();
+      in.n_tokens = static_cast<int>(seq->feed.size());
+      in.all_logits = in.n_tokens > 1;  // a draft: every position's logits verify it
     } else {
       if (budget == 0) continue;
       const int remaining = static_cast<int>(seq->adm.prompt.size()) - n_past;
@@ -277,26 +287,88 @@ bool Scheduler::step() {
     remove_finished();
     return true;
   }
-  GLM_CHECK(logits_.size() == batch.size() * static_cast<size_t>(n_vocab_));
+  size_t n_rows = 0;
+  for (const model::SeqInput& in : batch) n_rows += in.all_logits ? in.n_tokens : 1;
+  GLM_CHECK(logits_.size() == n_rows * static_cast<size_t>(n_vocab_));
 
+  size_t at_row = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     Seq* seq = members[i];
+    float* rows = logits_.data() + at_row * n_vocab_;
+    at_row += batch[i].all_logits ? batch[i].n_tokens : 1;
+    if (batch[i].all_logits) {  // a verified draft: only its fed token's K/V are kept for now
+      cache_->commit(&seq->adm.kv, batch[i].tokens, 1);
+      accept_draft(seq, rows);
+      continue;
+    }
     cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
     if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
     if (seq->n_generated >= seq->req.sampling.max_tokens) {  // resumed with all its tokens
       finish(seq, FinishReason::kLength, std::nullopt);
       continue;
     }
-    float* row = logits_.data() + i * n_vocab_;
+    float* row = rows;
     if (!seq->forks.empty()) start_forks(seq, row);
     if (seq->req.matcher && !constrain(seq, row)) continue;
     generation::GeneratedLogprobs lp;
     const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
-    const int32_t token = seq->sampler->sample(row, want_logprobs ? &lp : nullptr);
+    const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
     deliver(seq, token, want_logprobs ? &lp : nullptr);
   }
   remove_finished();
   return true;
+}
+
+int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs) {
+  if (!spec_on_ || seq->req.sampling.temperature <= 0.0f)
+    return seq->sampler->sample(row, logprobs);
+  const std::vector<int32_t>& context = seq->adm.kv.tokens;  // this row's context
+  const int32_t guess = ngram_next(context.data(), static_cast<int>(context.size()));
+  return seq->sampler->sample_with_draft(row, guess, logprobs);
+}
+
+void Scheduler::plan_draft(Seq* seq) {
+  seq->feed.assign(1, seq->next_token);
+  if (!spec_on_) return;
+  // The whole draft and the token after it must fit max_tokens (and so the reservation).
+  const int k =
+      std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+  if (k <= 0) {
+    seq->draft_len.idle_step();
+    return;
+  }
+  std::vector<int32_t>& context = draft_context_;
+  context = seq->adm.kv.tokens;
+  context.push_back(seq->next_token);
+  const size_t n = context.size();
+  if (ngram_draft(&context, k) > 0)
+    seq->feed.insert(seq->feed.end(), context.begin() + n, context.end());
+}
+
+void Scheduler::accept_draft(Seq* seq, float* rows) {
+  const int k = static_cast<int>(seq->feed.size()) - 1;
+  seq->spec.drafted += k;
+  totals_.speculation.drafted += k;
+  int accepted = 0;
+  const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
+  // Position j's context is the written tokens: the fed token and the j drafted ones accepted.
+  for (int j = 0; j <= k; ++j) {
+    float* row = rows + static_cast<size_t>(j) * n_vocab_;
+    if (seq->req.matcher && !constrain(seq, row)) break;
+    generation::GeneratedLogprobs lp;
+    const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
+    const bool hit = j < k && token == seq->feed[j + 1];
+    if (hit) {
+      ++accepted;
+      ++seq->spec.accepted;
+      ++totals_.speculation.accepted;
+    }
+    if (!deliver(seq, token, want_logprobs ? &lp : nullptr) || !hit) break;
+    // Its K/V were written by this pass from the right context: keep them. The K/V of the
+    // positions after the last accepted one are never committed: later passes overwrite them.
+    cache_->commit(&seq->adm.kv, &seq->feed[j + 1], 1);
+  }
+  seq->draft_len.verified(k, accepted);
 }
 
 bool Scheduler::constrain(Seq* seq, float* logits) {
@@ -366,6 +438,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
   info.usage.completion_tokens = seq->n_generated;
   generation::Timings& t = info.timings;
   t.total_ms = ms_between(seq->req.submitted, now);
+  info.speculation = seq->spec;
   if (seq->admitted) {
     t.queue_ms = ms_between(seq->req.submitted, seq->admitted_at);
     if (seq->first_token_at != Clock::time_point()) {  // a token was sampled
@@ -385,6 +458,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
     if (info.save_conversation && !seq->req.conversation.empty() && !caps_.bidirectional_prompt) {
       std::vector<int32_t> pending;
       if (unfed) pending.push_back(*unfed);
+      cache_->drop_unwritten_blocks(&seq->adm.kv);  // grown for a rejected draft
       cache_->save_conversation(seq->req.conversation, info.conversation_tag, &seq->adm.kv,
                                 std::move(pending));
     } else {

@@ -13,8 +13,9 @@
 //
 // Thread-safety: none. The engine calls every method from its one loop thread; observers are
 // called on that thread, inside add()/cancel()/step().
-// Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling, plus for each
-// constrained sequence one Matcher::fill_mask (a copy of a cached mask, or a walk of the live
+// Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling (with speculative
+// decoding: of every verified position, plus a few O(context) n-gram scans per sequence), plus for
+// each constrained sequence one Matcher::fill_mask (a copy of a cached mask, or a walk of the live
 // part of the vocabulary trie) and an O(n_vocab) masking pass; unconstrained ones pay nothing.
 #pragma once
 
@@ -30,6 +31,7 @@
 #include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/sampling.h"
+#include "generation/speculation.h"
 #include "generation/usage.h"
 #include "grammar/matcher.h"
 #include "kv/kv_cache.h"
@@ -50,6 +52,7 @@ struct FinishInfo {
   generation::FinishReason reason = generation::FinishReason::kStop;
   generation::Usage usage;  // completion_tokens: the tokens handed to on_token
   generation::Timings timings;
+  generation::Speculation speculation;  // this sequence's drafted / accepted tokens
   // Set by the observer in on_finish: keep this sequence's KV as its conversation's next
   // starting point, under this tag (the digest of the conversation's messages so far).
   bool save_conversation = false;
@@ -115,6 +118,14 @@ struct Options {
   int prefill_chunk = 64;  // prompt tokens per step, over all prefilling sequences (as
                            // engine::Options: the stall a long prompt causes the others)
   int n_ctx = 2048;        // positions per sequence
+  // Speculative decoding (docs/engine.md#speculative-decoding): kNgram drafts each decoding
+  // sequence's next tokens from its own earlier tokens (ngram_draft.h) and verifies them in
+  // the same forward pass, as a few-token chunk of that sequence (its last token + the draft,
+  // logits of every position); at most max_draft drafted tokens per sequence and step.
+  // Greedy output is unchanged; sampled output keeps the target distribution. Not for
+  // bidirectional prompts (ChatGLM-6B). kDraft is refused by the engine's edges (GLM_CHECK).
+  generation::SpecMode spec = generation::SpecMode::kOff;
+  int max_draft = 8;
 };
 
 class Scheduler {
@@ -158,6 +169,17 @@ class Scheduler {
   // Masks `logits` ([n_vocab]) with the sequence's grammar. Returns false if the sequence
   // ended instead (complete with nothing else allowed, or no continuation).
   bool constrain(Seq* seq, float* logits);
+  // seq's sampler on `row` ([n_vocab], masked): with n-gram speculation and temperature > 0,
+  // the n-gram guess after seq's written tokens goes first in the draw (Sampler::
+  // sample_with_draft), at every position, verified or not, so that the tokens depend on the
+  // seed and the context only.
+  int32_t sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs);
+  // Fills seq->feed with its next token and the draft to verify this step (ngram_draft.h).
+  void plan_draft(Seq* seq);
+  // Delivers the tokens of seq's verified draft from `rows` ([feed.size(), n_vocab]): the
+  // sampled token of each position while it equals the drafted one (whose K/V are then kept),
+  // then the first that differs (or the one after the whole draft).
+  void accept_draft(Seq* seq, float* rows);
   // Handles a sampled token; returns true if the sequence goes on.
   bool deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs);
   void remove_finished();
@@ -171,6 +193,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
+  bool spec_on_ = false;                // n-gram speculation for this model
+  std::vector<int32_t> draft_context_;  // plan_draft's scratch
   generation::Stats totals_;
 };
 
