@@ -34,6 +34,11 @@ protocol::Event to_protocol_event(const engine::Event& ev, const std::string& cl
       out.type = protocol::EventType::kStart;
       out.usage = ev.usage;
       break;
+    case engine::EventType::kProgress:
+      out.type = protocol::EventType::kProgress;
+      out.prefilled = ev.prefilled;
+      out.to_prefill = ev.to_prefill;
+      break;
     case engine::EventType::kToken:
       out.type = protocol::EventType::kToken;
       out.index = ev.index;

@@ -115,6 +115,13 @@ class RequestObserver : public scheduler::SeqObserver {
     e.usage.cached_tokens = info.cached_tokens;
     sink_(e);
   }
+  void on_prefill(int prefilled, int to_prefill) override {
+    if (index_ > 0) return;
+    Event e = event(EventType::kProgress);
+    e.prefilled = prefilled;
+    e.to_prefill = to_prefill;
+    sink_(e);
+  }
   bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
     if (group_ && group_->failed()) return false;  // another choice failed: the request ends
     pending_.push_back(token);

@@ -61,19 +61,22 @@ struct Request {
   int n = 1;
 };
 
-// A request's events: kQueued, kNotice (maybe), kStart once; kToken many; then exactly one
+// A request's events: kQueued, kNotice (maybe), kStart once; kProgress after each chunk of a
+// prompt longer than one step (prefill_chunk); kToken many; then exactly one
 // final kDone or kError. With n > 1 choices, kToken carries the choice's `index` and each
 // choice's end comes as a kChoiceDone (index, finish_reason, usage.completion_tokens of that
 // choice, timings) before the final kDone (usage: the prompt once, the completion tokens of
 // all choices; finish_reason and timings of the choice that ended last). A choice that fails
 // makes the others stop at their next token and the request end with kError.
-enum class EventType { kQueued, kStart, kToken, kNotice, kChoiceDone, kDone, kError };
+enum class EventType { kQueued, kStart, kProgress, kToken, kNotice, kChoiceDone, kDone, kError };
 
 struct Event {
   EventType type = EventType::kToken;
   std::string id;
   int index = 0;           // kToken, kChoiceDone: the choice (Request::n)
   int queue_position = 0;  // kQueued
+  int prefilled = 0;       // kProgress: prompt tokens written so far (of to_prefill, the
+  int to_prefill = 0;      //   prompt tokens that were not cached)
   Usage usage;             // kStart: prompt and cached tokens; kDone: all three
   std::string text;        // kToken: whole UTF-8 characters; kNotice: message
   // kToken, when the request asked for them (params.top_logprobs >= 0): the tokens this event

@@ -292,6 +292,8 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
       return {json{{"type", "prefill"},
                    {"prompt_tokens", e.usage.prompt_tokens},
                    {"cached_tokens", e.usage.cached_tokens}}};
+    case protocol::EventType::kProgress:
+      return {json{{"type", "progress"}, {"prefilled", e.prefilled}, {"total", e.to_prefill}}};
     case protocol::EventType::kNotice:
       meta_["notice"] = e.message;
       meta_["dropped_messages"] = e.dropped_messages;

@@ -15,17 +15,12 @@ struct EventName {
 };
 
 constexpr EventName kEventNames[] = {
-    {EventType::kQueued, "queued"},
-    {EventType::kStart, "start"},
-    {EventType::kToken, "token"},
-    {EventType::kNotice, "notice"},
-    {EventType::kDone, "done"},
-    {EventType::kError, "error"},
-    {EventType::kHealth, "health"},
-    {EventType::kStats, "stats"},
-    {EventType::kTokens, "tokens"},
-    {EventType::kCancel, "cancel"},
-    {EventType::kChoiceDone, "choice_done"},
+    {EventType::kQueued, "queued"},     {EventType::kStart, "start"},
+    {EventType::kProgress, "progress"}, {EventType::kToken, "token"},
+    {EventType::kNotice, "notice"},     {EventType::kDone, "done"},
+    {EventType::kError, "error"},       {EventType::kHealth, "health"},
+    {EventType::kStats, "stats"},       {EventType::kTokens, "tokens"},
+    {EventType::kCancel, "cancel"},     {EventType::kChoiceDone, "choice_done"},
 };
 
 // Appends `s` as a JSON string literal (quotes included).
@@ -157,6 +152,10 @@ std::string serialize_event(const Event& e) {
       j["prompt_tokens"] = e.usage.prompt_tokens;
       j["cached_tokens"] = e.usage.cached_tokens;
       break;
+    case EventType::kProgress:
+      j["prefilled"] = e.prefilled;
+      j["to_prefill"] = e.to_prefill;
+      break;
     case EventType::kToken:
       break;
     case EventType::kNotice:
@@ -244,6 +243,10 @@ StatusOr<Event> parse_event(std::string_view line) {
     case EventType::kStart:
       e.usage.prompt_tokens = get_int(j, "prompt_tokens");
       e.usage.cached_tokens = get_int(j, "cached_tokens");
+      break;
+    case EventType::kProgress:
+      e.prefilled = get_int(j, "prefilled");
+      e.to_prefill = get_int(j, "to_prefill");
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");

@@ -87,6 +87,7 @@ struct Request {
 enum class EventType {
   kQueued,
   kStart,
+  kProgress,  // prefill progress of a long prompt
   kToken,
   kNotice,
   kChoiceDone,  // n > 1: one choice ended (then the final kDone)
@@ -108,10 +109,12 @@ struct StatsInfo : generation::Stats {
 // One event line. Which fields are meaningful depends on `type` (see docs/protocol.md).
 struct Event {
   EventType type = EventType::kToken;
-  std::string id;    // may be empty only for kError on a line without a readable id
-  int position = 0;  // kQueued
-  int index = 0;     // kToken, kChoiceDone: the choice (Request::n); written when > 0
-  std::string text;  // kToken: whole UTF-8 characters
+  std::string id;      // may be empty only for kError on a line without a readable id
+  int position = 0;    // kQueued
+  int prefilled = 0;   // kProgress: prompt tokens written (of to_prefill: the prompt tokens
+  int to_prefill = 0;  //   that were not cached)
+  int index = 0;       // kToken, kChoiceDone: the choice (Request::n); written when > 0
+  std::string text;    // kToken: whole UTF-8 characters
   // kToken: the log-probabilities of the tokens this event completes, when the request asked
   // (params.top_logprobs >= 0); see engine::Event.
   std::vector<generation::GeneratedLogprobs> logprobs;

@@ -375,6 +375,18 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_EQ(round_trip(t).tokens, t.tokens);
   EXPECT_EQ(round_trip(t).text, t.text);
 
+  Event p;
+  p.type = EventType::kProgress;
+  p.id = "r1";
+  p.prefilled = 128;
+  p.to_prefill = 300;
+  EXPECT_EQ(serialize_event(p),
+            R"({"id":"r1","event":"progress","prefilled":128,"to_prefill":300})");
+  Event pb = round_trip(p);
+  EXPECT_EQ(pb.type, EventType::kProgress);
+  EXPECT_EQ(pb.prefilled, 128);
+  EXPECT_EQ(pb.to_prefill, 300);
+
   Event n;
   n.type = EventType::kNotice;
   n.id = "r1";

@@ -302,7 +302,12 @@ bool Scheduler::step() {
       continue;
     }
     cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
-    if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) continue;
+    if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) {
+      const int to_prefill = static_cast<int>(seq->adm.prompt.size()) - seq->adm.n_cached;
+      seq->req.observer->on_prefill(static_cast<int>(seq->adm.kv.tokens.size()) - seq->adm.n_cached,
+                                    to_prefill);
+      continue;
+    }
     if (seq->n_generated >= seq->req.sampling.max_tokens) {  // resumed with all its tokens
       finish(seq, FinishReason::kLength, std::nullopt);
       continue;

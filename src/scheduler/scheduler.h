@@ -65,6 +65,9 @@ class SeqObserver {
   virtual ~SeqObserver() = default;
   virtual void on_queued(int position) {}
   virtual void on_start(const StartInfo& info) {}
+  // After each step that wrote a chunk of the prompt but not its last: `prefilled` of the
+  // `to_prefill` prompt tokens that were not cached (the page shows "reading the prompt N%").
+  virtual void on_prefill(int prefilled, int to_prefill) {}
   // A generated token (never a stop id), with its log-probabilities when the request asked for
   // them (sampling.top_logprobs >= 0; null otherwise). Return false to end the sequence now
   // (kStop).

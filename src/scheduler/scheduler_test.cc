@@ -33,6 +33,7 @@ struct Record {
   Status error;
   int n_final = 0;
   int start_order = -1;
+  std::vector<std::pair<int, int>> prefill;  // on_prefill's (prefilled, to_prefill), in order
   // Behaviour knobs.
   int stop_after = -1;  // on_token returns false after this many tokens
   bool save = false;    // save the conversation under `tag`
@@ -50,6 +51,9 @@ class Recorder : public SeqObserver {
     r_->events.push_back("start");
     r_->start = info;
     r_->start_order = (*start_counter_)++;
+  }
+  void on_prefill(int prefilled, int to_prefill) override {
+    r_->prefill.emplace_back(prefilled, to_prefill);
   }
   bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
     r_->tokens.push_back(token);
@@ -252,6 +256,31 @@ TEST(Scheduler, ChunkedPrefillKeepsOthersDecodingEveryStep) {
   EXPECT_EQ(steps, 13);
   h.run_all();
   EXPECT_EQ(h.rec("long").tokens, fake_greedy(long_prompt, kVocab, 5, {}));
+  // Its progress after each chunk but the last (which gives the first token): 8, 16, ... 96 of
+  // 100; a prompt of one chunk reports none.
+  std::vector<std::pair<int, int>> want;
+  for (int done = 8; done < 100; done += 8) want.emplace_back(done, 100);
+  EXPECT_EQ(h.rec("long").prefill, want);
+  EXPECT_TRUE(h.rec("short").prefill.empty());
+}
+
+TEST(Scheduler, PrefillProgressCountsOnlyTheTokensNotCached) {
+  Options opt;
+  opt.prefill_chunk = 8;
+  Harness h(opt);
+  std::mt19937 rng(3);
+  const auto prompt = random_prompt(&rng, 40);
+  ASSERT_TRUE(h.add("first", prompt, 2).ok());
+  h.run_all();
+  // The same 40 tokens and 20 more: the prefix cache holds 40 (10 full blocks of 4), so 20 are
+  // prefilled, in chunks of 8: progress 8 and 16 of 20.
+  auto longer = prompt;
+  const auto more = random_prompt(&rng, 20);
+  longer.insert(longer.end(), more.begin(), more.end());
+  ASSERT_TRUE(h.add("second", longer, 2).ok());
+  h.run_all();
+  ASSERT_EQ(h.rec("second").start.cached_tokens, 40);
+  EXPECT_EQ(h.rec("second").prefill, (std::vector<std::pair<int, int>>{{8, 20}, {16, 20}}));
 }
 
 TEST(Scheduler, StopsOnStopIdObserverAndLength) {

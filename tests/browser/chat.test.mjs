@@ -395,3 +395,18 @@ test('TeX in an answer renders as math, loaded only when an answer has some', as
   if (process.env.GLM_SCREENSHOTS) await page.screenshot({ path: `${process.env.GLM_SCREENSHOTS}/math.png` });
   await page.context().close();
 });
+
+test('the answer being made shows its state: reading the prompt with %, then writing with tokens/s', async () => {
+  const page = await newPage(browser, { locale: 'en-US' });
+  const answer = await send(page, 'a long prompt [reading] [slow]');
+  // Progress events become "Reading the prompt N%" (the fake engine reads 5 chunks of 64).
+  await answer.locator('.stats', { hasText: /Reading the prompt (20|40|60|80)%/ }).waitFor();
+  assert.equal(await answer.getAttribute('data-state'), 'reading');
+  // Then the tokens: "Writing · R tok/s" while it streams.
+  await answer.locator('.stats', { hasText: /Writing · \d+(\.\d)? tok\/s/ }).waitFor();
+  assert.equal(await answer.getAttribute('data-state'), 'writing');
+  await page.click('#stop');
+  await waitDone(answer);
+  assert.equal(await answer.getAttribute('data-state'), null, 'the live state ends with the answer');
+  await page.context().close();
+});

@@ -4,6 +4,7 @@
 //   [reload] 100 words, 30 ms apart (re-attach after a reload)
 //   [fail]   20 words, an engine error after the 5th (unless resumed: continue tests)
 //   [math]   TeX: inline $...$, a $$...$$ block, and dollar amounts that are not math
+//   [reading] progress events (a prompt read in 5 chunks, 150 ms apart) before the answer
 //   [long]   40 words, 5 ms apart; every answer ends with "length" at params.max_tokens pieces
 // tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
 //   [zh]     Chinese text                           [md]   markdown with a code block
@@ -73,6 +74,11 @@ function generate(conn, req) {
   }
   const tools = typeof req.tools === 'string' ? JSON.parse(req.tools) : req.tools || [];
   const { delay, pieces, failAt } = script(last, tools);
+  // [reading]: a long prompt read in five chunks, 150 ms each, before the first token.
+  const chunks = last.includes('[reading]') ? 5 : 0;
+  for (let c = 1; c < chunks; c++) {
+    setTimeout(() => send({ event: 'progress', prefilled: 64 * c, to_prefill: 320 }), 150 * c);
+  }
   let i = Math.min(resume.length, pieces.length);
   let ttft = -1;
   const finish = (reason) => {
@@ -101,7 +107,7 @@ function generate(conn, req) {
     i++;
     setTimeout(step, delay);
   };
-  setTimeout(step, ttftMs);
+  setTimeout(step, ttftMs + 150 * chunks);
 }
 
 const server = net.createServer((conn) => {

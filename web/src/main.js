@@ -294,6 +294,7 @@ async function follow(job, response, t0, userEl) {
   let first = true;
   let res = response;
   let attaching = t0 === null; // res is a GET .../live (a 404 then means: it ended)
+  const rate = { tokens: 0, t0: 0, shown: 0 }; // the live tokens/s
   for (let attempt = 0; ; attempt++) {
     try {
       for await (const batch of api.events(res, job.cursor)) {
@@ -318,8 +319,11 @@ async function follow(job, response, t0, userEl) {
             view.showQueued(ev.position);
           } else if (ev.type === 'prefill') {
             view.showQueued(0);
+          } else if (ev.type === 'progress') {
+            view.showReading(ev.prefilled, ev.total);
           } else if (ev.type === 'token') {
             text += ev.text;
+            rate.tokens += 1; // live events carry one token each (a re-attach merges a run)
           } else if (ev.type === 'tool_call') {
             if (text) view.append(text);
             text = '';
@@ -336,6 +340,12 @@ async function follow(job, response, t0, userEl) {
           }
         }
         if (text) {
+          const now = performance.now();
+          if (!rate.t0) rate.t0 = now;
+          if (rate.tokens > 1 && now - rate.t0 > 250 && now - rate.shown > 500) {
+            rate.shown = now;
+            view.showWriting(((rate.tokens - 1) * 1000) / Math.max(1, now - rate.t0));
+          }
           view.append(text);
           if (first) {
             first = false;

@@ -146,8 +146,22 @@ export class AnswerView {
     this.root.raw = this.stream.text;
   }
 
+  // The live state while the answer is made: queued (its position), reading the prompt (how
+  // much of it the engine has written into its cache), writing (tokens per second so far).
   showQueued(position) {
     this.stats.textContent = position > 0 ? t('queued', { n: position }) : '';
+    this.root.dataset.state = position > 0 ? 'queued' : '';
+  }
+
+  showReading(prefilled, total) {
+    const pct = total > 0 ? Math.min(99, Math.floor((100 * prefilled) / total)) : 0;
+    this.stats.textContent = t('reading', { pct });
+    this.root.dataset.state = 'reading';
+  }
+
+  showWriting(tokensPerS) {
+    this.stats.textContent = t('writing', { rate: tokensPerS.toFixed(1) });
+    this.root.dataset.state = 'writing';
   }
 
   showNotice(dropped) {
@@ -158,6 +172,7 @@ export class AnswerView {
   // status: complete | stopped | error | interrupted; meta: the stored timings.
   finish(status, meta, errorText) {
     this.root.classList.remove('streaming');
+    delete this.root.dataset.state;
     if (this.stream) this.stream.finish();
     if (meta.notice || meta.dropped_messages) this.showNotice(meta.dropped_messages);
     if (meta.tool_call) {
