@@ -1,5 +1,6 @@
 #include "serve/model_manager.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
@@ -208,8 +209,12 @@ void ModelManager::on_tick() {
       }
     } else if (m.state == ModelState::kLoaded) {
       if (now - m.last_stats >= kStatsEvery) poll_stats(m, now);
+      // Never sooner than kRecentUse after a use, whatever --keep-alive says: the request that
+      // asked for it may not have reached its engine yet.
+      const auto keep =
+          std::max<Clock::duration>(std::chrono::seconds(options_.keep_alive_s), kRecentUse);
       if (options_.keep_alive_s >= 0 && m.busy == 0 && m.waiters.empty() &&
-          now - m.last_used >= std::chrono::seconds(options_.keep_alive_s)) {
+          now - m.last_used >= keep) {
         GLM_LOG_INFO("serve: unloading %s (idle for %d s, --keep-alive)", m.spec.name.c_str(),
                      options_.keep_alive_s);
         m.state = ModelState::kStopping;
