@@ -2,10 +2,12 @@
 // is answered by the engine of the model it names (its prompt has that model's own token count,
 // computed here by `glmserve template` on each file), an unknown model is a 404 that lists the
 // models, an idle model is unloaded after --keep-alive and loaded again by its next request,
-// concurrent first requests start its engine once, --max-loaded unloads the least recently used,
+// concurrent first requests start its engine once, a killed engine of a loaded model is restarted,
+// --max-loaded unloads the least recently used,
 // and a model that cannot load fails its requests with a message naming it while the others
 // answer. Tiny random-weight models: ChatGLM3 and GLM-4 with their real vocabularies.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -237,6 +239,36 @@ TEST_F(ServeModelsTest, ConcurrentFirstRequestsStartTheEngineOnce) {
   EXPECT_EQ(count(serve->log(), "serve: loading model b"), 1) << serve->log();
   EXPECT_EQ(count(serve->log(), "serve: started engine b"), 1) << serve->log();
   EXPECT_EQ(engines_running(serve->pid(), b_), 1);
+}
+
+// A loaded model's engine is supervised as the one engine of `serve --model M` is: killed, it is
+// restarted (with backoff) and answers again, without a request having to load it.
+TEST_F(ServeModelsTest, AKilledEngineOfALoadedModelIsRestarted) {
+  std::unique_ptr<Proc> serve;
+  const int port = start(&serve, {"--keep-alive", "-1"});
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(chat(port, "b").status, 200);
+  pid_t engine = -1;
+  for (pid_t c : children_of(serve->pid())) {
+    if (cmdline_of(c).find(b_) != std::string::npos) engine = c;
+  }
+  ASSERT_GT(engine, 0);
+  ::kill(engine, SIGKILL);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (pid_t c : children_of(serve->pid())) {
+          if (c != engine && cmdline_of(c).find(b_) != std::string::npos) return true;
+        }
+        return false;
+      },
+      10000))
+      << serve->log();
+  EXPECT_TRUE(wait_until([&] { return state_of(port, "b") == "loaded"; }, 10000)) << serve->log();
+  Reply again = chat(port, "b");
+  EXPECT_EQ(again.status, 200) << again.body.dump();
+  EXPECT_EQ(again.body["usage"]["prompt_tokens"], n_b_);
+  EXPECT_EQ(count(serve->log(), "serve: loading model b"), 1) << serve->log();  // not a new load
+  EXPECT_NE(serve->log().find("restarting in"), std::string::npos) << serve->log();
 }
 
 TEST_F(ServeModelsTest, MaxLoadedUnloadsTheLeastRecentlyUsedIdleModel) {
