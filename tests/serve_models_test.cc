@@ -2,10 +2,10 @@
 // is answered by the engine of the model it names (its prompt has that model's own token count,
 // computed here by `glmserve template` on each file), an unknown model is a 404 that lists the
 // models, an idle model is unloaded after --keep-alive and loaded again by its next request,
-// concurrent first requests start its engine once, a killed engine of a loaded model is restarted,
-// --max-loaded unloads the least recently used,
-// and a model that cannot load fails its requests with a message naming it while the others
-// answer. Tiny random-weight models: ChatGLM3 and GLM-4 with their real vocabularies.
+// concurrent first requests start its engine once, a killed engine of a loaded model is
+// restarted, --max-loaded unloads the least recently used, and a model that cannot load fails its
+// requests with a message naming it while the others answer. Tiny random-weight models: ChatGLM3
+// and GLM-4 with their real vocabularies.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
