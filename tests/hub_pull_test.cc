@@ -647,6 +647,23 @@ TEST_F(HubPullTest, AKilledParallelPullResumesEveryRangeWhereItStopped) {
   EXPECT_TRUE(sidecars(store_ + "/tiny-glm").empty());
 }
 
+TEST_F(HubPullTest, RmRemovesAKilledParallelPullsRanges) {
+  const std::string bytes = model("f32");
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start(static_cast<long>(bytes.size() / 2)));
+  const std::string part = stored("f32") + ".part";
+  const pid_t pid = spawn({"pull", kRepo, "--connections", "3", "--endpoint", hub_->slow_endpoint(),
+                           "--models-dir", store_},
+                          kSmallSegments);
+  ASSERT_TRUE(wait_for_bytes(part + ".at-" + std::to_string(bytes.size() / 3), 1));
+  ::kill(pid, SIGKILL);
+  finish(pid);
+  ASSERT_FALSE(sidecars(store_ + "/tiny-glm").empty());
+  Result r = run({"rm", "tiny-glm:f32", "--models-dir", store_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(store_ + "/tiny-glm"));  // nothing left, the directory too
+}
+
 TEST_F(HubPullTest, ParallelOnAServerWithoutRangesStillEndsRight) {
   const std::string bytes = model("f32");
   publish({{"tiny-glm.F32.gguf", bytes}});
