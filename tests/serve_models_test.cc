@@ -289,6 +289,29 @@ TEST_F(ServeModelsTest, MaxLoadedUnloadsTheLeastRecentlyUsedIdleModel) {
       << serve->log();
 }
 
+// --models-dir D without --model: every model of the store, by its store name.
+TEST_F(ServeModelsTest, ModelsDirServesTheWholeStoreByName) {
+  const std::string store = dir_ + "/store";
+  ASSERT_EQ(std::system(("mkdir -p " + store + "/tiny-a " + store + "/tiny-b && cp " + a_ + " " +
+                         store + "/tiny-a/f16.gguf && cp " + b_ + " " + store + "/tiny-b/f16.gguf")
+                            .c_str()),
+            0);
+  Proc serve({"serve", "--models-dir", store, "--port", "0", "--socket", dir_ + "/e.sock", "--db",
+              dir_ + "/c.db"},
+             dir_ + "/serve.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 30000)) << serve.log();
+  const int port = ready_port(serve.log());
+  EXPECT_EQ(state_of(port, "tiny-a:f16"), "unloaded");
+  EXPECT_EQ(state_of(port, "tiny-b:f16"), "unloaded");
+  Reply rb = chat(port, "tiny-b:f16");
+  ASSERT_EQ(rb.status, 200) << rb.body.dump() << serve.log();
+  EXPECT_EQ(rb.body["usage"]["prompt_tokens"], n_b_);
+  Reply ra = chat(port, "");  // the store's first name
+  ASSERT_EQ(ra.status, 200) << ra.body.dump();
+  EXPECT_EQ(ra.body["model"], "tiny-a:f16");
+  EXPECT_EQ(ra.body["usage"]["prompt_tokens"], n_a_);
+}
+
 TEST_F(ServeModelsTest, AModelThatCannotLoadFailsItsRequestsByNameAndTheOthersAnswer) {
   const std::string bad = dir_ + "/broken.gguf";
   std::ofstream(bad) << "not a gguf file";
