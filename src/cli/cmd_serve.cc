@@ -323,6 +323,9 @@ int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
   if (*wait_s < 1) return fail(invalid_argument("--load-wait must be >= 1 (seconds)"));
   mo.wait_ms = static_cast<int>(std::min<int64_t>(*wait_s, 86400) * 1000);
 
+  if (args.has("kv-disk") && !args.get("kv-disk").empty()) {
+    ::mkdir(args.get("kv-disk").c_str(), 0700);  // each engine creates its DIR/NAME below it
+  }
   std::vector<serve::ChildSpec> children;
   for (size_t i = 0; i < models.size(); ++i) {
     models[i].socket = sibling_socket(socket, "m" + std::to_string(i));
@@ -335,7 +338,9 @@ int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
     for (const char* f : kEngineFlags) {
       if (args.has(f)) {
         engine.argv.push_back(std::string("--") + f);
-        engine.argv.push_back(args.get(f));
+        // Each model's KV cache in its own directory: one model's cache means nothing to another.
+        engine.argv.push_back(std::string(f) == "kv-disk" ? args.get(f) + "/" + models[i].name
+                                                          : args.get(f));
       }
     }
     children.push_back(std::move(engine));
