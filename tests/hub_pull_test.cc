@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -574,6 +575,103 @@ TEST_F(HubPullTest, AServerIgnoringRangeStartsThePartOver) {
   ASSERT_EQ(dl.size(), 1u);
   EXPECT_EQ(dl[0].status, 200);
   EXPECT_EQ(dl[0].body_bytes, static_cast<long long>(bytes.size()));
+}
+
+// Parallel connections (docs/hub.md): a file with ranges of at least the minimum segment comes
+// over --connections N connections, the first in order into the .part, each other range into its
+// own sidecar, merged in order before the sha256 check; nothing of them is left behind.
+const std::vector<std::string> kSmallSegments = {"GLMSERVE_PULL_BACKOFF_MS=20",
+                                                 "GLMSERVE_PULL_MIN_SEGMENT_BYTES=65536"};
+
+std::vector<std::string> sidecars(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().find(".part.at-") != std::string::npos) out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST_F(HubPullTest, ALargeFileComesOverSeveralConnections) {
+  const std::string bytes = model("f32");
+  ASSERT_GT(bytes.size(), 3u * 65536);
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start());
+  Result r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("over 3 connections"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(stored("f32")), bytes);
+  const auto dl = hub_->downloads();
+  std::vector<std::string> ranges;
+  for (const auto& d : dl) ranges.push_back(d.range);
+  std::sort(ranges.begin(), ranges.end());
+  const uint64_t n = bytes.size();
+  std::vector<std::string> expected = {"", "bytes=" + std::to_string(n / 3) + "-",
+                                       "bytes=" + std::to_string(n * 2 / 3) + "-"};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ranges, expected);
+  EXPECT_TRUE(sidecars(store_ + "/tiny-glm").empty());
+}
+
+TEST_F(HubPullTest, AKilledParallelPullResumesEveryRangeWhereItStopped) {
+  const std::string bytes = model("f32");
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start(static_cast<long>(bytes.size() / 2)));  // each connection ~0.7 s
+  const std::string part = stored("f32") + ".part";
+  const uint64_t n = bytes.size();
+  const std::string side1 = part + ".at-" + std::to_string(n / 3);
+  const std::string side2 = part + ".at-" + std::to_string(n * 2 / 3);
+  std::vector<std::string> env = kSmallSegments;
+  const pid_t pid = spawn({"pull", kRepo, "--connections", "3", "--endpoint", hub_->slow_endpoint(),
+                           "--models-dir", store_},
+                          env);
+  ASSERT_TRUE(wait_for_bytes(part, n / 12));
+  ASSERT_TRUE(wait_for_bytes(side1, n / 12));
+  ASSERT_TRUE(wait_for_bytes(side2, n / 12));
+  ::kill(pid, SIGKILL);
+  finish(pid);
+  const uint64_t p = size_of(part), s1 = size_of(side1), s2 = size_of(side2);
+  ASSERT_LT(p, n / 3);
+  ASSERT_LT(s1, n * 2 / 3 - n / 3);
+  ASSERT_LT(s2, n - n * 2 / 3);
+
+  Result r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(stored("f32")), bytes);
+  // Each range was asked again from where its file stopped, not from its start.
+  std::vector<std::string> ranges;
+  for (const auto& d : hub_->downloads()) ranges.push_back(d.range);
+  for (const uint64_t at : {p, n / 3 + s1, n * 2 / 3 + s2}) {
+    const std::string want = "bytes=" + std::to_string(at) + "-";
+    EXPECT_NE(std::find(ranges.begin(), ranges.end(), want), ranges.end()) << want;
+  }
+  EXPECT_TRUE(sidecars(store_ + "/tiny-glm").empty());
+}
+
+TEST_F(HubPullTest, RmRemovesAKilledParallelPullsRanges) {
+  const std::string bytes = model("f32");
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start(static_cast<long>(bytes.size() / 2)));
+  const std::string part = stored("f32") + ".part";
+  const pid_t pid = spawn({"pull", kRepo, "--connections", "3", "--endpoint", hub_->slow_endpoint(),
+                           "--models-dir", store_},
+                          kSmallSegments);
+  ASSERT_TRUE(wait_for_bytes(part + ".at-" + std::to_string(bytes.size() / 3), 1));
+  ::kill(pid, SIGKILL);
+  finish(pid);
+  ASSERT_FALSE(sidecars(store_ + "/tiny-glm").empty());
+  Result r = run({"rm", "tiny-glm:f32", "--models-dir", store_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(store_ + "/tiny-glm"));  // nothing left, the directory too
+}
+
+TEST_F(HubPullTest, ParallelOnAServerWithoutRangesStillEndsRight) {
+  const std::string bytes = model("f32");
+  publish({{"tiny-glm.F32.gguf", bytes}});
+  ASSERT_TRUE(hub_->start());
+  Result r = pull({kRepo, "--connections", "3"}, hub_->norange_endpoint(), kSmallSegments);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(stored("f32")), bytes);
+  EXPECT_TRUE(sidecars(store_ + "/tiny-glm").empty());
 }
 
 // Two pulls of one file: the second is refused while the first writes, and the first finishes.

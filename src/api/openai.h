@@ -18,7 +18,7 @@ namespace glm::api {
 
 struct ChatCompletionRequest {
   protocol::Request request;  // kGenerate, id assigned by the caller
-  std::string model;          // echoed back; the engine serves one model whatever is asked
+  std::string model;          // echoed back; one engine serves any name, several pick by it
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // The functions the answer may call (tools, unless tool_choice is "none"): the answer is

@@ -44,6 +44,7 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
       value = argv[++i];
     }
     a.values_[name] = value;
+    a.all_[name].push_back(value);
   }
   // The one place a --model name becomes a file: "chatglm3-6b:q4_0" -> DIR/chatglm3-6b/q4_0.gguf
   // (hub/store.h); a path is kept as given.
@@ -57,6 +58,11 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
     it->second = *path;
   }
   return a;
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = all_.find(name);
+  return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get(const std::string& name, const std::string& def) const {

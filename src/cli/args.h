@@ -33,9 +33,13 @@ class Args {
   // Required flag: invalid_argument "missing --model (see glmserve CMD --help)".
   StatusOr<std::string> require(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Every value of a flag given several times, in order, as typed (get() has the last, and a
+  // --model there is resolved to its file; these are not). Empty when absent.
+  std::vector<std::string> get_all(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_;  // every value of each flag
   std::vector<std::string> positional_;
 };
 

@@ -164,6 +164,8 @@ int cmd_engine(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  // Health answers "loading" with these bytes until the engine is set.
+  eopts.load_progress = [&d](uint64_t done, uint64_t total) { d.set_load_progress(done, total); };
   d.start();
   GLM_LOG_INFO("engine: listening on %s; loading %s", dopts.socket_path.c_str(),
                echo ? "the echo engine" : model_path.c_str());

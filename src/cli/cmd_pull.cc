@@ -18,7 +18,7 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: glmserve pull REPO [FILE|QUANT] [--revision R] [--endpoint URL] [--models-dir DIR]\n"
-    "                     [--name NAME] [--type T] [--keep-checkpoint]\n"
+    "                     [--name NAME] [--type T] [--keep-checkpoint] [--connections N]\n"
     "\n"
     "Downloads a GGUF file of a Hugging Face-compatible hub repository into the local model\n"
     "store and prints its path as the last line. FILE is a path as the repository lists it;\n"
@@ -31,6 +31,8 @@ constexpr char kHelp[] =
     "  --models-dir DIR  the store (default $GLMSERVE_MODELS, else\n"
     "                    $XDG_DATA_HOME/glmserve/models, else ~/.local/share/glmserve/models)\n"
     "  --name NAME       store it as NAME (BASE or BASE:TAG) instead of the derived name\n"
+    "  --connections N   a large file comes over up to N connections at once, each range\n"
+    "                    resumable (default 4; 1 = one connection; ranges of 16 MB at least)\n"
     "A repository holding an HF checkpoint (config.json, safetensors or .bin, tokenizer)\n"
     "instead of GGUF files is downloaded, converted (glmserve convert) and stored as BASE:TYPE:\n"
     "  --type T          its weight type: f32 f16 bf16 q8_0 q4_0 ... (default q4_0)\n"
@@ -54,8 +56,9 @@ int cmd_pull(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(
-      argc, argv, {"revision", "endpoint", "models-dir", "name", "type"}, {"keep-checkpoint"}, {});
+  StatusOr<Args> args =
+      Args::parse(argc, argv, {"revision", "endpoint", "models-dir", "name", "type", "connections"},
+                  {"keep-checkpoint"}, {});
   if (!args.ok()) return fail(args.status());
   const std::vector<std::string>& pos = args->positional();
   if (pos.empty() || pos.size() > 2) {
@@ -83,6 +86,17 @@ int cmd_pull(int argc, char** argv) {
   // The first retry's wait; tests shorten it.
   if (const char* b = std::getenv("GLMSERVE_PULL_BACKOFF_MS"); b != nullptr && b[0] != '\0') {
     o.download.backoff_ms = std::max(1L, std::atol(b));
+  }
+  StatusOr<int64_t> connections = args->get_int("connections", o.download.connections);
+  if (!connections.ok()) return fail(connections.status());
+  if (*connections < 1 || *connections > 16) {
+    return fail(invalid_argument("--connections must be in [1, 16]"));
+  }
+  o.download.connections = static_cast<int>(*connections);
+  // The smallest range given its own connection; tests make it small.
+  if (const char* m = std::getenv("GLMSERVE_PULL_MIN_SEGMENT_BYTES");
+      m != nullptr && m[0] != '\0') {
+    o.download.min_segment_bytes = std::max(1LL, std::atoll(m));
   }
   struct sigaction sa {};
   sa.sa_handler = on_signal;

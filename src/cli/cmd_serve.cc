@@ -3,6 +3,9 @@
 // back with exponential backoff; SIGTERM/SIGINT stop both gracefully (the engine drains).
 // One owner per port and socket: serve opens the gateway's port itself and passes it to each
 // web child (web --listen-fd 3), and locks PATH.lock beside the engine socket while it runs.
+// Several models (--model A --model B, or --models-dir D alone: the whole store): one on-demand
+// engine child per model, started and stopped by serve's ModelManager, which the gateway asks
+// through serve's control socket (serve/model_manager.h, docs/operations.md "Several models").
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,8 +29,11 @@
 #include "core/log.h"
 #include "daemon/unix_socket.h"
 #include "http/listen.h"
+#include "hub/store.h"
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
+#include "serve/control_server.h"
+#include "serve/model_manager.h"
 #include "serve/supervisor.h"
 
 namespace glm::cli {
@@ -44,6 +50,16 @@ constexpr const char* kUsage =
     "                       else /tmp/glmserve-UID/engine-PORT.sock), locked (PATH.lock) while\n"
     "                       serve runs, so two serves never share it\n"
     "  --no-web             run and supervise the engine only\n"
+    "several models (docs/operations.md): --model given more than once (a path or a store\n"
+    "  name, each addressed by its store name or file stem), or --models-dir D without --model\n"
+    "  (every model of the store); each loads on its first request:\n"
+    "  --keep-alive T       unload a model idle this long (seconds, or 30s/5m/1h; -1 = never;\n"
+    "                       default 5m)\n"
+    "  --max-loaded N       at most N models loaded at once (default 0 = no limit); the least\n"
+    "                       recently used idle one makes room\n"
+    "  --max-memory-mb N    the loaded models' file sizes stay under N MB (default 80% of RAM;\n"
+    "                       0 = no limit)\n"
+    "  --load-wait S        a request waits at most S seconds for its model (default 300)\n"
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
@@ -140,7 +156,9 @@ StatusOr<int> lock_socket_path(const std::string& socket) {
 // (connected on loopback when it listens on a wildcard address) within `timeout_ms`. The
 // socket is serve's own, so a connection is always accepted by the kernel: only an answer
 // proves that a web child serves it.
-bool web_healthy(int listen_fd, int timeout_ms) {
+// With several models /health asks serve itself (its control socket), which waits in this call:
+// `path` "/" then (the page, which only the gateway serves).
+bool web_healthy(int listen_fd, int timeout_ms, const char* path = "/health") {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
@@ -161,7 +179,7 @@ bool web_healthy(int listen_fd, int timeout_ms) {
   if (fd < 0) return false;
   bool ok = false;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
-    const std::string req = "GET /health HTTP/1.1\r\nHost: " + host + ":" +
+    const std::string req = std::string("GET ") + path + " HTTP/1.1\r\nHost: " + host + ":" +
                             std::to_string(http::local_port(listen_fd)) +
                             "\r\nConnection: close\r\n\r\n";
     if (daemon::write_all(fd, req).ok()) {
@@ -180,6 +198,189 @@ bool web_healthy(int listen_fd, int timeout_ms) {
   return ok;
 }
 
+// "300", "30s", "5m", "1h" -> seconds; "-1" = never.
+StatusOr<int64_t> parse_duration_s(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  int64_t mult = 1;
+  if (end != nullptr && *end != '\0') {
+    const std::string unit = end;
+    mult = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  }
+  if (text.empty() || errno != 0 || mult == 0 || v < -1 || end == text.c_str()) {
+    return invalid_argument("--" + flag +
+                            ": expected seconds or 30s / 5m / 1h (-1 = never), got '" + text + "'");
+  }
+  return v < 0 ? -1 : v * mult;
+}
+
+// Several models' sockets beside the engine socket: PATH.sock -> PATH.mI.sock (model I's
+// engine) and PATH.control.sock (serve's control socket).
+std::string sibling_socket(const std::string& base, const std::string& part) {
+  const bool sock = base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0;
+  return (sock ? base.substr(0, base.size() - 5) : base) + "." + part + ".sock";
+}
+
+// The models of a several-model serve: each --model (a path, named by its file's stem, or a store
+// name, named by it), or every model of the store.
+StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
+  std::vector<serve::ManagedModel> out;
+  const std::vector<std::string> given = args.get_all("model");
+  if (given.empty()) {
+    auto dir = hub::store_dir(args.get("models-dir"));
+    if (!dir.ok()) return dir.status();
+    auto entries = hub::Store(*dir).list();
+    if (!entries.ok()) return entries.status();
+    for (const hub::StoreEntry& e : *entries) {
+      if (!e.error.empty()) {
+        GLM_LOG_WARN("serve: skipping %s: %s", e.name.str().c_str(), e.error.c_str());
+        continue;
+      }
+      out.push_back({e.name.str(), e.path, "", e.size_bytes, 0});
+    }
+    if (out.empty()) {
+      return not_found("the model store " + *dir +
+                       " holds no model (glmserve pull REPO QUANT, or give --model)");
+    }
+    return out;
+  }
+  for (const std::string& value : given) {
+    auto path = hub::resolve_model(value, args.get("models-dir"));
+    if (!path.ok()) return Status(path.status().code(), "--model: " + path.status().message());
+    struct stat st;
+    if (::stat(path->c_str(), &st) != 0 || ::access(path->c_str(), R_OK) != 0) {
+      return not_found("cannot read model file '" + *path + "'");
+    }
+    std::string name;
+    if (*path != value && hub::parse_model_name(value)) {
+      name = hub::parse_model_name(value)->str();
+    } else {
+      name = path->substr(path->rfind('/') == std::string::npos ? 0 : path->rfind('/') + 1);
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
+        name.resize(name.size() - 5);
+      }
+    }
+    for (const auto& m : out) {
+      if (m.name == name) {
+        return invalid_argument("two --model values are both named '" + name +
+                                "'; give them files with different names");
+      }
+    }
+    out.push_back({name, *path, "", static_cast<uint64_t>(st.st_size), 0});
+  }
+  return out;
+}
+
+// The `glmserve web` child: the engine socket (the default model's with several) and the flags
+// serve passes on.
+serve::ChildSpec web_child(const Args& args, const std::string& socket, const std::string& host,
+                           int64_t port, int listen_fd, int64_t drain_s) {
+  serve::ChildSpec web{"web",
+                       "/proc/self/exe",
+                       {"glmserve", "web", "--engine", socket, "--port", std::to_string(port),
+                        "--host", host, "--listen-fd", "3"},
+                       listen_fd};
+  for (const char* f : kWebFlags) {
+    if (args.has(f)) {
+      web.argv.push_back(std::string("--") + f);
+      web.argv.push_back(args.get(f));
+    }
+  }
+  if (args.has("web-threads")) {
+    web.argv.push_back("--threads");
+    web.argv.push_back(args.get("web-threads"));
+  }
+  // One drain bound for both: the gateway waits for the page's answers as long as the
+  // engine for its requests (and serve for both, plus 5 s).
+  web.argv.push_back("--drain-timeout");
+  web.argv.push_back(std::to_string(drain_s));
+  return web;
+}
+
+// Several models: engines 0..n-1 on demand (ModelManager), the gateway last, which asks serve's
+// control socket (BASE.control.sock) for each request's engine.
+int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
+                  const std::string& socket, const std::string& instance, int listen_fd,
+                  const std::string& host, int64_t port, int64_t drain_s) {
+  serve::ManagerOptions mo;
+  mo.instance = instance;
+  auto keep = parse_duration_s("keep-alive", args.get("keep-alive", "5m"));
+  if (!keep.ok()) return fail(keep.status());
+  mo.keep_alive_s = static_cast<int>(std::min<int64_t>(*keep, 1 << 30));
+  auto max_loaded = args.get_int("max-loaded", 0);
+  if (!max_loaded.ok()) return fail(max_loaded.status());
+  if (*max_loaded < 0) return fail(invalid_argument("--max-loaded must be >= 0 (0 = no limit)"));
+  mo.max_loaded = static_cast<int>(*max_loaded);
+  const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto max_mb = args.get_int("max-memory-mb", static_cast<int64_t>(ram / 10 * 8 >> 20));
+  if (!max_mb.ok()) return fail(max_mb.status());
+  if (*max_mb < 0) return fail(invalid_argument("--max-memory-mb must be >= 0 (0 = no limit)"));
+  mo.max_memory_bytes = static_cast<uint64_t>(*max_mb) << 20;
+  auto wait_s = args.get_int("load-wait", 300);
+  if (!wait_s.ok()) return fail(wait_s.status());
+  if (*wait_s < 1) return fail(invalid_argument("--load-wait must be >= 1 (seconds)"));
+  mo.wait_ms = static_cast<int>(std::min<int64_t>(*wait_s, 86400) * 1000);
+
+  if (args.has("kv-disk") && !args.get("kv-disk").empty()) {
+    ::mkdir(args.get("kv-disk").c_str(), 0700);  // each engine creates its DIR/NAME below it
+  }
+  std::vector<serve::ChildSpec> children;
+  for (size_t i = 0; i < models.size(); ++i) {
+    models[i].socket = sibling_socket(socket, "m" + std::to_string(i));
+    models[i].child = i;
+    serve::ChildSpec engine{"engine " + models[i].name,
+                            "/proc/self/exe",
+                            {"glmserve", "engine", "--socket", models[i].socket, "--instance",
+                             instance, "--model", models[i].path}};
+    engine.on_demand = true;
+    for (const char* f : kEngineFlags) {
+      if (args.has(f)) {
+        engine.argv.push_back(std::string("--") + f);
+        // Each model's KV cache in its own directory: one model's cache means nothing to another.
+        engine.argv.push_back(std::string(f) == "kv-disk" ? args.get(f) + "/" + models[i].name
+                                                          : args.get(f));
+      }
+    }
+    children.push_back(std::move(engine));
+  }
+  const std::string control = sibling_socket(socket, "control");
+  serve::ChildSpec web = web_child(args, models[0].socket, host, port, listen_fd, drain_s);
+  web.argv.push_back("--models-control");
+  web.argv.push_back(control);
+  children.push_back(std::move(web));
+  const size_t web_index = models.size();
+
+  serve::SupervisorOptions options;
+  options.stop_timeout = std::chrono::seconds(drain_s + 5);
+  serve::Supervisor supervisor(children, options);
+  std::string names;
+  for (const auto& m : models) names += (names.empty() ? "" : ", ") + m.name;
+  serve::ModelManager manager(std::move(models), mo, &supervisor);
+  serve::ControlServer control_server(&manager, &supervisor);
+  if (Status st = control_server.listen(control); !st.ok()) return fail(st);
+  bool ready = false;
+  supervisor.on_start = [&](size_t index, pid_t) {
+    if (index == web_index) {
+      ready = false;
+    } else {
+      manager.on_start(index);
+    }
+  };
+  supervisor.on_exit = [&](size_t index, const std::string& how) { manager.on_exit(index, how); };
+  supervisor.on_tick = [&] {
+    manager.on_tick();
+    if (ready || !web_healthy(listen_fd, 500, "/")) return;
+    supervisor.mark_up(web_index);
+    ready = true;
+    GLM_LOG_INFO("serve: ready: models %s (each loads on its first request); open http://%s:%lld/",
+                 names.c_str(), host.c_str(), static_cast<long long>(port));
+  };
+  GLM_LOG_INFO("serve: control socket %s", control.c_str());
+  return supervisor.run();
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -187,7 +388,9 @@ int cmd_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  std::set<std::string> known = {"model", "port", "host", "socket", "web-threads"};
+  std::set<std::string> known = {"model",      "port",          "host",
+                                 "socket",     "web-threads",   "keep-alive",
+                                 "max-loaded", "max-memory-mb", "load-wait"};
   for (const char* f : kEngineFlags) known.insert(f);
   for (const char* f : kWebFlags) known.insert(f);
   auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
@@ -195,7 +398,17 @@ int cmd_serve(int argc, char** argv) {
   const bool echo = args->has("echo");
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
-  if (!echo) {
+  const bool several = !echo && (args->get_all("model").size() > 1 ||
+                                 (!args->has("model") && args->has("models-dir")));
+  std::vector<serve::ManagedModel> models;
+  if (several) {
+    if (args->has("no-web")) {
+      return fail(invalid_argument("--no-web runs one engine: give one --model"));
+    }
+    auto m = served_models(*args);
+    if (!m.ok()) return fail(m.status());
+    models = std::move(m).value();
+  } else if (!echo) {
     auto model = args->require("model");
     if (!model.ok()) return fail(model.status());
     if (::access(model->c_str(), R_OK) != 0) {
@@ -234,6 +447,10 @@ int cmd_serve(int argc, char** argv) {
   char token[33];
   std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   const std::string instance = token;
+  if (several) {
+    return serve_several(*args, std::move(models), socket, instance, listen_fd, host, *port,
+                         *drain_s);
+  }
   serve::ChildSpec engine{
       "engine", self, {"glmserve", "engine", "--socket", socket, "--instance", instance}};
   if (echo) {
@@ -250,26 +467,7 @@ int cmd_serve(int argc, char** argv) {
   }
   std::vector<serve::ChildSpec> children = {engine};
   if (with_web) {
-    serve::ChildSpec web{"web",
-                         self,
-                         {"glmserve", "web", "--engine", socket, "--port", std::to_string(*port),
-                          "--host", host, "--listen-fd", "3"},
-                         listen_fd};
-    for (const char* f : kWebFlags) {
-      if (args->has(f)) {
-        web.argv.push_back(std::string("--") + f);
-        web.argv.push_back(args->get(f));
-      }
-    }
-    if (args->has("web-threads")) {
-      web.argv.push_back("--threads");
-      web.argv.push_back(args->get("web-threads"));
-    }
-    // One drain bound for both: the gateway waits for the page's answers as long as the
-    // engine for its requests (and serve for both, plus 5 s).
-    web.argv.push_back("--drain-timeout");
-    web.argv.push_back(std::to_string(*drain_s));
-    children.push_back(web);
+    children.push_back(web_child(*args, socket, host, *port, listen_fd, *drain_s));
   }
 
   serve::SupervisorOptions options;

@@ -27,6 +27,9 @@ constexpr const char* kHelp =
     "/v1/models), /health and /metrics, in front of a `glmserve engine` on a Unix socket.\n"
     "\n"
     "  --engine SOCKET   the engine's socket (glmserve engine --socket SOCKET)\n"
+    "  --models-control SOCKET  several models: serve's control socket, which starts each\n"
+    "                    model's engine on demand (glmserve serve --model A --model B sets it;\n"
+    "                    --engine is then the default model's)\n"
     "  --port N          TCP port (default 8080; 0 = any free port, printed at start)\n"
     "  --host H          address to bind (default 127.0.0.1: this machine only)\n"
     "  --db PATH         conversation database (SQLite; default\n"
@@ -72,9 +75,10 @@ int cmd_web(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"engine", "port", "host", "db", "api-key", "cors", "max-body", "threads",
-                           "queue", "max-conns-per-ip", "listen-fd", "drain-timeout"});
+  auto args =
+      Args::parse(argc, argv,
+                  {"engine", "models-control", "port", "host", "db", "api-key", "cors", "max-body",
+                   "threads", "queue", "max-conns-per-ip", "listen-fd", "drain-timeout"});
   if (!args.ok()) return fail(args.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
@@ -108,6 +112,7 @@ int cmd_web(int argc, char** argv) {
   }
   gateway::GatewayOptions opt;
   opt.engine_socket = *engine;
+  opt.models_control = args->get("models-control");
   opt.port = static_cast<int>(*port);
   opt.listen_fd = static_cast<int>(*listen_fd);
   opt.host = args->get("host", "127.0.0.1");

@@ -556,6 +556,8 @@ protocol::Event Daemon::health_event(const std::string& id) const {
     ev.health = generation::Health::kDraining;
   } else if (e == nullptr) {
     ev.health = generation::Health::kLoading;
+    ev.load_done_bytes = load_done_.load(std::memory_order_relaxed);
+    ev.load_total_bytes = load_total_.load(std::memory_order_relaxed);
   } else {
     ev.health = e->health();
   }

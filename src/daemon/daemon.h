@@ -68,6 +68,11 @@ class Daemon {
   void start();
   // Hands over the loaded engine: from now on requests are served.
   void set_engine(std::unique_ptr<engine::Engine> engine);
+  // Loading progress, reported in health answers while loading. Any thread (the loader's).
+  void set_load_progress(uint64_t done_bytes, uint64_t total_bytes) {
+    load_done_.store(done_bytes, std::memory_order_relaxed);
+    load_total_.store(total_bytes, std::memory_order_relaxed);
+  }
   // Model loading failed: logs, stops the daemon; wait() returns `exit_code`.
   void fail_loading(const Status& status, int exit_code);
   // Begins a graceful stop (drain). Async-signal-safe.
@@ -117,6 +122,7 @@ class Daemon {
   std::atomic<bool> drain_done_{false};
   std::atomic<int> exit_code_{0};
   std::atomic<bool> load_failed_{false};
+  std::atomic<uint64_t> load_done_{0}, load_total_{0};  // set_load_progress
 
   // I/O thread only.
   std::unordered_map<int, std::shared_ptr<Connection>> connections_;

@@ -362,6 +362,12 @@ TEST_F(DaemonTest, LoadingThenReady) {
   EXPECT_EQ(health->type, EventType::kHealth);
   EXPECT_EQ(health->id, "h1");
   EXPECT_EQ(health->health, generation::Health::kLoading);
+  EXPECT_EQ(health->load_total_bytes, 0u);  // the loader reported nothing yet
+  daemon_->set_load_progress(300, 1200);    // what cmd_engine's load_progress calls
+  health = c.query(R"({"type":"health","id":"h2"})");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->load_done_bytes, 300u);
+  EXPECT_EQ(health->load_total_bytes, 1200u);
   auto refused = c.query(chat("early", "hi"));
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->code, ErrorCode::kUnavailable);
@@ -374,6 +380,7 @@ TEST_F(DaemonTest, LoadingThenReady) {
   ASSERT_TRUE(health.has_value());
   EXPECT_EQ(health->health, generation::Health::kReady);
   EXPECT_EQ(health->model, "echo");
+  EXPECT_EQ(health->load_total_bytes, 0u);  // loaded: no progress any more
   tok = c.query(R"({"type":"tokenize","text":"ab"})");
   ASSERT_TRUE(tok.has_value());
   EXPECT_EQ(tok->tokens, (std::vector<int32_t>{'a', 'b'}));

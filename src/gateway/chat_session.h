@@ -46,6 +46,7 @@ struct ChatTurn {
   // The result of the tool the last answer called: stored as a "tool" message (sent to the
   // model as an observation), then the model answers it. A turn of its own, like continue.
   std::optional<std::string> tool_result;
+  std::string model;  // several models: which answers ("" = the default)
 };
 
 class ChatSession {

@@ -144,6 +144,7 @@ StatusOr<std::unique_ptr<EngineStream>> EngineClient::start(
   auto fd = connect_socket();
   if (!fd.ok()) return fd.status();
   auto stream = std::make_unique<EngineStream>(*fd, request);
+  stream->socket_path_ = socket_path_;
   if (!send_all(*fd, protocol::serialize_request(request) + "\n")) {
     return unavailable("the engine at " + socket_path_ +
                        " closed the connection before taking the request; retry");

@@ -37,6 +37,8 @@ class EngineStream {
   const std::string& id() const { return request_.id; }
   // The request this stream answers, as sent (a resume sends it again: EngineClient::resume).
   const protocol::Request& request() const { return request_; }
+  // The engine socket it was sent to (a resume goes there again).
+  const std::string& socket_path() const { return socket_path_; }
   // The next event line of this connection, nullopt after `timeout_ms` without one (-1 = wait
   // forever). kUnavailable if the engine closed the connection or sent an unreadable line.
   StatusOr<std::optional<protocol::Event>> next(int timeout_ms);
@@ -53,7 +55,8 @@ class EngineStream {
 
   int fd_;  // written by the reading thread, under write_mutex_
   protocol::Request request_;
-  std::string buffer_;  // bytes read but not yet returned as lines
+  std::string socket_path_;  // set by EngineClient::start
+  std::string buffer_;       // bytes read but not yet returned as lines
   mutable std::mutex write_mutex_;
   bool cancel_sent_ = false;  // guarded by write_mutex_
 };

@@ -50,7 +50,8 @@ class FakeEngine {
   std::set<std::string> cancelled();
   // Waits up to `timeout_ms` for `id` to be cancelled; true if it was.
   bool wait_cancelled(const std::string& id, int timeout_ms);
-  void set_health(generation::Health status);
+  // `load_done` / `load_total`: the loading bytes its health reports (0, 0: none).
+  void set_health(generation::Health status, uint64_t load_done = 0, uint64_t load_total = 0);
 
  private:
   struct Conn;
@@ -71,6 +72,7 @@ class FakeEngine {
   std::set<std::string> cancelled_;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags_;
   generation::Health health_ = generation::Health::kReady;
+  uint64_t load_done_ = 0, load_total_ = 0;
 };
 
 }  // namespace glm::gateway::testing

@@ -109,9 +109,11 @@ bool FakeEngine::wait_cancelled(const std::string& id, int timeout_ms) {
                       [&] { return cancelled_.count(id) > 0; });
 }
 
-void FakeEngine::set_health(generation::Health status) {
+void FakeEngine::set_health(generation::Health status, uint64_t load_done, uint64_t load_total) {
   std::lock_guard<std::mutex> lock(mu_);
   health_ = status;
+  load_done_ = load_done;
+  load_total_ = load_total;
 }
 
 void FakeEngine::serve_conn(std::shared_ptr<Conn> conn) {
@@ -139,6 +141,8 @@ void FakeEngine::serve_conn(std::shared_ptr<Conn> conn) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           e.health = health_;
+          e.load_done_bytes = load_done_;
+          e.load_total_bytes = load_total_;
         }
         e.model = "fake-glm";
         e.n_ctx = 4096;

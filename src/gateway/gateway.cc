@@ -117,7 +117,9 @@ bool sse_write(http::StreamSink& sink, const std::string& payload) {
 }
 
 Gateway::Gateway(const GatewayOptions& options)
-    : options_(options), engine_(options.engine_socket) {}
+    : options_(options),
+      engine_(options.engine_socket),
+      router_(options.engine_socket, options.models_control) {}
 
 Gateway::~Gateway() { stop(); }
 
@@ -133,6 +135,7 @@ StatusOr<std::unique_ptr<Gateway>> Gateway::create(const GatewayOptions& options
   g->install_middleware();
   g->install_static_routes();
   g->install_openai_routes();
+  g->install_models_routes();
   g->install_chat_routes();
   g->install_api_routes();
   g->install_util_routes();
@@ -308,6 +311,13 @@ std::string Gateway::model_name() {
     std::lock_guard<std::mutex> lock(model_mutex_);
     if (!model_name_.empty()) return model_name_;
   }
+  if (router_.several()) {  // serve's first model, which never changes
+    auto list = router_.list();
+    if (!list.ok()) return "glmserve";
+    std::lock_guard<std::mutex> lock(model_mutex_);
+    model_name_ = list->value("default", "glmserve");
+    return model_name_;
+  }
   protocol::Request req;
   req.type = protocol::RequestType::kHealth;
   req.id = protocol::make_request_id();
@@ -348,6 +358,7 @@ void Gateway::install_static_routes() {
   server_->get(R"(/([A-Za-z0-9_.-]+\.(js|css|svg|png|json)))", serve_asset);
 
   server_->get("/health", [this](const http::Request&, http::Response& res) {
+    if (router_.several()) return several_models_health(res);
     protocol::Request req;
     req.type = protocol::RequestType::kHealth;
     req.id = protocol::make_request_id();
@@ -360,6 +371,12 @@ void Gateway::install_static_routes() {
       ready = ev->health == generation::Health::kReady;
       j["model"] = ev->model;
       j["n_ctx"] = ev->n_ctx;
+      if (ev->load_total_bytes > 0) {
+        j["load"] = {
+            {"done_bytes", ev->load_done_bytes},
+            {"total_bytes", ev->load_total_bytes},
+            {"percent", protocol::load_percent(ev->load_done_bytes, ev->load_total_bytes)}};
+      }
       if (!ev->model.empty()) {
         std::lock_guard<std::mutex> lock(model_mutex_);
         model_name_ = ev->model;
@@ -428,13 +445,17 @@ Status Gateway::draining_status() {
                 "the gateway is stopping (finishing the answers in progress); retry in a moment");
 }
 
-StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request) {
+StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request,
+                                                                 const std::string& model) {
+  if (draining_) return draining_status();
+  auto engine = router_.engine_for(model);  // several models: waits while it loads
+  if (!engine.ok()) return engine.status();
   if (draining_) return draining_status();
   // A seed of our own when the client gave none: an answer resumed after an engine crash then
   // continues with the draws the uninterrupted one would have made (docs/gateway.md).
   protocol::Request seeded = request;
   if (seeded.params.seed == 0) seeded.params.seed = random_seed();
-  auto stream = engine_.start(seeded);
+  auto stream = engine->start(seeded);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());
 }
@@ -463,8 +484,9 @@ StatusOr<Gateway::Started> Gateway::await_started(std::shared_ptr<EngineStream> 
   return s;
 }
 
-StatusOr<Gateway::Started> Gateway::start_generation(const protocol::Request& request) {
-  auto stream = send_generation(request);
+StatusOr<Gateway::Started> Gateway::start_generation(const protocol::Request& request,
+                                                     const std::string& model) {
+  auto stream = send_generation(request, model);
   if (!stream.ok()) return stream.status();
   return await_started(std::move(stream).value());
 }

@@ -3,7 +3,7 @@
 //   GET  /                       the chat page (embedded assets: works offline)
 //   GET  /health                 engine loading / ready / draining / down (200 only when ready)
 //   GET  /metrics                Prometheus text: latency histograms, token and error counters
-//   GET  /v1/models              OpenAI: the one model the engine serves
+//   GET  /v1/models              OpenAI: the model(s) served (several: with their state)
 //   POST /v1/chat/completions    OpenAI: streaming (SSE) and not
 //   /api/conversations...        the page's conversations (SQLite) and its streaming chat
 //
@@ -36,6 +36,7 @@
 #include "gateway/engine_client.h"
 #include "gateway/live_answer.h"
 #include "gateway/metrics.h"
+#include "gateway/model_router.h"
 #include "gateway/relay.h"
 #include "gateway/store.h"
 #include "http/server.h"
@@ -46,10 +47,13 @@ struct GatewayOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0 = any free port (tests)
   int listen_fd = -1;         // a listening socket to serve on instead (from glmserve serve)
-  std::string engine_socket;  // required
-  std::string db_path;        // required (":memory:" for tests)
-  std::string api_key;        // empty = no auth; else "Authorization: Bearer <key>"
-  std::string cors_origin;    // empty = CORS off; "*" or one origin for /v1 and /health
+  std::string engine_socket;  // required (with models_control: the default model's engine)
+  // Several models (glmserve serve --model A --model B): serve's control socket
+  // (model_router.h); empty = the one engine at engine_socket serves every request.
+  std::string models_control;
+  std::string db_path;      // required (":memory:" for tests)
+  std::string api_key;      // empty = no auth; else "Authorization: Bearer <key>"
+  std::string cors_origin;  // empty = CORS off; "*" or one origin for /v1 and /health
   size_t max_body_bytes = 1 << 20;
   int threads = 256;            // requests handled at once (each stream holds one)
   int queue = 256;              // complete requests waiting for a thread; beyond: 503
@@ -105,7 +109,8 @@ class Gateway {
   void install_responses_routes();  // /v1/responses (routes_responses.cc)
   // A one-line engine request (tokenize, detokenize, prompt) and its tokens reply; the
   // engine's error event becomes the status.
-  StatusOr<protocol::Event> query_tokens(const protocol::Request& request);
+  StatusOr<protocol::Event> query_tokens(const protocol::Request& request,
+                                         const std::string& model = "");
 
   // The streams POST /api/stop can cancel, by request id, with the conversation they answer
   // (deleting a conversation cancels its generation).
@@ -125,9 +130,12 @@ class Gateway {
     std::optional<protocol::Event> first;
     std::shared_ptr<void> ticket;
   };
-  StatusOr<Started> start_generation(const protocol::Request& request);
+  // `model` picks the engine (model_router.h; "" = the default, and one engine takes any name).
+  StatusOr<Started> start_generation(const protocol::Request& request,
+                                     const std::string& model = "");
   // The two halves of start_generation, for callers with work to overlap with the engine.
-  StatusOr<std::shared_ptr<EngineStream>> send_generation(const protocol::Request& request);
+  StatusOr<std::shared_ptr<EngineStream>> send_generation(const protocol::Request& request,
+                                                          const std::string& model = "");
   StatusOr<Started> await_started(std::shared_ptr<EngineStream> stream,
                                   const std::string& conversation = "");
 
@@ -149,8 +157,8 @@ class Gateway {
   void follow_live(LiveAnswer& live, size_t from, http::StreamSink& sink);
   void generate_live(LiveAnswer& live, ChatSession& session, Started& started,
                      std::chrono::steady_clock::time_point t0);
-  StatusOr<protocol::Request> continue_request(protocol::Request request,
-                                               const std::string& prefix);
+  StatusOr<protocol::Request> continue_request(protocol::Request request, const std::string& prefix,
+                                               const std::string& model);
   static Status draining_status();
 
   // Records one finished generation of `route` ("openai", "chat") in /metrics; `t0` is when
@@ -168,10 +176,16 @@ class Gateway {
   bool write_unfinished(http::Response& res, const RelayResult& r) const;
   // The same status and Retry-After with another API's error body (Anthropic's).
   void write_error(http::Response& res, const Status& status, const std::string& body) const;
+  // The model a request without one gets: the one engine's (from its health), or serve's
+  // default (its first --model).
   std::string model_name();
+  // GET /v1/models and /v1/models/{id}, /health with several models (routes_models.cc).
+  void install_models_routes();
+  void several_models_health(http::Response& res);
 
   GatewayOptions options_;
-  EngineClient engine_;
+  EngineClient engine_;  // the one engine, or the default model's (/metrics)
+  ModelRouter router_;
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<http::Server> server_;

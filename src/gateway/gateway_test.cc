@@ -354,10 +354,16 @@ TEST(GatewayHttp, HealthFollowsTheEngine) {
   json j = json::parse(r.body);
   EXPECT_EQ(j["status"], "ready");
   EXPECT_EQ(j["model"], "fake-glm");
-  t.fake().set_health(generation::Health::kLoading);
+  EXPECT_FALSE(j.contains("load"));
+  t.fake().set_health(generation::Health::kLoading, 3 << 20, 4 << 20);
   r = t.get("/health");
   EXPECT_EQ(r.status, 503);
-  EXPECT_EQ(json::parse(r.body)["status"], "loading");
+  j = json::parse(r.body);
+  EXPECT_EQ(j["status"], "loading");
+  // The engine's load progress, passed on.
+  EXPECT_EQ(j["load"]["done_bytes"], 3 << 20);
+  EXPECT_EQ(j["load"]["total_bytes"], 4 << 20);
+  EXPECT_EQ(j["load"]["percent"], 75);
   auto models = t.get("/v1/models");
   EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "fake-glm");
 }

@@ -29,7 +29,7 @@ void Gateway::install_api_routes() {
     auto p = std::make_shared<api::CompletionRequest>(std::move(parsed).value());
     p->request.id = "cmpl-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
-    auto started = start_generation(p->request);
+    auto started = start_generation(p->request, p->model);
     if (!started.ok()) return set_json_error(res, started.status());
     auto state = std::make_shared<Started>(std::move(started).value());
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -114,7 +114,7 @@ void Gateway::install_api_routes() {
     auto p = std::make_shared<api::MessagesRequest>(std::move(parsed).value());
     p->request.id = "msg-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
-    auto started = start_generation(p->request);
+    auto started = start_generation(p->request, p->model);
     if (!started.ok()) return fail(started.status());
     auto state = std::make_shared<Started>(std::move(started).value());
     const std::string id = api::message_id(p->request.id);

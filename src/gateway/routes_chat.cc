@@ -86,6 +86,7 @@ StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b, const std::string& body_te
   t.content = b.string("content").value_or("");
   t.edit_message_id = b.integer("edit_message_id");
   t.system_prompt = b.string("system_prompt");
+  t.model = b.string("model").value_or("");
   if (const json* p = b.object("params")) {
     t.params_json = dump_json(*p);
     GLM_RETURN_IF_ERROR(protocol::read_sampling(*p, "params.", &t.params));
@@ -144,20 +145,22 @@ void Gateway::generate_live(LiveAnswer& live, ChatSession& session, Started& sta
   // ... but an answer nobody has followed for this long is: no page is coming back for it.
   auto heartbeat = [&] { return live.detached_ms() < options_.detached_answer_ms; };
   if (started.first) emit(*started.first);
-  RelayResult r = relay_generation(*started.stream, emit, heartbeat, options_.relay, &engine_);
+  const EngineClient engine(started.stream->socket_path());  // a resume goes where it went
+  RelayResult r = relay_generation(*started.stream, emit, heartbeat, options_.relay, &engine);
   started.ticket.reset();  // no longer in flight before a follower hears of the end
   live.end(session.finish(r, live.shutdown()));
   record_generation("chat", r, t0);
 }
 
 StatusOr<protocol::Request> Gateway::continue_request(protocol::Request request,
-                                                      const std::string& prefix) {
+                                                      const std::string& prefix,
+                                                      const std::string& model) {
   if (prefix.empty()) return request;
   protocol::Request q;
   q.type = protocol::RequestType::kTokenize;
   q.id = protocol::make_request_id();
   q.text = prefix;
-  auto ev = query_tokens(q);
+  auto ev = query_tokens(q, model);
   if (!ev.ok()) return ev.status();
   request.resume = ev->tokens;
   // The continuation gets max_tokens of its own beyond what the answer already has.
@@ -342,12 +345,12 @@ void Gateway::install_chat_routes() {
     auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
     if (!request.ok()) return set_json_error(res, request.status());
     if (turn->continue_answer) {
-      request = continue_request(std::move(request).value(), session->prefix());
+      request = continue_request(std::move(request).value(), session->prefix(), turn->model);
       if (!request.ok()) return set_json_error(res, request.status());
     }
 
     // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
-    auto sent = send_generation(*request);
+    auto sent = send_generation(*request, turn->model);
     if (Status st = session->open_answer(); !st.ok()) {
       if (sent.ok()) (*sent)->cancel();
       return set_json_error(res, st);

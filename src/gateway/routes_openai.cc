@@ -44,7 +44,8 @@ RelayResult Gateway::relay_started(Started& state,
   bool first_ok = true;
   if (state.first) first_ok = emit(*state.first);
   if (first_ok) {
-    r = relay_generation(*state.stream, emit, heartbeat, options_.relay, &engine_);
+    const EngineClient engine(state.stream->socket_path());  // a resume goes where it went
+    r = relay_generation(*state.stream, emit, heartbeat, options_.relay, &engine);
   } else {
     state.stream->cancel();
     r = relay_generation(
@@ -64,23 +65,6 @@ RelayResult Gateway::relay_unstreamed(Started& state, const http::Request& req, 
 }
 
 void Gateway::install_openai_routes() {
-  auto model_object = [](const std::string& id) {
-    return json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "glmserve"}};
-  };
-  server_->get("/v1/models", [this, model_object](const http::Request&, http::Response& res) {
-    json j = {{"object", "list"}, {"data", json::array({model_object(model_name())})}};
-    res.set_content(j.dump(), "application/json");
-  });
-  server_->get(R"(/v1/models/([^/]+))", [this, model_object](const http::Request& req,
-                                                             http::Response& res) {
-    const std::string id = req.matches[1];
-    const std::string name = model_name();
-    if (id != name) {
-      return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
-                                           "serves '" + name + "' (GET /v1/models)"));
-    }
-    res.set_content(model_object(name).dump(), "application/json");
-  });
   // No embedding model: a clear answer in OpenAI's shape instead of "no route".
   server_->post("/v1/embeddings", [this](const http::Request&, http::Response& res) {
     set_json_error(res, unsupported("this server serves a chat model and computes no embeddings "
@@ -97,7 +81,7 @@ void Gateway::install_openai_routes() {
     auto p = std::make_shared<api::ChatCompletionRequest>(std::move(parsed).value());
     p->request.id = "chatcmpl-" + protocol::make_request_id();
     if (p->model.empty()) p->model = model_name();
-    auto started = start_generation(p->request);
+    auto started = start_generation(p->request, p->model);
     if (!started.ok()) {
       set_json_error(res, started.status());
       return;

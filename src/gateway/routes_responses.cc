@@ -69,7 +69,7 @@ void Gateway::install_responses_routes() {
                               call->conversation.end());
     r.request.conversation = call->kv_key;
     r.request.id = "resp-" + protocol::make_request_id();
-    auto started = start_generation(r.request);
+    auto started = start_generation(r.request, call->info.model);
     if (!started.ok()) return set_json_error(res, started.status());
     auto state = std::make_shared<Started>(std::move(started).value());
 

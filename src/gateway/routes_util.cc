@@ -20,8 +20,11 @@ constexpr size_t kMaxDetokenize = 1 << 20;  // ids per /detokenize request
 
 }  // namespace
 
-StatusOr<protocol::Event> Gateway::query_tokens(const protocol::Request& request) {
-  auto ev = engine_.query(request, kQueryTimeoutMs);
+StatusOr<protocol::Event> Gateway::query_tokens(const protocol::Request& request,
+                                                const std::string& model) {
+  auto engine = router_.engine_for(model);
+  if (!engine.ok()) return engine.status();
+  auto ev = engine->query(request, kQueryTimeoutMs);
   if (!ev.ok()) return ev.status();
   if (ev->type == protocol::EventType::kError) {
     return Status(ev->code == ErrorCode::kOk ? ErrorCode::kInternal : ev->code, ev->message);
@@ -82,7 +85,7 @@ void Gateway::install_util_routes() {
     protocol::Request q = std::move(parsed->request);
     q.type = protocol::RequestType::kPrompt;
     q.id = protocol::make_request_id();
-    auto ev = query_tokens(q);
+    auto ev = query_tokens(q, parsed->model);
     if (!ev.ok()) return set_json_error(res, ev.status());
     res.set_content(dump_json(json{{"prompt", ev->text}, {"tokens", ev->tokens}}),
                     "application/json");
@@ -103,7 +106,7 @@ void Gateway::install_util_routes() {
     protocol::Request q = std::move(parsed->request);
     q.type = protocol::RequestType::kPrompt;
     q.id = protocol::make_request_id();
-    auto ev = query_tokens(q);
+    auto ev = query_tokens(q, parsed->model);
     if (!ev.ok()) return fail(ev.status());
     res.set_content(dump_json(json{{"input_tokens", ev->tokens.size()}}), "application/json");
   });

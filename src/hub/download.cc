@@ -12,9 +12,11 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "core/json.h"
 #include "hub/digest.h"
+#include "hub/segment.h"
 
 namespace glm::hub {
 
@@ -116,7 +118,18 @@ class Job {
  private:
   Status open_part();
   Status restart_from_zero();
-  Status fetch_until_complete();
+  // Fetches in order until the .part holds `limit` bytes.
+  Status fetch_until_complete(uint64_t limit);
+  // The parallel part (download.h): sidecars, then merged in order; the rest is left to
+  // fetch_until_complete(size).
+  Status fetch_parallel();
+  Status merge_segment(const Segment& seg);
+  void remove_segments() const {
+    for (const Segment& s : find_segments(part_, file_.size)) ::unlink(s.path.c_str());
+  }
+  void report() const {
+    if (opts_.progress) opts_.progress(std::min(len_ + side_bytes_.load(), file_.size), file_.size);
+  }
   // One request; `fatal` gets an error that retrying cannot fix.
   Status attempt(std::string* transient);
   Status verify_and_place(bool* retry_whole);
@@ -126,6 +139,7 @@ class Job {
   void discard() {
     ::unlink(part_.c_str());
     ::unlink(meta_.c_str());
+    remove_segments();
   }
   std::string kept() const {
     return "kept " + mb(len_) + " of " + mb(file_.size) + " in " + part_ +
@@ -138,7 +152,11 @@ class Job {
   const std::string dest_, part_, meta_;
   const DownloadOptions& opts_;
   Fd fd_;
-  uint64_t len_ = 0;  // bytes in the .part, all of them in digest_
+  uint64_t len_ = 0;                     // bytes in the .part, all of them in digest_
+  uint64_t limit_ = 0;                   // fetch_until_complete's: the .part stops growing there
+  bool no_ranges_ = false;               // the server answered a Range request with the whole file
+  std::atomic<uint64_t> side_bytes_{0};  // in sidecars, not yet merged (progress)
+  std::atomic<bool> stop_segments_{false};
   std::unique_ptr<Digest> digest_;
   DownloadResult result_;
 };
@@ -178,6 +196,8 @@ Status Job::open_part() {
 }
 
 Status Job::restart_from_zero() {
+  remove_segments();
+  side_bytes_ = 0;
   if (::ftruncate(fd_.fd, 0) != 0) {
     return Status(ErrorCode::kInternal, "cannot truncate '" + part_ + "': " + errno_text());
   }
@@ -199,6 +219,7 @@ Status Job::attempt(std::string* transient) {
             return false;
           }
           if (head.status == 200 && len_ > 0) {
+            no_ranges_ = true;
             note("the server ignored the Range request: starting " + file_.path + " over");
             if (Status s = restart_from_zero(); !s.ok()) {
               fatal = s;
@@ -215,16 +236,18 @@ Status Job::attempt(std::string* transient) {
           discard();
           return false;
         }
-        if (!write_at(fd_.fd, data, n, len_)) {
+        // Up to limit_: the bytes past it are a sidecar's (the transfer stops there).
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(n, limit_ - len_));
+        if (!write_at(fd_.fd, data, take, len_)) {
           fatal = Status(ErrorCode::kInternal,
                          "cannot write '" + part_ + "': " + errno_text() + " (" + kept() + ")");
           return false;
         }
-        if (digest_) digest_->update(data, n);
-        len_ += n;
-        result_.bytes_fetched += n;
-        if (opts_.progress) opts_.progress(len_, file_.size);
-        return true;
+        if (digest_) digest_->update(data, take);
+        len_ += take;
+        result_.bytes_fetched += take;
+        report();
+        return len_ < limit_;
       });
   ++result_.attempts;
   if (!fatal.ok()) return fatal;
@@ -260,13 +283,14 @@ Status Job::attempt(std::string* transient) {
   return Status::Ok();
 }
 
-Status Job::fetch_until_complete() {
+Status Job::fetch_until_complete(uint64_t limit) {
+  limit_ = limit;
   int idle = 0;  // consecutive attempts without a new byte
-  while (len_ < file_.size) {
+  while (len_ < limit_) {
     const uint64_t before = len_;
     std::string transient;
     if (Status s = attempt(&transient); !s.ok()) return s;
-    if (len_ >= file_.size) break;
+    if (len_ >= limit_) break;
     idle = len_ > before ? 0 : idle + 1;
     if (idle >= opts_.max_attempts) {
       return Status(ErrorCode::kUnavailable, file_.path + ": no progress after " +
@@ -314,6 +338,7 @@ Status Job::verify_and_place(bool* retry_whole) {
       return s;
     }
   }
+  remove_segments();  // none left after a merge; a restart's strays
   if (std::rename(part_.c_str(), dest_.c_str()) != 0) {
     return Status(ErrorCode::kInternal,
                   "cannot move '" + part_ + "' to '" + dest_ + "': " + errno_text());
@@ -323,11 +348,103 @@ Status Job::verify_and_place(bool* retry_whole) {
   return Status::Ok();
 }
 
+Status Job::fetch_parallel() {
+  // Sidecars of a range the .part has reached are of no use; the others resume.
+  std::vector<Segment> segs;
+  for (const Segment& s : find_segments(part_, file_.size)) {
+    if (s.start > len_ && s.start < file_.size) {
+      segs.push_back(s);
+    } else {
+      ::unlink(s.path.c_str());
+    }
+  }
+  if (segs.empty()) {
+    const uint64_t rest = file_.size - len_;
+    const uint64_t n = std::min<uint64_t>(std::max(opts_.connections, 1),
+                                          rest / std::max<uint64_t>(opts_.min_segment_bytes, 1));
+    for (uint64_t k = 1; k < n; ++k) {
+      const uint64_t start = len_ + rest * k / n;
+      segs.push_back({start, 0, segment_path(part_, start)});
+    }
+  }
+  if (segs.empty()) return Status::Ok();
+  uint64_t kept_bytes = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    segs[i].end = i + 1 < segs.size() ? segs[i + 1].start : file_.size;
+    struct stat st {};
+    if (::stat(segs[i].path.c_str(), &st) == 0) {
+      kept_bytes +=
+          std::min<uint64_t>(static_cast<uint64_t>(st.st_size), segs[i].end - segs[i].start);
+    }
+  }
+  side_bytes_ = kept_bytes;
+  result_.resumed_from += kept_bytes;
+  note("fetching " + file_.path + " over " + std::to_string(segs.size() + 1) + " connections");
+  stop_segments_ = false;
+  std::atomic<int> running{static_cast<int>(segs.size())};
+  std::vector<std::thread> threads;
+  for (const Segment& seg : segs) {
+    threads.emplace_back([this, seg, &running] {
+      fetch_segment(http_->options(), url_, seg, opts_.max_attempts, opts_.backoff_ms,
+                    &stop_segments_, &side_bytes_);
+      running.fetch_sub(1);
+    });
+  }
+  Status st = fetch_until_complete(segs[0].start);
+  if (!st.ok()) stop_segments_ = true;
+  while (running.load() > 0) {  // the sidecars still coming: their progress shows
+    report();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& t : threads) t.join();
+  result_.bytes_fetched += side_bytes_.load() - std::min(side_bytes_.load(), kept_bytes);
+  if (!st.ok()) return st;  // the sidecars stay for a resume
+  for (const Segment& seg : segs) {
+    if (no_ranges_) return Status::Ok();  // restarted from zero: all in order from here
+    // A range a sidecar did not finish: in order, up to the next one.
+    if (Status s = fetch_until_complete(seg.start); !s.ok()) return s;
+    if (Status s = merge_segment(seg); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status Job::merge_segment(const Segment& seg) {
+  Fd in;
+  in.fd = ::open(seg.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in.fd < 0 || len_ != seg.start) return Status::Ok();  // nothing to take: fetched in order
+  struct stat st {};
+  const uint64_t n =
+      ::fstat(in.fd, &st) == 0
+          ? std::min<uint64_t>(static_cast<uint64_t>(st.st_size), seg.end - seg.start)
+          : 0;
+  std::vector<char> buf(1 << 20);
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(in.fd, buf.data(), std::min<uint64_t>(buf.size(), n - done),
+                              static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // shorter than it said: the rest is fetched in order
+    const size_t got = static_cast<size_t>(r);
+    if (!write_at(fd_.fd, buf.data(), got, len_)) {
+      return Status(ErrorCode::kInternal,
+                    "cannot write '" + part_ + "': " + errno_text() + " (" + kept() + ")");
+    }
+    if (digest_) digest_->update(buf.data(), got);
+    len_ += got;
+    done += got;
+    side_bytes_ -= std::min<uint64_t>(side_bytes_.load(), got);
+  }
+  ::unlink(seg.path.c_str());
+  report();
+  return Status::Ok();
+}
+
 StatusOr<DownloadResult> Job::run() {
   if (Status s = open_part(); !s.ok()) return s;
-  if (opts_.progress) opts_.progress(len_, file_.size);
+  report();
   for (;;) {
-    if (Status s = fetch_until_complete(); !s.ok()) return s;
+    if (Status s = fetch_parallel(); !s.ok()) return s;
+    if (Status s = fetch_until_complete(file_.size); !s.ok()) return s;
     bool again = false;
     if (Status s = verify_and_place(&again); !s.ok()) return s;
     if (!again) return result_;

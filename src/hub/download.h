@@ -8,6 +8,11 @@
 // DEST, so a file that fails never appears under its name (its .part is discarded). A .part that
 // was resumed and then fails its digest is fetched once more from byte 0 before giving up.
 // Two pulls of one file exclude each other (flock on the .part). Blocking; not thread-safe.
+// Parallel: a file with at least 2 x min_segment_bytes left comes over up to `connections`
+// connections: the .part grows in order on the first, and each other range goes to its own
+// sidecar (segment.h: DEST.part.at-START, resumable the same way) on its own thread; the .part
+// takes each sidecar's bytes in order (the digest still reads the file once, in order) and fetches
+// itself whatever a sidecar did not get.
 #pragma once
 
 #include <atomic>
@@ -25,6 +30,8 @@ struct DownloadOptions {
   int max_attempts = 10;     // consecutive attempts without a new byte before giving up
   int64_t backoff_ms = 500;  // the first retry's wait; doubles per attempt, up to 30 s
   int64_t max_backoff_ms = 30000;
+  int connections = 4;                       // per file, when it is large enough
+  uint64_t min_segment_bytes = 16ull << 20;  // no range smaller than this gets its own
   // Called as bytes arrive: (bytes in the .part, total); also once with the resumed offset.
   std::function<void(uint64_t done, uint64_t total)> progress;
   std::function<void(const std::string& note)> note;  // "resuming at 1.2 GB", "retry 2 in 1 s"

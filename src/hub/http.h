@@ -40,6 +40,8 @@ class HttpClient {
   // GET `url`, asking for bytes from `offset` on when it is > 0 ("Range: bytes=OFFSET-").
   HttpResponse get(const std::string& url, uint64_t offset, const BodySink& sink);
 
+  const HttpOptions& options() const { return options_; }
+
  private:
   HttpOptions options_;
   void* curl_;  // CURL*

@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "gguf/gguf.h"
 #include "hub/file_type.h"
+#include "hub/segment.h"
 
 namespace glm::hub {
 
@@ -133,6 +134,8 @@ Status Store::remove(const ModelName& name) {
       return Status(ErrorCode::kInternal, "cannot remove '" + p + "': " + std::strerror(errno));
     }
   }
+  // A parallel download's sidecars (segment.h).
+  for (const Segment& seg : find_segments(*path + ".part", 0)) ::unlink(seg.path.c_str());
   ::rmdir((dir_ + "/" + name.base).c_str());  // only when empty
   return Status::Ok();
 }

@@ -1,4 +1,5 @@
 // Event lines: serialize and parse (protocol.h).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
@@ -105,6 +106,11 @@ std::vector<int32_t> get_ids(const json& j, const char* key) {
 
 }  // namespace
 
+int load_percent(uint64_t done, uint64_t total) {
+  if (total == 0) return 0;
+  return static_cast<int>(std::min<uint64_t>(done, total) * 100 / total);
+}
+
 const char* event_type_name(EventType t) {
   for (const EventName& e : kEventNames) {
     if (e.type == t) return e.name;
@@ -191,6 +197,11 @@ std::string serialize_event(const Event& e) {
       j["n_ctx"] = e.n_ctx;
       j["protocol"] = kProtocolVersion;
       if (!e.instance.empty()) j["instance"] = e.instance;
+      if (e.load_total_bytes > 0) {
+        j["load"] = {{"done_bytes", e.load_done_bytes},
+                     {"total_bytes", e.load_total_bytes},
+                     {"percent", load_percent(e.load_done_bytes, e.load_total_bytes)}};
+      }
       break;
     case EventType::kStats: {
       const StatsInfo& s = e.stats;
@@ -302,6 +313,10 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.model = get_str(j, "model");
       e.n_ctx = get_int(j, "n_ctx");
       e.instance = get_str(j, "instance");
+      if (auto it = j.find("load"); it != j.end() && it->is_object()) {
+        e.load_done_bytes = static_cast<uint64_t>(get_int64(*it, "done_bytes"));
+        e.load_total_bytes = static_cast<uint64_t>(get_int64(*it, "total_bytes"));
+      }
       break;
     }
     case EventType::kStats:

@@ -100,6 +100,9 @@ enum class EventType {
 };
 const char* event_type_name(EventType t);
 
+// Whole percent of a load, 0..100 (0 when total is 0).
+int load_percent(uint64_t done, uint64_t total);
+
 // The engine's counters plus the daemon's own.
 struct StatsInfo : generation::Stats {
   int connections = 0;  // daemon: open client connections
@@ -133,10 +136,12 @@ struct Event {
   std::string model;                // kHealth
   int n_ctx = 0;                    // kHealth
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
-  StatsInfo stats;                  // kStats
-  std::vector<int32_t> tokens;      // kTokens (with text: detokenize and prompt replies);
-                                    // kToken: the ids this event's text completes
-  bool found = false;               // kCancel: the id was in flight
+  // kHealth while loading: weight bytes in place of the total (written when total > 0).
+  uint64_t load_done_bytes = 0, load_total_bytes = 0;
+  StatsInfo stats;              // kStats
+  std::vector<int32_t> tokens;  // kTokens (with text: detokenize and prompt replies);
+                                // kToken: the ids this event's text completes
+  bool found = false;           // kCancel: the id was in flight
 };
 
 // Parses and validates one request line (without its newline). On failure, *id_out (if given)

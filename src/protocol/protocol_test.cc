@@ -457,6 +457,13 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_EQ(hb.model, "tiny");
   EXPECT_EQ(hb.n_ctx, 512);
   EXPECT_EQ(hb.instance, "a1b2");
+  EXPECT_EQ(serialize_event(h).find("\"load\""), std::string::npos);  // no bytes known yet
+  h.load_done_bytes = 300;
+  h.load_total_bytes = 1200;
+  hb = round_trip(h);
+  EXPECT_EQ(hb.load_done_bytes, 300u);
+  EXPECT_EQ(hb.load_total_bytes, 1200u);
+  EXPECT_NE(serialize_event(h).find("\"percent\":25"), std::string::npos) << serialize_event(h);
 
   Event st;
   st.type = EventType::kStats;

@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@ Supervisor::Supervisor(std::vector<ChildSpec> children, SupervisorOptions option
     Child c;
     c.spec = std::move(spec);
     c.backoff = options_.initial_backoff;
+    c.wanted = !c.spec.on_demand;
     children_.push_back(std::move(c));
   }
 }
@@ -81,6 +84,41 @@ void Supervisor::mark_up(size_t index) {
   if (index < children_.size()) children_[index].came_up = true;
 }
 
+void Supervisor::start(size_t index) {
+  Child& c = children_[index];
+  if (c.wanted) return;
+  c.wanted = true;
+  c.came_up = false;
+  c.quick_failures = 0;
+  c.backoff = options_.initial_backoff;
+  if (c.pid < 0 && !spawn(c)) c.restart_at = Clock::now() + c.backoff;
+}
+
+void Supervisor::stop(size_t index) {
+  Child& c = children_[index];
+  if (!c.wanted) return;
+  c.wanted = false;
+  if (c.pid > 0) {
+    GLM_LOG_INFO("serve: stopping %s (pid %d)", c.spec.name.c_str(), static_cast<int>(c.pid));
+    ::kill(c.pid, SIGTERM);
+  } else if (on_exit) {
+    on_exit(index, "was not running");
+  }
+}
+
+void Supervisor::watch(int fd, std::function<void()> on_readable) {
+  watched_.emplace_back(fd, std::move(on_readable));
+}
+
+void Supervisor::unwatch(int fd) {
+  for (auto it = watched_.begin(); it != watched_.end(); ++it) {
+    if (it->first == fd) {
+      watched_.erase(it);
+      return;
+    }
+  }
+}
+
 void Supervisor::signal_all(int sig) {
   for (const Child& c : children_) {
     if (c.pid > 0) ::kill(c.pid, sig);
@@ -111,6 +149,20 @@ void Supervisor::reap(bool stopping, int* rc, bool* give_up) {
         GLM_LOG_INFO("serve: %s %s", c.spec.name.c_str(), describe_status(status).c_str());
         break;
       }
+      const size_t index = static_cast<size_t>(&c - children_.data());
+      if (!c.wanted || (c.spec.on_demand && !c.came_up)) {
+        if (c.wanted) {
+          GLM_LOG_ERROR(
+              "serve: %s %s before it was ready; not restarted (see its messages "
+              "above)",
+              c.spec.name.c_str(), describe_status(status).c_str());
+        } else {
+          GLM_LOG_INFO("serve: %s %s", c.spec.name.c_str(), describe_status(status).c_str());
+        }
+        c.wanted = false;
+        if (on_exit) on_exit(index, describe_status(status));
+        break;
+      }
       if (ran >= options_.stable_after) {
         c.backoff = options_.initial_backoff;
         c.quick_failures = 0;
@@ -139,9 +191,14 @@ int Supervisor::run() {
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  const int sfd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) {
+    GLM_LOG_ERROR("serve: signalfd: %s", std::strerror(errno));
+    return 1;
+  }
 
   for (Child& c : children_) {
-    if (!spawn(c)) c.restart_at = Clock::now() + c.backoff;
+    if (c.wanted && !spawn(c)) c.restart_at = Clock::now() + c.backoff;
   }
   bool stopping = false;
   int rc = 0;
@@ -155,15 +212,31 @@ int Supervisor::run() {
     }
     auto wake = next_tick;
     for (const Child& c : children_) {
-      if (c.pid < 0 && !stopping && c.restart_at < wake) wake = c.restart_at;
+      if (c.pid < 0 && c.wanted && !stopping && c.restart_at < wake) wake = c.restart_at;
     }
     if (stopping && kill_at < wake) wake = kill_at;
-    const auto wait_ns = std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::nanoseconds>(wake - Clock::now()).count());
-    timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
-    siginfo_t info;
-    const int sig = ::sigtimedwait(&set, &info, &ts);
-    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+    const auto wait_ms = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count() + 1);
+    std::vector<pollfd> fds = {{sfd, POLLIN, 0}};
+    if (!stopping) {  // stopping: only signals and children matter
+      for (const auto& w : watched_) fds.push_back({w.first, POLLIN, 0});
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(wait_ms, 60000)));
+    // A callback may watch or unwatch: the ready ones are collected first.
+    std::vector<std::function<void()>> ready;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      for (const auto& w : watched_) {
+        if (w.first == fds[i].fd) ready.push_back(w.second);
+      }
+    }
+    for (auto& cb : ready) cb();
+    std::vector<int> sigs;  // each stop signal counts: a second one kills at once
+    signalfd_siginfo si;
+    while (::read(sfd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      if (si.ssi_signo != SIGCHLD) sigs.push_back(static_cast<int>(si.ssi_signo));
+    }
+    for (const int sig : sigs) {
       if (!stopping) {
         GLM_LOG_INFO("serve: %s received; stopping the children gracefully", strsignal(sig));
         stopping = true;
@@ -195,11 +268,12 @@ int Supervisor::run() {
       continue;
     }
     for (Child& c : children_) {
-      if (c.pid < 0 && Clock::now() >= c.restart_at) {
+      if (c.pid < 0 && c.wanted && Clock::now() >= c.restart_at) {
         if (!spawn(c)) c.restart_at = Clock::now() + c.backoff;
       }
     }
   }
+  ::close(sfd);
   ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
   return rc;
 }

@@ -9,9 +9,16 @@
 // terminal's Ctrl-C reaches only the supervisor, which forwards it once) and get SIGTERM if the
 // supervisor dies (PR_SET_PDEATHSIG).
 //
-// Thread-safety: run() blocks SIGCHLD/SIGTERM/SIGINT/SIGHUP in the calling thread and handles
-// them synchronously; call it from the main thread of a process that has started no other
-// threads (signals must be blocked process-wide for sigtimedwait to see them).
+// On-demand children (ChildSpec::on_demand: the engines of `serve --model A --model B`) start
+// only when start(i) is called and stop for good on stop(i) (SIGTERM: they drain). One that exits
+// before it came up is not restarted (a model that fails to load fails the same way again):
+// on_exit tells the owner, and the next start(i) tries again. Once up, it is restarted like any
+// other child until stop(i).
+//
+// Thread-safety: run() blocks SIGCHLD/SIGTERM/SIGINT/SIGHUP in the calling thread and reads
+// them from a signalfd in its poll loop, beside the descriptors given to watch(); call it from
+// the main thread of a process that has started no other threads (signals must be blocked
+// process-wide). Every callback runs on that thread, and start/stop/watch are called from them.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +26,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace glm::serve {
@@ -31,6 +39,7 @@ struct ChildSpec {
   // supervisor keeps open, so the port stays its own across restarts); -1 = none. Every
   // other descriptor of the supervisor should be close-on-exec.
   int pass_fd = -1;
+  bool on_demand = false;  // not started by run(): start(i) / stop(i)
 };
 
 struct SupervisorOptions {
@@ -57,6 +66,21 @@ class Supervisor {
   // thread that runs run() (on_tick, on_start).
   void mark_up(size_t index);
 
+  // On-demand children: start one that is not running (a no-op when it runs or is due to
+  // restart), or stop one (SIGTERM once; never restarted until the next start()).
+  void start(size_t index);
+  void stop(size_t index);
+  // The child's pid, or -1 when it is not running.
+  pid_t pid(size_t index) const { return children_[index].pid; }
+  // Called when a child exited and will not be restarted (stop(), or an on-demand child that
+  // never came up), with how it ended ("exited with code 1"). Not called while serve stops.
+  std::function<void(size_t, const std::string&)> on_exit;
+
+  // Calls `on_readable` from run()'s loop whenever `fd` is readable (or hung up); unwatch()
+  // before closing it.
+  void watch(int fd, std::function<void()> on_readable);
+  void unwatch(int fd);
+
   // Runs until stopped by a signal (returns 0 if every child stopped cleanly, else 1) or until
   // a child that never came up keeps failing at startup (returns 1).
   int run();
@@ -70,6 +94,7 @@ class Supervisor {
     std::chrono::milliseconds backoff{0};
     int quick_failures = 0;
     bool came_up = false;  // mark_up() was called for it once: never given up on
+    bool wanted = true;    // runs, or is restarted when it dies (false: on-demand and stopped)
   };
 
   bool spawn(Child& child);
@@ -79,6 +104,7 @@ class Supervisor {
 
   std::vector<Child> children_;
   SupervisorOptions options_;
+  std::vector<std::pair<int, std::function<void()>>> watched_;
 };
 
 }  // namespace glm::serve
