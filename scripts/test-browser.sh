@@ -4,6 +4,8 @@
 # free loopback ports, with a fresh database. Cleans up everything it started.
 #   scripts/test-browser.sh               run the tests
 #   GLM_MEASURE=1 scripts/test-browser.sh also measure latency, page weight and first paint
+#   GLM_MEASURE_JSON=FILE                  with GLM_MEASURE=1: also write the runs as JSON for
+#                                          `glmserve bench serve --report R.html --browser FILE`
 #   GLMSERVE=path/to/glmserve              use another binary (default build/glmserve)
 set -euo pipefail
 cd "$(dirname "$0")/.."
