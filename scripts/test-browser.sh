@@ -46,6 +46,6 @@ done
 [ -n "$URL" ] || { cat "$TMP/web.out"; echo "test-browser: glmserve web did not start" >&2; exit 1; }
 echo "test-browser: gateway at $URL"
 
-export GLM_WEB_URL="$URL" GLM_FAKE_LOG="$TMP/engine.log"
+export GLM_WEB_URL="$URL" GLM_FAKE_LOG="$TMP/engine.log" GLMSERVE
 node --test tests/browser/*.test.mjs
 if [ "${GLM_MEASURE:-0}" = 1 ]; then node tests/browser/measure.mjs; fi

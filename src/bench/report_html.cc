@@ -54,7 +54,7 @@ std::string bar_chart(const std::string& title, const std::string& unit,
                       const std::vector<std::string>& groups,
                       const std::vector<std::string>& series,
                       const std::vector<std::vector<Cell>>& values) {
-  const int width = 680, height = 280, left = 64, right = 16, top = 40, bottom = 48;
+  const int width = 680, height = 290, left = 64, right = 16, top = 50, bottom = 48;
   const int plot_w = width - left - right, plot_h = height - top - bottom;
   double max_v = 0;
   for (const auto& row : values) {
@@ -89,9 +89,11 @@ std::string bar_chart(const std::string& title, const std::string& unit,
        std::to_string(top + plot_h) + "\"/>";
   // Bars.
   const double group_w = groups.empty() ? plot_w : static_cast<double>(plot_w) / groups.size();
-  const double bar_w = group_w * 0.8 / std::max<size_t>(1, series.size());
+  // Bars at most 64 px wide, centred in their group.
+  const size_t n_series = std::max<size_t>(1, series.size());
+  const double bar_w = std::min(group_w * 0.8 / n_series, 64.0);
   for (size_t g = 0; g < groups.size(); ++g) {
-    const double gx = left + g * group_w + group_w * 0.1;
+    const double gx = left + g * group_w + (group_w - bar_w * n_series) / 2;
     for (size_t k = 0; k < series.size() && g < values.size() && k < values[g].size(); ++k) {
       const Cell& c = values[g][k];
       if (!c.present) continue;
@@ -114,13 +116,13 @@ std::string bar_chart(const std::string& title, const std::string& unit,
     s += "<text class=\"xt\" x=\"" + num(left + (g + 0.5) * group_w, 1) + "\" y=\"" +
          std::to_string(top + plot_h + 18) + "\">" + html_escape(groups[g]) + "</text>";
   }
-  // Legend.
+  // Legend, on its own line under the title.
   if (series.size() > 1) {
-    int lx = width - right - 110 * static_cast<int>(series.size());
-    for (size_t k = 0; k < series.size(); ++k, lx += 110) {
+    int lx = left;
+    for (size_t k = 0; k < series.size(); ++k, lx += 140) {
       s += "<rect fill=\"" + std::string(kColors[k % 5]) + "\" x=\"" + std::to_string(lx) +
-           "\" y=\"8\" width=\"10\" height=\"10\"/><text class=\"lg\" x=\"" +
-           std::to_string(lx + 14) + "\" y=\"17\">" + html_escape(series[k]) + "</text>";
+           "\" y=\"26\" width=\"10\" height=\"10\"/><text class=\"lg\" x=\"" +
+           std::to_string(lx + 14) + "\" y=\"35\">" + html_escape(series[k]) + "</text>";
     }
   }
   s += "</svg></figure>\n";
