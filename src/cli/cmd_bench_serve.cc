@@ -23,6 +23,7 @@
 #include "daemon/daemon.h"
 #include "gguf/gguf.h"
 #include "hub/file_type.h"
+#include "kernels/thread_pool.h"
 #include "testing/echo_engine.h"
 
 namespace glm::cli {
@@ -164,7 +165,10 @@ int cmd_bench_serve(int argc, char** argv) {
     report.date_utc = utc_now();
     report.cpu_model = bench::cpu_model_name();
     report.cpus = static_cast<int>(std::thread::hardware_concurrency());
-    report.threads = *threads > 0 ? std::to_string(*threads) : "engine default (physical cores)";
+    report.threads = echo           ? std::string("none (echo engine)")
+                     : *threads > 0 ? std::to_string(*threads)
+                                    : std::to_string(kernels::physical_cores()) +
+                                          " (the engine's default: physical cores)";
     report.runs = static_cast<int>(*runs);
     report.warmup = static_cast<int>(*warmup);
     report.max_tokens = static_cast<int>(*max_tokens);
