@@ -311,7 +311,7 @@ void reference_section(std::string* out) {
   s += html_escape(kStudyTitle);
   s += "</a> (<code>";
   s += kStudyUrl;
-  s += "</code>), which measured the same ChatGLM3 model behind two Python front ends, Gradio and "
+  s += "</code>), which measured ChatGLM3-6B-32k behind two Python front ends, Gradio and "
        "Streamlit, with three fixed prompts of the same three kinds (a short question, "
        "~200 characters of marketing copy, a code security review). This report's prompts are "
        "its own wording of those kinds.</p>\n"

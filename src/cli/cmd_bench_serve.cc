@@ -3,7 +3,7 @@
 // session, drop min and max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT
 // by turn. The socket layer is a Daemon in this process over the same engine (the protocol, the
 // socket and the I/O thread are all on the path; only the process boundary is not) unless --socket
-// names an external engine.
+// names an external engine. --report writes the results as one HTML page (src/bench/report_html.h).
 #include <stdlib.h>
 #include <unistd.h>
 
