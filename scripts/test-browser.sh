@@ -4,6 +4,8 @@
 # free loopback ports, with a fresh database. Cleans up everything it started.
 #   scripts/test-browser.sh               run the tests
 #   GLM_MEASURE=1 scripts/test-browser.sh also measure latency, page weight and first paint
+#   GLM_MEASURE_JSON=FILE                  with GLM_MEASURE=1: also write the runs as JSON for
+#                                          `glmserve bench serve --report R.html --browser FILE`
 #   GLMSERVE=path/to/glmserve              use another binary (default build/glmserve)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +46,6 @@ done
 [ -n "$URL" ] || { cat "$TMP/web.out"; echo "test-browser: glmserve web did not start" >&2; exit 1; }
 echo "test-browser: gateway at $URL"
 
-export GLM_WEB_URL="$URL" GLM_FAKE_LOG="$TMP/engine.log"
+export GLM_WEB_URL="$URL" GLM_FAKE_LOG="$TMP/engine.log" GLMSERVE
 node --test tests/browser/*.test.mjs
 if [ "${GLM_MEASURE:-0}" = 1 ]; then node tests/browser/measure.mjs; fi

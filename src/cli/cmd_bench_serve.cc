@@ -3,20 +3,27 @@
 // session, drop min and max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT
 // by turn. The socket layer is a Daemon in this process over the same engine (the protocol, the
 // socket and the I/O thread are all on the path; only the process boundary is not) unless --socket
-// names an external engine.
+// names an external engine. --report writes the results as one HTML page (src/bench/report_html.h).
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "bench/latency_probe.h"
+#include "bench/report_html.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
+#include "gguf/gguf.h"
+#include "hub/file_type.h"
+#include "kernels/thread_pool.h"
 #include "testing/echo_engine.h"
 
 namespace glm::cli {
@@ -34,6 +41,9 @@ constexpr const char* kUsage =
     "  --turns N           multi-turn conversation length (default 5); --no-turns skips it\n"
     "  --http URL          also measure through a running gateway (http://127.0.0.1:8080)\n"
     "  --socket PATH       measure an external engine instead of the in-process daemon\n"
+    "  --report FILE.html  also write the results as one self-contained HTML page\n"
+    "  --browser FILE      add the page's click-to-first-character to the report (the JSON\n"
+    "                      that GLM_MEASURE_JSON=FILE node tests/browser/measure.mjs writes)\n"
     "  --threads T --ctx-size N --max-batch B   engine options\n";
 
 struct Prompt {
@@ -79,6 +89,34 @@ struct LayerResult {
   int tokens = 0;
 };
 
+// One shell word as typed: kept when it holds no special character, else single-quoted.
+std::string shell_quote(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789_./:=,@%+-") == std::string::npos;
+  if (plain) return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// "chatglm, Q4_0" from the GGUF header (cost: one mmap and a metadata parse).
+std::string model_type(const std::string& path) {
+  auto f = gguf::File::open(path);
+  if (!f.ok()) return "unknown (" + f.status().message() + ")";
+  auto arch = (*f)->get_string("general.architecture");
+  return (arch.ok() ? *arch : std::string("?")) + ", " + hub::weight_type_name(**f);
+}
+
 }  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
@@ -86,10 +124,11 @@ int cmd_bench_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
-                           "socket", "threads", "ctx-size", "max-batch", "echo-delay"},
-                          {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
+  auto args =
+      Args::parse(argc, argv,
+                  {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
+                   "socket", "threads", "ctx-size", "max-batch", "echo-delay", "report", "browser"},
+                  {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   auto runs = args->get_int("runs", 10);
@@ -115,6 +154,44 @@ int cmd_bench_serve(int argc, char** argv) {
   }
   if (args->has("no-sweep")) sweep.clear();
   const std::string http = args->get("http");
+  // The report: its file opened now (a bad path fails before minutes of measuring), the
+  // browser's measurements read now for the same reason.
+  const std::string report_path = args->get("report");
+  std::ofstream report_file;
+  bench::ReportInput report;
+  if (!report_path.empty()) {
+    report.command_line = "glmserve bench serve";
+    for (int i = 0; i < argc; ++i) report.command_line += " " + shell_quote(argv[i]);
+    report.date_utc = utc_now();
+    report.cpu_model = bench::cpu_model_name();
+    report.cpus = static_cast<int>(std::thread::hardware_concurrency());
+    report.threads = echo           ? std::string("none (echo engine)")
+                     : *threads > 0 ? std::to_string(*threads)
+                                    : std::to_string(kernels::physical_cores()) +
+                                          " (the engine's default: physical cores)";
+    report.runs = static_cast<int>(*runs);
+    report.warmup = static_cast<int>(*warmup);
+    report.max_tokens = static_cast<int>(*max_tokens);
+    for (const Prompt& p : kPrompts) report.prompts.push_back({p.name, p.text});
+  } else if (args->has("browser")) {
+    return fail(invalid_argument("--browser only adds to a report: add --report FILE.html"));
+  }
+  if (args->has("browser")) {
+    std::ifstream bf(args->get("browser"), std::ios::binary);
+    if (!bf) return fail(invalid_argument("--browser: cannot read " + args->get("browser")));
+    std::stringstream text;
+    text << bf.rdbuf();
+    auto b = bench::parse_browser_json(text.str());
+    if (!b.ok()) return fail(b.status());
+    report.browser.push_back(std::move(b).value());
+  }
+  if (!report_path.empty()) {
+    report_file.open(report_path, std::ios::binary | std::ios::trunc);
+    if (!report_file) {
+      return fail(invalid_argument("--report: cannot write " + report_path +
+                                   " (check the directory exists and is writable)"));
+    }
+  }
   // Per-request log lines would land inside the measured path; keep them out unless asked for.
   if (std::getenv("GLMSERVE_LOG") == nullptr) set_log_level(LogLevel::kWarn);
 
@@ -141,6 +218,9 @@ int cmd_bench_serve(int argc, char** argv) {
   }
   engine::Engine* eng = engine.get();
   const std::string model_name = eng->model_name();
+  report.model_name = model_name;
+  report.model_type = echo ? "echo engine (no model: the serving stack's own cost)"
+                           : model_type(args->get("model"));
 
   // The socket layer: an in-process daemon over the same engine, or an external one.
   std::string socket = args->get("socket");
@@ -211,13 +291,20 @@ int cmd_bench_serve(int argc, char** argv) {
     }
     for (Layer layer : layers) {
       const LayerResult& r = res[layer];
+      const bench::LayerRow row{p.name,
+                                kLayerNames[layer],
+                                bench::summarize(r.ttft),
+                                bench::summarize(r.tpot),
+                                bench::summarize(r.e2e),
+                                r.tokens};
       std::printf("| %s | %s | %s | %s | %s | %d |\n", p.name, kLayerNames[layer],
-                  fmt(bench::summarize(r.ttft)).c_str(), fmt(bench::summarize(r.tpot)).c_str(),
-                  fmt(bench::summarize(r.e2e)).c_str(), r.tokens);
+                  fmt(row.ttft).c_str(), fmt(row.tpot).c_str(), fmt(row.e2e).c_str(), r.tokens);
+      report.layers.push_back(row);
     }
     overhead_all.insert(overhead_all.end(), overhead.begin(), overhead.end());
   }
   const Summary ov = bench::summarize(overhead_all);
+  report.socket_overhead = ov;
   std::printf(
       "\nsocket overhead (socket TTFT - in-process TTFT, paired runs): median %.3f ms, "
       "mean %.3f ± %.3f ms\n",
@@ -263,6 +350,8 @@ int cmd_bench_serve(int argc, char** argv) {
       }
       const Summary agg = bench::summarize(tps);
       if (base_tps == 0) base_tps = agg.mean;
+      report.sweep.push_back(
+          {users, bench::summarize(ttft), bench::summarize(tpot), bench::summarize(e2e), agg});
       std::printf("| %d | %s | %s | %s | %.2f ± %.2f | %.2fx |\n", users,
                   fmt(bench::summarize(ttft)).c_str(), fmt(bench::summarize(tpot)).c_str(),
                   fmt(bench::summarize(e2e)).c_str(), agg.mean, agg.stddev,
@@ -308,12 +397,20 @@ int cmd_bench_serve(int argc, char** argv) {
     const double first = bench::summarize(ttft[0]).mean;
     for (int t = 0; t < *turns; ++t) {
       const Summary s = bench::summarize(ttft[t]);
+      report.turns.push_back(
+          {t + 1, bench::summarize(prompt[t]).mean, bench::summarize(cached[t]).mean, s});
       std::printf("| %d | %.0f | %.0f | %s | %.2fx |\n", t + 1, bench::summarize(prompt[t]).mean,
                   bench::summarize(cached[t]).mean, fmt(s).c_str(),
                   first > 0 ? s.mean / first : 0.0);
     }
   }
   cleanup();
+  if (!report_path.empty()) {
+    report_file << bench::render_report_html(report);
+    report_file.close();
+    if (!report_file) return fail(invalid_argument("--report: writing " + report_path + " failed"));
+    std::printf("\nreport: %s\n", report_path.c_str());
+  }
   return 0;
 }
 

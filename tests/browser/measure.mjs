@@ -2,7 +2,9 @@
 // minus the engine's own TTFT for the same request (3 warm-ups, 10 runs; median, and mean and
 // stddev without min and max), page weight (bytes transferred, gzip) and time to first paint.
 // Run by scripts/test-browser.sh with GLM_MEASURE=1 (needs GLM_WEB_URL; the engine may be the
-// fake one or a real `glmserve engine`).
+// fake one or a real `glmserve engine`). GLM_MEASURE_JSON=FILE also writes the measured runs as
+// JSON for `glmserve bench serve --report R.html --browser FILE` (src/bench/report_html.h).
+import { writeFileSync } from 'node:fs';
 import { api, newPage, openBrowser, send, waitDone } from './harness.mjs';
 
 const WARMUP = 3;
@@ -55,6 +57,18 @@ try {
   console.log(`overhead above engine TTFT: median ${fmt(median)} ms; mean ${fmt(mean)} ± ${fmt(sd)} ms (min/max dropped), n=${RUNS} after ${WARMUP} warm-ups`);
   console.log(`page weight: ${load.transferred} B transferred (${(load.transferred / 1024).toFixed(1)} KiB, ${load.files} files), ${load.decoded} B decoded`);
   console.log(`first paint ${fmt(load.firstPaint)} ms, first contentful paint ${fmt(load.firstContentfulPaint)} ms, DOMContentLoaded ${fmt(load.domContentLoaded)} ms`);
+  if (process.env.GLM_MEASURE_JSON) {
+    const out = {
+      prompt,
+      warmup: WARMUP,
+      first_char_ms: rows.map((r) => r.firstChar),
+      engine_ttft_ms: rows.map((r) => r.engineTtft),
+      page_bytes_transferred: load.transferred,
+      first_contentful_paint_ms: load.firstContentfulPaint,
+    };
+    writeFileSync(process.env.GLM_MEASURE_JSON, `${JSON.stringify(out, null, 1)}\n`);
+    console.log(`wrote ${process.env.GLM_MEASURE_JSON}`);
+  }
 } finally {
   await browser.close();
 }
