@@ -160,6 +160,7 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   }
 
   answer_parent_ = history.empty() ? 0 : history.back().id;
+  if (!turn.model.empty()) meta_["model"] = turn.model;  // several models: which one answers
   protocol::Request request;
   request.type = protocol::RequestType::kGenerate;
   request.id = request_id;

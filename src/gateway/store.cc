@@ -129,7 +129,7 @@ json message_json(const StoredMessage& m) {
             {"meta", parse_or_empty(m.meta_json)},
             {"created_ms", m.created_ms},
             {"parent_id", m.parent_id}};
-  if (!m.siblings.empty()) j["siblings"] = m.siblings;
+  if (m.siblings.size() > 1) j["siblings"] = m.siblings;  // only a place with versions
   return j;
 }
 

@@ -410,3 +410,26 @@ test('the answer being made shows its state: reading the prompt with %, then wri
   assert.equal(await answer.getAttribute('data-state'), null, 'the live state ends with the answer');
   await page.context().close();
 });
+
+test('a message sent while the model loads waits with the load progress, then goes out', async () => {
+  const page = await newPage(browser, { locale: 'en-US' });
+  assert.equal(await page.locator('#demo-badge').isVisible(), false, 'fake-glm says nothing of random weights');
+  let answer = await send(page, 'first [load-next]');
+  await waitDone(answer);
+  await new Promise((r) => setTimeout(r, 400)); // the fake engine is loading now (1.5 s)
+  const before = engineLog().filter((e) => e.kind === 'refused').length;
+  answer = await send(page, 'sent while it loads');
+  await page.locator('.msg.assistant .stats', { hasText: /Loading the model \d+%/ }).waitFor();
+  // Once loaded the same turn goes out again and is answered in the same place.
+  const last = page.locator('.msg.assistant').last();
+  await last.locator('.bubble', { hasText: 'Echo: sent while it loads' }).waitFor({ timeout: 15000 });
+  await last.locator('xpath=self::*[@data-status="complete"]').waitFor();
+  assert.equal(engineLog().filter((e) => e.kind === 'refused').length, before + 1, 'refused once');
+  assert.equal(await page.locator('.msg.assistant').count(), 2);
+  const conv = await api(`/api/conversations/${new URL(page.url()).hash.slice(1)}`);
+  assert.equal(conv.messages.length, 4);
+  assert.equal(conv.messages[3].status, 'complete');
+  assert.equal(conv.messages[3].content, 'Echo: sent while it loads');
+  assert.equal(conv.messages[3].siblings, undefined, 'the same answer row, no second version');
+  await page.context().close();
+});

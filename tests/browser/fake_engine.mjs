@@ -4,6 +4,7 @@
 //   [reload] 100 words, 30 ms apart (re-attach after a reload)
 //   [fail]   20 words, an engine error after the 5th (unless resumed: continue tests)
 //   [math]   TeX: inline $...$, a $$...$$ block, and dollar amounts that are not math
+//   [load-next] after the answer, 1.5 s of "loading" (health with progress; generates refused)
 //   [reading] progress events (a prompt read in 5 chunks, 150 ms apart) before the answer
 //   [long]   40 words, 5 ms apart; every answer ends with "length" at params.max_tokens pieces
 // tokenize: one id a word, from 0; a generate with `resume` goes on after that many pieces.
@@ -57,7 +58,18 @@ function script(text, tools) {
   return { delay: 10, pieces: Array.from(echo.matchAll(/[\s\S]{1,4}/gu), (m) => m[0]) };
 }
 
+// [load-next]: after this answer the "model" loads again for LOAD_MS (health says loading,
+// with progress; generate requests are refused as unavailable meanwhile, as the real engine's).
+const LOAD_MS = 1500;
+let loadingUntil = 0;
+const loading = () => Date.now() < loadingUntil;
+
 function generate(conn, req) {
+  if (loading()) {
+    log({ kind: 'refused', id: req.id });
+    conn.write(`${JSON.stringify({ id: req.id, event: 'error', code: 'unavailable', message: 'the model is still loading; retry when health says ready', retry_after_ms: 1000 })}\n`);
+    return;
+  }
   const t0 = performance.now();
   const flag = { cancelled: false };
   flags.set(req.id, flag);
@@ -65,6 +77,7 @@ function generate(conn, req) {
   const msgs = req.messages || [];
   const last = msgs.length ? msgs[msgs.length - 1].content : req.prompt || '';
   const resume = req.resume || [];
+  if (last.includes('[load-next]')) setTimeout(() => { loadingUntil = Date.now() + LOAD_MS; }, 200);
   log({ kind: 'request', id: req.id, conversation: req.conversation || '', messages: msgs,
     params: req.params || {}, resume: resume.length, tools: req.tools || null });
   send({ event: 'queued', position: 0 });
@@ -130,7 +143,14 @@ const server = net.createServer((conn) => {
       }
       const type = req.type || 'generate';
       if (type === 'health') {
-        conn.write(`${JSON.stringify({ id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1 })}\n`);
+        const h = { id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1 };
+        if (loading()) {
+          // A model being loaded: health says so with the bytes read so far.
+          const total = 4 << 20;
+          const done = Math.min(total - 1, Math.floor(total * (1 - (loadingUntil - Date.now()) / LOAD_MS)));
+          Object.assign(h, { status: 'loading', load: { done_bytes: done, total_bytes: total } });
+        }
+        conn.write(`${JSON.stringify(h)}\n`);
       } else if (type === 'tokenize') {
         const tokens = (req.text || '').split(/\s+/).filter(Boolean).map((_, k) => k);
         conn.write(`${JSON.stringify({ id: req.id, event: 'tokens', tokens })}\n`);

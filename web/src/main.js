@@ -22,6 +22,8 @@ const ui = {
   tools: $('tools'),
   engine: $('engine-state'),
   model: $('model-name'),
+  modelPick: $('model-pick'),
+  demo: $('demo-badge'),
   exportBtn: $('export-conv'),
   scrim: $('scrim'),
 };
@@ -31,6 +33,8 @@ const state = {
   conversations: [],
   running: null, // {requestId, stopRequested, ctrl, view}
   pendingTool: null, // the function the last answer called: the composer takes its result
+  health: null, // the last /health answer
+  models: [], // several models under one serve: [{name, state, ...}] (else empty)
 };
 
 // ---- settings -------------------------------------------------------------------------------
@@ -238,7 +242,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Sends one chat request and streams the answer into a new AnswerView. `t0` is the moment of
 // the click / key press, for the click-to-first-character measurement.
-async function run(body, userText, t0) {
+async function run(body, userText, t0, opts = {}) {
   const tools = toolsValue();
   let isNew = false; // a new conversation: listed as soon as its first turn started
   if (!state.convId) {
@@ -257,6 +261,7 @@ async function run(body, userText, t0) {
   body.params = params();
   body.system_prompt = ui.system.value;
   body.tools = tools;
+  if (chosenModel()) body.model = chosenModel();
   const response = api.openChat(convId, body, ctrl.signal);
   let userEl = null;
   if (userText !== null) {
@@ -273,6 +278,7 @@ async function run(body, userText, t0) {
   scrollToEnd(true);
   const job = newJob(convId, view, ctrl);
   job.isNew = isNew;
+  job.waited = !!opts.waited;
   // An edit or a regenerate made a new version: shown with its ‹ n/m › once it is stored.
   job.versioned = !!(body.regenerate || body.edit_message_id);
   await follow(job, response, t0, userEl);
@@ -368,6 +374,18 @@ async function follow(job, response, t0, userEl) {
     await sleep(Math.min(2000, 100 * 2 ** attempt));
     res = api.attach(job.convId, job.cursor.lastId + 1, job.ctrl.signal);
     attaching = true;
+  }
+  // Refused because the only model is still loading: wait for it, then send the same turn again
+  // into the same answer row (continue of an answer that failed before its first token).
+  if (failure && failure.code === 'unavailable' && !job.stopRequested && !job.waited &&
+      (await fetchHealth())?.status === 'loading') {
+    if (await waitForModel(view)) {
+      state.running = null;
+      setRunning(false);
+      view.root.remove();
+      await run({ continue: true }, null, t0, { waited: true });
+      return;
+    }
   }
   if (final) {
     view.finish(final.status, final.meta || {});
@@ -554,18 +572,63 @@ function applyTheme() {
   b.setAttribute('aria-label', b.title);
 }
 
-// The header names the model that answers (from /health) and its state: ready, loading, or
-// the engine not answering.
-async function watchHealth() {
-  let h = null;
+// The model the next answer comes from: the picker's choice when several are served.
+function chosenModel() {
+  return state.models.length > 1 ? ui.modelPick.value : '';
+}
+
+// The picker (several models): each model with its state; the choice is kept in the browser.
+function renderModels(models, defaultName) {
+  const several = models.length > 1;
+  ui.modelPick.hidden = !several;
+  if (!several) return;
+  const want = ui.modelPick.value || localStorage.getItem('glm.model') || defaultName;
+  const label = (m) => {
+    const s = m.state === 'loaded' ? '' : m.state === 'loading' ? t('stateLoading') : t('stateUnloaded');
+    return s ? `${m.name} (${s})` : m.name;
+  };
+  ui.modelPick.replaceChildren(...models.map((m) => {
+    const o = document.createElement('option');
+    o.value = m.name;
+    o.textContent = label(m);
+    return o;
+  }));
+  ui.modelPick.value = models.some((m) => m.name === want) ? want : defaultName;
+}
+
+async function fetchHealth() {
   try {
-    h = await (await fetch('/health', { cache: 'no-store' })).json();
+    return await (await fetch('/health', { cache: 'no-store' })).json();
   } catch {
-    h = null;
+    return null;
   }
+}
+
+// A message sent while the only model is still loading was refused: wait here, showing the
+// load's progress, until /health says ready (then the caller sends it again).
+async function waitForModel(view) {
+  for (;;) {
+    const h = await fetchHealth();
+    if (h?.status === 'ready') return true;
+    if (h?.status !== 'loading') return false;
+    view.stats.textContent = t('loadingModel', { pct: Math.floor(h.load?.percent ?? 0) });
+    view.root.dataset.state = 'loading';
+    await sleep(500);
+  }
+}
+
+// The header names the model that answers (from /health) and its state: ready, loading, or
+// the engine not answering; a model whose name says it has random weights gets a demo badge.
+async function watchHealth() {
+  const h = await fetchHealth();
+  state.health = h;
+  state.models = Array.isArray(h?.models) ? h.models : [];
+  renderModels(state.models, h?.model || '');
   const status = h?.status || 'down';
   const ok = status === 'ready';
-  ui.model.hidden = !h?.model;
+  ui.model.hidden = !h?.model || state.models.length > 1;
+  ui.demo.hidden = !/random weights/i.test(h?.model || '');
+  ui.demo.title = t('demoTitle');
   ui.model.textContent = h?.model || '';
   ui.model.dataset.state = status;
   ui.model.title = h?.model ? `${h.model} · ${t(ok ? 'modelReady' : 'modelLoading')}` : '';
@@ -632,6 +695,7 @@ function init() {
     });
   }
   ui.system.addEventListener('change', () => localStorage.setItem('glm.system', ui.system.value));
+  ui.modelPick.addEventListener('change', () => localStorage.setItem('glm.model', ui.modelPick.value));
   setControls(loadDefaults(), localStorage.getItem('glm.system') || '');
   setTitle('');
   updateRegenerate();

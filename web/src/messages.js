@@ -195,6 +195,7 @@ export class AnswerView {
   relabel() {
     const meta = this.meta || {};
     const parts = [];
+    if (meta.model) parts.push(meta.model); // several models: which one answered
     if (meta.ttft_ms !== undefined) parts.push(`${t('ttft')} ${Math.round(meta.ttft_ms)} ms`);
     if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} ${t('tokS')}`);
     if (meta.completion_tokens) parts.push(`${meta.completion_tokens} ${t('tokens')}`);

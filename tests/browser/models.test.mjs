@@ -1,0 +1,85 @@
+// The page in front of `glmserve serve` itself (not the fake engine): with two random-weight
+// models, a picker lists both with their state and the answer comes from the one chosen (the
+// stats line names it); with one such model, the header says "random weights — demo".
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { genModel, startServe } from '../clients/server.mjs';
+import { openBrowser } from './harness.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'glm-page-models-'));
+let browser;
+let a;
+let b;
+before(async () => {
+  browser = await openBrowser();
+  a = genModel(dir, 'chatglm3', 'chatglm3.tokenizer.model');
+  b = genModel(dir, 'glm4', 'glm4.tokenizer.model');
+});
+after(async () => {
+  await browser?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function open(url) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 800 }, locale: 'en-US' });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
+  await page.goto(url);
+  await page.waitForSelector('#input');
+  return page;
+}
+
+async function ask(page, text) {
+  const n = await page.locator('.msg.assistant').count();
+  await page.fill('#input', text);
+  await page.press('#input', 'Enter');
+  const answer = page.locator('.msg.assistant').nth(n);
+  await answer.locator('xpath=self::*[@data-status]').waitFor({ timeout: 60000 });
+  return answer;
+}
+
+test('two models: the picker lists both, and the chosen one answers', async () => {
+  const server = await startServe(a, ['--model', b, '--keep-alive', '-1']);
+  try {
+    const page = await open(server.url);
+    const pick = page.locator('#model-pick');
+    await pick.waitFor();
+    assert.deepEqual(await pick.locator('option').evaluateAll((o) => o.map((x) => x.value)),
+      ['chatglm3-tiny', 'glm4-tiny']);
+    assert.match(await pick.locator('option').nth(1).textContent(), /not loaded/);
+    await pick.selectOption('glm4-tiny');
+    const answer = await ask(page, '你好');
+    assert.equal(await answer.getAttribute('data-status'), 'complete');
+    assert.match(await answer.locator('.stats').textContent(), /^glm4-tiny · /);
+    // The gateway stored which model answered, and that model is loaded now, the other not.
+    const id = new URL(page.url()).hash.slice(1);
+    const conv = await (await fetch(`${server.url}/api/conversations/${id}`)).json();
+    assert.equal(conv.messages[1].meta.model, 'glm4-tiny');
+    const models = (await (await fetch(`${server.url}/v1/models`)).json()).data;
+    assert.deepEqual(models.map((m) => [m.id, m.state]), [['chatglm3-tiny', 'unloaded'], ['glm4-tiny', 'loaded']]);
+    // The choice is kept across a reload.
+    await page.reload();
+    await page.locator('#model-pick').waitFor();
+    assert.equal(await page.locator('#model-pick').inputValue(), 'glm4-tiny');
+    await page.context().close();
+  } finally {
+    await server.stop();
+  }
+});
+
+test('one random-weight model: the header names it and says it is a demo', async () => {
+  const server = await startServe(a);
+  try {
+    const page = await open(server.url);
+    await page.locator('#demo-badge').waitFor();
+    assert.equal(await page.locator('#demo-badge').textContent(), 'random weights — demo');
+    assert.match(await page.locator('#model-name').textContent(), /random weights/);
+    assert.equal(await page.locator('#model-pick').isVisible(), false);
+    await page.context().close();
+  } finally {
+    await server.stop();
+  }
+});
