@@ -21,7 +21,7 @@ PORT="${PORT:-8080}"
 if [ -z "$MODEL" ]; then
   MODEL=build/demo-chatglm3-small-q8_0.gguf
   if [ ! -f "$MODEL" ]; then
-    echo "No model given: writing a RANDOM-WEIGHT demo model to $MODEL. It answers gibberish;"
+    echo "No model given: writing a RANDOM-WEIGHT demo model to $MODEL. It answers in made-up words;"
     echo "to chat for real, pass a ChatGLM GGUF file: scripts/serve.sh path/to/chatglm3-6b.gguf"
     echo "(make one from a Hugging Face checkpoint with: build/glmserve convert HF_DIR -o M.gguf)"
     VOCAB=../shared/data/tokenizers/chatglm3.tokenizer.model

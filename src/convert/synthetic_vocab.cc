@@ -49,9 +49,32 @@ const char kGlm4Template[] =
     "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
     "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
+// Pronounceable syllables (onset, vowel, optional coda), so that a random-weight model's answers
+// read as made-up words ("▁trosan belmi ...") rather than letter noise: the demo model of
+// scripts/serve.sh has only this vocabulary when no real tokenizer is at hand.
+std::vector<std::string> syllables(bool with_coda) {
+  static const char* const kOnsets[] = {"b",  "c",  "d",  "f",  "g",  "h",  "j",  "k",  "l",  "m",
+                                        "n",  "p",  "r",  "s",  "t",  "v",  "w",  "y",  "z",  "ch",
+                                        "sh", "th", "tr", "pl", "br", "st", "gr", "cl", "fl", "qu"};
+  static const char* const kVowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "oo", "ou"};
+  static const char* const kCodas[] = {"", "n", "r", "s", "t", "l", "m", "nd", "ng", "st"};
+  std::vector<std::string> out;
+  for (const char* o : kOnsets) {
+    for (const char* v : kVowels) {
+      if (!with_coda) {
+        out.push_back(std::string(o) + v);
+        continue;
+      }
+      for (const char* c : kCodas) out.push_back(std::string(o) + v + c);
+    }
+  }
+  return out;
+}
+
 // Pieces in priority order: the space marker, printable ASCII, "▁" + letter, letter pairs,
-// "▁" + pair, triples, "▁" + triple. Stops at `limit`. Skips `reserved` (the special tokens:
-// ChatGLM's "sop"/"eop" are also letter triples, and a token text must be unique).
+// "▁" + pair, then made-up words: syllables and "▁" + syllable, then two-syllable word starts
+// ("▁" + word; so that most pieces open a word and answers have spaces). Stops at `limit`.
+// Skips `reserved` (the special tokens: a token text must be unique).
 std::vector<std::string> make_pieces(int64_t limit, const std::vector<const char*>& reserved) {
   std::vector<std::string> out;
   std::set<std::string> seen(reserved.begin(), reserved.end());
@@ -68,15 +91,18 @@ std::vector<std::string> make_pieces(int64_t limit, const std::vector<const char
   for (char c = 'a'; c <= 'z'; ++c) {
     for (char d = 'a'; d <= 'z'; ++d) add(std::string(kSpace) + c + d);
   }
-  for (char c = 'a'; c <= 'z'; ++c) {
-    for (char d = 'a'; d <= 'z'; ++d) {
-      for (char e = 'a'; e <= 'z'; ++e) add(std::string{c, d, e});
-    }
+  const std::vector<std::string> closed = syllables(true);
+  for (const std::string& s : closed) {
+    add(std::string(kSpace) + s);
+    add(s);
   }
-  for (char c = 'a'; c <= 'z'; ++c) {
-    for (char d = 'a'; d <= 'z'; ++d) {
-      for (char e = 'a'; e <= 'z'; ++e) add(std::string(kSpace) + c + d + e);
-    }
+  // Every (open, closed) pair once, the first syllable cycling fastest and the second taken
+  // with a stride coprime to their count, so that a vocabulary cut anywhere has every sound.
+  const std::vector<std::string> open = syllables(false);
+  const size_t n_pairs = open.size() * closed.size();
+  for (size_t k = 0; k < n_pairs && static_cast<int64_t>(out.size()) < limit; ++k) {
+    const std::string word = open[k % open.size()] + closed[(k / open.size() * 37) % closed.size()];
+    add(std::string(kSpace) + word);  // word starts only: most pieces open a word
   }
   return out;
 }
