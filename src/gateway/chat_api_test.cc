@@ -63,6 +63,8 @@ TEST(GatewayChat, StreamsAndStoresBothMessages) {
   EXPECT_EQ(c["messages"][1]["content"], "你好，世界！");
   EXPECT_EQ(c["messages"][1]["status"], "complete");
   EXPECT_GE(c["messages"][1]["meta"]["ttft_ms"].get<double>(), 0);
+  // Labelled with the model that wrote it (the engine's health names it).
+  EXPECT_EQ(c["messages"][1]["meta"]["model"], "fake-glm");
   // The engine got the system prompt, the message, the conversation id and the parameters.
   auto reqs = t.fake().requests();
   ASSERT_EQ(reqs.size(), 1u);

@@ -160,7 +160,7 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   }
 
   answer_parent_ = history.empty() ? 0 : history.back().id;
-  if (!turn.model.empty()) meta_["model"] = turn.model;  // several models: which one answers
+  if (!turn.answering_model.empty()) meta_["model"] = turn.answering_model;
   protocol::Request request;
   request.type = protocol::RequestType::kGenerate;
   request.id = request_id;

@@ -47,6 +47,8 @@ struct ChatTurn {
   // model as an observation), then the model answers it. A turn of its own, like continue.
   std::optional<std::string> tool_result;
   std::string model;  // several models: which answers ("" = the default)
+  // The model's name as stored with the answer (meta.model): `model`, or the one served.
+  std::string answering_model;
 };
 
 class ChatSession {

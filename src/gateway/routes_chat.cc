@@ -341,6 +341,9 @@ void Gateway::install_chat_routes() {
                                 "/api/conversations/" +
                                 conv->id + "/live)"));
     }
+    // Every answer is labelled with the model that writes it: one database serves every model
+    // and instance of a user (docs/gateway.md, "Which model answered").
+    turn->answering_model = turn->model.empty() ? model_name() : turn->model;
     auto session = std::make_shared<ChatSession>(store_.get(), std::move(conv).value());
     auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
     if (!request.ok()) return set_json_error(res, request.status());

@@ -349,6 +349,8 @@ test('the header names the model; the theme button shows its mode; the language 
   const answer = await send(page, 'hi');
   await waitDone(answer);
   assert.match(await answer.locator('.stats').textContent(), /tok\/s/);
+  // The answer is stored with its model's name, shown only when it is not the one serving.
+  assert.doesNotMatch(await answer.locator('.stats').textContent(), /fake-glm/);
   await page.click('#lang-toggle');
   assert.match(await answer.locator('.stats').textContent(), /词元\/秒/);
   assert.equal(await answer.locator('[data-act=copy]').textContent(), '复制');

@@ -2,7 +2,7 @@
 import * as api from './api.js';
 import { applyStatic, t, toggleLang } from './i18n.js';
 import { looksLikeMath, onMathReady, setMarkdown } from './markdown.js';
-import { AnswerView, copyText, editBox, toolResultView, userView } from './messages.js';
+import { AnswerView, copyText, editBox, modelLabels, toolResultView, userView } from './messages.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -624,6 +624,11 @@ async function watchHealth() {
   state.health = h;
   state.models = Array.isArray(h?.models) ? h.models : [];
   renderModels(state.models, h?.model || '');
+  const changed = modelLabels.current !== (h?.model || '') ||
+    modelLabels.several !== state.models.length > 1;
+  modelLabels.current = h?.model || '';
+  modelLabels.several = state.models.length > 1;
+  if (changed) for (const a of ui.messages.querySelectorAll('.msg.assistant')) a.view?.relabel();
   const status = h?.status || 'down';
   const ok = status === 'ready';
   ui.model.hidden = !h?.model || state.models.length > 1;

@@ -87,6 +87,10 @@ function versionNav(msg) {
   return nav;
 }
 
+// What the header knows of the models (main.js keeps it current): the one serving now, and
+// whether several are.
+export const modelLabels = { current: '', several: false };
+
 export function userView(msg) {
   const root = el('div', 'msg user');
   if (msg.id) root.dataset.id = msg.id;
@@ -195,7 +199,11 @@ export class AnswerView {
   relabel() {
     const meta = this.meta || {};
     const parts = [];
-    if (meta.model) parts.push(meta.model); // several models: which one answered
+    // Which model wrote it, when that is not obvious: several are served, or it is not the one
+    // serving now (one database keeps every model's conversations).
+    if (meta.model && (modelLabels.several || meta.model !== modelLabels.current)) {
+      parts.push(meta.model);
+    }
     if (meta.ttft_ms !== undefined) parts.push(`${t('ttft')} ${Math.round(meta.ttft_ms)} ms`);
     if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} ${t('tokS')}`);
     if (meta.completion_tokens) parts.push(`${meta.completion_tokens} ${t('tokens')}`);
