@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "core/unix_socket.h"
 #include "daemon/daemon.h"
-#include "daemon/unix_socket.h"
 #include "protocol/line_buffer.h"
 #include "protocol/sampling_json.h"
 
@@ -102,11 +102,11 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
 
 StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Request& request) {
   const auto t0 = Clock::now();
-  auto fd = daemon::connect_unix(socket_path);
+  auto fd = connect_unix(socket_path);
   if (!fd.ok()) return fd.status();
   Sample s;
   std::vector<Clock::time_point> token_times;
-  Status result = daemon::write_all(*fd, protocol::serialize_request(request) + "\n");
+  Status result = write_all(*fd, protocol::serialize_request(request) + "\n");
   protocol::LineBuffer in(64 << 20);
   std::string line;
   Clock::time_point end;

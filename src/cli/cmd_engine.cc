@@ -16,8 +16,8 @@
 #include "cli/commands.h"
 #include "cli/generate_common.h"
 #include "core/log.h"
+#include "core/unix_socket.h"
 #include "daemon/daemon.h"
-#include "daemon/unix_socket.h"
 #include "engine/engine.h"
 #include "testing/echo_engine.h"
 
@@ -103,7 +103,7 @@ int cmd_engine(int argc, char** argv) {
   dopts.socket_path = *socket;
   dopts.instance = args->get("instance");
   if (args->has("socket-mode")) {
-    auto mode = daemon::parse_socket_mode(args->get("socket-mode"));
+    auto mode = parse_socket_mode(args->get("socket-mode"));
     if (!mode.ok()) return fail(mode.status());
     dopts.socket_mode = *mode;
   }

@@ -27,7 +27,7 @@
 #include "cli/commands.h"
 #include "cli/generate_common.h"
 #include "core/log.h"
-#include "daemon/unix_socket.h"
+#include "core/unix_socket.h"
 #include "http/listen.h"
 #include "hub/store.h"
 #include "protocol/line_buffer.h"
@@ -99,10 +99,10 @@ StatusOr<std::string> socket_dir() {
 // `instance`); "foreign" if another instance's engine answers there; "" if none answers.
 std::string engine_health(const std::string& socket, const std::string& instance,
                           std::string* model) {
-  auto fd = daemon::connect_unix(socket);
+  auto fd = connect_unix(socket);
   if (!fd.ok()) return "";
   std::string status;
-  if (daemon::write_all(*fd, "{\"type\":\"health\"}\n").ok()) {
+  if (write_all(*fd, "{\"type\":\"health\"}\n").ok()) {
     pollfd p{*fd, POLLIN, 0};
     protocol::LineBuffer in(1 << 16);
     std::string line;
@@ -182,7 +182,7 @@ bool web_healthy(int listen_fd, int timeout_ms, const char* path = "/health") {
     const std::string req = std::string("GET ") + path + " HTTP/1.1\r\nHost: " + host + ":" +
                             std::to_string(http::local_port(listen_fd)) +
                             "\r\nConnection: close\r\n\r\n";
-    if (daemon::write_all(fd, req).ok()) {
+    if (write_all(fd, req).ok()) {
       std::string head;
       pollfd p{fd, POLLIN, 0};
       char buf[512];

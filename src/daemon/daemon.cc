@@ -11,8 +11,8 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/unix_socket.h"
 #include "daemon/connection.h"
-#include "daemon/unix_socket.h"
 
 namespace glm::daemon {
 namespace {

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/unix_socket.h"
+
 namespace glm::gateway {
 namespace {
 
@@ -119,24 +121,12 @@ bool EngineStream::cancel_sent() const {
 }
 
 StatusOr<int> EngineClient::connect_socket() const {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(addr.sun_path)) {
-    return invalid_argument("engine socket path '" + socket_path_ +
-                            "' is empty or longer than 107 bytes; use a shorter --engine path");
-  }
-  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return unavailable(std::string("socket(): ") + std::strerror(errno));
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return unavailable("the engine is not reachable at " + socket_path_ + " (" +
-                       std::strerror(err) +
-                       "); start it with `glmserve engine --model M --socket " + socket_path_ +
-                       "` or wait for it to restart");
-  }
-  return fd;
+  auto fd = connect_unix(socket_path_);
+  if (fd.ok() || fd.status().code() != ErrorCode::kUnavailable) return fd;
+  return unavailable("the engine is not reachable at " + socket_path_ + " (" +
+                     fd.status().message() +
+                     "); start it with `glmserve engine --model M --socket " + socket_path_ +
+                     "` or wait for it to restart");
 }
 
 StatusOr<std::unique_ptr<EngineStream>> EngineClient::start(

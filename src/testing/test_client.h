@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/unix_socket.h"
+#include "core/unix_socket.h"
 #include "protocol/line_buffer.h"
 #include "protocol/protocol.h"
 
@@ -21,7 +21,7 @@ namespace glm::testing {
 class TestClient {
  public:
   explicit TestClient(const std::string& path) : in_(64 << 20) {
-    auto fd = daemon::connect_unix(path);
+    auto fd = connect_unix(path);
     if (fd.ok()) fd_ = *fd;
     connect_status_ = fd.status();
   }
@@ -33,10 +33,8 @@ class TestClient {
   const Status& connect_status() const { return connect_status_; }
   int fd() const { return fd_; }
 
-  bool send(const std::string& line) {
-    return fd_ >= 0 && daemon::write_all(fd_, line + "\n").ok();
-  }
-  bool send_raw(const std::string& bytes) { return fd_ >= 0 && daemon::write_all(fd_, bytes).ok(); }
+  bool send(const std::string& line) { return fd_ >= 0 && write_all(fd_, line + "\n").ok(); }
+  bool send_raw(const std::string& bytes) { return fd_ >= 0 && write_all(fd_, bytes).ok(); }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   void close() {
     if (fd_ >= 0) ::close(fd_);

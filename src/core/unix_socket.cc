@@ -1,16 +1,19 @@
-#include "daemon/unix_socket.h"
+#include "core/unix_socket.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
-namespace glm::daemon {
+namespace glm {
 namespace {
 
 Status fill_address(const std::string& path, sockaddr_un* addr) {
@@ -108,6 +111,43 @@ StatusOr<int> connect_unix(const std::string& path) {
   return fd;
 }
 
+StatusOr<std::string> ask_unix(const std::string& path, const std::string& line, int timeout_ms,
+                               size_t max_reply_bytes) {
+  auto fd = connect_unix(path);
+  if (!fd.ok()) return fd.status();
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{*fd};
+  if (Status st = write_all(*fd, line); !st.ok()) {
+    return Status(ErrorCode::kUnavailable, "'" + path + "' closed the connection: " + st.message());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string reply;
+  char buf[8192];
+  for (;;) {
+    if (const size_t nl = reply.find('\n'); nl != std::string::npos) return reply.substr(0, nl);
+    if (reply.size() > max_reply_bytes) {
+      return Status(ErrorCode::kUnavailable, "the reply from '" + path + "' is over " +
+                                                 std::to_string(max_reply_bytes) + " bytes");
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    pollfd p{*fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) <= 0) {
+      return Status(ErrorCode::kUnavailable,
+                    "'" + path + "' did not answer within " + std::to_string(timeout_ms) + " ms");
+    }
+    const ssize_t n = ::read(*fd, buf, sizeof(buf));
+    if (n <= 0) {
+      return Status(ErrorCode::kUnavailable,
+                    "'" + path + "' closed the connection before answering");
+    }
+    reply.append(buf, static_cast<size_t>(n));
+  }
+}
+
 Status write_all(int fd, const std::string& data) {
   size_t off = 0;
   while (off < data.size()) {
@@ -121,4 +161,4 @@ Status write_all(int fd, const std::string& data) {
   return Status::Ok();
 }
 
-}  // namespace glm::daemon
+}  // namespace glm
