@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "engine/constrain.h"
 #include "engine/kv_disk.h"
@@ -19,6 +20,7 @@
 #include "model/kv_pool.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tool_call_stream.h"
 
 namespace glm::engine {
 
@@ -81,6 +83,7 @@ class RequestObserver : public scheduler::SeqObserver {
         filter_(std::move(filter)),
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
+        tool_names_(plan.tool_names),
         chat_(chat) {
     // A raw prompt is continued, not answered: the first generated token keeps its leading
     // space ("Once upon a time" + " there"), so the decoder must not treat it as the start of
@@ -130,6 +133,9 @@ class RequestObserver : public scheduler::SeqObserver {
     return !stop_.matched();
   }
   void on_finish(scheduler::FinishInfo* info) override;
+  // The digest of the history the client will send next turn: the request's messages and this
+  // answer as the client reads it (a tool call as its name and arguments).
+  uint64_t answer_tag() const;
   void on_error(const Status& status) override;
 
  private:
@@ -189,6 +195,7 @@ class RequestObserver : public scheduler::SeqObserver {
   std::unique_ptr<tok::AnswerFilter> filter_;
   int dropped_;
   uint64_t messages_digest_;
+  std::vector<std::string> tool_names_;  // the request's tools (PromptPlan::tool_names)
   bool chat_;
   std::string text_;              // everything emitted
   std::vector<int32_t> pending_;  // generated ids whose text is not sent yet
@@ -394,8 +401,20 @@ class EngineImpl final : public Engine {
       return plan_raw_prompt(*tokenizer_, raw_affixes_, request->prompt, request->params.max_tokens,
                              n_ctx_);
     }
-    return plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
-                            request->params.max_tokens, n_ctx_, !request->conversation.empty());
+    auto plan =
+        plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
+                         request->params.max_tokens, n_ctx_, !request->conversation.empty());
+    if (plan.ok() && !request->tools.empty()) {
+      auto functions = parse_json(request->tools, "tools");
+      if (functions.ok() && functions->is_array()) {
+        for (const auto& f : *functions) {
+          if (f.is_object() && f.contains("name") && f["name"].is_string()) {
+            plan->tool_names.push_back(f["name"].get<std::string>());
+          }
+        }
+      }
+    }
+    return plan;
   }
 
   StatusOr<std::vector<int32_t>> prompt_tokens(Request request) const override {
@@ -604,7 +623,7 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   // back disagree (a stop string cut the text) or the request did not complete.
   if (chat_ && !cancelled && !stop_.matched() && !group_) {
     info->save_conversation = true;
-    info->conversation_tag = digest_append(messages_digest_, tok::Message{"assistant", text_});
+    info->conversation_tag = answer_tag();
   }
   if (group_) {
     group_->choice_done(std::move(e));
@@ -612,6 +631,24 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   }
   sink_(e);
   engine_->finished(id_);
+}
+
+uint64_t RequestObserver::answer_tag() const {
+  if (tool_names_.empty()) return digest_append(messages_digest_, tok::Message{"assistant", text_});
+  // With tools, the client gets the answer read by the same rule (its text, then its call) and
+  // sends it back that way: the text as a message (if any), the call as a message naming the
+  // function with its arguments (api/openai.cc read_tool_calls, ChatSession likewise).
+  const tok::ToolAnswer a = tok::read_tool_answer(tool_names_, text_);
+  uint64_t tag = messages_digest_;
+  if (a.name.empty() || !a.content.empty()) {
+    tag = digest_append(tag, tok::Message{"assistant", a.content});
+  }
+  if (!a.name.empty()) {
+    tok::Message call{"assistant", "", a.name};
+    call.arguments = a.arguments;
+    tag = digest_append(tag, call);
+  }
+  return tag;
 }
 
 void RequestObserver::on_error(const Status& status) {

@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "model/eval.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tool_call_stream.h"
 
 namespace glm::engine {
 namespace {
@@ -127,6 +128,47 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
     m.push_back({"assistant", r.text[id]});
     m.push_back({"user", "and then? " + std::to_string(turn)});
   }
+}
+
+// A turn that calls a tool is sent back by the client as the call (its name and arguments) and
+// an observation: the engine tags the saved conversation with that history, so the next turn
+// reuses every token (before, the tag was the raw answer text's and the turn fell back to the
+// prefix cache). ChatGLM3 writes a Python block the client gets as JSON, and the call is forced
+// (a random-weight model would rarely call one by itself).
+TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  auto e = load(1);
+  ASSERT_NE(e, nullptr);
+  Results r;
+  const std::string tools =
+      R"([{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object",)"
+      R"("properties":{"city":{"type":"string","maxLength":8}},"required":["city"]}}])";
+  std::vector<tok::Message> m = {{"user", "What is the weather in Paris?"}};
+  Request first = greedy("call", m, 64);
+  first.conversation = "agent";
+  first.tools = tools;
+  first.constraint = {Constraint::Kind::kToolCall, tools};
+  ASSERT_TRUE(e->submit(first, r.sink()).ok());
+  ASSERT_TRUE(r.wait("call"));
+  const Event& d = r.done["call"];
+  ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
+  ASSERT_EQ(d.finish_reason, FinishReason::kStop);
+  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather"}, r.text["call"]);
+  ASSERT_EQ(a.name, "get_weather") << r.text["call"];
+  // The history as an OpenAI client sends it back: the call, then the tool's result.
+  tok::Message call{"assistant", "", "get_weather"};
+  call.arguments = a.arguments;
+  m.push_back(call);
+  m.push_back({"observation", R"({"temperature": 21})"});
+  Request next = greedy("after", m, 4);
+  next.conversation = "agent";
+  next.tools = tools;
+  ASSERT_TRUE(e->submit(next, r.sink()).ok());
+  ASSERT_TRUE(r.wait("after"));
+  ASSERT_EQ(r.done["after"].type, EventType::kDone) << r.done["after"].error.to_string();
+  // Every token of the first turn is in the cache: its prompt and the whole call.
+  EXPECT_EQ(r.start["after"].usage.cached_tokens,
+            d.usage.prompt_tokens + d.usage.completion_tokens);
 }
 
 // A model without a chat template (stories260K: the raw template joins the messages with "\n")

@@ -42,6 +42,10 @@ struct PromptPlan {
   uint64_t history_tag = 0;
   std::vector<int32_t> tail;
   uint64_t messages_digest = kEmptyDigest;  // digest of all `messages`
+  // The functions the answer may call (the request's tools): the engine reads its own answer as
+  // the client will (tok::read_tool_answer), so that the next turn, which sends a call back as
+  // its name and arguments, finds this turn's KV under the right tag.
+  std::vector<std::string> tool_names;
 };
 
 // want_split: compute history_tag/tail (the request belongs to a conversation).

@@ -1,0 +1,137 @@
+#include "tokenizer/tool_call_stream.h"
+
+#include <algorithm>
+
+#include "tokenizer/chat_template.h"
+
+namespace glm::tok {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+constexpr std::string_view kPythonBlock = "```";
+
+}  // namespace
+
+ToolCallStream::ToolCallStream(std::vector<std::string> names) : names_(std::move(names)) {}
+
+std::vector<ToolDelta> ToolCallStream::feed(const std::string& text) {
+  std::vector<ToolDelta> out;
+  switch (state_) {
+    case State::kContent:
+      emit_content(text, &out);
+      return out;
+    case State::kJsonArgs:
+      if (!text.empty()) out.push_back({ToolDelta::Kind::kArguments, text});
+      return out;
+    case State::kPythonArgs:
+      held_ += text;
+      return out;
+    case State::kStart:
+      held_ += text;
+      decide_start(&out);
+      return out;
+    case State::kArgsStart:
+      held_ += text;
+      decide_args(&out);
+      return out;
+  }
+  return out;
+}
+
+// Is the held text the start of "NAME\n" for an allowed name (keep holding), exactly one
+// (a call), or neither (content)?
+void ToolCallStream::decide_start(std::vector<ToolDelta>* out) {
+  const size_t nl = held_.find('\n');
+  if (nl == std::string::npos) {
+    const bool maybe = !held_.empty() && std::any_of(names_.begin(), names_.end(), [&](auto& n) {
+      return n.size() >= held_.size() && n.compare(0, held_.size(), held_) == 0;
+    });
+    if (maybe || held_.empty()) return;
+  } else {
+    const std::string first = held_.substr(0, nl);
+    if (std::find(names_.begin(), names_.end(), first) != names_.end()) {
+      name_ = first;
+      held_.erase(0, nl + 1);
+      state_ = State::kArgsStart;
+      out->push_back({ToolDelta::Kind::kCallStart, name_});
+      decide_args(out);
+      return;
+    }
+  }
+  // A plain answer: its leading whitespace is dropped, the rest flows as it comes.
+  state_ = State::kContent;
+  std::string held = std::move(held_);
+  held_.clear();
+  emit_content(held, out);
+}
+
+void ToolCallStream::emit_content(std::string_view text, std::vector<ToolDelta>* out) {
+  if (!content_started_) {
+    size_t b = 0;
+    while (b < text.size() && is_space(text[b])) ++b;
+    text.remove_prefix(b);
+    if (text.empty()) return;
+    content_started_ = true;
+  }
+  if (!text.empty()) out->push_back({ToolDelta::Kind::kContent, std::string(text)});
+}
+
+// ChatGLM3's block starts with ``` after optional whitespace; anything else is GLM-4 JSON.
+void ToolCallStream::decide_args(std::vector<ToolDelta>* out) {
+  size_t b = 0;
+  while (b < held_.size() && is_space(held_[b])) ++b;
+  const std::string_view rest = std::string_view(held_).substr(b);
+  const size_t n = std::min(rest.size(), kPythonBlock.size());
+  if (rest.substr(0, n) == kPythonBlock.substr(0, n)) {
+    if (n == kPythonBlock.size()) state_ = State::kPythonArgs;
+    return;  // still a possible block: hold
+  }
+  state_ = State::kJsonArgs;
+  out->push_back({ToolDelta::Kind::kArguments, std::string(rest)});
+  held_.clear();
+}
+
+std::vector<ToolDelta> ToolCallStream::finish() {
+  std::vector<ToolDelta> out;
+  if (state_ == State::kStart) {
+    // Ended while the text could still have been a name: it is a plain answer.
+    state_ = State::kContent;
+    emit_content(held_, &out);
+  } else if (state_ == State::kArgsStart) {
+    // Only whitespace or a partial "``" after the name: no arguments, which is the empty object
+    // (a client must be able to send the call back: its arguments are JSON object text).
+    state_ = State::kJsonArgs;
+    size_t b = 0;
+    while (b < held_.size() && is_space(held_[b])) ++b;
+    out.push_back({ToolDelta::Kind::kArguments, b < held_.size() ? held_.substr(b) : "{}"});
+  } else if (state_ == State::kPythonArgs) {
+    // tool_call(k=v) -> JSON; a block that does not parse is passed on as written.
+    const AssistantOutput parsed = parse_assistant_output(name_ + "\n" + held_);
+    std::string args = parsed.tool_call && !parsed.tool_call->arguments.empty()
+                           ? parsed.tool_call->arguments
+                           : held_;
+    out.push_back({ToolDelta::Kind::kArguments, std::move(args)});
+  }
+  held_.clear();
+  return out;
+}
+
+ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text) {
+  ToolCallStream s(names);
+  std::vector<ToolDelta> d = s.feed(text);
+  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+  return join_tool_deltas(d);
+}
+
+ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
+  ToolAnswer a;
+  for (const ToolDelta& d : deltas) {
+    if (d.kind == ToolDelta::Kind::kContent) a.content += d.text;
+    if (d.kind == ToolDelta::Kind::kCallStart) a.name = d.text;
+    if (d.kind == ToolDelta::Kind::kArguments) a.arguments += d.text;
+  }
+  return a;
+}
+
+}  // namespace glm::tok

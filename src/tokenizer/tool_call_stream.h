@@ -1,0 +1,62 @@
+// Tool calls in a GLM model's answer. GLM models call a tool by starting their answer with its
+// name on a line of its own; the arguments follow in the model's format: GLM-4 writes JSON,
+// ChatGLM3 a "```python\ntool_call(k=v, ...)\n```" block (converted to JSON here). Anything
+// else is a plain answer (leading whitespace dropped, as HF's process_response does).
+//
+// ToolCallStream turns the text as it is generated into deltas: plain content as soon as it is
+// known not to be a call, a call's start (its name) as soon as its name line is complete, its
+// arguments as they arrive (GLM-4 JSON) or at the end (ChatGLM3, whose block is converted
+// whole). The whole answer is the same deltas joined (read_tool_answer), so a streamed call
+// reassembles to exactly the non-streamed one. One call per answer (the GLM formats put one
+// call in a turn). The gateway reads answers with it for its clients, and the engine reads its
+// own answers with it to know how a client will send them back (the next turn's KV reuse).
+// Not thread-safe; one per answer. Cost: O(text).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace glm::tok {
+
+struct ToolDelta {
+  enum class Kind { kContent, kCallStart, kArguments };
+  Kind kind = Kind::kContent;
+  std::string text;  // kContent: text; kCallStart: the function name; kArguments: a fragment
+};
+
+class ToolCallStream {
+ public:
+  // `names`: the functions the model may call (a first line naming another is plain text).
+  explicit ToolCallStream(std::vector<std::string> names);
+  // Deltas for the next piece of generated text.
+  std::vector<ToolDelta> feed(const std::string& text);
+  // Deltas for what was held back, at the end of the answer.
+  std::vector<ToolDelta> finish();
+  bool is_call() const { return state_ == State::kJsonArgs || state_ == State::kPythonArgs; }
+  const std::string& name() const { return name_; }
+
+ private:
+  enum class State { kStart, kContent, kArgsStart, kJsonArgs, kPythonArgs };
+  void decide_start(std::vector<ToolDelta>* out);
+  void decide_args(std::vector<ToolDelta>* out);
+  void emit_content(std::string_view text, std::vector<ToolDelta>* out);
+
+  std::vector<std::string> names_;
+  State state_ = State::kStart;
+  std::string held_;  // text not yet classified (or the whole ChatGLM3 block)
+  std::string name_;
+  bool content_started_ = false;  // a plain answer's first non-whitespace was emitted
+};
+
+// The whole answer's deltas, joined: content text, and the call (empty name if none).
+struct ToolAnswer {
+  std::string content;
+  std::string name;
+  std::string arguments;
+};
+ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas);
+// A whole (non-streamed) answer read as the stream reads it: feed(text), finish(), joined.
+ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text);
+
+}  // namespace glm::tok
