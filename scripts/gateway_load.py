@@ -173,6 +173,7 @@ async def ttft(socket_path, urls, concurrency, rounds, max_tokens):
         med = statistics.median(samples[name])
         q = statistics.quantiles(samples[name], n=10) if len(samples[name]) > 1 else [med] * 9
         out[name] = {"n": len(samples[name]), "ttft_ms_median": round(med, 2),
+                     "ttft_ms_mean": round(statistics.fmean(samples[name]), 2),
                      "p10": round(q[0], 2), "p90": round(q[-1], 2),
                      "overhead_ms": round(med - base, 2)}
     print(json.dumps(out))
