@@ -1,5 +1,6 @@
 #include "gateway/model_router.h"
 
+#include "core/json.h"
 #include "core/unix_socket.h"
 
 namespace glm::gateway {
@@ -19,13 +20,16 @@ Status unavailable(std::string message) {
 }  // namespace
 
 StatusOr<json> ModelRouter::ask(const json& request, int timeout_ms) const {
-  auto reply = ask_unix(control_socket_, request.dump() + "\n", timeout_ms, 16 << 20);
+  auto reply = ask_unix(control_socket_, dump_json(request) + "\n", timeout_ms, 16 << 20);
   if (!reply.ok()) {
     return unavailable("glmserve serve does not answer on its control socket " + control_socket_ +
                        " (is it running?); retry in a moment (" + reply.status().message() + ")");
   }
-  json j = json::parse(*reply, nullptr, false);
-  if (!j.is_object()) return Status(ErrorCode::kInternal, "unreadable reply from serve's control");
+  auto parsed = parse_json(*reply, "serve's control reply");
+  if (!parsed.ok() || !parsed->is_object()) {
+    return Status(ErrorCode::kInternal, "unreadable reply from serve's control");
+  }
+  json j = std::move(parsed).value();
   if (!j.value("ok", false)) {
     return Status(error_code_from_name(j.value("code", "internal")), j.value("message", ""));
   }

@@ -38,7 +38,8 @@ void Gateway::install_models_routes() {
       data.push_back(model_object(model_name()));
     }
     res.set_header("Cache-Control", "no-store");
-    res.set_content(json{{"object", "list"}, {"data", std::move(data)}}.dump(), "application/json");
+    res.set_content(dump_json(json{{"object", "list"}, {"data", std::move(data)}}),
+                    "application/json");
   });
   server_->get(R"(/v1/models/([^/]+))", [this](const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
@@ -48,7 +49,7 @@ void Gateway::install_models_routes() {
       std::string names;
       for (const json& m : (*list)["models"]) {
         if (m.value("name", "") == id) {
-          return res.set_content(served_model_object(m).dump(), "application/json");
+          return res.set_content(dump_json(served_model_object(m)), "application/json");
         }
         names += (names.empty() ? "'" : ", '") + m.value("name", "") + "'";
       }
@@ -60,7 +61,7 @@ void Gateway::install_models_routes() {
       return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
                                            "serves '" + name + "' (GET /v1/models)"));
     }
-    res.set_content(model_object(name).dump(), "application/json");
+    res.set_content(dump_json(model_object(name)), "application/json");
   });
 }
 

@@ -1,30 +1,23 @@
 #include "serve/control_server.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/log.h"
+#include "core/unix_socket.h"
 
 namespace glm::serve {
 namespace {
 
 constexpr size_t kMaxRequestBytes = 4096;
 
-// Writes the reply line and closes: a client that left is no error (MSG_NOSIGNAL).
+// Writes the reply line and closes: a client that left is no error.
 void reply_and_close(int fd, const std::string& line) {
-  const std::string out = line + "\n";
-  size_t sent = 0;
-  while (sent < out.size()) {
-    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
+  if (Status st = write_all(fd, line + "\n"); !st.ok()) {
+    GLM_LOG_DEBUG("serve control: reply not delivered: %s", st.to_string().c_str());
   }
   ::close(fd);
 }
@@ -44,26 +37,13 @@ ControlServer::~ControlServer() {
 }
 
 Status ControlServer::listen(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return invalid_argument("control socket path too long: " + path + " (give a shorter --socket)");
-  }
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Status(ErrorCode::kInternal, "socket: " + std::string(strerror(errno)));
-  ::unlink(path.c_str());  // serve holds PATH.lock of its engine socket: no other serve uses it
-  const mode_t old = ::umask(0177);
-  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::umask(old);
-  if (rc != 0 || ::listen(fd, 256) != 0) {
-    const std::string why = strerror(errno);
-    ::close(fd);
-    return invalid_argument("cannot listen on the control socket " + path + ": " + why);
-  }
-  listen_fd_ = fd;
+  // 0600: the gateway runs as the same user. A stale file there is replaced; a live socket is
+  // an error (serve holds PATH.lock of its engine socket, so no other serve uses this path).
+  auto fd = listen_unix(path, 0600, 256);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
   path_ = path;
-  supervisor_->watch(fd, [this] { accept_all(); });
+  supervisor_->watch(listen_fd_, [this] { accept_all(); });
   return Status::Ok();
 }
 
@@ -98,7 +78,8 @@ void ControlServer::on_readable(int fd) {
 }
 
 void ControlServer::handle(int fd, const std::string& line) {
-  const auto j = nlohmann::json::parse(line, nullptr, false);
+  const auto parsed = parse_json(line, "control request");
+  const nlohmann::json j = parsed.ok() ? parsed.value() : nlohmann::json();
   const std::string type = j.is_object() ? j.value("type", "") : "";
   if (type == "models") return reply_and_close(fd, manager_->list_json());
   if (type == "ensure") {

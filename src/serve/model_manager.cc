@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "serve/engine_probe.h"
 
@@ -33,10 +34,18 @@ const char* model_state_name(ModelState s) {
 }
 
 std::string control_error_json(const Status& status) {
-  return json{
-      {"ok", false}, {"code", error_code_name(status.code())}, {"message", status.message()}}
-      .dump();
+  return dump_json(
+      json{{"ok", false}, {"code", error_code_name(status.code())}, {"message", status.message()}});
 }
+
+namespace {
+
+// The reply to an ensure once the model's engine answers.
+std::string ready_reply(const std::string& name, const std::string& socket) {
+  return dump_json(json{{"ok", true}, {"model", name}, {"socket", socket}});
+}
+
+}  // namespace
 
 ModelManager::ModelManager(std::vector<ManagedModel> models, ManagerOptions options,
                            Supervisor* supervisor)
@@ -79,7 +88,7 @@ void ModelManager::ensure(const std::string& name, Reply reply) {
   const auto now = Clock::now();
   m->last_used = now;
   if (m->state == ModelState::kLoaded) {
-    reply(json{{"ok", true}, {"model", m->spec.name}, {"socket", m->spec.socket}}.dump());
+    reply(ready_reply(m->spec.name, m->spec.socket));
     return;
   }
   m->waiters.push_back({std::move(reply), now + std::chrono::milliseconds(options_.wait_ms)});
@@ -203,8 +212,7 @@ void ModelManager::on_tick() {
           m.last_used = now;
           supervisor_->mark_up(m.spec.child);
           GLM_LOG_INFO("serve: model %s ready on %s", m.spec.name.c_str(), m.spec.socket.c_str());
-          reply_all(m,
-                    json{{"ok", true}, {"model", m.spec.name}, {"socket", m.spec.socket}}.dump());
+          reply_all(m, ready_reply(m.spec.name, m.spec.socket));
         }
       }
     } else if (m.state == ModelState::kLoaded) {
@@ -261,10 +269,9 @@ std::string ModelManager::list_json() const {
     }
     models.push_back(std::move(j));
   }
-  return json{{"ok", true},
-              {"default", models_.empty() ? "" : models_[0].spec.name},
-              {"models", std::move(models)}}
-      .dump();
+  return dump_json(json{{"ok", true},
+                        {"default", models_.empty() ? "" : models_[0].spec.name},
+                        {"models", std::move(models)}});
 }
 
 }  // namespace glm::serve
