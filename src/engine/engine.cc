@@ -133,12 +133,12 @@ class RequestObserver : public scheduler::SeqObserver {
     return !stop_.matched();
   }
   void on_finish(scheduler::FinishInfo* info) override;
-  // The digest of the history the client will send next turn: the request's messages and this
-  // answer as the client reads it (a tool call as its name and arguments).
-  uint64_t answer_tag() const;
   void on_error(const Status& status) override;
 
  private:
+  // The digest of the history the client will send next turn: the request's messages and this
+  // answer as the client reads it (a tool call as its name and arguments).
+  uint64_t answer_tag() const;
   // The request (choice 0 speaks for all) is no longer waiting: started, or ended first.
   void leave_queue();
   // `text` through the answer filter, if any; `end`: the answer's last text.

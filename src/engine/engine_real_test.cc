@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -74,6 +75,35 @@ Request greedy(const std::string& id, std::vector<tok::Message> m, int n) {
   return r;
 }
 
+// Three greedy turns of one conversation, each answer and a new user message added: every turn
+// after the first must find all the previous ones in the cache (their prompt and the tokens
+// fed of their answer). Returns the tokens the last turn fed.
+int expect_turns_reuse_everything(Engine& e, std::vector<tok::Message> m,
+                                  const std::string& conversation, int max_tokens,
+                                  const std::function<std::string(int)>& next_user) {
+  Results r;
+  int fed = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    const std::string id = conversation + std::to_string(turn);
+    Request q = greedy(id, m, max_tokens);
+    q.conversation = conversation;
+    const Status st = e.submit(q, r.sink());
+    if (!st.ok() || !r.wait(id) || r.done[id].type != EventType::kDone) {
+      ADD_FAILURE() << id << ": " << st.to_string() << " " << r.done[id].error.to_string();
+      return fed;
+    }
+    const Event& d = r.done[id];
+    if (turn > 0) {
+      EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
+    }
+    fed = d.usage.prompt_tokens + d.usage.completion_tokens -
+          (d.finish_reason == FinishReason::kLength ? 1 : 0);
+    m.push_back({"assistant", r.text[id]});
+    m.push_back({"user", next_user(turn)});
+  }
+  return fed;
+}
+
 TEST(EngineReal, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
   if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
   const std::vector<std::string> prompts = {"hello", "What is the capital of France?",
@@ -109,25 +139,9 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
   if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
   auto e = load(2);
   ASSERT_NE(e, nullptr);
-  Results r;
-  std::vector<tok::Message> m = {{"system", "You are a helpful assistant."}, {"user", "hi"}};
-  int fed = 0;
-  for (int turn = 0; turn < 3; ++turn) {
-    const std::string id = "t" + std::to_string(turn);
-    Request q = greedy(id, m, 8);
-    q.conversation = "c";
-    ASSERT_TRUE(e->submit(q, r.sink()).ok());
-    ASSERT_TRUE(r.wait(id));
-    const Event& d = r.done[id];
-    ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
-    if (turn > 0) {
-      EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
-    }
-    fed = d.usage.prompt_tokens + d.usage.completion_tokens -
-          (d.finish_reason == FinishReason::kLength ? 1 : 0);
-    m.push_back({"assistant", r.text[id]});
-    m.push_back({"user", "and then? " + std::to_string(turn)});
-  }
+  expect_turns_reuse_everything(*e, {{"system", "You are a helpful assistant."}, {"user", "hi"}},
+                                "c", 8,
+                                [](int turn) { return "and then? " + std::to_string(turn); });
 }
 
 // A turn that calls a tool is sent back by the client as the call (its name and arguments) and
@@ -184,25 +198,9 @@ TEST(EngineReal, ARawTemplateModelsNextTurnReusesTheTokensItGenerated) {
   o.n_ctx = 256;
   auto e = load_engine(o);
   ASSERT_TRUE(e.ok()) << e.status().to_string();
-  Results r;
-  std::vector<tok::Message> m = {{"user", "Once upon a time there was a little girl."}};
-  int fed = 0;
-  for (int turn = 0; turn < 3; ++turn) {
-    const std::string id = "s" + std::to_string(turn);
-    Request q = greedy(id, m, 24);
-    q.conversation = "story";
-    ASSERT_TRUE((*e)->submit(q, r.sink()).ok());
-    ASSERT_TRUE(r.wait(id));
-    const Event& d = r.done[id];
-    ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
-    if (turn > 0) {
-      EXPECT_EQ(r.start[id].usage.cached_tokens, fed) << id;
-    }
-    fed = d.usage.prompt_tokens + d.usage.completion_tokens -
-          (d.finish_reason == FinishReason::kLength ? 1 : 0);
-    m.push_back({"assistant", r.text[id]});
-    m.push_back({"user", "Then she went to the park " + std::to_string(turn) + " times."});
-  }
+  const int fed = expect_turns_reuse_everything(
+      **e, {{"user", "Once upon a time there was a little girl."}}, "story", 24,
+      [](int turn) { return "Then she went to the park " + std::to_string(turn) + " times."; });
   EXPECT_GT(fed, 60);
 }
 

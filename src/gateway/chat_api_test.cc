@@ -597,6 +597,12 @@ TEST(GatewayChat, ToolsAndToolResultsThatDoNotFitAreRefusedByName) {
     EXPECT_NE(r.body.find(k.names), std::string::npos) << r.body;
   }
   const std::string id = create_conversation(t);
+  // A chat turn's tools are checked before anything of the turn is stored.
+  auto bad = t.post("/api/conversations/" + id + "/chat",
+                    R"({"content":"hi","tools":[{"type":"function","function":{"name":"a b"}}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("tools[0].function.name"), std::string::npos) << bad.body;
+  EXPECT_EQ(conversation(t, id)["messages"].size(), 0u);
   chat(t, id, {{"content", "hello"}});
   // The last answer called no tool: there is nothing to give a result to. Nothing is stored.
   auto r = t.post("/api/conversations/" + id + "/chat", R"({"tool_result":"42"})");

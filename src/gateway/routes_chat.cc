@@ -41,23 +41,36 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxConversations = 500;
 constexpr size_t kMaxTitleBytes = 200;
 
+// A conversation with the messages of its branch in view (GET and branch answer it).
+nlohmann::ordered_json conversation_with_messages(const Conversation& c,
+                                                  const std::vector<StoredMessage>& msgs) {
+  nlohmann::ordered_json j = conversation_json(c);
+  j["messages"] = nlohmann::ordered_json::array();
+  for (const StoredMessage& m : msgs)
+    j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
+  return j;
+}
+
 // The conversation fields of a POST/PATCH body; absent = nullopt.
 struct ConversationFields {
   std::optional<std::string> title, system_prompt, params_json, tools_json;
 };
 
-// The body's "tools" (OpenAI's tools array, checked as /v1/chat/completions checks it), as JSON
-// text in the order the page sent it; nullopt when absent or null.
+// The body's "tools" (OpenAI's tools array), as JSON text in the order the page sent it; nullopt
+// when absent or null. `check`: checked as /v1/chat/completions checks it (a chat turn's tools
+// are checked by ChatSession::begin instead, with the stored ones, before anything is stored).
 StatusOr<std::optional<std::string>> read_tools_field(const api::BodyReader& b,
-                                                      const std::string& body_text) {
+                                                      const std::string& body_text, bool check) {
   auto it = b.json().find("tools");
   if (it == b.json().end() || it->is_null()) return std::optional<std::string>();
   if (!it->is_array()) return invalid_argument("tools must be an array of functions");
   auto ordered = parse_ordered_json(body_text, "the request body");
   if (!ordered.ok()) return ordered.status();
-  nlohmann::ordered_json functions;
-  std::vector<std::string> names;
-  GLM_RETURN_IF_ERROR(api::read_openai_tools((*ordered)["tools"], "tools", &functions, &names));
+  if (check) {
+    nlohmann::ordered_json functions;
+    std::vector<std::string> names;
+    GLM_RETURN_IF_ERROR(api::read_openai_tools((*ordered)["tools"], "tools", &functions, &names));
+  }
   return std::optional<std::string>(dump_json((*ordered)["tools"]));
 }
 
@@ -68,7 +81,7 @@ StatusOr<ConversationFields> read_conversation_fields(api::BodyReader& b,
   f.system_prompt = b.string("system_prompt");
   if (const json* p = b.object("params")) f.params_json = dump_json(*p);
   if (!b.status().ok()) return b.status();
-  auto tools = read_tools_field(b, body_text);
+  auto tools = read_tools_field(b, body_text, /*check=*/true);
   if (!tools.ok()) return tools.status();
   f.tools_json = std::move(tools).value();
   if (f.title && f.title->size() > kMaxTitleBytes) {
@@ -92,7 +105,7 @@ StatusOr<ChatTurn> read_chat_turn(api::BodyReader& b, const std::string& body_te
     GLM_RETURN_IF_ERROR(protocol::read_sampling(*p, "params.", &t.params));
   }
   if (!b.status().ok()) return b.status();
-  auto tools = read_tools_field(b, body_text);
+  auto tools = read_tools_field(b, body_text, /*check=*/false);
   if (!tools.ok()) return tools.status();
   t.tools_json = std::move(tools).value();
   return t;
@@ -207,10 +220,7 @@ void Gateway::install_chat_routes() {
                  if (!c.ok()) return set_json_error(res, c.status());
                  auto msgs = store_->messages(c->id);
                  if (!msgs.ok()) return set_json_error(res, msgs.status());
-                 nlohmann::ordered_json j = conversation_json(*c);
-                 j["messages"] = json::array();
-                 for (const StoredMessage& m : *msgs)
-                   j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
+                 nlohmann::ordered_json j = conversation_with_messages(*c, *msgs);
                  // An answer being generated now: the page re-attaches to it (GET .../live).
                  // Not once its row holds the outcome (the row is stored just before the live
                  // answer ends): the page then shows the stored answer.
@@ -276,12 +286,7 @@ void Gateway::install_chat_routes() {
                   if (!c.ok()) return set_json_error(res, c.status());
                   auto msgs = store_->messages(c->id);
                   if (!msgs.ok()) return set_json_error(res, msgs.status());
-                  nlohmann::ordered_json j = conversation_json(*c);
-                  j["messages"] = nlohmann::ordered_json::array();
-                  for (const StoredMessage& m : *msgs) {
-                    j["messages"].push_back(nlohmann::ordered_json(message_json(m)));
-                  }
-                  send_json(res, j);
+                  send_json(res, conversation_with_messages(*c, *msgs));
                 });
 
   server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",

@@ -415,10 +415,13 @@ Status Store::select_branch(const std::string& conversation_id, int64_t message_
   return set_leaf_locked(conversation_id, leaf);
 }
 
-Status Store::set_leaf_locked(const std::string& conversation_id, int64_t leaf_id) {
-  Stmt s(db_, "UPDATE conversations SET leaf_id=?2 WHERE id=?1");
+Status Store::set_leaf_locked(const std::string& conversation_id, int64_t leaf_id,
+                              int64_t updated_ms) {
+  Stmt s(db_,
+         "UPDATE conversations SET leaf_id=?2, updated_ms=COALESCE(?3, updated_ms) WHERE id=?1");
   if (!s.ok()) return db_error(db_, "set the conversation's leaf");
   s.text(1, conversation_id).integer(2, leaf_id);
+  if (updated_ms > 0) s.integer(3, updated_ms);  // unbound: NULL, updated_ms kept
   if (s.step() != SQLITE_DONE) return db_error(db_, "set the conversation's leaf");
   return Status::Ok();
 }
@@ -475,10 +478,7 @@ StatusOr<StoredMessage> Store::add_message(const std::string& conversation_id,
     return st;
   }
   m.id = sqlite3_last_insert_rowid(db_);
-  Stmt leaf(db_, "UPDATE conversations SET leaf_id=?2, updated_ms=?3 WHERE id=?1");
-  Status st = leaf.ok() ? Status::Ok() : db_error(db_, "add message");
-  if (st.ok()) leaf.text(1, conversation_id).integer(2, m.id).integer(3, m.created_ms);
-  if (st.ok() && leaf.step() != SQLITE_DONE) st = db_error(db_, "add message");
+  Status st = set_leaf_locked(conversation_id, m.id, m.created_ms);
   if (st.ok()) st = exec("COMMIT");
   if (!st.ok()) {
     rollback();

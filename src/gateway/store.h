@@ -129,7 +129,9 @@ class Store {
   // Under mutex_.
   StatusOr<std::vector<StoredMessage>> all_messages_locked(const std::string& conversation_id);
   StatusOr<int64_t> leaf_locked(const std::string& conversation_id);  // 0: no message yet
-  Status set_leaf_locked(const std::string& conversation_id, int64_t leaf_id);
+  // Also bumps updated_ms to `updated_ms` when it is > 0 (a new message, not a switch).
+  Status set_leaf_locked(const std::string& conversation_id, int64_t leaf_id,
+                         int64_t updated_ms = 0);
 
   std::mutex mutex_;
   sqlite3* db_;
