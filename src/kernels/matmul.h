@@ -20,6 +20,7 @@ enum class PackedLayout : uint8_t {
   kQ5_0x16,
   kQ4_Kx16,
   kQ6_Kx16,
+  kQ5_Kx16,
 };
 
 // A weight matrix as stored in the file: n_rows rows of n_cols elements of `type`.

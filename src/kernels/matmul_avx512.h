@@ -17,5 +17,9 @@ int act_block_q_avx512(DType t);
 bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool);
 int act_block_k_avx512(DType t);
+// The packed Q4_Kx16 / Q5_Kx16 / Q6_Kx16 kernels (packed_k_avx512.cc): rows [0, w.packed_rows)
+// of y from w.packed.
+void matmul_packed_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                            ThreadPool* pool);
 
 }  // namespace glm::kernels::internal

@@ -3,7 +3,7 @@
 // group of 16 and --repack 0.
 //
 // Activations are quantized per 256 values (internal.h: quantize_act_ref with block 256) into
-// ActK (act_k_avx2.h): int8 values in natural order, the sums of each 16 and each 32 of them, and
+// ActK (act_k.h): int8 values in natural order, the sums of each 16 and each 32 of them, and
 // d_x. Weights unpack to unsigned bytes, 32 values (one sub-block of Q4_K/Q5_K, two of Q6_K) per
 // ymm:
 //   Q4_K: 32 bytes of qs -> low nibbles (sub-block 2j), high nibbles (sub-block 2j + 1);
@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/act_k_avx2.h"
+#include "kernels/act_k.h"
 #include "kernels/internal.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/quant.h"

@@ -1,4 +1,6 @@
-// AVX-512 VNNI integer path for the k-quants Q4_K and Q6_K (256-value super-blocks).
+// AVX-512 VNNI integer path for the k-quants Q4_K and Q6_K (256-value super-blocks), row-major: the
+// rows after the last group of 16 of a packed copy (packed_k_avx512.cc), and --repack 0. Q5_K
+// rows run the AVX2 kernel (matmul_k_avx2.cc), which quantizes activations the same way.
 //
 // Activations are quantized per 256 values (internal.h: quantize_act_ref with block 256) into
 // ActK: int8 values in natural order, the sums of each 16 and each 32 of them, and d_x.
@@ -17,7 +19,9 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/act_k.h"
 #include "kernels/internal.h"
+#include "kernels/matmul_avx2.h"
 #include "kernels/matmul_avx512.h"
 #include "kernels/quant.h"
 #include "kernels/simd_avx512.h"
@@ -25,13 +29,6 @@
 
 namespace glm::kernels::internal {
 namespace {
-
-struct alignas(64) ActK {
-  int8_t q[256];
-  int16_t bsum16[16];
-  int16_t bsum32[8];
-  float d;
-};
 
 struct KCtx {
   const uint8_t* w;
@@ -237,26 +234,6 @@ struct Q6KKern {
   }
 };
 
-void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
-  for (int64_t sb = 0; sb < n_sb; ++sb) {
-    const float* xs = x + sb * 256;
-    ActK& a = out[sb];
-    __m512 amax = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16)
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
-    const float m = hmax(amax);
-    a.d = m / 127.0f;
-    const __m512 id = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-    for (int i = 0; i < 256; i += 16) {
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + i), id));
-      _mm_store_si128(reinterpret_cast<__m128i*>(a.q + i), _mm512_cvtepi32_epi8(q));
-      a.bsum16[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
-    }
-    for (int j = 0; j < 8; ++j)
-      a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
-  }
-}
-
 template <class Kern>
 void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   const int64_t n_sb = w.n_cols / 256;
@@ -291,7 +268,9 @@ void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, T
 
 }  // namespace
 
-int act_block_k_avx512(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K ? 256 : -1; }
+int act_block_k_avx512(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : -1;
+}
 
 bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {
@@ -302,6 +281,11 @@ bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_to
     case DType::kQ6_K:
       k_matmul<Q6KKern>(w, x, y, n_tokens, pool);
       return true;
+    case DType::kQ5_K:
+      // Row-major Q5_K (packed copies use packed_k_avx512.cc; this runs the rows after the
+      // last group of 16 and --repack 0): the AVX2 kernel, which quantizes activations the same
+      // way (act_k.h).
+      return matmul_k_avx2(w, x, y, n_tokens, pool);
     default:
       return false;
   }

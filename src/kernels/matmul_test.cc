@@ -99,12 +99,13 @@ void check(DType t, int64_t n_rows, int64_t n_cols, int64_t n_tokens, ThreadPool
 
 TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
   // Guards the test above against silently skipping the packed kernels: AVX2 and AVX-512 pack
-  // the same four types, scalar packs nothing.
+  // the same eight types (one copy serves both), scalar packs nothing.
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "packed kernels need AVX2";
   for (Isa isa : runnable_isas()) {
     ScopedIsa scoped(isa);
-    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kBF16}) {
-      const Weights w = make_weights(t, 37, 64, 1);
+    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kQ5_0,
+                    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+      const Weights w = make_weights(t, 37, 256, 1);
       const PackedWeight p = PackedWeight::pack(w.view, nullptr);
       if (isa == Isa::kScalar) {
         EXPECT_TRUE(p.empty()) << dtype_name(t);
@@ -113,18 +114,11 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
       ASSERT_FALSE(p.empty()) << dtype_name(t) << " " << isa_name(isa);
       EXPECT_EQ(p.n_rows(), 32);
     }
-    // Q5_0, Q4_K and Q6_K are packed for AVX2 only (AVX-512 keeps its VNNI row-major kernels);
-    // Q5_K is not packed.
-    for (DType t : {DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+    // The legacy types with a minimum (Q4_1, Q5_1) have no packed layout.
+    for (DType t : {DType::kQ4_1, DType::kQ5_1}) {
       const Weights w = make_weights(t, 37, 256, 1);
-      const PackedWeight p = PackedWeight::pack(w.view, nullptr);
-      EXPECT_EQ(p.empty(), isa != Isa::kAvx2) << dtype_name(t) << " " << isa_name(isa);
-      if (!p.empty()) {
-        EXPECT_EQ(p.n_rows(), 32);
-      }
+      EXPECT_TRUE(PackedWeight::pack(w.view, nullptr).empty()) << dtype_name(t);
     }
-    const Weights k = make_weights(DType::kQ5_K, 37, 256, 1);
-    EXPECT_TRUE(PackedWeight::pack(k.view, nullptr).empty());
   }
 }
 
@@ -137,7 +131,10 @@ TEST(MatmulTest, VectorVariantsHaveIntegerKernelsForTheirTypes) {
   for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 256) << dtype_name(t);
   }
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0}) {
+    EXPECT_EQ(internal::act_block(Isa::kAvx512, t), 32) << dtype_name(t);
+  }
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_EQ(internal::act_block(Isa::kAvx512, t), 256) << dtype_name(t);
   }
 }
@@ -169,10 +166,10 @@ TEST(MatmulTest, Avx2PackedAndRowMajorQuantsAreBitIdentical) {
 
 TEST(MatmulTest, PackedCopyUnpacksToTheOriginalRows) {
   if (cpu_isa() == Isa::kScalar) GTEST_SKIP() << "packed kernels need AVX2";
-  ScopedIsa scoped(Isa::kAvx2);  // the ISA that packs every layout
+  ScopedIsa scoped(Isa::kAvx2);  // packs the same layouts as AVX-512
   ThreadPool pool(2);
   for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kQ4_K,
-                  DType::kQ6_K}) {
+                  DType::kQ5_K, DType::kQ6_K}) {
     for (int64_t n_cols : {32, 96, 768, 4096}) {
       if (n_cols % dtype_info(t).block_size != 0) continue;
       const Weights w = make_weights(t, 53, n_cols, 5);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "core/check.h"
 #include "kernels/internal.h"
@@ -60,16 +61,26 @@ uint32_t gather_qh(const uint8_t* in) {
 constexpr int64_t kQK_K = 256;
 constexpr size_t kKD = 0, kKDmin = 32, kKScales = 64, kKMins = 192, kKHeader = 320;
 constexpr size_t kKSuper = kKHeader + kPackRows * kQK_K / 2;
+// Q5_Kx16: a Q4_Kx16 super-block, then the high bits [8 pieces][16 rows][4 bytes] (qh[4p ..]).
+constexpr size_t k5Super = kKSuper + kPackRows * kQK_K / 8;
 
 // Q6_Kx16 (packed.h): d [16] fp16, scales [2][8][8][2] int8, padding to kKHeader, then the
 // pieces [2 parts][8][ql low, ql high, qh][16 rows][4 bytes].
 constexpr size_t k6Scales = 32, k6Super = kKHeader + kPackRows * 192;
 
 bool is_k(PackedLayout layout) {
-  return layout == PackedLayout::kQ4_Kx16 || layout == PackedLayout::kQ6_Kx16;
+  return layout == PackedLayout::kQ4_Kx16 || layout == PackedLayout::kQ5_Kx16 ||
+         layout == PackedLayout::kQ6_Kx16;
 }
 size_t k_super_bytes(PackedLayout layout) {
-  return layout == PackedLayout::kQ4_Kx16 ? kKSuper : k6Super;
+  switch (layout) {
+    case PackedLayout::kQ4_Kx16:
+      return kKSuper;
+    case PackedLayout::kQ5_Kx16:
+      return k5Super;
+    default:
+      return k6Super;
+  }
 }
 
 // Where in a packed super-block row r's scale of group g (16 values) and its quant bytes go;
@@ -125,16 +136,20 @@ void unpack_row_q6k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* o
   }
 }
 
-void pack_group_q4k(const WeightView& w, int64_t g, uint8_t* dst) {
+// Q4_K (Block = BlockQ4_K) and Q5_K (BlockQ5_K: the same, and its high bits after the quants).
+template <class Block>
+void pack_group_q45k(const WeightView& w, int64_t g, uint8_t* dst) {
+  constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
+  constexpr size_t kSuper = kFive ? k5Super : kKSuper;
   const int64_t n_sb = w.n_cols / kQK_K;
   const size_t rb = row_bytes(w.type, w.n_cols);
   for (int r = 0; r < kPackRows; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w.data) +
-                                                         (g * kPackRows + r) * rb);
+    const auto* row = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w.data) +
+                                                     (g * kPackRows + r) * rb);
     const int h = r / 8, rr = r % 8;
     for (int64_t sb = 0; sb < n_sb; ++sb) {
-      const BlockQ4_K& b = row[sb];
-      uint8_t* s = dst + sb * kKSuper;
+      const Block& b = row[sb];
+      uint8_t* s = dst + sb * kSuper;
       std::memcpy(s + kKD + 2 * r, &b.d, 2);
       std::memcpy(s + kKDmin + 2 * r, &b.dmin, 2);
       for (int j = 0; j < 8; ++j) {
@@ -148,19 +163,25 @@ void pack_group_q4k(const WeightView& w, int64_t g, uint8_t* dst) {
           std::memcpy(s + kKHeader + ((c * 8 + p) * kPackRows + r) * 4, b.qs + 32 * c + 4 * p, 4);
         }
       }
+      if constexpr (kFive) {
+        for (int p = 0; p < 8; ++p)
+          std::memcpy(s + kKSuper + (p * kPackRows + r) * 4, b.qh + 4 * p, 4);
+      }
     }
   }
 }
 
-void unpack_row_q4k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* out) {
+template <class Block>
+void unpack_row_q45k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* out) {
+  constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
+  constexpr size_t kSuper = kFive ? k5Super : kKSuper;
   const int64_t n_sb = n_cols / kQK_K;
-  const uint8_t* group =
-      p.data() + (r / kPackRows) * packed_group_bytes(PackedLayout::kQ4_Kx16, n_cols);
+  const uint8_t* group = p.data() + (r / kPackRows) * packed_group_bytes(p.layout(), n_cols);
   const int lane = static_cast<int>(r % kPackRows), h = lane / 8, rr = lane % 8;
-  auto* row = reinterpret_cast<BlockQ4_K*>(out);
+  auto* row = reinterpret_cast<Block*>(out);
   for (int64_t sb = 0; sb < n_sb; ++sb) {
-    BlockQ4_K& b = row[sb];
-    const uint8_t* s = group + sb * kKSuper;
+    Block& b = row[sb];
+    const uint8_t* s = group + sb * kSuper;
     std::memcpy(&b.d, s + kKD + 2 * lane, 2);
     std::memcpy(&b.dmin, s + kKDmin + 2 * lane, 2);
     int sc[8], m[8];
@@ -173,6 +194,10 @@ void unpack_row_q4k(const PackedWeight& p, int64_t n_cols, int64_t r, uint8_t* o
       for (int q = 0; q < 8; ++q) {
         std::memcpy(b.qs + 32 * c + 4 * q, s + kKHeader + ((c * 8 + q) * kPackRows + lane) * 4, 4);
       }
+    }
+    if constexpr (kFive) {
+      for (int q = 0; q < 8; ++q)
+        std::memcpy(b.qh + 4 * q, s + kKSuper + (q * kPackRows + lane) * 4, 4);
     }
   }
 }
@@ -195,7 +220,8 @@ void pack_group_16bit(const WeightView& w, int64_t g, uint8_t* dst) {
 
 void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* dst) {
   if (is_float(layout)) return pack_group_16bit(w, g, dst);
-  if (layout == PackedLayout::kQ4_Kx16) return pack_group_q4k(w, g, dst);
+  if (layout == PackedLayout::kQ4_Kx16) return pack_group_q45k<BlockQ4_K>(w, g, dst);
+  if (layout == PackedLayout::kQ5_Kx16) return pack_group_q45k<BlockQ5_K>(w, g, dst);
   if (layout == PackedLayout::kQ6_Kx16) return pack_group_q6k(w, g, dst);
   const int64_t nb = w.n_cols / kQK;
   const size_t rb = row_bytes(w.type, w.n_cols);
@@ -228,7 +254,8 @@ void pack_group(const WeightView& w, PackedLayout layout, int64_t g, uint8_t* ds
 }  // namespace
 
 PackedLayout packed_layout_for(DType t) {
-  // Both vector ISAs read the same layouts (packed_avx2.cc, packed_avx512.cc).
+  // Both vector ISAs read the same layouts (packed_avx2.cc, packed_k_avx2.cc, packed_avx512.cc,
+  // packed_k_avx512.cc).
   if (active_isa() == Isa::kScalar) return PackedLayout::kNone;
   switch (t) {
     case DType::kQ4_0:
@@ -236,14 +263,13 @@ PackedLayout packed_layout_for(DType t) {
     case DType::kQ8_0:
       return PackedLayout::kQ8_0x16;
     case DType::kQ5_0:
-      // AVX2 only: AVX-512 has a VNNI row-major Q5_0 kernel (matmul_q_avx512.cc) and no packed
-      // one measured against it.
-      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ5_0x16 : PackedLayout::kNone;
+      return PackedLayout::kQ5_0x16;
     case DType::kQ4_K:
-      // AVX2 only, as Q5_0 (matmul_k_avx512.cc keeps the row-major VNNI kernel).
-      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ4_Kx16 : PackedLayout::kNone;
+      return PackedLayout::kQ4_Kx16;
+    case DType::kQ5_K:
+      return PackedLayout::kQ5_Kx16;
     case DType::kQ6_K:
-      return active_isa() == Isa::kAvx2 ? PackedLayout::kQ6_Kx16 : PackedLayout::kNone;
+      return PackedLayout::kQ6_Kx16;
     case DType::kF16:
       return PackedLayout::kF16x16;
     case DType::kBF16:
@@ -339,7 +365,8 @@ void unpack_row(const PackedWeight& p, DType type, int64_t n_cols, int64_t r, ui
     for (int64_t c = 0; c < n_cols; ++c) o[c] = group[c * kPackRows + r % kPackRows];
     return;
   }
-  if (layout == PackedLayout::kQ4_Kx16) return unpack_row_q4k(p, n_cols, r, out);
+  if (layout == PackedLayout::kQ4_Kx16) return unpack_row_q45k<BlockQ4_K>(p, n_cols, r, out);
+  if (layout == PackedLayout::kQ5_Kx16) return unpack_row_q45k<BlockQ5_K>(p, n_cols, r, out);
   if (layout == PackedLayout::kQ6_Kx16) return unpack_row_q6k(p, n_cols, r, out);
   const int64_t nb = n_cols / kQK;
   const size_t block_bytes = row_bytes(type, n_cols) / nb;

@@ -1,9 +1,9 @@
 // Weights repacked at load time into the layout of the fastest kernel (like llama.cpp's "repack"
 // buffers): 16 rows interleaved, so that one 512-bit register holds 4 consecutive weights of each
 // of 16 rows and one vpdpbusd computes a 4-column step of 16 dot products at once (AVX-512,
-// packed_avx512.cc); AVX2 reads the same layout as two halves of 8 rows (packed_avx2.cc), so one
-// copy serves both and tests can switch ISAs over it (the AVX2-only layouts below excepted:
-// packed_layout_for gives them only under AVX2, where they replaced slower paths). The row-major
+// packed_avx512.cc, packed_k_avx512.cc); AVX2 reads the same layout as two halves of 8 rows
+// (packed_avx2.cc, packed_k_avx2.cc), so one copy serves both and tests can switch ISAs over it.
+// The row-major
 // GGUF layout needs a horizontal sum per row and a scale broadcast per row and block; this one
 // needs neither, which cuts the instructions per weight about four-fold in decode.
 //
@@ -15,17 +15,20 @@
 //   Q4_0x16: piece p (0..3), row r = bytes qs[4p .. 4p+3] of the row's block, unchanged: low
 //            nibbles are elements 4p..4p+3, high nibbles elements 16+4p..16+4p+3 (values q+8).
 //   Q8_0x16: piece p (0..7), row r = qs[4p .. 4p+3] XOR 0x80, i.e. unsigned q+128.
-//   Q5_0x16 (AVX2 only): the Q4_0x16 pieces of Q5_0's nibbles, then per block [16][4] bytes of
+//   Q5_0x16: the Q4_0x16 pieces of Q5_0's nibbles, then per block [16][4] bytes of
 //            high bits (packed.cc: spread_qh): byte i of row r has in bit p the 5th bit of
 //            element 4p+i and in bit 4+p that of element 16+4p+i, so one 16-bit shift and mask
 //            per piece moves them to bit 4 of the unpacked bytes. A block is 320 bytes.
-//   Q4_Kx16 (AVX2 only; n_sb = n_cols / 256 super-blocks): group g = [n_sb] super-blocks of
+//   Q4_Kx16 (n_sb = n_cols / 256 super-blocks): group g = [n_sb] super-blocks of
 //            2368 bytes: d [16] fp16, dmin [16] fp16, the 6-bit scales decoded to bytes
 //            [2 halves][8 sub-blocks][8 rows], the mins [2 halves][4 pairs][8 rows][2] (so that
 //            one vpmovzxbw gives the (m_2k, m_2k+1) int16 pairs of 8 rows), then quants
 //            [4 chunks][8 pieces][16 rows][4]: piece p of chunk j, row r = qs[32j + 4p .. + 3]
 //            (low nibbles: sub-block 2j values 4p.., high nibbles: sub-block 2j + 1).
-//   Q6_Kx16 (AVX2 only): super-blocks of 3392 bytes: d [16] fp16, scales [2 halves][8 pairs]
+//   Q5_Kx16: a Q4_Kx16 super-block followed by the high bits [8 pieces][16 rows][4]: piece p,
+//            row r = qh[4p .. 4p + 3] (bit 2j: the 5th bit of a low nibble of chunk j, bit
+//            2j + 1 of a high one); 2880 bytes.
+//   Q6_Kx16: super-blocks of 3392 bytes: d [16] fp16, scales [2 halves][8 pairs]
 //            [8 rows][2] int8, zero padding to 320, then pieces [2 parts][8 p][3][16 rows][4]:
 //            kind 0 = ql[64 part + 4p ..], 1 = ql[64 part + 32 + 4p ..], 2 = qh[32 part + 4p ..]
 //            (GGUF's own bit order; packed_k_avx2.cc unpacks values 32K + 4p.. of the part).
@@ -34,7 +37,7 @@
 //            load of 32 bytes is column k of the 16 rows, multiplied (f32 FMA) by x[k] broadcast.
 // Rows beyond the last full group stay in the row-major data (matmul() computes them there).
 // Memory: the packed copy is the size of the packed rows in the file (plus padding; Q4_Kx16
-// +2.8%, Q6_Kx16 +1%: bytes decoded ahead of time and alignment); the model
+// +2.8%, Q5_Kx16 +2.3%, Q6_Kx16 +1%: bytes decoded ahead of time and alignment); the model
 // then releases the mapped pages of the original rows, so resident memory stays near the file
 // size.
 #pragma once
@@ -50,7 +53,8 @@ namespace glm::kernels {
 constexpr int kPackRows = 16;
 
 // Layout that pack() uses for weights of type t on this CPU (active_isa()); kNone when no
-// packed kernel exists for it (AVX-512: Q4_0, Q8_0, F16, BF16; AVX2 also Q5_0, Q4_K, Q6_K).
+// packed kernel exists for it (scalar; types other than Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16,
+// BF16).
 PackedLayout packed_layout_for(DType t);
 
 // Bytes of one group of 16 rows of n_cols columns in `layout`, and where its quants start.

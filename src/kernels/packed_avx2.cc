@@ -465,6 +465,7 @@ void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n
       packed_matmul<Q5>(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kQ4_Kx16:
+    case PackedLayout::kQ5_Kx16:
     case PackedLayout::kQ6_Kx16:
       matmul_packed_k_avx2(w, x, y, n_tokens, pool);
       return;

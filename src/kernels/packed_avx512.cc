@@ -1,8 +1,9 @@
-// AVX-512 VNNI kernel over the 16-row interleaved layouts of packed.h.
+// AVX-512 VNNI kernel over the 16-row interleaved layouts of packed.h with 32-value blocks and
+// 16-bit floats (the k-quant layouts: packed_k_avx512.cc).
 //
 // Activations are quantized per 32 values as in internal.h (quantize_act_ref): int8 q, scale
 // d_x, and c = -offset * sum(q) per block, where the weights are stored unsigned as u = q_w +
-// offset (8 for Q4_0, 128 for Q8_0). For a group of 16 rows and one block, lane r of
+// offset (8 for Q4_0, 16 for Q5_0, 128 for Q8_0). For a group of 16 rows and one block, lane r of
 //     s = c + sum_p vpdpbusd(u_w[piece p], broadcast(x bytes 4p..4p+3))
 // is exactly sum_j q_w[r][j] * q_x[j]; then y[r] += float(s) * d_w[r] * d_x. No horizontal sums:
 // the 16 lanes are the 16 rows' outputs. A tile is one group x T tokens (T <= 8), the unpacked
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/matmul_avx512.h"
 #include "kernels/packed.h"
 #include "kernels/simd_avx512.h"
 
@@ -43,7 +45,7 @@ struct PCtx {
 };
 
 struct Q4 {
-  static constexpr int kPieces = 4;
+  static constexpr int kBlockStride = 4 * 64;
   static constexpr int kOffset = 8;
   // 8 registers: u[j] pairs with activation bytes 4j..4j+3.
   static inline void load(const uint8_t* q, __m512i (&u)[8]) {
@@ -57,8 +59,32 @@ struct Q4 {
   }
 };
 
+// Q5_0x16: the Q4_0x16 pieces, then one line of high bits (packed.cc: spread_qh): bit p of a
+// lane byte is bit 4 of low-nibble piece p, bit 4 + p bit 4 of high-nibble piece p; u = q + 16.
+struct Q5 {
+  static constexpr int kBlockStride = 5 * 64;
+  static constexpr int kOffset = 16;
+  static inline void load(const uint8_t* q, __m512i (&u)[8]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    const __m512i hb = _mm512_load_si512(q + 256);
+    // 16-bit shifts: a bit that crosses into the next byte never lands on bit 4 (shifts <= 4).
+    const __m512i lo_bit[4] = {_mm512_slli_epi16(hb, 4), _mm512_slli_epi16(hb, 3),
+                               _mm512_slli_epi16(hb, 2), _mm512_slli_epi16(hb, 1)};
+    const __m512i hi_bit[4] = {hb, _mm512_srli_epi16(hb, 1), _mm512_srli_epi16(hb, 2),
+                               _mm512_srli_epi16(hb, 3)};
+    GLM_UNROLL_P
+    for (int p = 0; p < 4; ++p) {
+      const __m512i v = _mm512_load_si512(q + 64 * p);
+      u[p] = _mm512_or_si512(_mm512_and_si512(v, m), _mm512_and_si512(lo_bit[p], b4));
+      u[p + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m),
+                                 _mm512_and_si512(hi_bit[p], b4));
+    }
+  }
+};
+
 struct Q8 {
-  static constexpr int kPieces = 8;
+  static constexpr int kBlockStride = 8 * 64;
   static constexpr int kOffset = 128;
   static inline void load(const uint8_t* q, __m512i (&u)[8]) {
     GLM_UNROLL_P
@@ -87,12 +113,12 @@ void tile(const PCtx& c, int64_t g, int64_t t0) {
     if constexpr (T == 1) {
       // Decode streams the group once: fetch ahead (past its end, into the next group's
       // scales), so that new streams do not wait for the hardware prefetcher to ramp up.
-      const char* ahead = reinterpret_cast<const char*>(quants + b * (Fmt::kPieces * 64)) + 4096;
+      const char* ahead = reinterpret_cast<const char*>(quants + b * Fmt::kBlockStride) + 4096;
       GLM_UNROLL_P
-      for (int p = 0; p < Fmt::kPieces; ++p) _mm_prefetch(ahead + 64 * p, _MM_HINT_T0);
+      for (int l = 0; l < Fmt::kBlockStride / 64; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
     }
     __m512i u[8];
-    Fmt::load(quants + b * (Fmt::kPieces * 64), u);
+    Fmt::load(quants + b * Fmt::kBlockStride, u);
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));
     GLM_UNROLL_P
@@ -322,10 +348,12 @@ void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t
       float_packed_matmul<true>(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kQ5_0x16:
+      packed_matmul<Q5>(w, x, y, n_tokens, pool);
+      return;
     case PackedLayout::kQ4_Kx16:
+    case PackedLayout::kQ5_Kx16:
     case PackedLayout::kQ6_Kx16:
-      // Packed for AVX2 only (packed_layout_for); a CPU with AVX-512 has AVX2 too.
-      matmul_packed_avx2(w, x, y, n_tokens, pool);
+      matmul_packed_k_avx512(w, x, y, n_tokens, pool);
       return;
     case PackedLayout::kNone:
       break;

@@ -1,13 +1,15 @@
-// AVX2 kernels over the Q4_Kx16 and Q6_Kx16 layouts of packed.h (Q6_K: see tile6 below): 16 rows of
-// Q4_K interleaved per super-block, the 6-bit scales and mins decoded at load time. A 256-bit
+// AVX2 kernels over the Q4_Kx16, Q5_Kx16 and Q6_Kx16 layouts of packed.h (Q6_K: see tile6 below):
+// 16 rows of Q4_K (Q5_K) interleaved per super-block, the 6-bit scales and mins decoded at load
+// time (Q5_K: the high bits after the quants, ORed in as bit 4 of each value). A 256-bit
 // register holds one piece of 8 rows (half a group), 4 quant bytes per row, so 32-bit lane r of
 // every product is row r's: no horizontal sums, no per-row scale unpacking or broadcasts in the
 // inner loop (the row-major kernel, matmul_k_avx2.cc, does both for every row and super-block).
 //
-// Activations: ActK (act_k_avx2.h), quantized once per call per 256 values.
+// Activations: ActK (act_k.h), quantized once per call per 256 values.
 // Per super-block, half h and token t, exactly in integers:
 //   sub-block s (32 values = 8 pieces of 4): u = nibble (0..15) of the pieces,
-//     a_s = sum_p vpmaddubsw(u_p, x word) in int16 (8 * 2 * 15 * 127 = 30480: no saturation),
+//     a_s = sum_p vpmaddubsw(u_p, x word) in int16 (8 * 2 * 15 * 127 = 30480: no saturation;
+//           Q5_K, u up to 31: summed over 4 pieces at a time, 4 * 2 * 31 * 127 = 31496),
 //     isum += vpmaddwd(a_s, (sc_s, sc_s) per lane)              (<= 8 * 2 * 63 * 30480 < 2^31);
 //   msum = sum_k vpmaddwd((m_2k, m_2k+1) per lane, (bsum32_2k, bsum32_2k+1) broadcast);
 // then y_row += d_x * (d * float(isum) - dmin * float(msum)), one FMA per lane.
@@ -22,7 +24,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/act_k_avx2.h"
+#include "kernels/act_k.h"
 #include "kernels/internal.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/packed.h"
@@ -39,7 +41,16 @@ constexpr int64_t kBlockBytes = 192 * 1024;
 
 // Offsets in one packed super-block (packed.h / packed.cc).
 constexpr int kD = 0, kDmin = 32, kScales = 64, kMins = 192, kQuants = 320;
-constexpr int kSuper = kQuants + 16 * 128;
+constexpr int kSuper4 = kQuants + 16 * 128;  // Q4_Kx16
+constexpr int kSuper5 = kSuper4 + 16 * 32;   // Q5_Kx16: + high bits [8 pieces][16 rows][4]
+
+// Moves bit `from` of every byte of v to bit 4, masked (16-bit shifts of at most 4: no bit of
+// the neighbouring byte lands on bit 4).
+inline __m256i bit_to_4(__m256i v, int from) {
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  if (from < 4) return _mm256_and_si256(_mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - from)), b4);
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(from - 4)), b4);
+}
 
 struct KPCtx {
   const uint8_t* w;  // groups
@@ -60,9 +71,10 @@ inline __m256i scale_pairs(const uint8_t* p) {
   return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-// H halves (rows 8 h0 .. 8 (h0 + H)) of group g x T tokens from t0.
-template <int H, int T>
+// Q4_K (kFive = false) or Q5_K: H halves (rows 8 h0 .. 8 (h0 + H)) of group g x T tokens from t0.
+template <bool kFive, int H, int T>
 void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
+  constexpr int kSuper = kFive ? kSuper5 : kSuper4;
   const uint8_t* group = c.w + g * c.group_bytes;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[H][T];
@@ -90,6 +102,11 @@ void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
         for (int p = 0; p < 8; ++p) {
           _mm_prefetch(reinterpret_cast<const char*>(q) + 2 * kSuper + 64 * p, _MM_HINT_T0);
         }
+        if constexpr (kFive) {
+          const char* qh = reinterpret_cast<const char*>(s) + 2 * kSuper + kSuper4 + 128 * j;
+          _mm_prefetch(qh, _MM_HINT_T0);
+          _mm_prefetch(qh + 64, _MM_HINT_T0);
+        }
       }
       __m256i lo16[H][T], hi16[H][T];
       GLM_UNROLL_K
@@ -97,6 +114,22 @@ void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
         GLM_UNROLL_K
         for (int t = 0; t < T; ++t) lo16[h][t] = hi16[h][t] = _mm256_setzero_si256();
       }
+      // The int16 sums times the sub-block scales, into isum.
+      auto flush = [&]() {
+        GLM_UNROLL_K
+        for (int h = 0; h < H; ++h) {
+          const uint8_t* sc = s + kScales + 64 * (h0 + h) + 8 * (2 * j);
+          const __m256i sl = scale_pairs(sc);
+          const __m256i sh = scale_pairs(sc + 8);
+          GLM_UNROLL_K
+          for (int t = 0; t < T; ++t) {
+            isum[h][t] =
+                _mm256_add_epi32(isum[h][t], _mm256_add_epi32(_mm256_madd_epi16(lo16[h][t], sl),
+                                                              _mm256_madd_epi16(hi16[h][t], sh)));
+            lo16[h][t] = hi16[h][t] = _mm256_setzero_si256();
+          }
+        }
+      };
       // Not unrolled further: GCC then keeps every product live at once and spills them.
 #pragma GCC unroll 2
       for (int p = 0; p < 8; ++p) {
@@ -104,8 +137,15 @@ void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
         for (int h = 0; h < H; ++h) {
           const __m256i v =
               _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64 * p + 32 * (h0 + h)));
-          const __m256i lo = _mm256_and_si256(v, m4);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          __m256i lo = _mm256_and_si256(v, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            // Bits 2j (low nibbles' values) and 2j + 1 (high) of qh[4p ..] are their 5th bits.
+            const __m256i qh = _mm256_load_si256(
+                reinterpret_cast<const __m256i*>(s + kSuper4 + 64 * p + 32 * (h0 + h)));
+            lo = _mm256_or_si256(lo, bit_to_4(qh, 2 * j));
+            hi = _mm256_or_si256(hi, bit_to_4(qh, 2 * j + 1));
+          }
           GLM_UNROLL_K
           for (int t = 0; t < T; ++t) {
             const int8_t* xq = a[t]->q + 64 * j + 4 * p;
@@ -115,19 +155,9 @@ void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
             hi16[h][t] = _mm256_add_epi16(hi16[h][t], ph);
           }
         }
+        if (kFive && p == 3) flush();
       }
-      GLM_UNROLL_K
-      for (int h = 0; h < H; ++h) {
-        const uint8_t* sc = s + kScales + 64 * (h0 + h) + 8 * (2 * j);
-        const __m256i sl = scale_pairs(sc);
-        const __m256i sh = scale_pairs(sc + 8);
-        GLM_UNROLL_K
-        for (int t = 0; t < T; ++t) {
-          isum[h][t] =
-              _mm256_add_epi32(isum[h][t], _mm256_add_epi32(_mm256_madd_epi16(lo16[h][t], sl),
-                                                            _mm256_madd_epi16(hi16[h][t], sh)));
-        }
-      }
+      flush();
     }
     GLM_UNROLL_K
     for (int h = 0; h < H; ++h) {
@@ -295,28 +325,27 @@ void tile6(const KPCtx& c, int64_t g, int h0, int64_t t0) {
   }
 }
 
-// Q4_K (kSix = false) or Q6_K tiles.
-template <bool kSix, int H, int T>
+template <PackedLayout L, int H, int T>
 inline void tile_of(const KPCtx& c, int64_t g, int h0, int64_t t0) {
-  if constexpr (kSix) {
+  if constexpr (L == PackedLayout::kQ6_Kx16) {
     tile6<H, T>(c, g, h0, t0);
   } else {
-    tile<H, T>(c, g, h0, t0);
+    tile<L == PackedLayout::kQ5_Kx16, H, T>(c, g, h0, t0);
   }
 }
 
-template <bool kSix, int T>
+template <PackedLayout L, int T>
 void tile_dispatch(const KPCtx& c, int64_t g, int h, int64_t t0, int nt) {
   if constexpr (T > 1) {
-    if (nt < T) return tile_dispatch<kSix, T - 1>(c, g, h, t0, nt);
+    if (nt < T) return tile_dispatch<L, T - 1>(c, g, h, t0, nt);
   }
-  tile_of<kSix, 1, T>(c, g, h, t0);
+  tile_of<L, 1, T>(c, g, h, t0);
 }
 
-template <bool kSix>
+template <PackedLayout L>
 void run_groups(const KPCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
   if (n_tokens == 1) {
-    for (int64_t g = g0; g < g1; ++g) tile_of<kSix, 2, 1>(c, g, 0, 0);
+    for (int64_t g = g0; g < g1; ++g) tile_of<L, 2, 1>(c, g, 0, 0);
     return;
   }
   const int64_t block = std::max<int64_t>(1, kBlockBytes / static_cast<int64_t>(c.group_bytes));
@@ -325,8 +354,8 @@ void run_groups(const KPCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
       for (int64_t g = gb; g < ge; ++g) {
-        tile_dispatch<kSix, kMaxT>(c, g, 0, t0, nt);
-        tile_dispatch<kSix, kMaxT>(c, g, 1, t0, nt);
+        tile_dispatch<L, kMaxT>(c, g, 0, t0, nt);
+        tile_dispatch<L, kMaxT>(c, g, 1, t0, nt);
       }
     }
   }
@@ -362,9 +391,16 @@ void matmul_packed_k_avx2(const WeightView& w, const float* x, float* y, int64_t
   if (n_tokens > 1) {
     chunk = std::max<int64_t>(chunk, kBlockBytes / static_cast<int64_t>(c.group_bytes));
   }
-  const bool six = w.packed_layout == PackedLayout::kQ6_Kx16;
+  const PackedLayout layout = w.packed_layout;
   claim_chunks(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    (six ? run_groups<true> : run_groups<false>)(c, g0, g1, n_tokens);
+    switch (layout) {
+      case PackedLayout::kQ4_Kx16:
+        return run_groups<PackedLayout::kQ4_Kx16>(c, g0, g1, n_tokens);
+      case PackedLayout::kQ5_Kx16:
+        return run_groups<PackedLayout::kQ5_Kx16>(c, g0, g1, n_tokens);
+      default:
+        return run_groups<PackedLayout::kQ6_Kx16>(c, g0, g1, n_tokens);
+    }
   });
 }
 

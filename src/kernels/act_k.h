@@ -1,7 +1,10 @@
-// Internal to kernels/: the activations of the AVX2 k-quant kernels (matmul_k_avx2.cc row-major,
-// packed_k_avx2.cc packed), quantized per 256 values as internal.h's quantize_act_ref: int8 q in
-// natural order, the sums of each 16 and each 32 of them (for the Q6_K offset and the Q4_K/Q5_K
-// mins), and d_x. Included by *_avx2.cc files only (internal linkage, like tiling.h).
+// Internal to kernels/: the activations of the k-quant kernels (matmul_k_avx2.cc,
+// matmul_k_avx512.cc row-major; packed_k_avx2.cc, packed_k_avx512.cc packed), quantized per 256
+// values as internal.h's quantize_act_ref: int8 q in natural order, the sums of each 16 and each
+// 32 of them (for the Q6_K offset and the Q4_K/Q5_K mins), and d_x. 64-byte aligned (320 bytes),
+// so the AVX-512 kernels load q with aligned 512-bit loads. Written with AVX2 instructions, which
+// every AVX-512 CPU has; included by the *_avx2.cc / *_avx512.cc files only (internal linkage,
+// like tiling.h).
 #pragma once
 
 #include <immintrin.h>
@@ -11,7 +14,7 @@
 namespace glm::kernels::internal {
 namespace {
 
-struct alignas(32) ActK {
+struct alignas(64) ActK {
   int8_t q[256];
   int16_t bsum16[16];
   int16_t bsum32[8];
