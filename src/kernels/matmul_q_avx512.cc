@@ -1,4 +1,5 @@
-// AVX-512 VNNI integer path for the 32-element quants Q8_0, Q4_0, Q5_0.
+// AVX-512 VNNI integer path for the 32-element quants Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, row-major
+// (packed copies of Q8_0 / Q4_0 / Q5_0 run packed_avx512.cc; this runs their tail rows).
 //
 // Activations are quantized per 32 values (internal.h: quantize_act_ref) into "chunks" of two
 // blocks (64 int8 = one zmm), laid out to match how the weight format unpacks:
@@ -8,6 +9,8 @@
 // c = -offset * (sum of the lane's four int8 values). The weights unpack to unsigned bytes
 // u = q + offset (offset 128 for Q8_0, 8 for Q4_0, 16 for Q5_0), so one vpdpbusd seeded with c
 // gives per lane sum((u - offset) * x) = sum(q * x) exactly; then y += cvt(that) * d_w * d_x.
+// Q4_1 / Q5_1 (w = d_w * u + m_w, u unsigned): c is the lane's sum of x itself, and
+//   y += cvt(vpdpbusd(0, u, x)) * d_w * d_x + cvt(c) * m_w * d_x.
 // A chunk of an odd block count has a zero second half on both sides.
 // GCC 12's own AVX-512 intrinsics (_mm512_undefined_*) trip these warnings when inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -46,11 +49,12 @@ inline __m512 chunk_scales(float d0, float d1) {
 }
 
 struct Q8_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 34;
   static constexpr bool kPermuted = false;
   static constexpr int kOffset = 128;
   template <bool kHalf>
-  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd, __m512* /*wm*/) {
     const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
     const __m256i q1 = kHalf ? _mm256_set1_epi8(-128)
                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 36));
@@ -72,12 +76,20 @@ inline __m512i unpack_nibbles(const uint8_t* b0, const uint8_t* b1, bool half) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+// The fifth bits of two Q5 blocks (qh of each) in the permuted lane order: [x0 0..15 | x1 0..15 |
+// x0 16..31 | x1 16..31], as a byte mask.
+inline __mmask64 fifth_bits(uint32_t h0, uint32_t h1) {
+  return _cvtu64_mask64((h0 & 0xFFFFull) | (uint64_t{h1 & 0xFFFFu} << 16) |
+                        (uint64_t{h0 >> 16} << 32) | (uint64_t{h1 >> 16} << 48));
+}
+
 struct Q4_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 18;
   static constexpr bool kPermuted = true;
   static constexpr int kOffset = 8;
   template <bool kHalf>
-  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd, __m512* /*wm*/) {
     const uint8_t* b1 = b0 + kBlockBytes;
     *wq = unpack_nibbles<2>(b0, b1, kHalf);
     *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
@@ -85,22 +97,55 @@ struct Q4_0 {
 };
 
 struct Q5_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 22;
   static constexpr bool kPermuted = true;
   static constexpr int kOffset = 16;
   template <bool kHalf>
-  static void load(const uint8_t* b0, __m512i* wq, __m512* wd) {
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd, __m512* /*wm*/) {
     const uint8_t* b1 = b0 + kBlockBytes;
     uint32_t h0;
     uint32_t h1 = 0;
     std::memcpy(&h0, b0 + 2, 4);
     if (!kHalf) std::memcpy(&h1, b1 + 2, 4);
     const __m512i lo4 = unpack_nibbles<6>(b0, b1, kHalf);
-    // Fifth bits in the permuted lane order: [x0 0..15 | x1 0..15 | x0 16..31 | x1 16..31].
-    const uint64_t bits = (h0 & 0xFFFFull) | (uint64_t{h1 & 0xFFFFu} << 16) |
-                          (uint64_t{h0 >> 16} << 32) | (uint64_t{h1 >> 16} << 48);
-    *wq = _mm512_mask_add_epi8(lo4, _cvtu64_mask64(bits), lo4, _mm512_set1_epi8(16));
+    *wq = _mm512_mask_add_epi8(lo4, fifth_bits(h0, h1), lo4, _mm512_set1_epi8(16));
     *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
+  }
+};
+
+// Q4_1: d, m (fp16), qs[16]; w = d * u + m, u = nibble.
+struct Q4_1 {
+  static constexpr bool kMin = true;
+  static constexpr int kBlockBytes = 20;
+  static constexpr bool kPermuted = true;
+  static constexpr int kOffset = 0;
+  template <bool kHalf>
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd, __m512* wm) {
+    const uint8_t* b1 = b0 + kBlockBytes;
+    *wq = unpack_nibbles<4>(b0, b1, kHalf);
+    *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
+    *wm = chunk_scales<true>(half_at(b0 + 2), kHalf ? 0.0f : half_at(b1 + 2));
+  }
+};
+
+// Q5_1: d, m (fp16), qh[4], qs[16]; w = d * u + m, u = nibble + 16 * fifth bit.
+struct Q5_1 {
+  static constexpr bool kMin = true;
+  static constexpr int kBlockBytes = 24;
+  static constexpr bool kPermuted = true;
+  static constexpr int kOffset = 0;
+  template <bool kHalf>
+  static void load(const uint8_t* b0, __m512i* wq, __m512* wd, __m512* wm) {
+    const uint8_t* b1 = b0 + kBlockBytes;
+    uint32_t h0;
+    uint32_t h1 = 0;
+    std::memcpy(&h0, b0 + 4, 4);
+    if (!kHalf) std::memcpy(&h1, b1 + 4, 4);
+    const __m512i lo4 = unpack_nibbles<8>(b0, b1, kHalf);
+    *wq = _mm512_mask_add_epi8(lo4, fifth_bits(h0, h1), lo4, _mm512_set1_epi8(16));
+    *wd = chunk_scales<true>(half_at(b0), kHalf ? 0.0f : half_at(b1));
+    *wm = chunk_scales<true>(half_at(b0 + 2), kHalf ? 0.0f : half_at(b1 + 2));
   }
 };
 
@@ -122,10 +167,10 @@ struct QKern {
   static inline void step(const Ctx& c, const uint8_t* const* rows, const ActChunk* a, int64_t k,
                           __m512 (&acc)[R][T]) {
     __m512i wq[R];
-    __m512 wd[R];
+    __m512 wd[R], wm[R];
     GLM_UNROLL
     for (int r = 0; r < R; ++r) {
-      Fmt::template load<kHalf>(rows[r] + 2 * k * Fmt::kBlockBytes, &wq[r], &wd[r]);
+      Fmt::template load<kHalf>(rows[r] + 2 * k * Fmt::kBlockBytes, &wq[r], &wd[r], &wm[r]);
     }
     GLM_UNROLL
     for (int t = 0; t < T; ++t) {
@@ -135,8 +180,14 @@ struct QKern {
       const __m512 dx = _mm512_load_ps(ch.d);
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m512i p = _mm512_dpbusd_epi32(cv, wq[r], xq);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], dx), acc[r][t]);
+        if constexpr (Fmt::kMin) {
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[r], xq);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], dx), acc[r][t]);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cv), _mm512_mul_ps(wm[r], dx), acc[r][t]);
+        } else {
+          const __m512i p = _mm512_dpbusd_epi32(cv, wq[r], xq);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], dx), acc[r][t]);
+        }
       }
     }
   }
@@ -196,7 +247,9 @@ void quantize_token(const float* x, int64_t n_cols, ActChunk* out) {
     if (h == 1 || b == n_blocks - 1) {
       const __m512i sums =
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), _mm512_load_si512(ch.q));
-      _mm512_store_si512(ch.c, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-Fmt::kOffset)));
+      // c = -offset * sum; the formats with a minimum keep the sum itself.
+      _mm512_store_si512(
+          ch.c, Fmt::kMin ? sums : _mm512_mullo_epi32(sums, _mm512_set1_epi32(-Fmt::kOffset)));
     }
   }
 }
@@ -250,6 +303,8 @@ int act_block_q_avx512(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
       return 32;
     default:
       return act_block_k_avx512(t);
@@ -267,6 +322,12 @@ bool matmul_q_avx512(const WeightView& w, const float* x, float* y, int64_t n_to
       return true;
     case DType::kQ5_0:
       q_matmul<Q5_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ4_1:
+      q_matmul<Q4_1>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ5_1:
+      q_matmul<Q5_1>(w, x, y, n_tokens, pool);
       return true;
     default:
       return matmul_k_avx512(w, x, y, n_tokens, pool);
