@@ -206,6 +206,9 @@ TEST(MatmulTest, LargeShapesWithThreads) {
   for (DType t : kTypes) {
     check(t, 67, 1024, 1, &pool);
     check(t, 67, 1024, 6, nullptr);
+    // An odd number of groups of 16 on one thread: the packed prefill's two-group tiles
+    // (packed_avx512.cc: tile2) and the one-group tile after them.
+    check(t, 53, 256, 5, nullptr);
     // Rows longer than a column panel of the packed float kernels (1024), with more tokens than
     // one tile (8): partial sums carried over panels.
     if (dtype_info(t).block_size == 1) check(t, 50, 2048 + 96, 11, &pool);
