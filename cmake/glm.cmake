@@ -6,7 +6,8 @@
 # *_test.cc, *_fuzz.cc and *_bench.cc; every *_test.cc becomes part of the test binary NAME_test (GoogleTest,
 # registered with ctest); every *_fuzz.cc becomes a libFuzzer target when GLM_FUZZ is on;
 # every *_bench.cc becomes a Google Benchmark executable of the same name.
-# Files named *_avx2.cc and *_avx512.cc are compiled for that instruction set only; the code
+# Files named *_avx2.cc, *_avxvnni.cc (AVX2 + AVX-VNNI) and *_avx512.cc are compiled for that
+# instruction set only; the code
 # chooses among them at run time.
 
 set(GLM_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
@@ -30,6 +31,7 @@ add_compile_options(${GLM_WARNINGS} ${GLM_SAN_FLAGS})
 add_link_options(${GLM_SAN_FLAGS})
 
 set(GLM_AVX2_FLAGS -mavx2 -mfma -mf16c)
+set(GLM_AVXVNNI_FLAGS ${GLM_AVX2_FLAGS} -mavxvnni)
 set(GLM_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16)
 
 # How a test binary is built, from cold on CI's 2 cores: GoogleTest and nlohmann-json, most of
@@ -60,6 +62,8 @@ function(glm_module name)
       list(APPEND srcs ${f})
       if(f MATCHES "_avx2\\.cc$")
         set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${GLM_AVX2_FLAGS}")
+      elseif(f MATCHES "_avxvnni\\.cc$")
+        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${GLM_AVXVNNI_FLAGS}")
       elseif(f MATCHES "_avx512\\.cc$")
         set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${GLM_AVX512_FLAGS}")
       endif()

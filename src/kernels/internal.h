@@ -37,6 +37,11 @@ void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n
                         ThreadPool* pool);
 void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                           ThreadPool* pool);
+// packed_avx2.cc built with AVX-VNNI (packed_avxvnni.cc), run where avxvnni_active(); and how
+// many times it ran (tests: proof that it did).
+void matmul_packed_avxvnni(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                           ThreadPool* pool);
+int64_t avxvnni_calls();
 // act_block() of each variant; -1 when the variant does not handle type t.
 int act_block_avx2(DType t);
 int act_block_avx512(DType t);

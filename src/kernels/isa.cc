@@ -3,12 +3,15 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace glm::kernels {
 namespace {
 
 // -1 until chosen; then static_cast<int>(Isa).
 std::atomic<int> g_isa{-1};
+// The AVX-VNNI kernels wanted (GLMSERVE_AVXVNNI, set_avxvnni); used only where the CPU has it.
+std::atomic<bool> g_avxvnni{true};
 
 }  // namespace
 
@@ -61,6 +64,17 @@ bool cpu_has_avxvnni() {
 #endif
 }
 
+bool avxvnni_active() {
+  return g_avxvnni.load(std::memory_order_relaxed) && active_isa() == Isa::kAvx2 &&
+         cpu_has_avxvnni();
+}
+
+Status set_avxvnni(bool on) {
+  if (on && !cpu_has_avxvnni()) return invalid_argument("this CPU has no AVX-VNNI");
+  g_avxvnni.store(on, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
 std::string cpu_isa_description() {
   std::string s;
   for (Isa i : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
@@ -103,6 +117,13 @@ Status set_isa(Isa isa) {
 }
 
 Status init_isa_from_env() {
+  const char* vnni = std::getenv("GLMSERVE_AVXVNNI");
+  const std::string vnni_value = vnni != nullptr ? vnni : "";
+  if (vnni_value != "" && vnni_value != "0" && vnni_value != "1") {
+    return invalid_argument("GLMSERVE_AVXVNNI=" + vnni_value +
+                            ": use 0 (off) or 1 (on where the CPU has it)");
+  }
+  g_avxvnni.store(vnni_value != "0", std::memory_order_relaxed);
   const char* env = std::getenv("GLMSERVE_ISA");
   if (env == nullptr || *env == '\0') return set_isa(cpu_isa());
   StatusOr<Isa> want = parse_isa(env);

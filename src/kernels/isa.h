@@ -29,9 +29,10 @@ Isa cpu_isa();
 Isa active_isa();
 // Sets the process ISA; invalid_argument if the CPU lacks it (the message names what it has).
 Status set_isa(Isa isa);
-// Sets the process ISA from GLMSERVE_ISA (unset or empty: cpu_isa()). invalid_argument for an
-// unknown name or an ISA the CPU lacks. Programs call it once at start; later calls read the
-// variable again.
+// Sets the process ISA from GLMSERVE_ISA (unset or empty: cpu_isa()) and the AVX-VNNI kernels
+// from GLMSERVE_AVXVNNI (unset, empty or 1: on where the CPU has it; 0: off). invalid_argument
+// for an unknown name or an ISA the CPU lacks, or a GLMSERVE_AVXVNNI other than 0 or 1. Programs
+// call it once at start; later calls read the variable again.
 Status init_isa_from_env();
 // "scalar", "avx2", "avx512": the one name of each ISA (GLMSERVE_ISA values, bench reports).
 const char* isa_name(Isa isa);
@@ -43,5 +44,11 @@ std::string cpu_isa_description();
 bool cpu_has_avx512bf16();
 // True if the CPU has AVX-VNNI (VEX-encoded 256-bit vpdpbusd: Alder Lake, Zen 5 and later).
 bool cpu_has_avxvnni();
+// Whether the avx2 ISA's packed Q4_0 / Q5_0 / Q8_0 kernels use AVX-VNNI (packed_avxvnni.cc):
+// cpu_has_avxvnni(), the active ISA is avx2, and it is on (GLMSERVE_AVXVNNI=0 turns it off, read
+// by init_isa_from_env(); tests switch with set_avxvnni()). Same thread-safety as the ISA.
+bool avxvnni_active();
+// Turns the AVX-VNNI kernels on or off; invalid_argument when turning them on on a CPU without.
+Status set_avxvnni(bool on);
 
 }  // namespace glm::kernels

@@ -92,8 +92,13 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   // The packed layouts are the same for both ISAs (packed.h); scalar reads the row-major data.
   if (w.packed != nullptr && isa != Isa::kScalar) {
     const bool avx512 = isa == Isa::kAvx512;
-    (avx512 ? internal::matmul_packed_avx512 : internal::matmul_packed_avx2)(w, x, y, n_tokens,
-                                                                             pool);
+    if (avx512) {
+      internal::matmul_packed_avx512(w, x, y, n_tokens, pool);
+    } else if (avxvnni_active()) {
+      internal::matmul_packed_avxvnni(w, x, y, n_tokens, pool);
+    } else {
+      internal::matmul_packed_avx2(w, x, y, n_tokens, pool);
+    }
     if (w.packed_rows < w.n_rows) {
       matmul_tail(avx512 ? internal::matmul_avx512 : internal::matmul_avx2, w, x, y, n_tokens,
                   pool);

@@ -17,6 +17,7 @@ namespace {
 
 using testing::random_floats;
 using testing::runnable_isas;
+using testing::ScopedAvxVnni;
 using testing::ScopedIsa;
 
 struct Weights {
@@ -212,6 +213,42 @@ TEST(MatmulTest, LargeShapesWithThreads) {
     // Rows longer than a column panel of the packed float kernels (1024), with more tokens than
     // one tile (8): partial sums carried over panels.
     if (dtype_info(t).block_size == 1) check(t, 50, 2048 + 96, 11, &pool);
+  }
+}
+
+TEST(MatmulTest, AvxVnniPackedKernelsAreBitIdenticalToAvx2AndRun) {
+  // packed_avxvnni.cc is packed_avx2.cc with vpdpbusd for the blocks' integer dot products: the
+  // same sums, so the same outputs to the bit (the odd-shapes test checks it against the
+  // reference, running with AVX-VNNI on where the CPU has it).
+  if (!cpu_has_avxvnni()) GTEST_SKIP() << "this CPU has no AVX-VNNI: " << cpu_isa_description();
+  ScopedIsa scoped(Isa::kAvx2);
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
+    for (int64_t n_cols : {32, 96, 1024}) {
+      for (int64_t n_tokens : {1, 3, 6, 17}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(t) << " cols=" << n_cols << " tokens=" << n_tokens);
+        const Weights w = make_weights(t, 53, n_cols, static_cast<uint32_t>(n_cols + 5));
+        auto x = random_floats(static_cast<size_t>(n_tokens * n_cols), 13, -1, 1);
+        for (size_t i = 0; i < x.size(); i += 23) x[i] *= 5.0f;
+        const PackedWeight p = PackedWeight::pack(w.view, &pool);
+        WeightView view = w.view;
+        p.attach(&view);
+        std::vector<float> on(n_tokens * 53), off(n_tokens * 53);
+        const int64_t calls = internal::avxvnni_calls();
+        {
+          ScopedAvxVnni vnni(true);
+          matmul(view, x.data(), on.data(), n_tokens, &pool);
+        }
+        EXPECT_EQ(internal::avxvnni_calls(), calls + 1);
+        {
+          ScopedAvxVnni vnni(false);
+          matmul(view, x.data(), off.data(), n_tokens, &pool);
+        }
+        EXPECT_EQ(internal::avxvnni_calls(), calls + 1);
+        ASSERT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float)));
+      }
+    }
   }
 }
 

@@ -37,6 +37,26 @@ namespace {
 
 #define GLM_UNROLL_P _Pragma("GCC unroll 8")
 
+// Built twice: as itself for AVX2, and by packed_avxvnni.cc with AVX-VNNI (__AVXVNNI__), where
+// the blocks' dot products take one vpdpbusd per piece instead of vpmaddubsw + adds + vpmaddwd.
+// The integer sums are the same, so both builds give the same results to the bit.
+#ifndef GLM_PACKED_AVX2_ENTRY
+#define GLM_PACKED_AVX2_ENTRY matmul_packed_avx2
+#endif
+#if defined(__AVXVNNI__)
+// Two chains of dot products of unsigned u with the block's activation words x (+= into s).
+template <int N>
+inline __m256i vnni_dot(const __m256i (&u)[N], const int32_t* x) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+  GLM_UNROLL_P
+  for (int j = 0; j < N; j += 2) {
+    s0 = _mm256_dpbusd_avx_epi32(s0, u[j], _mm256_set1_epi32(x[j]));
+    s1 = _mm256_dpbusd_avx_epi32(s1, u[j + 1], _mm256_set1_epi32(x[j + 1]));
+  }
+  return _mm256_add_epi32(s0, s1);
+}
+#endif
+
 constexpr int kMaxT = 4;  // tokens per prefill tile
 // Groups per cache block in prefill: each token tile sweeps the block while its weights sit in
 // L2 (and the tile's activations in L1).
@@ -77,6 +97,9 @@ struct Q4 {
   }
   // Row sums (int32 lanes) of u * x for one block of one token; x = the block's 8 words.
   static inline __m256i dot(const Regs& r, const int32_t* x) {
+#if defined(__AVXVNNI__)
+    return vnni_dot(r.u, x);
+#endif
     __m256i s0 = _mm256_maddubs_epi16(r.u[0], bcast32(x + 0));
     __m256i s1 = _mm256_maddubs_epi16(r.u[1], bcast32(x + 1));
     GLM_UNROLL_P
@@ -117,6 +140,9 @@ struct Q5 {
     }
   }
   static inline __m256i dot(const Regs& r, const int32_t* x) {
+#if defined(__AVXVNNI__)
+    return vnni_dot(r.u, x);
+#endif
     __m256i s[2];  // low nibbles (words 0..3), high nibbles (words 4..7)
     GLM_UNROLL_P
     for (int k = 0; k < 2; ++k) {
@@ -151,6 +177,17 @@ struct Q8 {
     }
   }
   static inline __m256i dot(const Regs& r, const int32_t* x) {
+#if defined(__AVXVNNI__)
+    // |q| (<= 128, unsigned) times x with q's sign: vpdpbusd sums q x exactly.
+    __m256i v0 = _mm256_setzero_si256(), v1 = _mm256_setzero_si256();
+    GLM_UNROLL_P
+    for (int j = 0; j < 8; j += 2) {
+      v0 = _mm256_dpbusd_avx_epi32(v0, r.a[j], _mm256_sign_epi8(bcast32(x + j), r.q[j]));
+      v1 =
+          _mm256_dpbusd_avx_epi32(v1, r.a[j + 1], _mm256_sign_epi8(bcast32(x + j + 1), r.q[j + 1]));
+    }
+    return _mm256_add_epi32(v0, v1);
+#endif
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     GLM_UNROLL_P
@@ -452,8 +489,11 @@ void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t 
 
 }  // namespace
 
-void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                        ThreadPool* pool) {
+void GLM_PACKED_AVX2_ENTRY(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                           ThreadPool* pool) {
+#if defined(__AVXVNNI__)
+  avxvnni_calls_add();
+#endif
   switch (w.packed_layout) {
     case PackedLayout::kQ4_0x16:
       packed_matmul<Q4>(w, x, y, n_tokens, pool);

@@ -40,4 +40,14 @@ class ScopedIsa {
   Isa old_;
 };
 
+// Turns the AVX-VNNI kernels on or off (set_avxvnni) for its lifetime, then back to the default
+// (on where the CPU has them). `on` needs cpu_has_avxvnni().
+class ScopedAvxVnni {
+ public:
+  explicit ScopedAvxVnni(bool on) { GLM_CHECK(set_avxvnni(on).ok()); }
+  ~ScopedAvxVnni() { GLM_CHECK(set_avxvnni(cpu_has_avxvnni()).ok()); }
+  ScopedAvxVnni(const ScopedAvxVnni&) = delete;
+  ScopedAvxVnni& operator=(const ScopedAvxVnni&) = delete;
+};
+
 }  // namespace glm::kernels::testing
