@@ -277,6 +277,51 @@ TEST(DraftModel, ADraftCacheWithoutRoomOnlyStopsDrafting) {
   b.expect_no_leak("small draft cache");
 }
 
+// A draft model whose forward fails (from its 4th pass on): those sequences stop drafting and
+// free their draft blocks; the output stays exact.
+TEST(DraftModel, AFailingDraftModelOnlyStopsDrafting) {
+  class Failing : public FakeModel {
+   public:
+    using FakeModel::FakeModel;
+    Status forward(const std::vector<model::SeqInput>& batch, model::KvPool* kv,
+                   std::vector<float>* out, model::OutputKind kind) override {
+      if (++calls_ > 3) return Status(ErrorCode::kInternal, "draft failure (test)");
+      return FakeModel::forward(batch, kv, out, kind);
+    }
+
+   private:
+    int calls_ = 0;
+  };
+  std::mt19937 rng(31);
+  FakeModel target(kVocab, 4);
+  target.set_copy_bias(kCopy);
+  Failing draft(kVocab, 4);
+  draft.set_copy_bias(kCopy);
+  kv::KvCache cache(512, 4), draft_cache(512, 4);
+  Scheduler sched(&target, nullptr, &cache, draft_options(4), DraftModel{&draft, nullptr,
+                                                                         &draft_cache});
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SeqRun> runs(3);
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(copy_prompt(&rng));
+    SeqRequest r;
+    r.id = "r" + std::to_string(i);
+    r.prompt = prompts.back();
+    r.sampling.max_tokens = 30;
+    r.sampling.temperature = 0.0f;
+    r.stop_ids = {kEos};
+    r.observer = std::make_unique<Observer>(&runs[i]);
+    ASSERT_TRUE(sched.add(std::move(r)).ok());
+  }
+  for (int i = 0; i < 10000 && !sched.idle(); ++i) sched.step();
+  ASSERT_TRUE(sched.idle());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(runs[i].tokens, oracle(prompts[i], 30)) << i;
+  EXPECT_GT(sched.stats().speculation.drafted, 0);
+  EXPECT_EQ(draft_cache.allocator().n_used(), 0);
+  EXPECT_EQ(draft_cache.allocator().n_reserved(), 0);
+  EXPECT_EQ(cache.allocator().n_used(), 0);
+}
+
 // Three sampled tokens after a repetitive prompt (the second and third are verified drafts
 // of a draft model whose q differs from the target's p): their joint frequencies over many
 // seeds against the exact product of the target's distributions (temperature, top-p). The

@@ -418,7 +418,7 @@ void Scheduler::accept_draft(Seq* seq, float* rows) {
     cache_->commit(&seq->adm.kv, &seq->feed[j + 1], 1);
   }
   seq->draft_len.verified(k, accepted);
-  if (draft_on_ && !seq->done) commit_draft_kv(seq, accepted);
+  if (draft_on_ && seq->drafts && !seq->done) commit_draft_kv(seq, accepted);
 }
 
 void Scheduler::draft_with_model() {
@@ -472,9 +472,15 @@ void Scheduler::draft_with_model() {
     draft_logits_.clear();
     const Status st = draft_.model->forward(batch, draft_.pool, &draft_logits_,
                                             model::OutputKind::kLogits);
-    if (!st.ok()) {  // the drafts so far stand; the target's output does not depend on them
-      GLM_LOG_WARN("draft model: forward failed for %zu sequences: %s", batch.size(),
-                   st.to_string().c_str());
+    if (!st.ok()) {
+      // The drafts so far stand (the target's output does not depend on them); these
+      // sequences stop drafting and give their draft blocks back.
+      GLM_LOG_WARN("draft model: forward failed for %zu sequences (they stop drafting): %s",
+                   batch.size(), st.to_string().c_str());
+      for (Seq* seq : active) {
+        seq->drafts = false;
+        draft_.cache->release(&seq->dkv);
+      }
       break;
     }
     GLM_CHECK(draft_logits_.size() == batch.size() * static_cast<size_t>(n_vocab_));
