@@ -120,7 +120,8 @@ TEST(BenchEngineTest, BadInputGivesOneLineError) {
   for (const std::string args :
        {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
         "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1",
-        "bench engine --model x --spec draft", "bench engine --model x --draft /nonexistent.gguf"}) {
+        "bench engine --model x --spec draft",
+        "bench engine --model x --draft /nonexistent.gguf"}) {
     const CliRun r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;

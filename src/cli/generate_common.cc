@@ -22,7 +22,8 @@ const char* kGenerateFlagsHelp =
     "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n";
 const char* kSpecFlagsHelp =
     "  --spec ngram|draft|off  speculative decoding with drafts from each answer's own context\n"
-    "                       or a draft model (greedy output unchanged; docs/engine.md; default off)\n"
+    "                       or a draft model (greedy output unchanged; docs/engine.md; default "
+    "off)\n"
     "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n";
 
 Status spec_flags(const Args& args, engine::Options* o) {

@@ -247,8 +247,8 @@ class EngineImpl final : public Engine {
                    draft_model_->config().arch_name.c_str(), n_draft_blocks,
                    draft_pool_->bytes() / 1048576.0);
     }
-    sched_ = std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so,
-                                                    draft);
+    sched_ =
+        std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so, draft);
     stop_ids_ = template_->stop_ids();
     raw_affixes_ =
         raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
@@ -691,8 +691,9 @@ void RequestObserver::on_error(const Status& status) {
 
 Status check_spec_mode(generation::SpecMode mode, const std::string& draft_path) {
   if (mode == generation::SpecMode::kDraft && draft_path.empty()) {
-    return invalid_argument("--spec draft needs a draft model: add --draft M.gguf (a smaller model "
-                            "with the same vocabulary)");
+    return invalid_argument(
+        "--spec draft needs a draft model: add --draft M.gguf (a smaller model "
+        "with the same vocabulary)");
   }
   if (mode != generation::SpecMode::kDraft && !draft_path.empty()) {
     return invalid_argument(std::string("--draft is for --spec draft, not --spec ") +

@@ -120,7 +120,7 @@ struct Options {
   // its distribution. kDraft drafts with a second, smaller model of the same vocabulary
   // (draft_path; docs/engine.md#draft-model), with its own KV for max_batch full contexts.
   generation::SpecMode spec = generation::SpecMode::kOff;
-  int max_draft = 8;  // drafted tokens per sequence and step, at most
+  int max_draft = 8;       // drafted tokens per sequence and step, at most
   std::string draft_path;  // the draft model's GGUF file (kDraft only)
 };
 

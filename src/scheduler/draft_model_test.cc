@@ -31,8 +31,8 @@ using testing::FakeModel;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
-constexpr float kCopy = 8.0f;        // the target copies most of the time (logits in [0, 10))
-constexpr float kDraftCopy = 5.0f;   // a draft that agrees often, not always
+constexpr float kCopy = 8.0f;       // the target copies most of the time (logits in [0, 10))
+constexpr float kDraftCopy = 5.0f;  // a draft that agrees often, not always
 
 struct SeqRun {
   std::vector<int32_t> tokens;
@@ -248,8 +248,8 @@ TEST(DraftModel, StopIdsAndMaxTokensInsideADraft) {
     const int32_t stop = prompt[prompt.size() - 1 - rng() % 4];  // a token it will copy
     for (int max_tokens : {2, 5, 33}) {
       Bench b(draft_options(), kCopy);
-      ASSERT_TRUE(b.add("a", prompt, max_tokens, [&](SeqRequest* r) { r->stop_ids = {stop}; })
-                      .ok());
+      ASSERT_TRUE(
+          b.add("a", prompt, max_tokens, [&](SeqRequest* r) { r->stop_ids = {stop}; }).ok());
       b.run_all();
       const auto want = oracle(prompt, max_tokens, {stop});
       EXPECT_EQ(b.run("a").tokens, want) << i << " " << max_tokens;
@@ -298,8 +298,8 @@ TEST(DraftModel, AFailingDraftModelOnlyStopsDrafting) {
   Failing draft(kVocab, 4);
   draft.set_copy_bias(kCopy);
   kv::KvCache cache(512, 4), draft_cache(512, 4);
-  Scheduler sched(&target, nullptr, &cache, draft_options(4), DraftModel{&draft, nullptr,
-                                                                         &draft_cache});
+  Scheduler sched(&target, nullptr, &cache, draft_options(4),
+                  DraftModel{&draft, nullptr, &draft_cache});
   std::vector<std::vector<int32_t>> prompts;
   std::vector<SeqRun> runs(3);
   for (int i = 0; i < 3; ++i) {

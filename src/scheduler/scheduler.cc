@@ -232,8 +232,7 @@ void Scheduler::start_sampler(Seq* seq) {
   seq->drafts = spec_on_;
   if (draft_on_) {
     // Every position this sequence may write (admission checked it against n_ctx).
-    const int n_positions =
-        n_prompt + static_cast<int>(seq->req.sampling.max_tokens);
+    const int n_positions = n_prompt + static_cast<int>(seq->req.sampling.max_tokens);
     const int n_blocks = draft_.cache->blocks_for(n_positions);
     seq->drafts = draft_.cache->allocator().reserve(n_blocks);
     if (seq->drafts) {
@@ -470,8 +469,8 @@ void Scheduler::draft_with_model() {
       batch.push_back(in);
     }
     draft_logits_.clear();
-    const Status st = draft_.model->forward(batch, draft_.pool, &draft_logits_,
-                                            model::OutputKind::kLogits);
+    const Status st =
+        draft_.model->forward(batch, draft_.pool, &draft_logits_, model::OutputKind::kLogits);
     if (!st.ok()) {
       // The drafts so far stand (the target's output does not depend on them); these
       // sequences stop drafting and give their draft blocks back.
