@@ -260,6 +260,37 @@ TEST(DraftModel, StopIdsAndMaxTokensInsideADraft) {
   EXPECT_GT(n_stopped, 10);
 }
 
+// Prompts longer than a draft catch-up chunk (128 tokens): the draft model reads them over
+// several steps, then drafts; alone and batched, the output stays exact.
+TEST(DraftModel, LongPromptsAreCaughtUpInChunksThenDrafted) {
+  std::mt19937 rng(37);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> p;
+    while (static_cast<int>(p.size()) < 300 + 60 * i) {
+      const auto part = copy_prompt(&rng);
+      p.insert(p.end(), part.begin(), part.end());
+    }
+    prompts.push_back(p);
+  }
+  Bench b(draft_options(/*max_batch=*/3, /*prefill_chunk=*/64), kCopy);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(b.add("r" + std::to_string(i), prompts[i], 40).ok());
+  }
+  b.run_all();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SeqRun& r = b.run("r" + std::to_string(i));
+    EXPECT_EQ(r.tokens, oracle(prompts[i], 40)) << i;
+    EXPECT_GT(r.finish.speculation.accepted, 0) << i;
+  }
+  // Each prompt was read once by the draft model (and its generated tokens after it).
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  EXPECT_GE(b.draft.n_tokens_run(), prompt_tokens);
+  EXPECT_LT(b.draft.n_tokens_run(), prompt_tokens + 3 * 80);
+  b.expect_no_leak("long prompts");
+}
+
 // A draft cache too small for the sequences: those without a reservation do not draft, and
 // the output stays exact.
 TEST(DraftModel, ADraftCacheWithoutRoomOnlyStopsDrafting) {

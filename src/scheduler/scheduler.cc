@@ -12,6 +12,11 @@ namespace glm::scheduler {
 using generation::FinishReason;
 namespace {
 
+// A draft model at most this many committed tokens behind the target is fed them with the
+// step's draft; more (the prompt, on a sequence's first drafting step) are fed this many a
+// step first, without a draft: a long prompt's catch-up cannot stall the batch's step.
+constexpr int kDraftCatchUp = 128;
+
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -42,6 +47,7 @@ struct Scheduler::Seq {
   std::mt19937_64 draft_rng;
   std::vector<std::vector<sampler::Candidate>> q;
   std::vector<int32_t> draft_in;  // draft_with_model's tokens of this sequence's first pass
+  int catch_up = 0;  // > 0: this step only feeds its draft model this many committed tokens
   std::vector<std::unique_ptr<Seq>> forks;  // SeqRequest::forks until the prompt is written
   int width() const { return 1 + static_cast<int>(forks.size()); }  // batch slots it needs
   Clock::time_point admitted_at;
@@ -439,6 +445,12 @@ void Scheduler::draft_with_model() {
     } else {
       *seq->draft_sampler = *seq->sampler;  // the penalties' state; its RNG is never used
     }
+    // A draft far behind the target (its first step: the prompt) catches up in chunks of
+    // kDraftCatchUp and drafts once the rest fits one; the usual few tokens behind (and a
+    // pause's) are fed with the draft. Per sequence, so that where it drafts depends on its
+    // own tokens only (a seed's answer is the same batched or not).
+    const int behind = static_cast<int>(seq->adm.kv.tokens.size() - seq->dkv.tokens.size());
+    seq->catch_up = behind > kDraftCatchUp ? kDraftCatchUp : 0;
     active.push_back(seq);
   }
   // Pass 0 feeds each sequence's committed tokens the draft has not seen and next_token (all
@@ -454,7 +466,11 @@ void Scheduler::draft_with_model() {
         const std::vector<int32_t>& written = seq->adm.kv.tokens;
         GLM_CHECK(dkv.tokens.size() <= written.size());
         seq->draft_in.assign(written.begin() + dkv.tokens.size(), written.end());
-        seq->draft_in.push_back(seq->next_token);
+        if (seq->catch_up > 0) {
+          seq->draft_in.resize(seq->catch_up);
+        } else {
+          seq->draft_in.push_back(seq->next_token);
+        }
         in.tokens = seq->draft_in.data();
         in.n_tokens = static_cast<int>(seq->draft_in.size());
         in.n_past = static_cast<int>(dkv.tokens.size());
@@ -487,6 +503,7 @@ void Scheduler::draft_with_model() {
     for (size_t i = 0; i < active.size(); ++i) {
       Seq* seq = active[i];
       if (pass == 0) draft_.cache->commit(&seq->dkv, batch[i].tokens, batch[i].n_tokens);
+      if (seq->catch_up > 0) continue;  // no draft this step
       const float* row = draft_logits_.data() + i * n_vocab_;
       int32_t token = -1;
       if (seq->req.sampling.temperature <= 0.0f) {

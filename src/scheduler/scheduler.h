@@ -16,8 +16,8 @@
 // Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling (with speculative
 // decoding: of every verified position, plus a few O(context) n-gram scans per sequence; with a
 // draft model, up to max_draft passes of the draft model over the drafting sequences, each
-// O(n_vocab) sampling per sequence, the first also catching up the tokens the draft has not
-// seen yet, the prompt included), plus for
+// O(n_vocab) sampling per sequence, the first also feeding the draft the committed tokens it
+// has not seen yet, at most 128 per sequence: a prompt takes a few steps), plus for
 // each constrained sequence one Matcher::fill_mask (a copy of a cached mask, or a walk of the live
 // part of the vocabulary trie) and an O(n_vocab) masking pass; unconstrained ones pay nothing.
 #pragma once
