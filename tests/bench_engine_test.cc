@@ -99,11 +99,29 @@ TEST(BenchEngineTest, SpecNgramReportsTheVerifyCostPerDraftLength) {
                    .contains("spec_verify"));
 }
 
+TEST(BenchEngineTest, DraftReportsTheDraftPassAndItsBreakEven) {
+  if (!have(stories()))
+    GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const CliRun r = run_cli("bench engine --model " + stories() +
+                           " -p 0 -n 16 -r 1 -t 1 --bw-mb 0 --json --draft " + stories());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("spec_verify")) << r.out;
+  EXPECT_GT(j["spec_verify"]["draft_pass_ms"].get<double>(), 0) << r.out;
+  for (const auto& d : j["spec_verify"]["drafts"]) {
+    // The draft passes only add cost: break-even needs at least the n-gram acceptance.
+    EXPECT_GE(d["break_even_acceptance_draft"].get<double>(),
+              d["break_even_acceptance"].get<double>())
+        << r.out;
+  }
+}
+
 TEST(BenchEngineTest, BadInputGivesOneLineError) {
   for (const std::string args :
        {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
         "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1",
-        "bench engine --model x --spec draft"}) {
+        "bench engine --model x --spec draft",
+        "bench engine --model x --draft /nonexistent.gguf"}) {
     const CliRun r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;

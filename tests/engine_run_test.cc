@@ -134,11 +134,28 @@ TEST(EngineRun, SpecNgramKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
     r = run(args);
     EXPECT_NE(r.code, 0) << bad[0];
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(bad[0] == "--spec" && bad[1] == "fast" ? "expected ngram, draft or off"
-                                                                : "not implemented yet"),
-              std::string::npos)
-        << r.err;
+    const char* want = bad[1] == "fast"     ? "expected ngram, draft or off"
+                       : bad[0] == "--spec" ? "needs a draft model: add --draft M.gguf"
+                                            : "d.gguf";
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
   }
+}
+
+// A draft model (--draft alone implies --spec draft; here stories260K drafting for itself)
+// keeps llama.cpp's greedy text too, and the summary counts its drafts.
+TEST(EngineRun, SpecDraftKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
+  const std::string model = shared("models/stories260K.gguf");
+  const std::string golden = shared("models/stories260K.greedy.json");
+  if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
+  const auto g = nlohmann::json::parse(slurp(golden));
+  Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
+                  std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1",
+                  "--draft", model});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("speculative: [1-9][0-9]* of [1-9][0-9]* "
+                                                  "drafted tokens accepted")))
+      << r.err;
 }
 
 TEST(EngineRun, BadInvocationsFailWithOneLine) {

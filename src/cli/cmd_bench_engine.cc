@@ -36,6 +36,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
     "                             [--kv f16|f32] [--bw-mb 1024] [--repack 1|0] [--spec ngram]\n"
+    "                             [--draft D.gguf]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -50,6 +51,8 @@ constexpr const char* kHelp =
     "  --spec ngram    also the cost of speculative decoding's verify pass of k = 1, 2, 4, 8\n"
     "                  drafted tokens in decode passes, and the acceptance where each breaks\n"
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
+    "  --draft D.gguf  the same with a draft model: also D's decode pass (r decode passes of M),\n"
+    "                  and each k's break-even with k draft passes added (c + k r)\n"
     "'t/s per CPU' = tokens / (process CPU seconds / threads): the speed with the cores to itself\n"
     "(on a busy machine wall time stretches, CPU time much less).\n"
     "Set GLMSERVE_ISA=scalar|avx2|avx512 to force a kernel variant.\n";
@@ -245,7 +248,7 @@ int cmd_bench_engine(int argc, char** argv) {
   const bool json = args->has("json");
   engine::Options spec;
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
-  const bool spec_on = spec.spec == generation::SpecMode::kNgram;
+  const bool spec_on = spec.spec != generation::SpecMode::kOff;
 
   StatusOr<std::unique_ptr<gguf::File>> opened = gguf::File::open(*path);
   if (!opened.ok()) return fail(opened.status());
@@ -269,6 +272,22 @@ int cmd_bench_engine(int argc, char** argv) {
   model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens,
                    kv_name == "f16" ? DType::kF16 : DType::kF32);
   Runner runner(m->get(), &kv, 1234);
+  // --draft: the draft model's decode pass at the same depth (its own KV).
+  std::unique_ptr<model::Model> draft;
+  std::unique_ptr<model::KvPool> draft_kv;
+  std::unique_ptr<Runner> draft_runner;
+  if (!spec.draft_path.empty()) {
+    StatusOr<std::unique_ptr<gguf::File>> df = gguf::File::open(spec.draft_path);
+    if (!df.ok()) return fail(df.status());
+    StatusOr<std::unique_ptr<model::Model>> dm =
+        model::load_model(std::shared_ptr<const gguf::File>(std::move(*df)), load);
+    if (!dm.ok()) return fail(dm.status());
+    draft = std::move(*dm);
+    draft_kv = std::make_unique<model::KvPool>(draft->config(), kv.n_blocks(), kBlockTokens,
+                                               kv_name == "f16" ? DType::kF16 : DType::kF32);
+    draft_runner = std::make_unique<Runner>(draft.get(), draft_kv.get(), 4321);
+    if (Status s = draft_runner->generate(2).status(); !s.ok()) return fail(s);
+  }
 
   // Warm-up: faults in every weight page and the threads' scratch.
   if (Status s = runner.prefill(std::min<int>(16, max_pos)).status(); !s.ok()) return fail(s);
@@ -313,7 +332,15 @@ int cmd_bench_engine(int argc, char** argv) {
       if (!s.ok()) return fail(s.status());
       verify_s[k].push_back(*s);
     }
+    if (draft_runner) {  // k = -1: the draft model's decode pass
+      StatusOr<double> s = draft_runner->verify(1, depth - 1);
+      if (!s.ok()) return fail(s.status());
+      verify_s[-1].push_back(*s);
+    }
   }
+  // With a draft model a step of k drafted tokens also runs k draft passes: r decode passes each.
+  const double draft_r =
+      verify_s.count(-1) && verify_s.count(0) ? median(verify_s[-1]) / median(verify_s[0]) : 0;
   const Stats pps = summarize(pp);
   const Stats tgs = summarize(tg);
   const Stats bws = summarize(bw);
@@ -362,9 +389,11 @@ int cmd_bench_engine(int argc, char** argv) {
         v.push_back({{"k", k},
                      {"ms", median(verify_s[k]) * 1e3},
                      {"cost", c},
-                     {"break_even_acceptance", break_even_acceptance(k, c)}});
+                     {"break_even_acceptance", break_even_acceptance(k, c)},
+                     {"break_even_acceptance_draft", break_even_acceptance(k, c + k * draft_r)}});
       }
       j["spec_verify"] = {{"depth", depth}, {"decode_ms", decode * 1e3}, {"drafts", v}};
+      if (draft_r > 0) j["spec_verify"]["draft_pass_ms"] = median(verify_s[-1]) * 1e3;
     }
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -385,7 +414,7 @@ int cmd_bench_engine(int argc, char** argv) {
   if (spec_on && !verify_s[0].empty()) {
     const double decode = median(verify_s[0]);
     std::printf(
-        "\nspeculative verify (--spec ngram) at depth %d: a pass of k drafted tokens costs c "
+        "\nspeculative verify at depth %d: a pass of k drafted tokens costs c "
         "decode passes; it pays when 1 + a + ... + a^k > c, a = each draft token's acceptance\n"
         "| k | ms per pass | c | break-even a |\n|---|---|---|---|\n| 0 (decode) | %.2f | 1 | - "
         "|\n",
@@ -395,6 +424,17 @@ int cmd_bench_engine(int argc, char** argv) {
       const double c = median(verify_s[k]) / decode;
       std::printf("| %d | %.2f | %.2f | %.2f |\n", k, median(verify_s[k]) * 1e3, c,
                   break_even_acceptance(k, c));
+    }
+    if (draft_r > 0) {
+      std::printf(
+          "\ndraft model (--draft): a decode pass %.2f ms = r = %.3f target decode passes; a "
+          "step of k drafts costs c + k r\n| k | c + k r | break-even a |\n|---|---|---|\n",
+          median(verify_s[-1]) * 1e3, draft_r);
+      for (int k : kDrafts) {
+        if (verify_s[k].empty()) continue;
+        const double c = median(verify_s[k]) / decode + k * draft_r;
+        std::printf("| %d | %.2f | %.2f |\n", k, c, break_even_acceptance(k, c));
+      }
     }
   }
   if (*bw_mb > 0 && *n_gen > 0) {

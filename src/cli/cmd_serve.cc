@@ -63,7 +63,8 @@ constexpr const char* kUsage =
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
-    "  --spec ngram|off (speculative decoding; --spec draft / --draft: not implemented yet)\n"
+    "  --spec ngram|draft|off, --draft M.gguf (speculative decoding; the draft model must share\n"
+    "  the vocabulary of every served model)\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
 const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",

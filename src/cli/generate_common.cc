@@ -17,20 +17,23 @@ const char* kGenerateFlagsHelp =
     "  -t, --threads N      worker threads (default: physical cores)\n"
     "  --ctx-size N         context length (default: the model's, at most 8192)\n"
     "  --kv-type f16|f32    KV cache element type (default f16)\n"
-    "  --spec ngram|off     speculative decoding: ngram drafts from the conversation's own\n"
-    "                       tokens (same output; faster on answers that repeat it; default off)\n";
+    "  --spec ngram|draft|off  speculative decoding: ngram drafts from the conversation's own\n"
+    "                       tokens (same output; faster on answers that repeat it; default off)\n"
+    "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n";
 const char* kSpecFlagsHelp =
-    "  --spec ngram|off     speculative decoding with drafts from each answer's own context\n"
-    "                       (greedy output unchanged; docs/engine.md; default off)\n"
-    "  --draft M.gguf       a draft model for --spec draft: not implemented yet\n";
+    "  --spec ngram|draft|off  speculative decoding with drafts from each answer's own context\n"
+    "                       or a draft model (greedy output unchanged; docs/engine.md; default "
+    "off)\n"
+    "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n";
 
 Status spec_flags(const Args& args, engine::Options* o) {
-  const std::string mode = args.get("spec", "off");
+  // --draft alone implies --spec draft.
+  const std::string mode = args.get("spec", args.has("draft") ? "draft" : "off");
   const auto parsed = generation::parse_spec_mode(mode);
   if (!parsed) return invalid_argument("--spec: expected ngram, draft or off, got '" + mode + "'");
   o->spec = *parsed;
-  if (args.has("draft")) o->spec = generation::SpecMode::kDraft;  // refused below, by name
-  return engine::check_spec_mode(o->spec);
+  o->draft_path = args.get("draft", "");
+  return engine::check_spec_mode(o->spec, o->draft_path);
 }
 
 StatusOr<engine::Options> engine_options(const Args& args) {

@@ -20,7 +20,8 @@ extern const std::map<std::string, std::string> kGenerateAliases;  // -n, -t
 extern const char* kGenerateFlagsHelp;
 
 StatusOr<engine::Options> engine_options(const Args& args);
-// --spec ngram|draft|off (default off) and --draft M.gguf into *o; a draft model is refused
+// --spec ngram|draft|off (default off) and --draft M.gguf into *o (--draft alone implies
+// --spec draft); a mode and draft that do not go together are refused
 // (engine::check_spec_mode) with the one-line error that says what to use instead.
 Status spec_flags(const Args& args, engine::Options* o);
 extern const char* kSpecFlagsHelp;

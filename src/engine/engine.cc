@@ -34,6 +34,10 @@ struct Extras {
   uint64_t fingerprint = 0;                // model_fingerprint(*file); 0 without a file
   std::string name;
   bool add_bos = true;
+  // --spec draft: the draft model (its file kept alive for its mapping), checked against the
+  // target's vocabulary by check_draft_vocabulary.
+  std::shared_ptr<const gguf::File> draft_file;
+  std::unique_ptr<model::Model> draft;
 };
 
 class EngineImpl;
@@ -229,7 +233,22 @@ class EngineImpl final : public Engine {
     so.n_ctx = n_ctx_;
     so.spec = options.spec;
     so.max_draft = options.max_draft;
-    sched_ = std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so);
+    scheduler::DraftModel draft;
+    if (extras.draft) {
+      // Its own KV for max_batch full contexts: drafting never waits for a block.
+      draft_file_ = std::move(extras.draft_file);
+      draft_model_ = std::move(extras.draft);
+      const int n_draft_blocks = std::max(options.max_batch, 1) * per_seq;
+      draft_pool_ = std::make_unique<model::KvPool>(draft_model_->config(), n_draft_blocks, bt,
+                                                    options.kv_type);
+      draft_cache_ = std::make_unique<kv::KvCache>(n_draft_blocks, bt);
+      draft = {draft_model_.get(), draft_pool_.get(), draft_cache_.get()};
+      GLM_LOG_INFO("engine: draft model %s, KV %d blocks (%.1f MiB)",
+                   draft_model_->config().arch_name.c_str(), n_draft_blocks,
+                   draft_pool_->bytes() / 1048576.0);
+    }
+    sched_ =
+        std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so, draft);
     stop_ids_ = template_->stop_ids();
     raw_affixes_ =
         raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
@@ -547,6 +566,11 @@ class EngineImpl final : public Engine {
   std::unique_ptr<ModelBlockIo> block_io_;  // with disk_
   std::unique_ptr<kv::DiskStore> disk_;     // null: no KV disk cache
   std::unique_ptr<kv::KvCache> cache_;
+  // --spec draft: the draft model and its own KV (null otherwise).
+  std::shared_ptr<const gguf::File> draft_file_;
+  std::unique_ptr<model::Model> draft_model_;
+  std::unique_ptr<model::KvPool> draft_pool_;
+  std::unique_ptr<kv::KvCache> draft_cache_;
   std::unique_ptr<scheduler::Scheduler> sched_;  // loop thread only
 
   std::atomic<Health> health_{Health::kLoading};
@@ -665,11 +689,38 @@ void RequestObserver::on_error(const Status& status) {
 
 }  // namespace
 
-Status check_spec_mode(generation::SpecMode mode) {
-  if (mode == generation::SpecMode::kDraft) {
-    return Status(ErrorCode::kUnsupported,
-                  "--spec draft (a draft model, --draft) is not implemented yet: use --spec ngram "
-                  "or --spec off");
+Status check_spec_mode(generation::SpecMode mode, const std::string& draft_path) {
+  if (mode == generation::SpecMode::kDraft && draft_path.empty()) {
+    return invalid_argument(
+        "--spec draft needs a draft model: add --draft M.gguf (a smaller model "
+        "with the same vocabulary)");
+  }
+  if (mode != generation::SpecMode::kDraft && !draft_path.empty()) {
+    return invalid_argument(std::string("--draft is for --spec draft, not --spec ") +
+                            generation::spec_mode_name(mode) + ": drop one of them");
+  }
+  return Status::Ok();
+}
+
+Status check_draft_vocabulary(const tok::Tokenizer& target, int target_n_vocab,
+                              const tok::Tokenizer& draft, int draft_n_vocab) {
+  auto sizes = [&] {
+    return " (the target has " + std::to_string(target_n_vocab) + " tokens, the draft " +
+           std::to_string(draft_n_vocab) + "): use a draft model of the target's family";
+  };
+  if (target_n_vocab != draft_n_vocab || target.n_vocab() != draft.n_vocab()) {
+    return invalid_argument("--draft: the draft model's vocabulary differs in size" + sizes());
+  }
+  if (target.bos_id() != draft.bos_id() || target.eos_id() != draft.eos_id()) {
+    return invalid_argument("--draft: the draft model's BOS/EOS ids differ" + sizes());
+  }
+  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+    if (target.is_control(id) != draft.is_control(id) ||
+        target.token_bytes(id) != draft.token_bytes(id)) {
+      return invalid_argument("--draft: token " + std::to_string(id) + " is '" +
+                              target.token_bytes(id) + "' in the target and '" +
+                              draft.token_bytes(id) + "' in the draft model" + sizes());
+    }
   }
   return Status::Ok();
 }
@@ -686,7 +737,7 @@ std::unique_ptr<Engine> create_engine(std::unique_ptr<model::Model> model,
 
 StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   const auto t0 = Clock::now();
-  GLM_RETURN_IF_ERROR(check_spec_mode(options.spec));
+  GLM_RETURN_IF_ERROR(check_spec_mode(options.spec, options.draft_path));
   auto file = gguf::File::open(options.model_path);
   if (!file.ok()) return file.status();
   std::shared_ptr<const gguf::File> shared(std::move(file.value()));
@@ -713,6 +764,27 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (const gguf::Value* v = shared->find("tokenizer.ggml.add_bos_token");
       v != nullptr && v->type() == gguf::ValueType::kBool) {
     extras.add_bos = v->as_bool();
+  }
+  if (options.spec == generation::SpecMode::kDraft) {
+    auto draft_file = gguf::File::open(options.draft_path);
+    if (!draft_file.ok()) {
+      return Status(draft_file.status().code(), "--draft: " + draft_file.status().message());
+    }
+    extras.draft_file = std::move(draft_file.value());
+    auto draft = model::load_model(extras.draft_file, lo);
+    if (!draft.ok()) return Status(draft.status().code(), "--draft: " + draft.status().message());
+    auto draft_tok = tok::Tokenizer::from_gguf(*extras.draft_file);
+    if (!draft_tok.ok()) {
+      return Status(draft_tok.status().code(), "--draft: " + draft_tok.status().message());
+    }
+    GLM_RETURN_IF_ERROR(check_draft_vocabulary(*tokenizer.value(), model.value()->config().n_vocab,
+                                               *draft_tok.value(),
+                                               draft.value()->config().n_vocab));
+    if (draft.value()->capabilities().bidirectional_prompt ||
+        model.value()->capabilities().bidirectional_prompt) {
+      GLM_LOG_WARN("--spec draft: ChatGLM-6B (v1) prompts are bidirectional: no drafts");
+    }
+    extras.draft = std::move(draft.value());
   }
   auto e =
       std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),

@@ -117,13 +117,21 @@ struct Options {
   int64_t kv_disk_max_mb = 4096;
   // Speculative decoding (docs/engine.md#speculative-decoding): kNgram verifies drafts taken
   // from each sequence's own earlier tokens; greedy output is unchanged, sampled output keeps
-  // its distribution. kDraft (a draft model) is not implemented: load_engine refuses it.
+  // its distribution. kDraft drafts with a second, smaller model of the same vocabulary
+  // (draft_path; docs/engine.md#draft-model), with its own KV for max_batch full contexts.
   generation::SpecMode spec = generation::SpecMode::kOff;
-  int max_draft = 8;  // drafted tokens per sequence and step, at most
+  int max_draft = 8;       // drafted tokens per sequence and step, at most
+  std::string draft_path;  // the draft model's GGUF file (kDraft only)
 };
 
-// The one-line error for a --spec mode this build cannot run (kDraft); ok otherwise.
-Status check_spec_mode(generation::SpecMode mode);
+// The one-line error for a --spec mode and --draft that do not go together (kDraft without a
+// draft model, a draft model with another mode); ok otherwise.
+Status check_spec_mode(generation::SpecMode mode, const std::string& draft_path);
+// A draft model must speak the target's vocabulary: the same size (models and tokenizers),
+// BOS/EOS ids, and every token's text and control flag. The error names both sizes (or the
+// first token that differs). Cost: O(n_vocab).
+Status check_draft_vocabulary(const tok::Tokenizer& target, int target_n_vocab,
+                              const tok::Tokenizer& draft, int draft_n_vocab);
 
 class Engine {
  public:

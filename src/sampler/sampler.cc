@@ -190,15 +190,61 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
       }
     }
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
-    const double u = uniform(rng_);
-    double acc = 0;
-    chosen = cand.back().id;  // rounding: u landed past the last cumulative sum
-    for (const Candidate& c : cand) {
-      acc += c.p;
-      if (u < acc) {
-        chosen = c.id;
-        break;
+    chosen = draw(cand, uniform(rng_));
+  }
+  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(scratch_, chosen, logprobs);
+  return chosen;
+}
+
+int32_t Sampler::draw(const std::vector<Candidate>& cand, double u) {
+  GLM_CHECK(!cand.empty());
+  double acc = 0;
+  for (const Candidate& c : cand) {
+    acc += c.p;
+    if (u < acc) return c.id;
+  }
+  return cand.back().id;  // rounding: u landed past the last cumulative sum
+}
+
+int32_t Sampler::sample_with_draft_distribution(const float* logits, int32_t draft,
+                                                const std::vector<Candidate>& q,
+                                                generation::GeneratedLogprobs* logprobs) {
+  double q_draft = 0;
+  for (const Candidate& c : q) {
+    if (c.id == draft) q_draft = c.p;
+  }
+  if (params_.temperature <= 0.0f || q_draft <= 0) return sample(logits, logprobs);
+  prepare(logits, &scratch_);
+  const std::vector<Candidate> p = candidates(scratch_);
+  double p_draft = 0;
+  for (const Candidate& c : p) {
+    if (c.id == draft) p_draft = c.p;
+  }
+  const double a = std::min(1.0, p_draft / q_draft);  // acceptance probability
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const double u = uniform(rng_);
+  int32_t chosen = draft;
+  if (u >= a) {
+    // Rejected: u is uniform on [a, 1), so (u - a) / (1 - a) is uniform on [0, 1) and
+    // independent of the draft. The residual max(0, p - q) is zero outside p's candidates.
+    const double v = (u - a) / (1.0 - a);
+    q_dense_.resize(n_vocab_, 0.0f);
+    for (const Candidate& c : q) q_dense_[c.id] = c.p;
+    std::vector<Candidate> r;
+    double mass = 0;
+    for (const Candidate& c : p) {
+      const float d = c.p - q_dense_[c.id];
+      if (d > 0) {
+        r.push_back(Candidate{c.id, d});
+        mass += d;
       }
+    }
+    for (const Candidate& c : q) q_dense_[c.id] = 0.0f;
+    if (mass > 0) {
+      for (Candidate& c : r) c.p = static_cast<float>(c.p / mass);
+      chosen = draw(r, v);
+    } else {
+      chosen = draw(p, v);  // p == q up to rounding: a was 1 but for the last bit
     }
   }
   if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(scratch_, chosen, logprobs);

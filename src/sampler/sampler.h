@@ -63,6 +63,22 @@ class Sampler {
   // -1 (none), or one outside the kept candidates, is sample().
   int32_t sample_with_draft(const float* logits, int32_t draft,
                             generation::GeneratedLogprobs* logprobs = nullptr);
+  // Speculative sampling with a draft model (scheduler's --spec draft): `draft` was drawn from
+  // the draft model's processed distribution `q` (its candidates, as distribution() returns
+  // them; q(draft) > 0). Returns `draft` with probability min(1, p(draft) / q(draft)), else a
+  // token of the residual norm(max(0, p - q)), where p is this sampler's processed
+  // distribution of `logits` (what sample() draws from): the result is distributed exactly as
+  // sample()'s. It takes one draw, as sample() does: u < min(1, p/q) accepts, and on a
+  // rejection (u - a) / (1 - a), uniform again, walks the residual. So the returned token
+  // equals `draft` exactly when it was accepted (the residual is 0 there). Greedy returns the
+  // argmax (as sample()). A draft that q does not hold (q(draft) = 0) is sample().
+  // Cost: sample() plus O(n_vocab) for the residual.
+  int32_t sample_with_draft_distribution(const float* logits, int32_t draft,
+                                         const std::vector<Candidate>& q,
+                                         generation::GeneratedLogprobs* logprobs = nullptr);
+  // Draws a token from `cand` (probabilities summing to 1) with one uniform `u` in [0, 1): the
+  // first whose cumulative probability passes u (the last one on rounding).
+  static int32_t draw(const std::vector<Candidate>& cand, double u);
   // Advances the RNG past the draws of `n_sampled` earlier sample() calls, so that a sequence
   // resumed after n tokens continues with the draws the uninterrupted one would have made.
   // Cost: n draws.
@@ -88,6 +104,7 @@ class Sampler {
   std::vector<int32_t> counted_ids_;  // distinct generated ids
   std::vector<float> scratch_;        // [n_vocab]
   std::vector<int32_t> ids_;          // [n_vocab] log_softmax's sort buffer
+  std::vector<float> q_dense_;        // [n_vocab] sample_with_draft_distribution's q, else 0
 };
 
 }  // namespace glm::sampler

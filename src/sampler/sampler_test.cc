@@ -225,6 +225,70 @@ TEST(Sampler, DraftedSamplingKeepsTheDistributionAndAWrongRuleIsCaught) {
   EXPECT_GT(chi_square_stat(count, want, n), kCritical);
 }
 
+// Speculative sampling with a draft model's distribution q that differs from p (and puts mass
+// where p has none: token 4, outside top_p) keeps p, for several q; two wrong rules are caught
+// by the same test: accepting the draft always (that samples q) and resampling a rejection
+// from p instead of the residual.
+TEST(Sampler, DraftDistributionSamplingKeepsTheDistributionAndWrongRulesAreCaught) {
+  const std::vector<double> p = {0.4, 0.3, 0.15, 0.1, 0.05};
+  auto l = logits_of_probs(p);
+  const SamplingParams params{.temperature = 1.0f, .top_p = 0.9f, .seed = 23};
+  Sampler ref(params, 5);
+  std::vector<double> want(5, 0.0);  // top_p 0.9 keeps the first four (mass 0.95)
+  const std::vector<Candidate> p_cand = ref.distribution(l.data());
+  for (const Candidate& c : p_cand) want[c.id] = c.p;
+  constexpr double kCritical = 16.27;  // 3 degrees of freedom, the 0.001 quantile
+  const int n = 40000;
+  const std::vector<std::vector<Candidate>> qs = {
+      {{3, 0.5f}, {4, 0.2f}, {1, 0.2f}, {0, 0.1f}},
+      {{0, 1.0f}},
+      {{2, 0.25f}, {1, 0.25f}, {0, 0.25f}, {3, 0.25f}},
+      p_cand,
+  };
+  for (size_t qi = 0; qi < qs.size(); ++qi) {
+    Sampler s(params, 5);
+    std::mt19937_64 draft_rng(100 + qi);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::vector<int> count(5, 0);
+    int accepted = 0;
+    for (int i = 0; i < n; ++i) {
+      const int32_t x = Sampler::draw(qs[qi], uniform(draft_rng));
+      const int32_t t = s.sample_with_draft_distribution(l.data(), x, qs[qi]);
+      ++count[t];
+      accepted += t == x;
+    }
+    EXPECT_LT(chi_square_stat(count, want, n), kCritical) << "q " << qi;
+    if (qi == qs.size() - 1) {
+      EXPECT_EQ(accepted, n);  // q = p: every draft is accepted
+    }
+  }
+  // Wrong rules on the first q, with the same draws.
+  const std::vector<Candidate>& q = qs[0];
+  std::vector<double> qd(5, 0.0);
+  for (const Candidate& c : q) qd[c.id] = c.p;
+  for (int rule = 0; rule < 2; ++rule) {
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::vector<int> count(5, 0);
+    for (int i = 0; i < n; ++i) {
+      const int32_t x = Sampler::draw(q, uniform(rng));
+      const double u = uniform(rng);
+      if (rule == 0 || u < std::min(1.0, want[x] / qd[x])) {
+        ++count[x];  // rule 0: accept always
+        continue;
+      }
+      ++count[Sampler::draw(p_cand, uniform(rng))];  // rule 1: rejection resampled from p
+    }
+    EXPECT_GT(chi_square_stat(count, want, n), kCritical) << "wrong rule " << rule;
+  }
+}
+
+TEST(Sampler, GreedyWithADraftDistributionIsTheArgmax) {
+  std::vector<float> l = {0.1f, 2.0f, 1.9f};
+  Sampler s(SamplingParams{.temperature = 0.0f}, 3);
+  EXPECT_EQ(s.sample_with_draft_distribution(l.data(), 2, {{2, 1.0f}}), 1);
+}
+
 TEST(Sampler, GreedyWithADraftIsTheArgmax) {
   std::vector<float> l = {0.1f, 2.0f, 1.9f};
   Sampler s(SamplingParams{.temperature = 0.0f}, 3);

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <random>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -10,6 +11,11 @@ namespace glm::scheduler {
 
 using generation::FinishReason;
 namespace {
+
+// A draft model at most this many committed tokens behind the target is fed them with the
+// step's draft; more (the prompt, on a sequence's first drafting step) are fed this many a
+// step first, without a draft: a long prompt's catch-up cannot stall the batch's step.
+constexpr int kDraftCatchUp = 128;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -30,6 +36,18 @@ struct Scheduler::Seq {
   std::vector<int32_t> feed;  // decoding: next_token, then the draft this step verifies
   DraftLength draft_len{0};
   generation::Speculation spec;
+  // Draft-model speculation: the draft model's KV (its tokens always a prefix of kv.tokens: the
+  // draft's committed positions), the sampler that picks the draft's tokens (a copy of
+  // `sampler` per step, so its penalties see the drafted tokens), its own RNG (never the
+  // target's: the acceptance draw must be independent of the draft), and the draft's
+  // distribution q of each drafted token in feed (sampled requests only).
+  kv::SeqKv dkv;
+  bool drafts = false;  // dkv holds a reservation: this sequence drafts
+  std::unique_ptr<sampler::Sampler> draft_sampler;
+  std::mt19937_64 draft_rng;
+  std::vector<std::vector<sampler::Candidate>> q;
+  std::vector<int32_t> draft_in;  // draft_with_model's tokens of this sequence's first pass
+  int catch_up = 0;  // > 0: this step only feeds its draft model this many committed tokens
   std::vector<std::unique_ptr<Seq>> forks;  // SeqRequest::forks until the prompt is written
   int width() const { return 1 + static_cast<int>(forks.size()); }  // batch slots it needs
   Clock::time_point admitted_at;
@@ -38,17 +56,24 @@ struct Scheduler::Seq {
 };
 
 Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache,
-                     const Options& options)
+                     const Options& options, DraftModel draft)
     : model_(model),
       pool_(pool),
       cache_(cache),
       options_(options),
       n_vocab_(model->config().n_vocab),
-      caps_(model->capabilities()) {
+      caps_(model->capabilities()),
+      draft_(draft) {
   GLM_CHECK(options_.max_batch > 0 && options_.prefill_chunk > 0 && options_.n_ctx > 0);
-  GLM_CHECK(options_.spec != generation::SpecMode::kDraft);  // the edges refuse it
-  spec_on_ = options_.spec == generation::SpecMode::kNgram && options_.max_draft > 0 &&
-             !caps_.bidirectional_prompt;
+  const bool want_draft = options_.spec == generation::SpecMode::kDraft;
+  if (want_draft) {  // the edges load and check the draft model
+    GLM_CHECK(draft_.model != nullptr && draft_.cache != nullptr);
+    GLM_CHECK(draft_.model->config().n_vocab == n_vocab_);
+  }
+  spec_on_ = options_.spec != generation::SpecMode::kOff && options_.max_draft > 0 &&
+             !caps_.bidirectional_prompt &&
+             (!want_draft || !draft_.model->capabilities().bidirectional_prompt);
+  draft_on_ = spec_on_ && want_draft;
 }
 
 Scheduler::~Scheduler() = default;
@@ -210,7 +235,23 @@ void Scheduler::start_sampler(Seq* seq) {
     }
   }
   seq->sampler->skip_draws(seq->req.resumed);
-  seq->draft_len = DraftLength(spec_on_ ? options_.max_draft : 0);
+  seq->drafts = spec_on_;
+  if (draft_on_) {
+    // Every position this sequence may write (admission checked it against n_ctx).
+    const int n_positions = n_prompt + static_cast<int>(seq->req.sampling.max_tokens);
+    const int n_blocks = draft_.cache->blocks_for(n_positions);
+    seq->drafts = draft_.cache->allocator().reserve(n_blocks);
+    if (seq->drafts) {
+      seq->dkv.reserved = n_blocks;
+      seq->dkv.shared = false;  // never offered to a prefix cache
+      const uint64_t seed = seq->req.sampling.seed;
+      seq->draft_rng.seed(seed != 0 ? seed ^ 0xd1a5'7e11'5eed'0001ull : std::random_device{}());
+    } else {
+      GLM_LOG_WARN("draft model: no KV blocks left for a sequence (%d wanted): it does not draft",
+                   n_blocks);
+    }
+  }
+  seq->draft_len = DraftLength(seq->drafts ? options_.max_draft : 0);
 }
 
 void Scheduler::start_forks(Seq* seq, const float* row) {
@@ -241,6 +282,7 @@ bool Scheduler::step() {
   if (running_.empty()) return false;
 
   // One batch: every decoding sequence's next token, then prompt chunks within the budget.
+  if (draft_on_) draft_with_model();
   std::vector<model::SeqInput> batch;
   std::vector<Seq*> members;
   int budget = options_.prefill_chunk;
@@ -250,7 +292,7 @@ bool Scheduler::step() {
     model::SeqInput in;
     in.n_past = n_past;
     if (seq->decoding) {
-      plan_draft(seq.get());
+      if (!draft_on_) plan_draft(seq.get());  // else draft_with_model() did
       in.tokens = seq->feed.data();
       in.n_tokens = static_cast<int>(seq->feed.size());
       in.all_logits = in.n_tokens > 1;  // a draft: every position's logits verify it
@@ -325,7 +367,7 @@ bool Scheduler::step() {
 }
 
 int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs) {
-  if (!spec_on_ || seq->req.sampling.temperature <= 0.0f)
+  if (!spec_on_ || draft_on_ || seq->req.sampling.temperature <= 0.0f)
     return seq->sampler->sample(row, logprobs);
   const std::vector<int32_t>& context = seq->adm.kv.tokens;  // this row's context
   const int32_t guess = ngram_next(context.data(), static_cast<int>(context.size()));
@@ -361,7 +403,14 @@ void Scheduler::accept_draft(Seq* seq, float* rows) {
     float* row = rows + static_cast<size_t>(j) * n_vocab_;
     if (seq->req.matcher && !constrain(seq, row)) break;
     generation::GeneratedLogprobs lp;
-    const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
+    int32_t token = -1;
+    if (draft_on_ && j < k && seq->req.sampling.temperature > 0.0f) {
+      // The draft model's token, drawn from q: min(1, p/q), else the residual.
+      token = seq->sampler->sample_with_draft_distribution(row, seq->feed[j + 1], seq->q[j],
+                                                           want_logprobs ? &lp : nullptr);
+    } else {
+      token = sample(seq, row, want_logprobs ? &lp : nullptr);
+    }
     const bool hit = j < k && token == seq->feed[j + 1];
     if (hit) {
       ++accepted;
@@ -374,6 +423,114 @@ void Scheduler::accept_draft(Seq* seq, float* rows) {
     cache_->commit(&seq->adm.kv, &seq->feed[j + 1], 1);
   }
   seq->draft_len.verified(k, accepted);
+  if (draft_on_ && seq->drafts && !seq->done) commit_draft_kv(seq, accepted);
+}
+
+void Scheduler::draft_with_model() {
+  std::vector<Seq*> active;
+  for (auto& s : running_) {
+    Seq* seq = s.get();
+    if (!seq->decoding || seq->done) continue;
+    seq->feed.assign(1, seq->next_token);
+    seq->q.clear();
+    if (!seq->drafts) continue;
+    const int k =
+        std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+    if (k <= 0) {
+      seq->draft_len.idle_step();
+      continue;
+    }
+    if (!seq->draft_sampler) {
+      seq->draft_sampler = std::make_unique<sampler::Sampler>(*seq->sampler);
+    } else {
+      *seq->draft_sampler = *seq->sampler;  // the penalties' state; its RNG is never used
+    }
+    // A draft far behind the target (its first step: the prompt) catches up in chunks of
+    // kDraftCatchUp and drafts once the rest fits one; the usual few tokens behind (and a
+    // pause's) are fed with the draft. Per sequence, so that where it drafts depends on its
+    // own tokens only (a seed's answer is the same batched or not).
+    const int behind = static_cast<int>(seq->adm.kv.tokens.size() - seq->dkv.tokens.size());
+    seq->catch_up = behind > kDraftCatchUp ? kDraftCatchUp : 0;
+    active.push_back(seq);
+  }
+  // Pass 0 feeds each sequence's committed tokens the draft has not seen and next_token (all
+  // of which the target keeps this step); pass p > 0 feeds the p-th drafted token, whose K/V
+  // stay uncommitted until the target accepts it (commit_draft_kv).
+  std::vector<model::SeqInput> batch;
+  for (int pass = 0; !active.empty(); ++pass) {
+    batch.clear();
+    for (Seq* seq : active) {
+      model::SeqInput in;
+      kv::SeqKv& dkv = seq->dkv;
+      if (pass == 0) {
+        const std::vector<int32_t>& written = seq->adm.kv.tokens;
+        GLM_CHECK(dkv.tokens.size() <= written.size());
+        seq->draft_in.assign(written.begin() + dkv.tokens.size(), written.end());
+        if (seq->catch_up > 0) {
+          seq->draft_in.resize(seq->catch_up);
+        } else {
+          seq->draft_in.push_back(seq->next_token);
+        }
+        in.tokens = seq->draft_in.data();
+        in.n_tokens = static_cast<int>(seq->draft_in.size());
+        in.n_past = static_cast<int>(dkv.tokens.size());
+      } else {
+        in.tokens = &seq->feed.back();
+        in.n_tokens = 1;
+        in.n_past = static_cast<int>(dkv.tokens.size()) + pass - 1;
+      }
+      draft_.cache->grow(&dkv, in.n_past + in.n_tokens);
+      in.blocks = dkv.blocks.data();
+      in.n_blocks = static_cast<int>(dkv.blocks.size());
+      batch.push_back(in);
+    }
+    draft_logits_.clear();
+    const Status st =
+        draft_.model->forward(batch, draft_.pool, &draft_logits_, model::OutputKind::kLogits);
+    if (!st.ok()) {
+      // The drafts so far stand (the target's output does not depend on them); these
+      // sequences stop drafting and give their draft blocks back.
+      GLM_LOG_WARN("draft model: forward failed for %zu sequences (they stop drafting): %s",
+                   batch.size(), st.to_string().c_str());
+      for (Seq* seq : active) {
+        seq->drafts = false;
+        draft_.cache->release(&seq->dkv);
+      }
+      break;
+    }
+    GLM_CHECK(draft_logits_.size() == batch.size() * static_cast<size_t>(n_vocab_));
+    std::vector<Seq*> next;
+    for (size_t i = 0; i < active.size(); ++i) {
+      Seq* seq = active[i];
+      if (pass == 0) draft_.cache->commit(&seq->dkv, batch[i].tokens, batch[i].n_tokens);
+      if (seq->catch_up > 0) continue;  // no draft this step
+      const float* row = draft_logits_.data() + i * n_vocab_;
+      int32_t token = -1;
+      if (seq->req.sampling.temperature <= 0.0f) {
+        token = seq->draft_sampler->sample(row);  // the argmax after the penalties, no draw
+      } else {
+        std::vector<sampler::Candidate> q = seq->draft_sampler->distribution(row);
+        std::uniform_real_distribution<double> uniform(0.0, 1.0);
+        token = sampler::Sampler::draw(q, uniform(seq->draft_rng));
+        seq->q.push_back(std::move(q));
+      }
+      seq->draft_sampler->accept(token);
+      seq->feed.push_back(token);
+      const auto& stops = seq->req.stop_ids;
+      const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
+      const int k =
+          std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+      if (!stop && static_cast<int>(seq->feed.size()) - 1 < k) next.push_back(seq);
+    }
+    active.swap(next);
+  }
+}
+
+void Scheduler::commit_draft_kv(Seq* seq, int accepted) {
+  // The draft model was fed feed[1 .. n_drafted - 1] (its last drafted token never).
+  const int n_fed = static_cast<int>(seq->feed.size()) - 2;
+  const int n = std::min(accepted, n_fed);
+  if (n > 0) draft_.cache->commit(&seq->dkv, &seq->feed[1], n);
 }
 
 bool Scheduler::constrain(Seq* seq, float* logits) {
@@ -470,6 +627,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
       cache_->release(&seq->adm.kv);
     }
   }
+  if (draft_on_) draft_.cache->release(&seq->dkv);
   seq->done = true;
   // Forks that never started (the request ended before its prompt was written) end with it.
   for (auto& fork : seq->forks) finish(fork.get(), reason, std::nullopt);
@@ -479,6 +637,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
 void Scheduler::fail(Seq* seq, const Status& status) {
   seq->req.observer->on_error(status);
   if (seq->admitted) cache_->release(&seq->adm.kv);
+  if (draft_on_) draft_.cache->release(&seq->dkv);
   seq->done = true;
   for (auto& fork : seq->forks) fail(fork.get(), status);
   seq->forks.clear();

@@ -14,7 +14,10 @@
 // Thread-safety: none. The engine calls every method from its one loop thread; observers are
 // called on that thread, inside add()/cancel()/step().
 // Cost: step() = one forward pass of the batch + O(batch * n_vocab) sampling (with speculative
-// decoding: of every verified position, plus a few O(context) n-gram scans per sequence), plus for
+// decoding: of every verified position, plus a few O(context) n-gram scans per sequence; with a
+// draft model, up to max_draft passes of the draft model over the drafting sequences, each
+// O(n_vocab) sampling per sequence, the first also feeding the draft the committed tokens it
+// has not seen yet, at most 128 per sequence: a prompt takes a few steps), plus for
 // each constrained sequence one Matcher::fill_mask (a copy of a cached mask, or a walk of the live
 // part of the vocabulary trie) and an O(n_vocab) masking pass; unconstrained ones pay nothing.
 #pragma once
@@ -126,16 +129,33 @@ struct Options {
   // the same forward pass, as a few-token chunk of that sequence (its last token + the draft,
   // logits of every position); at most max_draft drafted tokens per sequence and step.
   // Greedy output is unchanged; sampled output keeps the target distribution. Not for
-  // bidirectional prompts (ChatGLM-6B). kDraft is refused by the engine's edges (GLM_CHECK).
+  // bidirectional prompts (ChatGLM-6B). kDraft takes its drafts from a draft model
+  // (DraftModel, required then): each drafting sequence's next k tokens are the draft model's,
+  // sampled from its processed distribution q (argmax when greedy), and verified by standard
+  // speculative sampling (Sampler::sample_with_draft_distribution).
   generation::SpecMode spec = generation::SpecMode::kOff;
   int max_draft = 8;
+};
+
+// The draft model of Options::spec == kDraft (docs/engine.md#draft-model): a smaller model of
+// the target's vocabulary (the same n_vocab; the edges check the token texts) with its own KV
+// memory and bookkeeping. Each sequence holds its own draft blocks (no prefix reuse, never
+// saved), reserved when it starts; a sequence whose reservation does not fit simply does not
+// draft. Size `cache` for max_batch sequences of n_ctx positions and drafting never waits.
+// None is owned; all must outlive the scheduler. pool may be null for a fake.
+struct DraftModel {
+  model::Model* model = nullptr;
+  model::KvPool* pool = nullptr;
+  kv::KvCache* cache = nullptr;
 };
 
 class Scheduler {
  public:
   // model, pool and cache are not owned and must outlive the scheduler. pool may be null for a
   // model that keeps its own state (test fakes).
-  Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache, const Options& options);
+  // draft: the draft model for Options::spec == kDraft (GLM_CHECK: set then, same n_vocab).
+  Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache, const Options& options,
+            DraftModel draft = {});
   ~Scheduler();
 
   // Validates and queues a request (calls observer->on_queued, and each fork's). Errors, with no
@@ -179,6 +199,14 @@ class Scheduler {
   int32_t sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs);
   // Fills seq->feed with its next token and the draft to verify this step (ngram_draft.h).
   void plan_draft(Seq* seq);
+  // Draft-model speculation: fills every decoding sequence's feed with its next token and the
+  // tokens the draft model proposes after it (draft_len.want() of them at most), in up to
+  // max_draft batched passes of the draft model; the first pass of a sequence also feeds the
+  // draft model the committed tokens it has not seen (so its KV follows the target's).
+  void draft_with_model();
+  // After a verified draft of which `accepted` tokens held: commits to the draft model's KV the
+  // drafted tokens it was fed and that the target kept (the others are never committed).
+  void commit_draft_kv(Seq* seq, int accepted);
   // Delivers the tokens of seq's verified draft from `rows` ([feed.size(), n_vocab]): the
   // sampled token of each position while it equals the drafted one (whose K/V are then kept),
   // then the first that differs (or the one after the whole draft).
@@ -196,7 +224,10 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
-  bool spec_on_ = false;                // n-gram speculation for this model
+  DraftModel draft_;
+  bool spec_on_ = false;                // speculation (n-gram or draft model) for this model
+  bool draft_on_ = false;               // ... with the draft model
+  std::vector<float> draft_logits_;     // draft_with_model's scratch
   std::vector<int32_t> draft_context_;  // plan_draft's scratch
   generation::Stats totals_;
 };
