@@ -30,11 +30,14 @@ void scores_scalar(const float* q, int g, int hd, const void* row, int e0, DType
   }
 }
 
-void accumulate_scalar(float* acc, int g, int hd, const float* p, const void* row, int e0,
-                       DType type) {
-  for (int i = 0; i < hd; ++i) {
-    const float vv = kv_elem(row, type, e0 + i);
-    for (int h = 0; h < g; ++h) acc[h * hd + i] += p[h] * vv;
+void accumulate_scalar(float* acc, int g, int hd, const float* p, const uint8_t* v,
+                       size_t row_bytes, int n, int e0, DType type) {
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = v + j * row_bytes;
+    for (int i = 0; i < hd; ++i) {
+      const float vv = kv_elem(row, type, e0 + i);
+      for (int h = 0; h < g; ++h) acc[h * hd + i] += p[j * g + h] * vv;
+    }
   }
 }
 
@@ -109,7 +112,7 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
       }
       l[h] += sum;
     }
-    for (int j = 0; j < n; ++j) ops.accumulate(acc, g, hd, sb + j * g, vb + j * rb, e0, kv.type);
+    ops.accumulate(acc, g, hd, sb, vb, rb, n, e0, kv.type);
   }
   float* og = out + (static_cast<size_t>(t) * s.n_head + h0) * hd;
   for (int h = 0; h < g; ++h) {

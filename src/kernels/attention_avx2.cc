@@ -2,6 +2,8 @@
 // vcvtph2ps, 8 lanes at a time, shared by the g query heads of a group.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
@@ -71,20 +73,34 @@ void scores(const float* q, int g, int hd, const void* k, int e0, DType type, fl
   }
 }
 
-void accumulate(float* acc, int g, int hd, const float* p, const void* v, int e0,
-                DType type) {
+// acc[h] += sum over the n rows j of p[j, h] * v_j: up to kRows V rows converted at a time,
+// then each 16-lane piece of acc[h] loaded once, updated by every row, stored once.
+void accumulate(float* acc, int g, int hd, const float* p, const uint8_t* v, size_t row_bytes,
+                int n, int e0, DType type) {
   GLM_CHECK(hd <= kMaxHeadDim);
-  alignas(64) float buf[kMaxHeadDim];
-  const float* vf = to_f32(v, e0, type, hd, buf);
-  for (int h = 0; h < g; ++h) {
-    float* ah = acc + h * hd;
-    const __m256 ph = _mm256_set1_ps(p[h]);
-    int i = 0;
-    for (; i + 8 <= hd; i += 8) {
-      _mm256_storeu_ps(ah + i,
-                       _mm256_fmadd_ps(ph, _mm256_loadu_ps(vf + i), _mm256_loadu_ps(ah + i)));
+  constexpr int kRows = 8;
+  alignas(64) float buf[kRows][kMaxHeadDim];
+  const float* vf[kRows];
+  for (int j0 = 0; j0 < n; j0 += kRows) {
+    const int m = std::min(kRows, n - j0);
+    for (int r = 0; r < m; ++r) vf[r] = to_f32(v + (j0 + r) * row_bytes, e0, type, hd, buf[r]);
+    const float* pj = p + static_cast<size_t>(j0) * g;
+    for (int h = 0; h < g; ++h) {
+      float* ah = acc + h * hd;
+      int i = 0;
+      for (; i + 8 <= hd; i += 8) {
+        __m256 a = _mm256_loadu_ps(ah + i);
+        for (int r = 0; r < m; ++r) {
+          a = _mm256_fmadd_ps(_mm256_set1_ps(pj[r * g + h]), _mm256_loadu_ps(vf[r] + i), a);
+        }
+        _mm256_storeu_ps(ah + i, a);
+      }
+      for (; i < hd; ++i) {
+        float a = ah[i];
+        for (int r = 0; r < m; ++r) a += pj[r * g + h] * vf[r][i];
+        ah[i] = a;
+      }
     }
-    for (; i < hd; ++i) ah[i] += p[h] * vf[i];
   }
 }
 
