@@ -15,6 +15,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -201,6 +202,17 @@ TEST(KvQ8Real, ChatglmKlAgainstF16IsSmallAndAWrongDequantizationBreaksTheBound) 
   EXPECT_LT(q.q8.max, 1.2e-5);
   EXPECT_GT(q.q8.mean, q.f32.mean);
   EXPECT_GT(q.broken.mean, 1e-5);
+}
+
+// The same measurement for any model file (no bound: its figures are printed), e.g. a
+// `glmserve gen-model --arch chatglm3 --preset small` file:
+//   GLM_KV_KL_MODEL=M.gguf build/src/engine/engine_test --gtest_filter='KvQ8Real.KlOfAnyModel'
+// Skipped without GLM_KV_KL_MODEL.
+TEST(KvQ8Real, KlOfAnyModel) {
+  const char* path = std::getenv("GLM_KV_KL_MODEL");
+  if (path == nullptr) GTEST_SKIP() << "set GLM_KV_KL_MODEL=M.gguf to measure a model";
+  const Quality q = measure(path, kChatText, /*add_bos=*/false);
+  EXPECT_GT(q.q8.n, 0);
 }
 
 // ---- The engine with a q8_0 KV cache ----
