@@ -230,17 +230,16 @@ int cmd_bench_engine(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(
-      argc, argv,
-      {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec", "draft",
-       "depth"},
-      {"json"},
-      {{"m", "model"},
-       {"p", "n-prompt"},
-       {"n", "n-gen"},
-       {"t", "threads"},
-       {"r", "reps"},
-       {"d", "depth"}});
+  StatusOr<Args> args = Args::parse(argc, argv,
+                                    {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb",
+                                     "repack", "spec", "draft", "depth"},
+                                    {"json"},
+                                    {{"m", "model"},
+                                     {"p", "n-prompt"},
+                                     {"n", "n-gen"},
+                                     {"t", "threads"},
+                                     {"r", "reps"},
+                                     {"d", "depth"}});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -426,9 +425,8 @@ int cmd_bench_engine(int argc, char** argv) {
   auto row = [&](const char* test, int64_t n, const Stats& s, const std::vector<double>& cpu) {
     std::printf(
         "| %s | %s | %.2f GiB | %d | %s | %s | %s%lld%s | %.2f ± %.2f | %.2f - %.2f | %.2f |\n",
-        cfg.arch_name.c_str(), type.c_str(), wbytes / 1073741824.0, n_threads, isa,
-        kv_name.c_str(), test, (long long)n, at.c_str(), s.median, s.stddev, s.min, s.max,
-        summarize(cpu).median);
+        cfg.arch_name.c_str(), type.c_str(), wbytes / 1073741824.0, n_threads, isa, kv_name.c_str(),
+        test, (long long)n, at.c_str(), s.median, s.stddev, s.min, s.max, summarize(cpu).median);
   };
   if (*n_prompt > 0) row("pp", *n_prompt, pps, pp_cpu);
   if (*n_gen > 0) row("tg", *n_gen, tgs, tg_cpu);

@@ -77,12 +77,12 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
-                           "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
-                           "echo-delay", "instance", "kv", "kv-disk", "kv-disk-max-mb", "spec",
-                           "draft"},
-                          {"echo"}, {{"ctx", "ctx-size"}});
+  auto args =
+      Args::parse(argc, argv,
+                  {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
+                   "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
+                   "echo-delay", "instance", "kv", "kv-disk", "kv-disk-max-mb", "spec", "draft"},
+                  {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {

@@ -5,8 +5,8 @@
 namespace glm::cli {
 
 const std::set<std::string> kGenerateFlags = {
-    "model",   "max-tokens", "temp",    "top-p", "top-k", "repeat-penalty", "seed",
-    "threads", "ctx-size",   "kv",    "stop",  "spec",  "draft"};
+    "model",   "max-tokens", "temp", "top-p", "top-k", "repeat-penalty", "seed",
+    "threads", "ctx-size",   "kv",   "stop",  "spec",  "draft"};
 const std::map<std::string, std::string> kGenerateAliases = {
     {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =

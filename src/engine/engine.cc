@@ -233,9 +233,10 @@ class EngineImpl final : public Engine {
     stop_ids_ = template_->stop_ids();
     raw_affixes_ =
         raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
-    GLM_LOG_INFO("engine: %s, context %d, KV cache %d blocks x %d tokens of %s (%.1f MiB), batch %d",
-                 name_.c_str(), n_ctx_, n_blocks, bt, dtype_name(options.kv_type),
-                 pool_->bytes() / 1048576.0, so.max_batch);
+    GLM_LOG_INFO(
+        "engine: %s, context %d, KV cache %d blocks x %d tokens of %s (%.1f MiB), batch %d",
+        name_.c_str(), n_ctx_, n_blocks, bt, dtype_name(options.kv_type),
+        pool_->bytes() / 1048576.0, so.max_batch);
   }
 
   void open_kv_disk(uint64_t fingerprint, int block_tokens) {

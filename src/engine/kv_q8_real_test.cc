@@ -125,7 +125,8 @@ std::vector<double> log_softmax(const std::vector<float>& x) {
 }
 
 // KL(p_ref || p) per position, in nats: mean and max over the positions.
-Divergence kl(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& q) {
+Divergence kl(const std::vector<std::vector<float>>& ref,
+              const std::vector<std::vector<float>>& q) {
   Divergence d;
   for (size_t t = 0; t < ref.size(); ++t) {
     const auto a = log_softmax(ref[t]);
@@ -303,7 +304,8 @@ TEST(KvQ8Real, ChoicesFromOnePrefillEqualSingleRequestsWithTheirSeeds) {
     return r;
   };
   Results res;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(res.run(e.get(), request("a" + std::to_string(i), 7 + i)));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(res.run(e.get(), request("a" + std::to_string(i), 7 + i)));
   EXPECT_NE(res.done["a0"].usage.prompt_tokens % 16, 0);  // the fork copies a partial block
   Request r = request("n3", 7);
   r.n = 3;

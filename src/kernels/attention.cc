@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/check.h"
@@ -141,6 +141,15 @@ float kv_elem(const void* row, DType type, int i) {
 }
 
 void kv_read(const void* row, DType type, int e0, int n, float* dst) {
+  if (type == DType::kF32) {
+    std::memcpy(dst, static_cast<const float*>(row) + e0, n * sizeof(float));
+    return;
+  }
+  if (type == DType::kF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(row) + e0;
+    for (int i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+    return;
+  }
   for (int i = 0; i < n; ++i) dst[i] = kv_elem(row, type, e0 + i);
 }
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "kernels/quant.h"
 #include "kernels/isa.h"
+#include "kernels/quant.h"
 #include "kernels/test_util.h"
 
 namespace glm::kernels {
@@ -119,18 +119,26 @@ void run_case(const Case& c, ThreadPool* pool) {
 TEST(AttentionTest, MatchesReferenceOverShapes) {
   ThreadPool pool(2);
   const std::vector<Case> cases = {
-      {1, 0, 1, 1, 8, 4, DType::kF32},      {1, 0, 4, 2, 16, 16, DType::kF16},
-      {1, 37, 32, 2, 128, 16, DType::kF16}, {1, 37, 32, 2, 128, 16, DType::kF32},
-      {3, 5, 4, 4, 24, 5, DType::kF16},     {17, 0, 8, 2, 40, 16, DType::kF16},
-      {9, 100, 6, 3, 64, 32, DType::kF16},  {5, 3, 2, 1, 7, 3, DType::kF32},
+      {1, 0, 1, 1, 8, 4, DType::kF32},
+      {1, 0, 4, 2, 16, 16, DType::kF16},
+      {1, 37, 32, 2, 128, 16, DType::kF16},
+      {1, 37, 32, 2, 128, 16, DType::kF32},
+      {3, 5, 4, 4, 24, 5, DType::kF16},
+      {17, 0, 8, 2, 40, 16, DType::kF16},
+      {9, 100, 6, 3, 64, 32, DType::kF16},
+      {5, 3, 2, 1, 7, 3, DType::kF32},
       {2, 64, 16, 1, 256, 64, DType::kF16},
       // Q8_0 rows (n_head_kv * head_dim a multiple of 32): heads of whole blocks, heads inside
       // one block (head_dim 8 and 16, like stories260K), heads that start mid-block (48), and
       // odd block sizes and tails of positions.
-      {1, 37, 32, 2, 128, 16, DType::kQ8_0}, {3, 5, 4, 4, 8, 5, DType::kQ8_0},
-      {5, 3, 2, 2, 16, 3, DType::kQ8_0},     {17, 0, 8, 2, 48, 16, DType::kQ8_0},
-      {9, 100, 6, 3, 64, 32, DType::kQ8_0},  {4, 20, 8, 4, 96, 7, DType::kQ8_0},
-      {2, 64, 16, 1, 256, 64, DType::kQ8_0}, {1, 300, 16, 2, 128, 16, DType::kQ8_0},
+      {1, 37, 32, 2, 128, 16, DType::kQ8_0},
+      {3, 5, 4, 4, 8, 5, DType::kQ8_0},
+      {5, 3, 2, 2, 16, 3, DType::kQ8_0},
+      {17, 0, 8, 2, 48, 16, DType::kQ8_0},
+      {9, 100, 6, 3, 64, 32, DType::kQ8_0},
+      {4, 20, 8, 4, 96, 7, DType::kQ8_0},
+      {2, 64, 16, 1, 256, 64, DType::kQ8_0},
+      {1, 300, 16, 2, 128, 16, DType::kQ8_0},
   };
   for (const Case& c : cases) {
     run_case(c, &pool);

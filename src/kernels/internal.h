@@ -21,8 +21,8 @@ struct AttnOps {
   void (*scores)(const float* q, int g, int hd, const void* row, int e0, DType type, float* s);
   // acc[h] += sum_j p[j, h] * v_j[e0 .. e0 + hd) over n rows v_j = v + j * row_bytes
   // (p: [n, g]), row after row in order.
-  void (*accumulate)(float* acc, int g, int hd, const float* p, const uint8_t* v,
-                     size_t row_bytes, int n, int e0, DType type);
+  void (*accumulate)(float* acc, int g, int hd, const float* p, const uint8_t* v, size_t row_bytes,
+                     int n, int e0, DType type);
 };
 const AttnOps& attn_ops_scalar();
 const AttnOps& attn_ops_avx2();
