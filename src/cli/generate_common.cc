@@ -28,10 +28,6 @@ const char* kSpecFlagsHelp =
     "                       (greedy output unchanged; docs/engine.md; default off)\n"
     "  --draft M.gguf       a draft model for --spec draft: not implemented yet\n";
 
-const char* kKvFlagHelp =
-    "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: GGUF Q8_0 rows, about\n"
-    "                       half the memory of f16)\n";
-
 Status kv_type_flag(const Args& args, const char* default_name, DType* out) {
   const std::string name = args.get("kv", default_name);
   if (!model::kv_type_from_name(name, out)) {

@@ -23,7 +23,6 @@ StatusOr<engine::Options> engine_options(const Args& args);
 // --kv f16|f32|q8_0 (the KV cache's element type) into *out; absent: `default_name`. An unknown
 // name is an invalid_argument that lists the known ones.
 Status kv_type_flag(const Args& args, const char* default_name, DType* out);
-extern const char* kKvFlagHelp;
 // --spec ngram|draft|off (default off) and --draft M.gguf into *o; a draft model is refused
 // (engine::check_spec_mode) with the one-line error that says what to use instead.
 Status spec_flags(const Args& args, engine::Options* o);
