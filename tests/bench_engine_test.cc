@@ -116,17 +116,52 @@ TEST(BenchEngineTest, DraftReportsTheDraftPassAndItsBreakEven) {
   }
 }
 
+// -d D: pp and tg run after D positions already in the cache, with any KV type; the report
+// says the depth (JSON fields, "tg2 @ d40" in the table) and the cache is sized for it.
+TEST(BenchEngineTest, DepthRunsTheTestsAfterDPositionsAndSaysSo) {
+  if (!have(stories()))
+    GTEST_SKIP() << "missing " << stories() << " (see ../shared/data/README.md)";
+  const std::string base = "bench engine --model " + stories() + " -p 4 -n 2 -r 1 -t 1 --bw-mb 0";
+  const CliRun flat = run_cli(base + " --json --kv q8_0");
+  ASSERT_EQ(flat.exit_code, 0) << flat.out;
+  const CliRun deep = run_cli(base + " --json --kv q8_0 -d 40");
+  ASSERT_EQ(deep.exit_code, 0) << deep.out;
+  const auto f = nlohmann::json::parse(flat.out);
+  const auto d = nlohmann::json::parse(deep.out);
+  EXPECT_EQ(f["depth"], 0);
+  EXPECT_EQ(d["depth"], 40);
+  EXPECT_EQ(d["pp"]["depth"], 40);
+  EXPECT_EQ(d["tg"]["depth"], 40);
+  EXPECT_EQ(d["kv"], "q8_0");
+  EXPECT_GT(d["depth_prefill_s"].get<double>(), 0);
+  EXPECT_EQ(f["depth_prefill_s"].get<double>(), 0);
+  // The cache holds the depth too: ceil((40 + 16) / 16) + 1 = 5 blocks against 1 + 1.
+  EXPECT_NEAR(d["kv_mib"].get<double>(), 2.5 * f["kv_mib"].get<double>(), 1e-9);
+  const CliRun table = run_cli(base + " --depth 40 --kv f32");
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("| f32 | tg2 @ d40 |"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("| f32 | pp4 @ d40 |"), std::string::npos) << table.out;
+  // Past the model's trained context (stories260K: 2048): timed anyway, with a note.
+  const CliRun over = run_cli(base + " -p 0 -n 1 -d 2048");
+  EXPECT_EQ(over.exit_code, 0) << over.out;
+  EXPECT_NE(over.out.find("exceeds the model's trained context 2048"), std::string::npos)
+      << over.out;
+  EXPECT_NE(over.out.find("| tg1 @ d2048 |"), std::string::npos) << over.out;
+}
+
 TEST(BenchEngineTest, BadInputGivesOneLineError) {
   for (const std::string args :
        {"bench engine", "bench engine --model /nonexistent.gguf", "bench engine --model x -p -1",
         "bench engine --model x -r 0", "bench engine --model x --kv q4", "bench engine --bogus 1",
-        "bench engine --model x --spec draft",
+        "bench engine --model x --spec draft", "bench engine --model x -d -1",
         "bench engine --model x --draft /nonexistent.gguf"}) {
     const CliRun r = run_cli(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(r.out.find("glmserve: "), 0u) << args << ": " << r.out;
     EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << ": " << r.out;
   }
+  EXPECT_EQ(run_cli("bench engine --model x --kv q4").out,
+            "glmserve: --kv: expected f16, f32 or q8_0, got 'q4'\n");
 }
 
 }  // namespace

@@ -73,6 +73,35 @@ TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
   EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;
 }
 
+// --kv q8_0 (and its alias --kv-type) on run: the engine says the type, and the greedy text of
+// stories260K stays llama.cpp's (f32 KV) for its whole first sentence or more; an unknown type
+// is refused by name.
+TEST(EngineRun, KvQ8_0RunsAndItsAliasIsTheSameFlag) {
+  const std::string model = shared("models/stories260K.gguf");
+  const std::string golden = shared("models/stories260K.greedy.json");
+  if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
+  const auto g = nlohmann::json::parse(slurp(golden));
+  auto args = [&](const std::string& flag, const std::string& type) {
+    return std::vector<std::string>{
+        "run", "--model", model,    "--prompt", g["prompt"].get<std::string>(),
+        "-n",  "64",      "--temp", "0",        "--raw",
+        "-t",  "1",       flag,     type};
+  };
+  const Result q8 = run(args("--kv", "q8_0"));
+  ASSERT_EQ(q8.code, 0) << q8.err;
+  EXPECT_NE(q8.err.find("tokens of q8_0"), std::string::npos) << q8.err;
+  const std::string want = g["text"].get<std::string>();
+  const size_t sentence = want.find('.');
+  ASSERT_NE(sentence, std::string::npos);
+  EXPECT_EQ(q8.out.substr(0, sentence + 1), want.substr(0, sentence + 1)) << q8.out;
+  const Result alias = run(args("--kv-type", "q8_0"));
+  EXPECT_EQ(alias.out, q8.out);
+  const Result bad = run(args("--kv", "q4_0"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--kv: expected f16, f32 or q8_0, got 'q4_0'"), std::string::npos)
+      << bad.err;
+}
+
 // scripts/serve.sh's demo model when no real tokenizer is at hand (a clone without ../shared):
 // gen-model's own vocabulary, whose pieces are made-up words, so its random answers read as
 // words, not letter noise or U+FFFD (issue 17). Sampled and greedy, a few seeds.

@@ -3,6 +3,8 @@
 // bytes of weights read per generated token x tokens/s, against a read bandwidth measured here.
 //   pp<P>: one forward of P random tokens from an empty cache (logits of the last one).
 //   tg<N>: N single-token forwards from an empty cache, one after the other.
+//   -d D: both start after D random tokens already in the cache (prefilled once, not timed), as
+//   llama-bench's -d: the speed deep in a conversation, where attention reads D positions more.
 // Each test runs -r times after a warm-up; the median, spread and every sample are reported.
 #include <sys/resource.h>
 
@@ -35,8 +37,8 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
-    "                             [--kv f16|f32] [--bw-mb 1024] [--repack 1|0] [--spec ngram]\n"
-    "                             [--draft D.gguf]\n"
+    "                             [-d 0] [--kv f16|f32|q8_0] [--bw-mb 1024] [--repack 1|0]\n"
+    "                             [--spec ngram] [--draft D.gguf]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -44,7 +46,10 @@ constexpr const char* kHelp =
     "over a streaming read bandwidth measured with the same threads.\n"
     "  -p, --n-prompt  prompt tokens (0 skips pp)         -n, --n-gen  generated tokens (0 skips)\n"
     "  -t, --threads   threads (default: physical cores)  -r, --reps   repetitions (default 5)\n"
-    "  --kv            KV cache type (default f16)        --bw-mb      bandwidth buffer (MiB)\n"
+    "  -d, --depth D   tokens already in the KV cache when pp and tg start (default 0; they are\n"
+    "                  prefilled once before the tests, not timed), like llama-bench's -d\n"
+    "  --kv            KV cache type: f16 (default), f32 or q8_0\n"
+    "  --bw-mb         bandwidth buffer (MiB; 0 skips)\n"
     "  --repack        1 (default): repack weights for the fastest kernels at load (as the\n"
     "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
@@ -161,12 +166,22 @@ class Runner {
     for (int i = 0; i < kv->n_blocks(); ++i) blocks_.push_back(i);
   }
 
-  // One batch of n tokens at n_past = 0; returns seconds.
-  StatusOr<double> prefill(int n) {
+  // One batch of n tokens after n_past written positions; returns seconds.
+  StatusOr<double> prefill(int n, int n_past = 0) {
     std::vector<int32_t> tokens = random_tokens(n);
     const auto t0 = std::chrono::steady_clock::now();
-    GLM_RETURN_IF_ERROR(step(tokens.data(), n, 0));
+    GLM_RETURN_IF_ERROR(step(tokens.data(), n, n_past));
     return seconds_since(t0);
+  }
+  // Writes positions [0, depth) in batches of at most 512 (the depth of -d); returns seconds.
+  StatusOr<double> fill(int depth) {
+    double total = 0;
+    for (int p = 0; p < depth; p += 512) {
+      StatusOr<double> s = prefill(std::min(512, depth - p), p);
+      if (!s.ok()) return s.status();
+      total += *s;
+    }
+    return total;
   }
   // One pass of n tokens after n_past written positions with every position's logits (a
   // speculative verify of n - 1 drafted tokens; n = 1 is a decode step); returns seconds.
@@ -176,11 +191,11 @@ class Runner {
     GLM_RETURN_IF_ERROR(step(tokens.data(), n, n_past, /*all_logits=*/true));
     return seconds_since(t0);
   }
-  // n single-token steps from n_past = 0; returns seconds.
-  StatusOr<double> generate(int n) {
+  // n single-token steps after n_past written positions; returns seconds.
+  StatusOr<double> generate(int n, int n_past = 0) {
     std::vector<int32_t> tokens = random_tokens(n);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) GLM_RETURN_IF_ERROR(step(&tokens[i], 1, i));
+    for (int i = 0; i < n; ++i) GLM_RETURN_IF_ERROR(step(&tokens[i], 1, n_past + i));
     return seconds_since(t0);
   }
 
@@ -217,11 +232,16 @@ int cmd_bench_engine(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(
-      argc, argv,
-      {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec", "draft"},
-      {"json"},
-      {{"m", "model"}, {"p", "n-prompt"}, {"n", "n-gen"}, {"t", "threads"}, {"r", "reps"}});
+  StatusOr<Args> args = Args::parse(argc, argv,
+                                    {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb",
+                                     "repack", "spec", "draft", "depth"},
+                                    {"json"},
+                                    {{"m", "model"},
+                                     {"p", "n-prompt"},
+                                     {"n", "n-gen"},
+                                     {"t", "threads"},
+                                     {"r", "reps"},
+                                     {"d", "depth"}});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -231,7 +251,8 @@ int cmd_bench_engine(int argc, char** argv) {
   StatusOr<int64_t> reps = args->get_int("reps", 5);
   StatusOr<int64_t> bw_mb = args->get_int("bw-mb", 1024);
   StatusOr<int64_t> repack = args->get_int("repack", 1);
-  for (const auto* v : {&n_prompt, &n_gen, &threads, &reps, &bw_mb, &repack}) {
+  StatusOr<int64_t> depth_flag = args->get_int("depth", 0);
+  for (const auto* v : {&n_prompt, &n_gen, &threads, &reps, &bw_mb, &repack, &depth_flag}) {
     if (!v->ok()) return fail(v->status());
   }
   if (*n_prompt < 0 || *n_gen < 0 || *n_prompt > 1 << 20 || *n_gen > 1 << 20) {
@@ -241,10 +262,13 @@ int cmd_bench_engine(int argc, char** argv) {
   if (*reps < 1 || *reps > 1000) return fail(invalid_argument("-r: expected 1 to 1000"));
   if (*bw_mb < 0) return fail(invalid_argument("--bw-mb: expected >= 0 (0 skips)"));
   if (*repack != 0 && *repack != 1) return fail(invalid_argument("--repack: expected 0 or 1"));
-  const std::string kv_name = args->get("kv", "f16");
-  if (kv_name != "f16" && kv_name != "f32") {
-    return fail(invalid_argument("--kv: expected f16 or f32, got '" + kv_name + "'"));
+  if (*depth_flag < 0 || *depth_flag > 1 << 20) {
+    return fail(invalid_argument("-d: expected 0 to 1048576"));
   }
+  const int n_depth = static_cast<int>(*depth_flag);
+  DType kv_type = DType::kF16;
+  if (Status st = kv_type_flag(*args, "f16", &kv_type); !st.ok()) return fail(st);
+  const std::string kv_name = args->get("kv", "f16");
   const bool json = args->has("json");
   engine::Options spec;
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
@@ -263,14 +287,20 @@ int cmd_bench_engine(int argc, char** argv) {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const model::Config& cfg = (*m)->config();
-  const int max_pos = static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
+  const int max_pos = n_depth + static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
+  // Past the trained context the model still runs (the positions are only untrained), as in
+  // llama-bench, so a depth of 16384 can be timed on a file that says 8192.
   if (cfg.n_ctx_train > 0 && max_pos > cfg.n_ctx_train) {
-    return fail(invalid_argument("-p/-n " + std::to_string(max_pos) +
-                                 " exceed the model's context " + std::to_string(cfg.n_ctx_train)));
+    std::fprintf(stderr,
+                 "note: -d + max(-p, -n) = %d exceeds the model's trained context %d: timed "
+                 "anyway (the answers there would be untrained)\n",
+                 max_pos, cfg.n_ctx_train);
+  }
+  if (const std::string why = model::kv_type_unsupported(cfg, kv_type); !why.empty()) {
+    return fail(invalid_argument(why));
   }
   constexpr int kBlockTokens = 16;
-  model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens,
-                   kv_name == "f16" ? DType::kF16 : DType::kF32);
+  model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens, kv_type);
   Runner runner(m->get(), &kv, 1234);
   // --draft: the draft model's decode pass at the same depth (its own KV).
   std::unique_ptr<model::Model> draft;
@@ -292,6 +322,15 @@ int cmd_bench_engine(int argc, char** argv) {
   // Warm-up: faults in every weight page and the threads' scratch.
   if (Status s = runner.prefill(std::min<int>(16, max_pos)).status(); !s.ok()) return fail(s);
   if (Status s = runner.generate(2).status(); !s.ok()) return fail(s);
+  // The depth: positions [0, D) written once. Every test then writes after them only, so they
+  // stay in place for all repetitions.
+  double depth_s = 0;
+  if (n_depth > 0) {
+    StatusOr<double> s = runner.fill(n_depth);
+    if (!s.ok()) return fail(s.status());
+    depth_s = *s;
+    if (!json) std::fprintf(stderr, "  depth %d prefilled in %.2f s\n", n_depth, depth_s);
+  }
 
   const size_t wbytes = weight_bytes_per_token(*file);
   kernels::ThreadPool bw_pool(n_threads);
@@ -301,7 +340,7 @@ int cmd_bench_engine(int argc, char** argv) {
   for (int r = 0; r < *reps; ++r) {
     if (*n_prompt > 0) {
       const double c0 = cpu_seconds();
-      StatusOr<double> s = runner.prefill(static_cast<int>(*n_prompt));
+      StatusOr<double> s = runner.prefill(static_cast<int>(*n_prompt), n_depth);
       if (!s.ok()) return fail(s.status());
       pp.push_back(*n_prompt / *s);
       pp_cpu.push_back(*n_prompt * n_threads / std::max(cpu_seconds() - c0, 1e-9));
@@ -310,7 +349,7 @@ int cmd_bench_engine(int argc, char** argv) {
     }
     if (*n_gen > 0) {
       const double c0 = cpu_seconds();
-      StatusOr<double> s = runner.generate(static_cast<int>(*n_gen));
+      StatusOr<double> s = runner.generate(static_cast<int>(*n_gen), n_depth);
       if (!s.ok()) return fail(s.status());
       tg.push_back(*n_gen / *s);
       tg_cpu.push_back(*n_gen * n_threads / std::max(cpu_seconds() - c0, 1e-9));
@@ -322,7 +361,7 @@ int cmd_bench_engine(int argc, char** argv) {
   }
   // Speculative decoding's cost: a verify pass of k drafted tokens (k + 1 positions, all
   // logits) against a decode pass, at the depth generation reached; alternated per rep.
-  const int depth = static_cast<int>(std::max<int64_t>(*n_gen, 1));
+  const int depth = n_depth + static_cast<int>(std::max<int64_t>(*n_gen, 1));
   const int kDrafts[] = {1, 2, 4, 8};
   std::map<int, std::vector<double>> verify_s;  // k -> seconds per pass (k = 0: decode)
   for (int r = 0; spec_on && r < *reps; ++r) {
@@ -358,6 +397,9 @@ int cmd_bench_engine(int argc, char** argv) {
                         {"threads", n_threads},
                         {"isa", isa},
                         {"kv", kv_name},
+                        {"depth", n_depth},
+                        {"depth_prefill_s", depth_s},
+                        {"kv_mib", kv.bytes() / 1048576.0},
                         {"reps", *reps},
                         {"weight_bytes_per_token", wbytes},
                         {"repack", *repack == 1},
@@ -366,10 +408,12 @@ int cmd_bench_engine(int argc, char** argv) {
                         {"anon_huge_mib", huge_mib}};
     if (*n_prompt > 0) {
       j["pp"] = to_json(pps, static_cast<int>(*n_prompt));
+      j["pp"]["depth"] = n_depth;
       j["pp"]["cpu_tps_median"] = summarize(pp_cpu).median;
     }
     if (*n_gen > 0) {
       j["tg"] = to_json(tgs, static_cast<int>(*n_gen));
+      j["tg"]["depth"] = n_depth;
       j["tg"]["cpu_tps_median"] = summarize(tg_cpu).median;
     }
     if (*bw_mb > 0) {
@@ -401,13 +445,16 @@ int cmd_bench_engine(int argc, char** argv) {
   std::printf("loaded in %.2f s (repack %s); resident %.0f MiB, of it %.0f MiB in huge pages\n\n",
               load_s, *repack == 1 ? "on" : "off", rss_mib, huge_mib);
   std::printf(
-      "| model | type | size | threads | isa | test | t/s (median) | spread (min-max) |"
+      "| model | type | size | threads | isa | kv | test | t/s (median) | spread (min-max) |"
       " t/s per CPU |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  // "tg128" or, with -d, "tg128 @ d4096" (llama-bench's name for it).
+  const std::string at = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";
   auto row = [&](const char* test, int64_t n, const Stats& s, const std::vector<double>& cpu) {
-    std::printf("| %s | %s | %.2f GiB | %d | %s | %s%lld | %.2f ± %.2f | %.2f - %.2f | %.2f |\n",
-                cfg.arch_name.c_str(), type.c_str(), wbytes / 1073741824.0, n_threads, isa, test,
-                (long long)n, s.median, s.stddev, s.min, s.max, summarize(cpu).median);
+    std::printf(
+        "| %s | %s | %.2f GiB | %d | %s | %s | %s%lld%s | %.2f ± %.2f | %.2f - %.2f | %.2f |\n",
+        cfg.arch_name.c_str(), type.c_str(), wbytes / 1073741824.0, n_threads, isa, kv_name.c_str(),
+        test, (long long)n, at.c_str(), s.median, s.stddev, s.min, s.max, summarize(cpu).median);
   };
   if (*n_prompt > 0) row("pp", *n_prompt, pps, pp_cpu);
   if (*n_gen > 0) row("tg", *n_gen, tgs, tg_cpu);

@@ -35,6 +35,7 @@ constexpr const char* kUsage =
     "  --max-batch B        sequences decoded together (default 8)\n"
     "  --max-queue Q        waiting requests before 'busy' (default 64)\n"
     "  --drain-timeout S    seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory)\n"
     "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
     "                       restarts: written when idle and on SIGTERM, read back on demand\n"
     "  --kv-disk-max-mb N   bound on DIR's files, least recently used removed (default 4096)\n"
@@ -77,11 +78,12 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
-                           "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
-                           "echo-delay", "instance", "kv-disk", "kv-disk-max-mb", "spec", "draft"},
-                          {"echo"}, {{"ctx", "ctx-size"}});
+  auto args =
+      Args::parse(argc, argv,
+                  {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
+                   "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
+                   "echo-delay", "instance", "kv", "kv-disk", "kv-disk-max-mb", "spec", "draft"},
+                  {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -144,6 +146,7 @@ int cmd_engine(int argc, char** argv) {
   eopts.max_batch = static_cast<int>(max_batch);
   eopts.max_queue = static_cast<int>(max_queue);
   if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
+  if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);
   eopts.kv_disk = args->get("kv-disk");
   eopts.kv_disk_max_mb = kv_disk_mb;
   if (args->has("kv-disk") && eopts.kv_disk.empty()) {

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
 #include "gguf/gguf.h"
 #include "model/eval.h"
 #include "model/model.h"
@@ -16,12 +17,13 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
-    "                     [--kv f32|f16] [--threads N]\n"
+    "                     [--kv f32|f16|q8_0] [--threads N]\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
     "  {\"pos\":P,\"token\":T,\"values\":[...]}\n"
     "  --output  logits (LM head, default) or hidden (final-norm output)\n"
-    "  --kv      KV cache element type: f32 (default, exact) or f16 (what the server uses)\n"
+    "  --kv      KV cache element type: f32 (default, exact), f16 (the server's default) or\n"
+    "            q8_0 (GGUF Q8_0 rows: about half the memory of f16)\n"
     "  --threads worker threads (default: physical cores)\n";
 
 void print_row(const model::EvalRow& row, std::string* buf) {
@@ -69,12 +71,7 @@ int cmd_eval(int argc, char** argv) {
   } else if (output != "logits") {
     return fail(invalid_argument("--output: expected logits or hidden, got '" + output + "'"));
   }
-  const std::string kv = args->get("kv", "f32");
-  if (kv == "f16") {
-    options.kv_type = DType::kF16;
-  } else if (kv != "f32") {
-    return fail(invalid_argument("--kv: expected f32 or f16, got '" + kv + "'"));
-  }
+  if (Status st = kv_type_flag(*args, "f32", &options.kv_type); !st.ok()) return fail(st);
   StatusOr<int64_t> threads = args->get_int("threads", 0);
   if (!threads.ok()) return fail(threads.status());
   if (*threads < 0 || *threads > 1024) {

@@ -62,6 +62,7 @@ constexpr const char* kUsage =
     "  --load-wait S        a request waits at most S seconds for its model (default 300)\n"
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
+    "  --kv f16|f32|q8_0 (the KV cache's element type; q8_0: about half the memory)\n"
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
     "  --spec ngram|draft|off, --draft M.gguf (speculative decoding; the draft model must share\n"
     "  the vocabulary of every served model)\n"
@@ -70,7 +71,7 @@ constexpr const char* kUsage =
 const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",
                                     "socket-mode", "drain-timeout", "max-line",  "max-connections",
                                     "log-level",   "echo-delay",    "kv-disk",   "kv-disk-max-mb",
-                                    "spec",        "draft"};
+                                    "spec",        "draft",         "kv"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not
@@ -399,6 +400,7 @@ int cmd_serve(int argc, char** argv) {
   const bool echo = args->has("echo");
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
+  if (Status st = kv_type_flag(*args, "f16", &spec.kv_type); !st.ok()) return fail(st);
   const bool several = !echo && (args->get_all("model").size() > 1 ||
                                  (!args->has("model") && args->has("models-dir")));
   std::vector<serve::ManagedModel> models;

@@ -1,11 +1,14 @@
 #include "cli/generate_common.h"
 
+#include "model/kv_pool.h"
+
 namespace glm::cli {
 
 const std::set<std::string> kGenerateFlags = {
-    "model",   "max-tokens", "temp",    "top-p", "top-k", "repeat-penalty", "seed",
-    "threads", "ctx-size",   "kv-type", "stop",  "spec",  "draft"};
-const std::map<std::string, std::string> kGenerateAliases = {{"n", "max-tokens"}, {"t", "threads"}};
+    "model",   "max-tokens", "temp", "top-p", "top-k", "repeat-penalty", "seed",
+    "threads", "ctx-size",   "kv",   "stop",  "spec",  "draft"};
+const std::map<std::string, std::string> kGenerateAliases = {
+    {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =
     "  -n, --max-tokens N   tokens to generate at most\n"
     "  --temp T             temperature (0 = greedy; default 0.8)\n"
@@ -16,7 +19,8 @@ const char* kGenerateFlagsHelp =
     "  --stop TEXT          stop when TEXT is generated (not printed)\n"
     "  -t, --threads N      worker threads (default: physical cores)\n"
     "  --ctx-size N         context length (default: the model's, at most 8192)\n"
-    "  --kv-type f16|f32    KV cache element type (default f16)\n"
+    "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory\n"
+    "                       of f16; --kv-type is an alias)\n"
     "  --spec ngram|draft|off  speculative decoding: ngram drafts from the conversation's own\n"
     "                       tokens (same output; faster on answers that repeat it; default off)\n"
     "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n";
@@ -25,6 +29,15 @@ const char* kSpecFlagsHelp =
     "                       or a draft model (greedy output unchanged; docs/engine.md; default "
     "off)\n"
     "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n";
+
+Status kv_type_flag(const Args& args, const char* default_name, DType* out) {
+  const std::string name = args.get("kv", default_name);
+  if (!model::kv_type_from_name(name, out)) {
+    return invalid_argument("--kv: expected " + std::string(model::kKvTypeNames) + ", got '" +
+                            name + "'");
+  }
+  return Status::Ok();
+}
 
 Status spec_flags(const Args& args, engine::Options* o) {
   // --draft alone implies --spec draft.
@@ -49,12 +62,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
   if (!ctx.ok()) return ctx.status();
   if (*ctx < 0 || *ctx > (1 << 20)) return invalid_argument("--ctx-size: expected 0 to 1048576");
   o.n_ctx = static_cast<int>(*ctx);
-  const std::string kv = args.get("kv-type", "f16");
-  if (kv == "f32") {
-    o.kv_type = DType::kF32;
-  } else if (kv != "f16") {
-    return invalid_argument("--kv-type: expected f16 or f32, got '" + kv + "'");
-  }
+  GLM_RETURN_IF_ERROR(kv_type_flag(args, "f16", &o.kv_type));
   o.max_batch = 1;  // one user: the KV cache holds one full context
   GLM_RETURN_IF_ERROR(spec_flags(args, &o));
   return o;

@@ -20,6 +20,9 @@ extern const std::map<std::string, std::string> kGenerateAliases;  // -n, -t
 extern const char* kGenerateFlagsHelp;
 
 StatusOr<engine::Options> engine_options(const Args& args);
+// --kv f16|f32|q8_0 (the KV cache's element type) into *out; absent: `default_name`. An unknown
+// name is an invalid_argument that lists the known ones.
+Status kv_type_flag(const Args& args, const char* default_name, DType* out);
 // --spec ngram|draft|off (default off) and --draft M.gguf into *o (--draft alone implies
 // --spec draft); a mode and draft that do not go together are refused
 // (engine::check_spec_mode) with the one-line error that says what to use instead.

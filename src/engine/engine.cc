@@ -252,8 +252,10 @@ class EngineImpl final : public Engine {
     stop_ids_ = template_->stop_ids();
     raw_affixes_ =
         raw_affixes(*tokenizer_, extras.add_bos, model_->capabilities().bidirectional_prompt);
-    GLM_LOG_INFO("engine: %s, context %d, KV cache %d blocks x %d tokens (%.1f MiB), batch %d",
-                 name_.c_str(), n_ctx_, n_blocks, bt, pool_->bytes() / 1048576.0, so.max_batch);
+    GLM_LOG_INFO(
+        "engine: %s, context %d, KV cache %d blocks x %d tokens of %s (%.1f MiB), batch %d",
+        name_.c_str(), n_ctx_, n_blocks, bt, dtype_name(options.kv_type),
+        pool_->bytes() / 1048576.0, so.max_batch);
   }
 
   void open_kv_disk(uint64_t fingerprint, int block_tokens) {
@@ -746,6 +748,10 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.progress = options.load_progress;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
+  if (const std::string why = model::kv_type_unsupported(model.value()->config(), options.kv_type);
+      !why.empty()) {
+    return invalid_argument(why);
+  }
   auto tokenizer = tok::Tokenizer::from_gguf(*shared);
   if (!tokenizer.ok()) return tokenizer.status();
   auto chat_template = tok::ChatTemplate::for_model(*shared, *tokenizer.value());

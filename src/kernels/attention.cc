@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -14,31 +15,29 @@
 #include "core/fp16.h"
 #include "kernels/internal.h"
 #include "kernels/isa.h"
+#include "kernels/quant.h"
 
 namespace glm::kernels {
 namespace {
 
 using internal::AttnOps;
 
-size_t elem_bytes(DType t) { return t == DType::kF16 ? 2 : 4; }
-
-float load_elem(const void* row, DType type, int i) {
-  if (type == DType::kF16) return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
-  return static_cast<const float*>(row)[i];
-}
-
-void scores_scalar(const float* q, int g, int hd, const void* k, DType type, float* s) {
+void scores_scalar(const float* q, int g, int hd, const void* row, int e0, DType type, float* s) {
   for (int h = 0; h < g; ++h) s[h] = 0.0f;
   for (int i = 0; i < hd; ++i) {
-    const float kv = load_elem(k, type, i);
+    const float kv = kv_elem(row, type, e0 + i);
     for (int h = 0; h < g; ++h) s[h] += q[h * hd + i] * kv;
   }
 }
 
-void accumulate_scalar(float* acc, int g, int hd, const float* p, const void* v, DType type) {
-  for (int i = 0; i < hd; ++i) {
-    const float vv = load_elem(v, type, i);
-    for (int h = 0; h < g; ++h) acc[h * hd + i] += p[h] * vv;
+void accumulate_scalar(float* acc, int g, int hd, const float* p, const uint8_t* v,
+                       size_t row_bytes, int n, int e0, DType type) {
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = v + j * row_bytes;
+    for (int i = 0; i < hd; ++i) {
+      const float vv = kv_elem(row, type, e0 + i);
+      for (int h = 0; h < g; ++h) acc[h * hd + i] += p[j * g + h] * vv;
+    }
   }
 }
 
@@ -65,7 +64,8 @@ struct Scratch {
 void check_shape(const KvView& kv, const AttentionShape& s) {
   GLM_CHECK(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0);
   GLM_CHECK(s.head_dim > 0 && s.n_tokens >= 0 && s.n_past >= 0);
-  GLM_CHECK(kv.type == DType::kF16 || kv.type == DType::kF32);
+  GLM_CHECK(kv.type == DType::kF16 || kv.type == DType::kF32 || kv.type == DType::kQ8_0);
+  GLM_CHECK(kv.type != DType::kQ8_0 || (s.n_head_kv * s.head_dim) % kQK == 0);
   GLM_CHECK(kv.block_tokens > 0);
   GLM_CHECK(static_cast<int64_t>(kv.n_blocks) * kv.block_tokens >=
             static_cast<int64_t>(s.n_past) + s.n_tokens);
@@ -76,9 +76,8 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
                   int t, int kvh, int h0, int g, float* out, Scratch* sc) {
   const int hd = s.head_dim;
   const int bt = kv.block_tokens;
-  const size_t eb = elem_bytes(kv.type);
-  const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * hd * eb;
-  const size_t head_off = static_cast<size_t>(kvh) * hd * eb;
+  const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
+  const int e0 = kvh * hd;  // the head's first element in a KV row
   const int n_ctx = s.n_past + t + 1;
   const float* qg = q + (static_cast<size_t>(t) * s.n_head + h0) * hd;
 
@@ -93,9 +92,9 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
 
   for (int b0 = 0, blk = 0; b0 < n_ctx; b0 += bt, ++blk) {
     const int n = std::min(bt, n_ctx - b0);
-    const uint8_t* kb = static_cast<const uint8_t*>(kv.k_blocks[blk]) + head_off;
-    const uint8_t* vb = static_cast<const uint8_t*>(kv.v_blocks[blk]) + head_off;
-    for (int j = 0; j < n; ++j) ops.scores(qg, g, hd, kb + j * row_bytes, kv.type, sb + j * g);
+    const uint8_t* kb = static_cast<const uint8_t*>(kv.k_blocks[blk]);
+    const uint8_t* vb = static_cast<const uint8_t*>(kv.v_blocks[blk]);
+    for (int j = 0; j < n; ++j) ops.scores(qg, g, hd, kb + j * rb, e0, kv.type, sb + j * g);
     for (int h = 0; h < g; ++h) {
       float mb = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < n; ++j) mb = std::max(mb, sb[j * g + h] * s.scale);
@@ -113,7 +112,7 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
       }
       l[h] += sum;
     }
-    for (int j = 0; j < n; ++j) ops.accumulate(acc, g, hd, sb + j * g, vb + j * row_bytes, kv.type);
+    ops.accumulate(acc, g, hd, sb, vb, rb, n, e0, kv.type);
   }
   float* og = out + (static_cast<size_t>(t) * s.n_head + h0) * hd;
   for (int h = 0; h < g; ++h) {
@@ -123,6 +122,56 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
 }
 
 }  // namespace
+
+float kv_elem(const void* row, DType type, int i) {
+  switch (type) {
+    case DType::kF16:
+      return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(row)[i];
+    case DType::kQ8_0: {
+      const BlockQ8_0& b = static_cast<const BlockQ8_0*>(row)[i / kQK];
+      return fp16_to_fp32(b.d) * static_cast<float>(b.qs[i % kQK]);
+    }
+    default:
+      break;
+  }
+  GLM_CHECK(false && "KV rows are F16, F32 or Q8_0");
+  return 0.0f;
+}
+
+void kv_read(const void* row, DType type, int e0, int n, float* dst) {
+  if (type == DType::kF32) {
+    std::memcpy(dst, static_cast<const float*>(row) + e0, n * sizeof(float));
+    return;
+  }
+  if (type == DType::kF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(row) + e0;
+    for (int i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+    return;
+  }
+  for (int i = 0; i < n; ++i) dst[i] = kv_elem(row, type, e0 + i);
+}
+
+void kv_store_row(const float* src, DType type, void* dst, int n) {
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::kF16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+      return;
+    }
+    case DType::kQ8_0:
+      GLM_CHECK(n % kQK == 0);
+      quantize_row_ref(DType::kQ8_0, src, dst, n);
+      return;
+    default:
+      break;
+  }
+  GLM_CHECK(false && "KV rows are F16, F32 or Q8_0");
+}
 
 namespace internal {
 const AttnOps& attn_ops_scalar() {
@@ -182,11 +231,10 @@ void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, fl
   check_shape(kv, s);
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
-  const size_t eb = elem_bytes(kv.type);
-  const size_t row_elems = static_cast<size_t>(s.n_head_kv) * hd;
-  auto row = [&](const void* const* blocks, int pos, int kvh) {
+  const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
+  auto row = [&](const void* const* blocks, int pos) {
     const uint8_t* b = static_cast<const uint8_t*>(blocks[pos / kv.block_tokens]);
-    return b + ((pos % kv.block_tokens) * row_elems + static_cast<size_t>(kvh) * hd) * eb;
+    return b + (pos % kv.block_tokens) * rb;
   };
   std::vector<double> sc;
   std::vector<double> acc(hd);
@@ -198,9 +246,11 @@ void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, fl
       sc.assign(n_ctx, 0.0);
       double mx = -std::numeric_limits<double>::infinity();
       for (int p = 0; p < n_ctx; ++p) {
-        const void* k = row(kv.k_blocks, p, kvh);
+        const void* k = row(kv.k_blocks, p);
         double d = 0;
-        for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * load_elem(k, kv.type, i);
+        for (int i = 0; i < hd; ++i) {
+          d += static_cast<double>(qh[i]) * kv_elem(k, kv.type, kvh * hd + i);
+        }
         sc[p] = d * s.scale;
         mx = std::max(mx, sc[p]);
       }
@@ -211,8 +261,8 @@ void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, fl
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int p = 0; p < n_ctx; ++p) {
-        const void* v = row(kv.v_blocks, p, kvh);
-        for (int i = 0; i < hd; ++i) acc[i] += sc[p] * load_elem(v, kv.type, i);
+        const void* v = row(kv.v_blocks, p);
+        for (int i = 0; i < hd; ++i) acc[i] += sc[p] * kv_elem(v, kv.type, kvh * hd + i);
       }
       float* o = out + (static_cast<size_t>(t) * s.n_head + h) * hd;
       for (int i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[i] / sum);

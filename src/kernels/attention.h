@@ -15,7 +15,7 @@ struct KvView {
   const void* const* v_blocks = nullptr;  // same layout
   int n_blocks = 0;
   int block_tokens = 0;
-  DType type = DType::kF16;  // kF16 or kF32
+  DType type = DType::kF16;  // kF16, kF32 or kQ8_0 (a row = n_head_kv * head_dim / 32 blocks)
 };
 
 struct AttentionShape {
@@ -33,5 +33,14 @@ void attention(const float* q, const KvView& kv, const AttentionShape& s, float*
                ThreadPool* pool);
 // Scalar reference (double accumulation) for tests.
 void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, float* out);
+
+// One KV row's element i (F16, F32, or Q8_0: GGUF blocks of 32 values with an fp16 scale, i in
+// any block of the row), and n elements from e0 into dst. Scalar; for model code outside the hot
+// path (ChatGLM-6B's attention) and tests.
+float kv_elem(const void* row, DType type, int i);
+void kv_read(const void* row, DType type, int e0, int n, float* dst);
+// Writes a row of n f32 values as `type` (Q8_0: n a multiple of 32, each block scaled by its
+// max |x| / 127 and rounded, as GGUF's Q8_0). Cost: O(n).
+void kv_store_row(const float* src, DType type, void* dst, int n);
 
 }  // namespace glm::kernels

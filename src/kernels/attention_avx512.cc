@@ -1,4 +1,4 @@
-// AVX-512 row operations of attention (internal.h): K/V rows converted from F16 with
+// AVX-512 row operations of attention (internal.h): K/V rows converted from F16 (or Q8_0) with
 // vcvtph2ps, 16 lanes at a time, shared by the g query heads of a group.
 // GCC 12's own AVX-512 intrinsics (_mm512_undefined_*) trip these warnings when inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -6,9 +6,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/internal.h"
+#include "kernels/quant.h"
 #include "kernels/simd_avx512.h"
 
 namespace glm::kernels::internal {
@@ -16,10 +20,29 @@ namespace {
 
 constexpr int kMaxHeadDim = 1024;
 
-// Converts a K/V row to f32 in `dst` (or returns it as is when already f32).
-const float* to_f32(const void* row, DType type, int hd, float* dst) {
-  if (type == DType::kF32) return static_cast<const float*>(row);
-  const uint16_t* h = static_cast<const uint16_t*>(row);
+// Head elements [e0, e0 + hd) of a K/V row as f32: in `dst`, or the row itself when it is F32.
+// Q8_0: whole aligned blocks of 32 with two vpmovsxbd + vcvtdq2ps + one multiply by the block's
+// scale; a head that starts or ends inside a block (head_dim < 32) element by element.
+const float* to_f32(const void* row, int e0, DType type, int hd, float* dst) {
+  if (type == DType::kF32) return static_cast<const float*>(row) + e0;
+  if (type == DType::kQ8_0) {
+    const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(row);
+    int i = 0;
+    if (e0 % kQK == 0) {
+      for (; i + kQK <= hd; i += kQK) {
+        const BlockQ8_0& b = blocks[(e0 + i) / kQK];
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32(b.d));
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16));
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
+        _mm512_storeu_ps(dst + i + 16,
+                         _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+      }
+    }
+    for (; i < hd; ++i) dst[i] = kv_elem(row, type, e0 + i);
+    return dst;
+  }
+  const uint16_t* h = static_cast<const uint16_t*>(row) + e0;
   int i = 0;
   for (; i + 16 <= hd; i += 16) {
     _mm512_storeu_ps(dst + i,
@@ -29,10 +52,10 @@ const float* to_f32(const void* row, DType type, int hd, float* dst) {
   return dst;
 }
 
-void scores(const float* q, int g, int hd, const void* k, DType type, float* s) {
+void scores(const float* q, int g, int hd, const void* k, int e0, DType type, float* s) {
   GLM_CHECK(hd <= kMaxHeadDim);
   alignas(64) float buf[kMaxHeadDim];
-  const float* kf = to_f32(k, type, hd, buf);
+  const float* kf = to_f32(k, e0, type, hd, buf);
   for (int h = 0; h < g; ++h) {
     const float* qh = q + h * hd;
     __m512 a0 = _mm512_setzero_ps();
@@ -51,19 +74,34 @@ void scores(const float* q, int g, int hd, const void* k, DType type, float* s) 
   }
 }
 
-void accumulate(float* acc, int g, int hd, const float* p, const void* v, DType type) {
+// acc[h] += sum over the n rows j of p[j, h] * v_j: up to kRows V rows converted at a time,
+// then each 16-lane piece of acc[h] loaded once, updated by every row, stored once.
+void accumulate(float* acc, int g, int hd, const float* p, const uint8_t* v, size_t row_bytes,
+                int n, int e0, DType type) {
   GLM_CHECK(hd <= kMaxHeadDim);
-  alignas(64) float buf[kMaxHeadDim];
-  const float* vf = to_f32(v, type, hd, buf);
-  for (int h = 0; h < g; ++h) {
-    float* ah = acc + h * hd;
-    const __m512 ph = _mm512_set1_ps(p[h]);
-    int i = 0;
-    for (; i + 16 <= hd; i += 16) {
-      _mm512_storeu_ps(ah + i,
-                       _mm512_fmadd_ps(ph, _mm512_loadu_ps(vf + i), _mm512_loadu_ps(ah + i)));
+  constexpr int kRows = 8;
+  alignas(64) float buf[kRows][kMaxHeadDim];
+  const float* vf[kRows];
+  for (int j0 = 0; j0 < n; j0 += kRows) {
+    const int m = std::min(kRows, n - j0);
+    for (int r = 0; r < m; ++r) vf[r] = to_f32(v + (j0 + r) * row_bytes, e0, type, hd, buf[r]);
+    const float* pj = p + static_cast<size_t>(j0) * g;
+    for (int h = 0; h < g; ++h) {
+      float* ah = acc + h * hd;
+      int i = 0;
+      for (; i + 16 <= hd; i += 16) {
+        __m512 a = _mm512_loadu_ps(ah + i);
+        for (int r = 0; r < m; ++r) {
+          a = _mm512_fmadd_ps(_mm512_set1_ps(pj[r * g + h]), _mm512_loadu_ps(vf[r] + i), a);
+        }
+        _mm512_storeu_ps(ah + i, a);
+      }
+      for (; i < hd; ++i) {
+        float a = ah[i];
+        for (int r = 0; r < m; ++r) a += pj[r * g + h] * vf[r][i];
+        ah[i] = a;
+      }
     }
-    for (; i < hd; ++i) ah[i] += p[h] * vf[i];
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "kernels/isa.h"
+#include "kernels/quant.h"
 #include "kernels/test_util.h"
 
 namespace glm::kernels {
@@ -33,8 +34,8 @@ struct Cache {
     const int n_pos = c.n_past + c.n_tokens;
     const int row = c.n_head_kv * c.head_dim;
     const int n_blocks = (n_pos + c.block_tokens - 1) / c.block_tokens + 1;  // one spare
-    const size_t eb = c.type == DType::kF16 ? 2 : 4;
-    storage.assign(2 * n_blocks, std::vector<uint8_t>(c.block_tokens * row * eb));
+    const size_t rb = row_bytes(c.type, row);
+    storage.assign(2 * n_blocks, std::vector<uint8_t>(c.block_tokens * rb));
     k_values = random_floats(static_cast<size_t>(n_blocks) * c.block_tokens * row, seed, -2, 2);
     v_values = random_floats(k_values.size(), seed + 1, -3, 3);
     // Block i of the sequence lives in storage slot (i * 7) % n_blocks (a permutation when
@@ -44,19 +45,15 @@ struct Cache {
       k.push_back(storage[slot].data());
       v.push_back(storage[n_blocks + slot].data());
     }
+    // Each row stored in the cache's type, then read back: the values as stored (rounded).
     for (int b = 0; b < n_blocks; ++b) {
-      for (int i = 0; i < c.block_tokens * row; ++i) {
-        const size_t gi = static_cast<size_t>(b) * c.block_tokens * row + i;
+      for (int t = 0; t < c.block_tokens; ++t) {
+        const size_t gi = (static_cast<size_t>(b) * c.block_tokens + t) * row;
         for (int kv = 0; kv < 2; ++kv) {
-          float& val = kv == 0 ? k_values[gi] : v_values[gi];
-          uint8_t* dst = static_cast<uint8_t*>(const_cast<void*>(kv == 0 ? k[b] : v[b]));
-          if (c.type == DType::kF16) {
-            const uint16_t h = fp32_to_fp16(val);
-            val = fp16_to_fp32(h);
-            reinterpret_cast<uint16_t*>(dst)[i] = h;
-          } else {
-            reinterpret_cast<float*>(dst)[i] = val;
-          }
+          float* val = (kv == 0 ? k_values : v_values).data() + gi;
+          uint8_t* dst = static_cast<uint8_t*>(const_cast<void*>(kv == 0 ? k[b] : v[b])) + t * rb;
+          kv_store_row(val, c.type, dst, row);
+          kv_read(dst, c.type, 0, row, val);
         }
       }
     }
@@ -122,11 +119,26 @@ void run_case(const Case& c, ThreadPool* pool) {
 TEST(AttentionTest, MatchesReferenceOverShapes) {
   ThreadPool pool(2);
   const std::vector<Case> cases = {
-      {1, 0, 1, 1, 8, 4, DType::kF32},      {1, 0, 4, 2, 16, 16, DType::kF16},
-      {1, 37, 32, 2, 128, 16, DType::kF16}, {1, 37, 32, 2, 128, 16, DType::kF32},
-      {3, 5, 4, 4, 24, 5, DType::kF16},     {17, 0, 8, 2, 40, 16, DType::kF16},
-      {9, 100, 6, 3, 64, 32, DType::kF16},  {5, 3, 2, 1, 7, 3, DType::kF32},
+      {1, 0, 1, 1, 8, 4, DType::kF32},
+      {1, 0, 4, 2, 16, 16, DType::kF16},
+      {1, 37, 32, 2, 128, 16, DType::kF16},
+      {1, 37, 32, 2, 128, 16, DType::kF32},
+      {3, 5, 4, 4, 24, 5, DType::kF16},
+      {17, 0, 8, 2, 40, 16, DType::kF16},
+      {9, 100, 6, 3, 64, 32, DType::kF16},
+      {5, 3, 2, 1, 7, 3, DType::kF32},
       {2, 64, 16, 1, 256, 64, DType::kF16},
+      // Q8_0 rows (n_head_kv * head_dim a multiple of 32): heads of whole blocks, heads inside
+      // one block (head_dim 8 and 16, like stories260K), heads that start mid-block (48), and
+      // odd block sizes and tails of positions.
+      {1, 37, 32, 2, 128, 16, DType::kQ8_0},
+      {3, 5, 4, 4, 8, 5, DType::kQ8_0},
+      {5, 3, 2, 2, 16, 3, DType::kQ8_0},
+      {17, 0, 8, 2, 48, 16, DType::kQ8_0},
+      {9, 100, 6, 3, 64, 32, DType::kQ8_0},
+      {4, 20, 8, 4, 96, 7, DType::kQ8_0},
+      {2, 64, 16, 1, 256, 64, DType::kQ8_0},
+      {1, 300, 16, 2, 128, 16, DType::kQ8_0},
   };
   for (const Case& c : cases) {
     run_case(c, &pool);
@@ -175,6 +187,33 @@ TEST(AttentionTest, ExtremeScoresStayFinite) {
       ASSERT_NEAR(got[i], want[i], 0.05f) << isa_name(isa);
     }
   }
+}
+
+TEST(AttentionTest, Q8_0RowsAreGgufQ8_0Blocks) {
+  // kv_store_row writes the bytes GGUF's Q8_0 quantizer writes (quant.cc, the model-file path),
+  // kv_elem / kv_read read them back as its dequantizer does, and each value is within half a
+  // step (its block's max |x| / 127 / 2) of the original.
+  const int n = 96;
+  const auto x = random_floats(n, 41, -5, 5);
+  std::vector<uint8_t> ours(row_bytes(DType::kQ8_0, n)), gguf(ours.size());
+  kv_store_row(x.data(), DType::kQ8_0, ours.data(), n);
+  quantize_row_ref(DType::kQ8_0, x.data(), gguf.data(), n);
+  EXPECT_EQ(ours, gguf);
+  std::vector<float> want(n), got(n);
+  dequantize_row_ref(DType::kQ8_0, gguf.data(), want.data(), n);
+  kv_read(ours.data(), DType::kQ8_0, 0, n, got.data());
+  for (int b = 0; b < n / kQK; ++b) {
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[b * kQK + i]));
+    for (int i = b * kQK; i < (b + 1) * kQK; ++i) {
+      EXPECT_EQ(got[i], want[i]) << i;
+      EXPECT_EQ(kv_elem(ours.data(), DType::kQ8_0, i), want[i]) << i;
+      EXPECT_NEAR(got[i], x[i], amax / 127 / 2 * 1.001f) << i;
+    }
+  }
+  std::vector<float> mid(20);
+  kv_read(ours.data(), DType::kQ8_0, 37, 20, mid.data());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(mid[i], want[37 + i]);
 }
 
 }  // namespace

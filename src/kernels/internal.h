@@ -13,13 +13,16 @@
 
 namespace glm::kernels::internal {
 
-// Row operations of attention over one KV row (F16 or F32) for a group of `g` query heads that
-// share it. Shapes: q, acc: [g, hd] f32; s, p: [g].
+// Row operations of attention over one KV row for a group of `g` query heads that share it.
+// `row` is the start of the whole KV row (all KV heads: F16, F32 or Q8_0 blocks of 32); the head's
+// hd elements start at element e0 of it. Shapes: q, acc: [g, hd] f32; s, p: [g].
 struct AttnOps {
-  // s[h] = dot(q[h], k)
-  void (*scores)(const float* q, int g, int hd, const void* k, DType type, float* s);
-  // acc[h] += p[h] * v
-  void (*accumulate)(float* acc, int g, int hd, const float* p, const void* v, DType type);
+  // s[h] = dot(q[h], k[e0 .. e0 + hd))
+  void (*scores)(const float* q, int g, int hd, const void* row, int e0, DType type, float* s);
+  // acc[h] += sum_j p[j, h] * v_j[e0 .. e0 + hd) over n rows v_j = v + j * row_bytes
+  // (p: [n, g]), row after row in order.
+  void (*accumulate)(float* acc, int g, int hd, const float* p, const uint8_t* v, size_t row_bytes,
+                     int n, int e0, DType type);
 };
 const AttnOps& attn_ops_scalar();
 const AttnOps& attn_ops_avx2();

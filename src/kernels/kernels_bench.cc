@@ -90,29 +90,37 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_AttentionDecode(benchmark::State& state) {
-  // One decode row against n_past positions of an F16 cache, ChatGLM3 heads (32 q, 2 kv, 128).
+  // One decode row against n_past positions of an F16 (type 0) or Q8_0 (type 1) cache, ChatGLM3
+  // heads (32 q, 2 kv, 128).
   const int n_past = static_cast<int>(state.range(0));
+  const DType type = state.range(1) == 0 ? DType::kF16 : DType::kQ8_0;
   const int bt = 16, n_head = 32, n_kv = 2, hd = 128;
   const int n_blocks = (n_past + 1 + bt - 1) / bt;
-  std::vector<uint16_t> k(static_cast<size_t>(n_blocks) * bt * n_kv * hd, fp32_to_fp16(0.1f));
-  std::vector<uint16_t> v(k.size(), fp32_to_fp16(0.2f));
+  const size_t rb = row_bytes(type, n_kv * hd);
+  std::vector<uint8_t> k(static_cast<size_t>(n_blocks) * bt * rb), v(k.size());
+  std::vector<float> row(n_kv * hd);
+  for (size_t r = 0; r < k.size() / rb; ++r) {
+    for (size_t i = 0; i < row.size(); ++i) row[i] = 0.1f * static_cast<float>((r * 7 + i) % 13);
+    kv_store_row(row.data(), type, k.data() + r * rb, n_kv * hd);
+    kv_store_row(row.data(), type, v.data() + r * rb, n_kv * hd);
+  }
   std::vector<const void*> kb, vb;
   for (int b = 0; b < n_blocks; ++b) {
-    kb.push_back(k.data() + static_cast<size_t>(b) * bt * n_kv * hd);
-    vb.push_back(v.data() + static_cast<size_t>(b) * bt * n_kv * hd);
+    kb.push_back(k.data() + static_cast<size_t>(b) * bt * rb);
+    vb.push_back(v.data() + static_cast<size_t>(b) * bt * rb);
   }
-  const KvView kv{kb.data(), vb.data(), n_blocks, bt, DType::kF16};
+  const KvView kv{kb.data(), vb.data(), n_blocks, bt, type};
   const AttentionShape sh{1, n_past, n_head, n_kv, hd, 0.088f};
   std::vector<float> q(n_head * hd, 0.3f), out(n_head * hd);
   for (auto _ : state) {
     attention(q.data(), kv, sh, out.data(), &pool());
     benchmark::DoNotOptimize(out.data());
   }
+  state.counters["kv_GB/s"] = benchmark::Counter(2e-9 * static_cast<double>(n_past + 1) * rb,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionDecode)
-    ->Arg(128)
-    ->Arg(512)
-    ->Arg(2048)
+    ->ArgsProduct({{128, 512, 2048, 4096, 16384}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

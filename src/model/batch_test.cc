@@ -90,6 +90,11 @@ TEST(Batch, ChatglmBatchEqualsAloneF16Kv) {
   check_batch_equals_alone(s, DType::kF16);
 }
 
+TEST(Batch, ChatglmBatchEqualsAloneQ8_0Kv) {
+  testing::RandomSpec s;  // 2 KV heads of 16: a Q8_0 block per row
+  check_batch_equals_alone(s, DType::kQ8_0);
+}
+
 TEST(Batch, LlamaBatchEqualsAlone) {
   testing::RandomSpec s;
   s.arch = "llama";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "model/ops.h"
@@ -90,13 +91,8 @@ void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& k
   if (scores_.size() < static_cast<size_t>(n_ctx)) scores_.resize(n_ctx);
   krow_.resize(hd);
   auto read = [&](const void* block, int slot, int head, float* dst) {
-    const size_t off = static_cast<size_t>(slot) * d + static_cast<size_t>(head) * hd;
-    if (kv.kv_type() == DType::kF32) {
-      std::memcpy(dst, static_cast<const float*>(block) + off, hd * sizeof(float));
-    } else {
-      const uint16_t* s = static_cast<const uint16_t*>(block) + off;
-      for (int i = 0; i < hd; ++i) dst[i] = fp16_to_fp32(s[i]);
-    }
+    const uint8_t* row = static_cast<const uint8_t*>(block) + slot * kv.row_bytes();
+    kernels::kv_read(row, kv.kv_type(), head * hd, hd, dst);
   };
   for (int t = 0; t < in.n_tokens; ++t) {
     const int i = in.n_past + t;  // absolute index of the query row
@@ -209,10 +205,9 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
     int first = 0;
     for (size_t s = 0; s < batch.size(); ++s) {
       const SeqInput& in = batch[s];
-      const size_t elem = kv->kv_type() == DType::kF32 ? 4 : 2;
       for (int i = 0; i < in.n_tokens; ++i) {
         const int p = in.n_past + i;
-        const size_t slot = static_cast<size_t>(p % bt) * d * elem;
+        const size_t slot = static_cast<size_t>(p % bt) * kv->row_bytes();
         const size_t row = static_cast<size_t>(first + i) * d;
         ops::store_row(k_.data() + row, kv->kv_type(),
                        static_cast<uint8_t*>(kv->k(l, in.blocks[p / bt])) + slot, d);

@@ -8,10 +8,10 @@ StatusOr<std::vector<EvalRow>> evaluate(Model& model, const std::vector<int32_t>
                                         const std::vector<int32_t>& decode,
                                         const EvalOptions& options) {
   if (prompt.empty()) return invalid_argument("evaluate: the prompt has no tokens");
-  if (options.kv_type != DType::kF32 && options.kv_type != DType::kF16) {
-    return invalid_argument("evaluate: the KV cache type must be f32 or f16");
-  }
   const Config& c = model.config();
+  if (const std::string why = kv_type_unsupported(c, options.kv_type); !why.empty()) {
+    return invalid_argument("evaluate: " + why);
+  }
   const int n_pos = static_cast<int>(prompt.size() + decode.size());
   const int bt = options.block_tokens;
   const int n_blocks = (n_pos + bt - 1) / bt;

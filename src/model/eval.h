@@ -21,7 +21,7 @@ struct EvalRow {
 
 struct EvalOptions {
   OutputKind output = OutputKind::kLogits;
-  DType kv_type = DType::kF32;  // kF32 or kF16
+  DType kv_type = DType::kF32;  // kF32, kF16 or kQ8_0
   int block_tokens = 16;
 };
 

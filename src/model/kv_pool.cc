@@ -6,20 +6,44 @@
 
 namespace glm::model {
 
+bool kv_type_from_name(const std::string& name, DType* out) {
+  if (name == "f16") {
+    *out = DType::kF16;
+  } else if (name == "f32") {
+    *out = DType::kF32;
+  } else if (name == "q8_0") {
+    *out = DType::kQ8_0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string kv_type_unsupported(const Config& config, DType type) {
+  if (type == DType::kF16 || type == DType::kF32) return "";
+  if (type != DType::kQ8_0) {
+    return std::string("the KV cache cannot be ") + dtype_name(type) + ": use " + kKvTypeNames;
+  }
+  const int row = config.n_head_kv * config.head_dim;
+  if (row % kQK == 0) return "";
+  return "--kv q8_0 needs n_head_kv * head_dim to be a multiple of 32 (this model's is " +
+         std::to_string(row) + "): use --kv f16";
+}
+
 KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type)
     : n_layer_(config.n_layer),
       n_blocks_(n_blocks),
       block_tokens_(block_tokens),
       row_elems_(config.n_head_kv * config.head_dim),
-      kv_type_(kv_type),
-      elem_bytes_(kv_type == DType::kF32 ? 4 : 2) {
-  GLM_CHECK(kv_type == DType::kF16 || kv_type == DType::kF32);
+      kv_type_(kv_type) {
+  GLM_CHECK(kv_type_unsupported(config, kv_type).empty());
+  row_bytes_ = glm::row_bytes(kv_type, row_elems_);
   GLM_CHECK(n_blocks >= 0 && block_tokens > 0 && n_layer_ > 0 && row_elems_ > 0);
   storage_.resize(static_cast<size_t>(n_layer_) * 2 * n_blocks_ * block_bytes_per_layer_kv());
 }
 
 size_t KvPool::block_bytes_per_layer_kv() const {
-  return static_cast<size_t>(block_tokens_) * row_elems_ * elem_bytes_;
+  return static_cast<size_t>(block_tokens_) * row_bytes_;
 }
 
 size_t KvPool::block_bytes() const {

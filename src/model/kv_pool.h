@@ -3,12 +3,14 @@
 // decided outside (kv/ for the server, a simple contiguous table for the CLI). The model reads
 // and writes blocks through k()/v() during forward().
 // Owns its memory (allocated once at construction, zero-filled: cost n_layer * 2 * n_blocks *
-// block_tokens * row_elems * sizeof(kv_type) bytes). Not thread-safe by itself: forward() writes
-// only the blocks of the sequences in its batch.
+// block_tokens * row_bytes(kv_type, row_elems) bytes: 4, 2 or 34/32 = 1.0625 bytes a value for
+// f32, f16, q8_0). Not thread-safe by itself: forward() writes only the blocks of the sequences in
+// its batch.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -16,9 +18,17 @@
 
 namespace glm::model {
 
+// The KV cache element types, by the names the flags use ("f16", "f32", "q8_0"): kF16, kF32 or
+// kQ8_0 (each row GGUF Q8_0 blocks: 32 values as int8 with one fp16 scale). False if unknown.
+bool kv_type_from_name(const std::string& name, DType* out);
+inline constexpr const char* kKvTypeNames = "f16, f32 or q8_0";
+// Empty if `config` can hold its KV rows in `type`, else why not, said to the user (q8_0 needs
+// n_head_kv * head_dim to be a multiple of 32).
+std::string kv_type_unsupported(const Config& config, DType type);
+
 class KvPool {
  public:
-  // kv_type: kF16 (default) or kF32.
+  // kv_type: kF16, kF32 or kQ8_0 (kv_type_unsupported(config, kv_type) must be empty).
   KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type);
 
   int n_blocks() const { return n_blocks_; }
@@ -29,7 +39,10 @@ class KvPool {
   // Bytes one block holds for all layers (K and V).
   size_t block_bytes() const;
 
-  // K rows of `block` in `layer`: [block_tokens, n_head_kv * head_dim] of kv_type.
+  // Bytes of one K (or V) row: row_bytes(kv_type, row_elems).
+  size_t row_bytes() const { return row_bytes_; }
+  // K rows of `block` in `layer`: [block_tokens, n_head_kv * head_dim] of kv_type, rows
+  // row_bytes() apart (Q8_0: row_elems / 32 blocks of 34 bytes).
   void* k(int layer, int block);
   void* v(int layer, int block);
   const void* k(int layer, int block) const;
@@ -52,7 +65,7 @@ class KvPool {
   int block_tokens_ = 0;
   int row_elems_ = 0;
   DType kv_type_ = DType::kF16;
-  size_t elem_bytes_ = 2;
+  size_t row_bytes_ = 0;
   std::vector<uint8_t> storage_;  // [n_layer, 2 (K,V), n_blocks, block_tokens, row_elems]
 };
 

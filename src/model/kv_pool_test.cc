@@ -29,6 +29,27 @@ TEST(KvPool, SizesFollowTheShape) {
   EXPECT_EQ(f32.kv_type(), DType::kF32);
 }
 
+TEST(KvPool, Q8_0RowsAreBlocksOf34BytesAndNeedRowsOf32) {
+  Config c = small_config();
+  EXPECT_NE(kv_type_unsupported(c, DType::kQ8_0), "");  // a row of 16 values
+  c.head_dim = 48;                                      // 96 = 3 blocks, heads start mid-block
+  EXPECT_EQ(kv_type_unsupported(c, DType::kQ8_0), "");
+  KvPool q8(c, 5, 4, DType::kQ8_0);
+  EXPECT_EQ(q8.row_bytes(), size_t{3} * 34);
+  EXPECT_EQ(q8.block_bytes(), size_t{3} * 2 * 4 * 3 * 34);
+  EXPECT_EQ(q8.bytes(), 5 * q8.block_bytes());
+  EXPECT_EQ(static_cast<uint8_t*>(q8.k(0, 1)) - static_cast<uint8_t*>(q8.k(0, 0)),
+            static_cast<ptrdiff_t>(4 * q8.row_bytes()));
+  // copy_block and save/load move bytes: the same for every type.
+  std::memset(q8.k(2, 3), 7, 4 * q8.row_bytes());
+  q8.copy_block(3, 0);
+  EXPECT_EQ(std::memcmp(q8.k(2, 0), q8.k(2, 3), 4 * q8.row_bytes()), 0);
+  DType t;
+  for (const char* name : {"f16", "f32", "q8_0"}) EXPECT_TRUE(kv_type_from_name(name, &t)) << name;
+  EXPECT_FALSE(kv_type_from_name("q4_0", &t));
+  EXPECT_FALSE(kv_type_from_name("F16", &t));
+}
+
 TEST(KvPool, CopyBlockCopiesEveryLayersKAndVOfThatBlockOnly) {
   KvPool kv(small_config(), 4, 4, DType::kF16);
   const size_t span = 4 * 16 * 2;

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/quant.h"
 
 namespace glm::model::ops {
@@ -96,13 +97,7 @@ void get_row(DType type, const void* data, int64_t row, int64_t n, float* out) {
 }
 
 void store_row(const float* src, DType type, void* dst, int n) {
-  if (type == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
-  GLM_CHECK(type == DType::kF16);
-  uint16_t* d = static_cast<uint16_t*>(dst);
-  for (int i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+  kernels::kv_store_row(src, type, dst, n);
 }
 
 }  // namespace glm::model::ops

@@ -48,7 +48,8 @@ void scale_add(const float* x, float scale, float* y, int n);
 // converted to f32: out [n].
 void get_row(DType type, const void* data, int64_t row, int64_t n, float* out);
 
-// f32 -> stored KV element type (kF32 or kF16): dst [n] of `type`.
+// f32 -> stored KV element type (kF32, kF16 or kQ8_0: n a multiple of 32): row_bytes(type, n)
+// bytes at dst.
 void store_row(const float* src, DType type, void* dst, int n);
 
 }  // namespace glm::model::ops

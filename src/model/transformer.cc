@@ -124,14 +124,14 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim();
   const int bt = kv->block_tokens();
-  const size_t elem = kv->kv_type() == DType::kF32 ? 4 : 2;
+  const size_t rb = kv->row_bytes();
   int offset = 0;  // first row of this sequence in the batch
   for (const SeqInput& in : batch) {
     // New K/V rows go to their slots first: the attention reads them back from the cache.
     for (int t = 0; t < in.n_tokens; ++t) {
       const int p = in.n_past + t;
       const int block = in.blocks[p / bt];
-      const size_t slot = static_cast<size_t>(p % bt) * kd * elem;
+      const size_t slot = static_cast<size_t>(p % bt) * rb;
       const size_t row = static_cast<size_t>(offset + t) * kd;
       ops::store_row(k_.data() + row, kv->kv_type(),
                      static_cast<uint8_t*>(kv->k(layer, block)) + slot, kd);
