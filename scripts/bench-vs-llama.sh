@@ -6,13 +6,14 @@
 # the ratios of glmserve to llama.cpp's better setting.
 #
 #   scripts/bench-vs-llama.sh MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--rounds 3] [-d 0]
-#                             [--isa scalar|avx2|avx512] [--no-mmap0 | --only-mmap0]
+#                             [--kv f16|q8_0] [--isa scalar|avx2|avx512] [--no-mmap0 | --only-mmap0]
 #   LLAMA_BENCH=/path/to/llama-bench (default /work/ext/llama.cpp/build/bin/llama-bench)
 # --isa runs glmserve with GLMSERVE_ISA set (compare with a llama.cpp built for that ISA only,
 # e.g. LLAMA_BENCH=/work/ext/llama.cpp-avx2/build/bin/llama-bench); --no-mmap0 skips run C,
 # --only-mmap0 skips run B (each llama-bench run of a 6B model takes minutes on 2 cores).
 # -d N runs both programs' tests after N tokens already in the KV cache (llama-bench -d,
-# glmserve bench engine -d): generation and prefill deep into a long conversation.
+# glmserve bench engine -d): generation and prefill deep into a long conversation. --kv sets
+# both programs' KV cache type (glmserve --kv, llama-bench -ctk/-ctv).
 # Files of each type: scripts/make-bench-models.sh.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,7 +21,7 @@ glmserve="${GLMSERVE:-$here/build/glmserve}"
 llama="${LLAMA_BENCH:-/work/ext/llama.cpp/build/bin/llama-bench}"
 model="${1:?usage: $0 MODEL.gguf [-p N] [-n N] [-t N] [-r N] [--rounds N]}"
 shift
-p=512 n=128 t=2 r=3 rounds=3 d=0 isa="" mmap0=1 mmap1=1
+p=512 n=128 t=2 r=3 rounds=3 d=0 kv=f16 isa="" mmap0=1 mmap1=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) p="$2"; shift 2 ;;
@@ -29,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     -r) r="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     -d) d="$2"; shift 2 ;;
+    --kv) kv="$2"; shift 2 ;;
     --isa) isa="$2"; shift 2 ;;
     --no-mmap0) mmap0=0; shift ;;
     --only-mmap0) mmap1=0; shift ;;
@@ -43,21 +45,24 @@ ours() {
   local depth=()
   ((d > 0)) && depth=(-d "$d")
   GLMSERVE_ISA="$isa" "$glmserve" bench engine --model "$model" -p "$p" -n "$n" -t "$t" -r "$r" \
-    "${depth[@]}" --bw-mb 0 2>/dev/null |
+    "${depth[@]}" --kv "$kv" --bw-mb 0 2>/dev/null |
     awk -F'|' -v p="pp$p" -v n="tg$n" '
-      { gsub(/ /, "", $7); split($8, a, " ") }
-      $7 ~ "^" p "(@|$)" { pp = a[1] } $7 ~ "^" n "(@|$)" { tg = a[1] }
+      # Columns by the header'"'"'s names (the table gained a kv column in session 9).
+      /^\| model / { for (i = 1; i <= NF; i++) { h = $i; gsub(/ /, "", h); col[h] = i }; next }
+      ("test" in col) { t = $col["test"]; gsub(/ /, "", t); split($col["t/s(median)"], a, " ") }
+      t ~ "^" p "(@|$)" { pp = a[1] } t ~ "^" n "(@|$)" { tg = a[1] }
       END { printf "%s %s\n", pp + 0, tg + 0 }'
 }
 theirs() {
-  "$llama" -m "$model" -p "$p" -n "$n" -t "$t" -r "$r" -d "$d" "$@" -o csv 2>/dev/null |
+  "$llama" -m "$model" -p "$p" -n "$n" -t "$t" -r "$r" -d "$d" -ctk "$kv" -ctv "$kv" "$@" -o csv \
+    2>/dev/null |
     awk -F',' 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
       { gsub(/"/, ""); if ($col["n_gen"] == 0) pp = $col["avg_ts"]; else tg = $col["avg_ts"] }
       END { printf "%s %s\n", pp + 0, tg + 0 }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "$(basename "$model"): glmserve isa=${isa:-best}; llama-bench $llama; depth $d; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(basename "$model"): glmserve isa=${isa:-best}; llama-bench $llama; depth $d; kv $kv; load $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -a a_pp a_tg b_pp b_tg c_pp c_tg
 printf '%-6s %-28s %10s %10s\n' round run "pp$p" "tg$n"
 for ((i = 1; i <= rounds; i++)); do
