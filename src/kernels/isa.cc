@@ -119,7 +119,7 @@ Status set_isa(Isa isa) {
 Status init_isa_from_env() {
   const char* vnni = std::getenv("GLMSERVE_AVXVNNI");
   const std::string vnni_value = vnni != nullptr ? vnni : "";
-  if (vnni_value != "" && vnni_value != "0" && vnni_value != "1") {
+  if (!vnni_value.empty() && vnni_value != "0" && vnni_value != "1") {
     return invalid_argument("GLMSERVE_AVXVNNI=" + vnni_value +
                             ": use 0 (off) or 1 (on where the CPU has it)");
   }
