@@ -60,7 +60,8 @@ constexpr const char* kHelp =
     "                  and each k's break-even with k draft passes added (c + k r)\n"
     "'t/s per CPU' = tokens / (process CPU seconds / threads): the speed with the cores to itself\n"
     "(on a busy machine wall time stretches, CPU time much less).\n"
-    "Set GLMSERVE_ISA=scalar|avx2|avx512 to force a kernel variant.\n";
+    "Set GLMSERVE_ISA=scalar|avx2|avx512 to force a kernel variant (GLMSERVE_AVXVNNI=0: avx2\n"
+    "without AVX-VNNI).\n";
 
 struct Stats {
   std::vector<double> tps;  // tokens/s per repetition

@@ -153,6 +153,6 @@ int act_block(Isa isa, DType t) {
 
 }  // namespace internal
 
-const char* matmul_isa() { return isa_name(active_isa()); }
+const char* matmul_isa() { return avxvnni_active() ? "avx2+avxvnni" : isa_name(active_isa()); }
 
 }  // namespace glm::kernels

@@ -46,7 +46,7 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
 void matmul_ref(const WeightView& w, const float* x, float* y, int64_t n_tokens);
 
 // Name of the variant matmul() dispatches to: isa_name(active_isa()) ("avx512", "avx2",
-// "scalar").
+// "scalar"), and "avx2+avxvnni" where the avx2 packed kernels use AVX-VNNI (avxvnni_active()).
 const char* matmul_isa();
 
 }  // namespace glm::kernels
