@@ -6,6 +6,7 @@
 //     int8 products by the sign trick: vpmaddubsw(|w|, sign(x, w)) -> int16 pairs (|w| <= 128,
 //     |x| <= 127: no saturation), vpmaddwd with ones -> int32, summed per row and block, then
 //     y = fma(float(sum), d_w * d_x, y) block by block, bit-identical to the packed kernel.
+//   - Q4_1 / Q5_1 (w = d u + m): the same with u >= 0, plus m_w * d_x * sum(q_x) per block.
 //   - Q4_K / Q5_K / Q6_K: matmul_k_avx2.cc.
 // Other types return false (the generic path runs them).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -130,6 +131,7 @@ void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_token
 struct ActBlock {
   int8_t q[32];
   float d;
+  int32_t sum;  // of q: the minimum term of Q4_1 / Q5_1
 };
 
 struct QCtx {
@@ -148,6 +150,7 @@ inline float half_at(const uint8_t* p) {
 }
 
 struct Q8_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 34;
   static __m256i load(const uint8_t* b) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
@@ -155,6 +158,7 @@ struct Q8_0 {
 };
 
 struct Q4_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 18;
   static __m256i load(const uint8_t* b) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
@@ -167,25 +171,56 @@ struct Q4_0 {
 
 // Value j of a block is nibble j (low nibbles 0..15, high nibbles 16..31) with bit j of qh as
 // its bit 4, minus 16: nib | 0xF0 (nib - 16 as int8) where the bit is clear, nib where it is set.
+template <int kQh, int kQs>
+__m256i load_q5(const uint8_t* b, bool offset);
+
 struct Q5_0 {
+  static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 22;
+  static __m256i load(const uint8_t* b) { return load_q5<2, 6>(b, true); }
+};
+
+// Q4_1 / Q5_1: w = d * u + m with u unsigned (the nibble, plus 16 x the fifth bit): the sign
+// trick multiplies u (<= 31) as it is; m_w * d_x * sum(q_x) is added per block and row.
+struct Q4_1 {
+  static constexpr bool kMin = true;
+  static constexpr int kBlockBytes = 20;
   static __m256i load(const uint8_t* b) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6));
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+  }
+};
+
+struct Q5_1 {
+  static constexpr bool kMin = true;
+  static constexpr int kBlockBytes = 24;
+  static __m256i load(const uint8_t* b) { return load_q5<4, 8>(b, false); }
+};
+
+// A Q5 block's 32 values (qh at byte kQh, nibbles at kQs): nibble j with bit j of qh as bit 4,
+// minus 16 when `offset` (Q5_0).
+template <int kQh, int kQs>
+__m256i load_q5(const uint8_t* b, bool offset) {
+  {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
     const __m128i m = _mm_set1_epi8(0x0F);
     const __m256i nib =
         _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     uint32_t qh;
-    std::memcpy(&qh, b + 2, 4);
+    std::memcpy(&qh, b + kQh, 4);
     // Byte j of `bits` = byte j / 8 of qh, tested against bit j % 8.
     const __m256i spread = _mm256_shuffle_epi8(
         _mm256_set1_epi32(static_cast<int32_t>(qh)),
         _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    if (!offset) return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    // nib - 16 as int8: nib | 0xF0 where the bit is clear, nib where it is set.
     return _mm256_or_si256(nib,
                            _mm256_andnot_si256(set, _mm256_set1_epi8(static_cast<char>(0xF0))));
   }
-};
+}
 
 // Sums of the 8 int32 lanes of each of p[0..R) (R <= 4) as lanes 0..R-1 of the result.
 template <int R>
@@ -220,6 +255,7 @@ struct QKern {
       // The rows' fp16 scales in lanes 0..R-1 (through memory: _mm_insert_epi16 needs a
       // constant lane, which only an optimizing build's unrolling provides).
       alignas(16) uint16_t scales[8] = {};
+      alignas(16) uint16_t mins[8] = {};
       GLM_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = rows[r] + b * Fmt::kBlockBytes;
@@ -227,8 +263,10 @@ struct QKern {
         ws[r] = Fmt::load(blk);
         wa[r] = _mm256_sign_epi8(ws[r], ws[r]);
         std::memcpy(&scales[r], blk, 2);
+        if constexpr (Fmt::kMin) std::memcpy(&mins[r], blk + 2, 2);
       }
       const __m128 wd = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+      const __m128 wm = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
       GLM_UNROLL
       for (int t = 0; t < T; ++t) {
         const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
@@ -240,6 +278,10 @@ struct QKern {
         }
         acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(row_sums<R>(p32)), _mm_mul_ps(wd, _mm_set1_ps(a.d)),
                               acc[t]);
+        if constexpr (Fmt::kMin) {
+          acc[t] = _mm_fmadd_ps(_mm_set1_ps(static_cast<float>(a.sum)),
+                                _mm_mul_ps(wm, _mm_set1_ps(a.d)), acc[t]);
+        }
       }
     }
     GLM_UNROLL
@@ -275,6 +317,11 @@ void quantize_token(const float* x, int64_t n_blocks, ActBlock* out) {
     const __m256i p = _mm256_packs_epi16(p01, p23);
     const __m256i fixed = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), fixed);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    out[b].sum = _mm_cvtsi128_si32(s4);
   }
 }
 
@@ -322,6 +369,8 @@ int act_block_avx2(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
       return 32;
     default:
       return act_block_k_avx2(t);
@@ -348,6 +397,12 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
       return true;
     case DType::kQ5_0:
       q_matmul<Q5_0>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ4_1:
+      q_matmul<Q4_1>(w, x, y, n_tokens, pool);
+      return true;
+    case DType::kQ5_1:
+      q_matmul<Q5_1>(w, x, y, n_tokens, pool);
       return true;
     default:
       return matmul_k_avx2(w, x, y, n_tokens, pool);

@@ -125,9 +125,9 @@ TEST(MatmulTest, PackedLayoutsExistWhereExpected) {
 
 TEST(MatmulTest, VectorVariantsHaveIntegerKernelsForTheirTypes) {
   // Guards the reference test against a variant silently handing a type to the generic path
-  // (act_block 0): AVX2 runs Q8_0 / Q4_0 / Q5_0 per 32 values and every k-quant per 256;
-  // AVX-512 also Q4_1 / Q5_1 (the fallback type of Q5_K_M files' ffn_down) per 32.
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0}) {
+  // (act_block 0): both run Q8_0 / Q4_0 / Q5_0 / Q4_1 / Q5_1 (the fallback type of Q5_K_M
+  // files' ffn_down) per 32 values and every k-quant per 256.
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_1, DType::kQ5_1}) {
     EXPECT_EQ(internal::act_block(Isa::kAvx2, t), 32) << dtype_name(t);
   }
   for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
