@@ -10,6 +10,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels/thread_pool.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -56,6 +59,31 @@ inline void quantize_token_k(const float* x, int64_t n_sb, ActK* out) {
     for (int j = 0; j < 8; ++j)
       a.bsum32[j] = static_cast<int16_t>(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
   }
+}
+
+// Quantizes the n_tokens rows of x ([n_tokens, n_sb * 256]) into the calling thread's buffer,
+// on the pool's threads from 4 tokens on; returns it: [n_tokens, n_sb]. Valid until the
+// thread's next call.
+inline const ActK* quantize_tokens_k(const float* x, int64_t n_sb, int64_t n_tokens,
+                                     ThreadPool* pool) {
+  thread_local std::vector<ActK> buf;
+  if (buf.size() < static_cast<size_t>(n_sb * n_tokens)) buf.resize(n_sb * n_tokens);
+  struct QuantCtx {
+    const float* x;
+    int64_t n_sb;
+    ActK* act;
+  } qc{x, n_sb, buf.data()};
+  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      quantize_token_k(q->x + t * q->n_sb * 256, q->n_sb, q->act + t * q->n_sb);
+    }
+  };
+  if (pool != nullptr && n_tokens >= 4) {
+    pool->parallel_for(n_tokens, quantize);
+  } else {
+    quantize(0, n_tokens, 0);
+  }
+  return buf.data();
 }
 
 }  // namespace

@@ -237,28 +237,9 @@ struct Q6KKern {
 template <class Kern>
 void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   const int64_t n_sb = w.n_cols / 256;
-  thread_local std::vector<ActK> buf;
-  if (buf.size() < static_cast<size_t>(n_sb * n_tokens)) buf.resize(n_sb * n_tokens);
-  struct QuantCtx {
-    const float* x;
-    int64_t n_cols, n_sb;
-    ActK* act;
-  } qc{x, w.n_cols, n_sb, buf.data()};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t)
-      quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
-  }
-  const KCtx c{static_cast<const uint8_t*>(w.data),
-               row_bytes(w.type, w.n_cols),
-               buf.data(),
-               n_sb,
-               y,
-               w.n_rows};
+  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
+  const KCtx c{
+      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), act, n_sb, y, w.n_rows};
   if (n_tokens == 1) {
     run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
   } else {

@@ -366,24 +366,8 @@ void run_groups(const KPCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
 void matmul_packed_k_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                           ThreadPool* pool) {
   const int64_t n_sb = w.n_cols / 256;
-  thread_local std::vector<ActK> buf;
-  if (buf.size() < static_cast<size_t>(n_sb * n_tokens)) buf.resize(n_sb * n_tokens);
-  struct QuantCtx {
-    const float* x;
-    int64_t n_cols, n_sb;
-    ActK* act;
-  } qc{x, w.n_cols, n_sb, buf.data()};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t)
-      quantize_token_k(q->x + t * q->n_cols, q->n_sb, q->act + t * q->n_sb);
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
-  }
-  const KPCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), n_sb, buf.data(), y,
-                w.n_rows};
+  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
+  const KPCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), n_sb, act, y, w.n_rows};
   const int64_t n_groups = w.packed_rows / kPackRows;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
   // About 8 chunks of groups per thread; in prefill at least one cache block.
