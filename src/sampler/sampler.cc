@@ -56,6 +56,17 @@ void Sampler::accept(int32_t token) {
   if (counts_[token]++ == 0) counted_ids_.push_back(token);
 }
 
+void Sampler::copy_history_from(const Sampler& from) {
+  GLM_CHECK(n_vocab_ == from.n_vocab_ && seen_.size() == from.seen_.size() &&
+            counts_.size() == from.counts_.size());
+  for (int32_t id : seen_ids_) seen_[id] = 0;
+  for (int32_t id : counted_ids_) counts_[id] = 0;
+  seen_ids_ = from.seen_ids_;
+  counted_ids_ = from.counted_ids_;
+  for (int32_t id : seen_ids_) seen_[id] = 1;
+  for (int32_t id : counted_ids_) counts_[id] = from.counts_[id];
+}
+
 void Sampler::prepare(const float* logits, std::vector<float>* out) const {
   out->assign(logits, logits + n_vocab_);
   float* x = out->data();

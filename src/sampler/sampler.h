@@ -48,6 +48,10 @@ class Sampler {
   void accept_prompt(int32_t token);
   // Records a generated token (for all penalties). Ids outside [0, n_vocab) are ignored.
   void accept(int32_t token);
+  // Makes this sampler's penalty history (the tokens seen and generated) that of `from`, a
+  // sampler of the same parameters and vocabulary (a copy of it, then diverged). Cost:
+  // O(distinct tokens of both); neither the scratch buffers nor the RNG are touched.
+  void copy_history_from(const Sampler& from);
   // Draws the next token from `logits` ([n_vocab]); does not accept() it. Each call with
   // temperature > 0 takes exactly one draw from the RNG (greedy takes none). With `logprobs`
   // (when params().top_logprobs >= 0), also its log-probability and the top_logprobs most

@@ -17,6 +17,33 @@ std::vector<float> logits_of_probs(const std::vector<double>& probs) {
   return l;
 }
 
+// copy_history_from (the draft model's sampler, reset to the target's each step): afterwards the
+// two samplers prepare logits alike, whatever each accepted before.
+TEST(Sampler, CopiedHistoryGivesTheSameDistribution) {
+  const SamplingParams p{.temperature = 1.0f,
+                         .top_p = 1.0f,
+                         .repetition_penalty = 1.5f,
+                         .presence_penalty = 0.3f,
+                         .frequency_penalty = 0.4f};
+  const std::vector<float> l = {0.5f, 1.0f, -0.5f, 2.0f, 0.0f, 1.5f};
+  auto probs = [&](const Sampler& s) {
+    std::vector<float> out(l.size(), 0.0f);
+    for (const Candidate& c : s.distribution(l.data())) out[c.id] = c.p;
+    return out;
+  };
+  Sampler from(p, 6);
+  from.accept_prompt(0);
+  for (int32_t t : {3, 3, 5}) from.accept(t);
+  Sampler to(from);
+  for (int32_t t : {1, 1, 2, 4}) to.accept(t);
+  ASSERT_NE(probs(to), probs(from));  // diverged, so the copy below has something to undo
+  to.copy_history_from(from);
+  EXPECT_EQ(probs(to), probs(from));
+  from.accept(2);  // and they go on alike
+  to.accept(2);
+  EXPECT_EQ(probs(to), probs(from));
+}
+
 TEST(Sampler, GreedyIsArgmax) {
   std::vector<float> l = {0.1f, -2.0f, 3.5f, 3.4f, 0.0f};
   Sampler s(SamplingParams{.temperature = 0.0f}, 5);

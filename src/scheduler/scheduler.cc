@@ -374,12 +374,15 @@ int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogpr
   return seq->sampler->sample_with_draft(row, guess, logprobs);
 }
 
+int Scheduler::draft_room(const Seq& seq) const {
+  // The whole draft and the token after it must fit max_tokens (and so the reservation).
+  return std::min(seq.draft_len.want(), seq.req.sampling.max_tokens - seq.n_generated - 1);
+}
+
 void Scheduler::plan_draft(Seq* seq) {
   seq->feed.assign(1, seq->next_token);
   if (!spec_on_) return;
-  // The whole draft and the token after it must fit max_tokens (and so the reservation).
-  const int k =
-      std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+  const int k = draft_room(*seq);
   if (k <= 0) {
     seq->draft_len.idle_step();
     return;
@@ -434,8 +437,7 @@ void Scheduler::draft_with_model() {
     seq->feed.assign(1, seq->next_token);
     seq->q.clear();
     if (!seq->drafts) continue;
-    const int k =
-        std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+    const int k = draft_room(*seq);
     if (k <= 0) {
       seq->draft_len.idle_step();
       continue;
@@ -443,7 +445,8 @@ void Scheduler::draft_with_model() {
     if (!seq->draft_sampler) {
       seq->draft_sampler = std::make_unique<sampler::Sampler>(*seq->sampler);
     } else {
-      *seq->draft_sampler = *seq->sampler;  // the penalties' state; its RNG is never used
+      // The penalties' state only (not the n_vocab scratch buffers); its RNG is never used.
+      seq->draft_sampler->copy_history_from(*seq->sampler);
     }
     // A draft far behind the target (its first step: the prompt) catches up in chunks of
     // kDraftCatchUp and drafts once the rest fits one; the usual few tokens behind (and a
@@ -518,8 +521,7 @@ void Scheduler::draft_with_model() {
       seq->feed.push_back(token);
       const auto& stops = seq->req.stop_ids;
       const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
-      const int k =
-          std::min(seq->draft_len.want(), seq->req.sampling.max_tokens - seq->n_generated - 1);
+      const int k = draft_room(*seq);
       if (!stop && static_cast<int>(seq->feed.size()) - 1 < k) next.push_back(seq);
     }
     active.swap(next);

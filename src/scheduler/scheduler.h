@@ -198,6 +198,8 @@ class Scheduler {
   // seed and the context only.
   int32_t sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs);
   // Fills seq->feed with its next token and the draft to verify this step (ngram_draft.h).
+  // How many tokens seq may draft this step: its DraftLength, within max_tokens.
+  int draft_room(const Seq& seq) const;
   void plan_draft(Seq* seq);
   // Draft-model speculation: fills every decoding sequence's feed with its next token and the
   // tokens the draft model proposes after it (draft_len.want() of them at most), in up to
