@@ -314,8 +314,12 @@ int cmd_bench_engine(int argc, char** argv) {
         model::load_model(std::shared_ptr<const gguf::File>(std::move(*df)), load);
     if (!dm.ok()) return fail(dm.status());
     draft = std::move(*dm);
-    draft_kv = std::make_unique<model::KvPool>(draft->config(), kv.n_blocks(), kBlockTokens,
-                                               kv_name == "f16" ? DType::kF16 : DType::kF32);
+    if (const std::string why = model::kv_type_unsupported(draft->config(), kv_type);
+        !why.empty()) {
+      return fail(invalid_argument("--draft: " + why));
+    }
+    draft_kv =
+        std::make_unique<model::KvPool>(draft->config(), kv.n_blocks(), kBlockTokens, kv_type);
     draft_runner = std::make_unique<Runner>(draft.get(), draft_kv.get(), 4321);
     if (Status s = draft_runner->generate(2).status(); !s.ok()) return fail(s);
   }

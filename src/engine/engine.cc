@@ -786,6 +786,11 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     GLM_RETURN_IF_ERROR(check_draft_vocabulary(*tokenizer.value(), model.value()->config().n_vocab,
                                                *draft_tok.value(),
                                                draft.value()->config().n_vocab));
+    if (const std::string why =
+            model::kv_type_unsupported(draft.value()->config(), options.kv_type);
+        !why.empty()) {
+      return invalid_argument("--draft: " + why);
+    }
     if (draft.value()->capabilities().bidirectional_prompt ||
         model.value()->capabilities().bidirectional_prompt) {
       GLM_LOG_WARN("--spec draft: ChatGLM-6B (v1) prompts are bidirectional: no drafts");
