@@ -74,6 +74,50 @@ TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
             3e-3f);
 }
 
+// The same reference through `eval --device vulkan` (lavapipe in CI; docs/gpu.md), whole and
+// split with the CPU (--gpu-layers 1: the last layer and the head on the GPU), with the CPU's
+// bound; and `glmserve devices` lists the device it ran on.
+TEST(ModelEval, OnTheGpuChatglm3SmallLogitsMatchLlamaCpp) {
+  const std::string m = data("reference/chatglm3-small.gguf");
+  if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
+  for (const char* layers : {"-1", "1"}) {
+    SCOPED_TRACE(std::string("--gpu-layers ") + layers);
+    // stdout alone: the device's log line goes to stderr.
+    CliResult r = glm::testing::run_shell(
+        std::string(GLMSERVE_BIN) + " eval --model " + m +
+        " --tokens 17,1000,5,2047,3350,259,300,1234,3999,42,7,2500,811,96,3072,1777,4000,"
+        "12,2048,655,3333,100,1,4088 --decode 3,1500,2222,4095 --output logits --device vulkan "
+        "--gpu-layers " +
+        layers + " 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 500);
+    EXPECT_LT(max_diff(lines(r.out), read_lines(data("reference/chatglm3-small.logits.jsonl"))),
+              3e-3f);
+  }
+  CliResult d = run_cli("devices");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_EQ(d.out.rfind("cpu ", 0), 0u) << d.out;
+  EXPECT_NE(d.out.find("vulkan:0 "), std::string::npos) << d.out;
+  d = run_cli("eval --model " + m + " --tokens 1 --device vulkan:99");
+  EXPECT_EQ(d.exit_code, 1) << d.out;
+  EXPECT_NE(d.out.find("vulkan:99 does not exist"), std::string::npos) << d.out;
+  d = run_cli("eval --model " + m + " --tokens 1 --device cuda");
+  EXPECT_EQ(d.exit_code, 2) << d.out;
+}
+
+// No Vulkan loader on the machine: the binary still runs, on the CPU, and says why once.
+TEST(ModelEval, WithoutAVulkanLoaderTheCpuServes) {
+  const std::string m = data("oracle/glm3-tiny.gguf");
+  if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
+  const std::string env = "GLMSERVE_VULKAN_LIBRARY=/nonexistent/libvulkan.so.1 ";
+  CliResult r = glm::testing::run_shell(env + GLMSERVE_BIN + " eval --model " + m +
+                                        " --tokens 0,1,2 --output hidden --device vulkan 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("running on the CPU"), std::string::npos) << r.out;
+  CliResult d = glm::testing::run_shell(env + GLMSERVE_BIN + " devices 2>&1");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_NE(d.out.find("no Vulkan loader"), std::string::npos) << d.out;
+}
+
 TEST(ModelEval, BadInputFailsWithOneLine) {
   const std::string m = data("oracle/glm3-tiny.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";

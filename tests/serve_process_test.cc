@@ -347,18 +347,20 @@ std::string tiny_model(const std::string& dir) {
 // Prompts that run to max_tokens without an end token at temperature 0 on that model.
 const char* const kPrompts[] = {"hello there", "write a poem", "what is 2+2", "tell me a story"};
 constexpr int kMaxTokens = 600;
+constexpr int kMaxTokensGpu = 150;  // lavapipe runs the GPU path on the CPU, slower: fewer
 
 // Runs one streamed completion per prompt at once, at temperature 0, until all end (120 s at
 // most). With `kill`, calls it once each stream has more than 20 tokens, and measures each
 // stream's time from then to its next token.
-void run_streams(int port, const std::function<void()>& kill, std::vector<Stream>* streams) {
+void run_streams(int port, const std::function<void()>& kill, std::vector<Stream>* streams,
+                 int max_tokens = kMaxTokens) {
   streams->clear();
   for (const char* p : kPrompts) {
     json body = {{"messages", json::array({{{"role", "user"}, {"content", p}}})},
                  {"stream", true},
                  {"stream_options", {{"include_usage", true}}},
                  {"temperature", 0},
-                 {"max_tokens", kMaxTokens}};
+                 {"max_tokens", max_tokens}};
     Stream s;
     s.http = std::make_unique<RawHttp>(port);
     s.http->send_request("POST", "/v1/chat/completions", body.dump());
@@ -398,35 +400,39 @@ void run_streams(int port, const std::function<void()>& kill, std::vector<Stream
 
 // Each stream that lived through the kill has the uninterrupted one's text and token count,
 // ended with [DONE], and got tokens after the kill.
-void expect_same_answers(const std::vector<Stream>& reference, const std::vector<Stream>& crashed) {
+void expect_same_answers(const std::vector<Stream>& reference, const std::vector<Stream>& crashed,
+                         int max_tokens = kMaxTokens) {
   ASSERT_EQ(crashed.size(), reference.size());
   for (size_t i = 0; i < crashed.size(); ++i) {
     int ref_tokens = -1, got_tokens = -1;
     const std::string want = reference[i].text(&ref_tokens);
     const std::string got = crashed[i].text(&got_tokens);
-    EXPECT_EQ(ref_tokens, kMaxTokens) << "prompt " << kPrompts[i] << " ended early: " << want;
+    EXPECT_EQ(ref_tokens, max_tokens) << "prompt " << kPrompts[i] << " ended early: " << want;
     EXPECT_EQ(got_tokens, ref_tokens) << kPrompts[i];
     EXPECT_EQ(got, want) << "prompt " << kPrompts[i];
     EXPECT_NE(crashed[i].http->received().find("data: [DONE]"), std::string::npos);
     // It was mid-answer: tokens came after the kill, from the restarted engine.
     EXPECT_GT(crashed[i].events_at_kill, 20);
-    EXPECT_LT(crashed[i].events_at_kill, kMaxTokens);
+    EXPECT_LT(crashed[i].events_at_kill, max_tokens);
     EXPECT_GT(crashed[i].resumed_after_ms, 0) << kPrompts[i];
     std::printf("[ resume   ] stream %zu: %d events before the kill, next one %.0f ms after it\n",
                 i, crashed[i].events_at_kill, crashed[i].resumed_after_ms);
   }
 }
 
-TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
-  const std::string model = tiny_model(dir_);
+// `device`: serve's --device (cpu, or vulkan: lavapipe in CI; docs/gpu.md).
+void four_streams_survive_a_kill9(const std::string& dir, const std::string& socket,
+                                  const std::string& device) {
+  const std::string model = tiny_model(dir);
   if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
-  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db",
-              "--threads", "1", "--ctx-size", "2048", "--max-batch", "4"},
-             dir_ + "/serve.log");
+  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket, "--db", dir + "/c.db",
+              "--threads", "1", "--ctx-size", "2048", "--max-batch", "4", "--device", device},
+             dir + "/serve.log");
   ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
   const int port = ready_port(serve.log());
   std::vector<Stream> reference, crashed;
-  run_streams(port, nullptr, &reference);
+  const int max_tokens = device == "cpu" ? kMaxTokens : kMaxTokensGpu;
+  run_streams(port, nullptr, &reference, max_tokens);
   run_streams(
       port,
       [&] {
@@ -434,10 +440,75 @@ TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
         ASSERT_GT(engine, 0) << serve.log();
         ASSERT_EQ(::kill(engine, SIGKILL), 0);
       },
-      &crashed);
-  expect_same_answers(reference, crashed);
+      &crashed, max_tokens);
+  expect_same_answers(reference, crashed, max_tokens);
   EXPECT_NE(serve.log().find("restarting"), std::string::npos) << serve.log();
   EXPECT_NE(serve.log().find("resumed after"), std::string::npos) << serve.log();
+  if (device != "cpu") {
+    EXPECT_NE(serve.log().find(" on vulkan:"), std::string::npos) << serve.log();
+  }
+}
+
+TEST_F(ServeProcessTest, FourStreamsSurviveAKill9OfTheEngine) {
+  four_streams_survive_a_kill9(dir_, socket_, "cpu");
+}
+
+TEST_F(ServeProcessTest, OnTheGpuFourStreamsSurviveAKill9OfTheEngine) {
+  four_streams_survive_a_kill9(dir_, socket_, "vulkan");
+}
+
+// A GPU lost in the middle of an answer (GLMSERVE_VULKAN_FAIL_AT_STEP, docs/gpu.md#failures):
+// the answers in flight end with a clear error naming the lost device, the engine exits (3),
+// serve starts a fresh one, and the next request is answered as before.
+TEST_F(ServeProcessTest, OnTheGpuALostDeviceFailsItsAnswersAndServeRecovers) {
+  const std::string model = tiny_model(dir_);
+  if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
+  ::setenv("GLMSERVE_VULKAN_FAIL_AT_STEP", "12", 1);
+  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db",
+              "--threads", "1", "--ctx-size", "2048", "--device", "vulkan"},
+             dir_ + "/serve.log");
+  ::unsetenv("GLMSERVE_VULKAN_FAIL_AT_STEP");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+  const int port = ready_port(serve.log());
+  auto complete = [&](int max_tokens) {
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "write a poem"}}})},
+                 {"temperature", 0},
+                 {"max_tokens", max_tokens}};
+    RawHttp http(port);
+    http.send_request("POST", "/v1/chat/completions", body.dump());
+    EXPECT_TRUE(http.read_until("", 60000)) << http.received();
+    return http.result();
+  };
+  const auto failed = complete(40);  // the 12th step of the engine fails
+  EXPECT_GE(failed.status, 500) << failed.body;
+  EXPECT_NE(failed.body.find("VK_ERROR_DEVICE_LOST"), std::string::npos) << failed.body;
+  ASSERT_TRUE(wait_until(
+      [&] { return serve.log().find("exited with code 3") != std::string::npos; }, 30000))
+      << serve.log();
+  // The restarted engine (the hook counts its own steps again: give it fewer than 12).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        RawHttp h(port);
+        h.send_request("GET", "/health", "");
+        return h.read_until("", 3000) && h.result().status == 200;
+      },
+      60000))
+      << serve.log();
+  const auto ok = complete(4);
+  EXPECT_EQ(ok.status, 200) << ok.body << serve.log();
+  EXPECT_NE(serve.log().find("was lost"), std::string::npos) << serve.log();
+  // Where the model runs: /health and /metrics say it.
+  RawHttp h(port);
+  h.send_request("GET", "/health", "");
+  ASSERT_TRUE(h.read_until("", 5000));
+  const json health = json::parse(h.result().body, nullptr, false);
+  ASSERT_TRUE(health.is_object()) << h.result().body;
+  EXPECT_EQ(health.value("device", "").rfind("vulkan:", 0), 0u) << h.result().body;
+  RawHttp m(port);
+  m.send_request("GET", "/metrics", "");
+  ASSERT_TRUE(m.read_until("", 5000));
+  EXPECT_NE(m.result().body.find("glmserve_engine_info{model=\""), std::string::npos);
+  EXPECT_NE(m.result().body.find(",device=\"vulkan:"), std::string::npos) << m.result().body;
 }
 
 // Issue 15: the KV cache survives a restart of serve (--kv-disk; docs/engine.md#kv-disk). Turn 2
@@ -469,12 +540,13 @@ Answer ask(int port, const std::string& conversation, const json& messages) {
   return a;
 }
 
-TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDisk) {
+void next_turn_reuses_kv_from_disk(const std::string& dir_, const std::string& socket_,
+                                   const std::string& device) {
   const std::string model = tiny_model(dir_);
   if (model.empty()) GTEST_SKIP() << "no ../shared/data tokenizer, or gen-model failed";
   const std::vector<std::string> args = {
-      "serve", "--model",      model,       "--port", "0",         "--socket",  socket_,
-      "--db",  dir_ + "/c.db", "--threads", "1",      "--kv-disk", dir_ + "/kv"};
+      "serve",        "--model",   model, "--port",    "0",          "--socket", socket_, "--db",
+      dir_ + "/c.db", "--threads", "1",   "--kv-disk", dir_ + "/kv", "--device", device};
   json m = json::array({{{"role", "user"}, {"content", "write a poem about the sea"}}});
   Answer ref2, first;
   {
@@ -499,6 +571,14 @@ TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDis
   EXPECT_EQ(second.cached, ref2.cached) << serve.log();
   EXPECT_EQ(second.text, ref2.text);
   EXPECT_NE(serve.log().find("restored"), std::string::npos) << serve.log();
+}
+
+TEST_F(ServeProcessTest, AfterARestartTheNextTurnReusesTheConversationsKvFromDisk) {
+  next_turn_reuses_kv_from_disk(dir_, socket_, "cpu");
+}
+
+TEST_F(ServeProcessTest, OnTheGpuAfterARestartTheNextTurnReusesTheConversationsKvFromDisk) {
+  next_turn_reuses_kv_from_disk(dir_, socket_, "vulkan");
 }
 
 // deploy/supervisord/glmserve.conf for real, under Debian's supervisord: the paths adapted in

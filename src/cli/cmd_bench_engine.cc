@@ -38,7 +38,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
     "                             [-d 0] [--kv f16|f32|q8_0] [--bw-mb 1024] [--repack 1|0]\n"
-    "                             [--spec ngram] [--draft D.gguf]\n"
+    "                             [--spec ngram] [--draft D.gguf] [--device D]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -53,6 +53,7 @@ constexpr const char* kHelp =
     "  --repack        1 (default): repack weights for the fastest kernels at load (as the\n"
     "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
+    "  --device D      auto, cpu, vulkan or vulkan:N (default auto); --gpu-layers N as run's\n"
     "  --spec ngram    also the cost of speculative decoding's verify pass of k = 1, 2, 4, 8\n"
     "                  drafted tokens in decode passes, and the acceptance where each breaks\n"
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
@@ -235,7 +236,7 @@ int cmd_bench_engine(int argc, char** argv) {
   }
   StatusOr<Args> args = Args::parse(argc, argv,
                                     {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb",
-                                     "repack", "spec", "draft", "depth"},
+                                     "repack", "spec", "draft", "depth", "device", "gpu-layers"},
                                     {"json"},
                                     {{"m", "model"},
                                      {"p", "n-prompt"},
@@ -282,6 +283,7 @@ int cmd_bench_engine(int argc, char** argv) {
   model::LoadOptions load;
   load.n_threads = n_threads;
   load.repack = *repack == 1;
+  if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
   const auto t_load = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<model::Model>> m = model::load_model(file, load);
   if (!m.ok()) return fail(m.status());
@@ -301,7 +303,8 @@ int cmd_bench_engine(int argc, char** argv) {
     return fail(invalid_argument(why));
   }
   constexpr int kBlockTokens = 16;
-  model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens, kv_type);
+  model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens, kv_type,
+                   (*m)->kv_host_layers());
   Runner runner(m->get(), &kv, 1234);
   // --draft: the draft model's decode pass at the same depth (its own KV).
   std::unique_ptr<model::Model> draft;
@@ -318,8 +321,8 @@ int cmd_bench_engine(int argc, char** argv) {
         !why.empty()) {
       return fail(invalid_argument("--draft: " + why));
     }
-    draft_kv =
-        std::make_unique<model::KvPool>(draft->config(), kv.n_blocks(), kBlockTokens, kv_type);
+    draft_kv = std::make_unique<model::KvPool>(draft->config(), kv.n_blocks(), kBlockTokens,
+                                               kv_type, draft->kv_host_layers());
     draft_runner = std::make_unique<Runner>(draft.get(), draft_kv.get(), 4321);
     if (Status s = draft_runner->generate(2).status(); !s.ok()) return fail(s);
   }
@@ -394,13 +397,17 @@ int cmd_bench_engine(int argc, char** argv) {
   const double rss_mib = smaps_mib("Rss");
   const double huge_mib = smaps_mib("AnonHugePages");
   const std::string type = main_type(*file);
-  const char* isa = kernels::matmul_isa();
+  // The isa column names the GPU where the model runs on one ("vulkan:0 (NVIDIA H200)").
+  const std::string device = (*m)->device_name();
+  const std::string isa_name = device == "cpu" ? kernels::matmul_isa() : device;
+  const char* isa = isa_name.c_str();
   if (json) {
     nlohmann::json j = {{"model", *path},
                         {"arch", cfg.arch_name},
                         {"type", type},
                         {"threads", n_threads},
                         {"isa", isa},
+                        {"device", device},
                         {"kv", kv_name},
                         {"depth", n_depth},
                         {"depth_prefill_s", depth_s},

@@ -43,6 +43,8 @@ constexpr const char* kUsage =
     "                       or a draft model, verified in the batch (greedy output unchanged;\n"
     "                       default off)\n"
     "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n"
+    "  --device D           auto, cpu, vulkan or vulkan:N (default auto; docs/gpu.md)\n"
+    "  --gpu-layers N       layers on the GPU (-1 = all, the default)\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
     "  --max-connections N  concurrent clients (default 1024)\n"
     "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
@@ -78,12 +80,12 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args =
-      Args::parse(argc, argv,
-                  {"model", "socket", "socket-mode", "threads", "ctx-size", "max-batch",
-                   "max-queue", "drain-timeout", "max-line", "max-connections", "log-level",
-                   "echo-delay", "instance", "kv", "kv-disk", "kv-disk-max-mb", "spec", "draft"},
-                  {"echo"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(
+      argc, argv, {"model",          "socket",     "socket-mode",   "threads",  "ctx-size",
+                   "max-batch",      "max-queue",  "drain-timeout", "max-line", "max-connections",
+                   "log-level",      "echo-delay", "instance",      "kv",       "kv-disk",
+                   "kv-disk-max-mb", "spec",       "draft",         "device",   "gpu-layers"},
+      {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -147,6 +149,9 @@ int cmd_engine(int argc, char** argv) {
   eopts.max_queue = static_cast<int>(max_queue);
   if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);
+  if (Status st = device_flags(*args, &eopts.device, &eopts.gpu_layers); !st.ok()) {
+    return fail(st);
+  }
   eopts.kv_disk = args->get("kv-disk");
   eopts.kv_disk_max_mb = kv_disk_mb;
   if (args->has("kv-disk") && eopts.kv_disk.empty()) {
@@ -170,6 +175,9 @@ int cmd_engine(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   // Health answers "loading" with these bytes until the engine is set.
   eopts.load_progress = [&d](uint64_t done, uint64_t total) { d.set_load_progress(done, total); };
+  // A lost GPU: drain (the requests in flight fail with the reason) and exit 3, so that serve
+  // or systemd starts a fresh engine (docs/gpu.md#failures).
+  eopts.on_fatal = [&d](const Status& st) { d.fail_running(st, 3); };
   d.start();
   GLM_LOG_INFO("engine: listening on %s; loading %s", dopts.socket_path.c_str(),
                echo ? "the echo engine" : model_path.c_str());

@@ -66,12 +66,13 @@ constexpr const char* kUsage =
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
     "  --spec ngram|draft|off, --draft M.gguf (speculative decoding; the draft model must share\n"
     "  the vocabulary of every served model)\n"
+    "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
     "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
 
-const char* const kEngineFlags[] = {"threads",     "ctx-size",      "max-batch", "max-queue",
-                                    "socket-mode", "drain-timeout", "max-line",  "max-connections",
-                                    "log-level",   "echo-delay",    "kv-disk",   "kv-disk-max-mb",
-                                    "spec",        "draft",         "kv"};
+const char* const kEngineFlags[] = {
+    "threads",  "ctx-size",        "max-batch", "max-queue",  "socket-mode", "drain-timeout",
+    "max-line", "max-connections", "log-level", "echo-delay", "kv-disk",     "kv-disk-max-mb",
+    "spec",     "draft",           "kv",        "device",     "gpu-layers"};
 const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not
@@ -401,6 +402,7 @@ int cmd_serve(int argc, char** argv) {
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &spec.kv_type); !st.ok()) return fail(st);
+  if (Status st = device_flags(*args, &spec.device, &spec.gpu_layers); !st.ok()) return fail(st);
   const bool several = !echo && (args->get_all("model").size() > 1 ||
                                  (!args->has("model") && args->has("models-dir")));
   std::vector<serve::ManagedModel> models;

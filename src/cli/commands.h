@@ -22,6 +22,7 @@ int cmd_quantize(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
 int cmd_list(int argc, char** argv);
 int cmd_rm(int argc, char** argv);
+int cmd_devices(int argc, char** argv);
 
 // True if argv holds -h or --help.
 bool wants_help(int argc, char** argv);

@@ -1,12 +1,13 @@
 #include "cli/generate_common.h"
 
 #include "model/kv_pool.h"
+#include "model/model.h"
 
 namespace glm::cli {
 
 const std::set<std::string> kGenerateFlags = {
-    "model",   "max-tokens", "temp", "top-p", "top-k", "repeat-penalty", "seed",
-    "threads", "ctx-size",   "kv",   "stop",  "spec",  "draft"};
+    "model",    "max-tokens", "temp", "top-p", "top-k", "repeat-penalty", "seed",      "threads",
+    "ctx-size", "kv",         "stop", "spec",  "draft", "device",         "gpu-layers"};
 const std::map<std::string, std::string> kGenerateAliases = {
     {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =
@@ -23,7 +24,14 @@ const char* kGenerateFlagsHelp =
     "                       of f16; --kv-type is an alias)\n"
     "  --spec ngram|draft|off  speculative decoding: ngram drafts from the conversation's own\n"
     "                       tokens (same output; faster on answers that repeat it; default off)\n"
-    "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n";
+    "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n"
+    "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
+    "                       there is one, else the CPU; `glmserve devices` lists them)\n"
+    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n";
+const char* kDeviceFlagsHelp =
+    "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
+    "                       there is one, else the CPU; `glmserve devices` lists them)\n"
+    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n";
 const char* kSpecFlagsHelp =
     "  --spec ngram|draft|off  speculative decoding with drafts from each answer's own context\n"
     "                       or a draft model (greedy output unchanged; docs/engine.md; default "
@@ -36,6 +44,16 @@ Status kv_type_flag(const Args& args, const char* default_name, DType* out) {
     return invalid_argument("--kv: expected " + std::string(model::kKvTypeNames) + ", got '" +
                             name + "'");
   }
+  return Status::Ok();
+}
+
+Status device_flags(const Args& args, std::string* device, int* gpu_layers) {
+  *device = args.get("device", "auto");
+  GLM_RETURN_IF_ERROR(model::validate_device(*device));
+  auto n = args.get_int("gpu-layers", -1);
+  if (!n.ok()) return n.status();
+  if (*n < -1 || *n > 100000) return invalid_argument("--gpu-layers: expected -1 (all) to 100000");
+  *gpu_layers = static_cast<int>(*n);
   return Status::Ok();
 }
 
@@ -63,6 +81,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
   if (*ctx < 0 || *ctx > (1 << 20)) return invalid_argument("--ctx-size: expected 0 to 1048576");
   o.n_ctx = static_cast<int>(*ctx);
   GLM_RETURN_IF_ERROR(kv_type_flag(args, "f16", &o.kv_type));
+  GLM_RETURN_IF_ERROR(device_flags(args, &o.device, &o.gpu_layers));
   o.max_batch = 1;  // one user: the KV cache holds one full context
   GLM_RETURN_IF_ERROR(spec_flags(args, &o));
   return o;

@@ -27,6 +27,9 @@ Status kv_type_flag(const Args& args, const char* default_name, DType* out);
 // --spec draft); a mode and draft that do not go together are refused
 // (engine::check_spec_mode) with the one-line error that says what to use instead.
 Status spec_flags(const Args& args, engine::Options* o);
+// --device and --gpu-layers (model::LoadOptions), checked; defaults auto and -1.
+Status device_flags(const Args& args, std::string* device, int* gpu_layers);
+extern const char* kDeviceFlagsHelp;
 extern const char* kSpecFlagsHelp;
 // Defaults: the engine's (temperature 0.8, top_p 0.8); max_tokens `default_max_tokens`.
 StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_max_tokens);

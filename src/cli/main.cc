@@ -28,6 +28,7 @@ constexpr Command kCommands[] = {
     {"quantize", glm::cli::cmd_quantize, "re-quantize a GGUF file to another weight type"},
     {"pull", glm::cli::cmd_pull, "download a model from a Hugging Face-compatible hub"},
     {"list", glm::cli::cmd_list, "list the models of the local store"},
+    {"devices", glm::cli::cmd_devices, "list the compute devices (CPU, Vulkan GPUs)"},
     {"rm", glm::cli::cmd_rm, "remove a model from the local store"},
 };
 

@@ -135,8 +135,9 @@ void Daemon::set_engine(std::unique_ptr<engine::Engine> engine) {
   engine::Engine* raw = engine.get();
   engine_ = std::move(engine);
   engine_ptr_.store(raw, std::memory_order_release);
-  GLM_LOG_INFO("engine: ready: model %s, context %d tokens, serving on %s",
-               raw->model_name().c_str(), raw->n_ctx(), options_.socket_path.c_str());
+  GLM_LOG_INFO("engine: ready: model %s on %s, context %d tokens, serving on %s",
+               raw->model_name().c_str(), raw->device().c_str(), raw->n_ctx(),
+               options_.socket_path.c_str());
   notify(nullptr);  // a stop requested during loading now drains the engine too
 }
 
@@ -144,6 +145,12 @@ void Daemon::fail_loading(const Status& status, int exit_code) {
   GLM_LOG_ERROR("engine: cannot load the model: %s", status.to_string().c_str());
   exit_code_.store(exit_code);
   load_failed_.store(true);
+  request_stop();
+}
+
+void Daemon::fail_running(const Status& status, int exit_code) {
+  GLM_LOG_ERROR("engine: stopping: %s", status.to_string().c_str());
+  exit_code_.store(exit_code);
   request_stop();
 }
 
@@ -564,6 +571,7 @@ protocol::Event Daemon::health_event(const std::string& id) const {
   if (e != nullptr) {
     ev.model = e->model_name();
     ev.n_ctx = e->n_ctx();
+    ev.device = e->device();
   }
   return ev;
 }

@@ -75,6 +75,8 @@ class Daemon {
   }
   // Model loading failed: logs, stops the daemon; wait() returns `exit_code`.
   void fail_loading(const Status& status, int exit_code);
+  // The engine cannot run any more (a lost GPU): drain and exit with exit_code.
+  void fail_running(const Status& status, int exit_code);
   // Begins a graceful stop (drain). Async-signal-safe.
   void request_stop();
   // Blocks until the daemon stopped; returns the process exit code (0 after a graceful stop).

@@ -224,7 +224,8 @@ class EngineImpl final : public Engine {
     const int per_seq = (n_ctx_ + bt - 1) / bt;
     const int n_blocks =
         options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
-    pool_ = std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type);
+    pool_ =
+        std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type, model_->kv_host_layers());
     cache_ = std::make_unique<kv::KvCache>(n_blocks, bt);
     if (!options.kv_disk.empty()) open_kv_disk(extras.fingerprint, bt);
     scheduler::Options so;
@@ -239,8 +240,9 @@ class EngineImpl final : public Engine {
       draft_file_ = std::move(extras.draft_file);
       draft_model_ = std::move(extras.draft);
       const int n_draft_blocks = std::max(options.max_batch, 1) * per_seq;
-      draft_pool_ = std::make_unique<model::KvPool>(draft_model_->config(), n_draft_blocks, bt,
-                                                    options.kv_type);
+      draft_pool_ =
+          std::make_unique<model::KvPool>(draft_model_->config(), n_draft_blocks, bt,
+                                          options.kv_type, draft_model_->kv_host_layers());
       draft_cache_ = std::make_unique<kv::KvCache>(n_draft_blocks, bt);
       draft = {draft_model_.get(), draft_pool_.get(), draft_cache_.get()};
       GLM_LOG_INFO("engine: draft model %s, KV %d blocks (%.1f MiB)",
@@ -474,6 +476,7 @@ class EngineImpl final : public Engine {
     return tokenizer_->encode(text);
   }
   int n_ctx() const override { return n_ctx_; }
+  std::string device() const override { return model_->device_name(); }
   std::string model_name() const override { return name_; }
 
   bool drain(std::chrono::milliseconds bound) override {
@@ -486,7 +489,7 @@ class EngineImpl final : public Engine {
     lock.unlock();
     cv_.notify_all();
     thread_.join();
-    if (disk_ && disk_->enabled()) {  // the loop has stopped: the cache is ours now
+    if (disk_ && disk_->enabled() && !model_failed_) {  // the loop has stopped: the cache is ours
       const auto t0 = Clock::now();
       const int n = cache_->write_all();
       GLM_LOG_INFO("kv-disk: saved on stop: %d blocks written in %.0f ms; %d files, %.1f MiB", n,
@@ -546,7 +549,16 @@ class EngineImpl final : public Engine {
       for (const std::string& id : cancels) sched_->cancel(id);
       cancels.clear();
       if (cancel_all) sched_->cancel_all();
-      if (!sched_->step() && sched_->idle()) cache_->write_next();
+      const bool stepped = sched_->step();
+      if (!model_failed_) {
+        if (Status h = model_->health(); !h.ok()) {
+          // A lost GPU: every step fails from now on. Say so once; the owner restarts us.
+          model_failed_ = true;
+          GLM_LOG_ERROR("engine: the model cannot run any more: %s", h.to_string().c_str());
+          if (options_.on_fatal) options_.on_fatal(h);
+        }
+      }
+      if (!stepped && sched_->idle() && !model_failed_) cache_->write_next();
       const Stats s = sched_->stats();
       std::lock_guard<std::mutex> lock(mu_);
       snapshot_ = s;
@@ -555,6 +567,7 @@ class EngineImpl final : public Engine {
 
   std::shared_ptr<const gguf::File> file_;
   std::unique_ptr<model::Model> model_;
+  bool model_failed_ = false;  // model_->health() failed (the loop's; read by drain after it)
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // before template_: the template refers to it
   std::unique_ptr<tok::ChatTemplate> template_;
   Options options_;
@@ -746,6 +759,8 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   model::LoadOptions lo;
   lo.n_threads = options.n_threads;
   lo.progress = options.load_progress;
+  lo.device = options.device;
+  lo.gpu_layers = options.gpu_layers;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
   if (const std::string why = model::kv_type_unsupported(model.value()->config(), options.kv_type);

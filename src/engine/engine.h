@@ -102,12 +102,20 @@ struct Options {
   std::string model_path;
   ProgressFn load_progress;  // load_engine: weight bytes in place of the total (may be empty)
   int n_threads = 0;         // 0 = physical cores
-  int n_ctx = 0;             // 0 = min(model's context, 8192)
-  int max_batch = 8;         // sequences decoded together
-  int max_queue = 64;        // waiting requests beyond this are refused with kQueueFull
-  int prefill_chunk = 64;    // prompt tokens per step (chunked prefill): bounds the stall
-                             // a long prompt causes to the others (docs/engine.md)
-  int kv_blocks = 0;         // 0 = enough for max_batch full contexts
+  // Where the model runs (model::LoadOptions::device: auto, cpu, vulkan, vulkan:N) and how many
+  // of its layers go to the GPU (-1 = all).
+  std::string device = "auto";
+  int gpu_layers = -1;
+  // Called once, from the engine's loop, when the model cannot run any more (a lost GPU:
+  // model::Model::health); the requests fail with that error. `glmserve engine` exits so that
+  // its supervisor restarts it (docs/gpu.md#failures). May be empty.
+  std::function<void(const Status&)> on_fatal;
+  int n_ctx = 0;           // 0 = min(model's context, 8192)
+  int max_batch = 8;       // sequences decoded together
+  int max_queue = 64;      // waiting requests beyond this are refused with kQueueFull
+  int prefill_chunk = 64;  // prompt tokens per step (chunked prefill): bounds the stall
+                           // a long prompt causes to the others (docs/engine.md)
+  int kv_blocks = 0;       // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;
   // The KV disk cache (docs/engine.md#kv-disk): a directory where saved conversations and the
@@ -156,6 +164,8 @@ class Engine {
   // in, trimmed to fit as submit() does), without running it; errors as submit()'s.
   virtual StatusOr<std::vector<int32_t>> prompt_tokens(Request request) const = 0;
   virtual int n_ctx() const = 0;
+  // Where the model runs: "cpu" or "vulkan:0 (NVIDIA H200)" (model::Model::device_name).
+  virtual std::string device() const { return "cpu"; }
   virtual std::string model_name() const = 0;
   // Stops accepting requests, lets the ones in flight finish for at most `bound`, cancels the
   // rest, then stops the loop (and, with a KV disk cache, writes what is not on disk yet:

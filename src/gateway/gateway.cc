@@ -99,6 +99,28 @@ std::string engine_metrics(const protocol::StatsInfo* s) {
   return out;
 }
 
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// glmserve_engine_info{model, device} 1: what the engine serves and where it runs (docs/gpu.md).
+std::string engine_info_metric(const protocol::Event& health) {
+  return "# HELP glmserve_engine_info The model the engine serves and the device it runs on.\n"
+         "# TYPE glmserve_engine_info gauge\n"
+         "glmserve_engine_info{model=\"" +
+         label_value(health.model) + "\",device=\"" + label_value(health.device) + "\"} 1\n";
+}
+
 // A random seed in [1, 2^53): exact as a JSON number on every side.
 uint64_t random_seed() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -371,6 +393,7 @@ void Gateway::install_static_routes() {
       ready = ev->health == generation::Health::kReady;
       j["model"] = ev->model;
       j["n_ctx"] = ev->n_ctx;
+      if (!ev->device.empty()) j["device"] = ev->device;
       if (ev->load_total_bytes > 0) {
         j["load"] = {
             {"done_bytes", ev->load_done_bytes},
@@ -398,9 +421,19 @@ void Gateway::install_static_routes() {
     req.id = protocol::make_request_id();
     auto ev = engine_.query(req, 1000);
     const bool engine_up = ev.ok() && ev->type == protocol::EventType::kStats;
+    std::string info;
+    if (engine_up) {
+      protocol::Request hreq;
+      hreq.type = protocol::RequestType::kHealth;
+      hreq.id = protocol::make_request_id();
+      auto h = engine_.query(hreq, 1000);
+      if (h.ok() && h->type == protocol::EventType::kHealth && !h->device.empty()) {
+        info = engine_info_metric(*h);
+      }
+    }
     res.set_header("Cache-Control", "no-store");
     res.set_content(metrics_.render() + http_metrics(server_->stats()) +
-                        engine_metrics(engine_up ? &ev->stats : nullptr),
+                        engine_metrics(engine_up ? &ev->stats : nullptr) + info,
                     "text/plain; version=0.0.4; charset=utf-8");
   });
 }

@@ -19,11 +19,13 @@ struct Seq {
   std::vector<int32_t> blocks;
 };
 
-void check_batch_equals_alone(const testing::RandomSpec& spec, DType kv_type) {
+void check_batch_equals_alone(const testing::RandomSpec& spec, DType kv_type,
+                              const std::string& device = "cpu") {
   const std::string path = testing::temp_path("batch_" + spec.arch + ".gguf");
   ASSERT_TRUE(testing::write_random_model(spec, path).ok());
-  auto model = testing::load(path, 2);
+  auto model = testing::load(path, 2, true, device);
   ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ((*model)->device_name().substr(0, 3), device.substr(0, 3));
   Model& m = **model;
   const int bt = 4;
   // Block tables interleave in the pool so that a wrong table would read another's rows.
@@ -106,6 +108,25 @@ TEST(Batch, QuantizedBatchEqualsAlone) {
   testing::RandomSpec s;
   s.type = DType::kQ8_0;
   check_batch_equals_alone(s, DType::kF16);
+}
+
+// The same property on the Vulkan path (lavapipe in CI).
+TEST(BatchGpu, ChatglmBatchEqualsAloneF16Kv) {
+  testing::RandomSpec s;
+  check_batch_equals_alone(s, DType::kF16, "vulkan");
+}
+
+TEST(BatchGpu, ChatglmQ4_0BatchEqualsAloneQ8_0Kv) {
+  testing::RandomSpec s;
+  s.type = DType::kQ4_0;
+  check_batch_equals_alone(s, DType::kQ8_0, "vulkan");
+}
+
+TEST(BatchGpu, LlamaBatchEqualsAlone) {
+  testing::RandomSpec s;
+  s.arch = "llama";
+  s.tied = true;
+  check_batch_equals_alone(s, DType::kF32, "vulkan");
 }
 
 }  // namespace

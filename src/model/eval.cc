@@ -15,7 +15,7 @@ StatusOr<std::vector<EvalRow>> evaluate(Model& model, const std::vector<int32_t>
   const int n_pos = static_cast<int>(prompt.size() + decode.size());
   const int bt = options.block_tokens;
   const int n_blocks = (n_pos + bt - 1) / bt;
-  KvPool kv(c, n_blocks, bt, options.kv_type);
+  KvPool kv(c, n_blocks, bt, options.kv_type, model.kv_host_layers());
   std::vector<int32_t> blocks(n_blocks);
   std::iota(blocks.begin(), blocks.end(), 0);
   const size_t width = options.output == OutputKind::kHidden ? c.n_embd : c.n_vocab;

@@ -30,17 +30,20 @@ struct Compare {
   int argmax_mismatches = 0;
 };
 
+// device: "cpu", or "vulkan" (lavapipe in CI: the GPU path against the same goldens and
+// tolerances; the load fails rather than falls back if it would not run on a Vulkan device).
 Compare run_golden(const std::string& model_path, const std::string& golden_path, int n_prefill,
-                   OutputKind kind, DType kv_type) {
+                   OutputKind kind, DType kv_type, const std::string& device = "cpu") {
   std::vector<testing::JsonRow> want = testing::read_jsonl(golden_path);
   EXPECT_GT(want.size(), static_cast<size_t>(n_prefill));
   std::vector<int32_t> prompt, decode;
   for (size_t i = 0; i < want.size(); ++i) {
     (static_cast<int>(i) < n_prefill ? prompt : decode).push_back(want[i].token);
   }
-  auto model = testing::load(model_path, 2);
+  auto model = testing::load(model_path, 2, true, device);
   EXPECT_TRUE(model.ok()) << model.status().message();
   if (!model.ok()) return {1e9f, 0};
+  EXPECT_EQ((*model)->device_name().substr(0, 3), device.substr(0, 3));
   EvalOptions o;
   o.output = kind;
   o.kv_type = kv_type;
@@ -127,7 +130,7 @@ TEST(Golden, Chatglm3SmallLogitsF16Kv) {
 
 // stories260K: llama.cpp's greedy continuation of "Once upon a time", prefilled in one batch
 // then 64 single-token decode steps, must be reproduced id for id (smallest margin 0.071).
-void greedy_stories(DType kv_type) {
+void greedy_stories(DType kv_type, const std::string& device = "cpu") {
   const std::string m = data_path("models/stories260K.gguf");
   const std::string g = data_path("models/stories260K.greedy.json");
   if (!file_exists(m) || !file_exists(g)) GTEST_SKIP() << "stories260K data is absent";
@@ -137,8 +140,9 @@ void greedy_stories(DType kv_type) {
   const std::vector<int32_t> want = j["ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(prompt, (std::vector<int32_t>{1, 403, 407, 261, 378}));
   ASSERT_EQ(want.size(), 64u);
-  auto model = testing::load(m, 2);
+  auto model = testing::load(m, 2, true, device);
   ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ((*model)->device_name().substr(0, 3), device.substr(0, 3));
   const int n_vocab = (*model)->config().n_vocab;
   const int bt = 16;
   const int n_blocks = (static_cast<int>(prompt.size() + want.size()) + bt - 1) / bt;
@@ -167,6 +171,39 @@ void greedy_stories(DType kv_type) {
 }
 
 TEST(Golden, Stories260KGreedyF32Kv) { greedy_stories(DType::kF32); }
+
+// The same goldens and tolerances on the Vulkan path (docs/gpu.md): lavapipe in CI.
+TEST(GoldenGpu, Glm3TinyHiddenF16Kv) {
+  const std::string m = data_path("oracle/glm3-tiny.gguf");
+  SKIP_IF_ABSENT(m);
+  Compare c = run_golden(m, data_path("oracle/glm3-tiny.hidden.jsonl"), 3, OutputKind::kHidden,
+                         DType::kF16, "vulkan");
+  std::printf("vulkan glm3-tiny hidden, f16 KV: max |diff| %.3g\n", c.max_diff);
+  EXPECT_LT(c.max_diff, 5e-4f);
+}
+
+TEST(GoldenGpu, Glm4TinyHiddenF32Kv) {
+  const std::string m = data_path("oracle/glm4-tiny.gguf");
+  SKIP_IF_ABSENT(m);
+  Compare c = run_golden(m, data_path("oracle/glm4-tiny.hidden.jsonl"), 3, OutputKind::kHidden,
+                         DType::kF32, "vulkan");
+  std::printf("vulkan glm4-tiny hidden, f32 KV: max |diff| %.3g\n", c.max_diff);
+  EXPECT_LT(c.max_diff, 1e-5f);
+}
+
+TEST(GoldenGpu, Chatglm3SmallLogitsF16Kv) {
+  const std::string m = data_path("reference/chatglm3-small.gguf");
+  SKIP_IF_ABSENT(m);
+  Compare c = run_golden(m, data_path("reference/chatglm3-small.logits.jsonl"), 24,
+                         OutputKind::kLogits, DType::kF16, "vulkan");
+  std::printf("vulkan chatglm3-small logits, f16 KV: max |diff| %.3g, argmax mismatches %d\n",
+              c.max_diff, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 5e-3f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+TEST(GoldenGpu, Stories260KGreedyF16Kv) { greedy_stories(DType::kF16, "vulkan"); }
+TEST(GoldenGpu, Stories260KGreedyQ8Kv) { greedy_stories(DType::kQ8_0, "vulkan"); }
 
 }  // namespace
 }  // namespace glm::model

@@ -1,5 +1,6 @@
 #include "model/kv_pool.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -30,8 +31,9 @@ std::string kv_type_unsupported(const Config& config, DType type) {
          std::to_string(row) + "): use --kv f16";
 }
 
-KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type)
+KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type, int host_layers)
     : n_layer_(config.n_layer),
+      host_layers_(host_layers < 0 ? config.n_layer : std::min(host_layers, config.n_layer)),
       n_blocks_(n_blocks),
       block_tokens_(block_tokens),
       row_elems_(config.n_head_kv * config.head_dim),
@@ -39,7 +41,7 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
   GLM_CHECK(kv_type_unsupported(config, kv_type).empty());
   row_bytes_ = glm::row_bytes(kv_type, row_elems_);
   GLM_CHECK(n_blocks >= 0 && block_tokens > 0 && n_layer_ > 0 && row_elems_ > 0);
-  storage_.resize(static_cast<size_t>(n_layer_) * 2 * n_blocks_ * block_bytes_per_layer_kv());
+  storage_.resize(static_cast<size_t>(host_layers_) * 2 * n_blocks_ * block_bytes_per_layer_kv());
 }
 
 size_t KvPool::block_bytes_per_layer_kv() const {
@@ -51,7 +53,7 @@ size_t KvPool::block_bytes() const {
 }
 
 size_t KvPool::offset(int layer, int kv, int block) const {
-  GLM_CHECK(layer >= 0 && layer < n_layer_ && block >= 0 && block < n_blocks_);
+  GLM_CHECK(layer >= 0 && layer < host_layers_ && block >= 0 && block < n_blocks_);
   return ((static_cast<size_t>(layer) * 2 + kv) * n_blocks_ + block) * block_bytes_per_layer_kv();
 }
 
@@ -67,7 +69,7 @@ const void* KvPool::v(int layer, int block) const {
 void KvPool::copy_block(int src, int dst) {
   GLM_CHECK(src != dst);
   const size_t n = block_bytes_per_layer_kv();
-  for (int layer = 0; layer < n_layer_; ++layer) {
+  for (int layer = 0; layer < host_layers_; ++layer) {
     for (int kv = 0; kv < 2; ++kv) {
       std::memcpy(storage_.data() + offset(layer, kv, dst),
                   storage_.data() + offset(layer, kv, src), n);
@@ -77,7 +79,7 @@ void KvPool::copy_block(int src, int dst) {
 
 void KvPool::save_block(int block, uint8_t* data) const {
   const size_t n = block_bytes_per_layer_kv();
-  for (int layer = 0; layer < n_layer_; ++layer) {
+  for (int layer = 0; layer < host_layers_; ++layer) {
     for (int kv = 0; kv < 2; ++kv, data += n) {
       std::memcpy(data, storage_.data() + offset(layer, kv, block), n);
     }
@@ -86,7 +88,7 @@ void KvPool::save_block(int block, uint8_t* data) const {
 
 void KvPool::load_block(int block, const uint8_t* data) {
   const size_t n = block_bytes_per_layer_kv();
-  for (int layer = 0; layer < n_layer_; ++layer) {
+  for (int layer = 0; layer < host_layers_; ++layer) {
     for (int kv = 0; kv < 2; ++kv, data += n) {
       std::memcpy(storage_.data() + offset(layer, kv, block), data, n);
     }

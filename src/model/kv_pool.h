@@ -29,7 +29,10 @@ std::string kv_type_unsupported(const Config& config, DType type);
 class KvPool {
  public:
   // kv_type: kF16, kF32 or kQ8_0 (kv_type_unsupported(config, kv_type) must be empty).
-  KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type);
+  // host_layers: the leading layers whose K/V live in this pool's memory (-1 = all;
+  // Model::kv_host_layers: a model on a GPU keeps its layers' K/V in device memory, and the
+  // pool then only keeps the accounting of its blocks).
+  KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type, int host_layers = -1);
 
   int n_blocks() const { return n_blocks_; }
   int block_tokens() const { return block_tokens_; }
@@ -41,18 +44,21 @@ class KvPool {
 
   // Bytes of one K (or V) row: row_bytes(kv_type, row_elems).
   size_t row_bytes() const { return row_bytes_; }
-  // K rows of `block` in `layer`: [block_tokens, n_head_kv * head_dim] of kv_type, rows
+  // K rows of `block` in `layer` (< host_layers()): [block_tokens, n_head_kv * head_dim] of
+  // kv_type, rows
   // row_bytes() apart (Q8_0: row_elems / 32 blocks of 34 bytes).
   void* k(int layer, int block);
   void* v(int layer, int block);
   const void* k(int layer, int block) const;
   const void* v(int layer, int block) const;
   int n_layer() const { return n_layer_; }
-  // Copies block src's K and V rows, every layer, into block dst (copy-on-write of a shared
+  int host_layers() const { return host_layers_; }
+  // Copies block src's K and V rows, every host layer, into block dst (copy-on-write of a shared
   // partial block: kv::KvCache::fork).
   void copy_block(int src, int dst);
   // Block `block`'s K and V rows, every layer, as block_bytes() bytes ([n_layer, 2 (K,V),
   // block_tokens, row_elems] of kv_type) to and from `data` (the KV disk cache: kv::DiskStore).
+  // Only the host layers' part of `data` is written or read (the model fills in the rest).
   void save_block(int block, uint8_t* data) const;
   void load_block(int block, const uint8_t* data);
 
@@ -61,12 +67,13 @@ class KvPool {
   size_t offset(int layer, int kv, int block) const;
 
   int n_layer_ = 0;
+  int host_layers_ = 0;
   int n_blocks_ = 0;
   int block_tokens_ = 0;
   int row_elems_ = 0;
   DType kv_type_ = DType::kF16;
   size_t row_bytes_ = 0;
-  std::vector<uint8_t> storage_;  // [n_layer, 2 (K,V), n_blocks, block_tokens, row_elems]
+  std::vector<uint8_t> storage_;  // [host_layers, 2 (K,V), n_blocks, block_tokens, row_elems]
 };
 
 }  // namespace glm::model

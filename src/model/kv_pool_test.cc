@@ -29,6 +29,27 @@ TEST(KvPool, SizesFollowTheShape) {
   EXPECT_EQ(f32.kv_type(), DType::kF32);
 }
 
+// A model on a GPU keeps the K/V of its GPU layers in device memory (Model::kv_host_layers):
+// the pool holds only the leading host layers, and its blocks' disk form keeps every layer's
+// place (the model fills in the rest).
+TEST(KvPool, HostLayersHoldOnlyTheLeadingLayers) {
+  KvPool all(small_config(), 5, 4, DType::kF16);
+  KvPool one(small_config(), 5, 4, DType::kF16, 1);
+  KvPool none(small_config(), 5, 4, DType::kF16, 0);
+  EXPECT_EQ(one.host_layers(), 1);
+  EXPECT_EQ(one.bytes() * 3, all.bytes());
+  EXPECT_EQ(none.bytes(), 0u);
+  EXPECT_EQ(one.block_bytes(), all.block_bytes());
+  std::memset(one.k(0, 2), 7, one.row_bytes());
+  std::vector<uint8_t> data(one.block_bytes(), 0xAB);
+  one.save_block(2, data.data());
+  EXPECT_EQ(data[0], 7);                   // layer 0's K, first row
+  EXPECT_EQ(data[4 * 16 * 2], 0);          // layer 0's V (a block: 4 rows of 16 f16)
+  EXPECT_EQ(data[2 * 4 * 16 * 2], 0xAB);   // layer 1: left to the model
+  EXPECT_EQ(data[data.size() - 1], 0xAB);  // layer 2
+  none.copy_block(1, 2);                   // nothing on the host: nothing to copy
+}
+
 TEST(KvPool, Q8_0RowsAreBlocksOf34BytesAndNeedRowsOf32) {
   Config c = small_config();
   EXPECT_NE(kv_type_unsupported(c, DType::kQ8_0), "");  // a row of 16 values

@@ -1,25 +1,91 @@
 #include "model/model.h"
 
+#include <cstdlib>
+
+#include "core/log.h"
+#include "gpu/device.h"
 #include "model/chatglm1.h"
 #include "model/transformer.h"
+#include "model/transformer_gpu.h"
 #include "model/weights.h"
 
 namespace glm::model {
+namespace {
+
+// Parses "vulkan:N" into N; -1 for "vulkan" and "auto".
+int device_index(const std::string& device) {
+  if (device.rfind("vulkan:", 0) != 0) return -1;
+  return std::atoi(device.c_str() + 7);
+}
+
+// The Vulkan device the options ask for; null (after one log line) where the model runs on the
+// CPU instead; an error only where a named device cannot be used.
+StatusOr<std::unique_ptr<gpu::Device>> open_device(const LoadOptions& options) {
+  if (options.device == "cpu" || options.gpu_layers == 0) return std::unique_ptr<gpu::Device>();
+  const int index = device_index(options.device);
+  if (options.device == "auto") {
+    StatusOr<std::vector<gpu::DeviceInfo>> list = gpu::list_devices();
+    bool discrete = false;
+    if (list.ok()) {
+      for (const gpu::DeviceInfo& d : *list) discrete |= d.type == "discrete" && d.unusable.empty();
+    }
+    if (!discrete) {
+      // The usual case without a GPU: said at debug level (the engine's ready line names the
+      // device), so that commands whose stderr is read stay quiet.
+      GLM_LOG_DEBUG("device auto: no discrete GPU (%s); running on the CPU",
+                    list.ok() ? "none listed" : list.status().message().c_str());
+      return std::unique_ptr<gpu::Device>();
+    }
+  }
+  StatusOr<std::unique_ptr<gpu::Device>> dev = gpu::Device::open(index);
+  if (!dev.ok()) {
+    if (index >= 0) return dev.status();
+    GLM_LOG_WARN("device %s: %s; running on the CPU", options.device.c_str(),
+                 dev.status().message().c_str());
+    return std::unique_ptr<gpu::Device>();
+  }
+  return dev;
+}
+
+}  // namespace
+
+Status validate_device(const std::string& device) {
+  if (device == "cpu" || device == "auto" || device == "vulkan") return Status::Ok();
+  if (device.rfind("vulkan:", 0) == 0 && device.size() > 7 && device.size() < 11 &&
+      device.find_first_not_of("0123456789", 7) == std::string::npos) {
+    return Status::Ok();
+  }
+  return invalid_argument("--device: expected auto, cpu, vulkan or vulkan:N, got '" + device +
+                          "' (`glmserve devices` lists the devices)");
+}
 
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> file,
                                             const LoadOptions& options) {
   if (file == nullptr) return invalid_argument("load_model: no file");
+  GLM_RETURN_IF_ERROR(validate_device(options.device));
   StatusOr<Config> config = read_config(*file);
   if (!config.ok()) return config.status();
   if (config->n_vocab < 1 || file->tensor("token_embd.weight") == nullptr) {
     return bad_file(file->path() + ": has no weights (token_embd.weight is missing); a " +
                     "vocabulary-only file serves tokenize/template, not inference");
   }
+  if (options.gpu_layers < -1) {
+    return invalid_argument("--gpu-layers: expected -1 (all) or a count of layers");
+  }
   if (config->arch == Arch::kChatGLM1) {
+    if (options.device != "cpu" && options.device != "auto" && options.gpu_layers != 0) {
+      return unsupported("ChatGLM-6B (v1) runs on the CPU only (use --device cpu)");
+    }
     return load_chatglm1(std::move(file), std::move(*config), options);
   }
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
+  StatusOr<std::unique_ptr<gpu::Device>> device = open_device(options);
+  if (!device.ok()) return device.status();
+  if (*device != nullptr) {
+    return GpuTransformer::create(std::move(file), std::move(*config), std::move(weights),
+                                  std::move(*device), options);
+  }
   return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
                                                               std::move(weights), options));
 }

@@ -70,6 +70,14 @@ class Model {
   }
   // Bytes of weights copied into packed layouts at load (LoadOptions::repack); 0 if none.
   virtual size_t repacked_bytes() const { return 0; }
+  // The leading layers whose K/V the model keeps in its KvPool's host memory (the pool's
+  // host_layers); a model on a GPU keeps the others in device memory.
+  virtual int kv_host_layers() const { return config().n_layer; }
+  // Ok while the model can run; the reason once it cannot any more (a lost GPU device: every
+  // later forward() fails at once). The engine stops on it (docs/gpu.md#failures).
+  virtual Status health() const { return Status::Ok(); }
+  // Where the model runs, for logs, /health and the page: "cpu" or "vulkan:0 (NVIDIA H200)".
+  virtual std::string device_name() const { return "cpu"; }
 };
 
 struct LoadOptions {
@@ -80,7 +88,18 @@ struct LoadOptions {
   bool repack = true;
   // Weight bytes repacked or copied of the total, after each matrix (may be empty).
   ProgressFn progress;
+  // Where the model runs (docs/gpu.md): "cpu"; "vulkan" (the first discrete GPU, else any
+  // usable Vulkan device); "vulkan:N" (device N of `glmserve devices`); "auto" (the first
+  // discrete GPU, else the CPU). Without a Vulkan loader or device, "auto" and "vulkan" run on
+  // the CPU with one log line; "vulkan:N" that does not exist is an error.
+  std::string device = "cpu";
+  // Layers on the GPU, counted from the last as llama.cpp's -ngl; -1 = all of them.
+  int gpu_layers = -1;
 };
+
+// Checks a --device value ("auto", "cpu", "vulkan", "vulkan:N"); invalid_argument naming the
+// accepted forms otherwise.
+Status validate_device(const std::string& device);
 
 // Loads any supported architecture from an opened GGUF file. With options.repack (the default)
 // the weight matrices that have a packed layout for this CPU are copied into it (owned,

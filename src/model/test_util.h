@@ -56,13 +56,16 @@ inline std::vector<JsonRow> read_jsonl(const std::string& path) {
   return rows;
 }
 
+// device: LoadOptions::device ("cpu", "vulkan", ...).
 inline StatusOr<std::unique_ptr<Model>> load(const std::string& path, int n_threads = 1,
-                                             bool repack = true) {
+                                             bool repack = true,
+                                             const std::string& device = "cpu") {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
   LoadOptions o;
   o.n_threads = n_threads;
   o.repack = repack;
+  o.device = device;
   return load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
 }
 

@@ -185,17 +185,13 @@ void Transformer::mlp(const LayerWeights& lw, int n) {
   }
 }
 
-Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
-                            OutputKind kind) {
+int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers) {
   const Config& c = config_;
-  GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  if (batch.empty()) return Status::Ok();
-  int n = 0, max_blocks = 0, n_out = 0;
+  int n = 0, max_blocks = 0;
   for (const SeqInput& in : batch) {
     n += in.n_tokens;
     max_blocks = std::max(max_blocks,
                           (in.n_past + in.n_tokens + kv->block_tokens() - 1) / kv->block_tokens());
-    n_out += in.all_logits ? in.n_tokens : 1;
   }
   // Block pointer arrays sized for the whole pool: no regrowth as sequences get longer.
   reserve(n, std::max(max_blocks, kv->n_blocks()));
@@ -215,7 +211,7 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     }
   }
 
-  for (int l = 0; l < c.n_layer; ++l) {
+  for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& lw = weights_.layers[l];
     for (int i = 0; i < n; ++i) {
       const size_t o = static_cast<size_t>(i) * d;
@@ -232,6 +228,27 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     mlp(lw, n);
     ops::add(proj_.data(), x_.data(), n * d);
   }
+  return n;
+}
+
+Status Transformer::forward_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers,
+                                   std::vector<float>* x) {
+  GLM_RETURN_IF_ERROR(validate_batch(config_, batch, kv));
+  if (batch.empty()) return Status::Ok();
+  const int n = run_layers(batch, kv, n_layers);
+  x->insert(x->end(), x_.begin(), x_.begin() + static_cast<size_t>(n) * config_.n_embd);
+  return Status::Ok();
+}
+
+Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                            OutputKind kind) {
+  const Config& c = config_;
+  GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  if (batch.empty()) return Status::Ok();
+  int n_out = 0;
+  for (const SeqInput& in : batch) n_out += in.all_logits ? in.n_tokens : 1;
+  run_layers(batch, kv, c.n_layer);
+  const int d = c.n_embd;
 
   // Final norm of the rows to output: rows_ [R, n_embd].
   if (rows_.size() < static_cast<size_t>(n_out) * d) rows_.resize(static_cast<size_t>(n_out) * d);

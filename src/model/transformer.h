@@ -32,7 +32,17 @@ class Transformer : public Model {
                  OutputKind kind = OutputKind::kLogits) override;
   size_t repacked_bytes() const override { return repacked_bytes_; }
 
+  // The CPU part of a model split with the GPU (GpuTransformer, --gpu-layers): the embeddings
+  // and layers [0, n_layers) of the batch, their K/V written into kv; appends the residual
+  // stream after them to *x ([T, n_embd], T = the batch's tokens). Layers at and past n_layers
+  // may have no weights. Errors as forward().
+  Status forward_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers,
+                        std::vector<float>* x);
+
  private:
+  // Embeddings and rotary tables of the batch's tokens into x_ and rope_*; then layers
+  // [0, n_layers). Returns T. Call after validate_batch.
+  int run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers);
   // Scratch buffers sized for n_tokens rows (grow only).
   void reserve(int n_tokens, int n_block_ptrs);
   // Projects cur_ into q_/k_/v_ and applies rotary and biases; [T, *] each.

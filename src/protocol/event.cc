@@ -195,6 +195,7 @@ std::string serialize_event(const Event& e) {
       j["status"] = generation::health_name(e.health);
       j["model"] = e.model;
       j["n_ctx"] = e.n_ctx;
+      if (!e.device.empty()) j["device"] = e.device;
       j["protocol"] = kProtocolVersion;
       if (!e.instance.empty()) j["instance"] = e.instance;
       if (e.load_total_bytes > 0) {
@@ -312,6 +313,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.health = *health;
       e.model = get_str(j, "model");
       e.n_ctx = get_int(j, "n_ctx");
+      e.device = get_str(j, "device");
       e.instance = get_str(j, "instance");
       if (auto it = j.find("load"); it != j.end() && it->is_object()) {
         e.load_done_bytes = static_cast<uint64_t>(get_int64(*it, "done_bytes"));

@@ -135,6 +135,7 @@ struct Event {
   Health health = Health::kReady;   // kHealth
   std::string model;                // kHealth
   int n_ctx = 0;                    // kHealth
+  std::string device;               // kHealth: where the model runs ("cpu", "vulkan:0 (...)")
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
   // kHealth while loading: weight bytes in place of the total (written when total > 0).
   uint64_t load_done_bytes = 0, load_total_bytes = 0;

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The GPU benchmark (docs/gpu.md, docs/performance.md "On a GPU"): glmserve's Vulkan backend
+# against llama.cpp's (llama-bench -ngl 99) on the same random-weight 6B files, alternated A, B,
+# A, B, medians, on a machine with a GPU and nothing else: it reaches no registry, so everything
+# it runs is prepared here and carried.
+#
+#   scripts/bench-gpu.sh prepare [LLAMA_BUILD_DIR]
+#       (here, on Debian 12) packs into .gpu-bench/ a glmserve built here, every shared library
+#       it needs with the loader that runs them, Debian's Vulkan loader (libvulkan1), and, given
+#       the build directory of a llama.cpp built with -DGGML_VULKAN=ON outside this repository,
+#       its llama-bench / llama-quantize with their libraries. .gpu-bench/ is ignored by git.
+#   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
+#       (there) lists the devices, writes the model files with gen-model (Q4_K_M with the carried
+#       llama-quantize), runs bench engine --device vulkan and llama-bench -ngl 99 alternated,
+#       and the time to first token of the latency study's question through the whole HTTP
+#       stack (serve --device vulkan); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw
+#       outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
+#       timings are no GPU speed.
+# The device call: carry [".gpu-bench"], command "scripts/bench-gpu.sh run", timeout_s 480.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+pack="$here/.gpu-bench"
+cmd="${1:?usage: $0 prepare [LLAMA_BUILD_DIR] | run [--preset P] [--rounds N] [--types T]}"
+shift
+
+# Copies an executable and the shared libraries it loads (ldd) into $pack/bin and $pack/lib.
+pack_exe() {
+  local exe="$1"
+  cp -L "$exe" "$pack/bin/"
+  ldd "$exe" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | while read -r lib; do
+    cp -Ln "$lib" "$pack/lib/" 2>/dev/null || true
+  done
+}
+
+if [[ "$cmd" == prepare ]]; then
+  grep -qx '/.gpu-bench/' "$here/.git/info/exclude" 2>/dev/null ||
+    echo '/.gpu-bench/' >>"$here/.git/info/exclude"
+  rm -rf "$pack"
+  mkdir -p "$pack/bin" "$pack/lib"
+  [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
+  pack_exe "$here/build/glmserve"
+  strip "$pack/bin/glmserve"
+  # The Vulkan loader glmserve dlopens, and the loader's own dependencies.
+  cp -Ln /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$pack/lib/"
+  if [[ -n "${1:-}" ]]; then
+    for t in llama-bench llama-quantize; do pack_exe "$1/bin/$t"; done
+    cp -Ln "$1"/bin/*.so* "$pack/lib/" 2>/dev/null || true
+  fi
+  strip --strip-unneeded "$pack"/lib/*.so* 2>/dev/null || true
+  du -sh "$pack"
+  exit 0
+fi
+
+[[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
+preset=6b rounds=2 types="q4_0 f16 q4_k_m"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --preset) preset="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --types) types="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out="${OUT:-$PWD}"
+mkdir -p "$out"
+report="$out/bench-gpu.md"
+work="${BENCH_GPU_DIR:-/tmp/glm-bench-gpu}"
+mkdir -p "$work"
+# The carried programs run through the carried dynamic loader and libraries, whatever the
+# machine's own are; without a pack (here), the build tree's.
+if [[ -x "$pack/bin/glmserve" ]]; then
+  ldso="$(ls "$pack"/lib/ld-linux-x86-64.so.2)"
+  run_packed() { "$ldso" --library-path "$pack/lib" "$@"; }
+  glmserve() { run_packed "$pack/bin/glmserve" "$@"; }
+  llama_bench="$pack/bin/llama-bench" llama_quantize="$pack/bin/llama-quantize"
+  export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  run_packed() { "$@"; }
+  glmserve() { "$here/build/glmserve" "$@"; }
+  llama_bench="${LLAMA_BENCH:-}" llama_quantize="${LLAMA_QUANTIZE:-}"
+fi
+# NVIDIA's Vulkan driver on the GPU machine (its README: the ICD is not where the loader looks).
+nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[[ -f "$nv_icd" && -z "${VK_DRIVER_FILES:-}" ]] && export VK_DRIVER_FILES="$nv_icd"
+
+{
+  echo "# glmserve on the GPU: $(date -u +%F)"
+  echo
+  echo '```'
+  glmserve devices || true
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.mem --format=csv || true
+  echo '```'
+} | tee "$report"
+
+# The model files: gen-model writes F16 / Q4_0 / Q8_0; the k-quant mixes come from llama-quantize.
+declare -A file
+for t in $types; do
+  f="$work/$preset-$t.gguf"
+  case "$t" in
+    f16 | q4_0 | q8_0)
+      [[ -f "$f" ]] || glmserve gen-model --arch chatglm3 --preset "$preset" --type "$t" -o "$f" >/dev/null ;;
+    q4_k_m | q5_k_m | q6_k)
+      if [[ ! -f "$f" ]]; then
+        [[ -n "$llama_quantize" && -x "$llama_quantize" ]] || { echo "no llama-quantize: $t skipped" | tee -a "$report"; continue; }
+        src="$work/$preset-f16.gguf"
+        [[ -f "$src" ]] || glmserve gen-model --arch chatglm3 --preset "$preset" --type f16 -o "$src" >/dev/null
+        "$llama_quantize" "$src" "$f" "${t^^}" >/dev/null
+      fi ;;
+    *) echo "unknown type $t" >&2; exit 2 ;;
+  esac
+  file[$t]="$f"
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# "pp tg" t/s of one glmserve run (its JSON) and of one llama-bench run (its CSV).
+ours() {
+  glmserve bench engine --model "$1" -p 512 -n 128 -r 3 --bw-mb 0 --device vulkan --json 2>>"$out/ours.log" |
+    tee -a "$out/ours.jsonl" |
+    sed -n 's/.*"pp":{[^}]*"median":\([0-9.e+]*\).*/\1/p;s/.*"tg":{[^}]*"median":\([0-9.e+]*\).*/T\1/p' |
+    tr '\n' ' '
+}
+theirs() {
+  [[ -n "$llama_bench" && -x "$llama_bench" ]] || return 0
+  "$llama_bench" -m "$1" -p 512 -n 128 -r 3 -ngl 99 -o csv 2>>"$out/theirs.log" | tee -a "$out/theirs.csv" |
+    awk -F',' 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
+      { gsub(/"/, ""); if ($col["n_gen"] == 0) pp = $col["avg_ts"]; else tg = $col["avg_ts"] }
+      END { printf "%s T%s", pp + 0, tg + 0 }'
+}
+{
+  echo
+  echo "Alternated: glmserve bench engine --device vulkan, llama-bench -ngl 99; -p 512 -n 128 -r 3,"
+  echo "$rounds rounds, medians of rounds (t/s)."
+  echo
+  echo "| file | glmserve pp512 | llama.cpp pp512 | ratio | glmserve tg128 | llama.cpp tg128 | ratio |"
+  echo "|---|---|---|---|---|---|---|"
+} | tee -a "$report"
+for t in $types; do
+  [[ -n "${file[$t]:-}" ]] || continue
+  : >"$work/a_pp" && : >"$work/a_tg" && : >"$work/b_pp" && : >"$work/b_tg"
+  for ((i = 0; i < rounds; i++)); do
+    read -r a_pp a_tg <<<"$(ours "${file[$t]}")"
+    echo "${a_pp:-0}" >>"$work/a_pp"; echo "${a_tg#T}" >>"$work/a_tg"
+    read -r b_pp b_tg <<<"$(theirs "${file[$t]}")"
+    echo "${b_pp:-0}" >>"$work/b_pp"; echo "${b_tg#T}" >>"$work/b_tg"
+  done
+  app=$(median <"$work/a_pp") atg=$(median <"$work/a_tg") bpp=$(median <"$work/b_pp") btg=$(median <"$work/b_tg")
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+  echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
+done
+
+# Time to first token of the latency study's question through the whole stack (HTTP, gateway,
+# socket, engine), FP16, as bench serve measures it: seed-study method, medians in its report.
+if [[ -n "${file[f16]:-}" ]]; then
+  {
+    echo
+    echo "Serving (bench serve --http against serve --device vulkan, ${preset} f16, the study's prompts):"
+    echo '```'
+  } | tee -a "$report"
+  port=18931
+  glmserve serve --model "${file[f16]}" --port "$port" --device vulkan --db "$work/c.db" \
+    >"$out/serve.log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  glmserve bench serve --http "http://127.0.0.1:$port" --runs 10 --warmup 3 --no-sweep --no-turns \
+    2>&1 | tee -a "$report" || true
+  kill "$serve_pid" 2>/dev/null || true
+  wait "$serve_pid" 2>/dev/null || true
+  echo '```' | tee -a "$report"
+fi
+echo "report: $report"

@@ -1,0 +1,551 @@
+#include "gpu/device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace glm::gpu {
+namespace {
+
+Status vk_error(const char* what, VkResult r) {
+  const ErrorCode code = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+                             ? ErrorCode::kOutOfMemory
+                             : ErrorCode::kUnavailable;
+  return Status(code, std::string("vulkan: ") + what + " failed: " + vk_result_name(r));
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
+  }
+}
+
+// An instance for enumeration or for one device; the caller destroys it.
+StatusOr<VkInstance> make_instance(VulkanApi* api) {
+  std::string why;
+  const VulkanApi* global = load_vulkan(&why);
+  if (global == nullptr) {
+    return Status(ErrorCode::kUnavailable, "no Vulkan loader (" + why + ")");
+  }
+  *api = *global;
+  uint32_t version = VK_API_VERSION_1_0;
+  if (api->vkEnumerateInstanceVersion != nullptr) api->vkEnumerateInstanceVersion(&version);
+  if (version < VK_API_VERSION_1_2) {
+    return Status(ErrorCode::kUnavailable, "the Vulkan loader is older than 1.2");
+  }
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+  app.pApplicationName = "glmserve";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+  ci.pApplicationInfo = &app;
+  VkInstance instance = VK_NULL_HANDLE;
+  const VkResult r = api->vkCreateInstance(&ci, nullptr, &instance);
+  if (r != VK_SUCCESS) return vk_error("vkCreateInstance", r);
+  load_instance_fns(instance, api);
+  return instance;
+}
+
+// What glmserve reads of a physical device, and why it cannot run there (if so).
+DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
+  DeviceInfo info;
+  info.index = index;
+  VkPhysicalDeviceSubgroupProperties sub{};
+  sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceProperties2 props{};
+  props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  props.pNext = &sub;
+  vk.vkGetPhysicalDeviceProperties2(pd, &props);
+  info.name = props.properties.deviceName;
+  info.type = type_name(props.properties.deviceType);
+  info.api_version = props.properties.apiVersion;
+  info.subgroup_size = sub.subgroupSize;
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  vk.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
+    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      info.memory_bytes = std::max<uint64_t>(info.memory_bytes, mem.memoryHeaps[h].size);
+    }
+  }
+
+  // A cap on the memory glmserve plans with (GLMSERVE_VULKAN_MEMORY_MB: tests, shared GPUs).
+  if (const char* cap = std::getenv("GLMSERVE_VULKAN_MEMORY_MB"); cap != nullptr && *cap != '\0') {
+    info.memory_bytes =
+        std::min<uint64_t>(info.memory_bytes, std::strtoull(cap, nullptr, 10) << 20);
+  }
+  if (info.api_version < VK_API_VERSION_1_2) {
+    info.unusable = "Vulkan " + info.api_version_string() + " (1.2 is needed)";
+    return info;
+  }
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceVulkan11Features f11{};
+  f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  f11.pNext = &f12;
+  VkPhysicalDeviceFeatures2 f{};
+  f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f.pNext = &f11;
+  vk.vkGetPhysicalDeviceFeatures2(pd, &f);
+  info.fp16_arithmetic = f12.shaderFloat16;
+  info.storage8 = f12.storageBuffer8BitAccess;
+  if (!f12.bufferDeviceAddress) {
+    info.unusable = "no bufferDeviceAddress";
+  } else if (!f11.storageBuffer16BitAccess) {
+    info.unusable = "no storageBuffer16BitAccess";
+  }
+  return info;
+}
+
+}  // namespace
+
+std::string DeviceInfo::features() const {
+  std::string s = fp16_arithmetic ? "fp16" : "no-fp16";
+  s += storage8 ? " int8-storage" : "";
+  s += " subgroup=" + std::to_string(subgroup_size);
+  return s;
+}
+
+std::string DeviceInfo::api_version_string() const {
+  return std::to_string(VK_API_VERSION_MAJOR(api_version)) + "." +
+         std::to_string(VK_API_VERSION_MINOR(api_version)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(api_version));
+}
+
+StatusOr<std::vector<DeviceInfo>> list_devices() {
+  VulkanApi api;
+  StatusOr<VkInstance> instance = make_instance(&api);
+  if (!instance.ok()) return instance.status();
+  uint32_t n = 0;
+  api.vkEnumeratePhysicalDevices(*instance, &n, nullptr);
+  std::vector<VkPhysicalDevice> pds(n);
+  if (n > 0) api.vkEnumeratePhysicalDevices(*instance, &n, pds.data());
+  std::vector<DeviceInfo> out;
+  for (uint32_t i = 0; i < n; ++i) out.push_back(describe(api, pds[i], static_cast<int>(i)));
+  api.vkDestroyInstance(*instance, nullptr);
+  return out;
+}
+
+// ---- Buffer ----------------------------------------------------------------------------------
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    device_ = o.device_;
+    buffer_ = o.buffer_;
+    memory_ = o.memory_;
+    address_ = o.address_;
+    size_ = o.size_;
+    mapped_ = o.mapped_;
+    o.device_ = nullptr;
+    o.buffer_ = VK_NULL_HANDLE;
+    o.memory_ = VK_NULL_HANDLE;
+    o.address_ = 0;
+    o.size_ = 0;
+    o.mapped_ = nullptr;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (device_ != nullptr) {
+    const VulkanApi& vk = device_->api_;
+    if (buffer_ != VK_NULL_HANDLE) vk.vkDestroyBuffer(device_->device_, buffer_, nullptr);
+    if (memory_ != VK_NULL_HANDLE) vk.vkFreeMemory(device_->device_, memory_, nullptr);
+  }
+  device_ = nullptr;
+  buffer_ = VK_NULL_HANDLE;
+  memory_ = VK_NULL_HANDLE;
+  address_ = 0;
+  size_ = 0;
+  mapped_ = nullptr;
+}
+
+// ---- Device ----------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<Device>> Device::open(int index) {
+  std::unique_ptr<Device> dev(new Device());
+  StatusOr<VkInstance> instance = make_instance(&dev->api_);
+  if (!instance.ok()) return instance.status();
+  dev->instance_ = *instance;
+  const VulkanApi& vk = dev->api_;
+  uint32_t n = 0;
+  vk.vkEnumeratePhysicalDevices(dev->instance_, &n, nullptr);
+  std::vector<VkPhysicalDevice> pds(n);
+  if (n > 0) vk.vkEnumeratePhysicalDevices(dev->instance_, &n, pds.data());
+  if (n == 0) return Status(ErrorCode::kUnavailable, "the Vulkan loader reports no device");
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < n; ++i) infos.push_back(describe(vk, pds[i], static_cast<int>(i)));
+  int pick = -1;
+  if (index >= 0) {
+    if (index >= static_cast<int>(n)) {
+      return Status(ErrorCode::kUnavailable, "vulkan:" + std::to_string(index) +
+                                                 " does not exist (" + std::to_string(n) +
+                                                 " device(s); `glmserve devices` lists them)");
+    }
+    if (!infos[index].unusable.empty()) {
+      return unsupported("vulkan:" + std::to_string(index) + " (" + infos[index].name +
+                         ") cannot run glmserve: " + infos[index].unusable);
+    }
+    pick = index;
+  } else {
+    for (const char* want : {"discrete", "integrated", "virtual", ""}) {
+      for (uint32_t i = 0; i < n && pick < 0; ++i) {
+        if (infos[i].unusable.empty() && (*want == '\0' || infos[i].type == want)) pick = i;
+      }
+    }
+    if (pick < 0) {
+      return unsupported("no Vulkan device can run glmserve (" + infos[0].name + ": " +
+                         infos[0].unusable + ")");
+    }
+  }
+  GLM_RETURN_IF_ERROR(dev->init(pds[pick], infos[pick]));
+  return dev;
+}
+
+Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
+  physical_ = physical;
+  info_ = info;
+  if (const char* t = std::getenv("GLMSERVE_VULKAN_TIMEOUT_MS"); t != nullptr && *t != '\0') {
+    timeout_ms_ = std::max<uint64_t>(1, std::strtoull(t, nullptr, 10));
+  }
+  const VulkanApi& vk = api_;
+  uint32_t nq = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> families(nq);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, families.data());
+  bool found = false;
+  // A compute queue; a compute-only family first (it is not shared with graphics work).
+  for (int pass = 0; pass < 2 && !found; ++pass) {
+    for (uint32_t i = 0; i < nq && !found; ++i) {
+      const VkQueueFlags fl = families[i].queueFlags;
+      if (!(fl & VK_QUEUE_COMPUTE_BIT)) continue;
+      if (pass == 0 && (fl & VK_QUEUE_GRAPHICS_BIT)) continue;
+      queue_family_ = i;
+      found = true;
+    }
+  }
+  if (!found) return unsupported("vulkan: " + info_.name + " has no compute queue");
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{};
+  qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  f12.bufferDeviceAddress = VK_TRUE;
+  VkPhysicalDeviceVulkan11Features f11{};
+  f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  f11.storageBuffer16BitAccess = VK_TRUE;
+  f11.pNext = &f12;
+  VkDeviceCreateInfo dci{};
+  dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  dci.pNext = &f11;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  VkResult r = vk.vkCreateDevice(physical_, &dci, nullptr, &device_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateDevice", r);
+  load_device_fns(device_, &api_);
+  vk.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  vk.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+
+  VkPushConstantRange range{};
+  range.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  range.size = 128;
+  VkPipelineLayoutCreateInfo lci{};
+  lci.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  lci.pushConstantRangeCount = 1;
+  lci.pPushConstantRanges = &range;
+  r = vk.vkCreatePipelineLayout(device_, &lci, nullptr, &layout_);
+  if (r != VK_SUCCESS) return vk_error("vkCreatePipelineLayout", r);
+  pipelines_.assign(kShaderCount, VK_NULL_HANDLE);
+
+  stream_.device_ = this;
+  VkCommandPoolCreateInfo pci{};
+  pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = queue_family_;
+  r = vk.vkCreateCommandPool(device_, &pci, nullptr, &stream_.pool_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateCommandPool", r);
+  VkCommandBufferAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  ai.commandPool = stream_.pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  r = vk.vkAllocateCommandBuffers(device_, &ai, &stream_.cmd_);
+  if (r != VK_SUCCESS) return vk_error("vkAllocateCommandBuffers", r);
+  VkFenceCreateInfo fci{};
+  fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  r = vk.vkCreateFence(device_, &fci, nullptr, &stream_.fence_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateFence", r);
+  GLM_LOG_INFO("vulkan: using %s (%s, Vulkan %s, %s)", info_.name.c_str(), info_.type.c_str(),
+               info_.api_version_string().c_str(), info_.features().c_str());
+  return Status::Ok();
+}
+
+Device::~Device() {
+  if (device_ != VK_NULL_HANDLE) {
+    const VulkanApi& vk = api_;
+    vk.vkDeviceWaitIdle(device_);
+    staging_.reset();
+    for (VkPipeline p : pipelines_) {
+      if (p != VK_NULL_HANDLE) vk.vkDestroyPipeline(device_, p, nullptr);
+    }
+    if (stream_.fence_ != VK_NULL_HANDLE) vk.vkDestroyFence(device_, stream_.fence_, nullptr);
+    if (stream_.pool_ != VK_NULL_HANDLE) vk.vkDestroyCommandPool(device_, stream_.pool_, nullptr);
+    if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(device_, layout_, nullptr);
+    vk.vkDestroyDevice(device_, nullptr);
+  }
+  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
+}
+
+int Device::find_memory_type(uint32_t type_bits, MemoryKind kind) const {
+  VkMemoryPropertyFlags want = 0, prefer = 0, avoid = 0;
+  switch (kind) {
+    case MemoryKind::kDevice:
+      want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+      avoid = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;  // keep the BAR window for staging
+      break;
+    case MemoryKind::kUpload:
+      want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+      avoid = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+      break;
+    case MemoryKind::kReadback:
+      want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+      prefer = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+      avoid = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+      break;
+  }
+  int best = -1, best_score = -1;
+  for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const VkMemoryPropertyFlags f = memory_.memoryTypes[i].propertyFlags;
+    if ((f & want) != want) continue;
+    const int score = ((f & prefer) == prefer ? 2 : 0) + ((f & avoid) == 0 ? 1 : 0);
+    if (score > best_score) {
+      best = static_cast<int>(i);
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
+  const VulkanApi& vk = api_;
+  bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);
+  Buffer b;
+  b.device_ = this;
+  b.size_ = bytes;
+  VkBufferCreateInfo bci{};
+  bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bci.size = bytes;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult r = vk.vkCreateBuffer(device_, &bci, nullptr, &b.buffer_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateBuffer", r);
+  VkMemoryRequirements req{};
+  vk.vkGetBufferMemoryRequirements(device_, b.buffer_, &req);
+  const int type = find_memory_type(req.memoryTypeBits, kind);
+  if (type < 0) return Status(ErrorCode::kUnavailable, "vulkan: no suitable memory type");
+  VkMemoryAllocateFlagsInfo flags{};
+  flags.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  VkMemoryAllocateInfo mai{};
+  mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  mai.pNext = &flags;
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = static_cast<uint32_t>(type);
+  r = vk.vkAllocateMemory(device_, &mai, nullptr, &b.memory_);
+  if (r != VK_SUCCESS) {
+    return Status(ErrorCode::kOutOfMemory, "vulkan: cannot allocate " +
+                                               std::to_string(bytes >> 20) + " MiB on " +
+                                               info_.name + " (" + vk_result_name(r) + ")");
+  }
+  r = vk.vkBindBufferMemory(device_, b.buffer_, b.memory_, 0);
+  if (r != VK_SUCCESS) return vk_error("vkBindBufferMemory", r);
+  VkBufferDeviceAddressInfo dai{};
+  dai.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
+  dai.buffer = b.buffer_;
+  b.address_ = vk.vkGetBufferDeviceAddress(device_, &dai);
+  if (kind != MemoryKind::kDevice) {
+    r = vk.vkMapMemory(device_, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.mapped_);
+    if (r != VK_SUCCESS) return vk_error("vkMapMemory", r);
+  }
+  return b;
+}
+
+Status Device::upload(const void* data, size_t bytes, const Buffer& dst, size_t offset) {
+  GLM_CHECK(offset + bytes <= dst.size());
+  const size_t chunk = size_t{64} << 20;
+  if (!staging_.valid()) {
+    StatusOr<Buffer> s = alloc(chunk, MemoryKind::kUpload);
+    if (!s.ok()) return s.status();
+    staging_ = std::move(*s);
+  }
+  for (size_t done = 0; done < bytes; done += chunk) {
+    const size_t n = std::min(chunk, bytes - done);
+    std::memcpy(staging_.mapped(), static_cast<const uint8_t*>(data) + done, n);
+    stream_.begin();
+    stream_.copy(staging_, 0, dst, offset + done, n);
+    GLM_RETURN_IF_ERROR(stream_.submit_and_wait());
+  }
+  return Status::Ok();
+}
+
+Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* data) {
+  GLM_CHECK(offset + bytes <= src.size());
+  StatusOr<Buffer> rb = alloc(bytes, MemoryKind::kReadback);
+  if (!rb.ok()) return rb.status();
+  stream_.begin();
+  stream_.copy(src, offset, *rb, 0, bytes);
+  GLM_RETURN_IF_ERROR(stream_.submit_and_wait());
+  std::memcpy(data, rb->mapped(), bytes);
+  return Status::Ok();
+}
+
+VkPipeline Device::pipeline(Shader shader) {
+  VkPipeline& p = pipelines_[static_cast<int>(shader)];
+  if (p != VK_NULL_HANDLE) return p;
+  const VulkanApi& vk = api_;
+  const Spirv& code = spirv(shader);
+  VkShaderModuleCreateInfo mci{};
+  mci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  mci.codeSize = code.n_words * 4;
+  mci.pCode = code.words;
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkResult r = vk.vkCreateShaderModule(device_, &mci, nullptr, &module);
+  GLM_CHECK(r == VK_SUCCESS && "vkCreateShaderModule: embedded SPIR-V rejected");
+  VkComputePipelineCreateInfo cci{};
+  cci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  cci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cci.stage.module = module;
+  cci.stage.pName = "main";
+  cci.layout = layout_;
+  r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
+  vk.vkDestroyShaderModule(device_, module, nullptr);
+  GLM_CHECK(r == VK_SUCCESS && "vkCreateComputePipelines failed");
+  return p;
+}
+
+Status Device::check_submit() {
+  if (lost_) {
+    return Status(ErrorCode::kUnavailable,
+                  "the GPU (" + info_.name + ") was lost; restart the engine to serve again");
+  }
+  if (fail_after_ > 0 && --fail_after_ == 0) {
+    lost_ = true;
+    return Status(ErrorCode::kUnavailable, "the GPU (" + info_.name +
+                                               ") failed a submission: VK_ERROR_DEVICE_LOST " +
+                                               "(injected by a test)");
+  }
+  return Status::Ok();
+}
+
+// ---- Stream ----------------------------------------------------------------------------------
+
+void Stream::begin() {
+  const VulkanApi& vk = device_->api_;
+  vk.vkResetCommandBuffer(cmd_, 0);
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk.vkBeginCommandBuffer(cmd_, &bi);
+  recording_ = true;
+  pending_barrier_ = false;
+}
+
+void Stream::barrier() {
+  if (!pending_barrier_) return;
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  device_->api_.vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  pending_barrier_ = false;
+}
+
+void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                      uint32_t gz) {
+  GLM_CHECK(recording_ && push_bytes <= 128);
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  barrier();
+  const VulkanApi& vk = device_->api_;
+  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, device_->pipeline(shader));
+  vk.vkCmdPushConstants(cmd_, device_->layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                        static_cast<uint32_t>(push_bytes), push);
+  vk.vkCmdDispatch(cmd_, gx, gy, gz);
+  pending_barrier_ = true;
+}
+
+void Stream::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
+                  size_t bytes) {
+  GLM_CHECK(recording_);
+  if (bytes == 0) return;
+  barrier();
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  device_->api_.vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+  pending_barrier_ = true;
+}
+
+Status Stream::submit_and_wait() {
+  GLM_CHECK(recording_);
+  const VulkanApi& vk = device_->api_;
+  recording_ = false;
+  // A final barrier makes the last writes visible to the host's reads of mapped memory.
+  if (pending_barrier_) {
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk.vkCmdPipelineBarrier(cmd_,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    pending_barrier_ = false;
+  }
+  VkResult r = vk.vkEndCommandBuffer(cmd_);
+  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
+  GLM_RETURN_IF_ERROR(device_->check_submit());
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  r = vk.vkQueueSubmit(device_->queue_, 1, &si, fence_);
+  if (r != VK_SUCCESS) {
+    if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
+    return vk_error("vkQueueSubmit", r);
+  }
+  r = vk.vkWaitForFences(device_->device_, 1, &fence_, VK_TRUE,
+                         device_->timeout_ms_ * uint64_t{1000000});
+  if (r != VK_SUCCESS) {
+    device_->lost_ = true;
+    return Status(ErrorCode::kUnavailable,
+                  std::string("the GPU (") + device_->info_.name +
+                      ") did not finish a step: " + vk_result_name(r) +
+                      (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
+                                       : std::string()));
+  }
+  vk.vkResetFences(device_->device_, 1, &fence_);
+  return Status::Ok();
+}
+
+}  // namespace glm::gpu

@@ -1,0 +1,169 @@
+// A Vulkan compute device: instance and device selection, device memory (buffers addressed by
+// their device address: the shaders take every buffer as a pointer in their push constants, so
+// there are no descriptor sets), the compute pipelines of the embedded shaders (created on first
+// use), and one command stream for recording and submitting a step.
+//
+// Requirements (checked at open, said by name when missing): Vulkan 1.2, a compute queue,
+// bufferDeviceAddress, storageBuffer16BitAccess. What the device offers beyond that (fp16
+// arithmetic, 8-bit storage, subgroup size) is read here, in one place.
+//
+// Ownership: a Device owns its instance, device, memory and pipelines; Buffers and the Stream
+// must not outlive it. Thread-safety: a Device and its Stream are used from one thread at a time
+// (the engine loop); list_devices() is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/shaders.h"
+#include "gpu/vulkan_api.h"
+
+namespace glm::gpu {
+
+struct DeviceInfo {
+  int index = 0;              // in the order the loader enumerates physical devices
+  std::string name;           // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;           // "discrete", "integrated", "virtual", "cpu", "other"
+  uint64_t memory_bytes = 0;  // the largest device-local heap (at most GLMSERVE_VULKAN_MEMORY_MB)
+  uint32_t api_version = 0;   // VK_MAKE_API_VERSION
+  uint32_t subgroup_size = 0;
+  bool fp16_arithmetic = false;  // shaderFloat16
+  bool storage8 = false;         // storageBuffer8BitAccess
+  std::string unusable;          // empty if glmserve can run on it; else which feature is missing
+
+  // "fp16 int8-storage subgroup=32": the features in use, for `glmserve devices` and logs.
+  std::string features() const;
+  std::string api_version_string() const;  // "1.3.230"
+};
+
+// Every Vulkan device the loader reports. Error (unavailable) when there is no loader or no
+// instance can be made; an empty list when the loader has no device.
+StatusOr<std::vector<DeviceInfo>> list_devices();
+
+enum class MemoryKind {
+  kDevice,    // device-local: weights, KV, activations
+  kUpload,    // host-visible, coherent: written by the host each step
+  kReadback,  // host-visible, coherent, cached where offered: read by the host
+};
+
+class Device;
+
+// A buffer with its own memory and device address. Movable, not copyable; frees on destruction.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  bool valid() const { return buffer_ != VK_NULL_HANDLE; }
+  size_t size() const { return size_; }
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceAddress address() const { return address_; }
+  // Host pointer of an upload or readback buffer (mapped for its lifetime); null for kDevice.
+  void* mapped() const { return mapped_; }
+  void reset();
+
+ private:
+  friend class Device;
+  Device* device_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkDeviceAddress address_ = 0;
+  size_t size_ = 0;
+  void* mapped_ = nullptr;
+};
+
+// Records one command buffer of dispatches and copies, then submits it and waits. Every
+// dispatch is followed by a barrier (each op of a step reads what the one before wrote).
+class Stream {
+ public:
+  void begin();
+  // Runs `shader` over groups (x, y, z) with `push` (at most 128 bytes) as its push constants.
+  void dispatch(Shader shader, const void* push, size_t push_bytes, uint32_t gx, uint32_t gy = 1,
+                uint32_t gz = 1);
+  void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
+            size_t bytes);
+  // Submits what was recorded and waits for it. Errors: unavailable, naming the Vulkan result
+  // (a lost device, a timeout after the device's submit_timeout_ms), after which the device is
+  // marked lost and every later submit fails at once.
+  Status submit_and_wait();
+
+ private:
+  friend class Device;
+  void barrier();
+  Device* device_ = nullptr;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  bool pending_barrier_ = false;
+};
+
+class Device {
+ public:
+  // Opens device `index` of list_devices(), or with index < 0 the first discrete GPU, else the
+  // first integrated or virtual one, else any usable one (lavapipe). Errors: unavailable (no
+  // loader, no device, the index out of range) or unsupported (a required feature missing).
+  static StatusOr<std::unique_ptr<Device>> open(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const VulkanApi& vk() const { return api_; }
+  VkDevice handle() const { return device_; }
+
+  // A buffer of `bytes` (rounded up to 16). Errors: out_of_memory naming the size.
+  StatusOr<Buffer> alloc(size_t bytes, MemoryKind kind);
+  // Copies host bytes into a device buffer at `offset` through a staging buffer (reused, grown
+  // as needed), waiting for the copy.
+  Status upload(const void* data, size_t bytes, const Buffer& dst, size_t offset);
+  // Copies device bytes back into host memory, waiting for the copy.
+  Status download(const Buffer& src, size_t offset, size_t bytes, void* data);
+
+  Stream& stream() { return stream_; }
+  // The pipeline of `shader`, created on first use (the driver compiles the embedded SPIR-V).
+  VkPipeline pipeline(Shader shader);
+  VkPipelineLayout layout() const { return layout_; }
+
+  // Test hook (docs/gpu.md#failures): the n-th submit from now (1 = the next) fails as a lost
+  // device would. 0 disarms it.
+  void inject_failure_after(int n_submits) { fail_after_ = n_submits; }
+  bool lost() const { return lost_; }
+  // How long a submit may run before the device is taken as hung (default 120 s;
+  // GLMSERVE_VULKAN_TIMEOUT_MS overrides).
+  uint64_t submit_timeout_ms() const { return timeout_ms_; }
+
+ private:
+  friend class Buffer;
+  friend class Stream;
+  Device() = default;
+  Status init(VkPhysicalDevice physical, const DeviceInfo& info);
+  int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
+  Status check_submit();  // the failure hook and the lost state, before a submit
+
+  VulkanApi api_;
+  DeviceInfo info_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  std::vector<VkPipeline> pipelines_;  // [kShaderCount], created lazily
+  Stream stream_;
+  Buffer staging_;
+  int fail_after_ = 0;
+  bool lost_ = false;
+  uint64_t timeout_ms_ = 120000;
+};
+
+}  // namespace glm::gpu

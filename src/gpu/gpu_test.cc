@@ -1,0 +1,360 @@
+// The shaders against their CPU references (kernels::matmul_ref, attention_ref, kv_store_row),
+// on whatever Vulkan device the machine has: Mesa's lavapipe in CI (installed by
+// scripts/install-deps.sh), so every shader runs on every commit without a GPU. These tests fail
+// (not skip) when no device can be opened: a machine set up by the project's scripts has one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+namespace glm::gpu {
+namespace {
+
+Device* device() {
+  static std::unique_ptr<Device> dev = [] {
+    StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+    if (!d.ok()) {
+      ADD_FAILURE() << "no Vulkan device: " << d.status().message()
+                    << " (scripts/install-deps.sh installs mesa-vulkan-drivers)";
+      return std::unique_ptr<Device>();
+    }
+    return std::move(*d);
+  }();
+  return dev.get();
+}
+
+#define NEED_DEVICE()     \
+  Device* dev = device(); \
+  ASSERT_NE(dev, nullptr)
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float std = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, std);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Buffer device_floats(Device* dev, const std::vector<float>& v) {
+  StatusOr<Buffer> b = upload_floats(dev, v.data(), v.size());
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return b.ok() ? std::move(*b) : Buffer();
+}
+
+std::vector<float> read_floats(Device* dev, const Buffer& b, size_t n) {
+  std::vector<float> v(n);
+  EXPECT_TRUE(dev->download(b, 0, n * sizeof(float), v.data()).ok());
+  return v;
+}
+
+TEST(GpuDevice, ListsAUsableDevice) {
+  StatusOr<std::vector<DeviceInfo>> list = list_devices();
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_FALSE(list->empty());
+  bool usable = false;
+  for (const DeviceInfo& d : *list) {
+    std::printf("vulkan:%d %s (%s) %llu MiB, Vulkan %s, %s%s\n", d.index, d.name.c_str(),
+                d.type.c_str(), static_cast<unsigned long long>(d.memory_bytes >> 20),
+                d.api_version_string().c_str(), d.features().c_str(),
+                d.unusable.empty() ? "" : (" unusable: " + d.unusable).c_str());
+    usable |= d.unusable.empty();
+    EXPECT_FALSE(d.name.empty());
+  }
+  EXPECT_TRUE(usable);
+}
+
+TEST(GpuDevice, NamedDeviceOutOfRangeIsRefused) {
+  StatusOr<std::unique_ptr<Device>> d = Device::open(97);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("vulkan:97 does not exist"), std::string::npos)
+      << d.status().message();
+}
+
+TEST(GpuDevice, UploadDownloadRoundTrip) {
+  NEED_DEVICE();
+  std::vector<float> v = random_floats(100000, 3);
+  Buffer b = device_floats(dev, v);
+  EXPECT_EQ(read_floats(dev, b, v.size()), v);
+}
+
+// Matmul of every weight type against matmul_ref, on shapes with odd row counts, token counts
+// around the shader's 8-token tile, and (for the float types) rows whose length is not a
+// multiple of 32.
+struct MatmulCase {
+  DType type;
+  int n_cols;
+};
+
+class GpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(GpuMatmul, EqualsReference) {
+  NEED_DEVICE();
+  const MatmulCase c = GetParam();
+  for (int n_rows : {1, 67}) {
+    const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 11, 0.5f);
+    std::vector<uint8_t> q(row_bytes(c.type, c.n_cols) * n_rows);
+    for (int r = 0; r < n_rows; ++r) {
+      kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
+                                q.data() + row_bytes(c.type, c.n_cols) * r, c.n_cols);
+    }
+    StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_rows, c.n_cols);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (int n_tokens : {1, 8, 13}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 5);
+      kernels::WeightView view;
+      view.type = c.type;
+      view.data = q.data();
+      view.n_rows = n_rows;
+      view.n_cols = c.n_cols;
+      std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
+      kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
+      Buffer xb = device_floats(dev, x);
+      // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
+      const int stride = n_rows + 3;
+      Buffer yb =
+          device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+      Stream& s = dev->stream();
+      s.begin();
+      matmul(s, *m, xb.address(), yb.address(), n_tokens, stride, 2);
+      ASSERT_TRUE(s.submit_and_wait().ok());
+      const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+      double max_err = 0, max_abs = 0;
+      for (int t = 0; t < n_tokens; ++t) {
+        for (int r = 0; r < n_rows; ++r) {
+          const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+          const float e = want[static_cast<size_t>(t) * n_rows + r];
+          max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+          max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+        }
+        for (int col : {0, 1, stride - 1}) {
+          EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+        }
+      }
+      // Only the summation order differs from the reference: f32 rounding of n_cols terms.
+      EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs))
+          << dtype_name(c.type) << " rows " << n_rows << " tokens " << n_tokens;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, GpuMatmul,
+    ::testing::Values(MatmulCase{DType::kF32, 77}, MatmulCase{DType::kF16, 77},
+                      MatmulCase{DType::kBF16, 45}, MatmulCase{DType::kQ4_0, 96},
+                      MatmulCase{DType::kQ4_1, 96}, MatmulCase{DType::kQ5_0, 96},
+                      MatmulCase{DType::kQ5_1, 96}, MatmulCase{DType::kQ8_0, 160},
+                      MatmulCase{DType::kQ4_K, 512}, MatmulCase{DType::kQ5_K, 512},
+                      MatmulCase{DType::kQ6_K, 512}),
+    [](const ::testing::TestParamInfo<MatmulCase>& i) {
+      return std::string(dtype_name(i.param.type));
+    });
+
+// More row groups than one dispatch axis takes (65535; rows of 2048 values get a workgroup
+// each): the groups spill into y. And a narrow matrix (one chunk a row: 64 rows a workgroup).
+// Each row holds one value v_r = r % 7 + 1, exact in Q4_0 (it maps to code -8 of d = -v_r / 8).
+void check_one_value_rows(Device* dev, int n_rows, int n_cols) {
+  // Q4_0 blocks written directly (a float matrix of this size would take 600 MB): every code 8
+  // (value 0) and d = 0, except the block holding column r % n_cols.
+  const size_t rb = row_bytes(DType::kQ4_0, n_cols);
+  std::vector<uint8_t> q(rb * n_rows);
+  for (int r = 0; r < n_rows; ++r) {
+    uint8_t* row = q.data() + rb * r;
+    for (int b = 0; b < n_cols / 32; ++b) {
+      kernels::BlockQ4_0 blk{};
+      std::memset(blk.qs, 0x88, sizeof(blk.qs));
+      const int c = r % n_cols;
+      if (c / 32 == b) {
+        blk.d = fp32_to_fp16(-static_cast<float>(r % 7 + 1) / 8.0f);
+        const int j = c % 32;
+        blk.qs[j % 16] = j < 16 ? 0x80 : 0x08;  // code 0: (0 - 8) * d = v_r
+      }
+      std::memcpy(row + b * sizeof(blk), &blk, sizeof(blk));
+    }
+  }
+  StatusOr<Matrix> m = upload_matrix(dev, DType::kQ4_0, q.data(), n_rows, n_cols);
+  ASSERT_TRUE(m.ok());
+  Buffer xb = device_floats(dev, std::vector<float>(n_cols, 1.0f));
+  Buffer yb = device_floats(dev, std::vector<float>(n_rows, 0.0f));
+  Stream& s = dev->stream();
+  s.begin();
+  matmul(s, *m, xb.address(), yb.address(), 1);
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  const std::vector<float> y = read_floats(dev, yb, n_rows);
+  for (int r = 0; r < n_rows; ++r) ASSERT_EQ(y[r], static_cast<float>(r % 7 + 1)) << r;
+}
+
+TEST(GpuMatmulShape, MoreRowGroupsThanOneDispatchAxis) {
+  NEED_DEVICE();
+  check_one_value_rows(dev, 70000, 1056);  // 33 chunks: 64 threads, one row a workgroup
+}
+
+TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
+  NEED_DEVICE();
+  check_one_value_rows(dev, 1000, 32);
+}
+
+// KV rows stored by the shader equal kernels::kv_store_row's bytes, and attention over them
+// equals attention_ref, for each KV type, GQA, several blocks in a scattered table, n_past > 0.
+class GpuAttention : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GpuAttention, StoreAndAttendEqualReference) {
+  NEED_DEVICE();
+  const DType type = GetParam();
+  const int n_head = 4, n_head_kv = 2, head_dim = 64, bt = 16, n_blocks = 6;
+  const int kd = n_head_kv * head_dim, qd = n_head * head_dim;
+  const size_t rb = row_bytes(type == DType::kQ8_0 ? DType::kQ8_0 : type, kd);
+  const std::vector<int32_t> table = {4, 0, 5, 2, 1};  // 5 blocks: up to 80 positions
+  for (int n_past : {0, 37}) {
+    const int n_tokens = n_past == 0 ? 29 : 3;
+    const int n_pos = n_past + n_tokens;
+    // Source rows: [n_pos, q | k | v], the K/V of every position, so both caches hold them all.
+    const int w = qd + 2 * kd;
+    const std::vector<float> src = random_floats(static_cast<size_t>(n_pos) * w, 9 + n_past);
+    // Host cache: [n_blocks, bt, kd] K then V.
+    std::vector<uint8_t> hk(n_blocks * bt * rb), hv(n_blocks * bt * rb);
+    std::vector<int32_t> slots(n_pos);
+    for (int p = 0; p < n_pos; ++p) {
+      slots[p] = table[p / bt] * bt + p % bt;
+      kernels::kv_store_row(src.data() + static_cast<size_t>(p) * w + qd, type,
+                            hk.data() + slots[p] * rb, kd);
+      kernels::kv_store_row(src.data() + static_cast<size_t>(p) * w + qd + kd, type,
+                            hv.data() + slots[p] * rb, kd);
+    }
+    const uint32_t v_base = static_cast<uint32_t>(n_blocks * bt * rb);
+    StatusOr<Buffer> kv = dev->alloc(2 * v_base, MemoryKind::kDevice);
+    ASSERT_TRUE(kv.ok());
+    Buffer src_b = device_floats(dev, src);
+    std::vector<float> slot_f(n_pos), table_f(table.size());
+    std::memcpy(slot_f.data(), slots.data(), n_pos * 4);
+    std::memcpy(table_f.data(), table.data(), table.size() * 4);
+    Buffer slots_b = device_floats(dev, slot_f), table_b = device_floats(dev, table_f);
+    Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
+    Stream& s = dev->stream();
+    s.begin();
+    KvStoreArgs ka;
+    ka.src = src_b.address();
+    ka.kv = kv->address();
+    ka.slots = slots_b.address();
+    ka.n_tokens = n_pos;
+    ka.src_stride = w;
+    ka.k_col = qd;
+    ka.v_col = qd + kd;
+    ka.v_base = v_base;
+    ka.row_elems = kd;
+    ka.row_bytes = static_cast<uint32_t>(rb);
+    kv_store(s, type, ka);
+    AttentionArgs aa;
+    aa.q = src_b.address() + static_cast<size_t>(n_past) * w * 4;
+    aa.out = out_b.address();
+    aa.kv = kv->address();
+    aa.blocks = table_b.address();
+    aa.n_tokens = n_tokens;
+    aa.q_stride = w;
+    aa.v_base = v_base;
+    aa.row_bytes = static_cast<uint32_t>(rb);
+    aa.n_past = n_past;
+    aa.n_head = n_head;
+    aa.n_head_kv = n_head_kv;
+    aa.head_dim = head_dim;
+    aa.block_tokens = bt;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    attention(s, type, aa);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+
+    // The stored bytes: exact for f32 / f16; q8_0 may differ by one code where x / d lies on a
+    // rounding boundary in one of the two float computations.
+    std::vector<uint8_t> dk(hk.size()), dv(hv.size());
+    ASSERT_TRUE(dev->download(*kv, 0, hk.size(), dk.data()).ok());
+    ASSERT_TRUE(dev->download(*kv, v_base, hv.size(), dv.data()).ok());
+    int diff_bytes = 0;
+    for (int p = 0; p < n_pos; ++p) {
+      for (size_t i = 0; i < rb; ++i) {
+        const size_t o = slots[p] * rb + i;
+        const int dkk = std::abs(int(dk[o]) - int(hk[o])), dvv = std::abs(int(dv[o]) - int(hv[o]));
+        if (type != DType::kQ8_0) {
+          ASSERT_EQ(dkk + dvv, 0) << "position " << p << " byte " << i;
+        } else {
+          diff_bytes += (dkk != 0) + (dvv != 0);
+          ASSERT_TRUE(dkk <= 1 || dkk == 255) << "position " << p << " byte " << i;
+          ASSERT_TRUE(dvv <= 1 || dvv == 255) << "position " << p << " byte " << i;
+        }
+      }
+    }
+    EXPECT_LE(diff_bytes, n_pos * 2) << "q8_0 rows differ in more than rare rounding ties";
+
+    std::vector<const void*> kp, vp;
+    for (int32_t b : table) {
+      kp.push_back(hk.data() + static_cast<size_t>(b) * bt * rb);
+      vp.push_back(hv.data() + static_cast<size_t>(b) * bt * rb);
+    }
+    kernels::KvView view;
+    view.k_blocks = kp.data();
+    view.v_blocks = vp.data();
+    view.n_blocks = static_cast<int>(table.size());
+    view.block_tokens = bt;
+    view.type = type;
+    kernels::AttentionShape shape;
+    shape.n_tokens = n_tokens;
+    shape.n_past = n_past;
+    shape.n_head = n_head;
+    shape.n_head_kv = n_head_kv;
+    shape.head_dim = head_dim;
+    shape.scale = aa.scale;
+    std::vector<float> q(static_cast<size_t>(n_tokens) * qd);
+    for (int t = 0; t < n_tokens; ++t) {
+      std::memcpy(q.data() + static_cast<size_t>(t) * qd,
+                  src.data() + static_cast<size_t>(n_past + t) * w, qd * 4);
+    }
+    std::vector<float> want(q.size());
+    kernels::attention_ref(q.data(), view, shape, want.data());
+    const std::vector<float> got = read_floats(dev, out_b, want.size());
+    double max_err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
+    }
+    // q8_0: a one-code difference in a stored value moves an output by up to d = amax / 127.
+    EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5) << "n_past " << n_past;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, GpuAttention,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kQ8_0),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
+
+TEST(GpuFailure, InjectedLossFailsEverySubmitAfterIt) {
+  // A device of its own: a lost one stays lost.
+  StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  Device* dev = d->get();
+  Buffer b = device_floats(dev, std::vector<float>(16, 1.0f));
+  dev->inject_failure_after(2);
+  Stream& s = dev->stream();
+  s.begin();
+  add(s, b.address(), b.address(), 16);
+  ASSERT_TRUE(s.submit_and_wait().ok());  // the first submit still runs
+  s.begin();
+  add(s, b.address(), b.address(), 16);
+  Status st = s.submit_and_wait();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.message();
+  EXPECT_TRUE(dev->lost());
+  std::vector<float> v(16);
+  Status again = dev->download(b, 0, 64, v.data());
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("was lost"), std::string::npos) << again.message();
+}
+
+}  // namespace
+}  // namespace glm::gpu

@@ -1,0 +1,215 @@
+#include "gpu/ops.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace glm::gpu {
+namespace {
+
+constexpr uint32_t kGroup = 64;         // local_size_x of every shader
+constexpr uint32_t kMaxGroups = 65535;  // the guaranteed maxComputeWorkGroupCount per axis
+constexpr int kMatmulTokenTile = 8;     // TT in matmul.comp
+
+int64_t groups_for(int64_t n) { return (n + kGroup - 1) / kGroup; }
+
+// An elementwise op over n items in groups of 64: up to 65535 groups in x, the rest in y (the
+// shaders take item y * groups_x * 64 + x).
+void dispatch_1d(Stream& s, Shader shader, const void* push, size_t bytes, int64_t n) {
+  const int64_t g = groups_for(n);
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(g, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((g + gx - 1) / gx);
+  s.dispatch(shader, push, bytes, gx, gy);
+}
+
+}  // namespace
+
+StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
+                               int64_t n_cols) {
+  Matrix m;
+  if (!matmul_shader(type, &m.shader)) {
+    return unsupported(std::string("the GPU has no kernel for ") + dtype_name(type) + " weights");
+  }
+  m.type = type;
+  m.n_rows = n_rows;
+  m.n_cols = n_cols;
+  m.row_bytes = row_bytes(type, n_cols);
+  const size_t bytes = m.row_bytes * static_cast<size_t>(n_rows);
+  if (bytes >= (size_t{1} << 32)) {
+    return unsupported("a " + std::to_string(bytes >> 20) +
+                       " MiB weight matrix: the GPU kernels address at most 4 GiB a matrix");
+  }
+  StatusOr<Buffer> b = device->alloc(bytes, MemoryKind::kDevice);
+  if (!b.ok()) return b.status();
+  m.buf = std::move(*b);
+  GLM_RETURN_IF_ERROR(device->upload(data, bytes, m.buf, 0));
+  return m;
+}
+
+StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
+  StatusOr<Buffer> b = device->alloc(n * sizeof(float), MemoryKind::kDevice);
+  if (!b.ok()) return b.status();
+  GLM_RETURN_IF_ERROR(device->upload(data, n * sizeof(float), *b, 0));
+  return b;
+}
+
+void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col) {
+  struct {
+    Addr w, x, y;
+    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2;
+  } p{w.buf.address(),
+      x,
+      y,
+      static_cast<uint32_t>(w.n_rows),
+      static_cast<uint32_t>(w.n_cols),
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(w.row_bytes),
+      0,
+      static_cast<uint32_t>(y_stride),
+      static_cast<uint32_t>(y_col),
+      0};
+  // Threads per row: as many as the row has 32-value chunks (a power of two, at most 64), so
+  // that narrow matrices fill the workgroup with several rows.
+  const int64_t n_chunks = (w.n_cols + 31) / 32;
+  while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_chunks) ++p.tpr_log2;
+  const int64_t rows_per_group = int64_t{1} << (6 - p.tpr_log2);
+  const int64_t n_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(n_groups, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((n_groups + gx - 1) / gx);
+  p.groups_per_y = gx;
+  const uint32_t gz = static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
+  GLM_CHECK(gz <= kMaxGroups);
+  s.dispatch(w.shader, &p, sizeof(p), gx, gy, gz);
+}
+
+void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx) {
+  struct {
+    Addr x, w, out, idx;
+    uint32_t n, use_idx;
+    float eps;
+  } p{x, w, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps};
+  GLM_CHECK(static_cast<uint32_t>(n_rows) <= kMaxGroups);
+  s.dispatch(Shader::kRmsNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
+}
+
+void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
+          int head_dim, int n_rot) {
+  struct {
+    Addr x, cs, sn;
+    uint32_t n_tokens, row_stride, col0, n_head, head_dim, n_rot;
+  } p{x,
+      cs,
+      sn,
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(row_stride),
+      static_cast<uint32_t>(col0),
+      static_cast<uint32_t>(n_head),
+      static_cast<uint32_t>(head_dim),
+      static_cast<uint32_t>(n_rot)};
+  dispatch_1d(s, Shader::kRope, &p, sizeof(p), int64_t{n_tokens} * n_head * (n_rot / 2));
+}
+
+void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
+            int up_col) {
+  struct {
+    Addr g, u, out;
+    uint32_t n_tokens, n, in_stride, gate_col, up_col;
+  } p{in,
+      in,
+      out,
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(n),
+      static_cast<uint32_t>(in_stride),
+      static_cast<uint32_t>(gate_col),
+      static_cast<uint32_t>(up_col)};
+  dispatch_1d(s, Shader::kSwiglu, &p, sizeof(p), int64_t{n_tokens} * n);
+}
+
+void add(Stream& s, Addr x, Addr y, int64_t n) {
+  struct {
+    Addr x, y;
+    uint32_t n;
+  } p{x, y, static_cast<uint32_t>(n)};
+  dispatch_1d(s, Shader::kAdd, &p, sizeof(p), n);
+}
+
+void add_bias(Stream& s, Addr b, Addr y, int n_tokens, int n, int stride, int col) {
+  struct {
+    Addr b, y;
+    uint32_t n_tokens, n, stride, col;
+  } p{b,
+      y,
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(n),
+      static_cast<uint32_t>(stride),
+      static_cast<uint32_t>(col)};
+  dispatch_1d(s, Shader::kAddBias, &p, sizeof(p), int64_t{n_tokens} * n);
+}
+
+void copy_rows(Stream& s, Addr src, Addr dst, int n_rows, int n, int src_stride, int src_col,
+               int dst_stride, int dst_col) {
+  struct {
+    Addr src, dst;
+    uint32_t n_rows, n, src_stride, src_col, dst_stride, dst_col;
+  } p{src,
+      dst,
+      static_cast<uint32_t>(n_rows),
+      static_cast<uint32_t>(n),
+      static_cast<uint32_t>(src_stride),
+      static_cast<uint32_t>(src_col),
+      static_cast<uint32_t>(dst_stride),
+      static_cast<uint32_t>(dst_col)};
+  dispatch_1d(s, Shader::kCopyRows, &p, sizeof(p), int64_t{n_rows} * n);
+}
+
+void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
+  Shader store, attn;
+  GLM_CHECK(kv_shaders(type, &store, &attn));
+  GLM_CHECK(type != DType::kQ8_0 || a.row_elems <= kMaxQ8RowElems);
+  struct {
+    Addr src, kv, slots;
+    uint32_t src_stride, k_col, v_col, k_base, v_base, row_elems, row_bytes;
+  } p{a.src,
+      a.kv,
+      a.slots,
+      static_cast<uint32_t>(a.src_stride),
+      static_cast<uint32_t>(a.k_col),
+      static_cast<uint32_t>(a.v_col),
+      a.k_base,
+      a.v_base,
+      static_cast<uint32_t>(a.row_elems),
+      a.row_bytes};
+  GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
+  s.dispatch(store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), 2);
+}
+
+void attention(Stream& s, DType type, const AttentionArgs& a) {
+  Shader store, attn;
+  GLM_CHECK(kv_shaders(type, &store, &attn));
+  GLM_CHECK(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0);
+  struct {
+    Addr q, out, kv, blocks;
+    uint32_t q_stride, out_row0, k_base, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
+        block_tokens;
+    float scale;
+  } p{a.q,
+      a.out,
+      a.kv,
+      a.blocks,
+      static_cast<uint32_t>(a.q_stride),
+      static_cast<uint32_t>(a.out_row0),
+      a.k_base,
+      a.v_base,
+      a.row_bytes,
+      static_cast<uint32_t>(a.n_past),
+      static_cast<uint32_t>(a.n_head),
+      static_cast<uint32_t>(a.n_head_kv),
+      static_cast<uint32_t>(a.head_dim),
+      static_cast<uint32_t>(a.block_tokens),
+      a.scale};
+  GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
+  s.dispatch(attn, &p, sizeof(p), static_cast<uint32_t>(a.n_head),
+             static_cast<uint32_t>(a.n_tokens));
+}
+
+}  // namespace glm::gpu

@@ -1,0 +1,96 @@
+// The host side of each shader: typed arguments packed into its push constants and the dispatch
+// geometry, recorded on a Stream (nothing runs until Stream::submit_and_wait). Buffers are
+// passed as device addresses (Buffer::address() + a byte offset), so a view into a larger
+// buffer is an address. Each op names its CPU twin, which is its reference in gpu_test.cc.
+// Thread-safety: as the Stream (one thread). Cost: recording only, O(1) per op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "gpu/device.h"
+
+namespace glm::gpu {
+
+using Addr = VkDeviceAddress;
+
+// A weight matrix on the device, in its GGUF block format: n_rows rows of row_bytes each.
+struct Matrix {
+  Buffer buf;
+  DType type = DType::kF32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  size_t row_bytes = 0;
+  Shader shader = Shader::kMatmulF32;
+};
+
+// Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
+// (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),
+// out_of_memory.
+StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
+                               int64_t n_cols);
+// Uploads n floats.
+StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
+
+// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul)
+//   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
+void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col);
+inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
+  matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
+}
+
+// out[r] = rms_norm(x[idx ? idx[r] : r]) * w   (model::ops::rms_norm)
+//   x: [*, n]; w: [n]; out: [n_rows, n]; idx: [n_rows] int32 or 0.
+void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0);
+
+// Interleaved rotary on the heads of x[t * row_stride + col0 ...], in place
+// (model::ops::rope_interleaved). cs, sn: [n_tokens, n_rot / 2].
+void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
+          int head_dim, int n_rot);
+
+// out[t, i] = silu(in[t * in_stride + gate_col + i]) * in[t * in_stride + up_col + i]
+// (model::ops::swiglu); out: [n_tokens, n].
+void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
+            int up_col);
+
+// y[i] += x[i], [n]   (model::ops::add)
+void add(Stream& s, Addr x, Addr y, int64_t n);
+
+// y[t * stride + col + c] += b[c], t < n_tokens, c < n.
+void add_bias(Stream& s, Addr b, Addr y, int n_tokens, int n, int stride, int col);
+
+// dst[t * dst_stride + dst_col + c] = src[t * src_stride + src_col + c].
+void copy_rows(Stream& s, Addr src, Addr dst, int n_rows, int n, int src_stride, int src_col,
+               int dst_stride, int dst_col);
+
+// The widest K/V row a q8_0 cache takes on the GPU (the store shader stages a row in shared
+// memory).
+inline constexpr int kMaxQ8RowElems = 4096;
+
+// Stores token t's K row (src[t * src_stride + k_col ...]) and V row (v_col) of row_elems
+// values as `type` (kernels::kv_store_row) into slot slots[t] of a layer's cache buffer `kv`:
+// at byte k_base (v_base) + slot * row_bytes.
+struct KvStoreArgs {
+  Addr src = 0, kv = 0, slots = 0;
+  int n_tokens = 0, src_stride = 0, k_col = 0, v_col = 0;
+  uint32_t k_base = 0, v_base = 0;
+  int row_elems = 0;
+  uint32_t row_bytes = 0;
+};
+void kv_store(Stream& s, DType type, const KvStoreArgs& a);
+
+// Causal grouped-query attention of one sequence's n_tokens new query rows over its cache
+// (kernels::attention): q head h of token t at q[t * q_stride + h * head_dim]; out rows
+// out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32).
+struct AttentionArgs {
+  Addr q = 0, out = 0, kv = 0, blocks = 0;
+  int n_tokens = 0, q_stride = 0, out_row0 = 0;
+  uint32_t k_base = 0, v_base = 0, row_bytes = 0;
+  int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;
+  float scale = 0;
+};
+void attention(Stream& s, DType type, const AttentionArgs& a);
+
+}  // namespace glm::gpu

@@ -1,0 +1,60 @@
+// The compute shaders embedded in the binary: GLSL under gpu/shaders/, compiled by glslc at
+// build time into SPIR-V (one variant per weight or KV type, chosen by a -D define), embedded
+// as word arrays by the generated shader_table.cc. The CPU kernel each one mirrors is its
+// reference (gpu_test.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace glm::gpu {
+
+// X(enum name, spirv name): spirv name = the generated array's name (CMakeLists.txt).
+#define GLM_GPU_SHADERS(X)        \
+  X(kMatmulF32, matmul_f32)       \
+  X(kMatmulF16, matmul_f16)       \
+  X(kMatmulBF16, matmul_bf16)     \
+  X(kMatmulQ4_0, matmul_q4_0)     \
+  X(kMatmulQ4_1, matmul_q4_1)     \
+  X(kMatmulQ5_0, matmul_q5_0)     \
+  X(kMatmulQ5_1, matmul_q5_1)     \
+  X(kMatmulQ8_0, matmul_q8_0)     \
+  X(kMatmulQ4_K, matmul_q4_k)     \
+  X(kMatmulQ5_K, matmul_q5_k)     \
+  X(kMatmulQ6_K, matmul_q6_k)     \
+  X(kRmsNorm, rms_norm)           \
+  X(kRope, rope)                  \
+  X(kSwiglu, swiglu)              \
+  X(kAdd, add)                    \
+  X(kAddBias, add_bias)           \
+  X(kCopyRows, copy_rows)         \
+  X(kKvStoreF32, kv_store_f32)    \
+  X(kKvStoreF16, kv_store_f16)    \
+  X(kKvStoreQ8_0, kv_store_q8_0)  \
+  X(kAttentionF32, attention_f32) \
+  X(kAttentionF16, attention_f16) \
+  X(kAttentionQ8_0, attention_q8_0)
+
+enum class Shader : int {
+#define GLM_GPU_ENUM(e, s) e,
+  GLM_GPU_SHADERS(GLM_GPU_ENUM)
+#undef GLM_GPU_ENUM
+      kCount
+};
+inline constexpr int kShaderCount = static_cast<int>(Shader::kCount);
+
+struct Spirv {
+  const uint32_t* words;
+  size_t n_words;
+  const char* name;  // "matmul_q4_0"
+};
+const Spirv& spirv(Shader shader);
+
+// The matmul variant for a weight type; false if the GPU has no kernel for it.
+bool matmul_shader(DType type, Shader* out);
+// The KV store and attention variants for a KV cache type (f32, f16, q8_0).
+bool kv_shaders(DType type, Shader* store, Shader* attention);
+
+}  // namespace glm::gpu

@@ -1,0 +1,22 @@
+// Shared by every shader: buffers are passed as device addresses in the push constants.
+// Words: any buffer read as 32-bit words (quantized weights and KV rows are read byte-wise
+// through it: GGUF blocks are only 2-byte aligned). Floats: f32 activations.
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_scalar_block_layout : require
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
+
+// The 32 bits at byte offset `off` (a multiple of 2) of `w`.
+uint u32_at(Words w, uint off) {
+  uint i = off >> 2;
+  if ((off & 3u) == 0u) return w.v[i];
+  return (w.v[i] >> 16) | (w.v[i + 1u] << 16);
+}
+// The 16 bits at byte offset `off` (a multiple of 2).
+uint u16_at(Words w, uint off) { return (w.v[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu; }
+uint u8_at(Words w, uint off) { return (w.v[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
+float f16_at(Words w, uint off) { return unpackHalf2x16(u16_at(w, off)).x; }
+// Sign-extends the byte `b` (0..255).
+int s8(uint b) { return int(b << 24) >> 24; }

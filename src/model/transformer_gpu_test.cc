@@ -1,0 +1,338 @@
+// The Vulkan Transformer (transformer_gpu.h) against the CPU Transformer, its reference, on
+// random-weight models of every weight type the GPU kernels take; the KV cache operations a
+// server uses (a fork's block copy, the disk cache's save and load); a device lost in the middle
+// of a step. Runs on lavapipe in CI. The goldens of independent implementations run on the GPU
+// path in golden_test.cc (GoldenGpu) and batching in batch_test.cc (BatchGpu).
+#include "model/transformer_gpu.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model/test_util.h"
+
+namespace glm::model {
+namespace {
+
+struct Outputs {
+  std::vector<float> prefill;  // [n_prompt, n_vocab]
+  std::vector<float> decode;   // [n_decode, n_vocab]
+};
+
+// Prefills `prompt` (all logits) then decodes `next` one token a step, blocks in a scattered
+// table of 4-position blocks.
+Outputs run(Model& m, DType kv_type, const std::vector<int32_t>& prompt,
+            const std::vector<int32_t>& next) {
+  Outputs r;
+  const int bt = 4, n_blocks = 8;
+  KvPool kv(m.config(), n_blocks, bt, kv_type);
+  const std::vector<int32_t> blocks = {5, 2, 7, 0, 1, 3, 4, 6};
+  SeqInput in{prompt.data(), static_cast<int>(prompt.size()), 0, blocks.data(), n_blocks, true};
+  EXPECT_TRUE(m.forward({in}, &kv, &r.prefill).ok());
+  for (size_t i = 0; i < next.size(); ++i) {
+    SeqInput step{&next[i], 1, static_cast<int>(prompt.size() + i), blocks.data(), n_blocks, false};
+    EXPECT_TRUE(m.forward({step}, &kv, &r.decode).ok());
+  }
+  return r;
+}
+
+float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0, m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::fabs(a[i] - b[i]));
+    m = std::max(m, std::fabs(b[i]));
+  }
+  EXPECT_GT(m, 0.1f);  // the comparison is not between zeros
+  return d / std::max(1.0f, m);
+}
+
+struct Case {
+  const char* arch;
+  DType type;
+  DType kv;
+};
+
+class GpuVsCpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuVsCpu, SameLogits) {
+  const Case c = GetParam();
+  testing::RandomSpec spec;
+  spec.arch = c.arch;
+  spec.type = c.type;
+  // Row lengths the k-quants take (256) and GQA; vocabulary not a multiple of the tiles.
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_vocab = 77;
+  const std::string path =
+      testing::temp_path(std::string("gpu_") + c.arch + "_" + dtype_name(c.type) + ".gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  // The reference: the same weights decoded to f32 on the CPU. (The CPU kernels of quantized
+  // weights also quantize the activations to 8 bits, as llama.cpp's do; the GPU kernels multiply
+  // by f32 activations, so the decoded model is what they compute.)
+  const std::string f32_path = path + ".f32.gguf";
+  ASSERT_TRUE(testing::requantize(path, f32_path, DType::kF32).ok());
+  auto cpu = testing::load(f32_path, 2, true, "cpu");
+  auto gpu = testing::load(path, 2, true, "vulkan");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  ASSERT_EQ((*gpu)->device_name().substr(0, 7), "vulkan:");
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 58, 9, 7};
+  const std::vector<int32_t> next = {76, 0, 12};
+  Outputs a = run(**cpu, c.kv, prompt, next);
+  Outputs b = run(**gpu, c.kv, prompt, next);
+  // f32 sums in another order, and for a q8_0 KV cache rare one-code rounding differences.
+  const float tol = c.kv == DType::kQ8_0 ? 2e-3f : 1e-4f;
+  EXPECT_LT(max_rel_diff(b.prefill, a.prefill), tol);
+  EXPECT_LT(max_rel_diff(b.decode, a.decode), tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, GpuVsCpu,
+                         ::testing::Values(Case{"chatglm", DType::kF32, DType::kF32},
+                                           Case{"chatglm", DType::kF16, DType::kF16},
+                                           Case{"chatglm", DType::kQ4_0, DType::kF16},
+                                           Case{"chatglm", DType::kQ8_0, DType::kQ8_0},
+                                           Case{"chatglm", DType::kQ4_K, DType::kF16},
+                                           Case{"chatglm", DType::kQ6_K, DType::kF16},
+                                           Case{"llama", DType::kBF16, DType::kF32},
+                                           Case{"llama", DType::kQ5_K, DType::kF16},
+                                           Case{"llama", DType::kQ5_1, DType::kF16}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.arch) + "_" + dtype_name(i.param.type) +
+                                  "_kv_" + dtype_name(i.param.kv);
+                         });
+
+std::unique_ptr<Model> small_gpu_model(const std::string& name) {
+  testing::RandomSpec spec;
+  const std::string path = testing::temp_path(name + ".gguf");
+  EXPECT_TRUE(testing::write_random_model(spec, path).ok());
+  auto m = testing::load(path, 2, true, "vulkan");
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// A fork copies a shared partial block (copy_kv_block) and goes on from the copy: its logits
+// equal the original's going on from its own block.
+TEST(GpuKv, ForkedBlockContinuesAsTheOriginal) {
+  auto m = small_gpu_model("gpu_fork");
+  ASSERT_NE(m, nullptr);
+  KvPool kv(m->config(), 4, 4, DType::kF16);
+  const std::vector<int32_t> prompt = {7, 3, 9, 11, 2, 5};  // block 0 full, block 1 partial
+  std::vector<int32_t> orig = {0, 1}, fork = {0, 2};
+  std::vector<float> ignore, a, b;
+  SeqInput in{prompt.data(), 6, 0, orig.data(), 2, false};
+  ASSERT_TRUE(m->forward({in}, &kv, &ignore).ok());
+  m->copy_kv_block(&kv, 1, 2);
+  const int32_t tok = 13;
+  SeqInput sa{&tok, 1, 6, orig.data(), 2, false};
+  SeqInput sb{&tok, 1, 6, fork.data(), 2, false};
+  ASSERT_TRUE(m->forward({sa}, &kv, &a).ok());
+  ASSERT_TRUE(m->forward({sb}, &kv, &b).ok());
+  EXPECT_EQ(a, b);
+  // Without the copy, block 3 holds no K/V of positions 4, 5: the logits differ.
+  std::vector<int32_t> empty = {0, 3};
+  std::vector<float> c;
+  SeqInput sc{&tok, 1, 6, empty.data(), 2, false};
+  ASSERT_TRUE(m->forward({sc}, &kv, &c).ok());
+  EXPECT_NE(a, c);
+}
+
+// The disk cache's save and load: a block saved from one pool and loaded into another gives
+// the same continuation; the saved bytes have KvPool's layout (the CPU model's save of the same
+// tokens agrees within the f16 rounding of the two computations).
+TEST(GpuKv, SavedBlockLoadsIntoAnotherPool) {
+  auto m = small_gpu_model("gpu_save");
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = {7, 3, 9, 11};
+  std::vector<int32_t> blocks = {1, 0};
+  std::vector<float> ignore, a, b;
+  std::vector<uint8_t> saved;
+  {
+    KvPool kv(m->config(), 2, 4, DType::kF32);
+    SeqInput in{prompt.data(), 4, 0, blocks.data(), 2, false};
+    ASSERT_TRUE(m->forward({in}, &kv, &ignore).ok());
+    saved.resize(m->kv_block_bytes(&kv));
+    m->save_kv_block(&kv, 1, saved.data());
+    const int32_t tok = 13;
+    SeqInput s{&tok, 1, 4, blocks.data(), 2, false};
+    ASSERT_TRUE(m->forward({s}, &kv, &a).ok());
+  }
+  KvPool other(m->config(), 3, 4, DType::kF32);
+  std::vector<int32_t> moved = {2, 0};
+  m->load_kv_block(&other, 2, saved.data());
+  const int32_t tok = 13;
+  SeqInput s{&tok, 1, 4, moved.data(), 2, false};
+  ASSERT_TRUE(m->forward({s}, &other, &b).ok());
+  EXPECT_LT(max_rel_diff(b, a), 1e-6f);
+
+  auto cpu = testing::load(testing::temp_path("gpu_save.gguf"), 1, true, "cpu");
+  ASSERT_TRUE(cpu.ok());
+  KvPool ckv((*cpu)->config(), 2, 4, DType::kF32);
+  SeqInput in{prompt.data(), 4, 0, blocks.data(), 2, false};
+  ASSERT_TRUE((*cpu)->forward({in}, &ckv, &ignore).ok());
+  std::vector<uint8_t> cpu_saved((*cpu)->kv_block_bytes(&ckv));
+  (*cpu)->save_kv_block(&ckv, 1, cpu_saved.data());
+  ASSERT_EQ(cpu_saved.size(), saved.size());
+  const float* x = reinterpret_cast<const float*>(saved.data());
+  const float* y = reinterpret_cast<const float*>(cpu_saved.data());
+  float d = 0;
+  for (size_t i = 0; i < saved.size() / 4; ++i) d = std::max(d, std::fabs(x[i] - y[i]));
+  EXPECT_LT(d, 1e-4f);
+}
+
+// A device lost in the middle of a step fails that forward with a clear error, writes no
+// output, and every later step fails the same way (the engine is restarted; docs/gpu.md).
+TEST(GpuFailure, LostDeviceFailsTheStepCleanly) {
+  auto m = small_gpu_model("gpu_lost");
+  ASSERT_NE(m, nullptr);
+  auto* g = dynamic_cast<GpuTransformer*>(m.get());
+  ASSERT_NE(g, nullptr);
+  KvPool kv(m->config(), 2, 4, DType::kF16);
+  std::vector<int32_t> blocks = {0, 1};
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  std::vector<float> out;
+  SeqInput in{prompt.data(), 3, 0, blocks.data(), 2, false};
+  ASSERT_TRUE(m->forward({in}, &kv, &out).ok());
+  out.clear();
+  g->device()->inject_failure_after(1);
+  SeqInput step{prompt.data(), 1, 3, blocks.data(), 2, false};
+  Status s = m->forward({step}, &kv, &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(s.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << s.message();
+  EXPECT_TRUE(out.empty());
+  Status again = m->forward({step}, &kv, &out);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("restart"), std::string::npos) << again.message();
+}
+
+TEST(GpuLoad, DeviceFlagIsChecked) {
+  EXPECT_TRUE(validate_device("vulkan:0").ok());
+  EXPECT_TRUE(validate_device("auto").ok());
+  Status s = validate_device("cuda");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("auto, cpu, vulkan or vulkan:N"), std::string::npos);
+  EXPECT_FALSE(validate_device("vulkan:").ok());
+  EXPECT_FALSE(validate_device("vulkan:x").ok());
+}
+
+TEST(GpuLoad, NamedDeviceThatDoesNotExistIsAnError) {
+  testing::RandomSpec spec;
+  const std::string path = testing::temp_path("gpu_named.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  auto m = testing::load(path, 1, true, "vulkan:42");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("vulkan:42 does not exist"), std::string::npos)
+      << m.status().message();
+}
+
+// auto takes a discrete GPU only: lavapipe (a CPU device) leaves the model on the CPU.
+TEST(GpuLoad, AutoWithoutDiscreteGpuRunsOnTheCpu) {
+  testing::RandomSpec spec;
+  const std::string path = testing::temp_path("gpu_auto.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  auto cpu = testing::load(path, 1, true, "auto");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)->device_name(), "cpu");
+}
+
+}  // namespace
+}  // namespace glm::model
+
+namespace glm::model {
+namespace {
+
+// --gpu-layers N below the layer count: the first layers on the CPU, the last N and the head on
+// the GPU (llama.cpp's -ngl). The logits equal the CPU model's with the same weights in f32,
+// and the KV cache operations of a server keep working across the two halves.
+StatusOr<std::unique_ptr<Model>> load_split(const std::string& path, int gpu_layers) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.gpu_layers = gpu_layers;
+  return load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+}
+
+TEST(GpuSplit, LayersSplitWithTheCpuGiveTheCpuLogits) {
+  for (const char* arch : {"chatglm", "llama"}) {
+    SCOPED_TRACE(arch);
+    testing::RandomSpec spec;
+    spec.arch = arch;
+    spec.n_layer = 3;
+    const std::string path = testing::temp_path(std::string("split_") + arch + ".gguf");
+    ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+    auto cpu = testing::load(path, 2, true, "cpu");
+    ASSERT_TRUE(cpu.ok());
+    const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+    const std::vector<int32_t> next = {7, 0};
+    Outputs want = run(**cpu, DType::kF16, prompt, next);
+    for (int n_gpu : {1, 2}) {
+      auto split = load_split(path, n_gpu);
+      ASSERT_TRUE(split.ok()) << split.status().message();
+      EXPECT_NE((*split)->device_name().find(std::to_string(n_gpu) + " of 3 layers"),
+                std::string::npos)
+          << (*split)->device_name();
+      Outputs got = run(**split, DType::kF16, prompt, next);
+      EXPECT_LT(max_rel_diff(got.prefill, want.prefill), 1e-4f) << n_gpu << " GPU layers";
+      EXPECT_LT(max_rel_diff(got.decode, want.decode), 1e-4f) << n_gpu << " GPU layers";
+    }
+  }
+}
+
+TEST(GpuSplit, ForkAndDiskBlocksCoverBothHalves) {
+  testing::RandomSpec spec;
+  spec.n_layer = 3;
+  const std::string path = testing::temp_path("split_kv.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  auto m = load_split(path, 2);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Model& model = **m;
+  const std::vector<int32_t> prompt = {7, 3, 9, 11, 2, 5};
+  std::vector<int32_t> orig = {0, 1}, fork = {0, 2};
+  std::vector<float> ignore, a, b, c;
+  KvPool kv(model.config(), 4, 4, DType::kF16);
+  SeqInput in{prompt.data(), 6, 0, orig.data(), 2, false};
+  ASSERT_TRUE(model.forward({in}, &kv, &ignore).ok());
+  model.copy_kv_block(&kv, 1, 2);
+  // Block 3 gets block 1 through the disk cache's calls.
+  std::vector<uint8_t> saved(model.kv_block_bytes(&kv));
+  model.save_kv_block(&kv, 1, saved.data());
+  model.load_kv_block(&kv, 3, saved.data());
+  std::vector<int32_t> loaded = {0, 3};
+  const int32_t tok = 13;
+  SeqInput sa{&tok, 1, 6, orig.data(), 2, false};
+  SeqInput sb{&tok, 1, 6, fork.data(), 2, false};
+  SeqInput sc{&tok, 1, 6, loaded.data(), 2, false};
+  ASSERT_TRUE(model.forward({sa}, &kv, &a).ok());
+  ASSERT_TRUE(model.forward({sb}, &kv, &b).ok());
+  ASSERT_TRUE(model.forward({sc}, &kv, &c).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+}
+
+TEST(GpuSplit, LayersThatDoNotFitAreRefusedWithBothSizes) {
+  testing::RandomSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 1024;
+  spec.n_vocab = 4096;  // an output head of 4 MiB in f32
+  const std::string path = testing::temp_path("split_big.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", "3", 1);
+  auto m = load_split(path, -1);
+  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(m.status().message().find("MiB of GPU memory"), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("has 3 MiB"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("--gpu-layers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace glm::model
