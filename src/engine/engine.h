@@ -103,8 +103,8 @@ struct Options {
   ProgressFn load_progress;  // load_engine: weight bytes in place of the total (may be empty)
   int n_threads = 0;         // 0 = physical cores
   // Where the model runs (model::LoadOptions::device: auto, cpu, vulkan, vulkan:N) and how many
-  // of its layers go to the GPU (-1 = all).
-  std::string device = "auto";
+  // of its layers go to the GPU (-1 = all). The commands' --device defaults to auto.
+  std::string device = "cpu";
   int gpu_layers = -1;
   // Called once, from the engine's loop, when the model cannot run any more (a lost GPU:
   // model::Model::health); the requests fail with that error. `glmserve engine` exits so that
