@@ -72,11 +72,13 @@ if [[ -x "$pack/bin/glmserve" ]]; then
   ldso="$(ls "$pack"/lib/ld-linux-x86-64.so.2)"
   run_packed() { "$ldso" --library-path "$pack/lib" "$@"; }
   glmserve() { run_packed "$pack/bin/glmserve" "$@"; }
+  glmserve_exec() { exec "$ldso" --library-path "$pack/lib" "$pack/bin/glmserve" "$@"; }
   llama_bench="$pack/bin/llama-bench" llama_quantize="$pack/bin/llama-quantize"
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
   run_packed() { "$@"; }
   glmserve() { "$here/build/glmserve" "$@"; }
+  glmserve_exec() { exec "$here/build/glmserve" "$@"; }
   llama_bench="${LLAMA_BENCH:-}" llama_quantize="${LLAMA_QUANTIZE:-}"
 fi
 # NVIDIA's Vulkan driver on the GPU machine (its README: the ICD is not where the loader looks).
@@ -112,12 +114,11 @@ for t in $types; do
 done
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# "pp tg" t/s of one glmserve run (its JSON) and of one llama-bench run (its CSV).
+# "pp tg" t/s of one glmserve run (the medians of its JSON) and of one llama-bench run (its CSV).
 ours() {
   glmserve bench engine --model "$1" -p 512 -n 128 -r 3 --bw-mb 0 --device vulkan --json 2>>"$out/ours.log" |
-    tee -a "$out/ours.jsonl" |
-    sed -n 's/.*"pp":{[^}]*"median":\([0-9.e+]*\).*/\1/p;s/.*"tg":{[^}]*"median":\([0-9.e+]*\).*/T\1/p' |
-    tr '\n' ' '
+    tee -a "$out/ours.jsonl" | tail -1 |
+    python3 -c 'import json, sys; j = json.loads(sys.stdin.read() or "{}"); print("%.2f T%.2f" % (j.get("pp", {}).get("tps_median", 0), j.get("tg", {}).get("tps_median", 0)))'
 }
 theirs() {
   [[ -n "$llama_bench" && -x "$llama_bench" ]] || return 0
@@ -149,23 +150,28 @@ for t in $types; do
 done
 
 # Time to first token of the latency study's question through the whole stack (HTTP, gateway,
-# socket, engine), FP16, as bench serve measures it: seed-study method, medians in its report.
+# socket, engine), FP16, with the seed study's method: bench serve measures its in-process
+# engine, serve's engine over its socket, and serve's gateway over HTTP, alternated.
 if [[ -n "${file[f16]:-}" ]]; then
   {
     echo
-    echo "Serving (bench serve --http against serve --device vulkan, ${preset} f16, the study's prompts):"
+    echo "Serving: bench serve --device vulkan --socket (serve's engine) --http (serve's gateway),"
+    echo "${preset} f16, the seed study's prompts and method:"
     echo '```'
   } | tee -a "$report"
-  port=18931
-  glmserve serve --model "${file[f16]}" --port "$port" --device vulkan --db "$work/c.db" \
-    >"$out/serve.log" 2>&1 &
+  # Port 0: serve picks a free one and names it in its ready line.
+  (glmserve_exec serve --model "${file[f16]}" --port 0 --device vulkan --db "$work/c.db" \
+    --socket "$work/e.sock" >"$out/serve.log" 2>&1) &
   serve_pid=$!
+  port=""
   for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    port=$(sed -n 's|.*open http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$out/serve.log" | head -1)
+    [[ -n "$port" ]] && break
     sleep 1
   done
-  glmserve bench serve --http "http://127.0.0.1:$port" --runs 10 --warmup 3 --no-sweep --no-turns \
-    2>&1 | tee -a "$report" || true
+  glmserve bench serve --model "${file[f16]}" --device vulkan --socket "$work/e.sock" \
+    --http "http://127.0.0.1:$port" --runs 10 --warmup 3 --no-sweep --no-turns 2>>"$out/serve.log" |
+    tee -a "$report" || true
   kill "$serve_pid" 2>/dev/null || true
   wait "$serve_pid" 2>/dev/null || true
   echo '```' | tee -a "$report"

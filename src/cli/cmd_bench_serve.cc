@@ -19,6 +19,7 @@
 #include "bench/report_html.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_common.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
 #include "gguf/gguf.h"
@@ -44,7 +45,8 @@ constexpr const char* kUsage =
     "  --report FILE.html  also write the results as one self-contained HTML page\n"
     "  --browser FILE      add the page's click-to-first-character to the report (the JSON\n"
     "                      that GLM_MEASURE_JSON=FILE node tests/browser/measure.mjs writes)\n"
-    "  --threads T --ctx-size N --max-batch B   engine options\n";
+    "  --threads T --ctx-size N --max-batch B   engine options\n"
+    "  --device D --gpu-layers N                where the model runs (default auto; docs/gpu.md)\n";
 
 struct Prompt {
   const char* name;
@@ -127,7 +129,8 @@ int cmd_bench_serve(int argc, char** argv) {
   auto args =
       Args::parse(argc, argv,
                   {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
-                   "socket", "threads", "ctx-size", "max-batch", "echo-delay", "report", "browser"},
+                   "socket", "threads", "ctx-size", "max-batch", "echo-delay", "report", "browser",
+                   "device", "gpu-layers"},
                   {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -212,6 +215,7 @@ int cmd_bench_serve(int argc, char** argv) {
     eo.n_ctx = static_cast<int>(*ctx);
     eo.max_batch = static_cast<int>(*max_batch);
     eo.max_queue = 1024;
+    if (Status st = device_flags(*args, &eo.device, &eo.gpu_layers); !st.ok()) return fail(st);
     auto loaded = engine::load_engine(eo);
     if (!loaded.ok()) return fail(loaded.status());
     engine = std::move(loaded).value();
