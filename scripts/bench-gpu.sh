@@ -40,6 +40,10 @@ if [[ "$cmd" == prepare ]]; then
   [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
   pack_exe "$here/build/glmserve"
   strip "$pack/bin/glmserve"
+  # patchelf points the carried programs at the carried loader there (serve starts its children
+  # as /proc/self/exe, so glmserve must run as itself, not through ld.so).
+  command -v patchelf >/dev/null || apt-get install -y -qq --no-install-recommends patchelf
+  pack_exe "$(command -v patchelf)"
   # The Vulkan loader glmserve dlopens, and the loader's own dependencies.
   cp -Ln /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$pack/lib/"
   if [[ -n "${1:-}" ]]; then
@@ -69,14 +73,18 @@ mkdir -p "$work"
 # The carried programs run through the carried dynamic loader and libraries, whatever the
 # machine's own are; without a pack (here), the build tree's.
 if [[ -x "$pack/bin/glmserve" ]]; then
-  ldso="$(ls "$pack"/lib/ld-linux-x86-64.so.2)"
-  run_packed() { "$ldso" --library-path "$pack/lib" "$@"; }
-  glmserve() { run_packed "$pack/bin/glmserve" "$@"; }
-  glmserve_exec() { exec "$ldso" --library-path "$pack/lib" "$pack/bin/glmserve" "$@"; }
+  ldso="$pack/lib/ld-linux-x86-64.so.2"
+  for exe in "$pack"/bin/*; do
+    [[ "$exe" == */patchelf ]] && continue
+    "$ldso" --library-path "$pack/lib" "$pack/bin/patchelf" --set-interpreter "$ldso" \
+      --set-rpath "$pack/lib" "$exe"
+  done
+  glmserve() { "$pack/bin/glmserve" "$@"; }
+  glmserve_exec() { exec "$pack/bin/glmserve" "$@"; }
   llama_bench="$pack/bin/llama-bench" llama_quantize="$pack/bin/llama-quantize"
+  # The Vulkan loader that glmserve dlopens, and what the drivers it loads need, from the pack.
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
-  run_packed() { "$@"; }
   glmserve() { "$here/build/glmserve" "$@"; }
   glmserve_exec() { exec "$here/build/glmserve" "$@"; }
   llama_bench="${LLAMA_BENCH:-}" llama_quantize="${LLAMA_QUANTIZE:-}"
