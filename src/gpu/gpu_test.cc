@@ -87,8 +87,8 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
 }
 
 // Matmul of every weight type against matmul_ref, on shapes with odd row counts, token counts
-// around the shader's 8-token tile, and (for the float types) rows whose length is not a
-// multiple of 32.
+// around the decode shader's 8-token tile and into the tiled one (a partial 64 x 32 tile), and
+// (for the float types) rows whose length is not a multiple of 32.
 struct MatmulCase {
   DType type;
   int n_cols;
@@ -108,7 +108,7 @@ TEST_P(GpuMatmul, EqualsReference) {
     }
     StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_rows, c.n_cols);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    for (int n_tokens : {1, 8, 13}) {
+    for (int n_tokens : {1, 8, 13, 40}) {  // 40: the tiled shader, a partial token tile
       const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 5);
       kernels::WeightView view;
       view.type = c.type;

@@ -27,7 +27,7 @@ void dispatch_1d(Stream& s, Shader shader, const void* push, size_t bytes, int64
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
                                int64_t n_cols) {
   Matrix m;
-  if (!matmul_shader(type, &m.shader)) {
+  if (!matmul_shader(type, &m.shader, &m.tiled)) {
     return unsupported(std::string("the GPU has no kernel for ") + dtype_name(type) + " weights");
   }
   m.type = type;
@@ -54,6 +54,24 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 }
 
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col) {
+  if (n_tokens >= kTiledMinTokens) {
+    struct {
+      Addr w, x, y;
+      uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col;
+    } p{w.buf.address(),
+        x,
+        y,
+        static_cast<uint32_t>(w.n_rows),
+        static_cast<uint32_t>(w.n_cols),
+        static_cast<uint32_t>(n_tokens),
+        static_cast<uint32_t>(w.row_bytes),
+        static_cast<uint32_t>(y_stride),
+        static_cast<uint32_t>(y_col)};
+    const int64_t gx = (w.n_rows + 63) / 64, gy = (n_tokens + 31) / 32;  // 64 x 32 tiles
+    GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups);
+    s.dispatch(w.tiled, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
+    return;
+  }
   struct {
     Addr w, x, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2;

@@ -23,8 +23,13 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  Shader shader = Shader::kMatmulF32;
+  Shader shader = Shader::kMatmulF32;      // few tokens (matmul.comp)
+  Shader tiled = Shader::kMatmulTiledF32;  // many tokens (matmul_tiled.comp)
 };
+
+// Token counts from which matmul() takes the tiled shader (it reads each weight block once per
+// 32 tokens instead of once per 8).
+inline constexpr int kTiledMinTokens = 16;
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
 // (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),
@@ -34,7 +39,7 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
 // Uploads n floats.
 StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
-// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul)
+// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul); tiled from kTiledMinTokens.
 //   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col);
 inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {

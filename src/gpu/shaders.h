@@ -12,29 +12,40 @@
 namespace glm::gpu {
 
 // X(enum name, spirv name): spirv name = the generated array's name (CMakeLists.txt).
-#define GLM_GPU_SHADERS(X)        \
-  X(kMatmulF32, matmul_f32)       \
-  X(kMatmulF16, matmul_f16)       \
-  X(kMatmulBF16, matmul_bf16)     \
-  X(kMatmulQ4_0, matmul_q4_0)     \
-  X(kMatmulQ4_1, matmul_q4_1)     \
-  X(kMatmulQ5_0, matmul_q5_0)     \
-  X(kMatmulQ5_1, matmul_q5_1)     \
-  X(kMatmulQ8_0, matmul_q8_0)     \
-  X(kMatmulQ4_K, matmul_q4_k)     \
-  X(kMatmulQ5_K, matmul_q5_k)     \
-  X(kMatmulQ6_K, matmul_q6_k)     \
-  X(kRmsNorm, rms_norm)           \
-  X(kRope, rope)                  \
-  X(kSwiglu, swiglu)              \
-  X(kAdd, add)                    \
-  X(kAddBias, add_bias)           \
-  X(kCopyRows, copy_rows)         \
-  X(kKvStoreF32, kv_store_f32)    \
-  X(kKvStoreF16, kv_store_f16)    \
-  X(kKvStoreQ8_0, kv_store_q8_0)  \
-  X(kAttentionF32, attention_f32) \
-  X(kAttentionF16, attention_f16) \
+#define GLM_GPU_SHADERS(X)               \
+  X(kMatmulF32, matmul_f32)              \
+  X(kMatmulF16, matmul_f16)              \
+  X(kMatmulBF16, matmul_bf16)            \
+  X(kMatmulQ4_0, matmul_q4_0)            \
+  X(kMatmulQ4_1, matmul_q4_1)            \
+  X(kMatmulQ5_0, matmul_q5_0)            \
+  X(kMatmulQ5_1, matmul_q5_1)            \
+  X(kMatmulQ8_0, matmul_q8_0)            \
+  X(kMatmulQ4_K, matmul_q4_k)            \
+  X(kMatmulQ5_K, matmul_q5_k)            \
+  X(kMatmulQ6_K, matmul_q6_k)            \
+  X(kMatmulTiledF32, matmul_tiled_f32)   \
+  X(kMatmulTiledF16, matmul_tiled_f16)   \
+  X(kMatmulTiledBF16, matmul_tiled_bf16) \
+  X(kMatmulTiledQ4_0, matmul_tiled_q4_0) \
+  X(kMatmulTiledQ4_1, matmul_tiled_q4_1) \
+  X(kMatmulTiledQ5_0, matmul_tiled_q5_0) \
+  X(kMatmulTiledQ5_1, matmul_tiled_q5_1) \
+  X(kMatmulTiledQ8_0, matmul_tiled_q8_0) \
+  X(kMatmulTiledQ4_K, matmul_tiled_q4_k) \
+  X(kMatmulTiledQ5_K, matmul_tiled_q5_k) \
+  X(kMatmulTiledQ6_K, matmul_tiled_q6_k) \
+  X(kRmsNorm, rms_norm)                  \
+  X(kRope, rope)                         \
+  X(kSwiglu, swiglu)                     \
+  X(kAdd, add)                           \
+  X(kAddBias, add_bias)                  \
+  X(kCopyRows, copy_rows)                \
+  X(kKvStoreF32, kv_store_f32)           \
+  X(kKvStoreF16, kv_store_f16)           \
+  X(kKvStoreQ8_0, kv_store_q8_0)         \
+  X(kAttentionF32, attention_f32)        \
+  X(kAttentionF16, attention_f16)        \
   X(kAttentionQ8_0, attention_q8_0)
 
 enum class Shader : int {
@@ -52,8 +63,9 @@ struct Spirv {
 };
 const Spirv& spirv(Shader shader);
 
-// The matmul variant for a weight type; false if the GPU has no kernel for it.
-bool matmul_shader(DType type, Shader* out);
+// The matmul variants for a weight type: the one for few tokens (decode) and the tiled one for
+// many (prefill); false if the GPU has no kernel for the type.
+bool matmul_shader(DType type, Shader* out, Shader* tiled);
 // The KV store and attention variants for a KV cache type (f32, f16, q8_0).
 bool kv_shaders(DType type, Shader* store, Shader* attention);
 
