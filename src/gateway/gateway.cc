@@ -210,10 +210,14 @@ void Gateway::install_middleware() {
       res.set_header("WWW-Authenticate", "Bearer");
       return true;
     }
-    // The APIs accept JSON bodies only: a cross-site form or text/plain POST (which browsers
-    // send without a CORS preflight) must not spend this machine's CPU on a generation.
+    // The APIs read every body as JSON, whatever its Content-Type claims (`curl -d` sends
+    // application/x-www-form-urlencoded; llama-server and Ollama accept it too): a body that
+    // does not parse is the route's 400. The one exception is a browser's: a cross-site form
+    // or text/plain POST (sent without a CORS preflight, and always with an Origin header)
+    // must not spend this machine's CPU on a generation, so a request with an Origin needs a
+    // JSON media type (the page and CORS clients send one).
     if (api && (req.method == "POST" || req.method == "PATCH" || req.method == "PUT")) {
-      if (!is_json_media_type(req.header("Content-Type"))) {
+      if (!is_json_media_type(req.header("Content-Type")) && !req.header("Origin").empty()) {
         set_json_error(res, invalid_argument("send the body as Content-Type: application/json"));
         res.status = 415;
         return true;
