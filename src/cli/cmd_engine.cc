@@ -19,6 +19,7 @@
 #include "core/unix_socket.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
+#include "serve/supervisor.h"
 #include "testing/echo_engine.h"
 
 namespace glm::cli {
@@ -191,10 +192,17 @@ int cmd_engine(int argc, char** argv) {
                                                             .count());
         d.set_engine(std::move(e).value());
       } else {
-        if (e.status().code() == ErrorCode::kOutOfMemory) {
+        // A file that is bad, missing or unsupported fails the same way on every try: exit
+        // code 3 tells serve not to restart (serve::kExitNoRetry). Memory may free up: 2.
+        const ErrorCode code = e.status().code();
+        const bool no_retry = code == ErrorCode::kBadFile || code == ErrorCode::kUnsupported ||
+                              code == ErrorCode::kNotFound || code == ErrorCode::kInvalidArgument;
+        if (code == ErrorCode::kOutOfMemory) {
           GLM_LOG_ERROR("engine: out of memory while loading the model; exiting with code 2");
         }
-        d.fail_loading(e.status(), e.status().code() == ErrorCode::kOutOfMemory ? 2 : 1);
+        d.fail_loading(e.status(), code == ErrorCode::kOutOfMemory ? 2
+                                   : no_retry                      ? serve::kExitNoRetry
+                                                                   : 1);
       }
     }
     loaded.store(true);

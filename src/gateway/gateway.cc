@@ -202,7 +202,7 @@ void Gateway::install_middleware() {
         return true;
       }
     }
-    if (api && !authorized(req)) {
+    if (api && !authorized(req, options_.api_key)) {
       set_json_error(res, Status(ErrorCode::kUnauthorized,
                                  "missing or wrong API key: send the header "
                                  "'Authorization: Bearer <key>' with the --api-key the "
@@ -261,11 +261,10 @@ void Gateway::install_middleware() {
       });
 }
 
-bool Gateway::authorized(const http::Request& req) const {
-  if (options_.api_key.empty()) return true;
+bool Gateway::authorized(const http::Request& req, const std::string& expected) {
+  if (expected.empty()) return true;
   // "Authorization: Bearer KEY" (the scheme is case-insensitive, RFC 9110), or Anthropic's
   // "x-api-key: KEY".
-  const std::string& expected = options_.api_key;
   std::string got = req.header("x-api-key");
   if (got.empty()) {
     const std::string& auth = req.header("Authorization");
@@ -311,6 +310,7 @@ void Gateway::write_error(http::Response& res, const Status& status,
 }
 
 std::string Gateway::model_name() {
+  if (!options_.model_name.empty() && !router_.several()) return options_.model_name;
   {
     std::lock_guard<std::mutex> lock(model_mutex_);
     if (!model_name_.empty()) return model_name_;
@@ -373,7 +373,8 @@ void Gateway::install_static_routes() {
     if (ev.ok() && ev->type == protocol::EventType::kHealth) {
       status = generation::health_name(ev->health);
       ready = ev->health == generation::Health::kReady;
-      j["model"] = ev->model;
+      j["model"] = options_.model_name.empty() ? ev->model : options_.model_name;
+      j["description"] = ev->model;  // the file's general.name (the page's demo badge reads it)
       j["n_ctx"] = ev->n_ctx;
       if (ev->load_total_bytes > 0) {
         j["load"] = {
@@ -394,7 +395,14 @@ void Gateway::install_static_routes() {
     res.set_content(dump_json(j), "application/json");
   });
 
-  server_->get("/metrics", [this](const http::Request&, http::Response& res) {
+  server_->get("/metrics", [this](const http::Request& http_req, http::Response& res) {
+    if (!authorized(http_req, options_.metrics_key)) {  // Prometheus: authorization.credentials
+      set_json_error(res, Status(ErrorCode::kUnauthorized,
+                                 "/metrics needs 'Authorization: Bearer <key>' with the key of "
+                                 "--metrics-key-file (or GLMSERVE_METRICS_KEY)"));
+      res.set_header("WWW-Authenticate", "Bearer");
+      return;
+    }
     // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
     // gateway's; absent when the engine does not answer within a second.
     protocol::Request req;
