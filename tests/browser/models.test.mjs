@@ -60,6 +60,12 @@ test('two models: the picker lists both, and the chosen one answers', async () =
     assert.equal(conv.messages[1].meta.model, 'glm4-tiny');
     const models = (await (await fetch(`${server.url}/v1/models`)).json()).data;
     assert.deepEqual(models.map((m) => [m.id, m.state]), [['chatglm3-tiny', 'unloaded'], ['glm4-tiny', 'loaded']]);
+    // The picker says so too, without a reload (it asks again when an answer starts and ends;
+    // its own timer would take 15 s, past this wait).
+    const option = pick.locator('option').nth(1);
+    for (let i = 0; i < 40 && /not loaded/.test(await option.textContent()); i++) await page.waitForTimeout(100);
+    assert.doesNotMatch(await option.textContent(), /not loaded/);
+    assert.match(await pick.locator('option').nth(0).textContent(), /not loaded/);
     // The choice is kept across a reload.
     await page.reload();
     await page.locator('#model-pick').waitFor();
@@ -70,13 +76,18 @@ test('two models: the picker lists both, and the chosen one answers', async () =
   }
 });
 
-test('one random-weight model: the header names it and says it is a demo', async () => {
+test('one random-weight model: the header names it as several models are named (file stem) and says it is a demo', async () => {
   const server = await startServe(a);
   try {
     const page = await open(server.url);
     await page.locator('#demo-badge').waitFor();
     assert.equal(await page.locator('#demo-badge').textContent(), 'random weights — demo');
-    assert.match(await page.locator('#model-name').textContent(), /random weights/);
+    assert.equal(await page.locator('#model-name').textContent(), 'chatglm3-tiny');
+    // The API names it by the same rule, so a client configured against a several-model serve
+    // finds it here too.
+    const models = (await (await fetch(`${server.url}/v1/models`)).json()).data;
+    assert.deepEqual(models.map((m) => m.id), ['chatglm3-tiny']);
+    assert.equal((await fetch(`${server.url}/v1/models/chatglm3-tiny`)).status, 200);
     assert.equal(await page.locator('#model-pick').isVisible(), false);
     await page.context().close();
   } finally {
