@@ -144,8 +144,9 @@ TEST_F(ServeEdgesTest, AModelThatCannotLoadStopsServeAtOnceWithTheReasonAndNoUrl
 
   const auto t0 = Clock::now();
   // stdout and stderr together, as a user's terminal shows them.
-  auto run = run_shell("timeout 120 " + std::string(GLMSERVE_BIN) + " serve --model " + model +
-                       " --port 0 --socket " + socket_ + " --db " + dir_ + "/c.db 2>&1");
+  auto run = run_shell("XDG_DATA_HOME=" + dir_ + " timeout 120 " + std::string(GLMSERVE_BIN) +
+                       " serve --model " + model + " --port 0 --socket " + socket_ + " --db " +
+                       dir_ + "/c.db 2>&1");
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(run.exit_code, 1) << run.out;
   EXPECT_LT(seconds, 20) << run.out;

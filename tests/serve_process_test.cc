@@ -103,9 +103,14 @@ class ServeProcessTest : public ::testing::Test {
     char tmpl[] = "/tmp/glm-serve-proc-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // serve keeps its KV disk cache under the data directory by default: the test's own.
+    ::setenv("XDG_DATA_HOME", dir_.c_str(), 1);
     socket_ = dir_ + "/e.sock";
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override {
+    ::unsetenv("XDG_DATA_HOME");
+    std::system(("rm -rf " + dir_).c_str());
+  }
 
   std::string dir_, socket_;
 };
