@@ -39,6 +39,7 @@ constexpr const char* kUsage =
     "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory)\n"
     "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
     "                       restarts: written when idle and on SIGTERM, read back on demand\n"
+    "                       (off without it; --kv-disk off: off, as for serve)\n"
     "  --kv-disk-max-mb N   bound on DIR's files, least recently used removed (default 4096)\n"
     "  --spec ngram|draft|off  speculative decoding: drafts from each answer's own context\n"
     "                       or a draft model, verified in the batch (greedy output unchanged;\n"
@@ -153,6 +154,7 @@ int cmd_engine(int argc, char** argv) {
   if (args->has("kv-disk") && eopts.kv_disk.empty()) {
     return fail(invalid_argument("--kv-disk: give a directory (it is created if missing)"));
   }
+  if (eopts.kv_disk == "off") eopts.kv_disk.clear();  // as serve's --kv-disk off
   dopts.drain_timeout = std::chrono::seconds(drain_s);
   dopts.max_line_bytes = static_cast<size_t>(max_line);
   dopts.max_connections = static_cast<int>(max_conn);
