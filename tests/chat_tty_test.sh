@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chat_tty_test.sh GLMSERVE MODEL: `glmserve chat` on a real terminal (tmux's pseudo-terminal),
 # typed at as a person would: an answer stopped with Ctrl-C keeps the session, a line edited with
-# the arrow keys is sent as edited and answered in the same session, /save writes the whole conversation, the history
+# the arrow keys is sent as edited and answered in the same session, a line typed while an answer
+# streams is kept in the history (Up), not glued into the answer, /save writes the whole conversation, the history
 # file keeps the lines (0600), Ctrl-D at the prompt quits with status 0.
 # No MODEL file: exit 77 (ctest: skipped).
 set -euo pipefail
@@ -61,19 +62,33 @@ wait_for '^> ?$'
 keys abc Left X Enter
 wait_for '^> abXc$'
 wait_for '^> ?$' 60
+# A line typed while an answer streams is neither glued into the answer nor sent nor lost: the
+# page says so after the answer, and Up brings it back at the prompt, where Enter sends it.
+keys why Enter
+wait_answer why
+keys "later words" Enter
+wait_for 'typed during the answer, not sent: "later words"' 60
+wait_for '^> ?$'
+keys Up Enter
+wait_answer "later words"
+wait_for '^> ?$' 60
 keys "/save $work/conv.json" Enter
-wait_for 'saved 4 messages'
+wait_for 'saved 8 messages'
 keys C-d
 wait_for '^EXIT=0$'
-# The saved conversation: both questions as typed, both (partial) answers non-empty.
+# The saved conversation: the questions as typed, the (partial) answers non-empty, and the
+# line typed during an answer in none of them.
 python3 - "$work/conv.json" <<'PY' || fail "saved conversation"
 import json, sys
 m = json.load(open(sys.argv[1]))["messages"]
-assert [x["role"] for x in m] == ["user", "assistant", "user", "assistant"], m
-assert m[0]["content"] == "hello" and m[2]["content"] == "abXc", m
-assert m[1]["content"] and m[3]["content"], m
+assert [x["role"] for x in m] == ["user", "assistant"] * 4, m
+assert [m[i]["content"] for i in (0, 2, 4, 6)] == ["hello", "abXc", "why", "later words"], m
+assert all(m[i]["content"] for i in (1, 3, 5, 7)), m
+assert not any("later" in m[i]["content"] for i in (1, 3, 5)), m
 PY
 hist="$work/state/glmserve/chat_history"
 [[ "$(stat -c %a "$hist")" == 600 ]] || fail "history file mode $(stat -c %a "$hist")"
-grep -qx hello "$hist" && grep -qx abXc "$hist" || fail "history lacks the typed lines"
+# (libedit writes a space in the history file as \040)
+grep -qx hello "$hist" && grep -qx abXc "$hist" && grep -qxE 'later( |\\040)words' "$hist" ||
+  fail "history lacks the typed lines"
 echo "chat_tty_test: ok"

@@ -32,11 +32,16 @@ class Chatglm1E2eTest : public ::testing::Test {
     char tmpl[] = "/tmp/glm-v1-e2e-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // serve keeps its KV disk cache under the data directory by default: the test's own.
+    ::setenv("XDG_DATA_HOME", dir_.c_str(), 1);
     model_ = dir_ + "/v1.gguf";
     const auto r = run_cli("gen-model --arch chatglm1 --preset tiny --seed 1 -o " + model_);
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override {
+    ::unsetenv("XDG_DATA_HOME");
+    std::system(("rm -rf " + dir_).c_str());
+  }
   std::string dir_, model_;
 };
 

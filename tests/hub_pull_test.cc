@@ -319,6 +319,7 @@ TEST_F(HubPullTest, AChecksumMismatchStoresNothing) {
   EXPECT_FALSE(fs::exists(stored("q8_0")));
   EXPECT_FALSE(fs::exists(stored("q8_0") + ".part"));
   EXPECT_FALSE(fs::exists(store_ + "/tiny-glm/q8_0.json"));
+  EXPECT_FALSE(fs::exists(store_ + "/tiny-glm")) << "a failed pull leaves no empty directory";
   Result l = run({"list", "--models-dir", store_});
   EXPECT_EQ(l.code, 0);
   EXPECT_EQ(l.out, "");
@@ -336,6 +337,7 @@ TEST_F(HubPullTest, AFileThatIsNotGgufIsRefused) {
   EXPECT_NE(r.err.find("not a usable GGUF"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(stored("q8_0")));
   EXPECT_FALSE(fs::exists(stored("q8_0") + ".part"));
+  EXPECT_FALSE(fs::exists(store_ + "/tiny-glm")) << "a failed pull leaves no empty directory";
 }
 
 TEST_F(HubPullTest, ChoosesByQuantizationAndListsChoices) {

@@ -105,6 +105,8 @@ class ServeModelsTest : public ::testing::Test {
     char tmpl[] = "/tmp/glm-serve-models-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // serve keeps its KV disk cache under the data directory by default: the test's own.
+    ::setenv("XDG_DATA_HOME", dir_.c_str(), 1);
     const std::string data = GLM_SHARED_DATA;
     const std::string v3 = data + "/tokenizers/chatglm3.tokenizer.model";
     const std::string v4 = data + "/tokenizers/glm4.tokenizer.model";
@@ -126,7 +128,10 @@ class ServeModelsTest : public ::testing::Test {
     ASSERT_GT(n_b_, 0);
     ASSERT_NE(n_a_, n_b_);
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override {
+    ::unsetenv("XDG_DATA_HOME");
+    std::system(("rm -rf " + dir_).c_str());
+  }
 
   // The prompt's token count on `model`, from `glmserve template` (no server involved).
   int prompt_tokens(const std::string& model) {

@@ -103,9 +103,14 @@ class ServeProcessTest : public ::testing::Test {
     char tmpl[] = "/tmp/glm-serve-proc-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // serve keeps its KV disk cache under the data directory by default: the test's own.
+    ::setenv("XDG_DATA_HOME", dir_.c_str(), 1);
     socket_ = dir_ + "/e.sock";
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override {
+    ::unsetenv("XDG_DATA_HOME");
+    std::system(("rm -rf " + dir_).c_str());
+  }
 
   std::string dir_, socket_;
 };
@@ -458,7 +463,7 @@ TEST_F(ServeProcessTest, OnTheGpuFourStreamsSurviveAKill9OfTheEngine) {
 }
 
 // A GPU lost in the middle of an answer (GLMSERVE_VULKAN_FAIL_AT_STEP, docs/gpu.md#failures):
-// the answers in flight end with a clear error naming the lost device, the engine exits (3),
+// the answers in flight end with a clear error naming the lost device, the engine exits (4),
 // serve starts a fresh one, and the next request is answered as before.
 TEST_F(ServeProcessTest, OnTheGpuALostDeviceFailsItsAnswersAndServeRecovers) {
   const std::string model = tiny_model(dir_);
@@ -483,7 +488,7 @@ TEST_F(ServeProcessTest, OnTheGpuALostDeviceFailsItsAnswersAndServeRecovers) {
   EXPECT_GE(failed.status, 500) << failed.body;
   EXPECT_NE(failed.body.find("VK_ERROR_DEVICE_LOST"), std::string::npos) << failed.body;
   ASSERT_TRUE(wait_until(
-      [&] { return serve.log().find("exited with code 3") != std::string::npos; }, 30000))
+      [&] { return serve.log().find("exited with code 4") != std::string::npos; }, 30000))
       << serve.log();
   // The restarted engine (the hook counts its own steps again: give it fewer than 12).
   ASSERT_TRUE(wait_until(

@@ -96,4 +96,52 @@ Status set_tools(const nlohmann::ordered_json& functions, const std::string& for
   return Status::Ok();
 }
 
+void ToolAnswerStream::route(std::vector<ToolDelta> deltas, std::vector<ToolDelta>* out) {
+  for (ToolDelta& d : deltas) {
+    if (d.kind == ToolDelta::Kind::kCallStart) in_call_ = true;
+    (in_call_ ? held_ : *out).push_back(std::move(d));
+  }
+}
+
+std::vector<ToolDelta> ToolAnswerStream::feed(const std::string& text) {
+  std::vector<ToolDelta> out;
+  route(stream_.feed(text), &out);
+  sent_any_ = sent_any_ || !out.empty();
+  return out;
+}
+
+std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome) {
+  std::vector<ToolDelta> out;
+  route(stream_.finish(), &out);
+  if (!in_call_ && !sent_any_ && outcome == Outcome::kLength) {
+    // All of the answer was held as a possible name line: a call cut before its name was whole.
+    const ToolAnswer a = join_tool_deltas(out);
+    const bool name_prefix = std::any_of(names_.begin(), names_.end(), [&](const std::string& n) {
+      return !a.content.empty() && n.size() >= a.content.size() &&
+             n.compare(0, a.content.size(), a.content) == 0;
+    });
+    if (name_prefix) {
+      cut_call_ = true;
+      return {};
+    }
+  }
+  if (!in_call_) return out;
+  if (outcome == Outcome::kLength) {
+    cut_call_ = true;
+  } else {
+    sent_call_ = true;
+    for (ToolDelta& d : held_) out.push_back(std::move(d));
+  }
+  held_.clear();
+  return out;
+}
+
+ToolAnswer read_whole_answer(const std::vector<std::string>& names, const std::string& text,
+                             Outcome outcome) {
+  ToolAnswerStream s(names);
+  std::vector<ToolDelta> d = s.feed(text);
+  for (ToolDelta& x : s.finish(outcome)) d.push_back(std::move(x));
+  return join_tool_deltas(d);
+}
+
 }  // namespace glm::api

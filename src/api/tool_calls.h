@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/outcome.h"
 #include "core/status.h"
 #include "protocol/protocol.h"
 #include "tokenizer/tool_call_stream.h"
@@ -41,5 +42,41 @@ using tok::read_tool_answer;
 using tok::ToolAnswer;
 using tok::ToolCallStream;
 using tok::ToolDelta;
+
+// What every route sends of an answer read for tool calls: a call goes out only whole. Plain
+// content flows as ToolCallStream gives it; a call's deltas (its start, its arguments) are held
+// until the answer ends, then sent if it ended by itself (stop), and dropped if max_tokens cut it
+// (length), as is an answer cut while it could still be a call's name line ("get_wea"): a cut
+// call is no call, so a client never receives the model's unfinished syntax
+// ("```python\ntool_c") or a partial JSON as arguments, nor an input missing its required
+// fields, and the length finish reason says why there is nothing (docs/gateway.md, "Tool
+// calls"). The streamed and non-streamed answers are the same deltas (read_whole_answer).
+// Not thread-safe; one per answer. Cost: O(text); a call's text is held (bounded by max_tokens).
+class ToolAnswerStream {
+ public:
+  explicit ToolAnswerStream(std::vector<std::string> names) : names_(names), stream_(names) {}
+  std::vector<ToolDelta> feed(const std::string& text);
+  // The held call when `outcome` is kStop (none for kLength), and what the reader held back.
+  std::vector<ToolDelta> finish(Outcome outcome);
+  // A whole call was sent (after finish).
+  bool is_call() const { return sent_call_; }
+  // The answer was a call that max_tokens cut (after finish): nothing of it was sent.
+  bool cut_call() const { return cut_call_; }
+
+ private:
+  void route(std::vector<ToolDelta> deltas, std::vector<ToolDelta>* out);
+
+  std::vector<std::string> names_;
+  ToolCallStream stream_;
+  std::vector<ToolDelta> held_;  // the call's deltas, until the answer ends
+  bool in_call_ = false;
+  bool sent_any_ = false;  // feed() returned something (the reader decided: content)
+  bool sent_call_ = false;
+  bool cut_call_ = false;
+};
+
+// A whole answer as ToolAnswerStream sends it: feed(text), finish(outcome), joined.
+ToolAnswer read_whole_answer(const std::vector<std::string>& names, const std::string& text,
+                             Outcome outcome);
 
 }  // namespace glm::api

@@ -163,6 +163,7 @@ int cmd_chat(int argc, char** argv) {
       continue;
     }
     bool stopped = false;
+    TypeAhead type_ahead(tty);  // keys typed now go to the history, not into the answer
     while (!gen.wait_for(50)) {
       if (g_interrupted.exchange(false) && !stopped) {
         engine.cancel(request_id);  // the answer ends with finish_reason cancelled
@@ -170,8 +171,14 @@ int cmd_chat(int argc, char** argv) {
       }
     }
     const engine::Event done = gen.wait();
+    const std::string typed = type_ahead.take();
     if (stopped && tty) std::fputs(" [stopped]", stdout);
     std::fputc('\n', stdout);
+    if (!typed.empty()) {  // not sent, not lost: Up at the prompt brings it back
+      reader.remember(typed);
+      std::printf("(typed during the answer, not sent: \"%s\"; press Up to edit and send it)\n",
+                  typed.c_str());
+    }
     std::fflush(stdout);
     if (done.type == engine::EventType::kError) {
       history.pop_back();

@@ -19,6 +19,7 @@
 #include "core/unix_socket.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
+#include "serve/supervisor.h"
 #include "testing/echo_engine.h"
 
 namespace glm::cli {
@@ -38,6 +39,7 @@ constexpr const char* kUsage =
     "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory)\n"
     "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
     "                       restarts: written when idle and on SIGTERM, read back on demand\n"
+    "                       (off without it; --kv-disk off: off, as for serve)\n"
     "  --kv-disk-max-mb N   bound on DIR's files, least recently used removed (default 4096)\n"
     "  --spec ngram|draft|off  speculative decoding: drafts from each answer's own context\n"
     "                       or a draft model, verified in the batch (greedy output unchanged;\n"
@@ -157,6 +159,7 @@ int cmd_engine(int argc, char** argv) {
   if (args->has("kv-disk") && eopts.kv_disk.empty()) {
     return fail(invalid_argument("--kv-disk: give a directory (it is created if missing)"));
   }
+  if (eopts.kv_disk == "off") eopts.kv_disk.clear();  // as serve's --kv-disk off
   dopts.drain_timeout = std::chrono::seconds(drain_s);
   dopts.max_line_bytes = static_cast<size_t>(max_line);
   dopts.max_connections = static_cast<int>(max_conn);
@@ -175,9 +178,9 @@ int cmd_engine(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   // Health answers "loading" with these bytes until the engine is set.
   eopts.load_progress = [&d](uint64_t done, uint64_t total) { d.set_load_progress(done, total); };
-  // A lost GPU: drain (the requests in flight fail with the reason) and exit 3, so that serve
+  // A lost GPU: drain (the requests in flight fail with the reason) and exit 4, so that serve
   // or systemd starts a fresh engine (docs/gpu.md#failures).
-  eopts.on_fatal = [&d](const Status& st) { d.fail_running(st, 3); };
+  eopts.on_fatal = [&d](const Status& st) { d.fail_running(st, serve::kExitDeviceLost); };
   d.start();
   GLM_LOG_INFO("engine: listening on %s; loading %s", dopts.socket_path.c_str(),
                echo ? "the echo engine" : model_path.c_str());
@@ -199,10 +202,17 @@ int cmd_engine(int argc, char** argv) {
                                                             .count());
         d.set_engine(std::move(e).value());
       } else {
-        if (e.status().code() == ErrorCode::kOutOfMemory) {
+        // A file that is bad, missing or unsupported fails the same way on every try: exit
+        // code 3 tells serve not to restart (serve::kExitNoRetry). Memory may free up: 2.
+        const ErrorCode code = e.status().code();
+        const bool no_retry = code == ErrorCode::kBadFile || code == ErrorCode::kUnsupported ||
+                              code == ErrorCode::kNotFound || code == ErrorCode::kInvalidArgument;
+        if (code == ErrorCode::kOutOfMemory) {
           GLM_LOG_ERROR("engine: out of memory while loading the model; exiting with code 2");
         }
-        d.fail_loading(e.status(), e.status().code() == ErrorCode::kOutOfMemory ? 2 : 1);
+        d.fail_loading(e.status(), code == ErrorCode::kOutOfMemory ? 2
+                                   : no_retry                      ? serve::kExitNoRetry
+                                                                   : 1);
       }
     }
     loaded.store(true);

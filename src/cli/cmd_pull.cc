@@ -5,12 +5,16 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
 #include "core/progress.h"
 #include "hub/pull.h"
+#include "hub/store.h"
 
 namespace glm::cli {
 
@@ -47,6 +51,16 @@ std::string mb(uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(n) / 1e6);
   return buf;
+}
+
+// The names of the directories in `dir` (none if it does not exist).
+std::set<std::string> subdirs(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec)) out.insert(e.path().filename().string());
+  }
+  return out;
 }
 
 }  // namespace
@@ -109,9 +123,20 @@ int cmd_pull(int argc, char** argv) {
   o.download.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   o.download.note = [&](const std::string& s) { progress.note(s); };
   o.note = o.download.note;
+  auto store = hub::store_dir(o.models_dir);
+  const std::set<std::string> dirs_before = store.ok() ? subdirs(*store) : std::set<std::string>{};
   StatusOr<hub::PullResult> r = hub::pull(o);
   progress.finish();
-  if (!r.ok()) return fail(r.status());
+  if (!r.ok()) {
+    // A pull that failed before it wrote anything leaves no empty store/NAME/ behind (one
+    // holding a .part stays: the next pull resumes it).
+    if (store.ok()) {
+      for (const std::string& d : subdirs(*store)) {
+        if (dirs_before.count(d) == 0) ::rmdir((*store + "/" + d).c_str());  // only when empty
+      }
+    }
+    return fail(r.status());
+  }
   if (r->already_present) {
     std::fprintf(stderr, "%s is up to date (%s from %s)\n", r->name.str().c_str(),
                  r->file.path.c_str(), o.repo.c_str());

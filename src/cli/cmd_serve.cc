@@ -7,6 +7,7 @@
 // engine child per model, started and stopped by serve's ModelManager, which the gateway asks
 // through serve's control socket (serve/model_manager.h, docs/operations.md "Several models").
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate_common.h"
+#include "cli/secret.h"
 #include "core/log.h"
 #include "core/unix_socket.h"
 #include "http/listen.h"
@@ -63,17 +66,50 @@ constexpr const char* kUsage =
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --socket-mode\n"
     "  --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
     "  --kv f16|f32|q8_0 (the KV cache's element type; q8_0: about half the memory)\n"
-    "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md)\n"
+    "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md; on by\n"
+    "  default in $XDG_DATA_HOME/glmserve/kv-cache, else ~/.local/share/glmserve/kv-cache,\n"
+    "  at most 4096 MB; --kv-disk off turns it off)\n"
     "  --spec ngram|draft|off, --draft M.gguf (speculative decoding; the draft model must share\n"
     "  the vocabulary of every served model)\n"
     "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
-    "web flags, passed on: --db --api-key --cors --max-body --web-threads (web's --threads)\n";
+    "web flags, passed on: --db --cors --max-body --web-threads (web's --threads)\n"
+    "  --api-key-file F (or GLMSERVE_API_KEY; --api-key K, blanked once read) and\n"
+    "  --metrics-key-file F (or GLMSERVE_METRICS_KEY): passed to the gateway in its\n"
+    "  environment, never on a command line (docs/operations.md, \"Secrets\")\n";
 
 const char* const kEngineFlags[] = {
-    "threads",  "ctx-size",        "max-batch", "max-queue",  "socket-mode", "drain-timeout",
-    "max-line", "max-connections", "log-level", "echo-delay", "kv-disk",     "kv-disk-max-mb",
-    "spec",     "draft",           "kv",        "device",     "gpu-layers"};
-const char* const kWebFlags[] = {"db", "api-key", "cors", "max-body"};
+    "threads",        "ctx-size", "max-batch",       "max-queue", "socket-mode",
+    "drain-timeout",  "max-line", "max-connections", "log-level", "echo-delay",
+    "kv-disk-max-mb", "spec",     "draft",           "kv",        "device",
+    "gpu-layers"};
+const char* const kWebFlags[] = {"db", "cors", "max-body"};
+// Read by serve and handed to the gateway in its environment (ChildSpec::env), never in argv.
+const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file"};
+
+// The KV disk cache's directory: --kv-disk DIR, else (on by default: serve keeps its state
+// under the user's data directory) $XDG_DATA_HOME/glmserve/kv-cache, else
+// ~/.local/share/glmserve/kv-cache, created 0700; "" when --kv-disk off (or no home).
+std::string kv_disk_dir(const Args& args) {
+  std::string dir;
+  if (args.has("kv-disk")) {
+    dir = args.get("kv-disk");
+    if (dir == "off") return "";
+  } else {
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg != nullptr && *xdg != '\0') {
+      dir = std::string(xdg) + "/glmserve/kv-cache";
+    } else if (home != nullptr && *home != '\0') {
+      dir = std::string(home) + "/.local/share/glmserve/kv-cache";
+    } else {
+      return "";
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failure: the engine says so and runs on
+  ::chmod(dir.c_str(), 0700);
+  return dir;
+}
 
 // A private directory for the socket: created 0700, or an existing one owned by us and not
 // writable by others (a shared /tmp must not let another user plant a socket for us).
@@ -128,14 +164,28 @@ std::string engine_health(const std::string& socket, const std::string& instance
   return status;
 }
 
+// True if `fd` is still the file at `path` (not unlinked or replaced since it was opened).
+bool same_file(int fd, const std::string& path) {
+  struct stat a, b;
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
 // One serve per engine socket: an exclusive flock on PATH.lock, held (close-on-exec, so by
-// this process alone) until serve exits; the file keeps the owner's pid for the message.
+// this process alone) until serve exits, which removes the file (unlock_socket_path); the file
+// keeps the owner's pid for the message. A lock taken on a file its owner removed meanwhile is
+// not a lock (another serve may have made a new one): taken again on the file now there.
 StatusOr<int> lock_socket_path(const std::string& socket) {
   const std::string path = socket + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return invalid_argument("cannot create the lock file " + path + " (" + std::strerror(errno) +
-                            "); give --socket a path in a writable directory");
+  int fd = -1;
+  for (int attempt = 0;; ++attempt) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return invalid_argument("cannot create the lock file " + path + " (" + std::strerror(errno) +
+                              "); give --socket a path in a writable directory");
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || same_file(fd, path) || attempt >= 10) break;
+    ::close(fd);
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {0};
@@ -153,6 +203,34 @@ StatusOr<int> lock_socket_path(const std::string& socket) {
     GLM_LOG_WARN("serve: cannot write the pid into %s", path.c_str());
   }
   return fd;
+}
+
+// Removes the lock file while still holding its lock (a serve that opens it meanwhile sees it
+// gone by same_file and retries), then releases it.
+void unlock_socket_path(const std::string& socket, int fd) {
+  const std::string path = socket + ".lock";
+  if (same_file(fd, path)) ::unlink(path.c_str());
+  ::close(fd);
+}
+
+// Lock files that no serve holds in serve's own socket directory (left by a serve that was
+// killed): removed, each under its lock, so they do not pile up there.
+void remove_stale_locks(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("engine-", 0) != 0 || name.size() < 10 ||
+        name.compare(name.size() - 10, 10, ".sock.lock") != 0) {
+      continue;
+    }
+    const std::string path = dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, path)) ::unlink(path.c_str());
+    ::close(fd);
+  }
+  ::closedir(d);
 }
 
 // True if the gateway answers GET /health with 200 through the listening socket `listen_fd`
@@ -225,6 +303,17 @@ std::string sibling_socket(const std::string& base, const std::string& part) {
   return (sock ? base.substr(0, base.size() - 5) : base) + "." + part + ".sock";
 }
 
+// The name a served model answers to, one rule for one model and several: a store name as given
+// ("chatglm3-6b:q4_0"), else the file's stem ("chatglm3-6b.q4_0" for .../chatglm3-6b.q4_0.gguf).
+// `value` is the --model as typed, `path` the file it resolved to.
+std::string served_name(const std::string& value, const std::string& path) {
+  if (path != value && hub::parse_model_name(value)) return hub::parse_model_name(value)->str();
+  std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
+    name.resize(name.size() - 5);
+  return name;
+}
+
 // The models of a several-model serve: each --model (a path, named by its file's stem, or a store
 // name, named by it), or every model of the store.
 StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
@@ -255,15 +344,7 @@ StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
     if (::stat(path->c_str(), &st) != 0 || ::access(path->c_str(), R_OK) != 0) {
       return not_found("cannot read model file '" + *path + "'");
     }
-    std::string name;
-    if (*path != value && hub::parse_model_name(value)) {
-      name = hub::parse_model_name(value)->str();
-    } else {
-      name = path->substr(path->rfind('/') == std::string::npos ? 0 : path->rfind('/') + 1);
-      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
-        name.resize(name.size() - 5);
-      }
-    }
+    const std::string name = served_name(value, *path);
     for (const auto& m : out) {
       if (m.name == name) {
         return invalid_argument("two --model values are both named '" + name +
@@ -277,13 +358,15 @@ StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
 
 // The `glmserve web` child: the engine socket (the default model's with several) and the flags
 // serve passes on.
-serve::ChildSpec web_child(const Args& args, const std::string& socket, const std::string& host,
-                           int64_t port, int listen_fd, int64_t drain_s) {
+serve::ChildSpec web_child(const Args& args, const std::vector<std::string>& secrets,
+                           const std::string& socket, const std::string& host, int64_t port,
+                           int listen_fd, int64_t drain_s) {
   serve::ChildSpec web{"web",
                        "/proc/self/exe",
                        {"glmserve", "web", "--engine", socket, "--port", std::to_string(port),
                         "--host", host, "--listen-fd", "3"},
                        listen_fd};
+  web.env = secrets;
   for (const char* f : kWebFlags) {
     if (args.has(f)) {
       web.argv.push_back(std::string("--") + f);
@@ -303,9 +386,10 @@ serve::ChildSpec web_child(const Args& args, const std::string& socket, const st
 
 // Several models: engines 0..n-1 on demand (ModelManager), the gateway last, which asks serve's
 // control socket (BASE.control.sock) for each request's engine.
-int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
-                  const std::string& socket, const std::string& instance, int listen_fd,
-                  const std::string& host, int64_t port, int64_t drain_s) {
+int serve_several(const Args& args, const std::vector<std::string>& secrets,
+                  std::vector<serve::ManagedModel> models, const std::string& socket,
+                  const std::string& instance, int listen_fd, const std::string& host, int64_t port,
+                  int64_t drain_s) {
   serve::ManagerOptions mo;
   mo.instance = instance;
   auto keep = parse_duration_s("keep-alive", args.get("keep-alive", "5m"));
@@ -326,9 +410,7 @@ int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
   if (*wait_s < 1) return fail(invalid_argument("--load-wait must be >= 1 (seconds)"));
   mo.wait_ms = static_cast<int>(std::min<int64_t>(*wait_s, 86400) * 1000);
 
-  if (args.has("kv-disk") && !args.get("kv-disk").empty()) {
-    ::mkdir(args.get("kv-disk").c_str(), 0700);  // each engine creates its DIR/NAME below it
-  }
+  const std::string kv_dir = kv_disk_dir(args);  // each engine creates its DIR/NAME below it
   std::vector<serve::ChildSpec> children;
   for (size_t i = 0; i < models.size(); ++i) {
     models[i].socket = sibling_socket(socket, "m" + std::to_string(i));
@@ -341,15 +423,18 @@ int serve_several(const Args& args, std::vector<serve::ManagedModel> models,
     for (const char* f : kEngineFlags) {
       if (args.has(f)) {
         engine.argv.push_back(std::string("--") + f);
-        // Each model's KV cache in its own directory: one model's cache means nothing to another.
-        engine.argv.push_back(std::string(f) == "kv-disk" ? args.get(f) + "/" + models[i].name
-                                                          : args.get(f));
+        engine.argv.push_back(args.get(f));
       }
+    }
+    if (!kv_dir.empty()) {
+      // Each model's KV cache in its own directory: one model's cache means nothing to another.
+      engine.argv.push_back("--kv-disk");
+      engine.argv.push_back(kv_dir + "/" + models[i].name);
     }
     children.push_back(std::move(engine));
   }
   const std::string control = sibling_socket(socket, "control");
-  serve::ChildSpec web = web_child(args, models[0].socket, host, port, listen_fd, drain_s);
+  serve::ChildSpec web = web_child(args, secrets, models[0].socket, host, port, listen_fd, drain_s);
   web.argv.push_back("--models-control");
   web.argv.push_back(control);
   children.push_back(std::move(web));
@@ -396,8 +481,19 @@ int cmd_serve(int argc, char** argv) {
                                  "max-loaded", "max-memory-mb", "load-wait"};
   for (const char* f : kEngineFlags) known.insert(f);
   for (const char* f : kWebFlags) known.insert(f);
+  for (const char* f : kSecretFlags) known.insert(f);
+  known.insert("kv-disk");
   auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
+  blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
+  // The gateway's secrets, for its environment: a command line is readable by every local user.
+  std::vector<std::string> secrets;
+  auto api_key = read_secret(*args, {"api-key", "api-key-file", "GLMSERVE_API_KEY"});
+  if (!api_key.ok()) return fail(api_key.status());
+  auto metrics_key = read_secret(*args, {nullptr, "metrics-key-file", "GLMSERVE_METRICS_KEY"});
+  if (!metrics_key.ok()) return fail(metrics_key.status());
+  if (!api_key->empty()) secrets.push_back("GLMSERVE_API_KEY=" + *api_key);
+  if (!metrics_key->empty()) secrets.push_back("GLMSERVE_METRICS_KEY=" + *metrics_key);
   const bool echo = args->has("echo");
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
@@ -438,10 +534,16 @@ int cmd_serve(int argc, char** argv) {
   if (socket.empty()) {
     auto dir = socket_dir();
     if (!dir.ok()) return fail(dir.status());
+    remove_stale_locks(*dir);
     socket = *dir + "/engine-" + std::to_string(*port) + ".sock";
   }
   auto lock = lock_socket_path(socket);
   if (!lock.ok()) return fail(lock.status());
+  struct Unlock {  // on every return from here: the lock file goes with serve
+    std::string socket;
+    int fd;
+    ~Unlock() { unlock_socket_path(socket, fd); }
+  } unlock{socket, *lock};
   auto drain_s = args->get_int("drain-timeout", 30);
   if (!drain_s.ok()) return fail(drain_s.status());
 
@@ -453,8 +555,8 @@ int cmd_serve(int argc, char** argv) {
   std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   const std::string instance = token;
   if (several) {
-    return serve_several(*args, std::move(models), socket, instance, listen_fd, host, *port,
-                         *drain_s);
+    return serve_several(*args, secrets, std::move(models), socket, instance, listen_fd, host,
+                         *port, *drain_s);
   }
   serve::ChildSpec engine{
       "engine", self, {"glmserve", "engine", "--socket", socket, "--instance", instance}};
@@ -470,9 +572,20 @@ int cmd_serve(int argc, char** argv) {
       engine.argv.push_back(args->get(f));
     }
   }
+  if (!echo) {
+    if (const std::string kv_dir = kv_disk_dir(*args); !kv_dir.empty()) {
+      engine.argv.push_back("--kv-disk");
+      engine.argv.push_back(kv_dir);
+    }
+  }
   std::vector<serve::ChildSpec> children = {engine};
   if (with_web) {
-    children.push_back(web_child(*args, socket, host, *port, listen_fd, *drain_s));
+    serve::ChildSpec web = web_child(*args, secrets, socket, host, *port, listen_fd, *drain_s);
+    if (!echo) {  // named as with several models, not by the file's description
+      web.argv.push_back("--model-name");
+      web.argv.push_back(served_name(args->get_all("model").back(), args->get("model")));
+    }
+    children.push_back(std::move(web));
   }
 
   serve::SupervisorOptions options;

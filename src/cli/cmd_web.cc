@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/secret.h"
 #include "core/log.h"
 #include "gateway/assets.h"
 #include "gateway/gateway.h"
@@ -19,7 +20,8 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: glmserve web --engine SOCKET [--port 8080] [--host 127.0.0.1] [--db PATH]\n"
-    "                    [--api-key KEY] [--cors ORIGIN] [--max-body BYTES] [--threads N]\n"
+    "                    [--api-key-file F] [--metrics-key-file F] [--cors ORIGIN]\n"
+    "                    [--max-body BYTES] [--threads N]\n"
     "                    [--queue N] [--max-conns-per-ip N] [--listen-fd FD]\n"
     "                    [--drain-timeout S]\n"
     "\n"
@@ -34,8 +36,12 @@ constexpr const char* kHelp =
     "  --host H          address to bind (default 127.0.0.1: this machine only)\n"
     "  --db PATH         conversation database (SQLite; default\n"
     "                    ~/.local/share/glmserve/conversations.db)\n"
-    "  --api-key KEY     require 'Authorization: Bearer KEY' on /v1 and /api (default: the\n"
-    "                    GLMSERVE_API_KEY environment variable, else no key)\n"
+    "  --api-key-file F  require 'Authorization: Bearer KEY' on /v1 and /api, KEY the first\n"
+    "                    line of F (default: the GLMSERVE_API_KEY environment variable, else\n"
+    "                    no key); --api-key KEY works too, but a command line is readable by\n"
+    "                    every local user (it is blanked once read)\n"
+    "  --metrics-key-file F  /metrics needs 'Authorization: Bearer KEY' too, KEY the first\n"
+    "                    line of F (or GLMSERVE_METRICS_KEY); default: /metrics is open\n"
     "  --cors ORIGIN     allow this browser origin ('*' for any) to call /v1; default off\n"
     "  --max-body BYTES  largest request body (default 1048576)\n"
     "  --threads N       requests handled at once; each streaming answer holds one (default 256)\n"
@@ -44,6 +50,8 @@ constexpr const char* kHelp =
     "                    loopback --host every client is 127.0.0.1: no per-address limit)\n"
     "  --listen-fd FD    serve on this inherited listening socket instead of binding --port\n"
     "                    (glmserve serve opens the port and passes it to the gateway it runs)\n"
+    "  --model-name NAME the model's name in /v1/models and answers (default: the engine's,\n"
+    "                    its file's general.name; serve gives its store name or file stem)\n"
     "  --drain-timeout S seconds SIGTERM waits for the answers in progress to finish (default\n"
     "                    30); past it, the page's answers are stored as interrupted\n";
 
@@ -77,9 +85,15 @@ int cmd_web(int argc, char** argv) {
   }
   auto args =
       Args::parse(argc, argv,
-                  {"engine", "models-control", "port", "host", "db", "api-key", "cors", "max-body",
-                   "threads", "queue", "max-conns-per-ip", "listen-fd", "drain-timeout"});
+                  {"engine", "models-control", "port", "host", "db", "api-key", "api-key-file",
+                   "metrics-key-file", "cors", "max-body", "threads", "queue", "max-conns-per-ip",
+                   "listen-fd", "drain-timeout", "model-name"});
+  blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
+  auto api_key = read_secret(*args, {"api-key", "api-key-file", "GLMSERVE_API_KEY"});
+  if (!api_key.ok()) return fail(api_key.status());
+  auto metrics_key = read_secret(*args, {nullptr, "metrics-key-file", "GLMSERVE_METRICS_KEY"});
+  if (!metrics_key.ok()) return fail(metrics_key.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
   auto port = args->get_int("port", 8080);
@@ -117,8 +131,9 @@ int cmd_web(int argc, char** argv) {
   opt.listen_fd = static_cast<int>(*listen_fd);
   opt.host = args->get("host", "127.0.0.1");
   opt.db_path = args->has("db") ? args->get("db") : default_db_path();
-  const char* env_key = std::getenv("GLMSERVE_API_KEY");
-  opt.api_key = args->get("api-key", env_key ? env_key : "");
+  opt.model_name = args->get("model-name");
+  opt.api_key = *api_key;
+  opt.metrics_key = *metrics_key;
   opt.cors_origin = args->get("cors", "");
   opt.max_body_bytes = static_cast<size_t>(*max_body);
   opt.threads = static_cast<int>(*threads);
@@ -139,10 +154,17 @@ int cmd_web(int argc, char** argv) {
   if (!gw.ok()) return fail(gw.status());
   auto bound = (*gw)->bind();
   if (!bound.ok()) return fail(bound.status());
-  std::printf("glmserve web: http://%s:%d/ (engine %s, %zu KB page gzip, db %s)\n",
-              opt.host.c_str(), *bound, opt.engine_socket.c_str(),
-              gateway::assets_gzip_bytes() / 1024, opt.db_path.c_str());
-  std::fflush(stdout);
+  if (opt.listen_fd < 0) {
+    std::printf("glmserve web: http://%s:%d/ (engine %s, %zu KB page gzip, db %s)\n",
+                opt.host.c_str(), *bound, opt.engine_socket.c_str(),
+                gateway::assets_gzip_bytes() / 1024, opt.db_path.c_str());
+    std::fflush(stdout);
+  } else {
+    // Under serve (or a socket-activating manager): the owner of the socket says where to go
+    // once everything serves (serve: "ready: ... open http://..."), never before.
+    GLM_LOG_INFO("web: serving on the inherited socket (fd %d; engine %s, db %s)", opt.listen_fd,
+                 opt.engine_socket.c_str(), opt.db_path.c_str());
+  }
   gateway::Gateway* g = gw->get();
   std::thread waiter([g, stop_signals] {
     int sig = 0;

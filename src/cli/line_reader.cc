@@ -3,6 +3,7 @@
 // libedit's readline-compatible interface (Debian libedit-dev).
 #include <editline/readline.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,61 @@ LineReader::~LineReader() {
   const mode_t old = umask(077);
   write_history(history_path_.c_str());
   umask(old);
+}
+
+TypeAhead::TypeAhead(bool tty) {
+  if (!tty || ::tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+  termios quiet = saved_;
+  quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO | ICANON);
+  quiet.c_cc[VMIN] = 0;
+  quiet.c_cc[VTIME] = 0;
+  active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &quiet) == 0;
+}
+
+TypeAhead::~TypeAhead() { restore(); }
+
+void TypeAhead::restore() {
+  if (active_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  active_ = false;
+}
+
+std::string TypeAhead::take() {
+  if (!active_) return "";
+  std::string raw;
+  char buf[4096];
+  for (;;) {  // VMIN = VTIME = 0: returns what is there, 0 when nothing is
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
+    if (n <= 0 || raw.size() > (1 << 16)) break;
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  restore();
+  std::string line;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(raw[i]);
+    if (c == 0x1b) {  // ESC [ ... final byte, or ESC x: a key we do not replay
+      if (i + 1 < raw.size() && (raw[i + 1] == '[' || raw[i + 1] == 'O')) {
+        i += 2;
+        while (i < raw.size() && !(raw[i] >= 0x40 && raw[i] <= 0x7e)) ++i;
+      } else {
+        ++i;
+      }
+    } else if (c == 0x7f || c == 0x08) {  // Backspace: one UTF-8 character back
+      while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xc0) == 0x80) {
+        line.pop_back();
+      }
+      if (!line.empty()) line.pop_back();
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      if (!line.empty() && line.back() != ' ') line += ' ';
+    } else if (c >= 0x20) {
+      line += static_cast<char>(c);
+    }
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+void LineReader::remember(const std::string& line) {
+  if (edit_ && !line.empty()) add_history(line.c_str());
 }
 
 std::optional<std::string> LineReader::read(const char* prompt) {

@@ -12,9 +12,11 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// The partial answer is written to the database at most this often while streaming, so a
-// gateway crash loses at most this much of it.
-constexpr double kFlushIntervalMs = 1000;
+// The partial answer is written to the database when its first text arrives, then at most
+// this often while streaming, so a gateway crash (kill -9) loses at most the text of this much
+// time, never the start of an answer the page already shows. Not every token: each write
+// rewrites the row's whole text (O(answer) per write).
+constexpr double kFlushIntervalMs = 250;
 
 // The message row's status for an outcome.
 const char* answer_status(api::Outcome o) {
@@ -275,8 +277,11 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
         }
         flush_text();
       }
-      if (std::chrono::duration<double, std::milli>(Clock::now() - last_flush_).count() >
-          kFlushIntervalMs) {
+      const bool first_text = !flushed_any_ && (!partial_.empty() || meta_.contains("tool_call"));
+      if (first_text ||
+          std::chrono::duration<double, std::milli>(Clock::now() - last_flush_).count() >
+              kFlushIntervalMs) {
+        flushed_any_ = flushed_any_ || first_text;
         if (Status st =
                 store_->update_message(answer_id_, partial_, "streaming", "", dump_json(meta_));
             !st.ok()) {

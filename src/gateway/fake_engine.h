@@ -6,7 +6,8 @@
 //   [zh]    Chinese text
 //   [tool]  a call of the request's first tool as GLM-4 writes it ("NAME\n{json}"), with
 //           arguments {"city": "Paris"}; [tool-py] the same as ChatGLM3 writes it (a Python
-//           tool_call block); without tools an echo
+//           tool_call block); without tools an echo. Each piece counts as a token: a
+//           max_tokens below the pieces cuts the call there, finish_reason length
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume

@@ -212,6 +212,7 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
   s.usage.prompt_tokens = 10 * static_cast<int>(req.messages.size());
   send(s);
   std::vector<std::string> pieces;
+  bool cut_by_length = false;
   int delay_ms = 1;
   if (has("[slow]") || has("[medium]")) {
     const int n_pieces = has("[slow]") ? 200 : 40;
@@ -230,6 +231,11 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
       pieces = {name.substr(0, 3), name.substr(3) + "\n", "{\"city\"", ": \"Paris\"}"};
     } else {
       pieces = {name + "\n", "```python\n", "tool_call(city=", "'Paris')", "\n```"};
+    }
+    // A piece is a token here: max_tokens cuts the call as the real engine would.
+    if (static_cast<size_t>(req.params.max_tokens) < pieces.size()) {
+      pieces.resize(static_cast<size_t>(req.params.max_tokens));
+      cut_by_length = true;
     }
   } else {
     if (has("[trim]")) {
@@ -288,7 +294,9 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
   }
   protocol::Event d;
   d.type = protocol::EventType::kDone;
-  d.finish_reason = *flag ? FinishReason::kCancelled : FinishReason::kStop;
+  d.finish_reason = *flag           ? FinishReason::kCancelled
+                    : cut_by_length ? FinishReason::kLength
+                                    : FinishReason::kStop;
   d.usage.prompt_tokens = s.usage.prompt_tokens;
   d.usage.completion_tokens = n;
   d.timings.queue_ms = 0.1;

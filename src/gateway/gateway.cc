@@ -224,7 +224,7 @@ void Gateway::install_middleware() {
         return true;
       }
     }
-    if (api && !authorized(req)) {
+    if (api && !authorized(req, options_.api_key)) {
       set_json_error(res, Status(ErrorCode::kUnauthorized,
                                  "missing or wrong API key: send the header "
                                  "'Authorization: Bearer <key>' with the --api-key the "
@@ -232,10 +232,14 @@ void Gateway::install_middleware() {
       res.set_header("WWW-Authenticate", "Bearer");
       return true;
     }
-    // The APIs accept JSON bodies only: a cross-site form or text/plain POST (which browsers
-    // send without a CORS preflight) must not spend this machine's CPU on a generation.
+    // The APIs read every body as JSON, whatever its Content-Type claims (`curl -d` sends
+    // application/x-www-form-urlencoded; llama-server and Ollama accept it too): a body that
+    // does not parse is the route's 400. The one exception is a browser's: a cross-site form
+    // or text/plain POST (sent without a CORS preflight, and always with an Origin header)
+    // must not spend this machine's CPU on a generation, so a request with an Origin needs a
+    // JSON media type (the page and CORS clients send one).
     if (api && (req.method == "POST" || req.method == "PATCH" || req.method == "PUT")) {
-      if (!is_json_media_type(req.header("Content-Type"))) {
+      if (!is_json_media_type(req.header("Content-Type")) && !req.header("Origin").empty()) {
         set_json_error(res, invalid_argument("send the body as Content-Type: application/json"));
         res.status = 415;
         return true;
@@ -279,11 +283,10 @@ void Gateway::install_middleware() {
       });
 }
 
-bool Gateway::authorized(const http::Request& req) const {
-  if (options_.api_key.empty()) return true;
+bool Gateway::authorized(const http::Request& req, const std::string& expected) {
+  if (expected.empty()) return true;
   // "Authorization: Bearer KEY" (the scheme is case-insensitive, RFC 9110), or Anthropic's
   // "x-api-key: KEY".
-  const std::string& expected = options_.api_key;
   std::string got = req.header("x-api-key");
   if (got.empty()) {
     const std::string& auth = req.header("Authorization");
@@ -329,6 +332,7 @@ void Gateway::write_error(http::Response& res, const Status& status,
 }
 
 std::string Gateway::model_name() {
+  if (!options_.model_name.empty() && !router_.several()) return options_.model_name;
   {
     std::lock_guard<std::mutex> lock(model_mutex_);
     if (!model_name_.empty()) return model_name_;
@@ -391,7 +395,8 @@ void Gateway::install_static_routes() {
     if (ev.ok() && ev->type == protocol::EventType::kHealth) {
       status = generation::health_name(ev->health);
       ready = ev->health == generation::Health::kReady;
-      j["model"] = ev->model;
+      j["model"] = options_.model_name.empty() ? ev->model : options_.model_name;
+      j["description"] = ev->model;  // the file's general.name (the page's demo badge reads it)
       j["n_ctx"] = ev->n_ctx;
       if (!ev->device.empty()) j["device"] = ev->device;
       if (ev->load_total_bytes > 0) {
@@ -413,7 +418,14 @@ void Gateway::install_static_routes() {
     res.set_content(dump_json(j), "application/json");
   });
 
-  server_->get("/metrics", [this](const http::Request&, http::Response& res) {
+  server_->get("/metrics", [this](const http::Request& http_req, http::Response& res) {
+    if (!authorized(http_req, options_.metrics_key)) {  // Prometheus: authorization.credentials
+      set_json_error(res, Status(ErrorCode::kUnauthorized,
+                                 "/metrics needs 'Authorization: Bearer <key>' with the key of "
+                                 "--metrics-key-file (or GLMSERVE_METRICS_KEY)"));
+      res.set_header("WWW-Authenticate", "Bearer");
+      return;
+    }
     // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
     // gateway's; absent when the engine does not answer within a second.
     protocol::Request req;

@@ -51,8 +51,11 @@ struct GatewayOptions {
   // Several models (glmserve serve --model A --model B): serve's control socket
   // (model_router.h); empty = the one engine at engine_socket serves every request.
   std::string models_control;
-  std::string db_path;      // required (":memory:" for tests)
+  std::string db_path;  // required (":memory:" for tests)
+  // The one model's name (/v1/models, answers); empty = the engine's (its health reply).
+  std::string model_name;
   std::string api_key;      // empty = no auth; else "Authorization: Bearer <key>"
+  std::string metrics_key;  // empty = /metrics open; else it needs "Authorization: Bearer <key>"
   std::string cors_origin;  // empty = CORS off; "*" or one origin for /v1 and /health
   size_t max_body_bytes = 1 << 20;
   int threads = 256;            // requests handled at once (each stream holds one)
@@ -166,7 +169,8 @@ class Gateway {
   void record_generation(const char* route, const RelayResult& r,
                          std::chrono::steady_clock::time_point t0);
 
-  bool authorized(const http::Request& req) const;
+  // True when `expected` is empty or the request carries it (Bearer, or Anthropic's x-api-key).
+  static bool authorized(const http::Request& req, const std::string& expected);
   // An OpenAI error object with the status of `status`'s code (and Retry-After when it is
   // temporary), counted in /metrics; write_json_error() does the same without counting.
   void set_json_error(http::Response& res, const Status& status);

@@ -114,14 +114,28 @@ std::string wait_for_generation(TestGateway& t) {
 
 TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   TestGateway t("ctype");
-  // A cross-site page can POST text/plain or a form without a preflight: refused.
-  for (const char* type :
-       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""}) {
-    auto r = t.post("/v1/chat/completions", kChat, {}, type);
+  const char* types[] = {"text/plain", "application/x-www-form-urlencoded",
+                         "multipart/form-data; boundary=x", ""};
+  // A cross-site page can POST text/plain or a form without a preflight (and the browser
+  // always sends its Origin): refused.
+  for (const char* type : types) {
+    const std::map<std::string, std::string> origin = {{"Origin", "http://evil.example"}};
+    auto r = t.post("/v1/chat/completions", kChat, origin, type);
     EXPECT_EQ(r.status, 415) << "Content-Type '" << type << "': " << r.body;
-    EXPECT_EQ(t.post("/api/conversations", "{}", {}, type).status, 415) << type;
+    EXPECT_EQ(t.post("/api/conversations", "{}", origin, type).status, 415) << type;
   }
   EXPECT_TRUE(t.fake().requests().empty());
+  // Without an Origin (curl -d, scripts) a body that parses as JSON is taken whatever its
+  // type claims, and one that does not is a 400 that says so.
+  for (const char* type : types) {
+    auto r = t.post("/v1/chat/completions", kChat, {}, type);
+    EXPECT_EQ(r.status, 200) << "Content-Type '" << type << "': " << r.body;
+    EXPECT_EQ(t.post("/api/conversations", "{}", {}, type).status, 201) << type;
+    auto form = t.post("/v1/chat/completions", "model=m&messages=x", {}, type);
+    EXPECT_EQ(form.status, 400) << form.body;
+    EXPECT_NE(form.body.find("JSON"), std::string::npos) << form.body;
+  }
+  EXPECT_EQ(t.fake().requests().size(), 4u);
   // Media types are case-insensitive and may carry parameters.
   EXPECT_EQ(t.post("/v1/chat/completions", kChat, {}, "Application/JSON; charset=utf-8").status,
             200);

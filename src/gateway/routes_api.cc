@@ -123,7 +123,7 @@ void Gateway::install_api_routes() {
       set_sse_headers(res);
       res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
         api::MessagesStream events(id, p->model);
-        api::ToolCallStream tools(p->tool_names);
+        api::ToolAnswerStream tools(p->tool_names);  // a call whole, or none if cut
         SseWriter out(sink);
         bool started_msg = false;
         auto write = [&](const std::string& s) { return out.frame(s); };
@@ -147,7 +147,7 @@ void Gateway::install_api_routes() {
         if (!api::is_complete(r.outcome)) {
           write(api::MessagesStream::error(cut_or_error(r)));
         } else {
-          for (const api::ToolDelta& d : tools.finish()) write(events.delta(d));
+          for (const api::ToolDelta& d : tools.finish(r.outcome)) write(events.delta(d));
           write(events.finish(api::anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
         }
         sink.done();
@@ -161,7 +161,7 @@ void Gateway::install_api_routes() {
       write_error(res, st, api::anthropic_error_json(st));
       return;
     }
-    const api::ToolAnswer a = api::read_tool_answer(p->tool_names, r.text);
+    const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
     api::MessageOut m;
     m.id = id;
     m.model = p->model;

@@ -106,8 +106,9 @@ void Gateway::install_openai_routes() {
           out.event(
               api::completion_chunk_json(id, created, p->model, nullptr, true, "", nullptr, i));
         }
-        // With tools, the text goes through the tool-call reader (tool_calls.h).
-        api::ToolCallStream tools(p->tool_names);
+        // With tools, the text goes through the tool-call reader (tool_calls.h): a call is
+        // sent whole at the end, or not at all when max_tokens cut it.
+        api::ToolAnswerStream tools(p->tool_names);
         auto write_deltas = [&](const std::vector<api::ToolDelta>& deltas) {
           for (const api::ToolDelta& d : deltas) {
             out.event(api::tool_delta_chunk_json(id, created, p->model, d));
@@ -136,7 +137,7 @@ void Gateway::install_openai_routes() {
           // raise it, so a drained stream never passes for a complete one.
           sse_write(sink, api::openai_error_json(cut_or_error(r)));
         } else {
-          write_deltas(tools.finish());
+          write_deltas(tools.finish(r.outcome));
           const std::string finish = tools.is_call() && r.outcome == api::Outcome::kStop
                                          ? "tool_calls"
                                          : api::openai_finish_reason(r.outcome);
@@ -177,7 +178,7 @@ void Gateway::install_openai_routes() {
                       "application/json");
     } else {
       // The same reader as the stream's, so both give the same call.
-      const api::ToolAnswer a = api::read_tool_answer(p->tool_names, r.text);
+      const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
       const api::ToolCallOut call{api::tool_call_id(p->request.id), a.name, a.arguments};
       const bool is_call = !a.name.empty();
       res.set_content(api::completion_json(p->request.id, created, p->model, a.content,

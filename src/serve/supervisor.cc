@@ -9,9 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "core/log.h"
+
+extern char** environ;
 
 namespace glm::serve {
 namespace {
@@ -47,6 +51,18 @@ bool Supervisor::spawn(Child& child) {
   std::vector<char*> argv;
   for (auto& a : child.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The supervisor's environment, less the names the spec sets, then the spec's entries.
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const bool replaced = std::any_of(child.spec.env.begin(), child.spec.env.end(), [&](auto& x) {
+      const size_t eq = x.find('=');
+      return entry.size() > eq && entry.compare(0, eq + 1, x, 0, eq + 1) == 0;
+    });
+    if (!replaced) envp.push_back(*e);
+  }
+  for (auto& x : child.spec.env) envp.push_back(const_cast<char*>(x.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -67,7 +83,7 @@ bool Supervisor::spawn(Child& child) {
     } else if (child.spec.pass_fd >= 0 && ::dup2(child.spec.pass_fd, kPassedFd) < 0) {
       ::_exit(127);
     }
-    ::execv(child.spec.path.c_str(), argv.data());
+    ::execve(child.spec.path.c_str(), argv.data(), envp.data());
     static const char kMsg[] = "glmserve serve: exec failed\n";
     ssize_t ignored = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
     (void)ignored;
@@ -168,6 +184,14 @@ void Supervisor::reap(bool stopping, int* rc, bool* give_up) {
         c.quick_failures = 0;
       }
       c.quick_failures = ran < options_.quick_failure ? c.quick_failures + 1 : 0;
+      if (!c.came_up && WIFEXITED(status) && WEXITSTATUS(status) == kExitNoRetry) {
+        GLM_LOG_ERROR(
+            "serve: %s %s: its error will not change on retry (its message is above); "
+            "stopping",
+            c.spec.name.c_str(), describe_status(status).c_str());
+        *give_up = true;
+        break;
+      }
       if (!c.came_up && c.quick_failures >= options_.max_quick_failures) {
         GLM_LOG_ERROR(
             "serve: %s %s; it failed %d times in a row right after starting, giving "

@@ -31,6 +31,14 @@
 
 namespace glm::serve {
 
+// The exit code of a child whose start failed in a way no retry mends (the engine: a model file
+// that cannot load, a bad flag): a child that exits with it before it came up is not restarted,
+// and the supervisor stops at once (the child's own last line says why).
+constexpr int kExitNoRetry = 3;
+// The engine's exit code when its model cannot run any more after it came up (a lost GPU:
+// docs/gpu.md#failures): a fresh engine may run again, so it is restarted as any crash is.
+constexpr int kExitDeviceLost = 4;
+
 struct ChildSpec {
   std::string name;               // for logs: "engine", "web"
   std::string path;               // executable ("/proc/self/exe")
@@ -40,6 +48,10 @@ struct ChildSpec {
   // other descriptor of the supervisor should be close-on-exec.
   int pass_fd = -1;
   bool on_demand = false;  // not started by run(): start(i) / stop(i)
+  // "NAME=VALUE" entries set in the child's environment (replacing the supervisor's own NAME):
+  // how secrets reach a child, since a command line is readable by every local user (`ps`) and
+  // an environment only by the same user (/proc/PID/environ is 0400).
+  std::vector<std::string> env;
 };
 
 struct SupervisorOptions {

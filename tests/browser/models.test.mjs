@@ -50,8 +50,23 @@ test('two models: the picker lists both, and the chosen one answers', async () =
     assert.deepEqual(await pick.locator('option').evaluateAll((o) => o.map((x) => x.value)),
       ['chatglm3-tiny', 'glm4-tiny']);
     assert.match(await pick.locator('option').nth(1).textContent(), /not loaded/);
+    // A fresh page: its timer's next look at /health is 15 s away.
+    await page.reload();
+    await pick.locator('option').nth(1).waitFor({ state: 'attached' });
     await pick.selectOption('glm4-tiny');
-    const answer = await ask(page, '你好');
+    const asked = Date.now();  // the page's own 15 s timer must not be what updates the picker
+    await page.fill('#input', '你好');
+    await page.press('#input', 'Enter');
+    const answer = page.locator('.msg.assistant').nth(0);
+    // As soon as the answer is being written its model is loaded, and the picker says so
+    // without a reload (it asks /health again when an answer starts and when it ends).
+    await answer.locator('.bubble').filter({ hasText: /\S/ }).waitFor({ timeout: 60000 });
+    const option = pick.locator('option').nth(1);
+    for (let i = 0; i < 20 && /not loaded/.test(await option.textContent()); i++) await page.waitForTimeout(100);
+    assert.doesNotMatch(await option.textContent(), /not loaded/, `${Date.now() - asked} ms after asking`);
+    assert.ok(Date.now() - asked < 12000, `the check came ${Date.now() - asked} ms after asking: too late to tell`);
+    assert.match(await pick.locator('option').nth(0).textContent(), /not loaded/);
+    await answer.locator('xpath=self::*[@data-status]').waitFor({ timeout: 60000 });
     assert.equal(await answer.getAttribute('data-status'), 'complete');
     assert.match(await answer.locator('.stats').textContent(), /^glm4-tiny · /);
     // The gateway stored which model answered, and that model is loaded now, the other not.
@@ -60,6 +75,7 @@ test('two models: the picker lists both, and the chosen one answers', async () =
     assert.equal(conv.messages[1].meta.model, 'glm4-tiny');
     const models = (await (await fetch(`${server.url}/v1/models`)).json()).data;
     assert.deepEqual(models.map((m) => [m.id, m.state]), [['chatglm3-tiny', 'unloaded'], ['glm4-tiny', 'loaded']]);
+    assert.doesNotMatch(await option.textContent(), /not loaded/);
     // The choice is kept across a reload.
     await page.reload();
     await page.locator('#model-pick').waitFor();
@@ -70,13 +86,18 @@ test('two models: the picker lists both, and the chosen one answers', async () =
   }
 });
 
-test('one random-weight model: the header names it and says it is a demo', async () => {
+test('one random-weight model: the header names it as several models are named (file stem) and says it is a demo', async () => {
   const server = await startServe(a);
   try {
     const page = await open(server.url);
     await page.locator('#demo-badge').waitFor();
     assert.equal(await page.locator('#demo-badge').textContent(), 'random weights — demo');
-    assert.match(await page.locator('#model-name').textContent(), /random weights/);
+    assert.equal(await page.locator('#model-name').textContent(), 'chatglm3-tiny');
+    // The API names it by the same rule, so a client configured against a several-model serve
+    // finds it here too.
+    const models = (await (await fetch(`${server.url}/v1/models`)).json()).data;
+    assert.deepEqual(models.map((m) => m.id), ['chatglm3-tiny']);
+    assert.equal((await fetch(`${server.url}/v1/models/chatglm3-tiny`)).status, 200);
     assert.equal(await page.locator('#model-pick').isVisible(), false);
     await page.context().close();
   } finally {

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import Ajv from 'ajv';
 
 import { genModel, startServe } from './server.mjs';
@@ -109,6 +110,38 @@ for (const arch of ['chatglm3', 'glm4']) {
     checkCall(streamed.calls[0], ['get_weather', 'get_time']);
     assert.equal(streamed.calls[0].function.name, call.function.name);
     assert.equal(streamed.calls[0].function.arguments, call.function.arguments);
+  });
+
+  // A forced call cut by max_tokens (the name line and a few tokens of arguments fit) is no
+  // call on every route, streamed or not: the length reason and nothing of the model's syntax.
+  test(`${arch}: a call cut by max_tokens is no call, streamed or not (openai and anthropic)`, async () => {
+    const request = { model: 'any', messages, tools, tool_choice: 'required', temperature: 0, max_tokens: 6 };
+    const whole = await client(arch).chat.completions.create(request);
+    assert.equal(whole.choices[0].finish_reason, 'length', JSON.stringify(whole.choices[0]));
+    assert.equal(whole.choices[0].message.tool_calls, undefined, JSON.stringify(whole.choices[0]));
+    assert.ok(!whole.choices[0].message.content, JSON.stringify(whole.choices[0]));
+    const streamed = await collect(await client(arch).chat.completions.create({ ...request, stream: true }));
+    assert.equal(streamed.finish, 'length');
+    assert.deepEqual(streamed.calls, []);
+    assert.equal(streamed.content, '');
+
+    const anthropic = new Anthropic({ baseURL: servers[arch].url, apiKey: 'unused', maxRetries: 0 });
+    const areq = {
+      model: 'any', max_tokens: 6, temperature: 0, messages,
+      tools: tools.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters })),
+      tool_choice: { type: 'any' },
+    };
+    const m = await anthropic.messages.create(areq);
+    assert.equal(m.stop_reason, 'max_tokens');
+    assert.deepEqual(m.content.filter((b) => b.type === 'tool_use'), [], JSON.stringify(m.content));
+    const final = await anthropic.messages.stream(areq).finalMessage();
+    assert.equal(final.stop_reason, 'max_tokens');
+    assert.deepEqual(final.content.filter((b) => b.type === 'tool_use'), [], JSON.stringify(final.content));
+    // With room, the same requests are whole calls (so the cut above is the limit's doing).
+    const room = await anthropic.messages.create({ ...areq, max_tokens: 200 });
+    assert.equal(room.stop_reason, 'tool_use');
+    checkCall({ type: 'function', id: 'call_x', function: { name: room.content.at(-1).name, arguments: JSON.stringify(room.content.at(-1).input) } },
+      ['get_weather', 'get_time']);
   });
 
   test(`${arch}: json_schema and json_object answers validate`, async () => {

@@ -200,13 +200,15 @@ function scrollToEnd(force) {
 }
 
 // Regenerate on the last answer only; continue too, when that answer was cut: interrupted
-// (the gateway stopped or died mid-answer), failed after some text, or cut off by max_tokens. When the last answer
+// (the gateway stopped or died mid-answer), stopped or failed after some text, or cut off by
+// max_tokens. When the last answer
 // calls a tool, the composer takes that tool's result.
 function updateRegenerate() {
   const answers = ui.messages.querySelectorAll('.msg.assistant');
   answers.forEach((a, i) => {
     const last = i === answers.length - 1;
     const cut = a.dataset.status === 'interrupted' || (a.dataset.status === 'error' && !!a.raw) ||
+      (a.dataset.status === 'stopped' && !!a.raw) ||
       (a.dataset.status === 'complete' && a.dataset.finish === 'length');
     a.querySelector('[data-act=regen]').hidden = !last;
     a.querySelector('[data-act=continue]').hidden = !last || !cut || !!a.dataset.toolCall;
@@ -309,6 +311,7 @@ async function follow(job, response, t0, userEl) {
         for (const ev of batch) {
           if (ev.type === 'start') {
             job.requestId = ev.request_id;
+            refreshModels(); // the model that answers is loaded now: the picker says so
             view.root.dataset.id = ev.assistant_message_id;
             if (ev.prefix && !view.root.raw) text += ev.prefix; // a continued answer
             if (userEl && ev.user_message) userEl.dataset.id = ev.user_message.id;
@@ -387,6 +390,7 @@ async function follow(job, response, t0, userEl) {
       return;
     }
   }
+  refreshModels();
   if (final) {
     view.finish(final.status, final.meta || {});
   } else if (failure) {
@@ -621,6 +625,19 @@ async function waitForModel(view) {
 // the engine not answering; a model whose name says it has random weights gets a demo badge.
 async function watchHealth() {
   const h = await fetchHealth();
+  const ok = applyHealth(h);
+  setTimeout(watchHealth, ok ? 15000 : 3000);
+}
+
+// Several models: their states change with each answer (a model loads for it, another may be
+// unloaded for room), so the picker asks again when an answer starts and ends instead of
+// showing a state up to 15 s old.
+function refreshModels() {
+  if (state.models.length > 1) fetchHealth().then((h) => h && applyHealth(h));
+}
+
+// Shows one /health answer; true when the model is ready.
+function applyHealth(h) {
   state.health = h;
   state.models = Array.isArray(h?.models) ? h.models : [];
   renderModels(state.models, h?.model || '');
@@ -632,7 +649,7 @@ async function watchHealth() {
   const status = h?.status || 'down';
   const ok = status === 'ready';
   ui.model.hidden = !h?.model || state.models.length > 1;
-  ui.demo.hidden = !/random weights/i.test(h?.model || '');
+  ui.demo.hidden = !/random weights/i.test(h?.description || h?.model || '');
   ui.demo.title = t('demoTitle');
   ui.model.textContent = h?.model || '';
   ui.model.dataset.state = status;
@@ -640,7 +657,7 @@ async function watchHealth() {
   ui.engine.hidden = ok;
   ui.engine.dataset.i18n = status === 'loading' ? 'modelLoading' : 'engineDown';
   ui.engine.textContent = t(ui.engine.dataset.i18n);
-  setTimeout(watchHealth, ok ? 15000 : 3000);
+  return ok;
 }
 
 // Answers shown before the math bundle arrived are rendered again with their formulas (one
