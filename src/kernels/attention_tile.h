@@ -17,6 +17,10 @@
 
 #include "kernels/internal.h"
 
+// Fully unrolls the loops over a register tile's rows and vectors, so its accumulator arrays
+// live in registers (GCC keeps them on the stack otherwise).
+#define GLM_TILE_UNROLL _Pragma("GCC unroll 16")
+
 namespace glm::kernels::internal {
 namespace {
 
@@ -31,19 +35,26 @@ struct TileKernels {
   template <int RB, int NV>
   static void qk_block(const float* q, int hd, const float* kt, int c0, float* s) {
     reg acc[RB][NV];
+    GLM_TILE_UNROLL
     for (int r = 0; r < RB; ++r) {
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) acc[r][x] = V::zero();
     }
     for (int i = 0; i < hd; ++i) {
       reg k[NV];
       const float* ki = kt + static_cast<size_t>(i) * kKeyTile + c0;
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) k[x] = V::load(ki + x * W);
+      GLM_TILE_UNROLL
       for (int r = 0; r < RB; ++r) {
         const reg b = V::set1(q[r * hd + i]);
+        GLM_TILE_UNROLL
         for (int x = 0; x < NV; ++x) acc[r][x] = V::fmadd(b, k[x], acc[r][x]);
       }
     }
+    GLM_TILE_UNROLL
     for (int r = 0; r < RB; ++r) {
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) V::store(s + r * kKeyTile + c0 + x * W, acc[r][x]);
     }
   }
@@ -81,18 +92,25 @@ struct TileKernels {
   template <int RB, int NV>
   static void pv_block(const float* p, int nk, const float* const* v, int i0, int hd, float* acc) {
     reg a[RB][NV];
+    GLM_TILE_UNROLL
     for (int r = 0; r < RB; ++r) {
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) a[r][x] = V::load(acc + r * hd + i0 + x * W);
     }
     for (int j = 0; j < nk; ++j) {
       reg vv[NV];
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) vv[x] = V::load(v[j] + i0 + x * W);
+      GLM_TILE_UNROLL
       for (int r = 0; r < RB; ++r) {
         const reg b = V::set1(p[r * kKeyTile + j]);
+        GLM_TILE_UNROLL
         for (int x = 0; x < NV; ++x) a[r][x] = V::fmadd(b, vv[x], a[r][x]);
       }
     }
+    GLM_TILE_UNROLL
     for (int r = 0; r < RB; ++r) {
+      GLM_TILE_UNROLL
       for (int x = 0; x < NV; ++x) V::store(acc + r * hd + i0 + x * W, a[r][x]);
     }
   }
@@ -117,6 +135,7 @@ struct TileKernels {
       }
     }
     // The head's tail past the last whole vector (head_dim not a multiple of W).
+    GLM_TILE_UNROLL
     for (int r = 0; r < RB; ++r) {
       for (int i = n_vecs * W; i < hd; ++i) {
         float a = acc[r * hd + i];
