@@ -34,6 +34,9 @@ constexpr int kTileRows = 64;       // query rows (tokens x heads) per tile, abo
 constexpr int kSplitMinCtx = 1024;  // positions from which decode splits them across threads
 constexpr int kSplitMinLen = 256;   // positions per split, at least
 constexpr int kItemsPerThread = 4;  // items per thread a split aims at (dynamic balance)
+// Below this many rows a tile takes its scores as dot products of each K row (AttnOps::scores,
+// no transpose): transposing 64 keys costs as much as the products of a few rows.
+constexpr int kTransposeMinRows = 8;
 
 void qk_scalar(const float* q, int n_rows, int hd, const float* kt, int nk, float* s) {
   for (int r = 0; r < n_rows; ++r) {
@@ -69,6 +72,18 @@ const float* load_row_scalar(const void* row, int e0, DType type, int hd, float*
   return dst;
 }
 
+const internal::AttnOps& row_ops_for(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return internal::attn_ops_avx512();
+    case Isa::kAvx2:
+      return internal::attn_ops_avx2();
+    case Isa::kScalar:
+      break;
+  }
+  return internal::attn_ops_scalar();
+}
+
 const AttnTileOps& tile_ops_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
@@ -89,6 +104,7 @@ struct Scratch {
   std::vector<float> krow;      // [hd]
   std::vector<float> s;         // [R, kKeyTile]
   std::vector<const float*> v;  // [kKeyTile]
+  std::vector<float> part;      // [R * (hd + 2)] the item's m, l, acc (without splits)
 };
 
 // The tile's state: running max, running sum and accumulator per row.
@@ -109,8 +125,8 @@ int visible_end(const AttentionShape& s, int t) {
 }
 
 // Runs one item, leaving its rows' (m, l, acc) in *pt (m = -inf, l = 0 where a row saw nothing).
-void run_item(const AttnTileOps& ops, const float* q, const KvView& kv, const AttentionShape& s,
-              const Item& it, Scratch* sc, Partial pt) {
+void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const float* q,
+              const KvView& kv, const AttentionShape& s, const Item& it, Scratch* sc, Partial pt) {
   const int hd = s.head_dim;
   const int n_rows = it.nt * it.g;
   const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
@@ -144,11 +160,17 @@ void run_item(const AttnTileOps& ops, const float* q, const KvView& kv, const At
       const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
       const uint8_t* kr = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_tokens]) + slot;
       const uint8_t* vr = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_tokens]) + slot;
-      const float* kf = ops.load_row(kr, e0, kv.type, hd, sc->krow.data());
-      for (int i = 0; i < hd; ++i) kt[i * kKeyTile + j] = kf[i];
+      if (n_rows < kTransposeMinRows) {
+        float d[kTransposeMinRows];
+        row_ops.scores(qs, n_rows, hd, kr, e0, kv.type, d);
+        for (int r = 0; r < n_rows; ++r) sb[r * kKeyTile + j] = d[r];
+      } else {
+        const float* kf = ops.load_row(kr, e0, kv.type, hd, sc->krow.data());
+        for (int i = 0; i < hd; ++i) kt[i * kKeyTile + j] = kf[i];
+      }
       sc->v[j] = ops.load_row(vr, e0, kv.type, hd, sc->vbuf.data() + static_cast<size_t>(j) * hd);
     }
-    ops.qk(qs, n_rows, hd, kt, nk, sb);
+    if (n_rows >= kTransposeMinRows) ops.qk(qs, n_rows, hd, kt, nk, sb);
     for (int r = 0; r < n_rows; ++r) {
       float* sr = sb + static_cast<size_t>(r) * kKeyTile;
       const int n_vis = std::clamp(visible_end(s, it.t0 + r / it.g) - j0, 0, nk);
@@ -244,17 +266,19 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
             g_all % plan.n_slices == 0);
   if (s.n_tokens == 0) return;
   const AttnTileOps& ops = tile_ops_for(active_isa());
+  const internal::AttnOps& row_ops = row_ops_for(active_isa());
   const int hd = s.head_dim;
   const int g = g_all / plan.n_slices;
   const int n_tiles = (s.n_tokens + plan.tile_tokens - 1) / plan.tile_tokens;
   const int64_t n_items =
       static_cast<int64_t>(n_tiles) * s.n_head_kv * plan.n_slices * plan.n_splits;
   const int max_rows = plan.tile_tokens * g;
-  // Partial results per item: [n_items][max_rows * (hd + 2)] (m, l, acc), on the caller's
-  // thread (the pool's caller is one thread at a time).
+  // An item's (m, l, acc): [max_rows * (hd + 2)] in the thread's scratch, or with splits in
+  // [n_items][...] on the caller's thread (the pool's caller is one thread at a time), merged
+  // after all ran.
   const size_t part_floats = static_cast<size_t>(max_rows) * (hd + 2);
   thread_local std::vector<float> parts_buf;
-  parts_buf.resize(part_floats * static_cast<size_t>(n_items));
+  if (plan.n_splits > 1) parts_buf.resize(part_floats * static_cast<size_t>(n_items));
   float* parts = parts_buf.data();  // (a lambda does not capture a thread_local: pass a pointer)
 
   auto body = [&](int64_t b, int64_t e) {
@@ -262,8 +286,12 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
     for (int64_t i = b; i < e; ++i) {
       const Item it = item_of(s, plan, i, n_tiles);
       float* base = parts + part_floats * static_cast<size_t>(i);
+      if (plan.n_splits == 1) {
+        scratch.part.resize(part_floats);
+        base = scratch.part.data();
+      }
       const Partial pt{base, base + max_rows, base + 2 * max_rows};
-      run_item(ops, q, kv, s, it, &scratch, pt);
+      run_item(ops, row_ops, q, kv, s, it, &scratch, pt);
       if (plan.n_splits > 1) continue;  // merged below
       for (int r = 0; r < it.nt * it.g; ++r) {
         const int t = it.t0 + r / it.g;
