@@ -13,7 +13,7 @@
 // thread.
 // Thread-safety: the functions are reentrant; each call may use the pool (one caller at a time,
 // as ThreadPool requires). Cost: O(n_tokens * n_ctx * n_head * head_dim) flops; K/V bytes read
-// about once per tile of ~64 query rows.
+// about once per tile of ~256 query rows.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +51,9 @@ struct AttentionPlan {
   int n_slices = 1;     // the query heads of a KV head in this many slices (a divisor of them)
   int n_splits = 1;     // position ranges per item, merged at the end (flash-decoding)
 };
-// Tiles of about 64 query rows; position splits when there are few (head, tile) items for the
-// threads and at least 1024 positions; head slices when still fewer items than threads.
+// Tiles of about 256 query rows (at most 64 tokens); position splits when there are few (head,
+// tile) items for the threads and at least 1024 positions; head slices when still fewer items than
+// threads.
 AttentionPlan plan_attention(const AttentionShape& s, int n_threads);
 
 // q: [n_tokens, n_head * head_dim] f32; out: [n_tokens, n_head * head_dim] f32.

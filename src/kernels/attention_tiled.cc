@@ -5,7 +5,9 @@
 // One work item = a tile of query tokens [t0, t0 + nt) x the g query heads of one slice of a KV
 // head, over positions [j_begin, j_end) (all the positions the tile sees, or one split of them).
 // Its rows are r = tt * g + hh (token t0 + tt, head h0 + hh). Per step of kKeyTile positions:
-//   kt  [hd, kKeyTile]  the keys converted to f32 and transposed (read once for all R rows)
+//   kt  [hd, kKeyTile]  the keys converted to f32 and transposed (read once for all R rows);
+//                       tiles under kTransposeMinRows rows take per-row dots of each K row
+//                       (AttnOps::scores) into s instead
 //   v   [nk] -> [hd]    the values as f32 (pointers into the cache for F32)
 //   s   [R, kKeyTile]   scores q . k (q pre-scaled), then probabilities exp(s - m)
 //   acc [R, hd]         running sum of p v, rescaled by exp(m_old - m_new) when a row's max rises
@@ -30,7 +32,12 @@ namespace {
 using internal::AttnTileOps;
 using internal::kKeyTile;
 
-constexpr int kTileRows = 64;       // query rows (tokens x heads) per tile, about
+// Query rows (tokens x heads) per tile, about, and tokens per tile at most: each step's K/V
+// conversion and key transpose serve more rows in taller tiles (on the 6B heads 64 -> 128 -> 256
+// rows took 174 -> 145 -> 127 ms in BM_AttentionPrefill/4096/1/1), while a tile of many tokens
+// computes more of the causal diagonal that its first rows do not see.
+constexpr int kTileRows = 256;
+constexpr int kTileTokensMax = 64;
 constexpr int kSplitMinCtx = 1024;  // positions from which decode splits them across threads
 constexpr int kSplitMinLen = 256;   // positions per split, at least
 constexpr int kItemsPerThread = 4;  // items per thread a split aims at (dynamic balance)
@@ -228,7 +235,8 @@ const AttnTileOps& attn_tile_ops_scalar() {
 AttentionPlan plan_attention(const AttentionShape& s, int n_threads) {
   AttentionPlan plan;
   const int g_all = s.n_head / s.n_head_kv;
-  plan.tile_tokens = std::clamp(kTileRows / g_all, 1, std::max(s.n_tokens, 1));
+  plan.tile_tokens =
+      std::clamp(kTileRows / g_all, 1, std::max(1, std::min(kTileTokensMax, s.n_tokens)));
   const int n_tiles = (s.n_tokens + plan.tile_tokens - 1) / plan.tile_tokens;
   const int64_t items = static_cast<int64_t>(n_tiles) * s.n_head_kv;
   const int n_ctx = std::max(s.n_past + s.n_tokens, s.bidir_prefix);
