@@ -1,4 +1,5 @@
-// Attention over the paged KV cache. One work item = one query row t and one KV head with the
+// The row-at-a-time attention (attention_rows, the kernel before the tiled one), the KV row
+// helpers and the reference. One work item = one query row t and one KV head with the
 // g = n_head / n_head_kv query heads that share it (or a slice of them), so each K/V row is read
 // and converted once per group. Per block of positions: scores for the whole block, one online
 // softmax update (running max m, running sum l, rescaled accumulator), then the value sums.
@@ -61,15 +62,20 @@ struct Scratch {
   std::vector<float> l;    // [g] running sum
 };
 
-void check_shape(const KvView& kv, const AttentionShape& s) {
+}  // namespace
+
+void internal::check_attention_shape(const KvView& kv, const AttentionShape& s) {
   GLM_CHECK(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0);
   GLM_CHECK(s.head_dim > 0 && s.n_tokens >= 0 && s.n_past >= 0);
   GLM_CHECK(kv.type == DType::kF16 || kv.type == DType::kF32 || kv.type == DType::kQ8_0);
   GLM_CHECK(kv.type != DType::kQ8_0 || (s.n_head_kv * s.head_dim) % kQK == 0);
   GLM_CHECK(kv.block_tokens > 0);
+  GLM_CHECK(s.bidir_prefix >= 0);
   GLM_CHECK(static_cast<int64_t>(kv.n_blocks) * kv.block_tokens >=
-            static_cast<int64_t>(s.n_past) + s.n_tokens);
+            std::max<int64_t>(static_cast<int64_t>(s.n_past) + s.n_tokens, s.bidir_prefix));
 }
+
+namespace {
 
 // Attends query row t, heads [h0, h0 + g) (all sharing KV head kvh).
 void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const AttentionShape& s,
@@ -180,9 +186,10 @@ const AttnOps& attn_ops_scalar() {
 }
 }  // namespace internal
 
-void attention(const float* q, const KvView& kv, const AttentionShape& s, float* out,
-               ThreadPool* pool) {
-  check_shape(kv, s);
+void attention_rows(const float* q, const KvView& kv, const AttentionShape& s, float* out,
+                    ThreadPool* pool) {
+  internal::check_attention_shape(kv, s);
+  GLM_CHECK(s.bidir_prefix == 0);
   if (s.n_tokens == 0) return;
   const AttnOps& ops = ops_for(active_isa());
   const int g_all = s.n_head / s.n_head_kv;
@@ -228,7 +235,7 @@ void attention(const float* q, const KvView& kv, const AttentionShape& s, float*
 }
 
 void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, float* out) {
-  check_shape(kv, s);
+  internal::check_attention_shape(kv, s);
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
   const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
@@ -239,7 +246,7 @@ void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, fl
   std::vector<double> sc;
   std::vector<double> acc(hd);
   for (int t = 0; t < s.n_tokens; ++t) {
-    const int n_ctx = s.n_past + t + 1;
+    const int n_ctx = std::max(s.n_past + t + 1, s.bidir_prefix);
     for (int h = 0; h < s.n_head; ++h) {
       const int kvh = h / group;
       const float* qh = q + (static_cast<size_t>(t) * s.n_head + h) * hd;

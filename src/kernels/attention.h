@@ -1,6 +1,19 @@
-// Causal attention of one sequence's new query rows against its KV cache, stored in blocks of
+// Attention of one sequence's new query rows against its KV cache, stored in blocks of
 // `block_tokens` positions (the paged layout of model::KvPool). Grouped-query: query head h uses
-// KV head h / (n_head / n_head_kv).
+// KV head h / (n_head / n_head_kv). Causal, optionally with a bidirectional prefix (ChatGLM-6B's
+// prompt).
+//
+// attention() is tiled (attention_tiled.cc, flash-attention style): a tile of query rows (several
+// tokens x the query heads of one KV head) goes through the keys kKeyTile positions at a time,
+// score and value products as register-tiled matrix products, one online softmax (running max,
+// running sum, rescaled accumulator) per row; so each K/V row is converted and read once per
+// tile, not once per query row. Work items (KV head, tile) run on the pool; for few tokens over a
+// long cache (decode at depth) each item's positions are also split into ranges with their own
+// max / sum / partial output, merged at the end (flash-decoding), so one sequence uses every
+// thread.
+// Thread-safety: the functions are reentrant; each call may use the pool (one caller at a time,
+// as ThreadPool requires). Cost: O(n_tokens * n_ctx * n_head * head_dim) flops; K/V bytes read
+// about once per tile of ~256 query rows.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +38,39 @@ struct AttentionShape {
   int n_head_kv = 0;
   int head_dim = 0;
   float scale = 0;  // usually 1 / sqrt(head_dim)
+  // Bidirectional prefix: a row at position p sees [0, max(p + 1, bidir_prefix)), so the rows of
+  // positions below bidir_prefix see all of [0, bidir_prefix). 0 = causal. ChatGLM-6B passes its
+  // prompt length - 1 (the prompt but <sop> sees the prompt but <sop>; <sop> and later rows are
+  // causal). Positions [0, bidir_prefix) must be in the cache.
+  int bidir_prefix = 0;
 };
 
+// How attention() cuts the work; plan_attention() chooses it, tests force others.
+struct AttentionPlan {
+  int tile_tokens = 1;  // query tokens per tile (a tile = tile_tokens x the heads of one slice)
+  int n_slices = 1;     // the query heads of a KV head in this many slices (a divisor of them)
+  int n_splits = 1;     // position ranges per item, merged at the end (flash-decoding)
+};
+// Tiles of about 256 query rows (at most 64 tokens); position splits when there are few (head,
+// tile) items for the threads and at least 1024 positions; head slices when still fewer items than
+// threads.
+AttentionPlan plan_attention(const AttentionShape& s, int n_threads);
+
 // q: [n_tokens, n_head * head_dim] f32; out: [n_tokens, n_head * head_dim] f32.
-// The K/V rows of positions [0, n_past + n_tokens) must already be in the cache.
+// The K/V rows of positions [0, max(n_past + n_tokens, bidir_prefix)) must be in the cache.
+// GLMSERVE_ATTENTION=rows (read once) makes it attention_rows() where the mask is causal: the
+// A/B switch of whole-run benchmarks.
 void attention(const float* q, const KvView& kv, const AttentionShape& s, float* out,
                ThreadPool* pool);
+// attention() with a given plan (tile_tokens >= 1, n_slices dividing n_head / n_head_kv,
+// n_splits >= 1).
+void attention_planned(const float* q, const KvView& kv, const AttentionShape& s,
+                       const AttentionPlan& plan, float* out, ThreadPool* pool);
+// The row-at-a-time kernel that attention() replaced (one query row and the heads of one KV
+// head against every position): kept for A/B benchmarks (kernels_bench) and tested like it.
+// Causal only (bidir_prefix must be 0).
+void attention_rows(const float* q, const KvView& kv, const AttentionShape& s, float* out,
+                    ThreadPool* pool);
 // Scalar reference (double accumulation) for tests.
 void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, float* out);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
@@ -21,6 +22,7 @@ using testing::ScopedIsa;
 struct Case {
   int n_tokens, n_past, n_head, n_head_kv, head_dim, block_tokens;
   DType type;
+  int bidir = 0;  // AttentionShape::bidir_prefix
 };
 
 // A paged cache with its blocks in shuffled order, filled with random K/V rows.
@@ -31,7 +33,7 @@ struct Cache {
   KvView view;
 
   Cache(const Case& c, uint32_t seed) {
-    const int n_pos = c.n_past + c.n_tokens;
+    const int n_pos = std::max(c.n_past + c.n_tokens, c.bidir);
     const int row = c.n_head_kv * c.head_dim;
     const int n_blocks = (n_pos + c.block_tokens - 1) / c.block_tokens + 1;  // one spare
     const size_t rb = row_bytes(c.type, row);
@@ -73,6 +75,7 @@ AttentionShape shape_of(const Case& c) {
   s.n_head_kv = c.n_head_kv;
   s.head_dim = c.head_dim;
   s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  s.bidir_prefix = c.bidir;
   return s;
 }
 
@@ -91,15 +94,34 @@ float bound(const Case& c, const std::vector<float>& q, const Cache& cache) {
   for (float f : q) qmax = std::max(qmax, std::fabs(f));
   qk = c.head_dim * qmax * kmax / std::sqrt(static_cast<float>(c.head_dim));
   const float e = 2.0f * c.head_dim * u * qk;
-  const int n_ctx = c.n_past + c.n_tokens;
+  const int n_ctx = std::max(c.n_past + c.n_tokens, c.bidir);
   return 2.0f * (std::expm1(2 * e) + 4 * n_ctx * u + 8 * u) * vmax * 2.0f;
 }
 
+// The plans a case is run with besides plan_attention()'s: one token per tile, a tile of 3
+// tokens (odd: tiles end inside the causal diagonal), all tokens in one tile, sliced heads, and
+// 2 or 5 position splits (5 > the key steps of short cases: some splits are empty).
+std::vector<AttentionPlan> plans_for(const Case& c) {
+  const int g = c.n_head / c.n_head_kv;
+  std::vector<AttentionPlan> plans = {{1, 1, 1}, {3, 1, 1}, {c.n_tokens, 1, 1},
+                                      {2, 1, 2}, {1, 1, 5}, {5, 1, 3}};
+  if (g > 1) plans.push_back({2, g, 1});
+  if (g % 2 == 0) plans.push_back({3, 2, 2});
+  return plans;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                 const std::string& what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol) << what << " i=" << i;
+  }
+}
+
 void run_case(const Case& c, ThreadPool* pool) {
-  SCOPED_TRACE(::testing::Message()
-               << "n_tokens=" << c.n_tokens << " n_past=" << c.n_past << " n_head=" << c.n_head
-               << " n_head_kv=" << c.n_head_kv << " head_dim=" << c.head_dim
-               << " block=" << c.block_tokens << " type=" << dtype_name(c.type));
+  SCOPED_TRACE(::testing::Message() << "n_tokens=" << c.n_tokens << " n_past=" << c.n_past
+                                    << " n_head=" << c.n_head << " n_head_kv=" << c.n_head_kv
+                                    << " head_dim=" << c.head_dim << " block=" << c.block_tokens
+                                    << " type=" << dtype_name(c.type) << " bidir=" << c.bidir);
   Cache cache(c, 17 + c.n_past * 3 + c.head_dim);
   const AttentionShape s = shape_of(c);
   const auto q = random_floats(static_cast<size_t>(c.n_tokens) * c.n_head * c.head_dim, 5, -2, 2);
@@ -108,10 +130,21 @@ void run_case(const Case& c, ThreadPool* pool) {
   const float tol = bound(c, q, cache);
   for (Isa isa : runnable_isas()) {
     ScopedIsa scoped(isa);
+    const std::string name = isa_name(isa);
     std::vector<float> got(q.size(), NAN);
     attention(q.data(), cache.view, s, got.data(), pool);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], tol) << "isa=" << isa_name(isa) << " i=" << i;
+    expect_near(got, want, tol, name + " attention");
+    if (c.bidir == 0) {
+      std::fill(got.begin(), got.end(), NAN);
+      attention_rows(q.data(), cache.view, s, got.data(), pool);
+      expect_near(got, want, tol, name + " attention_rows");
+    }
+    for (const AttentionPlan& p : plans_for(c)) {
+      std::fill(got.begin(), got.end(), NAN);
+      attention_planned(q.data(), cache.view, s, p, got.data(), pool);
+      expect_near(got, want, tol,
+                  name + " plan tile=" + std::to_string(p.tile_tokens) + " slices=" +
+                      std::to_string(p.n_slices) + " splits=" + std::to_string(p.n_splits));
     }
   }
 }
@@ -128,6 +161,11 @@ TEST(AttentionTest, MatchesReferenceOverShapes) {
       {9, 100, 6, 3, 64, 32, DType::kF16},
       {5, 3, 2, 1, 7, 3, DType::kF32},
       {2, 64, 16, 1, 256, 64, DType::kF16},
+      // Prefill: many tokens (several tiles and key steps, tails of both), odd head dims.
+      {70, 0, 4, 4, 24, 16, DType::kF16},
+      {131, 7, 32, 2, 128, 16, DType::kF16},
+      {67, 61, 6, 2, 33, 5, DType::kF32},
+      {100, 0, 1, 1, 17, 16, DType::kF32},
       // Q8_0 rows (n_head_kv * head_dim a multiple of 32): heads of whole blocks, heads inside
       // one block (head_dim 8 and 16, like stories260K), heads that start mid-block (48), and
       // odd block sizes and tails of positions.
@@ -139,11 +177,35 @@ TEST(AttentionTest, MatchesReferenceOverShapes) {
       {4, 20, 8, 4, 96, 7, DType::kQ8_0},
       {2, 64, 16, 1, 256, 64, DType::kQ8_0},
       {1, 300, 16, 2, 128, 16, DType::kQ8_0},
+      {77, 45, 32, 2, 128, 16, DType::kQ8_0},
+      // Bidirectional prefix (ChatGLM-6B's prompt: bidir = prompt length - 1), the whole prompt
+      // in one call, then rows after it, and a prefix past the rows' own positions.
+      {9, 0, 4, 4, 16, 4, DType::kF32, 8},
+      {70, 0, 4, 4, 32, 16, DType::kF16, 69},
+      {33, 0, 2, 2, 64, 16, DType::kQ8_0, 20},
+      {3, 10, 4, 4, 16, 4, DType::kF16, 11},
   };
   for (const Case& c : cases) {
     run_case(c, &pool);
     run_case(c, nullptr);
   }
+}
+
+TEST(AttentionTest, DecodeAtDepthSplitsPositionsAcrossThreads) {
+  // One decode row (and a short chunk) over a long cache, ChatGLM3's heads: plan_attention
+  // splits the positions for 2 threads, and the merged result equals the reference.
+  ThreadPool pool(2);
+  for (DType type : {DType::kF16, DType::kF32, DType::kQ8_0}) {
+    for (int n_tokens : {1, 2}) {
+      const Case c{n_tokens, 1531, 32, 2, 128, 16, type};
+      const AttentionPlan plan = plan_attention(shape_of(c), pool.n_threads());
+      EXPECT_GT(plan.n_splits, 1) << dtype_name(type);
+      run_case(c, &pool);
+    }
+  }
+  // Short caches are not split.
+  EXPECT_EQ(plan_attention(shape_of(Case{1, 300, 32, 2, 128, 16, DType::kF16}), 2).n_splits, 1);
+  EXPECT_EQ(plan_attention(shape_of(Case{1, 5000, 32, 2, 128, 16, DType::kF16}), 1).n_splits, 1);
 }
 
 TEST(AttentionTest, FirstRowAttendsOnlyToItselfAndIgnoresLaterPositions) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/attention.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 
@@ -27,6 +28,30 @@ struct AttnOps {
 const AttnOps& attn_ops_scalar();
 const AttnOps& attn_ops_avx2();
 const AttnOps& attn_ops_avx512();
+
+// GLM_CHECKs of attention()'s arguments (shapes, KV type, enough cached positions).
+void check_attention_shape(const KvView& kv, const AttentionShape& s);
+
+// Key positions per step of the tiled attention (attention_tiled.cc): the leading dimension of
+// the transposed key tile and of the score tile. A multiple of every vector width.
+constexpr int kKeyTile = 64;
+
+// Tile operations of the tiled attention, R query rows (tokens x heads of one KV head) against
+// nk <= kKeyTile key positions. Shapes: q: [R, hd] (already scaled); kt: [hd, kKeyTile] keys
+// transposed (columns >= nk: any finite values); s, p: [R, kKeyTile]; acc: [R, hd].
+struct AttnTileOps {
+  // s[r, j] = dot(q[r], kt[:, j]) for j < nk (columns up to the vector width past nk written).
+  void (*qk)(const float* q, int n_rows, int hd, const float* kt, int nk, float* s);
+  // acc[r] += sum_{j < nk} p[r, j] * v[j][0 .. hd) (v: nk row pointers, f32).
+  void (*pv)(const float* p, int n_rows, int nk, const float* const* v, int hd, float* acc);
+  // x[j] = exp(x[j] - m) for j < n; returns their sum.
+  float (*exp_sum)(float* x, int n, float m);
+  // Head elements [e0, e0 + hd) of a K/V row as f32: in dst, or the row itself when F32.
+  const float* (*load_row)(const void* row, int e0, DType type, int hd, float* dst);
+};
+const AttnTileOps& attn_tile_ops_scalar();
+const AttnTileOps& attn_tile_ops_avx2();
+const AttnTileOps& attn_tile_ops_avx512();
 
 // A matmul variant: computes y = x W^T like matmul() for the weight types it supports and
 // returns true, or returns false without touching y (the caller then uses the generic path).

@@ -89,40 +89,87 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// A paged cache of n_pos positions (blocks of 16) with rows of n_kv * hd values, F16 or Q8_0.
+struct BenchCache {
+  std::vector<uint8_t> k, v;
+  std::vector<const void*> kb, vb;
+  KvView view;
+  BenchCache(int n_pos, int n_kv, int hd, DType type) {
+    const int bt = 16;
+    const int n_blocks = (n_pos + bt - 1) / bt;
+    const size_t rb = row_bytes(type, n_kv * hd);
+    k.resize(static_cast<size_t>(n_blocks) * bt * rb);
+    v.resize(k.size());
+    std::vector<float> row(n_kv * hd);
+    for (size_t r = 0; r < k.size() / rb; ++r) {
+      for (size_t i = 0; i < row.size(); ++i) row[i] = 0.1f * static_cast<float>((r * 7 + i) % 13);
+      kv_store_row(row.data(), type, k.data() + r * rb, n_kv * hd);
+      kv_store_row(row.data(), type, v.data() + r * rb, n_kv * hd);
+    }
+    for (int b = 0; b < n_blocks; ++b) {
+      kb.push_back(k.data() + static_cast<size_t>(b) * bt * rb);
+      vb.push_back(v.data() + static_cast<size_t>(b) * bt * rb);
+    }
+    view = KvView{kb.data(), vb.data(), n_blocks, bt, type};
+  }
+};
+
+using AttentionFn = void (*)(const float*, const KvView&, const AttentionShape&, float*,
+                             ThreadPool*);
+// Variant 0: attention_rows (the row-at-a-time kernel before the tiled one); 1: attention.
+AttentionFn attention_variant(int64_t v) { return v == 0 ? attention_rows : attention; }
+const char* variant_name(int64_t v) { return v == 0 ? "rows" : "tiled"; }
+
 void BM_AttentionDecode(benchmark::State& state) {
   // One decode row against n_past positions of an F16 (type 0) or Q8_0 (type 1) cache, ChatGLM3
-  // heads (32 q, 2 kv, 128).
+  // heads (32 q, 2 kv, 128); variant 0 = attention_rows, 1 = attention (tiled, split decode).
   const int n_past = static_cast<int>(state.range(0));
   const DType type = state.range(1) == 0 ? DType::kF16 : DType::kQ8_0;
-  const int bt = 16, n_head = 32, n_kv = 2, hd = 128;
-  const int n_blocks = (n_past + 1 + bt - 1) / bt;
-  const size_t rb = row_bytes(type, n_kv * hd);
-  std::vector<uint8_t> k(static_cast<size_t>(n_blocks) * bt * rb), v(k.size());
-  std::vector<float> row(n_kv * hd);
-  for (size_t r = 0; r < k.size() / rb; ++r) {
-    for (size_t i = 0; i < row.size(); ++i) row[i] = 0.1f * static_cast<float>((r * 7 + i) % 13);
-    kv_store_row(row.data(), type, k.data() + r * rb, n_kv * hd);
-    kv_store_row(row.data(), type, v.data() + r * rb, n_kv * hd);
-  }
-  std::vector<const void*> kb, vb;
-  for (int b = 0; b < n_blocks; ++b) {
-    kb.push_back(k.data() + static_cast<size_t>(b) * bt * rb);
-    vb.push_back(v.data() + static_cast<size_t>(b) * bt * rb);
-  }
-  const KvView kv{kb.data(), vb.data(), n_blocks, bt, type};
+  const int n_head = 32, n_kv = 2, hd = 128;
+  const BenchCache cache(n_past + 1, n_kv, hd, type);
   const AttentionShape sh{1, n_past, n_head, n_kv, hd, 0.088f};
   std::vector<float> q(n_head * hd, 0.3f), out(n_head * hd);
+  const AttentionFn fn = attention_variant(state.range(2));
   for (auto _ : state) {
-    attention(q.data(), kv, sh, out.data(), &pool());
+    fn(q.data(), cache.view, sh, out.data(), &pool());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["kv_GB/s"] = benchmark::Counter(2e-9 * static_cast<double>(n_past + 1) * rb,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(variant_name(state.range(2)));
+  state.counters["kv_GB/s"] =
+      benchmark::Counter(2e-9 * static_cast<double>(n_past + 1) * row_bytes(type, n_kv * hd),
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{128, 512, 2048, 4096, 16384}, {0, 1}})
+    ->ArgsProduct({{128, 512, 2048, 4096, 16384}, {0, 1}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_AttentionPrefill(benchmark::State& state) {
+  // A prompt chunk of 128 tokens after `depth` cached positions (one layer), F16 cache; heads of
+  // the small preset (shape 0: 8 q, 2 kv, 128) or of ChatGLM3-6B (shape 1: 32 q, 2 kv, 128);
+  // variant 0 = attention_rows, 1 = attention (tiled). Reports time per chunk; ms / 128 = the
+  // attention cost per prompt token per layer.
+  const int depth = static_cast<int>(state.range(0));
+  const int n_head = state.range(1) == 0 ? 8 : 32, n_kv = 2, hd = 128, n_tokens = 128;
+  const BenchCache cache(depth + n_tokens, n_kv, hd, DType::kF16);
+  const AttentionShape sh{n_tokens, depth, n_head, n_kv, hd, 0.088f};
+  std::vector<float> q(static_cast<size_t>(n_tokens) * n_head * hd), out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * static_cast<float>(i % 37);
+  const AttentionFn fn = attention_variant(state.range(2));
+  for (auto _ : state) {
+    fn(q.data(), cache.view, sh, out.data(), &pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(state.range(1) == 0 ? "small " : "6b ") +
+                 variant_name(state.range(2)));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4e-9 * n_tokens * (depth + n_tokens / 2.0) * n_head * hd,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{4096, 16384}, {0, 1}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_ReadBandwidth(benchmark::State& state) {
   double gbs = 0;

@@ -59,9 +59,10 @@ class ChatGLM1 : public Model {
   std::unique_ptr<kernels::ThreadPool> pool_;
   size_t repacked_bytes_ = 0;
   // Scratch reused across calls, [T, width]: see Transformer for the meaning of each.
-  std::vector<float> x_, cur_, qkv_, q_, k_, v_, attn_, proj_, up_, rows_, krow_, scores_;
+  std::vector<float> x_, cur_, qkv_, q_, k_, v_, attn_, proj_, up_, rows_;
   std::vector<float> cos_, sin_;
   std::vector<int> prefixes_;
+  std::vector<const void*> k_ptrs_, v_ptrs_;  // one sequence's block table for the KvView
 };
 
 void ChatGLM1::table(int pos, float* cs, float* sn) const {
@@ -85,51 +86,33 @@ void ChatGLM1::matmul_bias(const kernels::WeightView& w, const float* b, const f
 
 void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& kv, int first_row) {
   const Config& c = config_;
-  const int d = c.n_embd, hd = c.head_dim, bt = kv.block_tokens();
-  const int n_ctx = in.n_past + in.n_tokens;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (scores_.size() < static_cast<size_t>(n_ctx)) scores_.resize(n_ctx);
-  krow_.resize(hd);
-  auto read = [&](const void* block, int slot, int head, float* dst) {
-    const uint8_t* row = static_cast<const uint8_t*>(block) + slot * kv.row_bytes();
-    kernels::kv_read(row, kv.kv_type(), head * hd, hd, dst);
-  };
-  for (int t = 0; t < in.n_tokens; ++t) {
-    const int i = in.n_past + t;  // absolute index of the query row
-    const float* q = q_.data() + static_cast<size_t>(first_row + t) * d;
-    float* o = attn_.data() + static_cast<size_t>(first_row + t) * d;
-    for (int h = 0; h < c.n_head; ++h) {
-      float m = -INFINITY;
-      for (int j = 0; j < n_ctx; ++j) {
-        // Prompt rows see the whole prompt but <sop> (j = prefix - 1) only from itself on;
-        // generated rows are causal.
-        const bool visible =
-            i < prefix ? (j < prefix && !(j == prefix - 1 && i < prefix - 1)) : j <= i;
-        if (!visible) {
-          scores_[j] = -INFINITY;
-          continue;
-        }
-        read(kv.k(layer, in.blocks[j / bt]), j % bt, h, krow_.data());
-        float s = 0;
-        for (int e = 0; e < hd; ++e) s += q[h * hd + e] * krow_[e];
-        scores_[j] = s * scale;
-        m = std::max(m, scores_[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j < n_ctx; ++j) {
-        scores_[j] = scores_[j] == -INFINITY ? 0.0f : std::exp(scores_[j] - m);
-        sum += scores_[j];
-      }
-      float* oh = o + h * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      for (int j = 0; j < n_ctx; ++j) {
-        if (scores_[j] == 0.0f) continue;
-        read(kv.v(layer, in.blocks[j / bt]), j % bt, h, krow_.data());
-        const float p = static_cast<float>(scores_[j] / sum);
-        for (int e = 0; e < hd; ++e) oh[e] += p * krow_[e];
-      }
-    }
+  const int d = c.n_embd, bt = kv.block_tokens();
+  // Prompt rows see the whole prompt but <sop> (position prefix - 1) only from itself on;
+  // generated rows are causal: row p sees [0, max(p + 1, prefix - 1)), the tiled kernel's
+  // bidirectional prefix of prefix - 1 positions.
+  const int n_blocks = (std::max(in.n_past + in.n_tokens, prefix - 1) + bt - 1) / bt;
+  k_ptrs_.resize(n_blocks);
+  v_ptrs_.resize(n_blocks);
+  for (int b = 0; b < n_blocks; ++b) {
+    k_ptrs_[b] = kv.k(layer, in.blocks[b]);
+    v_ptrs_[b] = kv.v(layer, in.blocks[b]);
   }
+  kernels::KvView view;
+  view.k_blocks = k_ptrs_.data();
+  view.v_blocks = v_ptrs_.data();
+  view.n_blocks = n_blocks;
+  view.block_tokens = bt;
+  view.type = kv.kv_type();
+  kernels::AttentionShape shape;
+  shape.n_tokens = in.n_tokens;
+  shape.n_past = in.n_past;
+  shape.n_head = c.n_head;
+  shape.n_head_kv = c.n_head;
+  shape.head_dim = c.head_dim;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  shape.bidir_prefix = prefix - 1;
+  kernels::attention(q_.data() + static_cast<size_t>(first_row) * d, view, shape,
+                     attn_.data() + static_cast<size_t>(first_row) * d, pool_.get());
 }
 
 Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,

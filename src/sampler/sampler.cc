@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/check.h"
@@ -22,7 +23,90 @@ uint64_t seed_or_random(uint64_t seed) {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
+// The first `keep` candidates, their probabilities divided by their sum (in order, in double).
+std::vector<Candidate> normalized(std::vector<Candidate> cand, size_t keep) {
+  cand.resize(keep);
+  double kept = 0;
+  for (const Candidate& c : cand) kept += c.p;
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
+  return cand;
+}
+
+// Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
+uint32_t key_of(float p) {
+  uint32_t bits;
+  std::memcpy(&bits, &p, sizeof(bits));
+  return ~bits;
+}
+
+// Stable LSD radix sort of [0, n) of *c by key_of(p), 8 bits a pass (a pass whose byte is the
+// same in every key is skipped). In id order before, so in better() order after: p descending,
+// ties by id ascending, the one order std::sort(better) gives (better() is a total order).
+void radix_sort(std::vector<Candidate>* c, size_t n, std::vector<Candidate>* tmp) {
+  if (n == 0) return;
+  tmp->resize(n);
+  Candidate* a = c->data();
+  Candidate* b = tmp->data();
+  for (int shift = 0; shift < 32; shift += 8) {
+    size_t count[257] = {};
+    for (size_t i = 0; i < n; ++i) ++count[((key_of(a[i].p) >> shift) & 0xFF) + 1];
+    if (count[((key_of(a[0].p) >> shift) & 0xFF) + 1] == n) continue;
+    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (size_t i = 0; i < n; ++i) b[count[(key_of(a[i].p) >> shift) & 0xFF]++] = a[i];
+    std::swap(a, b);
+  }
+  if (a != c->data()) std::copy(a, a + n, c->data());
+}
+
 }  // namespace
+
+// Puts *cand (in id order) in better() order as far as a top-p of `top_p` can reach: the
+// candidates of the highest probability buckets (2048 buckets, an eighth of an octave each)
+// whose mass reaches top_p + 1e-9 go first, sorted; the rest after them, unsorted. The margin
+// is far above the rounding of summing the masses in another order (< 1e-11 for 2^16
+// candidates), so the sorted prefix's running mass (summed in order) passes top_p inside it,
+// and the scan that finds the nucleus never reaches the unsorted rest. When no bucket reaches
+// it (top_p >= 1 - 1e-9, or no top-p: pass 2), everything is sorted. The result up to the
+// nucleus is exactly that of sorting everything. Cost: O(n_vocab) plus a radix sort of the set.
+void Sampler::sort_wide(std::vector<Candidate>* cand, double top_p) const {
+  constexpr int kBucketShift = 20;  // 8 exponent + 3 mantissa bits of a float >= 0
+  constexpr int kBuckets = 1 << (31 - kBucketShift);
+  std::vector<Candidate>& c = *cand;
+  auto bucket = [](float p) {
+    uint32_t bits;
+    std::memcpy(&bits, &p, sizeof(bits));
+    return static_cast<int>(bits >> kBucketShift);
+  };
+  size_t n = c.size();
+  if (top_p < 1.0) {
+    std::vector<double> mass(kBuckets, 0.0);
+    for (const Candidate& x : c) mass[bucket(x.p)] += x.p;
+    double acc = 0;
+    int low = -1;
+    for (int b = kBuckets - 1; b >= 0; --b) {
+      acc += mass[b];
+      if (acc >= top_p + 1e-9) {
+        low = b;
+        break;
+      }
+    }
+    if (low > 0) {
+      // Stable partition: the buckets >= low first, each side in id order.
+      std::vector<Candidate>& rest = radix_tmp_;
+      rest.clear();
+      n = 0;
+      for (const Candidate& x : c) {
+        if (bucket(x.p) >= low) {
+          c[n++] = x;
+        } else {
+          rest.push_back(x);
+        }
+      }
+      std::copy(rest.begin(), rest.end(), c.begin() + n);
+    }
+  }
+  radix_sort(&c, n, &radix_tmp_);
+}
 
 int32_t argmax(const float* values, int n) {
   GLM_CHECK(n > 0);
@@ -121,6 +205,21 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   }
   const bool use_top_p = params_.top_p > 0.0f && params_.top_p < 1.0f;
 
+  if (keep > static_cast<size_t>(kPartialSort)) {
+    // A wide set (a flat distribution): sort only what top-p can keep, by radix.
+    sort_wide(&cand, use_top_p ? params_.top_p : 2.0);
+    if (use_top_p) {
+      double mass = 0;
+      size_t n = 0;
+      for (; n < keep; ++n) {
+        mass += cand[n].p;
+        if (mass >= params_.top_p) break;
+      }
+      keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
+    }
+    return normalized(std::move(cand), keep);
+  }
+
   // Sort the best candidates; try a partial sort first, full sort only if the nucleus is wider.
   size_t sorted = std::min<size_t>(keep, kPartialSort);
   std::partial_sort(cand.begin(), cand.begin() + sorted, cand.end(), better);
@@ -143,11 +242,7 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   } else if (sorted < keep) {
     std::sort(cand.begin() + sorted, cand.end(), better);
   }
-  cand.resize(keep);
-  double kept = 0;
-  for (const Candidate& c : cand) kept += c.p;
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
-  return cand;
+  return normalized(std::move(cand), keep);
 }
 
 void Sampler::skip_draws(int n_sampled) {

@@ -14,8 +14,9 @@
 //
 // Ownership: a Sampler owns its RNG and penalty history; one per sequence.
 // Thread-safety: not thread-safe; use from one thread (the scheduler loop).
-// Cost: sample() is O(n_vocab) plus a partial sort of the few hundred best candidates (a full
-// sort only when top-p needs more than that); greedy is one pass.
+// Cost: sample() is O(n_vocab) plus a partial sort of the few hundred best candidates; when
+// more can be kept (a flat distribution under top-p, or no top-k), a radix sort of only the
+// candidates top-p can reach (found by a histogram of their probabilities); greedy is one pass.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +97,8 @@ class Sampler {
   void prepare(const float* logits, std::vector<float>* out) const;
   // distribution() of logits already prepare()d.
   std::vector<Candidate> candidates(const std::vector<float>& x) const;
+  // Sorts the candidates top-p can keep (all of them without top-p): see sampler.cc.
+  void sort_wide(std::vector<Candidate>* cand, double top_p) const;
   // Log-softmax of the prepared logits x at `chosen` and at the n best ids, into *out.
   void log_softmax(const std::vector<float>& x, int32_t chosen, generation::GeneratedLogprobs* out);
 
@@ -109,6 +112,7 @@ class Sampler {
   std::vector<float> scratch_;        // [n_vocab]
   std::vector<int32_t> ids_;          // [n_vocab] log_softmax's sort buffer
   std::vector<float> q_dense_;        // [n_vocab] sample_with_draft_distribution's q, else 0
+  mutable std::vector<Candidate> radix_tmp_;  // [n_vocab] sort_wide's buffer (const callers)
 };
 
 }  // namespace glm::sampler

@@ -433,3 +433,101 @@ TEST(Sampler, LogprobsAreTheLogSoftmaxOfTheBiasedTemperedLogits) {
 
 }  // namespace
 }  // namespace glm::sampler
+
+namespace glm::sampler {
+namespace {
+
+// The distribution by a full sort of the vocabulary (what candidates() did before it sorted
+// only what top-p can keep): softmax (float exp of logit - max, sum in double), top-k, min-p,
+// the smallest sorted prefix whose mass reaches top_p, renormalised. Temperature > 0.
+std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
+                                              const SamplingParams& p) {
+  const int n = static_cast<int>(logits.size());
+  std::vector<float> x(logits);
+  if (p.temperature != 1.0f) {
+    const float inv_t = 1.0f / p.temperature;
+    for (float& f : x) f *= inv_t;
+  }
+  const float max_x = *std::max_element(x.begin(), x.end());
+  std::vector<Candidate> cand(n);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] - max_x);
+    cand[i] = Candidate{i, e};
+    sum += e;
+  }
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p / sum);
+  std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
+    return a.p > b.p || (a.p == b.p && a.id < b.id);
+  });
+  size_t keep = cand.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
+  if (p.min_p > 0.0f) {
+    const float threshold = static_cast<float>(p.min_p / sum);
+    size_t k = 0;
+    while (k < cand.size() && cand[k].p >= threshold) ++k;
+    keep = std::min(keep, std::max<size_t>(k, 1));
+  }
+  if (p.top_p > 0.0f && p.top_p < 1.0f) {
+    double mass = 0;
+    size_t k = 0;
+    for (; k < keep; ++k) {
+      mass += cand[k].p;
+      if (mass >= p.top_p) break;
+    }
+    keep = std::min(keep, k + 1);
+  }
+  cand.resize(keep);
+  double kept = 0;
+  for (const Candidate& c : cand) kept += c.p;
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
+  return cand;
+}
+
+// Top-p without sorting the whole vocabulary gives exactly the full sort's distribution (same
+// ids in the same order, the same float probabilities) and, with the same seed, the same tokens
+// as drawing from the full sort's distribution with the sampler's RNG: over flat logits (the
+// nucleus is most of a 65024-token vocabulary), peaked ones, and ones with many exact ties.
+TEST(Sampler, TopPWithoutAFullSortEqualsTheFullSort) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int n_vocab = 65024;
+  int n_checked = 0, n_wide = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int kind = trial % 3;  // 0 flat, 1 peaked, 2 ties (logits on a grid of 1/4)
+    std::vector<float> logits(n_vocab);
+    for (float& f : logits) {
+      const float z = normal(rng);
+      f = kind == 0 ? 0.05f * z : kind == 1 ? 4.0f * z : std::round(z * 4.0f) / 4.0f;
+    }
+    for (float top_p : {0.5f, 0.9f, 0.95f, 0.999f}) {
+      SamplingParams p;
+      p.temperature = trial % 2 == 0 ? 1.0f : 0.7f;
+      p.top_p = top_p;
+      p.top_k = trial % 4 == 3 ? 3000 : 0;
+      p.min_p = trial % 6 == 5 ? 0.001f : 0.0f;
+      p.seed = 1000 + trial;
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " top_p " << top_p);
+      const std::vector<Candidate> want = full_sort_distribution(logits, p);
+      Sampler s(p, n_vocab);
+      const std::vector<Candidate> got = s.distribution(logits.data());
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].id, want[i].id) << i;
+        ASSERT_EQ(got[i].p, want[i].p) << i;
+      }
+      n_wide += want.size() > 256;
+      std::mt19937_64 draws(p.seed);
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      for (int k = 0; k < 10; ++k) {
+        ASSERT_EQ(s.sample(logits.data()), Sampler::draw(want, uniform(draws))) << k;
+        ++n_checked;
+      }
+    }
+  }
+  EXPECT_GT(n_wide, 20);  // the radix path ran (nuclei beyond the 256 of the partial sort)
+  EXPECT_EQ(n_checked, 24 * 4 * 10);
+}
+
+}  // namespace
+}  // namespace glm::sampler
