@@ -99,26 +99,12 @@ std::string engine_metrics(const protocol::StatsInfo* s) {
   return out;
 }
 
-// A Prometheus label value: backslash, double quote and newline escaped.
-std::string label_value(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // glmserve_engine_info{model, device} 1: what the engine serves and where it runs (docs/gpu.md).
 std::string engine_info_metric(const protocol::Event& health) {
   return "# HELP glmserve_engine_info The model the engine serves and the device it runs on.\n"
          "# TYPE glmserve_engine_info gauge\n"
          "glmserve_engine_info{model=\"" +
-         label_value(health.model) + "\",device=\"" + label_value(health.device) + "\"} 1\n";
+         escape_label(health.model) + "\",device=\"" + escape_label(health.device) + "\"} 1\n";
 }
 
 // A random seed in [1, 2^53): exact as a JSON number on every side.

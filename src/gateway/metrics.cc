@@ -17,7 +17,8 @@ std::string fmt_double(double v) {
   return buf;
 }
 
-// Label values are our own fixed words; escape anyway so a surprise can't break the format.
+}  // namespace
+
 std::string escape_label(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -30,8 +31,6 @@ std::string escape_label(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 Histogram::Histogram(std::vector<double> bounds_s)
     : bounds_(std::move(bounds_s)), counts_(bounds_.size() + 1, 0) {}

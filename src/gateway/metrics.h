@@ -24,6 +24,10 @@
 
 namespace glm::gateway {
 
+// A Prometheus label value: backslash, double quote and newline escaped (a model's name or a
+// device's may hold anything; our own label words need none of it).
+std::string escape_label(const std::string& s);
+
 // Cumulative histogram over fixed bucket bounds (seconds), Prometheus style.
 class Histogram {
  public:
