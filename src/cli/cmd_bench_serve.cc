@@ -126,12 +126,11 @@ int cmd_bench_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args =
-      Args::parse(argc, argv,
-                  {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
-                   "socket", "threads", "ctx-size", "max-batch", "echo-delay", "report", "browser",
-                   "device", "gpu-layers"},
-                  {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(
+      argc, argv,
+      {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http", "socket", "threads",
+       "ctx-size", "max-batch", "echo-delay", "report", "browser", "device", "gpu-layers"},
+      {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   auto runs = args->get_int("runs", 10);
