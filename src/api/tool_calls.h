@@ -54,7 +54,8 @@ using tok::ToolDelta;
 // Not thread-safe; one per answer. Cost: O(text); a call's text is held (bounded by max_tokens).
 class ToolAnswerStream {
  public:
-  explicit ToolAnswerStream(std::vector<std::string> names) : names_(names), stream_(names) {}
+  explicit ToolAnswerStream(const std::vector<std::string>& names)
+      : names_(names), stream_(names) {}
   std::vector<ToolDelta> feed(const std::string& text);
   // The held call when `outcome` is kStop (none for kLength), and what the reader held back.
   std::vector<ToolDelta> finish(Outcome outcome);
