@@ -344,6 +344,8 @@ test('the header names the model; the theme button shows its mode; the language 
   const page = await newPage(browser, { locale: 'en-US' });
   await page.locator('#model-name[data-state="ready"]').waitFor();
   assert.equal(await page.locator('#model-name').textContent(), 'fake-glm');
+  // Its tooltip says where it runs (the engine's health: docs/gpu.md).
+  assert.match(await page.locator('#model-name').getAttribute('title'), /fake-glm · vulkan:0 \(Fake GPU\) · /);
   // No saved choice: English for an English browser, every string re-rendered on a switch.
   assert.equal(await page.locator('#send').textContent(), 'Send');
   const answer = await send(page, 'hi');

@@ -143,7 +143,7 @@ const server = net.createServer((conn) => {
       }
       const type = req.type || 'generate';
       if (type === 'health') {
-        const h = { id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1 };
+        const h = { id: req.id, event: 'health', status: 'ready', model: 'fake-glm', n_ctx: 4096, protocol: 1, device: 'vulkan:0 (Fake GPU)' };
         if (loading()) {
           // A model being loaded: health says so with the bytes read so far.
           const total = 4 << 20;

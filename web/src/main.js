@@ -653,7 +653,9 @@ function applyHealth(h) {
   ui.demo.title = t('demoTitle');
   ui.model.textContent = h?.model || '';
   ui.model.dataset.state = status;
-  ui.model.title = h?.model ? `${h.model} · ${t(ok ? 'modelReady' : 'modelLoading')}` : '';
+  // Where it runs (docs/gpu.md): "cpu" or "vulkan:0 (NVIDIA H200)".
+  const where = h?.device ? ` · ${h.device}` : '';
+  ui.model.title = h?.model ? `${h.model}${where} · ${t(ok ? 'modelReady' : 'modelLoading')}` : '';
   ui.engine.hidden = ok;
   ui.engine.dataset.i18n = status === 'loading' ? 'modelLoading' : 'engineDown';
   ui.engine.textContent = t(ui.engine.dataset.i18n);
