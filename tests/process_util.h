@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,6 +22,23 @@
 extern char** environ;
 
 namespace glm::testing {
+
+// Polls `cond` every 20 ms until it holds or `timeout_ms` passes; its last answer.
+inline bool wait_until(const std::function<bool()>& cond, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+// The port of serve's "serve: ready: ...; open http://127.0.0.1:P/" line, or -1.
+inline int ready_port(const std::string& log) {
+  const std::string mark = "open http://127.0.0.1:";
+  const size_t at = log.find(mark);
+  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + mark.size());
+}
 
 // A child process running the glmserve binary (or another program), its stderr in a file;
 // killed (SIGKILL) when destroyed if still running.

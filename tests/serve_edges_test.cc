@@ -28,24 +28,10 @@ using glm::gateway::testing::RawHttp;
 using glm::testing::children_of;
 using glm::testing::cmdline_of;
 using glm::testing::Proc;
+using glm::testing::ready_port;
 using glm::testing::run_shell;
+using glm::testing::wait_until;
 using Clock = std::chrono::steady_clock;
-
-bool wait_until(const std::function<bool()>& cond, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (Clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
-
-// The port of serve's "open http://127.0.0.1:P/" line, or -1.
-int ready_port(const std::string& log) {
-  const std::string mark = "open http://127.0.0.1:";
-  const size_t at = log.find(mark);
-  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + mark.size());
-}
 
 int status_of(int port, const std::string& method, const std::string& path,
               const std::map<std::string, std::string>& headers = {},

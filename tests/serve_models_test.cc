@@ -30,27 +30,14 @@ using glm::gateway::testing::RawHttp;
 using glm::testing::children_of;
 using glm::testing::cmdline_of;
 using glm::testing::Proc;
+using glm::testing::ready_port;
 using glm::testing::run_cli;
+using glm::testing::wait_until;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 const json kMessages =
     json::array({{{"role", "user"}, {"content", "你好，请介绍一下北京的天气和历史"}}});
-
-bool wait_until(const std::function<bool()>& cond, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (Clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
-
-int ready_port(const std::string& log) {
-  const std::string mark = "open http://127.0.0.1:";
-  const size_t at = log.find(mark);
-  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + mark.size());
-}
 
 int count(const std::string& text, const std::string& needle) {
   int n = 0;

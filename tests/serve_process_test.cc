@@ -34,6 +34,8 @@ using glm::gateway::testing::sse_data;
 using glm::testing::children_of;
 using glm::testing::cmdline_of;
 using glm::testing::Proc;
+using glm::testing::ready_port;
+using glm::testing::wait_until;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -67,22 +69,6 @@ bool connects(int port) {
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   ::close(fd);
   return ok;
-}
-
-bool wait_until(const std::function<bool()>& cond, int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (Clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
-
-// The port of serve's "serve: ready: ...; open http://127.0.0.1:P/" line, or -1.
-int ready_port(const std::string& log) {
-  const std::string mark = "open http://127.0.0.1:";
-  const size_t at = log.find(mark);
-  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + mark.size());
 }
 
 // Lines of output that are not empty.

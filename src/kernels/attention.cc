@@ -42,7 +42,10 @@ void accumulate_scalar(float* acc, int g, int hd, const float* p, const uint8_t*
   }
 }
 
-const AttnOps& ops_for(Isa isa) {
+}  // namespace
+
+namespace internal {
+const AttnOps& attn_ops_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
       return internal::attn_ops_avx512();
@@ -53,6 +56,9 @@ const AttnOps& ops_for(Isa isa) {
   }
   return internal::attn_ops_scalar();
 }
+}  // namespace internal
+
+namespace {
 
 // Per-thread scratch, grown once to the largest shape seen.
 struct Scratch {
@@ -191,7 +197,7 @@ void attention_rows(const float* q, const KvView& kv, const AttentionShape& s, f
   internal::check_attention_shape(kv, s);
   GLM_CHECK(s.bidir_prefix == 0);
   if (s.n_tokens == 0) return;
-  const AttnOps& ops = ops_for(active_isa());
+  const AttnOps& ops = internal::attn_ops_for(active_isa());
   const int g_all = s.n_head / s.n_head_kv;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
   // Slice the head groups when there are fewer (token, kv head) items than threads.

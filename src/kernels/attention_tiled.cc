@@ -79,18 +79,6 @@ const float* load_row_scalar(const void* row, int e0, DType type, int hd, float*
   return dst;
 }
 
-const internal::AttnOps& row_ops_for(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return internal::attn_ops_avx512();
-    case Isa::kAvx2:
-      return internal::attn_ops_avx2();
-    case Isa::kScalar:
-      break;
-  }
-  return internal::attn_ops_scalar();
-}
-
 const AttnTileOps& tile_ops_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
@@ -274,7 +262,7 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
             g_all % plan.n_slices == 0);
   if (s.n_tokens == 0) return;
   const AttnTileOps& ops = tile_ops_for(active_isa());
-  const internal::AttnOps& row_ops = row_ops_for(active_isa());
+  const internal::AttnOps& row_ops = internal::attn_ops_for(active_isa());
   const int hd = s.head_dim;
   const int g = g_all / plan.n_slices;
   const int n_tiles = (s.n_tokens + plan.tile_tokens - 1) / plan.tile_tokens;

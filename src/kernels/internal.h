@@ -28,6 +28,9 @@ struct AttnOps {
 const AttnOps& attn_ops_scalar();
 const AttnOps& attn_ops_avx2();
 const AttnOps& attn_ops_avx512();
+// The row operations of an instruction set (attention.cc; the row kernel and the tiled one's
+// small tiles use the same).
+const AttnOps& attn_ops_for(Isa isa);
 
 // GLM_CHECKs of attention()'s arguments (shapes, KV type, enough cached positions).
 void check_attention_shape(const KvView& kv, const AttentionShape& s);

@@ -275,7 +275,11 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
   int32_t* slots = reinterpret_cast<int32_t*>(host + slots_off);
   int32_t* rows = reinterpret_cast<int32_t*>(host + rows_off);
   int32_t* table = reinterpret_cast<int32_t*>(host + table_off);
-  std::vector<int> table_at(batch.size()), first_row(batch.size());
+  // Per sequence: its first row in the batch, its block table's place in the step's inputs.
+  std::vector<int>& first_row = seq_first_row_;
+  std::vector<int>& table_at = seq_table_at_;
+  first_row.resize(batch.size());
+  table_at.resize(batch.size());
   int t = 0, r = 0, tb = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const SeqInput& in = batch[s];
@@ -401,41 +405,56 @@ void GpuTransformer::copy_kv_block(KvPool* kv, int src, int dst) {
   if (!s.ok()) GLM_LOG_ERROR("KV block copy on the GPU failed: %s", s.to_string().c_str());
 }
 
-void GpuTransformer::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
-  // [n_layer, 2 (K,V), block_tokens, row] as KvPool::save_block writes it.
-  auto* self = const_cast<GpuTransformer*>(this);
-  GLM_CHECK(self->bind_kv(kv).ok());
-  if (cpu_ != nullptr) kv->save_block(block, data);  // the CPU layers' rows (the GPU's follow)
+// The GPU layers' rows of a block and their bytes in KvPool::save_block's layout
+// ([n_layer, 2 (K,V), block_tokens, row]): each (layer, K or V) part, copied between the layer's
+// cache and block_io_ (host-visible) in one submission.
+Status GpuTransformer::block_io(int block, bool to_host) {
   const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  GLM_RETURN_IF_ERROR(
+      grow(device_.get(), &block_io_, layers_.size() * 2 * bytes, gpu::MemoryKind::kReadback));
+  gpu::Stream& st = device_->stream();
+  st.begin();
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (int k = 0; k < 2; ++k) {
-      const size_t base = k == 0 ? 0 : v_base();
-      const Status s = device_->download(kv_[l], base + block * bytes, bytes,
-                                         data + ((n_cpu_ + l) * 2 + k) * bytes);
-      // A block that cannot be read would be saved wrong and reused after a restart: stop the
-      // engine instead (serve restarts it; docs/gpu.md#failures).
-      if (!s.ok()) {
-        GLM_LOG_ERROR("KV block read from the GPU failed, stopping: %s", s.to_string().c_str());
-        std::abort();
+      const size_t cache = (k == 0 ? 0 : v_base()) + block * bytes;
+      const size_t host = (l * 2 + k) * bytes;
+      if (to_host) {
+        st.copy(kv_[l], cache, block_io_, host, bytes);
+      } else {
+        st.copy(block_io_, host, kv_[l], cache, bytes);
       }
     }
   }
+  return st.submit_and_wait();
+}
+
+void GpuTransformer::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
+  auto* self = const_cast<GpuTransformer*>(this);  // the device's stream and block_io_
+  GLM_CHECK(self->bind_kv(kv).ok());
+  if (cpu_ != nullptr) kv->save_block(block, data);  // the CPU layers' rows (the GPU's follow)
+  const size_t first = static_cast<size_t>(n_cpu_) * 2 * kv_block_tokens_ * kv_row_bytes_;
+  // A block that cannot be read would be saved wrong and reused after a restart: stop the
+  // engine instead (serve restarts it; docs/gpu.md#failures).
+  if (const Status s = self->block_io(block, /*to_host=*/true); !s.ok()) {
+    GLM_LOG_ERROR("KV block read from the GPU failed, stopping: %s", s.to_string().c_str());
+    std::abort();
+  }
+  std::memcpy(data + first, block_io_.mapped(), kv->block_bytes() - first);
 }
 
 void GpuTransformer::load_kv_block(KvPool* kv, int block, const uint8_t* data) {
   if (cpu_ != nullptr) kv->load_block(block, data);
   if (!bind_kv(kv).ok()) return;
   const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    for (int k = 0; k < 2; ++k) {
-      const size_t base = k == 0 ? 0 : v_base();
-      const Status s = device_->upload(data + ((n_cpu_ + l) * 2 + k) * bytes, bytes, kv_[l],
-                                       base + block * bytes);
-      if (!s.ok()) {
-        GLM_LOG_ERROR("KV block write to the GPU failed: %s", s.to_string().c_str());
-        return;
-      }
-    }
+  const size_t first = static_cast<size_t>(n_cpu_) * 2 * bytes;
+  if (!grow(device_.get(), &block_io_, layers_.size() * 2 * bytes, gpu::MemoryKind::kReadback)
+           .ok()) {
+    GLM_LOG_ERROR("KV block write to the GPU failed: no host-visible buffer");
+    return;
+  }
+  std::memcpy(block_io_.mapped(), data + first, layers_.size() * 2 * bytes);
+  if (const Status s = block_io(block, /*to_host=*/false); !s.ok()) {
+    GLM_LOG_ERROR("KV block write to the GPU failed: %s", s.to_string().c_str());
   }
 }
 

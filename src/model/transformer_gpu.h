@@ -73,6 +73,9 @@ class GpuTransformer : public Model {
   Status bind_kv(const KvPool* kv);
   // A layer's K rows start at byte 0 of its buffer, its V rows at v_base().
   uint32_t v_base() const;
+  // Copies block `block` of every GPU layer between the device cache and block_io_ ([n_layer -
+  // n_cpu_, 2, block_tokens, row]) in one submission: to the host, or from it.
+  Status block_io(int block, bool to_host);
 
   std::shared_ptr<const gguf::File> file_;
   Config config_;
@@ -107,7 +110,9 @@ class GpuTransformer : public Model {
   // [x: T * n_embd f32 | cos: T * n_rot/2 | sin: T * n_rot/2 | slots: T i32 | out rows: R i32 |
   //  block tables: B i32].
   gpu::Buffer in_host_, in_dev_;
-  gpu::Buffer out_host_;  // [R, max(n_vocab, n_embd)] f32 read back
+  gpu::Buffer out_host_;                           // [R, max(n_vocab, n_embd)] f32 read back
+  std::vector<int> seq_first_row_, seq_table_at_;  // [batch] forward()'s, kept: no allocation
+  gpu::Buffer block_io_;  // a block's GPU-layer K/V on its way to or from the disk cache
   // Test hook (docs/gpu.md#failures): GLMSERVE_VULKAN_FAIL_AT_STEP=N fails the N-th forward's
   // submission as a lost device would.
   int fail_at_step_ = 0;
