@@ -176,7 +176,7 @@ void Buffer::reset() {
 
 // ---- Device ----------------------------------------------------------------------------------
 
-StatusOr<std::unique_ptr<Device>> Device::open(int index) {
+StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only) {
   std::unique_ptr<Device> dev(new Device());
   StatusOr<VkInstance> instance = make_instance(&dev->api_);
   if (!instance.ok()) return instance.status();
@@ -201,6 +201,11 @@ StatusOr<std::unique_ptr<Device>> Device::open(int index) {
                          ") cannot run glmserve: " + infos[index].unusable);
     }
     pick = index;
+  } else if (discrete_only) {
+    for (uint32_t i = 0; i < n && pick < 0; ++i) {
+      if (infos[i].unusable.empty() && infos[i].type == "discrete") pick = static_cast<int>(i);
+    }
+    if (pick < 0) return Status(ErrorCode::kUnavailable, "no discrete GPU");
   } else {
     for (const char* want : {"discrete", "integrated", "virtual", ""}) {
       for (uint32_t i = 0; i < n && pick < 0; ++i) {

@@ -109,9 +109,10 @@ class Stream {
 class Device {
  public:
   // Opens device `index` of list_devices(), or with index < 0 the first discrete GPU, else the
-  // first integrated or virtual one, else any usable one (lavapipe). Errors: unavailable (no
-  // loader, no device, the index out of range) or unsupported (a required feature missing).
-  static StatusOr<std::unique_ptr<Device>> open(int index);
+  // first integrated or virtual one, else any usable one (lavapipe); with discrete_only, the
+  // first discrete GPU or none (--device auto). Errors: unavailable (no loader, no device, the
+  // index out of range, no discrete GPU) or unsupported (a required feature missing).
+  static StatusOr<std::unique_ptr<Device>> open(int index, bool discrete_only = false);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -23,21 +23,14 @@ int device_index(const std::string& device) {
 StatusOr<std::unique_ptr<gpu::Device>> open_device(const LoadOptions& options) {
   if (options.device == "cpu" || options.gpu_layers == 0) return std::unique_ptr<gpu::Device>();
   const int index = device_index(options.device);
-  if (options.device == "auto") {
-    StatusOr<std::vector<gpu::DeviceInfo>> list = gpu::list_devices();
-    bool discrete = false;
-    if (list.ok()) {
-      for (const gpu::DeviceInfo& d : *list) discrete |= d.type == "discrete" && d.unusable.empty();
-    }
-    if (!discrete) {
-      // The usual case without a GPU: said at debug level (the engine's ready line names the
-      // device), so that commands whose stderr is read stay quiet.
-      GLM_LOG_DEBUG("device auto: no discrete GPU (%s); running on the CPU",
-                    list.ok() ? "none listed" : list.status().message().c_str());
-      return std::unique_ptr<gpu::Device>();
-    }
+  const bool automatic = options.device == "auto";
+  StatusOr<std::unique_ptr<gpu::Device>> dev = gpu::Device::open(index, automatic);
+  if (!dev.ok() && automatic) {
+    // The usual case without a GPU: said at debug level (the engine's ready line names the
+    // device), so that commands whose stderr is read stay quiet.
+    GLM_LOG_DEBUG("device auto: %s; running on the CPU", dev.status().message().c_str());
+    return std::unique_ptr<gpu::Device>();
   }
-  StatusOr<std::unique_ptr<gpu::Device>> dev = gpu::Device::open(index);
   if (!dev.ok()) {
     if (index >= 0) return dev.status();
     GLM_LOG_WARN("device %s: %s; running on the CPU", options.device.c_str(),
