@@ -20,6 +20,8 @@ mapfile -t sources < <(list 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h')
 [[ ${#sources[@]} -gt 0 ]] || { echo "lint: no sources found" >&2; exit 1; }
 clang-format --dry-run --Werror "${sources[@]}"
 echo "clang-format: ${#sources[@]} files formatted"
+# Modules include only the modules they list; docs name only flags a command parses.
+python3 scripts/check-structure.py
 [[ "${1:-}" == "--format-only" ]] && exit 0
 # The libraries' translation units. Not linted: tests and benchmarks (gtest's macros cost most
 # of the time and the checks target product code), and src/kernels (intrinsics written for GCC:

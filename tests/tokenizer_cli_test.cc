@@ -123,6 +123,31 @@ TEST(TokenizerCli, TemplatePrintsPromptIds) {
   EXPECT_EQ(n, 5);
 }
 
+// A system message's tools keep the file's key order ("name" after "parameters", "z" before
+// "a"): the ChatGLM3 template appends them as json.dumps(tools, indent=4, ensure_ascii=False)
+// writes them, so the prompt equals the one whose system content is that text, written out here.
+TEST(TokenizerCli, TemplateKeepsTheToolsKeyOrder) {
+  SKIP_IF_NO_DATA();
+  const std::string vocab = shared("vocab/chatglm3-vocab.gguf");
+  const std::string path = "/tmp/glm_tokcli_tools_" + std::to_string(getpid()) + ".json";
+  std::ofstream(path) << R"([{"role":"system","content":"Tools:","tools":[{"parameters":)"
+                      << R"({"z":1,"a":true},"name":"天气"}]},{"role":"user","content":"hi"}])";
+  Result with_tools = run({"template", "--model", vocab, "--messages", path});
+  const std::string pretty =
+      "Tools:\n[\n    {\n        \"parameters\": {\n            \"z\": 1,\n"
+      "            \"a\": true\n        },\n        \"name\": \"天气\"\n    }\n]";
+  std::ofstream(path, std::ios::trunc)
+      << nlohmann::json::array(
+             {{{"role", "system"}, {"content", pretty}}, {{"role", "user"}, {"content", "hi"}}})
+             .dump();
+  Result by_hand = run({"template", "--model", vocab, "--messages", path});
+  unlink(path.c_str());
+  ASSERT_EQ(with_tools.code, 0) << with_tools.err;
+  ASSERT_EQ(by_hand.code, 0) << by_hand.err;
+  EXPECT_EQ(parse_ids(with_tools.out), parse_ids(by_hand.out));
+  EXPECT_GT(parse_ids(by_hand.out).size(), 20u);
+}
+
 // Every failure is one line on stderr, a non-zero exit, nothing on stdout.
 void expect_one_line_error(const Result& r) {
   EXPECT_NE(r.code, 0);

@@ -16,7 +16,7 @@ constexpr char kHelp[] =
     "\n"
     "Writes a model with RANDOM weights (for tests and benchmarks: it produces gibberish) in\n"
     "llama.cpp's GGUF layout, so llama.cpp runs it too.\n"
-    "  --arch A      chatglm2 | chatglm3 | glm4 | llama\n"
+    "  --arch A      chatglm1 | chatglm2 | chatglm3 | glm4 | llama\n"
     "  --preset P    tiny (hidden 64, 2 layers) | small (hidden 1024, 12 layers, ~270M params)\n"
     "                | 6b (the real ChatGLM3-6B shape; GLM-4-9B for glm4; LLaMA-2-7B for llama)\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"

@@ -1,4 +1,5 @@
-// The OpenAI-compatible routes: GET /v1/models and POST /v1/chat/completions.
+// The OpenAI-compatible routes: POST /v1/chat/completions (and /v1/embeddings, refused with a
+// pointer to an embedding server). /v1/models is routes_models.cc.
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,8 @@
 // request's id. This header holds the native C++ shapes; request.cc and event.cc convert them to
 // and from JSON and validates every field, so the daemon and the gateway never touch raw JSON.
 //
-// Depends on core only (never on the engine): the gateway links this module, not the engine.
+// Depends on generation and core only (never on the engine): the gateway links this module, not
+// the engine.
 // Thread-safety: all functions are pure except make_request_id (an atomic counter); safe from any
 // thread. Cost: parse/serialize are O(line length); a token event serializes in ~1 us.
 #pragma once
