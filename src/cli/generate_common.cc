@@ -133,7 +133,7 @@ engine::EventSink Generation::sink() {
         start_ = e;
         break;
       case engine::EventType::kNotice:
-        notice_ = e.text;
+        notice_ = e.message;
         break;
       case engine::EventType::kDone:
       case engine::EventType::kError:

@@ -23,68 +23,17 @@ constexpr uint64_t kEventTag = 1;  // connection tags are their fds (>= 3)
 }  // namespace
 
 protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id) {
+  if (ev.type == engine::EventType::kError) return protocol::error_event(client_id, ev.error);
   protocol::Event out;
+  static_cast<generation::Event&>(out) = ev;
   out.id = client_id;
-  switch (ev.type) {
-    case engine::EventType::kQueued:
-      out.type = protocol::EventType::kQueued;
-      out.position = ev.queue_position;
-      break;
-    case engine::EventType::kStart:
-      out.type = protocol::EventType::kStart;
-      out.usage = ev.usage;
-      break;
-    case engine::EventType::kProgress:
-      out.type = protocol::EventType::kProgress;
-      out.prefilled = ev.prefilled;
-      out.to_prefill = ev.to_prefill;
-      break;
-    case engine::EventType::kToken:
-      out.type = protocol::EventType::kToken;
-      out.index = ev.index;
-      out.text = ev.text;
-      out.logprobs = ev.logprobs;
-      out.tokens = ev.tokens;
-      break;
-    case engine::EventType::kNotice:
-      out.type = protocol::EventType::kNotice;
-      out.message = ev.text;
-      out.dropped_messages = ev.dropped_messages;
-      break;
-    case engine::EventType::kChoiceDone:
-    case engine::EventType::kDone:
-      out.type = ev.type == engine::EventType::kDone ? protocol::EventType::kDone
-                                                     : protocol::EventType::kChoiceDone;
-      out.index = ev.index;
-      out.finish_reason = ev.finish_reason;
-      out.usage = ev.usage;
-      out.timings = ev.timings;
-      out.speculation = ev.speculation;
-      break;
-    case engine::EventType::kError:
-      out = protocol::error_event(client_id, ev.error);
-      break;
-  }
   return out;
 }
 
 engine::Request to_engine_request(const protocol::Request& r, const std::string& engine_id) {
   engine::Request out;
+  static_cast<generation::GenerateRequest&>(out) = r;
   out.id = engine_id;
-  out.conversation = r.conversation;
-  out.raw = r.raw;
-  out.prompt = r.prompt;
-  out.messages.reserve(r.messages.size());
-  for (const auto& m : r.messages) {
-    tok::Message t{m.role, m.content, m.metadata};
-    t.arguments = m.arguments;
-    out.messages.push_back(std::move(t));
-  }
-  out.params = r.params;
-  out.constraint = r.constraint;
-  out.tools = r.tools;
-  out.resume = r.resume;
-  out.n = r.n;
   return out;
 }
 

@@ -104,13 +104,13 @@ class RequestObserver : public scheduler::SeqObserver {
   void on_queued(int position) override {
     if (index_ > 0) return;
     Event e = event(EventType::kQueued);
-    e.queue_position = position;
+    e.position = position;
     sink_(e);
     if (dropped_ > 0) {
       Event n = event(EventType::kNotice);
       n.dropped_messages = dropped_;
-      n.text = "dropped the " + std::to_string(dropped_) +
-               " oldest messages of the history to fit the context (the system prompt is kept)";
+      n.message = "dropped the " + std::to_string(dropped_) +
+                  " oldest messages of the history to fit the context (the system prompt is kept)";
       sink_(n);
     }
   }

@@ -17,9 +17,9 @@
 #include "core/dtype.h"
 #include "core/progress.h"
 #include "core/status.h"
-#include "generation/constraint.h"
-#include "generation/logprobs.h"
+#include "generation/event.h"
 #include "generation/outcome.h"
+#include "generation/request.h"
 #include "generation/sampling.h"
 #include "generation/speculation.h"
 #include "generation/usage.h"
@@ -36,63 +36,21 @@ using generation::Stats;
 using generation::Timings;
 using generation::Usage;
 
-struct Request {
-  std::string id;                      // unique among the requests in flight
-  std::string conversation;            // optional: KV reuse across the turns of one conversation
-  std::vector<tok::Message> messages;  // rendered with the model's chat template
-  bool raw = false;                    // true: `prompt` is plain text, no template
-  std::string prompt;
-  SamplingParams params;
-  // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
-  // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
-  Constraint constraint;
-  // The functions the model may call: JSON array text of function objects, written into the
-  // prompt by the chat template (a system message of its own, first). Empty = none.
-  std::string tools;
-  // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
-  // generated (the kToken events' `tokens`, in order). They are prefilled after the prompt and
-  // not sent again; the answer goes on as the uninterrupted run would have (same text at
-  // temperature 0, and with a fixed seed: the sampler's RNG skips their draws).
-  std::vector<int32_t> resume;
-  // Choices (docs/engine.md#choices): n > 1 answers to the same prompt, prefilled once and
-  // decoded together. Choice i samples with params.seed + i (when a seed is set), so it equals
-  // the answer of a single request with that seed. At most Options::max_batch; not with
-  // `resume`; no conversation is saved for such a request.
-  int n = 1;
+// A request to the engine: the generation request (generation/request.h) and its id.
+struct Request : generation::GenerateRequest {
+  std::string id;  // unique among the requests in flight
 };
 
-// A request's events: kQueued, kNotice (maybe), kStart once; kProgress after each chunk of a
-// prompt longer than one step (prefill_chunk); kToken many; then exactly one
-// final kDone or kError. With n > 1 choices, kToken carries the choice's `index` and each
-// choice's end comes as a kChoiceDone (index, finish_reason, usage.completion_tokens of that
-// choice, timings) before the final kDone (usage: the prompt once, the completion tokens of
-// all choices; finish_reason and timings of the choice that ended last). A choice that fails
-// makes the others stop at their next token and the request end with kError.
-enum class EventType { kQueued, kStart, kProgress, kToken, kNotice, kChoiceDone, kDone, kError };
+// A request's events (generation/event.h has their order): kQueued, kNotice (maybe), kStart
+// once; kProgress after each chunk of a prompt longer than one step (prefill_chunk); kToken many;
+// then exactly one final kDone or kError. With n > 1 choices each choice's end comes as a
+// kChoiceDone (index, finish_reason, usage.completion_tokens of that choice, timings) before the
+// final kDone (usage: the prompt once, the completion tokens of all choices; finish_reason and
+// timings of the choice that ended last). A choice that fails makes the others stop at their
+// next token and the request end with kError.
+using generation::EventType;
 
-struct Event {
-  EventType type = EventType::kToken;
-  std::string id;
-  int index = 0;           // kToken, kChoiceDone: the choice (Request::n)
-  int queue_position = 0;  // kQueued
-  int prefilled = 0;       // kProgress: prompt tokens written so far (of to_prefill, the
-  int to_prefill = 0;      //   prompt tokens that were not cached)
-  Usage usage;             // kStart: prompt and cached tokens; kDone: all three
-  std::string text;        // kToken: whole UTF-8 characters; kNotice: message
-  // kToken, when the request asked for them (params.top_logprobs >= 0): the tokens this event
-  // completes, in order (a token's text may go out with a later event; the tokens that
-  // complete a stop string are never reported). May come with empty text at the end.
-  std::vector<generation::GeneratedLogprobs> logprobs;
-  // kToken: the ids of the tokens generated since the previous kToken event, whose text this
-  // event completes (replaying all of them gives exactly the text sent so far: what resume
-  // takes).
-  std::vector<int32_t> tokens;
-  int dropped_messages = 0;  // kNotice: oldest messages dropped to fit the context
-  FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
-  Timings timings;                                   // kDone, kChoiceDone
-  // kDone, kChoiceDone: tokens drafted and accepted by speculative decoding (Options::spec;
-  // kDone of n > 1 choices: summed over them).
-  generation::Speculation speculation;
+struct Event : generation::Event {
   Status error;  // kError
 };
 

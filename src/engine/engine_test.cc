@@ -286,7 +286,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   // 1 + 8 + 21 + 21 + 11 + 6 + 4 + 1 = 73 > 64 - 20: the first turn (2 messages) must go; then
   // 1 + 8 + 11 + 6 + 4 + 1 = 31 + 20 fits.
   EXPECT_EQ(notice.dropped_messages, 2);
-  EXPECT_NE(notice.text.find("2"), std::string::npos);
+  EXPECT_NE(notice.message.find("2"), std::string::npos);
   const std::vector<tok::Message> kept = {m[0], m[3], m[4], m[5]};
   FakeTokenizer tok;
   EXPECT_EQ(c.first("t", EventType::kStart).usage.prompt_tokens,

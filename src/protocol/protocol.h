@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "generation/constraint.h"
-#include "generation/logprobs.h"
+#include "generation/event.h"
 #include "generation/outcome.h"
-#include "generation/sampling.h"
+#include "generation/request.h"
 #include "generation/usage.h"
 
 namespace glm::protocol {
@@ -41,13 +40,7 @@ struct Limits {
 enum class RequestType { kGenerate, kCancel, kHealth, kStats, kTokenize, kDetokenize, kPrompt };
 const char* request_type_name(RequestType t);
 
-struct Message {
-  std::string role;  // system, user, assistant, observation
-  std::string content;
-  std::string metadata;  // ChatGLM3 / GLM-4 metadata line: the tool an assistant message calls
-  // assistant tool calls: the call's arguments as JSON object text (metadata = the function)
-  std::string arguments;
-};
+using Message = generation::Message;
 
 using generation::Constraint;
 using generation::FinishReason;
@@ -56,28 +49,12 @@ using generation::SamplingParams;
 using generation::Timings;
 using generation::Usage;
 
-struct Request {
+// A socket request: the generation request (generation/request.h, for kGenerate and kPrompt)
+// plus what only the wire has.
+struct Request : generation::GenerateRequest {
   RequestType type = RequestType::kGenerate;
   std::string id;            // never empty after parse_request (assigned if absent)
   bool id_assigned = false;  // true if the client sent no id
-  // kGenerate
-  std::string conversation;  // optional: KV reuse across turns
-  std::vector<Message> messages;
-  bool raw = false;       // true: `prompt` is plain text without the chat template
-  std::string prompt;     // only with raw
-  SamplingParams params;  // absent fields on the wire: SamplingParams' defaults
-  Constraint constraint;  // "constraint": grammar-constrained output (none when absent)
-  // "tools": the functions the model may call, as JSON array text of function objects
-  // ({"name","description","parameters"}) in the client's key order; empty = none. The engine
-  // writes them into the prompt in its chat template's tool format.
-  std::string tools;
-  // "resume": the ids of the tokens an earlier run of this same request generated (the token
-  // events' `tokens`, in order), when the engine died mid-answer: the engine continues after
-  // them as the uninterrupted run would have (docs/protocol.md#resume). Empty = a fresh run.
-  std::vector<int32_t> resume;
-  // "n": choices of the same prompt, prefilled once (docs/protocol.md#choices). 1 to
-  // kMaxChoices on the wire; the engine allows at most its batch.
-  int n = 1;
   // kTokenize
   std::string text;
   // kDetokenize
@@ -85,20 +62,7 @@ struct Request {
   // kCancel: `id` names the request to cancel.
 };
 
-enum class EventType {
-  kQueued,
-  kStart,
-  kProgress,  // prefill progress of a long prompt
-  kToken,
-  kNotice,
-  kChoiceDone,  // n > 1: one choice ended (then the final kDone)
-  kDone,
-  kError,  // generation stream
-  kHealth,
-  kStats,
-  kTokens,
-  kCancel,  // one-line replies
-};
+using generation::EventType;
 const char* event_type_name(EventType t);
 
 // Whole percent of a load, 0..100 (0 when total is 0).
@@ -110,28 +74,10 @@ struct StatsInfo : generation::Stats {
   double uptime_s = 0;
 };
 
-// One event line. Which fields are meaningful depends on `type` (see docs/protocol.md).
-struct Event {
-  EventType type = EventType::kToken;
-  std::string id;      // may be empty only for kError on a line without a readable id
-  int position = 0;    // kQueued
-  int prefilled = 0;   // kProgress: prompt tokens written (of to_prefill: the prompt tokens
-  int to_prefill = 0;  //   that were not cached)
-  int index = 0;       // kToken, kChoiceDone: the choice (Request::n); written when > 0
-  std::string text;    // kToken: whole UTF-8 characters
-  // kToken: the log-probabilities of the tokens this event completes, when the request asked
-  // (params.top_logprobs >= 0); see engine::Event.
-  std::vector<generation::GeneratedLogprobs> logprobs;
-  std::string message;                               // kNotice, kError
-  int dropped_messages = 0;                          // kNotice
-  FinishReason finish_reason = FinishReason::kStop;  // kDone, kChoiceDone
-  Usage usage;      // kStart: prompt and cached tokens; kDone: all three
-                    // (kChoiceDone: that choice's)
-  Timings timings;  // kDone, kChoiceDone
-  // kDone, kChoiceDone: speculative decoding's drafted / accepted tokens; written as
-  // "speculative" when any token was drafted.
-  generation::Speculation speculation;
-  ErrorCode code = ErrorCode::kOk;  // kError
+// One event line: the generation event (generation/event.h) plus the wire's one-line replies
+// and error codes. Which fields are meaningful depends on `type` (see docs/protocol.md).
+struct Event : generation::Event {
+  ErrorCode code = ErrorCode::kOk;  // kError (its text in `message`)
   int retry_after_ms = 0;           // kError with code busy/unavailable: a retry hint (0 = none)
   Health health = Health::kReady;   // kHealth
   std::string model;                // kHealth
@@ -140,10 +86,8 @@ struct Event {
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
   // kHealth while loading: weight bytes in place of the total (written when total > 0).
   uint64_t load_done_bytes = 0, load_total_bytes = 0;
-  StatsInfo stats;              // kStats
-  std::vector<int32_t> tokens;  // kTokens (with text: detokenize and prompt replies);
-                                // kToken: the ids this event's text completes
-  bool found = false;           // kCancel: the id was in flight
+  StatsInfo stats;     // kStats
+  bool found = false;  // kCancel: the id was in flight
 };
 
 // Parses and validates one request line (without its newline). On failure, *id_out (if given)

@@ -199,7 +199,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
       engine::Event q;
       q.type = engine::EventType::kQueued;
       q.id = j.request.id;
-      q.queue_position = static_cast<int>(i);
+      q.position = static_cast<int>(i);
       lock.unlock();
       j.sink(q);
       lock.lock();

@@ -12,26 +12,14 @@
 #include <vector>
 
 #include "core/status.h"
+#include "generation/request.h"
 #include "gguf/gguf.h"
 #include "tokenizer/answer_filter.h"
 #include "tokenizer/tokenizer.h"
 
 namespace glm::tok {
 
-struct Message {
-  std::string role;  // system, user, assistant, observation
-  std::string content;
-  std::string metadata;  // ChatGLM3 tool-call metadata line (optional)
-  // system only: the tool definitions as JSON text, an array of function objects ({"name",
-  // "description", "parameters"}) in the client's key order. ChatGLM3 appends them to the
-  // system content pretty-printed with 4 spaces (HF build_chat_input), after its standard tool
-  // sentence when the content is empty; GLM-4 writes its tool system prompt (glm4_tools_prompt).
-  std::string tools_json;
-  // assistant only: a tool call's arguments as JSON object text, `metadata` naming the function.
-  // Written as the model writes calls: ChatGLM3 a "```python\ntool_call(k=v)\n```" block,
-  // GLM-4 the JSON text itself.
-  std::string arguments;
-};
+using Message = generation::Message;  // role, content, metadata, tools_json, arguments
 
 // ChatGLM3's system sentence for tools (its official tool-use demo), used when a system message
 // carries tools and no text.

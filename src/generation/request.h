@@ -1,0 +1,61 @@
+// The one generation request and its message: defined once here, carried unchanged from the API
+// routes through the socket protocol (protocol::Request embeds it, adding the request's id and
+// type) to the engine (engine::Request embeds it, adding the engine's id). Adding a field means
+// this definition, its wire form (protocol/request.cc) and its uses; no layer copies it field by
+// field. Thread-compatible value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "generation/constraint.h"
+#include "generation/sampling.h"
+
+namespace glm::generation {
+
+// One chat message, as the chat templates render it.
+struct Message {
+  std::string role;  // system, user, assistant, observation
+  std::string content;
+  std::string metadata;  // ChatGLM3 / GLM-4 metadata line: the tool an assistant message calls
+  // system only: the tool definitions as JSON text, an array of function objects ({"name",
+  // "description", "parameters"}) in the client's key order. ChatGLM3 appends them to the
+  // system content pretty-printed with 4 spaces (HF build_chat_input), after its standard tool
+  // sentence when the content is empty; GLM-4 writes its tool system prompt (glm4_tools_prompt).
+  // Requests carry their tools in GenerateRequest::tools; the engine puts them here.
+  std::string tools_json;
+  // assistant only: a tool call's arguments as JSON object text, `metadata` naming the function.
+  // Written as the model writes calls: ChatGLM3 a "```python\ntool_call(k=v)\n```" block,
+  // GLM-4 the JSON text itself.
+  std::string arguments;
+};
+
+struct GenerateRequest {
+  std::string conversation;       // optional: KV reuse across the turns of one conversation
+  std::vector<Message> messages;  // rendered with the model's chat template
+  bool raw = false;               // true: `prompt` is plain text, no template
+  std::string prompt;             // only with raw
+  SamplingParams params;          // absent fields on the wire: SamplingParams' defaults
+  // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
+  // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
+  Constraint constraint;
+  // The functions the model may call: JSON array text of function objects
+  // ({"name","description","parameters"}) in the client's key order; empty = none. The engine
+  // writes them into the prompt in its chat template's tool format (a system message of its
+  // own, first).
+  std::string tools;
+  // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
+  // generated (the token events' `tokens`, in order), when the engine died mid-answer. They
+  // are prefilled after the prompt and not sent again; the answer goes on as the
+  // uninterrupted run would have (same text at temperature 0, and with a fixed seed: the
+  // sampler's RNG skips their draws). Empty = a fresh run.
+  std::vector<int32_t> resume;
+  // Choices (docs/engine.md#choices): n > 1 answers to the same prompt, prefilled once and
+  // decoded together. Choice i samples with params.seed + i (when a seed is set), so it equals
+  // the answer of a single request with that seed. 1 to protocol::kMaxChoices on the wire; at
+  // most the engine's batch; not with `resume`; no conversation is saved for such a request.
+  int n = 1;
+};
+
+}  // namespace glm::generation
