@@ -16,7 +16,7 @@ Status bad(const std::string& message) { return invalid_argument(message); }
 
 // Content: a string, or blocks. Text blocks join into one message; tool_use blocks (assistant)
 // become calls, tool_result blocks (user) observations, each in the order written.
-Status read_content(const json& content, const std::string& role, const std::string& where,
+Status read_content(const ojson& content, const std::string& role, const std::string& where,
                     std::vector<protocol::Message>* out) {
   if (content.is_string()) {
     out->push_back({role, content.get<std::string>(), ""});
@@ -29,7 +29,7 @@ Status read_content(const json& content, const std::string& role, const std::str
     text.clear();
   };
   for (size_t i = 0; i < content.size(); ++i) {
-    const json& b = content[i];
+    const ojson& b = content[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
       return bad(at + " must be a content block {\"type\", ...}");
@@ -40,7 +40,7 @@ Status read_content(const json& content, const std::string& role, const std::str
       text += b["text"].get<std::string>();
     } else if (type == "tool_use" && role == "assistant") {
       if (!b.contains("name") || !b["name"].is_string()) return bad(at + ".name must be a string");
-      const json input = b.contains("input") ? b["input"] : json::object();
+      const ojson input = b.contains("input") ? b["input"] : ojson::object();
       if (!input.is_object()) return bad(at + ".input must be an object");
       flush_text();
       protocol::Message m{"assistant", "", b["name"].get<std::string>()};
@@ -53,7 +53,7 @@ Status read_content(const json& content, const std::string& role, const std::str
         if (c->is_string()) {
           result = c->get<std::string>();
         } else if (c->is_array()) {
-          for (const json& part : *c) {
+          for (const ojson& part : *c) {
             if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
                 !part["text"].is_string()) {
               return bad(at + ".content: only text blocks are supported");
@@ -75,7 +75,7 @@ Status read_content(const json& content, const std::string& role, const std::str
 }
 
 // tools [{name, description, input_schema}] and tool_choice {type: auto|any|tool|none}.
-Status read_tools(const json& body, const std::string& body_text, MessagesRequest* out) {
+Status read_tools(const ojson& body, MessagesRequest* out) {
   auto tools_it = body.find("tools");
   if (tools_it == body.end() || tools_it->is_null()) {
     if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
@@ -85,12 +85,10 @@ Status read_tools(const json& body, const std::string& body_text, MessagesReques
   }
   if (!tools_it->is_array()) return bad("tools must be an array of {name, input_schema}");
   if (tools_it->empty()) return Status::Ok();
-  auto ordered = parse_ordered_json(body_text, "the request body");
-  if (!ordered.ok()) return ordered.status();
   ojson functions = ojson::array();
   std::vector<std::string> names;
-  for (size_t i = 0; i < (*ordered)["tools"].size(); ++i) {
-    const ojson& t = (*ordered)["tools"][i];
+  for (size_t i = 0; i < (*tools_it).size(); ++i) {
+    const ojson& t = (*tools_it)[i];
     const std::string at = "tools[" + std::to_string(i) + "]";
     if (!t.is_object()) return bad(at + " must be an object {name, description, input_schema}");
     if (t.contains("type") && t["type"] != "custom") {
@@ -155,9 +153,9 @@ std::string unique_part(const std::string& request_id) {
 }  // namespace
 
 StatusOr<MessagesRequest> parse_messages_request(const std::string& body_text) {
-  auto parsed = parse_json(body_text, "the request body");
+  auto parsed = parse_ordered_json(body_text, "the request body");
   if (!parsed.ok()) return parsed.status();
-  const json& body = *parsed;
+  const ojson& body = *parsed;
   if (!body.is_object()) return bad("the request body must be a JSON object (the Messages API)");
   MessagesRequest out;
   out.request.type = protocol::RequestType::kGenerate;
@@ -179,7 +177,7 @@ StatusOr<MessagesRequest> parse_messages_request(const std::string& body_text) {
     return bad("messages must be a non-empty array of {\"role\",\"content\"}");
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ojson& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return bad(where + " must be {\"role\":\"user\"|\"assistant\",\"content\"}");
@@ -201,13 +199,13 @@ StatusOr<MessagesRequest> parse_messages_request(const std::string& body_text) {
       t != body.end() && t->is_number() && (t->get<double>() < 0 || t->get<double>() > 1)) {
     return bad("temperature must be between 0 and 1");
   }
-  json sampling = json::object();
+  ojson sampling = ojson::object();
   for (const char* k : {"temperature", "top_p", "top_k", "max_tokens"}) {
     if (body.contains(k)) sampling[k] = body[k];
   }
   if (body.contains("stop_sequences")) sampling["stop"] = body["stop_sequences"];
   GLM_RETURN_IF_ERROR(protocol::read_sampling(sampling, "", &out.request.params));
-  GLM_RETURN_IF_ERROR(read_tools(body, body_text, &out));
+  GLM_RETURN_IF_ERROR(read_tools(body, &out));
   return out;
 }
 

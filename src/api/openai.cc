@@ -13,17 +13,20 @@ namespace glm::api {
 namespace {
 
 using json = nlohmann::json;
+// Request bodies are parsed once, keeping the client's key order (schemas and tools are written
+// into grammars and prompts in that order).
+using ojson = nlohmann::ordered_json;
 
 Status bad(const std::string& message) { return invalid_argument(message); }
 
 // OpenAI content is a string or an array of parts; only text parts are supported.
-StatusOr<std::string> read_content(const json& content, size_t index) {
+StatusOr<std::string> read_content(const ojson& content, size_t index) {
   const std::string where = "messages[" + std::to_string(index) + "].content";
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) return bad(where + " must be a string or an array of text parts");
   std::string text;
-  for (const json& part : content) {
+  for (const ojson& part : content) {
     if (!part.is_object() || part.find("type") == part.end() || part["type"] != "text" ||
         !part.contains("text") || !part["text"].is_string()) {
       return bad(where + ": only {\"type\":\"text\",\"text\":...} parts are supported");
@@ -36,10 +39,9 @@ StatusOr<std::string> read_content(const json& content, size_t index) {
 // response_format {"type":"text"|"json_object"|"json_schema"} and the `grammar` extension (GBNF
 // text, as llama-server takes it) -> a Constraint, compiled here once so that a bad schema or
 // grammar is a 400 naming its part before anything reaches the engine (which compiles it
-// again for itself). The schema is read again from the body in key order: its properties come
-// out in that order.
-Status read_constraint(const json& body, const std::string& body_text,
-                       generation::Constraint* out) {
+// again for itself: another process). The schema keeps the client's key order: its properties
+// come out in that order.
+Status read_constraint(const ojson& body, generation::Constraint* out) {
   using Kind = generation::Constraint::Kind;
   auto grammar_it = body.find("grammar");
   const bool has_grammar = grammar_it != body.end() && !grammar_it->is_null();
@@ -68,9 +70,7 @@ Status read_constraint(const json& body, const std::string& body_text,
       if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
         return bad("response_format.json_schema.schema must be a JSON Schema object");
       }
-      auto ordered = parse_ordered_json(body_text, "the request body");
-      if (!ordered.ok()) return ordered.status();
-      const nlohmann::ordered_json& s = (*ordered)["response_format"]["json_schema"]["schema"];
+      const ojson& s = *schema;
       StatusOr<grammar::Grammar> g = grammar::json_schema_to_grammar(s);
       if (!g.ok()) return bad("response_format.json_schema.schema " + g.status().message());
       out->kind = Kind::kJsonSchema;
@@ -95,12 +95,12 @@ Status read_constraint(const json& body, const std::string& body_text,
 
 // An assistant message's tool_calls: one protocol message per call (metadata = the function,
 // arguments = its JSON object text).
-Status read_tool_calls(const json& calls, const std::string& where,
+Status read_tool_calls(const ojson& calls, const std::string& where,
                        std::vector<protocol::Message>* out) {
   if (!calls.is_array()) return bad(where + " must be an array of tool calls");
   for (size_t k = 0; k < calls.size(); ++k) {
     const std::string at = where + "[" + std::to_string(k) + "]";
-    const json& c = calls[k];
+    const ojson& c = calls[k];
     if (!c.is_object()) return bad(at + " must be an object {\"id\",\"type\",\"function\"}");
     if (auto t = c.find("type"); t != c.end() && *t != "function") {
       return bad(at + ".type must be \"function\"");
@@ -126,9 +126,9 @@ Status read_tool_calls(const json& calls, const std::string& where,
 }
 
 // tools / tool_choice / parallel_tool_calls -> request.tools, the names to read calls for, and
-// for a forced choice a tool_call constraint. The tools are read again from the body in key
-// order: the prompt writes them as the client sent them.
-Status read_tools(const json& body, const std::string& body_text, ChatCompletionRequest* out) {
+// for a forced choice a tool_call constraint. The tools keep the client's key order: the prompt
+// writes them as the client sent them.
+Status read_tools(const ojson& body, ChatCompletionRequest* out) {
   if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
     if (!p->is_boolean()) return bad("parallel_tool_calls must be true or false");
   }
@@ -143,15 +143,13 @@ Status read_tools(const json& body, const std::string& body_text, ChatCompletion
     }
     return Status::Ok();
   }
-  auto ordered = parse_ordered_json(body_text, "the request body");
-  if (!ordered.ok()) return ordered.status();
   nlohmann::ordered_json functions;
   std::vector<std::string> names;
-  GLM_RETURN_IF_ERROR(read_openai_tools((*ordered)["tools"], "tools", &functions, &names));
+  GLM_RETURN_IF_ERROR(read_openai_tools(*tools_it, "tools", &functions, &names));
   // tool_choice: "auto" (default), "none", "required", or one function by name.
   std::string forced;  // "" = not forced, "*" = any function, else that one
   if (has_choice) {
-    const json& c = *choice_it;
+    const ojson& c = *choice_it;
     if (c == "none") return Status::Ok();  // the tools stay out of the prompt
     if (c == "required") {
       forced = "*";
@@ -179,9 +177,9 @@ Status read_tools(const json& body, const std::string& body_text, ChatCompletion
 }  // namespace
 
 StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_text) {
-  auto parsed = parse_json(body_text, "the request body");
+  auto parsed = parse_ordered_json(body_text, "the request body");
   if (!parsed.ok()) return parsed.status();
-  const json& body = *parsed;
+  const ojson& body = *parsed;
   if (!body.is_object()) {
     return bad("the request body must be a JSON object (see the OpenAI chat completions API)");
   }
@@ -196,7 +194,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     return bad("messages must be a non-empty array of {\"role\",\"content\"} objects");
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ojson& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad(where + " must be an object");
     if (!m.contains("role") || !m["role"].is_string()) return bad(where + ".role must be a string");
@@ -206,7 +204,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     if (role != "system" && role != "user" && role != "assistant" && role != "observation") {
       return bad(where + ".role must be system, user, assistant or tool, got '" + role + "'");
     }
-    auto content = read_content(m.contains("content") ? m["content"] : json(), i);
+    auto content = read_content(m.contains("content") ? m["content"] : ojson(), i);
     if (!content.ok()) return content.status();
     auto calls = m.find("tool_calls");
     if (role == "assistant" && calls != m.end() && !calls->is_null()) {
@@ -246,8 +244,8 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     if (!it->is_string()) return bad("conversation must be a string");
     out.request.conversation = it->get<std::string>();
   }
-  GLM_RETURN_IF_ERROR(read_constraint(body, body_text, &out.request.constraint));
-  GLM_RETURN_IF_ERROR(read_tools(body, body_text, &out));
+  GLM_RETURN_IF_ERROR(read_constraint(body, &out.request.constraint));
+  GLM_RETURN_IF_ERROR(read_tools(body, &out));
   if (out.request.n > 1 && !out.tool_names.empty()) {
     return bad("n > 1 is not supported with tools: ask for one answer per request");
   }
@@ -321,17 +319,25 @@ std::string tool_delta_chunk_json(const std::string& id, int64_t created, const 
   return tool_call_chunk_json(id, created, model, "", "", d.text);
 }
 
-Status read_choices(const nlohmann::json& body, const char* noun, int* n) {
+template <class Json>
+Status read_choices_of(const Json& body, const char* noun, int* n) {
   auto it = body.find("n");
   if (it == body.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
-      it->get<int64_t>() > protocol::kMaxChoices) {
+  if (!it->is_number_integer() || it->template get<int64_t>() < 1 ||
+      it->template get<int64_t>() > protocol::kMaxChoices) {
     return invalid_argument("n must be an integer from 1 to " +
                             std::to_string(protocol::kMaxChoices) + " (the number of " + noun +
                             ")");
   }
-  *n = it->get<int>();
+  *n = it->template get<int>();
   return Status::Ok();
+}
+
+Status read_choices(const nlohmann::json& body, const char* noun, int* n) {
+  return read_choices_of(body, noun, n);
+}
+Status read_choices(const nlohmann::ordered_json& body, const char* noun, int* n) {
+  return read_choices_of(body, noun, n);
 }
 
 json openai_usage_json(const protocol::Usage& usage) {

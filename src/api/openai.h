@@ -51,6 +51,7 @@ std::string openai_finish_reason(Outcome outcome);
 // `n` (the number of choices, 1 to protocol::kMaxChoices; absent or null leaves *n) of a chat
 // or legacy completions body; kInvalidArgument says the range and what is counted (`noun`).
 Status read_choices(const nlohmann::json& body, const char* noun, int* n);
+Status read_choices(const nlohmann::ordered_json& body, const char* noun, int* n);
 
 // OpenAI's usage object (chat and legacy completions): cached prompt tokens in
 // prompt_tokens_details.

@@ -74,9 +74,8 @@ Status read_openai_tools(const nlohmann::ordered_json& tools, const std::string&
 
 Status set_tools(const nlohmann::ordered_json& functions, const std::string& forced,
                  protocol::Request* request, std::vector<std::string>* tool_names) {
-  tool_names->clear();
-  for (const auto& f : functions) tool_names->push_back(f["name"].get<std::string>());
-  request->tools = dump_json(functions);
+  *tool_names = generation::tool_names(functions);
+  request->tools = functions;
   if (forced.empty()) return Status::Ok();
   if (request->constraint.active()) {
     return invalid_argument(

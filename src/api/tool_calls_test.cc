@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/anthropic.h"
 #include "api/openai.h"
+#include "core/json.h"
+#include "protocol/protocol.h"
 
 namespace glm::api {
 namespace {
@@ -25,12 +28,39 @@ TEST(OpenAITools, ToolsKeepTheClientsOrderAndAutoReadsCalls) {
   auto r = parse_with("");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   // The function objects, in the client's key order ("parameters" before "name" for now).
-  EXPECT_EQ(r->request.tools,
+  EXPECT_EQ(dump_json(r->request.tools),
             R"([{"name":"get_weather","description":"d","parameters":{"type":"object",)"
             R"("properties":{"city":{"type":"string"}},"required":["city"]}},)"
             R"({"parameters":{"type":"object"},"name":"now"}])");
   EXPECT_EQ(r->tool_names, (std::vector<std::string>{"get_weather", "now"}));
   EXPECT_FALSE(r->request.constraint.active());  // auto: the model chooses
+}
+
+// A body is parsed once, as ordered JSON: its tools and its response schema come out of that one
+// parse (the client's key order kept), and the request written to the engine socket embeds the
+// parsed tools without parsing them again. The same for the Anthropic Messages body.
+TEST(OpenAITools, ABodyIsParsedOnce) {
+  int64_t before = json_parses();
+  auto r = parse_with(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x",)"
+                      R"("schema":{"type":"object","properties":{"zeta":{"type":"string"},)"
+                      R"("alpha":{"type":"string"}}}}})");
+  EXPECT_EQ(json_parses() - before, 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_NE(r->request.constraint.text.find(R"("zeta":{"type":"string"},"alpha")"),
+            std::string::npos);
+  before = json_parses();
+  r->request.constraint = {};
+  const std::string line = protocol::serialize_request(r->request);
+  EXPECT_EQ(json_parses() - before, 0);
+  EXPECT_NE(line.find(R"({"parameters":{"type":"object"},"name":"now"})"), std::string::npos);
+  before = json_parses();
+  auto a = parse_messages_request(
+      R"({"max_tokens":8,"messages":[{"role":"assistant","content":[{"type":"tool_use",)"
+      R"("id":"t1","name":"f","input":{"z":1,"a":2}}]},{"role":"user","content":"x"}],)"
+      R"("tools":[{"input_schema":{"type":"object"},"name":"f"}]})");
+  EXPECT_EQ(json_parses() - before, 1);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->request.messages[0].arguments, R"({"z":1,"a":2})");
 }
 
 TEST(OpenAITools, ForcedChoicesBecomeAToolCallConstraint) {

@@ -74,7 +74,7 @@ StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {
       }
       msg.metadata = m["metadata"];
     }
-    if (m.contains("tools") && !m["tools"].is_null()) msg.tools_json = m["tools"].dump();
+    if (m.contains("tools") && !m["tools"].is_null()) msg.tools = m["tools"];
     out.push_back(std::move(msg));
   }
   if (out.empty()) return invalid_argument("--messages: the list is empty");

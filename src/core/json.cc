@@ -48,13 +48,21 @@ int json_nesting_depth(std::string_view s, int limit) {
   return max_depth;
 }
 
+namespace {
+thread_local int64_t t_json_parses = 0;
+}  // namespace
+
+int64_t json_parses() { return t_json_parses; }
+
 StatusOr<nlohmann::json> parse_json(std::string_view text, const char* what,
                                     const JsonLimits& limits) {
+  ++t_json_parses;
   return parse<nlohmann::json>(text, what, limits);
 }
 
 StatusOr<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const char* what,
                                                     const JsonLimits& limits) {
+  ++t_json_parses;
   return parse<nlohmann::ordered_json>(text, what, limits);
 }
 

@@ -5,6 +5,7 @@
 // Pure; thread-safe. Cost: one pass over the text plus the parse.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -27,6 +28,10 @@ StatusOr<nlohmann::json> parse_json(std::string_view text, const char* what,
 // The same, keeping the keys in the order they came (tool schemas, chat templates).
 StatusOr<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const char* what,
                                                     const JsonLimits& limits = {});
+
+// How many texts this thread has parsed with the two functions above: tests count them to show
+// that a request is parsed once on its way through the layers.
+int64_t json_parses();
 
 // `j` as text; invalid UTF-8 in strings becomes U+FFFD instead of throwing (model output and
 // client text can hold any bytes). indent -1 = one line.

@@ -412,12 +412,13 @@ class EngineImpl final : public Engine {
 
   // The prompt of a request, as submit() builds it (consumes request.messages).
   StatusOr<PromptPlan> plan_prompt(Request* request) const {
-    if (!request->raw && !request->tools.empty()) {
+    const nlohmann::ordered_json& tools = request->tools;
+    if (!request->raw && !tools.empty()) {
       // The tools travel in a system message of their own, first (the template writes them
       // in its format and never drops a system message to fit the context).
-      tok::Message tools{"system", "", "", request->tools};
-      request->messages.insert(request->messages.begin(), std::move(tools));
-    } else if (!request->tools.empty()) {
+      tok::Message system{"system", "", "", tools};
+      request->messages.insert(request->messages.begin(), std::move(system));
+    } else if (!tools.empty()) {
       return invalid_argument("tools need a chat request (raw prompts take none)");
     }
     if (request->raw) {
@@ -427,16 +428,7 @@ class EngineImpl final : public Engine {
     auto plan =
         plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
                          request->params.max_tokens, n_ctx_, !request->conversation.empty());
-    if (plan.ok() && !request->tools.empty()) {
-      auto functions = parse_json(request->tools, "tools");
-      if (functions.ok() && functions->is_array()) {
-        for (const auto& f : *functions) {
-          if (f.is_object() && f.contains("name") && f["name"].is_string()) {
-            plan->tool_names.push_back(f["name"].get<std::string>());
-          }
-        }
-      }
-    }
+    if (plan.ok()) plan->tool_names = generation::tool_names(tools);
     return plan;
   }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/json.h"
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "engine/prompt.h"
@@ -160,9 +161,13 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
   std::vector<tok::Message> m = {{"user", "What is the weather in Paris?"}};
   Request first = greedy("call", m, 64);
   first.conversation = "agent";
-  first.tools = tools;
+  first.tools = nlohmann::ordered_json::parse(tools);
   first.constraint = {Constraint::Kind::kToolCall, tools};
+  // The tools arrive parsed: submitting writes them into the prompt and reads their names
+  // without parsing them again; the forced call's constraint is parsed once, to compile it.
+  const int64_t parses = json_parses();
   ASSERT_TRUE(e->submit(first, r.sink()).ok());
+  EXPECT_EQ(json_parses() - parses, 1);
   ASSERT_TRUE(r.wait("call"));
   const Event& d = r.done["call"];
   ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
@@ -176,7 +181,7 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
   m.push_back({"observation", R"({"temperature": 21})"});
   Request next = greedy("after", m, 4);
   next.conversation = "agent";
-  next.tools = tools;
+  next.tools = nlohmann::ordered_json::parse(tools);
   ASSERT_TRUE(e->submit(next, r.sink()).ok());
   ASSERT_TRUE(r.wait("after"));
   ASSERT_EQ(r.done["after"].type, EventType::kDone) << r.done["after"].error.to_string();

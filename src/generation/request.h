@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,12 @@ struct Message {
   std::string role;  // system, user, assistant, observation
   std::string content;
   std::string metadata;  // ChatGLM3 / GLM-4 metadata line: the tool an assistant message calls
-  // system only: the tool definitions as JSON text, an array of function objects ({"name",
-  // "description", "parameters"}) in the client's key order. ChatGLM3 appends them to the
+  // system only: the tool definitions, an array of function objects ({"name", "description",
+  // "parameters"}) in the client's key order, parsed (null = none). ChatGLM3 appends them to the
   // system content pretty-printed with 4 spaces (HF build_chat_input), after its standard tool
   // sentence when the content is empty; GLM-4 writes its tool system prompt (glm4_tools_prompt).
   // Requests carry their tools in GenerateRequest::tools; the engine puts them here.
-  std::string tools_json;
+  nlohmann::ordered_json tools;
   // assistant only: a tool call's arguments as JSON object text, `metadata` naming the function.
   // Written as the model writes calls: ChatGLM3 a "```python\ntool_call(k=v)\n```" block,
   // GLM-4 the JSON text itself.
@@ -40,11 +41,12 @@ struct GenerateRequest {
   // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
   // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
   Constraint constraint;
-  // The functions the model may call: JSON array text of function objects
-  // ({"name","description","parameters"}) in the client's key order; empty = none. The engine
-  // writes them into the prompt in its chat template's tool format (a system message of its
-  // own, first).
-  std::string tools;
+  // The functions the model may call: a JSON array of function objects
+  // ({"name","description","parameters"}) in the client's key order, as parsed once from the
+  // client's body or the request line and carried parsed from there (null or [] = none). The
+  // engine writes them into the prompt in its chat template's tool format (a system message of
+  // its own, first).
+  nlohmann::ordered_json tools;
   // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
   // generated (the token events' `tokens`, in order), when the engine died mid-answer. They
   // are prefilled after the prompt and not sent again; the answer goes on as the
@@ -57,5 +59,9 @@ struct GenerateRequest {
   // most the engine's batch; not with `resume`; no conversation is saved for such a request.
   int n = 1;
 };
+
+// The names of `functions` (a JSON array of function objects), in order; entries without a
+// string name are skipped (requests are validated before). What an answer is read for calls with.
+std::vector<std::string> tool_names(const nlohmann::ordered_json& functions);
 
 }  // namespace glm::generation

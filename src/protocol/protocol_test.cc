@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/json.h"
 #include "protocol/line_buffer.h"
 
 namespace glm::protocol {
@@ -296,6 +297,26 @@ TEST(ParseRequest, ResumeTokens) {
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_NE(st.status().message().find("resume"), std::string::npos) << bad;
   }
+}
+
+// A request line is parsed once, as ordered JSON: its tools, schema and constraint tools come
+// out of that one parse in the client's key order (not re-read from the line), and writing the
+// request again embeds the parsed tools without parsing them.
+TEST(ParseRequest, ALineIsParsedOnce) {
+  const std::string line =
+      R"({"messages":[{"role":"user","content":"a"}],"tools":[{"parameters":{"z":1,"a":2},)"
+      R"("name":"f"}],"constraint":{"type":"json_schema","schema":{"properties":{"zeta":{},)"
+      R"("alpha":{}}}}})";
+  const int64_t before = json_parses();
+  Request r = parse_ok(line);
+  EXPECT_EQ(json_parses() - before, 1);
+  EXPECT_EQ(r.tools.dump(), R"([{"parameters":{"z":1,"a":2},"name":"f"}])");
+  EXPECT_EQ(r.constraint.text, R"({"properties":{"zeta":{},"alpha":{}}})");
+  r.constraint = {};
+  const int64_t before_write = json_parses();
+  const std::string written = serialize_request(r);
+  EXPECT_EQ(json_parses() - before_write, 0);
+  EXPECT_EQ(parse_ok(written).tools, r.tools);
 }
 
 TEST(ParseRequest, Constraints) {

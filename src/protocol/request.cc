@@ -13,7 +13,9 @@
 namespace glm::protocol {
 namespace {
 
-using json = nlohmann::json;
+// Request lines are parsed once, keeping the keys in the client's order (tool and schema
+// properties are written into prompts and grammars in that order).
+using json = nlohmann::ordered_json;
 
 constexpr const char* kRoles[] = {"system", "user", "assistant", "observation"};
 
@@ -149,22 +151,11 @@ Status check_functions(const json& tools, const std::string& field) {
   return Status::Ok();
 }
 
-// The value at `key` (then `key2`, if given) of `line` re-read in key order, as JSON text.
-StatusOr<std::string> ordered_text(std::string_view line, const Limits& limits, const char* key,
-                                   const char* key2 = nullptr) {
-  auto ordered =
-      parse_ordered_json(line, "request line", JsonLimits{limits.max_line_bytes, limits.max_depth});
-  if (!ordered.ok()) return ordered.status();
-  const nlohmann::ordered_json& v = key2 ? (*ordered)[key][key2] : (*ordered)[key];
-  return v.dump();
-}
-
 // "constraint": {"type":"gbnf","grammar":"..."} | {"type":"json_schema","schema":{...}} |
-// {"type":"json_object"} | {"type":"tool_call","tools":[...]} | {"type":"none"}. Schemas are
-// re-read from `line` in key order (their properties come out in that order). Whether the
-// grammar compiles is the engine's check.
-Status parse_constraint(const json& c, std::string_view line, const Limits& limits,
-                        Constraint* out) {
+// {"type":"json_object"} | {"type":"tool_call","tools":[...]} | {"type":"none"}. Schemas keep
+// the client's key order (their properties come out in that order). Whether the grammar
+// compiles is the engine's check.
+Status parse_constraint(const json& c, const Limits& limits, Constraint* out) {
   if (!c.is_object()) {
     return field_error("constraint",
                        "expected an object {\"type\":\"gbnf\"|\"json_schema\"|"
@@ -205,22 +196,18 @@ Status parse_constraint(const json& c, std::string_view line, const Limits& limi
     if (!c["schema"].is_object() && !c["schema"].is_boolean()) {
       return field_error("constraint.schema", "expected a JSON Schema object");
     }
-    auto text = ordered_text(line, limits, "constraint", "schema");
-    if (!text.ok()) return text.status();
-    out->text = std::move(text).value();
+    out->text = c["schema"].dump();
   } else if (out->kind == Constraint::Kind::kToolCall) {
     if (!c.contains("tools")) return field_error("constraint.tools", "is required for tool_call");
     GLM_RETURN_IF_ERROR(check_functions(c["tools"], "constraint.tools"));
-    auto text = ordered_text(line, limits, "constraint", "tools");
-    if (!text.ok()) return text.status();
-    out->text = std::move(text).value();
+    out->text = c["tools"].dump();
   }
   return Status::Ok();
 }
 
 // The fields of a generate request: conversation, raw, messages or prompt (+ history),
 // sampling parameters (top level and "params"), constraint.
-Status parse_generate(const json& j, std::string_view line, const Limits& limits, Request* r) {
+Status parse_generate(const json& j, const Limits& limits, Request* r) {
   if (j.contains("conversation")) {
     auto c = get_id(j["conversation"], "conversation", limits);
     if (!c.ok()) return c.status();
@@ -281,14 +268,12 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
     GLM_RETURN_IF_ERROR(parse_params(j["params"], "params.", &r->params));
   }
   if (j.contains("constraint") && !j["constraint"].is_null()) {
-    GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], line, limits, &r->constraint));
+    GLM_RETURN_IF_ERROR(parse_constraint(j["constraint"], limits, &r->constraint));
   }
   if (j.contains("tools") && !j["tools"].is_null()) {
     if (r->raw) return field_error("tools", "raw prompts take no tools");
     GLM_RETURN_IF_ERROR(check_functions(j["tools"], "tools"));
-    auto text = ordered_text(line, limits, "tools");
-    if (!text.ok()) return text.status();
-    r->tools = std::move(text).value();
+    r->tools = j["tools"];
   }
   if (j.contains("n") && !j["n"].is_null()) {
     const json& n = j["n"];
@@ -312,8 +297,7 @@ Status parse_generate(const json& j, std::string_view line, const Limits& limits
   return Status::Ok();
 }
 
-StatusOr<Request> parse_object(const json& j, std::string_view line, const Limits& limits,
-                               std::string* id_out) {
+StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string* id_out) {
   Request r;
   if (j.contains("id")) {
     auto id = get_id(j["id"], "id", limits);
@@ -383,7 +367,7 @@ StatusOr<Request> parse_object(const json& j, std::string_view line, const Limit
     }
   }
   if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
-    GLM_RETURN_IF_ERROR(parse_generate(j, line, limits, &r));
+    GLM_RETURN_IF_ERROR(parse_generate(j, limits, &r));
   }
   if (r.id.empty()) {
     r.id = make_request_id();
@@ -424,12 +408,12 @@ StatusOr<Request> parse_request(std::string_view line, const Limits& limits, std
                             " (shorten the history or raise --max-line)");
   }
   if (!utf8_valid(line)) return invalid_argument("request line is not valid UTF-8");
-  auto parsed = parse_json(line, "request line (one JSON object per line)",
-                           JsonLimits{limits.max_line_bytes, limits.max_depth});
+  auto parsed = parse_ordered_json(line, "request line (one JSON object per line)",
+                                   JsonLimits{limits.max_line_bytes, limits.max_depth});
   if (!parsed.ok()) return parsed.status();
   const json& j = *parsed;
   if (!j.is_object()) return invalid_argument("request must be a JSON object");
-  return parse_object(j, line, limits, id_out);
+  return parse_object(j, limits, id_out);
 }
 
 std::string serialize_request(const Request& r) {
@@ -461,7 +445,7 @@ std::string serialize_request(const Request& r) {
       auto v = parse_ordered_json(text, what);
       return v.ok() ? std::move(v).value() : json(text);
     };
-    if (!r.tools.empty()) j["tools"] = embed(r.tools, "tools");
+    if (!r.tools.empty()) j["tools"] = r.tools;
     json p = json::object();
     write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);

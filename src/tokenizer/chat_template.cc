@@ -19,10 +19,9 @@ Status unknown_role(const std::string& tmpl, const std::string& role, const char
 }
 
 // HF's json.dumps(tools, indent=4, ensure_ascii=False): keys in their original order.
-StatusOr<std::string> pretty_tools(const std::string& tools_json) {
-  auto j = parse_ordered_json(tools_json, "tools");
-  if (!j.ok()) return j.status();
-  return dump_json(*j, 4);
+StatusOr<std::string> pretty_tools(const nlohmann::ordered_json& tools) {
+  if (!tools.is_array()) return invalid_argument("tools must be a JSON array of functions");
+  return dump_json(tools, 4);
 }
 
 // Ids of the role tokens, looked up once; -1 if absent.
@@ -55,10 +54,10 @@ class ChatGlm3Template final : public ChatTemplate {
       const int32_t role = roles_.of(m.role);
       if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
       std::string content = m.content;
-      if (!m.tools_json.empty()) {
+      if (!m.tools.empty()) {
         if (m.role != "system")
           return invalid_argument("tools are only allowed on a system message");
-        auto tools = pretty_tools(m.tools_json);
+        auto tools = pretty_tools(m.tools);
         if (!tools.ok()) return tools.status();
         if (content.empty()) content = kChatGlm3ToolsSentence;
         content += "\n" + *tools;
@@ -101,10 +100,10 @@ class Glm4Template final : public ChatTemplate {
     for (const Message& m : messages) {
       const int32_t role = roles_.of(m.role);
       if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
-      if (!m.tools_json.empty()) {
+      if (!m.tools.empty()) {
         if (m.role != "system")
           return invalid_argument("tools are only allowed on a system message");
-        auto tools = glm4_tools_prompt(m.tools_json);
+        auto tools = glm4_tools_prompt(m.tools);
         if (!tools.ok()) return tools.status();
         out.push_back(roles_.system);
         append(&out, tok_.encode(*tools));

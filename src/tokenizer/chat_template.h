@@ -19,7 +19,7 @@
 
 namespace glm::tok {
 
-using Message = generation::Message;  // role, content, metadata, tools_json, arguments
+using Message = generation::Message;  // role, content, metadata, tools, arguments
 
 // ChatGLM3's system sentence for tools (its official tool-use demo), used when a system message
 // carries tools and no text.
@@ -92,7 +92,7 @@ StatusOr<std::string> python_tool_call(std::string_view arguments_json);
 // assistant sentence, "# 可用工具", then per function "## name", the function as
 // json.dumps(indent=4, ensure_ascii=False) in the client's key order, and the JSON-arguments
 // note. It follows a <|system|> token.
-StatusOr<std::string> glm4_tools_prompt(std::string_view tools_json);
+StatusOr<std::string> glm4_tools_prompt(const nlohmann::ordered_json& tools);
 // Shortcut: the tool call in `text`, if any.
 std::optional<ToolCall> parse_tool_call(std::string_view text);
 

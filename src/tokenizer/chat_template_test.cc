@@ -176,9 +176,11 @@ TEST(ChatTemplate, ChatGlm3ToolsAndMetadata) {
   GLM_LOAD_OR_SKIP(tok, "chatglm3", Source::kVocabGguf);
   auto tmpl = template_for(tok_l);
   ASSERT_NE(tmpl, nullptr);
-  // tools_json is appended pretty-printed (json.dumps(indent=4, ensure_ascii=False)), keys kept
+  // The tools are appended pretty-printed (json.dumps(indent=4, ensure_ascii=False)), keys kept
   // in their order.
-  Message sys{"system", "Tools:", "", R"([{"name":"天气","params":[],"b":{"z":1,"a":true}}])"};
+  Message sys{
+      "system", "Tools:", "",
+      nlohmann::ordered_json::parse(R"([{"name":"天气","params":[],"b":{"z":1,"a":true}}])")};
   const std::string pretty =
       "Tools:\n[\n    {\n        \"name\": \"天气\",\n        \"params\": [],\n"
       "        \"b\": {\n            \"z\": 1,\n            \"a\": true\n        }\n    }\n]";

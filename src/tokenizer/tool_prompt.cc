@@ -117,14 +117,12 @@ StatusOr<std::string> python_tool_call(std::string_view arguments_json) {
   return out;
 }
 
-StatusOr<std::string> glm4_tools_prompt(std::string_view tools_json) {
-  auto tools = parse_ordered_json(tools_json, "tools");
-  if (!tools.ok()) return tools.status();
-  if (!tools->is_array()) return invalid_argument("tools must be a JSON array of functions");
+StatusOr<std::string> glm4_tools_prompt(const nlohmann::ordered_json& tools) {
+  if (!tools.is_array()) return invalid_argument("tools must be a JSON array of functions");
   std::string out =
       "\n你是一个名为 ChatGLM 的人工智能助手。你是基于智谱AI训练的语言模型 GLM-4 "
       "模型开发的，你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具";
-  for (const auto& f : *tools) {
+  for (const auto& f : tools) {
     if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
       return invalid_argument("every tool must be a function object with a string name");
     }

@@ -54,12 +54,15 @@ TEST(ToolPrompt, PythonToolCallIsWhatTheModelWrites) {
 }
 
 TEST(ToolPrompt, Glm4ToolsTextKeepsTheClientsKeyOrder) {
-  auto text = glm4_tools_prompt(kTools);
+  auto text = glm4_tools_prompt(nlohmann::ordered_json::parse(kTools));
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_EQ(*text, kGlm4ToolsText);
-  EXPECT_EQ(glm4_tools_prompt(R"([{"description":"no name"}])").status().code(),
+  EXPECT_EQ(glm4_tools_prompt(nlohmann::ordered_json::parse(R"([{"description":"no name"}])"))
+                .status()
+                .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(glm4_tools_prompt(R"({"name":"x"})").status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(glm4_tools_prompt(nlohmann::ordered_json::parse(R"({"name":"x"})")).status().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(ToolTemplates, Glm4ToolsCallsAndObservations) {

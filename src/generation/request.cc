@@ -1,0 +1,16 @@
+#include "generation/request.h"
+
+namespace glm::generation {
+
+std::vector<std::string> tool_names(const nlohmann::ordered_json& functions) {
+  std::vector<std::string> names;
+  if (!functions.is_array()) return names;
+  for (const auto& f : functions) {
+    if (f.is_object() && f.contains("name") && f["name"].is_string()) {
+      names.push_back(f["name"].get<std::string>());
+    }
+  }
+  return names;
+}
+
+}  // namespace glm::generation
