@@ -244,6 +244,9 @@ std::string anthropic_stop_reason(Outcome outcome, bool tool_call) {
 
 std::string anthropic_message_json(const MessageOut& m) {
   json content = json::array();
+  if (!m.thinking.empty()) {
+    content.push_back({{"type", "thinking"}, {"thinking", m.thinking}, {"signature", ""}});
+  }
   if (!m.text.empty() || m.call_name.empty())
     content.push_back({{"type", "text"}, {"text", m.text}});
   if (!m.call_name.empty()) {
@@ -293,6 +296,20 @@ std::string MessagesStream::close_block() {
   return event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
 }
 
+std::string MessagesStream::thinking(const std::string& text) {
+  std::string out;
+  if (!open_ || !thinking_) {
+    out += open_block({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+    thinking_ = true;
+    text_ = false;
+  }
+  out +=
+      event("content_block_delta", {{"type", "content_block_delta"},
+                                    {"index", index_},
+                                    {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}});
+  return out;
+}
+
 std::string MessagesStream::delta(const ToolDelta& d) {
   std::string out;
   switch (d.kind) {
@@ -300,6 +317,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
       if (!open_ || !text_) {
         out += open_block({{"type", "text"}, {"text", ""}});
         text_ = true;
+        thinking_ = false;
       }
       out += event("content_block_delta", {{"type", "content_block_delta"},
                                            {"index", index_},
@@ -311,6 +329,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
                          {"name", d.text},
                          {"input", json::object()}});
       text_ = false;
+      thinking_ = false;
       break;
     case ToolDelta::Kind::kArguments:
       out += event("content_block_delta",
@@ -324,7 +343,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
 
 std::string MessagesStream::finish(const std::string& stop_reason, const protocol::Usage& usage) {
   std::string out;
-  if (index_ < 0) {  // an empty answer still has its (empty) text block
+  if (index_ < 0 || thinking_) {  // an empty answer still has its (empty) text block
     out += open_block({{"type", "text"}, {"text", ""}});
     text_ = true;
   }

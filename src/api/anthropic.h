@@ -41,7 +41,8 @@ std::string anthropic_stop_reason(Outcome outcome, bool tool_call);
 // The whole non-streaming message.
 struct MessageOut {
   std::string id, model;
-  std::string text;  // text block (omitted when empty and there is a call)
+  std::string thinking;  // a reasoning model's thinking: a thinking block first (when not empty)
+  std::string text;      // text block (omitted when empty and there is a call)
   std::string call_id, call_name, call_arguments;  // a tool_use block when call_name is set
   std::string stop_reason;
   protocol::Usage usage;
@@ -49,7 +50,8 @@ struct MessageOut {
 std::string anthropic_message_json(const MessageOut& m);
 
 // The SSE events of one streamed answer, in Anthropic's order: message_start, per content block
-// content_block_start / deltas / content_block_stop (text_delta; tool_use with input_json_delta),
+// content_block_start / deltas / content_block_stop (thinking with thinking_delta, text_delta;
+// tool_use with input_json_delta),
 // message_delta (stop_reason, output_tokens), message_stop. Each string is a whole event
 // ("event: NAME\ndata: JSON\n\n").
 class MessagesStream {
@@ -58,6 +60,8 @@ class MessagesStream {
       : id_(std::move(id)), model_(std::move(model)) {}
   std::string start(const protocol::Usage& usage) const;
   std::string delta(const ToolDelta& d);
+  // A piece of a reasoning model's thinking: a thinking block (opened first, before the text).
+  std::string thinking(const std::string& text);
   // Closes the open block and ends the message.
   std::string finish(const std::string& stop_reason, const protocol::Usage& usage);
   // An error event (the stream then ends without message_stop).
@@ -68,9 +72,10 @@ class MessagesStream {
   std::string close_block();
 
   std::string id_, model_;
-  int index_ = -1;     // the current block's index
-  bool open_ = false;  // a block is open
-  bool text_ = false;  // the open block is text
+  int index_ = -1;         // the current block's index
+  bool open_ = false;      // a block is open
+  bool text_ = false;      // the open block is text
+  bool thinking_ = false;  // the open block is thinking
 };
 
 // "msg_" / "toolu_" ids from the request id's unique part.

@@ -369,6 +369,18 @@ std::string completion_chunk_json(const std::string& id, int64_t created, const 
   return dump_json(j);
 }
 
+std::string reasoning_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::string& reasoning, int index) {
+  json choice = {{"index", index},
+                 {"delta", {{"reasoning_content", reasoning}}},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
+  json j = {
+      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
+  return dump_json(j);
+}
+
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
                              const protocol::Usage& usage) {
   json j = {
@@ -380,9 +392,10 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage, const ToolCallOut* call,
-                            const std::vector<generation::GeneratedLogprobs>* logprobs) {
+                            const std::vector<generation::GeneratedLogprobs>* logprobs,
+                            const std::string& reasoning) {
   return completion_json(id, created, model,
-                         {ChatChoiceOut{content, finish_reason, call, logprobs}}, usage);
+                         {ChatChoiceOut{content, finish_reason, call, logprobs, reasoning}}, usage);
 }
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
@@ -392,6 +405,7 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChatChoiceOut& c = choices[i];
     json message = {{"role", "assistant"}, {"content", c.content}};
+    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
     if (c.call != nullptr) {
       if (c.content.empty()) message["content"] = nullptr;
       message["tool_calls"] =

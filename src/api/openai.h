@@ -65,6 +65,10 @@ std::string completion_chunk_json(
     const std::string& id, int64_t created, const std::string& model, const std::string* content,
     bool role, const std::string& finish_reason,
     const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr, int index = 0);
+// A chunk whose delta is a reasoning model's thinking: {"reasoning_content": ...} (the field
+// vLLM, SGLang and llama-server use).
+std::string reasoning_chunk_json(const std::string& id, int64_t created, const std::string& model,
+                                 const std::string& reasoning, int index = 0);
 // A chunk whose delta is tool call 0: its start (`call_id` and `name` set: id, type, name and
 // empty arguments) or an arguments fragment (both empty).
 std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -86,13 +90,15 @@ struct ToolCallOut {
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
                             const protocol::Usage& usage, const ToolCallOut* call = nullptr,
-                            const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr);
+                            const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr,
+                            const std::string& reasoning = "");
 // The same with several choices (n > 1), `index` in order; usage covers them all.
 struct ChatChoiceOut {
   std::string content;
   std::string finish_reason;
   const ToolCallOut* call = nullptr;
   const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr;
+  std::string reasoning;  // the message's reasoning_content (written when not empty)
 };
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::vector<ChatChoiceOut>& choices,

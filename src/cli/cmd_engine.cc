@@ -47,6 +47,9 @@ constexpr const char* kUsage =
     "                       or a draft model, verified in the batch (greedy output unchanged;\n"
     "                       default off)\n"
     "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n"
+    "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> goes out as\n"
+    "                       the token events' reasoning, apart from the text (auto: when the\n"
+    "                       chat template is a reasoning model's; docs/engine.md#reasoning)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto; docs/gpu.md)\n"
     "  --gpu-layers N       layers on the GPU (-1 = all, the default)\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
@@ -84,13 +87,18 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(
-      argc, argv, {"model",          "socket",     "socket-mode",   "threads",  "ctx-size",
-                   "max-batch",      "max-queue",  "drain-timeout", "max-line", "max-connections",
-                   "log-level",      "echo-delay", "instance",      "kv",       "kv-disk",
-                   "kv-disk-max-mb", "spec",       "draft",         "device",   "gpu-layers",
-                   "prefill-chunk"},
-      {"echo"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(argc, argv, {"model",         "socket",
+                                       "socket-mode",   "threads",
+                                       "ctx-size",      "max-batch",
+                                       "max-queue",     "drain-timeout",
+                                       "max-line",      "max-connections",
+                                       "log-level",     "echo-delay",
+                                       "instance",      "kv",
+                                       "kv-disk",       "kv-disk-max-mb",
+                                       "spec",          "draft",
+                                       "device",        "gpu-layers",
+                                       "prefill-chunk", "reasoning-format"},
+                          {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -155,6 +163,7 @@ int cmd_engine(int argc, char** argv) {
   eopts.max_queue = static_cast<int>(max_queue);
   eopts.prefill_chunk = static_cast<int>(prefill_chunk);
   if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
+  if (Status st = reasoning_flag(*args, &eopts.reasoning); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);
   if (Status st = device_flags(*args, &eopts.device, &eopts.gpu_layers); !st.ok()) {
     return fail(st);
@@ -197,6 +206,7 @@ int cmd_engine(int argc, char** argv) {
       o.token_delay_ms = static_cast<int>(echo_delay);
       o.max_queue = eopts.max_queue;
       o.max_running = eopts.max_batch;
+      o.reasoning = eopts.reasoning;
       d.set_engine(std::make_unique<testing::EchoEngine>(o));
     } else {
       const auto t0 = std::chrono::steady_clock::now();

@@ -72,16 +72,17 @@ constexpr const char* kUsage =
     "  --spec ngram|draft|off, --draft M.gguf (speculative decoding; the draft model must share\n"
     "  the vocabulary of every served model)\n"
     "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
+    "  --reasoning-format auto|think|none (a reasoning model's thinking apart from the answer)\n"
     "web flags, passed on: --db --cors --max-body --web-threads (web's --threads)\n"
     "  --api-key-file F (or GLMSERVE_API_KEY; --api-key K, blanked once read) and\n"
     "  --metrics-key-file F (or GLMSERVE_METRICS_KEY): passed to the gateway in its\n"
     "  environment, never on a command line (docs/operations.md, \"Secrets\")\n";
 
 const char* const kEngineFlags[] = {
-    "threads",        "ctx-size",     "max-batch",       "max-queue", "socket-mode",
-    "drain-timeout",  "max-line",     "max-connections", "log-level", "echo-delay",
-    "kv-disk-max-mb", "spec",         "draft",           "kv",        "device",
-    "gpu-layers",     "prefill-chunk"};
+    "threads",        "ctx-size",      "max-batch",       "max-queue", "socket-mode",
+    "drain-timeout",  "max-line",      "max-connections", "log-level", "echo-delay",
+    "kv-disk-max-mb", "spec",          "draft",           "kv",        "device",
+    "gpu-layers",     "prefill-chunk", "reasoning-format"};
 const char* const kWebFlags[] = {"db", "cors", "max-body"};
 // Read by serve and handed to the gateway in its environment (ChildSpec::env), never in argv.
 const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file"};

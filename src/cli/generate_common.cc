@@ -6,8 +6,9 @@
 namespace glm::cli {
 
 const std::set<std::string> kGenerateFlags = {
-    "model",    "max-tokens", "temp", "top-p", "top-k", "repeat-penalty", "seed",      "threads",
-    "ctx-size", "kv",         "stop", "spec",  "draft", "device",         "gpu-layers"};
+    "model",      "max-tokens",      "temp", "top-p", "top-k", "repeat-penalty", "seed",
+    "threads",    "ctx-size",        "kv",   "stop",  "spec",  "draft",          "device",
+    "gpu-layers", "reasoning-format"};
 const std::map<std::string, std::string> kGenerateAliases = {
     {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =
@@ -27,7 +28,10 @@ const char* kGenerateFlagsHelp =
     "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
-    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n";
+    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n"
+    "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> printed to\n"
+    "                       stderr, apart from the answer (auto: GLM-Z1, GLM-4.5; think: any\n"
+    "                       answer that starts with <think>; none: kept in the answer)\n";
 const char* kDeviceFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
@@ -67,6 +71,16 @@ Status spec_flags(const Args& args, engine::Options* o) {
   return engine::check_spec_mode(o->spec, o->draft_path);
 }
 
+Status reasoning_flag(const Args& args, tok::ReasoningFormat* out) {
+  const std::string name = args.get("reasoning-format", "auto");
+  const auto parsed = tok::parse_reasoning_format(name);
+  if (!parsed) {
+    return invalid_argument("--reasoning-format: expected auto, think or none, got '" + name + "'");
+  }
+  *out = *parsed;
+  return Status::Ok();
+}
+
 StatusOr<engine::Options> engine_options(const Args& args) {
   engine::Options o;
   auto model = args.require("model");
@@ -84,6 +98,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
   GLM_RETURN_IF_ERROR(device_flags(args, &o.device, &o.gpu_layers));
   o.max_batch = 1;  // one user: the KV cache holds one full context
   GLM_RETURN_IF_ERROR(spec_flags(args, &o));
+  GLM_RETURN_IF_ERROR(reasoning_flag(args, &o.reasoning));
   return o;
 }
 
@@ -125,6 +140,15 @@ engine::EventSink Generation::sink() {
     std::lock_guard<std::mutex> lock(mu_);
     switch (e.type) {
       case engine::EventType::kToken:
+        // A reasoning model's thinking goes to stderr: stdout holds the answer alone.
+        if (!e.reasoning.empty()) {
+          std::fwrite(e.reasoning.data(), 1, e.reasoning.size(), stderr);
+          thinking_ = true;
+        }
+        if (thinking_ && !e.text.empty()) {
+          std::fputc('\n', stderr);
+          thinking_ = false;
+        }
         text_ += e.text;
         std::fwrite(e.text.data(), 1, e.text.size(), out_);
         std::fflush(out_);

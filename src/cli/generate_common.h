@@ -27,6 +27,8 @@ Status kv_type_flag(const Args& args, const char* default_name, DType* out);
 // --spec draft); a mode and draft that do not go together are refused
 // (engine::check_spec_mode) with the one-line error that says what to use instead.
 Status spec_flags(const Args& args, engine::Options* o);
+// --reasoning-format auto|think|none (engine::Options::reasoning).
+Status reasoning_flag(const Args& args, tok::ReasoningFormat* out);
 // --device and --gpu-layers (model::LoadOptions), checked; defaults auto and -1.
 Status device_flags(const Args& args, std::string* device, int* gpu_layers);
 extern const char* kDeviceFlagsHelp;
@@ -53,6 +55,7 @@ class Generation {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  bool thinking_ = false;  // reasoning was printed and the answer has not started
   engine::Event final_;
   engine::Event start_;
   std::string text_;

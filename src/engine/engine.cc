@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "model/kv_pool.h"
 #include "scheduler/scheduler.h"
+#include "tokenizer/reasoning.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tool_call_stream.h"
 
@@ -75,6 +76,7 @@ class RequestObserver : public scheduler::SeqObserver {
   RequestObserver(EngineImpl* engine, std::string id, EventSink sink, const tok::Tokenizer& tok,
                   std::vector<std::string> stops, const PromptPlan& plan, bool chat,
                   const std::vector<int32_t>& resume, std::unique_ptr<tok::AnswerFilter> filter,
+                  std::unique_ptr<tok::ReasoningSplitter> reasoning,
                   std::shared_ptr<ChoiceGroup> group = nullptr, int index = 0)
       : engine_(engine),
         id_(std::move(id)),
@@ -85,6 +87,7 @@ class RequestObserver : public scheduler::SeqObserver {
         decoder_(tok),
         stop_(std::move(stops)),
         filter_(std::move(filter)),
+        reasoning_(std::move(reasoning)),
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
         tool_names_(plan.tool_names),
@@ -98,7 +101,11 @@ class RequestObserver : public scheduler::SeqObserver {
     }
     // A resumed request: its earlier tokens go through the decoder and the stop matcher as
     // they did the first time (their text was sent then), so the next text continues it.
-    for (int32_t t : resume) text_ += filtered(stop_.push(decoder_.push(t)));
+    for (int32_t t : resume) {
+      const std::string text = filtered(stop_.push(decoder_.push(t)));
+      text_ += text;
+      if (reasoning_) reasoning_->feed(text);
+    }
   }
 
   void on_queued(int position) override {
@@ -160,13 +167,27 @@ class RequestObserver : public scheduler::SeqObserver {
     return e;
   }
   // A token event for `text` with the log-probabilities of the tokens since the last one. Text
-  // held back (an unfinished character, a possible stop string) keeps its tokens' entries
-  // pending until it goes out; `force` sends the pending entries without text.
-  void emit(std::string text, bool force = false) {
-    if (text.empty() && !(force && !pending_logprobs_.empty())) return;
+  // held back (an unfinished character, a possible stop string, a possible reasoning marker)
+  // keeps its tokens' entries pending until it goes out; `force` sends the pending entries
+  // without text; `end`: the answer's last text. A reasoning model's thinking goes out as
+  // `reasoning`, apart from the text (tok::ReasoningSplitter).
+  void emit(std::string text, bool force = false, bool end = false) {
     text_ += text;
+    std::string reasoning;
+    if (reasoning_) {
+      tok::ReasoningPiece piece = reasoning_->feed(text);
+      if (end) {
+        tok::ReasoningPiece rest = reasoning_->finish();
+        piece.reasoning += rest.reasoning;
+        piece.content += rest.content;
+      }
+      reasoning = std::move(piece.reasoning);
+      text = std::move(piece.content);
+    }
+    if (text.empty() && reasoning.empty() && !(force && !pending_logprobs_.empty())) return;
     Event e = event(EventType::kToken);
     e.text = std::move(text);
+    e.reasoning = std::move(reasoning);
     e.tokens.swap(pending_);
     e.logprobs = std::move(pending_logprobs_);
     pending_logprobs_.clear();
@@ -197,6 +218,8 @@ class RequestObserver : public scheduler::SeqObserver {
   // A chat answer's clean-up as the model's chat() does it (ChatTemplate::answer_filter); null:
   // the text as decoded.
   std::unique_ptr<tok::AnswerFilter> filter_;
+  // A reasoning model's answer: its thinking apart from its text (null: all text).
+  std::unique_ptr<tok::ReasoningSplitter> reasoning_;
   int dropped_;
   uint64_t messages_digest_;
   std::vector<std::string> tool_names_;  // the request's tools (PromptPlan::tool_names)
@@ -343,27 +366,36 @@ class EngineImpl final : public Engine {
     r.id = request.id;
     std::shared_ptr<ChoiceGroup> group;
     auto filter = [&]() { return chat ? template_->answer_filter() : nullptr; };
+    // --reasoning-format: think always splits a leading <think>; auto when the template is a
+    // reasoning model's (and starts inside the thinking when its prompt opens it).
+    const tok::ReasoningFormat rf = options_.reasoning;
+    const bool split = chat && (rf == tok::ReasoningFormat::kThink ||
+                                (rf == tok::ReasoningFormat::kAuto && template_->reasoning()));
+    auto splitter = [&]() {
+      return split ? std::make_unique<tok::ReasoningSplitter>(template_->opens_reasoning())
+                   : nullptr;
+    };
     if (request.n > 1) {
       group = std::make_shared<ChoiceGroup>(this, request.id, std::move(sink), request.n);
-      r.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
-                                                     request.params.stop, plan.value(), chat,
-                                                     request.resume, filter(), group, 0);
+      r.observer = std::make_unique<RequestObserver>(
+          this, request.id, group->sink(), *tokenizer_, request.params.stop, plan.value(), chat,
+          request.resume, filter(), splitter(), group, 0);
       // One conversation entry cannot hold several answers: the prefix cache keeps the
       // prompt's full blocks for the next turn whichever choice the client continues.
       request.conversation.clear();
     } else {
       r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
                                                      request.params.stop, plan.value(), chat,
-                                                     request.resume, filter());
+                                                     request.resume, filter(), splitter());
     }
     for (int i = 1; i < request.n; ++i) {
       scheduler::SeqRequest::Fork f;
       f.sampling = request.params;
       f.sampling.max_tokens = plan->max_tokens;
       if (f.sampling.seed != 0) f.sampling.seed += i;
-      f.observer = std::make_unique<RequestObserver>(this, request.id, group->sink(), *tokenizer_,
-                                                     request.params.stop, plan.value(), chat,
-                                                     request.resume, filter(), group, i);
+      f.observer = std::make_unique<RequestObserver>(
+          this, request.id, group->sink(), *tokenizer_, request.params.stop, plan.value(), chat,
+          request.resume, filter(), splitter(), group, i);
       r.forks.push_back(std::move(f));
     }
     r.prompt = std::move(plan->prompt);
@@ -643,7 +675,8 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   // The tokens that completed a stop string are not part of the answer, nor their entries.
   if (stop_.matched()) pending_logprobs_.clear();
   if (!cancelled) {
-    emit(filtered(stop_.push(decoder_.flush()) + stop_.flush(), /*end=*/true), /*force=*/true);
+    emit(filtered(stop_.push(decoder_.flush()) + stop_.flush(), /*end=*/true), /*force=*/true,
+         /*end=*/true);
   }
   Event e = event(EventType::kDone);
   e.finish_reason = info->reason;

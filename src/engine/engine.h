@@ -25,6 +25,7 @@
 #include "generation/usage.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/reasoning.h"
 
 namespace glm::engine {
 
@@ -86,7 +87,11 @@ struct Options {
   // its distribution. kDraft drafts with a second, smaller model of the same vocabulary
   // (draft_path; docs/engine.md#draft-model), with its own KV for max_batch full contexts.
   generation::SpecMode spec = generation::SpecMode::kOff;
-  int max_draft = 8;       // drafted tokens per sequence and step, at most
+  int max_draft = 8;  // drafted tokens per sequence and step, at most
+  // A reasoning model's thinking ("<think>...</think>") goes out as the token events'
+  // `reasoning`, apart from their text (docs/engine.md#reasoning): kAuto when the chat template
+  // is a reasoning model's, kThink for any chat answer that starts with <think>, kNone never.
+  tok::ReasoningFormat reasoning = tok::ReasoningFormat::kAuto;
   std::string draft_path;  // the draft model's GGUF file (kDraft only)
 };
 

@@ -31,6 +31,8 @@ struct Results {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> text;
+  std::map<std::string, std::string> reasoning;
+  std::map<std::string, bool> text_before_reasoning;
   std::map<std::string, std::map<int, std::string>> choice_text;  // by Event::index
   std::map<std::string, std::vector<generation::GeneratedLogprobs>> logprobs;
   std::map<std::string, Event> start, done;
@@ -38,7 +40,9 @@ struct Results {
     return [this](const Event& e) {
       std::lock_guard<std::mutex> lock(mu);
       if (e.type == EventType::kToken) {
+        if (!e.reasoning.empty() && !text[e.id].empty()) text_before_reasoning[e.id] = true;
         text[e.id] += e.text;
+        reasoning[e.id] += e.reasoning;
         choice_text[e.id][e.index] += e.text;
         auto& lp = logprobs[e.id];
         lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
@@ -54,8 +58,10 @@ struct Results {
   }
 };
 
-std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "") {
+std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "",
+                             tok::ReasoningFormat reasoning = tok::ReasoningFormat::kAuto) {
   Options o;
+  o.reasoning = reasoning;
   o.kv_disk = kv_disk;
   o.model_path = kModel;
   o.n_threads = 2;
@@ -188,6 +194,36 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
   // Every token of the first turn is in the cache: its prompt and the whole call.
   EXPECT_EQ(r.start["after"].usage.cached_tokens,
             d.usage.prompt_tokens + d.usage.completion_tokens);
+}
+
+// A reasoning answer (a grammar makes the random-weight model write "<think>...</think>..."):
+// with --reasoning-format think its thinking comes in the events' reasoning, all of it before
+// any text, and the two put back together with their markers are the answer the same model
+// writes with none (where the thinking stays in the text). auto splits nothing here: ChatGLM3's
+// template is not a reasoning model's.
+TEST(EngineReal, AReasoningAnswersThinkingComesApart) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  std::map<tok::ReasoningFormat, Results> results;
+  for (tok::ReasoningFormat f :
+       {tok::ReasoningFormat::kThink, tok::ReasoningFormat::kNone, tok::ReasoningFormat::kAuto}) {
+    auto e = load(1, "", f);
+    ASSERT_NE(e, nullptr);
+    Request r = greedy("r", {{"user", "2+2?"}}, 64);
+    r.constraint = {Constraint::Kind::kGbnf, R"(root ::= "<think>" w " " w "</think>" "\n" w ".")"
+                                             "\n"
+                                             R"(w ::= [a-z] [a-z]? [a-z]?)"};
+    ASSERT_TRUE(e->submit(r, results[f].sink()).ok());
+    ASSERT_TRUE(results[f].wait("r"));
+    ASSERT_EQ(results[f].done["r"].type, EventType::kDone);
+  }
+  Results& think = results[tok::ReasoningFormat::kThink];
+  const std::string whole = results[tok::ReasoningFormat::kNone].text["r"];
+  ASSERT_EQ(whole.rfind("<think>", 0), 0u) << whole;
+  EXPECT_FALSE(think.reasoning["r"].empty());
+  EXPECT_FALSE(think.text_before_reasoning["r"]);
+  EXPECT_EQ("<think>" + think.reasoning["r"] + "</think>\n" + think.text["r"], whole);
+  EXPECT_TRUE(results[tok::ReasoningFormat::kNone].reasoning["r"].empty());
+  EXPECT_EQ(results[tok::ReasoningFormat::kAuto].text["r"], whole);
 }
 
 // A model without a chat template (stories260K: the raw template joins the messages with "\n")

@@ -209,10 +209,12 @@ RelayResult relay_generation(EngineStream& stream,
         if (e.index > 0 || !result.choices.empty()) {
           ChoiceResult& c = choice(e.index);
           c.text += e.text;
+          c.reasoning += e.reasoning;
           c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         }
         if (e.index == 0) {
           result.text += e.text;
+          result.reasoning += e.reasoning;
           result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
           generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
           if (!e.text.empty() && e.tokens.empty()) ids_complete = false;

@@ -32,6 +32,7 @@ namespace glm::gateway {
 // One choice of a request with n > 1 (protocol: token events' index, choice_done).
 struct ChoiceResult {
   std::string text;
+  std::string reasoning;  // a reasoning model's thinking (apart from text)
   std::vector<generation::GeneratedLogprobs> logprobs;
   api::Outcome outcome = api::Outcome::kError;  // from its choice_done; kError if none came
   int completion_tokens = 0;
@@ -41,8 +42,9 @@ struct RelayResult {
   // The engine's finish reason, kDisconnected (the client left and the request was
   // cancelled) or kError.
   api::Outcome outcome = api::Outcome::kError;
-  Status error;      // with kError
-  std::string text;  // everything generated (the partial answer if stopped); choice 0's
+  Status error;           // with kError
+  std::string text;       // everything generated (the partial answer if stopped); choice 0's
+  std::string reasoning;  // a reasoning model's thinking, apart from text; choice 0's
   std::vector<generation::GeneratedLogprobs> logprobs;  // of every token, when asked for
   // n > 1: every choice, by index (choice 0's text and logprobs are also above). Empty for
   // a request with one choice.

@@ -137,6 +137,7 @@ void Gateway::install_api_routes() {
             started_msg = true;
             write(events.start(protocol::Usage{}));
           }
+          if (!e.reasoning.empty()) write(events.thinking(e.reasoning));
           for (const api::ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
           return out.ok();
         };
@@ -165,6 +166,7 @@ void Gateway::install_api_routes() {
     api::MessageOut m;
     m.id = id;
     m.model = p->model;
+    m.thinking = r.reasoning;
     m.text = a.content;  // as streamed: the leading whitespace dropped
     m.call_name = a.name;
     m.call_id = api::tool_use_id(p->request.id);

@@ -125,6 +125,11 @@ void Gateway::install_openai_routes() {
                                                         e.index));
           }
           if (e.type != protocol::EventType::kToken) return out.ok();
+          if (!e.reasoning.empty() &&
+              !out.event(api::reasoning_chunk_json(id, created, p->model, e.reasoning, e.index))) {
+            return false;
+          }
+          if (e.text.empty() && e.logprobs.empty()) return out.ok();
           if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
           const bool logprobs = p->request.params.top_logprobs >= 0;
           return out.event(api::completion_chunk_json(id, created, p->model, &e.text, false, "",
@@ -168,26 +173,27 @@ void Gateway::install_openai_routes() {
       r.choices.resize(p->request.n);
       for (const ChoiceResult& c : r.choices) {
         choices.push_back({c.text, api::openai_finish_reason(c.outcome), nullptr,
-                           logprobs ? &c.logprobs : nullptr});
+                           logprobs ? &c.logprobs : nullptr, c.reasoning});
       }
       res.set_content(api::completion_json(p->request.id, created, p->model, choices, r.usage),
                       "application/json");
     } else if (p->tool_names.empty()) {
       res.set_content(api::completion_json(p->request.id, created, p->model, r.text,
                                            api::openai_finish_reason(r.outcome), r.usage, nullptr,
-                                           logprobs ? &r.logprobs : nullptr),
+                                           logprobs ? &r.logprobs : nullptr, r.reasoning),
                       "application/json");
     } else {
       // The same reader as the stream's, so both give the same call.
       const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
       const api::ToolCallOut call{api::tool_call_id(p->request.id), a.name, a.arguments};
       const bool is_call = !a.name.empty();
-      res.set_content(api::completion_json(p->request.id, created, p->model, a.content,
-                                           is_call && r.outcome == api::Outcome::kStop
-                                               ? "tool_calls"
-                                               : api::openai_finish_reason(r.outcome),
-                                           r.usage, is_call ? &call : nullptr),
-                      "application/json");
+      res.set_content(
+          api::completion_json(p->request.id, created, p->model, a.content,
+                               is_call && r.outcome == api::Outcome::kStop
+                                   ? "tool_calls"
+                                   : api::openai_finish_reason(r.outcome),
+                               r.usage, is_call ? &call : nullptr, nullptr, r.reasoning),
+          "application/json");
     }
   });
 }

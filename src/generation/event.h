@@ -38,14 +38,18 @@ enum class EventType {
 // Which fields are meaningful depends on `type` (docs/protocol.md).
 struct Event {
   EventType type = EventType::kToken;
-  std::string id;     // the request's (may be empty only for an error on an unreadable line)
-  int index = 0;      // kToken, kChoiceDone: the choice (GenerateRequest::n)
-  int position = 0;   // kQueued: requests ahead in the queue
-  int prefilled = 0;  // kProgress: prompt tokens written so far (of to_prefill, the prompt
+  std::string id;      // the request's (may be empty only for an error on an unreadable line)
+  int index = 0;       // kToken, kChoiceDone: the choice (GenerateRequest::n)
+  int position = 0;    // kQueued: requests ahead in the queue
+  int prefilled = 0;   // kProgress: prompt tokens written so far (of to_prefill, the prompt
   int to_prefill = 0;  //   tokens that were not cached)
   Usage usage;         // kStart: prompt and cached tokens; kDone: all three (kChoiceDone: that
                        // choice's)
   std::string text;    // kToken: whole UTF-8 characters
+  // kToken: a reasoning model's thinking (whole UTF-8 characters), apart from `text`: the part
+  // of the answer between <think> and </think> (engine::Options::reasoning). Events carry one
+  // or both; all reasoning comes before any text.
+  std::string reasoning;
   // kToken, when the request asked for them (params.top_logprobs >= 0): the tokens this event
   // completes, in order (a token's text may go out with a later event; the tokens that
   // complete a stop string are never reported). May come with empty text at the end.

@@ -127,6 +127,10 @@ std::string serialize_event(const Event& e) {
     append_json_string(&out, e.id);
     out += ",\"event\":\"token\",\"text\":";
     append_json_string(&out, e.text);
+    if (!e.reasoning.empty()) {
+      out += ",\"reasoning\":";
+      append_json_string(&out, e.reasoning);
+    }
     if (e.index > 0) out += ",\"index\":" + std::to_string(e.index);
     if (!e.tokens.empty()) {
       out += ",\"tokens\":[";
@@ -262,6 +266,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       break;
     case EventType::kToken:
       e.text = get_str(j, "text");
+      e.reasoning = get_str(j, "reasoning");
       e.index = get_int(j, "index");
       e.tokens = get_ids(j, "tokens");
       e.logprobs = read_logprobs(j);

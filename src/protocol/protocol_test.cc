@@ -395,6 +395,11 @@ TEST(Events, RoundTripEveryType) {
   t.tokens = {30910, 0, 64789};
   EXPECT_EQ(round_trip(t).tokens, t.tokens);
   EXPECT_EQ(round_trip(t).text, t.text);
+  // A reasoning model's thinking travels apart from the text, and only when there is some.
+  EXPECT_EQ(serialize_event(t).find("reasoning"), std::string::npos);
+  t.reasoning = "先想\n\"x\"";
+  EXPECT_EQ(round_trip(t).reasoning, t.reasoning);
+  EXPECT_EQ(round_trip(t).text, t.text);
 
   Event p;
   p.type = EventType::kProgress;

@@ -50,6 +50,9 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
       job->prompt_tokens += static_cast<int>(m.content.size()) + 1;
     job->chars =
         split_chars(options_.reply.empty() ? request.messages.back().content : options_.reply);
+    if (options_.reasoning == tok::ReasoningFormat::kThink) {
+      job->reasoning = std::make_unique<tok::ReasoningSplitter>();
+    }
   }
   // Resume: a token's id is its character's index in the reply, so the ids sent back are the
   // characters already delivered.
@@ -281,6 +284,16 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
     t.id = job->request.id;
     t.tokens = {static_cast<int32_t>(job->next)};
     t.text = job->chars[job->next++];
+    if (job->reasoning) {
+      tok::ReasoningPiece piece = job->reasoning->feed(t.text);
+      if (job->next == job->chars.size()) {
+        tok::ReasoningPiece rest = job->reasoning->finish();
+        piece.reasoning += rest.reasoning;
+        piece.content += rest.content;
+      }
+      t.text = std::move(piece.content);
+      t.reasoning = std::move(piece.reasoning);
+    }
     job->last_token = Clock::now();
     if (job->first_token == Clock::time_point()) job->first_token = job->last_token;
     stats_.generated_tokens_total++;

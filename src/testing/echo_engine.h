@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "tokenizer/reasoning.h"
 
 namespace glm::testing {
 
@@ -33,6 +34,9 @@ struct EchoOptions {
   int max_queue = 64;        // waiting requests; more are refused with kQueueFull
   int max_running = 8;       // requests streamed together
   int n_ctx = 4096;
+  // kThink: a chat reply that starts with <think> goes out as reasoning, then text, as the
+  // engine splits a reasoning model's answer (the echo engine has no template: kAuto = kNone).
+  tok::ReasoningFormat reasoning = tok::ReasoningFormat::kAuto;
 };
 
 class EchoEngine : public engine::Engine {
@@ -64,6 +68,7 @@ class EchoEngine : public engine::Engine {
     int cached_tokens = 0;
     bool queued_sent = false;
     bool cancelled = false;
+    std::unique_ptr<tok::ReasoningSplitter> reasoning;  // null: all text
     Clock::time_point submitted, started, first_token, last_token;
   };
 

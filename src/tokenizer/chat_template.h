@@ -52,6 +52,11 @@ class ChatTemplate {
   // The clean-up the model's own chat() applies to answer text (answer_filter.h), or null.
   // ChatGLM-6B: HF's process_response (strip, full-width marks beside Chinese text).
   virtual std::unique_ptr<AnswerFilter> answer_filter() const { return nullptr; }
+  // True for a reasoning model's template (GLM-Z1, GLM-4.5): its answers start with
+  // "<think>...</think>", which --reasoning-format auto splits off (tokenizer/reasoning.h).
+  virtual bool reasoning() const { return false; }
+  // True if render() ends inside the thinking (the generation prompt writes "<think>").
+  virtual bool opens_reasoning() const { return false; }
 };
 
 // How the template is chosen (for_model):

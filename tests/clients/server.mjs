@@ -29,12 +29,13 @@ export function genModel(dir, arch, tokenizer) {
   return out;
 }
 
+// `model` null: the model-free echo engine (`--echo`: it answers with the last message).
 export async function startServe(model, extra = []) {
   const dir = mkdtempSync(join(tmpdir(), 'glm-clients-'));
   const port = await freePort();
   const log = join(dir, 'serve.log');
   const child = spawn('/bin/sh', ['-c', `exec "$0" "$@" >"${log}" 2>&1`, GLMSERVE, 'serve',
-    '--model', model, '--port', String(port), '--threads', '1', '--ctx-size', '1024', '--db', join(dir, 'c.db'), ...extra],
+    ...(model === null ? ['--echo'] : ['--model', model]), '--port', String(port), '--threads', '1', '--ctx-size', '1024', '--db', join(dir, 'c.db'), ...extra],
     { env: { ...process.env, XDG_RUNTIME_DIR: dir, XDG_DATA_HOME: dir }, stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;

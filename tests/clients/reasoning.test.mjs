@@ -1,0 +1,97 @@
+// A reasoning model's thinking through the official clients (npm `openai`, `@anthropic-ai/sdk`):
+// OpenAI's `reasoning_content` (the field vLLM, SGLang and llama-server use) and Anthropic's
+// `thinking` blocks, streamed and not. The echo engine answers with the user's text, so a text
+// that starts with <think> stands for a reasoning model's answer; then a random-weight GLM-4
+// tiny model made to write a thinking block by a grammar shows the engine's own split.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+
+import { genModel, startServe } from './server.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'glm-reasoning-'));
+const servers = {};
+before(async () => {
+  servers.echo = await startServe(null, ['--reasoning-format', 'think']);
+  servers.glm4 = await startServe(genModel(dir, 'glm4', 'glm4.tokenizer.model'),
+    ['--reasoning-format', 'think']);
+});
+after(async () => {
+  for (const s of Object.values(servers)) await s.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const answer = '<think>先想一想: 2+2 is 4.</think>\n\nIt is 4.';
+const thinking = '先想一想: 2+2 is 4.';
+const openai = (s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'none', maxRetries: 0 });
+const anthropic = (s) => new Anthropic({ baseURL: s.url, apiKey: 'none', maxRetries: 0 });
+
+test('openai: reasoning_content apart from the content, streamed and not', async () => {
+  const client = openai(servers.echo);
+  const messages = [{ role: 'user', content: answer }];
+  const r = await client.chat.completions.create({ model: 'echo', messages });
+  assert.equal(r.choices[0].message.reasoning_content, thinking);
+  assert.equal(r.choices[0].message.content, 'It is 4.');
+  const stream = await client.chat.completions.create({ model: 'echo', messages, stream: true });
+  let reasoning = '';
+  let content = '';
+  for await (const chunk of stream) {
+    const d = chunk.choices[0]?.delta ?? {};
+    if (d.reasoning_content) {
+      assert.equal(content, '', 'all the reasoning comes before the content');
+      reasoning += d.reasoning_content;
+    }
+    content += d.content ?? '';
+  }
+  assert.equal(reasoning, thinking);
+  assert.equal(content, 'It is 4.');
+  // An answer without thinking has no reasoning_content.
+  const plain = await client.chat.completions.create({
+    model: 'echo', messages: [{ role: 'user', content: 'no <think> here' }] });
+  assert.equal(plain.choices[0].message.reasoning_content, undefined);
+  assert.equal(plain.choices[0].message.content, 'no <think> here');
+});
+
+test('anthropic: a thinking block before the text, streamed and not', async () => {
+  const client = anthropic(servers.echo);
+  const params = { model: 'echo', max_tokens: 256, messages: [{ role: 'user', content: answer }] };
+  const m = await client.messages.create(params);
+  assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
+  assert.equal(m.content[0].thinking, thinking);
+  assert.equal(m.content[1].text, 'It is 4.');
+  const stream = client.messages.stream(params);
+  const deltas = [];
+  stream.on('thinking', (delta) => deltas.push(delta));
+  const final = await stream.finalMessage();
+  assert.deepEqual(final.content.map((b) => b.type), ['thinking', 'text']);
+  assert.equal(final.content[0].thinking, thinking);
+  assert.equal(final.content[1].text, 'It is 4.');
+  assert.equal(deltas.join(''), thinking);
+});
+
+test('the engine splits a real model\'s thinking from its answer', async () => {
+  const client = openai(servers.glm4);
+  const body = {
+    model: 'glm4',
+    messages: [{ role: 'user', content: '2+2?' }],
+    max_tokens: 64,
+    temperature: 0,
+    grammar: 'root ::= "<think>" w " " w "</think>" "\\n" w "."\nw ::= [a-z] [a-z]? [a-z]?',
+  };
+  const r = await client.chat.completions.create(body);
+  const m = r.choices[0].message;
+  assert.match(m.reasoning_content, /^[a-z]{1,3} [a-z]{1,3}$/);
+  assert.match(m.content, /^[a-z]{1,3}\.$/);
+  let reasoning = '';
+  let content = '';
+  for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(reasoning, m.reasoning_content);
+  assert.equal(content, m.content);
+});
