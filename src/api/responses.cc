@@ -128,11 +128,27 @@ StatusOr<std::vector<protocol::Message>> messages_from_json(const std::string& t
   return out;
 }
 
+json reasoning_item_json(const ResponseInfo& info, const std::string& reasoning, bool done) {
+  const std::string& m = info.message_id;
+  json item = {{"type", "reasoning"},
+               {"id", "rs_" + (m.rfind("msg_", 0) == 0 ? m.substr(4) : m)},
+               {"summary", json::array()},
+               {"content", json::array()}};
+  if (done) {
+    item["content"].push_back({{"type", "reasoning_text"}, {"text", reasoning}});
+    item["status"] = "completed";
+  } else {
+    item["status"] = "in_progress";
+  }
+  return item;
+}
+
 json response_json(const ResponseInfo& info, const std::string& text, const Outcome* outcome,
-                   const protocol::Usage& usage) {
+                   const protocol::Usage& usage, const std::string& reasoning) {
   const bool done = outcome != nullptr;
   const bool incomplete = done && *outcome == Outcome::kLength;
   json output = json::array();
+  if (done && !reasoning.empty()) output.push_back(reasoning_item_json(info, reasoning, true));
   if (done) {
     output.push_back({{"type", "message"},
                       {"id", info.message_id},

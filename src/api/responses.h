@@ -47,9 +47,15 @@ struct ResponseInfo {
 };
 
 // The response object: status "in_progress" (no outcome yet: `outcome` null), "completed", or
-// "incomplete" (max_output_tokens reached: incomplete_details.reason).
+// "incomplete" (max_output_tokens reached: incomplete_details.reason). A reasoning model's
+// thinking (`reasoning` not empty) is a reasoning item before the message
+// ({"type":"reasoning","id":"rs_...","summary":[],"content":[{"type":"reasoning_text",...}]}).
 nlohmann::json response_json(const ResponseInfo& info, const std::string& text,
-                             const Outcome* outcome, const protocol::Usage& usage);
+                             const Outcome* outcome, const protocol::Usage& usage,
+                             const std::string& reasoning = "");
+// The reasoning item of a response (its id from the message's: "rs_...").
+nlohmann::json reasoning_item_json(const ResponseInfo& info, const std::string& reasoning,
+                                   bool done);
 
 // One streamed event as an SSE frame ("event: TYPE\ndata: {...,"sequence_number":N}\n\n").
 std::string response_event(const char* type, nlohmann::json data, int* sequence_number);

@@ -75,7 +75,8 @@ void Gateway::install_responses_routes() {
 
     // Stores a complete answer with its conversation (store: true) and returns the object.
     auto finish = [this, call](const RelayResult& result) {
-      json object = api::response_json(call->info, result.text, &result.outcome, result.usage);
+      json object = api::response_json(call->info, result.text, &result.outcome, result.usage,
+                                       result.reasoning);
       if (call->req.store) {
         std::vector<protocol::Message> all = call->conversation;
         all.push_back({"assistant", result.text, ""});
@@ -98,26 +99,62 @@ void Gateway::install_responses_routes() {
         int seq = 0;
         const api::ResponseInfo& info = call->info;
         const json pending = api::response_json(info, "", nullptr, {});
-        const json where = {
-            {"item_id", info.message_id}, {"output_index", 0}, {"content_index", 0}};
         const json empty_part = {
             {"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
         out.frame(api::response_event("response.created", {{"response", pending}}, &seq));
         out.frame(api::response_event("response.in_progress", {{"response", pending}}, &seq));
-        out.frame(api::response_event("response.output_item.added",
-                                      {{"output_index", 0},
-                                       {"item",
-                                        {{"type", "message"},
-                                         {"id", info.message_id},
-                                         {"status", "in_progress"},
-                                         {"role", "assistant"},
-                                         {"content", json::array()}}}},
-                                      &seq));
-        json added = where;
-        added["part"] = empty_part;
-        out.frame(api::response_event("response.content_part.added", added, &seq));
+        // Output items open as their text arrives: a reasoning model's thinking first (a
+        // reasoning item), then the message; `where` is the message's place once it is open.
+        int n_items = 0;
+        json where;            // the message's item_id, output_index, content_index
+        json reasoning_where;  // the reasoning item's, while it is open
+        std::string reasoning;
+        auto open_message = [&] {
+          if (!where.is_null()) return;
+          where = {{"item_id", info.message_id}, {"output_index", n_items++}, {"content_index", 0}};
+          out.frame(api::response_event("response.output_item.added",
+                                        {{"output_index", where["output_index"]},
+                                         {"item",
+                                          {{"type", "message"},
+                                           {"id", info.message_id},
+                                           {"status", "in_progress"},
+                                           {"role", "assistant"},
+                                           {"content", json::array()}}}},
+                                        &seq));
+          json added = where;
+          added["part"] = empty_part;
+          out.frame(api::response_event("response.content_part.added", added, &seq));
+        };
+        auto close_reasoning = [&] {
+          if (reasoning_where.is_null()) return;
+          json done = reasoning_where;
+          done["text"] = reasoning;
+          out.frame(api::response_event("response.reasoning_text.done", done, &seq));
+          out.frame(api::response_event("response.output_item.done",
+                                        {{"output_index", reasoning_where["output_index"]},
+                                         {"item", api::reasoning_item_json(info, reasoning, true)}},
+                                        &seq));
+          reasoning_where = json();
+        };
         auto emit = [&](const protocol::Event& e) {
-          if (e.type != protocol::EventType::kToken || e.text.empty()) return out.ok();
+          if (e.type != protocol::EventType::kToken) return out.ok();
+          if (!e.reasoning.empty() && where.is_null()) {
+            if (reasoning_where.is_null()) {
+              const json item = api::reasoning_item_json(info, "", false);
+              reasoning_where = {
+                  {"item_id", item["id"]}, {"output_index", n_items++}, {"content_index", 0}};
+              out.frame(api::response_event(
+                  "response.output_item.added",
+                  {{"output_index", reasoning_where["output_index"]}, {"item", item}}, &seq));
+            }
+            reasoning += e.reasoning;
+            json delta = reasoning_where;
+            delta["delta"] = e.reasoning;
+            out.frame(api::response_event("response.reasoning_text.delta", delta, &seq));
+          }
+          if (e.text.empty()) return out.ok();
+          close_reasoning();
+          open_message();
           json delta = where;
           delta["delta"] = e.text;
           return out.frame(api::response_event("response.output_text.delta", delta, &seq));
@@ -132,16 +169,19 @@ void Gateway::install_responses_routes() {
               {{"code", error_code_name(st.code())}, {"message", st.message()}, {"param", nullptr}},
               &seq));
         } else {
+          close_reasoning();
+          open_message();  // an empty answer still has its message
           const json object = finish(result);
+          const json& message = object["output"].back();
           json text_done = where;
           text_done["text"] = result.text;
           out.frame(api::response_event("response.output_text.done", text_done, &seq));
           json part_done = where;
-          part_done["part"] = object["output"][0]["content"][0];
+          part_done["part"] = message["content"][0];
           out.frame(api::response_event("response.content_part.done", part_done, &seq));
-          out.frame(api::response_event("response.output_item.done",
-                                        {{"output_index", 0}, {"item", object["output"][0]}},
-                                        &seq));
+          out.frame(api::response_event(
+              "response.output_item.done",
+              {{"output_index", where["output_index"]}, {"item", message}}, &seq));
           out.frame(api::response_event(
               object["status"] == "completed" ? "response.completed" : "response.incomplete",
               {{"response", object}}, &seq));

@@ -56,6 +56,31 @@ test('openai: reasoning_content apart from the content, streamed and not', async
   assert.equal(plain.choices[0].message.content, 'no <think> here');
 });
 
+test('responses: a reasoning item before the message, streamed and not', async () => {
+  const client = openai(servers.echo);
+  const r = await client.responses.create({ model: 'echo', input: answer, store: false });
+  assert.deepEqual(r.output.map((i) => i.type), ['reasoning', 'message']);
+  assert.equal(r.output[0].content[0].type, 'reasoning_text');
+  assert.equal(r.output[0].content[0].text, thinking);
+  assert.equal(r.output_text, 'It is 4.');
+  const events = [];
+  for await (const e of await client.responses.create({
+    model: 'echo', input: answer, store: false, stream: true })) events.push(e);
+  const reasoning = events.filter((e) => e.type === 'response.reasoning_text.delta')
+    .map((e) => e.delta).join('');
+  const text = events.filter((e) => e.type === 'response.output_text.delta')
+    .map((e) => e.delta).join('');
+  assert.equal(reasoning, thinking);
+  assert.equal(text, 'It is 4.');
+  const done = events.at(-1);
+  assert.equal(done.type, 'response.completed');
+  assert.deepEqual(done.response.output.map((i) => i.type), ['reasoning', 'message']);
+  const added = events.filter((e) => e.type === 'response.output_item.added');
+  assert.deepEqual(added.map((e) => [e.output_index, e.item.type]), [[0, 'reasoning'], [1, 'message']]);
+  const seq = events.map((e) => e.sequence_number);
+  assert.deepEqual(seq, [...seq].sort((a, b) => a - b));
+});
+
 test('anthropic: a thinking block before the text, streamed and not', async () => {
   const client = anthropic(servers.echo);
   const params = { model: 'echo', max_tokens: 256, messages: [{ role: 'user', content: answer }] };
