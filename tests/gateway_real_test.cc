@@ -231,6 +231,12 @@ TEST(GatewayCli, BadFlagsFailWithAOneLineReason) {
       {"web --engine /tmp/x.sock --port abc", "--port"},
       {"web --engine /tmp/x.sock --bogus 1", "--bogus"},
       {"web --engine /tmp/x.sock --port 0 --db /nonexistent-dir/c.db", "--db"},
+      // PostgreSQL: a password in the URL is refused (a command line is public); a server
+      // that does not answer is named.
+      {"web --engine /tmp/x.sock --port 0 --db postgres://u:pw@127.0.0.1:1/db",
+       "--db-password-file"},
+      {"web --engine /tmp/x.sock --port 0 --db postgresql://u@127.0.0.1:1/db",
+       "cannot open the conversation database"},
   };
   for (const Case& c : cases) {
     std::string out;

@@ -291,6 +291,23 @@ TEST_F(Scaleout, AffinityThenAKilledAndADrainedNodeLoseNoConversation) {
   EXPECT_EQ(page_there["messages"].size(), 2u);
 }
 
+// PostgreSQL goes away: what needs the store fails with a clear 503, what does not (the /v1
+// API, which carries its history) still answers, no node dies, and all recover with it.
+TEST_F(Scaleout, ADatabaseOutageFailsStoreRequestsClearlyAndNodesRecover) {
+  pg_.stop();
+  Reply listed = http(lb_, kPort, "POST", "/api/conversations", "{}");
+  EXPECT_EQ(listed.status, 503) << listed.body;
+  EXPECT_NE(listed.body.find("conversation database unreachable"), std::string::npos)
+      << listed.body;
+  Conversation conv;
+  conv.id = "outage";
+  EXPECT_TRUE(conv.turn(lb_, "still there?")) << conv.failures[0];
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(nodes_[i]->wait(50).has_value()) << "node " << i;
+  ASSERT_TRUE(pg_.restart()) << pg_.why();
+  Reply created = http(lb_, kPort, "POST", "/api/conversations", "{}");
+  EXPECT_EQ(created.status, 201) << created.body;
+}
+
 TEST_F(Scaleout, RollingRestartUnderSteadyLoadFailsNothing) {
   std::atomic<bool> stop{false};
   std::mutex mu;
