@@ -243,6 +243,20 @@ TEST(GatewayCli, BadFlagsFailWithAOneLineReason) {
     EXPECT_NE(run_capture(c.args, &out), 0) << c.args;
     EXPECT_NE(out.find(c.mentions), std::string::npos) << c.args << " -> " << out;
   }
+  // serve checks the database before it starts anything: one line and an exit, not a gateway
+  // restarted again and again (timeout: a regression would loop).
+  std::string out;
+  FILE* p = ::popen((std::string("timeout 20 ") + GLMSERVE_BIN +
+                     " serve --echo --port 0 --kv-disk off --db postgresql://u@127.0.0.1:1/db 2>&1")
+                        .c_str(),
+                    "r");
+  ASSERT_NE(p, nullptr);
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) out += line;
+  const int st = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 124) << out;
+  EXPECT_NE(out.find("cannot open the conversation database"), std::string::npos) << out;
+  EXPECT_EQ(out.find("started web"), std::string::npos) << out;
   std::string help;
   EXPECT_EQ(run_capture("web --help", &help), 0);
   EXPECT_NE(help.find("--api-key"), std::string::npos);

@@ -38,6 +38,7 @@
 #include "serve/control_server.h"
 #include "serve/model_manager.h"
 #include "serve/supervisor.h"
+#include "store/database.h"
 
 namespace glm::cli {
 namespace {
@@ -501,6 +502,13 @@ int cmd_serve(int argc, char** argv) {
   auto db_password = read_secret(*args, {nullptr, "db-password-file", nullptr});
   if (!db_password.ok()) return fail(db_password.status());
   if (!db_password->empty()) secrets.push_back("PGPASSWORD=" + *db_password);
+  // A database the gateway cannot open stops serve now, with its reason, instead of a gateway
+  // that exits and is restarted again and again.
+  if (args->has("db") && !args->has("no-web")) {
+    if (Status st = store::check_database(args->get("db"), *db_password); !st.ok()) {
+      return fail(st);
+    }
+  }
   const bool echo = args->has("echo");
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);

@@ -63,6 +63,10 @@ StatusOr<std::unique_ptr<Database>> open_sqlite(const std::string& path);
 StatusOr<std::unique_ptr<Database>> open_postgres(const std::string& url,
                                                   const std::string& password);
 
+// Opens the database named by `spec` (a postgres:// URL or a SQLite path) and closes it: the
+// error a gateway would meet, before starting one. Cost: one connection.
+Status check_database(const std::string& spec, const std::string& password);
+
 // True for the URLs open_postgres takes (postgres:// or postgresql://).
 bool is_postgres_url(const std::string& spec);
 

@@ -142,6 +142,11 @@ int64_t now_unix_ms() {
       .count();
 }
 
+Status check_database(const std::string& spec, const std::string& password) {
+  auto db = is_postgres_url(spec) ? open_postgres(spec, password) : open_sqlite(spec);
+  return db.ok() ? Status::Ok() : db.status();
+}
+
 StatusOr<std::unique_ptr<Store>> Store::open(const std::string& spec, const Options& options) {
   auto db = is_postgres_url(spec) ? open_postgres(spec, options.password) : open_sqlite(spec);
   if (!db.ok()) return db.status();
