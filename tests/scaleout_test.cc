@@ -287,8 +287,15 @@ TEST_F(Scaleout, AffinityThenAKilledAndADrainedNodeLoseNoConversation) {
   ASSERT_EQ(r2.status, 200) << r2.body;
   EXPECT_GT(r2.json()["usage"]["input_tokens"].get<int>(),
             r1.json()["usage"]["input_tokens"].get<int>());
-  json page_there = http(node_ip_[killed], kPort, "GET", "/api/conversations/" + page_id).json();
-  EXPECT_EQ(page_there["messages"].size(), 2u);
+  // The page's conversation continues on that other node, from the stored history.
+  Reply chat2 = http(node_ip_[killed], kPort, "POST", "/api/conversations/" + page_id + "/chat",
+                     R"({"content":"and again","params":{"max_tokens":3,"temperature":0}})");
+  ASSERT_EQ(chat2.status, 200) << chat2.body;
+  EXPECT_NE(chat2.body.find("\"type\":\"done\""), std::string::npos) << chat2.body;
+  json page_there = http(node_ip_[survivor], kPort, "GET", "/api/conversations/" + page_id).json();
+  ASSERT_EQ(page_there["messages"].size(), 4u) << page_there.dump();
+  EXPECT_EQ(page_there["messages"][2]["content"], "and again");
+  EXPECT_EQ(page_there["messages"][3]["status"], "complete");
 }
 
 // PostgreSQL goes away: what needs the store fails with a clear 503, what does not (the /v1

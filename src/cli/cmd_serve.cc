@@ -502,9 +502,10 @@ int cmd_serve(int argc, char** argv) {
   auto db_password = read_secret(*args, {nullptr, "db-password-file", nullptr});
   if (!db_password.ok()) return fail(db_password.status());
   if (!db_password->empty()) secrets.push_back("PGPASSWORD=" + *db_password);
-  // A database the gateway cannot open stops serve now, with its reason, instead of a gateway
-  // that exits and is restarted again and again.
-  if (args->has("db") && !args->has("no-web")) {
+  // A PostgreSQL database the gateway cannot reach (or log in to) stops serve now, with its
+  // reason, instead of a gateway restarted until serve gives up. (A SQLite path the gateway
+  // cannot open still takes that road: a local file, found at once.)
+  if (args->has("db") && store::is_postgres_url(args->get("db")) && !args->has("no-web")) {
     if (Status st = store::check_database(args->get("db"), *db_password); !st.ok()) {
       return fail(st);
     }
