@@ -24,7 +24,7 @@ testing::PgCluster* cluster() {
   return c->why().empty() ? c : nullptr;
 }
 
-class StoreTest : public ::testing::TestWithParam<Dialect> {
+class ConversationStore : public ::testing::TestWithParam<Dialect> {
  protected:
   void SetUp() override {
     if (GetParam() == Dialect::kPostgres) {
@@ -52,13 +52,13 @@ class StoreTest : public ::testing::TestWithParam<Dialect> {
   std::string spec_, db_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
+INSTANTIATE_TEST_SUITE_P(Backends, ConversationStore,
                          ::testing::Values(Dialect::kSqlite, Dialect::kPostgres),
                          [](const auto& info) {
                            return info.param == Dialect::kSqlite ? "sqlite" : "postgres";
                          });
 
-TEST_P(StoreTest, ConversationsAndMessagesRoundTrip) {
+TEST_P(ConversationStore, ConversationsAndMessagesRoundTrip) {
   auto s = open();
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Store& st = **s;
@@ -97,7 +97,7 @@ TEST_P(StoreTest, ConversationsAndMessagesRoundTrip) {
   EXPECT_EQ(st.delete_conversation(c->id).code(), ErrorCode::kNotFound);
 }
 
-TEST_P(StoreTest, ReopenKeepsDataAndMarksInterruptedAnswers) {
+TEST_P(ConversationStore, ReopenKeepsDataAndMarksInterruptedAnswers) {
   std::string id;
   {
     auto s = open();
@@ -119,7 +119,7 @@ TEST_P(StoreTest, ReopenKeepsDataAndMarksInterruptedAnswers) {
 
 // Several nodes on one database: what one writes, the others read and continue; a node that
 // starts again marks only its own unfinished answers (the others' are still streaming).
-TEST_P(StoreTest, NodesShareConversationsAndKeepTheirOwnAnswers) {
+TEST_P(ConversationStore, NodesShareConversationsAndKeepTheirOwnAnswers) {
   if (GetParam() == Dialect::kSqlite) GTEST_SKIP() << "one node per SQLite file";
   auto a = open("node-a:8080");
   auto b = open("node-b:8080");
@@ -147,7 +147,7 @@ TEST_P(StoreTest, NodesShareConversationsAndKeepTheirOwnAnswers) {
 
 // Two nodes appending to one conversation at once: every message follows the one before it
 // (the leaf is read and moved under a lock), none is lost.
-TEST_P(StoreTest, ConcurrentAppendsFromTwoStoresKeepOneChain) {
+TEST_P(ConversationStore, ConcurrentAppendsFromTwoStoresKeepOneChain) {
   auto a = open("node-a:1");
   auto b = open("node-b:1");
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
@@ -168,7 +168,7 @@ TEST_P(StoreTest, ConcurrentAppendsFromTwoStoresKeepOneChain) {
   for (size_t i = 1; i < path->size(); ++i) EXPECT_EQ((*path)[i].parent_id, (*path)[i - 1].id);
 }
 
-TEST_P(StoreTest, BranchesKeepEveryVersionAndShowOne) {
+TEST_P(ConversationStore, BranchesKeepEveryVersionAndShowOne) {
   auto s = open();
   ASSERT_TRUE(s.ok());
   Store& st = **s;
@@ -254,7 +254,7 @@ TEST(SqliteStore, ADatabaseWithoutTheToolsColumnIsMigrated) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 
-TEST_P(StoreTest, ResponsesAreStoredReplacedAndDeleted) {
+TEST_P(ConversationStore, ResponsesAreStoredReplacedAndDeleted) {
   auto s = open();
   ASSERT_TRUE(s.ok());
   Store& st = **s;
