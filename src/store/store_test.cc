@@ -15,13 +15,14 @@ namespace {
 
 // The store's tests run against both backends: SQLite (":memory:" or a file) and a throwaway
 // PostgreSQL cluster (one for the whole binary; a fresh database for each test).
+// Started on first use, stopped and removed at exit (a static object's destructor).
 testing::PgCluster* cluster() {
-  static testing::PgCluster* c = [] {
-    auto* pg = new testing::PgCluster();
-    if (!pg->start()) std::fprintf(stderr, "PostgreSQL: %s\n", pg->why().c_str());
-    return pg;
+  static testing::PgCluster pg;
+  static const bool started = [] {
+    if (!pg.start()) std::fprintf(stderr, "PostgreSQL: %s\n", pg.why().c_str());
+    return pg.why().empty();
   }();
-  return c->why().empty() ? c : nullptr;
+  return started ? &pg : nullptr;
 }
 
 class ConversationStore : public ::testing::TestWithParam<Dialect> {
