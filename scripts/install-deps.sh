@@ -11,6 +11,7 @@ PKGS=(
   clang clang-format clang-tidy libclang-rt-14-dev
   netcat-openbsd curl supervisor fonts-wqy-microhei tmux systemd
   nodejs chromium
+  libpq-dev postgresql haproxy python3-yaml podman runc debootstrap
 )
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -58,6 +58,7 @@ class Child {
     return std::string(std::istreambuf_iterator<char>(f), {});
   }
   bool alive() { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -230,12 +231,32 @@ TEST(GatewayCli, BadFlagsFailWithAOneLineReason) {
       {"web --engine /tmp/x.sock --port abc", "--port"},
       {"web --engine /tmp/x.sock --bogus 1", "--bogus"},
       {"web --engine /tmp/x.sock --port 0 --db /nonexistent-dir/c.db", "--db"},
+      // PostgreSQL: a password in the URL is refused (a command line is public); a server
+      // that does not answer is named.
+      {"web --engine /tmp/x.sock --port 0 --db postgres://u:pw@127.0.0.1:1/db",
+       "--db-password-file"},
+      {"web --engine /tmp/x.sock --port 0 --db postgresql://u@127.0.0.1:1/db",
+       "cannot open the conversation database"},
   };
   for (const Case& c : cases) {
     std::string out;
     EXPECT_NE(run_capture(c.args, &out), 0) << c.args;
     EXPECT_NE(out.find(c.mentions), std::string::npos) << c.args << " -> " << out;
   }
+  // serve checks the database before it starts anything: one line and an exit, not a gateway
+  // restarted again and again (timeout: a regression would loop).
+  std::string out;
+  FILE* p = ::popen((std::string("timeout 20 ") + GLMSERVE_BIN +
+                     " serve --echo --port 0 --kv-disk off --db postgresql://u@127.0.0.1:1/db 2>&1")
+                        .c_str(),
+                    "r");
+  ASSERT_NE(p, nullptr);
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) out += line;
+  const int st = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 124) << out;
+  EXPECT_NE(out.find("cannot open the conversation database"), std::string::npos) << out;
+  EXPECT_EQ(out.find("started web"), std::string::npos) << out;
   std::string help;
   EXPECT_EQ(run_capture("web --help", &help), 0);
   EXPECT_NE(help.find("--api-key"), std::string::npos);
@@ -255,6 +276,12 @@ TEST_F(GatewayReal, EchoEngineDaemon) {
   pollfd p{fd, POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 10000), 1);
   ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);
+  // While it streams, vLLM's gauges (what the Inference Extension's endpoint picker reads) see
+  // it running, labelled with the served model.
+  const std::string during = http(port_, "GET", "/metrics").body;
+  EXPECT_NE(during.find("vllm:num_requests_running{model_name=\"echo\"} 1\n"), std::string::npos)
+      << during;
+  EXPECT_NE(during.find("vllm:num_requests_waiting{model_name=\"echo\"} 0\n"), std::string::npos);
   ::close(fd);
   EXPECT_TRUE(wait_for(
       [&] {
@@ -266,6 +293,37 @@ TEST_F(GatewayReal, EchoEngineDaemon) {
   EXPECT_EQ(http(port_, "GET", "/health").status, 200);
 }
 
+// SIGTERM to the gateway alone (its engine stays ready): /health says "draining" with 503 at
+// once, so that a load balancer sends new conversations elsewhere, while the answer in
+// progress streams to its end.
+TEST_F(GatewayReal, ADrainingGatewayIsNotReadyAndFinishesItsStream) {
+  start({"--echo", "--echo-delay", "40"});
+  int fd = connect_port(port_);
+  const std::string req =
+      request_text("POST", "/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":")" + std::string(60, 'y') +
+                       R"("}],"max_tokens":60,"stream":true})");
+  ASSERT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);  // streaming
+  ASSERT_EQ(::kill(web_->pid(), SIGTERM), 0);
+  Http h;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        h = http(port_, "GET", "/health");
+        return h.status == 503;
+      },
+      3000))
+      << h.status << " " << h.body;
+  EXPECT_EQ(json::parse(h.body)["status"], "draining") << h.body;
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while (::poll(&p, 1, 10000) == 1 && (n = ::recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, n);
+  ::close(fd);
+  EXPECT_NE(got.find("data: [DONE]"), std::string::npos) << got;
+}
+
 TEST_F(GatewayReal, TinyModel) {
   const std::string model = tmp_path("tiny.gguf");
   if (run(std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny -o " + model +
@@ -274,6 +332,22 @@ TEST_F(GatewayReal, TinyModel) {
   }
   start({"--model", model, "--threads", "1"});
   check_openai_shapes();
+  // vLLM's KV gauge is the engine's own block counts as a fraction, from the same scrape.
+  const std::string m = http(port_, "GET", "/metrics").body;
+  auto value = [&](const std::string& prefix) {
+    const size_t at = m.find("\n" + prefix);
+    EXPECT_NE(at, std::string::npos) << prefix << " missing:\n" << m;
+    return at == std::string::npos ? -1.0 : std::atof(m.c_str() + m.find(' ', at + 1) + 1);
+  };
+  const double used = value("glmserve_engine_kv_blocks_used "),
+               free_blocks = value("glmserve_engine_kv_blocks_free ");
+  ASSERT_GT(used + free_blocks, 0);
+  const double frac = value("vllm:kv_cache_usage_perc{model_name=");
+  EXPECT_NEAR(frac, used / (used + free_blocks), 1e-5);
+  EXPECT_GE(frac, 0.0);
+  EXPECT_LE(frac, 1.0);
+  EXPECT_EQ(value("vllm:gpu_cache_usage_perc{model_name="), frac);
+  EXPECT_EQ(value("vllm:num_requests_running{model_name="), 0);
   // The page's chat path over the real engine: stored, with the engine's timings.
   Http c = http(port_, "POST", "/api/conversations", "{}");
   ASSERT_EQ(c.status, 201) << c.body;

@@ -38,6 +38,7 @@
 #include "serve/control_server.h"
 #include "serve/model_manager.h"
 #include "serve/supervisor.h"
+#include "store/database.h"
 
 namespace glm::cli {
 namespace {
@@ -74,6 +75,8 @@ constexpr const char* kUsage =
     "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
     "  --reasoning-format auto|think|none (a reasoning model's thinking apart from the answer)\n"
     "web flags, passed on: --db --cors --max-body --web-threads (web's --threads)\n"
+    "  --db PATH|postgres://USER@HOST/DB (several nodes share PostgreSQL: docs/operations.md);\n"
+    "  --db-password-file F (or PGPASSWORD / PGPASSFILE; never in the URL)\n"
     "  --api-key-file F (or GLMSERVE_API_KEY; --api-key K, blanked once read) and\n"
     "  --metrics-key-file F (or GLMSERVE_METRICS_KEY): passed to the gateway in its\n"
     "  environment, never on a command line (docs/operations.md, \"Secrets\")\n";
@@ -85,7 +88,8 @@ const char* const kEngineFlags[] = {
     "gpu-layers",     "prefill-chunk", "reasoning-format"};
 const char* const kWebFlags[] = {"db", "cors", "max-body"};
 // Read by serve and handed to the gateway in its environment (ChildSpec::env), never in argv.
-const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file"};
+const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file",
+                                    "db-password-file"};
 
 // The KV disk cache's directory: --kv-disk DIR, else (on by default: serve keeps its state
 // under the user's data directory) $XDG_DATA_HOME/glmserve/kv-cache, else
@@ -495,6 +499,18 @@ int cmd_serve(int argc, char** argv) {
   if (!metrics_key.ok()) return fail(metrics_key.status());
   if (!api_key->empty()) secrets.push_back("GLMSERVE_API_KEY=" + *api_key);
   if (!metrics_key->empty()) secrets.push_back("GLMSERVE_METRICS_KEY=" + *metrics_key);
+  // PostgreSQL's password (--db postgres://...): libpq reads PGPASSWORD in the gateway.
+  auto db_password = read_secret(*args, {nullptr, "db-password-file", nullptr});
+  if (!db_password.ok()) return fail(db_password.status());
+  if (!db_password->empty()) secrets.push_back("PGPASSWORD=" + *db_password);
+  // A PostgreSQL database the gateway cannot reach (or log in to) stops serve now, with its
+  // reason, instead of a gateway restarted until serve gives up. (A SQLite path the gateway
+  // cannot open still takes that road: a local file, found at once.)
+  if (args->has("db") && store::is_postgres_url(args->get("db")) && !args->has("no-web")) {
+    if (Status st = store::check_database(args->get("db"), *db_password); !st.ok()) {
+      return fail(st);
+    }
+  }
   const bool echo = args->has("echo");
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);

@@ -35,7 +35,10 @@ constexpr const char* kHelp =
     "  --port N          TCP port (default 8080; 0 = any free port, printed at start)\n"
     "  --host H          address to bind (default 127.0.0.1: this machine only)\n"
     "  --db PATH         conversation database (SQLite; default\n"
-    "                    ~/.local/share/glmserve/conversations.db)\n"
+    "                    ~/.local/share/glmserve/conversations.db), or postgres://USER@HOST/DB\n"
+    "                    (PostgreSQL, shared by several nodes: docs/operations.md)\n"
+    "  --db-password-file F  PostgreSQL's password, the first line of F (default: libpq's\n"
+    "                    PGPASSWORD or PGPASSFILE / ~/.pgpass); never put it in the URL\n"
     "  --api-key-file F  require 'Authorization: Bearer KEY' on /v1 and /api, KEY the first\n"
     "                    line of F (default: the GLMSERVE_API_KEY environment variable, else\n"
     "                    no key); --api-key KEY works too, but a command line is readable by\n"
@@ -87,13 +90,15 @@ int cmd_web(int argc, char** argv) {
       Args::parse(argc, argv,
                   {"engine", "models-control", "port", "host", "db", "api-key", "api-key-file",
                    "metrics-key-file", "cors", "max-body", "threads", "queue", "max-conns-per-ip",
-                   "listen-fd", "drain-timeout", "model-name"});
+                   "listen-fd", "drain-timeout", "model-name", "db-password-file"});
   blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
   auto api_key = read_secret(*args, {"api-key", "api-key-file", "GLMSERVE_API_KEY"});
   if (!api_key.ok()) return fail(api_key.status());
   auto metrics_key = read_secret(*args, {nullptr, "metrics-key-file", "GLMSERVE_METRICS_KEY"});
   if (!metrics_key.ok()) return fail(metrics_key.status());
+  auto db_password = read_secret(*args, {nullptr, "db-password-file", nullptr});
+  if (!db_password.ok()) return fail(db_password.status());
   auto engine = args->require("engine");
   if (!engine.ok()) return fail(engine.status());
   auto port = args->get_int("port", 8080);
@@ -131,6 +136,7 @@ int cmd_web(int argc, char** argv) {
   opt.listen_fd = static_cast<int>(*listen_fd);
   opt.host = args->get("host", "127.0.0.1");
   opt.db_path = args->has("db") ? args->get("db") : default_db_path();
+  opt.db_password = *db_password;
   opt.model_name = args->get("model-name");
   opt.api_key = *api_key;
   opt.metrics_key = *metrics_key;

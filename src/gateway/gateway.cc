@@ -1,5 +1,7 @@
 #include "gateway/gateway.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -137,7 +139,12 @@ StatusOr<std::unique_ptr<Gateway>> Gateway::create(const GatewayOptions& options
   }
   if (options.db_path.empty()) return invalid_argument("missing --db PATH");
   std::unique_ptr<Gateway> g(new Gateway(options));
-  auto store = Store::open(options.db_path);
+  Store::Options so;
+  so.password = options.db_password;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  so.node = std::string(host) + ":" + std::to_string(options.port);
+  auto store = Store::open(options.db_path, so);
   if (!store.ok()) return store.status();
   g->store_ = std::move(store).value();
   g->install_middleware();
@@ -398,6 +405,10 @@ void Gateway::install_static_routes() {
     } else {
       j["error"] = ev.ok() ? "unexpected reply to a health request" : ev.status().message();
     }
+    if (draining_) {  // stopping: load balancers send new work elsewhere while streams finish
+      status = generation::health_name(generation::Health::kDraining);
+      ready = false;
+    }
     j["status"] = status;
     res.status = ready ? 200 : 503;
     res.set_header("Cache-Control", "no-store");
@@ -425,9 +436,14 @@ void Gateway::install_static_routes() {
       hreq.type = protocol::RequestType::kHealth;
       hreq.id = protocol::make_request_id();
       auto h = engine_.query(hreq, 1000);
-      if (h.ok() && h->type == protocol::EventType::kHealth && !h->device.empty()) {
-        info = engine_info_metric(*h);
-      }
+      const bool health = h.ok() && h->type == protocol::EventType::kHealth;
+      if (health && !h->device.empty()) info = engine_info_metric(*h);
+      // vLLM's names for routers that score workers by them, labelled with the name clients
+      // send as "model" (as /health's "model").
+      const std::string name = !options_.model_name.empty()  ? options_.model_name
+                               : health && !h->model.empty() ? h->model
+                                                             : std::string("glmserve");
+      info += vllm_metrics(ev->stats, name);
     }
     res.set_header("Cache-Control", "no-store");
     res.set_content(metrics_.render() + http_metrics(server_->stats()) +

@@ -51,7 +51,10 @@ struct GatewayOptions {
   // Several models (glmserve serve --model A --model B): serve's control socket
   // (model_router.h); empty = the one engine at engine_socket serves every request.
   std::string models_control;
-  std::string db_path;  // required (":memory:" for tests)
+  // Required: a SQLite file (":memory:" for tests) or a postgres:// URL without its password
+  // (store/store.h), which comes in db_password (or libpq's PGPASSWORD / PGPASSFILE).
+  std::string db_path;
+  std::string db_password;
   // The one model's name (/v1/models, answers); empty = the engine's (its health reply).
   std::string model_name;
   std::string api_key;      // empty = no auth; else "Authorization: Bearer <key>"

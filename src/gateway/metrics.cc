@@ -93,6 +93,28 @@ void Metrics::inflight_add(int delta) {
   inflight_ += delta;
 }
 
+std::string vllm_metrics(const generation::Stats& stats, const std::string& model_name) {
+  const std::string label = "{model_name=\"" + escape_label(model_name) + "\"} ";
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, const std::string& value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
+           label + value + "\n";
+  };
+  gauge("vllm:num_requests_waiting", "Requests waiting for admission (glmserve_engine_queued).",
+        std::to_string(stats.queued));
+  gauge("vllm:num_requests_running", "Sequences in the running batch (glmserve_engine_running).",
+        std::to_string(stats.running));
+  const long long total =
+      static_cast<long long>(stats.kv_blocks_used) + static_cast<long long>(stats.kv_blocks_free);
+  char usage[32];
+  std::snprintf(usage, sizeof usage, "%.6g",
+                total > 0 ? static_cast<double>(stats.kv_blocks_used) / total : 0.0);
+  gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1).", usage);
+  gauge("vllm:gpu_cache_usage_perc",
+        "Fraction of KV cache blocks in use (0..1); vLLM's older name, on every device.", usage);
+  return out;
+}
+
 uint64_t Metrics::generations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t n = 0;

@@ -8,6 +8,8 @@
 //   glmserve_gateway_ttft_seconds gateway: HTTP request received -> first token written
 //   counters: requests by route and outcome, prompt/cached/completion tokens, errors by code,
 //   answers resumed after an engine crash.
+// vllm_metrics() adds the engine's load under vLLM's names, for schedulers that score workers
+// by them (docs/operations.md, "Several nodes").
 //
 // Thread-safety: every method may be called from any thread (one mutex; each update is a few
 // hundred nanoseconds, far below one token).
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "api/outcome.h"
+#include "generation/usage.h"
 
 namespace glm::gateway {
 
@@ -43,6 +46,14 @@ class Histogram {
   double sum_ = 0;
   uint64_t count_ = 0;
 };
+
+// The gauges the Kubernetes Gateway API Inference Extension's endpoint picker (and llm-d, vLLM's
+// production stack) read from a model server, under vLLM's names and types, labelled
+// model_name: vllm:num_requests_waiting (the engine's queue), vllm:num_requests_running
+// (sequences in the batch), vllm:kv_cache_usage_perc and its older name
+// vllm:gpu_cache_usage_perc (KV blocks in use / all blocks, a fraction 0..1; 0 with no blocks).
+// Cost: a few hundred bytes of text.
+std::string vllm_metrics(const generation::Stats& stats, const std::string& model_name);
 
 class Metrics {
  public:

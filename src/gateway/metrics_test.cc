@@ -52,5 +52,31 @@ TEST(Metrics, GenerationsTokensAndErrors) {
   EXPECT_EQ(m.generations(), 2u);
 }
 
+TEST(VllmMetrics, GaugesWithVllmNamesTypesAndModelLabel) {
+  generation::Stats s;
+  s.queued = 3;
+  s.running = 2;
+  s.kv_blocks_used = 25;
+  s.kv_blocks_free = 75;
+  const std::string out = vllm_metrics(s, "chat\"glm");
+  for (const char* name : {"vllm:num_requests_waiting", "vllm:num_requests_running",
+                           "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}) {
+    EXPECT_NE(out.find(std::string("# TYPE ") + name + " gauge\n"), std::string::npos) << name;
+  }
+  EXPECT_NE(out.find("vllm:num_requests_waiting{model_name=\"chat\\\"glm\"} 3\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vllm:num_requests_running{model_name=\"chat\\\"glm\"} 2\n"),
+            std::string::npos);
+  // A fraction, not a percentage (the name says perc; vLLM and the endpoint picker use 0..1).
+  EXPECT_NE(out.find("vllm:kv_cache_usage_perc{model_name=\"chat\\\"glm\"} 0.25\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("vllm:gpu_cache_usage_perc{model_name=\"chat\\\"glm\"} 0.25\n"),
+            std::string::npos);
+  generation::Stats empty;  // no blocks yet: 0, never a division by zero
+  EXPECT_NE(vllm_metrics(empty, "m").find("vllm:kv_cache_usage_perc{model_name=\"m\"} 0\n"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace glm::gateway

@@ -1,16 +1,66 @@
-#include "gateway/store.h"
+#include "store/store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
-namespace glm::gateway {
+#include "store/database.h"
+#include "store/pg_cluster.h"
+
+namespace glm::store {
 namespace {
 
-TEST(Store, ConversationsAndMessagesRoundTrip) {
-  auto s = Store::open(":memory:");
+// The store's tests run against both backends: SQLite (":memory:" or a file) and a throwaway
+// PostgreSQL cluster (one for the whole binary; a fresh database for each test).
+// Started on first use, stopped and removed at exit (a static object's destructor).
+testing::PgCluster* cluster() {
+  static testing::PgCluster pg;
+  static const bool started = [] {
+    if (!pg.start()) std::fprintf(stderr, "PostgreSQL: %s\n", pg.why().c_str());
+    return pg.why().empty();
+  }();
+  return started ? &pg : nullptr;
+}
+
+class ConversationStore : public ::testing::TestWithParam<Dialect> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Dialect::kPostgres) {
+      if (cluster() == nullptr) GTEST_SKIP() << "no PostgreSQL cluster (see stderr)";
+      static int n = 0;
+      db_ = "t" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+      ASSERT_TRUE(cluster()->psql("CREATE DATABASE " + db_));
+      spec_ = cluster()->url(db_);
+    } else {
+      spec_ = "/tmp/glm-store-" + std::to_string(::getpid()) + ".db";
+      ::unlink(spec_.c_str());
+    }
+  }
+  void TearDown() override {
+    if (GetParam() == Dialect::kSqlite) {
+      for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((spec_ + suffix).c_str());
+    }
+  }
+  StatusOr<std::unique_ptr<Store>> open(const std::string& node = "n1") {
+    Store::Options o;
+    o.node = node;
+    if (GetParam() == Dialect::kPostgres) o.password = testing::PgCluster::kPassword;
+    return Store::open(spec_, o);
+  }
+  std::string spec_, db_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConversationStore,
+                         ::testing::Values(Dialect::kSqlite, Dialect::kPostgres),
+                         [](const auto& info) {
+                           return info.param == Dialect::kSqlite ? "sqlite" : "postgres";
+                         });
+
+TEST_P(ConversationStore, ConversationsAndMessagesRoundTrip) {
+  auto s = open();
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Store& st = **s;
   auto c = st.create_conversation("t", "sys", R"({"temperature":0.5})");
@@ -48,19 +98,17 @@ TEST(Store, ConversationsAndMessagesRoundTrip) {
   EXPECT_EQ(st.delete_conversation(c->id).code(), ErrorCode::kNotFound);
 }
 
-TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
-  const std::string path = "/tmp/glm-store-" + std::to_string(::getpid()) + ".db";
-  ::unlink(path.c_str());
+TEST_P(ConversationStore, ReopenKeepsDataAndMarksInterruptedAnswers) {
   std::string id;
   {
-    auto s = Store::open(path);
+    auto s = open();
     ASSERT_TRUE(s.ok());
     id = (*s)->create_conversation("", "", "{}")->id;
     ASSERT_TRUE((*s)->add_message(id, "user", "q", "complete").ok());
     ASSERT_TRUE((*s)->add_message(id, "assistant", "half an ans", "streaming")
                     .ok());  // gateway "dies" here
   }
-  auto s = Store::open(path);
+  auto s = open();
   ASSERT_TRUE(s.ok());
   auto msgs = (*s)->messages(id);
   ASSERT_EQ(msgs->size(), 2u);
@@ -68,11 +116,61 @@ TEST(Store, ReopenKeepsDataAndMarksInterruptedAnswers) {
   EXPECT_EQ((*msgs)[1].content, "half an ans");
   auto list = (*s)->list_conversations(10);
   ASSERT_EQ(list->size(), 1u);
-  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 
-TEST(Store, BranchesKeepEveryVersionAndShowOne) {
-  auto s = Store::open(":memory:");
+// Several nodes on one database: what one writes, the others read and continue; a node that
+// starts again marks only its own unfinished answers (the others' are still streaming).
+TEST_P(ConversationStore, NodesShareConversationsAndKeepTheirOwnAnswers) {
+  if (GetParam() == Dialect::kSqlite) GTEST_SKIP() << "one node per SQLite file";
+  auto a = open("node-a:8080");
+  auto b = open("node-b:8080");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  const std::string id = (*a)->create_conversation("t", "", "{}")->id;
+  ASSERT_TRUE((*a)->add_message(id, "user", "q1", "complete").ok());
+  ASSERT_TRUE((*a)->add_message(id, "assistant", "a1", "complete").ok());
+  ASSERT_TRUE((*b)->add_message(id, "user", "q2", "complete").ok());  // after a's leaf
+  auto streaming = (*b)->add_message(id, "assistant", "half", "streaming");
+  ASSERT_TRUE(streaming.ok());
+  auto seen = (*a)->messages(id);
+  ASSERT_EQ(seen->size(), 4u);
+  EXPECT_EQ((*seen)[2].parent_id, (*seen)[1].id);
+  EXPECT_EQ((*a)->list_conversations(10)->front().n_messages, 4);
+  ASSERT_TRUE((*a)->put_response({"resp_1", "resp_1", "[]", "{}", 1}).ok());
+  EXPECT_TRUE((*b)->get_response("resp_1").ok());
+  a->reset();
+  auto a2 = open("node-a:8080");  // node a restarts: b's answer is not its to interrupt
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ((*a2)->get_message(streaming->id)->status, "streaming");
+  b->reset();
+  auto b2 = open("node-b:8080");  // node b restarts: now it is
+  EXPECT_EQ((*b2)->get_message(streaming->id)->status, "interrupted");
+}
+
+// Two nodes appending to one conversation at once: every message follows the one before it
+// (the leaf is read and moved under a lock), none is lost.
+TEST_P(ConversationStore, ConcurrentAppendsFromTwoStoresKeepOneChain) {
+  auto a = open("node-a:1");
+  auto b = open("node-b:1");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  const std::string id = (*a)->create_conversation("", "", "{}")->id;
+  constexpr int kEach = 40;
+  auto append = [&](Store* s, const char* who) {
+    for (int i = 0; i < kEach; ++i) {
+      auto m = s->add_message(id, "user", who + std::to_string(i), "complete");
+      ASSERT_TRUE(m.ok()) << m.status().to_string();
+    }
+  };
+  std::thread ta(append, a->get(), "a"), tb(append, b->get(), "b");
+  ta.join();
+  tb.join();
+  auto path = (*a)->messages(id);
+  ASSERT_TRUE(path.ok());
+  ASSERT_EQ(path->size(), 2u * kEach);  // one branch through all of them
+  for (size_t i = 1; i < path->size(); ++i) EXPECT_EQ((*path)[i].parent_id, (*path)[i - 1].id);
+}
+
+TEST_P(ConversationStore, BranchesKeepEveryVersionAndShowOne) {
+  auto s = open();
   ASSERT_TRUE(s.ok());
   Store& st = **s;
   const std::string c = st.create_conversation("", "", "{}")->id;
@@ -109,7 +207,7 @@ TEST(Store, BranchesKeepEveryVersionAndShowOne) {
 
 // A database written before conversations had tools and branches (the session-7 schema, made
 // here with the sqlite3 library directly) opens, keeps its rows, and gains the columns.
-TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
+TEST(SqliteStore, ADatabaseWithoutTheToolsColumnIsMigrated) {
   const std::string path = "/tmp/glm-store-old-" + std::to_string(::getpid()) + ".db";
   ::unlink(path.c_str());
   sqlite3* db = nullptr;
@@ -157,8 +255,8 @@ TEST(Store, ADatabaseWithoutTheToolsColumnIsMigrated) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
 
-TEST(Store, ResponsesAreStoredReplacedAndDeleted) {
-  auto s = Store::open(":memory:");
+TEST_P(ConversationStore, ResponsesAreStoredReplacedAndDeleted) {
+  auto s = open();
   ASSERT_TRUE(s.ok());
   Store& st = **s;
   EXPECT_EQ(st.get_response("resp_x").status().code(), ErrorCode::kNotFound);
@@ -176,11 +274,11 @@ TEST(Store, ResponsesAreStoredReplacedAndDeleted) {
   EXPECT_TRUE(st.get_response("resp_b").ok());  // a chain's members are independent rows
 }
 
-TEST(Store, UnwritablePathIsAClearError) {
+TEST(SqliteStore, UnwritablePathIsAClearError) {
   auto s = Store::open("/nonexistent-dir/x/conv.db");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("--db"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace glm::gateway
+}  // namespace glm::store
