@@ -246,6 +246,14 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
   switch (e.type) {
     case protocol::EventType::kToken: {
       std::vector<json> out;
+      // A reasoning model's thinking: its own payloads (the page shows it collapsed above the
+      // answer), kept whole in the message's meta.
+      if (!e.reasoning.empty()) {
+        std::string thinking = meta_.value("reasoning", std::string()) + e.reasoning;
+        meta_["reasoning"] = std::move(thinking);
+        out.push_back({{"type", "reasoning"}, {"text", e.reasoning}});
+      }
+      if (e.text.empty()) return out;
       if (!reader_) {
         partial_ += e.text;
         out.push_back({{"type", "token"}, {"text", e.text}});

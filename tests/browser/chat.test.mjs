@@ -312,6 +312,30 @@ test('a tool call and its result show as collapsed JSON, and the result goes bac
   await page.context().close();
 });
 
+test('a reasoning model\'s thinking shows collapsed above the answer, and again after a reload', async () => {
+  const page = await newPage(browser);
+  const answer = await send(page, 'what is 2+2? [think]');
+  await waitDone(answer);
+  const thinking = answer.locator('details.thinking');
+  assert.equal(await thinking.count(), 1);
+  assert.equal(await thinking.evaluate((d) => d.open), false, 'collapsed');
+  assert.equal(await answer.locator('.bubble').textContent(), 'It is 4.');
+  await thinking.locator('summary').click();
+  assert.equal(await thinking.locator('.thinking-text').textContent(), 'Let me think: 2+2.');
+  // Above the answer, and stored: a reload shows it again.
+  assert.ok(await answer.evaluate((a) => a.querySelector('details.thinking').nextElementSibling
+    === a.querySelector('.bubble')));
+  const id = new URL(page.url()).hash.slice(1);
+  const conv = await api(`/api/conversations/${id}`);
+  assert.equal(conv.messages[1].content, 'It is 4.');
+  assert.equal(conv.messages[1].meta.reasoning, 'Let me think: 2+2.');
+  await page.reload();
+  const again = page.locator('.msg.assistant details.thinking .thinking-text');
+  await again.waitFor({ state: 'attached' });
+  assert.equal(await again.textContent(), 'Let me think: 2+2.');
+  await page.context().close();
+});
+
 test('an answer cut by max tokens is badged and continued in place; a new chat is listed at once', async () => {
   const page = await newPage(browser);
   await page.click('#settings-toggle');

@@ -11,6 +11,7 @@
 //   [zh]     Chinese text                           [md]   markdown with a code block
 //   [trim]   a "history trimmed" notice first       else   "Echo: <message>"
 //   [tool]   with tools: a call of the first one as GLM-4 writes it ("NAME\n{json}")
+//   [think]  a reasoning model's answer: token events with `reasoning` first, then the text
 // The first token comes FAKE_TTFT_MS (default 20) after the request line; the done event
 // reports the TTFT the engine measured itself, as the real engine does.
 // Every request and every cancel is appended as a JSON line to the log file (argv[3]).
@@ -27,6 +28,9 @@ function script(text, tools) {
   if (text.includes('[tool]') && tools.length) {
     const call = `${tools[0].name}\n{"city": "Paris", "unit": "celsius"}`;
     return { delay: 5, pieces: call.match(/[\s\S]{1,5}/gu) };
+  }
+  if (text.includes('[think]')) {
+    return { delay: 10, pieces: [{ reasoning: 'Let me ' }, { reasoning: 'think: 2+2.' }, 'It is ', '4.'] };
   }
   if (text.includes('[slow]') || text.includes('[reload]')) {
     const n = text.includes('[slow]') ? 300 : 100;
@@ -115,7 +119,9 @@ function generate(conn, req) {
       send({ event: 'error', code: 'internal', message: 'the fake engine failed mid-answer' });
       return undefined;
     }
-    send({ event: 'token', text: pieces[i] });
+    const piece = pieces[i];
+    send(typeof piece === 'string' ? { event: 'token', text: piece }
+      : { event: 'token', text: '', reasoning: piece.reasoning });
     if (ttft < 0) ttft = performance.now() - t0;
     i++;
     setTimeout(step, delay);

@@ -333,6 +333,8 @@ async function follow(job, response, t0, userEl) {
           } else if (ev.type === 'token') {
             text += ev.text;
             rate.tokens += 1; // live events carry one token each (a re-attach merges a run)
+          } else if (ev.type === 'reasoning') {
+            view.appendReasoning(ev.text);
           } else if (ev.type === 'tool_call') {
             if (text) view.append(text);
             text = '';

@@ -135,6 +135,20 @@ export class AnswerView {
     this.root.dataset.toolCall = name;
   }
 
+  // A reasoning model's thinking: a collapsed block above the answer, filled as it arrives
+  // (appendReasoning) or set whole from the stored meta.reasoning (finish).
+  appendReasoning(text) {
+    if (!this.thinking) {
+      this.thinking = el('details', 'thinking');
+      const summary = el('summary', '', t('thinking'));
+      summary.dataset.i18n = 'thinking';
+      this.thinkingText = el('div', 'thinking-text');
+      this.thinking.append(summary, this.thinkingText);
+      this.bubble.before(this.thinking);
+    }
+    this.thinkingText.textContent += text;
+  }
+
   toolArguments(text) {
     this.call.args += text;
     this.callBox.setText(this.call.args);
@@ -179,6 +193,7 @@ export class AnswerView {
     delete this.root.dataset.state;
     if (this.stream) this.stream.finish();
     if (meta.notice || meta.dropped_messages) this.showNotice(meta.dropped_messages);
+    if (meta.reasoning && !this.thinking) this.appendReasoning(meta.reasoning);
     if (meta.tool_call) {
       if (!this.callBox) this.showToolCall(meta.tool_call.name);
       this.call.args = meta.tool_call.arguments || '';
