@@ -46,9 +46,10 @@ StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {
     ss << in.rdbuf();
     data = ss.str();
   }
-  auto parsed = parse_json(data, ("--messages: '" + path + "'").c_str());
+  // Ordered: a tool's JSON is written into the prompt in the client's key order.
+  auto parsed = parse_ordered_json(data, ("--messages: '" + path + "'").c_str());
   if (!parsed.ok()) return parsed.status();
-  nlohmann::json j = std::move(parsed).value();
+  nlohmann::ordered_json j = std::move(parsed).value();
   if (j.is_object() && j.contains("messages")) j = j["messages"];
   if (!j.is_array()) {
     return invalid_argument("--messages: expected a JSON array of {\"role\", \"content\"} objects");

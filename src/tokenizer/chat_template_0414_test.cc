@@ -22,7 +22,7 @@ std::string data(const std::string& name) {
 
 // A case's messages as the engine hands them to the template: the tools in a system message of
 // their own, first; an assistant's tool call as its metadata (the name) and its content.
-std::vector<Message> messages_of(const nlohmann::json& c) {
+std::vector<Message> messages_of(const nlohmann::ordered_json& c) {
   std::vector<Message> out;
   if (c.contains("tools")) out.push_back({"system", "", "", c["tools"].dump()});
   for (const auto& m : c["messages"])
@@ -38,8 +38,8 @@ TEST(Glm4_0414Template, IdsEqualTheModelsJinjaTemplates) {
   int n = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const nlohmann::json c = nlohmann::json::parse(line);
-    auto tmpl = make_chat_template(c["template"], *tok_l.file, tok);
+    const nlohmann::ordered_json c = nlohmann::ordered_json::parse(line);  // the tools' key order
+    auto tmpl = make_chat_template(c["template"].get<std::string>(), *tok_l.file, tok);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
     auto ids = (*tmpl)->render(messages_of(c));
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
