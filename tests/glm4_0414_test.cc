@@ -190,7 +190,9 @@ TEST(Glm4_0414, MissingPostNormIsNamed) {
   const std::string path = model::testing::temp_path("glm4-0414-no-post-norm.gguf");
   ASSERT_TRUE(w.begin(path).ok());
   for (const gguf::TensorInfo& t : (*f)->tensors()) {
-    if (t.name != drop) ASSERT_TRUE(w.write_tensor_data(t.data, t.n_bytes).ok());
+    if (t.name != drop) {
+      ASSERT_TRUE(w.write_tensor_data(t.data, t.n_bytes).ok());
+    }
   }
   ASSERT_TRUE(w.finish().ok());
   auto m = model::testing::load(path);
