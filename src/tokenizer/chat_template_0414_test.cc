@@ -46,7 +46,7 @@ TEST(Glm4_0414Template, IdsEqualTheModelsJinjaTemplates) {
     EXPECT_EQ(*ids, c["ids"].get<Ids>()) << c["template"] << " " << c["name"];
     ++n;
   }
-  EXPECT_GE(n, 5);
+  EXPECT_EQ(n, 7);
 }
 
 TEST(Glm4_0414Template, ChosenByArchitectureAndThinkTag) {
