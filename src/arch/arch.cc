@@ -10,16 +10,18 @@ const char* arch_name(Arch arch) {
       return "chatglm1";
     case Arch::kLlama:
       return "llama";
+    case Arch::kGLM4:
+      return "glm4";
   }
   return "?";
 }
 
 StatusOr<Arch> arch_from_name(std::string_view name) {
-  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4}) {
     if (name == arch_name(a)) return a;
   }
   return unsupported("architecture '" + std::string(name) +
-                     "' is not supported (supported: chatglm, llama, chatglm1)");
+                     "' is not supported (supported: chatglm, llama, chatglm1, glm4)");
 }
 
 std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
@@ -76,6 +78,25 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
         add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
         add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
         add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+        break;
+      case Arch::kGLM4:
+        // Separate Q/K/V with biases (no row permutation: rotary pairs are adjacent, as in
+        // chatglm); each sub-block's output RMS-normed before its residual add ("sandwich");
+        // fused SwiGLU ffn_up, rows: gate, then up.
+        add("attn_q.weight", Slot::kAttnQ, Role::kAttnQ, {e, q});
+        add("attn_k.weight", Slot::kAttnK, Role::kAttnK, {e, kv});
+        add("attn_v.weight", Slot::kAttnV, Role::kAttnV, {e, kv});
+        if (d.qkv_bias) {
+          add("attn_q.bias", Slot::kAttnQBias, Role::kBias, {q});
+          add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
+          add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
+        }
+        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+        add("post_attention_norm.weight", Slot::kAttnPostNorm, Role::kNorm, {e});
+        add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, 2 * ff});
+        add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+        add("post_ffw_norm.weight", Slot::kFfnPostNorm, Role::kNorm, {e});
         break;
     }
   }

@@ -19,6 +19,7 @@ enum class Arch {
   kChatGLM,   // "chatglm": ChatGLM2-6B, ChatGLM3-6B, GLM-4-9B (llama.cpp's layout)
   kChatGLM1,  // "chatglm1": ChatGLM-6B (v1), glmserve's own layout
   kLlama,     // "llama": LLaMA family (llama.cpp's layout)
+  kGLM4,      // "glm4": GLM-4-0414, GLM-Z1 (llama.cpp's layout: sandwich norms)
 };
 
 const char* arch_name(Arch arch);  // the general.architecture string
@@ -68,17 +69,20 @@ enum class Slot {
   kFfnUpBias,
   kFfnDown,
   kFfnDownBias,
+  kAttnPostNorm,  // glm4: RMSNorm of the attention output before the residual add
+  kFfnPostNorm,   // glm4: RMSNorm of the MLP output before the residual add
 };
 
 // The sizes a table depends on.
 struct Dims {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;  // chatglm: per half of the fused ffn_up (gate rows, then up rows)
+  int64_t n_ff = 0;  // chatglm, glm4: per half of the fused ffn_up (gate rows, then up rows)
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  bool qkv_bias = false;     // chatglm: attn_qkv.bias; llama: attn_{q,k,v}.bias (chatglm1: always)
+  // chatglm: attn_qkv.bias; llama, glm4: attn_{q,k,v}.bias (chatglm1: always)
+  bool qkv_bias = false;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
 
   int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }

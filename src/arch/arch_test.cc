@@ -22,7 +22,7 @@ Dims dims(bool bias, bool tied) {
 }
 
 TEST(TensorTable, NamesAreUniqueAndOrdered) {
-  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4}) {
     for (bool tied : {false, true}) {
       const auto t = tensor_table(a, dims(true, tied));
       std::set<std::string> names;
@@ -61,10 +61,21 @@ TEST(TensorTable, ShapesOfEachLayout) {
   EXPECT_EQ(llama.size(), 1u + 3 * 9 + 1);
   EXPECT_EQ(find(llama, "blk.0.attn_k.weight").shape, (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(find(llama, "blk.0.ffn_gate.weight").role, Role::kFfnGate);
+
+  // GLM-4-0414: separate biased Q/K/V, fused gate+up, and the two sandwich norms per layer.
+  const auto glm4 = tensor_table(Arch::kGLM4, dims(true, false));
+  EXPECT_EQ(glm4.size(), 1u + 3 * 13 + 2);
+  EXPECT_EQ(find(glm4, "blk.1.attn_q.weight").shape, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(find(glm4, "blk.1.attn_v.bias").shape, (std::vector<int64_t>{32}));
+  EXPECT_EQ(find(glm4, "blk.2.ffn_up.weight").shape, (std::vector<int64_t>{64, 320}));
+  EXPECT_EQ(find(glm4, "blk.0.post_attention_norm.weight").slot, Slot::kAttnPostNorm);
+  EXPECT_EQ(find(glm4, "blk.2.post_ffw_norm.weight").slot, Slot::kFfnPostNorm);
+  EXPECT_EQ(find(glm4, "blk.2.post_ffw_norm.weight").role, Role::kNorm);
+  EXPECT_EQ(find(glm4, "blk.2.post_ffw_norm.weight").layer, 2);
 }
 
 TEST(ArchNames, RoundTrip) {
-  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama}) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4}) {
     auto b = arch_from_name(arch_name(a));
     ASSERT_TRUE(b.ok());
     EXPECT_EQ(*b, a);

@@ -29,7 +29,8 @@ constexpr char kHelp[] =
     "  --messages F.json   [{\"role\": \"user\", \"content\": \"...\"}, ...] ('-' = stdin);\n"
     "                      roles: system, user, assistant, observation; optional \"metadata\";\n"
     "                      \"tools\" (JSON) on a system message (ChatGLM3)\n"
-    "  --template NAME     force a template: chatglm3, chatglm2, chatglm1, glm4, llama2, raw\n"
+    "  --template NAME     force a template: chatglm3, chatglm2, chatglm1, glm4, glm4-0414,\n"
+    "                      glm-z1, llama2, raw\n"
     "  --text              also print the prompt as text (special tokens shown) to stderr\n";
 
 StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {

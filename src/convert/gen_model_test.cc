@@ -75,16 +75,24 @@ void check_layout(const gguf::File& f, Family arch, const Hparams& hp, DType typ
 
 TEST(GenModel, TinyFilesFollowTheirLayouts) {
   TempDir dir;
-  for (Family arch :
-       {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4, Family::kLlama}) {
+  for (Family arch : {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4,
+                      Family::kLlama, Family::kGLM4_0414}) {
     SCOPED_TRACE(family_name(arch));
     const std::string path = dir.file(std::string(family_name(arch)) + ".gguf");
     ASSERT_TRUE(gen(arch, "tiny", DType::kF16, 1, path).ok());
     auto f = open_or_die(path);
     ASSERT_NE(f, nullptr);
     check_layout(*f, arch, *preset(arch, "tiny"), DType::kF16);
-    EXPECT_EQ(f->tensor("blk.0.attn_qkv.bias") != nullptr, arch != Family::kLlama);
+    const bool glm4_0414 = arch == Family::kGLM4_0414;
+    EXPECT_EQ(f->tensor("blk.0.attn_qkv.bias") != nullptr, arch != Family::kLlama && !glm4_0414);
+    EXPECT_EQ(f->tensor("blk.0.attn_q.bias") != nullptr, glm4_0414);
+    EXPECT_EQ(f->tensor("blk.1.post_ffw_norm.weight") != nullptr, glm4_0414);
     EXPECT_EQ(f->tensor("blk.1.ffn_down.bias") != nullptr, arch == Family::kChatGLM1);
+    if (glm4_0414) {
+      EXPECT_EQ(get_int(*f, "glm4.attention.key_length"), 128);
+      EXPECT_EQ(get_int(*f, "glm4.rope.dimension_count"), 64);
+      EXPECT_EQ(get_int(*f, "tokenizer.ggml.eot_token_id"), 512 - 14 + 7);  // <|user|>
+    }
   }
 }
 
@@ -122,6 +130,8 @@ TEST(GenModel, ChatTemplateTokensExistInTheSyntheticVocabulary) {
        {"[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}},
       {Family::kChatGLM2, {"[gMASK]", "sop"}},
       {Family::kGLM4, {"[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|endoftext|>"}},
+      {Family::kGLM4_0414,
+       {"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}},
   };
   for (const Case& c : cases) {
     const std::string path = dir.file("v.gguf");

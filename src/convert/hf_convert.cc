@@ -25,7 +25,40 @@ using checkpoint::st_dtype_size;
 using checkpoint::StTensor;
 using checkpoint::TorchZipFile;
 
+namespace {
+
+// GLM-4-0414 / GLM-Z1 (transformers' Glm4ForCausalLM): llama-style names plus the sandwich norms.
+std::string hf_tensor_name_0414(const std::string& g) {
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  if (g.rfind("blk.", 0) != 0) return "";
+  const size_t dot = g.find('.', 4);
+  if (dot == std::string::npos) return "";
+  static const std::map<std::string, std::string> kMap = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"post_attention_norm.weight", "post_self_attn_layernorm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_up.weight", "mlp.gate_up_proj.weight"},  // gate rows, then up rows
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"post_ffw_norm.weight", "post_mlp_layernorm.weight"},
+  };
+  auto it = kMap.find(g.substr(dot + 1));
+  if (it == kMap.end()) return "";
+  return "model.layers." + g.substr(4, dot - 4) + "." + it->second;
+}
+
+}  // namespace
+
 std::string hf_tensor_name(const std::string& g, Family family) {
+  if (family == Family::kGLM4_0414) return hf_tensor_name_0414(g);
   const bool v1 = family == Family::kChatGLM1;
   if (g == "token_embd.weight") {
     return v1 ? "transformer.word_embeddings.weight"
@@ -83,15 +116,80 @@ StatusOr<std::string> read_text(const fs::path& p, const std::string& what) {
 
 }  // namespace
 
+namespace {
+
+// GLM-4-0414 / GLM-Z1: transformers' Glm4Config (model_type "glm4").
+StatusOr<Hparams> hparams_0414(const nlohmann::json& c, const std::string& label) {
+  auto get_int = [&](const char* key, int64_t* out) -> Status {
+    if (!c.contains(key)) return bad_file(label + ": missing \"" + key + "\"");
+    if (!c[key].is_number_integer() || c[key].get<int64_t>() <= 0) {
+      return bad_file(label + ": \"" + key + "\" must be a positive integer");
+    }
+    *out = c[key].get<int64_t>();
+    return Status::Ok();
+  };
+  auto get_float = [&](const nlohmann::json& o, const char* key, float* out) -> Status {
+    if (!o.contains(key)) return Status::Ok();
+    if (!o[key].is_number() || o[key].get<double>() <= 0) {
+      return bad_file(label + ": \"" + key + "\" must be a positive number");
+    }
+    *out = o[key].get<float>();
+    return Status::Ok();
+  };
+  Hparams h;
+  h.family = Family::kGLM4_0414;
+  GLM_RETURN_IF_ERROR(get_int("hidden_size", &h.n_embd));
+  GLM_RETURN_IF_ERROR(get_int("intermediate_size", &h.n_ff));
+  GLM_RETURN_IF_ERROR(get_int("num_hidden_layers", &h.n_layer));
+  GLM_RETURN_IF_ERROR(get_int("num_attention_heads", &h.n_head));
+  GLM_RETURN_IF_ERROR(get_int("num_key_value_heads", &h.n_head_kv));
+  GLM_RETURN_IF_ERROR(get_int("max_position_embeddings", &h.n_ctx));
+  GLM_RETURN_IF_ERROR(get_int("vocab_size", &h.n_vocab));
+  h.norm_eps = 1e-5f;
+  GLM_RETURN_IF_ERROR(get_float(c, "rms_norm_eps", &h.norm_eps));
+  // transformers 4.x: rope_theta, partial_rotary_factor at the top; 5.x: in rope_parameters.
+  const nlohmann::json& rope =
+      c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : c;
+  GLM_RETURN_IF_ERROR(get_float(c, "rope_theta", &h.rope_base));
+  GLM_RETURN_IF_ERROR(get_float(rope, "rope_theta", &h.rope_base));
+  float partial = 0.5f;
+  GLM_RETURN_IF_ERROR(get_float(c, "partial_rotary_factor", &partial));
+  GLM_RETURN_IF_ERROR(get_float(rope, "partial_rotary_factor", &partial));
+  if (partial != 0.5f) {
+    return unsupported(label + ": partial_rotary_factor " + std::to_string(partial) +
+                       " (glmserve's glm4 layout rotates half of each head, 0.5)");
+  }
+  const std::string rope_type = rope.value("rope_type", std::string("default"));
+  if ((c.contains("rope_scaling") && !c["rope_scaling"].is_null()) || rope_type != "default") {
+    return unsupported(label + ": RoPE scaling is not supported for GLM-4-0414 checkpoints");
+  }
+  if (c.contains("head_dim") && h.n_head > 0 &&
+      (!c["head_dim"].is_number_integer() || c["head_dim"].get<int64_t>() * h.n_head != h.n_embd)) {
+    return unsupported(label + ": head_dim x num_attention_heads != hidden_size");
+  }
+  if (!c.value("attention_bias", true)) {
+    return unsupported(label + ": checkpoints without Q/K/V biases (attention_bias: false)");
+  }
+  if (c.contains("_name_or_path") && c["_name_or_path"].is_string()) {
+    h.name = c["_name_or_path"].get<std::string>();
+  }
+  if (Status s = h.validate(); !s.ok()) return bad_file(label + ": " + s.message());
+  return h;
+}
+
+}  // namespace
+
 StatusOr<Hparams> hparams_from_hf_config(const std::string& text, const std::string& label) {
   auto parsed = parse_json(text, label.c_str());
   if (!parsed.ok()) return bad_file(parsed.status().message());
   const nlohmann::json& c = *parsed;
   if (!c.is_object()) return bad_file(label + ": not a JSON object");
+  if (c.contains("model_type") && c["model_type"] == "glm4") return hparams_0414(c, label);
   if (c.contains("model_type") && c["model_type"] != "chatglm") {
     return unsupported(
         label + ": model_type " + c["model_type"].dump() +
-        " is not a ChatGLM checkpoint (ChatGLM-6B, ChatGLM2/3, GLM-4: model_type \"chatglm\")");
+        " is not a ChatGLM checkpoint (ChatGLM-6B, ChatGLM2/3, GLM-4: model_type \"chatglm\"; "
+        "GLM-4-0414, GLM-Z1: \"glm4\")");
   }
   auto get_int = [&](const char* key, int64_t* out, bool required) -> Status {
     if (!c.contains(key)) {
@@ -279,19 +377,32 @@ Status convert_hf(const ConvertOptions& opts, const std::string& out_path, Write
   if (!hp.ok()) return hp.status();
 
   const bool v1 = hp->family == Family::kChatGLM1;
+  const bool is_0414 = hp->family == Family::kGLM4_0414;
+  // GLM-4-0414 / GLM-Z1 ship only tokenizer.json; a tokenizer.model beside it wins.
   const char* tok_file = v1 ? "ice_text.model" : "tokenizer.model";
+  if (is_0414 && !fs::exists(dir / tok_file, ec)) tok_file = "tokenizer.json";
   const fs::path tok_path = dir / tok_file;
   if (!fs::exists(tok_path, ec)) {
     return not_found(tok_path.string() + ": missing (copy " + tok_file +
                      " from the model's HuggingFace repository)");
   }
-  StatusOr<tok::VocabSpec> vocab = tok::read_tokenizer_model(tok_path.string());
+  StatusOr<tok::VocabSpec> vocab = [&]() -> StatusOr<tok::VocabSpec> {
+    if (std::string(tok_file) != "tokenizer.json") {
+      return tok::read_tokenizer_model(tok_path.string());
+    }
+    StatusOr<std::string> text = read_text(tok_path, "tokenizer.json");
+    if (!text.ok()) return text.status();
+    return tok::parse_hf_tokenizer_json(*text, tok_path.string());
+  }();
   if (!vocab.ok()) return vocab.status();
   if (v1 && vocab->pre != "chatglm1") {
     return bad_file(tok_path.string() +
                     ": not ChatGLM-6B's unigram vocabulary (no <n>, <|blank_N|>, [gMASK], <sop>)");
   }
-  if (!v1 && vocab->model == "gpt2") hp->family = Family::kGLM4;
+  if (is_0414 && vocab->model != "gpt2") {
+    return bad_file(tok_path.string() + ": GLM-4-0414 needs GLM-4's byte-level BPE vocabulary");
+  }
+  if (!v1 && !is_0414 && vocab->model == "gpt2") hp->family = Family::kGLM4;
   if (hp->name.empty()) hp->name = dir.filename().string();
   // ChatGLM2 and ChatGLM3 share config.json's keys and tokenizer.model; the checkpoint's name
   // (THUDM/chatglm2-6b, or the folder's) is the cue. ChatGLM2 has only 5 special tokens.

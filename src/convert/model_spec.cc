@@ -8,12 +8,12 @@
 namespace glm::convert {
 
 StatusOr<Family> parse_family(const std::string& name) {
-  for (Family f :
-       {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4, Family::kLlama}) {
+  for (Family f : {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4,
+                   Family::kLlama, Family::kGLM4_0414}) {
     if (name == family_name(f)) return f;
   }
   return invalid_argument("unknown architecture '" + name +
-                          "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama)");
+                          "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama, glm4-0414)");
 }
 
 const char* family_name(Family family) {
@@ -28,6 +28,8 @@ const char* family_name(Family family) {
       return "glm4";
     case Family::kLlama:
       return "llama";
+    case Family::kGLM4_0414:
+      return "glm4-0414";
   }
   return "?";
 }
@@ -38,6 +40,8 @@ arch::Arch layout_of(Family family) {
       return arch::Arch::kChatGLM1;
     case Family::kLlama:
       return arch::Arch::kLlama;
+    case Family::kGLM4_0414:
+      return arch::Arch::kGLM4;
     default:
       return arch::Arch::kChatGLM;
   }
@@ -91,13 +95,15 @@ Hparams make(Family family, int64_t vocab, int64_t embd, int64_t ff, int64_t lay
     h.norm_eps = 1.5625e-7f;
     h.rope_base = 5e6f;  // 10000 x rope_ratio 500
   }
+  // GLM-4-0414 keeps the defaults: rms_norm_eps 1e-5, rope_theta 10000.
   return h;
 }
 
 }  // namespace
 
 StatusOr<Hparams> preset(Family family, const std::string& p) {
-  const bool glm4 = family == Family::kGLM4;
+  const bool glm4 = family == Family::kGLM4 || family == Family::kGLM4_0414;
+  const bool glm4_0414 = family == Family::kGLM4_0414;
   const bool llama = family == Family::kLlama;
   Hparams h;
   if (family == Family::kChatGLM1) {
@@ -121,8 +127,16 @@ StatusOr<Hparams> preset(Family family, const std::string& p) {
     return h;
   }
   // Real context lengths of the families (metadata only: nothing is allocated for them).
-  const int64_t ctx = glm4 ? 131072 : family == Family::kChatGLM2 ? 32768 : llama ? 4096 : 8192;
-  if (p == "tiny") {
+  const int64_t ctx = glm4_0414                     ? 32768
+                      : glm4                        ? 131072
+                      : family == Family::kChatGLM2 ? 32768
+                      : llama                       ? 4096
+                                                    : 8192;
+  if (p == "tiny" && glm4_0414) {
+    // The real head geometry (head_dim 128, rotary on its first 64 dims, 2 query heads per KV
+    // head) at a tiny width: the llama.cpp reference logits (tests/data/glm4-0414) use it.
+    h = make(family, 512, 256, 512, 2, 2, 1, 256);
+  } else if (p == "tiny") {
     h = make(family, 512, 64, 160, 2, 4, 2, 256);
   } else if (p == "small") {
     const int64_t vocab = glm4 ? 151552 : llama ? 32000 : 65024;
@@ -131,6 +145,7 @@ StatusOr<Hparams> preset(Family family, const std::string& p) {
     if (llama) {
       h = make(family, 32000, 4096, 11008, 32, 32, 32, ctx);  // LLaMA-2-7B
     } else {
+      // ChatGLM3-6B, GLM-4-9B and GLM-4-9B-0414 (the same widths; head_dim 128).
       h = make(family, glm4 ? 151552 : 65024, 4096, 13696, glm4 ? 40 : 28, 32, 2, ctx);
     }
   } else {
@@ -291,6 +306,11 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
   if (hp.rope_scale_linear != 1.0f) {
     w->set(a + ".rope.scaling.type", Value::string("linear"));
     w->set(a + ".rope.scaling.factor", Value::f32(hp.rope_scale_linear));
+  }
+  if (hp.layout() == arch::Arch::kGLM4) {
+    // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 does).
+    w->set(a + ".attention.key_length", u32(hp.head_dim()));
+    w->set(a + ".attention.value_length", u32(hp.head_dim()));
   }
   if (hp.layout() == arch::Arch::kChatGLM1) {
     // HF's GLMBlock scales the residual by sqrt(2 x num_layers) with its default 28 layers.

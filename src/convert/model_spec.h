@@ -18,17 +18,18 @@ namespace glm::convert {
 
 // A model family: what gen-model's --arch names. Several share one file layout (arch::Arch).
 enum class Family {
-  kChatGLM1,  // ChatGLM-6B:  gguf "chatglm1", context 2048
-  kChatGLM2,  // ChatGLM2-6B: gguf "chatglm", context 32768
-  kChatGLM3,  // ChatGLM3-6B: gguf "chatglm", context 8192
-  kGLM4,      // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
-  kLlama,     // LLaMA:       gguf "llama"
+  kChatGLM1,   // ChatGLM-6B:  gguf "chatglm1", context 2048
+  kChatGLM2,   // ChatGLM2-6B: gguf "chatglm", context 32768
+  kChatGLM3,   // ChatGLM3-6B: gguf "chatglm", context 8192
+  kGLM4,       // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
+  kLlama,      // LLaMA:       gguf "llama"
+  kGLM4_0414,  // GLM-4-9B-0414, GLM-Z1-9B-0414: gguf "glm4" (sandwich norms), eps 1e-5
 };
 
-StatusOr<Family> parse_family(const std::string& name);  // "chatglm3" ...
+StatusOr<Family> parse_family(const std::string& name);  // "chatglm3", "glm4-0414" ...
 const char* family_name(Family family);                  // "chatglm3"
 arch::Arch layout_of(Family family);                     // the file's architecture
-const char* gguf_arch(Family family);                    // "chatglm", "chatglm1" or "llama"
+const char* gguf_arch(Family family);                    // "chatglm", "chatglm1", "llama" or "glm4"
 
 struct Hparams {
   Family family = Family::kChatGLM3;
@@ -52,7 +53,7 @@ struct Hparams {
   int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
   // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own
-  // position), head_dim for llama.
+  // position) and glm4 (GLM-4-0414's partial_rotary_factor 0.5), head_dim for llama.
   int64_t n_rot() const { return layout() == arch::Arch::kLlama ? head_dim() : head_dim() / 2; }
   // The sizes of the tensor table (chatglm layouts carry QKV biases).
   arch::Dims dims() const;

@@ -58,6 +58,22 @@ TEST(ModelSpec, Glm4NineBMatchesTheRealModel) {
   EXPECT_EQ(plan_parameters(tensor_plan(*hp, DType::kF16)), 9399951360ull);
 }
 
+// GLM-4-9B-0414 (config.json: hidden 4096, intermediate 13696, 40 layers, 32 heads, 2 KV heads,
+// head_dim 128, partial_rotary_factor 0.5, rms_norm_eps 1e-5, rope_theta 10000, vocabulary
+// 151552, untied head): glm-4-9b-chat's weights plus two norms of 4096 per layer.
+TEST(ModelSpec, Glm4_0414NineBMatchesTheRealModel) {
+  StatusOr<Hparams> hp = preset(Family::kGLM4_0414, "6b");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->layout(), arch::Arch::kGLM4);
+  EXPECT_EQ(hp->n_layer, 40);
+  EXPECT_EQ(hp->n_head_kv, 2);
+  EXPECT_EQ(hp->n_rot(), 64);
+  EXPECT_EQ(hp->n_ctx, 32768);
+  EXPECT_FLOAT_EQ(hp->rope_base, 10000.0f);
+  EXPECT_FLOAT_EQ(hp->norm_eps, 1e-5f);
+  EXPECT_EQ(plan_parameters(tensor_plan(*hp, DType::kF16)), 9399951360ull + 2 * 40 * 4096);
+}
+
 TEST(ModelSpec, Q4_0PlanQuantizesLikeLlamaCpp) {
   StatusOr<Hparams> hp = preset(Family::kChatGLM3, "6b");
   ASSERT_TRUE(hp.ok());

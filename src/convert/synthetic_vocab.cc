@@ -49,6 +49,13 @@ const char kGlm4Template[] =
     "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
     "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
+// GLM-4-0414: no <sop>, and "<|role|>\n" before each content (the model's own template adds
+// tools, reasoning and observations; tokenizer/chat_template.cc renders those).
+const char kGlm4_0414Template[] =
+    "[gMASK]{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>\n"
+    "{% endif %}";
+
 // Pronounceable syllables (onset, vowel, optional coda), so that a random-weight model's answers
 // read as made-up words ("▁trosan belmi ...") rather than letter noise: the demo model of
 // scripts/serve.sh has only this vocabulary when no real tokenizer is at hand.
@@ -199,7 +206,8 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
   }
   std::vector<const char*> specials;
   int64_t special_at = n_vocab;
-  if (arch == Family::kGLM4) {
+  const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414;
+  if (glm4) {
     specials.assign(std::begin(kGlm4Specials), std::end(kGlm4Specials));
     special_at = n_vocab >= kGlm4Vocab ? kGlm4SpecialId : n_vocab - 14;
   } else if (glm) {
@@ -223,12 +231,12 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
     s.bos = 1;
     s.eos = 2;
     s.add_bos = true;
-  } else if (arch == Family::kGLM4) {
+  } else if (glm4) {
     s.eos = static_cast<int32_t>(special_at);  // <|endoftext|>
     s.pad = s.eos;
     s.eot = static_cast<int32_t>(special_at + 7);  // <|user|>
     s.add_bos = false;
-    s.chat_template = kGlm4Template;
+    s.chat_template = arch == Family::kGLM4 ? kGlm4Template : kGlm4_0414Template;
   } else {
     s.eos = 2;
     s.pad = 0;

@@ -87,8 +87,22 @@ StatusOr<Config> read_config(const gguf::File& file) {
     return bad_file(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
                     " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));
   }
-  // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama: all.
-  const int default_rot = c.arch == Arch::kLlama ? c.head_dim : c.head_dim / 2;
+  // glm4 (GLM-4-0414) may state the head size; glmserve's heads are n_embd / n_head.
+  if (c.arch == Arch::kGLM4) {
+    for (const char* key : {"attention.key_length", "attention.value_length"}) {
+      int len = 0;
+      GLM_RETURN_IF_ERROR(r.get_int(key, &len, false, c.head_dim));
+      if (len != c.head_dim) {
+        return unsupported(r.where(key) + " = " + std::to_string(len) +
+                           " differs from embedding_length / head_count = " +
+                           std::to_string(c.head_dim) + " (glmserve needs them equal)");
+      }
+    }
+  }
+  // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama and
+  // glm4: all (llama.cpp's default; glm4 files always carry the key, head_dim / 2 for 0414).
+  const int default_rot =
+      c.arch == Arch::kLlama || c.arch == Arch::kGLM4 ? c.head_dim : c.head_dim / 2;
   GLM_RETURN_IF_ERROR(r.get_int("rope.dimension_count", &c.n_rot, false, default_rot));
   if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
     return bad_file(r.where("rope.dimension_count") + " = " + std::to_string(c.n_rot) +

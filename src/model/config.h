@@ -13,7 +13,7 @@ class File;
 
 namespace glm::model {
 
-using arch::Arch;  // the file's layout: chatglm, chatglm1, llama (arch/arch.h)
+using arch::Arch;  // the file's layout: chatglm, chatglm1, llama, glm4 (arch/arch.h)
 using arch::arch_name;
 
 struct Config {
@@ -27,7 +27,7 @@ struct Config {
   int n_head_kv = 0;
   int head_dim = 0;     // n_embd / n_head
   int n_ctx_train = 0;  // context_length
-  int n_rot = 0;        // rotary dimensions per head (chatglm: head_dim / 2)
+  int n_rot = 0;        // rotary dimensions per head (chatglm, GLM-4-0414: head_dim / 2)
   float rope_base = 10000.0f;
   // 1 / rope.scaling.factor when rope.scaling.type is "linear" (position interpolation), else 1.
   float rope_freq_scale = 1.0f;

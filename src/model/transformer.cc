@@ -185,6 +185,15 @@ void Transformer::mlp(const LayerWeights& lw, int n) {
   }
 }
 
+void Transformer::post_norm(const float* w, int n) {
+  if (w == nullptr) return;
+  const int d = config_.n_embd;
+  for (int i = 0; i < n; ++i) {
+    float* row = proj_.data() + static_cast<size_t>(i) * d;
+    ops::rms_norm(row, w, config_.norm_eps, row, d);
+  }
+}
+
 int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers) {
   const Config& c = config_;
   int n = 0, max_blocks = 0;
@@ -220,12 +229,14 @@ int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int 
     project_qkv(lw, n);
     attend(batch, l, kv);
     kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+    post_norm(lw.attn_post_norm, n);
     ops::add(proj_.data(), x_.data(), n * d);
     for (int i = 0; i < n; ++i) {
       const size_t o = static_cast<size_t>(i) * d;
       ops::rms_norm(x_.data() + o, lw.ffn_norm, c.norm_eps, cur_.data() + o, d);
     }
     mlp(lw, n);
+    post_norm(lw.ffn_post_norm, n);
     ops::add(proj_.data(), x_.data(), n * d);
   }
   return n;

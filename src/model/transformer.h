@@ -1,8 +1,9 @@
-// Transformer: the pre-norm decoder shared by the "chatglm" (ChatGLM2/3, GLM-4) and "llama"
-// architectures. Per layer: RMSNorm, Q/K/V projection (fused with bias for chatglm), rotary on
-// the first n_rot dims of each head (interleaved pairs), grouped-query attention over the paged
-// KV cache, output projection, residual, RMSNorm, SwiGLU MLP, residual; then the final RMSNorm
-// and the LM head. A batch of several sequences runs every weight matrix ONCE over all their
+// Transformer: the pre-norm decoder shared by the "chatglm" (ChatGLM2/3, GLM-4), "llama" and
+// "glm4" (GLM-4-0414, GLM-Z1) architectures. Per layer: RMSNorm, Q/K/V projection (fused with
+// bias for chatglm), rotary on the first n_rot dims of each head (interleaved pairs),
+// grouped-query attention over the paged KV cache, output projection, [glm4: RMSNorm],
+// residual, RMSNorm, SwiGLU MLP, [glm4: RMSNorm], residual; then the final RMSNorm and the LM
+// head. A batch of several sequences runs every weight matrix ONCE over all their
 // tokens; attention runs per sequence over its own blocks.
 // Ownership: keeps the GGUF file (and so the mapping the weight views point into) alive.
 // Thread-safety: forward() is not reentrant (it reuses preallocated scratch buffers and the
@@ -51,6 +52,8 @@ class Transformer : public Model {
   void attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv);
   // SwiGLU MLP of cur_ into ffn_out_ ([T, n_embd]).
   void mlp(const LayerWeights& lw, int n_tokens);
+  // glm4's sandwich norm: proj_ [T, n_embd] RMS-normed in place by `w`; nothing if w is null.
+  void post_norm(const float* w, int n_tokens);
 
   std::shared_ptr<const gguf::File> file_;
   Config config_;

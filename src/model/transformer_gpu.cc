@@ -157,6 +157,8 @@ Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
     GLM_RETURN_IF_ERROR(matrix(lw.ffn_gate, &g.ffn_gate, name.c_str()));
     GLM_RETURN_IF_ERROR(matrix(lw.ffn_down, &g.ffn_down, name.c_str()));
     GLM_RETURN_IF_ERROR(vec(lw.ffn_down_b, c.n_embd, &g.ffn_down_b));
+    GLM_RETURN_IF_ERROR(vec(lw.attn_post_norm, c.n_embd, &g.attn_post_norm));
+    GLM_RETURN_IF_ERROR(vec(lw.ffn_post_norm, c.n_embd, &g.ffn_post_norm));
   }
   GLM_RETURN_IF_ERROR(vec(w.output_norm, c.n_embd, &output_norm_));
   GLM_RETURN_IF_ERROR(matrix(w.output, &output_, "the output matrix"));
@@ -237,6 +239,18 @@ Status GpuTransformer::reserve(int n, int r, int b) {
     cap_blocks_ = std::max(cap_blocks_, b);
   }
   return Status::Ok();
+}
+
+void GpuTransformer::add_residual(gpu::Stream& st, const gpu::Buffer& post_norm, gpu::Addr x,
+                                  int n) const {
+  const int d = config_.n_embd;
+  if (post_norm.valid()) {
+    // glm4: x += RMSNorm(proj_); cur_ [n, n_embd] is free here (its sub-block has run).
+    gpu::rms_norm(st, at(proj_), at(post_norm), at(cur_), n, d, config_.norm_eps);
+    gpu::add(st, at(cur_), x, static_cast<int64_t>(n) * d);
+  } else {
+    gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * d);
+  }
 }
 
 Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
@@ -360,7 +374,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
       gpu::attention(st, kv_type_, aa);
     }
     gpu::matmul(st, g.wo, at(attn_), at(proj_), n);  // [n, n_embd]
-    gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * d);
+    add_residual(st, g.attn_post_norm, x, n);
     gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
     // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
     if (g.ffn_gate.buf.valid()) {
@@ -372,7 +386,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
     gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
     gpu::matmul(st, g.ffn_down, at(act_), at(proj_), n);  // [n, n_embd]
     if (g.ffn_down_b.valid()) gpu::add_bias(st, at(g.ffn_down_b), at(proj_), n, d, d, 0);
-    gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * d);
+    add_residual(st, g.ffn_post_norm, x, n);
   }
   // rows_ [R, n_embd]: the final norm of the rows to output.
   gpu::rms_norm(st, x, at(output_norm_), at(rows_), n_out, d, c.norm_eps, at(in_dev_, rows_off));

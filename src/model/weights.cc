@@ -175,6 +175,10 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.ffn_up_b;
     case Slot::kFfnDownBias:
       return &l.ffn_down_b;
+    case Slot::kAttnPostNorm:
+      return &l.attn_post_norm;
+    case Slot::kFfnPostNorm:
+      return &l.ffn_post_norm;
     default:
       return nullptr;
   }

@@ -18,26 +18,28 @@
 namespace glm::model {
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;    // [n_embd]
-  const float* attn_norm_b = nullptr;  // [n_embd] (LayerNorm models only)
-  kernels::WeightView qkv;             // fused: [q_dim + 2 kv_dim, n_embd]; null if separate
-  const float* qkv_b = nullptr;        // [q_dim + 2 kv_dim] or null
-  kernels::WeightView wq;              // separate: [q_dim, n_embd]
-  kernels::WeightView wk;              // [kv_dim, n_embd]
-  kernels::WeightView wv;              // [kv_dim, n_embd]
-  const float* bq = nullptr;           // [q_dim] or null
-  const float* bk = nullptr;           // [kv_dim] or null
-  const float* bv = nullptr;           // [kv_dim] or null
-  kernels::WeightView wo;              // [n_embd, q_dim]
-  const float* wo_b = nullptr;         // [n_embd] or null
-  const float* ffn_norm = nullptr;     // [n_embd]
-  const float* ffn_norm_b = nullptr;   // [n_embd] (LayerNorm models only)
-  kernels::WeightView ffn_up;          // fused SwiGLU: [2 n_ff, n_embd] gate rows then up rows;
-                                       // separate: [n_ff, n_embd]
-  const float* ffn_up_b = nullptr;     // [rows of ffn_up] or null
-  kernels::WeightView ffn_gate;        // separate SwiGLU: [n_ff, n_embd]; null if fused
-  kernels::WeightView ffn_down;        // [n_embd, n_ff]
-  const float* ffn_down_b = nullptr;   // [n_embd] or null
+  const float* attn_norm = nullptr;       // [n_embd]
+  const float* attn_norm_b = nullptr;     // [n_embd] (LayerNorm models only)
+  kernels::WeightView qkv;                // fused: [q_dim + 2 kv_dim, n_embd]; null if separate
+  const float* qkv_b = nullptr;           // [q_dim + 2 kv_dim] or null
+  kernels::WeightView wq;                 // separate: [q_dim, n_embd]
+  kernels::WeightView wk;                 // [kv_dim, n_embd]
+  kernels::WeightView wv;                 // [kv_dim, n_embd]
+  const float* bq = nullptr;              // [q_dim] or null
+  const float* bk = nullptr;              // [kv_dim] or null
+  const float* bv = nullptr;              // [kv_dim] or null
+  kernels::WeightView wo;                 // [n_embd, q_dim]
+  const float* wo_b = nullptr;            // [n_embd] or null
+  const float* attn_post_norm = nullptr;  // [n_embd] glm4: RMSNorm of wo's output; else null
+  const float* ffn_norm = nullptr;        // [n_embd]
+  const float* ffn_norm_b = nullptr;      // [n_embd] (LayerNorm models only)
+  kernels::WeightView ffn_up;             // fused SwiGLU: [2 n_ff, n_embd] gate rows then up rows;
+                                          // separate: [n_ff, n_embd]
+  const float* ffn_up_b = nullptr;        // [rows of ffn_up] or null
+  kernels::WeightView ffn_gate;           // separate SwiGLU: [n_ff, n_embd]; null if fused
+  kernels::WeightView ffn_down;           // [n_embd, n_ff]
+  const float* ffn_down_b = nullptr;      // [n_embd] or null
+  const float* ffn_post_norm = nullptr;   // [n_embd] glm4: RMSNorm of the MLP output; else null
 };
 
 struct Weights {

@@ -29,9 +29,9 @@ constexpr size_t kCacheMaxPieceBytes = 256;
 
 StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::create(const VocabSpec& spec,
                                                           const std::string& label) {
-  if (!spec.pre.empty() && spec.pre != "chatglm-bpe") {
+  if (!spec.pre.empty() && spec.pre != "chatglm-bpe" && spec.pre != "glm4") {
     return unsupported(label + ": byte-level BPE pre-tokenizer '" + spec.pre +
-                       "' is not supported (only chatglm-bpe, GLM-4)");
+                       "' is not supported (only chatglm-bpe and glm4: GLM-4)");
   }
   auto t = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
   GLM_RETURN_IF_ERROR(t->init(spec, label));

@@ -1,4 +1,5 @@
-// The chat templates of the GLM family (ChatGLM-6B, ChatGLM2, ChatGLM3, GLM-4), LLaMA-2 and raw
+// The chat templates of the GLM family (ChatGLM-6B, ChatGLM2, ChatGLM3, GLM-4, GLM-4-0414,
+// GLM-Z1), LLaMA-2 and raw
 // prompts, rendered straight to token ids, and the choice among them from the vocabulary.
 #include "tokenizer/chat_template.h"
 
@@ -125,6 +126,61 @@ class Glm4Template final : public ChatTemplate {
   const Tokenizer& tok_;
   GlmRoles roles_;
   int32_t gmask_, sop_;
+};
+
+// GLM-4-0414 and GLM-Z1-0414 (their chat_template.jinja, rendered by HF with trim_blocks and
+// lstrip_blocks): [gMASK] <sop>; the tools, if any, as <|system|> + glm4_0414_tools_prompt;
+// every system message as <|system|>\n + content, before all other messages; then per message
+// <|role|> + metadata + "\n" + visible, where visible is the content after its last </think>,
+// stripped (the template's own rule: earlier turns' reasoning is dropped); then <|assistant|>\n,
+// and for Z1 <think>. The role tokens cut the rendered text into pieces that encode alone.
+class Glm4_0414Template final : public ChatTemplate {
+ public:
+  Glm4_0414Template(const Tokenizer& t, bool z1)
+      : tok_(t), roles_(t), gmask_(t.find("[gMASK]")), sop_(t.find("<sop>")), z1_(z1) {}
+  const char* name() const override { return z1_ ? "glm-z1" : "glm4-0414"; }
+  StatusOr<Ids> render(const std::vector<Message>& messages) const override {
+    Ids out{gmask_, sop_};
+    for (const Message& m : messages) {  // the tools block comes first
+      if (m.tools.empty()) continue;
+      if (m.role != "system") return invalid_argument("tools are only allowed on a system message");
+      auto tools = glm4_0414_tools_prompt(m.tools);
+      if (!tools.ok()) return tools.status();
+      out.push_back(roles_.system);
+      append(&out, tok_.encode(*tools));
+    }
+    for (const Message& m : messages) {
+      // A system message that only carries the tools (the engine's) is not a message.
+      if (m.role != "system" || (!m.tools.empty() && m.content.empty())) continue;
+      out.push_back(roles_.system);
+      append(&out, tok_.encode("\n" + m.content));
+    }
+    for (const Message& m : messages) {
+      if (m.role == "system") continue;
+      const int32_t role = roles_.of(m.role);
+      if (role < 0) return unknown_role(name(), m.role, "system, user, assistant, observation");
+      if (!m.arguments.empty() && (m.role != "assistant" || m.metadata.empty()))
+        return invalid_argument("tool call arguments need an assistant message naming the tool");
+      const std::string& content = m.arguments.empty() ? m.content : m.arguments;
+      const std::string meta = m.role == "assistant" ? m.metadata : "";
+      out.push_back(role);
+      append(&out, tok_.encode(meta + "\n" + glm4_0414_visible(content)));
+    }
+    out.push_back(roles_.assistant);
+    append(&out, tok_.encode(z1_ ? "\n<think>" : "\n"));
+    return out;
+  }
+  Ids stop_ids() const override { return {tok_.eos_id(), roles_.user, roles_.observation}; }
+  bool strips_answer_whitespace() const override { return true; }
+  // GLM-Z1 thinks first: its prompt opens "<think>", and the answer starts inside it.
+  bool reasoning() const override { return z1_; }
+  bool opens_reasoning() const override { return z1_; }
+
+ private:
+  const Tokenizer& tok_;
+  GlmRoles roles_;
+  int32_t gmask_, sop_;
+  bool z1_;
 };
 
 // ChatGLM2 (HF build_prompt): "[Round i]\n\n问：{q}\n\n答：{a}\n\n" per past round, then
@@ -294,6 +350,12 @@ std::string detect(const gguf::File& file, const Tokenizer& t) {
   // whatever their tokenizer kind).
   const bool has_user = t.find("<|user|>") >= 0;
   const bool has_gmask = t.find("[gMASK]") >= 0;
+  auto arch = file.get_string("general.architecture");
+  if (arch.ok() && *arch == "glm4" && has_user && has_gmask) {
+    // GLM-Z1's template opens the answer with <think>; GLM-4-0414's does not.
+    auto tmpl = file.get_string("tokenizer.chat_template");
+    return tmpl.ok() && tmpl->find("<think>") != std::string::npos ? "glm-z1" : "glm4-0414";
+  }
   if (has_user && has_gmask && t.find("<sop>") >= 0) return "glm4";
   if (has_user && has_gmask && t.find("sop") >= 0) return "chatglm3";
   if (!has_user && has_gmask && t.find("<sop>") >= 0) return "chatglm1";
@@ -327,6 +389,11 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
         need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
     return std::unique_ptr<ChatTemplate>(new Glm4Template(t));
   }
+  if (name == "glm4-0414" || name == "glm-z1") {
+    GLM_RETURN_IF_ERROR(
+        need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
+    return std::unique_ptr<ChatTemplate>(new Glm4_0414Template(t, name == "glm-z1"));
+  }
   if (name == "chatglm2") {
     GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop"}));
     return std::unique_ptr<ChatTemplate>(new ChatGlm2Template(t));
@@ -344,8 +411,9 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
     }
     return std::unique_ptr<ChatTemplate>(new RawTemplate(t, add_bos));
   }
-  return invalid_argument("unknown chat template '" + name +
-                          "' (use chatglm3, chatglm2, chatglm1, glm4, llama2 or raw)");
+  return invalid_argument(
+      "unknown chat template '" + name +
+      "' (use chatglm3, chatglm2, chatglm1, glm4, glm4-0414, glm-z1, llama2 or raw)");
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::for_model(const gguf::File& file,

@@ -33,7 +33,7 @@ class ChatTemplate {
   // `tokenizer` must outlive the template.
   static StatusOr<std::unique_ptr<ChatTemplate>> for_model(const gguf::File& file,
                                                            const Tokenizer& tokenizer);
-  // "chatglm3", "chatglm2", "chatglm1", "glm4", "llama2", "raw"
+  // "chatglm3", "chatglm2", "chatglm1", "glm4", "glm4-0414", "glm-z1", "llama2", "raw"
   virtual const char* name() const = 0;
   // Prompt ids ready for generation (ends with the assistant role marker). invalid_argument for
   // an unknown role.
@@ -60,6 +60,8 @@ class ChatTemplate {
 };
 
 // How the template is chosen (for_model):
+//   general.architecture glm4 with [gMASK] and <|user|>  -> glm-z1 if tokenizer.chat_template
+//                                                          holds "<think>", else glm4-0414
 //   [gMASK], <sop> and <|user|> (GLM-4's gpt2 vocab)   -> glm4
 //   [gMASK], sop and <|user|> (ChatGLM3's llama vocab) -> chatglm3
 //   [gMASK] and <sop> but no <|user|> (ChatGLM-6B)      -> chatglm1
@@ -98,6 +100,14 @@ StatusOr<std::string> python_tool_call(std::string_view arguments_json);
 // json.dumps(indent=4, ensure_ascii=False) in the client's key order, and the JSON-arguments
 // note. It follows a <|system|> token.
 StatusOr<std::string> glm4_tools_prompt(const nlohmann::ordered_json& tools);
+// GLM-4-0414 / GLM-Z1's tool system text (their chat_template.jinja): the assistant sentence,
+// "# 可用工具", then per function "\n## name\n\n", the function as json.dumps(indent=4,
+// ensure_ascii=False) in the client's key order, and the JSON-arguments note. It follows a
+// <|system|> token. A tool may be a bare function or {"type":"function","function":{...}}.
+StatusOr<std::string> glm4_0414_tools_prompt(const nlohmann::ordered_json& tools);
+// What GLM-4-0414 / GLM-Z1's template renders of a message's content: the text after its last
+// "</think>" (all of it if none), without leading and trailing whitespace (Python's strip()).
+std::string glm4_0414_visible(std::string_view content);
 // Shortcut: the tool call in `text`, if any.
 std::optional<ToolCall> parse_tool_call(std::string_view text);
 

@@ -132,4 +132,31 @@ StatusOr<std::string> glm4_tools_prompt(const nlohmann::ordered_json& tools) {
   return out;
 }
 
+StatusOr<std::string> glm4_0414_tools_prompt(const nlohmann::ordered_json& tools) {
+  if (!tools.is_array()) return invalid_argument("tools must be a JSON array of functions");
+  std::string out =
+      "\n你是一个名为 ChatGLM 的人工智能助手。你是基于智谱 AI 公司训练的语言模型 GLM-4 "
+      "模型开发的，你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具";
+  for (const auto& t : tools) {
+    // {% set function = tool.function if tool.get("function") else tool %}
+    const auto& f =
+        t.is_object() && t.contains("function") && t["function"].is_object() ? t["function"] : t;
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+      return invalid_argument("every tool must be a function object with a string name");
+    }
+    out += "\n## " + f["name"].get<std::string>() + "\n\n" + dump_json(f, 4) +
+           "\n在调用上述函数时，请使用 Json 格式表示调用的参数。";
+  }
+  return out;
+}
+
+std::string glm4_0414_visible(std::string_view content) {
+  const size_t end_think = content.rfind("</think>");
+  if (end_think != std::string_view::npos) content.remove_prefix(end_think + 8);
+  const char* ws = " \t\n\r\v\f";
+  const size_t b = content.find_first_not_of(ws);
+  if (b == std::string_view::npos) return "";
+  return std::string(content.substr(b, content.find_last_not_of(ws) - b + 1));
+}
+
 }  // namespace glm::tok

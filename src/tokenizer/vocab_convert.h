@@ -73,6 +73,13 @@ StatusOr<VocabSpec> read_tokenizer_model(const std::string& path);
 // Same from bytes in memory (`label` names the source in messages).
 StatusOr<VocabSpec> parse_tokenizer_model(const std::string& bytes, const std::string& label);
 
+// An HF tokenizer.json of byte-level BPE (GLM-4-0414 / GLM-Z1 ship only this file): tokens by
+// id (gaps padded as unused), its merges in order, added tokens as control (special) or
+// user-defined, pre "glm4", eos/pad/unk <|endoftext|>, eot <|user|> (llama.cpp's converter).
+// Cost: parses the JSON (~7 MB for GLM-4). bad_file/unsupported naming what is wrong.
+// (hf_tokenizer_json.cc)
+StatusOr<VocabSpec> parse_hf_tokenizer_json(const std::string& text, const std::string& label);
+
 // Turns the ChatGLM3 layout of read_tokenizer_model() into ChatGLM2's: the same pieces, but only
 // the 5 specials [MASK] [gMASK] [sMASK] sop eop (HF's ChatGLM2 tokenizer), the rest padding, no
 // chat template. The chat template is then chosen as "chatglm2" ([Round N] prompts).

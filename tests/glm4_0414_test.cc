@@ -1,0 +1,222 @@
+// GLM-4-0414 / GLM-Z1 (llama.cpp's `glm4` layout) against llama.cpp: the logits and greedy ids
+// that a libllama program printed for `gen-model --arch glm4-0414 --preset tiny` files
+// (tests/data/glm4-0414/README.md says how they were made). The files are regenerated here from
+// their seed: gen-model writes the same bytes for the same seed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "convert/gen_model.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glm {
+namespace {
+
+using model::testing::JsonRow;
+
+std::string ref(const std::string& name) {
+  return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4-0414/" + name;
+}
+
+// `gen-model --arch glm4-0414 --preset tiny --seed 7 --type <type>`, once per type.
+std::string tiny_model(DType type) {
+  const std::string path =
+      model::testing::temp_path(std::string("glm4-0414-tiny-") + dtype_name(type) + ".gguf");
+  if (!model::testing::file_exists(path)) {
+    convert::GenOptions o;
+    o.family = convert::Family::kGLM4_0414;
+    o.preset = "tiny";
+    o.type = type;
+    o.seed = 7;
+    Status s = convert::generate_model(o, path, nullptr);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  return path;
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Compare {
+  float max_diff = 0;
+  float max_abs = 0;  // largest |logit| of the reference
+  int argmax_mismatches = 0;
+  // Mismatches where the reference's top two logits are more than 0.1 apart (twice the
+  // quantized tolerance): rounding cannot explain those.
+  int clear_argmax_mismatches = 0;
+};
+
+float top2_margin(const std::vector<float>& v) {
+  std::vector<float> s = v;
+  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<float>());
+  return s[0] - s[1];
+}
+
+// The reference's first n_prefill rows are one prefill batch; the others decode steps.
+Compare compare(DType weights, const std::string& golden, int n_prefill, DType kv,
+                const std::string& device = "cpu") {
+  const std::vector<JsonRow> want = model::testing::read_jsonl(ref(golden));
+  EXPECT_GT(want.size(), static_cast<size_t>(n_prefill));
+  std::vector<int32_t> prompt, decode;
+  for (size_t i = 0; i < want.size(); ++i) {
+    (static_cast<int>(i) < n_prefill ? prompt : decode).push_back(want[i].token);
+  }
+  auto m = model::testing::load(tiny_model(weights), 2, true, device);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  if (!m.ok()) return {1e9f, 0, 0};
+  EXPECT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
+  model::EvalOptions o;
+  o.kv_type = kv;
+  o.block_tokens = 4;
+  auto rows = model::evaluate(**m, prompt, decode, o);
+  EXPECT_TRUE(rows.ok()) << rows.status().to_string();
+  if (!rows.ok()) return {1e9f, 0, 0};
+  Compare c;
+  EXPECT_EQ(rows->size(), want.size());
+  for (size_t i = 0; i < std::min(rows->size(), want.size()); ++i) {
+    const std::vector<float>& got = (*rows)[i].values;
+    EXPECT_EQ((*rows)[i].pos, want[i].pos);
+    EXPECT_EQ(got.size(), want[i].values.size());
+    if (got.size() != want[i].values.size()) continue;
+    for (size_t j = 0; j < got.size(); ++j) {
+      c.max_diff = std::max(c.max_diff, std::fabs(got[j] - want[i].values[j]));
+      c.max_abs = std::max(c.max_abs, std::fabs(want[i].values[j]));
+    }
+    if (argmax(got) != argmax(want[i].values)) {
+      ++c.argmax_mismatches;
+      if (top2_margin(want[i].values) > 0.1f) ++c.clear_argmax_mismatches;
+    }
+  }
+  return c;
+}
+
+constexpr int kPrefill = 16;
+
+// F32 weights: llama.cpp's CPU matmuls stay in F32, so only summation order differs.
+TEST(Glm4_0414, TinyF32LogitsMatchLlamaCpp) {
+  Compare c = compare(DType::kF32, "tiny-f32.logits.jsonl", kPrefill, DType::kF32);
+  std::printf("glm4-0414 tiny f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 1e-4f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+// F16 KV cache against the same F32-KV reference: the README's 5e-3 bound for logits.
+TEST(Glm4_0414, TinyF32LogitsF16KvWithinTolerance) {
+  Compare c = compare(DType::kF32, "tiny-f32.logits.jsonl", kPrefill, DType::kF16);
+  std::printf("glm4-0414 tiny f32, f16 KV: max |diff| %.3g\n", c.max_diff);
+  EXPECT_LT(c.max_diff, 5e-3f);
+}
+
+// Q8_0 weights: both sides round the activations to 8 bits for the dot products, each its own
+// way; each lands ~0.02 from the F32 computation of the same dequantized weights (README), so
+// 0.05 here. A wrong layout moves these logits by 0.2 or more.
+TEST(Glm4_0414, TinyQ8LogitsMatchLlamaCpp) {
+  Compare c = compare(DType::kQ8_0, "tiny-q8_0.logits.jsonl", kPrefill, DType::kF32);
+  std::printf("glm4-0414 tiny q8_0: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 0.05f);
+  EXPECT_EQ(c.clear_argmax_mismatches, 0);
+}
+
+// The Vulkan path (lavapipe here) against the same references and tolerances: the sandwich
+// norms run as its rms_norm and add shaders.
+TEST(Glm4_0414Gpu, TinyF32LogitsF16KvMatchLlamaCpp) {
+  Compare c = compare(DType::kF32, "tiny-f32.logits.jsonl", kPrefill, DType::kF16, "vulkan");
+  std::printf("vulkan glm4-0414 tiny f32, f16 KV: max |diff| %.3g, argmax mismatches %d\n",
+              c.max_diff, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 5e-3f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+TEST(Glm4_0414Gpu, TinyQ8LogitsMatchLlamaCpp) {
+  Compare c = compare(DType::kQ8_0, "tiny-q8_0.logits.jsonl", kPrefill, DType::kF16, "vulkan");
+  std::printf("vulkan glm4-0414 tiny q8_0, f16 KV: max |diff| %.3g, argmax mismatches %d\n",
+              c.max_diff, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 0.05f);
+  EXPECT_EQ(c.clear_argmax_mismatches, 0);
+}
+
+// Greedy continuations of several prompts: the same ids as llama.cpp's argmax loop.
+TEST(Glm4_0414, TinyGreedyIdsMatchLlamaCpp) {
+  std::ifstream in(ref("tiny-f32.greedy.jsonl"));
+  ASSERT_TRUE(in.good());
+  auto m = model::testing::load(tiny_model(DType::kF32), 2);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const auto prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = j["ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> got;
+    for (size_t step = 0; step < want.size(); ++step) {
+      // Prefill the prompt, then the ids generated so far one step each; argmax of the last.
+      auto rows = model::evaluate(**m, prompt, got, model::EvalOptions());
+      ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+      got.push_back(argmax(rows->back().values));
+    }
+    EXPECT_EQ(got, want) << "prompt " << j["prompt_ids"].dump();
+    ++cases;
+  }
+  EXPECT_GE(cases, 3);
+}
+
+// A file without one of the sandwich norms is refused at load, naming the tensor.
+TEST(Glm4_0414, MissingPostNormIsNamed) {
+  auto f = gguf::File::open(tiny_model(DType::kF32));
+  ASSERT_TRUE(f.ok());
+  gguf::Writer w;
+  for (const auto& [key, value] : (*f)->metadata()) {
+    if (key != "general.alignment") w.set(key, value);
+  }
+  const std::string drop = "blk.1.post_ffw_norm.weight";
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name != drop) w.add_tensor(t.name, t.type, t.shape);
+  }
+  const std::string path = model::testing::temp_path("glm4-0414-no-post-norm.gguf");
+  ASSERT_TRUE(w.begin(path).ok());
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name != drop) {
+      ASSERT_TRUE(w.write_tensor_data(t.data, t.n_bytes).ok());
+    }
+  }
+  ASSERT_TRUE(w.finish().ok());
+  auto m = model::testing::load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(drop), std::string::npos) << m.status().message();
+}
+
+// The model's own files choose GLM-4-0414's chat format and its three ends of turn.
+TEST(Glm4_0414, GeneratedFileGetsTheGlm4_0414Template) {
+  auto f = gguf::File::open(tiny_model(DType::kF32));
+  ASSERT_TRUE(f.ok());
+  auto t = tok::Tokenizer::from_gguf(**f);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  auto tmpl = tok::ChatTemplate::for_model(**f, **t);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  EXPECT_STREQ((*tmpl)->name(), "glm4-0414");
+  const int32_t base = 512 - 14;  // the synthetic vocabulary's 14 GLM-4 specials end it
+  EXPECT_EQ((*tmpl)->stop_ids(), (std::vector<int32_t>{base, base + 7, base + 9}));
+  auto ids = (*tmpl)->render({{"user", "hi"}});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->front(), base + 2);  // [gMASK]
+  EXPECT_EQ((*ids)[1], base + 4);     // <sop>
+  EXPECT_EQ((*ids)[2], base + 7);     // <|user|>
+}
+
+}  // namespace
+}  // namespace glm
