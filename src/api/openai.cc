@@ -19,6 +19,15 @@ using ojson = nlohmann::ordered_json;
 
 Status bad(const std::string& message) { return invalid_argument(message); }
 
+// A chat.completion.chunk around one choice.
+std::string chunk_json(const std::string& id, int64_t created, const std::string& model,
+                       json choice) {
+  json j = {
+      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
+  return dump_json(j);
+}
+
 // OpenAI content is a string or an array of parts; only text parts are supported.
 StatusOr<std::string> read_content(const ojson& content, size_t index) {
   const std::string where = "messages[" + std::to_string(index) + "].content";
@@ -300,10 +309,7 @@ std::string tool_call_chunk_json(const std::string& id, int64_t created, const s
                  {"delta", {{"tool_calls", json::array({call})}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
-  json j = {
-      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
-      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
-  return dump_json(j);
+  return chunk_json(id, created, model, std::move(choice));
 }
 
 std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -363,10 +369,7 @@ std::string completion_chunk_json(const std::string& id, int64_t created, const 
                  {"delta", delta},
                  {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()}};
   choice["finish_reason"] = finish_reason.empty() ? json() : json(finish_reason);
-  json j = {
-      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
-      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
-  return dump_json(j);
+  return chunk_json(id, created, model, std::move(choice));
 }
 
 std::string reasoning_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -375,10 +378,7 @@ std::string reasoning_chunk_json(const std::string& id, int64_t created, const s
                  {"delta", {{"reasoning_content", reasoning}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
-  json j = {
-      {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
-      {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
-  return dump_json(j);
+  return chunk_json(id, created, model, std::move(choice));
 }
 
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,

@@ -32,6 +32,19 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
     t.push_back({prefix + name, layer, slot, role, std::move(shape)});
   };
   const int64_t e = d.n_embd, q = d.q_dim(), kv = d.kv_dim(), ff = d.n_ff;
+  // Separate Q/K/V projections (llama, glm4), their biases when the model has them, and the
+  // attention's output projection.
+  auto add_separate_qkv = [&] {
+    add("attn_q.weight", Slot::kAttnQ, Role::kAttnQ, {e, q});
+    add("attn_k.weight", Slot::kAttnK, Role::kAttnK, {e, kv});
+    add("attn_v.weight", Slot::kAttnV, Role::kAttnV, {e, kv});
+    if (d.qkv_bias) {
+      add("attn_q.bias", Slot::kAttnQBias, Role::kBias, {q});
+      add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
+      add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
+    }
+    add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+  };
   add("token_embd.weight", Slot::kTokenEmbd, Role::kTokenEmbd, {e, d.n_vocab});
   for (layer = 0; layer < d.n_layer; ++layer) {
     prefix = "blk." + std::to_string(layer) + ".";
@@ -65,15 +78,7 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
       case Arch::kLlama:
         // Separate Q/K/V (llama.cpp's converter permutes Q/K rows so that rotary pairs are
         // adjacent), separate SwiGLU gate and up.
-        add("attn_q.weight", Slot::kAttnQ, Role::kAttnQ, {e, q});
-        add("attn_k.weight", Slot::kAttnK, Role::kAttnK, {e, kv});
-        add("attn_v.weight", Slot::kAttnV, Role::kAttnV, {e, kv});
-        if (d.qkv_bias) {
-          add("attn_q.bias", Slot::kAttnQBias, Role::kBias, {q});
-          add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
-          add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
-        }
-        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+        add_separate_qkv();
         add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
         add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
         add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
@@ -83,15 +88,7 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
         // Separate Q/K/V with biases (no row permutation: rotary pairs are adjacent, as in
         // chatglm); each sub-block's output RMS-normed before its residual add ("sandwich");
         // fused SwiGLU ffn_up, rows: gate, then up.
-        add("attn_q.weight", Slot::kAttnQ, Role::kAttnQ, {e, q});
-        add("attn_k.weight", Slot::kAttnK, Role::kAttnK, {e, kv});
-        add("attn_v.weight", Slot::kAttnV, Role::kAttnV, {e, kv});
-        if (d.qkv_bias) {
-          add("attn_q.bias", Slot::kAttnQBias, Role::kBias, {q});
-          add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
-          add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
-        }
-        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+        add_separate_qkv();
         add("post_attention_norm.weight", Slot::kAttnPostNorm, Role::kNorm, {e});
         add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
         add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, 2 * ff});

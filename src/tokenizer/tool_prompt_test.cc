@@ -79,7 +79,7 @@ TEST(ToolTemplates, Glm4ToolsCallsAndObservations) {
   };
   // A tools-only system message (no content: only its tool prompt), the user, a call given as
   // arguments, the observation, and an empty message (the template skips it).
-  Message tools{"system", "", "", kTools};
+  Message tools{"system", "", "", nlohmann::ordered_json::parse(kTools)};
   Message call{"assistant", "", "get_weather"};
   call.arguments = R"({"city": "北京"})";
   auto ids = (*tmpl)->render({tools,
@@ -102,7 +102,7 @@ TEST(ToolTemplates, Glm4ToolsCallsAndObservations) {
   expected.push_back(kAssistant);
   EXPECT_EQ(*ids, expected);
   // Tools and text on one system message: the tool prompt, then the text as its own message.
-  Message both{"system", "Be brief.", "", kTools};
+  Message both{"system", "Be brief.", "", nlohmann::ordered_json::parse(kTools)};
   auto ids2 = (*tmpl)->render({both, {"user", "x"}});
   ASSERT_TRUE(ids2.ok());
   expected = {kGmask, kSop, kSystem};
@@ -129,8 +129,10 @@ TEST(ToolTemplates, ChatGlm3ToolsSentenceAndCallsFromArguments) {
   // arguments is written as the model writes it.
   Message call{"assistant", "", "get_weather"};
   call.arguments = R"({"city":"北京","days":2})";
-  auto ids =
-      (*tmpl)->render({{"system", "", "", kTools}, {"user", "q"}, call, {"observation", "晴"}});
+  auto ids = (*tmpl)->render({{"system", "", "", nlohmann::ordered_json::parse(kTools)},
+                              {"user", "q"},
+                              call,
+                              {"observation", "晴"}});
   Message pretty_sys{"system", std::string(kChatGlm3ToolsSentence) + "\n" +
                                    nlohmann::ordered_json::parse(kTools).dump(4)};
   Message raw_call{"assistant", "```python\ntool_call(city='北京', days=2)\n```", "get_weather"};
