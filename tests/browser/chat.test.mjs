@@ -319,7 +319,7 @@ test('a reasoning model\'s thinking shows collapsed above the answer, and again 
   const thinking = answer.locator('details.thinking');
   assert.equal(await thinking.count(), 1);
   assert.equal(await thinking.evaluate((d) => d.open), false, 'collapsed');
-  assert.equal(await answer.locator('.bubble').textContent(), 'It is 4.');
+  assert.equal((await answer.locator('.bubble').textContent()).trim(), 'It is 4.');
   await thinking.locator('summary').click();
   assert.equal(await thinking.locator('.thinking-text').textContent(), 'Let me think: 2+2.');
   // Above the answer, and stored: a reload shows it again.
