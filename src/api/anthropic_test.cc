@@ -54,7 +54,7 @@ TEST(Anthropic, ToolsAndToolChoice) {
   };
   auto a = base("");
   ASSERT_TRUE(a.ok()) << a.status().to_string();
-  EXPECT_EQ(dump_json(a->request.tools),
+  EXPECT_EQ(dump_json(*a->request.tools),
             R"([{"name":"get_weather","description":"d","parameters":{"type":"object",)"
             R"("properties":{"city":{"type":"string"}},"required":["city"]}}])");
   EXPECT_FALSE(a->request.constraint.active());

@@ -21,7 +21,7 @@ Status bad(const std::string& message) { return invalid_argument(message); }
 
 // A chat.completion.chunk around one choice.
 std::string chunk_json(const std::string& id, int64_t created, const std::string& model,
-                       json choice) {
+                       const json& choice) {
   json j = {
       {"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
       {"model", model}, {"system_fingerprint", nullptr},     {"choices", json::array({choice})}};
@@ -309,7 +309,7 @@ std::string tool_call_chunk_json(const std::string& id, int64_t created, const s
                  {"delta", {{"tool_calls", json::array({call})}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
-  return chunk_json(id, created, model, std::move(choice));
+  return chunk_json(id, created, model, choice);
 }
 
 std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -369,7 +369,7 @@ std::string completion_chunk_json(const std::string& id, int64_t created, const 
                  {"delta", delta},
                  {"logprobs", logprobs != nullptr ? chat_logprobs_json(*logprobs) : json()}};
   choice["finish_reason"] = finish_reason.empty() ? json() : json(finish_reason);
-  return chunk_json(id, created, model, std::move(choice));
+  return chunk_json(id, created, model, choice);
 }
 
 std::string reasoning_chunk_json(const std::string& id, int64_t created, const std::string& model,
@@ -378,7 +378,7 @@ std::string reasoning_chunk_json(const std::string& id, int64_t created, const s
                  {"delta", {{"reasoning_content", reasoning}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
-  return chunk_json(id, created, model, std::move(choice));
+  return chunk_json(id, created, model, choice);
 }
 
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,

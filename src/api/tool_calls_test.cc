@@ -28,7 +28,7 @@ TEST(OpenAITools, ToolsKeepTheClientsOrderAndAutoReadsCalls) {
   auto r = parse_with("");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   // The function objects, in the client's key order ("parameters" before "name" for now).
-  EXPECT_EQ(dump_json(r->request.tools),
+  EXPECT_EQ(dump_json(*r->request.tools),
             R"([{"name":"get_weather","description":"d","parameters":{"type":"object",)"
             R"("properties":{"city":{"type":"string"}},"required":["city"]}},)"
             R"({"parameters":{"type":"object"},"name":"now"}])");

@@ -444,7 +444,7 @@ class EngineImpl final : public Engine {
 
   // The prompt of a request, as submit() builds it (consumes request.messages).
   StatusOr<PromptPlan> plan_prompt(Request* request) const {
-    const nlohmann::ordered_json& tools = request->tools;
+    const generation::SharedJson tools = request->tools;
     if (!request->raw && !tools.empty()) {
       // The tools travel in a system message of their own, first (the template writes them
       // in its format and never drops a system message to fit the context).
@@ -460,7 +460,7 @@ class EngineImpl final : public Engine {
     auto plan =
         plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
                          request->params.max_tokens, n_ctx_, !request->conversation.empty());
-    if (plan.ok()) plan->tool_names = generation::tool_names(tools);
+    if (plan.ok()) plan->tool_names = generation::tool_names(*tools);
     return plan;
   }
 

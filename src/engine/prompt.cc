@@ -58,7 +58,7 @@ uint64_t digest_append(uint64_t digest, const tok::Message& message) {
   uint64_t h = mix(digest, message.role);
   h = mix(h, trim(message.content));
   h = mix(h, message.metadata);
-  h = mix(h, message.tools.is_null() ? std::string() : dump_json(message.tools));
+  h = mix(h, message.tools.empty() ? std::string() : dump_json(*message.tools));
   h = mix(h, message.arguments);
   return h;
 }

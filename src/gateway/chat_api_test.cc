@@ -547,7 +547,7 @@ TEST(GatewayChat, AToolCallIsStoredAndItsResultIsAnsweredAsAnObservation) {
     }
     // The engine got the functions in the order sent, and no forced choice.
     const protocol::Request sent = t.fake().requests().back();
-    EXPECT_EQ(sent.tools.dump(),
+    EXPECT_EQ(sent.tools->dump(),
               nlohmann::ordered_json::array({nlohmann::ordered_json::parse(tools)[0]["function"]})
                   .dump());
     EXPECT_FALSE(sent.constraint.active());

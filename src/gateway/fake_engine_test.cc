@@ -226,7 +226,7 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
     pieces = {"你好", "，", "世界", "！"};
   } else if ((has("[tool]") || has("[tool-py]")) && !req.tools.empty()) {
     // A call of the first tool, as GLM-4 (JSON) or ChatGLM3 (a Python block) writes it.
-    const std::string name = req.tools[0]["name"];
+    const std::string name = (*req.tools)[0]["name"];
     if (has("[tool]")) {
       pieces = {name.substr(0, 3), name.substr(3) + "\n", "{\"city\"", ": \"Paris\"}"};
     } else {

@@ -2,6 +2,11 @@
 
 namespace glm::generation {
 
+const nlohmann::ordered_json& SharedJson::operator*() const {
+  static const nlohmann::ordered_json kNull;
+  return value_ != nullptr ? *value_ : kNull;
+}
+
 std::vector<std::string> tool_names(const nlohmann::ordered_json& functions) {
   std::vector<std::string> names;
   if (!functions.is_array()) return names;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +15,23 @@
 #include "generation/sampling.h"
 
 namespace glm::generation {
+
+// A parsed JSON value, immutable and shared by the copies of what holds it (a request's tools:
+// parsed once, then carried and copied for the cost of a pointer). Empty = none (null, [] or {}).
+// Thread-safe to read from any thread.
+class SharedJson {
+ public:
+  SharedJson() = default;
+  SharedJson(nlohmann::ordered_json value)  // NOLINT(google-explicit-constructor): a JSON value
+      : value_(std::make_shared<const nlohmann::ordered_json>(std::move(value))) {}
+  bool empty() const { return value_ == nullptr || value_->empty(); }
+  // The value (JSON null when none was set).
+  const nlohmann::ordered_json& operator*() const;
+  const nlohmann::ordered_json* operator->() const { return &**this; }
+
+ private:
+  std::shared_ptr<const nlohmann::ordered_json> value_;
+};
 
 // One chat message, as the chat templates render it.
 struct Message {
@@ -25,7 +43,7 @@ struct Message {
   // system content pretty-printed with 4 spaces (HF build_chat_input), after its standard tool
   // sentence when the content is empty; GLM-4 writes its tool system prompt (glm4_tools_prompt).
   // Requests carry their tools in GenerateRequest::tools; the engine puts them here.
-  nlohmann::ordered_json tools;
+  SharedJson tools;
   // assistant only: a tool call's arguments as JSON object text, `metadata` naming the function.
   // Written as the model writes calls: ChatGLM3 a "```python\ntool_call(k=v)\n```" block,
   // GLM-4 the JSON text itself.
@@ -46,7 +64,7 @@ struct GenerateRequest {
   // client's body or the request line and carried parsed from there (null or [] = none). The
   // engine writes them into the prompt in its chat template's tool format (a system message of
   // its own, first).
-  nlohmann::ordered_json tools;
+  SharedJson tools;
   // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
   // generated (the token events' `tokens`, in order), when the engine died mid-answer. They
   // are prefilled after the prompt and not sent again; the answer goes on as the

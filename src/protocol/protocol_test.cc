@@ -310,13 +310,13 @@ TEST(ParseRequest, ALineIsParsedOnce) {
   const int64_t before = json_parses();
   Request r = parse_ok(line);
   EXPECT_EQ(json_parses() - before, 1);
-  EXPECT_EQ(r.tools.dump(), R"([{"parameters":{"z":1,"a":2},"name":"f"}])");
+  EXPECT_EQ(r.tools->dump(), R"([{"parameters":{"z":1,"a":2},"name":"f"}])");
   EXPECT_EQ(r.constraint.text, R"({"properties":{"zeta":{},"alpha":{}}})");
   r.constraint = {};
   const int64_t before_write = json_parses();
   const std::string written = serialize_request(r);
   EXPECT_EQ(json_parses() - before_write, 0);
-  EXPECT_EQ(parse_ok(written).tools, r.tools);
+  EXPECT_EQ(*parse_ok(written).tools, *r.tools);
 }
 
 TEST(ParseRequest, Constraints) {

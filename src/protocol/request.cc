@@ -445,7 +445,7 @@ std::string serialize_request(const Request& r) {
       auto v = parse_ordered_json(text, what);
       return v.ok() ? std::move(v).value() : json(text);
     };
-    if (!r.tools.empty()) j["tools"] = r.tools;
+    if (!r.tools.empty()) j["tools"] = *r.tools;
     json p = json::object();
     write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);

@@ -58,7 +58,7 @@ class ChatGlm3Template final : public ChatTemplate {
       if (!m.tools.empty()) {
         if (m.role != "system")
           return invalid_argument("tools are only allowed on a system message");
-        auto tools = pretty_tools(m.tools);
+        auto tools = pretty_tools(*m.tools);
         if (!tools.ok()) return tools.status();
         if (content.empty()) content = kChatGlm3ToolsSentence;
         content += "\n" + *tools;
@@ -104,7 +104,7 @@ class Glm4Template final : public ChatTemplate {
       if (!m.tools.empty()) {
         if (m.role != "system")
           return invalid_argument("tools are only allowed on a system message");
-        auto tools = glm4_tools_prompt(m.tools);
+        auto tools = glm4_tools_prompt(*m.tools);
         if (!tools.ok()) return tools.status();
         out.push_back(roles_.system);
         append(&out, tok_.encode(*tools));
@@ -144,7 +144,7 @@ class Glm4_0414Template final : public ChatTemplate {
     for (const Message& m : messages) {  // the tools block comes first
       if (m.tools.empty()) continue;
       if (m.role != "system") return invalid_argument("tools are only allowed on a system message");
-      auto tools = glm4_0414_tools_prompt(m.tools);
+      auto tools = glm4_0414_tools_prompt(*m.tools);
       if (!tools.ok()) return tools.status();
       out.push_back(roles_.system);
       append(&out, tok_.encode(*tools));

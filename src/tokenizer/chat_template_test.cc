@@ -206,9 +206,9 @@ TEST(ChatTemplate, ChatGlm3ToolsAndMetadata) {
   EXPECT_EQ(*ids, expected);
   // Errors.
   EXPECT_EQ(tmpl->render({{"robot", "x"}}).status().code(), ErrorCode::kInvalidArgument);
-  Message bad{"system", "x", "", "{not json"};
+  Message bad{"system", "x", "", nlohmann::ordered_json::parse(R"({"not":"an array"})")};
   EXPECT_EQ(tmpl->render({bad}).status().code(), ErrorCode::kInvalidArgument);
-  Message user_tools{"user", "x", "", "[]"};
+  Message user_tools{"user", "x", "", nlohmann::ordered_json::parse(R"([{"name":"f"}])")};
   EXPECT_EQ(tmpl->render({user_tools}).status().code(), ErrorCode::kInvalidArgument);
 }
 
