@@ -69,6 +69,11 @@ TEST(Glm4_0414Template, ChosenByArchitectureAndThinkTag) {
     auto t = ChatTemplate::for_model(*l.file, *l.tok);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_STREQ((*t)->name(), c.want) << c.arch << " " << c.chat_template;
+    // GLM-Z1 thinks first: its prompt opens <think>, so --reasoning-format auto splits its
+    // answers starting inside the thinking; the others are not reasoning templates.
+    const bool z1 = std::string(c.want) == "glm-z1";
+    EXPECT_EQ((*t)->reasoning(), z1) << c.want;
+    EXPECT_EQ((*t)->opens_reasoning(), z1) << c.want;
     // Every end of turn: <|endoftext|>, <|user|>, <|observation|>.
     EXPECT_EQ((*t)->stop_ids(), (Ids{151329, 151336, 151338}));
   }
