@@ -280,10 +280,10 @@ std::string MessagesStream::start(const protocol::Usage& usage) const {
                                    {"usage", usage_json(u)}}}});
 }
 
-std::string MessagesStream::open_block(json block) {
+std::string MessagesStream::open_block(Block kind, json block) {
   std::string out = close_block();
   ++index_;
-  open_ = true;
+  open_ = kind;
   out += event(
       "content_block_start",
       {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(block)}});
@@ -291,17 +291,16 @@ std::string MessagesStream::open_block(json block) {
 }
 
 std::string MessagesStream::close_block() {
-  if (!open_) return "";
-  open_ = false;
+  if (open_ == Block::kNone) return "";
+  open_ = Block::kNone;
   return event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
 }
 
 std::string MessagesStream::thinking(const std::string& text) {
   std::string out;
-  if (!open_ || !thinking_) {
-    out += open_block({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-    thinking_ = true;
-    text_ = false;
+  if (open_ != Block::kThinking) {
+    out +=
+        open_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
   }
   out +=
       event("content_block_delta", {{"type", "content_block_delta"},
@@ -314,22 +313,17 @@ std::string MessagesStream::delta(const ToolDelta& d) {
   std::string out;
   switch (d.kind) {
     case ToolDelta::Kind::kContent:
-      if (!open_ || !text_) {
-        out += open_block({{"type", "text"}, {"text", ""}});
-        text_ = true;
-        thinking_ = false;
-      }
+      if (open_ != Block::kText) out += open_block(Block::kText, {{"type", "text"}, {"text", ""}});
       out += event("content_block_delta", {{"type", "content_block_delta"},
                                            {"index", index_},
                                            {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
       break;
     case ToolDelta::Kind::kCallStart:
-      out += open_block({{"type", "tool_use"},
+      out += open_block(Block::kToolUse,
+                        {{"type", "tool_use"},
                          {"id", "toolu_" + (id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_)},
                          {"name", d.text},
                          {"input", json::object()}});
-      text_ = false;
-      thinking_ = false;
       break;
     case ToolDelta::Kind::kArguments:
       out += event("content_block_delta",
@@ -343,9 +337,9 @@ std::string MessagesStream::delta(const ToolDelta& d) {
 
 std::string MessagesStream::finish(const std::string& stop_reason, const protocol::Usage& usage) {
   std::string out;
-  if (index_ < 0 || thinking_) {  // an empty answer still has its (empty) text block
-    out += open_block({{"type", "text"}, {"text", ""}});
-    text_ = true;
+  // An answer without text (empty, or thinking only) still has its (empty) text block.
+  if (index_ < 0 || open_ == Block::kThinking) {
+    out += open_block(Block::kText, {{"type", "text"}, {"text", ""}});
   }
   out += close_block();
   out +=

@@ -68,14 +68,13 @@ class MessagesStream {
   static std::string error(const Status& status);
 
  private:
-  std::string open_block(nlohmann::json block);
+  enum class Block { kNone, kThinking, kText, kToolUse };
+  std::string open_block(Block kind, nlohmann::json block);
   std::string close_block();
 
   std::string id_, model_;
-  int index_ = -1;         // the current block's index
-  bool open_ = false;      // a block is open
-  bool text_ = false;      // the open block is text
-  bool thinking_ = false;  // the open block is thinking
+  int index_ = -1;             // the current block's index
+  Block open_ = Block::kNone;  // the open block's kind
 };
 
 // "msg_" / "toolu_" ids from the request id's unique part.

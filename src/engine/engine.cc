@@ -175,12 +175,7 @@ class RequestObserver : public scheduler::SeqObserver {
     text_ += text;
     std::string reasoning;
     if (reasoning_) {
-      tok::ReasoningPiece piece = reasoning_->feed(text);
-      if (end) {
-        tok::ReasoningPiece rest = reasoning_->finish();
-        piece.reasoning += rest.reasoning;
-        piece.content += rest.content;
-      }
+      tok::ReasoningPiece piece = reasoning_->feed(text, end);
       reasoning = std::move(piece.reasoning);
       text = std::move(piece.content);
     }

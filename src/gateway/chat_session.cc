@@ -249,8 +249,9 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
       // A reasoning model's thinking: its own payloads (the page shows it collapsed above the
       // answer), kept whole in the message's meta.
       if (!e.reasoning.empty()) {
-        std::string thinking = meta_.value("reasoning", std::string()) + e.reasoning;
-        meta_["reasoning"] = std::move(thinking);
+        json& thinking = meta_["reasoning"];  // appended in place, not copied per event
+        if (!thinking.is_string()) thinking = "";
+        thinking.get_ref<std::string&>() += e.reasoning;
         out.push_back({{"type", "reasoning"}, {"text", e.reasoning}});
       }
       if (e.text.empty()) return out;

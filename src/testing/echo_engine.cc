@@ -285,12 +285,8 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
     t.tokens = {static_cast<int32_t>(job->next)};
     t.text = job->chars[job->next++];
     if (job->reasoning) {
-      tok::ReasoningPiece piece = job->reasoning->feed(t.text);
-      if (job->next == job->chars.size()) {
-        tok::ReasoningPiece rest = job->reasoning->finish();
-        piece.reasoning += rest.reasoning;
-        piece.content += rest.content;
-      }
+      tok::ReasoningPiece piece =
+          job->reasoning->feed(t.text, /*end=*/job->next == job->chars.size());
       t.text = std::move(piece.content);
       t.reasoning = std::move(piece.reasoning);
     }

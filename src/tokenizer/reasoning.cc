@@ -41,16 +41,10 @@ std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
 ReasoningSplitter::ReasoningSplitter(bool opened)
     : state_(opened ? State::kReasoning : State::kStart) {}
 
-ReasoningPiece ReasoningSplitter::feed(std::string_view text) {
+ReasoningPiece ReasoningSplitter::feed(std::string_view text, bool end) {
   held_ += text;
   ReasoningPiece out;
-  step(&out, /*end=*/false);
-  return out;
-}
-
-ReasoningPiece ReasoningSplitter::finish() {
-  ReasoningPiece out;
-  step(&out, /*end=*/true);
+  step(&out, end);
   return out;
 }
 

@@ -6,10 +6,10 @@
 // "<think>" (after whitespace) opens the reasoning, "</think>" closes it, and whitespace at the
 // start of the answer after it is dropped. A text that does not start with "<think>" is all
 // content. A prompt that already ends with "<think>" (a template that opens it) starts inside.
-// A marker split across pieces is held back until it is known; finish() releases what is held
-// (an unterminated thinking stays reasoning). The joined output of any split of a text into
-// pieces is the same as for the whole text.
-// Not thread-safe; one per answer. Cost: O(text).
+// A marker split across pieces is held back until it is known; the answer's last piece (`end`)
+// releases what is held (an unterminated thinking stays reasoning). The joined output of any split
+// of a text into pieces is the same as for the whole text. Not thread-safe; one per answer. Cost:
+// O(text).
 #pragma once
 
 #include <optional>
@@ -36,8 +36,8 @@ class ReasoningSplitter {
  public:
   // `opened`: the prompt ends inside a thinking block (its template wrote "<think>").
   explicit ReasoningSplitter(bool opened = false);
-  ReasoningPiece feed(std::string_view text);
-  ReasoningPiece finish();
+  // The next piece of the answer; `end`: it is the last (then nothing is held back).
+  ReasoningPiece feed(std::string_view text, bool end = false);
   bool in_reasoning() const { return state_ == State::kReasoning; }
 
  private:

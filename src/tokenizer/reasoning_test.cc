@@ -16,7 +16,7 @@ ReasoningPiece split(const std::vector<std::string>& pieces, bool opened = false
     all.content += p.content;
   };
   for (const std::string& p : pieces) add(s.feed(p));
-  add(s.finish());
+  add(s.feed("", /*end=*/true));
   return all;
 }
 
