@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "model/adapter.h"
 #include "model/config.h"
 #include "model/kv_pool.h"
 
@@ -30,6 +31,9 @@ struct SeqInput {
   // [gMASK] <sop>); later tokens get 2D positions relative to it. 0 = the n_tokens of a step
   // with n_past == 0. Other architectures ignore it.
   int prefix_len = 0;
+  // The fine-tuning applied to this sequence (model/adapter.h); null = the base model. Models
+  // that cannot apply one fail forward() with unsupported.
+  const Adapter* adapter = nullptr;
 };
 
 enum class OutputKind { kLogits, kHidden };
