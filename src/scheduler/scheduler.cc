@@ -74,9 +74,11 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
              !caps_.bidirectional_prompt &&
              (!want_draft || !draft_.model->capabilities().bidirectional_prompt);
   draft_on_ = spec_on_ && want_draft;
+  // Token-granular prefix reuse copies a cached block's K/V at admission (kv_cache.h).
+  cache_->set_copy_block([this](int src, int dst) { model_->copy_kv_block(pool_, src, dst); });
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() { cache_->set_copy_block(nullptr); }
 
 Status Scheduler::add(SeqRequest&& request) {
   GLM_CHECK(request.observer != nullptr);
