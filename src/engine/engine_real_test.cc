@@ -68,6 +68,7 @@ std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "",
   o.n_ctx = 512;
   o.max_batch = max_batch;
   o.prefill_chunk = 16;
+  o.max_stall_ms = 0;  // exactly that many per step
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e.value()) : nullptr;
