@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "core/log.h"
 #include "engine/constrain.h"
 #include "engine/kv_disk.h"
+#include "engine/memory_plan.h"
 #include "engine/prompt.h"
 #include "engine/stop_text.h"
 #include "gguf/gguf.h"
@@ -236,12 +238,10 @@ class EngineImpl final : public Engine {
         options_(options),
         name_(extras.name.empty() ? model_->config().arch_name : extras.name) {
     const model::Config& c = model_->config();
-    n_ctx_ = options.n_ctx > 0 ? options.n_ctx
-                               : std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 8192);
+    n_ctx_ = context_size(options, c);
     const int bt = std::max(options.block_tokens, 1);
     const int per_seq = (n_ctx_ + bt - 1) / bt;
-    const int n_blocks =
-        options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
+    const int n_blocks = kv_block_count(options, n_ctx_);
     pool_ =
         std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type, model_->kv_host_layers());
     cache_ = std::make_unique<kv::KvCache>(n_blocks, bt);
@@ -777,6 +777,21 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   auto file = gguf::File::open(options.model_path);
   if (!file.ok()) return file.status();
   std::shared_ptr<const gguf::File> shared(std::move(file.value()));
+  Extras extras;
+  if (options.spec == generation::SpecMode::kDraft) {
+    auto draft_file = gguf::File::open(options.draft_path);
+    if (!draft_file.ok()) {
+      return Status(draft_file.status().code(), "--draft: " + draft_file.status().message());
+    }
+    extras.draft_file = std::move(draft_file.value());
+  }
+  // The memory it needs, said before loading; refused at once when it runs on the CPU for sure.
+  std::optional<MemoryPlan> plan;
+  if (auto config = model::read_config(*shared); config.ok()) {  // else load_model says why
+    plan = plan_memory(*shared, *config, options);
+    GLM_LOG_INFO("engine: memory: %s", plan->describe(options).c_str());
+    if (options.device == "cpu") GLM_RETURN_IF_ERROR(check_memory(*plan, options));
+  }
   model::LoadOptions lo;
   lo.n_threads = options.n_threads;
   lo.progress = options.load_progress;
@@ -784,6 +799,16 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.gpu_layers = options.gpu_layers;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
+  if (plan && options.device != "cpu") {
+    // Where it runs is known now: on a GPU the weights and the device layers' K/V live there
+    // (checked by the GPU model); the host keeps its layers' K/V.
+    const model::Model& m = *model.value();
+    if (m.device_name() != "cpu") {
+      plan->weights = 0;
+      plan->kv = plan->kv / m.config().n_layer * m.kv_host_layers();
+    }
+    GLM_RETURN_IF_ERROR(check_memory(*plan, options));
+  }
   if (const std::string why = model::kv_type_unsupported(model.value()->config(), options.kv_type);
       !why.empty()) {
     return invalid_argument(why);
@@ -792,7 +817,6 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (!tokenizer.ok()) return tokenizer.status();
   auto chat_template = tok::ChatTemplate::for_model(*shared, *tokenizer.value());
   if (!chat_template.ok()) return chat_template.status();
-  Extras extras;
   extras.file = shared;
   if (!options.kv_disk.empty()) extras.fingerprint = model_fingerprint(*shared);
   auto name = shared->get_string("general.name");
@@ -808,11 +832,6 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     extras.add_bos = v->as_bool();
   }
   if (options.spec == generation::SpecMode::kDraft) {
-    auto draft_file = gguf::File::open(options.draft_path);
-    if (!draft_file.ok()) {
-      return Status(draft_file.status().code(), "--draft: " + draft_file.status().message());
-    }
-    extras.draft_file = std::move(draft_file.value());
     auto draft = model::load_model(extras.draft_file, lo);
     if (!draft.ok()) return Status(draft.status().code(), "--draft: " + draft.status().message());
     auto draft_tok = tok::Tokenizer::from_gguf(*extras.draft_file);

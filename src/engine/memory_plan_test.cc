@@ -1,0 +1,93 @@
+#include "engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "model/kv_pool.h"
+
+namespace glm::engine {
+namespace {
+
+const std::string kModel = std::string(GLM_SHARED_DATA) + "/reference/chatglm3-small.gguf";
+
+class MemoryPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/glm_mem_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ + "/" + name) << text;
+  }
+  std::string dir_;
+};
+
+TEST_F(MemoryPlanTest, AvailableIsMemAvailableOrTheCgroupsRoomIfLess) {
+  write("meminfo", "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8000000 kB\n");
+  EXPECT_EQ(available_memory(dir_ + "/meminfo", dir_ + "/none"), size_t{8000000} * 1024);
+  write("memory.max", "max\n");
+  write("memory.current", "123\n");
+  EXPECT_EQ(available_memory(dir_ + "/meminfo", dir_), size_t{8000000} * 1024);  // no limit
+  write("memory.max", "4000000000\n");
+  write("memory.current", "1000000000\n");
+  EXPECT_EQ(available_memory(dir_ + "/meminfo", dir_), size_t{3000000000});
+  EXPECT_EQ(available_memory(dir_ + "/absent", dir_ + "/none"), 0u);  // unknown
+}
+
+// The plan's KV bytes are what the pool allocates, for each element type.
+TEST_F(MemoryPlanTest, KvBytesAreThePoolsOwn) {
+  model::Config c;
+  c.n_layer = 3;
+  c.n_head_kv = 2;
+  c.head_dim = 32;
+  for (DType t : {DType::kF16, DType::kF32, DType::kQ8_0}) {
+    const model::KvPool pool(c, 5, 16, t);
+    EXPECT_EQ(kv_pool_bytes(c, 5, 16, t), pool.bytes()) << dtype_name(t);
+  }
+}
+
+TEST_F(MemoryPlanTest, APlanThatDoesNotFitIsRefusedWithTheNumbers) {
+  MemoryPlan p;
+  p.weights = size_t{4} << 30;
+  p.kv = size_t{8} << 30;
+  p.available = size_t{10} << 30;
+  p.n_ctx = 32768;
+  Options o;
+  o.max_batch = 8;
+  const Status st = check_memory(p, o);
+  EXPECT_EQ(st.code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(st.message().find("weights 4.0 GiB + KV cache 8.0 GiB (8 x 32768 positions of f16) "
+                              "= 12.0 GiB of 10.0 GiB available"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("--kv q8_0"), std::string::npos);
+  p.available = size_t{12} << 30;
+  EXPECT_TRUE(check_memory(p, o).ok());
+  p.available = 0;  // unknown: not refused
+  EXPECT_TRUE(check_memory(p, o).ok());
+}
+
+// A context no machine holds is refused before anything is allocated, with the numbers.
+TEST_F(MemoryPlanTest, TheEngineRefusesAContextThatCannotFitBeforeLoading) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  Options o;
+  o.model_path = kModel;
+  o.n_threads = 1;
+  o.n_ctx = 1 << 22;
+  o.max_batch = 1024;
+  auto e = load_engine(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(e.status().message().find("1024 x 4194304 positions of f16"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("lower --ctx-size or --max-batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace glm::engine
