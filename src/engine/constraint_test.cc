@@ -4,12 +4,15 @@
 // here by an independent reading (nlohmann + explicit schema checks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
+#include "core/utf8.h"
 #include "engine/constrain.h"
 #include "engine/engine.h"
 #include "engine/fake_parts.h"
@@ -134,6 +137,82 @@ std::string check_schema(const nlohmann::json& v) {
     if (!p.is_object() || p.size() != 1 || !p.contains("x") || !p["x"].is_number()) return "pos";
   }
   return "";
+}
+
+// A reasoning model whose prompt opens the thinking (GLM-Z1): its template, faked.
+class ThinkingTemplate : public FakeTemplate {
+ public:
+  using FakeTemplate::FakeTemplate;
+  bool reasoning() const override { return true; }
+  bool opens_reasoning() const override { return true; }
+};
+
+// The constraint applies to the answer after the thinking (docs/engine.md#reasoning): the
+// thinking is the model's own greedy text up to its "</think>", and the answer after it is a
+// whole sentence of the grammar, from the grammar's start. Applied from the first token
+// instead (as before), the digits-only grammar could never close the thinking.
+TEST(EngineConstraint, AReasoningModelsConstraintAppliesAfterItsThinking) {
+  const std::vector<std::string> extra = {"</think>"};
+  FakeTokenizer probe(extra);
+  const int32_t close = probe.n_vocab() - 1;
+  const std::vector<int32_t> stops = {1, 2};
+  // A question whose unconstrained greedy answer closes its thinking early on.
+  std::vector<tok::Message> messages;
+  std::vector<int32_t> greedy;
+  for (int q = 0; q < 200 && messages.empty(); ++q) {
+    const std::vector<tok::Message> m = {{"user", "question " + std::to_string(q)}};
+    FakeTemplate t(probe);
+    const auto ids = glm::testing::fake_greedy(t.render(m).value(), probe.n_vocab(), 30, stops);
+    const auto at = std::find(ids.begin(), ids.end(), close);
+    if (at != ids.end() && at - ids.begin() >= 2 && ids.end() - at >= 2) {
+      messages = m;
+      greedy.assign(ids.begin(), at + 1);
+    }
+  }
+  ASSERT_FALSE(messages.empty()) << "no question closes its thinking within 30 tokens";
+  std::string thinking;
+  for (size_t i = 0; i + 1 < greedy.size(); ++i) thinking += probe.token_bytes(greedy[i]);
+
+  auto tok = std::make_unique<FakeTokenizer>(extra);
+  auto model = std::make_unique<FakeModel>(tok->n_vocab());
+  auto tmpl = std::make_unique<ThinkingTemplate>(*tok);
+  auto e = create_engine(std::move(model), std::move(tok), std::move(tmpl), Options{});
+  Collector c;
+  Request r;
+  r.id = "z1";
+  r.messages = messages;
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 60;
+  r.constraint = {Constraint::Kind::kGbnf, R"(root ::= [0-9] [0-9]? [0-9]? "!")"};
+  ASSERT_TRUE(e->submit(r, c.sink()).ok());
+  ASSERT_TRUE(c.wait("z1"));
+  ASSERT_EQ(c.last("z1").type, EventType::kDone) << c.last("z1").error.to_string();
+  std::string reasoning, text;
+  for (const Event& ev : c.events["z1"]) {
+    reasoning += ev.reasoning;
+    text += ev.text;
+  }
+  EXPECT_EQ(reasoning, utf8_sanitize(thinking));  // stray bytes of "你" go out as U+FFFD
+  EXPECT_TRUE(std::regex_match(text, std::regex("[0-9]{1,3}!"))) << text;
+  EXPECT_EQ(c.last("z1").finish_reason, FinishReason::kStop);
+
+  // Resumed past the thinking and the answer's first token, it goes on as the uninterrupted run
+  // (the matcher sees only the resumed tokens after the thinking).
+  std::vector<int32_t> ids;
+  for (const Event& ev : c.events["z1"]) ids.insert(ids.end(), ev.tokens.begin(), ev.tokens.end());
+  ASSERT_GE(ids.size(), greedy.size() + 2);
+  Request again = r;
+  again.id = "z1 resumed";
+  again.resume.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(greedy.size()) + 1);
+  ASSERT_TRUE(e->submit(again, c.sink()).ok());
+  ASSERT_TRUE(c.wait("z1 resumed"));
+  ASSERT_EQ(c.last("z1 resumed").type, EventType::kDone) << c.last("z1 resumed").error.to_string();
+  std::vector<int32_t> rest;
+  for (const Event& ev : c.events["z1 resumed"]) {
+    rest.insert(rest.end(), ev.tokens.begin(), ev.tokens.end());
+  }
+  EXPECT_EQ(rest, std::vector<int32_t>(
+                      ids.begin() + static_cast<std::ptrdiff_t>(again.resume.size()), ids.end()));
 }
 
 TEST(EngineConstraint, JsonSchemaAnswersValidateGreedyAndSampled) {

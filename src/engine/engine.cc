@@ -90,6 +90,7 @@ class RequestObserver : public scheduler::SeqObserver {
         stop_(std::move(stops)),
         filter_(std::move(filter)),
         reasoning_(std::move(reasoning)),
+        thinks_first_(reasoning_ && reasoning_->in_reasoning()),
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
         tool_names_(plan.tool_names),
@@ -104,11 +105,19 @@ class RequestObserver : public scheduler::SeqObserver {
     // A resumed request: its earlier tokens go through the decoder and the stop matcher as
     // they did the first time (their text was sent then), so the next text continues it.
     for (int32_t t : resume) {
+      if (!constraint_armed()) ++unconstrained_resumed_;  // as the first run sampled it
       const std::string text = filtered(stop_.push(decoder_.push(t)));
       text_ += text;
       if (reasoning_) reasoning_->feed(text);
     }
   }
+
+  // When the prompt opens the thinking (GLM-Z1), the thinking is free and a constraint
+  // (grammar, schema, forced tool call) applies to the answer after it; otherwise from the
+  // first token (docs/engine.md#reasoning).
+  bool constraint_armed() const override { return !thinks_first_ || !reasoning_->in_reasoning(); }
+  // Of the resumed tokens, the leading ones sampled in the thinking (SeqRequest).
+  int unconstrained_resumed() const { return unconstrained_resumed_; }
 
   void on_queued(int position) override {
     if (index_ > 0) return;
@@ -217,6 +226,8 @@ class RequestObserver : public scheduler::SeqObserver {
   std::unique_ptr<tok::AnswerFilter> filter_;
   // A reasoning model's answer: its thinking apart from its text (null: all text).
   std::unique_ptr<tok::ReasoningSplitter> reasoning_;
+  bool thinks_first_ = false;  // the prompt opened the thinking: the constraint waits for its end
+  int unconstrained_resumed_ = 0;
   int dropped_;
   uint64_t messages_digest_;
   std::vector<std::string> tool_names_;  // the request's tools (PromptPlan::tool_names)
@@ -380,9 +391,11 @@ class EngineImpl final : public Engine {
       // prompt's full blocks for the next turn whichever choice the client continues.
       request.conversation.clear();
     } else {
-      r.observer = std::make_unique<RequestObserver>(this, request.id, std::move(sink), *tokenizer_,
-                                                     request.params.stop, plan.value(), chat,
-                                                     request.resume, filter(), splitter());
+      auto observer = std::make_unique<RequestObserver>(
+          this, request.id, std::move(sink), *tokenizer_, request.params.stop, plan.value(), chat,
+          request.resume, filter(), splitter());
+      r.unconstrained_resumed = observer->unconstrained_resumed();
+      r.observer = std::move(observer);
     }
     for (int i = 1; i < request.n; ++i) {
       scheduler::SeqRequest::Fork f;

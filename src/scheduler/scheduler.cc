@@ -118,7 +118,11 @@ Status Scheduler::add(SeqRequest&& request) {
                       " tokens: lower max_tokens, shorten the conversation or start a new one");
   }
   if (request.matcher) {
-    for (size_t i = request.prompt.size() - resumed; i < request.prompt.size(); ++i) {
+    if (request.unconstrained_resumed < 0 || request.unconstrained_resumed > resumed) {
+      return invalid_argument("resume: more unconstrained tokens than resumed ones");
+    }
+    for (size_t i = request.prompt.size() - resumed + request.unconstrained_resumed;
+         i < request.prompt.size(); ++i) {
       if (!request.matcher->accept_token(request.prompt[i]).ok()) {
         return invalid_argument("resume: generated token " + std::to_string(request.prompt[i]) +
                                 " is not allowed by the request's constraint");
@@ -273,7 +277,7 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
     Seq* f = fork.get();
     running_.push_back(std::move(fork));
     logits.assign(row, row + n_vocab_);
-    if (f->req.matcher && !constrain(f, logits.data())) continue;
+    if (constrained(*f) && !constrain(f, logits.data())) continue;
     generation::GeneratedLogprobs lp;
     const bool want_logprobs = f->req.sampling.top_logprobs >= 0;
     const int32_t token = sample(f, logits.data(), want_logprobs ? &lp : nullptr);
@@ -421,7 +425,7 @@ bool Scheduler::step() {
     }
     float* row = rows;
     if (!seq->forks.empty()) start_forks(seq, row);
-    if (seq->req.matcher && !constrain(seq, row)) continue;
+    if (constrained(*seq) && !constrain(seq, row)) continue;
     generation::GeneratedLogprobs lp;
     const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
     const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
@@ -469,7 +473,7 @@ void Scheduler::accept_draft(Seq* seq, float* rows) {
   // Position j's context is the written tokens: the fed token and the j drafted ones accepted.
   for (int j = 0; j <= k; ++j) {
     float* row = rows + static_cast<size_t>(j) * n_vocab_;
-    if (seq->req.matcher && !constrain(seq, row)) break;
+    if (constrained(*seq) && !constrain(seq, row)) break;
     generation::GeneratedLogprobs lp;
     int32_t token = -1;
     if (draft_on_ && j < k && seq->req.sampling.temperature > 0.0f) {
@@ -600,6 +604,10 @@ void Scheduler::commit_draft_kv(Seq* seq, int accepted) {
   if (n > 0) draft_.cache->commit(&seq->dkv, &seq->feed[1], n);
 }
 
+bool Scheduler::constrained(const Seq& seq) const {
+  return seq.req.matcher != nullptr && seq.req.observer->constraint_armed();
+}
+
 bool Scheduler::constrain(Seq* seq, float* logits) {
   grammar::Matcher& m = *seq->req.matcher;
   const grammar::MaskInfo info = m.fill_mask(&seq->mask);
@@ -633,7 +641,7 @@ bool Scheduler::deliver(Seq* seq, int32_t token, const generation::GeneratedLogp
     finish(seq, FinishReason::kStop, std::nullopt);
     return false;
   }
-  if (seq->req.matcher) {
+  if (constrained(*seq)) {  // armed before this token (on_token below may arm it)
     const Status st = seq->req.matcher->accept_token(token);
     if (!st.ok()) {  // the mask allowed it: a bug in the grammar engine, not the request's
       GLM_LOG_ERROR("grammar refused the token %d it allowed: %s", token, st.to_string().c_str());
