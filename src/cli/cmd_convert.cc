@@ -1,4 +1,4 @@
-// glmserve convert HF_DIR -o M.gguf [--type T]
+// glmserve convert HF_DIR -o M.gguf [--type T]; glmserve convert PEFT_DIR -o A.gguf [--type T]
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
+#include "convert/peft_convert.h"
 #include "core/progress.h"
 
 namespace glm::cli {
@@ -21,7 +22,25 @@ constexpr char kHelp[] =
     "single or sharded with their .index.json) to GGUF in llama.cpp's chatglm layout. .bin\n"
     "files are read by a data-only unpickler: a checkpoint can never run code.\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
-    "  -o, --output  the GGUF file to write\n";
+    "  -o, --output  the GGUF file to write\n"
+    "\n"
+    "usage: glmserve convert PEFT_DIR -o A.gguf [--type f32|f16|bf16]\n"
+    "A directory with adapter_config.json is a PEFT LoRA adapter (ChatGLM3's finetune_demo,\n"
+    "GLM-4's LoRA fine-tuning): it converts to a LoRA GGUF as llama.cpp's\n"
+    "convert_lora_to_gguf.py writes them (default f32), for --lora and serve --adapter\n"
+    "(docs/adapters.md).\n";
+
+int convert_adapter(const std::string& dir, const Args& args, const std::string& out) {
+  StatusOr<DType> type = convert::parse_weight_type(args.get("type", "f32"));
+  if (!type.ok()) return fail(type.status());
+  convert::LoraFile lora;
+  if (Status s = convert::convert_peft(dir, *type, out, &lora); !s.ok()) return fail(s);
+  std::fprintf(stderr, "wrote %s (%s): LoRA for %s, %zu pairs, rank %lld, alpha %g\n", out.c_str(),
+               dtype_name(*type), lora.arch.c_str(), lora.tensors.size(),
+               static_cast<long long>(lora.tensors.empty() ? 0 : lora.tensors[0].rank),
+               static_cast<double>(lora.alpha));
+  return 0;
+}
 
 }  // namespace
 
@@ -37,6 +56,9 @@ int cmd_convert(int argc, char** argv) {
   }
   StatusOr<std::string> out = args->require("output");
   if (!out.ok()) return fail(out.status());
+  if (convert::is_peft_dir(args->positional()[0])) {
+    return convert_adapter(args->positional()[0], *args, *out);
+  }
   convert::ConvertOptions opts;
   opts.hf_dir = args->positional()[0];
   StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));

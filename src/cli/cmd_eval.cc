@@ -18,6 +18,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
     "                     [--kv f32|f16|q8_0] [--threads N] [--device D] [--gpu-layers N]\n"
+    "                     [--lora A.gguf[:scale]]...\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
     "  {\"pos\":P,\"token\":T,\"values\":[...]}\n"
@@ -26,7 +27,9 @@ constexpr const char* kHelp =
     "            q8_0 (GGUF Q8_0 rows: about half the memory of f16)\n"
     "  --threads worker threads (default: physical cores)\n"
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
-    "  --gpu-layers N  layers on the GPU (-1 = all, the default)\n";
+    "  --gpu-layers N  layers on the GPU (-1 = all, the default)\n"
+    "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"
+    "            repeatable; docs/adapters.md)\n";
 
 void print_row(const model::EvalRow& row, std::string* buf) {
   buf->clear();
@@ -55,7 +58,8 @@ int cmd_eval(int argc, char** argv) {
     return 0;
   }
   StatusOr<Args> args = Args::parse(
-      argc, argv, {"model", "tokens", "decode", "output", "kv", "threads", "device", "gpu-layers"});
+      argc, argv,
+      {"model", "tokens", "decode", "output", "kv", "threads", "device", "gpu-layers", "lora"});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -85,6 +89,7 @@ int cmd_eval(int argc, char** argv) {
   model::LoadOptions load;
   load.n_threads = static_cast<int>(*threads);
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   StatusOr<std::unique_ptr<model::Model>> m =
       model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);
   if (!m.ok()) return fail(m.status());

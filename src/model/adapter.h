@@ -19,7 +19,7 @@ struct LoraPair {
   int rank = 0;
   int n_in = 0;
   int n_out = 0;
-  float scale = 0.0f;   // alpha / rank times the user's scale
+  float scale = 0.0f;    // alpha / rank times the user's scale
   std::vector<float> a;  // [rank, n_in]
   std::vector<float> b;  // [n_out, rank]
   bool empty() const { return rank == 0; }
