@@ -248,8 +248,12 @@ void lora_apply_rows(const LoraPair& p, const float* x, int x_stride, float* y, 
   b.data = p.b.data();
   b.n_rows = p.n_out;
   b.n_cols = p.rank;
-  kernels::matmul(a, xg, t, static_cast<int64_t>(m), pool);
-  kernels::matmul(b, t, u, static_cast<int64_t>(m), pool);
+  // Small products (a decode step: ~20K multiply-adds) run on the calling thread: waking the
+  // pool would cost more than the work.
+  const int64_t work = static_cast<int64_t>(m) * p.rank * (p.n_in + p.n_out);
+  kernels::ThreadPool* use = work >= (int64_t{1} << 20) ? pool : nullptr;
+  kernels::matmul(a, xg, t, static_cast<int64_t>(m), use);
+  kernels::matmul(b, t, u, static_cast<int64_t>(m), use);
   for (size_t i = 0; i < m; ++i) {
     float* yr = y + static_cast<size_t>(rows[i]) * y_stride;
     const float* ur = u + i * p.n_out;
