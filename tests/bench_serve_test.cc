@@ -61,12 +61,13 @@ TEST_F(BenchServeReportTest, WritesOneSelfContainedPageWithEverySection) {
   const std::string html = read_all(html_path);
   ASSERT_EQ(html.rfind("<!doctype html>", 0), 0u) << html.substr(0, 200);
   EXPECT_NE(html.find("</body></html>"), std::string::npos);
-  // The three prompts (the code review's quotes escaped), the machine and the command.
+  // The study's three prompts (the code review's quotes escaped), the machine and the command.
   EXPECT_NE(html.find("short question"), std::string::npos);
   EXPECT_NE(html.find("marketing copy"), std::string::npos);
   EXPECT_NE(html.find("code review"), std::string::npos);
-  EXPECT_NE(html.find("智能保温杯"), std::string::npos);
-  EXPECT_NE(html.find("WHERE name = &#39;"), std::string::npos);
+  EXPECT_NE(html.find("新能源汽车"), std::string::npos);
+  EXPECT_NE(html.find("Gradio 1247 ms; Streamlit 312 ms"), std::string::npos);  // the study's
+  EXPECT_NE(html.find("os.system(f&#39;echo"), std::string::npos);
   EXPECT_NE(html.find("glmserve bench serve --echo --runs 2"), std::string::npos);
   EXPECT_NE(html.find("echo engine"), std::string::npos);
   EXPECT_EQ(html.find("unknown CPU"), std::string::npos);  // /proc/cpuinfo was read

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/seed_prompts.h"
 #include "core/json.h"
 
 namespace glm::bench {
@@ -313,21 +314,22 @@ void reference_section(std::string* out) {
   s += kStudyUrl;
   s += "</code>), which measured ChatGLM3-6B-32k behind two Python front ends, Gradio and "
        "Streamlit, with three fixed prompts of the same three kinds (a short question, "
-       "~200 characters of marketing copy, a code security review). This report's prompts are "
-       "its own wording of those kinds.</p>\n"
+       "~200 characters of marketing copy, a code security review). This report sends the "
+       "study's own three prompts.</p>\n"
        "<table><tr><th></th><th>seed study</th><th>this report</th></tr>\n"
        "<tr><td>hardware</td><td>NVIDIA RTX 4090D GPU (24 GB), AMD Ryzen 9 7950X host</td>"
        "<td>CPU only (see Machine above)</td></tr>\n"
        "<tr><td>model and runtime</td><td>ChatGLM3-6B-32k, FP16, Hugging Face transformers "
-       "(PyTorch, CUDA)</td><td>see Model above; glmserve's own C++ engine</td></tr>\n"
+       "4.40.2 (PyTorch, CUDA)</td><td>see Model above; glmserve's own C++ engine</td></tr>\n"
        "<tr><td>front ends</td><td>Gradio; Streamlit</td><td>engine in-process, engine socket, "
        "HTTP gateway, the glmserve page in chromium</td></tr>\n"
-       "<tr><td>published figures (Gradio, Streamlit)</td><td colspan=\"2\"><b>Not retrieved.</b> "
-       "The study's published figures could not be retrieved with this workplace's tools: the "
-       "search tool (corpus <code>pages</code>, searched 2026-12-02) returned only the page's "
-       "opening (background, hardware, method), not its results section. No figure of the study "
-       "is shown in this report, and none is estimated.</td></tr>\n</table>\n"
-       "<p class=\"note\">Hardware difference: the study ran its model on a GPU; this report "
+       "<tr><td>published TTFT</td><td>Gradio ";
+  s += std::to_string(kSeedReportedTtftMs.gradio);
+  s += " ms; Streamlit ";
+  s += std::to_string(kSeedReportedTtftMs.streamlit);
+  s += " ms (the study's mean of 10 runs without min and max)</td><td>the TTFT tables above"
+       "</td></tr>\n</table>\n";
+  s += "<p class=\"note\">Hardware difference: the study ran its model on a GPU; this report "
        "runs on the CPU named above, so absolute times are not comparable between the two. "
        "What carries over is the method and the question it asks: how many milliseconds the "
        "serving stack adds above the model's own time to first token.</p>\n";

@@ -1,9 +1,10 @@
 // glmserve bench serve: serving latency at each layer, the seed study's method
-// (docs/performance.md): three fixed prompts, warm-ups, runs alternated between layers in one
-// session, drop min and max, mean and stddev of the rest; a concurrency sweep and multi-turn TTFT
-// by turn. The socket layer is a Daemon in this process over the same engine (the protocol, the
-// socket and the I/O thread are all on the path; only the process boundary is not) unless --socket
-// names an external engine. --report writes the results as one HTML page (src/bench/report_html.h).
+// (docs/performance.md): the study's three prompts (bench/seed_prompts.h), warm-ups, runs
+// alternated between layers in one session, drop min and max, mean and stddev of the rest; a
+// concurrency sweep and multi-turn TTFT by turn. The socket layer is a Daemon in this process over
+// the same engine (the protocol, the socket and the I/O thread are all on the path; only the
+// process boundary is not) unless --socket names an external engine. --report writes the results as
+// one HTML page (src/bench/report_html.h).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "bench/latency_probe.h"
 #include "bench/report_html.h"
+#include "bench/seed_prompts.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate_common.h"
@@ -48,24 +50,8 @@ constexpr const char* kUsage =
     "  --threads T --ctx-size N --max-batch B   engine options\n"
     "  --device D --gpu-layers N                where the model runs (default auto; docs/gpu.md)\n";
 
-struct Prompt {
-  const char* name;
-  const char* text;
-};
-
-// The seed study's three prompts: a short question, a ~200-character marketing copy, a code
-// security review.
-constexpr Prompt kPrompts[] = {
-    {"short question", "你好，请用一句话介绍一下你自己。"},
-    {"marketing copy",
-     "请为一款新上市的智能保温杯写一段200字左右的营销文案，突出三个卖点：杯盖上的实时温度显示、"
-     "长达24小时的保温效果、只有280克的轻便机身。语气活泼，面向年轻上班族，结尾给出一句口号。"},
-    {"code review",
-     "Review this code for security problems and explain how to fix each one:\n"
-     "```python\nimport sqlite3, os\n\ndef get_user(name):\n    db = sqlite3.connect('app.db')\n"
-     "    q = \"SELECT * FROM users WHERE name = '\" + name + \"'\"\n    return db.execute(q)."
-     "fetchall()\n\ndef backup(path):\n    os.system('tar czf /tmp/b.tgz ' + path)\n```"},
-};
+using bench::kSeedPrompts;
+using Prompt = bench::SeedPrompt;
 
 int g_request_serial = 0;
 
@@ -174,7 +160,7 @@ int cmd_bench_serve(int argc, char** argv) {
     report.runs = static_cast<int>(*runs);
     report.warmup = static_cast<int>(*warmup);
     report.max_tokens = static_cast<int>(*max_tokens);
-    for (const Prompt& p : kPrompts) report.prompts.push_back({p.name, p.text});
+    for (const Prompt& p : kSeedPrompts) report.prompts.push_back({p.name, p.text});
   } else if (args->has("browser")) {
     return fail(invalid_argument("--browser only adds to a report: add --report FILE.html"));
   }
@@ -264,7 +250,7 @@ int cmd_bench_serve(int argc, char** argv) {
   std::vector<double> overhead_all;
   std::printf(
       "| prompt | layer | TTFT | TPOT | end-to-end | tokens |\n|---|---|---|---|---|---|\n");
-  for (const Prompt& p : kPrompts) {
+  for (const Prompt& p : kSeedPrompts) {
     std::map<Layer, LayerResult> res;
     std::vector<double> overhead;
     for (int i = 0; i < *warmup + *runs; ++i) {
@@ -327,7 +313,7 @@ int cmd_bench_serve(int argc, char** argv) {
         std::vector<StatusOr<Sample>> out(users, Status(ErrorCode::kInternal, "not run"));
         std::vector<protocol::Request> reqs;
         for (int u = 0; u < users; ++u) {
-          reqs.push_back(make_request(kPrompts[1].text, static_cast<int>(*max_tokens)));
+          reqs.push_back(make_request(kSeedPrompts[1].text, static_cast<int>(*max_tokens)));
         }
         const auto t0 = std::chrono::steady_clock::now();
         std::vector<std::thread> ts;

@@ -1,4 +1,5 @@
-// glmserve convert HF_DIR -o M.gguf [--type T]; glmserve convert PEFT_DIR -o A.gguf [--type T]
+// glmserve convert HF_DIR -o M.gguf [--type T]; a P-Tuning v2 checkpoint directory gives an
+// adapter file (convert/ptuning_convert.h), a PEFT LoRA directory a LoRA GGUF (peft_convert.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
 #include "convert/peft_convert.h"
+#include "convert/ptuning_convert.h"
 #include "core/progress.h"
 
 namespace glm::cli {
@@ -21,6 +23,9 @@ constexpr char kHelp[] =
     "(config.json, tokenizer.model and weights: *.safetensors or PyTorch pytorch_model*.bin,\n"
     "single or sharded with their .index.json) to GGUF in llama.cpp's chatglm layout. .bin\n"
     "files are read by a data-only unpickler: a checkpoint can never run code.\n"
+    "A P-Tuning v2 checkpoint (config.json with pre_seq_len, weights holding\n"
+    "transformer.prefix_encoder.*) becomes a P-Tuning adapter file instead (--type is ignored;\n"
+    "docs/adapters.md).\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
     "  -o, --output  the GGUF file to write\n"
     "\n"
@@ -65,6 +70,14 @@ int cmd_convert(int argc, char** argv) {
   if (!type.ok()) return fail(type.status());
   opts.type = *type;
   const auto t0 = std::chrono::steady_clock::now();
+  if (convert::is_ptuning_dir(opts.hf_dir)) {
+    convert::WriteReport rep;
+    if (Status s = convert::convert_ptuning(opts.hf_dir, *out, &rep); !s.ok()) return fail(s);
+    for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    std::fprintf(stderr, "wrote %s (P-Tuning v2 adapter): %zu tensors, %.3f M parameters\n",
+                 out->c_str(), rep.n_tensors, static_cast<double>(rep.n_parameters) / 1e6);
+    return 0;
+  }
   // Checkpoint bytes read of the total, on a terminal only.
   ProgressLine progress = ProgressLine::on_stderr("convert");
   opts.progress = [&progress](const convert::ConvertProgress& p) {

@@ -37,6 +37,8 @@ constexpr const char* kUsage =
     "  --max-queue Q        waiting requests before 'busy' (default 64)\n"
     "  --prefill-chunk N    prompt tokens per step (default 64): a long prompt is read in\n"
     "                       chunks, so the others' answers go on between them (docs/engine.md)\n"
+    "  --max-stall-ms MS    more prompt tokens per step while their measured cost fits MS\n"
+    "                       (default 1000; 0: --prefill-chunk exactly)\n"
     "  --drain-timeout S    seconds to finish in-flight requests on SIGTERM (default 30)\n"
     "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory)\n"
     "  --kv-disk DIR        keep the KV cache (conversations, prefix blocks) in DIR across\n"
@@ -91,18 +93,32 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv, {"model",         "socket",
-                                       "socket-mode",   "threads",
-                                       "ctx-size",      "max-batch",
-                                       "max-queue",     "drain-timeout",
-                                       "max-line",      "max-connections",
-                                       "log-level",     "echo-delay",
-                                       "instance",      "kv",
-                                       "kv-disk",       "kv-disk-max-mb",
-                                       "spec",          "draft",
-                                       "device",        "gpu-layers",
-                                       "prefill-chunk", "reasoning-format",
-                                       "lora",          "adapter"},
+  auto args = Args::parse(argc, argv,
+                          {"model",
+                           "socket",
+                           "socket-mode",
+                           "threads",
+                           "ctx-size",
+                           "max-batch",
+                           "max-queue",
+                           "drain-timeout",
+                           "max-line",
+                           "max-connections",
+                           "log-level",
+                           "echo-delay",
+                           "instance",
+                           "kv",
+                           "kv-disk",
+                           "kv-disk-max-mb",
+                           "spec",
+                           "draft",
+                           "device",
+                           "gpu-layers",
+                           "prefill-chunk",
+                           "max-stall-ms",
+                           "reasoning-format",
+                           "lora",
+                           "adapter"},
                           {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -141,6 +157,7 @@ int cmd_engine(int argc, char** argv) {
   int64_t drain_s = 30, max_line = static_cast<int64_t>(dopts.max_line_bytes);
   int64_t max_conn = dopts.max_connections, echo_delay = 0;
   int64_t kv_disk_mb = eopts.kv_disk_max_mb, prefill_chunk = eopts.prefill_chunk;
+  int64_t max_stall = eopts.max_stall_ms;
   const IntFlag flags[] = {
       {"threads", 0, 1024, &threads},
       {"ctx-size", 0, 1 << 22, &ctx},
@@ -152,6 +169,7 @@ int cmd_engine(int argc, char** argv) {
       {"echo-delay", 0, 60000, &echo_delay},
       {"kv-disk-max-mb", 1, int64_t{1} << 30, &kv_disk_mb},
       {"prefill-chunk", 1, 1 << 16, &prefill_chunk},
+      {"max-stall-ms", 0, 600000, &max_stall},
   };
   for (const IntFlag& f : flags) {
     auto v = args->get_int(f.name, *f.out);
@@ -167,6 +185,7 @@ int cmd_engine(int argc, char** argv) {
   eopts.max_batch = static_cast<int>(max_batch);
   eopts.max_queue = static_cast<int>(max_queue);
   eopts.prefill_chunk = static_cast<int>(prefill_chunk);
+  eopts.max_stall_ms = static_cast<int>(max_stall);
   if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
   if (Status st = reasoning_flag(*args, &eopts.reasoning); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);

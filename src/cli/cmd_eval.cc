@@ -11,6 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/eval.h"
 #include "model/model.h"
+#include "model/ptuning.h"
 
 namespace glm::cli {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
     "                     [--kv f32|f16|q8_0] [--threads N] [--device D] [--gpu-layers N]\n"
-    "                     [--lora A.gguf[:scale]]...\n"
+    "                     [--ptuning A.gguf] [--lora A.gguf[:scale]]...\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
     "  {\"pos\":P,\"token\":T,\"values\":[...]}\n"
@@ -28,6 +29,9 @@ constexpr const char* kHelp =
     "  --threads worker threads (default: physical cores)\n"
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
     "  --gpu-layers N  layers on the GPU (-1 = all, the default)\n"
+    "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
+    "            its K/V are computed once at load and attended ahead of the tokens; runs on\n"
+    "            the CPU unless --device says otherwise)\n"
     "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"
     "            repeatable; docs/adapters.md)\n";
 
@@ -57,9 +61,9 @@ int cmd_eval(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(
-      argc, argv,
-      {"model", "tokens", "decode", "output", "kv", "threads", "device", "gpu-layers", "lora"});
+  StatusOr<Args> args = Args::parse(argc, argv,
+                                    {"model", "tokens", "decode", "output", "kv", "threads",
+                                     "device", "gpu-layers", "ptuning", "lora"});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -89,10 +93,22 @@ int cmd_eval(int argc, char** argv) {
   model::LoadOptions load;
   load.n_threads = static_cast<int>(*threads);
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
+  // The GPU path does not attend a P-Tuning prefix yet: auto means the CPU with one.
+  if (args->has("ptuning") && !args->has("device")) load.device = "cpu";
   if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   StatusOr<std::unique_ptr<model::Model>> m =
       model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);
   if (!m.ok()) return fail(m.status());
+  model::Adapter adapter;
+  if (const std::string ap = args->get("ptuning", ""); !ap.empty()) {
+    StatusOr<std::unique_ptr<gguf::File>> af = gguf::File::open(ap);
+    if (!af.ok()) return fail(af.status());
+    if (Status st = model::load_ptuning(**af, (*m)->config(), &adapter.prefix); !st.ok()) {
+      return fail(st);
+    }
+    adapter.name = ap;
+    options.adapter = &adapter;
+  }
   StatusOr<std::vector<model::EvalRow>> rows = model::evaluate(**m, *tokens, *decode, options);
   if (!rows.ok()) return fail(rows.status());
   std::string buf;

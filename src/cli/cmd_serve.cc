@@ -65,7 +65,8 @@ constexpr const char* kUsage =
     "                       0 = no limit)\n"
     "  --load-wait S        a request waits at most S seconds for its model (default 300)\n"
     "engine flags, passed on: --threads --ctx-size --max-batch --max-queue --prefill-chunk\n"
-    "  --socket-mode --drain-timeout --max-line --max-connections --log-level --echo --echo-delay\n"
+    "  --max-stall-ms --socket-mode --drain-timeout --max-line --max-connections --log-level\n"
+    "  --echo --echo-delay\n"
     "  --kv f16|f32|q8_0 (the KV cache's element type; q8_0: about half the memory)\n"
     "  --kv-disk DIR --kv-disk-max-mb N (the KV cache survives restarts: docs/engine.md; on by\n"
     "  default in $XDG_DATA_HOME/glmserve/kv-cache, else ~/.local/share/glmserve/kv-cache,\n"
@@ -85,11 +86,16 @@ constexpr const char* kUsage =
     "  --metrics-key-file F (or GLMSERVE_METRICS_KEY): passed to the gateway in its\n"
     "  environment, never on a command line (docs/operations.md, \"Secrets\")\n";
 
-const char* const kEngineFlags[] = {
-    "threads",        "ctx-size",      "max-batch",       "max-queue", "socket-mode",
-    "drain-timeout",  "max-line",      "max-connections", "log-level", "echo-delay",
-    "kv-disk-max-mb", "spec",          "draft",           "kv",        "device",
-    "gpu-layers",     "prefill-chunk", "reasoning-format"};
+const char* const kEngineFlags[] = {"threads",         "ctx-size",
+                                    "max-batch",       "max-queue",
+                                    "socket-mode",     "drain-timeout",
+                                    "max-line",        "max-connections",
+                                    "log-level",       "echo-delay",
+                                    "kv-disk-max-mb",  "spec",
+                                    "draft",           "kv",
+                                    "device",          "gpu-layers",
+                                    "prefill-chunk",   "max-stall-ms",
+                                    "reasoning-format"};
 const char* const kWebFlags[] = {"db", "cors", "max-body"};
 // Read by serve and handed to the gateway in its environment (ChildSpec::env), never in argv.
 const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file",

@@ -251,6 +251,7 @@ class EngineImpl final : public Engine {
     scheduler::Options so;
     so.max_batch = std::max(options.max_batch, 1);
     so.prefill_chunk = std::max(options.prefill_chunk, 1);
+    so.max_stall_ms = std::max(options.max_stall_ms, 0);
     so.n_ctx = n_ctx_;
     so.spec = options.spec;
     so.max_draft = options.max_draft;

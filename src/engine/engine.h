@@ -89,7 +89,10 @@ struct Options {
   int max_queue = 64;      // waiting requests beyond this are refused with kQueueFull
   int prefill_chunk = 64;  // prompt tokens per step (chunked prefill): bounds the stall
                            // a long prompt causes to the others (docs/engine.md)
-  int kv_blocks = 0;       // 0 = enough for max_batch full contexts
+  // More prompt tokens per step while their measured cost fits this stall (ms) of the
+  // decoding sequences (scheduler::Options::max_stall_ms); 0 = prefill_chunk exactly.
+  int max_stall_ms = 1000;
+  int kv_blocks = 0;  // 0 = enough for max_batch full contexts
   int block_tokens = 16;
   DType kv_type = DType::kF16;
   // The KV disk cache (docs/engine.md#kv-disk): a directory where saved conversations and the

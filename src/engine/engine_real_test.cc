@@ -68,6 +68,7 @@ std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "",
   o.n_ctx = 512;
   o.max_batch = max_batch;
   o.prefill_chunk = 16;
+  o.max_stall_ms = 0;  // exactly that many per step
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e.value()) : nullptr;
@@ -230,6 +231,61 @@ TEST(EngineReal, AReasoningAnswersThinkingComesApart) {
 // keeps its turns' tokens too: the next turn runs the tokens it actually generated plus the
 // new text, so every token of the previous turn is cached (before, the re-rendered text
 // diverged from the generated tokens at the first answer token and nothing was reused).
+// Token-granular prefix reuse (kv_cache.h): a prompt shorter than a block, sent again, runs
+// only its last token; a prompt that leaves a cached one inside a block reuses the tokens
+// before the divergence from a copy of that block. Either way the greedy answer is the one a
+// cold engine gives.
+TEST(EngineReal, APartialBlockReusedGivesIdenticalGreedyOutput) {
+  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  const std::vector<std::string> users = {
+      "hi",  // a prompt shorter than one 16-token block
+      "Tell me a story about a cat who lives in a small house by the sea, please",
+      "Tell me a story about a cat who lives in a big city with many dogs"};
+  auto file = gguf::File::open(kModel);
+  ASSERT_TRUE(file.ok());
+  auto tokenizer = tok::Tokenizer::from_gguf(*file.value());
+  ASSERT_TRUE(tokenizer.ok());
+  auto tmpl = tok::ChatTemplate::for_model(*file.value(), **tokenizer);
+  ASSERT_TRUE(tmpl.ok());
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& u : users) {
+    auto plan = plan_chat_prompt(**tmpl, **tokenizer, {{"user", u}}, 8, 512, false);
+    ASSERT_TRUE(plan.ok());
+    ids.push_back(plan->prompt);
+  }
+  ASSERT_LT(ids[0].size(), 16u);
+  size_t common = 0;  // of the story prompts: they part inside their second block
+  while (ids[1][common] == ids[2][common]) ++common;
+  ASSERT_GT(common, 16u);
+  ASSERT_NE(common % 16, 0u);
+
+  std::vector<std::string> cold;
+  for (size_t i = 0; i < users.size(); ++i) {
+    auto e = load(1);
+    ASSERT_NE(e, nullptr);
+    Results r;
+    ASSERT_TRUE(e->submit(greedy("cold", {{"user", users[i]}}, 8), r.sink()).ok());
+    ASSERT_TRUE(r.wait("cold"));
+    ASSERT_EQ(r.start["cold"].usage.cached_tokens, 0);
+    cold.push_back(r.text["cold"]);
+  }
+  auto e = load(1);
+  ASSERT_NE(e, nullptr);
+  Results r;
+  auto run = [&](const std::string& id, size_t i) {
+    EXPECT_TRUE(e->submit(greedy(id, {{"user", users[i]}}, 8), r.sink()).ok());
+    EXPECT_TRUE(r.wait(id));
+    EXPECT_EQ(r.done[id].type, EventType::kDone) << id;
+    EXPECT_EQ(r.text[id], cold[i]) << id;
+  };
+  run("short", 0);
+  run("short again", 0);
+  EXPECT_EQ(r.start["short again"].usage.cached_tokens, static_cast<int>(ids[0].size()) - 1);
+  run("story", 1);
+  run("other story", 2);
+  EXPECT_EQ(r.start["other story"].usage.cached_tokens, static_cast<int>(common));
+}
+
 TEST(EngineReal, ARawTemplateModelsNextTurnReusesTheTokensItGenerated) {
   const std::string model = std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf";
   if (access(model.c_str(), R_OK) != 0) GTEST_SKIP() << model << " is absent";

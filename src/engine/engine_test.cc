@@ -158,6 +158,7 @@ TEST(Engine, BatchedOutputIsIdenticalToEachRequestAloneAndTextIsWholeCharacters)
   EngineSetup s;
   s.options.max_batch = 4;
   s.options.prefill_chunk = 5;
+  s.options.max_stall_ms = 0;  // exactly that many per step
   auto e = make_engine(s);
   Collector c;
   std::vector<std::vector<tok::Message>> prompts;
@@ -215,6 +216,7 @@ TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
   EngineSetup s;
   s.options.max_batch = 1;
   s.options.prefill_chunk = 1;  // a long prompt takes many steps
+  s.options.max_stall_ms = 0;   // exactly that many per step
   s.never = kStops;
   s.delay_us = 2000;
   auto e = make_engine(s);
@@ -352,6 +354,7 @@ TEST(Engine, NoKvBlockLeaksAfterAThousandRequestsWithConcurrentCancels) {
   s.options.n_ctx = 256;
   s.options.kv_blocks = 40;  // tight: admission has to wait
   s.options.prefill_chunk = 16;
+  s.options.max_stall_ms = 0;  // exactly that many per step
   auto e = make_engine(s);
   Collector c;
   std::mt19937 rng(99);

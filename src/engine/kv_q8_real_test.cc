@@ -255,6 +255,7 @@ std::unique_ptr<Engine> load(DType kv_type, int max_batch, const std::string& kv
   o.n_ctx = 512;
   o.max_batch = max_batch;
   o.prefill_chunk = 16;
+  o.max_stall_ms = 0;  // exactly that many per step
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e.value()) : nullptr;

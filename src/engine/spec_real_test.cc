@@ -49,6 +49,7 @@ std::unique_ptr<Engine> load(const std::string& path, generation::SpecMode spec,
   o.n_ctx = 512;
   o.max_batch = max_batch;
   o.prefill_chunk = 32;
+  o.max_stall_ms = 0;  // exactly that many per step
   o.spec = spec;
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();

@@ -77,6 +77,8 @@ void internal::check_attention_shape(const KvView& kv, const AttentionShape& s) 
   GLM_CHECK(kv.type != DType::kQ8_0 || (s.n_head_kv * s.head_dim) % kQK == 0);
   GLM_CHECK(kv.block_tokens > 0);
   GLM_CHECK(s.bidir_prefix >= 0);
+  GLM_CHECK(kv.n_prefix >= 0);
+  GLM_CHECK(kv.n_prefix == 0 || (kv.prefix_k != nullptr && kv.prefix_v != nullptr));
   GLM_CHECK(static_cast<int64_t>(kv.n_blocks) * kv.block_tokens >=
             std::max<int64_t>(static_cast<int64_t>(s.n_past) + s.n_tokens, s.bidir_prefix));
 }
@@ -102,11 +104,9 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
   float* m = sc->m.data();
   float* l = sc->l.data();
 
-  for (int b0 = 0, blk = 0; b0 < n_ctx; b0 += bt, ++blk) {
-    const int n = std::min(bt, n_ctx - b0);
-    const uint8_t* kb = static_cast<const uint8_t*>(kv.k_blocks[blk]);
-    const uint8_t* vb = static_cast<const uint8_t*>(kv.v_blocks[blk]);
-    for (int j = 0; j < n; ++j) ops.scores(qg, g, hd, kb + j * rb, e0, kv.type, sb + j * g);
+  // One online-softmax step over n K/V rows of `type` at kb / vb, rb bytes apart.
+  auto step = [&](const uint8_t* kb, const uint8_t* vb, int n, size_t rb_step, DType type) {
+    for (int j = 0; j < n; ++j) ops.scores(qg, g, hd, kb + j * rb_step, e0, type, sb + j * g);
     for (int h = 0; h < g; ++h) {
       float mb = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < n; ++j) mb = std::max(mb, sb[j * g + h] * s.scale);
@@ -124,7 +124,19 @@ void attend_group(const AttnOps& ops, const float* q, const KvView& kv, const At
       }
       l[h] += sum;
     }
-    ops.accumulate(acc, g, hd, sb, vb, rb, n, e0, kv.type);
+    ops.accumulate(acc, g, hd, sb, vb, rb_step, n, e0, type);
+  };
+  // The P-Tuning prefix first (f32 rows, all visible), in steps of at most block_tokens rows.
+  const size_t prb = static_cast<size_t>(s.n_head_kv) * hd * sizeof(float);
+  for (int j0 = 0; j0 < kv.n_prefix; j0 += bt) {
+    const int n = std::min(bt, kv.n_prefix - j0);
+    step(reinterpret_cast<const uint8_t*>(kv.prefix_k) + j0 * prb,
+         reinterpret_cast<const uint8_t*>(kv.prefix_v) + j0 * prb, n, prb, DType::kF32);
+  }
+  for (int b0 = 0, blk = 0; b0 < n_ctx; b0 += bt, ++blk) {
+    const int n = std::min(bt, n_ctx - b0);
+    step(static_cast<const uint8_t*>(kv.k_blocks[blk]),
+         static_cast<const uint8_t*>(kv.v_blocks[blk]), n, rb, kv.type);
   }
   float* og = out + (static_cast<size_t>(t) * s.n_head + h0) * hd;
   for (int h = 0; h < g; ++h) {
@@ -244,38 +256,42 @@ void attention_ref(const float* q, const KvView& kv, const AttentionShape& s, fl
   internal::check_attention_shape(kv, s);
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
-  const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
-  auto row = [&](const void* const* blocks, int pos) {
+  const int kv_dim = s.n_head_kv * hd;
+  const size_t rb = row_bytes(kv.type, static_cast<int64_t>(kv_dim));
+  // Key j: prefix row j (f32) below n_prefix, else cache position j - n_prefix.
+  auto elem = [&](const void* const* blocks, const float* prefix, int j, int i) -> double {
+    if (j < kv.n_prefix) return prefix[static_cast<size_t>(j) * kv_dim + i];
+    const int pos = j - kv.n_prefix;
     const uint8_t* b = static_cast<const uint8_t*>(blocks[pos / kv.block_tokens]);
-    return b + (pos % kv.block_tokens) * rb;
+    return kv_elem(b + (pos % kv.block_tokens) * rb, kv.type, i);
   };
   std::vector<double> sc;
   std::vector<double> acc(hd);
   for (int t = 0; t < s.n_tokens; ++t) {
-    const int n_ctx = std::max(s.n_past + t + 1, s.bidir_prefix);
+    const int n_keys = kv.n_prefix + std::max(s.n_past + t + 1, s.bidir_prefix);
     for (int h = 0; h < s.n_head; ++h) {
       const int kvh = h / group;
       const float* qh = q + (static_cast<size_t>(t) * s.n_head + h) * hd;
-      sc.assign(n_ctx, 0.0);
+      sc.assign(n_keys, 0.0);
       double mx = -std::numeric_limits<double>::infinity();
-      for (int p = 0; p < n_ctx; ++p) {
-        const void* k = row(kv.k_blocks, p);
+      for (int j = 0; j < n_keys; ++j) {
         double d = 0;
         for (int i = 0; i < hd; ++i) {
-          d += static_cast<double>(qh[i]) * kv_elem(k, kv.type, kvh * hd + i);
+          d += static_cast<double>(qh[i]) * elem(kv.k_blocks, kv.prefix_k, j, kvh * hd + i);
         }
-        sc[p] = d * s.scale;
-        mx = std::max(mx, sc[p]);
+        sc[j] = d * s.scale;
+        mx = std::max(mx, sc[j]);
       }
       double sum = 0;
-      for (int p = 0; p < n_ctx; ++p) {
-        sc[p] = std::exp(sc[p] - mx);
-        sum += sc[p];
+      for (int j = 0; j < n_keys; ++j) {
+        sc[j] = std::exp(sc[j] - mx);
+        sum += sc[j];
       }
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int p = 0; p < n_ctx; ++p) {
-        const void* v = row(kv.v_blocks, p);
-        for (int i = 0; i < hd; ++i) acc[i] += sc[p] * kv_elem(v, kv.type, kvh * hd + i);
+      for (int j = 0; j < n_keys; ++j) {
+        for (int i = 0; i < hd; ++i) {
+          acc[i] += sc[j] * elem(kv.v_blocks, kv.prefix_v, j, kvh * hd + i);
+        }
       }
       float* o = out + (static_cast<size_t>(t) * s.n_head + h) * hd;
       for (int i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[i] / sum);

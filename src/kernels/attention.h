@@ -1,7 +1,8 @@
 // Attention of one sequence's new query rows against its KV cache, stored in blocks of
 // `block_tokens` positions (the paged layout of model::KvPool). Grouped-query: query head h uses
 // KV head h / (n_head / n_head_kv). Causal, optionally with a bidirectional prefix (ChatGLM-6B's
-// prompt).
+// prompt), and optionally after a P-Tuning v2 prefix (KvView::n_prefix f32 K/V rows held outside
+// the cache, seen by every query row ahead of position 0; no rotary, no mask on them).
 //
 // attention() is tiled (attention_tiled.cc, flash-attention style): a tile of query rows (several
 // tokens x the query heads of one KV head) goes through the keys kKeyTile positions at a time,
@@ -29,6 +30,12 @@ struct KvView {
   int n_blocks = 0;
   int block_tokens = 0;
   DType type = DType::kF16;  // kF16, kF32 or kQ8_0 (a row = n_head_kv * head_dim / 32 blocks)
+  // A P-Tuning v2 prefix (model/adapter.h): n_prefix key and value rows, f32 whatever `type`
+  // is, attended by every query row before the cache's positions (all visible: the mask covers
+  // only the cached positions). Keys index [0, n_prefix + n_ctx): prefix rows, then positions.
+  const float* prefix_k = nullptr;  // [n_prefix, n_head_kv * head_dim]
+  const float* prefix_v = nullptr;  // [n_prefix, n_head_kv * head_dim]
+  int n_prefix = 0;
 };
 
 struct AttentionShape {

@@ -22,7 +22,8 @@ using testing::ScopedIsa;
 struct Case {
   int n_tokens, n_past, n_head, n_head_kv, head_dim, block_tokens;
   DType type;
-  int bidir = 0;  // AttentionShape::bidir_prefix
+  int bidir = 0;     // AttentionShape::bidir_prefix
+  int n_prefix = 0;  // KvView::n_prefix (P-Tuning v2 prefix rows, f32)
 };
 
 // A paged cache with its blocks in shuffled order, filled with random K/V rows.
@@ -30,6 +31,7 @@ struct Cache {
   std::vector<std::vector<uint8_t>> storage;
   std::vector<const void*> k, v;
   std::vector<float> k_values, v_values;  // [n_pos, row] as stored (after f16 rounding)
+  std::vector<float> prefix_k, prefix_v;  // [n_prefix, row] f32
   KvView view;
 
   Cache(const Case& c, uint32_t seed) {
@@ -64,6 +66,13 @@ struct Cache {
     view.n_blocks = n_blocks;
     view.block_tokens = c.block_tokens;
     view.type = c.type;
+    if (c.n_prefix > 0) {
+      prefix_k = random_floats(static_cast<size_t>(c.n_prefix) * row, seed + 2, -2, 2);
+      prefix_v = random_floats(prefix_k.size(), seed + 3, -3, 3);
+      view.prefix_k = prefix_k.data();
+      view.prefix_v = prefix_v.data();
+      view.n_prefix = c.n_prefix;
+    }
   }
 };
 
@@ -88,13 +97,15 @@ float bound(const Case& c, const std::vector<float>& q, const Cache& cache) {
   float qk = 0;
   float vmax = 0;
   for (float f : cache.v_values) vmax = std::max(vmax, std::fabs(f));
+  for (float f : cache.prefix_v) vmax = std::max(vmax, std::fabs(f));
   float kmax = 0;
   for (float f : cache.k_values) kmax = std::max(kmax, std::fabs(f));
+  for (float f : cache.prefix_k) kmax = std::max(kmax, std::fabs(f));
   float qmax = 0;
   for (float f : q) qmax = std::max(qmax, std::fabs(f));
   qk = c.head_dim * qmax * kmax / std::sqrt(static_cast<float>(c.head_dim));
   const float e = 2.0f * c.head_dim * u * qk;
-  const int n_ctx = std::max(c.n_past + c.n_tokens, c.bidir);
+  const int n_ctx = c.n_prefix + std::max(c.n_past + c.n_tokens, c.bidir);
   return 2.0f * (std::expm1(2 * e) + 4 * n_ctx * u + 8 * u) * vmax * 2.0f;
 }
 
@@ -118,10 +129,11 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 void run_case(const Case& c, ThreadPool* pool) {
-  SCOPED_TRACE(::testing::Message() << "n_tokens=" << c.n_tokens << " n_past=" << c.n_past
-                                    << " n_head=" << c.n_head << " n_head_kv=" << c.n_head_kv
-                                    << " head_dim=" << c.head_dim << " block=" << c.block_tokens
-                                    << " type=" << dtype_name(c.type) << " bidir=" << c.bidir);
+  SCOPED_TRACE(::testing::Message()
+               << "n_tokens=" << c.n_tokens << " n_past=" << c.n_past << " n_head=" << c.n_head
+               << " n_head_kv=" << c.n_head_kv << " head_dim=" << c.head_dim
+               << " block=" << c.block_tokens << " type=" << dtype_name(c.type)
+               << " bidir=" << c.bidir << " n_prefix=" << c.n_prefix);
   Cache cache(c, 17 + c.n_past * 3 + c.head_dim);
   const AttentionShape s = shape_of(c);
   const auto q = random_floats(static_cast<size_t>(c.n_tokens) * c.n_head * c.head_dim, 5, -2, 2);
@@ -184,6 +196,15 @@ TEST(AttentionTest, MatchesReferenceOverShapes) {
       {70, 0, 4, 4, 32, 16, DType::kF16, 69},
       {33, 0, 2, 2, 64, 16, DType::kQ8_0, 20},
       {3, 10, 4, 4, 16, 4, DType::kF16, 11},
+      // A P-Tuning v2 prefix (f32 rows before the cache): shorter and longer than a key step
+      // and a block, with a prefill, a chunk and decode rows, over every KV type.
+      {1, 0, 4, 2, 16, 4, DType::kF32, 0, 3},
+      {9, 0, 4, 4, 16, 4, DType::kF16, 0, 5},
+      {17, 0, 8, 2, 48, 16, DType::kQ8_0, 0, 70},
+      {70, 0, 4, 4, 24, 16, DType::kF16, 0, 128},
+      {3, 37, 32, 2, 128, 16, DType::kF16, 0, 16},
+      {1, 300, 16, 2, 128, 16, DType::kQ8_0, 0, 33},
+      {67, 61, 6, 2, 33, 5, DType::kF32, 0, 7},
   };
   for (const Case& c : cases) {
     run_case(c, &pool);
@@ -206,6 +227,57 @@ TEST(AttentionTest, DecodeAtDepthSplitsPositionsAcrossThreads) {
   // Short caches are not split.
   EXPECT_EQ(plan_attention(shape_of(Case{1, 300, 32, 2, 128, 16, DType::kF16}), 2).n_splits, 1);
   EXPECT_EQ(plan_attention(shape_of(Case{1, 5000, 32, 2, 128, 16, DType::kF16}), 1).n_splits, 1);
+}
+
+TEST(AttentionTest, PrefixEqualsTheSameRowsCachedAheadOfPositionZero) {
+  // The P-Tuning prefix as the reference model has it: its K/V are concatenated before the
+  // sequence's own and every query row sees all of them. So with an f32 cache, attention over
+  // (prefix, n_past) must equal plain causal attention over a cache holding the prefix rows at
+  // positions [0, n_prefix) and the sequence's rows after them, queried at n_past + n_prefix
+  // (the path without a prefix, unchanged by it).
+  ThreadPool pool(2);
+  for (const Case& c :
+       {Case{5, 0, 4, 2, 16, 4, DType::kF32, 0, 6}, Case{1, 9, 8, 2, 32, 16, DType::kF32, 0, 20},
+        Case{70, 3, 4, 4, 24, 16, DType::kF32, 0, 65}}) {
+    SCOPED_TRACE(::testing::Message() << "n_tokens=" << c.n_tokens << " n_prefix=" << c.n_prefix);
+    Cache with(c, 23);
+    const int row = c.n_head_kv * c.head_dim;
+    // The same rows, prefix first, in a plain cache (no prefix view).
+    Case flat = c;
+    flat.n_past = c.n_past + c.n_prefix;
+    flat.n_prefix = 0;
+    Cache plain(flat, 99);
+    const int n_own = c.n_past + c.n_tokens;
+    for (int j = 0; j < c.n_prefix + n_own; ++j) {
+      const float* ks = j < c.n_prefix
+                            ? with.prefix_k.data() + static_cast<size_t>(j) * row
+                            : with.k_values.data() + static_cast<size_t>(j - c.n_prefix) * row;
+      const float* vs = j < c.n_prefix
+                            ? with.prefix_v.data() + static_cast<size_t>(j) * row
+                            : with.v_values.data() + static_cast<size_t>(j - c.n_prefix) * row;
+      const int b = j / c.block_tokens, slot = j % c.block_tokens;
+      const size_t rb = row_bytes(c.type, row);
+      kv_store_row(ks, c.type, static_cast<uint8_t*>(const_cast<void*>(plain.k[b])) + slot * rb,
+                   row);
+      kv_store_row(vs, c.type, static_cast<uint8_t*>(const_cast<void*>(plain.v[b])) + slot * rb,
+                   row);
+    }
+    const auto q = random_floats(static_cast<size_t>(c.n_tokens) * c.n_head * c.head_dim, 8, -2, 2);
+    std::vector<float> want(q.size());
+    attention_ref(q.data(), plain.view, shape_of(flat), want.data());
+    std::vector<float> got(q.size());
+    attention_ref(q.data(), with.view, shape_of(c), got.data());
+    expect_near(got, want, 1e-6f, "attention_ref with prefix");
+    for (Isa isa : runnable_isas()) {
+      ScopedIsa scoped(isa);
+      std::fill(got.begin(), got.end(), NAN);
+      attention(q.data(), with.view, shape_of(c), got.data(), &pool);
+      expect_near(got, want, bound(c, q, with), std::string(isa_name(isa)) + " attention");
+      std::fill(got.begin(), got.end(), NAN);
+      attention_rows(q.data(), with.view, shape_of(c), got.data(), &pool);
+      expect_near(got, want, bound(c, q, with), std::string(isa_name(isa)) + " attention_rows");
+    }
+  }
 }
 
 TEST(AttentionTest, FirstRowAttendsOnlyToItselfAndIgnoresLaterPositions) {

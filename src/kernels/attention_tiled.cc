@@ -11,8 +11,10 @@
 //   v   [nk] -> [hd]    the values as f32 (pointers into the cache for F32)
 //   s   [R, kKeyTile]   scores q . k (q pre-scaled), then probabilities exp(s - m)
 //   acc [R, hd]         running sum of p v, rescaled by exp(m_old - m_new) when a row's max rises
-// A row sees positions below lim(t) = max(n_past + t + 1, bidir_prefix): columns at or past it
-// get probability 0 (the diagonal steps of a causal tile).
+// Keys are indexed j in [0, n_prefix + n_ctx): the P-Tuning prefix's f32 rows (KvView::n_prefix,
+// visible to every row), then the cache's positions p = j - n_prefix. A row sees keys below
+// lim(t) = n_prefix + max(n_past + t + 1, bidir_prefix): columns at or past it get probability 0
+// (the diagonal steps of a causal tile).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -115,8 +117,9 @@ struct Item {
   int j_begin, j_end;  // positions
 };
 
-int visible_end(const AttentionShape& s, int t) {
-  return std::max(s.n_past + t + 1, s.bidir_prefix);
+// The keys query token t sees: the prefix's, then positions [0, max(n_past + t + 1, bidir)).
+int visible_end(const KvView& kv, const AttentionShape& s, int t) {
+  return kv.n_prefix + std::max(s.n_past + t + 1, s.bidir_prefix);
 }
 
 // Runs one item, leaving its rows' (m, l, acc) in *pt (m = -inf, l = 0 where a row saw nothing).
@@ -145,30 +148,41 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   std::fill(pt.acc, pt.acc + static_cast<size_t>(n_rows) * hd, 0.0f);
 
   // The last token sees the most positions (lim is non-decreasing in t).
-  const int end = std::min(it.j_end, visible_end(s, it.t0 + it.nt - 1));
+  const int end = std::min(it.j_end, visible_end(kv, s, it.t0 + it.nt - 1));
+  const size_t prb = static_cast<size_t>(s.n_head_kv) * hd * sizeof(float);  // a prefix row
   float* kt = sc->kt.data();
   float* sb = sc->s.data();
   for (int j0 = it.j_begin; j0 < end; j0 += kKeyTile) {
     const int nk = std::min(kKeyTile, end - j0);
     for (int j = 0; j < nk; ++j) {
-      const int p = j0 + j;
-      const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
-      const uint8_t* kr = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_tokens]) + slot;
-      const uint8_t* vr = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_tokens]) + slot;
+      const int key = j0 + j;
+      const uint8_t* kr;
+      const uint8_t* vr;
+      DType type = kv.type;
+      if (key < kv.n_prefix) {
+        kr = reinterpret_cast<const uint8_t*>(kv.prefix_k) + key * prb;
+        vr = reinterpret_cast<const uint8_t*>(kv.prefix_v) + key * prb;
+        type = DType::kF32;
+      } else {
+        const int p = key - kv.n_prefix;
+        const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
+        kr = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_tokens]) + slot;
+        vr = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_tokens]) + slot;
+      }
       if (n_rows < kTransposeMinRows) {
         float d[kTransposeMinRows];
-        row_ops.scores(qs, n_rows, hd, kr, e0, kv.type, d);
+        row_ops.scores(qs, n_rows, hd, kr, e0, type, d);
         for (int r = 0; r < n_rows; ++r) sb[r * kKeyTile + j] = d[r];
       } else {
-        const float* kf = ops.load_row(kr, e0, kv.type, hd, sc->krow.data());
+        const float* kf = ops.load_row(kr, e0, type, hd, sc->krow.data());
         for (int i = 0; i < hd; ++i) kt[i * kKeyTile + j] = kf[i];
       }
-      sc->v[j] = ops.load_row(vr, e0, kv.type, hd, sc->vbuf.data() + static_cast<size_t>(j) * hd);
+      sc->v[j] = ops.load_row(vr, e0, type, hd, sc->vbuf.data() + static_cast<size_t>(j) * hd);
     }
     if (n_rows >= kTransposeMinRows) ops.qk(qs, n_rows, hd, kt, nk, sb);
     for (int r = 0; r < n_rows; ++r) {
       float* sr = sb + static_cast<size_t>(r) * kKeyTile;
-      const int n_vis = std::clamp(visible_end(s, it.t0 + r / it.g) - j0, 0, nk);
+      const int n_vis = std::clamp(visible_end(kv, s, it.t0 + r / it.g) - j0, 0, nk);
       if (n_vis > 0) {
         float mb = sr[0];
         for (int j = 1; j < n_vis; ++j) mb = std::max(mb, sr[j]);
@@ -187,7 +201,8 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   }
 }
 
-Item item_of(const AttentionShape& s, const AttentionPlan& plan, int64_t i, int n_tiles) {
+Item item_of(const KvView& kv, const AttentionShape& s, const AttentionPlan& plan, int64_t i,
+             int n_tiles) {
   // Items of the last tile first (they see the most positions): better balance at the end.
   const int per_tile = s.n_head_kv * plan.n_slices * plan.n_splits;
   const int tile = n_tiles - 1 - static_cast<int>(i / per_tile);
@@ -202,7 +217,7 @@ Item item_of(const AttentionShape& s, const AttentionPlan& plan, int64_t i, int 
   it.t0 = tile * plan.tile_tokens;
   it.nt = std::min(plan.tile_tokens, s.n_tokens - it.t0);
   // Splits: equal ranges of whole key steps over all the positions the tile sees.
-  const int end = visible_end(s, it.t0 + it.nt - 1);
+  const int end = visible_end(kv, s, it.t0 + it.nt - 1);
   const int steps = (end + kKeyTile - 1) / kKeyTile;
   it.j_begin = std::min(
       end, static_cast<int>(static_cast<int64_t>(steps) * split / plan.n_splits) * kKeyTile);
@@ -280,7 +295,7 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
   auto body = [&](int64_t b, int64_t e) {
     thread_local Scratch scratch;
     for (int64_t i = b; i < e; ++i) {
-      const Item it = item_of(s, plan, i, n_tiles);
+      const Item it = item_of(kv, s, plan, i, n_tiles);
       float* base = parts + part_floats * static_cast<size_t>(i);
       if (plan.n_splits == 1) {
         scratch.part.resize(part_floats);
@@ -304,7 +319,7 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
   // Merge the splits of each item: M = max m_k, out = sum_k acc_k e^(m_k - M) / sum_k l_k
   // e^(m_k - M) (a split that saw nothing of a row has m = -inf and weighs 0).
   for (int64_t i0 = 0; i0 < n_items; i0 += plan.n_splits) {
-    const Item it = item_of(s, plan, i0, n_tiles);
+    const Item it = item_of(kv, s, plan, i0, n_tiles);
     for (int r = 0; r < it.nt * it.g; ++r) {
       float mx = -std::numeric_limits<float>::infinity();
       for (int k = 0; k < plan.n_splits; ++k) {

@@ -99,20 +99,71 @@ int BlockAllocator::lookup(uint64_t parent, uint64_t hash, const int32_t* tokens
 void BlockAllocator::publish(int block, uint64_t parent, uint64_t hash, const int32_t* tokens) {
   Meta& m = meta_[block];
   GLM_CHECK(m.refs > 0);
-  if (m.cached || by_hash_.count(hash)) return;
+  if (m.cached && !is_partial(block)) return;
+  if (by_hash_.count(hash)) return;  // a partial entry stays: its tokens are still valid
+  if (m.cached) remove_child(block);
   m.cached = true;
   m.parent = parent;
   m.hash = hash;
+  m.n_tokens = block_tokens_;
   std::memcpy(&tokens_[static_cast<size_t>(block) * block_tokens_], tokens,
               sizeof(int32_t) * block_tokens_);
   by_hash_[hash] = block;
+  add_child(block);
 }
 
+void BlockAllocator::publish_partial(int block, uint64_t parent, const int32_t* tokens, int n) {
+  Meta& m = meta_[block];
+  GLM_CHECK(m.refs > 0 && n > 0 && n < block_tokens_);
+  if (m.cached) {
+    if (!is_partial(block) || m.parent != parent || n <= m.n_tokens) return;
+    remove_child(block);  // re-added below with its new tokens
+  }
+  m.cached = true;
+  m.parent = parent;
+  m.hash = 0;
+  m.n_tokens = n;
+  std::memcpy(&tokens_[static_cast<size_t>(block) * block_tokens_], tokens, sizeof(int32_t) * n);
+  add_child(block);
+}
+
+BlockAllocator::Match BlockAllocator::longest_prefix(uint64_t parent, const int32_t* tokens,
+                                                     int n) {
+  GLM_CHECK(n >= 0 && n <= block_tokens_);
+  Match best;
+  auto it = by_parent_.find(parent);
+  if (it == by_parent_.end()) return best;
+  for (int block : it->second) {
+    const Meta& m = meta_[block];
+    if (m.refs == 0 && n_free() - 1 < reserved_) continue;  // taking it would break a promise
+    const int32_t* t = &tokens_[static_cast<size_t>(block) * block_tokens_];
+    const int limit = std::min(n, m.n_tokens);
+    int k = 0;
+    while (k < limit && t[k] == tokens[k]) ++k;
+    if (k > best.n) best = Match{block, k};
+  }
+  if (best.block >= 0) retain(best.block);
+  return best;
+}
 void BlockAllocator::uncache(int block) {
   Meta& m = meta_[block];
   if (!m.cached) return;
-  by_hash_.erase(m.hash);
+  if (!is_partial(block)) by_hash_.erase(m.hash);
+  remove_child(block);
   m.cached = false;
+  m.n_tokens = 0;
 }
 
+void BlockAllocator::add_child(int block) { by_parent_[meta_[block].parent].push_back(block); }
+
+void BlockAllocator::remove_child(int block) {
+  auto it = by_parent_.find(meta_[block].parent);
+  GLM_CHECK(it != by_parent_.end());
+  std::vector<int>& v = it->second;
+  auto pos = std::find(v.begin(), v.end(), block);
+  GLM_CHECK(pos != v.end());
+  *pos = v.back();
+  v.pop_back();
+  if (v.empty()) by_parent_.erase(it);
+}
 }  // namespace glm::kv

@@ -10,6 +10,13 @@
 //     block's tokens): a new prompt that starts with the same tokens reuses those blocks. An
 //     unreferenced cached block stays "idle" (still counted as free) until an allocation needs
 //     memory; idle blocks are evicted least recently released first.
+//   - token granularity: a sequence's last, partly written block is published too, with the
+//     tokens written so far (publish_partial), and every cached block is also indexed under its
+//     chain's parent. longest_prefix() finds the cached block after a chain that shares the most
+//     leading tokens with a prompt's next ones, full or partial: its first tokens' K/V are valid
+//     for any prompt that starts the same way (a position's K/V depend only on the tokens up to
+//     it), so the caller copies that block and runs only the rest (copy-on-write: the copy is
+//     the new sequence's own block, written on from where the match ends).
 //
 // Thread-safety: none; owned and used by the scheduler loop only.
 // Cost: every operation is O(1) amortised (hash map + intrusive LRU list), except lookups which
@@ -60,9 +67,26 @@ class BlockAllocator {
   // the caller; -1 if none.
   int lookup(uint64_t parent, uint64_t hash, const int32_t* tokens);
   // Records that `block` (held by the caller, full) holds `tokens` after `parent`. No-op if that
-  // content is already cached in another block or this block is already published.
+  // content is already cached in another block or this block is already published full.
   void publish(int block, uint64_t parent, uint64_t hash, const int32_t* tokens);
-  bool is_cached(int block) const { return meta_[block].cached; }
+  // Records that `block` (held by the caller) holds its first n tokens ([n], 0 < n <
+  // block_tokens) after `parent`, and that its holder only ever writes on after them (a later
+  // call with more tokens, or publish() once full, updates the entry). The positions past n
+  // may be written later: they are never part of a match.
+  void publish_partial(int block, uint64_t parent, const int32_t* tokens, int n);
+  // The cached block (full or partial) after `parent` whose tokens share the longest common
+  // start with `tokens` ([n], n <= block_tokens), retained for the caller, and how many tokens
+  // it shares (>= 1); {-1, 0} if none (or taking an idle one would break a reservation).
+  struct Match {
+    int block = -1;
+    int n = 0;
+  };
+  Match longest_prefix(uint64_t parent, const int32_t* tokens, int n);
+  // The block is in the prefix cache as a FULL block (partial ones are not: is_partial()).
+  bool is_cached(int block) const { return meta_[block].cached && !is_partial(block); }
+  bool is_partial(int block) const {
+    return meta_[block].cached && meta_[block].n_tokens < block_tokens_;
+  }
   // What a cached block holds (is_cached(block) only): its chain's parent hash, its own hash
   // and its block_tokens tokens.
   uint64_t cached_parent(int block) const { return meta_[block].parent; }
@@ -76,18 +100,22 @@ class BlockAllocator {
     int refs = 0;
     bool cached = false;
     uint64_t parent = 0;
-    uint64_t hash = 0;
+    uint64_t hash = 0;                  // full blocks only
+    int n_tokens = 0;                   // tokens cached: block_tokens (full) or fewer (partial)
     std::list<int>::iterator idle_pos;  // valid while idle
   };
   void uncache(int block);
+  void add_child(int block);
+  void remove_child(int block);
 
   int block_tokens_;
   int reserved_ = 0;
   std::vector<Meta> meta_;
-  std::vector<int> free_;        // never-used or uncached free blocks (a stack)
-  std::list<int> idle_;          // cached, refcount 0; front = evicted first
-  std::vector<int32_t> tokens_;  // [n_blocks, block_tokens] tokens of cached blocks
-  std::unordered_map<uint64_t, int> by_hash_;
+  std::vector<int> free_;                      // never-used or uncached free blocks (a stack)
+  std::list<int> idle_;                        // cached, refcount 0; front = evicted first
+  std::vector<int32_t> tokens_;                // [n_blocks, block_tokens] tokens of cached blocks
+  std::unordered_map<uint64_t, int> by_hash_;  // full blocks by content
+  std::unordered_map<uint64_t, std::vector<int>> by_parent_;  // every cached block by parent
 };
 
 }  // namespace glm::kv

@@ -115,5 +115,73 @@ TEST(BlockAllocator, PublishKeepsTheFirstCopyOfAContent) {
   EXPECT_EQ(a.n_free(), 2);
 }
 
+TEST(BlockAllocator, LongestPrefixFindsPartialAndFullBlocksUntilEvicted) {
+  BlockAllocator a(3, 4);
+  const uint64_t root = BlockAllocator::kRootHash;
+  const int32_t full[4] = {1, 2, 3, 4};
+  const int32_t part[4] = {1, 2, 9, 0};
+  ASSERT_TRUE(a.reserve(2));
+  const int f = a.allocate_reserved();
+  const int p = a.allocate_reserved();
+  a.publish(f, root, BlockAllocator::hash_block(root, full, 4), full);
+  a.publish_partial(p, root, part, 2);  // {1, 2} so far
+  const int32_t want[4] = {1, 2, 9, 9};
+  BlockAllocator::Match m = a.longest_prefix(root, want, 4);
+  EXPECT_EQ(m.n, 2);  // both share {1, 2}: the partial entry knows only two tokens yet
+  a.release(m.block);
+  a.publish_partial(p, root, part, 3);  // its holder wrote on: {1, 2, 9}
+  m = a.longest_prefix(root, want, 4);
+  EXPECT_EQ(m.block, p);
+  EXPECT_EQ(m.n, 3);
+  a.release(m.block);
+  m = a.longest_prefix(root, want, 1);  // never more than asked for
+  EXPECT_EQ(m.n, 1);
+  a.release(m.block);
+  EXPECT_EQ(a.longest_prefix(BlockAllocator::hash_block(root, full, 4), want, 4).block, -1);
+  EXPECT_TRUE(a.is_partial(p));
+  EXPECT_FALSE(a.is_cached(p));  // not a full block: not in the full-block cache
+  // Idle, then evicted by allocations: gone from the index.
+  a.release(f);
+  a.release(p);
+  EXPECT_EQ(a.n_idle(), 2);
+  ASSERT_TRUE(a.reserve(3));
+  for (int i = 0; i < 3; ++i) (void)a.allocate_reserved();
+  for (int b = 0; b < 3; ++b) a.release(b);
+  EXPECT_EQ(a.longest_prefix(root, want, 4).block, -1);
+}
+
+TEST(BlockAllocator, APartialBlockFilledUpBecomesAFullCachedBlock) {
+  BlockAllocator a(2, 2);
+  const uint64_t root = BlockAllocator::kRootHash;
+  const int32_t t[2] = {5, 6};
+  ASSERT_TRUE(a.reserve(1));
+  const int b = a.allocate_reserved();
+  a.publish_partial(b, root, t, 1);
+  const uint64_t h = BlockAllocator::hash_block(root, t, 2);
+  EXPECT_EQ(a.lookup(root, h, t), -1);
+  a.publish(b, root, h, t);
+  EXPECT_TRUE(a.is_cached(b));
+  EXPECT_EQ(a.lookup(root, h, t), b);
+  a.release(b);
+  const BlockAllocator::Match m = a.longest_prefix(root, t, 2);  // indexed once, as full
+  EXPECT_EQ(m.block, b);
+  EXPECT_EQ(m.n, 2);
+  a.release(b);
+  a.release(b);
+  EXPECT_EQ(a.n_idle(), 1);
+}
+
+TEST(BlockAllocator, LongestPrefixNeverBreaksAReservation) {
+  BlockAllocator a(2, 2);
+  const int32_t t[2] = {7, 8};
+  ASSERT_TRUE(a.reserve(1));
+  const int b = a.allocate_reserved();
+  a.publish_partial(b, BlockAllocator::kRootHash, t, 1);
+  a.release(b);
+  ASSERT_TRUE(a.reserve(2));  // promises both free blocks, the idle one included
+  EXPECT_EQ(a.longest_prefix(BlockAllocator::kRootHash, t, 2).block, -1);
+  a.unreserve(2);
+}
+
 }  // namespace
 }  // namespace glm::kv

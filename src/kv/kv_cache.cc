@@ -133,16 +133,36 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
   SeqKv kv;
   kv.shared = in.reuse;
   kv.root = kv.chain_hash = chain_root(in.salt);
-  if (in.reuse) match_prefix(prompt, &kv);
+  BlockAllocator::Match partial;  // retained until copied or dropped
+  if (in.reuse) {
+    match_prefix(prompt, &kv);
+    // The next block's first tokens, from any cached block after the matched chain (at least
+    // one prompt token must still run).
+    const int at = static_cast<int>(kv.tokens.size());
+    const int n = std::min(alloc_.block_tokens(), n_prompt - 1 - at);
+    if (n > 0 && copy_block_) partial = alloc_.longest_prefix(kv.chain_hash, prompt.data() + at, n);
+  }
   const int need = total - static_cast<int>(kv.blocks.size());
   while (!alloc_.reserve(need)) {
     if (!evict_oldest_conversation()) {
+      if (partial.block >= 0) alloc_.release(partial.block);
       release(&kv);
       return AdmitResult::kWait;
     }
   }
   kv.reserved = need;
+  const size_t n_matched = kv.tokens.size();
   if (in.reuse) restore_from_disk(prompt, n_restorable, &kv);
+  if (partial.block >= 0 && kv.tokens.size() == n_matched) {
+    // Copy-on-write: the cached block is only read; the sequence writes on into its own copy.
+    const int dst = alloc_.allocate_reserved();
+    --kv.reserved;
+    copy_block_(partial.block, dst);
+    kv.blocks.push_back(dst);
+    kv.tokens.insert(kv.tokens.end(), prompt.begin() + static_cast<std::ptrdiff_t>(n_matched),
+                     prompt.begin() + static_cast<std::ptrdiff_t>(n_matched) + partial.n);
+  }
+  if (partial.block >= 0) alloc_.release(partial.block);  // copied, or the disk had more
   out->n_cached = static_cast<int>(kv.tokens.size());
   out->fork_reserve = fork_blocks(n_prompt, extra);
   out->prompt = std::move(prompt);
@@ -204,6 +224,11 @@ void KvCache::commit(SeqKv* seq, const int32_t* tokens, int n) {
     seq->chain_hash = h;
   }
   seq->n_published = std::max(seq->n_published, full);
+  const int partial = static_cast<int>(seq->tokens.size()) - full * bt;
+  if (partial > 0 && seq->n_published == full) {
+    alloc_.publish_partial(seq->blocks[full], seq->chain_hash,
+                           seq->tokens.data() + static_cast<size_t>(full) * bt, partial);
+  }
 }
 
 ForkCopy KvCache::fork(SeqKv* parent, int reserve, SeqKv* child) {

@@ -9,7 +9,11 @@
 //      the tag continues from those tokens and prefills only its new tokens (`tail`).
 //   2. By token prefix: every full block is published in the allocator's hash-chain cache, so any
 //      prompt starting with the same tokens (a shared system prompt, a re-sent history) reuses
-//      those blocks.
+//      those blocks; and the tokens after them, down to a single token: a sequence's partly
+//      written last block is published too, and the cached block sharing the most tokens with
+//      the prompt's next ones is copied into the sequence's own block at admission (through
+//      set_copy_block's function), so a repeated short prompt, or one that leaves a cached
+//      prompt inside a block, prefills only what differs.
 // Memory pressure: admission evicts idle saved conversations least recently used first; their
 // full blocks stay in the prefix cache until the allocator evicts them (also LRU).
 // On disk (optional, attach_disk; docs/engine.md#kv-disk): saved conversations are written to a
@@ -26,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -105,6 +110,11 @@ class KvCache {
  public:
   KvCache(int n_blocks, int block_tokens, int max_conversations = 4096);
 
+  // How admission copies a block's K/V (src into dst; the model's copy_kv_block) for token-
+  // granular reuse. Without one, only whole cached blocks are reused.
+  using CopyBlock = std::function<void(int src, int dst)>;
+  void set_copy_block(CopyBlock copy) { copy_block_ = std::move(copy); }
+
   BlockAllocator& allocator() { return alloc_; }
   const BlockAllocator& allocator() const { return alloc_; }
   int block_tokens() const { return alloc_.block_tokens(); }
@@ -176,6 +186,7 @@ class KvCache {
   void match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq);
 
   BlockAllocator alloc_;
+  CopyBlock copy_block_;
   int max_conversations_;
   uint64_t clock_ = 0;
   std::unordered_map<std::string, Conversation> convs_;

@@ -345,5 +345,73 @@ TEST(KvCache, NoBlockLeaksAfterAThousandRandomRequestsAndCancels) {
   (void)waited;
 }
 
+// Token-granular reuse, checked against a model of the KV memory: every block holds the tokens
+// written at its positions (what their K/V are computed from), copies included. After every
+// admission, each cached position of the sequence must hold its prompt token: whole blocks
+// shared, a partial block copied, or a saved conversation continued.
+TEST(KvCache, EveryCachedPositionHoldsItsPromptTokenUnderRandomReuse) {
+  constexpr int kBlocks = 48, kBt = 4;
+  KvCache kv(kBlocks, kBt, /*max_conversations=*/6);
+  std::vector<std::vector<int32_t>> memory(kBlocks, std::vector<int32_t>(kBt, -1));  // [block, bt]
+  int copies = 0;
+  kv.set_copy_block([&](int src, int dst) {
+    memory[dst] = memory[src];
+    ++copies;
+  });
+  auto write = [&](SeqKv* s, const int32_t* t, int n) {  // grow + the forward + commit
+    const int at = static_cast<int>(s->tokens.size());
+    kv.grow(s, at + n);
+    for (int i = 0; i < n; ++i) memory[s->blocks[(at + i) / kBt]][(at + i) % kBt] = t[i];
+    kv.commit(s, t, n);
+  };
+  std::mt19937 rng(7);
+  std::vector<Admitted> running;
+  int partial = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::vector<int32_t> prompt;  // a small alphabet: prompts often part inside a block
+    const int len = 1 + rng() % 14;
+    for (int j = 0; j < len; ++j) prompt.push_back(static_cast<int32_t>(rng() % (j < 6 ? 2 : 3)));
+    const int conv = rng() % 8;
+    const std::vector<int32_t> tail = {static_cast<int32_t>(rng() % 3)};
+    AdmitInput in = input(prompt, 4, 64);  // 3 generated tokens fed at most
+    in.conversation = "c" + std::to_string(conv);
+    in.history_tag = rng() % 2;
+    in.tail = &tail;
+    Admitted a;
+    const AdmitResult r = kv.admit(in, &a);
+    ASSERT_NE(r, AdmitResult::kNeverFits);
+    if (r == AdmitResult::kAdmitted) {
+      ASSERT_LT(a.n_cached, static_cast<int>(a.prompt.size()));
+      for (int p = 0; p < a.n_cached; ++p) {
+        ASSERT_EQ(memory[a.kv.blocks[p / kBt]][p % kBt], a.prompt[p]) << "request " << i;
+      }
+      partial += !a.from_conversation && a.n_cached % kBt != 0;
+      running.push_back(std::move(a));
+    }
+    if (running.empty() || rng() % 3 == 0) continue;
+    const size_t k = rng() % running.size();
+    Admitted& s = running[k];
+    const int n = static_cast<int>(s.prompt.size());
+    write(&s.kv, s.prompt.data() + s.n_cached, n - s.n_cached);
+    const int gen = static_cast<int>(rng() % 4);
+    for (int g = 0; g < gen; ++g) {
+      const int32_t t = static_cast<int32_t>(rng() % 3);
+      write(&s.kv, &t, 1);
+    }
+    if (rng() % 2 == 0) {
+      kv.save_conversation("c" + std::to_string(rng() % 8), rng() % 2, &s.kv, {});
+    } else {
+      kv.release(&s.kv);
+    }
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  for (Admitted& s : running) kv.release(&s.kv);
+  kv.clear_conversations();
+  EXPECT_EQ(kv.allocator().n_used(), 0);
+  EXPECT_EQ(kv.allocator().n_reserved(), 0);
+  EXPECT_GT(partial, 100);  // the mix really reused partial blocks
+  EXPECT_GE(copies, partial);
+}
+
 }  // namespace
 }  // namespace glm::kv

@@ -120,6 +120,7 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
   GLM_RETURN_IF_ERROR(refuse_lora(batch, "ChatGLM-6B (v1)"));
+  GLM_RETURN_IF_ERROR(refuse_prefix(batch, "ChatGLM-6B (v1)"));
   std::vector<int>& prefixes = prefixes_;
   prefixes.clear();
   int n = 0, n_out = 0;

@@ -29,6 +29,7 @@ StatusOr<std::vector<EvalRow>> evaluate(Model& model, const std::vector<int32_t>
   in.n_blocks = n_blocks;
   in.all_logits = true;
   in.prefix_len = static_cast<int>(prompt.size());
+  in.adapter = options.adapter;
   GLM_RETURN_IF_ERROR(model.forward({in}, &kv, &out, options.output));
   for (size_t i = 0; i < prompt.size(); ++i) {
     rows.push_back({static_cast<int>(i), prompt[i],

@@ -23,6 +23,7 @@ struct EvalOptions {
   OutputKind output = OutputKind::kLogits;
   DType kv_type = DType::kF32;  // kF32, kF16 or kQ8_0
   int block_tokens = 16;
+  const Adapter* adapter = nullptr;  // every step's SeqInput::adapter (e.g. a P-Tuning prefix)
 };
 
 // One row per position: the prompt's positions first, then one per decode token.

@@ -13,6 +13,25 @@
 
 namespace glm::model {
 
+Status check_prefix(const Config& c, const PrefixKv& p) {
+  if (p.empty()) return Status::Ok();
+  const size_t n = static_cast<size_t>(c.n_layer) * p.n_tokens * c.kv_dim();
+  if (p.n_tokens < 0 || p.kv_dim != c.kv_dim() || p.k.size() != n || p.v.size() != n) {
+    return invalid_argument("forward: the P-Tuning prefix was made for another model shape");
+  }
+  return Status::Ok();
+}
+
+Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model) {
+  for (const SeqInput& in : batch) {
+    if (in.adapter != nullptr && !in.adapter->prefix.empty()) {
+      return unsupported(std::string(model) +
+                         " cannot run a P-Tuning v2 prefix yet (run it on the CPU: --device cpu)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const KvPool* kv) {
   if (batch.empty()) return Status::Ok();
   if (kv == nullptr) return invalid_argument("forward: no KV cache given");
@@ -52,6 +71,7 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
                                 " blocks)");
       }
     }
+    if (in.adapter != nullptr) GLM_RETURN_IF_ERROR(check_prefix(c, in.adapter->prefix));
   }
   return Status::Ok();
 }
@@ -170,6 +190,15 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
     view.n_blocks = n_blocks;
     view.block_tokens = bt;
     view.type = kv->kv_type();
+    if (in.adapter != nullptr && !in.adapter->prefix.empty()) {
+      // P-Tuning v2: this layer's prefix K/V ahead of the sequence's own (no rotary on them;
+      // the sequence's positions still start at 0).
+      const PrefixKv& px = in.adapter->prefix;
+      const size_t at = static_cast<size_t>(layer) * px.n_tokens * kd;
+      view.prefix_k = px.k.data() + at;
+      view.prefix_v = px.v.data() + at;
+      view.n_prefix = px.n_tokens;
+    }
     kernels::AttentionShape shape;
     shape.n_tokens = in.n_tokens;
     shape.n_past = in.n_past;

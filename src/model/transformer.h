@@ -95,8 +95,16 @@ class Transformer : public Model {
   std::vector<float> lora_scratch_;  // lora_apply_rows' [rows, n_in + rank + n_out]
 };
 
+// Checks a P-Tuning prefix against a model config: kv_dim and [n_layer, n_tokens, kv_dim] K/V
+// (empty is fine). invalid_argument otherwise.
+Status check_prefix(const Config& config, const PrefixKv& prefix);
+// unsupported naming `model` when a sequence of the batch has a P-Tuning prefix: for the models
+// that cannot attend one yet (ChatGLM-6B, the GPU path).
+Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model);
+
 // Checks a batch against a model config and a KV pool: token ids in range, n_past >= 0,
-// n_tokens >= 1, blocks present and in range for every position. invalid_argument otherwise.
+// n_tokens >= 1, blocks present and in range for every position, a P-Tuning prefix of the
+// model's shape. invalid_argument otherwise.
 Status validate_batch(const Config& config, const std::vector<SeqInput>& batch, const KvPool* kv);
 
 // unsupported naming `model` when a sequence of the batch has an adapter with LoRA pairs: for

@@ -51,6 +51,8 @@ class FakeModel : public model::Model {
   float copy_bias() const { return copy_bias_; }
   // Sleeps this long in every forward (to hold the loop busy in threaded tests).
   void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
+  // And this long more per token in the batch (a step's cost growing with its prompt tokens).
+  void set_token_delay(std::chrono::microseconds d) { token_delay_us_ = d.count(); }
   int64_t n_forward() const { return n_forward_; }
   // Tokens run through forward() so far (prompt and decode): counts prefill work.
   int64_t n_tokens_run() const { return n_tokens_run_; }
@@ -82,6 +84,11 @@ class FakeModel : public model::Model {
     ++n_forward_;
     if (static_cast<int64_t>(batch.size()) > max_batch_seen_) max_batch_seen_ = batch.size();
     if (delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_.load()));
+    if (token_delay_us_ > 0) {
+      int64_t n = 0;
+      for (const model::SeqInput& in : batch) n += in.n_tokens;
+      std::this_thread::sleep_for(std::chrono::microseconds(token_delay_us_.load() * n));
+    }
     const int nv = config_.n_vocab;
     std::vector<float> rows;
     for (const model::SeqInput& in : batch) {
@@ -154,6 +161,7 @@ class FakeModel : public model::Model {
   std::vector<int32_t> never_;
   float copy_bias_ = 0;
   std::atomic<int64_t> delay_us_{0};
+  std::atomic<int64_t> token_delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
   std::atomic<int64_t> n_tokens_run_{0};
   std::atomic<int64_t> max_batch_seen_{0};

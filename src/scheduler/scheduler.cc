@@ -33,6 +33,8 @@ struct Scheduler::Seq {
   bool done = false;
   int32_t next_token = -1;
   int n_generated = 0;
+  int chunk = 0;              // prefilling: the prompt tokens it runs this step (plan_prefill)
+  int passed_over = 0;        // prefilling: consecutive steps it got no prompt tokens
   std::vector<int32_t> feed;  // decoding: next_token, then the draft this step verifies
   DraftLength draft_len{0};
   generation::Speculation spec;
@@ -74,9 +76,11 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
              !caps_.bidirectional_prompt &&
              (!want_draft || !draft_.model->capabilities().bidirectional_prompt);
   draft_on_ = spec_on_ && want_draft;
+  // Token-granular prefix reuse copies a cached block's K/V at admission (kv_cache.h).
+  cache_->set_copy_block([this](int src, int dst) { model_->copy_kv_block(pool_, src, dst); });
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() { cache_->set_copy_block(nullptr); }
 
 Status Scheduler::add(SeqRequest&& request) {
   GLM_CHECK(request.observer != nullptr);
@@ -280,6 +284,67 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
   }
 }
 
+int Scheduler::prefill_budget(bool decoding) const {
+  const int chunk = options_.prefill_chunk;
+  if (options_.max_stall_ms <= 0 || prompt_tokens_sum_ <= 0) return chunk;
+  const double token_ms = prompt_ms_sum_ / prompt_tokens_sum_;
+  const double room = options_.max_stall_ms - (decoding ? std::max(decode_step_ms_, 0.0) : 0.0);
+  const double fits = token_ms > 0 ? room / token_ms : 1e9;
+  return static_cast<int>(
+      std::clamp(fits, static_cast<double>(chunk), static_cast<double>(chunk) * kMaxChunkGrowth));
+}
+
+void Scheduler::measure_step(int prompt_tokens, double ms) {
+  constexpr double kKeep = 0.75;  // of the estimate, per step measured
+  if (prompt_tokens == 0) {
+    decode_step_ms_ = decode_step_ms_ < 0 ? ms : kKeep * decode_step_ms_ + (1 - kKeep) * ms;
+    return;
+  }
+  // Sums decayed per step, so that a prompt token's cost is weighted by the tokens measured (a
+  // one-token step says little about it). Without a decode-only step measured yet, the whole
+  // step counts: an overestimate, so smaller budgets, never a longer stall.
+  prompt_ms_sum_ = kKeep * prompt_ms_sum_ + std::max(ms - std::max(decode_step_ms_, 0.0), 0.0);
+  prompt_tokens_sum_ = kKeep * prompt_tokens_sum_ + prompt_tokens;
+}
+
+void Scheduler::plan_prefill() {
+  std::vector<Seq*> order;  // the prefilling sequences, in the order they draw on the budget
+  for (auto& seq : running_) {
+    if (!seq->decoding) order.push_back(seq.get());
+  }
+  // Passed over kMaxPassedOver steps in a row: first; then the fewest prompt tokens left (its
+  // first token comes soonest); then admission order (a stable sort).
+  std::stable_sort(order.begin(), order.end(), [](const Seq* a, const Seq* b) {
+    const bool aged_a = a->passed_over >= kMaxPassedOver;
+    const bool aged_b = b->passed_over >= kMaxPassedOver;
+    if (aged_a != aged_b) return aged_a;
+    return a->adm.prompt.size() - a->adm.kv.tokens.size() <
+           b->adm.prompt.size() - b->adm.kv.tokens.size();
+  });
+  const int chunk = options_.prefill_chunk;
+  bool decoding = false;
+  for (auto& seq : running_) decoding = decoding || seq->decoding;
+  int budget = prefill_budget(decoding);
+  int slack = chunk / 4;  // tokens over the budget, per step, that end a prompt now
+  for (Seq* seq : order) {
+    const int remaining =
+        static_cast<int>(seq->adm.prompt.size()) - static_cast<int>(seq->adm.kv.tokens.size());
+    int n = std::min(remaining, budget);
+    if (n < remaining && remaining - n <= slack) {  // no stub left to cost its first token a step
+      slack -= remaining - n;
+      n = remaining;
+    }
+    if (caps_.bidirectional_prompt && n < remaining) {
+      // The whole prompt in one step: alone in a fresh budget if it is longer than a chunk
+      // (the others' decode tokens still run with it), never cut.
+      n = budget == prefill_budget(decoding) ? remaining : 0;
+    }
+    seq->chunk = n;
+    seq->passed_over = n > 0 ? 0 : seq->passed_over + 1;
+    budget -= std::min(n, budget);
+  }
+}
+
 bool Scheduler::step() {
   admit();
   if (running_.empty()) return false;
@@ -288,7 +353,7 @@ bool Scheduler::step() {
   if (draft_on_) draft_with_model();
   std::vector<model::SeqInput> batch;
   std::vector<Seq*> members;
-  int budget = options_.prefill_chunk;
+  plan_prefill();
   for (auto& seq : running_) {
     kv::SeqKv& kv = seq->adm.kv;
     const int n_past = static_cast<int>(kv.tokens.size());
@@ -301,17 +366,9 @@ bool Scheduler::step() {
       in.n_tokens = static_cast<int>(seq->feed.size());
       in.all_logits = in.n_tokens > 1;  // a draft: every position's logits verify it
     } else {
-      if (budget == 0) continue;
-      const int remaining = static_cast<int>(seq->adm.prompt.size()) - n_past;
+      if (seq->chunk == 0) continue;
       in.tokens = seq->adm.prompt.data() + n_past;
-      in.n_tokens = std::min(remaining, budget);
-      if (caps_.bidirectional_prompt && in.n_tokens < remaining) {
-        // The whole prompt in one step: alone in a fresh budget if it is longer than a chunk
-        // (the others' decode tokens still run with it), never cut.
-        if (budget < options_.prefill_chunk) continue;
-        in.n_tokens = remaining;
-      }
-      budget -= std::min(in.n_tokens, budget);
+      in.n_tokens = seq->chunk;
     }
     // The prompt proper: resumed tokens after it were generated, so they attend causally.
     if (caps_.bidirectional_prompt) {
@@ -326,7 +383,15 @@ bool Scheduler::step() {
   if (batch.empty()) return false;
 
   logits_.clear();
+  const Clock::time_point forward_start = Clock::now();
   const Status st = model_->forward(batch, pool_, &logits_, model::OutputKind::kLogits);
+  if (options_.max_stall_ms > 0) {
+    int prompt_tokens = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!members[i]->decoding) prompt_tokens += batch[i].n_tokens;
+    }
+    measure_step(prompt_tokens, ms_between(forward_start, Clock::now()));
+  }
   if (!st.ok()) {
     GLM_LOG_ERROR("forward failed for a batch of %zu: %s", batch.size(), st.to_string().c_str());
     for (Seq* seq : members) fail(seq, Status(ErrorCode::kInternal, st.message()));

@@ -1,12 +1,14 @@
 // Scheduler: continuous batching over token ids. Each step() builds ONE batch for
-// Model::forward: the next token of every decoding sequence plus up to `prefill_chunk` prompt
-// tokens of the sequences still prefilling (chunked prefill: a long prompt is spread over several
-// steps, so it cannot stall the others). Sequences join (admission) and leave (stop, length,
-// cancel) at every step. Admission is FIFO and only when the KV cache can reserve every block the
-// request may need (kv::KvCache), so a running sequence never runs out of memory.
-// The model's Capabilities are honoured: a bidirectional prompt (ChatGLM-6B) is prefilled whole
-// in one step (alone in the step's prefill budget when longer than a chunk), every step of it
-// carries SeqInput::prefix_len, and its blocks are neither reused nor saved for a conversation.
+// Model::forward: the next token of every decoding sequence plus a budget of prompt tokens of
+// the sequences still prefilling (chunked prefill: a long prompt is spread over several steps,
+// so it cannot stall the others): prefill_chunk, or more while their measured cost fits
+// max_stall_ms; shared fewest-tokens-left first, with no starvation (docs/engine.md#prefill-order).
+// Sequences join (admission) and leave (stop, length, cancel) at every step. Admission is FIFO and
+// only when the KV cache can reserve every block the request may need (kv::KvCache), so a running
+// sequence never runs out of memory. The model's Capabilities are honoured: a bidirectional prompt
+// (ChatGLM-6B) is prefilled whole in one step (alone in the step's prefill budget when longer than
+// a chunk), every step of it carries SeqInput::prefix_len, and its blocks are neither reused nor
+// saved for a conversation.
 //
 // The scheduler speaks token ids only; text, templates and stop strings belong to the engine,
 // which sees each token through SeqObserver and can end a sequence by returning false.
@@ -128,7 +130,13 @@ struct Options {
   int max_batch = 8;       // sequences in one forward pass
   int prefill_chunk = 64;  // prompt tokens per step, over all prefilling sequences (as
                            // engine::Options: the stall a long prompt causes the others)
-  int n_ctx = 2048;        // positions per sequence
+  // The prefill budget in time (docs/engine.md#prefill-order). > 0: a step's prompt tokens may
+  // grow past prefill_chunk, up to what the measured cost of a prompt token fits in this many
+  // ms (beyond the decode step's own time when sequences are decoding), at most
+  // kMaxChunkGrowth x prefill_chunk; so a fast device reads a prompt in a few steps while a slow
+  // one keeps the stall it causes bounded. 0: prefill_chunk tokens per step.
+  int max_stall_ms = 0;
+  int n_ctx = 2048;  // positions per sequence
   // Speculative decoding (docs/engine.md#speculative-decoding): kNgram drafts each decoding
   // sequence's next tokens from its own earlier tokens (ngram_draft.h) and verifies them in
   // the same forward pass, as a few-token chunk of that sequence (its last token + the draft,
@@ -186,6 +194,16 @@ class Scheduler {
  private:
   struct Seq;
   void admit();
+  // Sets each prefilling sequence's prompt tokens of this step (Seq::chunk) within the
+  // prefill_chunk budget (docs/engine.md#prefill-order).
+  void plan_prefill();
+  static constexpr int kMaxPassedOver = 4;
+  static constexpr int kMaxChunkGrowth = 32;
+  // This step's prompt tokens over all prefilling sequences (Options::max_stall_ms).
+  int prefill_budget(bool decoding) const;
+  // Updates the step cost estimates from a forward of `prompt_tokens` prompt tokens (and any
+  // decode tokens) that took `ms`.
+  void measure_step(int prompt_tokens, double ms);
   // Starts seq's sampler over its prompt (prompt tokens for the repetition penalty, resumed
   // ones as generated).
   void start_sampler(Seq* seq);
@@ -237,6 +255,11 @@ class Scheduler {
   std::vector<float> draft_logits_;     // draft_with_model's scratch
   std::vector<int32_t> draft_context_;  // plan_draft's scratch
   generation::Stats totals_;
+  // Step costs (measure_step): a step without prompt tokens (a moving average; < 0 = not
+  // measured yet), and the decayed sums of prompt tokens run and of the time they took over it.
+  double decode_step_ms_ = -1;
+  double prompt_ms_sum_ = 0;
+  double prompt_tokens_sum_ = 0;
 };
 
 }  // namespace glm::scheduler

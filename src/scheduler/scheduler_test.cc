@@ -264,6 +264,120 @@ TEST(Scheduler, ChunkedPrefillKeepsOthersDecodingEveryStep) {
   EXPECT_TRUE(h.rec("short").prefill.empty());
 }
 
+// The prefill order (docs/engine.md#prefill-order): the prompt with the fewest tokens left
+// draws on the step's budget first, so a short prompt admitted after a long one gets its first
+// token in its first step; the long one takes the rest of the budget.
+TEST(Scheduler, AShortPromptGoesAheadOfALongOneInThePrefillBudget) {
+  Options opt;
+  opt.prefill_chunk = 8;
+  Harness h(opt);
+  std::mt19937 rng(3);
+  auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+  const auto long_prompt = random_prompt(&rng, 40);
+  const auto short_prompt = random_prompt(&rng, 5);
+  ASSERT_TRUE(h.add("long", long_prompt, 3, no_stop).ok());
+  ASSERT_TRUE(h.add("short", short_prompt, 3, no_stop).ok());
+  h.sched.step();
+  EXPECT_EQ(h.rec("short").tokens.size(), 1u);
+  EXPECT_TRUE(h.rec("long").tokens.empty());
+  EXPECT_EQ(h.rec("long").prefill, (std::vector<std::pair<int, int>>{{3, 40}}));
+  h.run_all();
+  EXPECT_EQ(h.rec("long").tokens, fake_greedy(long_prompt, kVocab, 3, {}));
+  EXPECT_EQ(h.rec("short").tokens, fake_greedy(short_prompt, kVocab, 3, {}));
+}
+
+// A prompt whose rest exceeds the budget by at most a quarter of it finishes in this step
+// instead of leaving a stub that would cost its first token a step of its own.
+TEST(Scheduler, APromptNearlyDoneFinishesInTheSameStep) {
+  auto steps_to_first_token = [](int prompt_tokens) {
+    Options opt;
+    opt.prefill_chunk = 8;
+    Harness h(opt);
+    std::mt19937 rng(4);
+    EXPECT_TRUE(h.add("p", random_prompt(&rng, prompt_tokens), 2).ok());
+    int steps = 0;
+    while (h.rec("p").tokens.empty() && steps < 10) {
+      h.sched.step();
+      ++steps;
+    }
+    return steps;
+  };
+  EXPECT_EQ(steps_to_first_token(8), 1);
+  EXPECT_EQ(steps_to_first_token(10), 1);  // 2 over the budget of 8: within its quarter
+  EXPECT_EQ(steps_to_first_token(11), 2);  // 3 over: a second step
+  EXPECT_EQ(steps_to_first_token(18), 2);  // 8, then 10
+  EXPECT_EQ(steps_to_first_token(19), 3);
+}
+
+// Shortest-first never starves: a long prompt passed over kMaxPassedOver steps in a row goes
+// first, however many short prompts keep arriving, and a decoding sequence gets a token every
+// step throughout.
+TEST(Scheduler, ALongPromptIsNotStarvedByAStreamOfShortOnes) {
+  Options opt;
+  opt.prefill_chunk = 8;
+  opt.max_batch = 16;
+  Harness h(opt);
+  std::mt19937 rng(5);
+  auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+  ASSERT_TRUE(h.add("decoder", random_prompt(&rng, 3), 200, no_stop).ok());
+  h.sched.step();
+  const auto long_prompt = random_prompt(&rng, 40);
+  ASSERT_TRUE(h.add("long", long_prompt, 2, no_stop).ok());
+  int steps = 0;
+  int gap = 0, longest_gap = 0;  // steps in a row the long prompt got no tokens
+  size_t last_progress = 0;
+  while (h.rec("long").tokens.empty()) {
+    ASSERT_TRUE(h.add("s" + std::to_string(steps), random_prompt(&rng, 8), 1, no_stop).ok());
+    const size_t before = h.rec("decoder").tokens.size();
+    h.sched.step();
+    ++steps;
+    ASSERT_EQ(h.rec("decoder").tokens.size(), before + 1) << "step " << steps;
+    const size_t progress = h.rec("long").prefill.size();
+    gap = progress == last_progress && h.rec("long").tokens.empty() ? gap + 1 : 0;
+    longest_gap = std::max(longest_gap, gap);
+    last_progress = progress;
+    ASSERT_LT(steps, 100);
+  }
+  EXPECT_EQ(longest_gap, 4);       // kMaxPassedOver: then it goes first
+  EXPECT_LE(steps, 5 * (40 / 8));  // a chunk at least every fifth step
+  EXPECT_GT(steps, 40 / 8);        // the short ones did go first
+  h.run_all();
+  EXPECT_EQ(h.rec("long").tokens, fake_greedy(long_prompt, kVocab, 2, {}));
+}
+
+// The prefill budget in time (Options::max_stall_ms): with every token costing 1 ms, a step's
+// prompt tokens grow from the chunk of 4 towards the 100 that fit in the 100 ms allowed, never
+// past them, while the decoding sequence still gets a token every step.
+TEST(Scheduler, ATimeBudgetGrowsTheChunkWithinTheStall) {
+  Options opt;
+  opt.prefill_chunk = 4;
+  opt.max_stall_ms = 100;
+  Harness h(opt);
+  h.model.set_token_delay(std::chrono::milliseconds(1));
+  std::mt19937 rng(6);
+  auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+  ASSERT_TRUE(h.add("decoder", random_prompt(&rng, 2), 400, no_stop).ok());
+  h.sched.step();
+  h.sched.step();  // a decode-only step measured
+  ASSERT_TRUE(h.add("long", random_prompt(&rng, 400), 2, no_stop).ok());
+  int steps = 0;
+  while (h.rec("long").tokens.empty()) {
+    const size_t before = h.rec("decoder").tokens.size();
+    h.sched.step();
+    ++steps;
+    ASSERT_EQ(h.rec("decoder").tokens.size(), before + 1);
+    ASSERT_LT(steps, 100);
+  }
+  int last = 0, largest = 0;
+  for (const auto& [done, total] : h.rec("long").prefill) {
+    largest = std::max(largest, done - last);
+    last = done;
+  }
+  EXPECT_LE(largest, 100 + 1);  // the slack (a quarter of the chunk) may end a prompt
+  EXPECT_GT(largest, 4 * 4);    // measured: far more than the chunk
+  EXPECT_LT(steps, 400 / 4 / 4);
+}
+
 TEST(Scheduler, PrefillProgressCountsOnlyTheTokensNotCached) {
   Options opt;
   opt.prefill_chunk = 8;

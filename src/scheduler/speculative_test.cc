@@ -197,7 +197,9 @@ TEST(Speculation, BatchedWithChunkedPrefillAndForksEqualsAloneInFewerPasses) {
       EXPECT_GT(b.sched.stats().speculation.accepted, 0);
     }
   }
-  EXPECT_LT(passes[SpecMode::kNgram], passes[SpecMode::kOff] * 3 / 4);
+  // 165 of 226 passes under FIFO prefill, 172 of 225 with the shortest prompt first (the
+  // order decides which sequences decode, and so draft, together): about a quarter fewer.
+  EXPECT_LT(passes[SpecMode::kNgram], passes[SpecMode::kOff] * 4 / 5);
 }
 
 TEST(Speculation, StopIdsObserverStopsAndMaxTokensInsideADraft) {

@@ -1,0 +1,356 @@
+// Transformer::forward with a P-Tuning v2 prefix against a float64 forward written here from
+// ChatGLM2/3's modeling_chatglm.py (docs/adapters.md#p-tuning-v2): the prefix K/V enter every
+// layer's attention as given (no rotary), every query sees all of them, the sequence's own
+// tokens keep positions from 0 and their causal mask. Also: batches mixing prefixed and plain
+// sequences, and that the prefix costs no prefill and no KV blocks of the sequence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "model/adapter.h"
+#include "model/kv_pool.h"
+#include "model/ptuning.h"
+#include "model/ptuning_test_util.h"
+#include "model/test_util.h"
+
+namespace glm::model {
+namespace {
+
+using testing::temp_path;
+
+// A tiny chatglm model (f32 weights) and a P-Tuning adapter for it, loaded.
+struct Fixture {
+  testing::RandomSpec spec;
+  std::string path;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<gguf::File> file;  // the model's tensors, read by the reference
+  Adapter adapter;
+
+  explicit Fixture(bool projection) {
+    spec.n_vocab = 50;
+    spec.n_embd = 64;
+    spec.n_ff = 40;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;  // head_dim 16, kv_dim 32 (Q8_0 rows need a multiple of 32), n_rot 8
+    spec.std = 0.3f;
+    spec.seed = 11;
+    path = temp_path(projection ? "pf_model_proj.gguf" : "pf_model.gguf");
+    EXPECT_TRUE(testing::write_random_model(spec, path).ok());
+    StatusOr<std::unique_ptr<Model>> m = testing::load(path, 2);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    model = std::move(*m);
+    StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+    EXPECT_TRUE(f.ok());
+    file = std::move(*f);
+
+    testing::PtuningSpec ps;
+    ps.n_layer = spec.n_layer;
+    ps.kv_dim = 32;
+    ps.pre_seq_len = 5;
+    ps.projection = projection;
+    ps.std = 0.8f;  // prefix keys large enough to move the attention visibly
+    const std::string ap = temp_path(projection ? "pf_adapter_proj.gguf" : "pf_adapter.gguf");
+    EXPECT_TRUE(testing::write_ptuning_gguf(ps, testing::random_ptuning(ps), ap).ok());
+    // The adapter file is read once and dropped: the prefix lives in the Adapter.
+    StatusOr<std::unique_ptr<gguf::File>> af = gguf::File::open(ap);
+    EXPECT_TRUE(af.ok());
+    const Status st = load_ptuning(**af, model->config(), &adapter.prefix);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    adapter.name = "pt";
+  }
+
+  std::vector<double> tensor(const std::string& name) const {
+    const gguf::TensorInfo* t = file->tensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->type, DType::kF32) << name;
+    const float* f = reinterpret_cast<const float*>(t->data);
+    return std::vector<double>(f, f + t->n_elements());
+  }
+};
+
+// y[r] = sum_c w[r, c] x[c] (+ b[r]); w: [rows, cols].
+std::vector<double> linear(const std::vector<double>& w, const std::vector<double>& x,
+                           const std::vector<double>* b = nullptr) {
+  const size_t cols = x.size(), rows = w.size() / cols;
+  std::vector<double> y(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    double acc = b != nullptr ? (*b)[r] : 0.0;
+    for (size_t c = 0; c < cols; ++c) acc += w[r * cols + c] * x[c];
+    y[r] = acc;
+  }
+  return y;
+}
+
+std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / x.size() + 1e-5);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
+  return y;
+}
+
+// ChatGLM2's rotary on one head: the first n_rot dims in interleaved pairs, angle
+// pos * base^(-2i / n_rot) (position ids from 0, as get_position_ids gives them).
+void rope(double* head, int n_rot, int pos) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double a = pos * std::pow(10000.0, -2.0 * i / n_rot);
+    const double x0 = head[2 * i], x1 = head[2 * i + 1];
+    head[2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
+    head[2 * i + 1] = x1 * std::cos(a) + x0 * std::sin(a);
+  }
+}
+
+// Logits of every position of `tokens`, float64; prefix: null = the base model.
+std::vector<std::vector<double>> reference_forward(const Fixture& fx,
+                                                   const std::vector<int32_t>& tokens,
+                                                   const PrefixKv* prefix) {
+  const testing::RandomSpec& s = fx.spec;
+  const int d = s.n_embd, hd = d / s.n_head, kd = s.n_head_kv * hd, qd = s.n_head * hd;
+  const int n_rot = hd / 2, T = static_cast<int>(tokens.size()), group = s.n_head / s.n_head_kv;
+  const int P = prefix != nullptr ? prefix->n_tokens : 0;
+  const std::vector<double> emb = fx.tensor("token_embd.weight");
+  std::vector<std::vector<double>> x(T);
+  for (int t = 0; t < T; ++t) {
+    x[t].assign(emb.begin() + static_cast<size_t>(tokens[t]) * d,
+                emb.begin() + static_cast<size_t>(tokens[t] + 1) * d);
+  }
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const auto qkv_w = fx.tensor(b + "attn_qkv.weight"), qkv_b = fx.tensor(b + "attn_qkv.bias");
+    std::vector<std::vector<double>> q(T), k(T), v(T);
+    for (int t = 0; t < T; ++t) {
+      const auto y = linear(qkv_w, rms_norm(x[t], fx.tensor(b + "attn_norm.weight")), &qkv_b);
+      q[t].assign(y.begin(), y.begin() + qd);
+      k[t].assign(y.begin() + qd, y.begin() + qd + kd);
+      v[t].assign(y.begin() + qd + kd, y.end());
+      for (int h = 0; h < s.n_head; ++h) rope(q[t].data() + h * hd, n_rot, t);
+      for (int h = 0; h < s.n_head_kv; ++h) rope(k[t].data() + h * hd, n_rot, t);
+    }
+    // Keys of query t: the prefix's P rows of this layer (mask all ones), then its own [0, t].
+    auto key = [&](int j, int i) {
+      return j < P ? double{prefix->k[(static_cast<size_t>(l) * P + j) * kd + i]} : k[j - P][i];
+    };
+    auto val = [&](int j, int i) {
+      return j < P ? double{prefix->v[(static_cast<size_t>(l) * P + j) * kd + i]} : v[j - P][i];
+    };
+    const auto wo = fx.tensor(b + "attn_output.weight");
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> att(qd);
+      for (int h = 0; h < s.n_head; ++h) {
+        const int e0 = (h / group) * hd;
+        const int n_keys = P + t + 1;
+        std::vector<double> sc(n_keys);
+        double mx = -1e300;
+        for (int j = 0; j < n_keys; ++j) {
+          double dot = 0;
+          for (int i = 0; i < hd; ++i) dot += q[t][h * hd + i] * key(j, e0 + i);
+          sc[j] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (double& e : sc) sum += (e = std::exp(e - mx));
+        for (int i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int j = 0; j < n_keys; ++j) acc += sc[j] * val(j, e0 + i);
+          att[h * hd + i] = acc / sum;
+        }
+      }
+      const auto o = linear(wo, att);
+      for (int i = 0; i < d; ++i) x[t][i] += o[i];
+    }
+    const auto up_w = fx.tensor(b + "ffn_up.weight"), down_w = fx.tensor(b + "ffn_down.weight");
+    for (int t = 0; t < T; ++t) {
+      const auto up = linear(up_w, rms_norm(x[t], fx.tensor(b + "ffn_norm.weight")));
+      std::vector<double> act(s.n_ff);
+      for (int i = 0; i < s.n_ff; ++i) {
+        const double g = up[i];
+        act[i] = g / (1 + std::exp(-g)) * up[s.n_ff + i];
+      }
+      const auto down = linear(down_w, act);
+      for (int i = 0; i < d; ++i) x[t][i] += down[i];
+    }
+  }
+  std::vector<std::vector<double>> logits(T);
+  const auto out_w = fx.tensor("output.weight"), norm = fx.tensor("output_norm.weight");
+  for (int t = 0; t < T; ++t) logits[t] = linear(out_w, rms_norm(x[t], norm));
+  return logits;
+}
+
+// Prefill of `prompt` (all logits), then each decode token alone, through a KV pool; one row
+// of logits per position.
+std::vector<std::vector<float>> run(Model& m, const std::vector<int32_t>& prompt,
+                                    const std::vector<int32_t>& decode, const Adapter* a,
+                                    DType kv_type = DType::kF32) {
+  const Config& c = m.config();
+  const int bt = 4, n_pos = static_cast<int>(prompt.size() + decode.size());
+  KvPool kv(c, (n_pos + bt - 1) / bt, bt, kv_type);
+  std::vector<int32_t> blocks(kv.n_blocks());
+  std::iota(blocks.begin(), blocks.end(), 0);
+  SeqInput in;
+  in.tokens = prompt.data();
+  in.n_tokens = static_cast<int>(prompt.size());
+  in.blocks = blocks.data();
+  in.n_blocks = kv.n_blocks();
+  in.all_logits = true;
+  in.adapter = a;
+  std::vector<float> out;
+  EXPECT_TRUE(m.forward({in}, &kv, &out).ok());
+  for (size_t i = 0; i < decode.size(); ++i) {
+    in.tokens = &decode[i];
+    in.n_tokens = 1;
+    in.n_past = static_cast<int>(prompt.size() + i);
+    EXPECT_TRUE(m.forward({in}, &kv, &out).ok());
+  }
+  std::vector<std::vector<float>> rows;
+  for (int p = 0; p < n_pos; ++p) {
+    rows.emplace_back(out.begin() + static_cast<size_t>(p) * c.n_vocab,
+                      out.begin() + static_cast<size_t>(p + 1) * c.n_vocab);
+  }
+  return rows;
+}
+
+double max_diff(const std::vector<std::vector<float>>& got,
+                const std::vector<std::vector<double>>& want) {
+  double m = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    for (size_t i = 0; i < want[r].size(); ++i) m = std::max(m, std::fabs(got[r][i] - want[r][i]));
+  }
+  return m;
+}
+
+TEST(PrefixForwardTest, PrefillAndDecodeMatchTheFloat64Reference) {
+  for (bool projection : {false, true}) {
+    SCOPED_TRACE(projection ? "with projection" : "embedding only");
+    Fixture fx(projection);
+    ASSERT_FALSE(fx.adapter.prefix.empty());
+    const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};
+    const std::vector<int32_t> decode = {8, 49, 0};
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), decode.begin(), decode.end());
+    const auto want = reference_forward(fx, all, &fx.adapter.prefix);
+    const auto got = run(*fx.model, prompt, decode, &fx.adapter);
+    // f32 products over 40-64 terms and attention over <= 15 keys: ~1e-5 of logits ~1.
+    EXPECT_LT(max_diff(got, want), 2e-4);
+    // The prefix matters: the base model's logits are far from these.
+    const auto base = reference_forward(fx, all, nullptr);
+    EXPECT_GT(max_diff(got, base), 1e-2);
+    EXPECT_LT(max_diff(run(*fx.model, prompt, decode, nullptr), base), 2e-4);
+    // Quantized KV rows (the prefix stays f32 beside them): within Q8_0's error, the same
+    // error as the base model's run with Q8_0 rows, and far closer to the prefixed reference
+    // than the base model is.
+    const double q8_err = max_diff(run(*fx.model, prompt, decode, &fx.adapter, DType::kQ8_0), want);
+    const double base_q8_err =
+        max_diff(run(*fx.model, prompt, decode, nullptr, DType::kQ8_0), base);
+    EXPECT_LT(q8_err, 2 * base_q8_err + 0.05);
+    EXPECT_LT(q8_err, 0.1 * max_diff(got, base));
+  }
+}
+
+TEST(PrefixForwardTest, BatchMixingPrefixedAndPlainEqualsEachAlone) {
+  Fixture fx(true);
+  Model& m = *fx.model;
+  const Config& c = m.config();
+  const std::vector<int32_t> a = {4, 8, 15, 16, 23}, b = {42, 7, 7};
+  const auto alone_a = run(m, a, {}, &fx.adapter);
+  const auto alone_b = run(m, b, {}, nullptr);
+  const int bt = 4;
+  KvPool kv(c, 4, bt, DType::kF32);
+  const std::vector<int32_t> blocks_a = {2, 0}, blocks_b = {3};
+  std::vector<SeqInput> batch(2);
+  batch[0].tokens = a.data();
+  batch[0].n_tokens = 5;
+  batch[0].blocks = blocks_a.data();
+  batch[0].n_blocks = 2;
+  batch[0].all_logits = true;
+  batch[0].adapter = &fx.adapter;
+  batch[1].tokens = b.data();
+  batch[1].n_tokens = 3;
+  batch[1].blocks = blocks_b.data();
+  batch[1].n_blocks = 1;
+  batch[1].all_logits = true;
+  // Both orders: the prefix belongs to its sequence, not to a batch slot.
+  for (bool swap : {false, true}) {
+    std::vector<SeqInput> bb = batch;
+    if (swap) std::swap(bb[0], bb[1]);
+    std::vector<float> out;
+    ASSERT_TRUE(m.forward(bb, &kv, &out).ok());
+    const size_t V = c.n_vocab;
+    const size_t a0 = swap ? 3 * V : 0, b0 = swap ? 0 : 5 * V;
+    for (int t = 0; t < 5; ++t) {
+      for (size_t i = 0; i < V; ++i) ASSERT_NEAR(out[a0 + t * V + i], alone_a[t][i], 1e-5);
+    }
+    for (int t = 0; t < 3; ++t) {
+      for (size_t i = 0; i < V; ++i) ASSERT_NEAR(out[b0 + t * V + i], alone_b[t][i], 1e-5);
+    }
+  }
+}
+
+TEST(PrefixForwardTest, PrefixCostsNoPrefillAndNoKvBlocks) {
+  // The prefix was computed once, at load (the adapter file is closed). A prefixed sequence
+  // then runs exactly its own tokens: it needs the KV blocks of its own positions only (a pool
+  // of ceil(n / block) blocks suffices), gets one output row per own token, and writes its
+  // rows where an unprefixed sequence writes them: layer 0's K of a token does not depend on
+  // what attention saw, so it is bit-identical with and without the prefix, which also shows
+  // the positions (rotary) start at 0, not after the prefix. Layer 1's K does see the prefix
+  // (through layer 0's attention) and differs.
+  Fixture fx(false);
+  Model& m = *fx.model;
+  const Config& c = m.config();
+  ASSERT_EQ(fx.adapter.prefix.n_tokens, 5);
+  const std::vector<int32_t> toks = {5, 6, 7};
+  const int bt = 4;
+  auto run_one = [&](const Adapter* a, KvPool* kv, std::vector<float>* out) {
+    const int32_t block = 0;
+    SeqInput in;
+    in.tokens = toks.data();
+    in.n_tokens = 3;
+    in.blocks = &block;
+    in.n_blocks = 1;
+    in.all_logits = true;
+    in.adapter = a;
+    return m.forward({in}, kv, out);
+  };
+  KvPool with(c, 1, bt, DType::kF32), without(c, 1, bt, DType::kF32);  // one block: 4 slots
+  std::vector<float> out_with, out_without;
+  ASSERT_TRUE(run_one(&fx.adapter, &with, &out_with).ok());  // 3 own + 5 prefix > 4 slots
+  ASSERT_TRUE(run_one(nullptr, &without, &out_without).ok());
+  EXPECT_EQ(out_with.size(), 3u * c.n_vocab);
+  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
+  for (int t = 0; t < 3; ++t) {
+    const auto* k0w = static_cast<const uint8_t*>(with.k(0, 0)) + t * row;
+    const auto* k0o = static_cast<const uint8_t*>(without.k(0, 0)) + t * row;
+    EXPECT_EQ(std::memcmp(k0w, k0o, row), 0) << "layer 0 K of position " << t;
+    const auto* k1w = static_cast<const uint8_t*>(with.k(1, 0)) + t * row;
+    const auto* k1o = static_cast<const uint8_t*>(without.k(1, 0)) + t * row;
+    EXPECT_NE(std::memcmp(k1w, k1o, row), 0) << "layer 1 K of position " << t;
+  }
+}
+
+TEST(PrefixForwardTest, PrefixOfAnotherShapeIsRefused) {
+  Fixture fx(false);
+  Adapter bad = fx.adapter;
+  bad.prefix.k.pop_back();
+  const std::vector<int32_t> toks = {1};
+  const int32_t block = 0;
+  KvPool kv(fx.model->config(), 1, 4, DType::kF32);
+  SeqInput in;
+  in.tokens = toks.data();
+  in.n_tokens = 1;
+  in.blocks = &block;
+  in.n_blocks = 1;
+  in.adapter = &bad;
+  std::vector<float> out;
+  const Status st = fx.model->forward({in}, &kv, &out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace glm::model

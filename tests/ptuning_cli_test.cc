@@ -1,0 +1,159 @@
+// P-Tuning v2 through the binary: `glmserve convert` of a P-Tuning checkpoint directory, then
+// `glmserve eval --ptuning` prints what the library computes with the adapter (the numbers
+// themselves are checked against float64 references in src/model's tests), differs from the
+// base model, and a base of another shape is a one-line error naming what differs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "cli_util.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "model/ptuning.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using glm::testing::run_cli;
+
+class PtuningCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ptuning_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& n) const { return (dir_ / n).string(); }
+
+  // A P-Tuning checkpoint directory (config.json + model.safetensors with the projection) for
+  // a base of `g`'s shape, with `n_layer` layers.
+  void write_checkpoint(const fs::path& dir, const glm::gguf::File& g, int64_t n_layer) {
+    fs::create_directories(dir);
+    auto i = [&](const std::string& k) { return *g.get_int("chatglm." + k); };
+    const int64_t hidden = i("embedding_length"), heads = i("attention.head_count");
+    const int64_t groups = i("attention.head_count_kv"), hd = hidden / heads;
+    nlohmann::json c = {
+        {"model_type", "chatglm"},
+        {"hidden_size", hidden},
+        {"num_layers", n_layer},
+        {"num_attention_heads", heads},
+        {"multi_query_attention", true},
+        {"multi_query_group_num", groups},
+        {"kv_channels", hd},
+        {"ffn_hidden_size", i("feed_forward_length")},
+        {"padded_vocab_size", g.tensor("token_embd.weight")->shape[1]},
+        {"seq_length", i("context_length")},
+        {"layernorm_epsilon", 1e-5},
+        {"pre_seq_len", 4},
+        {"prefix_projection", true},
+    };
+    std::ofstream(dir / "config.json") << c.dump(2);
+    const int64_t w = n_layer * 2 * groups * hd;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    auto tensor = [&](const std::string& name, std::vector<int64_t> shape) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      glm::checkpoint::StTensorOut t{"transformer.prefix_encoder." + name, "F32", shape, {}};
+      t.data.resize(static_cast<size_t>(n) * 4);
+      for (int64_t k = 0; k < n; ++k) {
+        const float x = normal(rng);
+        std::memcpy(t.data.data() + k * 4, &x, 4);
+      }
+      return t;
+    };
+    ASSERT_TRUE(glm::checkpoint::write_safetensors(
+                    (dir / "model.safetensors").string(),
+                    {tensor("embedding.weight", {4, w}), tensor("trans.0.weight", {hidden, w}),
+                     tensor("trans.0.bias", {hidden}), tensor("trans.2.weight", {w, hidden}),
+                     tensor("trans.2.bias", {w})})
+                    .ok());
+  }
+
+  fs::path dir_;
+};
+
+std::vector<std::vector<float>> parse_rows(const std::string& out) {
+  std::vector<std::vector<float>> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    rows.push_back(nlohmann::json::parse(line)["values"].get<std::vector<float>>());
+  }
+  return rows;
+}
+
+TEST_F(PtuningCliTest, ConvertThenEvalWithThePrefix) {
+  const std::string model = file("m.gguf");
+  ASSERT_EQ(
+      run_cli("gen-model --arch chatglm3 --preset tiny --type f32 --seed 2 -o " + model).exit_code,
+      0);
+  auto g = glm::gguf::File::open(model);
+  ASSERT_TRUE(g.ok());
+  const int64_t n_layer = *(*g)->get_int("chatglm.block_count");
+  write_checkpoint(dir_ / "pt", **g, n_layer);
+
+  const std::string adapter = file("a.gguf");
+  glm::testing::CliRun r = run_cli("convert " + (dir_ / "pt").string() + " -o " + adapter);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("P-Tuning v2 adapter"), std::string::npos) << r.out;
+
+  const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
+  r = run_cli("eval --model " + model + " --threads 1 --ptuning " + adapter + tokens);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto with = parse_rows(r.out);
+  r = run_cli("eval --model " + model + " --threads 1" + tokens);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto without = parse_rows(r.out);
+  ASSERT_EQ(with.size(), 7u);
+  ASSERT_EQ(without.size(), 7u);
+
+  // The library, in process: the same rows (eval prints float32 exactly).
+  auto f = glm::gguf::File::open(model);
+  ASSERT_TRUE(f.ok());
+  glm::model::LoadOptions lo;
+  lo.n_threads = 1;
+  auto m = glm::model::load_model(std::shared_ptr<const glm::gguf::File>(std::move(*f)), lo);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  auto af = glm::gguf::File::open(adapter);
+  ASSERT_TRUE(af.ok());
+  glm::model::Adapter a;
+  ASSERT_TRUE(glm::model::load_ptuning(**af, (*m)->config(), &a.prefix).ok());
+  glm::model::EvalOptions eo;
+  eo.adapter = &a;
+  auto rows = glm::model::evaluate(**m, {1, 2, 3, 4, 5}, {6, 7}, eo);
+  ASSERT_TRUE(rows.ok());
+  double moved = 0;
+  for (size_t p = 0; p < 7; ++p) {
+    ASSERT_EQ(with[p].size(), (*rows)[p].values.size());
+    for (size_t i = 0; i < with[p].size(); ++i) {
+      ASSERT_EQ(with[p][i], (*rows)[p].values[i]) << "pos " << p << " i " << i;
+      moved = std::max(moved, static_cast<double>(std::fabs(with[p][i] - without[p][i])));
+    }
+  }
+  EXPECT_GT(moved, 1e-3);  // the prefix changes the logits
+
+  // An adapter trained on a deeper base: converted fine, refused by eval, naming the key.
+  write_checkpoint(dir_ / "deep", **g, n_layer + 1);
+  ASSERT_EQ(run_cli("convert " + (dir_ / "deep").string() + " -o " + file("deep.gguf")).exit_code,
+            0);
+  r = run_cli("eval --model " + model + " --ptuning " + file("deep.gguf") + tokens);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("adapter.ptuning.block_count"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line: " << r.out;
+}
+
+}  // namespace
