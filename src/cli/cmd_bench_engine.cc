@@ -39,6 +39,7 @@ constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
     "                             [-d 0] [--kv f16|f32|q8_0] [--bw-mb 1024] [--repack 1|0]\n"
     "                             [--spec ngram] [--draft D.gguf] [--device D]\n"
+    "                             [--lora A.gguf[:S]]... [--adapter A.gguf[:S]]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
     "  tg<N>  generation: N single-token steps (tokens/s)\n"
@@ -59,6 +60,9 @@ constexpr const char* kHelp =
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
     "  --draft D.gguf  the same with a draft model: also D's decode pass (r decode passes of M),\n"
     "                  and each k's break-even with k draft passes added (c + k r)\n"
+    "  --lora A.gguf   a LoRA merged into the weights at load (as run --lora)\n"
+    "  --adapter A.gguf  a LoRA applied per request (the side path of serve --adapter):\n"
+    "                  compare its tg with --lora's for the cost per token (docs/adapters.md)\n"
     "'t/s per CPU' = tokens / (process CPU seconds / threads): the speed with the cores to itself\n"
     "(on a busy machine wall time stretches, CPU time much less).\n"
     "Set GLMSERVE_ISA=scalar|avx2|avx512 to force a kernel variant (GLMSERVE_AVXVNNI=0: avx2\n"
@@ -168,6 +172,9 @@ class Runner {
     for (int i = 0; i < kv->n_blocks(); ++i) blocks_.push_back(i);
   }
 
+  // Every forward runs with this adapter (per request); null = none.
+  void set_adapter(const model::Adapter* a) { adapter_ = a; }
+
   // One batch of n tokens after n_past written positions; returns seconds.
   StatusOr<double> prefill(int n, int n_past = 0) {
     std::vector<int32_t> tokens = random_tokens(n);
@@ -216,6 +223,7 @@ class Runner {
     in.n_past = n_past;
     in.blocks = blocks_.data();
     in.n_blocks = (n_past + n + kv_->block_tokens() - 1) / kv_->block_tokens();
+    in.adapter = adapter_;
     out_.clear();
     return model_->forward({in}, kv_, &out_);
   }
@@ -225,6 +233,7 @@ class Runner {
   std::mt19937 rng_;
   std::vector<int32_t> blocks_;
   std::vector<float> out_;
+  const model::Adapter* adapter_ = nullptr;
 };
 
 }  // namespace
@@ -234,16 +243,17 @@ int cmd_bench_engine(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(argc, argv,
-                                    {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb",
-                                     "repack", "spec", "draft", "depth", "device", "gpu-layers"},
-                                    {"json"},
-                                    {{"m", "model"},
-                                     {"p", "n-prompt"},
-                                     {"n", "n-gen"},
-                                     {"t", "threads"},
-                                     {"r", "reps"},
-                                     {"d", "depth"}});
+  StatusOr<Args> args =
+      Args::parse(argc, argv,
+                  {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec",
+                   "draft", "depth", "device", "gpu-layers", "lora", "adapter"},
+                  {"json"},
+                  {{"m", "model"},
+                   {"p", "n-prompt"},
+                   {"n", "n-gen"},
+                   {"t", "threads"},
+                   {"r", "reps"},
+                   {"d", "depth"}});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -284,6 +294,7 @@ int cmd_bench_engine(int argc, char** argv) {
   load.n_threads = n_threads;
   load.repack = *repack == 1;
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   const auto t_load = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<model::Model>> m = model::load_model(file, load);
   if (!m.ok()) return fail(m.status());
@@ -306,6 +317,16 @@ int cmd_bench_engine(int argc, char** argv) {
   model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens, kv_type,
                    (*m)->kv_host_layers());
   Runner runner(m->get(), &kv, 1234);
+  std::shared_ptr<const model::Adapter> adapter;  // --adapter: the side path on every step
+  if (args->has("adapter")) {
+    StatusOr<model::LoraSpec> a = model::parse_lora_spec(args->get("adapter"));
+    if (!a.ok()) return fail(a.status());
+    StatusOr<std::shared_ptr<const model::Adapter>> l =
+        model::load_adapter(a->path, cfg, a->scale, a->path);
+    if (!l.ok()) return fail(l.status());
+    adapter = *l;
+    runner.set_adapter(adapter.get());
+  }
   // --draft: the draft model's decode pass at the same depth (its own KV).
   std::unique_ptr<model::Model> draft;
   std::unique_ptr<model::KvPool> draft_kv;

@@ -1,5 +1,5 @@
 // glmserve convert HF_DIR -o M.gguf [--type T]; a P-Tuning v2 checkpoint directory gives an
-// adapter file (convert/ptuning_convert.h).
+// adapter file (convert/ptuning_convert.h), a PEFT LoRA directory a LoRA GGUF (peft_convert.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/hf_convert.h"
+#include "convert/peft_convert.h"
 #include "convert/ptuning_convert.h"
 #include "core/progress.h"
 
@@ -26,7 +27,25 @@ constexpr char kHelp[] =
     "transformer.prefix_encoder.*) becomes a P-Tuning adapter file instead (--type is ignored;\n"
     "docs/adapters.md).\n"
     "  --type T      f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (default f16)\n"
-    "  -o, --output  the GGUF file to write\n";
+    "  -o, --output  the GGUF file to write\n"
+    "\n"
+    "usage: glmserve convert PEFT_DIR -o A.gguf [--type f32|f16|bf16]\n"
+    "A directory with adapter_config.json is a PEFT LoRA adapter (ChatGLM3's finetune_demo,\n"
+    "GLM-4's LoRA fine-tuning): it converts to a LoRA GGUF as llama.cpp's\n"
+    "convert_lora_to_gguf.py writes them (default f32), for --lora and serve --adapter\n"
+    "(docs/adapters.md).\n";
+
+int convert_adapter(const std::string& dir, const Args& args, const std::string& out) {
+  StatusOr<DType> type = convert::parse_weight_type(args.get("type", "f32"));
+  if (!type.ok()) return fail(type.status());
+  convert::LoraFile lora;
+  if (Status s = convert::convert_peft(dir, *type, out, &lora); !s.ok()) return fail(s);
+  std::fprintf(stderr, "wrote %s (%s): LoRA for %s, %zu pairs, rank %lld, alpha %g\n", out.c_str(),
+               dtype_name(*type), lora.arch.c_str(), lora.tensors.size(),
+               static_cast<long long>(lora.tensors.empty() ? 0 : lora.tensors[0].rank),
+               static_cast<double>(lora.alpha));
+  return 0;
+}
 
 }  // namespace
 
@@ -42,6 +61,9 @@ int cmd_convert(int argc, char** argv) {
   }
   StatusOr<std::string> out = args->require("output");
   if (!out.ok()) return fail(out.status());
+  if (convert::is_peft_dir(args->positional()[0])) {
+    return convert_adapter(args->positional()[0], *args, *out);
+  }
   convert::ConvertOptions opts;
   opts.hf_dir = args->positional()[0];
   StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));

@@ -54,6 +54,10 @@ constexpr const char* kUsage =
     "                       chat template is a reasoning model's; docs/engine.md#reasoning)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto; docs/gpu.md)\n"
     "  --gpu-layers N       layers on the GPU (-1 = all, the default)\n"
+    "  --lora A.gguf[:S]    merge a LoRA adapter into the weights at load, scale S (default 1;\n"
+    "                       repeatable; docs/adapters.md)\n"
+    "  --adapter NAME=PATH[:S]  serve an adapter per request, chosen by model name NAME or\n"
+    "                       BASE:NAME (repeatable; docs/adapters.md)\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
     "  --max-connections N  concurrent clients (default 1024)\n"
     "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
@@ -89,14 +93,33 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(
-      argc, argv,
-      {"model",          "socket",       "socket-mode",     "threads",  "ctx-size",
-       "max-batch",      "max-queue",    "drain-timeout",   "max-line", "max-connections",
-       "log-level",      "echo-delay",   "instance",        "kv",       "kv-disk",
-       "kv-disk-max-mb", "spec",         "draft",           "device",   "gpu-layers",
-       "prefill-chunk",  "max-stall-ms", "reasoning-format"},
-      {"echo"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(argc, argv,
+                          {"model",
+                           "socket",
+                           "socket-mode",
+                           "threads",
+                           "ctx-size",
+                           "max-batch",
+                           "max-queue",
+                           "drain-timeout",
+                           "max-line",
+                           "max-connections",
+                           "log-level",
+                           "echo-delay",
+                           "instance",
+                           "kv",
+                           "kv-disk",
+                           "kv-disk-max-mb",
+                           "spec",
+                           "draft",
+                           "device",
+                           "gpu-layers",
+                           "prefill-chunk",
+                           "max-stall-ms",
+                           "reasoning-format",
+                           "lora",
+                           "adapter"},
+                          {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
@@ -168,6 +191,12 @@ int cmd_engine(int argc, char** argv) {
   if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);
   if (Status st = device_flags(*args, &eopts.device, &eopts.gpu_layers); !st.ok()) {
     return fail(st);
+  }
+  if (Status st = lora_flags(*args, &eopts.lora); !st.ok()) return fail(st);
+  for (const std::string& a : args->get_all("adapter")) {
+    StatusOr<engine::AdapterSpec> spec = engine::parse_adapter_spec(a);
+    if (!spec.ok()) return fail(spec.status());
+    eopts.adapters.push_back(*spec);
   }
   eopts.kv_disk = args->get("kv-disk");
   eopts.kv_disk_max_mb = kv_disk_mb;

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
     "                     [--kv f32|f16|q8_0] [--threads N] [--device D] [--gpu-layers N]\n"
-    "                     [--ptuning A.gguf]\n"
+    "                     [--ptuning A.gguf] [--lora A.gguf[:scale]]...\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
     "  {\"pos\":P,\"token\":T,\"values\":[...]}\n"
@@ -31,7 +31,9 @@ constexpr const char* kHelp =
     "  --gpu-layers N  layers on the GPU (-1 = all, the default)\n"
     "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
     "            its K/V are computed once at load and attended ahead of the tokens; runs on\n"
-    "            the CPU unless --device says otherwise)\n";
+    "            the CPU unless --device says otherwise)\n"
+    "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"
+    "            repeatable; docs/adapters.md)\n";
 
 void print_row(const model::EvalRow& row, std::string* buf) {
   buf->clear();
@@ -59,9 +61,9 @@ int cmd_eval(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args = Args::parse(
-      argc, argv,
-      {"model", "tokens", "decode", "output", "kv", "threads", "device", "gpu-layers", "ptuning"});
+  StatusOr<Args> args = Args::parse(argc, argv,
+                                    {"model", "tokens", "decode", "output", "kv", "threads",
+                                     "device", "gpu-layers", "ptuning", "lora"});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -93,6 +95,7 @@ int cmd_eval(int argc, char** argv) {
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
   // The GPU path does not attend a P-Tuning prefix yet: auto means the CPU with one.
   if (args->has("ptuning") && !args->has("device")) load.device = "cpu";
+  if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   StatusOr<std::unique_ptr<model::Model>> m =
       model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);
   if (!m.ok()) return fail(m.status());

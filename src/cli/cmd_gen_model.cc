@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "convert/gen_model.h"
+#include "convert/lora_file.h"
 #include "core/progress.h"
 
 namespace glm::cli {
@@ -25,7 +26,45 @@ constexpr char kHelp[] =
     "  --seed N      random seed (default 0); the same seed writes the same bytes\n"
     "  --vocab FILE  embed a real tokenizer.model (ChatGLM2/3 sentencepiece or GLM-4 tiktoken);\n"
     "                default: a small synthetic vocabulary with the family's special tokens\n"
-    "  -o, --output  the GGUF file to write\n";
+    "  -o, --output  the GGUF file to write\n"
+    "\n"
+    "usage: glmserve gen-model --lora-of BASE.gguf [--rank R] [--alpha A] [--seed N]\n"
+    "                          [--type f32|f16|bf16] [--targets M1,M2] -o A.gguf\n"
+    "Writes a RANDOM LoRA adapter for BASE (every weight matrix of its layers) in llama.cpp's\n"
+    "LoRA GGUF layout (docs/adapters.md): --rank default 8, --alpha default 16 (scale = alpha /\n"
+    "rank), A and B ~ N(0, 0.05), --type default f32; --targets: only those matrices\n"
+    "(attn_qkv attn_q attn_k attn_v attn_output ffn_up ffn_gate ffn_down; default all).\n";
+
+// gen-model --lora-of: the random LoRA writer.
+int gen_lora(const Args& args) {
+  StatusOr<std::string> out = args.require("output");
+  if (!out.ok()) return fail(out.status());
+  StatusOr<std::unique_ptr<gguf::File>> base = gguf::File::open(args.get("lora-of"));
+  if (!base.ok()) return fail(base.status());
+  StatusOr<int64_t> rank = args.get_int("rank", 8);
+  if (!rank.ok()) return fail(rank.status());
+  StatusOr<double> alpha = args.get_float("alpha", 16.0);
+  if (!alpha.ok()) return fail(alpha.status());
+  StatusOr<int64_t> seed = args.get_int("seed", 0);
+  if (!seed.ok()) return fail(seed.status());
+  if (*seed < 0) return fail(invalid_argument("--seed must be >= 0"));
+  StatusOr<DType> type = convert::parse_weight_type(args.get("type", "f32"));
+  if (!type.ok()) return fail(type.status());
+  std::vector<std::string> targets;
+  for (std::string rest = args.get("targets"); !rest.empty();) {
+    const size_t comma = rest.find(',');
+    targets.push_back(rest.substr(0, comma));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  StatusOr<convert::LoraFile> lora = convert::random_lora(**base, *rank, static_cast<float>(*alpha),
+                                                          static_cast<uint64_t>(*seed), targets);
+  if (!lora.ok()) return fail(lora.status());
+  if (Status s = convert::write_lora_file(*lora, *type, *out); !s.ok()) return fail(s);
+  std::fprintf(stderr, "wrote %s: random LoRA of %s, rank %lld, alpha %g, seed %lld: %zu pairs\n",
+               out->c_str(), (*base)->path().c_str(), static_cast<long long>(*rank), *alpha,
+               static_cast<long long>(*seed), lora->tensors.size());
+  return 0;
+}
 
 }  // namespace
 
@@ -35,12 +74,15 @@ int cmd_gen_model(int argc, char** argv) {
     return 0;
   }
   StatusOr<Args> args = Args::parse(
-      argc, argv, {"arch", "preset", "type", "seed", "vocab", "output"}, {}, {{"o", "output"}});
+      argc, argv,
+      {"arch", "preset", "type", "seed", "vocab", "output", "lora-of", "rank", "alpha", "targets"},
+      {}, {{"o", "output"}});
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
     return fail(invalid_argument("unexpected argument '" + args->positional()[0] +
                                  "' (see glmserve gen-model --help)"));
   }
+  if (args->has("lora-of")) return gen_lora(*args);
   StatusOr<std::string> arch = args->require("arch");
   if (!arch.ok()) return fail(arch.status());
   StatusOr<std::string> out = args->require("output");

@@ -75,6 +75,10 @@ constexpr const char* kUsage =
     "  the vocabulary of every served model)\n"
     "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
     "  --reasoning-format auto|think|none (a reasoning model's thinking apart from the answer)\n"
+    "  --lora A.gguf[:S] (repeatable: merged into the model at load; one --model only;\n"
+    "  docs/adapters.md)\n"
+    "  --adapter NAME=PATH[:S] (repeatable: served per request, chosen by model NAME or\n"
+    "  BASE:NAME; one --model only; docs/adapters.md)\n"
     "web flags, passed on: --db --cors --max-body --web-threads (web's --threads)\n"
     "  --db PATH|postgres://USER@HOST/DB (several nodes share PostgreSQL: docs/operations.md);\n"
     "  --db-password-file F (or PGPASSWORD / PGPASSFILE; never in the URL)\n"
@@ -494,6 +498,8 @@ int cmd_serve(int argc, char** argv) {
   for (const char* f : kWebFlags) known.insert(f);
   for (const char* f : kSecretFlags) known.insert(f);
   known.insert("kv-disk");
+  known.insert("lora");
+  known.insert("adapter");
   auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
   blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
@@ -522,9 +528,18 @@ int cmd_serve(int argc, char** argv) {
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &spec.kv_type); !st.ok()) return fail(st);
   if (Status st = device_flags(*args, &spec.device, &spec.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = lora_flags(*args, &spec.lora); !st.ok()) return fail(st);
   const bool several = !echo && (args->get_all("model").size() > 1 ||
                                  (!args->has("model") && args->has("models-dir")));
   std::vector<serve::ManagedModel> models;
+  if (several && !spec.lora.empty()) {
+    return fail(invalid_argument("--lora merges into one model: give one --model"));
+  }
+  for (const std::string& a : args->get_all("adapter")) {
+    StatusOr<engine::AdapterSpec> as = engine::parse_adapter_spec(a);
+    if (!as.ok()) return fail(as.status());
+    if (several) return fail(invalid_argument("--adapter serves on one model: give one --model"));
+  }
   if (several) {
     if (args->has("no-web")) {
       return fail(invalid_argument("--no-web runs one engine: give one --model"));
@@ -593,6 +608,12 @@ int cmd_serve(int argc, char** argv) {
     if (args->has(f)) {
       engine.argv.push_back(std::string("--") + f);
       engine.argv.push_back(args->get(f));
+    }
+  }
+  for (const char* f : {"lora", "adapter"}) {
+    for (const std::string& v : args->get_all(f)) {
+      engine.argv.push_back(std::string("--") + f);
+      engine.argv.push_back(v);
     }
   }
   if (!echo) {

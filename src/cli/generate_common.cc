@@ -6,9 +6,9 @@
 namespace glm::cli {
 
 const std::set<std::string> kGenerateFlags = {
-    "model",      "max-tokens",      "temp", "top-p", "top-k", "repeat-penalty", "seed",
-    "threads",    "ctx-size",        "kv",   "stop",  "spec",  "draft",          "device",
-    "gpu-layers", "reasoning-format"};
+    "model",      "max-tokens",       "temp", "top-p", "top-k", "repeat-penalty", "seed",
+    "threads",    "ctx-size",         "kv",   "stop",  "spec",  "draft",          "device",
+    "gpu-layers", "reasoning-format", "lora"};
 const std::map<std::string, std::string> kGenerateAliases = {
     {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =
@@ -31,7 +31,9 @@ const char* kGenerateFlagsHelp =
     "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n"
     "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> printed to\n"
     "                       stderr, apart from the answer (auto: GLM-Z1, GLM-4.5; think: any\n"
-    "                       answer that starts with <think>; none: kept in the answer)\n";
+    "                       answer that starts with <think>; none: kept in the answer)\n"
+    "  --lora A.gguf[:S]    merge a LoRA adapter into the weights at load, scale S (default 1;\n"
+    "                       repeatable; docs/adapters.md)\n";
 const char* kDeviceFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
@@ -58,6 +60,16 @@ Status device_flags(const Args& args, std::string* device, int* gpu_layers) {
   if (!n.ok()) return n.status();
   if (*n < -1 || *n > 100000) return invalid_argument("--gpu-layers: expected -1 (all) to 100000");
   *gpu_layers = static_cast<int>(*n);
+  return Status::Ok();
+}
+
+Status lora_flags(const Args& args, std::vector<model::LoraSpec>* out) {
+  out->clear();
+  for (const std::string& v : args.get_all("lora")) {
+    StatusOr<model::LoraSpec> spec = model::parse_lora_spec(v);
+    if (!spec.ok()) return spec.status();
+    out->push_back(*spec);
+  }
   return Status::Ok();
 }
 
@@ -96,6 +108,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
   o.n_ctx = static_cast<int>(*ctx);
   GLM_RETURN_IF_ERROR(kv_type_flag(args, "f16", &o.kv_type));
   GLM_RETURN_IF_ERROR(device_flags(args, &o.device, &o.gpu_layers));
+  GLM_RETURN_IF_ERROR(lora_flags(args, &o.lora));
   o.max_batch = 1;  // one user: the KV cache holds one full context
   GLM_RETURN_IF_ERROR(spec_flags(args, &o));
   GLM_RETURN_IF_ERROR(reasoning_flag(args, &o.reasoning));

@@ -32,6 +32,8 @@ Status reasoning_flag(const Args& args, tok::ReasoningFormat* out);
 // --device and --gpu-layers (model::LoadOptions), checked; defaults auto and -1.
 Status device_flags(const Args& args, std::string* device, int* gpu_layers);
 extern const char* kDeviceFlagsHelp;
+// --lora A.gguf[:scale], repeatable (model::LoadOptions::lora: merged at load).
+Status lora_flags(const Args& args, std::vector<model::LoraSpec>* out);
 extern const char* kSpecFlagsHelp;
 // Defaults: the engine's (temperature 0.8, top_p 0.8); max_tokens `default_max_tokens`.
 StatusOr<engine::SamplingParams> sampling_params(const Args& args, int default_max_tokens);

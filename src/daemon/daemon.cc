@@ -315,6 +315,19 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
       conn->send_line(protocol::serialize_event(ev));
       return;
     }
+    case protocol::RequestType::kLoadAdapter:
+    case protocol::RequestType::kUnloadAdapter: {
+      // On this connection's thread: a load reads its file here, never in the engine loop.
+      engine::Engine* e = engine();
+      Status s = e == nullptr ? Status(ErrorCode::kUnavailable,
+                                       "the model is still loading; retry when health says ready")
+                 : request->type == protocol::RequestType::kLoadAdapter
+                     ? e->load_adapter({request->adapter, request->path, request->scale})
+                     : e->unload_adapter(request->adapter);
+      conn->send_line(protocol::serialize_event(s.ok() ? health_event(request->id)
+                                                       : protocol::error_event(request->id, s)));
+      return;
+    }
     case protocol::RequestType::kCancel:
       handle_cancel(conn, *request);
       return;
@@ -521,6 +534,7 @@ protocol::Event Daemon::health_event(const std::string& id) const {
     ev.model = e->model_name();
     ev.n_ctx = e->n_ctx();
     ev.device = e->device();
+    for (const engine::AdapterSpec& a : e->adapters()) ev.adapters.push_back(a.name);
   }
   return ev;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -371,6 +373,16 @@ class EngineImpl final : public Engine {
 
     scheduler::SeqRequest r;
     r.id = request.id;
+    if (!request.adapter.empty()) {
+      GLM_RETURN_IF_ERROR(resolve_adapter(request.adapter, &r));
+      // A conversation's KV belongs to its adapter: another adapter's turn starts afresh.
+      if (!request.conversation.empty()) {
+        char tag[24];
+        std::snprintf(tag, sizeof(tag), "#%016llx",
+                      static_cast<unsigned long long>(r.adapter_salt));
+        request.conversation += tag;
+      }
+    }
     std::shared_ptr<ChoiceGroup> group;
     auto filter = [&]() { return chat ? template_->answer_filter() : nullptr; };
     // --reasoning-format: think always splits a leading <think>; auto when the template is a
@@ -451,6 +463,30 @@ class EngineImpl final : public Engine {
     return Status::Ok();
   }
 
+  // The adapter a request names (GenerateRequest::adapter): a served name, or "BASE:NAME"
+  // with this engine's model name as BASE; not_found naming the served ones otherwise.
+  Status resolve_adapter(const std::string& wanted, scheduler::SeqRequest* r) const {
+    std::lock_guard<std::mutex> lock(adapters_mu_);
+    auto it = adapters_.find(wanted);
+    const size_t colon = wanted.rfind(':');
+    if (it == adapters_.end() && colon != std::string::npos && wanted.substr(0, colon) == name_) {
+      it = adapters_.find(wanted.substr(colon + 1));
+    }
+    if (it == adapters_.end()) {
+      return not_found("adapter '" + wanted + "' is not served here" + served_adapters_locked());
+    }
+    r->adapter = it->second.adapter;
+    r->adapter_salt = it->second.salt;
+    return Status::Ok();
+  }
+
+  std::string served_adapters_locked() const {
+    if (adapters_.empty()) return " (this engine serves none: serve --adapter NAME=PATH)";
+    std::string names;
+    for (const auto& [name, s] : adapters_) names += (names.empty() ? "" : ", ") + name;
+    return "; served: " + names;
+  }
+
   // The prompt of a request, as submit() builds it (consumes request.messages).
   StatusOr<PromptPlan> plan_prompt(Request* request) const {
     const generation::SharedJson tools = request->tools;
@@ -511,6 +547,45 @@ class EngineImpl final : public Engine {
   int n_ctx() const override { return n_ctx_; }
   std::string device() const override { return model_->device_name(); }
   std::string model_name() const override { return name_; }
+
+  Status load_adapter(const AdapterSpec& spec) override {
+    auto file = gguf::File::open(spec.path);
+    if (!file.ok()) return file.status();
+    auto adapter = model::load_adapter(**file, model_->config(), spec.scale, spec.name);
+    if (!adapter.ok()) return adapter.status();
+    if (!(*adapter)->lora.empty() && model_->device_name() != "cpu") {
+      return unsupported("adapter '" + spec.name + "': LoRA per request is not supported on " +
+                         model_->device_name() + " (merge it at load with --lora instead)");
+    }
+    // The adapter's identity for the prefix cache and the KV disk cache: its file and scale.
+    uint32_t bits = 0;
+    std::memcpy(&bits, &spec.scale, sizeof(bits));
+    const uint64_t salt = (model_fingerprint(**file) * 0x100000001b3ull + bits) | 1;
+    std::lock_guard<std::mutex> lock(adapters_mu_);
+    if (adapters_.count(spec.name)) {
+      return invalid_argument("adapter '" + spec.name + "' is already loaded (unload it first)");
+    }
+    adapters_[spec.name] = {spec, std::move(*adapter), salt};
+    GLM_LOG_INFO("adapter %s: loaded from %s (scale %g)", spec.name.c_str(), spec.path.c_str(),
+                 spec.scale);
+    return Status::Ok();
+  }
+
+  Status unload_adapter(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(adapters_mu_);
+    if (adapters_.erase(name) == 0) {
+      return not_found("adapter '" + name + "' is not loaded" + served_adapters_locked());
+    }
+    GLM_LOG_INFO("adapter %s: unloaded", name.c_str());
+    return Status::Ok();
+  }
+
+  std::vector<AdapterSpec> adapters() const override {
+    std::lock_guard<std::mutex> lock(adapters_mu_);
+    std::vector<AdapterSpec> out;
+    for (const auto& [name, s] : adapters_) out.push_back(s.spec);
+    return out;
+  }
 
   bool drain(std::chrono::milliseconds bound) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -597,6 +672,15 @@ class EngineImpl final : public Engine {
       snapshot_ = s;
     }
   }
+
+  // Adapters served by name (load_adapter); a sequence holds its adapter's shared_ptr.
+  struct ServedAdapter {
+    AdapterSpec spec;
+    std::shared_ptr<const model::Adapter> adapter;
+    uint64_t salt = 0;  // kv::AdmitInput::salt
+  };
+  mutable std::mutex adapters_mu_;
+  std::map<std::string, ServedAdapter> adapters_;
 
   std::shared_ptr<const gguf::File> file_;
   std::unique_ptr<model::Model> model_;
@@ -810,6 +894,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.progress = options.load_progress;
   lo.device = options.device;
   lo.gpu_layers = options.gpu_layers;
+  lo.lora = options.lora;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
   if (plan && options.device != "cpu") {
@@ -831,7 +916,17 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   auto chat_template = tok::ChatTemplate::for_model(*shared, *tokenizer.value());
   if (!chat_template.ok()) return chat_template.status();
   extras.file = shared;
-  if (!options.kv_disk.empty()) extras.fingerprint = model_fingerprint(*shared);
+  if (!options.kv_disk.empty()) {
+    extras.fingerprint = model_fingerprint(*shared);
+    // Merged LoRAs change every K/V: the disk cache of the bare model must not be read back.
+    for (const model::LoraSpec& l : options.lora) {
+      auto lf = gguf::File::open(l.path);
+      if (!lf.ok()) return lf.status();
+      uint32_t bits = 0;
+      std::memcpy(&bits, &l.scale, sizeof(bits));
+      extras.fingerprint = (extras.fingerprint ^ model_fingerprint(**lf)) * 0x100000001b3ull + bits;
+    }
+  }
   auto name = shared->get_string("general.name");
   if (name.ok() && !name->empty()) {
     extras.name = name.value();
@@ -868,10 +963,36 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   auto e =
       std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),
                                    std::move(chat_template.value()), options, std::move(extras));
+  for (const AdapterSpec& a : options.adapters) {
+    if (Status s = e->load_adapter(a); !s.ok()) {
+      return Status(s.code(), "--adapter " + a.name + ": " + s.message());
+    }
+  }
   e->start(/*warm_up=*/true);
   GLM_LOG_INFO("engine: ready in %.0f ms",
                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   return std::unique_ptr<Engine>(std::move(e));
+}
+
+StatusOr<AdapterSpec> parse_adapter_spec(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    return invalid_argument("--adapter: expected NAME=PATH[:scale], got '" + arg + "'");
+  }
+  AdapterSpec spec;
+  spec.name = arg.substr(0, eq);
+  static const char kNameChars[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+  if (spec.name.size() > 64 || spec.name.find_first_not_of(kNameChars) != std::string::npos) {
+    return invalid_argument("--adapter: the name '" + spec.name +
+                            "' must be 1-64 letters, digits, '.', '_' or '-'");
+  }
+  StatusOr<model::LoraSpec> file = model::parse_lora_spec(arg.substr(eq + 1));
+  if (!file.ok())
+    return invalid_argument("--adapter " + spec.name + ": " + file.status().message());
+  spec.path = file->path;
+  spec.scale = file->scale;
+  return spec;
 }
 
 }  // namespace glm::engine

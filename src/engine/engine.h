@@ -57,6 +57,16 @@ struct Event : generation::Event {
 
 using EventSink = std::function<void(const Event&)>;
 
+// One adapter served by name: `name` selects it (GenerateRequest::adapter), `path` is its GGUF
+// file (model::load_adapter), `scale` the user's scale.
+struct AdapterSpec {
+  std::string name;
+  std::string path;
+  float scale = 1.0f;
+};
+// Parses "NAME=PATH" or "NAME=PATH:SCALE" (--adapter). NAME: 1-64 of [A-Za-z0-9._-].
+StatusOr<AdapterSpec> parse_adapter_spec(const std::string& arg);
+
 struct Options {
   std::string model_path;
   ProgressFn load_progress;  // load_engine: weight bytes in place of the total (may be empty)
@@ -65,6 +75,11 @@ struct Options {
   // of its layers go to the GPU (-1 = all). The commands' --device defaults to auto.
   std::string device = "cpu";
   int gpu_layers = -1;
+  // LoRA adapters merged into the weights at load (--lora; model::LoadOptions::lora).
+  std::vector<model::LoraSpec> lora;
+  // Adapters served per request by name (--adapter NAME=PATH[:scale]; docs/adapters.md),
+  // loaded at start; more with Engine::load_adapter.
+  std::vector<AdapterSpec> adapters;
   // Called once, from the engine's loop, when the model cannot run any more (a lost GPU:
   // model::Model::health); the requests fail with that error. `glmserve engine` exits so that
   // its supervisor restarts it (docs/gpu.md#failures). May be empty.
@@ -133,6 +148,19 @@ class Engine {
   // Where the model runs: "cpu" or "vulkan:0 (NVIDIA H200)" (model::Model::device_name).
   virtual std::string device() const { return "cpu"; }
   virtual std::string model_name() const = 0;
+  // Adapters served per request (docs/adapters.md). load_adapter reads `spec.path` onto this
+  // model (errors name the part that does not fit; nothing is half-loaded) and serves it as
+  // spec.name (a name already served is invalid_argument); unload_adapter stops serving it:
+  // requests running with it finish with it (each holds its adapter), new ones get not_found.
+  // Thread-safe; a load costs the file's read on the calling thread, never the engine loop.
+  virtual Status load_adapter(const AdapterSpec& spec) {
+    return unsupported("this engine serves no adapters (" + spec.name + ")");
+  }
+  virtual Status unload_adapter(const std::string& name) {
+    return not_found("adapter '" + name + "' is not loaded");
+  }
+  // The adapters served now, in name order.
+  virtual std::vector<AdapterSpec> adapters() const { return {}; }
   // Stops accepting requests, lets the ones in flight finish for at most `bound`, cancels the
   // rest, then stops the loop (and, with a KV disk cache, writes what is not on disk yet:
   // not counted in `bound`). Returns true if everything finished within the bound.

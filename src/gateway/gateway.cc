@@ -324,6 +324,30 @@ void Gateway::write_error(http::Response& res, const Status& status,
   res.set_content(body, "application/json");
 }
 
+std::vector<std::string> Gateway::served_adapters() {
+  if (router_.several()) return {};
+  protocol::Request req;
+  req.type = protocol::RequestType::kHealth;
+  req.id = protocol::make_request_id();
+  auto ev = engine_.query(req, 2000);
+  if (!ev.ok()) return {};
+  return ev->adapters;
+}
+
+std::string Gateway::adapter_for(const std::string& model) {
+  if (model.empty() || router_.several()) return "";
+  const std::string base = model_name();
+  if (model == base) return "";
+  const size_t colon = model.rfind(':');
+  if (colon != std::string::npos && model.compare(0, colon, base) == 0 && colon == base.size()) {
+    return model.substr(colon + 1);
+  }
+  for (const std::string& a : served_adapters()) {
+    if (a == model) return a;
+  }
+  return "";
+}
+
 std::string Gateway::model_name() {
   if (!options_.model_name.empty() && !router_.several()) return options_.model_name;
   {
@@ -401,6 +425,15 @@ void Gateway::install_static_routes() {
       if (!ev->model.empty()) {
         std::lock_guard<std::mutex> lock(model_mutex_);
         model_name_ = ev->model;
+      }
+      // Adapters served by name: the page's picker lists the model and each adapter (its
+      // choice goes out as the request's model, docs/adapters.md).
+      if (!ev->adapters.empty()) {
+        json models = json::array({{{"name", j["model"]}, {"state", "loaded"}}});
+        for (const std::string& a : ev->adapters) {
+          models.push_back({{"name", a}, {"state", "loaded"}, {"parent", j["model"]}});
+        }
+        j["models"] = std::move(models);
       }
     } else {
       j["error"] = ev.ok() ? "unexpected reply to a health request" : ev.status().message();
@@ -502,6 +535,7 @@ StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol:
   // continues with the draws the uninterrupted one would have made (docs/gateway.md).
   protocol::Request seeded = request;
   if (seeded.params.seed == 0) seeded.params.seed = random_seed();
+  if (seeded.adapter.empty() && !router_.several()) seeded.adapter = adapter_for(model);
   auto stream = engine->start(seeded);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());

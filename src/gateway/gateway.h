@@ -186,6 +186,13 @@ class Gateway {
   // The model a request without one gets: the one engine's (from its health), or serve's
   // default (its first --model).
   std::string model_name();
+  // One engine: the adapters it serves by name (its health answer; docs/adapters.md), and the
+  // adapter a request's `model` selects: NAME for "NAME" (a served adapter) or for
+  // "BASE:NAME" with the served model's name as BASE (the engine refuses an unknown NAME with
+  // not_found); "" for the model itself or any other name (one engine answers whatever model
+  // a client names). Several models: "" (adapters are served with one model only).
+  std::vector<std::string> served_adapters();
+  std::string adapter_for(const std::string& model);
   // GET /v1/models and /v1/models/{id}, /health with several models (routes_models.cc).
   void install_models_routes();
   void several_models_health(http::Response& res);

@@ -4,6 +4,7 @@
 // model objects as extra fields (clients ignore what they do not know).
 #include <nlohmann/json.hpp>
 
+#include "api/body.h"
 #include "core/json.h"
 #include "gateway/gateway.h"
 
@@ -14,6 +15,15 @@ using json = nlohmann::json;
 
 json model_object(const std::string& id) {
   return json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "glmserve"}};
+}
+
+// An adapter served on `base` (docs/adapters.md), with vLLM's fields for one: parent and root
+// name the base model. Selected by `model: "NAME"` or `"BASE:NAME"`.
+json adapter_object(const std::string& name, const std::string& base) {
+  json j = model_object(name);
+  j["parent"] = base;
+  j["root"] = base;
+  return j;
 }
 
 // An OpenAI model object with serve's fields: state, size_bytes, load (while loading).
@@ -35,12 +45,65 @@ void Gateway::install_models_routes() {
       if (!list.ok()) return set_json_error(res, list.status());
       for (const json& m : (*list)["models"]) data.push_back(served_model_object(m));
     } else {
-      data.push_back(model_object(model_name()));
+      const std::string base = model_name();
+      data.push_back(model_object(base));
+      for (const std::string& a : served_adapters()) data.push_back(adapter_object(a, base));
     }
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump_json(json{{"object", "list"}, {"data", std::move(data)}}),
                     "application/json");
   });
+  // Adapters loaded and unloaded at run time (docs/adapters.md), in vLLM's shapes:
+  // {"lora_name", "lora_path", "scale"?} and {"lora_name"}. A path on this machine is read by
+  // the engine: only with an API key configured (and sent, as every /v1 route checks).
+  auto adapter_route = [this](bool load) {
+    return [this, load](const http::Request& req, http::Response& res) {
+      if (options_.api_key.empty()) {
+        return set_json_error(res, Status(ErrorCode::kUnauthorized,
+                                          "loading adapters at run time needs the gateway's API "
+                                          "key (start it with --api-key-file)"));
+      }
+      if (router_.several()) {
+        return set_json_error(res, unsupported("adapters are served with one model only"));
+      }
+      api::BodyReader body(req.body);
+      const auto name = body.string("lora_name");
+      const auto path = load ? body.string("lora_path") : std::nullopt;
+      double scale = 1.0;
+      if (const nlohmann::json* s = body.json().contains("scale") ? &body.json()["scale"] : nullptr;
+          s != nullptr && !s->is_null()) {
+        if (!s->is_number())
+          return set_json_error(res, invalid_argument("scale: expected a number"));
+        scale = s->get<double>();
+      }
+      if (!body.status().ok()) return set_json_error(res, body.status());
+      if (!name) return set_json_error(res, invalid_argument("lora_name is required (a string)"));
+      if (load && !path) {
+        return set_json_error(res, invalid_argument("lora_path is required (a string)"));
+      }
+      protocol::Request q;
+      q.type = load ? protocol::RequestType::kLoadAdapter : protocol::RequestType::kUnloadAdapter;
+      q.id = protocol::make_request_id();
+      q.adapter = *name;
+      if (load) {
+        q.path = *path;
+        q.scale = static_cast<float>(scale);
+      }
+      auto ev = engine_.query(q, 120000);
+      if (!ev.ok()) return set_json_error(res, ev.status());
+      if (ev->type == protocol::EventType::kError) {
+        return set_json_error(
+            res, Status(ev->code == ErrorCode::kOk ? ErrorCode::kInternal : ev->code, ev->message));
+      }
+      res.set_content(dump_json(json{{"object", "adapters"},
+                                     {"adapter", *name},
+                                     {"loaded", load},
+                                     {"adapters", ev->adapters}}),
+                      "application/json");
+    };
+  };
+  server_->post("/v1/load_lora_adapter", adapter_route(true));
+  server_->post("/v1/unload_lora_adapter", adapter_route(false));
   server_->get(R"(/v1/models/([^/]+))", [this](const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     if (router_.several()) {
@@ -57,6 +120,11 @@ void Gateway::install_models_routes() {
                                            "serves " + names + " (GET /v1/models)"));
     }
     const std::string name = model_name();
+    for (const std::string& a : served_adapters()) {
+      if (id == a || id == name + ":" + a) {
+        return res.set_content(dump_json(adapter_object(a, name)), "application/json");
+      }
+    }
     if (id != name) {
       return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
                                            "serves '" + name + "' (GET /v1/models)"));

@@ -51,7 +51,11 @@ struct Message {
 };
 
 struct GenerateRequest {
-  std::string conversation;       // optional: KV reuse across the turns of one conversation
+  std::string conversation;  // optional: KV reuse across the turns of one conversation
+  // The adapter to run with (docs/adapters.md): a name the engine serves (serve --adapter
+  // NAME=PATH), or "BASE:NAME" with the engine's model name as BASE; empty = the bare model.
+  // An unknown name is not_found naming the served ones.
+  std::string adapter;
   std::vector<Message> messages;  // rendered with the model's chat template
   bool raw = false;               // true: `prompt` is plain text, no template
   std::string prompt;             // only with raw

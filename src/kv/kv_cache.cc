@@ -21,11 +21,19 @@ int KvCache::fork_blocks(int n_prompt, int extra) const {
   return blocks_for(n_prompt + extra) - n_prompt / alloc_.block_tokens();
 }
 
+uint64_t chain_root(uint64_t salt) {
+  if (salt == 0) return BlockAllocator::kRootHash;
+  uint64_t z = BlockAllocator::kRootHash ^ salt;  // SplitMix64's finalizer
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void KvCache::match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq) {
   const int bt = alloc_.block_tokens();
   // At least one prompt token must run through the model to produce logits.
   const int max_blocks = (static_cast<int>(prompt.size()) - 1) / bt;
-  uint64_t parent = BlockAllocator::kRootHash;
+  uint64_t parent = seq->root;
   for (int i = 0; i < max_blocks; ++i) {
     const int32_t* t = prompt.data() + static_cast<size_t>(i) * bt;
     const uint64_t h = BlockAllocator::hash_block(parent, t, bt);
@@ -124,6 +132,7 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
   if (total > alloc_.n_blocks()) return AdmitResult::kNeverFits;
   SeqKv kv;
   kv.shared = in.reuse;
+  kv.root = kv.chain_hash = chain_root(in.salt);
   BlockAllocator::Match partial;  // retained until copied or dropped
   if (in.reuse) {
     match_prefix(prompt, &kv);
@@ -246,6 +255,7 @@ ForkCopy KvCache::fork(SeqKv* parent, int reserve, SeqKv* child) {
   child->tokens = parent->tokens;
   child->n_published = parent->n_published;
   child->chain_hash = parent->chain_hash;
+  child->root = parent->root;
   child->shared = parent->shared;
   return copy;
 }
@@ -349,7 +359,7 @@ bool KvCache::write_conversation(const std::string& key, Conversation* c) {
   GLM_CHECK(static_cast<int>(c->kv.blocks.size()) >= blocks_for(n));
   DiskBlock b;
   b.data.resize(io_->block_bytes());
-  uint64_t parent = BlockAllocator::kRootHash;
+  uint64_t parent = c->kv.root;
   for (int i = 0, at = 0; at < n; ++i, at += bt) {
     const int m = std::min(bt, n - at);
     const uint64_t h = BlockAllocator::hash_block(parent, tokens.data() + at, m);

@@ -47,6 +47,8 @@ struct SeqKv {
   int reserved = 0;             // blocks promised to this sequence, not yet allocated
   int n_published = 0;          // leading full blocks already offered to the prefix cache
   uint64_t chain_hash = BlockAllocator::kRootHash;  // hash of the last published block
+  // The chain's root: kRootHash for the bare model, chain_root(salt) for an adapter's.
+  uint64_t root = BlockAllocator::kRootHash;
   bool shared = true;  // false: its blocks are never offered to the prefix cache
 };
 
@@ -63,7 +65,14 @@ struct AdmitInput {
   // More choices of the same prompt (n > 1), forked from this sequence once its prompt is
   // written (fork()): their blocks are reserved now, with this sequence's.
   int n_forks = 0;
+  // The identity of the adapter the sequence runs with (docs/adapters.md); 0 = the bare model.
+  // Its blocks chain from chain_root(salt): K/V is never shared across adapters. (The caller
+  // keys conversations by adapter too.)
+  uint64_t salt = 0;
 };
+
+// The prefix cache's chain root for an adapter's identity (kRootHash for 0).
+uint64_t chain_root(uint64_t salt);
 
 enum class AdmitResult {
   kAdmitted,   // *out filled, blocks reserved

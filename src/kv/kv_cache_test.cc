@@ -54,6 +54,36 @@ TEST(KvCache, SharedPrefixReusesFullBlocksOnly) {
   EXPECT_EQ(kv.allocator().n_reserved(), 0);
 }
 
+// Adapters (AdmitInput::salt): the same tokens under another adapter (or none) reuse nothing;
+// under the same adapter, the full blocks as usual.
+TEST(KvCache, PrefixBlocksAreNeverSharedAcrossAdapters) {
+  KvCache kv(32, 4);
+  auto p = seq_tokens(0, 10);
+  auto admit = [&](uint64_t salt) {
+    AdmitInput in = input(p, 3);
+    in.salt = salt;
+    Admitted a;
+    EXPECT_EQ(kv.admit(in, &a), AdmitResult::kAdmitted);
+    return a;
+  };
+  Admitted base = admit(0);
+  run(&kv, &base, {50, 51, 52});
+  Admitted a7 = admit(7);
+  EXPECT_EQ(a7.n_cached, 0);
+  run(&kv, &a7, {60, 61, 62});
+  Admitted a9 = admit(9);
+  EXPECT_EQ(a9.n_cached, 0);
+  Admitted again7 = admit(7);
+  EXPECT_EQ(again7.n_cached, 8);
+  EXPECT_EQ(again7.kv.blocks[0], a7.kv.blocks[0]);
+  Admitted again0 = admit(0);
+  EXPECT_EQ(again0.n_cached, 8);
+  EXPECT_EQ(again0.kv.blocks[0], base.kv.blocks[0]);
+  EXPECT_NE(chain_root(7), chain_root(0));
+  for (Admitted* a : {&base, &a7, &a9, &again7, &again0}) kv.release(&a->kv);
+  EXPECT_EQ(kv.allocator().n_used(), 0);
+}
+
 // n > 1: forks share the prompt's full blocks, copy its partial one, and take their share of
 // the reservation made at admission.
 TEST(KvCache, ForksShareFullBlocksCopyThePartialOneAndReserveTheirGrowth) {

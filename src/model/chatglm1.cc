@@ -119,6 +119,7 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
                          OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  GLM_RETURN_IF_ERROR(refuse_lora(batch, "ChatGLM-6B (v1)"));
   GLM_RETURN_IF_ERROR(refuse_prefix(batch, "ChatGLM-6B (v1)"));
   std::vector<int>& prefixes = prefixes_;
   prefixes.clear();

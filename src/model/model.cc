@@ -40,6 +40,24 @@ StatusOr<std::unique_ptr<gpu::Device>> open_device(const LoadOptions& options) {
   return dev;
 }
 
+// Merges each --lora of `options` into `weights`, in order (model/lora.h).
+Status merge_loras(const Config& config, const LoadOptions& options, Weights* weights) {
+  if (options.lora.empty()) return Status::Ok();
+  kernels::ThreadPool pool(options.n_threads);
+  for (const LoraSpec& spec : options.lora) {
+    StatusOr<std::shared_ptr<const Adapter>> adapter =
+        load_adapter(spec.path, config, spec.scale, spec.path);
+    if (!adapter.ok()) return adapter.status();
+    if ((*adapter)->lora.empty()) {
+      return invalid_argument("--lora " + spec.path +
+                              ": not a LoRA adapter (serve a P-Tuning prefix with --adapter)");
+    }
+    GLM_RETURN_IF_ERROR(merge_lora(**adapter, weights, &pool));
+    GLM_LOG_INFO("--lora %s: merged (scale %g)", spec.path.c_str(), spec.scale);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate_device(const std::string& device) {
@@ -66,6 +84,9 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     return invalid_argument("--gpu-layers: expected -1 (all) or a count of layers");
   }
   if (config->arch == Arch::kChatGLM1) {
+    if (!options.lora.empty()) {
+      return unsupported("--lora: LoRA on ChatGLM-6B (v1) is not supported");
+    }
     if (options.device != "cpu" && options.device != "auto" && options.gpu_layers != 0) {
       return unsupported("ChatGLM-6B (v1) runs on the CPU only (use --device cpu)");
     }
@@ -73,6 +94,7 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
   }
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
+  GLM_RETURN_IF_ERROR(merge_loras(*config, options, &weights));
   StatusOr<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device.ok()) return device.status();
   if (*device != nullptr) {

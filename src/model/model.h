@@ -14,6 +14,7 @@
 #include "model/adapter.h"
 #include "model/config.h"
 #include "model/kv_pool.h"
+#include "model/lora.h"
 
 namespace glm::model {
 
@@ -99,6 +100,9 @@ struct LoadOptions {
   std::string device = "cpu";
   // Layers on the GPU, counted from the last as llama.cpp's -ngl; -1 = all of them.
   int gpu_layers = -1;
+  // LoRA adapters merged into the weights at load, in order (--lora A.gguf[:scale];
+  // model/lora.h): no cost per token; quantized weights are re-quantized to their type.
+  std::vector<LoraSpec> lora;
 };
 
 // Checks a --device value ("auto", "cpu", "vulkan", "vulkan:N"); invalid_argument naming the
@@ -109,7 +113,8 @@ Status validate_device(const std::string& device);
 // the weight matrices that have a packed layout for this CPU are copied into it (owned,
 // huge-page memory; the copied rows' mapped pages are released); every other tensor is read
 // from the file's mapping, which the model keeps alive through the shared_ptr.
-// Errors: unknown architecture, missing or misshapen tensors, inconsistent metadata.
+// Errors: unknown architecture, missing or misshapen tensors, inconsistent metadata, a --lora
+// that does not fit the model (named).
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> file,
                                             const LoadOptions& options);
 

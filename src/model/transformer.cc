@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "model/lora.h"
 #include "model/ops.h"
 
 namespace glm::model {
@@ -43,6 +44,12 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
     auto where = [s] { return "forward: sequence " + std::to_string(s) + ": "; };
     if (in.n_tokens < 1 || in.tokens == nullptr) return invalid_argument(where() + "no tokens");
     if (in.n_past < 0) return invalid_argument(where() + "negative n_past");
+    if (in.adapter != nullptr && !in.adapter->lora.empty() &&
+        in.adapter->lora.size() != static_cast<size_t>(c.n_layer)) {
+      return invalid_argument(where() + "adapter '" + in.adapter->name + "' has LoRA pairs for " +
+                              std::to_string(in.adapter->lora.size()) + " layers, the model has " +
+                              std::to_string(c.n_layer));
+    }
     for (int t = 0; t < in.n_tokens; ++t) {
       if (in.tokens[t] < 0 || in.tokens[t] >= c.n_vocab) {
         return invalid_argument(where() + "token id " + std::to_string(in.tokens[t]) +
@@ -65,6 +72,16 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
       }
     }
     if (in.adapter != nullptr) GLM_RETURN_IF_ERROR(check_prefix(c, in.adapter->prefix));
+  }
+  return Status::Ok();
+}
+
+Status refuse_lora(const std::vector<SeqInput>& batch, const char* model) {
+  for (const SeqInput& in : batch) {
+    if (in.adapter != nullptr && !in.adapter->lora.empty()) {
+      return unsupported("adapter '" + in.adapter->name + "': LoRA per request is not supported " +
+                         "on " + model + " (merge it at load with --lora, or run on the CPU)");
+    }
   }
   return Status::Ok();
 }
@@ -105,13 +122,14 @@ void Transformer::reserve(int n, int n_block_ptrs) {
   }
 }
 
-void Transformer::project_qkv(const LayerWeights& lw, int n) {
+void Transformer::project_qkv(int l, const LayerWeights& lw, int n) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim();
   if (lw.qkv.data != nullptr) {
     // Fused: [T, q_dim + 2 kv_dim], rows of each token: q heads, k heads, v heads.
     const int w = qd + 2 * kd;
     kernels::matmul(lw.qkv, cur_.data(), qkv_.data(), n, pool_.get());
+    add_lora(l, &LoraLayer::qkv, cur_.data(), c.n_embd, qkv_.data(), w);
     for (int t = 0; t < n; ++t) {
       float* row = qkv_.data() + static_cast<size_t>(t) * w;
       if (lw.qkv_b != nullptr) ops::add(lw.qkv_b, row, w);
@@ -123,6 +141,9 @@ void Transformer::project_qkv(const LayerWeights& lw, int n) {
     kernels::matmul(lw.wq, cur_.data(), q_.data(), n, pool_.get());  // [T, q_dim]
     kernels::matmul(lw.wk, cur_.data(), k_.data(), n, pool_.get());  // [T, kv_dim]
     kernels::matmul(lw.wv, cur_.data(), v_.data(), n, pool_.get());  // [T, kv_dim]
+    add_lora(l, &LoraLayer::wq, cur_.data(), c.n_embd, q_.data(), qd);
+    add_lora(l, &LoraLayer::wk, cur_.data(), c.n_embd, k_.data(), kd);
+    add_lora(l, &LoraLayer::wv, cur_.data(), c.n_embd, v_.data(), kd);
     for (int t = 0; t < n; ++t) {
       if (lw.bq) ops::add(lw.bq, q_.data() + static_cast<size_t>(t) * qd, qd);
       if (lw.bk) ops::add(lw.bk, k_.data() + static_cast<size_t>(t) * kd, kd);
@@ -191,11 +212,12 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
   }
 }
 
-void Transformer::mlp(const LayerWeights& lw, int n) {
+void Transformer::mlp(int l, const LayerWeights& lw, int n) {
   const int ff = config_.n_ff;
   if (lw.ffn_gate.data == nullptr) {
     // Fused: up_ [T, 2 n_ff] = per token [gate (n_ff) | up (n_ff)].
     kernels::matmul(lw.ffn_up, cur_.data(), up_.data(), n, pool_.get());
+    add_lora(l, &LoraLayer::ffn_up, cur_.data(), config_.n_embd, up_.data(), 2 * ff);
     for (int t = 0; t < n; ++t) {
       const float* row = up_.data() + static_cast<size_t>(t) * 2 * ff;
       ops::swiglu(row, row + ff, act_.data() + static_cast<size_t>(t) * ff, ff);
@@ -203,9 +225,12 @@ void Transformer::mlp(const LayerWeights& lw, int n) {
   } else {
     kernels::matmul(lw.ffn_gate, cur_.data(), gate_.data(), n, pool_.get());  // [T, n_ff]
     kernels::matmul(lw.ffn_up, cur_.data(), up_.data(), n, pool_.get());      // [T, n_ff]
+    add_lora(l, &LoraLayer::ffn_gate, cur_.data(), config_.n_embd, gate_.data(), ff);
+    add_lora(l, &LoraLayer::ffn_up, cur_.data(), config_.n_embd, up_.data(), ff);
     ops::swiglu(gate_.data(), up_.data(), act_.data(), n * ff);
   }
   kernels::matmul(lw.ffn_down, act_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+  add_lora(l, &LoraLayer::ffn_down, act_.data(), ff, proj_.data(), config_.n_embd);
   if (lw.ffn_down_b != nullptr) {
     for (int t = 0; t < n; ++t) {
       ops::add(lw.ffn_down_b, proj_.data() + static_cast<size_t>(t) * config_.n_embd,
@@ -223,6 +248,30 @@ void Transformer::post_norm(const float* w, int n) {
   }
 }
 
+void Transformer::group_lora(const std::vector<SeqInput>& batch) {
+  lora_groups_.clear();
+  int row = 0;
+  for (const SeqInput& in : batch) {
+    if (in.adapter != nullptr && !in.adapter->lora.empty()) {
+      auto g = std::find_if(lora_groups_.begin(), lora_groups_.end(),
+                            [&](const LoraGroup& x) { return x.adapter == in.adapter; });
+      if (g == lora_groups_.end()) g = lora_groups_.insert(lora_groups_.end(), {in.adapter, {}});
+      for (int i = 0; i < in.n_tokens; ++i) g->rows.push_back(row + i);
+    }
+    row += in.n_tokens;
+  }
+}
+
+void Transformer::add_lora(int l, LoraPair LoraLayer::*pair, const float* x, int x_stride, float* y,
+                           int y_stride) {
+  for (const LoraGroup& g : lora_groups_) {
+    const LoraPair& p = g.adapter->lora[l].*pair;
+    if (!p.empty()) {
+      lora_apply_rows(p, x, x_stride, y, y_stride, g.rows, &lora_scratch_, pool_.get());
+    }
+  }
+}
+
 int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers) {
   const Config& c = config_;
   int n = 0, max_blocks = 0;
@@ -235,6 +284,8 @@ int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int 
   reserve(n, std::max(max_blocks, kv->n_blocks()));
   const int d = c.n_embd;
   const int half = c.n_rot / 2;
+
+  group_lora(batch);
 
   // Embeddings and rotary tables: x_ [T, n_embd], rope_* [T, n_rot / 2].
   int t = 0;
@@ -255,16 +306,17 @@ int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int 
       const size_t o = static_cast<size_t>(i) * d;
       ops::rms_norm(x_.data() + o, lw.attn_norm, c.norm_eps, cur_.data() + o, d);
     }
-    project_qkv(lw, n);
+    project_qkv(l, lw, n);
     attend(batch, l, kv);
     kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+    add_lora(l, &LoraLayer::wo, attn_.data(), c.q_dim(), proj_.data(), d);
     post_norm(lw.attn_post_norm, n);
     ops::add(proj_.data(), x_.data(), n * d);
     for (int i = 0; i < n; ++i) {
       const size_t o = static_cast<size_t>(i) * d;
       ops::rms_norm(x_.data() + o, lw.ffn_norm, c.norm_eps, cur_.data() + o, d);
     }
-    mlp(lw, n);
+    mlp(l, lw, n);
     post_norm(lw.ffn_post_norm, n);
     ops::add(proj_.data(), x_.data(), n * d);
   }

@@ -47,13 +47,19 @@ class Transformer : public Model {
   // Scratch buffers sized for n_tokens rows (grow only).
   void reserve(int n_tokens, int n_block_ptrs);
   // Projects cur_ into q_/k_/v_ and applies rotary and biases; [T, *] each.
-  void project_qkv(const LayerWeights& lw, int n_tokens);
+  void project_qkv(int layer, const LayerWeights& lw, int n_tokens);
   // Writes k_/v_ rows into the cache and runs attention into attn_ for each sequence.
   void attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv);
   // SwiGLU MLP of cur_ into ffn_out_ ([T, n_embd]).
-  void mlp(const LayerWeights& lw, int n_tokens);
+  void mlp(int layer, const LayerWeights& lw, int n_tokens);
   // glm4's sandwich norm: proj_ [T, n_embd] RMS-normed in place by `w`; nothing if w is null.
   void post_norm(const float* w, int n_tokens);
+  // Groups the batch's rows by LoRA adapter into lora_groups_ (none when no sequence has one).
+  void group_lora(const std::vector<SeqInput>& batch);
+  // The LoRA side path of one matrix of layer l: for each adapter of the batch with a pair on
+  // it, y [T, y_stride] rows of its sequences += scale * B (A x [T, x_stride] rows).
+  void add_lora(int l, LoraPair LoraLayer::*pair, const float* x, int x_stride, float* y,
+                int y_stride);
 
   std::shared_ptr<const gguf::File> file_;
   Config config_;
@@ -79,6 +85,14 @@ class Transformer : public Model {
   std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
   std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
   std::vector<const void*> v_ptrs_;
+  // LoRA: the batch's adapters with pairs, each with its rows in the batch (grouped once per
+  // forward, so each A and B runs once over all rows of its adapter).
+  struct LoraGroup {
+    const Adapter* adapter = nullptr;
+    std::vector<int> rows;  // [rows of the adapter's sequences]
+  };
+  std::vector<LoraGroup> lora_groups_;
+  std::vector<float> lora_scratch_;  // lora_apply_rows' [rows, n_in + rank + n_out]
 };
 
 // Checks a P-Tuning prefix against a model config: kv_dim and [n_layer, n_tokens, kv_dim] K/V
@@ -92,5 +106,9 @@ Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model);
 // n_tokens >= 1, blocks present and in range for every position, a P-Tuning prefix of the
 // model's shape. invalid_argument otherwise.
 Status validate_batch(const Config& config, const std::vector<SeqInput>& batch, const KvPool* kv);
+
+// unsupported naming `model` when a sequence of the batch has an adapter with LoRA pairs: for
+// the models that cannot apply them per request yet (GPU, ChatGLM-6B).
+Status refuse_lora(const std::vector<SeqInput>& batch, const char* model);
 
 }  // namespace glm::model

@@ -257,6 +257,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
                                std::vector<float>* out, OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  GLM_RETURN_IF_ERROR(refuse_lora(batch, "the GPU"));
   GLM_RETURN_IF_ERROR(refuse_prefix(batch, "the GPU path"));
   if (batch.empty()) return Status::Ok();
   const int bt = kv->block_tokens();

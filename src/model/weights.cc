@@ -115,9 +115,6 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& pro
   return bytes;
 }
 
-namespace {
-
-// The field of `w` (or of its layer `layer`) that a 2-D slot fills; null for a 1-D slot.
 kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
   using arch::Slot;
   if (slot == Slot::kTokenEmbd) return &w->token_embd;
@@ -145,6 +142,8 @@ kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
       return nullptr;
   }
 }
+
+namespace {
 
 const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
   using arch::Slot;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
@@ -50,7 +51,12 @@ struct Weights {
   std::vector<LayerWeights> layers;      // [n_layer]
   std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
   std::vector<kernels::PackedWeight> packed;               // repacked matrices (repack())
+  // Matrices rewritten at load (a LoRA merged in, model/lora.h), each [n_rows, row bytes].
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> merged;
 };
+
+// The field of `w` (or of its layer `layer`) that a 2-D slot fills; null for a 1-D slot.
+kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer);
 
 // Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h) and
 // copies the others as they are into owned huge-page memory; points each view at its copy and

@@ -202,6 +202,7 @@ std::string serialize_event(const Event& e) {
       if (!e.device.empty()) j["device"] = e.device;
       j["protocol"] = kProtocolVersion;
       if (!e.instance.empty()) j["instance"] = e.instance;
+      if (!e.adapters.empty()) j["adapters"] = e.adapters;
       if (e.load_total_bytes > 0) {
         j["load"] = {{"done_bytes", e.load_done_bytes},
                      {"total_bytes", e.load_total_bytes},
@@ -320,6 +321,11 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.n_ctx = get_int(j, "n_ctx");
       e.device = get_str(j, "device");
       e.instance = get_str(j, "instance");
+      if (auto it = j.find("adapters"); it != j.end() && it->is_array()) {
+        for (const auto& a : *it) {
+          if (a.is_string()) e.adapters.push_back(a.get<std::string>());
+        }
+      }
       if (auto it = j.find("load"); it != j.end() && it->is_object()) {
         e.load_done_bytes = static_cast<uint64_t>(get_int64(*it, "done_bytes"));
         e.load_total_bytes = static_cast<uint64_t>(get_int64(*it, "total_bytes"));

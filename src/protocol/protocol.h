@@ -37,7 +37,19 @@ struct Limits {
 
 // kPrompt: a generate request's prompt, not run: the tokens (and their text) the engine would
 // prefill for it. kDetokenize: ids -> text.
-enum class RequestType { kGenerate, kCancel, kHealth, kStats, kTokenize, kDetokenize, kPrompt };
+// kLoadAdapter / kUnloadAdapter: serve an adapter by name from now on, or stop
+// (docs/adapters.md); answered with the health event (its adapters) or an error.
+enum class RequestType {
+  kGenerate,
+  kCancel,
+  kHealth,
+  kStats,
+  kTokenize,
+  kDetokenize,
+  kPrompt,
+  kLoadAdapter,
+  kUnloadAdapter
+};
 const char* request_type_name(RequestType t);
 
 using Message = generation::Message;
@@ -59,6 +71,10 @@ struct Request : generation::GenerateRequest {
   std::string text;
   // kDetokenize
   std::vector<int32_t> tokens;
+  // kLoadAdapter (the name in `adapter`, also kUnloadAdapter's): the adapter file on the
+  // engine's machine and the user's scale.
+  std::string path;
+  float scale = 1.0f;
   // kCancel: `id` names the request to cancel.
 };
 
@@ -84,6 +100,8 @@ struct Event : generation::Event {
   int n_ctx = 0;                    // kHealth
   std::string device;               // kHealth: where the model runs ("cpu", "vulkan:0 (...)")
   std::string instance;             // kHealth: the engine's --instance token (empty if none)
+  // kHealth: the adapters served by name (docs/adapters.md).
+  std::vector<std::string> adapters;
   // kHealth while loading: weight bytes in place of the total (written when total > 0).
   uint64_t load_done_bytes = 0, load_total_bytes = 0;
   StatsInfo stats;     // kStats

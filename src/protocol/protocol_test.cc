@@ -95,6 +95,30 @@ TEST(ParseRequest, OtherRequestTypes) {
   EXPECT_EQ(t.text, "hello");
 }
 
+// Adapters (docs/adapters.md): a generate request's `adapter`, and the load / unload requests,
+// each read back from its own serialization.
+TEST(ParseRequest, AdapterFieldAndAdapterRequests) {
+  Request g = parse_ok(R"({"id":"g","adapter":"chatglm3-6b:ad","prompt":"x","raw":true})");
+  EXPECT_EQ(g.adapter, "chatglm3-6b:ad");
+  EXPECT_EQ(parse_ok(serialize_request(g)).adapter, "chatglm3-6b:ad");
+  Request l = parse_ok(R"({"type":"load_adapter","adapter":"ad","path":"/m/a.gguf","scale":0.5})");
+  EXPECT_EQ(l.type, RequestType::kLoadAdapter);
+  EXPECT_EQ(l.adapter, "ad");
+  EXPECT_EQ(l.path, "/m/a.gguf");
+  EXPECT_EQ(l.scale, 0.5f);
+  Request back = parse_ok(serialize_request(l));
+  EXPECT_EQ(back.type, RequestType::kLoadAdapter);
+  EXPECT_EQ(back.path, "/m/a.gguf");
+  EXPECT_EQ(back.scale, 0.5f);
+  Request u = parse_ok(R"({"type":"unload_adapter","adapter":"ad"})");
+  EXPECT_EQ(u.type, RequestType::kUnloadAdapter);
+  EXPECT_EQ(parse_ok(serialize_request(u)).adapter, "ad");
+  expect_error(R"({"type":"load_adapter","adapter":"ad"})", "path");
+  expect_error(R"({"type":"unload_adapter"})", "adapter");
+  expect_error(R"({"type":"load_adapter","adapter":"ad","path":"p","scale":"x"})", "scale");
+  expect_error(R"({"adapter":7,"prompt":"x","raw":true})", "adapter");
+}
+
 TEST(ParseRequest, CarriageReturnIsTolerated) {
   EXPECT_EQ(parse_ok("{\"type\":\"health\"}\r").type, RequestType::kHealth);
 }

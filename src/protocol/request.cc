@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -126,7 +127,8 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 bool is_top_level_key(const std::string& key) {
   static const char* kKeys[] = {"v",          "type",    "id",     "conversation", "messages",
                                 "prompt",     "history", "raw",    "params",       "text",
-                                "constraint", "tools",   "tokens", "resume",       "n"};
+                                "constraint", "tools",   "tokens", "resume",       "n",
+                                "adapter",    "path",    "scale"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -212,6 +214,11 @@ Status parse_generate(const json& j, const Limits& limits, Request* r) {
     auto c = get_id(j["conversation"], "conversation", limits);
     if (!c.ok()) return c.status();
     r->conversation = *c;
+  }
+  if (j.contains("adapter")) {
+    auto a = get_id(j["adapter"], "adapter", limits);
+    if (!a.ok()) return a.status();
+    r->adapter = *a;
   }
   if (j.contains("raw")) {
     if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
@@ -338,10 +345,15 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
       r.type = RequestType::kDetokenize;
     else if (t == "prompt")
       r.type = RequestType::kPrompt;
+    else if (t == "load_adapter")
+      r.type = RequestType::kLoadAdapter;
+    else if (t == "unload_adapter")
+      r.type = RequestType::kUnloadAdapter;
     else {
       return field_error("type", "'" + t +
                                      "' is not one of generate, cancel, health, stats, "
-                                     "tokenize, detokenize, prompt");
+                                     "tokenize, detokenize, prompt, load_adapter, "
+                                     "unload_adapter");
     }
   }
   if (r.type == RequestType::kCancel && r.id.empty()) {
@@ -369,6 +381,24 @@ StatusOr<Request> parse_object(const json& j, const Limits& limits, std::string*
   if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
     GLM_RETURN_IF_ERROR(parse_generate(j, limits, &r));
   }
+  if (r.type == RequestType::kLoadAdapter || r.type == RequestType::kUnloadAdapter) {
+    if (!j.contains("adapter")) return field_error("adapter", "the adapter's name is needed");
+    auto a = get_id(j["adapter"], "adapter", limits);
+    if (!a.ok()) return a.status();
+    r.adapter = *a;
+  }
+  if (r.type == RequestType::kLoadAdapter) {
+    if (!j.contains("path")) return field_error("path", "load_adapter needs the file's path");
+    auto p = get_string(j["path"], "path", 4096);
+    if (!p.ok()) return p.status();
+    r.path = *p;
+    if (j.contains("scale")) {
+      if (!j["scale"].is_number() || !std::isfinite(j["scale"].get<double>())) {
+        return field_error("scale", "expected a finite number");
+      }
+      r.scale = j["scale"].get<float>();
+    }
+  }
   if (r.id.empty()) {
     r.id = make_request_id();
     r.id_assigned = true;
@@ -395,6 +425,10 @@ const char* request_type_name(RequestType t) {
       return "detokenize";
     case RequestType::kPrompt:
       return "prompt";
+    case RequestType::kLoadAdapter:
+      return "load_adapter";
+    case RequestType::kUnloadAdapter:
+      return "unload_adapter";
   }
   return "generate";
 }
@@ -424,8 +458,16 @@ std::string serialize_request(const Request& r) {
   if (!r.id.empty() && !r.id_assigned) j["id"] = r.id;
   if (r.type == RequestType::kTokenize) j["text"] = r.text;
   if (r.type == RequestType::kDetokenize) j["tokens"] = r.tokens;
+  if (r.type == RequestType::kLoadAdapter || r.type == RequestType::kUnloadAdapter) {
+    j["adapter"] = r.adapter;
+  }
+  if (r.type == RequestType::kLoadAdapter) {
+    j["path"] = r.path;
+    if (r.scale != 1.0f) j["scale"] = r.scale;
+  }
   if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
     if (!r.conversation.empty()) j["conversation"] = r.conversation;
+    if (!r.adapter.empty()) j["adapter"] = r.adapter;
     if (r.raw) {
       j["raw"] = true;
       j["prompt"] = r.prompt;

@@ -149,6 +149,8 @@ Status Scheduler::add(SeqRequest&& request) {
     fork->req.matcher = std::move(f.matcher);
     fork->req.submitted = request.submitted;
     fork->req.observer = std::move(f.observer);
+    fork->req.adapter = request.adapter;
+    fork->req.adapter_salt = request.adapter_salt;
     seq->forks.push_back(std::move(fork));
   }
   request.forks.clear();
@@ -203,6 +205,7 @@ void Scheduler::admit() {
     in.n_ctx = options_.n_ctx;
     in.reuse = !caps_.bidirectional_prompt;
     in.n_forks = static_cast<int>(s->forks.size());
+    in.salt = s->req.adapter_salt;
     const kv::AdmitResult r = cache_->admit(in, &s->adm);
     if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
     std::unique_ptr<Seq> seq = std::move(waiting_.front());
@@ -360,6 +363,7 @@ bool Scheduler::step() {
     const int n_past = static_cast<int>(kv.tokens.size());
     model::SeqInput in;
     in.n_past = n_past;
+    in.adapter = seq->req.adapter.get();
     if (seq->decoding) {
       if (!draft_on_) plan_draft(seq.get());  // else draft_with_model() did
       in.tokens = seq->feed.data();

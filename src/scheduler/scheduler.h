@@ -127,6 +127,11 @@ struct SeqRequest {
     std::unique_ptr<SeqObserver> observer;
   };
   std::vector<Fork> forks;
+  // The adapter the sequence (and its forks) runs with (docs/adapters.md); null = the bare
+  // model. Held until the sequence ends, so an adapter unloaded meanwhile stays valid for it.
+  // adapter_salt: its identity for the prefix cache (kv::AdmitInput::salt; 0 without one).
+  std::shared_ptr<const model::Adapter> adapter;
+  uint64_t adapter_salt = 0;
 };
 
 struct Options {
