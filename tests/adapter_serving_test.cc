@@ -16,7 +16,9 @@
 #include "convert/lora_file.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
+#include "model/config.h"
 #include "model/lora.h"
+#include "model/ptuning_test_util.h"
 #include "model/test_util.h"
 
 namespace glm {
@@ -165,6 +167,47 @@ TEST(AdapterServing, NamesSelectAdaptersAndMatchTheModelDirectly) {
   EXPECT_NE(s.message().find("adapter '" + base + ":nope' is not served here; served: a1, a2"),
             std::string::npos)
       << s.message();
+  e->drain(std::chrono::seconds(10));
+}
+
+// A P-Tuning v2 adapter served by name (the lead's merge of the two branches): the answer is
+// the model's own with the prefix, the prefix costs no prefill (the request's prompt is its own
+// tokens, and a repeat reuses all of them but one), and its KV is never lent to the bare model.
+TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
+  auto f = gguf::File::open(tiny_model());
+  ASSERT_TRUE(f.ok());
+  auto config = model::read_config(**f);
+  ASSERT_TRUE(config.ok());
+  model::testing::PtuningSpec spec;
+  spec.n_layer = config->n_layer;
+  spec.kv_dim = config->kv_dim();
+  spec.pre_seq_len = 6;
+  spec.std = 2.0f;  // strong enough to change the answer
+  const std::string pt = model::testing::temp_path("serving-pt.gguf");
+  ASSERT_TRUE(
+      model::testing::write_ptuning_gguf(spec, model::testing::random_ptuning(spec), pt).ok());
+  auto e = load({{"pt", pt, 1.0f}}, 1);
+  ASSERT_NE(e, nullptr);
+  const std::string text = "a prompt read with and without the prefix";
+  auto ids = e->prompt_tokens(raw_request("probe", "", text));
+  ASSERT_TRUE(ids.ok());
+  const std::vector<int32_t> with = direct_greedy(*ids, pt), without = direct_greedy(*ids, "");
+  ASSERT_NE(with, without) << "the prefix changes nothing: the test could not tell";
+  Results res;
+  for (const auto& [id, adapter] :
+       std::vector<std::pair<std::string, std::string>>{{"p1", "pt"}, {"p2", "pt"}, {"b1", ""}}) {
+    ASSERT_TRUE(e->submit(raw_request(id, adapter, text), res.sink()).ok());
+    ASSERT_TRUE(res.wait(id));
+    ASSERT_EQ(res.done[id].type, generation::EventType::kDone) << res.done[id].error.to_string();
+  }
+  EXPECT_TRUE(same_answer(res.tokens["p1"], with));
+  EXPECT_EQ(res.tokens["p2"], res.tokens["p1"]);
+  EXPECT_TRUE(same_answer(res.tokens["b1"], without));
+  const int n = static_cast<int>(ids->size());
+  EXPECT_EQ(res.done["p1"].usage.prompt_tokens, n);  // the prefix is not prompt: not prefilled
+  EXPECT_EQ(res.start["p1"].usage.cached_tokens, 0);
+  EXPECT_EQ(res.start["p2"].usage.cached_tokens, n - 1);
+  EXPECT_EQ(res.start["b1"].usage.cached_tokens, 0) << "the base must not read prefixed KV";
   e->drain(std::chrono::seconds(10));
 }
 
