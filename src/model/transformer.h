@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace glm::model {
@@ -79,6 +80,7 @@ class Transformer : public Model {
   std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
   std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
   std::vector<const void*> v_ptrs_;
+  MoeFfn moe_;  // glm4moe's MoE layers (scratch of its own)
 };
 
 // Checks a P-Tuning prefix against a model config: kv_dim and [n_layer, n_tokens, kv_dim] K/V
