@@ -87,29 +87,44 @@ Status read_moe_config(const gguf::File& file, Config* c) {
   return Status::Ok();
 }
 
-Route route_token(const float* logits, const float* bias, const Config& c) {
-  const int n = c.moe.n_expert, k = c.moe.n_expert_used;
-  std::vector<float> score(n), sel(n);  // score [n_expert] sigmoid; sel [n_expert] + bias
+namespace {
+
+// The routing of one token into experts[k] and weights[k] (route_token's definition), with
+// caller-owned scratch: score, sel [n_expert] floats, order [n_expert] ints. No allocation.
+void route_into(const float* logits, const float* bias, const MoeConfig& m, float* score,
+                float* sel, int* order, int* experts, float* weights) {
+  const int n = m.n_expert, k = m.n_expert_used;
   for (int e = 0; e < n; ++e) {
-    score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
-    sel[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+    score[e] = 1.0f / (1.0f + std::exp(-logits[e]));         // sigmoid
+    sel[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);  // + bias: selection only
+    order[e] = e;
   }
-  std::vector<int> order(n);
-  for (int e = 0; e < n; ++e) order[e] = e;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+  std::partial_sort(order, order + k, order + n,
                     [&](int a, int b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); });
-  Route r;
-  r.experts.assign(order.begin(), order.begin() + k);
   float sum = 0;
-  for (int e : r.experts) {
-    r.weights.push_back(score[e]);
-    sum += score[e];
+  for (int j = 0; j < k; ++j) {
+    experts[j] = order[j];
+    weights[j] = score[order[j]];
+    sum += weights[j];
   }
   // The sum clamped at F16's smallest normal, as the reference does against a zero sum.
-  if (c.moe.weights_norm) {
-    for (float& w : r.weights) w /= std::max(sum, 6.103515625e-5f);
+  for (int j = 0; j < k; ++j) {
+    if (m.weights_norm) weights[j] /= std::max(sum, 6.103515625e-5f);
+    weights[j] *= m.weights_scale;
   }
-  for (float& w : r.weights) w *= c.moe.weights_scale;
+}
+
+}  // namespace
+
+Route route_token(const float* logits, const float* bias, const Config& c) {
+  const MoeConfig& m = c.moe;
+  std::vector<float> score(m.n_expert), sel(m.n_expert);
+  std::vector<int> order(m.n_expert);
+  Route r;
+  r.experts.resize(m.n_expert_used);
+  r.weights.resize(m.n_expert_used);
+  route_into(logits, bias, m, score.data(), sel.data(), order.data(), r.experts.data(),
+             r.weights.data());
   return r;
 }
 
