@@ -150,9 +150,13 @@ TEST(Glm4Moe, TinyGreedyIdsMatchLlamaCpp) {
   EXPECT_GE(cases, 3);
 }
 
-// A copy of the tiny f32 file with `edit` applied to its metadata and without tensor `drop`.
+// Changes a tensor's bytes before they are written: (name, data).
+using DataEdit = std::function<void(const std::string&, std::vector<uint8_t>*)>;
+
+// A copy of the tiny f32 file with `edit` applied to its metadata, without tensor `drop`, and
+// `data_edit` applied to each tensor's bytes.
 std::string edited_copy(const std::string& name, const std::function<void(gguf::Writer*)>& edit,
-                        const std::string& drop = "") {
+                        const std::string& drop = "", const DataEdit& data_edit = nullptr) {
   auto f = gguf::File::open(tiny_model(DType::kF32));
   EXPECT_TRUE(f.ok());
   gguf::Writer w;
@@ -166,9 +170,10 @@ std::string edited_copy(const std::string& name, const std::function<void(gguf::
   const std::string path = model::testing::temp_path(name);
   EXPECT_TRUE(w.begin(path).ok());
   for (const gguf::TensorInfo& t : (*f)->tensors()) {
-    if (t.name != drop) {
-      EXPECT_TRUE(w.write_tensor_data(t.data, t.n_bytes).ok());
-    }
+    if (t.name == drop) continue;
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    if (data_edit) data_edit(t.name, &bytes);
+    EXPECT_TRUE(w.write_tensor_data(bytes.data(), bytes.size()).ok());
   }
   EXPECT_TRUE(w.finish().ok());
   return path;
@@ -207,6 +212,44 @@ TEST(Glm4Moe, ExpertWidthDisagreeingWithTensorsIsRefused) {
 TEST(Glm4Moe, MissingExpertTensorIsNamed) {
   expect_refused(edited_copy("glm4moe-missing.gguf", nullptr, "blk.2.ffn_down_exps.weight"),
                  ErrorCode::kBadFile, "blk.2.ffn_down_exps.weight");
+}
+
+// Decode and prefill read only the chosen experts' rows: expert 3 is never chosen (its
+// selection bias is -100 in both MoE layers), and filling its three matrices with NaN leaves
+// every logit bit-identical (a NaN row that was read, even at weight 0, would spread).
+TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
+  constexpr int kExpert = 3;
+  auto never_choose = [](const std::string& name, std::vector<uint8_t>* b) {
+    if (name.find("exp_probs_b") != std::string::npos) {
+      reinterpret_cast<float*>(b->data())[kExpert] = -100.0f;
+    }
+  };
+  auto poison = [&](const std::string& name, std::vector<uint8_t>* b) {
+    never_choose(name, b);
+    if (name.find("_exps.weight") == std::string::npos) return;
+    const size_t per_expert = b->size() / 8;  // 8 experts stacked, f32
+    float* f = reinterpret_cast<float*>(b->data() + kExpert * per_expert);
+    for (size_t i = 0; i < per_expert / sizeof(float); ++i) f[i] = std::nanf("");
+  };
+  const std::string clean = edited_copy("glm4moe-never3.gguf", nullptr, "", never_choose);
+  const std::string nan = edited_copy("glm4moe-never3-nan.gguf", nullptr, "", poison);
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  const std::vector<int32_t> decode = {11, 222, 33};
+  std::vector<std::vector<float>> out[2];
+  int i = 0;
+  for (const std::string& path : {clean, nan}) {
+    auto m = model::testing::load(path, 2);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    for (const auto& r : *rows) out[i].push_back(r.values);
+    ++i;
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t r = 0; r < out[0].size(); ++r) {
+    for (float v : out[1][r]) ASSERT_TRUE(std::isfinite(v)) << "row " << r;
+    EXPECT_EQ(out[0][r], out[1][r]) << "row " << r;
+  }
 }
 
 TEST(Glm4Moe, GpuIsRefusedClearly) {
