@@ -7,7 +7,8 @@
 // Cost: the batch's tokens are grouped by expert, so each chosen expert's three matrices run ONCE
 // over its tokens: a decode step reads n_expert_used experts' rows (the active parameters), a
 // prefill reads each expert at most once. Shapes in comments are [rows, cols].
-// Thread-safety: MoeFfn is not reentrant (scratch buffers); one per Transformer.
+// Thread-safety: MoeFfn is not reentrant (scratch buffers); one per Transformer. Its routing
+// scratch is per thread and grows once: no allocation per decode step once warmed up.
 #pragma once
 
 #include <cstdint>
