@@ -12,16 +12,18 @@ const char* arch_name(Arch arch) {
       return "llama";
     case Arch::kGLM4:
       return "glm4";
+    case Arch::kGLM4MoE:
+      return "glm4moe";
   }
   return "?";
 }
 
 StatusOr<Arch> arch_from_name(std::string_view name) {
-  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4}) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4, Arch::kGLM4MoE}) {
     if (name == arch_name(a)) return a;
   }
   return unsupported("architecture '" + std::string(name) +
-                     "' is not supported (supported: chatglm, llama, chatglm1, glm4)");
+                     "' is not supported (supported: chatglm, llama, chatglm1, glm4, glm4moe)");
 }
 
 std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
@@ -95,6 +97,32 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
         add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
         add("post_ffw_norm.weight", Slot::kFfnPostNorm, Role::kNorm, {e});
         break;
+      case Arch::kGLM4MoE: {
+        // Separate Q/K/V with biases (NEOX rotary: pairs half a rotary span apart); the norm
+        // before the FFN is named post_attention_norm (no sandwich). Dense SwiGLU (separate
+        // gate and up) in the leading layers; then the router, its selection bias, the
+        // experts' 3-D gate/up/down and the shared expert.
+        add_separate_qkv();
+        add("post_attention_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        if (layer < d.n_dense_lead) {
+          add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
+          add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
+          add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+          break;
+        }
+        const int64_t n_exp = d.n_expert, fe = d.n_ff_exp, fs = d.n_ff_exp * d.n_expert_shared;
+        add("ffn_gate_inp.weight", Slot::kFfnGateInp, Role::kRouter, {e, n_exp});
+        add("exp_probs_b.bias", Slot::kFfnExpProbsB, Role::kExpertBias, {n_exp});
+        add("ffn_gate_exps.weight", Slot::kFfnGateExps, Role::kFfnGate, {e, fe, n_exp});
+        add("ffn_down_exps.weight", Slot::kFfnDownExps, Role::kFfnDown, {fe, e, n_exp});
+        add("ffn_up_exps.weight", Slot::kFfnUpExps, Role::kFfnUp, {e, fe, n_exp});
+        if (d.n_expert_shared > 0) {
+          add("ffn_gate_shexp.weight", Slot::kFfnGateShexp, Role::kFfnGate, {e, fs});
+          add("ffn_down_shexp.weight", Slot::kFfnDownShexp, Role::kFfnDown, {fs, e});
+          add("ffn_up_shexp.weight", Slot::kFfnUpShexp, Role::kFfnUp, {e, fs});
+        }
+        break;
+      }
     }
   }
   layer = -1;

@@ -20,6 +20,7 @@ enum class Arch {
   kChatGLM1,  // "chatglm1": ChatGLM-6B (v1), glmserve's own layout
   kLlama,     // "llama": LLaMA family (llama.cpp's layout)
   kGLM4,      // "glm4": GLM-4-0414, GLM-Z1 (llama.cpp's layout: sandwich norms)
+  kGLM4MoE,   // "glm4moe": GLM-4.5, GLM-4.5-Air (llama.cpp's layout: routed + shared experts)
 };
 
 const char* arch_name(Arch arch);  // the general.architecture string
@@ -41,7 +42,9 @@ enum class Role {
   kFfnUp,
   kFfnGate,
   kFfnDown,
-  kOther,  // an unknown 2-D weight: quantized like the others
+  kRouter,      // glm4moe ffn_gate_inp: kept F32 under every target (as llama.cpp's quantizer)
+  kExpertBias,  // glm4moe exp_probs_b: the score-correction bias (selection only); F32
+  kOther,       // an unknown 2-D weight: quantized like the others
 };
 
 // Where the loader puts a tensor (one field of model::Weights / model::LayerWeights each).
@@ -71,6 +74,16 @@ enum class Slot {
   kFfnDownBias,
   kAttnPostNorm,  // glm4: RMSNorm of the attention output before the residual add
   kFfnPostNorm,   // glm4: RMSNorm of the MLP output before the residual add
+  // glm4moe's MoE layers (model/moe.h): the router, its selection bias, the experts' 3-D
+  // matrices and the shared expert.
+  kFfnGateInp,
+  kFfnExpProbsB,
+  kFfnGateExps,
+  kFfnUpExps,
+  kFfnDownExps,
+  kFfnGateShexp,
+  kFfnUpShexp,
+  kFfnDownShexp,
 };
 
 // The sizes a table depends on.
@@ -84,6 +97,12 @@ struct Dims {
   // chatglm: attn_qkv.bias; llama, glm4: attn_{q,k,v}.bias (chatglm1: always)
   bool qkv_bias = false;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
+  // glm4moe: layers [0, n_dense_lead) have a dense SwiGLU of n_ff; the others route each token
+  // to n_expert experts of n_ff_exp (3-D tensors) plus n_expert_shared shared ones.
+  int64_t n_expert = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_expert_shared = 0;
+  int64_t n_dense_lead = 0;
 
   int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
   int64_t q_dim() const { return n_head * head_dim(); }
@@ -95,7 +114,9 @@ struct TensorSpec {
   int layer = -1;    // block index, -1 outside the blocks
   Slot slot = Slot::kTokenEmbd;
   Role role = Role::kOther;
-  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length; 1 or 2 dimensions
+  // ggml order: shape[0] is the row length; 1 or 2 dimensions, 3 for experts ({row length,
+  // rows per expert, n_expert})
+  std::vector<int64_t> shape;
 };
 
 // Every tensor of `arch` with sizes `d`, in file order (token_embd, the blocks, output_norm,

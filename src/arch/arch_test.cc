@@ -83,5 +83,39 @@ TEST(ArchNames, RoundTrip) {
   EXPECT_FALSE(arch_from_name("gpt2").ok());
 }
 
+// glm4moe: dense leading layers, then MoE layers with 3-D expert tensors {row, rows, n_expert}.
+TEST(TensorTable, Glm4MoeDenseThenExperts) {
+  Dims d = dims(true, false);
+  d.n_expert = 8;
+  d.n_ff_exp = 32;
+  d.n_expert_shared = 1;
+  d.n_dense_lead = 1;
+  const auto t = tensor_table(Arch::kGLM4MoE, d);
+  std::set<std::string> names;
+  for (const TensorSpec& s : t) EXPECT_TRUE(names.insert(s.name).second) << s.name;
+  auto find = [&](const std::string& name) {
+    for (const TensorSpec& s : t) {
+      if (s.name == name) return s;
+    }
+    ADD_FAILURE() << name << " missing";
+    return TensorSpec{};
+  };
+  // Layer 0 dense (12 tensors with its norms and Q/K/V biases), layers 1-2 MoE (17 each).
+  EXPECT_EQ(t.size(), 1u + 12 + 2 * 17 + 2);
+  EXPECT_EQ(find("blk.0.ffn_gate.weight").shape, (std::vector<int64_t>{64, 160}));
+  EXPECT_EQ(names.count("blk.1.ffn_gate.weight"), 0u);
+  EXPECT_EQ(names.count("blk.0.ffn_gate_inp.weight"), 0u);
+  EXPECT_EQ(find("blk.1.post_attention_norm.weight").slot, Slot::kFfnNorm);
+  EXPECT_EQ(find("blk.1.ffn_gate_inp.weight").shape, (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(find("blk.1.ffn_gate_inp.weight").role, Role::kRouter);
+  EXPECT_EQ(find("blk.1.exp_probs_b.bias").shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(find("blk.2.ffn_gate_exps.weight").shape, (std::vector<int64_t>{64, 32, 8}));
+  EXPECT_EQ(find("blk.2.ffn_down_exps.weight").shape, (std::vector<int64_t>{32, 64, 8}));
+  EXPECT_EQ(find("blk.2.ffn_up_exps.weight").slot, Slot::kFfnUpExps);
+  EXPECT_EQ(find("blk.2.ffn_down_shexp.weight").shape, (std::vector<int64_t>{32, 64}));
+  d.n_expert_shared = 0;
+  EXPECT_EQ(tensor_table(Arch::kGLM4MoE, d).size(), 1u + 12 + 2 * 14 + 2);
+}
+
 }  // namespace
 }  // namespace glm::arch

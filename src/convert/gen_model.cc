@@ -39,6 +39,8 @@ RowSource random_rows(uint64_t seed) {
     const size_t n = static_cast<size_t>(n_rows * t.row_len());
     if (t.role == Role::kNorm) {
       fill_normal(key, first, n, 1.0f, kNormStd, out);
+    } else if (t.role == Role::kRouter || t.role == Role::kExpertBias) {
+      fill_normal(key, first, n, 0.0f, kRouterStd, out);
     } else {
       fill_normal(key, first, n, 0.0f, kWeightStd, out);
     }

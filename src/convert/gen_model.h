@@ -1,7 +1,9 @@
 // `glmserve gen-model`: random-weight models in llama.cpp's layouts, for tests and benchmarks.
 // Weights are drawn from the counter-based generator of random.h (one stream per tensor, keyed by
 // the seed and the tensor name), so a seed gives identical bytes everywhere:
-//   matrices and embeddings N(0, 0.02), qkv biases N(0, 0.02), norm weights 1 + N(0, 0.02)
+//   matrices and embeddings N(0, 0.02), qkv biases N(0, 0.02), norm weights 1 + N(0, 0.02),
+//   glm4moe's router and selection bias N(0, 0.2) (clear top-k margins, and a bias that
+//   changes the choice)
 // (the scale of a trained model: activations stay finite, generation does not collapse).
 // The file streams to disk tensor by tensor (model_writer.h): the 6b preset needs a few MB.
 // Reentrant; not cancellable.
@@ -19,6 +21,7 @@ namespace glm::convert {
 
 constexpr float kWeightStd = 0.02f;
 constexpr float kNormStd = 0.02f;
+constexpr float kRouterStd = 0.2f;
 
 struct GenOptions {
   Family family = Family::kChatGLM3;

@@ -232,6 +232,40 @@ TEST(GenModel, QuantizedTypesFollowTheTypePolicy) {
   }
 }
 
+// glm4moe: llama.cpp's expert keys, the 3-D expert tensors quantized row by row, the router
+// kept F32 (llama.cpp's quantizer never quantizes ffn_gate_inp), the dense leading layer.
+TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
+  TempDir dir;
+  const std::string path = dir.file("moe.gguf");
+  ASSERT_TRUE(gen(Family::kGLM4MoE, "tiny", DType::kQ8_0, 7, path).ok());
+  auto f = open_or_die(path);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(*f->get_string("general.architecture"), "glm4moe");
+  EXPECT_EQ(get_int(*f, "glm4moe.expert_count"), 8);
+  EXPECT_EQ(get_int(*f, "glm4moe.expert_used_count"), 2);
+  EXPECT_EQ(get_int(*f, "glm4moe.expert_shared_count"), 1);
+  EXPECT_EQ(get_int(*f, "glm4moe.leading_dense_block_count"), 1);
+  EXPECT_EQ(get_int(*f, "glm4moe.expert_feed_forward_length"), 128);
+  EXPECT_EQ(get_int(*f, "glm4moe.expert_gating_func"), 2);
+  EXPECT_EQ(get_int(*f, "glm4moe.rope.dimension_count"), 64);
+  EXPECT_TRUE(*f->get_bool("glm4moe.expert_weights_norm"));
+  EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("glm4moe.expert_weights_scale")), 2.5f);
+  const gguf::TensorInfo* gate = f->tensor("blk.1.ffn_gate_exps.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->shape, (std::vector<int64_t>{256, 128, 8}));
+  EXPECT_EQ(gate->type, DType::kQ8_0);
+  EXPECT_EQ(f->tensor("blk.2.ffn_down_exps.weight")->shape, (std::vector<int64_t>{128, 256, 8}));
+  EXPECT_EQ(f->tensor("blk.1.ffn_gate_inp.weight")->type, DType::kF32);
+  EXPECT_EQ(f->tensor("blk.1.exp_probs_b.bias")->type, DType::kF32);
+  EXPECT_EQ(f->tensor("blk.1.ffn_up_shexp.weight")->type, DType::kQ8_0);
+  EXPECT_NE(f->tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(f->tensor("blk.0.ffn_gate_inp.weight"), nullptr);
+  EXPECT_EQ(f->tensor("blk.1.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(role_from_name("blk.1.ffn_gate_inp.weight", 2), Role::kRouter);
+  EXPECT_EQ(role_from_name("blk.1.ffn_down_exps.weight", 3), Role::kFfnDown);
+  EXPECT_FALSE(gen(Family::kGLM4MoE, "6b", DType::kF32, 7, dir.file("x.gguf")).ok());
+}
+
 TEST(GenModel, RealVocabularyReplacesThePresetVocabulary) {
   const std::string model = testing::shared_data("tokenizers/chatglm3.tokenizer.model");
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "absent: " << model;

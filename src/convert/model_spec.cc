@@ -9,11 +9,12 @@ namespace glm::convert {
 
 StatusOr<Family> parse_family(const std::string& name) {
   for (Family f : {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4,
-                   Family::kLlama, Family::kGLM4_0414}) {
+                   Family::kLlama, Family::kGLM4_0414, Family::kGLM4MoE}) {
     if (name == family_name(f)) return f;
   }
   return invalid_argument("unknown architecture '" + name +
-                          "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama, glm4-0414)");
+                          "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama, glm4-0414, "
+                          "glm4moe)");
 }
 
 const char* family_name(Family family) {
@@ -30,6 +31,8 @@ const char* family_name(Family family) {
       return "llama";
     case Family::kGLM4_0414:
       return "glm4-0414";
+    case Family::kGLM4MoE:
+      return "glm4moe";
   }
   return "?";
 }
@@ -42,6 +45,8 @@ arch::Arch layout_of(Family family) {
       return arch::Arch::kLlama;
     case Family::kGLM4_0414:
       return arch::Arch::kGLM4;
+    case Family::kGLM4MoE:
+      return arch::Arch::kGLM4MoE;
     default:
       return arch::Arch::kChatGLM;
   }
@@ -59,6 +64,10 @@ arch::Dims Hparams::dims() const {
   d.n_head_kv = n_head_kv;
   d.qkv_bias = layout() != arch::Arch::kLlama;
   d.tied_output = tied_output;
+  d.n_expert = n_expert;
+  d.n_ff_exp = n_ff_exp;
+  d.n_expert_shared = n_expert_shared;
+  d.n_dense_lead = n_dense_lead;
   return d;
 }
 
@@ -74,6 +83,13 @@ Status Hparams::validate() const {
   if (n_vocab > (int64_t{1} << 31) || n_embd > (int64_t{1} << 20) || n_ff > (int64_t{1} << 22) ||
       n_layer > 4096) {
     return bad("sizes are absurdly large");
+  }
+  if (layout() == arch::Arch::kGLM4MoE) {
+    if (n_expert < 1 || n_expert_used < 1 || n_ff_exp < 1 || n_expert_shared < 0 ||
+        n_dense_lead < 0 || n_dense_lead > n_layer) {
+      return bad("glm4moe needs experts, top-k and an expert width");
+    }
+    if (n_expert_used > n_expert) return bad("top-k is more than the number of experts");
   }
   return Status::Ok();
 }
@@ -101,7 +117,40 @@ Hparams make(Family family, int64_t vocab, int64_t embd, int64_t ff, int64_t lay
 
 }  // namespace
 
+namespace {
+
+// GLM-4.5-Air's routing at the given widths: 128 experts, top-8, 1 shared, 1 leading dense
+// layer, routed scaling 1.0 and normalised weights (GLM-4.5: 160 experts, scaling 2.5).
+StatusOr<Hparams> glm4moe_preset(const std::string& p) {
+  Hparams h;
+  if (p == "tiny") {
+    // The real head geometry (head_dim 128, rotary on 64 dims) at a tiny width; 8 experts,
+    // top-2, 1 shared, layer 0 dense: the llama.cpp reference logits (tests/data/glm4moe).
+    h = make(Family::kGLM4MoE, 512, 256, 512, 3, 2, 1, 256);
+    h.n_expert = 8;
+    h.n_expert_used = 2;
+    h.n_ff_exp = 128;
+    h.expert_weights_scale = 2.5f;
+  } else if (p == "small") {
+    h = make(Family::kGLM4MoE, 151552, 1024, 2816, 8, 8, 2, 131072);
+    h.n_expert = 32;
+    h.n_expert_used = 4;
+    h.n_ff_exp = 256;
+    h.expert_weights_scale = 1.0f;
+  } else {
+    return invalid_argument("unknown preset '" + p + "' for glm4moe (use one of: tiny, small)");
+  }
+  h.n_expert_shared = 1;
+  h.n_dense_lead = 1;
+  h.expert_weights_norm = true;
+  h.name = std::string("glm4moe-") + p;
+  return h;
+}
+
+}  // namespace
+
 StatusOr<Hparams> preset(Family family, const std::string& p) {
+  if (family == Family::kGLM4MoE) return glm4moe_preset(p);
   const bool glm4 = family == Family::kGLM4 || family == Family::kGLM4_0414;
   const bool glm4_0414 = family == Family::kGLM4_0414;
   const bool llama = family == Family::kLlama;
@@ -173,6 +222,10 @@ Role role_from_name(const std::string& name, size_t n_dims) {
   if (ends(".ffn_up.weight")) return Role::kFfnUp;
   if (ends(".ffn_gate.weight")) return Role::kFfnGate;
   if (ends(".ffn_down.weight")) return Role::kFfnDown;
+  if (ends(".ffn_gate_inp.weight")) return Role::kRouter;
+  if (ends(".ffn_up_exps.weight") || ends(".ffn_up_shexp.weight")) return Role::kFfnUp;
+  if (ends(".ffn_gate_exps.weight") || ends(".ffn_gate_shexp.weight")) return Role::kFfnGate;
+  if (ends(".ffn_down_exps.weight") || ends(".ffn_down_shexp.weight")) return Role::kFfnDown;
   return Role::kOther;
 }
 
@@ -223,7 +276,10 @@ uint32_t file_type_of(DType target) {
 bool is_float_type(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 DType choose_type(DType target, Role role, int64_t row_len, std::string* note) {
-  if (role == Role::kNorm || role == Role::kBias) return DType::kF32;
+  if (role == Role::kNorm || role == Role::kBias || role == Role::kRouter ||
+      role == Role::kExpertBias) {
+    return DType::kF32;
+  }
   if (is_float_type(target)) return target;
   DType t = target;
   if (role == Role::kOutput && t != DType::kQ8_0) t = DType::kQ6_K;
@@ -307,7 +363,19 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".rope.scaling.type", Value::string("linear"));
     w->set(a + ".rope.scaling.factor", Value::f32(hp.rope_scale_linear));
   }
-  if (hp.layout() == arch::Arch::kGLM4) {
+  if (hp.layout() == arch::Arch::kGLM4MoE) {
+    // llama.cpp's converter order for Glm4MoeModel's expert keys.
+    w->set(a + ".expert_count", u32(hp.n_expert));
+    w->set(a + ".expert_used_count", u32(hp.n_expert_used));
+    w->set(a + ".expert_shared_count", u32(hp.n_expert_shared));
+    w->set(a + ".leading_dense_block_count", u32(hp.n_dense_lead));
+    w->set(a + ".expert_feed_forward_length", u32(hp.n_ff_exp));
+    w->set(a + ".expert_weights_scale", Value::f32(hp.expert_weights_scale));
+    w->set(a + ".expert_weights_norm", Value::boolean(hp.expert_weights_norm));
+    w->set(a + ".expert_gating_func", u32(2));  // sigmoid
+    w->set(a + ".nextn_predict_layers", u32(0));
+  }
+  if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE) {
     // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 does).
     w->set(a + ".attention.key_length", u32(hp.head_dim()));
     w->set(a + ".attention.value_length", u32(hp.head_dim()));

@@ -24,6 +24,7 @@ enum class Family {
   kGLM4,       // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
   kLlama,      // LLaMA:       gguf "llama"
   kGLM4_0414,  // GLM-4-9B-0414, GLM-Z1-9B-0414: gguf "glm4" (sandwich norms), eps 1e-5
+  kGLM4MoE,    // GLM-4.5, GLM-4.5-Air: gguf "glm4moe" (routed + shared experts)
 };
 
 StatusOr<Family> parse_family(const std::string& name);  // "chatglm3", "glm4-0414" ...
@@ -47,13 +48,21 @@ struct Hparams {
   // rope_ratio); 1: none.
   float rope_scale_linear = 1.0f;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
+  // glm4moe (arch::Dims says what they shape; model::MoeConfig what they mean).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_expert_shared = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_dense_lead = 0;
+  float expert_weights_scale = 1.0f;
+  bool expert_weights_norm = false;
 
   arch::Arch layout() const { return layout_of(family); }
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
   // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own
-  // position) and glm4 (GLM-4-0414's partial_rotary_factor 0.5), head_dim for llama.
+  // position), glm4 and glm4moe (partial_rotary_factor 0.5), head_dim for llama.
   int64_t n_rot() const { return layout() == arch::Arch::kLlama ? head_dim() : head_dim() / 2; }
   // The sizes of the tensor table (chatglm layouts carry QKV biases).
   arch::Dims dims() const;

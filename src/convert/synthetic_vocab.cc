@@ -206,7 +206,7 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
   }
   std::vector<const char*> specials;
   int64_t special_at = n_vocab;
-  const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414;
+  const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414 || arch == Family::kGLM4MoE;
   if (glm4) {
     specials.assign(std::begin(kGlm4Specials), std::end(kGlm4Specials));
     special_at = n_vocab >= kGlm4Vocab ? kGlm4SpecialId : n_vocab - 14;

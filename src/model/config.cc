@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
+#include "model/moe.h"
 
 namespace glm::model {
 namespace {
@@ -57,6 +58,10 @@ arch::Dims Config::dims() const {
   d.n_head_kv = n_head_kv;
   d.qkv_bias = qkv_bias;
   d.tied_output = tied_output;
+  d.n_expert = moe.n_expert;
+  d.n_ff_exp = moe.n_ff_exp;
+  d.n_expert_shared = moe.n_expert_shared;
+  d.n_dense_lead = moe.n_dense_lead;
   return d;
 }
 
@@ -88,7 +93,7 @@ StatusOr<Config> read_config(const gguf::File& file) {
                     " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));
   }
   // glm4 (GLM-4-0414) may state the head size; glmserve's heads are n_embd / n_head.
-  if (c.arch == Arch::kGLM4) {
+  if (c.arch == Arch::kGLM4 || c.arch == Arch::kGLM4MoE) {
     for (const char* key : {"attention.key_length", "attention.value_length"}) {
       int len = 0;
       GLM_RETURN_IF_ERROR(r.get_int(key, &len, false, c.head_dim));
@@ -102,7 +107,8 @@ StatusOr<Config> read_config(const gguf::File& file) {
   // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama and
   // glm4: all (llama.cpp's default; glm4 files always carry the key, head_dim / 2 for 0414).
   const int default_rot =
-      c.arch == Arch::kLlama || c.arch == Arch::kGLM4 ? c.head_dim : c.head_dim / 2;
+      c.arch == Arch::kLlama || c.arch == Arch::kGLM4 || c.arch == Arch::kGLM4MoE ? c.head_dim
+                                                                                  : c.head_dim / 2;
   GLM_RETURN_IF_ERROR(r.get_int("rope.dimension_count", &c.n_rot, false, default_rot));
   if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
     return bad_file(r.where("rope.dimension_count") + " = " + std::to_string(c.n_rot) +
@@ -141,6 +147,10 @@ StatusOr<Config> read_config(const gguf::File& file) {
                  file.tensor("blk.0.attn_qkv.bias") != nullptr;
   }
   c.tied_output = file.tensor("output.weight") == nullptr;
+  if (c.arch == Arch::kGLM4MoE) {
+    c.rope_neox = true;
+    GLM_RETURN_IF_ERROR(read_moe_config(file, &c));
+  }
   return c;
 }
 

@@ -16,6 +16,18 @@ namespace glm::model {
 using arch::Arch;  // the file's layout: chatglm, chatglm1, llama, glm4 (arch/arch.h)
 using arch::arch_name;
 
+// glm4moe's mixture of experts (GGUF keys in docs/model-files.md; model/moe.h computes it).
+struct MoeConfig {
+  int n_expert = 0;           // expert_count: routed experts per MoE layer
+  int n_expert_used = 0;      // expert_used_count: top-k per token
+  int n_expert_shared = 0;    // expert_shared_count: shared experts, one fused SwiGLU
+  int n_ff_exp = 0;           // expert_feed_forward_length
+  int n_dense_lead = 0;       // leading_dense_block_count: layers [0, n) are dense
+  int n_layer_nextn = 0;      // nextn_predict_layers: trailing MTP blocks, not run
+  float weights_scale = 1;    // expert_weights_scale: routed_scaling_factor (0 in a file = 1)
+  bool weights_norm = false;  // expert_weights_norm: chosen weights divided by their sum
+};
+
 struct Config {
   Arch arch = Arch::kChatGLM;
   std::string arch_name;  // general.architecture as in the file
@@ -34,6 +46,9 @@ struct Config {
   float norm_eps = 1e-5f;
   bool qkv_bias = false;
   bool tied_output = false;  // LM head shares token_embd.weight
+  // Rotary pairs (x[i], x[i + n_rot / 2]) (llama.cpp's NEOX: glm4moe) instead of adjacent ones.
+  bool rope_neox = false;
+  MoeConfig moe;  // glm4moe; n_expert == 0 elsewhere
 
   int q_dim() const { return n_head * head_dim; }      // width of the query rows
   int kv_dim() const { return n_head_kv * head_dim; }  // width of one K (or V) row

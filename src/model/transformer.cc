@@ -154,10 +154,9 @@ void Transformer::project_qkv(int l, const LayerWeights& lw, int n) {
   for (int t = 0; t < n; ++t) {
     const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
     const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
-    ops::rope_interleaved(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim, c.n_rot,
-                          cs, sn);
-    ops::rope_interleaved(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim, c.n_rot,
-                          cs, sn);
+    auto rope = c.rope_neox ? ops::rope_neox : ops::rope_interleaved;
+    rope(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim, c.n_rot, cs, sn);
+    rope(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim, c.n_rot, cs, sn);
   }
 }
 
@@ -213,6 +212,10 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
 }
 
 void Transformer::mlp(int l, const LayerWeights& lw, int n) {
+  if (lw.moe.present()) {  // glm4moe: routed experts + shared expert into proj_ [T, n_embd]
+    moe_.forward(lw.moe, config_, cur_.data(), n, proj_.data(), pool_.get());
+    return;
+  }
   const int ff = config_.n_ff;
   if (lw.ffn_gate.data == nullptr) {
     // Fused: up_ [T, 2 n_ff] = per token [gate (n_ff) | up (n_ff)].

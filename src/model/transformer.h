@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace glm::model {
@@ -93,6 +94,7 @@ class Transformer : public Model {
   };
   std::vector<LoraGroup> lora_groups_;
   std::vector<float> lora_scratch_;  // lora_apply_rows' [rows, n_in + rank + n_out]
+  MoeFfn moe_;                       // glm4moe's MoE layers (scratch of its own)
 };
 
 // Checks a P-Tuning prefix against a model config: kv_dim and [n_layer, n_tokens, kv_dim] K/V

@@ -47,6 +47,34 @@ Status WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols,
   return Status::Ok();
 }
 
+Status WeightLoader::experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                             kernels::WeightView* out) {
+  const gguf::TensorInfo* t = file_.tensor(name);
+  const std::string expected = shape_str({cols, rows, n_expert});
+  if (t == nullptr) {
+    return bad_file(file_.path() + ": tensor " + name + " is missing (expected shape " + expected +
+                    "); the file is incomplete or not of this architecture");
+  }
+  if (t->shape.size() != 3 || t->shape[0] != cols || t->shape[1] != rows ||
+      t->shape[2] != n_expert) {
+    return bad_file(file_.path() + ": tensor " + name + " has shape " + shape_str(t->shape) +
+                    ", expected " + expected +
+                    " from the metadata (expert_count, expert_feed_forward_length)");
+  }
+  const DTypeInfo& info = dtype_info(t->type);
+  if (!info.supported || !kernels::can_dequantize(t->type) || cols % info.block_size != 0) {
+    return unsupported(file_.path() + ": tensor " + name + " has weight type " + info.name +
+                       ", which glmserve cannot compute with at row length " +
+                       std::to_string(cols));
+  }
+  if (t->data == nullptr) return bad_file(file_.path() + ": tensor " + name + " has no data");
+  out->type = t->type;
+  out->data = t->data;
+  out->n_rows = rows * n_expert;
+  out->n_cols = cols;
+  return Status::Ok();
+}
+
 Status WeightLoader::vector(const std::string& name, int64_t n, const float** out, bool optional) {
   *out = nullptr;
   const gguf::TensorInfo* t = file_.tensor(name);
@@ -138,6 +166,20 @@ kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.ffn_up;
     case Slot::kFfnDown:
       return &l.ffn_down;
+    case Slot::kFfnGateInp:
+      return &l.moe.gate_inp;
+    case Slot::kFfnGateExps:
+      return &l.moe.gate_exps;
+    case Slot::kFfnUpExps:
+      return &l.moe.up_exps;
+    case Slot::kFfnDownExps:
+      return &l.moe.down_exps;
+    case Slot::kFfnGateShexp:
+      return &l.moe.gate_shexp;
+    case Slot::kFfnUpShexp:
+      return &l.moe.up_shexp;
+    case Slot::kFfnDownShexp:
+      return &l.moe.down_shexp;
     default:
       return nullptr;
   }
@@ -178,6 +220,8 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.attn_post_norm;
     case Slot::kFfnPostNorm:
       return &l.ffn_post_norm;
+    case Slot::kFfnExpProbsB:
+      return &l.moe.exp_probs_b;
     default:
       return nullptr;
   }
@@ -189,7 +233,11 @@ Status load_weights(const gguf::File& file, const Config& c, Weights* w) {
   WeightLoader l(file, w);
   w->layers.assign(c.n_layer, LayerWeights());
   for (const arch::TensorSpec& t : arch::tensor_table(c.arch, c.dims())) {
-    if (t.shape.size() == 2) {
+    if (t.shape.size() == 3) {
+      kernels::WeightView* view = matrix_slot(w, t.slot, t.layer);
+      GLM_CHECK(view != nullptr);
+      GLM_RETURN_IF_ERROR(l.experts(t.name, t.shape[2], t.shape[1], t.shape[0], view));
+    } else if (t.shape.size() == 2) {
       kernels::WeightView* view = matrix_slot(w, t.slot, t.layer);
       GLM_CHECK(view != nullptr);
       GLM_RETURN_IF_ERROR(l.matrix(t.name, t.shape[1], t.shape[0], view));

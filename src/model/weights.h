@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
+#include "model/moe.h"
 
 namespace glm::model {
 
@@ -41,6 +42,7 @@ struct LayerWeights {
   kernels::WeightView ffn_down;           // [n_embd, n_ff]
   const float* ffn_down_b = nullptr;      // [n_embd] or null
   const float* ffn_post_norm = nullptr;   // [n_embd] glm4: RMSNorm of the MLP output; else null
+  MoeWeights moe;                         // glm4moe's MoE layers; else empty (moe.present())
 };
 
 struct Weights {
@@ -72,6 +74,10 @@ class WeightLoader {
 
   // A matrix of `rows` x `cols` (GGUF shape {cols, rows}) of a type matmul can compute with.
   Status matrix(const std::string& name, int64_t rows, int64_t cols, kernels::WeightView* out);
+  // n_expert stacked matrices of `rows` x `cols` (GGUF shape {cols, rows, n_expert}) as one view
+  // of n_expert * rows rows (model/moe.h slices it per expert).
+  Status experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                 kernels::WeightView* out);
   // A vector of n floats (any dequantizable type; converted to f32 if needed). Optional: a
   // missing tensor leaves *out null and is not an error.
   Status vector(const std::string& name, int64_t n, const float** out, bool optional = false);

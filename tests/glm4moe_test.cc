@@ -1,0 +1,263 @@
+// GLM-4.5 mixture of experts (llama.cpp's `glm4moe` layout) against llama.cpp: the logits and
+// greedy ids that a libllama program printed for `gen-model --arch glm4moe --preset tiny` files
+// (tests/data/glm4moe/README.md says how they were made). The files are regenerated here from
+// their seed: gen-model writes the same bytes for the same seed. The tiny preset has a dense
+// layer 0 and two MoE layers (8 experts, top-2, 1 shared), so a wrong router, bias use,
+// weight normalisation, scaling, expert slice or rotary pairing moves these logits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convert/gen_model.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/test_util.h"
+
+namespace glm {
+namespace {
+
+using model::testing::JsonRow;
+
+std::string ref(const std::string& name) {
+  return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4moe/" + name;
+}
+
+// `gen-model --arch glm4moe --preset tiny --seed 7 --type <type>`, once per type.
+std::string tiny_model(DType type) {
+  const std::string path =
+      model::testing::temp_path(std::string("glm4moe-tiny-") + dtype_name(type) + ".gguf");
+  if (!model::testing::file_exists(path)) {
+    convert::GenOptions o;
+    o.family = convert::Family::kGLM4MoE;
+    o.preset = "tiny";
+    o.type = type;
+    o.seed = 7;
+    Status s = convert::generate_model(o, path, nullptr);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  return path;
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+float top2_margin(const std::vector<float>& v) {
+  std::vector<float> s = v;
+  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<float>());
+  return s[0] - s[1];
+}
+
+struct Compare {
+  float max_diff = 0;
+  float max_abs = 0;  // largest |logit| of the reference
+  int argmax_mismatches = 0;
+  int clear_argmax_mismatches = 0;  // where the reference's top two are > 0.1 apart
+};
+
+constexpr int kPrefill = 16;
+
+// The reference's first kPrefill rows are one prefill batch; the others decode steps.
+Compare compare(DType weights, const std::string& golden, DType kv) {
+  const std::vector<JsonRow> want = model::testing::read_jsonl(ref(golden));
+  EXPECT_GT(want.size(), static_cast<size_t>(kPrefill));
+  std::vector<int32_t> prompt, decode;
+  for (size_t i = 0; i < want.size(); ++i) {
+    (static_cast<int>(i) < kPrefill ? prompt : decode).push_back(want[i].token);
+  }
+  auto m = model::testing::load(tiny_model(weights), 2);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  if (!m.ok()) return {1e9f, 0, 0, 0};
+  model::EvalOptions o;
+  o.kv_type = kv;
+  o.block_tokens = 4;
+  auto rows = model::evaluate(**m, prompt, decode, o);
+  EXPECT_TRUE(rows.ok()) << rows.status().to_string();
+  if (!rows.ok()) return {1e9f, 0, 0, 0};
+  Compare c;
+  EXPECT_EQ(rows->size(), want.size());
+  for (size_t i = 0; i < std::min(rows->size(), want.size()); ++i) {
+    const std::vector<float>& got = (*rows)[i].values;
+    EXPECT_EQ((*rows)[i].pos, want[i].pos);
+    EXPECT_EQ(got.size(), want[i].values.size());
+    if (got.size() != want[i].values.size()) continue;
+    for (size_t j = 0; j < got.size(); ++j) {
+      c.max_diff = std::max(c.max_diff, std::fabs(got[j] - want[i].values[j]));
+      c.max_abs = std::max(c.max_abs, std::fabs(want[i].values[j]));
+    }
+    if (argmax(got) != argmax(want[i].values)) {
+      ++c.argmax_mismatches;
+      if (top2_margin(want[i].values) > 0.1f) ++c.clear_argmax_mismatches;
+    }
+  }
+  return c;
+}
+
+// F32 weights: llama.cpp's CPU matmuls stay in F32, so only summation order differs.
+TEST(Glm4Moe, TinyF32LogitsMatchLlamaCpp) {
+  Compare c = compare(DType::kF32, "tiny-f32.logits.jsonl", DType::kF32);
+  std::printf("glm4moe tiny f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 1e-4f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+// F16 KV cache against the same F32-KV reference: ../shared/data's 5e-3 bound for logits.
+TEST(Glm4Moe, TinyF32LogitsF16KvWithinTolerance) {
+  Compare c = compare(DType::kF32, "tiny-f32.logits.jsonl", DType::kF16);
+  std::printf("glm4moe tiny f32, f16 KV: max |diff| %.3g\n", c.max_diff);
+  EXPECT_LT(c.max_diff, 5e-3f);
+}
+
+// Q8_0 weights (the router stays F32, as llama.cpp's quantizer keeps it): both sides round
+// the activations to 8 bits their own way, so the quantized tolerance of tests/data/glm4-0414.
+TEST(Glm4Moe, TinyQ8LogitsMatchLlamaCpp) {
+  Compare c = compare(DType::kQ8_0, "tiny-q8_0.logits.jsonl", DType::kF32);
+  std::printf("glm4moe tiny q8_0: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 0.05f);
+  EXPECT_EQ(c.clear_argmax_mismatches, 0);
+}
+
+// Greedy continuations of several prompts: the same ids as llama.cpp's argmax loop.
+TEST(Glm4Moe, TinyGreedyIdsMatchLlamaCpp) {
+  std::ifstream in(ref("tiny-f32.greedy.jsonl"));
+  ASSERT_TRUE(in.good());
+  auto m = model::testing::load(tiny_model(DType::kF32), 2);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const auto prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = j["ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> got;
+    for (size_t step = 0; step < want.size(); ++step) {
+      auto rows = model::evaluate(**m, prompt, got, model::EvalOptions());
+      ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+      got.push_back(argmax(rows->back().values));
+    }
+    EXPECT_EQ(got, want) << "prompt " << j["prompt_ids"].dump();
+    ++cases;
+  }
+  EXPECT_GE(cases, 3);
+}
+
+// Changes a tensor's bytes before they are written: (name, data).
+using DataEdit = std::function<void(const std::string&, std::vector<uint8_t>*)>;
+
+// A copy of the tiny f32 file with `edit` applied to its metadata, without tensor `drop`, and
+// `data_edit` applied to each tensor's bytes.
+std::string edited_copy(const std::string& name, const std::function<void(gguf::Writer*)>& edit,
+                        const std::string& drop = "", const DataEdit& data_edit = nullptr) {
+  auto f = gguf::File::open(tiny_model(DType::kF32));
+  EXPECT_TRUE(f.ok());
+  gguf::Writer w;
+  for (const auto& [key, value] : (*f)->metadata()) {
+    if (key != "general.alignment") w.set(key, value);
+  }
+  if (edit) edit(&w);
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name != drop) w.add_tensor(t.name, t.type, t.shape);
+  }
+  const std::string path = model::testing::temp_path(name);
+  EXPECT_TRUE(w.begin(path).ok());
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name == drop) continue;
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    if (data_edit) data_edit(t.name, &bytes);
+    EXPECT_TRUE(w.write_tensor_data(bytes.data(), bytes.size()).ok());
+  }
+  EXPECT_TRUE(w.finish().ok());
+  return path;
+}
+
+void expect_refused(const std::string& path, ErrorCode code, const std::string& named) {
+  auto m = model::testing::load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), code) << m.status().message();
+  EXPECT_NE(m.status().message().find(named), std::string::npos) << m.status().message();
+}
+
+TEST(Glm4Moe, TopKAboveExpertCountIsRefused) {
+  expect_refused(edited_copy("glm4moe-topk.gguf",
+                             [](gguf::Writer* w) {
+                               w->set("glm4moe.expert_used_count", gguf::Value::u32(9));
+                             }),
+                 ErrorCode::kBadFile, "expert_used_count");
+}
+
+TEST(Glm4Moe, ExpertCountDisagreeingWithTensorsIsRefused) {
+  expect_refused(
+      edited_copy("glm4moe-count.gguf",
+                  [](gguf::Writer* w) { w->set("glm4moe.expert_count", gguf::Value::u32(6)); }),
+      ErrorCode::kBadFile, "blk.1.ffn_gate_inp.weight");
+}
+
+TEST(Glm4Moe, ExpertWidthDisagreeingWithTensorsIsRefused) {
+  expect_refused(edited_copy("glm4moe-width.gguf",
+                             [](gguf::Writer* w) {
+                               w->set("glm4moe.expert_feed_forward_length", gguf::Value::u32(64));
+                             }),
+                 ErrorCode::kBadFile, "blk.1.ffn_gate_exps.weight");
+}
+
+TEST(Glm4Moe, MissingExpertTensorIsNamed) {
+  expect_refused(edited_copy("glm4moe-missing.gguf", nullptr, "blk.2.ffn_down_exps.weight"),
+                 ErrorCode::kBadFile, "blk.2.ffn_down_exps.weight");
+}
+
+// Decode and prefill read only the chosen experts' rows: expert 3 is never chosen (its
+// selection bias is -100 in both MoE layers), and filling its three matrices with NaN leaves
+// every logit bit-identical (a NaN row that was read, even at weight 0, would spread).
+TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
+  constexpr int kExpert = 3;
+  auto never_choose = [](const std::string& name, std::vector<uint8_t>* b) {
+    if (name.find("exp_probs_b") != std::string::npos) {
+      reinterpret_cast<float*>(b->data())[kExpert] = -100.0f;
+    }
+  };
+  auto poison = [&](const std::string& name, std::vector<uint8_t>* b) {
+    never_choose(name, b);
+    if (name.find("_exps.weight") == std::string::npos) return;
+    const size_t per_expert = b->size() / 8;  // 8 experts stacked, f32
+    float* f = reinterpret_cast<float*>(b->data() + kExpert * per_expert);
+    for (size_t i = 0; i < per_expert / sizeof(float); ++i) f[i] = std::nanf("");
+  };
+  const std::string clean = edited_copy("glm4moe-never3.gguf", nullptr, "", never_choose);
+  const std::string nan = edited_copy("glm4moe-never3-nan.gguf", nullptr, "", poison);
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  const std::vector<int32_t> decode = {11, 222, 33};
+  std::vector<std::vector<float>> out[2];
+  int i = 0;
+  for (const std::string& path : {clean, nan}) {
+    auto m = model::testing::load(path, 2);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    for (const auto& r : *rows) out[i].push_back(r.values);
+    ++i;
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t r = 0; r < out[0].size(); ++r) {
+    for (float v : out[1][r]) ASSERT_TRUE(std::isfinite(v)) << "row " << r;
+    EXPECT_EQ(out[0][r], out[1][r]) << "row " << r;
+  }
+}
+
+TEST(Glm4Moe, GpuIsRefusedClearly) {
+  auto m = model::testing::load(tiny_model(DType::kF32), 1, true, "vulkan");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(m.status().message().find("glm4moe"), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace glm
