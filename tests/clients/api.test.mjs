@@ -130,7 +130,14 @@ test('chat logprobs: at temperature 0 the chosen token leads its alternatives, s
   for await (const chunk of await openai().chat.completions.create({ ...request, stream: true })) {
     streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
   }
-  assert.deepEqual(streamed, content);
+  // The same tokens; their log-probabilities equal up to float rounding: the repeated prompt
+  // comes from the prefix cache, so its last token runs alone, not inside the prompt's batch.
+  assert.deepEqual(streamed.map((t) => [t.token, t.top_logprobs.map((a) => a.token)]),
+    content.map((t) => [t.token, t.top_logprobs.map((a) => a.token)]));
+  streamed.forEach((t, i) => {
+    assert.ok(Math.abs(t.logprob - content[i].logprob) < 1e-4, `${t.logprob} vs ${content[i].logprob}`);
+    t.top_logprobs.forEach((a, k) => assert.ok(Math.abs(a.logprob - content[i].top_logprobs[k].logprob) < 1e-4));
+  });
   // Not asked for: null, as OpenAI answers.
   const plain = await openai().chat.completions.create({ ...request, logprobs: undefined, top_logprobs: undefined });
   assert.equal(plain.choices[0].logprobs, null);
@@ -212,7 +219,9 @@ test('responses: a three-step chain with previous_response_id reuses the growing
   assert.match(first.id, /^resp_/);
   assert.ok(['completed', 'incomplete'].includes(first.status));
   assert.equal(typeof first.output_text, 'string');  // the SDK joins the output_text parts
-  assert.equal(first.usage.input_tokens_details.cached_tokens, 0);
+  // Earlier tests' prompts may share the template's first tokens (reused down to the token),
+  // never this whole prompt.
+  assert.ok(first.usage.input_tokens_details.cached_tokens < first.usage.input_tokens - 1);
   let prev = first;
   const cached = [];
   for (const input of ['And the number 8.', [{ role: 'user', content: [{ type: 'input_text', text: 'Which numbers?' }] }]]) {
