@@ -15,6 +15,7 @@
 #include "convert/gen_model.h"
 #include "convert/lora_file.h"
 #include "gguf/gguf.h"
+#include "llama_reference.h"
 #include "model/eval.h"
 #include "model/lora.h"
 #include "model/test_util.h"
@@ -28,20 +29,8 @@ std::string ref(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/lora/" + name;
 }
 
-// `gen-model --arch <family> --preset tiny --type <type> --seed 7`.
 std::string tiny_model(convert::Family family, DType type) {
-  const std::string path = model::testing::temp_path(
-      std::string("lora-base-") + convert::family_name(family) + "-" + dtype_name(type) + ".gguf");
-  if (!model::testing::file_exists(path)) {
-    convert::GenOptions o;
-    o.family = family;
-    o.preset = "tiny";
-    o.type = type;
-    o.seed = 7;
-    Status s = convert::generate_model(o, path, nullptr);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-  }
-  return path;
+  return glm::testing::tiny_model("lora-base", family, type);
 }
 
 // `gen-model --lora-of BASE --rank 8 --alpha 16 --seed <seed> [--targets ...]` (f32).
