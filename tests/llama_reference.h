@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,33 @@ inline Compare compare_with_reference(const std::string& path, const std::string
     }
   }
   return c;
+}
+
+// Greedy continuations of several prompts (a JSONL of {"prompt_ids","ids"}: llama.cpp's argmax
+// loop) give the same ids: the prompt prefilled, then the ids generated so far one step each,
+// the argmax of the last row.
+inline void expect_greedy_ids_match(const std::string& path, const std::string& greedy) {
+  std::ifstream in(greedy);
+  ASSERT_TRUE(in.good()) << greedy;
+  auto m = model::testing::load(path, 2);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const auto prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = j["ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> got;
+    for (size_t step = 0; step < want.size(); ++step) {
+      auto rows = model::evaluate(**m, prompt, got, model::EvalOptions());
+      ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+      got.push_back(argmax(rows->back().values));
+    }
+    EXPECT_EQ(got, want) << "prompt " << j["prompt_ids"].dump();
+    ++cases;
+  }
+  EXPECT_GE(cases, 3);
 }
 
 }  // namespace glm::testing

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/dtype.h"
+#include "model/kv_pool.h"
 
 namespace glm::engine {
 namespace {
@@ -33,19 +34,14 @@ int kv_block_count(const Options& options, int n_ctx) {
   return options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
 }
 
-size_t kv_pool_bytes(const model::Config& config, int n_blocks, int block_tokens, DType kv_type) {
-  return static_cast<size_t>(config.n_layer) * 2 * static_cast<size_t>(n_blocks) *
-         static_cast<size_t>(block_tokens) *
-         row_bytes(kv_type, static_cast<int64_t>(config.n_head_kv) * config.head_dim);
-}
-
 MemoryPlan plan_memory(const gguf::File& file, const model::Config& config,
                        const Options& options) {
   MemoryPlan p;
   for (const gguf::TensorInfo& t : file.tensors()) p.weights += t.n_bytes;
   p.n_ctx = context_size(options, config);
   p.n_blocks = kv_block_count(options, p.n_ctx);
-  p.kv = kv_pool_bytes(config, p.n_blocks, std::max(options.block_tokens, 1), options.kv_type);
+  p.kv = model::KvPool::bytes_for(config, p.n_blocks, std::max(options.block_tokens, 1),
+                                  options.kv_type);
   p.available = available_memory();
   return p;
 }

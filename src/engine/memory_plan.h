@@ -20,8 +20,6 @@ namespace glm::engine {
 int context_size(const Options& options, const model::Config& config);
 // KV blocks of the engine's pool: --kv-blocks, else max_batch full contexts.
 int kv_block_count(const Options& options, int n_ctx);
-// Bytes of a KV pool of n_blocks blocks of block_tokens positions (model::KvPool, every layer).
-size_t kv_pool_bytes(const model::Config& config, int n_blocks, int block_tokens, DType kv_type);
 
 struct MemoryPlan {
   size_t weights = 0;    // the file's tensor data (held in memory, repacked or mapped)

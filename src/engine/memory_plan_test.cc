@@ -40,7 +40,7 @@ TEST_F(MemoryPlanTest, AvailableIsMemAvailableOrTheCgroupsRoomIfLess) {
   EXPECT_EQ(available_memory(dir_ + "/absent", dir_ + "/none"), 0u);  // unknown
 }
 
-// The plan's KV bytes are what the pool allocates, for each element type.
+// The plan's KV bytes (KvPool::bytes_for) are what the pool allocates, for each element type.
 TEST_F(MemoryPlanTest, KvBytesAreThePoolsOwn) {
   model::Config c;
   c.n_layer = 3;
@@ -48,7 +48,7 @@ TEST_F(MemoryPlanTest, KvBytesAreThePoolsOwn) {
   c.head_dim = 32;
   for (DType t : {DType::kF16, DType::kF32, DType::kQ8_0}) {
     const model::KvPool pool(c, 5, 16, t);
-    EXPECT_EQ(kv_pool_bytes(c, 5, 16, t), pool.bytes()) << dtype_name(t);
+    EXPECT_EQ(model::KvPool::bytes_for(c, 5, 16, t), pool.bytes()) << dtype_name(t);
   }
 }
 

@@ -115,16 +115,14 @@ void BlockAllocator::publish(int block, uint64_t parent, uint64_t hash, const in
 void BlockAllocator::publish_partial(int block, uint64_t parent, const int32_t* tokens, int n) {
   Meta& m = meta_[block];
   GLM_CHECK(m.refs > 0 && n > 0 && n < block_tokens_);
-  if (m.cached) {
-    if (!is_partial(block) || m.parent != parent || n <= m.n_tokens) return;
-    remove_child(block);  // re-added below with its new tokens
-  }
+  const bool indexed = m.cached;  // a partial entry of this block: its holder wrote on
+  if (indexed && (!is_partial(block) || m.parent != parent || n <= m.n_tokens)) return;
   m.cached = true;
   m.parent = parent;
   m.hash = 0;
   m.n_tokens = n;
   std::memcpy(&tokens_[static_cast<size_t>(block) * block_tokens_], tokens, sizeof(int32_t) * n);
-  add_child(block);
+  if (!indexed) add_child(block);
 }
 
 BlockAllocator::Match BlockAllocator::longest_prefix(uint64_t parent, const int32_t* tokens,

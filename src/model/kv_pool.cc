@@ -41,7 +41,15 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
   GLM_CHECK(kv_type_unsupported(config, kv_type).empty());
   row_bytes_ = glm::row_bytes(kv_type, row_elems_);
   GLM_CHECK(n_blocks >= 0 && block_tokens > 0 && n_layer_ > 0 && row_elems_ > 0);
-  storage_.resize(static_cast<size_t>(host_layers_) * 2 * n_blocks_ * block_bytes_per_layer_kv());
+  storage_.resize(bytes_for(config, n_blocks, block_tokens, kv_type, host_layers));
+}
+
+size_t KvPool::bytes_for(const Config& config, int n_blocks, int block_tokens, DType kv_type,
+                         int host_layers) {
+  const int layers = host_layers < 0 ? config.n_layer : std::min(host_layers, config.n_layer);
+  return static_cast<size_t>(layers) * 2 * static_cast<size_t>(n_blocks) *
+         static_cast<size_t>(block_tokens) *
+         glm::row_bytes(kv_type, static_cast<int64_t>(config.n_head_kv) * config.head_dim);
 }
 
 size_t KvPool::block_bytes_per_layer_kv() const {

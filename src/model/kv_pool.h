@@ -33,6 +33,9 @@ class KvPool {
   // Model::kv_host_layers: a model on a GPU keeps its layers' K/V in device memory, and the
   // pool then only keeps the accounting of its blocks).
   KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_type, int host_layers = -1);
+  // The bytes such a pool allocates (what bytes() will say), without allocating them.
+  static size_t bytes_for(const Config& config, int n_blocks, int block_tokens, DType kv_type,
+                          int host_layers = -1);
 
   int n_blocks() const { return n_blocks_; }
   int block_tokens() const { return block_tokens_; }

@@ -151,10 +151,10 @@ void Transformer::project_qkv(int l, const LayerWeights& lw, int n) {
     }
   }
   const int half = c.n_rot / 2;
+  const auto rope = c.rope_neox ? ops::rope_neox : ops::rope_interleaved;
   for (int t = 0; t < n; ++t) {
     const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
     const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
-    auto rope = c.rope_neox ? ops::rope_neox : ops::rope_interleaved;
     rope(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim, c.n_rot, cs, sn);
     rope(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim, c.n_rot, cs, sn);
   }

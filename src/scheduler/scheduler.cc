@@ -312,7 +312,8 @@ void Scheduler::measure_step(int prompt_tokens, double ms) {
 }
 
 void Scheduler::plan_prefill() {
-  std::vector<Seq*> order;  // the prefilling sequences, in the order they draw on the budget
+  std::vector<Seq*>& order = prefill_order_;  // in the order they draw on the budget
+  order.clear();
   for (auto& seq : running_) {
     if (!seq->decoding) order.push_back(seq.get());
   }
@@ -328,7 +329,8 @@ void Scheduler::plan_prefill() {
   const int chunk = options_.prefill_chunk;
   bool decoding = false;
   for (auto& seq : running_) decoding = decoding || seq->decoding;
-  int budget = prefill_budget(decoding);
+  const int full = prefill_budget(decoding);
+  int budget = full;
   int slack = chunk / 4;  // tokens over the budget, per step, that end a prompt now
   for (Seq* seq : order) {
     const int remaining =
@@ -341,7 +343,7 @@ void Scheduler::plan_prefill() {
     if (caps_.bidirectional_prompt && n < remaining) {
       // The whole prompt in one step: alone in a fresh budget if it is longer than a chunk
       // (the others' decode tokens still run with it), never cut.
-      n = budget == prefill_budget(decoding) ? remaining : 0;
+      n = budget == full ? remaining : 0;
     }
     seq->chunk = n;
     seq->passed_over = n > 0 ? 0 : seq->passed_over + 1;

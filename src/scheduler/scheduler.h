@@ -259,6 +259,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
+  std::vector<Seq*> prefill_order_;  // plan_prefill's scratch
   DraftModel draft_;
   bool spec_on_ = false;                // speculation (n-gram or draft model) for this model
   bool draft_on_ = false;               // ... with the draft model
