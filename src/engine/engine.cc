@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -558,9 +557,7 @@ class EngineImpl final : public Engine {
                          model_->device_name() + " (merge it at load with --lora instead)");
     }
     // The adapter's identity for the prefix cache and the KV disk cache: its file and scale.
-    uint32_t bits = 0;
-    std::memcpy(&bits, &spec.scale, sizeof(bits));
-    const uint64_t salt = (model_fingerprint(**file) * 0x100000001b3ull + bits) | 1;
+    const uint64_t salt = adapter_fingerprint(**file, spec.scale) | 1;
     std::lock_guard<std::mutex> lock(adapters_mu_);
     if (adapters_.count(spec.name)) {
       return invalid_argument("adapter '" + spec.name + "' is already loaded (unload it first)");
@@ -922,9 +919,8 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     for (const model::LoraSpec& l : options.lora) {
       auto lf = gguf::File::open(l.path);
       if (!lf.ok()) return lf.status();
-      uint32_t bits = 0;
-      std::memcpy(&bits, &l.scale, sizeof(bits));
-      extras.fingerprint = (extras.fingerprint ^ model_fingerprint(**lf)) * 0x100000001b3ull + bits;
+      extras.fingerprint =
+          extras.fingerprint * 0x100000001b3ull ^ adapter_fingerprint(**lf, l.scale);
     }
   }
   auto name = shared->get_string("general.name");

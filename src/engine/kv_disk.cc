@@ -27,6 +27,12 @@ class Digest {
 
 }  // namespace
 
+uint64_t adapter_fingerprint(const gguf::File& file, float scale) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &scale, sizeof(bits));
+  return model_fingerprint(file) * 0x100000001b3ull + bits;
+}
+
 uint64_t model_fingerprint(const gguf::File& file) {
   constexpr size_t kHead = 4 << 20;
   constexpr size_t kSample = 4096;

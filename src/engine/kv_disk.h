@@ -19,6 +19,10 @@ namespace glm::engine {
 // only outside the sampled bytes look the same. Cost: ~4 MiB + 12 KiB per tensor read.
 uint64_t model_fingerprint(const gguf::File& file);
 
+// An adapter's identity for the KV caches (prefix chains, the disk cache): its file's
+// fingerprint and the scale it runs at, which both change every K/V it touches.
+uint64_t adapter_fingerprint(const gguf::File& file, float scale);
+
 // The KV identity: the model's fingerprint (0 for models without a file: test fakes) with
 // everything that shapes its K/V: architecture, layers, KV heads, head size, rotary, context,
 // KV dtype, block size and the bytes a block takes.
