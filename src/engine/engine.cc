@@ -892,15 +892,19 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.device = options.device;
   lo.gpu_layers = options.gpu_layers;
   lo.lora = options.lora;
+  // The largest step: a prefill chunk, grown up to 32x under --max-stall-ms (scheduler.h).
+  lo.step_tokens = std::max(options.prefill_chunk, 1) * (options.max_stall_ms > 0 ? 32 : 1);
+  if (plan) lo.kv_bytes = plan->kv;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
   if (plan && options.device != "cpu") {
-    // Where it runs is known now: on a GPU the weights and the device layers' K/V live there
-    // (checked by the GPU model); the host keeps its layers' K/V.
+    // Where it runs is known now: on a GPU the device layers' weights and K/V live there
+    // (planned by the GPU model); the host keeps the others'.
     const model::Model& m = *model.value();
     if (m.device_name() != "cpu") {
-      plan->weights = 0;
-      plan->kv = plan->kv / m.config().n_layer * m.kv_host_layers();
+      const int n_layer = m.config().n_layer, host = m.kv_host_layers();
+      plan->weights = plan->weights / n_layer * host;
+      plan->kv = plan->kv / n_layer * host;
     }
     GLM_RETURN_IF_ERROR(check_memory(*plan, options));
   }
@@ -936,6 +940,17 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     extras.add_bos = v->as_bool();
   }
   if (options.spec == generation::SpecMode::kDraft) {
+    // Its own KV (max_batch full contexts, as EngineImpl makes it) beside the target's device
+    // share.
+    if (auto dc = model::read_config(*extras.draft_file); dc.ok()) {
+      const int bt = std::max(options.block_tokens, 1);
+      lo.kv_bytes = model::KvPool::bytes_for(
+          *dc,
+          std::max(options.max_batch, 1) *
+              ((context_size(options, model.value()->config()) + bt - 1) / bt),
+          bt, options.kv_type);
+    }
+    lo.device_reserved = model.value()->device_bytes();
     auto draft = model::load_model(extras.draft_file, lo);
     if (!draft.ok()) return Status(draft.status().code(), "--draft: " + draft.status().message());
     auto draft_tok = tok::Tokenizer::from_gguf(*extras.draft_file);

@@ -59,6 +59,18 @@ StatusOr<VkInstance> make_instance(VulkanApi* api) {
   return instance;
 }
 
+bool has_extension(const VulkanApi& vk, VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> exts(n);
+  if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()) != VK_SUCCESS) {
+    return false;
+  }
+  return std::any_of(exts.begin(), exts.end(), [name](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
+}
+
 // What glmserve reads of a physical device, and why it cannot run there (if so).
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   DeviceInfo info;
@@ -74,18 +86,32 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   info.api_version = props.properties.apiVersion;
   info.subgroup_size = sub.subgroupSize;
 
-  VkPhysicalDeviceMemoryProperties mem{};
-  vk.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+  budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+  VkPhysicalDeviceMemoryProperties2 mem2{};
+  mem2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+  const bool has_budget = has_extension(vk, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (has_budget) mem2.pNext = &budget;
+  vk.vkGetPhysicalDeviceMemoryProperties2(pd, &mem2);
+  const VkPhysicalDeviceMemoryProperties& mem = mem2.memoryProperties;
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
-    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
-      info.memory_bytes = std::max<uint64_t>(info.memory_bytes, mem.memoryHeaps[h].size);
+    if ((mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) == 0 ||
+        mem.memoryHeaps[h].size <= info.memory_bytes) {
+      continue;
+    }
+    info.memory_bytes = mem.memoryHeaps[h].size;
+    info.budget_bytes = info.memory_bytes;
+    if (has_budget && budget.heapBudget[h] > 0) {
+      const uint64_t used = std::min(budget.heapUsage[h], budget.heapBudget[h]);
+      info.budget_bytes = std::min(info.memory_bytes, budget.heapBudget[h] - used);
     }
   }
 
   // A cap on the memory glmserve plans with (GLMSERVE_VULKAN_MEMORY_MB: tests, shared GPUs).
   if (const char* cap = std::getenv("GLMSERVE_VULKAN_MEMORY_MB"); cap != nullptr && *cap != '\0') {
-    info.memory_bytes =
-        std::min<uint64_t>(info.memory_bytes, std::strtoull(cap, nullptr, 10) << 20);
+    const uint64_t bytes = std::strtoull(cap, nullptr, 10) << 20;
+    info.memory_bytes = std::min<uint64_t>(info.memory_bytes, bytes);
+    info.budget_bytes = std::min<uint64_t>(info.budget_bytes, bytes);
   }
   if (info.api_version < VK_API_VERSION_1_2) {
     info.unusable = "Vulkan " + info.api_version_string() + " (1.2 is needed)";

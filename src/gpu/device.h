@@ -29,6 +29,10 @@ struct DeviceInfo {
   std::string name;           // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
   std::string type;           // "discrete", "integrated", "virtual", "cpu", "other"
   uint64_t memory_bytes = 0;  // the largest device-local heap (at most GLMSERVE_VULKAN_MEMORY_MB)
+  // What this process may still allocate there: the driver's budget less the heap's use by this
+  // process (VK_EXT_memory_budget: other programs' use counts), else memory_bytes. Read when the
+  // device is described (at open): what glmserve plans its layers with (docs/gpu.md#memory).
+  uint64_t budget_bytes = 0;
   uint32_t api_version = 0;   // VK_MAKE_API_VERSION
   uint32_t subgroup_size = 0;
   bool fp16_arithmetic = false;  // shaderFloat16

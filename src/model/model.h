@@ -83,6 +83,8 @@ class Model {
   virtual Status health() const { return Status::Ok(); }
   // Where the model runs, for logs, /health and the page: "cpu" or "vulkan:0 (NVIDIA H200)".
   virtual std::string device_name() const { return "cpu"; }
+  // Bytes this model planned on its GPU (weights, K/V, scratch); 0 on the CPU.
+  virtual size_t device_bytes() const { return 0; }
 };
 
 struct LoadOptions {
@@ -98,8 +100,17 @@ struct LoadOptions {
   // discrete GPU, else the CPU). Without a Vulkan loader or device, "auto" and "vulkan" run on
   // the CPU with one log line; "vulkan:N" that does not exist is an error.
   std::string device = "cpu";
-  // Layers on the GPU, counted from the last as llama.cpp's -ngl; -1 = all of them.
+  // Layers on the GPU, counted from the last as llama.cpp's -ngl; -1 = as many as fit in the
+  // device's memory beside their KV cache (all when all fit), the rest on the CPU. N that does
+  // not fit is refused with both sizes (model/gpu_plan.h).
   int gpu_layers = -1;
+  // What the caller will ask of the model, for planning the device's memory: the KV pool's bytes
+  // over all layers (model::KvPool::bytes_for; 0 = none planned), the most tokens one forward
+  // call takes, and bytes of the same device already promised to another model (a draft's
+  // target).
+  size_t kv_bytes = 0;
+  int step_tokens = 512;
+  size_t device_reserved = 0;
   // LoRA adapters merged into the weights at load, in order (--lora A.gguf[:scale];
   // model/lora.h): no cost per token; quantized weights are re-quantized to their type.
   std::vector<LoraSpec> lora;

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "model/gpu_plan.h"
 #include "model/ops.h"
 #include "model/transformer.h"
 
@@ -25,6 +26,35 @@ Status grow(gpu::Device* dev, gpu::Buffer* b, size_t bytes, gpu::MemoryKind kind
   if (!nb.ok()) return nb.status();
   *b = std::move(*nb);
   return Status::Ok();
+}
+
+size_t matrix_bytes(const kernels::WeightView& v) {
+  return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
+}
+
+// A layer's matrices on the device (its norms and biases are a rounding error beside them).
+size_t layer_bytes(const LayerWeights& lw) {
+  size_t n = 0;
+  for (const kernels::WeightView* v :
+       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
+    n += matrix_bytes(*v);
+  }
+  return n;
+}
+
+// The width of a layer's FFN up projection output: fused gate and up, or up alone.
+int up_width(const Config& c, const LayerWeights& lw) {
+  return lw.ffn_gate.data != nullptr ? 2 * c.n_ff : static_cast<int>(lw.ffn_up.n_rows);
+}
+
+// The device scratch of a step of n tokens and r output rows (GpuTransformer::reserve's
+// buffers; the host-visible ones are counted too, as they may come from the same heap).
+size_t step_bytes(const Config& c, int up, int n, int r, int b) {
+  const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
+  const size_t acts = t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + up + c.n_ff);
+  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
+  const size_t in = 2 * (t * (c.n_embd + 2 * (c.n_rot / 2) + 1) + rr + b);
+  return (acts + rows + in) * kF;
 }
 
 }  // namespace
@@ -53,31 +83,32 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   if (config.n_rot % 2 != 0 || config.kv_dim() % 2 != 0) {
     return unsupported("the GPU path needs an even rotary and KV width (use --device cpu)");
   }
+  // The device's share, planned before anything is uploaded (model/gpu_plan.h).
   const int n_layer = config.n_layer;
-  const int n_gpu = options.gpu_layers < 0 ? n_layer : std::min(options.gpu_layers, n_layer);
-  const int n_cpu = n_layer - n_gpu;
-  // The GPU's share of the weights against the device's memory, before anything is uploaded.
-  auto bytes_of = [](const kernels::WeightView& v) {
-    return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
-  };
-  size_t need = bytes_of(weights.output);
-  for (int l = n_cpu; l < n_layer; ++l) {
-    const LayerWeights& lw = weights.layers[l];
-    for (const kernels::WeightView* v :
-         {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
-      need += bytes_of(*v);
-    }
+  std::vector<size_t> weights_of(n_layer), kv_of(n_layer, options.kv_bytes / n_layer);
+  for (int l = 0; l < n_layer; ++l) weights_of[l] = layer_bytes(weights.layers[l]);
+  const int steps = std::max(options.step_tokens, 1);
+  const size_t scratch =
+      step_bytes(config, up_width(config, weights.layers[0]), steps, std::min(steps, 64), 0);
+  const gpu::DeviceInfo& info = device->info();
+  size_t budget = info.budget_bytes;  // 0: unknown (everything fits)
+  if (budget > 0) budget = budget > options.device_reserved ? budget - options.device_reserved : 1;
+  StatusOr<GpuLayerPlan> plan = plan_gpu_layers(weights_of, kv_of, matrix_bytes(weights.output),
+                                                scratch, budget, options.gpu_layers, info.name);
+  if (!plan.ok()) return plan.status();
+  if (plan->n_gpu == 0 && options.gpu_layers < 0) {
+    GLM_LOG_WARN("vulkan: no layer fits in %s's %s (one layer and the output head need more); "
+                 "running on the CPU",
+                 info.name.c_str(), format_gib(budget).c_str());
+    return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(config),
+                                                                std::move(weights), options));
   }
-  const uint64_t have = device->info().memory_bytes;
-  if (have > 0 && need > have) {
-    return Status(ErrorCode::kOutOfMemory,
-                  std::to_string(n_gpu) + " layers and the output head need " +
-                      std::to_string(need >> 20) + " MiB of GPU memory; " + device->info().name +
-                      " has " + std::to_string(have >> 20) +
-                      " MiB (put fewer layers on it with --gpu-layers N)");
-  }
+  GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), plan->describe().c_str(),
+               format_gib(budget).c_str());
+  const int n_cpu = n_layer - plan->n_gpu;
   std::unique_ptr<GpuTransformer> m(
       new GpuTransformer(file, config, weights, std::move(device), n_cpu));
+  m->planned_bytes_ = plan->need();
   GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   if (n_cpu > 0) {
     // The CPU keeps layers [0, n_cpu): the others' views are dropped before it repacks.
@@ -108,24 +139,14 @@ Status GpuTransformer::health() const {
 
 Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
   gpu::Device* dev = device_.get();
-  size_t total = 0, done = 0;
-  auto bytes_of = [](const kernels::WeightView& v) {
-    return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
-  };
-  for (size_t l = n_cpu_; l < w.layers.size(); ++l) {
-    const LayerWeights& lw = w.layers[l];
-    for (const kernels::WeightView* v :
-         {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
-      total += bytes_of(*v);
-    }
-  }
-  total += bytes_of(w.output);
+  size_t total = matrix_bytes(w.output), done = 0;
+  for (size_t l = n_cpu_; l < w.layers.size(); ++l) total += layer_bytes(w.layers[l]);
   auto matrix = [&](const kernels::WeightView& v, gpu::Matrix* out, const char* what) -> Status {
     if (v.data == nullptr) return Status::Ok();
     StatusOr<gpu::Matrix> m = gpu::upload_matrix(dev, v.type, v.data, v.n_rows, v.n_cols);
     if (!m.ok()) return Status(m.status().code(), std::string(what) + ": " + m.status().message());
     *out = std::move(*m);
-    done += bytes_of(v);
+    done += matrix_bytes(v);
     if (progress) progress(done, total);
     return Status::Ok();
   };
@@ -213,8 +234,8 @@ Status GpuTransformer::reserve(int n, int r, int b) {
   const auto kDev = gpu::MemoryKind::kDevice;
   if (n > cap_tokens_) {
     const size_t t = static_cast<size_t>(n);
-    const int up_width =
-        layers_[0].ffn_gate.buf.valid() ? 2 * c.n_ff : static_cast<int>(layers_[0].ffn_up.n_rows);
+    const int up_width = layers_[0].ffn_gate.buf.valid() ? 2 * c.n_ff
+                                                          : static_cast<int>(layers_[0].ffn_up.n_rows);
     GLM_RETURN_IF_ERROR(grow(dev, &cur_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &qkv_, t * (c.q_dim() + 2 * c.kv_dim()) * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &attn_, t * c.q_dim() * kF, kDev));

@@ -29,9 +29,9 @@ namespace glm::model {
 class GpuTransformer : public Model {
  public:
   // Uploads the GPU's layers of `weights` (views into `file`) to `device` and keeps the others
-  // for the CPU (options.gpu_layers; -1 = all on the GPU). Errors: unsupported (a weight type or
-  // shape the GPU kernels do not take), out_of_memory (the layers asked for do not fit: both
-  // sizes named).
+  // for the CPU (options.gpu_layers; -1 = as many as fit beside their K/V: model/gpu_plan.h; a
+  // CPU Transformer when none does). Errors: unsupported (a weight type or shape the GPU kernels
+  // do not take), out_of_memory (the layers asked for do not fit: both sizes named).
   static StatusOr<std::unique_ptr<Model>> create(std::shared_ptr<const gguf::File> file,
                                                  Config config, Weights weights,
                                                  std::unique_ptr<gpu::Device> device,
@@ -46,6 +46,7 @@ class GpuTransformer : public Model {
   std::string device_name() const override;
   Status health() const override;
   int kv_host_layers() const override { return n_cpu_; }
+  size_t device_bytes() const override { return planned_bytes_; }
 
   gpu::Device* device() { return device_.get(); }
   int gpu_layers() const { return config_.n_layer - n_cpu_; }
@@ -86,6 +87,7 @@ class GpuTransformer : public Model {
   kernels::WeightView token_embd_;  // read on the host: one row per token
   std::unique_ptr<gpu::Device> device_;
   int n_cpu_ = 0;                     // layers [0, n_cpu_) run on the CPU
+  size_t planned_bytes_ = 0;          // GpuLayerPlan::need() at load
   std::unique_ptr<Transformer> cpu_;  // their weights and kernels; null if n_cpu_ == 0
   std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
   std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers

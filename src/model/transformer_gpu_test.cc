@@ -320,6 +320,69 @@ TEST(GpuSplit, ForkAndDiskBlocksCoverBothHalves) {
   EXPECT_EQ(a, c);
 }
 
+// A model loaded with --gpu-layers `asked` on a device of `cap_mib` MiB
+// (GLMSERVE_VULKAN_MEMORY_MB), planning steps of 16 tokens.
+StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, int cap_mib) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.gpu_layers = asked;
+  o.step_tokens = 16;
+  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
+  auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  return m;
+}
+
+// The layers on the GPU of a loaded model: -1 on the CPU.
+int gpu_layers_of(const Model& m) {
+  const std::string name = m.device_name();
+  if (name == "cpu") return -1;
+  const size_t of = name.find(" of ");
+  if (of == std::string::npos) return m.config().n_layer;
+  return std::stoi(name.substr(name.rfind(' ', of - 1) + 1));
+}
+
+TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
+  testing::RandomSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 1024;
+  spec.n_vocab = 4096;  // an output head of 4 MiB in f32, layers of about 4 MiB
+  spec.n_layer = 3;
+  const std::string path = testing::temp_path("split_fit.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  auto cpu = testing::load(path, 2, true, "cpu");
+  ASSERT_TRUE(cpu.ok());
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+  const std::vector<int32_t> next = {7, 0};
+  const Outputs want = run(**cpu, DType::kF16, prompt, next);
+  // Growing the device, the automatic count grows from none (the CPU) to all, one at a time,
+  // and a split runs with the CPU's logits; the count beyond what fits is refused, naming it.
+  int last = -1, splits = 0;
+  for (int mib = 2; mib <= 40 && last < 3; ++mib) {
+    auto m = load_with(path, -1, mib);
+    ASSERT_TRUE(m.ok()) << mib << " MiB: " << m.status().message();
+    const int n = gpu_layers_of(**m);
+    ASSERT_GE(n, last) << mib << " MiB";
+    if (n == last) continue;
+    last = n;
+    if (n <= 0 || n >= 3) continue;
+    ++splits;
+    Outputs got = run(**m, DType::kF16, prompt, next);
+    EXPECT_LT(max_rel_diff(got.prefill, want.prefill), 1e-4f) << n << " GPU layers";
+    EXPECT_LT(max_rel_diff(got.decode, want.decode), 1e-4f) << n << " GPU layers";
+    auto more = load_with(path, n + 1, mib);
+    ASSERT_FALSE(more.ok()) << mib << " MiB, " << n + 1 << " layers";
+    EXPECT_EQ(more.status().code(), ErrorCode::kOutOfMemory);
+    EXPECT_NE(more.status().message().find(std::to_string(n) + " fit"), std::string::npos)
+        << more.status().message();
+  }
+  EXPECT_EQ(last, 3) << "40 MiB should hold every layer";
+  EXPECT_EQ(splits, 2) << "1 and then 2 layers on the GPU";
+}
+
 TEST(GpuSplit, LayersThatDoNotFitAreRefusedWithBothSizes) {
   testing::RandomSpec spec;
   spec.n_embd = 256;
@@ -327,15 +390,17 @@ TEST(GpuSplit, LayersThatDoNotFitAreRefusedWithBothSizes) {
   spec.n_vocab = 4096;  // an output head of 4 MiB in f32
   const std::string path = testing::temp_path("split_big.gguf");
   ASSERT_TRUE(testing::write_random_model(spec, path).ok());
-  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", "3", 1);
-  auto m = load_split(path, -1);
-  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  auto m = load_with(path, 99, 3);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kOutOfMemory);
-  EXPECT_NE(m.status().message().find("MiB of GPU memory"), std::string::npos)
-      << m.status().message();
-  EXPECT_NE(m.status().message().find("has 3 MiB"), std::string::npos) << m.status().message();
-  EXPECT_NE(m.status().message().find("--gpu-layers"), std::string::npos);
+  const std::string& why = m.status().message();
+  EXPECT_NE(why.find("--gpu-layers 99: 2 of 2 layers: weights"), std::string::npos) << why;
+  EXPECT_NE(why.find("has 0.00 GiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("not even the output head fits"), std::string::npos) << why;
+  // Left to itself, the model runs on the CPU instead.
+  auto automatic = load_with(path, -1, 3);
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  EXPECT_EQ((*automatic)->device_name(), "cpu");
 }
 
 }  // namespace
