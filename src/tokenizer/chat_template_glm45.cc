@@ -16,9 +16,9 @@ constexpr const char* kWhitespace = " \t\n\r\v\f";
 
 // The tags of GLM-4.5's vocabulary that are tokens of their own (added tokens, split out of the
 // text before BPE as HF's tokenizer does); a vocabulary without them spells them as text.
-constexpr const char* kTags[] = {"<think>",       "</think>",        "<tool_call>", "</tool_call>",
-                                 "<tool_response>", "</tool_response>", "<arg_key>",   "</arg_key>",
-                                 "<arg_value>",   "</arg_value>",    "/nothink"};
+constexpr const char* kTags[] = {
+    "<think>",   "</think>",   "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+    "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "/nothink"};
 
 std::string_view strip(std::string_view s) {
   const size_t b = s.find_first_not_of(kWhitespace);
@@ -217,16 +217,18 @@ class Glm45Template final : public ChatTemplate {
   }
 
   static Status render_call(const Message& m, IdsBuilder* b) {
-    auto args = parse_ordered_json(m.arguments.empty() ? "{}" : m.arguments, "tool call arguments");
+    // The arguments as JSON object text; GLM-4's messages carry them as the content.
+    const std::string& text = m.arguments.empty() ? m.content : m.arguments;
+    auto args = parse_ordered_json(text.empty() ? "{}" : text, "tool call arguments");
     if (!args.ok() || !args->is_object())
       return invalid_argument("tool call arguments must be a JSON object as text, e.g. \"{}\"");
-    std::string text = "\n<tool_call>" + m.metadata + "\n";
+    std::string call = "\n<tool_call>" + m.metadata + "\n";
     for (const auto& [k, v] : args->items()) {
-      text += "<arg_key>" + k + "</arg_key>\n<arg_value>";
-      text += v.is_string() ? v.get<std::string>() : python_json(v);
-      text += "</arg_value>\n";
+      call += "<arg_key>" + k + "</arg_key>\n<arg_value>";
+      call += v.is_string() ? v.get<std::string>() : python_json(v);
+      call += "</arg_value>\n";
     }
-    b->text(text + "</tool_call>");
+    b->text(call + "</tool_call>");
     return Status::Ok();
   }
 

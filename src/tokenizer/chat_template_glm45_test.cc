@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "tokenizer/chat_template.h"
@@ -22,14 +23,30 @@ std::string data(const std::string& name) {
 }
 
 // GLM-4.5's added tokens from 151343 on (its tokenizer_config.json; the ids below are GLM-4's,
-// whose 151552-id vocabulary and 318088 merges GLM-4.5 shares). The tags are user-defined tokens
-// (they render as text); the <|...|> ones control tokens.
-const char* const kGlm45Added[] = {
-    "<|begin_of_audio|>", "<|end_of_audio|>", "<|begin_of_transcription|>",
-    "<|end_of_transcription|>", "<|code_prefix|>", "<|code_middle|>", "<|code_suffix|>", "<think>",
-    "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",
-    "</arg_key>", "<arg_value>", "</arg_value>", "/nothink", "<|begin_of_box|>", "<|end_of_box|>",
-    "<|image|>", "<|video|>"};
+// whose 151552-id vocabulary and 318088 merges GLM-4.5 shares), all written as control tokens
+// (the worst a converter may do: the tokenizer still reads the tags as text, is_answer_tag).
+const char* const kGlm45Added[] = {"<|begin_of_audio|>",
+                                   "<|end_of_audio|>",
+                                   "<|begin_of_transcription|>",
+                                   "<|end_of_transcription|>",
+                                   "<|code_prefix|>",
+                                   "<|code_middle|>",
+                                   "<|code_suffix|>",
+                                   "<think>",
+                                   "</think>",
+                                   "<tool_call>",
+                                   "</tool_call>",
+                                   "<tool_response>",
+                                   "</tool_response>",
+                                   "<arg_key>",
+                                   "</arg_key>",
+                                   "<arg_value>",
+                                   "</arg_value>",
+                                   "/nothink",
+                                   "<|begin_of_box|>",
+                                   "<|end_of_box|>",
+                                   "<|image|>",
+                                   "<|video|>"};
 constexpr int32_t kFirstAdded = 151343;
 
 // GLM-4's real vocabulary with GLM-4.5's added tokens, as a glm4moe file; null if absent.
@@ -41,15 +58,15 @@ const testing::Loaded* glm45_vocab() {
     for (size_t i = 0; i < std::size(kGlm45Added); ++i) {
       const std::string t = kGlm45Added[i];
       s.tokens[kFirstAdded + i] = t;
-      s.types[kFirstAdded + i] = t.rfind("<|", 0) == 0 ? kTokenControl : kTokenUserDefined;
+      s.types[kFirstAdded + i] = kTokenControl;
     }
     return testing::load_spec(s, "glm45-vocab", "glm4moe");
   }();
   return &l;
 }
 
-#define GLM45_VOCAB_OR_SKIP(var)                    \
-  const testing::Loaded* var##_l = glm45_vocab();   \
+#define GLM45_VOCAB_OR_SKIP(var)                     \
+  const testing::Loaded* var##_l = glm45_vocab();    \
   if (!var##_l->tok) GTEST_SKIP() << var##_l->error; \
   const Tokenizer& var = *var##_l->tok
 
@@ -146,6 +163,14 @@ TEST(Glm45Template, ChosenForGlm4MoeFilesAndThinksWithoutAnOpenedPrompt) {
   auto ids = (*t)->render({{"user", "hi"}});
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(ids->back(), 151337);  // <|assistant|>
+  // The answer's tags are text of the answer (the readers see them) though written as control
+  // tokens; /nothink and the <|...|> tokens stay control.
+  EXPECT_EQ(tok.decode({151350, 9703, 151351, 151352}), "<think>Hello</think><tool_call>");
+  StreamDecoder d(tok);
+  EXPECT_EQ(d.push(151356) + d.push(151359), "<arg_key></arg_value>");
+  EXPECT_FALSE(tok.is_control(151352));
+  EXPECT_TRUE(tok.is_control(151360));
+  EXPECT_TRUE(tok.is_control(151343));
 }
 
 // A vocabulary without GLM-4.5's tags (the synthetic glm4moe files) spells them as text.
@@ -196,10 +221,11 @@ TEST(Glm45ToolCalls, WholeAnswersFollowVllmsParser) {
   EXPECT_FALSE(parse_glm45_call("f\n<arg_key>k</arg_key>"));
   EXPECT_FALSE(parse_glm45_call("f\n<arg_value>v</arg_value>"));
   EXPECT_FALSE(parse_glm45_call("f\nstray<arg_key>k</arg_key><arg_value>v</arg_value>"));
-  EXPECT_EQ(parse_glm45_tool_calls("x<tool_call>f\n<arg_key>k").content, "x<tool_call>f\n<arg_key>k");
+  EXPECT_EQ(parse_glm45_tool_calls("x<tool_call>f\n<arg_key>k").content,
+            "x<tool_call>f\n<arg_key>k");
   EXPECT_EQ(parse_glm45_tool_calls("<tool_call>\n</tool_call>").calls.size(), 0u);
-  const std::string deep = "f<arg_key>k</arg_key><arg_value>" + std::string(100000, '[') +
-                           "</arg_value>";
+  const std::string deep =
+      "f<arg_key>k</arg_key><arg_value>" + std::string(100000, '[') + "</arg_value>";
   ASSERT_TRUE(parse_glm45_call(deep));
 }
 
@@ -227,9 +253,10 @@ TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
   // Text before the call streams (without the whitespace before the call); the first call is
   // the answer's; what follows it is not read.
   for (const ToolAnswer& a :
-       both_ways(names, "\nChecking <b>now</b>.\n\n<tool_call>get_time</tool_call>\n"
-                        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>x"
-                        "</arg_value>\n</tool_call>")) {
+       both_ways(names,
+                 "\nChecking <b>now</b>.\n\n<tool_call>get_time</tool_call>\n"
+                 "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>x"
+                 "</arg_value>\n</tool_call>")) {
     EXPECT_EQ(a.content, "Checking <b>now</b>.");
     EXPECT_EQ(a.name, "get_time");
     EXPECT_EQ(a.arguments, "{}");
@@ -244,14 +271,53 @@ TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
       EXPECT_EQ(a.content, text) << text;
     }
   }
-  // After a malformed call the answer goes on and may still call.
+  // After a malformed call the answer goes on (the space before it kept) and may still call.
   for (const ToolAnswer& a :
-       both_ways(names, "<tool_call>nope</tool_call> then <tool_call>get_time\n</tool_call>")) {
-    EXPECT_EQ(a.content, "<tool_call>nope</tool_call> then");
+       both_ways(names, "a <tool_call>nope</tool_call> then <tool_call>get_time\n</tool_call>")) {
+    EXPECT_EQ(a.content, "a <tool_call>nope</tool_call> then");
     EXPECT_EQ(a.name, "get_time");
   }
   // GLM-4's format still reads.
   for (const ToolAnswer& a : both_ways(names, "get_time\n{}")) EXPECT_EQ(a.name, "get_time");
+}
+
+// Random answers made of the format's pieces, cut at random: the streamed reading always joins
+// to the whole one, and every call read has a JSON object as arguments (tool_call_fuzz runs the
+// same checks on arbitrary bytes).
+TEST(Glm45ToolCalls, AnySplitOfAnyAnswerReadsTheSame) {
+  const std::vector<std::string> names = {"get_weather", "get_time"};
+  const char* const pieces[] = {"<tool_call>", "</tool_call>",
+                                "<arg_key>",   "</arg_key>",
+                                "<arg_value>", "</arg_value>",
+                                "get_weather", "get_time",
+                                "\n",          " ",
+                                "x",           "[1",
+                                "{\"a\": 2}",  "\"s\"",
+                                "<",           "</",
+                                "<tool_c",     "city",
+                                "7",           "北"};
+  std::mt19937 rng(33);
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 14);
+    for (int i = 0; i < n; ++i) text += pieces[rng() % std::size(pieces)];
+    ToolCallStream s(names);
+    std::vector<ToolDelta> d;
+    for (size_t i = 0; i < text.size();) {
+      const size_t step = 1 + rng() % 9;
+      for (ToolDelta& x : s.feed(text.substr(i, step))) d.push_back(std::move(x));
+      i += step;
+    }
+    for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+    const ToolAnswer streamed = join_tool_deltas(d);
+    const ToolAnswer whole = read_tool_answer(names, text);
+    ASSERT_EQ(streamed.content, whole.content) << text;
+    ASSERT_EQ(streamed.name, whole.name) << text;
+    ASSERT_EQ(streamed.arguments, whole.arguments) << text;
+    for (const ToolCall& c : parse_glm45_tool_calls(text).calls) {
+      ASSERT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << text;
+    }
+  }
 }
 
 }  // namespace

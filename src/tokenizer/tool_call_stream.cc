@@ -105,6 +105,7 @@ void ToolCallStream::content(std::string_view text, std::vector<ToolDelta>* out)
     return;
   }
   emit_content(std::string_view(held_).substr(0, cut), out);
+  space_before_call_ = held_.substr(cut, marker - cut);
   held_.erase(0, marker + kXmlOpen.size());
   state_ = State::kXmlCall;
   decide_xml(out);
@@ -126,7 +127,8 @@ void ToolCallStream::decide_xml(std::vector<ToolDelta>* out) {
     return;
   }
   std::string rest = held_.substr(close + kXmlClose.size());
-  emit_content(std::string(kXmlOpen) + std::string(body) + std::string(kXmlClose), out);
+  emit_content(
+      space_before_call_ + std::string(kXmlOpen) + std::string(body) + std::string(kXmlClose), out);
   held_.clear();
   state_ = State::kContent;
   content(rest, out);
@@ -166,8 +168,9 @@ std::vector<ToolDelta> ToolCallStream::finish() {
     emit_content(held_, &out);
   } else if (state_ == State::kXmlCall) {
     // A call that never closed (cut, or malformed): its text is content.
+    ended_inside_call_ = true;
     state_ = State::kContent;
-    emit_content(std::string(kXmlOpen) + held_, &out);
+    emit_content(space_before_call_ + std::string(kXmlOpen) + held_, &out);
   } else if (state_ == State::kArgsStart) {
     // Only whitespace or a partial "``" after the name: no arguments, which is the empty object
     // (a client must be able to send the call back: its arguments are JSON object text).

@@ -14,9 +14,10 @@
 // (read_tool_answer), so a streamed call reassembles to exactly the non-streamed one. One call
 // per answer: ChatGLM3 and GLM-4 put one call in a turn; of GLM-4.5's several calls the first
 // is read and the text after it dropped (parse_glm45_tool_calls reads them all). A GLM-4.5 call
-// that is cut (no </tool_call> at the end), malformed or names no allowed function is text. The gateway reads answers with it for its clients, and the engine reads its
-// own answers with it to know how a client will send them back (the next turn's KV reuse).
-// Not thread-safe; one per answer. Cost: O(text).
+// that is cut (no </tool_call> at the end), malformed or names no allowed function is text. The
+// gateway reads answers with it for its clients, and the engine reads its own answers with it to
+// know how a client will send them back (the next turn's KV reuse). Not thread-safe; one per
+// answer. Cost: O(text).
 #pragma once
 
 #include <string>
@@ -43,6 +44,9 @@ class ToolCallStream {
     return state_ == State::kJsonArgs || state_ == State::kPythonArgs || state_ == State::kXmlDone;
   }
   const std::string& name() const { return name_; }
+  // After finish(): the answer ended inside a GLM-4.5 call (no </tool_call>), whose text
+  // finish() returned as content.
+  bool ended_inside_call() const { return ended_inside_call_; }
 
  private:
   // kXmlCall: inside a GLM-4.5 <tool_call> (held_ = its text so far); kXmlDone: after it.
@@ -58,7 +62,9 @@ class ToolCallStream {
   State state_ = State::kStart;
   std::string held_;  // text not yet classified (the ChatGLM3 block, GLM-4.5's call so far)
   std::string name_;
-  bool content_started_ = false;  // a plain answer's first non-whitespace was emitted
+  std::string space_before_call_;  // dropped before a GLM-4.5 call; back if it is text after all
+  bool content_started_ = false;   // a plain answer's first non-whitespace was emitted
+  bool ended_inside_call_ = false;
 };
 
 // The whole answer's deltas, joined: content text, and the call (empty name if none).
