@@ -205,7 +205,7 @@ TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
   engine::Options o;
   o.model_path = tiny_model(DType::kF32);
   o.n_threads = 2;
-  o.n_ctx = 512;
+  o.n_ctx = 2048;  // the tools' system text is ~660 tokens of the synthetic vocabulary
   o.max_batch = 1;
   auto e = engine::load_engine(o);
   ASSERT_TRUE(e.ok()) << e.status().to_string();

@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
                                                            const gguf::File& file,
                                                            const Tokenizer& tokenizer);
 
-// A ChatGLM3 tool call found in the assistant's output.
+// A tool call found in the assistant's output (ChatGLM3's block, GLM-4.5's XML).
 struct ToolCall {
   std::string name;       // function name (the metadata line), or "interpreter"
   std::string arguments;  // JSON object text of the keyword arguments of tool_call(...); empty
