@@ -1,6 +1,7 @@
-// GLM-4.5's chat template against the model's own chat_template.jinja rendered outside the
-// repository (tests/data/glm4moe/README.md: renderer, template source), its choice from the
-// file, and its XML tool calls read back from answers, whole and streamed.
+// GLM-4.5's chat template against the model's own chat_template.jinja rendered and tokenized
+// outside the repository (tests/data/glm4moe/README.md: renderer, template source, llama.cpp's
+// ids), its choice from the file, and its XML tool calls read back from answers, whole and
+// streamed.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -141,6 +142,7 @@ TEST(Glm45Template, IdsEqualTheModelsJinjaTemplate) {
     auto ids = (*tmpl)->render(messages_of(c));
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
+    EXPECT_EQ(*ids, c["ids"].get<Ids>()) << c["name"];  // llama.cpp's tokenization of `text`
     EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
     if (c["name"] == "call_with_args_and_result") {  // the tags are tokens: <tool_call>, <arg_key>
       EXPECT_NE(std::find(ids->begin(), ids->end(), 151352), ids->end());
