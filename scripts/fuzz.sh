@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with clang (GLM_FUZZ=ON: ASan + UBSan + coverage) into build-fuzz/
 # and runs each for FUZZ_SECONDS (default 15) from a small seed corpus written here: every
 # route's request bodies (openai_fuzz), GGUF headers (gguf_fuzz), GBNF grammars and JSON
-# Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz), PyTorch
+# Schemas (grammar_fuzz), tokenizer input (tokenizer_fuzz, stream_decoder_fuzz), answers read for
+# tool calls (tool_call_fuzz), PyTorch
 # data.pkl and .bin files (unpickle_fuzz), KV disk cache files (disk_store_fuzz). A crash, a leak or undefined behaviour fails with the
 # reproducer's path.
 #   scripts/fuzz.sh                 build and run them all (CI runs gguf, unpickle and openai)
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 # The targets run by default, and so in CI: a new one is one more word here (seeds optional).
-default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz unpickle_fuzz
+default_targets=(openai_fuzz gguf_fuzz grammar_fuzz tokenizer_fuzz stream_decoder_fuzz tool_call_fuzz unpickle_fuzz
   disk_store_fuzz)
 build_only=0
 if [[ "${1:-}" == "--build-only" ]]; then  # other targets of this build, e.g. the ASan unit tests
@@ -50,6 +51,8 @@ seed tokenizer_fuzz text 'Hello, 世界! <|user|> [gMASK] 	 tabs  and  spaces'
 mkdir -p "$work/unpickle_fuzz"
 printf '\200\002ccollections\nOrderedDict\nq\000)Rq\001.' >"$work/unpickle_fuzz/empty_dict"
 seed stream_decoder_fuzz text "$(printf 'a\xe4\xbd\xa0\xff b')"
+seed tool_call_fuzz glm45 "$(printf '\003Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>[1, {\"a\": true}]</arg_value>\n</tool_call>')"
+seed tool_call_fuzz glm4 "$(printf '\001get\n{\"x\": 1}')"
 # KV disk files (src/kv/disk_store_fuzz.cc): first byte 3 = a block payload framed with a right
 # header (parent, 4 tokens, 32 K/V bytes), 2 = a conversation payload (tag, key, tokens, none
 # pending), 1 = raw bytes (a header alone).

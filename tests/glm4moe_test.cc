@@ -7,18 +7,25 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "convert/gen_model.h"
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "llama_reference.h"
 #include "model/eval.h"
 #include "model/test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tool_call_stream.h"
 
 namespace glm {
 namespace {
@@ -180,6 +187,69 @@ TEST(Glm4Moe, GpuIsRefusedClearly) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(m.status().message().find("glm4moe"), std::string::npos) << m.status().message();
+}
+
+// The model's own files choose GLM-4.5's chat format (glm45; the synthetic vocabulary has no
+// GLM-4.5 tags, so they are spelled as text), and served through the engine a forced call comes
+// out in GLM-4.5's XML, which the answer reader the gateway uses (its OpenAI tool_calls and
+// Anthropic tool_use) turns into the call: a random-weight model would rarely call by itself.
+TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
+  auto f = gguf::File::open(tiny_model(DType::kF32));
+  ASSERT_TRUE(f.ok());
+  auto t = tok::Tokenizer::from_gguf(**f);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  auto tmpl = tok::ChatTemplate::for_model(**f, **t);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  EXPECT_STREQ((*tmpl)->name(), "glm45");
+
+  engine::Options o;
+  o.model_path = tiny_model(DType::kF32);
+  o.n_threads = 2;
+  o.n_ctx = 2048;  // the tools' system text is ~660 tokens of the synthetic vocabulary
+  o.max_batch = 1;
+  auto e = engine::load_engine(o);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const std::string tools =
+      R"([{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object",)"
+      R"("properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer",)"
+      R"("minimum":1,"maximum":9}},"required":["city","days"]}}])";
+  engine::Request r;
+  r.id = "call";
+  r.messages = {{"user", "What is the weather in Paris?"}};
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 200;
+  r.tools = nlohmann::ordered_json::parse(tools);
+  r.constraint = {generation::Constraint::Kind::kToolCall, tools};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string text;
+  std::optional<engine::Event> done;
+  ASSERT_TRUE((*e)->submit(r,
+                           [&](const engine::Event& ev) {
+                             std::lock_guard<std::mutex> lock(mu);
+                             if (ev.type == engine::EventType::kToken) text += ev.text;
+                             if (ev.type == engine::EventType::kDone ||
+                                 ev.type == engine::EventType::kError)
+                               done = ev;
+                             cv.notify_all();
+                           })
+                  .ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return done.has_value(); }));
+  }
+  ASSERT_EQ(done->type, engine::EventType::kDone) << done->error.to_string();
+  EXPECT_EQ(done->finish_reason, engine::FinishReason::kStop) << text;
+  EXPECT_EQ(text.rfind("<tool_call>get_weather\n<arg_key>city</arg_key>\n", 0), 0u) << text;
+  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather"}, text);
+  EXPECT_EQ(a.content, "") << text;
+  ASSERT_EQ(a.name, "get_weather") << text;
+  const auto args = nlohmann::json::parse(a.arguments);
+  ASSERT_TRUE(args.is_object()) << a.arguments;
+  EXPECT_TRUE(args["city"].is_string() || args["city"].is_number()) << a.arguments;
+  ASSERT_TRUE(args["days"].is_number_integer()) << a.arguments;
+  EXPECT_GE(args["days"].get<int>(), 1);
+  EXPECT_LE(args["days"].get<int>(), 9);
 }
 
 }  // namespace

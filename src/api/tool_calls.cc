@@ -112,6 +112,11 @@ std::vector<ToolDelta> ToolAnswerStream::feed(const std::string& text) {
 std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome) {
   std::vector<ToolDelta> out;
   route(stream_.finish(), &out);
+  if (!in_call_ && outcome == Outcome::kLength && stream_.ended_inside_call()) {
+    // Cut inside a GLM-4.5 <tool_call>: the text before it went out, the call's does not.
+    cut_call_ = true;
+    return {};
+  }
   if (!in_call_ && !sent_any_ && outcome == Outcome::kLength) {
     // All of the answer was held as a possible name line: a call cut before its name was whole.
     const ToolAnswer a = join_tool_deltas(out);

@@ -46,8 +46,9 @@ using tok::ToolDelta;
 // What every route sends of an answer read for tool calls: a call goes out only whole. Plain
 // content flows as ToolCallStream gives it; a call's deltas (its start, its arguments) are held
 // until the answer ends, then sent if it ended by itself (stop), and dropped if max_tokens cut it
-// (length), as is an answer cut while it could still be a call's name line ("get_wea"): a cut
-// call is no call, so a client never receives the model's unfinished syntax
+// (length), as is an answer cut while it could still be a call's name line ("get_wea") or
+// inside a GLM-4.5 <tool_call> (the text before it has gone out): a cut call is no call, so a
+// client never receives the model's unfinished syntax
 // ("```python\ntool_c") or a partial JSON as arguments, nor an input missing its required
 // fields, and the length finish reason says why there is nothing (docs/gateway.md, "Tool
 // calls"). The streamed and non-streamed answers are the same deltas (read_whole_answer).

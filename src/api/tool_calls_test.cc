@@ -164,5 +164,29 @@ TEST(OpenAITools, ResponseShapes) {
   EXPECT_EQ(tool_call_id("chatcmpl-req-12-3"), "call_12-3");
 }
 
+// GLM-4.5's XML call after text: the text goes out as content, the call whole when the answer
+// stops; cut by max_tokens inside the call, the text before it went out and nothing of the call.
+TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
+  const std::vector<std::string> names = {"get_weather", "now"};
+  const std::string call =
+      "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris"
+      "</arg_value>\n</tool_call>";
+  const ToolAnswer a = read_whole_answer(names, call, Outcome::kStop);
+  EXPECT_EQ(a.content, "Let me check.");
+  EXPECT_EQ(a.name, "get_weather");
+  EXPECT_EQ(a.arguments, R"({"city":"Paris"})");
+  ToolAnswerStream s(names);
+  std::string sent;
+  for (size_t i = 0; i < 30; i += 3) {
+    for (const ToolDelta& d : s.feed(call.substr(i, 3))) sent += d.text;
+  }
+  EXPECT_TRUE(s.finish(Outcome::kLength).empty());
+  EXPECT_TRUE(s.cut_call());
+  EXPECT_FALSE(s.is_call());
+  EXPECT_EQ(sent, "Let me check.");
+  // Stopped (not cut) inside an unclosed call: it is text.
+  EXPECT_EQ(read_whole_answer(names, "<tool_call>now", Outcome::kStop).content, "<tool_call>now");
+}
+
 }  // namespace
 }  // namespace glm::api

@@ -38,13 +38,65 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
 
 namespace {
 
+// GLM-4.5's arguments: per property of the object `schema`, in its order (the required ones
+// always, the others optional), "<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n" where V is a
+// string property's text as it is (no '<'; one of its enum values if it has them) and any other
+// property's JSON value. No properties: no arguments.
+StatusOr<grammar::Expr> add_xml_arguments(grammar::GrammarBuilder* b,
+                                          const nlohmann::ordered_json& schema,
+                                          const std::string& prefix) {
+  using grammar::Expr;
+  std::vector<Expr> pairs{Expr::literal("")};
+  if (!schema.is_object() || !schema.contains("properties")) return Expr::seq(std::move(pairs));
+  const nlohmann::ordered_json& props = schema["properties"];
+  if (!props.is_object()) return invalid_argument("properties must be an object");
+  const nlohmann::ordered_json required =
+      schema.contains("required") && schema["required"].is_array()
+          ? schema["required"]
+          : nlohmann::ordered_json::array();
+  int i = 0;
+  for (const auto& [key, sub] : props.items()) {
+    if (key.find('<') != std::string::npos) {
+      return invalid_argument("property '" + key + "' holds '<', which GLM-4.5's format cannot");
+    }
+    Expr value = Expr::literal("");
+    const bool string_type = sub.is_object() && sub.contains("type") && sub["type"] == "string";
+    const bool string_enum = sub.is_object() && sub.contains("enum") && sub["enum"].is_array() &&
+                             !sub["enum"].empty() &&
+                             std::all_of(sub["enum"].begin(), sub["enum"].end(),
+                                         [](const auto& v) { return v.is_string(); });
+    if (string_enum && (string_type || !sub.contains("type"))) {
+      std::vector<Expr> values;
+      for (const auto& v : sub["enum"]) values.push_back(Expr::literal(v.get<std::string>()));
+      value = Expr::alt(std::move(values));
+    } else if (string_type && !sub.contains("enum") && !sub.contains("const")) {
+      const int max = sub.contains("maxLength") && sub["maxLength"].is_number_unsigned()
+                          ? sub["maxLength"].get<int>()
+                          : grammar::Expr::kUnbounded;
+      value = Expr::repeat(Expr::chars({{'<', '<'}}, /*negated=*/true), 0, max);
+    } else {
+      auto v = grammar::add_json_schema(b, sub, prefix + "-" + std::to_string(i));
+      if (!v.ok()) return v.status();
+      value = *v;
+    }
+    Expr pair = Expr::seq({Expr::literal("<arg_key>" + key + "</arg_key>\n<arg_value>"), value,
+                           Expr::literal("</arg_value>\n")});
+    const bool req = std::find(required.begin(), required.end(), key) != required.end();
+    pairs.push_back(req ? std::move(pair) : Expr::optional(std::move(pair)));
+    ++i;
+  }
+  return Expr::seq(std::move(pairs));
+}
+
 // root ::= call-1 | call-2 | ...: one per allowed function, in the template's call format.
 StatusOr<grammar::Grammar> tool_call_grammar(const std::string& tools_json,
                                              const std::string& chat_template) {
   const bool python = chat_template == "chatglm3";
-  if (!python && chat_template != "glm4") {
+  const bool xml = chat_template == "glm45";
+  if (!python && !xml && chat_template != "glm4") {
     return unsupported("constraint: the " + chat_template +
-                       " chat template has no tool-call format (ChatGLM3 and GLM-4 have one)");
+                       " chat template has no tool-call format (ChatGLM3, GLM-4 and GLM-4.5 have "
+                       "one)");
   }
   auto tools = parse_ordered_json(tools_json, "the constraint's tools");
   if (!tools.ok()) return invalid_argument("constraint: " + tools.status().message());
@@ -67,12 +119,16 @@ StatusOr<grammar::Grammar> tool_call_grammar(const std::string& tools_json,
                                               : nlohmann::ordered_json{{"type", "object"}};
     const std::string prefix = "tool" + std::to_string(i);
     StatusOr<grammar::Expr> args = python ? grammar::add_python_kwargs(&b, schema, prefix)
+                                   : xml  ? add_xml_arguments(&b, schema, prefix)
                                           : grammar::add_json_schema(&b, schema, prefix);
     if (!args.ok()) {
       return invalid_argument("constraint: tool '" + name + "' parameters " +
                               args.status().message());
     }
-    if (python) {
+    if (xml) {
+      calls.push_back(grammar::Expr::seq({grammar::Expr::literal("<tool_call>" + name + "\n"),
+                                          *args, grammar::Expr::literal("</tool_call>")}));
+    } else if (python) {
       calls.push_back(grammar::Expr::seq({grammar::Expr::literal(name + "\n```python\ntool_call("),
                                           *args, grammar::Expr::literal(")\n```")}));
     } else {

@@ -31,6 +31,8 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
 // `chat_template` (ChatTemplate::name()) decides the spelling of a tool call (kToolCall):
 //   glm4:     NAME "\n" JSON-arguments
 //   chatglm3: NAME "\n```python\ntool_call(" keyword-arguments ")\n```"
+//   glm45:    "<tool_call>" NAME "\n" ("<arg_key>" K "</arg_key>\n<arg_value>" V
+//             "</arg_value>\n")* "</tool_call>" (V: a string property's text, else JSON)
 // other templates have no tool format (kUnsupported).
 StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& constraint,
                                               const std::string& chat_template);

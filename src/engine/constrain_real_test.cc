@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tool_call_stream.h"
 
 namespace glm::engine {
 namespace {
@@ -225,6 +226,38 @@ TEST(ConstrainReal, ToolsWithoutParametersTakeAnyObject) {
   grammar::Matcher m3(*glm3, nullptr);
   EXPECT_TRUE(m3.can_accept_bytes("now\n```python\ntool_call(tz=\"UTC\", n=None)\n```"));
   EXPECT_FALSE(m3.can_accept_bytes("now\n```python\ntool_call(tz=null)"));
+}
+
+// GLM-4.5 calls in its XML: string properties as text, the others as JSON, the required ones
+// always; what the grammar accepts, the answer reader reads back as the same call.
+TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
+  auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "glm45");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const std::string call =
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n"
+      "<arg_key>note</arg_key>\n<arg_value>null</arg_value>\n<arg_key>days</arg_key>\n"
+      "<arg_value>3</arg_value>\n<arg_key>metric</arg_key>\n<arg_value>true</arg_value>\n"
+      "<arg_key>unit</arg_key>\n<arg_value>开尔文</arg_value>\n</tool_call>";
+  grammar::Matcher m(*g, nullptr);
+  ASSERT_TRUE(m.accept_bytes(call).ok());
+  EXPECT_TRUE(m.is_complete());
+  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather", "ping"}, call);
+  EXPECT_EQ(a.name, "get_weather");
+  check_call(a.name, a.arguments, call);
+  for (const char* bad :
+       {"<tool_call>ping\n</tool_call>",                      // a required argument missing
+        "<tool_call>get_weather\n<arg_key>days</arg_key>\n",  // out of the schema's order
+        "<tool_call>ping\n<arg_key>host</arg_key>\n<arg_value>a<b</arg_value>\n</tool_call>",
+        "get_weather\n{"}) {
+    grammar::Matcher b(*g, nullptr);
+    EXPECT_FALSE(b.accept_bytes(bad).ok() && b.is_complete()) << bad;
+  }
+  // No parameters: no arguments.
+  auto now = compile_constraint({Constraint::Kind::kToolCall, R"([{"name":"now"}])"}, "glm45");
+  ASSERT_TRUE(now.ok()) << now.status().to_string();
+  grammar::Matcher n(*now, nullptr);
+  ASSERT_TRUE(n.accept_bytes("<tool_call>now\n</tool_call>").ok());
+  EXPECT_TRUE(n.is_complete());
 }
 
 TEST(ConstrainReal, ToolCallsNeedATemplateWithAToolFormat) {

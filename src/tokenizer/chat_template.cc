@@ -1,5 +1,5 @@
 // The chat templates of the GLM family (ChatGLM-6B, ChatGLM2, ChatGLM3, GLM-4, GLM-4-0414,
-// GLM-Z1), LLaMA-2 and raw
+// GLM-Z1; GLM-4.5's is in chat_template_glm45.cc), LLaMA-2 and raw
 // prompts, rendered straight to token ids, and the choice among them from the vocabulary.
 #include "tokenizer/chat_template.h"
 
@@ -351,6 +351,7 @@ std::string detect(const gguf::File& file, const Tokenizer& t) {
   const bool has_user = t.find("<|user|>") >= 0;
   const bool has_gmask = t.find("[gMASK]") >= 0;
   auto arch = file.get_string("general.architecture");
+  if (arch.ok() && *arch == "glm4moe" && has_user && has_gmask) return "glm45";
   if (arch.ok() && *arch == "glm4" && has_user && has_gmask) {
     // GLM-Z1's template opens the answer with <think>; GLM-4-0414's does not.
     auto tmpl = file.get_string("tokenizer.chat_template");
@@ -394,6 +395,11 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
         need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
     return std::unique_ptr<ChatTemplate>(new Glm4_0414Template(t, name == "glm-z1"));
   }
+  if (name == "glm45") {
+    GLM_RETURN_IF_ERROR(
+        need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
+    return detail::make_glm45_template(t);
+  }
   if (name == "chatglm2") {
     GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop"}));
     return std::unique_ptr<ChatTemplate>(new ChatGlm2Template(t));
@@ -413,7 +419,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
   }
   return invalid_argument(
       "unknown chat template '" + name +
-      "' (use chatglm3, chatglm2, chatglm1, glm4, glm4-0414, glm-z1, llama2 or raw)");
+      "' (use chatglm3, chatglm2, chatglm1, glm4, glm4-0414, glm-z1, glm45, llama2 or raw)");
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::for_model(const gguf::File& file,

@@ -1,6 +1,6 @@
 // Chat prompts as token ids, exactly as each model's official tokenizer builds them
 // (ChatGLM3 build_chat_input, ChatGLM2 "[Round N]", ChatGLM-6B "[Round N]" + [gMASK] <sop>,
-// GLM-4, LLaMA-2 plain), plus stop tokens.
+// GLM-4, GLM-4-0414 / GLM-Z1 and GLM-4.5's chat_template.jinja, LLaMA-2 plain), plus stop tokens.
 // Immutable; thread-safe.
 #pragma once
 
@@ -33,7 +33,7 @@ class ChatTemplate {
   // `tokenizer` must outlive the template.
   static StatusOr<std::unique_ptr<ChatTemplate>> for_model(const gguf::File& file,
                                                            const Tokenizer& tokenizer);
-  // "chatglm3", "chatglm2", "chatglm1", "glm4", "glm4-0414", "glm-z1", "llama2", "raw"
+  // "chatglm3", "chatglm2", "chatglm1", "glm4", "glm4-0414", "glm-z1", "glm45", "llama2", "raw"
   virtual const char* name() const = 0;
   // Prompt ids ready for generation (ends with the assistant role marker). invalid_argument for
   // an unknown role.
@@ -60,6 +60,7 @@ class ChatTemplate {
 };
 
 // How the template is chosen (for_model):
+//   general.architecture glm4moe with [gMASK] and <|user|> -> glm45 (GLM-4.5, GLM-4.5-Air)
 //   general.architecture glm4 with [gMASK] and <|user|>  -> glm-z1 if tokenizer.chat_template
 //                                                          holds "<think>", else glm4-0414
 //   [gMASK], <sop> and <|user|> (GLM-4's gpt2 vocab)   -> glm4
@@ -73,7 +74,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
                                                            const gguf::File& file,
                                                            const Tokenizer& tokenizer);
 
-// A ChatGLM3 tool call found in the assistant's output.
+// A tool call found in the assistant's output (ChatGLM3's block, GLM-4.5's XML).
 struct ToolCall {
   std::string name;       // function name (the metadata line), or "interpreter"
   std::string arguments;  // JSON object text of the keyword arguments of tool_call(...); empty
@@ -110,5 +111,35 @@ StatusOr<std::string> glm4_0414_tools_prompt(const nlohmann::ordered_json& tools
 std::string glm4_0414_visible(std::string_view content);
 // Shortcut: the tool call in `text`, if any.
 std::optional<ToolCall> parse_tool_call(std::string_view text);
+
+// GLM-4.5's tool system text (its chat_template.jinja): "# Tools", the sentences, "<tools>", one
+// line per tool as json.dumps(tool, ensure_ascii=False) of the client's tool object (a bare
+// function is wrapped as OpenAI's {"type": "function", "function": {...}}, which is what the
+// template receives from an OpenAI client), "</tools>" and the XML call format. It follows a
+// <|system|> token.
+StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools);
+// Python's json.dumps(v, ensure_ascii=False) (the chat templates' tojson): one line, ", " and
+// ": " separators, keys in their order, UTF-8 as it is.
+std::string python_json(const nlohmann::ordered_json& v);
+
+// GLM-4.5's tool calls in an answer: "<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V
+// </arg_value>\n...</tool_call>", any number of them, text before the first (vLLM's
+// Glm4MoeModelToolParser, whose rules these follow: the name up to the first newline or
+// <arg_key>, keys and values stripped, a value that is JSON (number, object, array, true,
+// false, null) becomes that JSON value and any other a JSON string; `arguments` is the object's
+// JSON text). A call whose body is not pairs of complete tags, or that has no name, is no call:
+// parse returns nullopt for the body. Never throws.
+struct Glm45Calls {
+  std::string content;          // the text before the first call (all of it if none)
+  std::vector<ToolCall> calls;  // in order; empty if none
+};
+Glm45Calls parse_glm45_tool_calls(std::string_view text);
+// One call's body, the text between <tool_call> and </tool_call>; nullopt if malformed.
+std::optional<ToolCall> parse_glm45_call(std::string_view body);
+
+namespace detail {
+// The GLM-4.5 template (chat_template_glm45.cc); make_chat_template("glm45", ...) is the door.
+std::unique_ptr<ChatTemplate> make_glm45_template(const Tokenizer& tokenizer);
+}  // namespace detail
 
 }  // namespace glm::tok

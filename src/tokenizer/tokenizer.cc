@@ -24,6 +24,13 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(const VocabSpec& spec,
                      "' is not supported (expected llama, t5 or gpt2)");
 }
 
+bool is_answer_tag(std::string_view text) {
+  static constexpr std::string_view kTags[] = {
+      "<think>",          "</think>",  "<tool_call>", "</tool_call>", "<tool_response>",
+      "</tool_response>", "<arg_key>", "</arg_key>",  "<arg_value>",  "</arg_value>"};
+  return std::find(std::begin(kTags), std::end(kTags), text) != std::end(kTags);
+}
+
 void SpecialMatcher::add(const std::string& text, int32_t id) {
   if (text.empty()) return;
   auto& v = by_first_[static_cast<uint8_t>(text[0])];
@@ -45,6 +52,13 @@ Status VocabTokenizer::init(const VocabSpec& spec, const std::string& label) {
   }
   tokens_ = spec.tokens;
   types_ = spec.types;
+  // The tags a reasoning or tool-calling answer is read by (GLM-4.5: <think>, <tool_call>,
+  // <arg_key>...) are text of the answer even where a converter marked them control (llama.cpp's
+  // follows the HF "special" flag, and its server keeps these tokens in GLM-4.5's output as
+  // "preserved tokens"): they decode as text and a grammar may spell them.
+  for (size_t i = 0; i < n; ++i) {
+    if (types_[i] == kTokenControl && is_answer_tag(tokens_[i])) types_[i] = kTokenUserDefined;
+  }
   index_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     index_.emplace(tokens_[i], static_cast<int32_t>(i));

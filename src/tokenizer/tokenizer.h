@@ -50,6 +50,12 @@ class Tokenizer {
   virtual const char* kind() const { return ""; }
 };
 
+// True for the tags that answers are read by (reasoning: <think> </think>; GLM-4.5's tool calls:
+// <tool_call> <arg_key> <arg_value> <tool_response> and their closing tags). A vocabulary's
+// tokens with these texts are never control tokens: they decode as text (where the readers see
+// them) and a grammar may spell them.
+bool is_answer_tag(std::string_view text);
+
 // Turns a stream of generated ids into text pieces that are whole UTF-8 characters, never to be
 // taken back: concatenating every push() and the final flush() equals decode(all ids).
 // One per generation; not thread-safe.

@@ -1,6 +1,7 @@
 #include "tokenizer/tool_call_stream.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "tokenizer/chat_template.h"
 
@@ -10,6 +11,16 @@ namespace {
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 constexpr std::string_view kPythonBlock = "```";
+constexpr std::string_view kXmlOpen = "<tool_call>";
+constexpr std::string_view kXmlClose = "</tool_call>";
+
+// The length of the longest suffix of `text` that is a proper prefix of `marker`.
+size_t partial_suffix(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -19,7 +30,13 @@ std::vector<ToolDelta> ToolCallStream::feed(const std::string& text) {
   std::vector<ToolDelta> out;
   switch (state_) {
     case State::kContent:
-      emit_content(text, &out);
+      content(text, &out);
+      return out;
+    case State::kXmlCall:
+      held_ += text;
+      decide_xml(&out);
+      return out;
+    case State::kXmlDone:  // the text after the call: further calls are not read
       return out;
     case State::kJsonArgs:
       if (!text.empty()) out.push_back({ToolDelta::Kind::kArguments, text});
@@ -42,6 +59,16 @@ std::vector<ToolDelta> ToolCallStream::feed(const std::string& text) {
 // Is the held text the start of "NAME\n" for an allowed name (keep holding), exactly one
 // (a call), or neither (content)?
 void ToolCallStream::decide_start(std::vector<ToolDelta>* out) {
+  size_t b = 0;
+  while (b < held_.size() && is_space(held_[b])) ++b;
+  const std::string_view rest = std::string_view(held_).substr(b);
+  if (rest.substr(0, kXmlOpen.size()) == kXmlOpen) {  // GLM-4.5: a call first
+    held_.erase(0, b + kXmlOpen.size());
+    state_ = State::kXmlCall;
+    decide_xml(out);
+    return;
+  }
+  if (kXmlOpen.substr(0, rest.size()) == rest) return;  // maybe "<tool_call>" yet
   const size_t nl = held_.find('\n');
   if (nl == std::string::npos) {
     const bool maybe = !held_.empty() && std::any_of(names_.begin(), names_.end(), [&](auto& n) {
@@ -63,7 +90,48 @@ void ToolCallStream::decide_start(std::vector<ToolDelta>* out) {
   state_ = State::kContent;
   std::string held = std::move(held_);
   held_.clear();
-  emit_content(held, out);
+  content(held, out);
+}
+
+void ToolCallStream::content(std::string_view text, std::vector<ToolDelta>* out) {
+  held_ += text;
+  const size_t open = held_.find(kXmlOpen);
+  size_t cut = open != std::string::npos ? open : held_.size() - partial_suffix(held_, kXmlOpen);
+  const size_t marker = cut;
+  while (cut > 0 && is_space(held_[cut - 1])) --cut;  // whitespace before a call is dropped
+  if (open == std::string::npos) {
+    emit_content(std::string_view(held_).substr(0, cut), out);
+    held_.erase(0, cut);
+    return;
+  }
+  emit_content(std::string_view(held_).substr(0, cut), out);
+  space_before_call_ = held_.substr(cut, marker - cut);
+  held_.erase(0, marker + kXmlOpen.size());
+  state_ = State::kXmlCall;
+  decide_xml(out);
+}
+
+// A GLM-4.5 call is read when its </tool_call> comes: a well-formed call of an allowed function
+// is the answer's call; anything else between the tags is text, and the answer goes on.
+void ToolCallStream::decide_xml(std::vector<ToolDelta>* out) {
+  const size_t close = held_.find(kXmlClose);
+  if (close == std::string::npos) return;
+  const std::string_view body = std::string_view(held_).substr(0, close);
+  std::optional<ToolCall> call = parse_glm45_call(body);
+  if (call && std::find(names_.begin(), names_.end(), call->name) != names_.end()) {
+    name_ = call->name;
+    out->push_back({ToolDelta::Kind::kCallStart, name_});
+    out->push_back({ToolDelta::Kind::kArguments, call->arguments});
+    state_ = State::kXmlDone;
+    held_.clear();
+    return;
+  }
+  std::string rest = held_.substr(close + kXmlClose.size());
+  emit_content(
+      space_before_call_ + std::string(kXmlOpen) + std::string(body) + std::string(kXmlClose), out);
+  held_.clear();
+  state_ = State::kContent;
+  content(rest, out);
 }
 
 void ToolCallStream::emit_content(std::string_view text, std::vector<ToolDelta>* out) {
@@ -94,10 +162,15 @@ void ToolCallStream::decide_args(std::vector<ToolDelta>* out) {
 
 std::vector<ToolDelta> ToolCallStream::finish() {
   std::vector<ToolDelta> out;
-  if (state_ == State::kStart) {
-    // Ended while the text could still have been a name: it is a plain answer.
+  if (state_ == State::kStart || state_ == State::kContent) {
+    // Ended while the text could still have been a name or a call's start: it is content.
     state_ = State::kContent;
     emit_content(held_, &out);
+  } else if (state_ == State::kXmlCall) {
+    // A call that never closed (cut, or malformed): its text is content.
+    ended_inside_call_ = true;
+    state_ = State::kContent;
+    emit_content(space_before_call_ + std::string(kXmlOpen) + held_, &out);
   } else if (state_ == State::kArgsStart) {
     // Only whitespace or a partial "``" after the name: no arguments, which is the empty object
     // (a client must be able to send the call back: its arguments are JSON object text).

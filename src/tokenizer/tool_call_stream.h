@@ -1,16 +1,23 @@
-// Tool calls in a GLM model's answer. GLM models call a tool by starting their answer with its
-// name on a line of its own; the arguments follow in the model's format: GLM-4 writes JSON,
-// ChatGLM3 a "```python\ntool_call(k=v, ...)\n```" block (converted to JSON here). Anything
-// else is a plain answer (leading whitespace dropped, as HF's process_response does).
+// Tool calls in a GLM model's answer. ChatGLM3 and GLM-4 call a tool by starting their answer
+// with its name on a line of its own; the arguments follow in the model's format: GLM-4 writes
+// JSON, ChatGLM3 a "```python\ntool_call(k=v, ...)\n```" block (converted to JSON here).
+// GLM-4.5 writes "<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n...
+// </tool_call>", after text or not (parse_glm45_call in chat_template.h turns it into JSON
+// arguments). Anything else is a plain answer (leading whitespace dropped, as HF's
+// process_response does).
 //
 // ToolCallStream turns the text as it is generated into deltas: plain content as soon as it is
 // known not to be a call, a call's start (its name) as soon as its name line is complete, its
 // arguments as they arrive (GLM-4 JSON) or at the end (ChatGLM3, whose block is converted
-// whole). The whole answer is the same deltas joined (read_tool_answer), so a streamed call
-// reassembles to exactly the non-streamed one. One call per answer (the GLM formats put one
-// call in a turn). The gateway reads answers with it for its clients, and the engine reads its
-// own answers with it to know how a client will send them back (the next turn's KV reuse).
-// Not thread-safe; one per answer. Cost: O(text).
+// whole; GLM-4.5's when its </tool_call> comes, the text before it having streamed, without
+// the whitespace just before the call). The whole answer is the same deltas joined
+// (read_tool_answer), so a streamed call reassembles to exactly the non-streamed one. One call
+// per answer: ChatGLM3 and GLM-4 put one call in a turn; of GLM-4.5's several calls the first
+// is read and the text after it dropped (parse_glm45_tool_calls reads them all). A GLM-4.5 call
+// that is cut (no </tool_call> at the end), malformed or names no allowed function is text. The
+// gateway reads answers with it for its clients, and the engine reads its own answers with it to
+// know how a client will send them back (the next turn's KV reuse). Not thread-safe; one per
+// answer. Cost: O(text).
 #pragma once
 
 #include <string>
@@ -33,20 +40,31 @@ class ToolCallStream {
   std::vector<ToolDelta> feed(const std::string& text);
   // Deltas for what was held back, at the end of the answer.
   std::vector<ToolDelta> finish();
-  bool is_call() const { return state_ == State::kJsonArgs || state_ == State::kPythonArgs; }
+  bool is_call() const {
+    return state_ == State::kJsonArgs || state_ == State::kPythonArgs || state_ == State::kXmlDone;
+  }
   const std::string& name() const { return name_; }
+  // After finish(): the answer ended inside a GLM-4.5 call (no </tool_call>), whose text
+  // finish() returned as content.
+  bool ended_inside_call() const { return ended_inside_call_; }
 
  private:
-  enum class State { kStart, kContent, kArgsStart, kJsonArgs, kPythonArgs };
+  // kXmlCall: inside a GLM-4.5 <tool_call> (held_ = its text so far); kXmlDone: after it.
+  enum class State { kStart, kContent, kArgsStart, kJsonArgs, kPythonArgs, kXmlCall, kXmlDone };
   void decide_start(std::vector<ToolDelta>* out);
   void decide_args(std::vector<ToolDelta>* out);
+  void decide_xml(std::vector<ToolDelta>* out);
+  // Content, watching for GLM-4.5's <tool_call>: held_ keeps a suffix that may begin one.
+  void content(std::string_view text, std::vector<ToolDelta>* out);
   void emit_content(std::string_view text, std::vector<ToolDelta>* out);
 
   std::vector<std::string> names_;
   State state_ = State::kStart;
-  std::string held_;  // text not yet classified (or the whole ChatGLM3 block)
+  std::string held_;  // text not yet classified (the ChatGLM3 block, GLM-4.5's call so far)
   std::string name_;
-  bool content_started_ = false;  // a plain answer's first non-whitespace was emitted
+  std::string space_before_call_;  // dropped before a GLM-4.5 call; back if it is text after all
+  bool content_started_ = false;   // a plain answer's first non-whitespace was emitted
+  bool ended_inside_call_ = false;
 };
 
 // The whole answer's deltas, joined: content text, and the call (empty name if none).

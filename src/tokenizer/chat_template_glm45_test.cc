@@ -1,0 +1,326 @@
+// GLM-4.5's chat template against the model's own chat_template.jinja rendered and tokenized
+// outside the repository (tests/data/glm4moe/README.md: renderer, template source, llama.cpp's
+// ids), its choice from the file, and its XML tool calls read back from answers, whole and
+// streamed.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/test_fixtures.h"
+#include "tokenizer/tool_call_stream.h"
+
+namespace glm::tok {
+namespace {
+
+using testing::Source;
+using Ids = std::vector<int32_t>;
+using ojson = nlohmann::ordered_json;
+
+std::string data(const std::string& name) {
+  return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4moe/" + name;
+}
+
+// GLM-4.5's added tokens from 151343 on (its tokenizer_config.json; the ids below are GLM-4's,
+// whose 151552-id vocabulary and 318088 merges GLM-4.5 shares), all written as control tokens
+// (the worst a converter may do: the tokenizer still reads the tags as text, is_answer_tag).
+const char* const kGlm45Added[] = {"<|begin_of_audio|>",
+                                   "<|end_of_audio|>",
+                                   "<|begin_of_transcription|>",
+                                   "<|end_of_transcription|>",
+                                   "<|code_prefix|>",
+                                   "<|code_middle|>",
+                                   "<|code_suffix|>",
+                                   "<think>",
+                                   "</think>",
+                                   "<tool_call>",
+                                   "</tool_call>",
+                                   "<tool_response>",
+                                   "</tool_response>",
+                                   "<arg_key>",
+                                   "</arg_key>",
+                                   "<arg_value>",
+                                   "</arg_value>",
+                                   "/nothink",
+                                   "<|begin_of_box|>",
+                                   "<|end_of_box|>",
+                                   "<|image|>",
+                                   "<|video|>"};
+constexpr int32_t kFirstAdded = 151343;
+
+// GLM-4's real vocabulary with GLM-4.5's added tokens, as a glm4moe file; null if absent.
+const testing::Loaded* glm45_vocab() {
+  static testing::Loaded l = [] {
+    const testing::Loaded& glm4 = testing::load("glm4", Source::kVocabGguf);
+    if (!glm4.tok) return testing::Loaded{nullptr, nullptr, glm4.error};
+    VocabSpec s = *read_vocab(*glm4.file);
+    for (size_t i = 0; i < std::size(kGlm45Added); ++i) {
+      const std::string t = kGlm45Added[i];
+      s.tokens[kFirstAdded + i] = t;
+      s.types[kFirstAdded + i] = kTokenControl;
+    }
+    return testing::load_spec(s, "glm45-vocab", "glm4moe");
+  }();
+  return &l;
+}
+
+#define GLM45_VOCAB_OR_SKIP(var)                     \
+  const testing::Loaded* var##_l = glm45_vocab();    \
+  if (!var##_l->tok) GTEST_SKIP() << var##_l->error; \
+  const Tokenizer& var = *var##_l->tok
+
+// What HF's tokenizer does with the rendered text: every added token (GLM-4's specials and
+// GLM-4.5's additions) split out first, the text between them byte-level BPE'd whole.
+Ids hf_ids(const Tokenizer& tok, std::string_view text) {
+  std::vector<std::pair<std::string, int32_t>> added;
+  for (int32_t id = 151329; id < kFirstAdded + static_cast<int32_t>(std::size(kGlm45Added)); ++id)
+    added.emplace_back(tok.decode({id}, /*render_special=*/true), id);
+  Ids out;
+  std::string pending;
+  while (!text.empty()) {
+    size_t at = std::string_view::npos;
+    const std::pair<std::string, int32_t>* hit = nullptr;
+    for (const auto& a : added) {
+      const size_t p = text.find(a.first);
+      if (p < at) {
+        at = p;
+        hit = &a;
+      }
+    }
+    const std::string_view before = text.substr(0, at);
+    if (!before.empty()) {
+      const Ids ids = tok.encode(before);
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    if (hit == nullptr) break;
+    out.push_back(hit->second);
+    text.remove_prefix(at + hit->first.size());
+  }
+  return out;
+}
+
+// A case's OpenAI-shaped messages as the gateway hands them to the engine (api/openai.cc): the
+// tools (function objects) in a system message of their own, first; an assistant's text, then
+// one message per call (metadata = name, arguments = JSON text); role tool = observation.
+std::vector<Message> messages_of(const ojson& c) {
+  std::vector<Message> out;
+  if (c.contains("tools")) {
+    ojson functions = ojson::array();
+    for (const auto& t : c["tools"]) functions.push_back(t["function"]);
+    out.push_back({"system", "", "", functions});
+  }
+  for (const auto& m : c["messages"]) {
+    const std::string role = m["role"] == "tool" ? "observation" : m["role"].get<std::string>();
+    if (!m.contains("tool_calls")) {
+      out.push_back({role, m["content"]});
+      continue;
+    }
+    if (!m["content"].get<std::string>().empty()) out.push_back({role, m["content"]});
+    for (const auto& tc : m["tool_calls"]) {
+      Message call{"assistant", "", tc["function"]["name"]};
+      call.arguments = tc["function"]["arguments"].dump();
+      out.push_back(std::move(call));
+    }
+  }
+  return out;
+}
+
+TEST(Glm45Template, IdsEqualTheModelsJinjaTemplate) {
+  GLM45_VOCAB_OR_SKIP(tok);
+  auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  std::ifstream in(data("templates.jsonl"));
+  ASSERT_TRUE(in.good()) << data("templates.jsonl");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const ojson c = ojson::parse(line);  // the tools' and arguments' key order
+    const std::string text = c["text"];
+    auto ids = (*tmpl)->render(messages_of(c));
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
+    EXPECT_EQ(*ids, c["ids"].get<Ids>()) << c["name"];  // llama.cpp's tokenization of `text`
+    EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
+    if (c["name"] == "call_with_args_and_result") {  // the tags are tokens: <tool_call>, <arg_key>
+      EXPECT_NE(std::find(ids->begin(), ids->end(), 151352), ids->end());
+      EXPECT_NE(std::find(ids->begin(), ids->end(), 151356), ids->end());
+    }
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+}
+
+TEST(Glm45Template, ChosenForGlm4MoeFilesAndThinksWithoutAnOpenedPrompt) {
+  GLM45_VOCAB_OR_SKIP(tok);
+  auto t = ChatTemplate::for_model(*tok_l->file, tok);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_STREQ((*t)->name(), "glm45");
+  // The answer starts with the model's own "<think>" (the prompt ends at <|assistant|>).
+  EXPECT_TRUE((*t)->reasoning());
+  EXPECT_FALSE((*t)->opens_reasoning());
+  EXPECT_EQ((*t)->stop_ids(), (Ids{151329, 151336, 151338}));
+  auto ids = (*t)->render({{"user", "hi"}});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->back(), 151337);  // <|assistant|>
+  // The answer's tags are text of the answer (the readers see them) though written as control
+  // tokens; /nothink and the <|...|> tokens stay control.
+  EXPECT_EQ(tok.decode({151350, 9703, 151351, 151352}), "<think>Hello</think><tool_call>");
+  StreamDecoder d(tok);
+  EXPECT_EQ(d.push(151356) + d.push(151359), "<arg_key></arg_value>");
+  EXPECT_FALSE(tok.is_control(151352));
+  EXPECT_TRUE(tok.is_control(151360));
+  EXPECT_TRUE(tok.is_control(151343));
+}
+
+// A vocabulary without GLM-4.5's tags (the synthetic glm4moe files) spells them as text.
+TEST(Glm45Template, TagsAreTextWhenTheVocabularyLacksThem) {
+  GLM_LOAD_OR_SKIP(tok, "glm4", Source::kVocabGguf);
+  auto t = make_chat_template("glm45", *tok_l.file, tok);
+  ASSERT_TRUE(t.ok());
+  Message call{"assistant", "", "get_time"};
+  call.arguments = "{}";
+  auto ids = (*t)->render({{"user", "time?"}, call});
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  EXPECT_EQ(tok.decode(*ids, true),
+            "[gMASK]<sop><|user|>\ntime?<|assistant|>\n<think></think>\n<tool_call>get_time\n"
+            "</tool_call><|assistant|>");
+  Message bad{"assistant", "", "get_time"};
+  bad.arguments = "[1]";
+  EXPECT_FALSE((*t)->render({bad}).ok());
+  EXPECT_FALSE((*t)->render({{"tool", "x"}}).ok());
+}
+
+TEST(Glm45ToolCalls, PythonJsonIsJsonDumps) {
+  EXPECT_EQ(python_json(ojson::parse(R"({"a":[1,2.5,{"b":null}],"c":"北\n","d":true,"e":{}})")),
+            R"({"a": [1, 2.5, {"b": null}], "c": "北\n", "d": true, "e": {}})");
+}
+
+TEST(Glm45ToolCalls, WholeAnswersFollowVllmsParser) {
+  const Glm45Calls r = parse_glm45_tool_calls(
+      "Let me look.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n"
+      "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n<arg_key>opts</arg_key>\n"
+      "<arg_value>{\"detail\": true}</arg_value>\n<arg_key>tags</arg_key>\n"
+      "<arg_value>[\"a\", 1]</arg_value>\n<arg_key>zip</arg_key>\n<arg_value>007</arg_value>\n"
+      "</tool_call>\n<tool_call>get_time</tool_call><tool_call>get_time\n</tool_call>");
+  EXPECT_EQ(r.content, "Let me look.\n");
+  ASSERT_EQ(r.calls.size(), 3u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments,
+            R"({"city":"北京","days":3,"opts":{"detail":true},"tags":["a",1],"zip":"007"})");
+  EXPECT_EQ(r.calls[1].name, "get_time");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_EQ(r.calls[2].arguments, "{}");
+  // Key and value on one line, values padded: stripped.
+  auto one = parse_glm45_call("f<arg_key> k </arg_key><arg_value> v w </arg_value>");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->name, "f");
+  EXPECT_EQ(one->arguments, R"({"k":"v w"})");
+  // Malformed bodies are no call; a cut call ends the calls; no call at all is all content.
+  EXPECT_FALSE(parse_glm45_call(""));
+  EXPECT_FALSE(parse_glm45_call("f\n<arg_key>k</arg_key>"));
+  EXPECT_FALSE(parse_glm45_call("f\n<arg_value>v</arg_value>"));
+  EXPECT_FALSE(parse_glm45_call("f\nstray<arg_key>k</arg_key><arg_value>v</arg_value>"));
+  EXPECT_EQ(parse_glm45_tool_calls("x<tool_call>f\n<arg_key>k").content,
+            "x<tool_call>f\n<arg_key>k");
+  EXPECT_EQ(parse_glm45_tool_calls("<tool_call>\n</tool_call>").calls.size(), 0u);
+  const std::string deep =
+      "f<arg_key>k</arg_key><arg_value>" + std::string(100000, '[') + "</arg_value>";
+  ASSERT_TRUE(parse_glm45_call(deep));
+}
+
+// Fed one byte at a time (the worst split) and whole: the same answer.
+std::vector<ToolAnswer> both_ways(const std::vector<std::string>& names, const std::string& text) {
+  ToolCallStream s(names);
+  std::vector<ToolDelta> d;
+  for (char c : text) {
+    for (ToolDelta& x : s.feed(std::string(1, c))) d.push_back(std::move(x));
+  }
+  for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+  return {read_tool_answer(names, text), join_tool_deltas(d)};
+}
+
+TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
+  const std::vector<std::string> names = {"get_weather", "get_time"};
+  for (const ToolAnswer& a : both_ways(names,
+                                       "<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+                                       "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n"
+                                       "<arg_value>2</arg_value>\n</tool_call>")) {
+    EXPECT_EQ(a.content, "");
+    EXPECT_EQ(a.name, "get_weather");
+    EXPECT_EQ(a.arguments, R"({"city":"Paris","days":2})");
+  }
+  // Text before the call streams (without the whitespace before the call); the first call is
+  // the answer's; what follows it is not read.
+  for (const ToolAnswer& a :
+       both_ways(names,
+                 "\nChecking <b>now</b>.\n\n<tool_call>get_time</tool_call>\n"
+                 "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>x"
+                 "</arg_value>\n</tool_call>")) {
+    EXPECT_EQ(a.content, "Checking <b>now</b>.");
+    EXPECT_EQ(a.name, "get_time");
+    EXPECT_EQ(a.arguments, "{}");
+  }
+  // Cut, malformed or unknown calls are text; so is a lone "<tool_c".
+  for (const std::string& text :
+       {std::string("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_val"),
+        std::string("<tool_call>get_weather\n<arg_value>x</arg_value></tool_call>"),
+        std::string("<tool_call>delete_all</tool_call>"), std::string("see <tool_c")}) {
+    for (const ToolAnswer& a : both_ways(names, text)) {
+      EXPECT_EQ(a.name, "") << text;
+      EXPECT_EQ(a.content, text) << text;
+    }
+  }
+  // After a malformed call the answer goes on (the space before it kept) and may still call.
+  for (const ToolAnswer& a :
+       both_ways(names, "a <tool_call>nope</tool_call> then <tool_call>get_time\n</tool_call>")) {
+    EXPECT_EQ(a.content, "a <tool_call>nope</tool_call> then");
+    EXPECT_EQ(a.name, "get_time");
+  }
+  // GLM-4's format still reads.
+  for (const ToolAnswer& a : both_ways(names, "get_time\n{}")) EXPECT_EQ(a.name, "get_time");
+}
+
+// Random answers made of the format's pieces, cut at random: the streamed reading always joins
+// to the whole one, and every call read has a JSON object as arguments (tool_call_fuzz runs the
+// same checks on arbitrary bytes).
+TEST(Glm45ToolCalls, AnySplitOfAnyAnswerReadsTheSame) {
+  const std::vector<std::string> names = {"get_weather", "get_time"};
+  const char* const pieces[] = {"<tool_call>", "</tool_call>",
+                                "<arg_key>",   "</arg_key>",
+                                "<arg_value>", "</arg_value>",
+                                "get_weather", "get_time",
+                                "\n",          " ",
+                                "x",           "[1",
+                                "{\"a\": 2}",  "\"s\"",
+                                "<",           "</",
+                                "<tool_c",     "city",
+                                "7",           "北"};
+  std::mt19937 rng(33);
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 14);
+    for (int i = 0; i < n; ++i) text += pieces[rng() % std::size(pieces)];
+    ToolCallStream s(names);
+    std::vector<ToolDelta> d;
+    for (size_t i = 0; i < text.size();) {
+      const size_t step = 1 + rng() % 9;
+      for (ToolDelta& x : s.feed(text.substr(i, step))) d.push_back(std::move(x));
+      i += step;
+    }
+    for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
+    const ToolAnswer streamed = join_tool_deltas(d);
+    const ToolAnswer whole = read_tool_answer(names, text);
+    ASSERT_EQ(streamed.content, whole.content) << text;
+    ASSERT_EQ(streamed.name, whole.name) << text;
+    ASSERT_EQ(streamed.arguments, whole.arguments) << text;
+    for (const ToolCall& c : parse_glm45_tool_calls(text).calls) {
+      ASSERT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace glm::tok
