@@ -7,7 +7,7 @@
 
 namespace glm::model {
 
-GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, Config config,
+GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& config,
                          const Weights& weights, float alpha, std::unique_ptr<gpu::Device> device)
     // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff].
     : GpuModel(std::move(file), config, weights.token_embd, std::move(device), /*n_cpu=*/0,
@@ -15,7 +15,7 @@ GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, Config config,
       alpha_(alpha) {}
 
 StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf::File> file,
-                                                     Config config, const Weights& weights,
+                                                     const Config& config, const Weights& weights,
                                                      float alpha,
                                                      std::unique_ptr<gpu::Device> device,
                                                      const LoadOptions& options) {
@@ -31,7 +31,7 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
   StatusOr<size_t> need = gpu_weight_bytes(*device, weights, 0);
   if (!need.ok()) return need.status();
   std::unique_ptr<GpuChatGLM1> m(
-      new GpuChatGLM1(std::move(file), std::move(config), weights, alpha, std::move(device)));
+      new GpuChatGLM1(std::move(file), config, weights, alpha, std::move(device)));
   GLM_RETURN_IF_ERROR(m->upload(weights, *need, options.progress));
   return std::unique_ptr<Model>(std::move(m));
 }

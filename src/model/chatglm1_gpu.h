@@ -29,8 +29,8 @@ class GpuChatGLM1 : public GpuModel {
   // (chatglm1::residual_scale). Errors: unsupported (a --gpu-layers split, a weight type or
   // shape the GPU kernels do not take), out_of_memory (both sizes named).
   static StatusOr<std::unique_ptr<Model>> create(std::shared_ptr<const gguf::File> file,
-                                                 Config config, const Weights& weights, float alpha,
-                                                 std::unique_ptr<gpu::Device> device,
+                                                 const Config& config, const Weights& weights,
+                                                 float alpha, std::unique_ptr<gpu::Device> device,
                                                  const LoadOptions& options);
 
   Capabilities capabilities() const override {
@@ -54,7 +54,7 @@ class GpuChatGLM1 : public GpuModel {
     gpu::Matrix ffn_down;                // [n_embd, n_ff]
     gpu::Buffer ffn_down_b;              // [n_embd]
   };
-  GpuChatGLM1(std::shared_ptr<const gguf::File> file, Config config, const Weights& weights,
+  GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& config, const Weights& weights,
               float alpha, std::unique_ptr<gpu::Device> device);
   Status upload(const Weights& w, size_t total_bytes, const ProgressFn& progress);
 

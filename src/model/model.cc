@@ -95,8 +95,8 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     if (!alpha.ok()) return alpha.status();
     Weights weights;
     GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
-    return GpuChatGLM1::create(std::move(file), std::move(*config), weights, *alpha,
-                               std::move(*device), options);
+    return GpuChatGLM1::create(std::move(file), *config, weights, *alpha, std::move(*device),
+                               options);
   }
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));

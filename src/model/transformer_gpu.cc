@@ -26,7 +26,7 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
 
 }  // namespace
 
-GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, Config config,
+GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                                const Weights& weights, std::unique_ptr<gpu::Device> device,
                                int n_cpu)
     : GpuModel(std::move(file), config, weights.token_embd, std::move(device), n_cpu,

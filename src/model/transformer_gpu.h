@@ -52,8 +52,8 @@ class GpuTransformer : public GpuModel {
     gpu::Buffer attn_post_norm;     // [n_embd] glm4's sandwich norms, or empty
     gpu::Buffer ffn_post_norm;      // [n_embd]
   };
-  GpuTransformer(std::shared_ptr<const gguf::File> file, Config config, const Weights& weights,
-                 std::unique_ptr<gpu::Device> device, int n_cpu);
+  GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
+                 const Weights& weights, std::unique_ptr<gpu::Device> device, int n_cpu);
   // x [n, n_embd] += proj_, or += RMSNorm(proj_) by `post_norm` when it is valid (glm4).
   void add_residual(gpu::Stream& st, const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
   // Uploads layers [n_cpu_, n_layer) and the output head.
