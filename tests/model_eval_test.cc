@@ -1,5 +1,6 @@
 // `glmserve eval` end to end (docs/cli.md): the binary's JSON lines against the reference data.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -102,6 +103,39 @@ TEST(ModelEval, OnTheGpuChatglm3SmallLogitsMatchLlamaCpp) {
   EXPECT_NE(d.out.find("vulkan:99 does not exist"), std::string::npos) << d.out;
   d = run_cli("eval --model " + m + " --tokens 1 --device cuda");
   EXPECT_EQ(d.exit_code, 2) << d.out;
+}
+
+// ChatGLM-6B (v1) through `eval --device vulkan` (its prompt prefilled in one step, its length
+// carried into the decode steps): the CPU's logits; a split with --gpu-layers is refused by
+// name.
+TEST(ModelEval, OnTheGpuChatglm1LogitsEqualTheCpus) {
+  char tmpl[] = "/tmp/glm-eval-v1-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string model = std::string(tmpl) + "/v1.gguf";
+  CliResult g = run_cli("gen-model --arch chatglm1 --preset tiny --seed 3 -o " + model);
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  // A prompt ending in [gMASK] <sop> (681, 684 in the tiny vocabulary), two decode steps.
+  const std::string args =
+      " eval --model " + model + " --tokens 5,100,200,31,681,684 --decode 3,7 --output logits";
+  CliResult cpu =
+      glm::testing::run_shell(std::string(GLMSERVE_BIN) + args + " --device cpu 2>/dev/null");
+  CliResult gpu =
+      glm::testing::run_shell(std::string(GLMSERVE_BIN) + args + " --device vulkan 2>/dev/null");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.out.substr(0, 500);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.out.substr(0, 500);
+  const std::vector<nlohmann::json> want = lines(cpu.out);
+  ASSERT_EQ(want.size(), 8u);
+  float max_abs = 0;
+  for (const nlohmann::json& row : want) {
+    for (float v : row["values"].get<std::vector<float>>())
+      max_abs = std::max(max_abs, std::fabs(v));
+  }
+  EXPECT_GT(max_abs, 0.1f);
+  EXPECT_LT(max_diff(lines(gpu.out), want), 1e-4f * std::max(1.0f, max_abs));
+  CliResult split = run_cli(args.substr(1) + " --device vulkan --gpu-layers 1");
+  EXPECT_NE(split.exit_code, 0);
+  EXPECT_NE(split.out.find("--gpu-layers 1: ChatGLM-6B (v1)"), std::string::npos) << split.out;
+  std::system(("rm -rf " + std::string(tmpl)).c_str());
 }
 
 // No Vulkan loader on the machine: the binary still runs, on the CPU, and says why once.

@@ -1,4 +1,5 @@
-// The shaders against their CPU references (kernels::matmul_ref, attention_ref, kv_store_row),
+// The shaders against their CPU references (kernels::matmul_ref, attention_ref, kv_store_row,
+// the elementwise ops of model/ops.h),
 // on whatever Vulkan device the machine has: Mesa's lavapipe in CI (installed by
 // scripts/install-deps.sh), so every shader runs on every commit without a GPU. These tests fail
 // (not skip) when no device can be opened: a machine set up by the project's scripts has one.
@@ -15,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "model/ops.h"
 
 namespace glm::gpu {
 namespace {
@@ -203,7 +205,8 @@ TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
 }
 
 // KV rows stored by the shader equal kernels::kv_store_row's bytes, and attention over them
-// equals attention_ref, for each KV type, GQA, several blocks in a scattered table, n_past > 0.
+// equals attention_ref, for each KV type, GQA, several blocks in a scattered table, n_past > 0,
+// a bidirectional prefix (ChatGLM-6B).
 class GpuAttention : public ::testing::TestWithParam<DType> {};
 
 TEST_P(GpuAttention, StoreAndAttendEqualReference) {
@@ -213,12 +216,21 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
   const int kd = n_head_kv * head_dim, qd = n_head * head_dim;
   const size_t rb = row_bytes(type == DType::kQ8_0 ? DType::kQ8_0 : type, kd);
   const std::vector<int32_t> table = {4, 0, 5, 2, 1};  // 5 blocks: up to 80 positions
-  for (int n_past : {0, 37}) {
-    const int n_tokens = n_past == 0 ? 29 : 3;
-    const int n_pos = n_past + n_tokens;
+  // {n_past, n_tokens, bidir_prefix}: causal prefill and decode; ChatGLM-6B's prompt (every row
+  // but the last sees the prompt but its last position); rows inside a longer bidirectional
+  // prefix (they see positions ahead of them, already in the cache).
+  struct Rows {
+    int n_past, n_tokens, bidir;
+  };
+  for (const Rows rows : {Rows{0, 29, 0}, Rows{37, 3, 0}, Rows{0, 29, 28}, Rows{5, 4, 21}}) {
+    const int n_past = rows.n_past, n_tokens = rows.n_tokens;
+    SCOPED_TRACE("n_past " + std::to_string(n_past) + " bidir_prefix " +
+                 std::to_string(rows.bidir));
+    const int n_pos = std::max(n_past + n_tokens, rows.bidir);
     // Source rows: [n_pos, q | k | v], the K/V of every position, so both caches hold them all.
     const int w = qd + 2 * kd;
-    const std::vector<float> src = random_floats(static_cast<size_t>(n_pos) * w, 9 + n_past);
+    const std::vector<float> src =
+        random_floats(static_cast<size_t>(n_pos) * w, 9 + n_past + rows.bidir);
     // Host cache: [n_blocks, bt, kd] K then V.
     std::vector<uint8_t> hk(n_blocks * bt * rb), hv(n_blocks * bt * rb);
     std::vector<int32_t> slots(n_pos);
@@ -267,6 +279,7 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     aa.head_dim = head_dim;
     aa.block_tokens = bt;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    aa.bidir_prefix = rows.bidir;
     attention(s, type, aa);
     ASSERT_TRUE(s.submit_and_wait().ok());
 
@@ -309,6 +322,7 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     shape.n_head_kv = n_head_kv;
     shape.head_dim = head_dim;
     shape.scale = aa.scale;
+    shape.bidir_prefix = rows.bidir;
     std::vector<float> q(static_cast<size_t>(n_tokens) * qd);
     for (int t = 0; t < n_tokens; ++t) {
       std::memcpy(q.data() + static_cast<size_t>(t) * qd,
@@ -322,7 +336,7 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
       max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
     }
     // q8_0: a one-code difference in a stored value moves an output by up to d = amax / 127.
-    EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5) << "n_past " << n_past;
+    EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
   }
 }
 
@@ -331,6 +345,128 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, GpuAttention,
                          [](const ::testing::TestParamInfo<DType>& i) {
                            return std::string(dtype_name(i.param));
                          });
+
+// The largest |got - want| / (1 + |want|).
+double max_rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    m = std::max(m, std::fabs(static_cast<double>(got[i]) - want[i]) / (1 + std::fabs(want[i])));
+  }
+  return m;
+}
+
+// LayerNorm with bias (ChatGLM-6B) against model::ops::layer_norm: rows of a length that is not
+// a multiple of the 64 threads, a mean far from 0 (the two-pass variance), and rows picked by
+// an index (the final norm of the output rows).
+TEST(GpuOps, LayerNormEqualsReference) {
+  NEED_DEVICE();
+  const int n_rows = 5, n = 77;
+  std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 21);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i / n) * 3.0f;
+  const std::vector<float> w = random_floats(n, 22), b = random_floats(n, 23);
+  const std::vector<int32_t> idx = {4, 0, 2};
+  std::vector<float> idx_f(idx.size());
+  std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
+  Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), bb = device_floats(dev, b);
+  Buffer ib = device_floats(dev, idx_f);
+  Buffer all = device_floats(dev, std::vector<float>(x.size()));
+  Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
+  Stream& s = dev->stream();
+  s.begin();
+  layer_norm(s, xb.address(), wb.address(), bb.address(), all.address(), n_rows, n, 1e-5f);
+  layer_norm(s, xb.address(), wb.address(), bb.address(), picked.address(),
+             static_cast<int>(idx.size()), n, 1e-5f, ib.address());
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  std::vector<float> want(x.size()), want_picked;
+  for (int r = 0; r < n_rows; ++r) {
+    model::ops::layer_norm(x.data() + r * n, w.data(), b.data(), 1e-5f, want.data() + r * n, n);
+  }
+  for (int32_t r : idx)
+    want_picked.insert(want_picked.end(), want.begin() + r * n, want.begin() + (r + 1) * n);
+  EXPECT_LT(max_rel_err(read_floats(dev, all, x.size()), want), 2e-6);
+  EXPECT_LT(max_rel_err(read_floats(dev, picked, want_picked.size()), want_picked), 2e-6);
+}
+
+// GELU (tanh) against model::ops::gelu_tanh, with arguments far in both tails (where an exp-based
+// tanh would overflow to NaN) and an odd count.
+TEST(GpuOps, GeluEqualsReference) {
+  NEED_DEVICE();
+  std::vector<float> x = random_floats(1001, 31, 3.0f);
+  x[0] = 40.0f;
+  x[1] = -40.0f;
+  x[2] = 0.0f;
+  Buffer xb = device_floats(dev, x);
+  Stream& s = dev->stream();
+  s.begin();
+  gelu(s, xb.address(), static_cast<int64_t>(x.size()));
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  std::vector<float> want = x;
+  model::ops::gelu_tanh(want.data(), static_cast<int>(want.size()));
+  const std::vector<float> got = read_floats(dev, xb, x.size());
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(max_rel_err(got, want), 2e-6);
+}
+
+// y = y * scale + x (ChatGLM-6B's residual) against model::ops::scale_add; scale 1 is add.
+TEST(GpuOps, ScaleAddEqualsReference) {
+  NEED_DEVICE();
+  const std::vector<float> x = random_floats(1001, 41), y = random_floats(1001, 42);
+  for (float scale : {7.483315f, 1.0f}) {
+    Buffer xb = device_floats(dev, x), yb = device_floats(dev, y);
+    Stream& s = dev->stream();
+    s.begin();
+    scale_add(s, xb.address(), scale, yb.address(), static_cast<int64_t>(x.size()));
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want = y;
+    model::ops::scale_add(x.data(), scale, want.data(), static_cast<int>(want.size()));
+    // One rounding apart at most (the shader may fuse the multiply-add).
+    EXPECT_LT(max_rel_err(read_floats(dev, yb, y.size()), want), 1e-6) << "scale " << scale;
+  }
+}
+
+// Rotary against model::ops: interleaved pairs on the first n_rot dims of each head
+// (rope_interleaved), and ChatGLM-6B's 2D rotary (rope_neox on each half of a head, with a
+// table row per half); heads at a column offset inside wider rows, left outside untouched.
+TEST(GpuOps, RopeEqualsReference) {
+  NEED_DEVICE();
+  const int n_tokens = 5, n_head = 3, head_dim = 12, col0 = 4,
+            stride = col0 + n_head * head_dim + 3;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * stride, 51);
+  for (RopeKind kind : {RopeKind::kInterleaved, RopeKind::kNeox2D}) {
+    const bool two_d = kind == RopeKind::kNeox2D;
+    const int n_parts = two_d ? 2 : 1, n_rot = two_d ? head_dim / 2 : 8, half = n_rot / 2;
+    // Tables [n_tokens, n_parts, n_rot / 2] of positions 3 t (+ 1 for the second part).
+    std::vector<float> cs(static_cast<size_t>(n_tokens) * n_parts * half), sn(cs.size());
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int part = 0; part < n_parts; ++part) {
+        model::ops::rope_table(3 * t + part, n_rot, 10000.0f, &cs[(t * n_parts + part) * half],
+                               &sn[(t * n_parts + part) * half]);
+      }
+    }
+    Buffer xb = device_floats(dev, x), cb = device_floats(dev, cs), sb = device_floats(dev, sn);
+    Stream& s = dev->stream();
+    s.begin();
+    rope(s, xb.address(), cb.address(), sb.address(), n_tokens, stride, col0, n_head, head_dim,
+         n_rot, kind);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want = x;
+    for (int t = 0; t < n_tokens; ++t) {
+      float* row = want.data() + static_cast<size_t>(t) * stride + col0;
+      if (!two_d) {
+        model::ops::rope_interleaved(row, n_head, head_dim, n_rot, &cs[t * half], &sn[t * half]);
+        continue;
+      }
+      for (int h = 0; h < n_head; ++h) {
+        for (int part = 0; part < 2; ++part) {
+          model::ops::rope_neox(row + h * head_dim + part * head_dim / 2, 1, head_dim / 2, n_rot,
+                                &cs[(t * 2 + part) * half], &sn[(t * 2 + part) * half]);
+        }
+      }
+    }
+    EXPECT_LT(max_rel_err(read_floats(dev, xb, x.size()), want), 1e-6) << two_d;
+  }
+}
 
 TEST(GpuFailure, InjectedLossFailsEverySubmitAfterIt) {
   // A device of its own: a lost one stays lost.

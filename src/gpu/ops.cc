@@ -110,11 +110,24 @@ void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps,
   s.dispatch(Shader::kRmsNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
 }
 
+void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps,
+                Addr idx) {
+  struct {
+    Addr x, w, b, out, idx;
+    uint32_t n, use_idx;
+    float eps;
+  } p{x, w, b, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps};
+  GLM_CHECK(static_cast<uint32_t>(n_rows) <= kMaxGroups);
+  s.dispatch(Shader::kLayerNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
+}
+
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
-          int head_dim, int n_rot) {
+          int head_dim, int n_rot, RopeKind kind) {
+  const uint32_t n_parts = kind == RopeKind::kNeox2D ? 2 : 1;
+  GLM_CHECK(n_rot % 2 == 0 && n_rot * static_cast<int>(n_parts) <= head_dim);
   struct {
     Addr x, cs, sn;
-    uint32_t n_tokens, row_stride, col0, n_head, head_dim, n_rot;
+    uint32_t n_tokens, row_stride, col0, n_head, head_dim, n_rot, n_parts, neox;
   } p{x,
       cs,
       sn,
@@ -123,8 +136,10 @@ void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int
       static_cast<uint32_t>(col0),
       static_cast<uint32_t>(n_head),
       static_cast<uint32_t>(head_dim),
-      static_cast<uint32_t>(n_rot)};
-  dispatch_1d(s, Shader::kRope, &p, sizeof(p), int64_t{n_tokens} * n_head * (n_rot / 2));
+      static_cast<uint32_t>(n_rot),
+      n_parts,
+      kind == RopeKind::kNeox2D ? 1u : 0u};
+  dispatch_1d(s, Shader::kRope, &p, sizeof(p), int64_t{n_tokens} * n_head * n_parts * (n_rot / 2));
 }
 
 void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
@@ -143,11 +158,20 @@ void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, in
   dispatch_1d(s, Shader::kSwiglu, &p, sizeof(p), int64_t{n_tokens} * n);
 }
 
-void add(Stream& s, Addr x, Addr y, int64_t n) {
+void gelu(Stream& s, Addr x, int64_t n) {
+  struct {
+    Addr x;
+    uint32_t n;
+  } p{x, static_cast<uint32_t>(n)};
+  dispatch_1d(s, Shader::kGelu, &p, sizeof(p), n);
+}
+
+void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n) {
   struct {
     Addr x, y;
     uint32_t n;
-  } p{x, y, static_cast<uint32_t>(n)};
+    float scale;
+  } p{x, y, static_cast<uint32_t>(n), scale};
   dispatch_1d(s, Shader::kAdd, &p, sizeof(p), n);
 }
 
@@ -204,12 +228,13 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
 void attention(Stream& s, DType type, const AttentionArgs& a) {
   Shader store, attn;
   GLM_CHECK(kv_shaders(type, &store, &attn));
-  GLM_CHECK(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0);
+  GLM_CHECK(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0 && a.bidir_prefix >= 0);
   struct {
     Addr q, out, kv, blocks;
     uint32_t q_stride, out_row0, k_base, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
         block_tokens;
     float scale;
+    uint32_t bidir_prefix;
   } p{a.q,
       a.out,
       a.kv,
@@ -224,7 +249,8 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       static_cast<uint32_t>(a.n_head_kv),
       static_cast<uint32_t>(a.head_dim),
       static_cast<uint32_t>(a.block_tokens),
-      a.scale};
+      a.scale,
+      static_cast<uint32_t>(a.bidir_prefix)};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
   s.dispatch(attn, &p, sizeof(p), static_cast<uint32_t>(a.n_head),
              static_cast<uint32_t>(a.n_tokens));

@@ -50,18 +50,33 @@ inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
 //   x: [*, n]; w: [n]; out: [n_rows, n]; idx: [n_rows] int32 or 0.
 void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0);
 
-// Interleaved rotary on the heads of x[t * row_stride + col0 ...], in place
-// (model::ops::rope_interleaved). cs, sn: [n_tokens, n_rot / 2].
+// out[r] = layer_norm(x[idx ? idx[r] : r]) * w + b   (model::ops::layer_norm)
+//   x: [*, n]; w, b: [n]; out: [n_rows, n] (not aliasing x); idx: [n_rows] int32 or 0.
+void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps,
+                Addr idx = 0);
+
+// Rotary on the heads of x[t * row_stride + col0 ...], in place. kInterleaved: pairs (x[2i],
+// x[2i+1]) of the first n_rot dims of each head (model::ops::rope_interleaved); cs, sn:
+// [n_tokens, n_rot / 2]. kNeox2D: ChatGLM-6B's 2D rotary, each half of a head (head_dim / 2
+// dims) rotated over its first n_rot dims by rotate-half pairs (x[i], x[i + n_rot/2])
+// (model::ops::rope_neox), the first half by the token's position, the second by its block
+// position; cs, sn: [n_tokens, 2 (position, block position), n_rot / 2].
+enum class RopeKind { kInterleaved, kNeox2D };
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
-          int head_dim, int n_rot);
+          int head_dim, int n_rot, RopeKind kind = RopeKind::kInterleaved);
 
 // out[t, i] = silu(in[t * in_stride + gate_col + i]) * in[t * in_stride + up_col + i]
 // (model::ops::swiglu); out: [n_tokens, n].
 void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
             int up_col);
 
+// x[i] = gelu_tanh(x[i]), in place, [n]   (model::ops::gelu_tanh)
+void gelu(Stream& s, Addr x, int64_t n);
+
+// y[i] = y[i] * scale + x[i], [n]   (model::ops::scale_add)
+void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n);
 // y[i] += x[i], [n]   (model::ops::add)
-void add(Stream& s, Addr x, Addr y, int64_t n);
+inline void add(Stream& s, Addr x, Addr y, int64_t n) { scale_add(s, x, 1.0f, y, n); }
 
 // y[t * stride + col + c] += b[c], t < n_tokens, c < n.
 void add_bias(Stream& s, Addr b, Addr y, int n_tokens, int n, int stride, int col);
@@ -89,12 +104,15 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 // Causal grouped-query attention of one sequence's n_tokens new query rows over its cache
 // (kernels::attention): q head h of token t at q[t * q_stride + h * head_dim]; out rows
 // out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32).
+// bidir_prefix as kernels::AttentionShape's (0 = causal): the block table must then cover
+// max(n_past + n_tokens, bidir_prefix) positions.
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
   int n_tokens = 0, q_stride = 0, out_row0 = 0;
   uint32_t k_base = 0, v_base = 0, row_bytes = 0;
   int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;
   float scale = 0;
+  int bidir_prefix = 0;
 };
 void attention(Stream& s, DType type, const AttentionArgs& a);
 

@@ -36,8 +36,10 @@ namespace glm::gpu {
   X(kMatmulTiledQ5_K, matmul_tiled_q5_k) \
   X(kMatmulTiledQ6_K, matmul_tiled_q6_k) \
   X(kRmsNorm, rms_norm)                  \
+  X(kLayerNorm, layer_norm)              \
   X(kRope, rope)                         \
   X(kSwiglu, swiglu)                     \
+  X(kGelu, gelu)                         \
   X(kAdd, add)                           \
   X(kAddBias, add_bias)                  \
   X(kCopyRows, copy_rows)                \

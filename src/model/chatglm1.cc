@@ -15,6 +15,7 @@
 #include "model/weights.h"
 
 namespace glm::model {
+namespace chatglm1 {
 namespace {
 
 // First and second rotary position of absolute index p in a sequence whose prompt has n tokens
@@ -22,6 +23,64 @@ namespace {
 // n - 2 and count up the block position from 1 at <sop>).
 int pos_of(int p, int n) { return std::min(p, n - 2); }
 int block_pos_of(int p, int n) { return std::max(p - (n - 2), 0); }
+
+// Rotary tables of dimension head_dim / 2 for one position: [head_dim / 4] each.
+void table(const Config& c, int pos, float* cs, float* sn) {
+  const int dim = c.head_dim / 2;  // each half of the head is rotated over its own dims
+  for (int i = 0; i < dim / 2; ++i) {
+    // HF keeps inv_freq in fp16.
+    const float inv = fp16_to_fp32(fp32_to_fp16(
+        static_cast<float>(1.0 / std::pow(static_cast<double>(c.rope_base), 2.0 * i / dim))));
+    const float angle = static_cast<float>(pos) * inv;
+    cs[i] = std::cos(angle);
+    sn[i] = std::sin(angle);
+  }
+}
+
+}  // namespace
+
+StatusOr<float> residual_scale(const gguf::File& f, const Config& c) {
+  if (c.n_head_kv != c.n_head || c.n_rot != c.head_dim / 2 || c.head_dim % 4 != 0) {
+    return bad_file(f.path() +
+                    ": chatglm1 needs head_count_kv = head_count, head size a "
+                    "multiple of 4 and rope.dimension_count = head size / 2");
+  }
+  StatusOr<double> alpha = f.get_float_or("chatglm1.residual_scale", std::sqrt(2.0 * 28));
+  if (!alpha.ok()) return bad_file(alpha.status().message());
+  return static_cast<float>(*alpha);
+}
+
+Status prompt_lengths(const std::vector<SeqInput>& batch, const char* who,
+                      std::vector<int>* prefixes) {
+  GLM_RETURN_IF_ERROR(refuse_lora(batch, who));
+  GLM_RETURN_IF_ERROR(refuse_prefix(batch, who));
+  prefixes->clear();
+  for (const SeqInput& in : batch) {
+    const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
+    if (prefix < 2) {
+      return invalid_argument(
+          "chatglm1: each sequence needs its prompt length (prefix_len >= 2,"
+          " the prompt ends in [gMASK] <sop>)");
+    }
+    if (in.n_past < prefix && (in.n_past != 0 || in.n_tokens < prefix)) {
+      return invalid_argument(
+          "chatglm1: the prompt is attended bidirectionally and must be "
+          "prefilled in one step (no chunked prefill)");
+    }
+    prefixes->push_back(prefix);
+  }
+  return Status::Ok();
+}
+
+void rope_rows(const Config& c, int p, int n, float* cs, float* sn) {
+  const int quarter = c.head_dim / 4;
+  table(c, pos_of(p, n), cs, sn);
+  table(c, block_pos_of(p, n), cs + quarter, sn + quarter);
+}
+
+}  // namespace chatglm1
+
+namespace {
 
 class ChatGLM1 : public Model {
  public:
@@ -46,8 +105,6 @@ class ChatGLM1 : public Model {
   size_t repacked_bytes() const override { return repacked_bytes_; }
 
  private:
-  // Rotary tables of dimension head_dim / 2 for one position: [head_dim / 4] each.
-  void table(int pos, float* cs, float* sn) const;
   // Attention of one sequence's rows (q_, rotated) over its cache into attn_.
   void attend(const SeqInput& in, int prefix, int layer, const KvPool& kv, int first_row);
   void matmul_bias(const kernels::WeightView& w, const float* b, const float* x, float* y, int n);
@@ -64,18 +121,6 @@ class ChatGLM1 : public Model {
   std::vector<int> prefixes_;
   std::vector<const void*> k_ptrs_, v_ptrs_;  // one sequence's block table for the KvView
 };
-
-void ChatGLM1::table(int pos, float* cs, float* sn) const {
-  const int dim = config_.head_dim / 2;  // each half of the head is rotated over its own dims
-  for (int i = 0; i < dim / 2; ++i) {
-    // HF keeps inv_freq in fp16.
-    const float inv = fp16_to_fp32(fp32_to_fp16(
-        static_cast<float>(1.0 / std::pow(static_cast<double>(config_.rope_base), 2.0 * i / dim))));
-    const float angle = static_cast<float>(pos) * inv;
-    cs[i] = std::cos(angle);
-    sn[i] = std::sin(angle);
-  }
-}
 
 void ChatGLM1::matmul_bias(const kernels::WeightView& w, const float* b, const float* x, float* y,
                            int n) {
@@ -119,24 +164,10 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
                          OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  GLM_RETURN_IF_ERROR(refuse_lora(batch, "ChatGLM-6B (v1)"));
-  GLM_RETURN_IF_ERROR(refuse_prefix(batch, "ChatGLM-6B (v1)"));
   std::vector<int>& prefixes = prefixes_;
-  prefixes.clear();
+  GLM_RETURN_IF_ERROR(chatglm1::prompt_lengths(batch, "ChatGLM-6B (v1)", &prefixes));
   int n = 0, n_out = 0;
   for (const SeqInput& in : batch) {
-    const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
-    if (prefix < 2) {
-      return invalid_argument(
-          "chatglm1: each sequence needs its prompt length (prefix_len >= 2,"
-          " the prompt ends in [gMASK] <sop>)");
-    }
-    if (in.n_past < prefix && (in.n_past != 0 || in.n_tokens < prefix)) {
-      return invalid_argument(
-          "chatglm1: the prompt is attended bidirectionally and must be "
-          "prefilled in one step (no chunked prefill)");
-    }
-    prefixes.push_back(prefix);
     n += in.n_tokens;
     n_out += in.all_logits ? in.n_tokens : 1;
   }
@@ -157,9 +188,8 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
     for (int i = 0; i < in.n_tokens; ++i, ++r) {
       ops::get_row(weights_.token_embd.type, weights_.token_embd.data, in.tokens[i], d,
                    x_.data() + static_cast<size_t>(r) * d);
-      const int p = in.n_past + i;
-      table(pos_of(p, prefixes[s]), &cs[(2 * r) * quarter], &sn[(2 * r) * quarter]);
-      table(block_pos_of(p, prefixes[s]), &cs[(2 * r + 1) * quarter], &sn[(2 * r + 1) * quarter]);
+      chatglm1::rope_rows(c, in.n_past + i, prefixes[s], &cs[(2 * r) * quarter],
+                          &sn[(2 * r) * quarter]);
     }
   }
   const int bt = kv->block_tokens();
@@ -240,17 +270,12 @@ Status ChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::ve
 StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File> file, Config c,
                                                const LoadOptions& options) {
   const gguf::File& f = *file;
-  if (c.n_head_kv != c.n_head || c.n_rot != c.head_dim / 2 || c.head_dim % 4 != 0) {
-    return bad_file(f.path() +
-                    ": chatglm1 needs head_count_kv = head_count, head size a "
-                    "multiple of 4 and rope.dimension_count = head size / 2");
-  }
-  StatusOr<double> alpha = f.get_float_or("chatglm1.residual_scale", std::sqrt(2.0 * 28));
-  if (!alpha.ok()) return bad_file(alpha.status().message());
+  StatusOr<float> alpha = chatglm1::residual_scale(f, c);
+  if (!alpha.ok()) return alpha.status();
   Weights w;
   GLM_RETURN_IF_ERROR(load_weights(f, c, &w));
-  return std::unique_ptr<Model>(std::make_unique<ChatGLM1>(
-      std::move(file), std::move(c), std::move(w), static_cast<float>(*alpha), options));
+  return std::unique_ptr<Model>(
+      std::make_unique<ChatGLM1>(std::move(file), std::move(c), std::move(w), *alpha, options));
 }
 
 }  // namespace glm::model

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -16,5 +17,28 @@ namespace glm::model {
 
 StatusOr<std::unique_ptr<Model>> load_chatglm1(std::shared_ptr<const gguf::File> file,
                                                Config config, const LoadOptions& options);
+
+// What the CPU model and the GPU one (chatglm1_gpu.h) share. Pure functions; thread-safe.
+namespace chatglm1 {
+
+// Checks the file's geometry (head_count_kv = head_count, head size a multiple of 4,
+// rope.dimension_count = head size / 2) and returns its residual scale alpha
+// (chatglm1.residual_scale, default sqrt(2 * 28)). Errors: bad_file naming the file.
+StatusOr<float> residual_scale(const gguf::File& file, const Config& config);
+
+// Validates the batch as ChatGLM-6B needs it (no adapter, no P-Tuning prefix; `who` names the
+// model in the errors) and gives each sequence's prompt length, its bidirectional prefix
+// (SeqInput::prefix_len, or the n_tokens of a step with n_past 0): prefixes [batch]. Errors:
+// invalid_argument when a prompt is shorter than 2 tokens ([gMASK] <sop>) or is not prefilled
+// in one step (no chunked prefill).
+Status prompt_lengths(const std::vector<SeqInput>& batch, const char* who,
+                      std::vector<int>* prefixes);
+
+// The rotary rows of the token at absolute position p of a sequence whose prompt has n tokens:
+// cs, sn [2 (position, block position), head_dim / 4], each over head_dim / 2 dims with HF's
+// inv_freq rounded through fp16.
+void rope_rows(const Config& config, int p, int n, float* cs, float* sn);
+
+}  // namespace chatglm1
 
 }  // namespace glm::model

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "gpu/device.h"
 #include "model/chatglm1.h"
+#include "model/chatglm1_gpu.h"
 #include "model/transformer.h"
 #include "model/transformer_gpu.h"
 #include "model/weights.h"
@@ -87,10 +88,15 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     if (!options.lora.empty()) {
       return unsupported("--lora: LoRA on ChatGLM-6B (v1) is not supported");
     }
-    if (options.device != "cpu" && options.device != "auto" && options.gpu_layers != 0) {
-      return unsupported("ChatGLM-6B (v1) runs on the CPU only (use --device cpu)");
-    }
-    return load_chatglm1(std::move(file), std::move(*config), options);
+    StatusOr<std::unique_ptr<gpu::Device>> device = open_device(options);
+    if (!device.ok()) return device.status();
+    if (*device == nullptr) return load_chatglm1(std::move(file), std::move(*config), options);
+    StatusOr<float> alpha = chatglm1::residual_scale(*file, *config);
+    if (!alpha.ok()) return alpha.status();
+    Weights weights;
+    GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
+    return GpuChatGLM1::create(std::move(file), *config, weights, *alpha, std::move(*device),
+                               options);
   }
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "core/dtype.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
@@ -72,7 +73,7 @@ inline StatusOr<std::unique_ptr<Model>> load(const std::string& path, int n_thre
 // Shape of a random-weight model file. Matrices are N(0, std) (type `type`), norms 1 + N(0, 0.1),
 // biases N(0, 0.02), all vectors f32.
 struct RandomSpec {
-  std::string arch = "chatglm";  // "chatglm" or "llama" (written into general.architecture)
+  std::string arch = "chatglm";  // "chatglm", "llama" or "chatglm1" (general.architecture)
   int n_vocab = 64;
   int n_embd = 64;
   int n_ff = 96;
@@ -92,7 +93,58 @@ struct RandomSpec {
   std::function<void(gguf::Writer*)> extra_metadata;
 };
 
+// ChatGLM-6B (v1) in glmserve's "chatglm1" layout, every tensor of arch::tensor_table (norms
+// with biases, biases on every projection, a GELU ffn_up of n_ff rows); n_head_kv and n_rot
+// are the architecture's (n_head, head_dim / 2); the default residual scale.
+inline Status write_random_chatglm1(const RandomSpec& s, const std::string& path) {
+  arch::Dims d;
+  d.n_vocab = s.n_vocab;
+  d.n_embd = s.n_embd;
+  d.n_ff = s.n_ff;
+  d.n_layer = s.n_layer;
+  d.n_head = s.n_head;
+  d.n_head_kv = s.n_head;
+  d.qkv_bias = true;
+  d.tied_output = s.tied;
+  const std::vector<arch::TensorSpec> ts = arch::tensor_table(arch::Arch::kChatGLM1, d);
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::string("chatglm1"));
+  w.set("chatglm1.context_length", gguf::Value::u32(512));
+  w.set("chatglm1.embedding_length", gguf::Value::u32(s.n_embd));
+  w.set("chatglm1.feed_forward_length", gguf::Value::u32(s.n_ff));
+  w.set("chatglm1.block_count", gguf::Value::u32(s.n_layer));
+  w.set("chatglm1.attention.head_count", gguf::Value::u32(s.n_head));
+  w.set("chatglm1.attention.head_count_kv", gguf::Value::u32(s.n_head));
+  w.set("chatglm1.attention.layer_norm_epsilon", gguf::Value::f32(1e-5f));
+  w.set("chatglm1.rope.freq_base", gguf::Value::f32(s.rope_base));
+  w.set("chatglm1.rope.dimension_count", gguf::Value::u32(s.n_embd / s.n_head / 2));
+  auto is_vector = [](const arch::TensorSpec& t) { return t.shape.size() == 1; };
+  for (const arch::TensorSpec& t : ts) {
+    w.add_tensor(t.name, is_vector(t) ? DType::kF32 : s.type, t.shape);
+  }
+  GLM_RETURN_IF_ERROR(w.begin(path));
+  std::mt19937 rng(s.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const arch::TensorSpec& t : ts) {
+    int64_t n = 1;
+    for (int64_t x : t.shape) n *= x;
+    const bool norm = t.role == arch::Role::kNorm;
+    const float scale = is_vector(t) ? (norm ? 0.1f : 0.02f) : s.std;
+    std::vector<float> v(n);
+    for (float& x : v) x = (norm ? 1.0f : 0.0f) + scale * normal(rng);
+    if (is_vector(t) || s.type == DType::kF32) {
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(v.data(), v.size() * sizeof(float)));
+    } else {
+      std::vector<uint8_t> bytes(row_bytes(s.type, n));
+      kernels::quantize_row_ref(s.type, v.data(), bytes.data(), n);
+      GLM_RETURN_IF_ERROR(w.write_tensor_data(bytes.data(), bytes.size()));
+    }
+  }
+  return w.finish();
+}
+
 inline Status write_random_model(const RandomSpec& s, const std::string& path) {
+  if (s.arch == "chatglm1") return write_random_chatglm1(s, path);
   const bool glm = s.arch != "llama";
   const int hd = s.n_embd / s.n_head;
   struct T {

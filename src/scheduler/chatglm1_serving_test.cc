@@ -1,7 +1,8 @@
 // ChatGLM-6B (v1) through the serving path: the HF golden's tiny model (oracle/chatglm-v1)
 // under the scheduler, whose prefill chunk is shorter than the prompt, batched with another
 // sequence, gives the greedy tokens of a direct evaluate() of the same prompt; the
-// bidirectional prompt is never reused (cached_tokens 0, no conversation saved).
+// bidirectional prompt is never reused (cached_tokens 0, no conversation saved); on the CPU and
+// on the Vulkan path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,15 +53,17 @@ std::vector<int32_t> greedy_reference(model::Model& m, const std::vector<int32_t
   return out;
 }
 
-TEST(Chatglm1Serving, SchedulerMatchesDirectEvaluation) {
+// device: "cpu", or "vulkan" (the GPU model under the same scheduler; lavapipe in CI).
+void check_serving(const std::string& device) {
   const std::string data = model::testing::data_path("oracle/chatglm-v1/glm_model.data");
   if (!model::testing::file_exists(data)) GTEST_SKIP() << data << " is absent";
   model::testing::Golden g;
   ASSERT_TRUE(model::testing::read_golden(data, &g));
-  const std::string path = model::testing::temp_path("chatglm1-serving.gguf");
+  const std::string path = model::testing::temp_path("chatglm1-serving-" + device + ".gguf");
   ASSERT_TRUE(model::testing::write_gguf(g, path).ok());
-  auto m = model::testing::load(path);
+  auto m = model::testing::load(path, 1, true, device);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
   ASSERT_TRUE((*m)->capabilities().bidirectional_prompt);
 
   // Prompts of 3 and 2 tokens, 4 generated each: fits the golden's 8 positions.
@@ -100,6 +103,10 @@ TEST(Chatglm1Serving, SchedulerMatchesDirectEvaluation) {
   }
   EXPECT_EQ(cache.allocator().n_used(), 0);
 }
+
+TEST(Chatglm1Serving, SchedulerMatchesDirectEvaluation) { check_serving("cpu"); }
+
+TEST(Chatglm1Serving, OnTheGpuSchedulerMatchesDirectEvaluation) { check_serving("vulkan"); }
 
 }  // namespace
 }  // namespace glm::scheduler

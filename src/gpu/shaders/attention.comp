@@ -1,6 +1,8 @@
 #version 450
 // Causal attention of one sequence's new query rows over its cached K/V (the twin of
-// kernels::attention; grouped-query: query head h reads KV head h / (n_head / n_head_kv)).
+// kernels::attention; grouped-query: query head h reads KV head h / (n_head / n_head_kv)),
+// optionally with a bidirectional prefix (kernels::AttentionShape::bidir_prefix: the row at
+// position p sees [0, max(p + 1, bidir_prefix)); ChatGLM-6B's prompt; 0 = causal).
 //   q: [n_tokens, q_stride] f32, head h of token t at t * q_stride + h * head_dim;
 //   out: [n_tokens, n_head * head_dim] f32 (rows from out_row0);
 //   kv: one layer's cache (K rows from k_base, V rows from v_base, row_bytes apart);
@@ -26,6 +28,7 @@ layout(push_constant) uniform Push {
   uint head_dim;
   uint block_tokens;
   float scale;
+  uint bidir_prefix;
 } p;
 
 shared float qs[256];
@@ -44,7 +47,7 @@ void main() {
   uint qo = t * p.q_stride + h * hd;
   for (uint d = tid; d < hd; d += 64u) qs[d] = p.q.v[qo + d];
   barrier();
-  uint n_keys = p.n_past + t + 1u;
+  uint n_keys = max(p.n_past + t + 1u, p.bidir_prefix);
   float m = -1.0 / 0.0, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint j0 = 0u; j0 < n_keys; j0 += 64u) {

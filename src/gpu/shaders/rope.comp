@@ -1,8 +1,11 @@
 #version 450
-// Rotary on interleaved pairs (x[2i], x[2i+1]) of the first n_rot dims of each head, in place,
-// the twin of model::ops::rope_interleaved. x: [n_tokens, row_stride] f32 whose head h starts at
-// col0 + h * head_dim; cs, sn: [n_tokens, n_rot / 2] (the host's rope_table of each position).
-// One thread per (token, head, pair).
+// Rotary of each head of x[t * row_stride + col0 ...], in place. A head is n_parts parts of
+// head_dim / n_parts dims, each rotated over its first n_rot dims by its own table row:
+//   interleaved pairs (x[2i], x[2i+1]) (neox 0; model::ops::rope_interleaved: ChatGLM2/3,
+//   GLM-4, llama; n_parts 1), or rotate-half pairs (x[i], x[i + n_rot/2]) (neox 1;
+//   model::ops::rope_neox: ChatGLM-6B's 2D rotary, n_parts 2: position, block position).
+//   cs, sn: [n_tokens, n_parts, n_rot / 2] (the host's tables of each position).
+// One thread per (token, head, part, pair).
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
@@ -15,17 +18,22 @@ layout(push_constant) uniform Push {
   uint n_head;
   uint head_dim;
   uint n_rot;
+  uint n_parts;
+  uint neox;
 } p;
 void main() {
   uint half_rot = p.n_rot / 2u;
   uint i = gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u + gl_GlobalInvocationID.x;
-  uint per_token = p.n_head * half_rot;
-  if (i >= p.n_tokens * per_token) return;
-  uint t = i / per_token, rem = i % per_token;
-  uint h = rem / half_rot, k = rem % half_rot;
-  uint o = t * p.row_stride + p.col0 + h * p.head_dim + 2u * k;
-  float c = p.cs.v[t * half_rot + k], s = p.sn.v[t * half_rot + k];
-  float a = p.x.v[o], b = p.x.v[o + 1u];
-  p.x.v[o] = a * c - b * s;
-  p.x.v[o + 1u] = a * s + b * c;
+  uint per_head = p.n_parts * half_rot;
+  if (i >= p.n_tokens * p.n_head * per_head) return;
+  uint t = i / (p.n_head * per_head), rem = i % (p.n_head * per_head);
+  uint h = rem / per_head, part = (rem % per_head) / half_rot, k = rem % half_rot;
+  uint o = t * p.row_stride + p.col0 + h * p.head_dim + part * (p.head_dim / p.n_parts);
+  uint o0 = p.neox != 0u ? o + k : o + 2u * k;
+  uint o1 = p.neox != 0u ? o0 + half_rot : o0 + 1u;
+  uint ti = (t * p.n_parts + part) * half_rot + k;
+  float c = p.cs.v[ti], s = p.sn.v[ti];
+  float a = p.x.v[o0], b = p.x.v[o1];
+  p.x.v[o0] = a * c - b * s;
+  p.x.v[o1] = a * s + b * c;
 }

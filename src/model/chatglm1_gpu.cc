@@ -1,0 +1,121 @@
+#include "model/chatglm1_gpu.h"
+
+#include <string>
+
+#include "model/chatglm1.h"
+#include "model/transformer.h"
+
+namespace glm::model {
+
+GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& config,
+                         const Weights& weights, float alpha, std::unique_ptr<gpu::Device> device)
+    // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff].
+    : GpuModel(std::move(file), config, weights.token_embd, std::move(device), /*n_cpu=*/0,
+               Widths{2 * (config.head_dim / 4), config.n_ff, 0}),
+      alpha_(alpha) {}
+
+StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf::File> file,
+                                                     const Config& config, const Weights& weights,
+                                                     float alpha,
+                                                     std::unique_ptr<gpu::Device> device,
+                                                     const LoadOptions& options) {
+  if (options.gpu_layers > 0 && options.gpu_layers < config.n_layer) {
+    return unsupported("--gpu-layers " + std::to_string(options.gpu_layers) +
+                       ": ChatGLM-6B (v1) runs all its layers on the GPU or none; a split with "
+                       "the CPU is not built for it (use --gpu-layers -1, or 0 for the CPU)");
+  }
+  if (config.head_dim > 256) {
+    return unsupported("the GPU attention takes head_dim up to 256, the model has " +
+                       std::to_string(config.head_dim) + " (use --device cpu)");
+  }
+  StatusOr<size_t> need = gpu_weight_bytes(*device, weights, 0);
+  if (!need.ok()) return need.status();
+  std::unique_ptr<GpuChatGLM1> m(
+      new GpuChatGLM1(std::move(file), config, weights, alpha, std::move(device)));
+  GLM_RETURN_IF_ERROR(m->upload(weights, *need, options.progress));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+Status GpuChatGLM1::upload(const Weights& w, size_t total_bytes, const ProgressFn& progress) {
+  Uploader up{device_.get(), total_bytes, 0, progress};
+  const int d = config_.n_embd;
+  layers_.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    Layer& g = layers_[l];
+    const std::string name = "layer " + std::to_string(l);
+    GLM_RETURN_IF_ERROR(up.vec(lw.attn_norm, d, &g.attn_norm));
+    GLM_RETURN_IF_ERROR(up.vec(lw.attn_norm_b, d, &g.attn_norm_b));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.qkv, &g.qkv, name));
+    GLM_RETURN_IF_ERROR(up.vec(lw.qkv_b, 3 * d, &g.qkv_b));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
+    GLM_RETURN_IF_ERROR(up.vec(lw.wo_b, d, &g.wo_b));
+    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, d, &g.ffn_norm));
+    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm_b, d, &g.ffn_norm_b));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_up, &g.ffn_up, name));
+    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_up_b, config_.n_ff, &g.ffn_up_b));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_down, &g.ffn_down, name));
+    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_down_b, d, &g.ffn_down_b));
+  }
+  return upload_head(w, &up);
+}
+
+Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
+                            OutputKind kind) {
+  const Config& c = config_;
+  GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
+  GLM_RETURN_IF_ERROR(chatglm1::prompt_lengths(batch, "ChatGLM-6B (v1)", &prefixes_));
+  if (batch.empty()) return Status::Ok();
+  Step step;
+  GLM_RETURN_IF_ERROR(begin_step(batch, kv, &step));
+  // Prompt rows see the whole prompt but <sop> (its last position) only from <sop> on:
+  // the attention's bidirectional prefix of prompt length - 1 positions.
+  bidir_.resize(batch.size());
+  const int d = c.n_embd, hd = c.head_dim, rot = widths_.rot, n = step.n, ff = c.n_ff;
+  int t = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SeqInput& in = batch[s];
+    bidir_[s] = prefixes_[s] - 1;
+    for (int i = 0; i < in.n_tokens; ++i, ++t) {
+      embed(in.tokens[i], step.xs + static_cast<size_t>(t) * d);
+      chatglm1::rope_rows(c, in.n_past + i, prefixes_[s], step.cs + static_cast<size_t>(t) * rot,
+                          step.sn + static_cast<size_t>(t) * rot);
+    }
+  }
+
+  gpu::Stream& st = record(step);
+  // [n, n_embd] the residual stream: between the sub-blocks it moves to cur_ and back.
+  const gpu::Addr x = at(in_dev_, step.x);
+  const gpu::Addr cos_a = at(in_dev_, step.cos), sin_a = at(in_dev_, step.sin);
+  const int64_t nd = static_cast<int64_t>(n) * d;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& g = layers_[l];
+    gpu::layer_norm(st, x, at(g.attn_norm), at(g.attn_norm_b), at(cur_), n, d, c.norm_eps);
+    // qkv_ [n, 3 n_embd]: per token its q heads, k heads, v heads.
+    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n);
+    gpu::add_bias(st, at(g.qkv_b), at(qkv_), n, 3 * d, 3 * d, 0);
+    gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, c.n_head, hd, c.n_rot,
+              gpu::RopeKind::kNeox2D);
+    gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, d, c.n_head, hd, c.n_rot,
+              gpu::RopeKind::kNeox2D);
+    attend(st, batch, step, l, bidir_.data());       // attn_ [n, n_embd]
+    gpu::matmul(st, g.wo, at(attn_), at(proj_), n);  // [n, n_embd]
+    gpu::add_bias(st, at(g.wo_b), at(proj_), n, d, d, 0);
+    // h = LN1(x) * alpha + attn, in cur_ (which holds LN1(x)).
+    gpu::scale_add(st, at(proj_), alpha_, at(cur_), nd);
+    // x = LN2(h); then x = LN2(h) * alpha + MLP(LN2(h)): the residual stream is back in x.
+    gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps);
+    gpu::matmul(st, g.ffn_up, x, at(up_), n);  // [n, n_ff]
+    gpu::add_bias(st, at(g.ffn_up_b), at(up_), n, ff, ff, 0);
+    gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff);
+    gpu::matmul(st, g.ffn_down, at(up_), at(proj_), n);  // [n, n_embd]
+    gpu::add_bias(st, at(g.ffn_down_b), at(proj_), n, d, d, 0);
+    gpu::scale_add(st, at(proj_), alpha_, x, nd);
+  }
+  // rows_ [R, n_embd]: the final LayerNorm of the rows to output.
+  gpu::layer_norm(st, x, at(output_norm_), at(output_norm_b_), at(rows_), step.n_out, d, c.norm_eps,
+                  at(in_dev_, step.rows));
+  return finish_step(st, step, kind, out);
+}
+
+}  // namespace glm::model

@@ -1,0 +1,364 @@
+#include "model/gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "model/ops.h"
+
+namespace glm::model {
+namespace {
+
+constexpr size_t kF = sizeof(float);
+
+// Grows *b to hold `bytes` (its contents are not kept).
+Status grow(gpu::Device* dev, gpu::Buffer* b, size_t bytes, gpu::MemoryKind kind) {
+  if (b->valid() && b->size() >= bytes) return Status::Ok();
+  b->reset();
+  StatusOr<gpu::Buffer> nb = dev->alloc(bytes, kind);
+  if (!nb.ok()) return nb.status();
+  *b = std::move(*nb);
+  return Status::Ok();
+}
+
+size_t matrix_bytes(const kernels::WeightView& v) {
+  return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
+}
+
+}  // namespace
+
+GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
+                   const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device,
+                   int n_cpu, Widths widths)
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      token_embd_(token_embd),
+      device_(std::move(device)),
+      n_cpu_(n_cpu),
+      widths_(widths),
+      n_gpu_layers_(config_.n_layer - n_cpu) {
+  if (const char* s = std::getenv("GLMSERVE_VULKAN_FAIL_AT_STEP"); s != nullptr && *s != '\0') {
+    fail_at_step_ = std::atoi(s);
+  }
+}
+
+StatusOr<size_t> GpuModel::gpu_weight_bytes(const gpu::Device& device, const Weights& weights,
+                                            int first_layer) {
+  size_t need = matrix_bytes(weights.output);
+  const int n_layer = static_cast<int>(weights.layers.size());
+  for (int l = first_layer; l < n_layer; ++l) {
+    const LayerWeights& lw = weights.layers[l];
+    for (const kernels::WeightView* v :
+         {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
+      need += matrix_bytes(*v);
+    }
+  }
+  const uint64_t have = device.info().memory_bytes;
+  if (have > 0 && need > have) {
+    return Status(ErrorCode::kOutOfMemory,
+                  std::to_string(n_layer - first_layer) + " layers and the output head need " +
+                      std::to_string(need >> 20) + " MiB of GPU memory; " + device.info().name +
+                      " has " + std::to_string(have >> 20) +
+                      " MiB (put fewer layers on it with --gpu-layers N)");
+  }
+  return need;
+}
+
+Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out,
+                                  const std::string& what) {
+  if (v.data == nullptr) return Status::Ok();
+  StatusOr<gpu::Matrix> m = gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols);
+  if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
+  *out = std::move(*m);
+  done += matrix_bytes(v);
+  if (progress) progress(done, total);
+  return Status::Ok();
+}
+
+Status GpuModel::Uploader::vec(const float* v, int64_t n, gpu::Buffer* out) {
+  if (v == nullptr) return Status::Ok();
+  StatusOr<gpu::Buffer> b = gpu::upload_floats(device, v, static_cast<size_t>(n));
+  if (!b.ok()) return b.status();
+  *out = std::move(*b);
+  return Status::Ok();
+}
+
+Status GpuModel::upload_head(const Weights& w, Uploader* up) {
+  GLM_RETURN_IF_ERROR(up->vec(w.output_norm, config_.n_embd, &output_norm_));
+  GLM_RETURN_IF_ERROR(up->vec(w.output_norm_b, config_.n_embd, &output_norm_b_));
+  return up->matrix(w.output, &output_, "the output matrix");
+}
+
+std::string GpuModel::device_name() const {
+  std::string s =
+      "vulkan:" + std::to_string(device_->info().index) + " (" + device_->info().name + ")";
+  if (n_cpu_ > 0) {
+    s +=
+        ", " + std::to_string(n_gpu_layers_) + " of " + std::to_string(config_.n_layer) + " layers";
+  }
+  return s;
+}
+
+Status GpuModel::health() const {
+  if (!device_->lost()) return Status::Ok();
+  return Status(ErrorCode::kUnavailable, "the GPU (" + device_->info().name +
+                                             ") was lost; restart the engine to serve again");
+}
+
+uint32_t GpuModel::v_base() const {
+  return static_cast<uint32_t>(static_cast<size_t>(kv_blocks_) * kv_block_tokens_ * kv_row_bytes_);
+}
+
+Status GpuModel::bind_kv(const KvPool* kv) {
+  if (kv == kv_pool_ && kv->n_blocks() == kv_blocks_ && kv->block_tokens() == kv_block_tokens_ &&
+      kv->kv_type() == kv_type_) {
+    return Status::Ok();
+  }
+  if (kv->kv_type() == DType::kQ8_0 && kv->row_elems() > gpu::kMaxQ8RowElems) {
+    return unsupported("a q8_0 KV cache on the GPU takes rows of up to " +
+                       std::to_string(gpu::kMaxQ8RowElems) + " values; this model's are " +
+                       std::to_string(kv->row_elems()) + " (use --kv f16)");
+  }
+  const size_t layer_bytes =
+      2 * static_cast<size_t>(kv->n_blocks()) * kv->block_tokens() * kv->row_bytes();
+  if (layer_bytes >= (size_t{1} << 32)) {
+    return unsupported("a KV cache of " + std::to_string(layer_bytes >> 20) +
+                       " MiB a layer: the GPU kernels address at most 4 GiB a layer (lower "
+                       "--ctx-size)");
+  }
+  kv_.clear();
+  kv_pool_ = nullptr;
+  for (int l = 0; l < n_gpu_layers_; ++l) {
+    StatusOr<gpu::Buffer> b = device_->alloc(layer_bytes, gpu::MemoryKind::kDevice);
+    if (!b.ok()) {
+      kv_.clear();
+      return Status(b.status().code(),
+                    "the KV cache (" + std::to_string(layer_bytes * n_gpu_layers_ >> 20) +
+                        " MiB) does not fit on the GPU: " + b.status().message());
+    }
+    kv_.push_back(std::move(*b));
+  }
+  kv_pool_ = kv;
+  kv_blocks_ = kv->n_blocks();
+  kv_block_tokens_ = kv->block_tokens();
+  kv_type_ = kv->kv_type();
+  kv_row_bytes_ = kv->row_bytes();
+  return Status::Ok();
+}
+
+Status GpuModel::reserve(int n, int r, int b) {
+  const Config& c = config_;
+  gpu::Device* dev = device_.get();
+  const auto kDev = gpu::MemoryKind::kDevice;
+  if (n > cap_tokens_) {
+    const size_t t = static_cast<size_t>(n);
+    GLM_RETURN_IF_ERROR(grow(dev, &cur_, t * c.n_embd * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &qkv_, t * (c.q_dim() + 2 * c.kv_dim()) * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &attn_, t * c.q_dim() * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &proj_, t * c.n_embd * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &up_, t * widths_.up * kF, kDev));
+    if (widths_.act > 0) GLM_RETURN_IF_ERROR(grow(dev, &act_, t * widths_.act * kF, kDev));
+    cap_tokens_ = n;
+  }
+  if (r > cap_rows_) {
+    const size_t rr = static_cast<size_t>(r);
+    GLM_RETURN_IF_ERROR(grow(dev, &rows_, rr * c.n_embd * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &logits_, rr * c.n_vocab * kF, kDev));
+    GLM_RETURN_IF_ERROR(
+        grow(dev, &out_host_, rr * std::max(c.n_vocab, c.n_embd) * kF, gpu::MemoryKind::kReadback));
+    cap_rows_ = r;
+  }
+  const size_t in_bytes =
+      (static_cast<size_t>(cap_tokens_) * (c.n_embd + 2 * widths_.rot + 1) + cap_rows_ + b) * kF;
+  if (b > cap_blocks_ || !in_dev_.valid() || in_dev_.size() < in_bytes) {
+    GLM_RETURN_IF_ERROR(grow(dev, &in_host_, in_bytes, gpu::MemoryKind::kUpload));
+    GLM_RETURN_IF_ERROR(grow(dev, &in_dev_, in_bytes, kDev));
+    cap_blocks_ = std::max(cap_blocks_, b);
+  }
+  return Status::Ok();
+}
+
+Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step) {
+  const int bt = kv->block_tokens();
+  Step& s = *step;
+  s = Step{};
+  for (const SeqInput& in : batch) {
+    s.n += in.n_tokens;
+    s.n_out += in.all_logits ? in.n_tokens : 1;
+    s.n_table += (in.n_past + in.n_tokens + bt - 1) / bt;
+  }
+  GLM_RETURN_IF_ERROR(bind_kv(kv));
+  GLM_RETURN_IF_ERROR(reserve(s.n, s.n_out, s.n_table));
+  const size_t n = s.n;
+  s.x = 0;
+  s.cos = s.x + n * config_.n_embd * kF;
+  s.sin = s.cos + n * widths_.rot * kF;
+  s.slots = s.sin + n * widths_.rot * kF;
+  s.rows = s.slots + n * kF;
+  s.table = s.rows + static_cast<size_t>(s.n_out) * kF;
+  s.bytes = s.table + static_cast<size_t>(s.n_table) * kF;
+  uint8_t* host = static_cast<uint8_t*>(in_host_.mapped());
+  s.xs = reinterpret_cast<float*>(host + s.x);
+  s.cs = reinterpret_cast<float*>(host + s.cos);
+  s.sn = reinterpret_cast<float*>(host + s.sin);
+  int32_t* slots = reinterpret_cast<int32_t*>(host + s.slots);
+  int32_t* rows = reinterpret_cast<int32_t*>(host + s.rows);
+  int32_t* table = reinterpret_cast<int32_t*>(host + s.table);
+  seq_first_row_.resize(batch.size());
+  seq_table_at_.resize(batch.size());
+  int t = 0, r = 0, tb = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqInput& in = batch[i];
+    seq_first_row_[i] = t;
+    seq_table_at_[i] = tb;
+    const int need = (in.n_past + in.n_tokens + bt - 1) / bt;
+    for (int b = 0; b < need; ++b) table[tb++] = in.blocks[b];
+    for (int j = 0; j < in.n_tokens; ++j, ++t) {
+      const int p = in.n_past + j;
+      slots[t] = in.blocks[p / bt] * bt + p % bt;
+      if (in.all_logits || j == in.n_tokens - 1) rows[r++] = t;
+    }
+  }
+  return Status::Ok();
+}
+
+void GpuModel::embed(int32_t token, float* dst) const {
+  ops::get_row(token_embd_.type, token_embd_.data, token, config_.n_embd, dst);
+}
+
+gpu::Stream& GpuModel::record(const Step& step) {
+  gpu::Stream& st = device_->stream();
+  st.begin();
+  st.copy(in_host_, 0, in_dev_, 0, step.bytes);
+  return st;
+}
+
+void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
+                      const int* bidir_prefix) {
+  const Config& c = config_;
+  const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
+  const uint32_t vb = v_base();
+  gpu::KvStoreArgs ka;
+  ka.src = at(qkv_);
+  ka.kv = at(kv_[l]);
+  ka.slots = at(in_dev_, step.slots);
+  ka.n_tokens = step.n;
+  ka.src_stride = w;
+  ka.k_col = qd;
+  ka.v_col = qd + kd;
+  ka.k_base = 0;
+  ka.v_base = vb;
+  ka.row_elems = kd;
+  ka.row_bytes = static_cast<uint32_t>(kv_row_bytes_);
+  gpu::kv_store(st, kv_type_, ka);
+  for (size_t s = 0; s < batch.size(); ++s) {
+    gpu::AttentionArgs aa;
+    aa.q = at(qkv_, static_cast<size_t>(seq_first_row_[s]) * w * kF);
+    aa.out = at(attn_);
+    aa.kv = at(kv_[l]);
+    aa.blocks = at(in_dev_, step.table + static_cast<size_t>(seq_table_at_[s]) * kF);
+    aa.n_tokens = batch[s].n_tokens;
+    aa.q_stride = w;
+    aa.out_row0 = seq_first_row_[s];
+    aa.k_base = 0;
+    aa.v_base = vb;
+    aa.row_bytes = static_cast<uint32_t>(kv_row_bytes_);
+    aa.n_past = batch[s].n_past;
+    aa.n_head = c.n_head;
+    aa.n_head_kv = c.n_head_kv;
+    aa.head_dim = c.head_dim;
+    aa.block_tokens = kv_block_tokens_;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
+    gpu::attention(st, kv_type_, aa);
+  }
+}
+
+Status GpuModel::finish_step(gpu::Stream& st, const Step& step, OutputKind kind,
+                             std::vector<float>* out) {
+  const Config& c = config_;
+  const size_t width = kind == OutputKind::kHidden ? c.n_embd : c.n_vocab;
+  if (kind == OutputKind::kHidden) {
+    st.copy(rows_, 0, out_host_, 0, static_cast<size_t>(step.n_out) * c.n_embd * kF);
+  } else {
+    gpu::matmul(st, output_, at(rows_), at(logits_), step.n_out);  // [R, n_vocab]
+    st.copy(logits_, 0, out_host_, 0, static_cast<size_t>(step.n_out) * c.n_vocab * kF);
+  }
+  if (fail_at_step_ > 0 && ++steps_ == fail_at_step_) device_->inject_failure_after(1);
+  GLM_RETURN_IF_ERROR(st.submit_and_wait());
+  const float* res = static_cast<const float*>(out_host_.mapped());
+  out->insert(out->end(), res, res + static_cast<size_t>(step.n_out) * width);
+  return Status::Ok();
+}
+
+void GpuModel::copy_kv_block(KvPool* kv, int src, int dst) {
+  if (n_cpu_ > 0) kv->copy_block(src, dst);  // the CPU layers' rows
+  if (!bind_kv(kv).ok()) return;
+  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  gpu::Stream& st = device_->stream();
+  st.begin();
+  for (size_t l = 0; l < kv_.size(); ++l) {
+    for (size_t base : {size_t{0}, size_t{v_base()}}) {
+      st.copy(kv_[l], base + src * bytes, kv_[l], base + dst * bytes, bytes);
+    }
+  }
+  const Status s = st.submit_and_wait();
+  if (!s.ok()) GLM_LOG_ERROR("KV block copy on the GPU failed: %s", s.to_string().c_str());
+}
+
+// The GPU layers' rows of a block and their bytes in KvPool::save_block's layout
+// ([n_layer, 2 (K,V), block_tokens, row]): each (layer, K or V) part, copied between the layer's
+// cache and block_io_ (host-visible) in one submission.
+Status GpuModel::block_io(int block, bool to_host) {
+  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  GLM_RETURN_IF_ERROR(
+      grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback));
+  gpu::Stream& st = device_->stream();
+  st.begin();
+  for (size_t l = 0; l < kv_.size(); ++l) {
+    for (int k = 0; k < 2; ++k) {
+      const size_t cache = (k == 0 ? 0 : v_base()) + block * bytes;
+      const size_t host = (l * 2 + k) * bytes;
+      if (to_host) {
+        st.copy(kv_[l], cache, block_io_, host, bytes);
+      } else {
+        st.copy(block_io_, host, kv_[l], cache, bytes);
+      }
+    }
+  }
+  return st.submit_and_wait();
+}
+
+void GpuModel::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
+  auto* self = const_cast<GpuModel*>(this);  // the device's stream and block_io_
+  GLM_CHECK(self->bind_kv(kv).ok());
+  if (n_cpu_ > 0) kv->save_block(block, data);  // the CPU layers' rows (the GPU's follow)
+  const size_t first = static_cast<size_t>(n_cpu_) * 2 * kv_block_tokens_ * kv_row_bytes_;
+  // A block that cannot be read would be saved wrong and reused after a restart: stop the
+  // engine instead (serve restarts it; docs/gpu.md#failures).
+  if (const Status s = self->block_io(block, /*to_host=*/true); !s.ok()) {
+    GLM_LOG_ERROR("KV block read from the GPU failed, stopping: %s", s.to_string().c_str());
+    std::abort();
+  }
+  std::memcpy(data + first, block_io_.mapped(), kv->block_bytes() - first);
+}
+
+void GpuModel::load_kv_block(KvPool* kv, int block, const uint8_t* data) {
+  if (n_cpu_ > 0) kv->load_block(block, data);
+  if (!bind_kv(kv).ok()) return;
+  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  const size_t first = static_cast<size_t>(n_cpu_) * 2 * bytes;
+  if (!grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback).ok()) {
+    GLM_LOG_ERROR("KV block write to the GPU failed: no host-visible buffer");
+    return;
+  }
+  std::memcpy(block_io_.mapped(), data + first, kv_.size() * 2 * bytes);
+  if (const Status s = block_io(block, /*to_host=*/false); !s.ok()) {
+    GLM_LOG_ERROR("KV block write to the GPU failed: %s", s.to_string().c_str());
+  }
+}
+
+}  // namespace glm::model

@@ -1,0 +1,156 @@
+// GpuModel: what the models on a Vulkan device share (GpuTransformer, transformer_gpu.h:
+// ChatGLM2/3, GLM-4, llama; GpuChatGLM1, chatglm1_gpu.h: ChatGLM-6B), so that each keeps only
+// its layers' ops:
+// - the device, its name and its lost state (health());
+// - the weights' upload in their GGUF block formats (Uploader) and the output head;
+// - the KV cache in device memory, one buffer a GPU layer in model::KvPool's block layout
+//   ([2 (K,V), n_blocks, block_tokens, row] of the pool's type; the KvPool keeps the accounting
+//   for the scheduler), and the Model calls that reach it: a fork's block copy, the KV disk
+//   cache's save and load (the first n_cpu layers' rows stay in the pool's host memory);
+// - a step's inputs (embedding rows, rotary tables, KV slots, output rows and block tables,
+//   staged on the host and copied to the device at the start), the scratch activations, the
+//   K/V store and attention of every sequence, the LM head and the read back of the outputs.
+// A subclass's forward(): begin_step(), fill the embeddings and rotary tables, record(), its
+// layers (with attend()), its final norm into rows_, finish_step().
+// Ownership: keeps the GGUF file (for the embedding rows) and the device alive.
+// Thread-safety: forward and the KV calls from one thread (the engine's). Cost: a step uploads
+// T * (n_embd + 2 * rot_width + 1) + R + B words, reads back R * n_vocab floats.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace glm::model {
+
+class GpuModel : public Model {
+ public:
+  // Scratch widths of a subclass's step, per token.
+  struct Widths {
+    int rot = 0;  // rotary table floats (cos, and as many sin)
+    int up = 0;   // up_
+    int act = 0;  // act_ (0: none)
+  };
+
+  const Config& config() const override { return config_; }
+  void copy_kv_block(KvPool* kv, int src, int dst) override;
+  void save_kv_block(const KvPool* kv, int block, uint8_t* data) const override;
+  void load_kv_block(KvPool* kv, int block, const uint8_t* data) override;
+  std::string device_name() const override;
+  Status health() const override;
+  int kv_host_layers() const override { return n_cpu_; }
+
+  gpu::Device* device() { return device_.get(); }
+  int gpu_layers() const { return config_.n_layer - n_cpu_; }
+
+ protected:
+  // Uploads weights to the device, reporting bytes done of `total` to `progress`.
+  struct Uploader {
+    gpu::Device* device = nullptr;
+    size_t total = 0, done = 0;
+    ProgressFn progress;
+    // A matrix (none if v.data is null); errors name `what`.
+    Status matrix(const kernels::WeightView& v, gpu::Matrix* out, const std::string& what);
+    // n floats (none if v is null).
+    Status vec(const float* v, int64_t n, gpu::Buffer* out);
+  };
+  // The bytes of the matrices of layers [first_layer, n_layer) and the output head; an
+  // out_of_memory error naming both sizes when they exceed the device's memory.
+  static StatusOr<size_t> gpu_weight_bytes(const gpu::Device& device, const Weights& weights,
+                                           int first_layer);
+
+  // The step's inputs in in_host_ (and in_dev_, its device copy, whose x part is the residual
+  // stream, updated in place by the layers): byte offsets of
+  // [x: T * n_embd f32 | cos: T * rot_width | sin: T * rot_width | slots: T i32 |
+  //  out rows: R i32 | block tables: B i32], and the host pointers to fill x, cos and sin.
+  struct Step {
+    int n = 0, n_out = 0, n_table = 0;
+    size_t x = 0, cos = 0, sin = 0, slots = 0, rows = 0, table = 0, bytes = 0;
+    float* xs = nullptr;  // [T, n_embd]
+    float* cs = nullptr;  // [T, rot_width]
+    float* sn = nullptr;  // [T, rot_width]
+  };
+  GpuModel(std::shared_ptr<const gguf::File> file, Config config,
+           const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device, int n_cpu,
+           Widths widths);
+
+  // The device address of byte `byte_offset` of b.
+  static gpu::Addr at(const gpu::Buffer& b, size_t byte_offset = 0) {
+    return b.address() + byte_offset;
+  }
+  // Uploads the final norm (and its bias where present) and the output matrix.
+  Status upload_head(const Weights& w, Uploader* up);
+  // Binds the device cache to `kv`, grows the scratch for the batch, lays out the step's inputs
+  // and fills the slots, output rows and block tables (and seq_first_row_, seq_table_at_).
+  Status begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step);
+  // The embedding row of `token` into dst [n_embd].
+  void embed(int32_t token, float* dst) const;
+  // Begins the step's command buffer with the copy of its inputs to the device.
+  gpu::Stream& record(const Step& step);
+  // Stores the K/V rows of qkv_ ([T, q_dim + 2 kv_dim]: q heads, k heads, v heads, rotated)
+  // into the cache of GPU layer `l` and runs each sequence's attention into attn_ [T, q_dim].
+  // bidir_prefix: per sequence (kernels::AttentionShape's), or null for causal.
+  void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
+              const int* bidir_prefix);
+  // After the subclass put the final-norm rows in rows_ [R, n_embd]: the LM head (or the hidden
+  // rows), the submission, and the outputs appended to *out.
+  Status finish_step(gpu::Stream& st, const Step& step, OutputKind kind, std::vector<float>* out);
+
+  std::shared_ptr<const gguf::File> file_;
+  Config config_;
+  kernels::WeightView token_embd_;  // read on the host: one row per token
+  std::unique_ptr<gpu::Device> device_;
+  int n_cpu_ = 0;  // layers [0, n_cpu_) run on the CPU; their K/V in the KvPool's host memory
+  Widths widths_;
+  int n_gpu_layers_ = 0;
+  gpu::Buffer output_norm_;    // [n_embd]
+  gpu::Buffer output_norm_b_;  // [n_embd] LayerNorm models, or empty
+  gpu::Matrix output_;         // [n_vocab, n_embd]
+
+  // Scratch on the device, [T, width] f32 rows, sized for cap_tokens_ / cap_rows_.
+  gpu::Buffer cur_;     // [T, n_embd] normed input of a sub-block
+  gpu::Buffer qkv_;     // [T, q_dim + 2 kv_dim]
+  gpu::Buffer attn_;    // [T, q_dim]
+  gpu::Buffer proj_;    // [T, n_embd]
+  gpu::Buffer up_;      // [T, widths_.up]
+  gpu::Buffer act_;     // [T, widths_.act]
+  gpu::Buffer rows_;    // [R, n_embd] final-norm rows
+  gpu::Buffer logits_;  // [R, n_vocab]
+  gpu::Buffer in_dev_;  // the step's inputs (Step)
+
+ private:
+  // Scratch for n tokens, r output rows and b block-table entries (grow only).
+  Status reserve(int n, int r, int b);
+  // The device KV buffers for `kv` (made on first use, and again if the pool changes).
+  Status bind_kv(const KvPool* kv);
+  // A layer's K rows start at byte 0 of its buffer, its V rows at v_base().
+  uint32_t v_base() const;
+  // Copies block `block` of every GPU layer between the device cache and block_io_ ([n_layer -
+  // n_cpu_, 2, block_tokens, row]) in one submission: to the host, or from it.
+  Status block_io(int block, bool to_host);
+
+  // The device KV cache: one buffer a GPU layer.
+  std::vector<gpu::Buffer> kv_;
+  const KvPool* kv_pool_ = nullptr;
+  int kv_blocks_ = 0, kv_block_tokens_ = 0;
+  DType kv_type_ = DType::kF16;
+  size_t kv_row_bytes_ = 0;
+
+  int cap_tokens_ = 0, cap_rows_ = 0, cap_blocks_ = 0;
+  gpu::Buffer in_host_;                            // host-visible staging of in_dev_
+  gpu::Buffer out_host_;                           // [R, max(n_vocab, n_embd)] f32 read back
+  std::vector<int> seq_first_row_, seq_table_at_;  // [batch] begin_step()'s: no allocation
+  gpu::Buffer block_io_;  // a block's GPU-layer K/V on its way to or from the disk cache
+  // Test hook (docs/gpu.md#failures): GLMSERVE_VULKAN_FAIL_AT_STEP=N fails the N-th forward's
+  // submission as a lost device would.
+  int fail_at_step_ = 0;
+  int steps_ = 0;
+};
+
+}  // namespace glm::model
