@@ -62,7 +62,8 @@ int cmd_devices(int argc, char** argv) {
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%s  %s (%s), %.1f GiB (%.1f GiB free), Vulkan %s, %s%s%s\n", name.c_str(),
-                  d.name.c_str(), d.type.c_str(), static_cast<double>(d.memory_bytes) / 1073741824.0,
+                  d.name.c_str(), d.type.c_str(),
+                  static_cast<double>(d.memory_bytes) / 1073741824.0,
                   static_cast<double>(d.budget_bytes) / 1073741824.0,
                   d.api_version_string().c_str(), d.features().c_str(),
                   d.unusable.empty() ? "" : "; cannot run glmserve: ", d.unusable.c_str());

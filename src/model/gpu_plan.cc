@@ -34,8 +34,8 @@ GpuLayerPlan plan_of(const std::vector<size_t>& layer_weights, const std::vector
 size_t gpu_margin_bytes(size_t budget) { return std::min<size_t>(budget / 10, size_t{512} << 20); }
 
 std::string GpuLayerPlan::describe() const {
-  std::string s = std::to_string(n_gpu) + " of " + std::to_string(n_layer) +
-                  " layers: weights " + format_gib(weights) + " + KV cache " + format_gib(kv) + " + scratch " +
+  std::string s = std::to_string(n_gpu) + " of " + std::to_string(n_layer) + " layers: weights " +
+                  format_gib(weights) + " + KV cache " + format_gib(kv) + " + scratch " +
                   format_gib(scratch) + " = " + format_gib(need());
   return s;
 }
@@ -50,7 +50,8 @@ StatusOr<GpuLayerPlan> plan_gpu_layers(const std::vector<size_t>& layer_weights,
   const int n_layer = static_cast<int>(layer_weights.size());
   scratch += gpu_margin_bytes(budget);
   auto fits = [&](int n) {
-    return budget == 0 || plan_of(layer_weights, layer_kv, head, scratch, budget, n).need() <= budget;
+    return budget == 0 ||
+           plan_of(layer_weights, layer_kv, head, scratch, budget, n).need() <= budget;
   };
   int most = n_layer;  // the most layers that fit (0 also when not even the head fits)
   while (most > 0 && !fits(most)) --most;

@@ -15,11 +15,11 @@ namespace glm::model {
 
 struct GpuLayerPlan {
   int n_layer = 0;
-  int n_gpu = 0;         // the last n_gpu layers run on the GPU
-  size_t weights = 0;    // bytes of those layers' matrices and the output head
-  size_t kv = 0;         // bytes of those layers' K/V
-  size_t scratch = 0;    // the step's activations and a margin for the driver
-  size_t budget = 0;     // what the device offers (DeviceInfo::budget_bytes)
+  int n_gpu = 0;       // the last n_gpu layers run on the GPU
+  size_t weights = 0;  // bytes of those layers' matrices and the output head
+  size_t kv = 0;       // bytes of those layers' K/V
+  size_t scratch = 0;  // the step's activations and a margin for the driver
+  size_t budget = 0;   // what the device offers (DeviceInfo::budget_bytes)
   size_t need() const { return weights + kv + scratch; }
   // "28 of 40 layers: weights 5.10 GiB + KV cache 1.20 GiB + scratch 0.50 GiB = 6.80 GiB"
   std::string describe() const;

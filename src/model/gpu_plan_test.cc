@@ -39,8 +39,8 @@ TEST(GpuLayerPlan, AutomaticTakesAsManyAsFitBesideTheirKv) {
   EXPECT_LE(p->need(), 50 * kMiB);
   // Without their K/V, three layers' weights (30 MiB) would have fit: the KV is counted.
   Shape s;
-  auto no_kv = plan_gpu_layers(s.weights, std::vector<size_t>(4, 0), s.head, s.scratch,
-                               50 * kMiB, -1, "gpu0");
+  auto no_kv = plan_gpu_layers(s.weights, std::vector<size_t>(4, 0), s.head, s.scratch, 50 * kMiB,
+                               -1, "gpu0");
   ASSERT_TRUE(no_kv.ok());
   EXPECT_EQ(no_kv->n_gpu, 3);
 }

@@ -82,9 +82,10 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
                                                 scratch, budget, options.gpu_layers, info.name);
   if (!plan.ok()) return plan.status();
   if (plan->n_gpu == 0 && options.gpu_layers < 0) {
-    GLM_LOG_WARN("vulkan: no layer fits in %s's %s (one layer and the output head need more); "
-                 "running on the CPU",
-                 info.name.c_str(), format_gib(budget).c_str());
+    GLM_LOG_WARN(
+        "vulkan: no layer fits in %s's %s (one layer and the output head need more); "
+        "running on the CPU",
+        info.name.c_str(), format_gib(budget).c_str());
     return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(config),
                                                                 std::move(weights), options));
   }
