@@ -32,6 +32,18 @@ namespace {
 
 using scheduler::Clock;
 
+// The scheduler of an engine of `options` serving a context of n_ctx.
+scheduler::Options scheduler_options(const Options& options, int n_ctx) {
+  scheduler::Options so;
+  so.max_batch = std::max(options.max_batch, 1);
+  so.prefill_chunk = std::max(options.prefill_chunk, 1);
+  so.max_stall_ms = std::max(options.max_stall_ms, 0);
+  so.n_ctx = n_ctx;
+  so.spec = options.spec;
+  so.max_draft = options.max_draft;
+  return so;
+}
+
 // Everything create_engine needs besides the three parts.
 struct Extras {
   std::shared_ptr<const gguf::File> file;  // kept alive for the model's mapping
@@ -252,25 +264,18 @@ class EngineImpl final : public Engine {
     const model::Config& c = model_->config();
     n_ctx_ = context_size(options, c);
     const int bt = std::max(options.block_tokens, 1);
-    const int per_seq = (n_ctx_ + bt - 1) / bt;
     const int n_blocks = kv_block_count(options, n_ctx_);
     pool_ =
         std::make_unique<model::KvPool>(c, n_blocks, bt, options.kv_type, model_->kv_host_layers());
     cache_ = std::make_unique<kv::KvCache>(n_blocks, bt);
     if (!options.kv_disk.empty()) open_kv_disk(extras.fingerprint, bt);
-    scheduler::Options so;
-    so.max_batch = std::max(options.max_batch, 1);
-    so.prefill_chunk = std::max(options.prefill_chunk, 1);
-    so.max_stall_ms = std::max(options.max_stall_ms, 0);
-    so.n_ctx = n_ctx_;
-    so.spec = options.spec;
-    so.max_draft = options.max_draft;
+    scheduler::Options so = scheduler_options(options, n_ctx_);
     scheduler::DraftModel draft;
     if (extras.draft) {
       // Its own KV for max_batch full contexts: drafting never waits for a block.
       draft_file_ = std::move(extras.draft_file);
       draft_model_ = std::move(extras.draft);
-      const int n_draft_blocks = std::max(options.max_batch, 1) * per_seq;
+      const int n_draft_blocks = draft_kv_block_count(options, n_ctx_);
       draft_pool_ =
           std::make_unique<model::KvPool>(draft_model_->config(), n_draft_blocks, bt,
                                           options.kv_type, draft_model_->kv_host_layers());
@@ -892,8 +897,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.device = options.device;
   lo.gpu_layers = options.gpu_layers;
   lo.lora = options.lora;
-  // The largest step: a prefill chunk, grown up to 32x under --max-stall-ms (scheduler.h).
-  lo.step_tokens = std::max(options.prefill_chunk, 1) * (options.max_stall_ms > 0 ? 32 : 1);
+  lo.step_tokens = scheduler::Scheduler::max_step_tokens(scheduler_options(options, 0));
   if (plan) lo.kv_bytes = plan->kv;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
@@ -940,17 +944,16 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
     extras.add_bos = v->as_bool();
   }
   if (options.spec == generation::SpecMode::kDraft) {
-    // Its own KV (max_batch full contexts, as EngineImpl makes it) beside the target's device
-    // share.
+    // Its own KV, as EngineImpl makes it, beside the target's device share.
     if (auto dc = model::read_config(*extras.draft_file); dc.ok()) {
-      const int bt = std::max(options.block_tokens, 1);
       lo.kv_bytes = model::KvPool::bytes_for(
-          *dc,
-          std::max(options.max_batch, 1) *
-              ((context_size(options, model.value()->config()) + bt - 1) / bt),
-          bt, options.kv_type);
+          *dc, draft_kv_block_count(options, context_size(options, model.value()->config())),
+          std::max(options.block_tokens, 1), options.kv_type);
     }
-    lo.device_reserved = model.value()->device_bytes();
+    if (const model::GpuLayerPlan* p = model.value()->gpu_plan(); p != nullptr) {
+      lo.device_reserved = p->need();
+      lo.device_reserved_unallocated = p->kv + p->scratch;
+    }
     auto draft = model::load_model(extras.draft_file, lo);
     if (!draft.ok()) return Status(draft.status().code(), "--draft: " + draft.status().message());
     auto draft_tok = tok::Tokenizer::from_gguf(*extras.draft_file);

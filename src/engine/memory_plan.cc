@@ -28,10 +28,13 @@ int context_size(const Options& options, const model::Config& config) {
   return std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 2048, 8192);
 }
 
-int kv_block_count(const Options& options, int n_ctx) {
+int draft_kv_block_count(const Options& options, int n_ctx) {
   const int bt = std::max(options.block_tokens, 1);
-  const int per_seq = (n_ctx + bt - 1) / bt;
-  return options.kv_blocks > 0 ? options.kv_blocks : std::max(options.max_batch, 1) * per_seq;
+  return std::max(options.max_batch, 1) * ((n_ctx + bt - 1) / bt);
+}
+
+int kv_block_count(const Options& options, int n_ctx) {
+  return options.kv_blocks > 0 ? options.kv_blocks : draft_kv_block_count(options, n_ctx);
 }
 
 MemoryPlan plan_memory(const gguf::File& file, const model::Config& config,

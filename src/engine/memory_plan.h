@@ -20,6 +20,8 @@ namespace glm::engine {
 int context_size(const Options& options, const model::Config& config);
 // KV blocks of the engine's pool: --kv-blocks, else max_batch full contexts.
 int kv_block_count(const Options& options, int n_ctx);
+// KV blocks of a --draft model's pool: max_batch full contexts (drafting never waits for one).
+int draft_kv_block_count(const Options& options, int n_ctx);
 
 struct MemoryPlan {
   size_t weights = 0;    // the file's tensor data (held in memory, repacked or mapped)

@@ -104,6 +104,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
     if (has_budget && budget.heapBudget[h] > 0) {
       const uint64_t used = std::min(budget.heapUsage[h], budget.heapBudget[h]);
       info.budget_bytes = std::min(info.memory_bytes, budget.heapBudget[h] - used);
+      info.budget_from_driver = true;
     }
   }
 

@@ -33,7 +33,8 @@ struct DeviceInfo {
   // process (VK_EXT_memory_budget: other programs' use counts), else memory_bytes. Read when the
   // device is described (at open): what glmserve plans its layers with (docs/gpu.md#memory).
   uint64_t budget_bytes = 0;
-  uint32_t api_version = 0;  // VK_MAKE_API_VERSION
+  bool budget_from_driver = false;  // budget_bytes is VK_EXT_memory_budget's
+  uint32_t api_version = 0;         // VK_MAKE_API_VERSION
   uint32_t subgroup_size = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage8 = false;         // storageBuffer8BitAccess

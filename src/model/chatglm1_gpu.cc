@@ -2,17 +2,23 @@
 
 #include <string>
 
+#include "core/log.h"
 #include "model/chatglm1.h"
 #include "model/transformer.h"
 
 namespace glm::model {
 
 GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& config,
-                         const Weights& weights, float alpha, std::unique_ptr<gpu::Device> device)
-    // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff].
-    : GpuModel(std::move(file), config, weights.token_embd, std::move(device), /*n_cpu=*/0,
-               Widths{2 * (config.head_dim / 4), config.n_ff, 0}),
+                         const Weights& weights, float alpha, std::unique_ptr<gpu::Device> device,
+                         const GpuLayerPlan& plan)
+    : GpuModel(std::move(file), config, weights.token_embd, std::move(device), plan,
+               widths(config)),
       alpha_(alpha) {}
+
+GpuModel::Widths GpuChatGLM1::widths(const Config& config) {
+  // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff].
+  return Widths{2 * (config.head_dim / 4), config.n_ff, 0};
+}
 
 StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf::File> file,
                                                      const Config& config, const Weights& weights,
@@ -28,16 +34,26 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
     return unsupported("the GPU attention takes head_dim up to 256, the model has " +
                        std::to_string(config.head_dim) + " (use --device cpu)");
   }
-  StatusOr<size_t> need = gpu_weight_bytes(*device, weights, 0);
-  if (!need.ok()) return need.status();
+  // All layers or none: left to itself (-1), a model that does not fit whole runs on the CPU.
+  const int asked = options.gpu_layers < 0 ? -1 : config.n_layer;
+  StatusOr<GpuLayerPlan> plan =
+      GpuModel::plan(*device, config, weights, widths(config), options, asked);
+  if (!plan.ok()) return plan.status();
+  if (plan->n_gpu < config.n_layer) {
+    GLM_LOG_WARN(
+        "vulkan: ChatGLM-6B (v1) does not fit whole in %s's %s (%d of %d layers would);"
+        " running on the CPU",
+        device->info().name.c_str(), format_gib(plan->budget).c_str(), plan->n_gpu, config.n_layer);
+    return load_chatglm1(std::move(file), config, options);
+  }
   std::unique_ptr<GpuChatGLM1> m(
-      new GpuChatGLM1(std::move(file), config, weights, alpha, std::move(device)));
-  GLM_RETURN_IF_ERROR(m->upload(weights, *need, options.progress));
+      new GpuChatGLM1(std::move(file), config, weights, alpha, std::move(device), *plan));
+  GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   return std::unique_ptr<Model>(std::move(m));
 }
 
-Status GpuChatGLM1::upload(const Weights& w, size_t total_bytes, const ProgressFn& progress) {
-  Uploader up{device_.get(), total_bytes, 0, progress};
+Status GpuChatGLM1::upload(const Weights& w, const ProgressFn& progress) {
+  Uploader up{device_.get(), plan_.weights, 0, progress};
   const int d = config_.n_embd;
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {

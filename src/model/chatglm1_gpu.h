@@ -26,8 +26,10 @@ namespace glm::model {
 class GpuChatGLM1 : public GpuModel {
  public:
   // Uploads every layer of `weights` (views into `file`) to `device`; alpha: the residual scale
-  // (chatglm1::residual_scale). Errors: unsupported (a --gpu-layers split, a weight type or
-  // shape the GPU kernels do not take), out_of_memory (both sizes named).
+  // (chatglm1::residual_scale); left to itself (--gpu-layers -1), a model that does not fit
+  // whole runs on the CPU (the CPU model of chatglm1.h). Errors: unsupported (a --gpu-layers
+  // split, a weight type or shape the GPU kernels do not take), out_of_memory (--gpu-layers
+  // that does not fit: both sizes named).
   static StatusOr<std::unique_ptr<Model>> create(std::shared_ptr<const gguf::File> file,
                                                  const Config& config, const Weights& weights,
                                                  float alpha, std::unique_ptr<gpu::Device> device,
@@ -55,8 +57,9 @@ class GpuChatGLM1 : public GpuModel {
     gpu::Buffer ffn_down_b;              // [n_embd]
   };
   GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& config, const Weights& weights,
-              float alpha, std::unique_ptr<gpu::Device> device);
-  Status upload(const Weights& w, size_t total_bytes, const ProgressFn& progress);
+              float alpha, std::unique_ptr<gpu::Device> device, const GpuLayerPlan& plan);
+  static Widths widths(const Config& config);
+  Status upload(const Weights& w, const ProgressFn& progress);
 
   float alpha_;
   std::vector<Layer> layers_;  // [n_layer]

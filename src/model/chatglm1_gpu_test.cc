@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/gpu_test_util.h"
 #include "model/test_util.h"
 
 namespace glm::model {
@@ -37,43 +38,10 @@ std::string write_v1(const std::string& name, DType type = DType::kF32) {
   return path;
 }
 
-struct Outputs {
-  std::vector<float> prefill;  // [n_prompt, n_vocab]
-  std::vector<float> decode;   // [n_decode, n_vocab]
-};
-
-// Prefills `prompt` in one step (all logits) then decodes `next` one token a step, the prompt
-// length carried in every step, blocks in a scattered table of 4-position blocks.
-Outputs run(Model& m, DType kv_type, const std::vector<int32_t>& prompt,
-            const std::vector<int32_t>& next) {
-  Outputs r;
-  const int bt = 4, n_blocks = 8;
-  KvPool kv(m.config(), n_blocks, bt, kv_type);
-  const std::vector<int32_t> blocks = {5, 2, 7, 0, 1, 3, 4, 6};
-  const int n = static_cast<int>(prompt.size());
-  SeqInput in{prompt.data(), n, 0, blocks.data(), n_blocks, true};
-  in.prefix_len = n;
-  EXPECT_TRUE(m.forward({in}, &kv, &r.prefill).ok());
-  for (size_t i = 0; i < next.size(); ++i) {
-    SeqInput step{&next[i], 1, n + static_cast<int>(i), blocks.data(), n_blocks, false};
-    step.prefix_len = n;
-    const Status s = m.forward({step}, &kv, &r.decode);
-    EXPECT_TRUE(s.ok()) << s.message();
-  }
-  return r;
-}
-
-// max |a - b| / max(1, max |b|).
-float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float d = 0, m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    d = std::max(d, std::fabs(a[i] - b[i]));
-    m = std::max(m, std::fabs(b[i]));
-  }
-  EXPECT_GT(m, 0.1f);  // the comparison is not between zeros
-  return d / std::max(1.0f, m);
-}
+using testing::gpu_layers_of;
+using testing::max_rel_diff;
+using testing::Outputs;
+using testing::run;
 
 struct Case {
   DType type;
@@ -233,7 +201,7 @@ StatusOr<std::unique_ptr<Model>> load_v1(const std::string& path, const std::str
 
 // --device vulkan runs it on the GPU; auto keeps it on the CPU without a discrete GPU (as every
 // architecture); --gpu-layers 0 is the CPU, all layers (or more) the GPU, a split is refused by
-// name.
+// name; a model that does not fit whole runs on the CPU unless its layers were asked for.
 TEST(GpuLoadChatGLM1, DeviceAndGpuLayers) {
   const std::string path = write_v1("v1_load");  // 2 layers
   for (int layers : {-1, 2, 5}) {
@@ -252,6 +220,18 @@ TEST(GpuLoadChatGLM1, DeviceAndGpuLayers) {
   EXPECT_EQ(split.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(split.status().message().find("--gpu-layers 1: ChatGLM-6B (v1)"), std::string::npos)
       << split.status().message();
+  // A device too small for the whole model (1 MiB: the output head and scratch alone need
+  // more): left to itself it runs on the CPU; asked for every layer, it is refused by size.
+  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", "1", 1);
+  auto small = load_v1(path, "vulkan", -1);
+  auto asked = load_v1(path, "vulkan", 2);
+  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ((*small)->device_name(), "cpu");
+  ASSERT_FALSE(asked.ok());
+  EXPECT_EQ(asked.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(asked.status().message().find("--gpu-layers 2: 2 of 2 layers"), std::string::npos)
+      << asked.status().message();
 }
 
 // A device lost in the middle of a step fails that forward with a clear error and no output.

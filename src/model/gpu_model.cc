@@ -28,43 +28,66 @@ size_t matrix_bytes(const kernels::WeightView& v) {
   return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
 }
 
+// A layer's matrices (its norms and biases are a rounding error beside them).
+size_t layer_bytes(const LayerWeights& lw) {
+  size_t n = 0;
+  for (const kernels::WeightView* v :
+       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
+    n += matrix_bytes(*v);
+  }
+  return n;
+}
+
 }  // namespace
 
 GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
                    const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device,
-                   int n_cpu, Widths widths)
+                   const GpuLayerPlan& plan, Widths widths)
     : file_(std::move(file)),
       config_(std::move(config)),
       token_embd_(token_embd),
       device_(std::move(device)),
-      n_cpu_(n_cpu),
-      widths_(widths),
-      n_gpu_layers_(config_.n_layer - n_cpu) {
+      plan_(plan),
+      n_cpu_(config_.n_layer - plan.n_gpu),
+      widths_(widths) {
   if (const char* s = std::getenv("GLMSERVE_VULKAN_FAIL_AT_STEP"); s != nullptr && *s != '\0') {
     fail_at_step_ = std::atoi(s);
   }
 }
 
-StatusOr<size_t> GpuModel::gpu_weight_bytes(const gpu::Device& device, const Weights& weights,
-                                            int first_layer) {
-  size_t need = matrix_bytes(weights.output);
-  const int n_layer = static_cast<int>(weights.layers.size());
-  for (int l = first_layer; l < n_layer; ++l) {
-    const LayerWeights& lw = weights.layers[l];
-    for (const kernels::WeightView* v :
-         {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
-      need += matrix_bytes(*v);
-    }
+size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
+  const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
+  // cur_, qkv_, attn_, proj_, up_, act_
+  const size_t acts = t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act);
+  // rows_, logits_, out_host_
+  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
+  // in_host_ and in_dev_
+  const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1) + rr + b);
+  return (acts + rows + in) * kF;
+}
+
+StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& config,
+                                      const Weights& weights, Widths widths,
+                                      const LoadOptions& options, int requested) {
+  const int n_layer = config.n_layer;
+  std::vector<size_t> weights_of(n_layer), kv_of(n_layer, options.kv_bytes / n_layer);
+  for (int l = 0; l < n_layer; ++l) weights_of[l] = layer_bytes(weights.layers[l]);
+  const int steps = std::max(options.step_tokens, 1);
+  const size_t scratch = scratch_bytes(config, widths, steps, std::min(steps, 64), 0);
+  // A budget the driver reports already counts what this process has allocated (another
+  // model's uploaded weights); the heap's size does not.
+  const gpu::DeviceInfo& info = device.info();
+  const size_t reserved =
+      info.budget_from_driver ? options.device_reserved_unallocated : options.device_reserved;
+  size_t budget = info.budget_bytes;  // 0: unknown (everything fits)
+  if (budget > 0) budget = budget > reserved ? budget - reserved : 1;
+  StatusOr<GpuLayerPlan> p = plan_gpu_layers(weights_of, kv_of, matrix_bytes(weights.output),
+                                             scratch, budget, requested, info.name);
+  if (p.ok() && p->n_gpu > 0) {
+    GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), p->describe().c_str(),
+                 format_gib(budget).c_str());
   }
-  const uint64_t have = device.info().memory_bytes;
-  if (have > 0 && need > have) {
-    return Status(ErrorCode::kOutOfMemory,
-                  std::to_string(n_layer - first_layer) + " layers and the output head need " +
-                      std::to_string(need >> 20) + " MiB of GPU memory; " + device.info().name +
-                      " has " + std::to_string(have >> 20) +
-                      " MiB (put fewer layers on it with --gpu-layers N)");
-  }
-  return need;
+  return p;
 }
 
 Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out,
@@ -96,8 +119,7 @@ std::string GpuModel::device_name() const {
   std::string s =
       "vulkan:" + std::to_string(device_->info().index) + " (" + device_->info().name + ")";
   if (n_cpu_ > 0) {
-    s +=
-        ", " + std::to_string(n_gpu_layers_) + " of " + std::to_string(config_.n_layer) + " layers";
+    s += ", " + std::to_string(gpu_layers()) + " of " + std::to_string(config_.n_layer) + " layers";
   }
   return s;
 }
@@ -131,12 +153,12 @@ Status GpuModel::bind_kv(const KvPool* kv) {
   }
   kv_.clear();
   kv_pool_ = nullptr;
-  for (int l = 0; l < n_gpu_layers_; ++l) {
+  for (int l = 0; l < gpu_layers(); ++l) {
     StatusOr<gpu::Buffer> b = device_->alloc(layer_bytes, gpu::MemoryKind::kDevice);
     if (!b.ok()) {
       kv_.clear();
       return Status(b.status().code(),
-                    "the KV cache (" + std::to_string(layer_bytes * n_gpu_layers_ >> 20) +
+                    "the KV cache (" + std::to_string(layer_bytes * gpu_layers() >> 20) +
                         " MiB) does not fit on the GPU: " + b.status().message());
     }
     kv_.push_back(std::move(*b));

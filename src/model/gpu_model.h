@@ -24,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
+#include "model/gpu_plan.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -45,12 +46,14 @@ class GpuModel : public Model {
   std::string device_name() const override;
   Status health() const override;
   int kv_host_layers() const override { return n_cpu_; }
+  const GpuLayerPlan* gpu_plan() const override { return &plan_; }
 
   gpu::Device* device() { return device_.get(); }
   int gpu_layers() const { return config_.n_layer - n_cpu_; }
 
  protected:
-  // Uploads weights to the device, reporting bytes done of `total` to `progress`.
+  // Uploads weights to the device, reporting bytes done of `total` (GpuLayerPlan::weights) to
+  // `progress`.
   struct Uploader {
     gpu::Device* device = nullptr;
     size_t total = 0, done = 0;
@@ -60,10 +63,14 @@ class GpuModel : public Model {
     // n floats (none if v is null).
     Status vec(const float* v, int64_t n, gpu::Buffer* out);
   };
-  // The bytes of the matrices of layers [first_layer, n_layer) and the output head; an
-  // out_of_memory error naming both sizes when they exceed the device's memory.
-  static StatusOr<size_t> gpu_weight_bytes(const gpu::Device& device, const Weights& weights,
-                                           int first_layer);
+  // The device's share of a model about to be uploaded (gpu_plan.h): each layer's matrices and
+  // K/V (options.kv_bytes), the output head and the scratch of the largest step (reserve()'s
+  // buffers for options.step_tokens), against the device's budget less what another model of
+  // this process was promised (options.device_reserved*). `requested` as plan_gpu_layers's.
+  // A plan with layers on the GPU is said in the log. Errors: out_of_memory naming both sizes.
+  static StatusOr<GpuLayerPlan> plan(const gpu::Device& device, const Config& config,
+                                     const Weights& weights, Widths widths,
+                                     const LoadOptions& options, int requested);
 
   // The step's inputs in in_host_ (and in_dev_, its device copy, whose x part is the residual
   // stream, updated in place by the layers): byte offsets of
@@ -76,9 +83,14 @@ class GpuModel : public Model {
     float* cs = nullptr;  // [T, rot_width]
     float* sn = nullptr;  // [T, rot_width]
   };
+  // Layers [0, n_layer - plan.n_gpu) stay on the CPU.
   GpuModel(std::shared_ptr<const gguf::File> file, Config config,
-           const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device, int n_cpu,
-           Widths widths);
+           const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device,
+           const GpuLayerPlan& plan, Widths widths);
+
+  // The device bytes of reserve()'s buffers for n tokens, r output rows and b block-table
+  // entries (the host-visible ones too: they may come from the same heap).
+  static size_t scratch_bytes(const Config& config, Widths widths, int n, int r, int b);
 
   // The device address of byte `byte_offset` of b.
   static gpu::Addr at(const gpu::Buffer& b, size_t byte_offset = 0) {
@@ -106,9 +118,9 @@ class GpuModel : public Model {
   Config config_;
   kernels::WeightView token_embd_;  // read on the host: one row per token
   std::unique_ptr<gpu::Device> device_;
-  int n_cpu_ = 0;  // layers [0, n_cpu_) run on the CPU; their K/V in the KvPool's host memory
+  GpuLayerPlan plan_;  // what was planned at load
+  int n_cpu_ = 0;      // layers [0, n_cpu_) run on the CPU; their K/V in the KvPool's host memory
   Widths widths_;
-  int n_gpu_layers_ = 0;
   gpu::Buffer output_norm_;    // [n_embd]
   gpu::Buffer output_norm_b_;  // [n_embd] LayerNorm models, or empty
   gpu::Matrix output_;         // [n_vocab, n_embd]

@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "model/adapter.h"
 #include "model/config.h"
+#include "model/gpu_plan.h"
 #include "model/kv_pool.h"
 #include "model/lora.h"
 
@@ -83,8 +84,8 @@ class Model {
   virtual Status health() const { return Status::Ok(); }
   // Where the model runs, for logs, /health and the page: "cpu" or "vulkan:0 (NVIDIA H200)".
   virtual std::string device_name() const { return "cpu"; }
-  // Bytes this model planned on its GPU (weights, K/V, scratch); 0 on the CPU.
-  virtual size_t device_bytes() const { return 0; }
+  // What this model planned on its GPU at load (weights, K/V, scratch); null on the CPU.
+  virtual const GpuLayerPlan* gpu_plan() const { return nullptr; }
 };
 
 struct LoadOptions {
@@ -106,11 +107,13 @@ struct LoadOptions {
   int gpu_layers = -1;
   // What the caller will ask of the model, for planning the device's memory: the KV pool's bytes
   // over all layers (model::KvPool::bytes_for; 0 = none planned), the most tokens one forward
-  // call takes, and bytes of the same device already promised to another model (a draft's
-  // target).
+  // call takes, and the bytes of the same device promised to another model of this process (a
+  // draft's target: GpuLayerPlan::need()), of which device_reserved_unallocated (its K/V and
+  // scratch) are not allocated yet: all a budget the driver reports does not already count.
   size_t kv_bytes = 0;
   int step_tokens = 512;
   size_t device_reserved = 0;
+  size_t device_reserved_unallocated = 0;
   // LoRA adapters merged into the weights at load, in order (--lora A.gguf[:scale];
   // model/lora.h): no cost per token; quantized weights are re-quantized to their type.
   std::vector<LoraSpec> lora;

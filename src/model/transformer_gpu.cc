@@ -25,37 +25,13 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
   return w;
 }
 
-size_t matrix_bytes(const kernels::WeightView& v) {
-  return v.data == nullptr ? size_t{0} : row_bytes(v.type, v.n_cols) * v.n_rows;
-}
-
-// A layer's matrices on the device (its norms and biases are a rounding error beside them).
-size_t layer_bytes(const LayerWeights& lw) {
-  size_t n = 0;
-  for (const kernels::WeightView* v :
-       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
-    n += matrix_bytes(*v);
-  }
-  return n;
-}
-
-// The device scratch of a step of n tokens and r output rows (GpuModel::reserve's buffers; the
-// host-visible ones are counted too, as they may come from the same heap).
-size_t step_bytes(const Config& c, const GpuModel::Widths& w, int n, int r) {
-  const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
-  const size_t acts = t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act);
-  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
-  const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1) + rr);
-  return (acts + rows + in) * kF;
-}
-
 }  // namespace
 
 GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                                const Weights& weights, std::unique_ptr<gpu::Device> device,
-                               int n_cpu)
-    : GpuModel(std::move(file), config, weights.token_embd, std::move(device), n_cpu,
-               decoder_widths(config, weights.layers[n_cpu])) {}
+                               const GpuLayerPlan& plan)
+    : GpuModel(std::move(file), config, weights.token_embd, std::move(device), plan,
+               decoder_widths(config, weights.layers.back())) {}
 
 StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gguf::File> file,
                                                         Config config, Weights weights,
@@ -69,34 +45,22 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
     return unsupported("the GPU path needs an even rotary and KV width (use --device cpu)");
   }
   // The device's share, planned before anything is uploaded (model/gpu_plan.h).
-  const int n_layer = config.n_layer;
-  std::vector<size_t> weights_of(n_layer), kv_of(n_layer, options.kv_bytes / n_layer);
-  for (int l = 0; l < n_layer; ++l) weights_of[l] = layer_bytes(weights.layers[l]);
-  const int steps = std::max(options.step_tokens, 1);
-  const size_t scratch =
-      step_bytes(config, decoder_widths(config, weights.layers[0]), steps, std::min(steps, 64));
-  const gpu::DeviceInfo& info = device->info();
-  size_t budget = info.budget_bytes;  // 0: unknown (everything fits)
-  if (budget > 0) budget = budget > options.device_reserved ? budget - options.device_reserved : 1;
-  StatusOr<GpuLayerPlan> plan = plan_gpu_layers(weights_of, kv_of, matrix_bytes(weights.output),
-                                                scratch, budget, options.gpu_layers, info.name);
+  StatusOr<GpuLayerPlan> plan =
+      GpuModel::plan(*device, config, weights, decoder_widths(config, weights.layers.back()),
+                     options, options.gpu_layers);
   if (!plan.ok()) return plan.status();
-  if (plan->n_gpu == 0 && options.gpu_layers < 0) {
+  if (plan->n_gpu == 0) {
     GLM_LOG_WARN(
         "vulkan: no layer fits in %s's %s (one layer and the output head need more); "
         "running on the CPU",
-        info.name.c_str(), format_gib(budget).c_str());
+        device->info().name.c_str(), format_gib(plan->budget).c_str());
     return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(config),
                                                                 std::move(weights), options));
   }
-  GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), plan->describe().c_str(),
-               format_gib(budget).c_str());
-  const int n_cpu = n_layer - plan->n_gpu;
-  const size_t need = plan->weights;
+  const int n_layer = config.n_layer, n_cpu = n_layer - plan->n_gpu;
   std::unique_ptr<GpuTransformer> m(
-      new GpuTransformer(file, config, weights, std::move(device), n_cpu));
-  m->planned_bytes_ = plan->need();
-  GLM_RETURN_IF_ERROR(m->upload(weights, need, options.progress));
+      new GpuTransformer(file, config, weights, std::move(device), *plan));
+  GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   if (n_cpu > 0) {
     // The CPU keeps layers [0, n_cpu): the others' views are dropped before it repacks.
     for (int l = n_cpu; l < n_layer; ++l) weights.layers[l] = LayerWeights{};
@@ -108,8 +72,8 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   return std::unique_ptr<Model>(std::move(m));
 }
 
-Status GpuTransformer::upload(const Weights& w, size_t total_bytes, const ProgressFn& progress) {
-  Uploader up{device_.get(), total_bytes, 0, progress};
+Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
+  Uploader up{device_.get(), plan_.weights, 0, progress};
   const Config& c = config_;
   layers_.resize(w.layers.size() - n_cpu_);
   for (size_t l = n_cpu_; l < w.layers.size(); ++l) {

@@ -36,7 +36,6 @@ class GpuTransformer : public GpuModel {
 
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
-  size_t device_bytes() const override { return planned_bytes_; }
 
  private:
   struct Layer {
@@ -54,14 +53,14 @@ class GpuTransformer : public GpuModel {
     gpu::Buffer ffn_post_norm;      // [n_embd]
   };
   GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
-                 const Weights& weights, std::unique_ptr<gpu::Device> device, int n_cpu);
+                 const Weights& weights, std::unique_ptr<gpu::Device> device,
+                 const GpuLayerPlan& plan);
   // x [n, n_embd] += proj_, or += RMSNorm(proj_) by `post_norm` when it is valid (glm4).
   void add_residual(gpu::Stream& st, const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
   // Uploads layers [n_cpu_, n_layer) and the output head.
-  Status upload(const Weights& w, size_t total_bytes, const ProgressFn& progress);
+  Status upload(const Weights& w, const ProgressFn& progress);
 
   std::unique_ptr<Transformer> cpu_;  // layers [0, n_cpu_): weights and kernels; null if none
-  size_t planned_bytes_ = 0;          // GpuLayerPlan::need() at load
   std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
   std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers
 };

@@ -11,43 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "model/gpu_test_util.h"
 #include "model/test_util.h"
 
 namespace glm::model {
 namespace {
 
-struct Outputs {
-  std::vector<float> prefill;  // [n_prompt, n_vocab]
-  std::vector<float> decode;   // [n_decode, n_vocab]
-};
-
-// Prefills `prompt` (all logits) then decodes `next` one token a step, blocks in a scattered
-// table of 4-position blocks.
-Outputs run(Model& m, DType kv_type, const std::vector<int32_t>& prompt,
-            const std::vector<int32_t>& next) {
-  Outputs r;
-  const int bt = 4, n_blocks = 8;
-  KvPool kv(m.config(), n_blocks, bt, kv_type);
-  const std::vector<int32_t> blocks = {5, 2, 7, 0, 1, 3, 4, 6};
-  SeqInput in{prompt.data(), static_cast<int>(prompt.size()), 0, blocks.data(), n_blocks, true};
-  EXPECT_TRUE(m.forward({in}, &kv, &r.prefill).ok());
-  for (size_t i = 0; i < next.size(); ++i) {
-    SeqInput step{&next[i], 1, static_cast<int>(prompt.size() + i), blocks.data(), n_blocks, false};
-    EXPECT_TRUE(m.forward({step}, &kv, &r.decode).ok());
-  }
-  return r;
-}
-
-float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float d = 0, m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    d = std::max(d, std::fabs(a[i] - b[i]));
-    m = std::max(m, std::fabs(b[i]));
-  }
-  EXPECT_GT(m, 0.1f);  // the comparison is not between zeros
-  return d / std::max(1.0f, m);
-}
+using testing::gpu_layers_of;
+using testing::max_rel_diff;
+using testing::Outputs;
+using testing::run;
 
 struct Case {
   const char* arch;
@@ -321,8 +294,9 @@ TEST(GpuSplit, ForkAndDiskBlocksCoverBothHalves) {
 }
 
 // A model loaded with --gpu-layers `asked` on a device of `cap_mib` MiB
-// (GLMSERVE_VULKAN_MEMORY_MB), planning steps of 16 tokens.
-StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, int cap_mib) {
+// (GLMSERVE_VULKAN_MEMORY_MB), planning steps of 16 tokens and a KV cache of kv_bytes.
+StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, int cap_mib,
+                                           size_t kv_bytes = 0) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
   LoadOptions o;
@@ -330,19 +304,11 @@ StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, i
   o.device = "vulkan";
   o.gpu_layers = asked;
   o.step_tokens = 16;
+  o.kv_bytes = kv_bytes;
   ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
   auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
   ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
   return m;
-}
-
-// The layers on the GPU of a loaded model: -1 on the CPU.
-int gpu_layers_of(const Model& m) {
-  const std::string name = m.device_name();
-  if (name == "cpu") return -1;
-  const size_t of = name.find(" of ");
-  if (of == std::string::npos) return m.config().n_layer;
-  return std::stoi(name.substr(name.rfind(' ', of - 1) + 1));
 }
 
 TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
@@ -373,6 +339,10 @@ TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
     Outputs got = run(**m, DType::kF16, prompt, next);
     EXPECT_LT(max_rel_diff(got.prefill, want.prefill), 1e-4f) << n << " GPU layers";
     EXPECT_LT(max_rel_diff(got.decode, want.decode), 1e-4f) << n << " GPU layers";
+    // The KV cache the engine will make is counted: 4 MiB of K/V a layer leave fewer of them.
+    auto with_kv = load_with(path, -1, mib, size_t{3} * 4 << 20);
+    ASSERT_TRUE(with_kv.ok()) << with_kv.status().message();
+    EXPECT_LT(gpu_layers_of(**with_kv), n) << mib << " MiB";
     auto more = load_with(path, n + 1, mib);
     ASSERT_FALSE(more.ok()) << mib << " MiB, " << n + 1 << " layers";
     EXPECT_EQ(more.status().code(), ErrorCode::kOutOfMemory);

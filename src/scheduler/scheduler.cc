@@ -288,6 +288,14 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
   }
 }
 
+int Scheduler::max_step_tokens(const Options& options) {
+  const int prompt =
+      std::max(options.prefill_chunk, 1) * (options.max_stall_ms > 0 ? kMaxChunkGrowth : 1);
+  const int drafts =
+      options.spec == generation::SpecMode::kOff ? 0 : std::max(options.max_draft, 0);
+  return prompt + std::max(options.max_batch, 1) * (1 + drafts);
+}
+
 int Scheduler::prefill_budget(bool decoding) const {
   const int chunk = options_.prefill_chunk;
   if (options_.max_stall_ms <= 0 || prompt_tokens_sum_ <= 0) return chunk;

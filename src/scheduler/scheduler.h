@@ -192,6 +192,11 @@ class Scheduler {
   void cancel_all();
   // Admits what fits, runs one batch, delivers tokens. Returns false if there was nothing to run.
   bool step();
+  // The most tokens one step of a scheduler of `options` forwards: the prompt budget's ceiling
+  // (prefill_chunk, or kMaxChunkGrowth times it under max_stall_ms) and a token of each other
+  // sequence of the batch with its drafts. What a model plans its scratch for.
+  static int max_step_tokens(const Options& options);
+
   bool idle() const { return waiting_.empty() && running_.empty(); }
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
   int n_running() const { return static_cast<int>(running_.size()); }

@@ -1,0 +1,63 @@
+// What the GPU models' tests (transformer_gpu_test.cc, chatglm1_gpu_test.cc) share: a prompt
+// and decode steps run through any Model, the comparison of two models' logits, and the layers a
+// loaded model put on the GPU. Test-only (GoogleTest assertions).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model/gpu_model.h"
+#include "model/model.h"
+
+namespace glm::model::testing {
+
+struct Outputs {
+  std::vector<float> prefill;  // [n_prompt, n_vocab]
+  std::vector<float> decode;   // [n_decode, n_vocab]
+};
+
+// Prefills `prompt` in one step (all logits) then decodes `next` one token a step, blocks in a
+// scattered table of 4-position blocks; every step carries the prompt length (ChatGLM-6B's
+// bidirectional prefix; the other models ignore it).
+inline Outputs run(Model& m, DType kv_type, const std::vector<int32_t>& prompt,
+                   const std::vector<int32_t>& next) {
+  Outputs r;
+  const int bt = 4, n_blocks = 8;
+  KvPool kv(m.config(), n_blocks, bt, kv_type);
+  const std::vector<int32_t> blocks = {5, 2, 7, 0, 1, 3, 4, 6};
+  const int n = static_cast<int>(prompt.size());
+  SeqInput in{prompt.data(), n, 0, blocks.data(), n_blocks, true};
+  in.prefix_len = n;
+  const Status s = m.forward({in}, &kv, &r.prefill);
+  EXPECT_TRUE(s.ok()) << s.message();
+  for (size_t i = 0; i < next.size(); ++i) {
+    SeqInput step{&next[i], 1, n + static_cast<int>(i), blocks.data(), n_blocks, false};
+    step.prefix_len = n;
+    const Status d = m.forward({step}, &kv, &r.decode);
+    EXPECT_TRUE(d.ok()) << d.message();
+  }
+  return r;
+}
+
+// max |a - b| / max(1, max |b|).
+inline float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0, m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::fabs(a[i] - b[i]));
+    m = std::max(m, std::fabs(b[i]));
+  }
+  EXPECT_GT(m, 0.1f);  // the comparison is not between zeros
+  return d / std::max(1.0f, m);
+}
+
+// The layers a loaded model runs on the GPU: -1 when it runs on the CPU.
+inline int gpu_layers_of(const Model& m) {
+  const auto* g = dynamic_cast<const GpuModel*>(&m);
+  return g == nullptr ? -1 : g->gpu_layers();
+}
+
+}  // namespace glm::model::testing
