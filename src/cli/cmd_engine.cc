@@ -53,7 +53,7 @@ constexpr const char* kUsage =
     "                       the token events' reasoning, apart from the text (auto: when the\n"
     "                       chat template is a reasoning model's; docs/engine.md#reasoning)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto; docs/gpu.md)\n"
-    "  --gpu-layers N       layers on the GPU (-1 = all, the default)\n"
+    "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit)\n"
     "  --lora A.gguf[:S]    merge a LoRA adapter into the weights at load, scale S (default 1;\n"
     "                       repeatable; docs/adapters.md)\n"
     "  --adapter NAME=PATH[:S]  serve an adapter per request, chosen by model name NAME or\n"

@@ -28,7 +28,7 @@ constexpr const char* kHelp =
     "            q8_0 (GGUF Q8_0 rows: about half the memory of f16)\n"
     "  --threads worker threads (default: physical cores)\n"
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
-    "  --gpu-layers N  layers on the GPU (-1 = all, the default)\n"
+    "  --gpu-layers N  layers on the GPU (-1, the default: as many as fit)\n"
     "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
     "            its K/V are computed once at load and attended ahead of the tokens; runs on\n"
     "            the CPU unless --device says otherwise)\n"

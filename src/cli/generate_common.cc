@@ -28,7 +28,7 @@ const char* kGenerateFlagsHelp =
     "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
-    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n"
+    "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n"
     "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> printed to\n"
     "                       stderr, apart from the answer (auto: GLM-Z1, GLM-4.5; think: any\n"
     "                       answer that starts with <think>; none: kept in the answer)\n"
@@ -37,7 +37,7 @@ const char* kGenerateFlagsHelp =
 const char* kDeviceFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
-    "  --gpu-layers N       layers on the GPU (-1 = all, the default; 0 = the CPU)\n";
+    "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n";
 const char* kSpecFlagsHelp =
     "  --spec ngram|draft|off  speculative decoding with drafts from each answer's own context\n"
     "                       or a draft model (greedy output unchanged; docs/engine.md; default "

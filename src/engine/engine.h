@@ -72,7 +72,8 @@ struct Options {
   ProgressFn load_progress;  // load_engine: weight bytes in place of the total (may be empty)
   int n_threads = 0;         // 0 = physical cores
   // Where the model runs (model::LoadOptions::device: auto, cpu, vulkan, vulkan:N) and how many
-  // of its layers go to the GPU (-1 = all). The commands' --device defaults to auto.
+  // of its layers go to the GPU (-1 = as many as fit: model::LoadOptions). The commands' --device
+  // defaults to auto.
   std::string device = "cpu";
   int gpu_layers = -1;
   // LoRA adapters merged into the weights at load (--lora; model::LoadOptions::lora).

@@ -1,7 +1,11 @@
 // An engine killed mid-answer, through the official openai client: `glmserve serve` restarts
 // the engine, the gateway resumes the answer (docs/operations.md), and the SDK sees one
 // complete stream with the text of an uninterrupted run, at temperature 0 and sampled with a
-// seed (the resumed sampler skips the draws of the tokens already sent).
+// seed (the resumed sampler skips the draws of the tokens already sent). The sampled case draws
+// among the top 3: the resumed tokens are prefilled, not decoded, and the two kernels' logits
+// differ by rounding (~1e-7 here), which moves a draw among this random model's 58,000 near-equal
+// candidates of top_p 0.9 about once in 150 tokens (docs/operations.md) but not among 3; a
+// misaligned generator would still change about two draws in three.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -49,7 +53,7 @@ async function streamed(request, killAfter = -1) {
 }
 
 for (const [name, params] of [['temperature 0', { temperature: 0 }],
-  ['sampled with a seed', { temperature: 1, top_p: 0.9, seed: 1234 }]]) {
+  ['sampled with a seed', { temperature: 1, top_k: 3, seed: 1234 }]]) {
   test(`a stream outlives a kill -9 of the engine (${name})`, async () => {
     const request = {
       model: 'any', max_tokens: 300, ...params,
