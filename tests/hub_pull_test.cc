@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +46,28 @@ struct Result {
     return nl == std::string::npos ? s : s.substr(nl + 1);
   }
 };
+
+// The config.json of ChatGLM3's HF checkpoint for a chatglm GGUF model (gen-model's), as
+// transformers' ChatGLMConfig names the fields.
+nlohmann::json hf_config(const glm::gguf::File& g) {
+  auto i = [&](const std::string& k) { return *g.get_int("chatglm." + k); };
+  return {{"model_type", "chatglm"},
+          {"_name_or_path", "test-org/tiny-glm"},
+          {"hidden_size", i("embedding_length")},
+          {"num_layers", i("block_count")},
+          {"num_attention_heads", i("attention.head_count")},
+          {"multi_query_attention", true},
+          {"multi_query_group_num", i("attention.head_count_kv")},
+          {"kv_channels", i("embedding_length") / i("attention.head_count")},
+          {"ffn_hidden_size", i("feed_forward_length")},
+          {"padded_vocab_size", g.tensor("token_embd.weight")->shape[1]},
+          {"seq_length", i("context_length")},
+          {"layernorm_epsilon", *g.get_float("chatglm.attention.layer_norm_rms_epsilon")},
+          {"rope_ratio", *g.get_float("chatglm.rope.freq_base") / 10000.0},
+          {"add_qkv_bias", true},
+          {"rmsnorm", true},
+          {"torch_dtype", "float32"}};
+}
 
 class HubPullTest : public ::testing::Test {
  protected:
@@ -473,24 +497,7 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   auto m = glm::gguf::File::open(gen);
   ASSERT_TRUE(m.ok());
   const glm::gguf::File& g = **m;
-  auto i = [&](const std::string& k) { return *g.get_int("chatglm." + k); };
-  const nlohmann::json config = {
-      {"model_type", "chatglm"},
-      {"_name_or_path", "test-org/tiny-glm"},
-      {"hidden_size", i("embedding_length")},
-      {"num_layers", i("block_count")},
-      {"num_attention_heads", i("attention.head_count")},
-      {"multi_query_attention", true},
-      {"multi_query_group_num", i("attention.head_count_kv")},
-      {"kv_channels", i("embedding_length") / i("attention.head_count")},
-      {"ffn_hidden_size", i("feed_forward_length")},
-      {"padded_vocab_size", g.tensor("token_embd.weight")->shape[1]},
-      {"seq_length", i("context_length")},
-      {"layernorm_epsilon", *g.get_float("chatglm.attention.layer_norm_rms_epsilon")},
-      {"rope_ratio", *g.get_float("chatglm.rope.freq_base") / 10000.0},
-      {"add_qkv_bias", true},
-      {"rmsnorm", true},
-      {"torch_dtype", "float32"}};
+  const nlohmann::json config = hf_config(g);
   std::vector<glm::checkpoint::StTensorOut> tensors;
   for (const glm::gguf::TensorInfo& t : g.tensors()) {
     ASSERT_EQ(t.type, glm::DType::kF32);
@@ -537,6 +544,148 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   r = pull({repo, "--type", "q8_0"});  // the same checkpoint: nothing fetched or converted again
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("up to date"), std::string::npos) << r.err;
+}
+
+// A PEFT LoRA repository (what ChatGLM3's finetune_demo uploads: adapter_config.json,
+// adapter_model.safetensors, tokenizer and training files beside them): only the adapter's two
+// files are fetched, converted as `glmserve convert` does, stored as BASE:lora, listed as an
+// adapter, and merged into a model by its store name; a second pull is up to date.
+TEST_F(HubPullTest, AnAdapterRepoIsPulledConvertedAndUsedByName) {
+  const std::string base = (dir_ / "base.gguf").string();
+  const std::string lora = (dir_ / "lora.gguf").string();
+  ASSERT_EQ(
+      run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", "f32", "-o", base})
+          .code,
+      0);
+  Result r = run({"gen-model", "--lora-of", base, "--rank", "4", "--alpha", "8", "-o", lora});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // PEFT's layout of the same pairs: lora_A [r, in] and lora_B [out, r] under the HF module names.
+  auto lf = glm::gguf::File::open(lora);
+  ASSERT_TRUE(lf.ok());
+  std::vector<glm::checkpoint::StTensorOut> tensors;
+  std::set<std::string> targets;
+  for (const glm::gguf::TensorInfo& t : (*lf)->tensors()) {
+    const bool a = t.name.size() > 7 && t.name.substr(t.name.size() - 7) == ".lora_a";
+    const std::string weight = t.name.substr(0, t.name.size() - 7);  // blk.N.X.weight
+    std::string module = glm::convert::hf_tensor_name(weight);
+    ASSERT_FALSE(module.empty()) << t.name;
+    module.resize(module.size() - std::string(".weight").size());
+    targets.insert(module.substr(module.rfind('.') + 1));
+    glm::checkpoint::StTensorOut o;
+    o.name = "base_model.model." + module + (a ? ".lora_A.weight" : ".lora_B.weight");
+    ASSERT_EQ(t.type, glm::DType::kF32) << t.name;
+    o.dtype = "F32";
+    o.shape.assign(t.shape.rbegin(), t.shape.rend());
+    o.data.assign(t.data, t.data + t.n_bytes);
+    tensors.push_back(std::move(o));
+  }
+  const fs::path peft = dir_ / "peft";
+  fs::create_directories(peft);
+  ASSERT_TRUE(
+      glm::checkpoint::write_safetensors((peft / "adapter_model.safetensors").string(), tensors)
+          .ok());
+  const nlohmann::json config = {{"peft_type", "LORA"},
+                                 {"task_type", "CAUSAL_LM"},
+                                 {"r", 4},
+                                 {"lora_alpha", 8},
+                                 {"target_modules", targets},
+                                 {"base_model_name_or_path", "test-org/tiny-glm"}};
+  glm::testing::write_file(peft / "adapter_config.json", config.dump(2));
+  const std::string repo = "test-org/Tiny-GLM-Advertise-LoRA";
+  publish_in(repo, {{"adapter_config.json", read_file((peft / "adapter_config.json").string())},
+                    {"adapter_model.safetensors",
+                     read_file((peft / "adapter_model.safetensors").string())},
+                    {"tokenizer_config.json", R"({"padding_side":"left"})"},
+                    {"training_args.bin", "not needed"}});
+  ASSERT_TRUE(hub_->start());
+
+  r = pull({repo});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string stored_path = store_ + "/tiny-glm-advertise-lora/lora.gguf";
+  EXPECT_EQ(r.last_line(), stored_path);
+  EXPECT_NE(r.err.find("tiny-glm-advertise-lora:lora is a LoRA adapter"), std::string::npos)
+      << r.err;
+  for (const auto& d : hub_->downloads()) {  // the adapter's two files only
+    EXPECT_EQ(d.uri.find("training_args"), std::string::npos) << d.uri;
+    EXPECT_EQ(d.uri.find("tokenizer_config"), std::string::npos) << d.uri;
+  }
+  EXPECT_FALSE(fs::exists(store_ + "/.staging/tiny-glm-advertise-lora-main"));
+  Result c = run({"convert", peft.string(), "-o", (dir_ / "direct.gguf").string()});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(read_file(stored_path) == read_file((dir_ / "direct.gguf").string()));
+
+  Result l = run({"list", "--json", "--models-dir", store_});
+  ASSERT_EQ(l.code, 0) << l.err;
+  const nlohmann::json entry = nlohmann::json::parse(l.last_line());
+  EXPECT_EQ(entry.value("name", ""), "tiny-glm-advertise-lora:lora");
+  EXPECT_EQ(entry.value("adapter", ""), "lora");
+
+  // Merged by its store name: the same answer as by its path; and not the bare model's.
+  auto answer = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"run", "--model", base, "--prompt", "hi",           "-n",
+                                  "6",   "--temp",  "0",  "--quiet",  "--models-dir", store_};
+    a.insert(a.end(), extra.begin(), extra.end());
+    Result g = run(a);
+    EXPECT_EQ(g.code, 0) << g.err;
+    return g.out;
+  };
+  const std::string by_name = answer({"--lora", "tiny-glm-advertise-lora:lora:3"});
+  EXPECT_EQ(by_name, answer({"--lora", stored_path + ":3"}));
+  EXPECT_NE(by_name, answer({}));
+  Result missing = run({"run", "--model", base, "--lora", "nothing-here:lora", "--models-dir",
+                        store_, "--prompt", "hi", "-n", "1"});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.error_line().find("--lora"), std::string::npos) << missing.err;
+
+  r = pull({repo});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("tiny-glm-advertise-lora:lora is up to date"), std::string::npos) << r.err;
+}
+
+// A P-Tuning v2 checkpoint repository (config.json with pre_seq_len, the prefix encoder's
+// weights): converted to the P-Tuning adapter `glmserve convert` writes, stored as BASE:ptuning.
+TEST_F(HubPullTest, APtuningRepoIsStoredAsAnAdapter) {
+  const std::string base = (dir_ / "base.gguf").string();
+  ASSERT_EQ(
+      run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", "f32", "-o", base})
+          .code,
+      0);
+  auto m = glm::gguf::File::open(base);
+  ASSERT_TRUE(m.ok());
+  nlohmann::json config = hf_config(**m);
+  config["pre_seq_len"] = 4;
+  config["prefix_projection"] = false;
+  const int64_t width = 2 * config["num_layers"].get<int64_t>() *
+                        config["multi_query_group_num"].get<int64_t>() *
+                        config["kv_channels"].get<int64_t>();
+  std::vector<float> emb(static_cast<size_t>(4 * width));
+  for (size_t k = 0; k < emb.size(); ++k) emb[k] = 0.01f * static_cast<float>(k % 97) - 0.4f;
+  glm::checkpoint::StTensorOut t;
+  t.name = "transformer.prefix_encoder.embedding.weight";
+  t.dtype = "F32";
+  t.shape = {4, width};
+  t.data.resize(emb.size() * 4);
+  std::memcpy(t.data.data(), emb.data(), t.data.size());
+  const fs::path ck = dir_ / "src" / "Tiny-GLM-PT";  // general.name is the folder's name
+  fs::create_directories(ck);
+  ASSERT_TRUE(glm::checkpoint::write_safetensors((ck / "model.safetensors").string(), {t}).ok());
+  glm::testing::write_file(ck / "config.json", config.dump(2));
+  const std::string repo = "test-org/Tiny-GLM-PT";
+  publish_in(repo, {{"config.json", read_file((ck / "config.json").string())},
+                    {"model.safetensors", read_file((ck / "model.safetensors").string())}});
+  ASSERT_TRUE(hub_->start());
+
+  Result r = pull({repo});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string stored_path = store_ + "/tiny-glm-pt/ptuning.gguf";
+  EXPECT_EQ(r.last_line(), stored_path);
+  EXPECT_NE(r.err.find("is a P-Tuning v2 adapter"), std::string::npos) << r.err;
+  Result c = run({"convert", ck.string(), "-o", (dir_ / "direct.gguf").string()});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(read_file(stored_path) == read_file((dir_ / "direct.gguf").string()));
+  r = pull({repo});  // up to date under the name it got, not re-converted
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("tiny-glm-pt:ptuning is up to date"), std::string::npos) << r.err;
 }
 
 // A tree answer in pages (the hub's Link: <...>; rel="next" header) is read to the end; a Link to

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "hub/store.h"
+#include "model/lora.h"
 
 namespace glm::cli {
 
@@ -56,6 +57,25 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
       return Status(path.status().code(),
                     "--" + std::string(flag) + ": " + path.status().message());
     it->second = *path;
+  }
+  // Adapters by store name as well (glmserve pull of an adapter repository): --lora NAME[:S] and
+  // --adapter ALIAS=NAME[:S]; the scale and the alias are kept as typed.
+  for (const char* flag : {"lora", "adapter"}) {
+    auto all = a.all_.find(flag);
+    if (all == a.all_.end() || known_flags.count(flag) == 0) continue;
+    for (std::string& v : all->second) {
+      const size_t start = std::string(flag) == "adapter" ? v.find('=') + 1 : 0;
+      if (start == 0 && std::string(flag) == "adapter") continue;  // no '=': reported later
+      StatusOr<model::LoraSpec> spec = model::parse_lora_spec(v.substr(start));
+      if (!spec.ok()) continue;  // reported where the flag is read
+      StatusOr<std::string> path = hub::resolve_model(spec->path, a.get("models-dir"));
+      if (!path.ok()) {
+        return Status(path.status().code(),
+                      "--" + std::string(flag) + ": " + path.status().message());
+      }
+      v.replace(start, spec->path.size(), *path);
+    }
+    a.values_[flag] = all->second.back();
   }
   return a;
 }

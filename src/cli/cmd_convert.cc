@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "convert/dir_kind.h"
 #include "convert/hf_convert.h"
 #include "convert/peft_convert.h"
 #include "convert/ptuning_convert.h"
@@ -61,16 +62,15 @@ int cmd_convert(int argc, char** argv) {
   }
   StatusOr<std::string> out = args->require("output");
   if (!out.ok()) return fail(out.status());
-  if (convert::is_peft_dir(args->positional()[0])) {
-    return convert_adapter(args->positional()[0], *args, *out);
-  }
+  const convert::DirKind kind = convert::dir_kind(args->positional()[0]);
+  if (kind == convert::DirKind::kLora) return convert_adapter(args->positional()[0], *args, *out);
   convert::ConvertOptions opts;
   opts.hf_dir = args->positional()[0];
   StatusOr<DType> type = convert::parse_weight_type(args->get("type", "f16"));
   if (!type.ok()) return fail(type.status());
   opts.type = *type;
   const auto t0 = std::chrono::steady_clock::now();
-  if (convert::is_ptuning_dir(opts.hf_dir)) {
+  if (kind == convert::DirKind::kPtuning) {
     convert::WriteReport rep;
     if (Status s = convert::convert_ptuning(opts.hf_dir, *out, &rep); !s.ok()) return fail(s);
     for (const std::string& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());

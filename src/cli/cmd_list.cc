@@ -17,7 +17,9 @@ constexpr char kListHelp[] =
     "usage: glmserve list [--models-dir DIR] [--json]\n"
     "\n"
     "Lists the local model store, one model a line, name first: NAME SIZE TYPE ARCH CONTEXT\n"
-    "(read from each GGUF header). A name works wherever --model takes a file.\n"
+    "(read from each GGUF header); an adapter (glmserve pull of a PEFT or P-Tuning v2\n"
+    "repository) shows \"lora adapter\" or \"ptuning adapter\" in CONTEXT's place. A name\n"
+    "works wherever --model takes a file, an adapter's wherever --lora or --adapter do.\n"
     "  --models-dir DIR  the store (default $GLMSERVE_MODELS, else\n"
     "                    $XDG_DATA_HOME/glmserve/models, else ~/.local/share/glmserve/models)\n"
     "  --json            one JSON object a line instead\n";
@@ -74,10 +76,15 @@ int cmd_list(int argc, char** argv) {
                           {"context", e.context},
                           {"repo", e.repo}};
       if (!e.error.empty()) j["error"] = e.error;
+      if (!e.adapter.empty()) j["adapter"] = e.adapter;
       std::printf("%s\n", dump_json(j).c_str());
     } else if (!e.error.empty()) {
       std::printf("%-32s %10s  unreadable: %s\n", e.name.str().c_str(),
                   size_text(e.size_bytes).c_str(), e.error.c_str());
+    } else if (!e.adapter.empty()) {  // no context of its own: it runs on a base model's
+      std::printf("%-32s %10s  %-8s %-10s %s adapter\n", e.name.str().c_str(),
+                  size_text(e.size_bytes).c_str(), e.type.c_str(), e.architecture.c_str(),
+                  e.adapter.c_str());
     } else {
       std::printf("%-32s %10s  %-8s %-10s %7lld\n", e.name.str().c_str(),
                   size_text(e.size_bytes).c_str(), e.type.c_str(), e.architecture.c_str(),

@@ -11,7 +11,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "convert/dir_kind.h"
 #include "convert/hf_convert.h"
+#include "convert/peft_convert.h"
+#include "convert/ptuning_convert.h"
 #include "core/progress.h"
 #include "hub/pull.h"
 #include "hub/store.h"
@@ -38,8 +41,11 @@ constexpr char kHelp[] =
     "  --connections N   a large file comes over up to N connections at once, each range\n"
     "                    resumable (default 4; 1 = one connection; ranges of 16 MB at least)\n"
     "A repository holding an HF checkpoint (config.json, safetensors or .bin, tokenizer)\n"
-    "instead of GGUF files is downloaded, converted (glmserve convert) and stored as BASE:TYPE:\n"
-    "  --type T          its weight type: f32 f16 bf16 q8_0 q4_0 ... (default q4_0)\n"
+    "instead of GGUF files is downloaded, converted (glmserve convert) and stored as BASE:TYPE;\n"
+    "a PEFT LoRA adapter (adapter_config.json) as BASE:lora, a P-Tuning v2 checkpoint\n"
+    "(config.json with pre_seq_len) as BASE:ptuning, for --adapter and --lora:\n"
+    "  --type T          its weight type: f32 f16 bf16 q8_0 q4_0 ... (default q4_0; a LoRA\n"
+    "                    adapter's f32, or f16 / bf16)\n"
     "  --keep-checkpoint keep the downloaded checkpoint (DIR/.staging/...) after converting\n"
     "Environment: HF_TOKEN (sent as a bearer token, for private and gated repositories).\n";
 
@@ -90,11 +96,23 @@ int cmd_pull(int argc, char** argv) {
   if (!type.ok()) return fail(type.status());
   o.convert_tag = dtype_name(*type);
   o.keep_checkpoint = args->has("keep-checkpoint");
-  o.convert = [&](const std::string& hf_dir, const std::string& out) {
+  // What `glmserve convert` does with the same directory; a LoRA adapter's type is f32 unless
+  // --type says otherwise (as convert_lora_to_gguf.py's default).
+  o.convert = [&](const std::string& hf_dir, const std::string& out) -> Status {
+    convert::WriteReport rep;
+    switch (convert::dir_kind(hf_dir)) {
+      case convert::DirKind::kLora: {
+        convert::LoraFile lora;
+        return convert::convert_peft(hf_dir, args->has("type") ? *type : DType::kF32, out, &lora);
+      }
+      case convert::DirKind::kPtuning:
+        return convert::convert_ptuning(hf_dir, out, &rep);
+      case convert::DirKind::kModel:
+        break;
+    }
     convert::ConvertOptions c;
     c.hf_dir = hf_dir;
     c.type = *type;
-    convert::WriteReport rep;
     return convert::convert_hf(c, out, &rep);
   };
   // The first retry's wait; tests shorten it.
@@ -147,6 +165,13 @@ int cmd_pull(int argc, char** argv) {
       std::fprintf(stderr, "converted %s from %s (%s of checkpoint files, verified)%s\n",
                    r->name.str().c_str(), o.repo.c_str(), mb(r->file.size).c_str(),
                    o.keep_checkpoint ? (" kept in " + r->checkpoint_dir).c_str() : "");
+    }
+    if (!r->adapter.empty()) {
+      std::fprintf(stderr,
+                   "%s is a %s adapter: serve it with --adapter NAME=%s on its base model, or "
+                   "merge a LoRA with --lora %s (docs/adapters.md)\n",
+                   r->name.str().c_str(), r->adapter == "lora" ? "LoRA" : "P-Tuning v2",
+                   r->name.str().c_str(), r->name.str().c_str());
     } else {
       std::fprintf(stderr, "pulled %s: %s from %s (%s, %s verified%s)\n", r->name.str().c_str(),
                    r->file.path.c_str(), o.repo.c_str(), mb(r->file.size).c_str(),

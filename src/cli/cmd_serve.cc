@@ -344,6 +344,7 @@ StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
         GLM_LOG_WARN("serve: skipping %s: %s", e.name.str().c_str(), e.error.c_str());
         continue;
       }
+      if (!e.adapter.empty()) continue;  // not a model: served with --adapter on its base
       out.push_back({e.name.str(), e.path, "", e.size_bytes, 0});
     }
     if (out.empty()) {

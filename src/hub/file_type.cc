@@ -45,4 +45,11 @@ std::string weight_type_name(const gguf::File& file) {
   return best == nullptr ? "?" : upper(dtype_name(best->first));
 }
 
+std::string adapter_kind(const gguf::File& file) {
+  StatusOr<std::string> type = file.get_string("general.type");
+  if (!type.ok() || *type != "adapter") return "";
+  StatusOr<std::string> kind = file.get_string("adapter.type");
+  return kind.ok() && !kind->empty() ? *kind : "?";
+}
+
 }  // namespace glm::hub

@@ -11,4 +11,9 @@ namespace glm::hub {
 
 std::string weight_type_name(const gguf::File& file);
 
+// What an adapter file adapts with (general.type = "adapter"): its adapter.type ("lora",
+// "ptuning"; "?" when absent); "" for a model. llama.cpp's LoRA GGUF and ours share the keys
+// (docs/adapters.md).
+std::string adapter_kind(const gguf::File& file);
+
 }  // namespace glm::hub

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "gguf/gguf.h"
+#include "hub/file_type.h"
 
 namespace glm::hub {
 
@@ -94,29 +95,47 @@ Status check_owner(const std::optional<Manifest>& old, const RepoRef& ref, const
   return Status::Ok();
 }
 
-// The checkpoint's files into DIR/.staging/..., then the caller's converter into the store.
+// The tags a checkpoint may be stored under, before it is converted: a PEFT adapter's is "lora";
+// a model's the conversion type, or "ptuning" when its config.json makes it a P-Tuning v2
+// prefix (known once converted); --name's tag when given.
+std::vector<std::string> candidate_tags(const PullOptions& o, const Checkpoint& ck) {
+  std::optional<ModelName> n = o.name.empty() ? std::nullopt : parse_model_name(o.name);
+  if (n && !n->tag.empty()) return {n->tag};
+  if (ck.lora) return {"lora"};
+  return {sanitize_name_part(o.convert_tag), "ptuning"};
+}
+
+// The checkpoint's files into DIR/.staging/..., then the caller's converter into the staging
+// directory, then into the store under the name of what it made (a model, or an adapter).
 StatusOr<PullResult> pull_checkpoint(const PullOptions& o, const RepoRef& ref, const Store& store,
                                      HttpClient* http, const Checkpoint& ck) {
   PullResult res;
   res.converted = true;
-  res.name = ModelName{base_name_for_repo(ref.repo), sanitize_name_part(o.convert_tag)};
-  if (Status s = apply_name(o.name, &res.name); !s.ok()) return s;
-  res.path = store.model_path(res.name);
   res.file.path = "(HF checkpoint: " + std::to_string(ck.files.size()) + " files)";
   res.file.size = ck.bytes;
-  const std::optional<Manifest> old = store.read_manifest(res.name);
-  if (Status s = check_owner(old, ref, res.name); !s.ok()) return s;
-  if (old && old->sha256 == ck.fingerprint && file_size_is(res.path, old->size)) {
-    res.already_present = true;
-    return res;
+  const std::vector<std::string> tags = candidate_tags(o, ck);
+  for (const std::string& tag : tags) {  // the same files converted before: up to date
+    res.name = ModelName{base_name_for_repo(ref.repo), tag};
+    if (Status s = apply_name(o.name, &res.name); !s.ok()) return s;
+    res.path = store.model_path(res.name);
+    const std::optional<Manifest> old = store.read_manifest(res.name);
+    if (old && old->repo == ref.repo && old->sha256 == ck.fingerprint &&
+        file_size_is(res.path, old->size)) {
+      res.already_present = true;
+      return res;
+    }
+  }
+  if (tags.size() == 1) {  // the name is known: a name taken by another repository stops it now
+    if (Status s = check_owner(store.read_manifest(res.name), ref, res.name); !s.ok()) return s;
   }
   // DIR/.staging/BASE-REV/NAME: the last part is the repository's own name (checked by
   // make_repo_ref), which the converter takes as the model's general.name when config.json
   // has no _name_or_path, as for a clone of the repository.
   const size_t slash = ref.repo.rfind('/');
-  res.checkpoint_dir = store.dir() + "/.staging/" + res.name.base + "-" +
-                       sanitize_name_part(ref.revision) + "/" +
-                       (slash == std::string::npos ? ref.repo : ref.repo.substr(slash + 1));
+  const std::string staging =
+      store.dir() + "/.staging/" + res.name.base + "-" + sanitize_name_part(ref.revision);
+  res.checkpoint_dir =
+      staging + "/" + (slash == std::string::npos ? ref.repo : ref.repo.substr(slash + 1));
   std::error_code ec;
   std::filesystem::create_directories(res.checkpoint_dir, ec);
   if (ec) {
@@ -124,9 +143,9 @@ StatusOr<PullResult> pull_checkpoint(const PullOptions& o, const RepoRef& ref, c
                   "cannot create '" + res.checkpoint_dir + "': " + ec.message());
   }
   if (o.note) {
-    o.note("downloading the HF checkpoint " + ref.repo + " (" + std::to_string(ck.files.size()) +
-           " files, " + std::to_string(ck.bytes / 1000000) + " MB) to convert it to " +
-           res.name.str());
+    o.note(std::string("downloading the ") + (ck.lora ? "PEFT LoRA adapter " : "HF checkpoint ") +
+           ref.repo + " (" + std::to_string(ck.files.size()) + " files, " +
+           std::to_string(ck.bytes / 1000000) + " MB) to convert it");
   }
   uint64_t before = 0;  // bytes of the files already done, for one progress over all
   for (const RemoteFile& f : ck.files) {
@@ -144,15 +163,31 @@ StatusOr<PullResult> pull_checkpoint(const PullOptions& o, const RepoRef& ref, c
     }
     before += f.size;
   }
-  if (o.note) o.note("converting " + ref.repo + " to " + res.name.str());
+  if (o.note) o.note("converting " + ref.repo);
+  const std::string converted = staging + "/converted.gguf";
+  if (Status s = o.convert(res.checkpoint_dir, converted); !s.ok()) return s;
+  {  // the name of what it made: an adapter under its kind, a model under the conversion type
+    StatusOr<std::unique_ptr<gguf::File>> g = gguf::File::open(converted);
+    if (!g.ok()) return g.status();
+    res.adapter = adapter_kind(**g);
+  }
+  res.name = ModelName{base_name_for_repo(ref.repo),
+                       res.adapter.empty() ? sanitize_name_part(o.convert_tag) : res.adapter};
+  if (Status s = apply_name(o.name, &res.name); !s.ok()) return s;
+  res.path = store.model_path(res.name);
+  if (Status s = check_owner(store.read_manifest(res.name), ref, res.name); !s.ok()) return s;
   if (Status s = store.make_dirs(res.name); !s.ok()) return s;
-  if (Status s = o.convert(res.checkpoint_dir, res.path); !s.ok()) return s;
   Manifest m{ref.endpoint, ref.repo, ref.revision, "", ck.fingerprint, 0};
   struct stat st {};
-  if (::stat(res.path.c_str(), &st) == 0) m.size = static_cast<uint64_t>(st.st_size);
+  if (::stat(converted.c_str(), &st) == 0) m.size = static_cast<uint64_t>(st.st_size);
   if (Status s = store.write_manifest(res.name, m); !s.ok()) return s;
+  std::filesystem::rename(converted, res.path, ec);  // the same file system: the store's
+  if (ec) {
+    return Status(ErrorCode::kInternal,
+                  "cannot move the converted file to '" + res.path + "': " + ec.message());
+  }
   if (!o.keep_checkpoint) {
-    std::filesystem::remove_all(std::filesystem::path(res.checkpoint_dir).parent_path(), ec);
+    std::filesystem::remove_all(staging, ec);
   }
   return res;
 }
@@ -214,8 +249,9 @@ StatusOr<PullResult> pull(const PullOptions& o) {
   if (!any_gguf && o.convert) {
     if (std::optional<Checkpoint> ck = find_checkpoint(*files)) {
       if (!o.want.empty()) {
-        return invalid_argument(ref->repo + " is an HF checkpoint, not GGUF files: drop '" +
-                                o.want + "' (the weight type is --type)");
+        return invalid_argument(
+            ref->repo + (ck->lora ? " is a PEFT LoRA adapter" : " is an HF checkpoint") +
+            ", not GGUF files: drop '" + o.want + "' (the weight type is --type)");
       }
       return pull_checkpoint(o, *ref, store, &http, *ck);
     }

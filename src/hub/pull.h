@@ -31,10 +31,11 @@ struct PullOptions {
   std::string token;         // HF_TOKEN
   DownloadOptions download;  // retries, backoff, progress, cancel
   std::function<void(const std::string&)> note;
-  // A repository with no GGUF but an HF checkpoint (checkpoint.h) is downloaded to
-  // DIR/.staging/BASE-REVISION/ and converted by this (glmserve convert) to the store's
-  // BASE:convert_tag; empty: such a repository is an error. The staging copy is removed after a
-  // conversion unless keep_checkpoint.
+  // A repository with no GGUF but an HF checkpoint or a PEFT adapter (checkpoint.h) is
+  // downloaded to DIR/.staging/BASE-REVISION/ and converted by this (glmserve convert) into
+  // out_path; it is stored as BASE:convert_tag, or, when the converter made an adapter, as
+  // BASE:lora / BASE:ptuning (its adapter.type). Empty: such a repository is an error. The staging
+  // copy is removed after a conversion unless keep_checkpoint.
   std::function<Status(const std::string& hf_dir, const std::string& out_path)> convert;
   std::string convert_tag = "q4_0";
   bool keep_checkpoint = false;
@@ -46,7 +47,8 @@ struct PullResult {
   RemoteFile file;   // what the hub listed
   bool already_present = false;
   DownloadResult download;     // of the GGUF (or of the checkpoint's files, summed)
-  bool converted = false;      // made from an HF checkpoint
+  bool converted = false;      // made from an HF checkpoint (or a PEFT adapter)
+  std::string adapter;         // "lora" / "ptuning" when what it stored is an adapter
   std::string checkpoint_dir;  // where its files were (removed unless keep_checkpoint)
 };
 

@@ -39,6 +39,7 @@ void read_header(StoreEntry* e) {
   StatusOr<int64_t> ctx = g.get_int_or(e->architecture + ".context_length", 0);
   e->context = ctx.ok() ? *ctx : 0;
   e->type = weight_type_name(g);
+  e->adapter = adapter_kind(g);
 }
 
 }  // namespace

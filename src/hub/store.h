@@ -28,6 +28,7 @@ struct StoreEntry {
   uint64_t size_bytes = 0;
   std::string type;          // weight type ("Q4_0", "Q4_K_M", "F16"), from the GGUF header
   std::string architecture;  // general.architecture ("chatglm")
+  std::string adapter;       // "lora" / "ptuning" for an adapter file (file_type.h); "" a model
   int64_t context = 0;       // ARCH.context_length; 0 when absent
   std::string repo;          // from the manifest, when there is one
   std::string error;         // why the header could not be read ("truncated ..."); else empty
