@@ -14,6 +14,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -302,6 +303,67 @@ TEST_F(ServeModelsTest, ModelsDirServesTheWholeStoreByName) {
   ASSERT_EQ(ra.status, 200) << ra.body.dump();
   EXPECT_EQ(ra.body["model"], "tiny-a:f16");
   EXPECT_EQ(ra.body["usage"]["prompt_tokens"], n_a_);
+}
+
+// Adapters with several models (serve --adapter NAME=PATH): each goes onto every served model it
+// fits (la, a random LoRA of a's shapes, fits a and b, which share them; lc, of a GLM-4-0414 model,
+// fits only c), is listed with its parent by the name that selects it ("MODEL:NAME" where several
+// models serve it, else "NAME"), and a request naming it is answered by that model's engine with
+// the adapter (its prompt has that model's token count; its answer is not the bare model's).
+// An adapter that fits no model stops serve before it starts, naming each model's reason.
+TEST_F(ServeModelsTest, AdaptersAreServedOnEachModelTheyFit) {
+  const std::string c = dir_ + "/c.gguf", la = dir_ + "/la.gguf", lc = dir_ + "/lc.gguf";
+  ASSERT_EQ(run_cli("gen-model --arch glm4-0414 --preset tiny -o " + c).exit_code, 0);
+  ASSERT_EQ(run_cli("gen-model --lora-of " + a_ + " --rank 4 -o " + la).exit_code, 0);
+  ASSERT_EQ(run_cli("gen-model --lora-of " + c + " --rank 4 -o " + lc).exit_code, 0);
+  const int n_c = prompt_tokens(c);
+  ASSERT_GT(n_c, 0);
+
+  auto refused = run_cli("serve --model " + a_ + " --model " + b_ + " --adapter lx=" + lc +
+                         " --port 0 --socket " + dir_ + "/x.sock --db " + dir_ + "/x.db");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find("--adapter lx fits none of the served models (a: "),
+            std::string::npos)
+      << refused.out;
+  EXPECT_NE(refused.out.find("; b: "), std::string::npos) << refused.out;
+
+  std::unique_ptr<Proc> serve;
+  const int port = start(&serve, {"--model", c, "--adapter", "la=" + la, "--adapter", "lc=" + lc,
+                                  "--keep-alive", "-1"});
+  ASSERT_GT(port, 0);
+  Reply models = request(port, "GET", "/v1/models", json());
+  ASSERT_EQ(models.status, 200);
+  std::map<std::string, std::string> parent;  // listed id -> its parent ("" for a model)
+  for (const json& m : models.body["data"]) parent[m.value("id", "")] = m.value("parent", "");
+  const std::map<std::string, std::string> want = {
+      {"a", ""}, {"a:la", "a"}, {"b", ""}, {"b:la", "b"}, {"c", ""}, {"lc", "c"}};
+  EXPECT_EQ(parent, want) << models.body.dump();
+  EXPECT_EQ(request(port, "GET", "/v1/models/lc", json()).body.value("parent", ""), "c");
+
+  auto answer = [&](const std::string& model, int prompt_tokens) {
+    json body = {{"messages", kMessages}, {"max_tokens", 8}, {"temperature", 0}};
+    body["model"] = model;
+    Reply r = request(port, "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << model << ": " << r.body.dump() << serve->log();
+    if (r.status != 200) return std::string();
+    EXPECT_EQ(r.body["usage"]["prompt_tokens"], prompt_tokens) << model;
+    return r.body["choices"][0]["message"].value("content", "");
+  };
+  const std::string a_la = answer("a:la", n_a_);
+  EXPECT_NE(a_la, answer("a", n_a_));
+  EXPECT_EQ(answer("la", n_a_), a_la);  // NAME alone: the first model serving it
+  EXPECT_NE(answer("b:la", n_b_), answer("b", n_b_));
+  EXPECT_NE(answer("lc", n_c), answer("c", n_c));
+  Reply unknown = chat(port, "c:la");
+  EXPECT_EQ(unknown.status, 404) << unknown.body.dump();
+  // The page's picker: each model, then its adapters with their parent.
+  Reply health = request(port, "GET", "/health", json());
+  std::vector<std::string> picker;
+  for (const json& m : health.body["models"]) {
+    picker.push_back(m.value("name", "") + "<" + m.value("parent", ""));
+  }
+  EXPECT_EQ(picker, (std::vector<std::string>{"a<", "a:la<a", "b<", "b:la<b", "c<", "lc<c"}))
+      << health.body.dump();
 }
 
 TEST_F(ServeModelsTest, AModelThatCannotLoadFailsItsRequestsByNameAndTheOthersAnswer) {

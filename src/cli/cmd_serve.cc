@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/generate_common.h"
 #include "cli/secret.h"
+#include "cli/serve_models.h"
 #include "core/log.h"
 #include "core/unix_socket.h"
 #include "http/listen.h"
@@ -78,7 +79,7 @@ constexpr const char* kUsage =
     "  --lora A.gguf[:S] (repeatable: merged into the model at load; one --model only;\n"
     "  docs/adapters.md)\n"
     "  --adapter NAME=PATH[:S] (repeatable: served per request, chosen by model NAME or\n"
-    "  BASE:NAME; one --model only; docs/adapters.md)\n"
+    "  BASE:NAME; with several models, on each model it fits; docs/adapters.md)\n"
     "web flags, passed on: --db --cors --max-body --web-threads (web's --threads)\n"
     "  --db PATH|postgres://USER@HOST/DB (several nodes share PostgreSQL: docs/operations.md);\n"
     "  --db-password-file F (or PGPASSWORD / PGPASSFILE; never in the URL)\n"
@@ -318,60 +319,6 @@ std::string sibling_socket(const std::string& base, const std::string& part) {
   return (sock ? base.substr(0, base.size() - 5) : base) + "." + part + ".sock";
 }
 
-// The name a served model answers to, one rule for one model and several: a store name as given
-// ("chatglm3-6b:q4_0"), else the file's stem ("chatglm3-6b.q4_0" for .../chatglm3-6b.q4_0.gguf).
-// `value` is the --model as typed, `path` the file it resolved to.
-std::string served_name(const std::string& value, const std::string& path) {
-  if (path != value && hub::parse_model_name(value)) return hub::parse_model_name(value)->str();
-  std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
-    name.resize(name.size() - 5);
-  return name;
-}
-
-// The models of a several-model serve: each --model (a path, named by its file's stem, or a store
-// name, named by it), or every model of the store.
-StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
-  std::vector<serve::ManagedModel> out;
-  const std::vector<std::string> given = args.get_all("model");
-  if (given.empty()) {
-    auto dir = hub::store_dir(args.get("models-dir"));
-    if (!dir.ok()) return dir.status();
-    auto entries = hub::Store(*dir).list();
-    if (!entries.ok()) return entries.status();
-    for (const hub::StoreEntry& e : *entries) {
-      if (!e.error.empty()) {
-        GLM_LOG_WARN("serve: skipping %s: %s", e.name.str().c_str(), e.error.c_str());
-        continue;
-      }
-      if (!e.adapter.empty()) continue;  // not a model: served with --adapter on its base
-      out.push_back({e.name.str(), e.path, "", e.size_bytes, 0});
-    }
-    if (out.empty()) {
-      return not_found("the model store " + *dir +
-                       " holds no model (glmserve pull REPO QUANT, or give --model)");
-    }
-    return out;
-  }
-  for (const std::string& value : given) {
-    auto path = hub::resolve_model(value, args.get("models-dir"));
-    if (!path.ok()) return Status(path.status().code(), "--model: " + path.status().message());
-    struct stat st;
-    if (::stat(path->c_str(), &st) != 0 || ::access(path->c_str(), R_OK) != 0) {
-      return not_found("cannot read model file '" + *path + "'");
-    }
-    const std::string name = served_name(value, *path);
-    for (const auto& m : out) {
-      if (m.name == name) {
-        return invalid_argument("two --model values are both named '" + name +
-                                "'; give them files with different names");
-      }
-    }
-    out.push_back({name, *path, "", static_cast<uint64_t>(st.st_size), 0});
-  }
-  return out;
-}
-
 // The `glmserve web` child: the engine socket (the default model's with several) and the flags
 // serve passes on.
 serve::ChildSpec web_child(const Args& args, const std::vector<std::string>& secrets,
@@ -403,7 +350,9 @@ serve::ChildSpec web_child(const Args& args, const std::vector<std::string>& sec
 // Several models: engines 0..n-1 on demand (ModelManager), the gateway last, which asks serve's
 // control socket (BASE.control.sock) for each request's engine.
 int serve_several(const Args& args, const std::vector<std::string>& secrets,
-                  std::vector<serve::ManagedModel> models, const std::string& socket,
+                  std::vector<serve::ManagedModel> models,
+                  const std::vector<std::vector<std::string>>& adapter_flags,
+                  const std::string& socket,
                   const std::string& instance, int listen_fd, const std::string& host, int64_t port,
                   int64_t drain_s) {
   serve::ManagerOptions mo;
@@ -441,6 +390,10 @@ int serve_several(const Args& args, const std::vector<std::string>& secrets,
         engine.argv.push_back(std::string("--") + f);
         engine.argv.push_back(args.get(f));
       }
+    }
+    for (const std::string& a : adapter_flags[i]) {
+      engine.argv.push_back("--adapter");
+      engine.argv.push_back(a);
     }
     if (!kv_dir.empty()) {
       // Each model's KV cache in its own directory: one model's cache means nothing to another.
@@ -539,8 +492,8 @@ int cmd_serve(int argc, char** argv) {
   for (const std::string& a : args->get_all("adapter")) {
     StatusOr<engine::AdapterSpec> as = engine::parse_adapter_spec(a);
     if (!as.ok()) return fail(as.status());
-    if (several) return fail(invalid_argument("--adapter serves on one model: give one --model"));
   }
+  std::vector<std::vector<std::string>> adapter_flags;  // several: each model's --adapter values
   if (several) {
     if (args->has("no-web")) {
       return fail(invalid_argument("--no-web runs one engine: give one --model"));
@@ -548,6 +501,7 @@ int cmd_serve(int argc, char** argv) {
     auto m = served_models(*args);
     if (!m.ok()) return fail(m.status());
     models = std::move(m).value();
+    if (Status st = attach_adapters(*args, &models, &adapter_flags); !st.ok()) return fail(st);
   } else if (!echo) {
     auto model = args->require("model");
     if (!model.ok()) return fail(model.status());
@@ -594,8 +548,8 @@ int cmd_serve(int argc, char** argv) {
   std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   const std::string instance = token;
   if (several) {
-    return serve_several(*args, secrets, std::move(models), socket, instance, listen_fd, host,
-                         *port, *drain_s);
+    return serve_several(*args, secrets, std::move(models), adapter_flags, socket, instance,
+                         listen_fd, host, *port, *drain_s);
   }
   serve::ChildSpec engine{
       "engine", self, {"glmserve", "engine", "--socket", socket, "--instance", instance}};

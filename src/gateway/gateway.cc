@@ -528,15 +528,17 @@ Status Gateway::draining_status() {
 StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol::Request& request,
                                                                  const std::string& model) {
   if (draining_) return draining_status();
-  auto engine = router_.engine_for(model);  // several models: waits while it loads
-  if (!engine.ok()) return engine.status();
+  auto route = router_.route_for(model);  // several models: waits while it loads
+  if (!route.ok()) return route.status();
   if (draining_) return draining_status();
   // A seed of our own when the client gave none: an answer resumed after an engine crash then
   // continues with the draws the uninterrupted one would have made (docs/gateway.md).
   protocol::Request seeded = request;
   if (seeded.params.seed == 0) seeded.params.seed = random_seed();
-  if (seeded.adapter.empty() && !router_.several()) seeded.adapter = adapter_for(model);
-  auto stream = engine->start(seeded);
+  if (seeded.adapter.empty()) {
+    seeded.adapter = router_.several() ? route->adapter : adapter_for(model);
+  }
+  auto stream = route->engine.start(seeded);
   if (!stream.ok()) return stream.status();
   return std::shared_ptr<EngineStream>(std::move(stream).value());
 }

@@ -37,10 +37,16 @@ StatusOr<json> ModelRouter::ask(const json& request, int timeout_ms) const {
 }
 
 StatusOr<EngineClient> ModelRouter::engine_for(const std::string& model) const {
-  if (!several()) return EngineClient(default_socket_);
+  auto route = route_for(model);
+  if (!route.ok()) return route.status();
+  return route->engine;
+}
+
+StatusOr<ModelRouter::Route> ModelRouter::route_for(const std::string& model) const {
+  if (!several()) return Route{EngineClient(default_socket_), ""};
   auto reply = ask(json{{"type", "ensure"}, {"model", model}}, kEnsureTimeoutMs);
   if (!reply.ok()) return reply.status();
-  return EngineClient(reply->value("socket", ""));
+  return Route{EngineClient(reply->value("socket", "")), reply->value("adapter", "")};
 }
 
 StatusOr<json> ModelRouter::list() const {

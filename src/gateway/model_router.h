@@ -29,6 +29,15 @@ class ModelRouter {
   // The engine for `model` ("" = the default model).
   StatusOr<EngineClient> engine_for(const std::string& model) const;
 
+  // The engine and, where `model` names an adapter served on one of several models ("NAME" or
+  // "MODEL:NAME", serve --adapter), that adapter; one engine: the engine and "" (the gateway
+  // resolves adapter names against its engine itself).
+  struct Route {
+    EngineClient engine;
+    std::string adapter;
+  };
+  StatusOr<Route> route_for(const std::string& model) const;
+
   // Several models: serve's list, {"default":..,"models":[{"name","state",...}]}.
   StatusOr<nlohmann::json> list() const;
 

@@ -35,6 +35,21 @@ json served_model_object(const json& m) {
   return j;
 }
 
+// Several models: serve's list as model objects, each model followed by its adapters (listed by
+// the name that selects them, with their model's state).
+json served_objects(const json& list) {
+  json data = json::array();
+  for (const json& m : list["models"]) {
+    data.push_back(served_model_object(m));
+    for (const json& a : m.value("adapters", json::array())) {
+      json o = adapter_object(a.value("name", ""), m.value("name", ""));
+      o["state"] = m.value("state", "unloaded");
+      data.push_back(std::move(o));
+    }
+  }
+  return data;
+}
+
 }  // namespace
 
 void Gateway::install_models_routes() {
@@ -43,7 +58,7 @@ void Gateway::install_models_routes() {
     if (router_.several()) {
       auto list = router_.list();
       if (!list.ok()) return set_json_error(res, list.status());
-      for (const json& m : (*list)["models"]) data.push_back(served_model_object(m));
+      data = served_objects(*list);
     } else {
       const std::string base = model_name();
       data.push_back(model_object(base));
@@ -64,7 +79,9 @@ void Gateway::install_models_routes() {
                                           "key (start it with --api-key-file)"));
       }
       if (router_.several()) {
-        return set_json_error(res, unsupported("adapters are served with one model only"));
+        return set_json_error(
+            res, unsupported("adapters are loaded at run time with one model only; with several, "
+                             "give them to serve with --adapter NAME=PATH"));
       }
       api::BodyReader body(req.body);
       const auto name = body.string("lora_name");
@@ -110,11 +127,9 @@ void Gateway::install_models_routes() {
       auto list = router_.list();
       if (!list.ok()) return set_json_error(res, list.status());
       std::string names;
-      for (const json& m : (*list)["models"]) {
-        if (m.value("name", "") == id) {
-          return res.set_content(dump_json(served_model_object(m)), "application/json");
-        }
-        names += (names.empty() ? "'" : ", '") + m.value("name", "") + "'";
+      for (const json& m : served_objects(*list)) {
+        if (m.value("id", "") == id) return res.set_content(dump_json(m), "application/json");
+        names += (names.empty() ? "'" : ", '") + m.value("id", "") + "'";
       }
       return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
                                            "serves " + names + " (GET /v1/models)"));
@@ -141,8 +156,20 @@ void Gateway::several_models_health(http::Response& res) {
   if (list.ok()) {
     j["status"] = "ready";
     j["model"] = list->value("default", "");
-    j["models"] = (*list)["models"];
-    for (json& m : j["models"]) m.erase("socket");
+    // The page's picker: each model, then its adapters with their parent (docs/adapters.md).
+    json models = json::array();
+    for (const json& m : (*list)["models"]) {
+      json entry = m;
+      entry.erase("socket");
+      entry.erase("adapters");
+      models.push_back(std::move(entry));
+      for (const json& a : m.value("adapters", json::array())) {
+        models.push_back({{"name", a.value("name", "")},
+                          {"state", m.value("state", "unloaded")},
+                          {"parent", m.value("name", "")}});
+      }
+    }
+    j["models"] = std::move(models);
   } else {
     j["status"] = "down";
     j["error"] = list.status().message();

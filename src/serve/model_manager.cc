@@ -41,8 +41,11 @@ std::string control_error_json(const Status& status) {
 namespace {
 
 // The reply to an ensure once the model's engine answers.
-std::string ready_reply(const std::string& name, const std::string& socket) {
-  return dump_json(json{{"ok", true}, {"model", name}, {"socket", socket}});
+std::string ready_reply(const std::string& name, const std::string& socket,
+                        const std::string& adapter) {
+  json j = {{"ok", true}, {"model", name}, {"socket", socket}};
+  if (!adapter.empty()) j["adapter"] = adapter;
+  return dump_json(j);
 }
 
 }  // namespace
@@ -65,6 +68,29 @@ ModelManager::Model* ModelManager::find(const std::string& name) {
   return nullptr;
 }
 
+std::pair<ModelManager::Model*, std::string> ModelManager::resolve(const std::string& name) {
+  if (Model* m = find(name)) return {m, ""};  // a model's own name first (store names hold ':')
+  for (Model& m : models_) {
+    for (const std::string& a : m.spec.adapters) {
+      if (name == m.spec.name + ":" + a) return {&m, a};
+    }
+  }
+  for (Model& m : models_) {  // "NAME": the first model serving it
+    for (const std::string& a : m.spec.adapters) {
+      if (name == a) return {&m, a};
+    }
+  }
+  return {nullptr, ""};
+}
+
+int ModelManager::models_serving(const std::string& adapter) const {
+  int n = 0;
+  for (const Model& m : models_) {
+    for (const std::string& a : m.spec.adapters) n += a == adapter ? 1 : 0;
+  }
+  return n;
+}
+
 ModelManager::Model* ModelManager::by_child(size_t child) {
   for (Model& m : models_) {
     if (m.spec.child == child) return &m;
@@ -79,7 +105,7 @@ std::string ModelManager::names() const {
 }
 
 void ModelManager::ensure(const std::string& name, Reply reply) {
-  Model* m = find(name);
+  auto [m, adapter] = resolve(name);
   if (m == nullptr) {
     reply(control_error_json(not_found("model '" + name + "' is not served here; this server " +
                                        "serves " + names() + " (GET /v1/models)")));
@@ -88,10 +114,11 @@ void ModelManager::ensure(const std::string& name, Reply reply) {
   const auto now = Clock::now();
   m->last_used = now;
   if (m->state == ModelState::kLoaded) {
-    reply(ready_reply(m->spec.name, m->spec.socket));
+    reply(ready_reply(m->spec.name, m->spec.socket, adapter));
     return;
   }
-  m->waiters.push_back({std::move(reply), now + std::chrono::milliseconds(options_.wait_ms)});
+  m->waiters.push_back(
+      {std::move(reply), now + std::chrono::milliseconds(options_.wait_ms), adapter});
   if (m->state == ModelState::kUnloaded && !m->wanted) {
     m->wanted = true;
     try_start(*m);
@@ -157,6 +184,12 @@ void ModelManager::reply_all(Model& m, const std::string& line) {
   for (Waiter& w : waiters) w.reply(line);
 }
 
+void ModelManager::reply_ready(Model& m) {
+  std::vector<Waiter> waiters;
+  waiters.swap(m.waiters);
+  for (Waiter& w : waiters) w.reply(ready_reply(m.spec.name, m.spec.socket, w.adapter));
+}
+
 void ModelManager::poll_stats(Model& m, Clock::time_point now) {
   m.last_stats = now;
   auto ev = probe_engine(m.spec.socket, protocol::RequestType::kStats, kProbeTimeoutMs);
@@ -212,7 +245,7 @@ void ModelManager::on_tick() {
           m.last_used = now;
           supervisor_->mark_up(m.spec.child);
           GLM_LOG_INFO("serve: model %s ready on %s", m.spec.name.c_str(), m.spec.socket.c_str());
-          reply_all(m, ready_reply(m.spec.name, m.spec.socket));
+          reply_ready(m);
         }
       }
     } else if (m.state == ModelState::kLoaded) {
@@ -261,6 +294,14 @@ std::string ModelManager::list_json() const {
       j["load"] = {{"done_bytes", m.load_done},
                    {"total_bytes", m.load_total},
                    {"percent", protocol::load_percent(m.load_done, m.load_total)}};
+    }
+    if (!m.spec.adapters.empty()) {
+      json adapters = json::array();
+      for (const std::string& a : m.spec.adapters) {
+        adapters.push_back(
+            {{"name", models_serving(a) > 1 ? m.spec.name + ":" + a : a}, {"adapter", a}});
+      }
+      j["adapters"] = std::move(adapters);
     }
     if (m.state == ModelState::kLoaded) {
       j["idle_s"] = std::chrono::duration_cast<std::chrono::seconds>(now - m.last_used).count();

@@ -37,6 +37,9 @@ struct ManagedModel {
   std::string socket;       // its engine's socket
   uint64_t size_bytes = 0;  // the file's size: the memory estimate (weights are mmapped)
   size_t child = 0;         // its engine's index in the Supervisor
+  // Adapters its engine serves per request (serve --adapter NAME=PATH: each onto every served
+  // model it fits); requests name one as "NAME" or "MODEL:NAME" (docs/adapters.md).
+  std::vector<std::string> adapters;
 };
 
 struct ManagerOptions {
@@ -59,9 +62,13 @@ class ModelManager {
 
   // Control requests. ensure: {"ok":true,"model":..,"socket":..} once `name`'s engine is ready
   // ("" = the first model), or {"ok":false,"code":..,"message":..}: not_found naming the models,
-  // internal when its engine failed to load, unavailable after wait_ms.
+  // internal when its engine failed to load, unavailable after wait_ms. `name` may name an
+  // adapter ("MODEL:NAME", or "NAME" = the first model serving it): the reply then carries
+  // "adapter":NAME and the socket of its model's engine.
+  // models: {"ok":true,"default":..,"models":[{"name","state","size_bytes","socket",
+  // "adapters":[{"name","adapter"}]?,"load"?,...}]}, each adapter listed by the name that
+  // selects it ("NAME" where one model serves it, else "MODEL:NAME").
   void ensure(const std::string& name, Reply reply);
-  // {"ok":true,"default":..,"models":[{"name","state","size_bytes","socket","load"?,...}]}.
   std::string list_json() const;
 
   // Supervisor hooks (cmd_serve wires them).
@@ -77,6 +84,7 @@ class ModelManager {
   struct Waiter {
     Reply reply;
     Clock::time_point deadline;
+    std::string adapter;  // what it asked for, on this model ("" = the bare model)
   };
   struct Model {
     ManagedModel spec;
@@ -91,6 +99,9 @@ class ModelManager {
   };
 
   Model* find(const std::string& name);
+  // The model and adapter a request's name selects (see ensure); model null when none.
+  std::pair<Model*, std::string> resolve(const std::string& name);
+  int models_serving(const std::string& adapter) const;
   Model* by_child(size_t child);
   std::string names() const;
   // Starts `m`'s engine when there is room; else stops the least recently used idle engine
@@ -99,6 +110,7 @@ class ModelManager {
   bool has_room(const Model& m) const;
   Model* pick_victim(const Model& for_model);
   void reply_all(Model& m, const std::string& line);
+  void reply_ready(Model& m);  // each waiter its model's socket and its adapter
   void poll_stats(Model& m, Clock::time_point now);
 
   std::vector<Model> models_;
