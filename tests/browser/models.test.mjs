@@ -1,12 +1,14 @@
 // The page in front of `glmserve serve` itself (not the fake engine): with two random-weight
 // models, a picker lists both with their state and the answer comes from the one chosen (the
-// stats line names it); with one such model, the header says "random weights — demo".
+// stats line names it); with one such model, the header says "random weights — demo"; with an
+// adapter served by name, the picker lists it and the answer comes from it.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { genModel, startServe } from '../clients/server.mjs';
+import { GLMSERVE, genModel, startServe } from '../clients/server.mjs';
 import { openBrowser } from './harness.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'glm-page-models-'));
@@ -99,6 +101,44 @@ test('one random-weight model: the header names it as several models are named (
     assert.deepEqual(models.map((m) => m.id), ['chatglm3-tiny']);
     assert.equal((await fetch(`${server.url}/v1/models/chatglm3-tiny`)).status, 200);
     assert.equal(await page.locator('#model-pick').isVisible(), false);
+    await page.context().close();
+  } finally {
+    await server.stop();
+  }
+});
+
+test('an adapter served by name: the picker lists it after its model, and the chosen one answers', async () => {
+  const lora = join(dir, 'ad.gguf');
+  execFileSync(GLMSERVE, ['gen-model', '--lora-of', a, '--rank', '8', '--alpha', '32', '-o', lora],
+    { stdio: 'ignore' });
+  const server = await startServe(a, ['--adapter', `ad=${lora}`]);
+  try {
+    const page = await open(server.url);
+    const pick = page.locator('#model-pick');
+    await pick.waitFor();
+    assert.deepEqual(await pick.locator('option').evaluateAll((o) => o.map((x) => x.value)),
+      ['chatglm3-tiny', 'ad']);
+    // Greedy answers, so that the adapter's and the bare model's can be told apart.
+    await page.locator('#temperature').evaluate((el) => {
+      el.value = '0';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+      el.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+    const answerWith = async (model) => {
+      await page.click('#new-chat');
+      await pick.selectOption(model);
+      const answer = await ask(page, '你好');
+      assert.equal(await answer.getAttribute('data-status'), 'complete');
+      assert.match(await answer.locator('.stats').textContent(), new RegExp(`^${model} · `));
+      const id = new URL(page.url()).hash.slice(1);
+      const conv = await (await fetch(`${server.url}/api/conversations/${id}`)).json();
+      assert.equal(conv.messages[1].meta.model, model);
+      return answer.locator('.bubble').textContent();
+    };
+    const adapted = await answerWith('ad');
+    const bare = await answerWith('chatglm3-tiny');
+    assert.notEqual(adapted, bare);
+    assert.equal(await answerWith('ad'), adapted);
     await page.context().close();
   } finally {
     await server.stop();
