@@ -1,6 +1,7 @@
 // `glmserve serve` at the edges a real user hits (issue 30): no key on any command line (`ps`),
 // /metrics behind its own key, a model that cannot load stops serve at once with its reason,
-// and state that does not pile up in the runtime and data directories.
+// state that does not pile up in the runtime and data directories, and adapters loaded at run
+// time that an engine restart keeps.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -219,6 +221,81 @@ TEST_F(ServeEdgesTest, OneModelIsNamedByItsFileAndKeepsItsKvOnDiskByDefault) {
                 std::filesystem::perms::none);
     }
   }
+}
+
+// An adapter loaded at run time (POST /v1/load_lora_adapter) is served again by the engine serve
+// restarts after a kill -9, with the same greedy answer; one unloaded stays unloaded; the list
+// goes with serve.
+TEST_F(ServeEdgesTest, AdaptersLoadedAtRunTimeSurviveAnEngineRestart) {
+  const std::string model = dir_ + "/tiny.gguf", lora = dir_ + "/rt.gguf";
+  ASSERT_EQ(glm::testing::run_cli("gen-model --arch chatglm3 --preset tiny -o " + model).exit_code,
+            0);
+  ASSERT_EQ(
+      glm::testing::run_cli("gen-model --lora-of " + model + " --rank 8 -o " + lora).exit_code, 0);
+  const std::string key = "adapter-key-0123456789";
+  write_file(dir_ + "/key", key + "\n");
+  Proc serve({"serve", "--model", model, "--port", "0", "--socket", socket_, "--db", dir_ + "/c.db",
+              "--api-key-file", dir_ + "/key", "--kv-disk", "off"},
+             dir_ + "/rt.log");
+  ASSERT_TRUE(wait_until([&] { return ready_port(serve.log()) > 0; }, 60000)) << serve.log();
+  const int port = ready_port(serve.log());
+  const std::map<std::string, std::string> auth = {{"Authorization", "Bearer " + key}};
+  auto post = [&](const std::string& path, const nlohmann::json& body) {
+    RawHttp raw(port);
+    raw.send_request("POST", path, body.dump(), auth);
+    if (!raw.read_until("", 60000)) return std::make_pair(-1, nlohmann::json());
+    return std::make_pair(raw.result().status,
+                          nlohmann::json::parse(raw.result().body, nullptr, false));
+  };
+  auto answer = [&](const std::string& name) {
+    auto [status, body] = post("/v1/chat/completions",
+                               {{"model", name},
+                                {"max_tokens", 8},
+                                {"temperature", 0},
+                                {"messages", {{{"role", "user"}, {"content", "hello there"}}}}});
+    return status == 200 ? body["choices"][0]["message"].value("content", "")
+                         : "HTTP " + std::to_string(status);
+  };
+  // Kills the engine and waits for serve's next one to answer.
+  auto restart_engine = [&] {
+    pid_t engine = -1;
+    for (pid_t c : children_of(serve.pid())) {
+      if (cmdline_of(c).find(" engine ") != std::string::npos) engine = c;
+    }
+    ASSERT_GT(engine, 0);
+    ASSERT_EQ(::kill(engine, SIGKILL), 0);
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (pid_t c : children_of(serve.pid())) {
+            if (c != engine && cmdline_of(c).find(" engine ") != std::string::npos &&
+                answer("tiny").rfind("HTTP ", 0) != 0) {
+              return true;
+            }
+          }
+          return false;
+        },
+        60000))
+        << serve.log();
+  };
+  ASSERT_EQ(post("/v1/load_lora_adapter", {{"lora_name", "rt"}, {"lora_path", lora}}).first, 200);
+  ASSERT_EQ(post("/v1/load_lora_adapter", {{"lora_name", "rt2"}, {"lora_path", lora}, {"scale", 2}})
+                .first,
+            200);
+  const std::string bare = answer("tiny"), adapted = answer("rt"), twice = answer("rt2");
+  ASSERT_EQ(adapted.rfind("HTTP ", 0), std::string::npos) << adapted;
+  EXPECT_NE(adapted, bare);
+  EXPECT_NE(twice, adapted);  // the scale was kept
+  ASSERT_EQ(post("/v1/unload_lora_adapter", {{"lora_name", "rt2"}}).first, 200);
+
+  restart_engine();
+  EXPECT_EQ(answer("rt"), adapted) << serve.log();
+  EXPECT_EQ(answer("tiny"), bare);
+  EXPECT_EQ(answer("tiny:rt2"), "HTTP 404");  // unloaded before the crash: still unloaded
+  const std::string state = dir_ + "/e.adapters.json";
+  EXPECT_EQ(::access(state.c_str(), F_OK), 0);
+  ::kill(serve.pid(), SIGTERM);
+  ASSERT_TRUE(serve.wait(60000).has_value()) << serve.log();
+  EXPECT_NE(::access(state.c_str(), F_OK), 0);  // the next serve starts from its flags
 }
 
 }  // namespace

@@ -322,8 +322,7 @@ TEST_F(ServeModelsTest, AdaptersAreServedOnEachModelTheyFit) {
   auto refused = run_cli("serve --model " + a_ + " --model " + b_ + " --adapter lx=" + lc +
                          " --port 0 --socket " + dir_ + "/x.sock --db " + dir_ + "/x.db");
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.out.find("--adapter lx fits none of the served models (a: "),
-            std::string::npos)
+  EXPECT_NE(refused.out.find("--adapter lx fits none of the served models (a: "), std::string::npos)
       << refused.out;
   EXPECT_NE(refused.out.find("; b: "), std::string::npos) << refused.out;
 
@@ -335,8 +334,8 @@ TEST_F(ServeModelsTest, AdaptersAreServedOnEachModelTheyFit) {
   ASSERT_EQ(models.status, 200);
   std::map<std::string, std::string> parent;  // listed id -> its parent ("" for a model)
   for (const json& m : models.body["data"]) parent[m.value("id", "")] = m.value("parent", "");
-  const std::map<std::string, std::string> want = {
-      {"a", ""}, {"a:la", "a"}, {"b", ""}, {"b:la", "b"}, {"c", ""}, {"lc", "c"}};
+  const std::map<std::string, std::string> want = {{"a", ""},     {"a:la", "a"}, {"b", ""},
+                                                   {"b:la", "b"}, {"c", ""},     {"lc", "c"}};
   EXPECT_EQ(parent, want) << models.body.dump();
   EXPECT_EQ(request(port, "GET", "/v1/models/lc", json()).body.value("parent", ""), "c");
 

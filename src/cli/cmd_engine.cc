@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "cli/args.h"
@@ -17,6 +19,7 @@
 #include "cli/generate_common.h"
 #include "core/log.h"
 #include "core/unix_socket.h"
+#include "daemon/adapter_state.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
 #include "serve/supervisor.h"
@@ -58,11 +61,33 @@ constexpr const char* kUsage =
     "                       repeatable; docs/adapters.md)\n"
     "  --adapter NAME=PATH[:S]  serve an adapter per request, chosen by model name NAME or\n"
     "                       BASE:NAME (repeatable; docs/adapters.md)\n"
+    "  --adapter-state FILE keep the adapters loaded at run time in FILE and serve them again\n"
+    "                       at the next start (serve gives its engine one)\n"
     "  --max-line BYTES     request line limit (default 1048576)\n"
     "  --max-connections N  concurrent clients (default 1024)\n"
     "  --log-level L        debug, info, warn, error (default info; or GLMSERVE_LOG)\n"
     "  --echo               serve a model-free echo engine (tests, demos); no --model\n"
     "  --echo-delay MS      echo engine: milliseconds per token (default 0)\n";
+
+// The adapters an earlier engine on this socket loaded at run time (daemon/adapter_state.h), after
+// the --adapter ones: each that still loads is served again; one that does not (its file gone or
+// changed) is left out with a warning, never a failed start.
+void restore_adapters(engine::Engine& e, const std::string& state) {
+  StatusOr<std::vector<engine::AdapterSpec>> list = daemon::read_adapter_state(state);
+  if (!list.ok()) {
+    GLM_LOG_WARN("engine: %s; serving the --adapter ones only", list.status().message().c_str());
+    return;
+  }
+  std::set<std::string> served;
+  for (const engine::AdapterSpec& a : e.adapters()) served.insert(a.name);
+  for (const engine::AdapterSpec& a : *list) {
+    if (served.count(a.name) != 0) continue;
+    if (Status s = e.load_adapter(a); !s.ok()) {
+      GLM_LOG_WARN("engine: adapter %s loaded at run time before is left out: %s", a.name.c_str(),
+                   s.message().c_str());
+    }
+  }
+}
 
 std::atomic<daemon::Daemon*> g_daemon{nullptr};
 std::atomic<int> g_signals{0};
@@ -118,7 +143,8 @@ int cmd_engine(int argc, char** argv) {
                            "max-stall-ms",
                            "reasoning-format",
                            "lora",
-                           "adapter"},
+                           "adapter",
+                           "adapter-state"},
                           {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -204,6 +230,7 @@ int cmd_engine(int argc, char** argv) {
     return fail(invalid_argument("--kv-disk: give a directory (it is created if missing)"));
   }
   if (eopts.kv_disk == "off") eopts.kv_disk.clear();  // as serve's --kv-disk off
+  dopts.adapter_state = args->get("adapter-state");
   dopts.drain_timeout = std::chrono::seconds(drain_s);
   dopts.max_line_bytes = static_cast<size_t>(max_line);
   dopts.max_connections = static_cast<int>(max_conn);
@@ -245,6 +272,7 @@ int cmd_engine(int argc, char** argv) {
         GLM_LOG_INFO("engine: model loaded in %.0f ms", std::chrono::duration<double, std::milli>(
                                                             std::chrono::steady_clock::now() - t0)
                                                             .count());
+        if (!dopts.adapter_state.empty()) restore_adapters(**e, dopts.adapter_state);
         d.set_engine(std::move(e).value());
       } else {
         // A file that is bad, missing or unsupported fails the same way on every try: exit

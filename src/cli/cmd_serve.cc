@@ -352,9 +352,8 @@ serve::ChildSpec web_child(const Args& args, const std::vector<std::string>& sec
 int serve_several(const Args& args, const std::vector<std::string>& secrets,
                   std::vector<serve::ManagedModel> models,
                   const std::vector<std::vector<std::string>>& adapter_flags,
-                  const std::string& socket,
-                  const std::string& instance, int listen_fd, const std::string& host, int64_t port,
-                  int64_t drain_s) {
+                  const std::string& socket, const std::string& instance, int listen_fd,
+                  const std::string& host, int64_t port, int64_t drain_s) {
   serve::ManagerOptions mo;
   mo.instance = instance;
   auto keep = parse_duration_s("keep-alive", args.get("keep-alive", "5m"));
@@ -571,6 +570,18 @@ int cmd_serve(int argc, char** argv) {
       engine.argv.push_back(v);
     }
   }
+  std::string adapter_state;  // removed when serve ends
+  if (!echo) {
+    // Adapters loaded at run time survive an engine restart, not serve's: each serve starts
+    // from its flags (docs/adapters.md).
+    adapter_state = (socket.size() > 5 && socket.compare(socket.size() - 5, 5, ".sock") == 0
+                         ? socket.substr(0, socket.size() - 5)
+                         : socket) +
+                    ".adapters.json";
+    ::unlink(adapter_state.c_str());
+    engine.argv.push_back("--adapter-state");
+    engine.argv.push_back(adapter_state);
+  }
   if (!echo) {
     if (const std::string kv_dir = kv_disk_dir(*args); !kv_dir.empty()) {
       engine.argv.push_back("--kv-disk");
@@ -629,7 +640,9 @@ int cmd_serve(int argc, char** argv) {
                  static_cast<long long>(*port));
   };
   GLM_LOG_INFO("serve: engine socket %s", socket.c_str());
-  return supervisor.run();
+  const int rc = supervisor.run();
+  if (!adapter_state.empty()) ::unlink(adapter_state.c_str());
+  return rc;
 }
 
 }  // namespace glm::cli

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/unix_socket.h"
+#include "daemon/adapter_state.h"
 #include "daemon/connection.h"
 
 namespace glm::daemon {
@@ -319,11 +320,19 @@ void Daemon::handle_line(const std::shared_ptr<Connection>& conn, const std::str
     case protocol::RequestType::kUnloadAdapter: {
       // On this connection's thread: a load reads its file here, never in the engine loop.
       engine::Engine* e = engine();
+      std::lock_guard<std::mutex> lock(adapters_mu_);
       Status s = e == nullptr ? Status(ErrorCode::kUnavailable,
                                        "the model is still loading; retry when health says ready")
                  : request->type == protocol::RequestType::kLoadAdapter
                      ? e->load_adapter({request->adapter, request->path, request->scale})
                      : e->unload_adapter(request->adapter);
+      if (s.ok() && !options_.adapter_state.empty()) {
+        // Kept for the next engine on this socket; a failed write costs only that.
+        if (Status w = save_adapter_state(options_.adapter_state, e->adapters()); !w.ok()) {
+          GLM_LOG_WARN("engine: %s (a restarted engine will not serve this change)",
+                       w.message().c_str());
+        }
+      }
       conn->send_line(protocol::serialize_event(s.ok() ? health_event(request->id)
                                                        : protocol::error_event(request->id, s)));
       return;

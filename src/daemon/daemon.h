@@ -51,6 +51,9 @@ struct DaemonOptions {
   // Echoed in health answers, so a supervisor can tell its own engine from another instance's
   // on the same socket path (`glmserve serve` passes a random one).
   std::string instance;
+  // Where the adapters loaded at run time are kept (adapter_state.h), so that the next engine
+  // on this socket serves them too; "" = not kept (`glmserve serve` gives its engine one).
+  std::string adapter_state;
 };
 
 class Connection;
@@ -137,6 +140,7 @@ class Daemon {
   std::unordered_map<std::string, InFlight> in_flight_;
 
   std::mutex notify_mu_;
+  std::mutex adapters_mu_;  // one adapter load or unload (and its state write) at a time
   std::vector<std::shared_ptr<Connection>> notified_;  // guarded by notify_mu_
 };
 
