@@ -205,6 +205,22 @@ StatusOr<MessagesRequest> parse_messages_request(const std::string& body_text) {
   }
   if (body.contains("stop_sequences")) sampling["stop"] = body["stop_sequences"];
   GLM_RETURN_IF_ERROR(protocol::read_sampling(sampling, "", &out.request.params));
+  // thinking: {"type":"disabled"} -> the template's enable_thinking false (a hybrid reasoning
+  // model answers without thinking); {"type":"enabled","budget_tokens":N} -> the model's own
+  // thinking (the budget is not enforced: max_tokens bounds the whole answer).
+  if (auto t = body.find("thinking"); t != body.end() && !t->is_null()) {
+    std::string type;  // a "type" that is not a string is no type
+    if (t->is_object()) {
+      if (auto ty = t->find("type"); ty != t->end() && ty->is_string())
+        type = ty->get<std::string>();
+    }
+    if (type != "enabled" && type != "disabled") {
+      return bad(
+          "thinking must be {\"type\":\"enabled\",\"budget_tokens\":N} or "
+          "{\"type\":\"disabled\"}");
+    }
+    out.request.enable_thinking = type == "enabled";
+  }
   GLM_RETURN_IF_ERROR(read_tools(body, &out));
   return out;
 }

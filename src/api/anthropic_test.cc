@@ -77,6 +77,28 @@ TEST(Anthropic, ToolsAndToolChoice) {
       << schema.status().message();
 }
 
+// thinking: {"type":"disabled"} asks a hybrid reasoning model to answer without thinking (the
+// template's enable_thinking); "enabled" keeps its default; anything else is refused by name.
+TEST(Anthropic, ThinkingDisabledTurnsTheTemplatesThinkingOff) {
+  const std::string base = R"("max_tokens":8,"messages":[{"role":"user","content":"hi"}])";
+  auto plain = parse_messages_request("{" + base + "}");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->request.enable_thinking);
+  auto off = parse_messages_request("{" + base + R"(,"thinking":{"type":"disabled"}})");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(off->request.enable_thinking);
+  auto on = parse_messages_request("{" + base +
+                                   R"(,"thinking":{"type":"enabled","budget_tokens":1024}})");
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(on->request.enable_thinking);
+  for (const char* bad :
+       {R"(,"thinking":"off")", R"(,"thinking":{"type":5})", R"(,"thinking":{"type":"maybe"})"}) {
+    auto r = parse_messages_request("{" + base + bad + "}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("thinking"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(Anthropic, BadRequestsNameTheField) {
   auto error = [](const std::string& body) {
     auto r = parse_messages_request(body);

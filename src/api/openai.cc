@@ -134,6 +134,21 @@ Status read_tool_calls(const ojson& calls, const std::string& where,
   return Status::Ok();
 }
 
+// chat_template_kwargs (vLLM's and llama-server's extension): the template options the chat
+// templates read (tok::TemplateOptions): enable_thinking. Other keys are the template's own
+// business; ours read none, so they are accepted and ignored, as a template that does not use a
+// variable ignores it.
+Status read_template_kwargs(const ojson& body, protocol::Request* request) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return bad("chat_template_kwargs must be an object");
+  if (auto t = it->find("enable_thinking"); t != it->end() && !t->is_null()) {
+    if (!t->is_boolean()) return bad("chat_template_kwargs.enable_thinking must be true or false");
+    request->enable_thinking = t->get<bool>();
+  }
+  return Status::Ok();
+}
+
 // tools / tool_choice / parallel_tool_calls -> request.tools, the names to read calls for, and
 // for a forced choice a tool_call constraint. The tools keep the client's key order: the prompt
 // writes them as the client sent them.
@@ -254,6 +269,7 @@ StatusOr<ChatCompletionRequest> parse_chat_completion(const std::string& body_te
     out.request.conversation = it->get<std::string>();
   }
   GLM_RETURN_IF_ERROR(read_constraint(body, &out.request.constraint));
+  GLM_RETURN_IF_ERROR(read_template_kwargs(body, &out.request));
   GLM_RETURN_IF_ERROR(read_tools(body, &out));
   if (out.request.n > 1 && !out.tool_names.empty()) {
     return bad("n > 1 is not supported with tools: ask for one answer per request");

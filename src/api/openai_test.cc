@@ -116,6 +116,33 @@ TEST(OpenAI, LogprobsTurnOnWithTheirAlternatives) {
   EXPECT_TRUE(none["choices"][0]["logprobs"].is_null());
 }
 
+// chat_template_kwargs.enable_thinking (vLLM's and llama-server's extension) reaches the engine
+// request, through the socket line too; other keys are the template's and ignored.
+TEST(OpenAI, ChatTemplateKwargsSetEnableThinking) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  auto plain = parse_chat_completion("{" + msgs + "}");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->request.enable_thinking);
+  auto off = parse_chat_completion(
+      "{" + msgs + R"(,"chat_template_kwargs":{"enable_thinking":false,"other":1}})");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(off->request.enable_thinking);
+  off->request.id = "r1";
+  auto wire = protocol::parse_request(protocol::serialize_request(off->request));
+  ASSERT_TRUE(wire.ok()) << wire.status().to_string();
+  EXPECT_FALSE(wire->enable_thinking);
+  auto on =
+      parse_chat_completion("{" + msgs + R"(,"chat_template_kwargs":{"enable_thinking":true}})");
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->request.enable_thinking);
+  for (const char* bad :
+       {R"(,"chat_template_kwargs":[1])", R"(,"chat_template_kwargs":{"enable_thinking":"no"})"}) {
+    auto r = parse_chat_completion("{" + msgs + bad + "}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("chat_template_kwargs"), std::string::npos);
+  }
+}
+
 TEST(OpenAI, ErrorJsonShape) {
   json j = json::parse(openai_error_json(Status(ErrorCode::kQueueFull, "busy, retry")));
   EXPECT_EQ(j["error"]["message"], "busy, retry");

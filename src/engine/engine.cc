@@ -506,9 +506,9 @@ class EngineImpl final : public Engine {
       return plan_raw_prompt(*tokenizer_, raw_affixes_, request->prompt, request->params.max_tokens,
                              n_ctx_);
     }
-    auto plan =
-        plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
-                         request->params.max_tokens, n_ctx_, !request->conversation.empty());
+    auto plan = plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
+                                 request->params.max_tokens, n_ctx_, !request->conversation.empty(),
+                                 tok::TemplateOptions{request->enable_thinking});
     if (plan.ok()) plan->tool_names = generation::tool_names(*tools);
     return plan;
   }

@@ -63,38 +63,39 @@ uint64_t digest_append(uint64_t digest, const tok::Message& message) {
   return h;
 }
 
-uint64_t digest_messages(const std::vector<tok::Message>& messages, size_t n) {
-  uint64_t h = kEmptyDigest;
-  for (size_t i = 0; i < n && i < messages.size(); ++i) h = digest_append(h, messages[i]);
-  return h;
-}
-
 StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                                       const tok::Tokenizer& tokenizer,
                                       std::vector<tok::Message> messages, int max_tokens, int n_ctx,
-                                      bool want_split) {
+                                      bool want_split, const tok::TemplateOptions& options) {
   if (messages.empty()) return invalid_argument("messages is empty: send at least one message");
+  // The digests' start: the options a render depends on, then the messages.
+  const uint64_t start = options.enable_thinking ? kEmptyDigest : mix(kEmptyDigest, "no-thinking");
+  auto digest = [start](const std::vector<tok::Message>& m) {
+    uint64_t h = start;
+    for (const tok::Message& x : m) h = digest_append(h, x);
+    return h;
+  };
   PromptPlan plan;
-  auto rendered = chat_template.render(messages);
+  auto rendered = chat_template.render_with(messages, options);
   if (!rendered.ok()) return rendered.status();
   plan.prompt = std::move(rendered.value());
   while (static_cast<int>(plan.prompt.size()) + max_tokens > n_ctx &&
          drop_oldest_turn(&messages, &plan.dropped_messages)) {
-    rendered = chat_template.render(messages);
+    rendered = chat_template.render_with(messages, options);
     if (!rendered.ok()) return rendered.status();
     plan.prompt = std::move(rendered.value());
   }
   const int n = static_cast<int>(plan.prompt.size());
   if (n >= n_ctx) return overflow(n, n_ctx, plan.dropped_messages > 0);
   plan.max_tokens = std::min(max_tokens, n_ctx - n);
-  plan.messages_digest = digest_messages(messages, messages.size());
+  plan.messages_digest = digest(messages);
 
   if (want_split) {
     size_t k = messages.size();
     while (k > 0 && messages[k - 1].role != "assistant") --k;
     if (k > 0 && k < messages.size()) {  // an assistant message with something after it
       std::vector<tok::Message> history(messages.begin(), messages.begin() + k);
-      auto h = chat_template.render(history);
+      auto h = chat_template.render_with(history, options);
       if (h.ok() && !h->empty()) {
         const std::vector<int32_t>& hist = h.value();
         // A history render that ends with the generation marker never shares it.
@@ -110,7 +111,7 @@ StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                            (marker ? tokenizer.is_control(plan.prompt[l]) : l == hist.size());
         if (exact) {
           plan.tail.assign(plan.prompt.begin() + l, plan.prompt.end());
-          plan.history_tag = digest_messages(history, history.size());
+          plan.history_tag = digest(history);
         }
       }
     }

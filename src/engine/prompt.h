@@ -31,7 +31,6 @@ namespace glm::engine {
 // conversation text. digest_append extends a digest by one message.
 constexpr uint64_t kEmptyDigest = 0x84222325cbf29ce4ull;
 uint64_t digest_append(uint64_t digest, const tok::Message& message);
-uint64_t digest_messages(const std::vector<tok::Message>& messages, size_t n);
 
 struct PromptPlan {
   std::vector<int32_t> prompt;         // the full prompt, after trimming
@@ -48,11 +47,13 @@ struct PromptPlan {
   std::vector<std::string> tool_names;
 };
 
-// want_split: compute history_tag/tail (the request belongs to a conversation).
+// want_split: compute history_tag/tail (the request belongs to a conversation). `options` are
+// the request's template options; a render that depends on them (GLM-4.5 without thinking) has
+// digests of its own, so KV saved under one setting is never taken for the other's.
 StatusOr<PromptPlan> plan_chat_prompt(const tok::ChatTemplate& chat_template,
                                       const tok::Tokenizer& tokenizer,
                                       std::vector<tok::Message> messages, int max_tokens, int n_ctx,
-                                      bool want_split);
+                                      bool want_split, const tok::TemplateOptions& options = {});
 
 // The tokens around a raw prompt's text.
 struct RawAffixes {

@@ -57,9 +57,12 @@ struct GenerateRequest {
   // An unknown name is not_found naming the served ones.
   std::string adapter;
   std::vector<Message> messages;  // rendered with the model's chat template
-  bool raw = false;               // true: `prompt` is plain text, no template
-  std::string prompt;             // only with raw
-  SamplingParams params;          // absent fields on the wire: SamplingParams' defaults
+  // The template's enable_thinking (chat_template_kwargs; tok::TemplateOptions): false makes a
+  // hybrid reasoning model (GLM-4.5) answer without thinking. Templates without it ignore it.
+  bool enable_thinking = true;
+  bool raw = false;       // true: `prompt` is plain text, no template
+  std::string prompt;     // only with raw
+  SamplingParams params;  // absent fields on the wire: SamplingParams' defaults
   // Grammar-constrained output (docs/grammar.md): compiled at submit; the answer's text is then
   // a sentence of the grammar (or its prefix, when max_tokens cuts it: finish_reason length).
   Constraint constraint;

@@ -125,10 +125,10 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",          "type",    "id",     "conversation", "messages",
-                                "prompt",     "history", "raw",    "params",       "text",
-                                "constraint", "tools",   "tokens", "resume",       "n",
-                                "adapter",    "path",    "scale"};
+  static const char* kKeys[] = {"v",          "type",    "id",     "conversation",   "messages",
+                                "prompt",     "history", "raw",    "params",         "text",
+                                "constraint", "tools",   "tokens", "resume",         "n",
+                                "adapter",    "path",    "scale",  "enable_thinking"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -223,6 +223,12 @@ Status parse_generate(const json& j, const Limits& limits, Request* r) {
   if (j.contains("raw")) {
     if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
     r->raw = j["raw"].get<bool>();
+  }
+  if (j.contains("enable_thinking")) {
+    if (!j["enable_thinking"].is_boolean()) {
+      return field_error("enable_thinking", "expected true or false");
+    }
+    r->enable_thinking = j["enable_thinking"].get<bool>();
   }
   const bool has_messages = j.contains("messages");
   const bool has_prompt = j.contains("prompt");
@@ -480,6 +486,7 @@ std::string serialize_request(const Request& r) {
         msgs.push_back(std::move(o));
       }
       j["messages"] = std::move(msgs);
+      if (!r.enable_thinking) j["enable_thinking"] = false;
     }
     // JSON texts from a parse (protocol or gateway); one that is not JSON is kept as a string,
     // so that the other side refuses it with a clear message.

@@ -26,6 +26,15 @@ using Message = generation::Message;  // role, content, metadata, tools, argumen
 inline constexpr const char* kChatGlm3ToolsSentence =
     "Answer the following questions as best as you can. You have access to the following tools:";
 
+// What a request may ask of a template beyond its messages: the chat_template_kwargs of vLLM's
+// and llama-server's APIs that our templates read. A template that reads none ignores them.
+struct TemplateOptions {
+  // GLM-4.5's enable_thinking (its chat_template.jinja): false appends "/nothink" to each user
+  // turn (unless it ends with it) and opens the answer with an empty "<think></think>", so the
+  // model answers without thinking. true = the template's default (it thinks).
+  bool enable_thinking = true;
+};
+
 class ChatTemplate {
  public:
   virtual ~ChatTemplate() = default;
@@ -38,6 +47,12 @@ class ChatTemplate {
   // Prompt ids ready for generation (ends with the assistant role marker). invalid_argument for
   // an unknown role.
   virtual StatusOr<std::vector<int32_t>> render(const std::vector<Message>& messages) const = 0;
+  // render() with the request's options; the default ignores them (GLM-4.5's reads
+  // enable_thinking).
+  virtual StatusOr<std::vector<int32_t>> render_with(const std::vector<Message>& messages,
+                                                     const TemplateOptions& /*options*/) const {
+    return render(messages);
+  }
   // Ids that end generation (eos, <|user|>, <|observation|>...).
   virtual std::vector<int32_t> stop_ids() const = 0;
   // True if render() ends with a generation marker (<|assistant|>, 答：...) that a rendered

@@ -20,6 +20,13 @@ constexpr const char* kTags[] = {
     "<think>",   "</think>",   "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
     "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "/nothink"};
 
+// What enable_thinking: false appends to a user turn (unless the turn ends with it).
+constexpr std::string_view kNoThink = "/nothink";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 std::string_view strip(std::string_view s) {
   const size_t b = s.find_first_not_of(kWhitespace);
   if (b == std::string_view::npos) return {};
@@ -144,6 +151,10 @@ class Glm45Template final : public ChatTemplate {
   }
   const char* name() const override { return "glm45"; }
   StatusOr<Ids> render(const std::vector<Message>& all) const override {
+    return render_with(all, TemplateOptions{});
+  }
+  StatusOr<Ids> render_with(const std::vector<Message>& all,
+                            const TemplateOptions& options) const override {
     IdsBuilder b(tok_, tags_);
     b.token(gmask_);
     b.token(sop_);
@@ -169,6 +180,9 @@ class Glm45Template final : public ChatTemplate {
       if (m.role == "user" || m.role == "system") {
         b.token(m.role == "user" ? user_ : system_);
         b.text("\n" + m.content);
+        if (m.role == "user" && !options.enable_thinking && !ends_with(m.content, kNoThink)) {
+          b.text(kNoThink);
+        }
       } else if (m.role == "assistant") {
         if (!m.arguments.empty() && m.metadata.empty())
           return invalid_argument("tool call arguments need an assistant message naming the tool");
@@ -188,6 +202,7 @@ class Glm45Template final : public ChatTemplate {
       }
     }
     b.token(assistant_);
+    if (!options.enable_thinking) b.text("\n<think></think>");
     return b.finish();
   }
   Ids stop_ids() const override { return {tok_.eos_id(), user_, observation_}; }

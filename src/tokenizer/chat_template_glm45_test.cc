@@ -153,6 +153,40 @@ TEST(Glm45Template, IdsEqualTheModelsJinjaTemplate) {
   EXPECT_EQ(n, 6);
 }
 
+// enable_thinking (the template's variable; requests set it through chat_template_kwargs or
+// Anthropic's thinking) against the same template rendered by @huggingface/jinja with it
+// (templates_thinking.jsonl, README.md): false appends /nothink to each user turn (not twice)
+// and opens the answer with an empty <think></think>; true is the default's render. The ids are
+// HF's rule applied to the reference text (no llama.cpp ids were made for these cases).
+TEST(Glm45Template, EnableThinkingFalseEqualsTheModelsJinjaTemplate) {
+  GLM45_VOCAB_OR_SKIP(tok);
+  auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  std::ifstream in(data("templates_thinking.jsonl"));
+  ASSERT_TRUE(in.good()) << data("templates_thinking.jsonl");
+  std::string line;
+  int n = 0, off = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const ojson c = ojson::parse(line);
+    const std::string text = c["text"];
+    const TemplateOptions options{c["enable_thinking"].get<bool>()};
+    auto ids = (*tmpl)->render_with(messages_of(c), options);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
+    EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
+    if (options.enable_thinking) {
+      EXPECT_EQ(*ids, *(*tmpl)->render(messages_of(c))) << c["name"];
+    } else {
+      ++off;
+      EXPECT_EQ(ids->back(), 151351) << c["name"];  // </think>
+    }
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+  EXPECT_EQ(off, 3);
+}
+
 TEST(Glm45Template, ChosenForGlm4MoeFilesAndThinksWithoutAnOpenedPrompt) {
   GLM45_VOCAB_OR_SKIP(tok);
   auto t = ChatTemplate::for_model(*tok_l->file, tok);

@@ -2,7 +2,9 @@
 // OpenAI's `reasoning_content` (the field vLLM, SGLang and llama-server use) and Anthropic's
 // `thinking` blocks, streamed and not. The echo engine answers with the user's text, so a text
 // that starts with <think> stands for a reasoning model's answer; then a random-weight GLM-4
-// tiny model made to write a thinking block by a grammar shows the engine's own split.
+// tiny model made to write a thinking block by a grammar shows the engine's own split; a GLM-4.5
+// (glm4moe) tiny model answers without thinking when a client turns it off (OpenAI's
+// chat_template_kwargs.enable_thinking, Anthropic's thinking: {type: "disabled"}).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -19,6 +21,7 @@ before(async () => {
   servers.echo = await startServe(null, ['--reasoning-format', 'think']);
   servers.glm4 = await startServe(genModel(dir, 'glm4', 'glm4.tokenizer.model'),
     ['--reasoning-format', 'think']);
+  servers.glm45 = await startServe(genModel(dir, 'glm4moe', 'glm4.tokenizer.model'));
 });
 after(async () => {
   for (const s of Object.values(servers)) await s.stop();
@@ -119,4 +122,29 @@ test('the engine splits a real model\'s thinking from its answer', async () => {
   }
   assert.equal(reasoning, m.reasoning_content);
   assert.equal(content, m.content);
+});
+
+test('GLM-4.5 without thinking: chat_template_kwargs and Anthropic\'s thinking disabled', async () => {
+  const s = servers.glm45;
+  const messages = [{ role: 'user', content: '2+2?' }];
+  const prompt = async (extra) => (await (await fetch(`${s.url}/apply-template`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, ...extra }),
+  })).json());
+  const on = await prompt({});
+  const off = await prompt({ chat_template_kwargs: { enable_thinking: false } });
+  // GLM-4.5's template (its chat_template.jinja): /nothink after the user turn, and the answer
+  // opened with an empty thinking block.
+  assert.ok(on.prompt.endsWith('2+2?<|assistant|>'), on.prompt);
+  assert.ok(off.prompt.endsWith('2+2?/nothink<|assistant|>\n<think></think>'), off.prompt);
+  const r = await openai(s).chat.completions.create({
+    model: 'glm45', messages, max_tokens: 1, chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(r.usage.prompt_tokens, off.tokens.length);
+  const plain = await openai(s).chat.completions.create({ model: 'glm45', messages, max_tokens: 1 });
+  assert.equal(plain.usage.prompt_tokens, on.tokens.length);
+  const a = await anthropic(s).messages.create({
+    model: 'glm45', messages, max_tokens: 1, thinking: { type: 'disabled' },
+  });
+  assert.equal(a.usage.input_tokens, off.tokens.length);
 });
