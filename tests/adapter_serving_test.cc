@@ -37,6 +37,20 @@ std::string tiny_model() {
   return path;
 }
 
+// ChatGLM-6B (v1): gen-model --arch chatglm1 --preset tiny.
+std::string tiny_v1_model() {
+  const std::string path = model::testing::temp_path("serving-chatglm1-tiny.gguf");
+  if (!model::testing::file_exists(path)) {
+    convert::GenOptions o;
+    o.family = convert::Family::kChatGLM1;
+    o.preset = "tiny";
+    o.type = DType::kF32;
+    o.seed = 3;
+    EXPECT_TRUE(convert::generate_model(o, path, nullptr).ok());
+  }
+  return path;
+}
+
 std::string lora(uint64_t seed) {
   const std::string path = model::testing::temp_path("serving-a" + std::to_string(seed) + ".gguf");
   if (!model::testing::file_exists(path)) {
@@ -94,9 +108,10 @@ engine::Request raw_request(const std::string& id, const std::string& adapter,
   return r;
 }
 
-std::unique_ptr<engine::Engine> load(std::vector<engine::AdapterSpec> adapters, int max_batch = 4) {
+std::unique_ptr<engine::Engine> load(std::vector<engine::AdapterSpec> adapters, int max_batch = 4,
+                                     const std::string& model_path = tiny_model()) {
   engine::Options o;
-  o.model_path = tiny_model();
+  o.model_path = model_path;
   o.n_threads = 2;
   o.n_ctx = 256;
   o.max_batch = max_batch;
@@ -108,8 +123,9 @@ std::unique_ptr<engine::Engine> load(std::vector<engine::AdapterSpec> adapters, 
 
 // The greedy continuation of `prompt` computed with the model directly (no engine), with the
 // adapter or without.
-std::vector<int32_t> direct_greedy(const std::vector<int32_t>& prompt, const std::string& path) {
-  auto m = model::testing::load(tiny_model(), 2);
+std::vector<int32_t> direct_greedy(const std::vector<int32_t>& prompt, const std::string& path,
+                                   const std::string& model_path = tiny_model()) {
+  auto m = model::testing::load(model_path, 2);
   EXPECT_TRUE(m.ok());
   std::shared_ptr<const model::Adapter> a;
   if (!path.empty()) {
@@ -125,6 +141,7 @@ std::vector<int32_t> direct_greedy(const std::vector<int32_t>& prompt, const std
   for (int step = 0; step < kMaxTokens; ++step) {
     std::vector<float> logits;
     model::SeqInput in{feed.data(), static_cast<int>(feed.size()), n_past, blocks.data(), 16};
+    in.prefix_len = static_cast<int>(prompt.size());  // ChatGLM-6B's prompt; others ignore it
     in.adapter = a.get();
     EXPECT_TRUE((*m)->forward({in}, &kv, &logits).ok());
     n_past += static_cast<int>(feed.size());
@@ -208,6 +225,52 @@ TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
   EXPECT_EQ(res.start["p1"].usage.cached_tokens, 0);
   EXPECT_EQ(res.start["p2"].usage.cached_tokens, n - 1);
   EXPECT_EQ(res.start["b1"].usage.cached_tokens, 0) << "the base must not read prefixed KV";
+  e->drain(std::chrono::seconds(10));
+}
+
+// ChatGLM-6B (v1)'s P-Tuning adapter served by name as ChatGLM2/3's is: run together with a
+// request to the bare model (one batch), each answer is the model's own with its prefix or
+// without, and the prefix is not prompt (ChatGLM-6B reuses no KV: nothing is cached).
+TEST(AdapterServing, AChatGLM1PtuningPrefixIsServedByName) {
+  auto f = gguf::File::open(tiny_v1_model());
+  ASSERT_TRUE(f.ok());
+  auto config = model::read_config(**f);
+  ASSERT_TRUE(config.ok());
+  ASSERT_EQ(config->arch, model::Arch::kChatGLM1);
+  model::testing::PtuningSpec spec;
+  spec.arch = "chatglm1";
+  spec.n_layer = config->n_layer;
+  spec.kv_dim = config->kv_dim();  // hidden_size: ChatGLM-6B's K/V rows are all heads
+  spec.pre_seq_len = 6;
+  // Strong enough to change the answer: v1's residual LN(x) * sqrt(56) dwarfs the attention of
+  // a random tiny model, which 2.0 (ChatGLM2/3's test above) does not move.
+  spec.std = 20.0f;
+  const std::string pt = model::testing::temp_path("serving-v1-pt.gguf");
+  ASSERT_TRUE(
+      model::testing::write_ptuning_gguf(spec, model::testing::random_ptuning(spec), pt).ok());
+  auto e = load({{"v1pt", pt, 1.0f}}, 2, tiny_v1_model());
+  ASSERT_NE(e, nullptr);
+  const std::string text = "a prompt read with and without the prefix";
+  auto ids = e->prompt_tokens(raw_request("probe", "", text));
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  const std::vector<int32_t> with = direct_greedy(*ids, pt, tiny_v1_model());
+  const std::vector<int32_t> without = direct_greedy(*ids, "", tiny_v1_model());
+  ASSERT_NE(with, without) << "the prefix changes nothing: the test could not tell";
+  Results res;
+  const std::vector<std::pair<std::string, std::string>> runs = {{"p1", "v1pt"}, {"b1", ""}};
+  for (const auto& [id, adapter] : runs) {
+    ASSERT_TRUE(e->submit(raw_request(id, adapter, text), res.sink()).ok()) << id;
+  }
+  for (const auto& [id, adapter] : runs) {
+    ASSERT_TRUE(res.wait(id)) << id;
+    ASSERT_EQ(res.done[id].type, generation::EventType::kDone) << res.done[id].error.to_string();
+  }
+  EXPECT_TRUE(same_answer(res.tokens["p1"], with));
+  EXPECT_TRUE(same_answer(res.tokens["b1"], without));
+  EXPECT_NE(res.tokens["p1"], res.tokens["b1"]);
+  const int n = static_cast<int>(ids->size());
+  EXPECT_EQ(res.done["p1"].usage.prompt_tokens, n);  // the prefix is not prompt: not prefilled
+  EXPECT_EQ(res.start["p1"].usage.cached_tokens, 0);
   e->drain(std::chrono::seconds(10));
 }
 

@@ -120,13 +120,11 @@ Status convert_ptuning(const std::string& dir_str, const std::string& out_path,
   const bool projection = pj.get<bool>();
   StatusOr<Hparams> hp = hparams_from_hf_config(*text, cfg_path);
   if (!hp.ok()) return hp.status();
-  if (hp->family == Family::kChatGLM1) {
+  // ChatGLM-6B (v1, its config has no kv_channels: K/V rows are hidden_size wide, n_head_kv =
+  // n_head) writes the same encoder; the file names its layout, so it loads onto chatglm1 only.
+  if (hp->layout() != arch::Arch::kChatGLM && hp->layout() != arch::Arch::kChatGLM1) {
     return unsupported(cfg_path +
-                       ": P-Tuning v2 checkpoints of ChatGLM-6B (v1) are not supported yet "
-                       "(ChatGLM2, ChatGLM3 and GLM-4 are)");
-  }
-  if (hp->layout() != arch::Arch::kChatGLM) {
-    return unsupported(cfg_path + ": P-Tuning v2 prefixes are ChatGLM2/3 and GLM-4's");
+                       ": P-Tuning v2 prefixes are ChatGLM-6B's and ChatGLM2/3 and GLM-4's");
   }
   if (cfg->contains("kv_channels") && (*cfg)["kv_channels"] != hp->head_dim()) {
     return bad_file(cfg_path + ": \"kv_channels\" is not hidden_size / num_attention_heads");
@@ -231,7 +229,7 @@ Status convert_ptuning(const std::string& dir_str, const std::string& out_path,
   }
 
   gguf::Writer w;
-  w.set("general.architecture", gguf::Value::string(arch::arch_name(arch::Arch::kChatGLM)));
+  w.set("general.architecture", gguf::Value::string(arch::arch_name(hp->layout())));
   w.set("general.type", gguf::Value::string("adapter"));
   w.set("general.name", gguf::Value::string(fs::absolute(dir).filename().string()));
   w.set(pt::kKeyType, gguf::Value::string(pt::kAdapterType));

@@ -1,6 +1,7 @@
 // convert of P-Tuning v2 checkpoint directories (what ChatGLM's ptuning/main.py saves: config.json
 // with pre_seq_len, and a pytorch_model.bin or safetensors holding transformer.prefix_encoder.*),
-// written here by the checkpoint test writers, including hostile ones.
+// of ChatGLM2/3 and of ChatGLM-6B (v1), written here by the checkpoint test writers, including
+// hostile ones.
 #include "convert/ptuning_convert.h"
 
 #include <gtest/gtest.h>
@@ -77,47 +78,63 @@ StTensorOut random_tensor(const std::string& name, std::vector<int64_t> shape,
   return t;
 }
 
+// The encoder's widths: W = num_layers * 2 * kv_dim, E the embedding's width with the projection
+// (ChatGLM2/3: W; ChatGLM-6B: hidden_size), H the projection's hidden width.
+struct Geometry {
+  std::string arch = "chatglm";
+  int kv_dim = kKvDim;
+  int w = kW;
+  int e_proj = kW;
+  int hidden = kHidden;
+  int e(bool projection) const { return projection ? e_proj : w; }
+};
+
+// ChatGLM-6B (v1) of write_v1_config: hidden 64, 2 layers, 4 heads: kv_dim 64, W = 256, E = H = 64.
+const Geometry kV1{"chatglm1", 64, kLayers * 2 * 64, 64, 64};
+
 struct Encoder {
   std::vector<StTensorOut> tensors;
   std::vector<std::vector<float>> values;  // in pt:: order: embedding, trans.0.{w,b}, trans.2.{w,b}
 };
 
 Encoder random_encoder(int pre_seq_len, bool projection, const std::string& dtype,
-                       const std::string& prefix = "transformer.prefix_encoder.") {
+                       const std::string& prefix = "transformer.prefix_encoder.",
+                       const Geometry& g = Geometry()) {
   Encoder e;
   std::vector<float> v;
-  e.tensors.push_back(random_tensor(prefix + "embedding.weight", {pre_seq_len, kW}, dtype, 1, &v));
+  const int ew = g.e(projection);
+  e.tensors.push_back(random_tensor(prefix + "embedding.weight", {pre_seq_len, ew}, dtype, 1, &v));
   e.values.push_back(v);
   if (projection) {
-    e.tensors.push_back(random_tensor(prefix + "trans.0.weight", {kHidden, kW}, dtype, 2, &v));
+    e.tensors.push_back(random_tensor(prefix + "trans.0.weight", {g.hidden, ew}, dtype, 2, &v));
     e.values.push_back(v);
-    e.tensors.push_back(random_tensor(prefix + "trans.0.bias", {kHidden}, dtype, 3, &v));
+    e.tensors.push_back(random_tensor(prefix + "trans.0.bias", {g.hidden}, dtype, 3, &v));
     e.values.push_back(v);
-    e.tensors.push_back(random_tensor(prefix + "trans.2.weight", {kW, kHidden}, dtype, 4, &v));
+    e.tensors.push_back(random_tensor(prefix + "trans.2.weight", {g.w, g.hidden}, dtype, 4, &v));
     e.values.push_back(v);
-    e.tensors.push_back(random_tensor(prefix + "trans.2.bias", {kW}, dtype, 5, &v));
+    e.tensors.push_back(random_tensor(prefix + "trans.2.bias", {g.w}, dtype, 5, &v));
     e.values.push_back(v);
   }
   return e;
 }
 
-void expect_adapter(const std::string& path, int pre_seq_len, bool projection, const Encoder& e) {
+void expect_adapter(const std::string& path, int pre_seq_len, bool projection, const Encoder& e,
+                    const Geometry& geo = Geometry()) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   const gguf::File& g = **f;
-  EXPECT_EQ(*g.get_string("general.architecture"), "chatglm");
+  EXPECT_EQ(*g.get_string("general.architecture"), geo.arch);
   EXPECT_EQ(*g.get_string("general.type"), "adapter");
   EXPECT_EQ(*g.get_string(pt::kKeyType), "ptuning");
   EXPECT_EQ(*g.get_int(pt::kKeyPreSeqLen), pre_seq_len);
   EXPECT_EQ(*g.get_bool(pt::kKeyProjection), projection);
   EXPECT_EQ(*g.get_int(pt::kKeyBlockCount), kLayers);
-  EXPECT_EQ(*g.get_int(pt::kKeyKvDim), kKvDim);
+  EXPECT_EQ(*g.get_int(pt::kKeyKvDim), geo.kv_dim);
+  const int64_t ew = geo.e(projection);
   const std::vector<std::pair<const char*, std::vector<int64_t>>> want = {
-      {pt::kEmbedding, {kW, pre_seq_len}},
-      {pt::kTrans0Weight, {kW, kHidden}},
-      {pt::kTrans0Bias, {kHidden}},
-      {pt::kTrans2Weight, {kHidden, kW}},
-      {pt::kTrans2Bias, {kW}},
+      {pt::kEmbedding, {ew, pre_seq_len}}, {pt::kTrans0Weight, {ew, geo.hidden}},
+      {pt::kTrans0Bias, {geo.hidden}},     {pt::kTrans2Weight, {geo.hidden, geo.w}},
+      {pt::kTrans2Bias, {geo.w}},
   };
   ASSERT_EQ(g.tensors().size(), projection ? 5u : 1u);
   for (size_t i = 0; i < g.tensors().size(); ++i) {
@@ -279,15 +296,73 @@ TEST(PtuningConvertTest, HostileAndMismatchedCheckpointsAreRefusedByName) {
     write_config(dir, 2, false);
     expect_refused(dir, out, "no weights");
   }
+}
+
+// ChatGLM-6B (v1)'s config.json as its save_pretrained writes it (ChatGLMConfig: no kv_channels,
+// inner_hidden_size, position_encoding_2d), 2 layers of hidden 64 and 4 heads.
+void write_v1_config(const fs::path& dir, int pre_seq_len, bool projection) {
+  fs::create_directories(dir);
+  nlohmann::json c = {
+      {"model_type", "chatglm"},    {"hidden_size", 64},          {"num_layers", kLayers},
+      {"num_attention_heads", 4},   {"inner_hidden_size", 96},    {"vocab_size", 100},
+      {"max_sequence_length", 256}, {"layernorm_epsilon", 1e-5},  {"position_encoding_2d", true},
+      {"bos_token_id", 130004},     {"pre_seq_len", pre_seq_len}, {"prefix_projection", projection},
+  };
+  std::ofstream(dir / "config.json") << c.dump(2);
+}
+
+TEST(PtuningConvertTest, AChatGLM1CheckpointBecomesAChatGLM1Adapter) {
+  // ChatGLM-6B's ptuning/main.py saves transformer.prefix_encoder.* only (pytorch_model.bin); its
+  // PrefixEncoder's embedding is hidden_size wide with the projection, L * 2 * hidden without.
+  TempDir tmp;
+  for (bool torch : {true, false}) {
+    for (bool projection : {false, true}) {
+      SCOPED_TRACE(std::string(torch ? ".bin" : "safetensors") +
+                   (projection ? ", projection" : ""));
+      const fs::path dir =
+          tmp.path() / ("v1_" + std::to_string(torch) + std::to_string(projection));
+      write_v1_config(dir, 3, projection);
+      const Encoder e =
+          random_encoder(3, projection, torch ? "F16" : "F32", "transformer.prefix_encoder.", kV1);
+      if (torch) {
+        ASSERT_TRUE(checkpoint::testing::write_torch_checkpoint(
+            (dir / "pytorch_model.bin").string(), e.tensors));
+      } else {
+        ASSERT_TRUE(
+            checkpoint::write_safetensors((dir / "model.safetensors").string(), e.tensors).ok());
+      }
+      EXPECT_TRUE(is_ptuning_dir(dir.string()));
+      const std::string out = tmp.file("v1.gguf");
+      const Status st = convert_ptuning(dir.string(), out, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      expect_adapter(out, 3, projection, e, kV1);
+    }
+  }
+}
+
+TEST(PtuningConvertTest, AChatGLM1CheckpointOfAnotherShapeIsRefusedByName) {
+  TempDir tmp;
+  const std::string out = tmp.file("bad.gguf");
   {
-    // ChatGLM-6B (v1): not yet.
-    const fs::path dir = tmp.path() / "v1";
-    fs::create_directories(dir);
-    std::ofstream(dir / "config.json")
-        << R"({"hidden_size":64,"num_layers":2,"num_attention_heads":4,"inner_hidden_size":96,
-               "vocab_size":100,"max_sequence_length":256,"layernorm_epsilon":1e-5,
-               "position_encoding_2d":true,"pre_seq_len":2,"prefix_projection":false})";
-    expect_refused(dir, out, "ChatGLM-6B (v1)");
+    // A ChatGLM2/3-shaped encoder (W of 2 KV groups) under a ChatGLM-6B config.
+    const fs::path dir = tmp.path() / "v1_w";
+    write_v1_config(dir, 2, false);
+    ASSERT_TRUE(checkpoint::write_safetensors((dir / "model.safetensors").string(),
+                                              random_encoder(2, false, "F32").tensors)
+                    .ok());
+    expect_refused(dir, out, "prefix_encoder.embedding.weight is [2, 128]");
+  }
+  {
+    // The projection's output is not num_layers * 2 * hidden_size.
+    const fs::path dir = tmp.path() / "v1_proj";
+    write_v1_config(dir, 2, true);
+    Geometry g = kV1;
+    g.w = kW;
+    ASSERT_TRUE(checkpoint::write_safetensors(
+                    (dir / "model.safetensors").string(),
+                    random_encoder(2, true, "F32", "transformer.prefix_encoder.", g).tensors)
+                    .ok());
+    expect_refused(dir, out, "prefix_encoder.trans.2.weight is [128, 64]");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
+#include "model/adapter.h"
 #include "model/ops.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -53,7 +54,6 @@ StatusOr<float> residual_scale(const gguf::File& f, const Config& c) {
 Status prompt_lengths(const std::vector<SeqInput>& batch, const char* who,
                       std::vector<int>* prefixes) {
   GLM_RETURN_IF_ERROR(refuse_lora(batch, who));
-  GLM_RETURN_IF_ERROR(refuse_prefix(batch, who));
   prefixes->clear();
   for (const SeqInput& in : batch) {
     const int prefix = in.prefix_len > 0 ? in.prefix_len : (in.n_past == 0 ? in.n_tokens : 0);
@@ -148,6 +148,16 @@ void ChatGLM1::attend(const SeqInput& in, int prefix, int layer, const KvPool& k
   view.n_blocks = n_blocks;
   view.block_tokens = bt;
   view.type = kv.kv_type();
+  if (in.adapter != nullptr && !in.adapter->prefix.empty()) {
+    // P-Tuning v2 (HF ChatGLM-6B: past_key_values from get_prompt, the prefix_attention_mask of
+    // ones): this layer's prefix K/V, unrotated, seen by every row ahead of the cache's
+    // positions; the bidirectional prompt and the causal rows below apply to those positions.
+    const PrefixKv& px = in.adapter->prefix;
+    const size_t at = static_cast<size_t>(layer) * px.n_tokens * d;  // [n_layer, P, n_embd]
+    view.prefix_k = px.k.data() + at;
+    view.prefix_v = px.v.data() + at;
+    view.n_prefix = px.n_tokens;
+  }
   kernels::AttentionShape shape;
   shape.n_tokens = in.n_tokens;
   shape.n_past = in.n_past;

@@ -3,6 +3,8 @@
 // scaled by alpha (`chatglm1.residual_scale`, default sqrt(2 * 28)), 2D rotary (first half of
 // each head by position, second half by block position, rotate-half pairs), GELU MLP with
 // biases, a bidirectional prompt prefix whose last token (<sop>) is hidden from earlier rows.
+// A sequence's P-Tuning v2 prefix (SeqInput::adapter, docs/adapters.md) is attended by every row
+// ahead of its own positions, which keep their 2D positions from 0 (CPU only).
 // The QKV rows are stored q heads, k heads, v heads (the converter un-interleaves HF's per-head
 // [q k v] order). Ownership and thread-safety as Transformer.
 #pragma once
@@ -26,11 +28,12 @@ namespace chatglm1 {
 // (chatglm1.residual_scale, default sqrt(2 * 28)). Errors: bad_file naming the file.
 StatusOr<float> residual_scale(const gguf::File& file, const Config& config);
 
-// Validates the batch as ChatGLM-6B needs it (no adapter, no P-Tuning prefix; `who` names the
-// model in the errors) and gives each sequence's prompt length, its bidirectional prefix
-// (SeqInput::prefix_len, or the n_tokens of a step with n_past 0): prefixes [batch]. Errors:
-// invalid_argument when a prompt is shorter than 2 tokens ([gMASK] <sop>) or is not prefilled
-// in one step (no chunked prefill).
+// Validates the batch as ChatGLM-6B needs it (no LoRA; `who` names the model in the errors) and
+// gives each sequence's prompt length, its bidirectional prefix (SeqInput::prefix_len, or the
+// n_tokens of a step with n_past 0): prefixes [batch]. A P-Tuning v2 prefix is the caller's to
+// attend or refuse (the CPU model attends it, the GPU one refuses it). Errors: invalid_argument
+// when a prompt is shorter than 2 tokens ([gMASK] <sop>) or is not prefilled in one step (no
+// chunked prefill).
 Status prompt_lengths(const std::vector<SeqInput>& batch, const char* who,
                       std::vector<int>* prefixes);
 

@@ -2,8 +2,9 @@
 // reference, on random-weight chatglm1 files: logits over a prompt and decode steps for float
 // and quantized weights and every KV type, a batch equal to each sequence alone, a fork's block
 // and a block through the disk cache's calls going on as the original, the CPU model's
-// validation (one-step prefill, prompt length), the load rules (--device, --gpu-layers) and a
-// lost device. Runs on lavapipe in CI. The HF golden runs on the GPU in chatglm1_test.cc.
+// validation (one-step prefill, prompt length, a P-Tuning prefix refused), the load rules
+// (--device, --gpu-layers) and a lost device. Runs on lavapipe in CI. The HF golden runs on the GPU
+// in chatglm1_test.cc.
 #include "model/chatglm1_gpu.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/adapter.h"
 #include "model/gpu_test_util.h"
 #include "model/test_util.h"
 
@@ -186,6 +188,30 @@ TEST(GpuChatGLM1, ChunkedPrefillAndMissingPromptLengthAreRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("prompt length"), std::string::npos) << s.message();
   EXPECT_EQ(out.size(), static_cast<size_t>(m->config().n_vocab));  // nothing written on error
+}
+
+// A P-Tuning v2 prefix runs on ChatGLM-6B's CPU model only (docs/adapters.md): the GPU path
+// refuses the step with unsupported and writes nothing.
+TEST(GpuChatGLM1, APtuningPrefixIsRefused) {
+  auto m = gpu_v1("v1_prefix");
+  ASSERT_NE(m, nullptr);
+  const Config& c = m->config();
+  Adapter a;
+  a.name = "pt";
+  a.prefix.n_tokens = 2;
+  a.prefix.kv_dim = c.kv_dim();
+  a.prefix.k.assign(static_cast<size_t>(c.n_layer) * 2 * c.kv_dim(), 0.1f);
+  a.prefix.v = a.prefix.k;
+  KvPool kv(c, 2, 4, DType::kF16);
+  const std::vector<int32_t> prompt = {7, 3, 9, 11, 70, 71};
+  std::vector<int32_t> blocks = {0, 1};
+  std::vector<float> out;
+  SeqInput whole{prompt.data(), 6, 0, blocks.data(), 2, false};
+  whole.adapter = &a;
+  const Status s = m->forward({whole}, &kv, &out);
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("P-Tuning"), std::string::npos) << s.message();
+  EXPECT_TRUE(out.empty());
 }
 
 StatusOr<std::unique_ptr<Model>> load_v1(const std::string& path, const std::string& device,

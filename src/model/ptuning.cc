@@ -1,11 +1,13 @@
-// The P-Tuning v2 prefix encoder of ChatGLM2/3 and GLM-4 (modeling_chatglm.py's PrefixEncoder and
-// get_prompt), run once at load. For prefix token p (0 .. pre_seq_len - 1):
+// The P-Tuning v2 prefix encoder of ChatGLM-6B, ChatGLM2/3 and GLM-4 (modeling_chatglm.py's
+// PrefixEncoder and get_prompt), run once at load. For prefix token p (0 .. pre_seq_len - 1):
 //   e_p = embedding[p]                                   [E]
 //   o_p = e_p                                            without projection (E = W)
 //   o_p = trans.2 (tanh(trans.0 e_p + b0)) + b2          with it (trans.0: E -> H, trans.2: H -> W)
 // o_p [W = n_layer * 2 * kv_dim] viewed as [n_layer * 2, n_head_kv, head_dim] (get_prompt's
 // view, permute, split(2)): layer l's key row is o_p[2l kv_dim, (2l + 1) kv_dim), its value row
 // the next kv_dim values, each [n_head_kv, head_dim] as our KV rows are. Inference has no dropout.
+// ChatGLM-6B (v1) is the same with n_head_kv = n_head and kv_dim = n_embd; its projection's
+// embedding and hidden width are both n_embd (E = H = hidden_size), read from the file here.
 #include "model/ptuning.h"
 
 #include <cmath>
@@ -85,13 +87,10 @@ Status load_ptuning(const gguf::File& file, const Config& config, PrefixKv* out)
     return invalid_argument(path + ": the P-Tuning adapter was made for a '" + *arch +
                             "' model; the base model is '" + config.arch_name + "'");
   }
-  if (config.arch == Arch::kChatGLM1) {
+  if (config.arch != Arch::kChatGLM && config.arch != Arch::kChatGLM1) {
     return unsupported(path +
-                       ": P-Tuning v2 prefixes of ChatGLM-6B (v1) cannot be served yet (ChatGLM2, "
-                       "ChatGLM3 and GLM-4 can)");
-  }
-  if (config.arch != Arch::kChatGLM) {
-    return unsupported(path + ": P-Tuning v2 prefixes are ChatGLM2/3 and GLM-4's (chatglm); not " +
+                       ": P-Tuning v2 prefixes are ChatGLM-6B's (chatglm1) and ChatGLM2/3 and "
+                       "GLM-4's (chatglm); not " +
                        config.arch_name);
   }
   StatusOr<int64_t> n_layer = get_count(file, pt::kKeyBlockCount);

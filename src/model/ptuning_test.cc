@@ -1,6 +1,6 @@
 // load_ptuning: the prefix encoder's equations against a float64 computation written here from
-// modeling_chatglm.py's PrefixEncoder and get_prompt (docs/adapters.md#p-tuning-v2), and the
-// errors of adapters that do not fit their base.
+// modeling_chatglm.py's PrefixEncoder and get_prompt (docs/adapters.md#p-tuning-v2), of ChatGLM2/3
+// and of ChatGLM-6B (v1), and the errors of adapters that do not fit their base.
 #include "model/ptuning.h"
 
 #include <gtest/gtest.h>
@@ -253,13 +253,53 @@ TEST(PtuningTest, AdaptersThatDoNotFitTheirBaseAreRefusedByName) {
     EXPECT_NE(st.message().find("non-finite"), std::string::npos) << st.message();
     EXPECT_TRUE(out.empty());
   }
-  // ChatGLM-6B (v1) bases are refused with what can run.
-  PtuningSpec v1 = ok;
+}
+
+// A ChatGLM-6B (v1) base: K/V rows of n_head (= n_head_kv) heads, kv_dim = hidden_size.
+Config v1_config(int n_layer, int n_head, int head_dim) {
+  Config c = base_config(n_layer, n_head, head_dim);
+  c.arch = Arch::kChatGLM1;
+  c.arch_name = "chatglm1";
+  c.n_head = n_head;
+  c.n_embd = n_head * head_dim;
+  return c;
+}
+
+TEST(PtuningTest, ChatGLM1PrefixIsThePromptOfItsReference) {
+  // ChatGLM-6B's PrefixEncoder: without the projection Embedding(P, L * 2 * hidden); with it
+  // Embedding(P, hidden), Linear(hidden, hidden), Tanh, Linear(hidden, L * 2 * hidden); its
+  // get_prompt views [P, 2L, num_attention_heads, hidden / heads].
+  const Config c = v1_config(3, 4, 8);  // hidden 32
+  for (bool projection : {false, true}) {
+    SCOPED_TRACE(projection ? "with projection" : "embedding only");
+    PtuningSpec s;
+    s.arch = "chatglm1";
+    s.n_layer = 3;
+    s.kv_dim = 32;
+    s.pre_seq_len = 3;
+    s.projection = projection;
+    if (projection) s.emb_dim = s.hidden = 32;
+    const PtuningWeights w = random_ptuning(s);
+    StatusOr<PrefixKv> got = load(s, w, c, "pt_v1.gguf");
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    expect_prefix(s, *got, reference_prompt(s, w, 4, 8));
+  }
+}
+
+TEST(PtuningTest, AnAdapterForTheOtherChatGLMGenerationIsRefusedByName) {
+  PtuningSpec v1;
   v1.arch = "chatglm1";
-  Config c1 = c;
-  c1.arch = Arch::kChatGLM1;
-  c1.arch_name = "chatglm1";
-  expect_error(v1, c1, "ChatGLM-6B (v1)");
+  v1.n_layer = 2;
+  v1.kv_dim = 16;
+  // A ChatGLM-6B adapter on a ChatGLM2/3 base of the same K/V width, and the other way round.
+  expect_error(v1, base_config(2, 2, 8),
+               "made for a 'chatglm1' model; the base model is 'chatglm'");
+  PtuningSpec v2 = v1;
+  v2.arch = "chatglm";
+  expect_error(v2, v1_config(2, 2, 8), "made for a 'chatglm' model; the base model is 'chatglm1'");
+  // A ChatGLM-6B adapter for another depth or width of ChatGLM-6B.
+  expect_error(v1, v1_config(3, 2, 8), "adapter.ptuning.block_count");
+  expect_error(v1, v1_config(2, 4, 8), "adapter.ptuning.kv_dim");
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ class Transformer : public Model {
 // (empty is fine). invalid_argument otherwise.
 Status check_prefix(const Config& config, const PrefixKv& prefix);
 // unsupported naming `model` when a sequence of the batch has a P-Tuning prefix: for the models
-// that cannot attend one yet (ChatGLM-6B, the GPU path).
+// that cannot attend one yet (the GPU paths: GpuTransformer, GpuChatGLM1).
 Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model);
 
 // Checks a batch against a model config and a KV pool: token ids in range, n_past >= 0,
