@@ -7,6 +7,9 @@
 //   POST /v1/chat/completions    OpenAI: streaming (SSE) and not
 //   /api/conversations...        the page's conversations (SQLite) and its streaming chat
 //
+// Each route returns its error as a Status instead of writing it; one wrapper (route.h) writes
+// every error answer, in the format of the route's API family.
+//
 // Every generation opens its own connection to the engine socket (engine_client.h), so an
 // engine restart needs no reconnection logic; the requests it interrupted are resumed on the
 // restarted engine where they were (relay.h), within a bound. Every request goes to the engine
