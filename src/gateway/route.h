@@ -68,7 +68,8 @@ using RouteHandler = std::function<RouteStatus(const http::Request&, http::Respo
 class Routes {
  public:
   // `busy_retry_ms`: the engine's last retry hint, what Retry-After says for a busy engine.
-  // All three outlive this object and the server's handlers.
+  // All three outlive this object and the server's handlers; `server` may be null when only
+  // wrap() and write_error() are used (tests).
   Routes(http::Server* server, Metrics* metrics, const std::atomic<int>* busy_retry_ms)
       : server_(server), metrics_(metrics), busy_retry_ms_(busy_retry_ms) {}
 
