@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks two promises the code and docs make, run by scripts/lint.sh (CI):
+"""Checks promises the code and docs make, run by scripts/lint.sh (CI):
 
 1. Modules: a module's sources (src/NAME/*.cc, *.h) include only headers of NAME itself and
    of the modules its CMakeLists.txt lists (glm_module(NAME DEPS ...), or the glm_* libraries
@@ -8,6 +8,10 @@
 2. README's layout table names every module.
 3. Flags: every `--flag` that docs/*.md or README.md names next to a glmserve command is parsed
    by some command (its name appears as a string in src/cli/*.cc).
+4. Route errors: the gateway's error answers are written in one place (src/gateway/route.h):
+   every route is registered through Routes (no `server_->get(` ... outside route.cc), an
+   error body is built only by route.cc or inside a stream (an `sse_write(` line), and
+   Routes::write_error is called only by route.cc and the server's hooks in gateway.cc.
 
 Prints each violation and exits 1 if there is any.
 """
@@ -88,9 +92,28 @@ for doc in doc_files:
                     problems.append(f"{doc.relative_to(ROOT)}:{n}: names --{flag}, which no "
                                     "glmserve command parses (src/cli)")
 
+# Route errors: one writer (src/gateway/route.h).
+GATEWAY = SRC / "gateway"
+for f in sorted(GATEWAY.glob("*.cc")):
+    if is_test_file(f.name) or f.name == "route.cc":
+        continue
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        where = f"{f.relative_to(ROOT)}:{n}"
+        if re.search(r"server_->(get|post|patch|del|route)\(", line):
+            problems.append(f"{where}: registers a route on the server directly; use routes_-> "
+                            "(gateway/route.h), whose wrapper writes the route's errors")
+        if re.search(r"(openai|anthropic)_error_json\(", line) and "sse_write(" not in line:
+            problems.append(f"{where}: builds an error body by hand; return the Status from the "
+                            "route (gateway/route.h writes it)")
+        if re.search(r"\bwrite_error\(", line) and f.name != "gateway.cc":
+            problems.append(f"{where}: writes an error answer by hand; return the Status from "
+                            "the route (gateway/route.h writes it)")
+        if re.search(r"\b(set_json_error|write_json_error)\(", line):
+            problems.append(f"{where}: {line.strip()}: return the Status from the route instead")
+
 for p in problems:
     print(p)
 if problems:
     sys.exit(1)
 print(f"structure: {len(modules)} modules include only what they list; "
-      f"docs name only parsed flags")
+      f"docs name only parsed flags; route errors have one writer")

@@ -185,6 +185,7 @@ void Gateway::install_middleware() {
   // frame-ancestors already keeps the page out of other sites' frames.
   so.default_headers.add("Cross-Origin-Resource-Policy", "same-origin");
   server_ = std::make_unique<http::Server>(std::move(so));
+  routes_ = std::make_unique<Routes>(server_.get(), &metrics_, &engine_retry_ms_);
 
   server_->set_pre_routing([this](http::Request& req, http::Response& res) {
     metrics_.http_request();
@@ -192,7 +193,7 @@ void Gateway::install_middleware() {
     // a hostname that resolves to 127.0.0.1.
     if (is_loopback_host(options_.host) && req.has_header("Host") &&
         !is_loopback_host(host_name(req.header("Host")))) {
-      set_json_error(res, Status(ErrorCode::kInvalidArgument,
+      routes_->write_error(res, Status(ErrorCode::kInvalidArgument,
                                  "this gateway is bound to " + options_.host +
                                      " and answers only to that host name; use --host to "
                                      "serve other names"));
@@ -218,7 +219,7 @@ void Gateway::install_middleware() {
       }
     }
     if (api && !authorized(req, options_.api_key)) {
-      set_json_error(res, Status(ErrorCode::kUnauthorized,
+      routes_->write_error(res, Status(ErrorCode::kUnauthorized,
                                  "missing or wrong API key: send the header "
                                  "'Authorization: Bearer <key>' with the --api-key the "
                                  "gateway was started with"));
@@ -233,7 +234,8 @@ void Gateway::install_middleware() {
     // JSON media type (the page and CORS clients send one).
     if (api && (req.method == "POST" || req.method == "PATCH" || req.method == "PUT")) {
       if (!is_json_media_type(req.header("Content-Type")) && !req.header("Origin").empty()) {
-        set_json_error(res, invalid_argument("send the body as Content-Type: application/json"));
+        routes_->write_error(res,
+                             invalid_argument("send the body as Content-Type: application/json"));
         res.status = 415;
         return true;
       }
@@ -246,19 +248,19 @@ void Gateway::install_middleware() {
   server_->set_error_handler([this](const http::Request& req, http::Response& res) {
     const int status = res.status;
     if (status == 404) {
-      set_json_error(res, not_found("no route " + req.method + " " + req.path +
+      routes_->write_error(res, not_found("no route " + req.method + " " + req.path +
                                     " (see docs/gateway.md for the API)"));
     } else if (status == 413) {
       GLM_LOG_INFO("refused a request body over --max-body (%zu bytes)",
                    static_cast<size_t>(options_.max_body_bytes));
-      set_json_error(res, Status(ErrorCode::kInvalidArgument,
+      routes_->write_error(res, Status(ErrorCode::kInvalidArgument,
                                  "the request body is over this server's limit of " +
                                      std::to_string(options_.max_body_bytes) +
                                      " bytes: shorten the conversation or start a new one"));
     } else if (status == 503) {
-      set_json_error(res, Status(ErrorCode::kUnavailable, res.reason));
+      routes_->write_error(res, Status(ErrorCode::kUnavailable, res.reason));
     } else if (!res.reason.empty()) {
-      set_json_error(res, invalid_argument(res.reason));
+      routes_->write_error(res, invalid_argument(res.reason));
     }
     res.status = status;
   });
@@ -272,7 +274,7 @@ void Gateway::install_middleware() {
         } catch (...) {
         }
         GLM_LOG_ERROR("gateway: request failed: %s", what.c_str());
-        set_json_error(res, Status(ErrorCode::kInternal, "internal error: " + what));
+        routes_->write_error(res, Status(ErrorCode::kInternal, "internal error: " + what));
       });
 }
 
@@ -294,34 +296,9 @@ bool Gateway::authorized(const http::Request& req, const std::string& expected) 
   return diff == 0;
 }
 
-void Gateway::set_json_error(http::Response& res, const Status& status) {
-  write_json_error(res, status);
-  metrics_.record_error(error_code_name(status.code()));
-}
-
-void Gateway::write_json_error(http::Response& res, const Status& status) const {
-  write_error(res, status, api::openai_error_json(status));
-}
-
-bool Gateway::write_unfinished(http::Response& res, const RelayResult& r) const {
-  res.set_header("Cache-Control", "no-store");
-  if (api::is_complete(r.outcome)) return false;
-  write_json_error(res, cut_or_error(r));
-  return true;
-}
-
-void Gateway::write_error(http::Response& res, const Status& status,
-                          const std::string& body) const {
-  res.status = error_code_http_status(status.code());
-  // Busy and unavailable are temporary: say when to come back, in the header the OpenAI and
-  // Anthropic SDKs read before retrying (seconds) and in their millisecond variant.
-  if (status.code() == ErrorCode::kQueueFull || status.code() == ErrorCode::kUnavailable) {
-    // A busy engine says when to come back; a missing or loading one is asked again in 2 s.
-    const int ms = status.code() == ErrorCode::kQueueFull ? engine_retry_ms_.load() : 2000;
-    res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
-    res.set_header("retry-after-ms", std::to_string(ms));
-  }
-  res.set_content(body, "application/json");
+RouteStatus Gateway::unfinished(const RelayResult& r) {
+  if (api::is_complete(r.outcome)) return {};
+  return RouteStatus::uncounted(cut_or_error(r));
 }
 
 std::vector<std::string> Gateway::served_adapters() {
@@ -372,12 +349,9 @@ std::string Gateway::model_name() {
 }
 
 void Gateway::install_static_routes() {
-  auto serve_asset = [this](const http::Request& req, http::Response& res) {
+  auto serve_asset = [](const http::Request& req, http::Response& res) -> RouteStatus {
     const Asset* a = find_asset(req.path == "/index.html" ? "/" : req.path);
-    if (!a) {
-      set_json_error(res, not_found("no file " + req.path));
-      return;
-    }
+    if (!a) return not_found("no file " + req.path);
     res.set_header("ETag", std::string(a->etag));
     // index.html is revalidated (cheap 304); the files it names carry ?v=<hash> and never
     // change under one URL.
@@ -385,7 +359,7 @@ void Gateway::install_static_routes() {
                    a->path == "/" ? "no-cache" : "public, max-age=31536000, immutable");
     if (req.header("If-None-Match") == a->etag) {
       res.status = 304;
-      return;
+      return {};
     }
     res.set_header("Vary", "Accept-Encoding");
     // Pre-compressed only: the gateway compresses nothing on the fly (that would buffer SSE).
@@ -395,13 +369,17 @@ void Gateway::install_static_routes() {
     } else {
       res.set_content(a->body.data(), a->body.size(), std::string(a->content_type));
     }
+    return {};
   };
-  server_->get("/", serve_asset);
-  server_->get("/index.html", serve_asset);
-  server_->get(R"(/([A-Za-z0-9_.-]+\.(js|css|svg|png|json)))", serve_asset);
+  routes_->get("/", serve_asset);
+  routes_->get("/index.html", serve_asset);
+  routes_->get(R"(/([A-Za-z0-9_.-]+\.(js|css|svg|png|json)))", serve_asset);
 
-  server_->get("/health", [this](const http::Request&, http::Response& res) {
-    if (router_.several()) return several_models_health(res);
+  routes_->get("/health", [this](const http::Request&, http::Response& res) -> RouteStatus {
+    if (router_.several()) {
+      several_models_health(res);
+      return {};
+    }
     protocol::Request req;
     req.type = protocol::RequestType::kHealth;
     req.id = protocol::make_request_id();
@@ -446,15 +424,16 @@ void Gateway::install_static_routes() {
     res.status = ready ? 200 : 503;
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump_json(j), "application/json");
+    return {};
   });
 
-  server_->get("/metrics", [this](const http::Request& http_req, http::Response& res) {
+  routes_->get(
+      "/metrics", [this](const http::Request& http_req, http::Response& res) -> RouteStatus {
     if (!authorized(http_req, options_.metrics_key)) {  // Prometheus: authorization.credentials
-      set_json_error(res, Status(ErrorCode::kUnauthorized,
-                                 "/metrics needs 'Authorization: Bearer <key>' with the key of "
-                                 "--metrics-key-file (or GLMSERVE_METRICS_KEY)"));
       res.set_header("WWW-Authenticate", "Bearer");
-      return;
+          return Status(ErrorCode::kUnauthorized,
+                        "/metrics needs 'Authorization: Bearer <key>' with the key of "
+                        "--metrics-key-file (or GLMSERVE_METRICS_KEY)");
     }
     // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
     // gateway's; absent when the engine does not answer within a second.
@@ -482,6 +461,7 @@ void Gateway::install_static_routes() {
     res.set_content(metrics_.render() + http_metrics(server_->stats()) +
                         engine_metrics(engine_up ? &ev->stats : nullptr) + info,
                     "text/plain; version=0.0.4; charset=utf-8");
+        return {};
   });
 }
 

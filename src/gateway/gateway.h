@@ -7,6 +7,9 @@
 //   POST /v1/chat/completions    OpenAI: streaming (SSE) and not
 //   /api/conversations...        the page's conversations (SQLite) and its streaming chat
 //
+// Each route returns its error as a Status instead of writing it; one wrapper (route.h) writes
+// every error answer, in the format of the route's API family.
+//
 // Every generation opens its own connection to the engine socket (engine_client.h), so an
 // engine restart needs no reconnection logic; the requests it interrupted are resumed on the
 // restarted engine where they were (relay.h), within a bound. Every request goes to the engine
@@ -38,6 +41,7 @@
 #include "gateway/metrics.h"
 #include "gateway/model_router.h"
 #include "gateway/relay.h"
+#include "gateway/route.h"
 #include "gateway/store.h"
 #include "http/server.h"
 
@@ -174,15 +178,9 @@ class Gateway {
 
   // True when `expected` is empty or the request carries it (Bearer, or Anthropic's x-api-key).
   static bool authorized(const http::Request& req, const std::string& expected);
-  // An OpenAI error object with the status of `status`'s code (and Retry-After when it is
-  // temporary), counted in /metrics; write_json_error() does the same without counting.
-  void set_json_error(http::Response& res, const Status& status);
-  void write_json_error(http::Response& res, const Status& status) const;
-  // A non-streamed answer's head (no-store) and, if it did not complete, its OpenAI error (the
-  // client left, the engine failed, or the answer was cut); true when the error was written.
-  bool write_unfinished(http::Response& res, const RelayResult& r) const;
-  // The same status and Retry-After with another API's error body (Anthropic's).
-  void write_error(http::Response& res, const Status& status, const std::string& body) const;
+  // A non-streamed answer that did not complete (the client left, the engine failed, or the
+  // answer was cut): its error, uncounted (record_generation counted it); OK when complete.
+  static RouteStatus unfinished(const RelayResult& r);
   // The model a request without one gets: the one engine's (from its health), or serve's
   // default (its first --model).
   std::string model_name();
@@ -203,6 +201,7 @@ class Gateway {
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<http::Server> server_;
+  std::unique_ptr<Routes> routes_;  // registers on server_; writes every error answer
   mutable std::mutex inflight_mutex_;
   struct Inflight {
     std::weak_ptr<EngineStream> stream;

@@ -22,159 +22,161 @@ void set_sse_headers(http::Response& res) {
 }  // namespace
 
 void Gateway::install_api_routes() {
-  server_->post("/v1/completions", [this](const http::Request& req, http::Response& res) {
-    const auto t0 = Clock::now();
-    auto parsed = api::parse_completion_request(req.body);
-    if (!parsed.ok()) return set_json_error(res, parsed.status());
-    auto p = std::make_shared<api::CompletionRequest>(std::move(parsed).value());
-    p->request.id = "cmpl-" + protocol::make_request_id();
-    if (p->model.empty()) p->model = model_name();
-    auto started = start_generation(p->request, p->model);
-    if (!started.ok()) return set_json_error(res, started.status());
-    auto state = std::make_shared<Started>(std::move(started).value());
-    const int64_t created = static_cast<int64_t>(std::time(nullptr));
-    const std::string echo = p->echo ? p->request.prompt : "";
+  routes_->post(
+      "/v1/completions", [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        const auto t0 = Clock::now();
+        auto parsed = api::parse_completion_request(req.body);
+        if (!parsed.ok()) return parsed.status();
+        auto p = std::make_shared<api::CompletionRequest>(std::move(parsed).value());
+        p->request.id = "cmpl-" + protocol::make_request_id();
+        if (p->model.empty()) p->model = model_name();
+        auto started = start_generation(p->request, p->model);
+        if (!started.ok()) return started.status();
+        auto state = std::make_shared<Started>(std::move(started).value());
+        const int64_t created = static_cast<int64_t>(std::time(nullptr));
+        const std::string echo = p->echo ? p->request.prompt : "";
 
-    if (p->stream) {
-      set_sse_headers(res);
-      res.set_stream("text/event-stream", [this, p, state, created, t0,
-                                           echo](http::StreamSink& sink) {
-        const std::string& id = p->request.id;
-        SseWriter out(sink);
-        const int n = p->request.n;
-        if (!echo.empty()) {
-          for (int i = 0; i < n; ++i) {
-            out.event(
-                api::completion_chunk_text_json(id, created, p->model, echo, "", nullptr, 0, i));
-          }
+        if (p->stream) {
+          set_sse_headers(res);
+          res.set_stream("text/event-stream", [this, p, state, created, t0,
+                                               echo](http::StreamSink& sink) {
+            const std::string& id = p->request.id;
+            SseWriter out(sink);
+            const int n = p->request.n;
+            if (!echo.empty()) {
+              for (int i = 0; i < n; ++i) {
+                out.event(api::completion_chunk_text_json(id, created, p->model, echo, "", nullptr,
+                                                          0, i));
+              }
+            }
+            const bool logprobs = p->request.params.top_logprobs >= 0;
+            std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
+            auto emit = [&](const protocol::Event& e) {
+              if (e.index < 0 || e.index >= n) return out.ok();
+              if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
+                const api::Outcome o = api::outcome_of(e.finish_reason);
+                if (!api::is_complete(o)) return out.ok();
+                return out.event(api::completion_chunk_text_json(
+                    id, created, p->model, "", api::openai_finish_reason(o), nullptr, 0, e.index));
+              }
+              if (e.type != protocol::EventType::kToken) return out.ok();
+              size_t& at = offset[e.index];
+              const bool ok = out.event(
+                  api::completion_chunk_text_json(id, created, p->model, e.text, "",
+                                                  logprobs ? &e.logprobs : nullptr, at, e.index));
+              for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
+              return ok;
+            };
+            RelayResult r = relay_started(
+                *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
+            if (r.outcome == api::Outcome::kDisconnected) return;
+            if (!api::is_complete(r.outcome)) {
+              sse_write(sink, api::openai_error_json(cut_or_error(r)));
+            } else {
+              if (n == 1) {  // several choices ended with their choice_done
+                sse_write(sink,
+                          api::completion_chunk_text_json(id, created, p->model, "",
+                                                          api::openai_finish_reason(r.outcome)));
+              }
+              if (p->include_usage)
+                sse_write(sink, api::usage_chunk_json(id, created, p->model, r.usage));
+              sse_write(sink, "[DONE]");
+            }
+            sink.done();
+          });
+          return {};
         }
+        RelayResult r = relay_unstreamed(*state, req, "completions", t0);
+        res.set_header("Cache-Control", "no-store");
+        if (RouteStatus st = unfinished(r); !st.ok()) return st;
         const bool logprobs = p->request.params.top_logprobs >= 0;
-        std::vector<size_t> offset(n, 0);  // bytes of each answer so far, for text_offset
-        auto emit = [&](const protocol::Event& e) {
-          if (e.index < 0 || e.index >= n) return out.ok();
-          if (e.type == protocol::EventType::kChoiceDone) {  // n > 1: that choice's end
-            const api::Outcome o = api::outcome_of(e.finish_reason);
-            if (!api::is_complete(o)) return out.ok();
-            return out.event(api::completion_chunk_text_json(
-                id, created, p->model, "", api::openai_finish_reason(o), nullptr, 0, e.index));
+        if (p->request.n > 1) {
+          std::vector<api::TextChoiceOut> choices;
+          r.choices.resize(p->request.n);
+          for (const ChoiceResult& c : r.choices) {
+            choices.push_back({echo + c.text, api::openai_finish_reason(c.outcome),
+                               logprobs ? &c.logprobs : nullptr});
           }
-          if (e.type != protocol::EventType::kToken) return out.ok();
-          size_t& at = offset[e.index];
-          const bool ok = out.event(api::completion_chunk_text_json(
-              id, created, p->model, e.text, "", logprobs ? &e.logprobs : nullptr, at, e.index));
-          for (const generation::GeneratedLogprobs& g : e.logprobs) at += g.chosen.bytes.size();
-          return ok;
-        };
-        RelayResult r = relay_started(
-            *state, emit, [&] { return out.heartbeat(); }, "completions", t0);
-        if (r.outcome == api::Outcome::kDisconnected) return;
-        if (!api::is_complete(r.outcome)) {
-          sse_write(sink, api::openai_error_json(cut_or_error(r)));
-        } else {
-          if (n == 1) {  // several choices ended with their choice_done
-            sse_write(sink, api::completion_chunk_text_json(id, created, p->model, "",
-                                                            api::openai_finish_reason(r.outcome)));
-          }
-          if (p->include_usage)
-            sse_write(sink, api::usage_chunk_json(id, created, p->model, r.usage));
-          sse_write(sink, "[DONE]");
+          res.set_content(
+              api::text_completion_json(p->request.id, created, p->model, choices, r.usage),
+              "application/json");
+          return {};
         }
-        sink.done();
+        res.set_content(api::text_completion_json(p->request.id, created, p->model, echo + r.text,
+                                                  api::openai_finish_reason(r.outcome), r.usage,
+                                                  logprobs ? &r.logprobs : nullptr),
+                        "application/json");
+        return {};
       });
-      return;
-    }
-    RelayResult r = relay_unstreamed(*state, req, "completions", t0);
-    if (write_unfinished(res, r)) return;
-    const bool logprobs = p->request.params.top_logprobs >= 0;
-    if (p->request.n > 1) {
-      std::vector<api::TextChoiceOut> choices;
-      r.choices.resize(p->request.n);
-      for (const ChoiceResult& c : r.choices) {
-        choices.push_back({echo + c.text, api::openai_finish_reason(c.outcome),
-                           logprobs ? &c.logprobs : nullptr});
-      }
-      res.set_content(api::text_completion_json(p->request.id, created, p->model, choices, r.usage),
-                      "application/json");
-      return;
-    }
-    res.set_content(api::text_completion_json(p->request.id, created, p->model, echo + r.text,
-                                              api::openai_finish_reason(r.outcome), r.usage,
-                                              logprobs ? &r.logprobs : nullptr),
-                    "application/json");
-  });
 
-  server_->post("/v1/messages", [this](const http::Request& req, http::Response& res) {
-    const auto t0 = Clock::now();
-    auto fail = [&](const Status& st) {
-      write_error(res, st, api::anthropic_error_json(st));
-      metrics_.record_error(error_code_name(st.code()));
-    };
-    auto parsed = api::parse_messages_request(req.body);
-    if (!parsed.ok()) return fail(parsed.status());
-    auto p = std::make_shared<api::MessagesRequest>(std::move(parsed).value());
-    p->request.id = "msg-" + protocol::make_request_id();
-    if (p->model.empty()) p->model = model_name();
-    auto started = start_generation(p->request, p->model);
-    if (!started.ok()) return fail(started.status());
-    auto state = std::make_shared<Started>(std::move(started).value());
-    const std::string id = api::message_id(p->request.id);
+  routes_->post(
+      "/v1/messages",
+      [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        const auto t0 = Clock::now();
+        auto parsed = api::parse_messages_request(req.body);
+        if (!parsed.ok()) return parsed.status();
+        auto p = std::make_shared<api::MessagesRequest>(std::move(parsed).value());
+        p->request.id = "msg-" + protocol::make_request_id();
+        if (p->model.empty()) p->model = model_name();
+        auto started = start_generation(p->request, p->model);
+        if (!started.ok()) return started.status();
+        auto state = std::make_shared<Started>(std::move(started).value());
+        const std::string id = api::message_id(p->request.id);
 
-    if (p->stream) {
-      set_sse_headers(res);
-      res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
-        api::MessagesStream events(id, p->model);
-        api::ToolAnswerStream tools(p->tool_names);  // a call whole, or none if cut
-        SseWriter out(sink);
-        bool started_msg = false;
-        auto write = [&](const std::string& s) { return out.frame(s); };
-        auto emit = [&](const protocol::Event& e) {
-          if (e.type == protocol::EventType::kStart && !started_msg) {
-            started_msg = true;
-            return write(events.start(e.usage));
-          }
-          if (e.type != protocol::EventType::kToken) return out.ok();
-          if (!started_msg) {
-            started_msg = true;
-            write(events.start(protocol::Usage{}));
-          }
-          if (!e.reasoning.empty()) write(events.thinking(e.reasoning));
-          for (const api::ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
-          return out.ok();
-        };
-        auto heartbeat = [&] { return out.heartbeat(); };  // an SSE comment: SDKs skip it
-        RelayResult r = relay_started(*state, emit, heartbeat, "messages", t0);
-        if (r.outcome == api::Outcome::kDisconnected) return;
-        if (!started_msg) write(events.start(r.usage));
-        if (!api::is_complete(r.outcome)) {
-          write(api::MessagesStream::error(cut_or_error(r)));
-        } else {
-          for (const api::ToolDelta& d : tools.finish(r.outcome)) write(events.delta(d));
-          write(events.finish(api::anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
+        if (p->stream) {
+          set_sse_headers(res);
+          res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
+            api::MessagesStream events(id, p->model);
+            api::ToolAnswerStream tools(p->tool_names);  // a call whole, or none if cut
+            SseWriter out(sink);
+            bool started_msg = false;
+            auto write = [&](const std::string& s) { return out.frame(s); };
+            auto emit = [&](const protocol::Event& e) {
+              if (e.type == protocol::EventType::kStart && !started_msg) {
+                started_msg = true;
+                return write(events.start(e.usage));
+              }
+              if (e.type != protocol::EventType::kToken) return out.ok();
+              if (!started_msg) {
+                started_msg = true;
+                write(events.start(protocol::Usage{}));
+              }
+              if (!e.reasoning.empty()) write(events.thinking(e.reasoning));
+              for (const api::ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
+              return out.ok();
+            };
+            auto heartbeat = [&] { return out.heartbeat(); };  // an SSE comment: SDKs skip it
+            RelayResult r = relay_started(*state, emit, heartbeat, "messages", t0);
+            if (r.outcome == api::Outcome::kDisconnected) return;
+            if (!started_msg) write(events.start(r.usage));
+            if (!api::is_complete(r.outcome)) {
+              write(api::MessagesStream::error(cut_or_error(r)));
+            } else {
+              for (const api::ToolDelta& d : tools.finish(r.outcome)) write(events.delta(d));
+              write(events.finish(api::anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
+            }
+            sink.done();
+          });
+          return {};
         }
-        sink.done();
-      });
-      return;
-    }
-    RelayResult r = relay_unstreamed(*state, req, "messages", t0);
-    res.set_header("Cache-Control", "no-store");
-    if (!api::is_complete(r.outcome)) {
-      const Status st = cut_or_error(r);
-      write_error(res, st, api::anthropic_error_json(st));
-      return;
-    }
-    const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
-    api::MessageOut m;
-    m.id = id;
-    m.model = p->model;
-    m.thinking = r.reasoning;
-    m.text = a.content;  // as streamed: the leading whitespace dropped
-    m.call_name = a.name;
-    m.call_id = api::tool_use_id(p->request.id);
-    m.call_arguments = a.arguments;
-    m.stop_reason = api::anthropic_stop_reason(r.outcome, !a.name.empty());
-    m.usage = r.usage;
-    res.set_content(api::anthropic_message_json(m), "application/json");
-  });
+        RelayResult r = relay_unstreamed(*state, req, "messages", t0);
+        res.set_header("Cache-Control", "no-store");
+        if (RouteStatus st = unfinished(r); !st.ok()) return st;
+        const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
+        api::MessageOut m;
+        m.id = id;
+        m.model = p->model;
+        m.thinking = r.reasoning;
+        m.text = a.content;  // as streamed: the leading whitespace dropped
+        m.call_name = a.name;
+        m.call_id = api::tool_use_id(p->request.id);
+        m.call_arguments = a.arguments;
+        m.stop_reason = api::anthropic_stop_reason(r.outcome, !a.name.empty());
+        m.usage = r.usage;
+        res.set_content(api::anthropic_message_json(m), "application/json");
+        return {};
+      },
+      ErrorFormat::kAnthropic);
 }
 
 }  // namespace glm::gateway

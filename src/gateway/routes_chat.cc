@@ -189,37 +189,39 @@ void Gateway::install_chat_routes() {
     res.set_content(dump_json(j), "application/json");
   };
 
-  server_->get("/api/conversations", [this, send_json](const http::Request&, http::Response& res) {
-    auto list = store_->list_conversations(kMaxConversations);
-    if (!list.ok()) return set_json_error(res, list.status());
-    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const Conversation& c : *list) arr.push_back(conversation_json(c));
-    send_json(res, {{"conversations", arr}});
-  });
+  routes_->get("/api/conversations",
+               [this, send_json](const http::Request&, http::Response& res) -> RouteStatus {
+                 auto list = store_->list_conversations(kMaxConversations);
+                 if (!list.ok()) return list.status();
+                 nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+                 for (const Conversation& c : *list) arr.push_back(conversation_json(c));
+                 send_json(res, {{"conversations", arr}});
+                 return {};
+               });
 
-  server_->post(
-      "/api/conversations", [this, send_json](const http::Request& req, http::Response& res) {
-        api::BodyReader b(req.body);
-        auto f = read_conversation_fields(b, req.body);
-        if (!f.ok()) return set_json_error(res, f.status());
-        auto c = store_->create_conversation(f->title.value_or(""), f->system_prompt.value_or(""),
-                                             f->params_json.value_or("{}"));
-        if (!c.ok()) return set_json_error(res, c.status());
-        if (f->tools_json) {
-          if (Status st = store_->set_conversation_tools(c->id, *f->tools_json); !st.ok()) {
-            return set_json_error(res, st);
-          }
-          c->tools_json = *f->tools_json;
-        }
-        send_json(res, conversation_json(*c), 201);
-      });
+  routes_->post("/api/conversations",
+                [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
+                  api::BodyReader b(req.body);
+                  auto f = read_conversation_fields(b, req.body);
+                  if (!f.ok()) return f.status();
+                  auto c = store_->create_conversation(f->title.value_or(""),
+                                                       f->system_prompt.value_or(""),
+                                                       f->params_json.value_or("{}"));
+                  if (!c.ok()) return c.status();
+                  if (f->tools_json) {
+                    GLM_RETURN_IF_ERROR(store_->set_conversation_tools(c->id, *f->tools_json));
+                    c->tools_json = *f->tools_json;
+                  }
+                  send_json(res, conversation_json(*c), 201);
+                  return {};
+                });
 
-  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+))",
-               [this, send_json](const http::Request& req, http::Response& res) {
+  routes_->get(R"(/api/conversations/([A-Za-z0-9_-]+))",
+               [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
                  auto c = store_->get_conversation(req.matches[1]);
-                 if (!c.ok()) return set_json_error(res, c.status());
+                 if (!c.ok()) return c.status();
                  auto msgs = store_->messages(c->id);
-                 if (!msgs.ok()) return set_json_error(res, msgs.status());
+                 if (!msgs.ok()) return msgs.status();
                  nlohmann::ordered_json j = conversation_with_messages(*c, *msgs);
                  // An answer being generated now: the page re-attaches to it (GET .../live).
                  // Not once its row holds the outcome (the row is stored just before the live
@@ -238,163 +240,173 @@ void Gateway::install_chat_routes() {
                                 {"followers", live->followers()}};
                  }
                  send_json(res, j);
+                 return {};
                });
 
-  server_->patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
-                 [this, send_json](const http::Request& req, http::Response& res) {
+  routes_->patch(R"(/api/conversations/([A-Za-z0-9_-]+))",
+                 [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
                    api::BodyReader b(req.body);
                    auto f = read_conversation_fields(b, req.body);
-                   if (!f.ok()) return set_json_error(res, f.status());
+                   if (!f.ok()) return f.status();
                    auto opt = [](const std::optional<std::string>& v) { return v ? &*v : nullptr; };
                    Status st = store_->update_conversation(
                        req.matches[1], opt(f->title), opt(f->system_prompt), opt(f->params_json));
                    if (st.ok() && f->tools_json) {
                      st = store_->set_conversation_tools(req.matches[1], *f->tools_json);
                    }
-                   if (!st.ok()) return set_json_error(res, st);
+                   if (!st.ok()) return st;
                    auto c = store_->get_conversation(req.matches[1]);
-                   if (!c.ok()) return set_json_error(res, c.status());
+                   if (!c.ok()) return c.status();
                    send_json(res, conversation_json(*c));
+                   return {};
                  });
 
-  server_->del(R"(/api/conversations/([A-Za-z0-9_-]+))",
-               [this, send_json](const http::Request& req, http::Response& res) {
+  routes_->del(R"(/api/conversations/([A-Za-z0-9_-]+))",
+               [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
                  // Its generation, if one runs, stops now: nothing is left to store it in.
                  cancel_conversation(req.matches[1]);
                  Status st = store_->delete_conversation(req.matches[1]);
-                 if (!st.ok()) return set_json_error(res, st);
+                 if (!st.ok()) return st;
                  send_json(res, {{"deleted", std::string(req.matches[1])}});
+                 return {};
                });
 
-  server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/branch)",
-                [this, send_json](const http::Request& req, http::Response& res) {
+  routes_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/branch)",
+                [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
                   api::BodyReader b(req.body);
                   const auto message_id = b.integer("message_id");
-                  if (!b.status().ok()) return set_json_error(res, b.status());
+                  if (!b.status().ok()) return b.status();
                   if (!message_id) {
-                    return set_json_error(res, invalid_argument("message_id is required"));
+                    return invalid_argument("message_id is required");
                   }
                   if (auto live = live_answers_.find(req.matches[1]); live && !live->ended()) {
-                    return set_json_error(
-                        res, invalid_argument("conversation " + std::string(req.matches[1]) +
-                                              " is being answered: stop it before switching "
-                                              "versions"));
+                    return invalid_argument("conversation " + std::string(req.matches[1]) +
+                                            " is being answered: stop it before switching "
+                                            "versions");
                   }
                   Status st = store_->select_branch(req.matches[1], *message_id);
-                  if (!st.ok()) return set_json_error(res, st);
+                  if (!st.ok()) return st;
                   auto c = store_->get_conversation(req.matches[1]);
-                  if (!c.ok()) return set_json_error(res, c.status());
+                  if (!c.ok()) return c.status();
                   auto msgs = store_->messages(c->id);
-                  if (!msgs.ok()) return set_json_error(res, msgs.status());
+                  if (!msgs.ok()) return msgs.status();
                   send_json(res, conversation_with_messages(*c, *msgs));
+                  return {};
                 });
 
-  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",
-               [this](const http::Request& req, http::Response& res) {
+  routes_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/export)",
+               [this](const http::Request& req, http::Response& res) -> RouteStatus {
                  auto doc = store_->export_json(req.matches[1]);
-                 if (!doc.ok()) return set_json_error(res, doc.status());
+                 if (!doc.ok()) return doc.status();
                  res.set_header("Content-Disposition", "attachment; filename=\"conversation-" +
                                                            std::string(req.matches[1]) + ".json\"");
                  res.set_content(*doc, "application/json");
+                 return {};
                });
 
-  server_->post("/api/stop", [this, send_json](const http::Request& req, http::Response& res) {
-    api::BodyReader b(req.body);
-    const std::string id = b.string("request_id").value_or("");
-    if (!b.status().ok()) return set_json_error(res, b.status());
-    auto stream = find_inflight(id);
-    if (!stream) {
-      return set_json_error(res, not_found("no generation '" + id + "' in progress"));
-    }
-    stream->cancel();
-    send_json(res, {{"stopped", id}});
-  });
+  routes_->post("/api/stop",
+                [this, send_json](const http::Request& req, http::Response& res) -> RouteStatus {
+                  api::BodyReader b(req.body);
+                  const std::string id = b.string("request_id").value_or("");
+                  if (!b.status().ok()) return b.status();
+                  auto stream = find_inflight(id);
+                  if (!stream) {
+                    return not_found("no generation '" + id + "' in progress");
+                  }
+                  stream->cancel();
+                  send_json(res, {{"stopped", id}});
+                  return {};
+                });
 
-  server_->get(R"(/api/conversations/([A-Za-z0-9_-]+)/live)", [this](const http::Request& req,
-                                                                     http::Response& res) {
-    auto live = live_answers_.find(req.matches[1]);
-    if (!live || live->ended()) {
-      // Not counted as an error: a page re-attaching just after the end asks.
-      return write_json_error(
-          res, not_found("no answer is being generated in conversation " +
-                         std::string(req.matches[1]) + "; its stored messages have the last one"));
-    }
-    auto from = read_from(req, live->published());
-    if (!from.ok()) return set_json_error(res, from.status());
-    res.set_header("Cache-Control", "no-store");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_stream("text/event-stream", [this, live, at = *from](http::StreamSink& sink) {
-      follow_live(*live, at, sink);
-    });
-  });
-
-  server_->post(R"(/api/conversations/([A-Za-z0-9_-]+)/chat)", [this](const http::Request& req,
-                                                                      http::Response& res) {
-    const auto t0 = Clock::now();
-    api::BodyReader b(req.body);
-    auto turn = read_chat_turn(b, req.body);
-    if (!turn.ok()) return set_json_error(res, turn.status());
-    auto conv = store_->get_conversation(req.matches[1]);
-    if (!conv.ok()) return set_json_error(res, conv.status());
-    // Nothing is stored for a turn that cannot start.
-    if (draining_) return set_json_error(res, draining_status());
-    if (auto live = live_answers_.find(conv->id); live && !live->ended()) {
-      return set_json_error(
-          res, invalid_argument("conversation " + conv->id + " is being answered (request " +
-                                live->request_id() +
-                                "): stop it first (POST /api/stop) or follow it (GET "
-                                "/api/conversations/" +
-                                conv->id + "/live)"));
-    }
-    // Every answer is labelled with the model that writes it: one database serves every model
-    // and instance of a user (docs/gateway.md, "Which model answered").
-    turn->answering_model = turn->model.empty() ? model_name() : turn->model;
-    auto session = std::make_shared<ChatSession>(store_.get(), std::move(conv).value());
-    auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
-    if (!request.ok()) return set_json_error(res, request.status());
-    if (turn->continue_answer) {
-      request = continue_request(std::move(request).value(), session->prefix(), turn->model);
-      if (!request.ok()) return set_json_error(res, request.status());
-    }
-
-    // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
-    auto sent = send_generation(*request, turn->model);
-    if (Status st = session->open_answer(); !st.ok()) {
-      if (sent.ok()) (*sent)->cancel();
-      return set_json_error(res, st);
-    }
-    // From here on the page always gets a stream: refusals arrive as its error event, and the
-    // answer row records them.
-    auto started = sent.ok() ? await_started(std::move(sent).value(), request->conversation)
-                             : StatusOr<Started>(sent.status());
-    res.set_header("Cache-Control", "no-store");
-    res.set_header("X-Accel-Buffering", "no");
-    Status start_error = started.status();
-    std::shared_ptr<LiveAnswer> live;
-    if (started.ok()) {
-      // The generation belongs to the gateway from here: this request is only its first
-      // follower (docs/gateway.md, "Live answers").
-      live = std::make_shared<LiveAnswer>(session->conversation_id(), request->id,
-                                          session->answer_id());
-      live->publish(session->start_payload());
-      auto state = std::make_shared<Started>(std::move(started).value());
-      start_error = live_answers_.start(
-          live, [this, live, session, state, t0] { generate_live(*live, *session, *state, t0); });
-      if (!start_error.ok()) state->stream->cancel();  // another turn of it started meanwhile
-    }
-    if (!start_error.ok()) {
-      session->fail_to_start(start_error);
-      metrics_.record_error(error_code_name(start_error.code()));
-      res.set_stream("text/event-stream", [session, start_error](http::StreamSink& sink) {
-        sse_write(sink, dump_json(session->start_payload()));
-        sse_write(sink, dump_json(session->error_payload(start_error)));
-        sink.done();
+  routes_->get(
+      R"(/api/conversations/([A-Za-z0-9_-]+)/live)",
+      [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        auto live = live_answers_.find(req.matches[1]);
+        if (!live || live->ended()) {
+          // Not counted as an error: a page re-attaching just after the end asks.
+          return RouteStatus::uncounted(not_found("no answer is being generated in conversation " +
+                                                  std::string(req.matches[1]) +
+                                                  "; its stored messages have the last one"));
+        }
+        auto from = read_from(req, live->published());
+        if (!from.ok()) return from.status();
+        res.set_header("Cache-Control", "no-store");
+        res.set_header("X-Accel-Buffering", "no");
+        res.set_stream("text/event-stream", [this, live, at = *from](http::StreamSink& sink) {
+          follow_live(*live, at, sink);
+        });
+        return {};
       });
-      return;
-    }
-    res.set_stream("text/event-stream",
-                   [this, live](http::StreamSink& sink) { follow_live(*live, 0, sink); });
-  });
+
+  routes_->post(
+      R"(/api/conversations/([A-Za-z0-9_-]+)/chat)",
+      [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        const auto t0 = Clock::now();
+        api::BodyReader b(req.body);
+        auto turn = read_chat_turn(b, req.body);
+        if (!turn.ok()) return turn.status();
+        auto conv = store_->get_conversation(req.matches[1]);
+        if (!conv.ok()) return conv.status();
+        // Nothing is stored for a turn that cannot start.
+        if (draining_) return draining_status();
+        if (auto live = live_answers_.find(conv->id); live && !live->ended()) {
+          return invalid_argument("conversation " + conv->id + " is being answered (request " +
+                                  live->request_id() +
+                                  "): stop it first (POST /api/stop) or follow it (GET "
+                                  "/api/conversations/" +
+                                  conv->id + "/live)");
+        }
+        // Every answer is labelled with the model that writes it: one database serves every model
+        // and instance of a user (docs/gateway.md, "Which model answered").
+        turn->answering_model = turn->model.empty() ? model_name() : turn->model;
+        auto session = std::make_shared<ChatSession>(store_.get(), std::move(conv).value());
+        auto request = session->begin(*turn, "chat-" + protocol::make_request_id());
+        if (!request.ok()) return request.status();
+        if (turn->continue_answer) {
+          request = continue_request(std::move(request).value(), session->prefix(), turn->model);
+          if (!request.ok()) return request.status();
+        }
+
+        // The engine starts on the request now; the remaining bookkeeping overlaps its prefill.
+        auto sent = send_generation(*request, turn->model);
+        if (Status st = session->open_answer(); !st.ok()) {
+          if (sent.ok()) (*sent)->cancel();
+          return st;
+        }
+        // From here on the page always gets a stream: refusals arrive as its error event, and the
+        // answer row records them.
+        auto started = sent.ok() ? await_started(std::move(sent).value(), request->conversation)
+                                 : StatusOr<Started>(sent.status());
+        res.set_header("Cache-Control", "no-store");
+        res.set_header("X-Accel-Buffering", "no");
+        Status start_error = started.status();
+        std::shared_ptr<LiveAnswer> live;
+        if (started.ok()) {
+          // The generation belongs to the gateway from here: this request is only its first
+          // follower (docs/gateway.md, "Live answers").
+          live = std::make_shared<LiveAnswer>(session->conversation_id(), request->id,
+                                              session->answer_id());
+          live->publish(session->start_payload());
+          auto state = std::make_shared<Started>(std::move(started).value());
+          start_error = live_answers_.start(live, [this, live, session, state, t0] {
+            generate_live(*live, *session, *state, t0);
+          });
+          if (!start_error.ok()) state->stream->cancel();  // another turn of it started meanwhile
+        }
+        if (!start_error.ok()) {
+          session->fail_to_start(start_error);
+          metrics_.record_error(error_code_name(start_error.code()));
+          res.set_stream("text/event-stream", [session, start_error](http::StreamSink& sink) {
+            sse_write(sink, dump_json(session->start_payload()));
+            sse_write(sink, dump_json(session->error_payload(start_error)));
+            sink.done();
+          });
+          return {};
+        }
+        res.set_stream("text/event-stream",
+                       [this, live](http::StreamSink& sink) { follow_live(*live, 0, sink); });
+        return {};
+      });
 }
 
 }  // namespace glm::gateway

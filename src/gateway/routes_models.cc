@@ -53,11 +53,11 @@ json served_objects(const json& list) {
 }  // namespace
 
 void Gateway::install_models_routes() {
-  server_->get("/v1/models", [this](const http::Request&, http::Response& res) {
+  routes_->get("/v1/models", [this](const http::Request&, http::Response& res) -> RouteStatus {
     json data = json::array();
     if (router_.several()) {
       auto list = router_.list();
-      if (!list.ok()) return set_json_error(res, list.status());
+      if (!list.ok()) return list.status();
       data = served_objects(*list);
     } else {
       const std::string base = model_name();
@@ -67,21 +67,22 @@ void Gateway::install_models_routes() {
     res.set_header("Cache-Control", "no-store");
     res.set_content(dump_json(json{{"object", "list"}, {"data", std::move(data)}}),
                     "application/json");
+    return {};
   });
   // Adapters loaded and unloaded at run time (docs/adapters.md), in vLLM's shapes:
   // {"lora_name", "lora_path", "scale"?} and {"lora_name"}. A path on this machine is read by
   // the engine: only with an API key configured (and sent, as every /v1 route checks).
   auto adapter_route = [this](bool load) {
-    return [this, load](const http::Request& req, http::Response& res) {
+    return [this, load](const http::Request& req, http::Response& res) -> RouteStatus {
       if (options_.api_key.empty()) {
-        return set_json_error(res, Status(ErrorCode::kUnauthorized,
-                                          "loading adapters at run time needs the gateway's API "
-                                          "key (start it with --api-key-file)"));
+        return Status(ErrorCode::kUnauthorized,
+                      "loading adapters at run time needs the gateway's API "
+                      "key (start it with --api-key-file)");
       }
       if (router_.several()) {
-        return set_json_error(
-            res, unsupported("adapters are loaded at run time with one model only; with several, "
-                             "give them to serve with --adapter NAME=PATH"));
+        return unsupported(
+            "adapters are loaded at run time with one model only; with several, give them to "
+            "serve with --adapter NAME=PATH");
       }
       api::BodyReader body(req.body);
       const auto name = body.string("lora_name");
@@ -89,14 +90,13 @@ void Gateway::install_models_routes() {
       double scale = 1.0;
       if (const nlohmann::json* s = body.json().contains("scale") ? &body.json()["scale"] : nullptr;
           s != nullptr && !s->is_null()) {
-        if (!s->is_number())
-          return set_json_error(res, invalid_argument("scale: expected a number"));
+        if (!s->is_number()) return invalid_argument("scale: expected a number");
         scale = s->get<double>();
       }
-      if (!body.status().ok()) return set_json_error(res, body.status());
-      if (!name) return set_json_error(res, invalid_argument("lora_name is required (a string)"));
+      if (!body.status().ok()) return body.status();
+      if (!name) return invalid_argument("lora_name is required (a string)");
       if (load && !path) {
-        return set_json_error(res, invalid_argument("lora_path is required (a string)"));
+        return invalid_argument("lora_path is required (a string)");
       }
       protocol::Request q;
       q.type = load ? protocol::RequestType::kLoadAdapter : protocol::RequestType::kUnloadAdapter;
@@ -107,45 +107,51 @@ void Gateway::install_models_routes() {
         q.scale = static_cast<float>(scale);
       }
       auto ev = engine_.query(q, 120000);
-      if (!ev.ok()) return set_json_error(res, ev.status());
+      if (!ev.ok()) return ev.status();
       if (ev->type == protocol::EventType::kError) {
-        return set_json_error(
-            res, Status(ev->code == ErrorCode::kOk ? ErrorCode::kInternal : ev->code, ev->message));
+        return Status(ev->code == ErrorCode::kOk ? ErrorCode::kInternal : ev->code, ev->message);
       }
       res.set_content(dump_json(json{{"object", "adapters"},
                                      {"adapter", *name},
                                      {"loaded", load},
                                      {"adapters", ev->adapters}}),
                       "application/json");
+      return {};
     };
   };
-  server_->post("/v1/load_lora_adapter", adapter_route(true));
-  server_->post("/v1/unload_lora_adapter", adapter_route(false));
-  server_->get(R"(/v1/models/([^/]+))", [this](const http::Request& req, http::Response& res) {
-    const std::string id = req.matches[1];
-    if (router_.several()) {
-      auto list = router_.list();
-      if (!list.ok()) return set_json_error(res, list.status());
-      std::string names;
-      for (const json& m : served_objects(*list)) {
-        if (m.value("id", "") == id) return res.set_content(dump_json(m), "application/json");
-        names += (names.empty() ? "'" : ", '") + m.value("id", "") + "'";
-      }
-      return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
-                                           "serves " + names + " (GET /v1/models)"));
-    }
-    const std::string name = model_name();
-    for (const std::string& a : served_adapters()) {
-      if (id == a || id == name + ":" + a) {
-        return res.set_content(dump_json(adapter_object(a, name)), "application/json");
-      }
-    }
-    if (id != name) {
-      return set_json_error(res, not_found("model '" + id + "' is not served here; this server " +
-                                           "serves '" + name + "' (GET /v1/models)"));
-    }
-    res.set_content(dump_json(model_object(name)), "application/json");
-  });
+  routes_->post("/v1/load_lora_adapter", adapter_route(true));
+  routes_->post("/v1/unload_lora_adapter", adapter_route(false));
+  routes_->get(R"(/v1/models/([^/]+))",
+               [this](const http::Request& req, http::Response& res) -> RouteStatus {
+                 const std::string id = req.matches[1];
+                 if (router_.several()) {
+                   auto list = router_.list();
+                   if (!list.ok()) return list.status();
+                   std::string names;
+                   for (const json& m : served_objects(*list)) {
+                     if (m.value("id", "") == id) {
+                       res.set_content(dump_json(m), "application/json");
+                       return {};
+                     }
+                     names += (names.empty() ? "'" : ", '") + m.value("id", "") + "'";
+                   }
+                   return not_found("model '" + id + "' is not served here; this server " +
+                                    "serves " + names + " (GET /v1/models)");
+                 }
+                 const std::string name = model_name();
+                 for (const std::string& a : served_adapters()) {
+                   if (id == a || id == name + ":" + a) {
+                     res.set_content(dump_json(adapter_object(a, name)), "application/json");
+                     return {};
+                   }
+                 }
+                 if (id != name) {
+                   return not_found("model '" + id + "' is not served here; this server " +
+                                    "serves '" + name + "' (GET /v1/models)");
+                 }
+                 res.set_content(dump_json(model_object(name)), "application/json");
+                 return {};
+               });
 }
 
 // Several models: the gateway is ready when serve answers (a model loads on its first request);

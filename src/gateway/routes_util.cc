@@ -37,79 +37,83 @@ StatusOr<protocol::Event> Gateway::query_tokens(const protocol::Request& request
 
 void Gateway::install_util_routes() {
   // {"content":"text"} -> {"tokens":[ids]} (no special tokens added).
-  server_->post("/tokenize", [this](const http::Request& req, http::Response& res) {
+  routes_->post("/tokenize", [this](const http::Request& req, http::Response& res) -> RouteStatus {
     api::BodyReader body(req.body);
     const auto content = body.string("content");
-    if (!body.status().ok()) return set_json_error(res, body.status());
-    if (!content) return set_json_error(res, invalid_argument("content is required (a string)"));
+    if (!body.status().ok()) return body.status();
+    if (!content) return invalid_argument("content is required (a string)");
     protocol::Request q;
     q.type = protocol::RequestType::kTokenize;
     q.id = protocol::make_request_id();
     q.text = *content;
     auto ev = query_tokens(q);
-    if (!ev.ok()) return set_json_error(res, ev.status());
+    if (!ev.ok()) return ev.status();
     res.set_content(dump_json(json{{"tokens", ev->tokens}}), "application/json");
+    return {};
   });
 
   // {"tokens":[ids]} -> {"content":"text"} (special tokens as their text).
-  server_->post("/detokenize", [this](const http::Request& req, http::Response& res) {
-    api::BodyReader body(req.body);
-    if (!body.status().ok()) return set_json_error(res, body.status());
-    const json& j = body.json();
-    auto it = j.find("tokens");
-    if (it == j.end() || !it->is_array()) {
-      return set_json_error(res, invalid_argument("tokens is required (an array of token ids)"));
-    }
-    if (it->size() > kMaxDetokenize) {
-      return set_json_error(
-          res, invalid_argument("tokens: at most " + std::to_string(kMaxDetokenize) + " ids"));
-    }
-    protocol::Request q;
-    q.type = protocol::RequestType::kDetokenize;
-    q.id = protocol::make_request_id();
-    for (const json& t : *it) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
-        return set_json_error(res, invalid_argument("tokens: expected non-negative integer ids"));
-      }
-      q.tokens.push_back(t.get<int32_t>());
-    }
-    auto ev = query_tokens(q);
-    if (!ev.ok()) return set_json_error(res, ev.status());
-    res.set_content(dump_json(json{{"content", ev->text}}), "application/json");
-  });
+  routes_->post(
+      "/detokenize", [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        api::BodyReader body(req.body);
+        if (!body.status().ok()) return body.status();
+        const json& j = body.json();
+        auto it = j.find("tokens");
+        if (it == j.end() || !it->is_array()) {
+          return invalid_argument("tokens is required (an array of token ids)");
+        }
+        if (it->size() > kMaxDetokenize) {
+          return invalid_argument("tokens: at most " + std::to_string(kMaxDetokenize) + " ids");
+        }
+        protocol::Request q;
+        q.type = protocol::RequestType::kDetokenize;
+        q.id = protocol::make_request_id();
+        for (const json& t : *it) {
+          if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+            return invalid_argument("tokens: expected non-negative integer ids");
+          }
+          q.tokens.push_back(t.get<int32_t>());
+        }
+        auto ev = query_tokens(q);
+        if (!ev.ok()) return ev.status();
+        res.set_content(dump_json(json{{"content", ev->text}}), "application/json");
+        return {};
+      });
 
   // A chat completions body -> {"prompt":"text","tokens":[ids]}: what the engine would prefill.
-  server_->post("/apply-template", [this](const http::Request& req, http::Response& res) {
-    auto parsed = api::parse_chat_completion(req.body);
-    if (!parsed.ok()) return set_json_error(res, parsed.status());
-    protocol::Request q = std::move(parsed->request);
-    q.type = protocol::RequestType::kPrompt;
-    q.id = protocol::make_request_id();
-    auto ev = query_tokens(q, parsed->model);
-    if (!ev.ok()) return set_json_error(res, ev.status());
-    res.set_content(dump_json(json{{"prompt", ev->text}, {"tokens", ev->tokens}}),
-                    "application/json");
-  });
+  routes_->post("/apply-template",
+                [this](const http::Request& req, http::Response& res) -> RouteStatus {
+                  auto parsed = api::parse_chat_completion(req.body);
+                  if (!parsed.ok()) return parsed.status();
+                  protocol::Request q = std::move(parsed->request);
+                  q.type = protocol::RequestType::kPrompt;
+                  q.id = protocol::make_request_id();
+                  auto ev = query_tokens(q, parsed->model);
+                  if (!ev.ok()) return ev.status();
+                  res.set_content(dump_json(json{{"prompt", ev->text}, {"tokens", ev->tokens}}),
+                                  "application/json");
+                  return {};
+                });
 
   // Anthropic: a Messages body (max_tokens optional here) -> {"input_tokens":N}.
-  server_->post("/v1/messages/count_tokens", [this](const http::Request& req, http::Response& res) {
-    auto fail = [&](const Status& st) {
-      write_error(res, st, api::anthropic_error_json(st));
-      metrics_.record_error(error_code_name(st.code()));
-    };
-    api::BodyReader body(req.body);
-    if (!body.status().ok()) return fail(body.status());
-    json j = body.json();
-    if (!j.contains("max_tokens")) j["max_tokens"] = 1;  // not part of this route's body
-    auto parsed = api::parse_messages_request(dump_json(j));
-    if (!parsed.ok()) return fail(parsed.status());
-    protocol::Request q = std::move(parsed->request);
-    q.type = protocol::RequestType::kPrompt;
-    q.id = protocol::make_request_id();
-    auto ev = query_tokens(q, parsed->model);
-    if (!ev.ok()) return fail(ev.status());
-    res.set_content(dump_json(json{{"input_tokens", ev->tokens.size()}}), "application/json");
-  });
+  routes_->post(
+      "/v1/messages/count_tokens",
+      [this](const http::Request& req, http::Response& res) -> RouteStatus {
+        api::BodyReader body(req.body);
+        if (!body.status().ok()) return body.status();
+        json j = body.json();
+        if (!j.contains("max_tokens")) j["max_tokens"] = 1;  // not part of this route's body
+        auto parsed = api::parse_messages_request(dump_json(j));
+        if (!parsed.ok()) return parsed.status();
+        protocol::Request q = std::move(parsed->request);
+        q.type = protocol::RequestType::kPrompt;
+        q.id = protocol::make_request_id();
+        auto ev = query_tokens(q, parsed->model);
+        if (!ev.ok()) return ev.status();
+        res.set_content(dump_json(json{{"input_tokens", ev->tokens.size()}}), "application/json");
+        return {};
+      },
+      ErrorFormat::kAnthropic);
 }
 
 }  // namespace glm::gateway
