@@ -22,6 +22,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "convert/hf_convert.h"
+#include "convert/test_util.h"
 #include "gguf/gguf.h"
 #include "nginx_hub.h"
 
@@ -47,28 +48,10 @@ struct Result {
   }
 };
 
-// The config.json of ChatGLM3's HF checkpoint for a chatglm GGUF model (gen-model's), as
-// transformers' ChatGLMConfig names the fields.
+// The config.json of ChatGLM3's HF checkpoint for a chatglm GGUF model (gen-model's).
 nlohmann::json hf_config(const glm::gguf::File& g) {
-  auto i = [&](const std::string& k) { return *g.get_int("chatglm." + k); };
-  return {{"model_type", "chatglm"},
-          {"_name_or_path", "test-org/tiny-glm"},
-          {"hidden_size", i("embedding_length")},
-          {"num_layers", i("block_count")},
-          {"num_attention_heads", i("attention.head_count")},
-          {"multi_query_attention", true},
-          {"multi_query_group_num", i("attention.head_count_kv")},
-          {"kv_channels", i("embedding_length") / i("attention.head_count")},
-          {"ffn_hidden_size", i("feed_forward_length")},
-          {"padded_vocab_size", g.tensor("token_embd.weight")->shape[1]},
-          {"seq_length", i("context_length")},
-          {"layernorm_epsilon", *g.get_float("chatglm.attention.layer_norm_rms_epsilon")},
-          {"rope_ratio", *g.get_float("chatglm.rope.freq_base") / 10000.0},
-          {"add_qkv_bias", true},
-          {"rmsnorm", true},
-          {"torch_dtype", "float32"}};
+  return glm::convert::testing::chatglm3_hf_config(g, "test-org/tiny-glm");
 }
-
 class HubPullTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -36,25 +36,7 @@ enum class Format { kSafetensors, kTorch };
 void export_hf(const gguf::File& m, const fs::path& dir, const std::string& dtype, int n_shards,
                const std::string& tokenizer_model, Format format = Format::kSafetensors) {
   fs::create_directories(dir);
-  auto i = [&](const std::string& k) { return *m.get_int("chatglm." + k); };
-  nlohmann::json c = {
-      {"model_type", "chatglm"},
-      {"_name_or_path", *m.get_string("general.name")},
-      {"hidden_size", i("embedding_length")},
-      {"num_layers", i("block_count")},
-      {"num_attention_heads", i("attention.head_count")},
-      {"multi_query_attention", true},
-      {"multi_query_group_num", i("attention.head_count_kv")},
-      {"kv_channels", i("embedding_length") / i("attention.head_count")},
-      {"ffn_hidden_size", i("feed_forward_length")},
-      {"padded_vocab_size", m.tensor("token_embd.weight")->shape[1]},
-      {"seq_length", i("context_length")},
-      {"layernorm_epsilon", *m.get_float("chatglm.attention.layer_norm_rms_epsilon")},
-      {"rope_ratio", *m.get_float("chatglm.rope.freq_base") / 10000.0},
-      {"add_qkv_bias", true},
-      {"rmsnorm", true},
-      {"torch_dtype", "float32"},
-  };
+  const nlohmann::json c = testing::chatglm3_hf_config(m, *m.get_string("general.name"));
   std::ofstream(dir / "config.json") << c.dump(2);
   fs::copy_file(tokenizer_model, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
 

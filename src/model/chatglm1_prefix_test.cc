@@ -19,6 +19,7 @@
 #include "model/adapter.h"
 #include "model/eval.h"
 #include "model/kv_pool.h"
+#include "model/prefix_test_util.h"
 #include "model/ptuning.h"
 #include "model/ptuning_test_util.h"
 #include "model/test_util.h"
@@ -26,16 +27,18 @@
 namespace glm::model {
 namespace {
 
+using testing::linear;
+using testing::max_diff;
+using testing::run;
 using testing::temp_path;
 
 // A tiny ChatGLM-6B (f32 weights, the "chatglm1" layout) and a P-Tuning adapter for it, loaded.
-struct Fixture {
-  testing::RandomSpec spec;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<gguf::File> file;  // the model's tensors, read by the reference
-  Adapter adapter;
-
-  explicit Fixture(bool projection) {
+struct Fixture : testing::PrefixFixture {
+  explicit Fixture(bool projection)
+      : PrefixFixture(model_spec(), prefix_spec(projection),
+                      projection ? "v1pf_model_proj" : "v1pf_model") {}
+  static testing::RandomSpec model_spec() {
+    testing::RandomSpec spec;
     spec.arch = "chatglm1";
     spec.n_vocab = 50;
     spec.n_embd = 64;
@@ -44,54 +47,20 @@ struct Fixture {
     spec.n_head = 4;  // head_dim 16: each half of 8 dims rotates 4 pairs; kv_dim 64
     spec.std = 0.3f;
     spec.seed = 5;
-    const std::string path = temp_path(projection ? "v1pf_model_proj.gguf" : "v1pf_model.gguf");
-    EXPECT_TRUE(testing::write_random_model(spec, path).ok());
-    StatusOr<std::unique_ptr<Model>> m = testing::load(path, 2);
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    model = std::move(*m);
-    StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-    EXPECT_TRUE(f.ok());
-    file = std::move(*f);
-
+    return spec;
+  }
+  static testing::PtuningSpec prefix_spec(bool projection) {
     testing::PtuningSpec ps;
     ps.arch = "chatglm1";
-    ps.n_layer = spec.n_layer;
-    ps.kv_dim = spec.n_embd;
+    ps.n_layer = 2;
+    ps.kv_dim = 64;
     ps.pre_seq_len = 5;
     ps.projection = projection;
-    if (projection) ps.emb_dim = ps.hidden = spec.n_embd;  // v1: Embedding(P, hidden) -> hidden
+    if (projection) ps.emb_dim = ps.hidden = 64;  // v1: Embedding(P, hidden) -> hidden
     ps.std = 0.8f;  // prefix keys large enough to move the attention visibly
-    const std::string ap = temp_path(projection ? "v1pf_adapter_proj.gguf" : "v1pf_adapter.gguf");
-    EXPECT_TRUE(testing::write_ptuning_gguf(ps, testing::random_ptuning(ps), ap).ok());
-    // The adapter file is read once and dropped: the prefix lives in the Adapter.
-    StatusOr<std::unique_ptr<gguf::File>> af = gguf::File::open(ap);
-    EXPECT_TRUE(af.ok());
-    const Status st = load_ptuning(**af, model->config(), &adapter.prefix);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    adapter.name = "pt";
-  }
-
-  std::vector<double> tensor(const std::string& name) const {
-    const gguf::TensorInfo* t = file->tensor(name);
-    EXPECT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->type, DType::kF32) << name;
-    const float* f = reinterpret_cast<const float*>(t->data);
-    return std::vector<double>(f, f + t->n_elements());
+    return ps;
   }
 };
-
-// y[r] = sum_c w[r, c] x[c] + b[r]; w: [rows, cols].
-std::vector<double> linear(const std::vector<double>& w, const std::vector<double>& x,
-                           const std::vector<double>* b = nullptr) {
-  const size_t cols = x.size(), rows = w.size() / cols;
-  std::vector<double> y(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    double acc = b != nullptr ? (*b)[r] : 0.0;
-    for (size_t c = 0; c < cols; ++c) acc += w[r * cols + c] * x[c];
-    y[r] = acc;
-  }
-  return y;
-}
 
 // torch.nn.LayerNorm(eps 1e-5): (x - mean) / sqrt(var + eps) * w + b, var without Bessel.
 std::vector<double> layer_norm(const std::vector<double>& x, const std::vector<double>& w,
@@ -213,35 +182,6 @@ std::vector<std::vector<double>> reference_forward(const Fixture& fx,
   for (int t = 0; t < T; ++t) logits[t] = linear(out_w, layer_norm(x[t], nw, nb));
   return logits;
 }
-
-// evaluate(): the prompt prefilled in one step (SeqInput::prefix_len = its length), then each
-// decode token alone through the KV cache; one row of logits per position.
-std::vector<std::vector<float>> run(Model& m, const std::vector<int32_t>& prompt,
-                                    const std::vector<int32_t>& decode, const Adapter* a,
-                                    DType kv_type = DType::kF32) {
-  EvalOptions o;
-  o.kv_type = kv_type;
-  o.block_tokens = 4;
-  o.adapter = a;
-  StatusOr<std::vector<EvalRow>> rows = evaluate(m, prompt, decode, o);
-  EXPECT_TRUE(rows.ok()) << rows.status().to_string();
-  std::vector<std::vector<float>> out;
-  if (rows.ok()) {
-    for (EvalRow& r : *rows) out.push_back(std::move(r.values));
-  }
-  return out;
-}
-
-double max_diff(const std::vector<std::vector<float>>& got,
-                const std::vector<std::vector<double>>& want) {
-  if (got.size() != want.size()) return 1e9;
-  double m = 0;
-  for (size_t r = 0; r < want.size(); ++r) {
-    for (size_t i = 0; i < want[r].size(); ++i) m = std::max(m, std::fabs(got[r][i] - want[r][i]));
-  }
-  return m;
-}
-
 TEST(ChatGLM1PrefixTest, PrefillAndDecodeMatchTheFloat64Reference) {
   for (bool projection : {false, true}) {
     SCOPED_TRACE(projection ? "with projection" : "embedding only");

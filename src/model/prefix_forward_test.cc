@@ -14,6 +14,7 @@
 
 #include "model/adapter.h"
 #include "model/kv_pool.h"
+#include "model/prefix_test_util.h"
 #include "model/ptuning.h"
 #include "model/ptuning_test_util.h"
 #include "model/test_util.h"
@@ -21,17 +22,18 @@
 namespace glm::model {
 namespace {
 
+using testing::linear;
+using testing::max_diff;
+using testing::run;
 using testing::temp_path;
 
 // A tiny chatglm model (f32 weights) and a P-Tuning adapter for it, loaded.
-struct Fixture {
-  testing::RandomSpec spec;
-  std::string path;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<gguf::File> file;  // the model's tensors, read by the reference
-  Adapter adapter;
-
-  explicit Fixture(bool projection) {
+struct Fixture : testing::PrefixFixture {
+  explicit Fixture(bool projection)
+      : PrefixFixture(model_spec(), prefix_spec(projection),
+                      projection ? "pf_model_proj" : "pf_model") {}
+  static testing::RandomSpec model_spec() {
+    testing::RandomSpec spec;
     spec.n_vocab = 50;
     spec.n_embd = 64;
     spec.n_ff = 40;
@@ -40,52 +42,18 @@ struct Fixture {
     spec.n_head_kv = 2;  // head_dim 16, kv_dim 32 (Q8_0 rows need a multiple of 32), n_rot 8
     spec.std = 0.3f;
     spec.seed = 11;
-    path = temp_path(projection ? "pf_model_proj.gguf" : "pf_model.gguf");
-    EXPECT_TRUE(testing::write_random_model(spec, path).ok());
-    StatusOr<std::unique_ptr<Model>> m = testing::load(path, 2);
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    model = std::move(*m);
-    StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-    EXPECT_TRUE(f.ok());
-    file = std::move(*f);
-
+    return spec;
+  }
+  static testing::PtuningSpec prefix_spec(bool projection) {
     testing::PtuningSpec ps;
-    ps.n_layer = spec.n_layer;
+    ps.n_layer = 2;
     ps.kv_dim = 32;
     ps.pre_seq_len = 5;
     ps.projection = projection;
     ps.std = 0.8f;  // prefix keys large enough to move the attention visibly
-    const std::string ap = temp_path(projection ? "pf_adapter_proj.gguf" : "pf_adapter.gguf");
-    EXPECT_TRUE(testing::write_ptuning_gguf(ps, testing::random_ptuning(ps), ap).ok());
-    // The adapter file is read once and dropped: the prefix lives in the Adapter.
-    StatusOr<std::unique_ptr<gguf::File>> af = gguf::File::open(ap);
-    EXPECT_TRUE(af.ok());
-    const Status st = load_ptuning(**af, model->config(), &adapter.prefix);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    adapter.name = "pt";
-  }
-
-  std::vector<double> tensor(const std::string& name) const {
-    const gguf::TensorInfo* t = file->tensor(name);
-    EXPECT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->type, DType::kF32) << name;
-    const float* f = reinterpret_cast<const float*>(t->data);
-    return std::vector<double>(f, f + t->n_elements());
+    return ps;
   }
 };
-
-// y[r] = sum_c w[r, c] x[c] (+ b[r]); w: [rows, cols].
-std::vector<double> linear(const std::vector<double>& w, const std::vector<double>& x,
-                           const std::vector<double>* b = nullptr) {
-  const size_t cols = x.size(), rows = w.size() / cols;
-  std::vector<double> y(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    double acc = b != nullptr ? (*b)[r] : 0.0;
-    for (size_t c = 0; c < cols; ++c) acc += w[r * cols + c] * x[c];
-    y[r] = acc;
-  }
-  return y;
-}
 
 std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) {
   double ss = 0;
@@ -182,49 +150,6 @@ std::vector<std::vector<double>> reference_forward(const Fixture& fx,
   for (int t = 0; t < T; ++t) logits[t] = linear(out_w, rms_norm(x[t], norm));
   return logits;
 }
-
-// Prefill of `prompt` (all logits), then each decode token alone, through a KV pool; one row
-// of logits per position.
-std::vector<std::vector<float>> run(Model& m, const std::vector<int32_t>& prompt,
-                                    const std::vector<int32_t>& decode, const Adapter* a,
-                                    DType kv_type = DType::kF32) {
-  const Config& c = m.config();
-  const int bt = 4, n_pos = static_cast<int>(prompt.size() + decode.size());
-  KvPool kv(c, (n_pos + bt - 1) / bt, bt, kv_type);
-  std::vector<int32_t> blocks(kv.n_blocks());
-  std::iota(blocks.begin(), blocks.end(), 0);
-  SeqInput in;
-  in.tokens = prompt.data();
-  in.n_tokens = static_cast<int>(prompt.size());
-  in.blocks = blocks.data();
-  in.n_blocks = kv.n_blocks();
-  in.all_logits = true;
-  in.adapter = a;
-  std::vector<float> out;
-  EXPECT_TRUE(m.forward({in}, &kv, &out).ok());
-  for (size_t i = 0; i < decode.size(); ++i) {
-    in.tokens = &decode[i];
-    in.n_tokens = 1;
-    in.n_past = static_cast<int>(prompt.size() + i);
-    EXPECT_TRUE(m.forward({in}, &kv, &out).ok());
-  }
-  std::vector<std::vector<float>> rows;
-  for (int p = 0; p < n_pos; ++p) {
-    rows.emplace_back(out.begin() + static_cast<size_t>(p) * c.n_vocab,
-                      out.begin() + static_cast<size_t>(p + 1) * c.n_vocab);
-  }
-  return rows;
-}
-
-double max_diff(const std::vector<std::vector<float>>& got,
-                const std::vector<std::vector<double>>& want) {
-  double m = 0;
-  for (size_t r = 0; r < want.size(); ++r) {
-    for (size_t i = 0; i < want[r].size(); ++i) m = std::max(m, std::fabs(got[r][i] - want[r][i]));
-  }
-  return m;
-}
-
 TEST(PrefixForwardTest, PrefillAndDecodeMatchTheFloat64Reference) {
   for (bool projection : {false, true}) {
     SCOPED_TRACE(projection ? "with projection" : "embedding only");
