@@ -217,84 +217,11 @@ TEST(ChatGLM1PrefixTest, PrefillAndDecodeMatchTheFloat64Reference) {
 }
 
 TEST(ChatGLM1PrefixTest, BatchMixingPrefixedAndPlainEqualsEachAlone) {
-  Fixture fx(true);
-  Model& m = *fx.model;
-  const Config& c = m.config();
-  const std::vector<int32_t> a = {4, 8, 15, 16, 23}, b = {42, 7, 7};
-  const auto alone_a = run(m, a, {}, &fx.adapter);
-  const auto alone_b = run(m, b, {}, nullptr);
-  KvPool kv(c, 4, 4, DType::kF32);
-  const std::vector<int32_t> blocks_a = {2, 0}, blocks_b = {3};
-  std::vector<SeqInput> batch(2);
-  batch[0].tokens = a.data();
-  batch[0].n_tokens = 5;
-  batch[0].blocks = blocks_a.data();
-  batch[0].n_blocks = 2;
-  batch[0].all_logits = true;
-  batch[0].prefix_len = 5;
-  batch[0].adapter = &fx.adapter;
-  batch[1].tokens = b.data();
-  batch[1].n_tokens = 3;
-  batch[1].blocks = blocks_b.data();
-  batch[1].n_blocks = 1;
-  batch[1].all_logits = true;
-  batch[1].prefix_len = 3;
-  // Both orders: the prefix belongs to its sequence, not to a batch slot.
-  for (bool swap : {false, true}) {
-    std::vector<SeqInput> bb = batch;
-    if (swap) std::swap(bb[0], bb[1]);
-    std::vector<float> out;
-    ASSERT_TRUE(m.forward(bb, &kv, &out).ok());
-    const size_t V = c.n_vocab;
-    const size_t a0 = swap ? 3 * V : 0, b0 = swap ? 0 : 5 * V;
-    for (int t = 0; t < 5; ++t) {
-      for (size_t i = 0; i < V; ++i) ASSERT_NEAR(out[a0 + t * V + i], alone_a[t][i], 1e-5);
-    }
-    for (int t = 0; t < 3; ++t) {
-      for (size_t i = 0; i < V; ++i) ASSERT_NEAR(out[b0 + t * V + i], alone_b[t][i], 1e-5);
-    }
-  }
+  testing::expect_batch_equals_each_alone(Fixture(true), /*prompt_prefix=*/true);
 }
 
 TEST(ChatGLM1PrefixTest, PrefixCostsNoPrefillAndNoKvBlocks) {
-  // The prefix was computed once, at load (the adapter file is closed). A prefixed sequence runs
-  // its own tokens only: the KV blocks of its own positions suffice (one block of 4 slots for 3
-  // tokens and a prefix of 5), one output row per own token, and its rows land where an
-  // unprefixed sequence writes them: layer 0's K of a token does not depend on what attention
-  // saw, so it is bit-identical with and without the prefix, which also shows the 2D positions
-  // are the same (not shifted by the prefix). Layer 1's K sees the prefix through layer 0.
-  Fixture fx(false);
-  Model& m = *fx.model;
-  const Config& c = m.config();
-  ASSERT_EQ(fx.adapter.prefix.n_tokens, 5);
-  const std::vector<int32_t> toks = {5, 6, 7};
-  auto run_one = [&](const Adapter* a, KvPool* kv, std::vector<float>* out) {
-    const int32_t block = 0;
-    SeqInput in;
-    in.tokens = toks.data();
-    in.n_tokens = 3;
-    in.blocks = &block;
-    in.n_blocks = 1;
-    in.all_logits = true;
-    in.prefix_len = 3;
-    in.adapter = a;
-    return m.forward({in}, kv, out);
-  };
-  KvPool with(c, 1, 4, DType::kF32), without(c, 1, 4, DType::kF32);
-  std::vector<float> out_with, out_without;
-  ASSERT_TRUE(run_one(&fx.adapter, &with, &out_with).ok());
-  ASSERT_TRUE(run_one(nullptr, &without, &out_without).ok());
-  EXPECT_EQ(out_with.size(), 3u * c.n_vocab);
-  EXPECT_NE(out_with, out_without);
-  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
-  for (int t = 0; t < 3; ++t) {
-    const auto* k0w = static_cast<const uint8_t*>(with.k(0, 0)) + t * row;
-    const auto* k0o = static_cast<const uint8_t*>(without.k(0, 0)) + t * row;
-    EXPECT_EQ(std::memcmp(k0w, k0o, row), 0) << "layer 0 K of position " << t;
-    const auto* k1w = static_cast<const uint8_t*>(with.k(1, 0)) + t * row;
-    const auto* k1o = static_cast<const uint8_t*>(without.k(1, 0)) + t * row;
-    EXPECT_NE(std::memcmp(k1w, k1o, row), 0) << "layer 1 K of position " << t;
-  }
+  testing::expect_prefix_costs_no_prefill(Fixture(false), /*prompt_prefix=*/true);
 }
 
 TEST(ChatGLM1PrefixTest, LoraStaysRefused) {
