@@ -140,6 +140,44 @@ std::vector<std::vector<float>> parse_rows(const std::string& out) {
   return rows;
 }
 
+// `glmserve eval --ptuning ADAPTER` on MODEL prints exactly the rows the library computes with
+// the adapter (eval prints float32 exactly), and they differ from the base model's.
+void expect_eval_rows_are_the_librarys(const std::string& model, const std::string& adapter) {
+  const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
+  glm::testing::CliRun r =
+      run_cli("eval --model " + model + " --threads 1 --ptuning " + adapter + tokens);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto with = parse_rows(r.out);
+  r = run_cli("eval --model " + model + " --threads 1" + tokens);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto without = parse_rows(r.out);
+  ASSERT_EQ(with.size(), 7u);
+  ASSERT_EQ(without.size(), 7u);
+  auto f = glm::gguf::File::open(model);
+  ASSERT_TRUE(f.ok());
+  glm::model::LoadOptions lo;
+  lo.n_threads = 1;
+  auto m = glm::model::load_model(std::shared_ptr<const glm::gguf::File>(std::move(*f)), lo);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  auto af = glm::gguf::File::open(adapter);
+  ASSERT_TRUE(af.ok());
+  glm::model::Adapter a;
+  ASSERT_TRUE(glm::model::load_ptuning(**af, (*m)->config(), &a.prefix).ok());
+  glm::model::EvalOptions eo;
+  eo.adapter = &a;
+  auto rows = glm::model::evaluate(**m, {1, 2, 3, 4, 5}, {6, 7}, eo);
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  double moved = 0;
+  for (size_t p = 0; p < 7; ++p) {
+    ASSERT_EQ(with[p].size(), (*rows)[p].values.size());
+    for (size_t i = 0; i < with[p].size(); ++i) {
+      ASSERT_EQ(with[p][i], (*rows)[p].values[i]) << "pos " << p << " i " << i;
+      moved = std::max(moved, static_cast<double>(std::fabs(with[p][i] - without[p][i])));
+    }
+  }
+  EXPECT_GT(moved, 1e-3);  // the prefix changes the logits
+}
+
 TEST_F(PtuningCliTest, ConvertThenEvalWithThePrefix) {
   const std::string model = file("m.gguf");
   ASSERT_EQ(
@@ -155,40 +193,8 @@ TEST_F(PtuningCliTest, ConvertThenEvalWithThePrefix) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("P-Tuning v2 adapter"), std::string::npos) << r.out;
 
+  expect_eval_rows_are_the_librarys(model, adapter);
   const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
-  r = run_cli("eval --model " + model + " --threads 1 --ptuning " + adapter + tokens);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto with = parse_rows(r.out);
-  r = run_cli("eval --model " + model + " --threads 1" + tokens);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto without = parse_rows(r.out);
-  ASSERT_EQ(with.size(), 7u);
-  ASSERT_EQ(without.size(), 7u);
-
-  // The library, in process: the same rows (eval prints float32 exactly).
-  auto f = glm::gguf::File::open(model);
-  ASSERT_TRUE(f.ok());
-  glm::model::LoadOptions lo;
-  lo.n_threads = 1;
-  auto m = glm::model::load_model(std::shared_ptr<const glm::gguf::File>(std::move(*f)), lo);
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
-  auto af = glm::gguf::File::open(adapter);
-  ASSERT_TRUE(af.ok());
-  glm::model::Adapter a;
-  ASSERT_TRUE(glm::model::load_ptuning(**af, (*m)->config(), &a.prefix).ok());
-  glm::model::EvalOptions eo;
-  eo.adapter = &a;
-  auto rows = glm::model::evaluate(**m, {1, 2, 3, 4, 5}, {6, 7}, eo);
-  ASSERT_TRUE(rows.ok());
-  double moved = 0;
-  for (size_t p = 0; p < 7; ++p) {
-    ASSERT_EQ(with[p].size(), (*rows)[p].values.size());
-    for (size_t i = 0; i < with[p].size(); ++i) {
-      ASSERT_EQ(with[p][i], (*rows)[p].values[i]) << "pos " << p << " i " << i;
-      moved = std::max(moved, static_cast<double>(std::fabs(with[p][i] - without[p][i])));
-    }
-  }
-  EXPECT_GT(moved, 1e-3);  // the prefix changes the logits
 
   // An adapter trained on a deeper base: converted fine, refused by eval, naming the key.
   write_checkpoint(dir_ / "deep", **g, n_layer + 1);
@@ -214,40 +220,11 @@ TEST_F(PtuningCliTest, AChatGLM1CheckpointConvertsAndEvalsOnItsBaseOnly) {
   glm::testing::CliRun r = run_cli("convert " + (dir_ / "v1pt").string() + " -o " + adapter);
   ASSERT_EQ(r.exit_code, 0) << r.out;
 
-  const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
-  r = run_cli("eval --model " + model + " --threads 1 --ptuning " + adapter + tokens);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto with = parse_rows(r.out);
-  r = run_cli("eval --model " + model + " --threads 1" + tokens);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto without = parse_rows(r.out);
-  ASSERT_EQ(with.size(), 7u);
-  ASSERT_EQ(without.size(), 7u);
-
-  auto f = glm::gguf::File::open(model);
-  ASSERT_TRUE(f.ok());
-  glm::model::LoadOptions lo;
-  lo.n_threads = 1;
-  auto m = glm::model::load_model(std::shared_ptr<const glm::gguf::File>(std::move(*f)), lo);
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  expect_eval_rows_are_the_librarys(model, adapter);
   auto af = glm::gguf::File::open(adapter);
   ASSERT_TRUE(af.ok());
   EXPECT_EQ(*(*af)->get_string("general.architecture"), "chatglm1");
-  glm::model::Adapter a;
-  ASSERT_TRUE(glm::model::load_ptuning(**af, (*m)->config(), &a.prefix).ok());
-  glm::model::EvalOptions eo;
-  eo.adapter = &a;
-  auto rows = glm::model::evaluate(**m, {1, 2, 3, 4, 5}, {6, 7}, eo);
-  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-  double moved = 0;
-  for (size_t p = 0; p < 7; ++p) {
-    ASSERT_EQ(with[p].size(), (*rows)[p].values.size());
-    for (size_t i = 0; i < with[p].size(); ++i) {
-      ASSERT_EQ(with[p][i], (*rows)[p].values[i]) << "pos " << p << " i " << i;
-      moved = std::max(moved, static_cast<double>(std::fabs(with[p][i] - without[p][i])));
-    }
-  }
-  EXPECT_GT(moved, 1e-3);  // the prefix changes the logits
+  const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
 
   const std::string v3 = file("v3.gguf");
   ASSERT_EQ(
