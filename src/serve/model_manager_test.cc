@@ -151,5 +151,35 @@ TEST_F(ModelManagerTest, UnknownNamesAndFailedLoadsAreAnsweredByName) {
   EXPECT_EQ(model_entry()["state"], "unloaded");
 }
 
+// Adapters served on a model (serve --adapter): "NAME" and "MODEL:NAME" start that model's engine
+// and each waiter's reply carries the adapter it asked for (the model's own name none); the list
+// names each adapter by what selects it; an adapter the model does not serve is not_found.
+TEST_F(ModelManagerTest, AdapterNamesSelectTheirModelAndComeBackInTheReply) {
+  ManagedModel spec{"m", "/models/m.gguf", dir_ + "/m.sock", 1000, 0};
+  spec.adapters = {"ad", "pt"};
+  ManagerOptions o;
+  o.instance = "tok";
+  manager_ = std::make_unique<ModelManager>(std::vector<ManagedModel>{spec}, o, supervisor_.get());
+  FakeHealth engine(dir_ + "/m.sock");
+  engine.set(generation::Health::kLoading, 0, 1000);
+  std::vector<json> replies;
+  for (const char* name : {"ad", "m:pt", "m"}) {
+    manager_->ensure(name, [&](const std::string& line) { replies.push_back(json::parse(line)); });
+  }
+  EXPECT_EQ(manager_->starts(), 1);
+  engine.set(generation::Health::kReady, 0, 0);
+  manager_->on_tick();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0].value("adapter", ""), "ad");
+  EXPECT_EQ(replies[1].value("adapter", ""), "pt");
+  EXPECT_FALSE(replies[2].contains("adapter"));
+  for (const json& r : replies) EXPECT_EQ(r["socket"], dir_ + "/m.sock");
+  EXPECT_EQ(model_entry()["adapters"],
+            json::parse(R"([{"name":"ad","adapter":"ad"},{"name":"pt","adapter":"pt"}])"));
+  std::string reply;
+  manager_->ensure("m:zz", [&](const std::string& line) { reply = line; });
+  EXPECT_EQ(json::parse(reply)["code"], "not_found");
+}
+
 }  // namespace
 }  // namespace glm::serve
