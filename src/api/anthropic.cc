@@ -329,6 +329,7 @@ std::string MessagesStream::delta(const ToolDelta& d) {
   std::string out;
   switch (d.kind) {
     case ToolDelta::Kind::kContent:
+    case ToolDelta::Kind::kCutCall:  // text (ToolAnswerStream sends one only as text)
       if (open_ != Block::kText) out += open_block(Block::kText, {{"type", "text"}, {"text", ""}});
       out += event("content_block_delta", {{"type", "content_block_delta"},
                                            {"index", index_},

@@ -332,6 +332,7 @@ std::string tool_delta_chunk_json(const std::string& id, int64_t created, const 
                                   const ToolDelta& d) {
   switch (d.kind) {
     case ToolDelta::Kind::kContent:
+    case ToolDelta::Kind::kCutCall:  // text (ToolAnswerStream sends one only as text)
       return completion_chunk_json(id, created, model, &d.text, false, "");
     case ToolDelta::Kind::kCallStart:
       return tool_call_chunk_json(id, created, model, tool_call_id(id), d.text, "");

@@ -95,28 +95,38 @@ Status set_tools(const nlohmann::ordered_json& functions, const std::string& for
   return Status::Ok();
 }
 
-void ToolAnswerStream::route(std::vector<ToolDelta> deltas, std::vector<ToolDelta>* out) {
-  for (ToolDelta& d : deltas) {
+void ToolAnswerStream::route(const std::vector<ToolDelta>& deltas, std::vector<ToolDelta>* out) {
+  for (const ToolDelta& d : deltas) {
     if (d.kind == ToolDelta::Kind::kCallStart) in_call_ = true;
-    (in_call_ ? held_ : *out).push_back(std::move(d));
+    (in_call_ ? held_ : *out).push_back(d);
   }
 }
 
-std::vector<ToolDelta> ToolAnswerStream::feed(const std::string& text) {
+std::vector<ToolDelta> ToolAnswerStream::feed(const std::vector<ToolDelta>& pieces) {
   std::vector<ToolDelta> out;
-  route(stream_.feed(text), &out);
+  route(pieces, &out);
   sent_any_ = sent_any_ || !out.empty();
   return out;
 }
 
-std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome) {
+std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome,
+                                                const std::vector<ToolDelta>& end) {
   std::vector<ToolDelta> out;
-  route(stream_.finish(), &out);
-  if (!in_call_ && outcome == Outcome::kLength && stream_.ended_inside_call()) {
+  bool cut_inside_call = false;
+  for (const ToolDelta& d : end) {
+    if (d.kind != ToolDelta::Kind::kCutCall) continue;
+    cut_inside_call = true;
+  }
+  if (!in_call_ && outcome == Outcome::kLength && cut_inside_call) {
     // Cut inside a GLM-4.5 <tool_call>: the text before it went out, the call's does not.
     cut_call_ = true;
     return {};
   }
+  std::vector<ToolDelta> pieces = end;
+  for (ToolDelta& d : pieces) {  // an unfinished call that was not cut is the text it is
+    if (d.kind == ToolDelta::Kind::kCutCall) d.kind = ToolDelta::Kind::kContent;
+  }
+  route(pieces, &out);
   if (!in_call_ && !sent_any_ && outcome == Outcome::kLength) {
     // All of the answer was held as a possible name line: a call cut before its name was whole.
     const ToolAnswer a = join_tool_deltas(out);
@@ -140,11 +150,12 @@ std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome) {
   return out;
 }
 
-ToolAnswer read_whole_answer(const std::vector<std::string>& names, const std::string& text,
-                             Outcome outcome) {
+ToolAnswer read_whole_answer(const std::vector<std::string>& names,
+                             const std::vector<ToolDelta>& pieces,
+                             const std::vector<ToolDelta>& end, Outcome outcome) {
   ToolAnswerStream s(names);
-  std::vector<ToolDelta> d = s.feed(text);
-  for (ToolDelta& x : s.finish(outcome)) d.push_back(std::move(x));
+  std::vector<ToolDelta> d = s.feed(pieces);
+  for (ToolDelta& x : s.finish(outcome, end)) d.push_back(std::move(x));
   return join_tool_deltas(d);
 }
 

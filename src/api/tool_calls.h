@@ -43,33 +43,34 @@ using tok::ToolAnswer;
 using tok::ToolCallStream;
 using tok::ToolDelta;
 
-// What every route sends of an answer read for tool calls: a call goes out only whole. Plain
-// content flows as ToolCallStream gives it; a call's deltas (its start, its arguments) are held
-// until the answer ends, then sent if it ended by itself (stop), and dropped if max_tokens cut it
-// (length), as is an answer cut while it could still be a call's name line ("get_wea") or
-// inside a GLM-4.5 <tool_call> (the text before it has gone out): a cut call is no call, so a
-// client never receives the model's unfinished syntax
-// ("```python\ntool_c") or a partial JSON as arguments, nor an input missing its required
-// fields, and the length finish reason says why there is nothing (docs/gateway.md, "Tool
-// calls"). The streamed and non-streamed answers are the same deltas (read_whole_answer).
-// Not thread-safe; one per answer. Cost: O(text); a call's text is held (bounded by max_tokens).
+// What every route sends of an answer the engine read for tool calls (its events' `tool`
+// pieces, generation/event.h): a call goes out only whole. Plain content flows as the pieces
+// give it; a call's pieces (its start, its arguments) are held until the answer ends, then sent
+// if it ended by itself (stop), and dropped if max_tokens cut it (length), as is an answer cut
+// while it could still be a call's name line ("get_wea") or inside a GLM-4.5 <tool_call> (the
+// text before it has gone out): a cut call is no call, so a client never receives the model's
+// unfinished syntax ("```python\ntool_c") or a partial JSON as arguments, nor an input missing
+// its required fields, and the length finish reason says why there is nothing (docs/gateway.md,
+// "Tool calls"). The streamed and non-streamed answers are the same deltas (read_whole_answer).
+// Not thread-safe; one per answer. Cost: O(pieces); a call's pieces are held (bounded by
+// max_tokens).
 class ToolAnswerStream {
  public:
-  explicit ToolAnswerStream(const std::vector<std::string>& names)
-      : names_(names), stream_(names) {}
-  std::vector<ToolDelta> feed(const std::string& text);
-  // The held call when `outcome` is kStop (none for kLength), and what the reader held back.
-  std::vector<ToolDelta> finish(Outcome outcome);
+  explicit ToolAnswerStream(const std::vector<std::string>& names) : names_(names) {}
+  // The pieces of one token event.
+  std::vector<ToolDelta> feed(const std::vector<ToolDelta>& pieces);
+  // The done event's pieces (what the engine's reader held to the end) and the held call when
+  // `outcome` is kStop (none for kLength).
+  std::vector<ToolDelta> finish(Outcome outcome, const std::vector<ToolDelta>& end);
   // A whole call was sent (after finish).
   bool is_call() const { return sent_call_; }
   // The answer was a call that max_tokens cut (after finish): nothing of it was sent.
   bool cut_call() const { return cut_call_; }
 
  private:
-  void route(std::vector<ToolDelta> deltas, std::vector<ToolDelta>* out);
+  void route(const std::vector<ToolDelta>& deltas, std::vector<ToolDelta>* out);
 
   std::vector<std::string> names_;
-  ToolCallStream stream_;
   std::vector<ToolDelta> held_;  // the call's deltas, until the answer ends
   bool in_call_ = false;
   bool sent_any_ = false;  // feed() returned something (the reader decided: content)
@@ -77,8 +78,9 @@ class ToolAnswerStream {
   bool cut_call_ = false;
 };
 
-// A whole answer as ToolAnswerStream sends it: feed(text), finish(outcome), joined.
-ToolAnswer read_whole_answer(const std::vector<std::string>& names, const std::string& text,
-                             Outcome outcome);
+// A whole answer as ToolAnswerStream sends it: feed(pieces), finish(outcome, end), joined.
+ToolAnswer read_whole_answer(const std::vector<std::string>& names,
+                             const std::vector<ToolDelta>& pieces,
+                             const std::vector<ToolDelta>& end, Outcome outcome);
 
 }  // namespace glm::api

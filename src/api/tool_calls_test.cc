@@ -164,6 +164,24 @@ TEST(OpenAITools, ResponseShapes) {
   EXPECT_EQ(tool_call_id("chatcmpl-req-12-3"), "call_12-3");
 }
 
+// An answer's text read as the engine reads it (tok::ToolCallStream: the events' pieces), then
+// sent as the routes send it (ToolAnswerStream).
+struct TextAnswer {
+  explicit TextAnswer(const std::vector<std::string>& names) : reader(names), stream(names) {}
+  std::vector<ToolDelta> feed(const std::string& text) { return stream.feed(reader.feed(text)); }
+  std::vector<ToolDelta> finish(Outcome o) { return stream.finish(o, reader.finish()); }
+  bool cut_call() const { return stream.cut_call(); }
+  bool is_call() const { return stream.is_call(); }
+  tok::ToolCallStream reader;
+  ToolAnswerStream stream;
+};
+ToolAnswer read_whole_text(const std::vector<std::string>& names, const std::string& text,
+                           Outcome outcome) {
+  tok::ToolCallStream reader(names);
+  const std::vector<ToolDelta> pieces = reader.feed(text);
+  return read_whole_answer(names, pieces, reader.finish(), outcome);
+}
+
 // GLM-4.5's XML call after text: the text goes out as content, the call whole when the answer
 // stops; cut by max_tokens inside the call, the text before it went out and nothing of the call.
 TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
@@ -171,11 +189,11 @@ TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
   const std::string call =
       "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris"
       "</arg_value>\n</tool_call>";
-  const ToolAnswer a = read_whole_answer(names, call, Outcome::kStop);
+  const ToolAnswer a = read_whole_text(names, call, Outcome::kStop);
   EXPECT_EQ(a.content, "Let me check.");
   EXPECT_EQ(a.name, "get_weather");
   EXPECT_EQ(a.arguments, R"({"city":"Paris"})");
-  ToolAnswerStream s(names);
+  TextAnswer s(names);
   std::string sent;
   for (size_t i = 0; i < 30; i += 3) {
     for (const ToolDelta& d : s.feed(call.substr(i, 3))) sent += d.text;
@@ -185,7 +203,7 @@ TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
   EXPECT_FALSE(s.is_call());
   EXPECT_EQ(sent, "Let me check.");
   // Stopped (not cut) inside an unclosed call: it is text.
-  EXPECT_EQ(read_whole_answer(names, "<tool_call>now", Outcome::kStop).content, "<tool_call>now");
+  EXPECT_EQ(read_whole_text(names, "<tool_call>now", Outcome::kStop).content, "<tool_call>now");
 }
 
 }  // namespace

@@ -107,6 +107,8 @@ class RequestObserver : public scheduler::SeqObserver {
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
         tool_names_(plan.tool_names),
+        tool_reader_(tool_names_.empty() ? nullptr
+                                         : std::make_unique<tok::ToolCallStream>(tool_names_)),
         chat_(chat) {
     // A raw prompt is continued, not answered: the first generated token keeps its leading
     // space ("Once upon a time" + " there"), so the decoder must not treat it as the start of
@@ -121,7 +123,10 @@ class RequestObserver : public scheduler::SeqObserver {
       if (!constraint_armed()) ++unconstrained_resumed_;  // as the first run sampled it
       const std::string text = filtered(stop_.push(decoder_.push(t)));
       text_ += text;
-      if (reasoning_) reasoning_->feed(text);
+      const std::string content = reasoning_ ? reasoning_->feed(text).content : text;
+      if (tool_reader_) {  // read as the first run read it: its pieces were sent then
+        for (tok::ToolDelta& d : tool_reader_->feed(content)) tool_deltas_.push_back(std::move(d));
+      }
     }
   }
 
@@ -203,8 +208,17 @@ class RequestObserver : public scheduler::SeqObserver {
       reasoning = std::move(piece.reasoning);
       text = std::move(piece.content);
     }
-    if (text.empty() && reasoning.empty() && !(force && !pending_logprobs_.empty())) return;
+    std::vector<tok::ToolDelta> tool;
+    if (tool_reader_) {
+      tool = tool_reader_->feed(text);
+      tool_deltas_.insert(tool_deltas_.end(), tool.begin(), tool.end());
+    }
+    if (text.empty() && reasoning.empty() && tool.empty() &&
+        !(force && !pending_logprobs_.empty())) {
+      return;
+    }
     Event e = event(EventType::kToken);
+    e.tool = std::move(tool);
     e.text = std::move(text);
     e.reasoning = std::move(reasoning);
     e.tokens.swap(pending_);
@@ -244,6 +258,10 @@ class RequestObserver : public scheduler::SeqObserver {
   int dropped_;
   uint64_t messages_digest_;
   std::vector<std::string> tool_names_;  // the request's tools (PromptPlan::tool_names)
+  // With tools, the answer's text read for a call, once: the pieces go out with the events
+  // (Event::tool) and tag the conversation (answer_tag).
+  std::unique_ptr<tok::ToolCallStream> tool_reader_;
+  std::vector<tok::ToolDelta> tool_deltas_;  // every piece so far
   bool chat_;
   std::string text_;              // everything emitted
   std::vector<int32_t> pending_;  // generated ids whose text is not sent yet
@@ -774,6 +792,11 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
          /*end=*/true);
   }
   Event e = event(EventType::kDone);
+  if (tool_reader_) {  // what the reader held to the end (of a cancelled answer too: its text went
+                       // out)
+    e.tool = tool_reader_->finish();
+    tool_deltas_.insert(tool_deltas_.end(), e.tool.begin(), e.tool.end());
+  }
   e.finish_reason = info->reason;
   e.usage = info->usage;
   e.timings = info->timings;
@@ -797,7 +820,7 @@ uint64_t RequestObserver::answer_tag() const {
   // With tools, the client gets the answer read by the same rule (its text, then its call) and
   // sends it back that way: the text as a message (if any), the call as a message naming the
   // function with its arguments (api/openai.cc read_tool_calls, ChatSession likewise).
-  const tok::ToolAnswer a = tok::read_tool_answer(tool_names_, text_);
+  const tok::ToolAnswer a = tok::join_tool_deltas(tool_deltas_);
   uint64_t tag = messages_digest_;
   if (a.name.empty() || !a.content.empty()) {
     tag = digest_append(tag, tok::Message{"assistant", a.content});

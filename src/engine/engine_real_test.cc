@@ -35,6 +35,7 @@ struct Results {
   std::map<std::string, bool> text_before_reasoning;
   std::map<std::string, std::map<int, std::string>> choice_text;  // by Event::index
   std::map<std::string, std::vector<generation::GeneratedLogprobs>> logprobs;
+  std::map<std::string, std::vector<tok::ToolDelta>> tool;  // token and done events' pieces
   std::map<std::string, Event> start, done;
   EventSink sink() {
     return [this](const Event& e) {
@@ -46,6 +47,9 @@ struct Results {
         choice_text[e.id][e.index] += e.text;
         auto& lp = logprobs[e.id];
         lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
+      }
+      if (e.type == EventType::kToken || e.type == EventType::kDone) {
+        tool[e.id].insert(tool[e.id].end(), e.tool.begin(), e.tool.end());
       }
       if (e.type == EventType::kStart) start[e.id] = e;
       if (e.type == EventType::kDone || e.type == EventType::kError) done[e.id] = e;
@@ -181,6 +185,12 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
   ASSERT_EQ(d.finish_reason, FinishReason::kStop);
   const tok::ToolAnswer a = tok::read_tool_answer({"get_weather"}, r.text["call"]);
   ASSERT_EQ(a.name, "get_weather") << r.text["call"];
+  // The events carry the engine's reading of the answer (read once, as it was generated): the
+  // same content and call as the whole text read afterwards.
+  const tok::ToolAnswer pieces = tok::join_tool_deltas(r.tool["call"]);
+  EXPECT_EQ(pieces.name, a.name);
+  EXPECT_EQ(pieces.arguments, a.arguments);
+  EXPECT_EQ(pieces.content, a.content);
   // The history as an OpenAI client sends it back: the call, then the tool's result.
   tok::Message call{"assistant", "", "get_weather"};
   call.arguments = a.arguments;

@@ -187,8 +187,7 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   }
   if (!functions.empty()) {
     GLM_RETURN_IF_ERROR(api::set_tools(functions, "", &request, &tool_names_));
-    reader_ = std::make_unique<api::ToolCallStream>(tool_names_);
-    if (!prefix_.empty()) reader_->feed(prefix_);  // a continued answer: read as already shown
+    with_tools_ = true;
   }
   return request;
 }
@@ -255,7 +254,7 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
         out.push_back({{"type", "reasoning"}, {"text", e.reasoning}});
       }
       if (e.text.empty()) return out;
-      if (!reader_) {
+      if (!with_tools_) {
         partial_ += e.text;
         out.push_back({{"type", "token"}, {"text", e.text}});
       } else {
@@ -266,9 +265,10 @@ std::vector<json> ChatSession::on_event(const protocol::Event& e) {
           out.push_back({{"type", "token"}, {"text", std::move(text)}});
           text.clear();
         };
-        for (api::ToolDelta& d : reader_->feed(e.text)) {
+        for (const api::ToolDelta& d : e.tool) {  // the engine's reading of the answer
           switch (d.kind) {
             case api::ToolDelta::Kind::kContent:
+            case api::ToolDelta::Kind::kCutCall:  // only at the end, with the done event
               text += d.text;
               break;
             case api::ToolDelta::Kind::kCallStart:
@@ -327,9 +327,14 @@ json ChatSession::finish(const RelayResult& r, bool interrupted) {
           : answer_status(r.outcome);
   std::string text = prefix_ + r.text;
   std::string finish_reason = api::outcome_name(r.outcome);
-  if (reader_) {
-    // The whole answer read again as the stream read it: plain text and the call, if any.
-    api::ToolAnswer a = api::read_tool_answer(tool_names_, text);
+  if (with_tools_) {
+    // The engine's reading of the answer: plain text and the call, if any. A continued answer
+    // (prefix_) is read whole here: the reading of its first part went out with the first
+    // answer, and the engine's reader only continued it.
+    std::vector<api::ToolDelta> all = r.tool;
+    all.insert(all.end(), r.tool_end.begin(), r.tool_end.end());
+    api::ToolAnswer a =
+        prefix_.empty() ? api::join_tool_deltas(all) : api::read_tool_answer(tool_names_, text);
     text = std::move(a.content);
     if (a.name.empty()) {
       meta_.erase("tool_call");

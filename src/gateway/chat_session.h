@@ -73,9 +73,9 @@ class ChatSession {
   nlohmann::json error_payload(const Status& status) const;
   // The payloads for an engine event (none for events the page does not see). Tokens grow
   // the partial answer, which is saved when its first text comes, then at most once per flush
-  // interval (250 ms). In a conversation with tools a token's text goes through the tool-call
-  // reader (api/tool_calls.h): plain text comes as token payloads, a call as
-  // {"type":"tool_call","name"} then {"type":"tool_arguments","text"} fragments.
+  // interval (250 ms). In a conversation with tools the answer comes as the engine read it for a
+  // call (Event::tool): plain text as token payloads, a call as {"type":"tool_call","name"} then
+  // {"type":"tool_arguments","text"} fragments.
   std::vector<nlohmann::json> on_event(const protocol::Event& e);
   // Stores the final answer and returns the done (or error) payload. `interrupted`: the
   // gateway cut it as it stopped (stored "interrupted", so the page offers to continue it).
@@ -99,7 +99,7 @@ class ChatSession {
   std::string prefix_;                   // a continued answer's text before this turn
   std::string partial_;                  // prefix_ and what came since (the plain text, with tools)
   std::vector<std::string> tool_names_;  // the functions the answer may call
-  std::unique_ptr<api::ToolCallStream> reader_;  // with tools: reads calls from the tokens
+  bool with_tools_ = false;              // the answer comes as the engine's reading (Event::tool)
   nlohmann::json meta_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   bool flushed_any_ = false;  // the answer's first text was written (then every interval)

@@ -8,6 +8,8 @@
 //           arguments {"city": "Paris"}; [tool-py] the same as ChatGLM3 writes it (a Python
 //           tool_call block); without tools an echo. Each piece counts as a token: a
 //           max_tokens below the pieces cuts the call there, finish_reason length
+//   [tool-pieces]  with tools: the text "just words" whose pieces (Event::tool) are a call of the
+//           first tool with {"city": "Rome"}: what the gateway sends is the engine's reading
 //   [busy]  refused at once with code busy
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume

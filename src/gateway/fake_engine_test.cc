@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "api/tool_calls.h"
 #include "core/utf8.h"
 #include "gateway/engine_client.h"
 #include "protocol/line_buffer.h"
@@ -224,6 +225,10 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
               " end"};
   } else if (has("[zh]")) {
     pieces = {"你好", "，", "世界", "！"};
+  } else if (has("[tool-pieces]") && !req.tools.empty()) {
+    // Text that is no call, with pieces that say it is one (below): what clients receive is
+    // the engine's reading, never the gateway's own of the text.
+    pieces = {"just ", "words"};
   } else if ((has("[tool]") || has("[tool-py]")) && !req.tools.empty()) {
     // A call of the first tool, as GLM-4 (JSON) or ChatGLM3 (a Python block) writes it.
     const std::string name = (*req.tools)[0]["name"];
@@ -259,6 +264,13 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
   const bool ids = has("[resume]");
   int n = static_cast<int>(std::min(req.resume.size(), pieces.size()));
   const int first = n;
+  // With tools, the answer read for a call as the engine reads it: the pieces go out with the
+  // events (Event::tool); a resumed request's reader first reads what was sent before.
+  std::unique_ptr<api::ToolCallStream> reader;
+  if (!req.tools.empty()) {
+    reader = std::make_unique<api::ToolCallStream>(generation::tool_names(*req.tools));
+    for (int i = 0; i < first; ++i) reader->feed(pieces[static_cast<size_t>(i)]);
+  }
   for (size_t i = static_cast<size_t>(first); i < pieces.size(); ++i) {
     const std::string& p = pieces[i];
     if (*flag) break;
@@ -279,6 +291,14 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
     protocol::Event t;
     t.type = protocol::EventType::kToken;
     t.text = p;
+    if (reader) t.tool = reader->feed(p);
+    if (has("[tool-pieces]") && reader) {
+      t.tool.clear();
+      if (n == 0) {
+        t.tool = {{generation::ToolDelta::Kind::kCallStart, (*req.tools)[0]["name"]},
+                  {generation::ToolDelta::Kind::kArguments, R"({"city": "Rome"})"}};
+      }
+    }
     if (ids) t.tokens = {n};
     if (!send(t)) break;
     if (ttft_ms < 0) {
@@ -299,6 +319,7 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
                                     : FinishReason::kStop;
   d.usage.prompt_tokens = s.usage.prompt_tokens;
   d.usage.completion_tokens = n;
+  if (reader && !has("[tool-pieces]")) d.tool = reader->finish();
   d.timings.queue_ms = 0.1;
   d.timings.ttft_ms = ttft_ms < 0 ? total_ms : ttft_ms;
   d.timings.tpot_ms = n > 1 ? (total_ms - d.timings.ttft_ms) / (n - 1) : 0;

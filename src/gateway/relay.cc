@@ -193,6 +193,7 @@ RelayResult relay_generation(EngineStream& stream,
         }
         result.usage = e.usage;
         result.timings = e.timings;
+        result.tool_end = e.tool;
         result.engine_confirmed_cancel = e.finish_reason == FinishReason::kCancelled;
         result.outcome =
             client_gone ? api::Outcome::kDisconnected : api::outcome_of(e.finish_reason);
@@ -216,6 +217,7 @@ RelayResult relay_generation(EngineStream& stream,
           result.text += e.text;
           result.reasoning += e.reasoning;
           result.logprobs.insert(result.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+          result.tool.insert(result.tool.end(), e.tool.begin(), e.tool.end());
           generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
           if (!e.text.empty() && e.tokens.empty()) ids_complete = false;
         }

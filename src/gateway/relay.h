@@ -46,6 +46,10 @@ struct RelayResult {
   std::string text;       // everything generated (the partial answer if stopped); choice 0's
   std::string reasoning;  // a reasoning model's thinking, apart from text; choice 0's
   std::vector<generation::GeneratedLogprobs> logprobs;  // of every token, when asked for
+  // With tools: the engine's reading of the answer (Event::tool), the token events' pieces and
+  // the done event's (what its reader held to the end); ToolAnswerStream takes them apart.
+  std::vector<generation::ToolDelta> tool;
+  std::vector<generation::ToolDelta> tool_end;
   // n > 1: every choice, by index (choice 0's text and logprobs are also above). Empty for
   // a request with one choice.
   std::vector<ChoiceResult> choices;

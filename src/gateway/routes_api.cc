@@ -128,6 +128,12 @@ void Gateway::install_api_routes() {
           res.set_stream("text/event-stream", [this, p, state, t0, id](http::StreamSink& sink) {
             api::MessagesStream events(id, p->model);
             api::ToolAnswerStream tools(p->tool_names);  // a call whole, or none if cut
+            // Without tools the text has its leading whitespace dropped, as with tools the
+            // engine's reading drops it (a plain answer, as HF's process_response strips it).
+            api::ToolCallStream plain({});
+            auto pieces = [&](const protocol::Event& e) {
+              return p->tool_names.empty() ? plain.feed(e.text) : e.tool;
+            };
             SseWriter out(sink);
             bool started_msg = false;
             auto write = [&](const std::string& s) { return out.frame(s); };
@@ -142,7 +148,7 @@ void Gateway::install_api_routes() {
                 write(events.start(protocol::Usage{}));
               }
               if (!e.reasoning.empty()) write(events.thinking(e.reasoning));
-              for (const api::ToolDelta& d : tools.feed(e.text)) write(events.delta(d));
+              for (const api::ToolDelta& d : tools.feed(pieces(e))) write(events.delta(d));
               return out.ok();
             };
             auto heartbeat = [&] { return out.heartbeat(); };  // an SSE comment: SDKs skip it
@@ -152,7 +158,9 @@ void Gateway::install_api_routes() {
             if (!api::is_complete(r.outcome)) {
               write(api::MessagesStream::error(cut_or_error(r)));
             } else {
-              for (const api::ToolDelta& d : tools.finish(r.outcome)) write(events.delta(d));
+              const std::vector<api::ToolDelta> end =
+                  p->tool_names.empty() ? plain.finish() : r.tool_end;
+              for (const api::ToolDelta& d : tools.finish(r.outcome, end)) write(events.delta(d));
               write(events.finish(api::anthropic_stop_reason(r.outcome, tools.is_call()), r.usage));
             }
             sink.done();
@@ -162,7 +170,13 @@ void Gateway::install_api_routes() {
         RelayResult r = relay_unstreamed(*state, req, "messages", t0);
         res.set_header("Cache-Control", "no-store");
         if (RouteStatus st = unfinished(r); !st.ok()) return st;
-        const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
+        if (p->tool_names.empty()) {  // no tools: as streamed (leading whitespace dropped)
+          api::ToolCallStream plain({});
+          r.tool = plain.feed(r.text);
+          r.tool_end = plain.finish();
+        }
+        const api::ToolAnswer a =
+            api::read_whole_answer(p->tool_names, r.tool, r.tool_end, r.outcome);
         api::MessageOut m;
         m.id = id;
         m.model = p->model;

@@ -126,7 +126,7 @@ void Gateway::install_openai_routes() {
                 return false;
               }
               if (e.text.empty() && e.logprobs.empty()) return out.ok();
-              if (!p->tool_names.empty()) return write_deltas(tools.feed(e.text));
+              if (!p->tool_names.empty()) return write_deltas(tools.feed(e.tool));
               const bool logprobs = p->request.params.top_logprobs >= 0;
               return out.event(api::completion_chunk_json(id, created, p->model, &e.text, false, "",
                                                           logprobs ? &e.logprobs : nullptr,
@@ -140,7 +140,7 @@ void Gateway::install_openai_routes() {
               // raise it, so a drained stream never passes for a complete one.
               sse_write(sink, api::openai_error_json(cut_or_error(r)));
             } else {
-              write_deltas(tools.finish(r.outcome));
+              write_deltas(tools.finish(r.outcome, r.tool_end));
               const std::string finish = tools.is_call() && r.outcome == api::Outcome::kStop
                                              ? "tool_calls"
                                              : api::openai_finish_reason(r.outcome);
@@ -183,7 +183,8 @@ void Gateway::install_openai_routes() {
               "application/json");
         } else {
           // The same reader as the stream's, so both give the same call.
-          const api::ToolAnswer a = api::read_whole_answer(p->tool_names, r.text, r.outcome);
+          const api::ToolAnswer a =
+              api::read_whole_answer(p->tool_names, r.tool, r.tool_end, r.outcome);
           const api::ToolCallOut call{api::tool_call_id(p->request.id), a.name, a.arguments};
           const bool is_call = !a.name.empty();
           res.set_content(

@@ -78,6 +78,26 @@ TEST(GatewayToolCalls, OpenAiWholeCallStreamedAndNot) {
   }
 }
 
+// The answer is read once, by the engine: its events' pieces (Event::tool) are what every API
+// sends, whatever the text says (the fake engine's text here is no call, its pieces are one).
+TEST(GatewayToolCalls, TheEnginesReadingIsWhatClientsGet) {
+  TestGateway t("tools-pieces");
+  auto r = t.post("/v1/chat/completions", openai_body("[tool-pieces]", 100, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json m = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(m["finish_reason"], "tool_calls");
+  ASSERT_EQ(m["message"]["tool_calls"].size(), 1u) << r.body;
+  EXPECT_EQ(json::parse(m["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Rome"}}));
+  EXPECT_EQ(r.body.find("just"), std::string::npos) << r.body;
+  auto s = t.post("/v1/chat/completions", openai_body("[tool-pieces]", 100, true));
+  const Joined j = join_openai_stream(s.body);
+  EXPECT_EQ(j.finish, "tool_calls");
+  EXPECT_EQ(j.name, "get_weather");
+  EXPECT_EQ(json::parse(j.arguments), json({{"city", "Rome"}}));
+  EXPECT_EQ(j.content, "");
+}
+
 TEST(GatewayToolCalls, OpenAiCutCallIsNoCallStreamedAndNot) {
   TestGateway t("tools-cut");
   // 2 pieces: the name line and the start of the arguments; 3: part of the arguments.

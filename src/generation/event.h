@@ -11,6 +11,7 @@
 #include "generation/logprobs.h"
 #include "generation/outcome.h"
 #include "generation/speculation.h"
+#include "generation/tool_delta.h"
 #include "generation/usage.h"
 
 namespace glm::generation {
@@ -54,6 +55,11 @@ struct Event {
   // completes, in order (a token's text may go out with a later event; the tokens that
   // complete a stop string are never reported). May come with empty text at the end.
   std::vector<GeneratedLogprobs> logprobs;
+  // With tools (the request's GenerateRequest::tools): the answer read for a call once, by the
+  // engine (tok::ToolCallStream over `text`). kToken: the pieces this event's text completes;
+  // kDone: what the reader held to the end (tok::ToolCallStream::finish). The gateway sends
+  // these on instead of reading the text again.
+  std::vector<ToolDelta> tool;
   // kToken: the ids of the tokens generated since the previous kToken event, whose text this
   // event completes (replaying all of them gives exactly the text sent so far: what resume
   // takes). kTokens (protocol): tokenize's ids, detokenize's and prompt's with `text`.

@@ -44,6 +44,36 @@ std::string get_str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// A token or done event's "tool": [[KIND, TEXT], ...] (generation/tool_delta.h); none: absent.
+void append_tool_deltas(std::string* out, const std::vector<generation::ToolDelta>& tool) {
+  if (tool.empty()) return;
+  *out += ",\"tool\":[";
+  for (size_t i = 0; i < tool.size(); ++i) {
+    *out += i > 0 ? ",[\"" : "[\"";
+    *out += generation::tool_delta_kind_name(tool[i].kind);
+    *out += "\",";
+    append_json_string(out, tool[i].text);
+    *out += ']';
+  }
+  *out += ']';
+}
+
+Status read_tool_deltas(const json& j, std::vector<generation::ToolDelta>* out) {
+  auto it = j.find("tool");
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_array()) return invalid_argument("event's tool is not an array");
+  for (const json& d : *it) {
+    generation::ToolDelta delta;
+    if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_string() ||
+        !generation::parse_tool_delta_kind(d[0].get<std::string>(), &delta.kind)) {
+      return invalid_argument("event's tool has an entry that is not [KIND, TEXT]");
+    }
+    delta.text = d[1].get<std::string>();
+    out->push_back(std::move(delta));
+  }
+  return Status::Ok();
+}
+
 // {"id":5,"bytes":[32,104],"logprob":-0.25}: bytes as numbers, since a token may end inside a
 // UTF-8 character, which a JSON string cannot hold.
 json token_logprob_json(const generation::TokenLogprob& t) {
@@ -144,6 +174,7 @@ std::string serialize_event(const Event& e) {
       out += ",\"logprobs\":";
       out += dump_json(logprobs_json(e.logprobs));
     }
+    append_tool_deltas(&out, e.tool);
     out += '}';
     return out;
   }
@@ -188,6 +219,13 @@ std::string serialize_event(const Event& e) {
       if (e.speculation.drafted > 0) {
         j["speculative"] = {{"drafted", e.speculation.drafted},
                             {"accepted", e.speculation.accepted}};
+      }
+      if (!e.tool.empty()) {
+        json tool = json::array();
+        for (const generation::ToolDelta& d : e.tool) {
+          tool.push_back(json::array({generation::tool_delta_kind_name(d.kind), d.text}));
+        }
+        j["tool"] = std::move(tool);
       }
       break;
     case EventType::kError:
@@ -271,6 +309,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.index = get_int(j, "index");
       e.tokens = get_ids(j, "tokens");
       e.logprobs = read_logprobs(j);
+      if (Status st = read_tool_deltas(j, &e.tool); !st.ok()) return st;
       break;
     case EventType::kNotice:
       e.message = get_str(j, "message");
@@ -305,6 +344,7 @@ StatusOr<Event> parse_event(std::string_view line) {
         e.speculation.drafted = get_int64(spec, "drafted");
         e.speculation.accepted = get_int64(spec, "accepted");
       }
+      if (Status st = read_tool_deltas(j, &e.tool); !st.ok()) return st;
       break;
     }
     case EventType::kError:

@@ -60,6 +60,10 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
     return invalid_argument("resume: more tokens than the reply has");
   }
   job->next = request.resume.size();
+  if (!request.raw && !request.tools.empty()) {
+    job->tools = std::make_unique<tok::ToolCallStream>(generation::tool_names(*request.tools));
+    for (size_t i = 0; i < job->next; ++i) job->tools->feed(job->chars[i]);  // sent before
+  }
   if (job->prompt_tokens > options_.n_ctx) {
     return Status(ErrorCode::kContextOverflow,
                   "prompt is " + std::to_string(job->prompt_tokens) + " tokens; the context is " +
@@ -174,6 +178,7 @@ void EchoEngine::finish(Job& job, engine::FinishReason reason, std::unique_lock<
   done.usage.prompt_tokens = job.prompt_tokens;
   done.usage.cached_tokens = job.cached_tokens;
   done.usage.completion_tokens = static_cast<int>(job.next);
+  if (job.tools) done.tool = job.tools->finish();
   const bool started = job.started != Clock::time_point();
   done.timings.queue_ms = ms_between(job.submitted, started ? job.started : now);
   if (job.first_token != Clock::time_point()) {
@@ -290,6 +295,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
       t.text = std::move(piece.content);
       t.reasoning = std::move(piece.reasoning);
     }
+    if (job->tools) t.tool = job->tools->feed(t.text);
     job->last_token = Clock::now();
     if (job->first_token == Clock::time_point()) job->first_token = job->last_token;
     stats_.generated_tokens_total++;

@@ -24,6 +24,7 @@
 
 #include "engine/engine.h"
 #include "tokenizer/reasoning.h"
+#include "tokenizer/tool_call_stream.h"
 
 namespace glm::testing {
 
@@ -69,6 +70,8 @@ class EchoEngine : public engine::Engine {
     bool queued_sent = false;
     bool cancelled = false;
     std::unique_ptr<tok::ReasoningSplitter> reasoning;  // null: all text
+    // With tools: the reply read for a call, as the engine reads its answers (Event::tool).
+    std::unique_ptr<tok::ToolCallStream> tools;
     Clock::time_point submitted, started, first_token, last_token;
   };
 

@@ -167,10 +167,10 @@ std::vector<ToolDelta> ToolCallStream::finish() {
     state_ = State::kContent;
     emit_content(held_, &out);
   } else if (state_ == State::kXmlCall) {
-    // A call that never closed (cut, or malformed): its text is content.
-    ended_inside_call_ = true;
+    // A call that never closed (cut, or malformed): its text, content unless cut (the reader
+    // of the deltas knows why the answer ended).
     state_ = State::kContent;
-    emit_content(space_before_call_ + std::string(kXmlOpen) + held_, &out);
+    out.push_back({ToolDelta::Kind::kCutCall, space_before_call_ + std::string(kXmlOpen) + held_});
   } else if (state_ == State::kArgsStart) {
     // Only whitespace or a partial "``" after the name: no arguments, which is the empty object
     // (a client must be able to send the call back: its arguments are JSON object text).
@@ -200,7 +200,9 @@ ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::st
 ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
   ToolAnswer a;
   for (const ToolDelta& d : deltas) {
-    if (d.kind == ToolDelta::Kind::kContent) a.content += d.text;
+    if (d.kind == ToolDelta::Kind::kContent || d.kind == ToolDelta::Kind::kCutCall) {
+      a.content += d.text;
+    }
     if (d.kind == ToolDelta::Kind::kCallStart) a.name = d.text;
     if (d.kind == ToolDelta::Kind::kArguments) a.arguments += d.text;
   }

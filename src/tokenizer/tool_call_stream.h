@@ -24,13 +24,11 @@
 #include <string_view>
 #include <vector>
 
+#include "generation/tool_delta.h"
+
 namespace glm::tok {
 
-struct ToolDelta {
-  enum class Kind { kContent, kCallStart, kArguments };
-  Kind kind = Kind::kContent;
-  std::string text;  // kContent: text; kCallStart: the function name; kArguments: a fragment
-};
+using ToolDelta = generation::ToolDelta;
 
 class ToolCallStream {
  public:
@@ -38,15 +36,13 @@ class ToolCallStream {
   explicit ToolCallStream(std::vector<std::string> names);
   // Deltas for the next piece of generated text.
   std::vector<ToolDelta> feed(const std::string& text);
-  // Deltas for what was held back, at the end of the answer.
+  // Deltas for what was held back, at the end of the answer. An answer that ended inside a
+  // GLM-4.5 call (no </tool_call>) gives that call's text as one kCutCall delta.
   std::vector<ToolDelta> finish();
   bool is_call() const {
     return state_ == State::kJsonArgs || state_ == State::kPythonArgs || state_ == State::kXmlDone;
   }
   const std::string& name() const { return name_; }
-  // After finish(): the answer ended inside a GLM-4.5 call (no </tool_call>), whose text
-  // finish() returned as content.
-  bool ended_inside_call() const { return ended_inside_call_; }
 
  private:
   // kXmlCall: inside a GLM-4.5 <tool_call> (held_ = its text so far); kXmlDone: after it.
@@ -64,7 +60,6 @@ class ToolCallStream {
   std::string name_;
   std::string space_before_call_;  // dropped before a GLM-4.5 call; back if it is text after all
   bool content_started_ = false;   // a plain answer's first non-whitespace was emitted
-  bool ended_inside_call_ = false;
 };
 
 // The whole answer's deltas, joined: content text, and the call (empty name if none).

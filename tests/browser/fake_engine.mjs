@@ -24,6 +24,26 @@ const ttftMs = Number(process.env.FAKE_TTFT_MS || 20);
 const log = (obj) => logPath && appendFileSync(logPath, `${JSON.stringify(obj)}\n`);
 const flags = new Map(); // id -> {cancelled}
 
+// The pieces of an answer read for a call as the engine reads GLM-4's: a call's first line is its
+// name, the rest its arguments; anything else is content.
+function toolReader(isCall) {
+  let held = '';
+  let named = false;
+  return {
+    feed(text) {
+      if (!isCall) return [['content', text]];
+      if (named) return [['args', text]];
+      held += text;
+      const nl = held.indexOf('\n');
+      if (nl < 0) return [];
+      named = true;
+      const out = [['call', held.slice(0, nl)]];
+      if (held.length > nl + 1) out.push(['args', held.slice(nl + 1)]);
+      return out;
+    },
+  };
+}
+
 function script(text, tools) {
   if (text.includes('[tool]') && tools.length) {
     const call = `${tools[0].name}\n{"city": "Paris", "unit": "celsius"}`;
@@ -97,6 +117,10 @@ function generate(conn, req) {
     setTimeout(() => send({ event: 'progress', prefilled: 64 * c, to_prefill: 320 }), 150 * c);
   }
   let i = Math.min(resume.length, pieces.length);
+  // With tools the engine sends its reading of the answer (docs/protocol.md, `tool`): here the
+  // [tool] call's name line and JSON arguments, or plain content.
+  const reader = toolReader(last.includes('[tool]'));
+  for (let k = 0; k < i; k++) if (typeof pieces[k] === 'string') reader.feed(pieces[k]);
   let ttft = -1;
   const finish = (reason) => {
     const total = performance.now() - t0;
@@ -120,8 +144,10 @@ function generate(conn, req) {
       return undefined;
     }
     const piece = pieces[i];
-    send(typeof piece === 'string' ? { event: 'token', text: piece }
-      : { event: 'token', text: '', reasoning: piece.reasoning });
+    const ev = typeof piece === 'string' ? { event: 'token', text: piece }
+      : { event: 'token', text: '', reasoning: piece.reasoning };
+    if (tools.length && typeof piece === 'string') ev.tool = reader.feed(piece);
+    send(ev);
     if (ttft < 0) ttft = performance.now() - t0;
     i++;
     setTimeout(step, delay);
