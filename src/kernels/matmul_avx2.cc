@@ -123,12 +123,6 @@ using QCtx = QuantCtx<ActBlock>;  // n_act = n_blocks
 // Quantizes one token's activations (n_cols values) into n_cols / 32 blocks.
 void quantize_blocks(const float* x, int64_t n_cols, ActBlock* out);
 
-inline float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 struct Q8_0 {
   static constexpr bool kMin = false;
   static constexpr int kBlockBytes = 34;

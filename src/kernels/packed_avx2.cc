@@ -64,7 +64,6 @@ inline __m256i bcast32(const int32_t* p) { return _mm256_set1_epi32(*p); }
 // Q4_0x16: piece p of half h = 8 rows x 4 bytes; low nibbles pair with activation word p,
 // high nibbles with word 4 + p.
 struct Q4 {
-  static constexpr int kPieces = 4;
   static constexpr int kBlockStride = 4 * 64;
   static constexpr int kOffset = 8;
   struct Regs {
@@ -100,7 +99,6 @@ struct Q4 {
 // 4 + p bit 4 of high-nibble piece p. u = q_w + 16 in 0..31: vpmaddubsw pairs reach
 // 2 * 31 * 127 = 7874, so only 4 of them are summed in int16 (31496) before vpmaddwd.
 struct Q5 {
-  static constexpr int kPieces = 4;
   static constexpr int kBlockStride = 5 * 64;
   static constexpr int kOffset = 16;
   struct Regs {
@@ -144,7 +142,6 @@ struct Q5 {
 
 // Q8_0x16: piece p of half h pairs with activation word p; stored as q + 128.
 struct Q8 {
-  static constexpr int kPieces = 8;
   static constexpr int kBlockStride = 8 * 64;
   static constexpr int kOffset = 0;  // the sign trick multiplies q itself: no correction
   struct Regs {
