@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/thread_pool.h"
+#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -68,21 +69,9 @@ inline const ActK* quantize_tokens_k(const float* x, int64_t n_sb, int64_t n_tok
                                      ThreadPool* pool) {
   thread_local std::vector<ActK> buf;
   if (buf.size() < static_cast<size_t>(n_sb * n_tokens)) buf.resize(n_sb * n_tokens);
-  struct QuantCtx {
-    const float* x;
-    int64_t n_sb;
-    ActK* act;
-  } qc{x, n_sb, buf.data()};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      quantize_token_k(q->x + t * q->n_sb * 256, q->n_sb, q->act + t * q->n_sb);
-    }
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
-  }
+  ActK* act = buf.data();  // here: inside the lambda, `buf` would name the worker's own buffer
+  for_each_token(pool, n_tokens,
+                 [&](int64_t t) { quantize_token_k(x + t * n_sb * 256, n_sb, act + t * n_sb); });
   return buf.data();
 }
 

@@ -1,10 +1,8 @@
-// AVX2 row operations of attention (internal.h): K/V rows converted from F16 (or Q8_0) with
-// vcvtph2ps, 8 lanes at a time, shared by the g query heads of a group.
+// AVX2 attention (internal.h: AttnOps, AttnTileOps): the vector type of 8 f32 lanes over which
+// attention_tile.h writes the row and tile operations once for every ISA, with its conversions
+// of K/V rows (F16 by vcvtph2ps, Q8_0 by vpmovsxbd + vcvtdq2ps) and its exp.
 #include <immintrin.h>
 
-#include <algorithm>
-
-#include "core/check.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_tile.h"
@@ -13,97 +11,6 @@
 
 namespace glm::kernels::internal {
 namespace {
-
-constexpr int kMaxHeadDim = 1024;
-
-// Head elements [e0, e0 + hd) of a K/V row as f32: in `dst`, or the row itself when it is F32.
-// Q8_0: whole aligned blocks of 32 with four vpmovsxbd + vcvtdq2ps + a multiply by the block's
-// scale; a head that starts or ends inside a block (head_dim < 32) element by element.
-const float* to_f32(const void* row, int e0, DType type, int hd, float* dst) {
-  if (type == DType::kF32) return static_cast<const float*>(row) + e0;
-  if (type == DType::kQ8_0) {
-    const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(row);
-    int i = 0;
-    if (e0 % kQK == 0) {
-      for (; i + kQK <= hd; i += kQK) {
-        const BlockQ8_0& b = blocks[(e0 + i) / kQK];
-        const __m256 d = _mm256_set1_ps(fp16_to_fp32(b.d));
-        for (int k = 0; k < kQK; k += 8) {
-          const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + k));
-          _mm256_storeu_ps(dst + i + k,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
-        }
-      }
-    }
-    for (; i < hd; ++i) dst[i] = kv_elem(row, type, e0 + i);
-    return dst;
-  }
-  const uint16_t* h = static_cast<const uint16_t*>(row) + e0;
-  int i = 0;
-  for (; i + 8 <= hd; i += 8) {
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  }
-  for (; i < hd; ++i) dst[i] = fp16_to_fp32(h[i]);
-  return dst;
-}
-
-void scores(const float* q, int g, int hd, const void* k, int e0, DType type, float* s) {
-  GLM_CHECK(hd <= kMaxHeadDim);
-  alignas(64) float buf[kMaxHeadDim];
-  const float* kf = to_f32(k, e0, type, hd, buf);
-  for (int h = 0; h < g; ++h) {
-    const float* qh = q + h * hd;
-    __m256 a0 = _mm256_setzero_ps();
-    __m256 a1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= hd; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), _mm256_loadu_ps(kf + i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i + 8), _mm256_loadu_ps(kf + i + 8), a1);
-    }
-    for (; i + 8 <= hd; i += 8) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), _mm256_loadu_ps(kf + i), a0);
-    }
-    const __m256 a = _mm256_add_ps(a0, a1);
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    float sum = _mm_cvtss_f32(r);
-    for (; i < hd; ++i) sum += qh[i] * kf[i];
-    s[h] = sum;
-  }
-}
-
-// acc[h] += sum over the n rows j of p[j, h] * v_j: up to kRows V rows converted at a time,
-// then each 16-lane piece of acc[h] loaded once, updated by every row, stored once.
-void accumulate(float* acc, int g, int hd, const float* p, const uint8_t* v, size_t row_bytes,
-                int n, int e0, DType type) {
-  GLM_CHECK(hd <= kMaxHeadDim);
-  constexpr int kRows = 8;
-  alignas(64) float buf[kRows][kMaxHeadDim];
-  const float* vf[kRows];
-  for (int j0 = 0; j0 < n; j0 += kRows) {
-    const int m = std::min(kRows, n - j0);
-    for (int r = 0; r < m; ++r) vf[r] = to_f32(v + (j0 + r) * row_bytes, e0, type, hd, buf[r]);
-    const float* pj = p + static_cast<size_t>(j0) * g;
-    for (int h = 0; h < g; ++h) {
-      float* ah = acc + h * hd;
-      int i = 0;
-      for (; i + 8 <= hd; i += 8) {
-        __m256 a = _mm256_loadu_ps(ah + i);
-        for (int r = 0; r < m; ++r) {
-          a = _mm256_fmadd_ps(_mm256_set1_ps(pj[r * g + h]), _mm256_loadu_ps(vf[r] + i), a);
-        }
-        _mm256_storeu_ps(ah + i, a);
-      }
-      for (; i < hd; ++i) {
-        float a = ah[i];
-        for (int r = 0; r < m; ++r) a += pj[r * g + h] * vf[r][i];
-        ah[i] = a;
-      }
-    }
-  }
-}
 
 struct V256 {
   using reg = __m256;
@@ -117,6 +24,16 @@ struct V256 {
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  // W int8 values as f32 (vpmovsxbd + vcvtdq2ps).
+  static reg from_i8(const int8_t* p) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+  }
+  // W fp16 values as f32 (vcvtph2ps).
+  static reg from_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static float sum(reg a) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -147,13 +64,14 @@ struct V256 {
 }  // namespace
 
 const AttnOps& attn_ops_avx2() {
-  static const AttnOps ops{scores, accumulate};
+  using K = RowKernels<V256>;
+  static const AttnOps ops{K::scores, K::accumulate};
   return ops;
 }
 
 const AttnTileOps& attn_tile_ops_avx2() {
   using K = TileKernels<V256>;
-  static const AttnTileOps ops{K::qk, K::pv, K::exp_sum, to_f32};
+  static const AttnTileOps ops{K::qk, K::pv, K::exp_sum, RowKernels<V256>::load_row};
   return ops;
 }
 

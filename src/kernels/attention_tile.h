@@ -1,6 +1,7 @@
-// Internal to kernels/: the tile operations of the tiled attention (internal.h, AttnTileOps),
-// written once over a vector type V and compiled per ISA by attention_avx2.cc and
-// attention_avx512.cc (each defines its V and instantiates TileKernels<V>). Everything has
+// Internal to kernels/: the tile operations of the tiled attention (internal.h, AttnTileOps) and
+// the row operations of both attention kernels (AttnOps), written once over a vector type V and
+// compiled per ISA by attention_avx2.cc and attention_avx512.cc (each defines its V, with the
+// conversion of K/V rows to f32, and instantiates TileKernels<V> and RowKernels<V>). Everything has
 // internal linkage, so each ISA's translation unit keeps its own copy.
 //
 // V provides: `reg` (W f32 lanes), W, kQkRows / kPvRows (register-tile heights), zero(),
@@ -15,7 +16,11 @@
 
 #include <algorithm>
 
+#include "core/check.h"
+#include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/internal.h"
+#include "kernels/quant.h"
 
 // Fully unrolls the loops over a register tile's rows and vectors, so its accumulator arrays
 // live in registers (GCC keeps them on the stack otherwise).
@@ -173,6 +178,97 @@ struct TileKernels {
       }
     }
     return total;
+  }
+};
+
+// The row operations of attention (internal.h, AttnOps) and AttnTileOps::load_row over the same
+// V, which also provides mul(a, b), from_i8(p) and from_f16(p) (W int8 / fp16 values as f32).
+// Heads up to kMaxHeadDim elements.
+constexpr int kMaxHeadDim = 1024;
+
+template <class V>
+struct RowKernels {
+  using reg = typename V::reg;
+  static constexpr int W = V::W;
+
+  // Head elements [e0, e0 + hd) of a K/V row as f32: in `dst`, or the row itself when it is F32.
+  // Q8_0: whole aligned blocks of 32, W values at a time times the block's scale; a head that
+  // starts or ends inside a block (head_dim < 32) element by element.
+  static const float* load_row(const void* row, int e0, DType type, int hd, float* dst) {
+    static_assert(kQK % W == 0);
+    if (type == DType::kF32) return static_cast<const float*>(row) + e0;
+    if (type == DType::kQ8_0) {
+      const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(row);
+      int i = 0;
+      if (e0 % kQK == 0) {
+        for (; i + kQK <= hd; i += kQK) {
+          const BlockQ8_0& b = blocks[(e0 + i) / kQK];
+          const reg d = V::set1(fp16_to_fp32(b.d));
+          for (int k = 0; k < kQK; k += W) V::store(dst + i + k, V::mul(d, V::from_i8(b.qs + k)));
+        }
+      }
+      for (; i < hd; ++i) dst[i] = kv_elem(row, type, e0 + i);
+      return dst;
+    }
+    const uint16_t* h = static_cast<const uint16_t*>(row) + e0;
+    int i = 0;
+    for (; i + W <= hd; i += W) V::store(dst + i, V::from_f16(h + i));
+    for (; i < hd; ++i) dst[i] = fp16_to_fp32(h[i]);
+    return dst;
+  }
+
+  // s[h] = dot(q[h], the head of k) for the g query heads.
+  static void scores(const float* q, int g, int hd, const void* k, int e0, DType type, float* s) {
+    GLM_CHECK(hd <= kMaxHeadDim);
+    alignas(64) float buf[kMaxHeadDim];
+    const float* kf = load_row(k, e0, type, hd, buf);
+    for (int h = 0; h < g; ++h) {
+      const float* qh = q + h * hd;
+      reg a0 = V::zero();
+      reg a1 = V::zero();
+      int i = 0;
+      for (; i + 2 * W <= hd; i += 2 * W) {
+        a0 = V::fmadd(V::load(qh + i), V::load(kf + i), a0);
+        a1 = V::fmadd(V::load(qh + i + W), V::load(kf + i + W), a1);
+      }
+      for (; i + W <= hd; i += W) {
+        a0 = V::fmadd(V::load(qh + i), V::load(kf + i), a0);
+      }
+      float sum = V::sum(V::add(a0, a1));
+      for (; i < hd; ++i) sum += qh[i] * kf[i];
+      s[h] = sum;
+    }
+  }
+
+  // acc[h] += sum over the n rows j of p[j, h] * v_j: up to kRows V rows converted at a time,
+  // then each W-lane piece of acc[h] loaded once, updated by every row, stored once.
+  static void accumulate(float* acc, int g, int hd, const float* p, const uint8_t* v,
+                         size_t row_bytes, int n, int e0, DType type) {
+    GLM_CHECK(hd <= kMaxHeadDim);
+    constexpr int kRows = 8;
+    alignas(64) float buf[kRows][kMaxHeadDim];
+    const float* vf[kRows];
+    for (int j0 = 0; j0 < n; j0 += kRows) {
+      const int m = std::min(kRows, n - j0);
+      for (int r = 0; r < m; ++r) vf[r] = load_row(v + (j0 + r) * row_bytes, e0, type, hd, buf[r]);
+      const float* pj = p + static_cast<size_t>(j0) * g;
+      for (int h = 0; h < g; ++h) {
+        float* ah = acc + h * hd;
+        int i = 0;
+        for (; i + W <= hd; i += W) {
+          reg a = V::load(ah + i);
+          for (int r = 0; r < m; ++r) {
+            a = V::fmadd(V::set1(pj[r * g + h]), V::load(vf[r] + i), a);
+          }
+          V::store(ah + i, a);
+        }
+        for (; i < hd; ++i) {
+          float a = ah[i];
+          for (int r = 0; r < m; ++r) a += pj[r * g + h] * vf[r][i];
+          ah[i] = a;
+        }
+      }
+    }
   }
 };
 

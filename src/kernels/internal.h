@@ -64,6 +64,8 @@ bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens
 bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool);
 // The packed-layout kernels (packed.h): rows [0, w.packed_rows) of y from w.packed.
+using MatmulPackedFn = void (*)(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                                ThreadPool* pool);
 void matmul_packed_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                         ThreadPool* pool);
 void matmul_packed_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
-#include "kernels/tiling.h"
+#include "kernels/row_tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -33,14 +33,6 @@ inline float hsum8(__m256 v) {
 }
 
 // ---- float weights ----------------------------------------------------------------------------
-
-struct FloatCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const float* x;
-  float* y;
-  int64_t n_rows, n_cols;
-};
 
 template <DType kType>
 inline __m256 load_w8(const uint8_t* row, int64_t k) {
@@ -74,9 +66,13 @@ inline float w_scalar(const uint8_t* row, int64_t k) {
   }
 }
 
+// row_tiling.h's float Kern: 4 rows x 1 token (decode), 2 rows x 4 tokens (prefill).
 template <DType kType>
 struct FloatKern {
   using Ctx = FloatCtx;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 2;
+  static constexpr int kTokens = 4;
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     __m256 acc[R][T];
@@ -114,18 +110,6 @@ struct FloatKern {
   }
 };
 
-template <DType kType>
-void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                  ThreadPool* pool) {
-  const FloatCtx c{
-      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y, w.n_rows, w.n_cols};
-  if (n_tokens == 1) {
-    run_matmul<FloatKern<kType>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<FloatKern<kType>, 2, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 // ---- Q8_0 / Q4_0 ------------------------------------------------------------------------------
 
 struct ActBlock {
@@ -134,20 +118,10 @@ struct ActBlock {
   int32_t sum;  // of q: the minimum term of Q4_1 / Q5_1
 };
 
-struct QCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const ActBlock* act;  // [n_tokens, n_blocks]
-  int64_t n_blocks;
-  float* y;
-  int64_t n_rows;
-};
+using QCtx = QuantCtx<ActBlock>;  // n_act = n_blocks
 
-inline float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+// Quantizes one token's activations (n_cols values) into n_cols / 32 blocks.
+void quantize_blocks(const float* x, int64_t n_cols, ActBlock* out);
 
 struct Q8_0 {
   static constexpr bool kMin = false;
@@ -236,9 +210,18 @@ inline __m128i row_sums(const __m256i (&p)[R]) {
 // acc[row] = fma(float(sum), d_w * d_x, acc[row]) block after block: the same operations, in the
 // same order, as the packed kernel (packed_avx2.cc), so a repacked matrix and its row-major data
 // (the tail rows after the last group of 16, or --repack 0) give bit-identical results.
+// row_tiling.h's Kern of format Fmt: 4 rows x 1 token (decode), 4 rows x 2 tokens (prefill).
 template <class Fmt>
 struct QKern {
   using Ctx = QCtx;
+  using Act = ActBlock;
+  static constexpr int kActValues = 32;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+  static void quantize_token(const float* x, int64_t n_cols, ActBlock* out) {
+    quantize_blocks(x, n_cols, out);
+  }
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
     static_assert(R <= 4);
@@ -269,7 +252,7 @@ struct QKern {
       const __m128 wm = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
       GLM_UNROLL
       for (int t = 0; t < T; ++t) {
-        const ActBlock& a = c.act[(t0 + t) * c.n_blocks + b];
+        const ActBlock& a = c.act[(t0 + t) * c.n_act + b];
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
         __m256i p32[R];
         GLM_UNROLL
@@ -294,7 +277,8 @@ struct QKern {
   }
 };
 
-void quantize_token(const float* x, int64_t n_blocks, ActBlock* out) {
+void quantize_blocks(const float* x, int64_t n_cols, ActBlock* out) {
+  const int64_t n_blocks = n_cols / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256 v[4];
@@ -325,88 +309,15 @@ void quantize_token(const float* x, int64_t n_blocks, ActBlock* out) {
   }
 }
 
-template <class Fmt>
-void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
-  const int64_t n_blocks = w.n_cols / 32;
-  thread_local std::vector<ActBlock> buf;
-  if (buf.size() < static_cast<size_t>(n_blocks * n_tokens)) buf.resize(n_blocks * n_tokens);
-  struct QuantCtx {
-    const float* x;
-    int64_t n_cols, n_blocks;
-    ActBlock* act;
-  } qc{x, w.n_cols, n_blocks, buf.data()};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      quantize_token(q->x + t * q->n_cols, q->n_blocks, q->act + t * q->n_blocks);
-    }
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
-  }
-  const QCtx c{static_cast<const uint8_t*>(w.data),
-               row_bytes(w.type, w.n_cols),
-               buf.data(),
-               n_blocks,
-               y,
-               w.n_rows};
-  if (n_tokens == 1) {
-    run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<QKern<Fmt>, 4, 2>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 }  // namespace
 
-int act_block_avx2(DType t) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return 0;
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ5_0:
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-      return 32;
-    default:
-      return act_block_k_avx2(t);
-  }
-}
+int act_block_avx2(DType t) { return act_block_rows(t); }
 
 bool matmul_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                  ThreadPool* pool) {
-  switch (w.type) {
-    case DType::kF32:
-      float_matmul<DType::kF32>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kF16:
-      float_matmul<DType::kF16>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kBF16:
-      float_matmul<DType::kBF16>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ8_0:
-      q_matmul<Q8_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ4_0:
-      q_matmul<Q4_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ5_0:
-      q_matmul<Q5_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ4_1:
-      q_matmul<Q4_1>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ5_1:
-      q_matmul<Q5_1>(w, x, y, n_tokens, pool);
-      return true;
-    default:
-      return matmul_k_avx2(w, x, y, n_tokens, pool);
-  }
+  return float_types_matmul<FloatKern>(w, x, y, n_tokens, pool) ||
+         quant_types_matmul<QKern, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1>(w, x, y, n_tokens, pool) ||
+         matmul_k_avx2(w, x, y, n_tokens, pool);
 }
 
 }  // namespace glm::kernels::internal

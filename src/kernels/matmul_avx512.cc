@@ -11,19 +11,11 @@
 #include <immintrin.h>
 
 #include "kernels/internal.h"
+#include "kernels/row_tiling.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
-
-struct FloatCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const float* x;  // [n_tokens, n_cols]
-  float* y;        // [n_tokens, n_rows]
-  int64_t n_rows, n_cols;
-};
 
 // Loads 16 weights (or the first `n` under a mask) of a row as f32.
 template <DType kType>
@@ -38,9 +30,13 @@ inline __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
   }
 }
 
+// row_tiling.h's float Kern: 4 rows x 1 token (decode), 4 rows x 6 tokens (prefill).
 template <DType kType>
 struct FloatKern {
   using Ctx = FloatCtx;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 6;
   static constexpr int64_t kElemBytes = kType == DType::kF32 ? 4 : 2;
   static constexpr int64_t kPrefetchBytes = 1024;
   template <int R, int T>
@@ -85,46 +81,14 @@ struct FloatKern {
   }
 };
 
-template <DType kType>
-void float_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                  ThreadPool* pool) {
-  const FloatCtx c{
-      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), x, y, w.n_rows, w.n_cols};
-  if (n_tokens == 1) {
-    run_matmul<FloatKern<kType>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<FloatKern<kType>, 4, 6>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 }  // namespace
 
-int act_block_avx512(DType t) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return 0;
-    default:
-      return act_block_q_avx512(t);
-  }
-}
+int act_block_avx512(DType t) { return act_block_rows(t); }
 
 bool matmul_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool) {
-  switch (w.type) {
-    case DType::kF32:
-      float_matmul<DType::kF32>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kF16:
-      float_matmul<DType::kF16>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kBF16:
-      float_matmul<DType::kBF16>(w, x, y, n_tokens, pool);
-      return true;
-    default:
-      return matmul_q_avx512(w, x, y, n_tokens, pool);
-  }
+  return float_types_matmul<FloatKern>(w, x, y, n_tokens, pool) ||
+         matmul_q_avx512(w, x, y, n_tokens, pool);
 }
 
 }  // namespace glm::kernels::internal

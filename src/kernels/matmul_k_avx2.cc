@@ -29,18 +29,17 @@
 #include "kernels/internal.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/quant.h"
-#include "kernels/tiling.h"
+#include "kernels/row_tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
 
-struct KCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const ActK* act;  // [n_tokens, n_sb]
-  int64_t n_sb;     // super-blocks per row
-  float* y;
-  int64_t n_rows;
+// The tile shapes of every Kern here (row_tiling.h): 4 rows x 1 token (decode), 1 row x 4 tokens
+// (prefill).
+struct KShape {
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 1;
+  static constexpr int kTokens = 4;
 };
 
 inline float hsum8(__m256 v) {
@@ -92,7 +91,7 @@ inline __m256i bit_to_4(__m256i qh) {
 
 // Q4_K (kFive = false) and Q5_K (kFive = true).
 template <bool kFive>
-struct Q45KKern {
+struct Q45KKern : KShape {
   using Ctx = KCtx;
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
 
@@ -196,7 +195,7 @@ struct Q45KKern {
   }
 };
 
-struct Q6KKern {
+struct Q6KKern : KShape {
   using Ctx = KCtx;
 
   // Values 128 h + 32 K .. + 31 of a block as unsigned bytes (q + 32, 0..63).
@@ -303,24 +302,7 @@ struct Q6KKern {
   }
 };
 
-template <class Kern>
-void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
-  const int64_t n_sb = w.n_cols / 256;
-  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
-  const KCtx c{
-      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), act, n_sb, y, w.n_rows};
-  if (n_tokens == 1) {
-    run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<Kern, 1, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 }  // namespace
-
-int act_block_k_avx2(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : -1;
-}
 
 bool matmul_k_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                    ThreadPool* pool) {

@@ -24,19 +24,18 @@
 #include "kernels/matmul_avx2.h"
 #include "kernels/matmul_avx512.h"
 #include "kernels/quant.h"
+#include "kernels/row_tiling.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
 
-struct KCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const ActK* act;  // [n_tokens, n_sb]
-  int64_t n_sb;     // super-blocks per row
-  float* y;
-  int64_t n_rows;
+// The tile shapes of every Kern here (row_tiling.h): 4 rows x 1 token (decode), 4 rows x 2 tokens
+// (prefill).
+struct KShape {
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
 };
 
 inline __m512 zext_ps(__m128 v) { return _mm512_zextps128_ps512(v); }
@@ -76,7 +75,7 @@ inline __m512i q6k_index(int k) {
                           _mm512_set1_epi16(static_cast<int16_t>(4 * k)));
 }
 
-struct Q4KKern {
+struct Q4KKern : KShape {
   using Ctx = KCtx;
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
@@ -153,7 +152,7 @@ struct Q4KKern {
   }
 };
 
-struct Q6KKern {
+struct Q6KKern : KShape {
   using Ctx = KCtx;
   template <int R, int T>
   static void tile(const Ctx& c, int64_t r0, int64_t t0) {
@@ -234,24 +233,7 @@ struct Q6KKern {
   }
 };
 
-template <class Kern>
-void k_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
-  const int64_t n_sb = w.n_cols / 256;
-  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
-  const KCtx c{
-      static_cast<const uint8_t*>(w.data), row_bytes(w.type, w.n_cols), act, n_sb, y, w.n_rows};
-  if (n_tokens == 1) {
-    run_matmul<Kern, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<Kern, 4, 2>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 }  // namespace
-
-int act_block_k_avx512(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : -1;
-}
 
 bool matmul_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {

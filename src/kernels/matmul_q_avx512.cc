@@ -19,13 +19,12 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <vector>
 
 #include "core/fp16.h"
 #include "kernels/internal.h"
 #include "kernels/matmul_avx512.h"
+#include "kernels/row_tiling.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -149,19 +148,24 @@ struct Q5_1 {
   }
 };
 
-struct QCtx {
-  const uint8_t* w;
-  size_t row_bytes;
-  const ActChunk* act;  // [n_tokens, n_chunks]
-  int64_t n_chunks;     // per token (the last may be half)
-  bool odd;             // the last chunk holds one block
-  float* y;
-  int64_t n_rows;
-};
+// n_act: chunks per token, the last holding one block when n_blocks is odd.
+using QCtx = QuantCtx<ActChunk>;
 
+template <class Fmt>
+void quantize_token(const float* x, int64_t n_cols, ActChunk* out);
+
+// row_tiling.h's Kern of format Fmt: 4 rows x 1 token (decode), 4 rows x 4 tokens (prefill).
 template <class Fmt>
 struct QKern {
   using Ctx = QCtx;
+  using Act = ActChunk;
+  static constexpr int kActValues = 64;
+  static constexpr int kDecodeRows = 4;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 4;
+  static void quantize_token(const float* x, int64_t n_cols, ActChunk* out) {
+    internal::quantize_token<Fmt>(x, n_cols, out);
+  }
 
   template <int R, int T, bool kHalf>
   static inline void step(const Ctx& c, const uint8_t* const* rows, const ActChunk* a, int64_t k,
@@ -174,7 +178,7 @@ struct QKern {
     }
     GLM_UNROLL
     for (int t = 0; t < T; ++t) {
-      const ActChunk& ch = a[t * c.n_chunks + k];
+      const ActChunk& ch = a[t * c.n_act + k];
       const __m512i xq = _mm512_load_si512(ch.q);
       const __m512i cv = _mm512_load_si512(ch.c);
       const __m512 dx = _mm512_load_ps(ch.d);
@@ -203,10 +207,11 @@ struct QKern {
     const uint8_t* rows[R];
     GLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] = c.w + (r0 + r) * c.row_bytes;
-    const ActChunk* a = c.act + t0 * c.n_chunks;
-    const int64_t n_full = c.odd ? c.n_chunks - 1 : c.n_chunks;
+    const ActChunk* a = c.act + t0 * c.n_act;
+    const bool odd = c.n_blocks % 2 == 1;
+    const int64_t n_full = odd ? c.n_act - 1 : c.n_act;
     for (int64_t k = 0; k < n_full; ++k) step<R, T, false>(c, rows, a, k, acc);
-    if (c.odd) step<R, T, true>(c, rows, a, n_full, acc);
+    if (odd) step<R, T, true>(c, rows, a, n_full, acc);
     GLM_UNROLL
     for (int t = 0; t < T; ++t) {
       GLM_UNROLL
@@ -254,84 +259,12 @@ void quantize_token(const float* x, int64_t n_cols, ActChunk* out) {
   }
 }
 
-// Per-call activation buffer of the calling thread; workers read it during the call.
-std::vector<ActChunk>& act_buffer() {
-  thread_local std::vector<ActChunk> buf;
-  return buf;
-}
-
-template <class Fmt>
-void q_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
-  const int64_t n_blocks = w.n_cols / 32;
-  const int64_t n_chunks = (n_blocks + 1) / 2;
-  std::vector<ActChunk>& buf = act_buffer();
-  if (buf.size() < static_cast<size_t>(n_chunks * n_tokens)) buf.resize(n_chunks * n_tokens);
-  ActChunk* act = buf.data();
-  struct QuantCtx {
-    const float* x;
-    int64_t n_cols, n_chunks;
-    ActChunk* act;
-  } qc{x, w.n_cols, n_chunks, act};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      quantize_token<Fmt>(q->x + t * q->n_cols, q->n_cols, q->act + t * q->n_chunks);
-    }
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
-  }
-  const QCtx c{static_cast<const uint8_t*>(w.data),
-               row_bytes(w.type, w.n_cols),
-               act,
-               n_chunks,
-               n_blocks % 2 == 1,
-               y,
-               w.n_rows};
-  if (n_tokens == 1) {
-    run_matmul<QKern<Fmt>, 4, 1>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  } else {
-    run_matmul<QKern<Fmt>, 4, 4>(c, w.n_rows, n_tokens, c.row_bytes, pool);
-  }
-}
-
 }  // namespace
-
-int act_block_q_avx512(DType t) {
-  switch (t) {
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ5_0:
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-      return 32;
-    default:
-      return act_block_k_avx512(t);
-  }
-}
 
 bool matmul_q_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                      ThreadPool* pool) {
-  switch (w.type) {
-    case DType::kQ8_0:
-      q_matmul<Q8_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ4_0:
-      q_matmul<Q4_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ5_0:
-      q_matmul<Q5_0>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ4_1:
-      q_matmul<Q4_1>(w, x, y, n_tokens, pool);
-      return true;
-    case DType::kQ5_1:
-      q_matmul<Q5_1>(w, x, y, n_tokens, pool);
-      return true;
-    default:
-      return matmul_k_avx512(w, x, y, n_tokens, pool);
-  }
+  return quant_types_matmul<QKern, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1>(w, x, y, n_tokens, pool) ||
+         matmul_k_avx512(w, x, y, n_tokens, pool);
 }
 
 }  // namespace glm::kernels::internal

@@ -14,23 +14,25 @@
 //   Q8_0x16 (u = q_w + 128): vpmaddubsw cannot take u (255 * 127 * 2 saturates), so the pieces
 //     are turned back into q_w and go through the sign trick vpmaddubsw(|q_w|, sign(x, q_w))
 //     (<= 2 * 128 * 127: no saturation), each widened by vpmaddwd before adding.
-// A tile is one half group (8 rows) x up to 4 tokens in prefill (the unpacked block stays in
-// registers across the tokens), both halves x 1 token in decode (each cache line read once).
+// A tile is one group as two half-group tiles of 8 rows x up to 4 tokens in prefill (the unpacked
+// block stays in registers across the tokens), both halves at once x 1 token in decode (each
+// cache line read once).
 //   F16x16 / BF16x16 ([n_cols][16] per group): column k of a group is two 8-row registers,
 //     converted to f32 and multiplied by x[t][k] broadcast (f32 FMA, exact up to f32 rounding);
 //     a tile is up to 3 groups x 1 token (decode) or 1 group x 6 tokens (prefill).
+// The loops around the tiles, the activation quantization loop and the threading are
+// packed_tiling.h's, shared with the AVX-512 kernels.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
-#include <vector>
+#include <cstdint>
 
 #include "kernels/internal.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/packed.h"
+#include "kernels/packed_tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
@@ -57,30 +59,11 @@ inline __m256i vnni_dot(const __m256i (&u)[N], const int32_t* x) {
 }
 #endif
 
-constexpr int kMaxT = 4;  // tokens per prefill tile
-// Groups per cache block in prefill: each token tile sweeps the block while its weights sit in
-// L2 (and the tile's activations in L1).
-constexpr int64_t kBlockBytes = 192 * 1024;
-
-struct PCtx {
-  const uint8_t* w;  // groups
-  size_t group_bytes;
-  size_t quants_offset;
-  int64_t n_blocks;   // per row
-  const int8_t* xq;   // [n_tokens, n_cols]
-  const float* xd;    // [n_tokens, n_blocks]
-  const int32_t* xc;  // [n_tokens, n_blocks]
-  int64_t n_cols;
-  float* y;  // [n_tokens, n_rows]
-  int64_t n_rows;
-};
-
 inline __m256i bcast32(const int32_t* p) { return _mm256_set1_epi32(*p); }
 
 // Q4_0x16: piece p of half h = 8 rows x 4 bytes; low nibbles pair with activation word p,
 // high nibbles with word 4 + p.
 struct Q4 {
-  static constexpr int kPieces = 4;
   static constexpr int kBlockStride = 4 * 64;
   static constexpr int kOffset = 8;
   struct Regs {
@@ -116,7 +99,6 @@ struct Q4 {
 // 4 + p bit 4 of high-nibble piece p. u = q_w + 16 in 0..31: vpmaddubsw pairs reach
 // 2 * 31 * 127 = 7874, so only 4 of them are summed in int16 (31496) before vpmaddwd.
 struct Q5 {
-  static constexpr int kPieces = 4;
   static constexpr int kBlockStride = 5 * 64;
   static constexpr int kOffset = 16;
   struct Regs {
@@ -160,7 +142,6 @@ struct Q5 {
 
 // Q8_0x16: piece p of half h pairs with activation word p; stored as q + 128.
 struct Q8 {
-  static constexpr int kPieces = 8;
   static constexpr int kBlockStride = 8 * 64;
   static constexpr int kOffset = 0;  // the sign trick multiplies q itself: no correction
   struct Regs {
@@ -204,7 +185,7 @@ struct Q8 {
 
 // H halves (rows 8 h0 .. 8 (h0 + H)) of group g x T tokens from t0.
 template <class Fmt, int H, int T>
-void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
+void half_tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
   const uint8_t* group = c.w + g * c.group_bytes;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);  // [nb][16]
   const uint8_t* quants = group + c.quants_offset;                    // [nb][P][16][4]
@@ -250,33 +231,6 @@ void tile(const PCtx& c, int64_t g, int h0, int64_t t0) {
   }
 }
 
-template <class Fmt, int T>
-void tile_dispatch(const PCtx& c, int64_t g, int h, int64_t t0, int nt) {
-  if constexpr (T > 1) {
-    if (nt < T) return tile_dispatch<Fmt, T - 1>(c, g, h, t0, nt);
-  }
-  tile<Fmt, 1, T>(c, g, h, t0);
-}
-
-template <class Fmt>
-void run_groups(const PCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
-  if (n_tokens == 1) {
-    for (int64_t g = g0; g < g1; ++g) tile<Fmt, 2, 1>(c, g, 0, 0);
-    return;
-  }
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  for (int64_t gb = g0; gb < g1; gb += block) {
-    const int64_t ge = std::min(gb + block, g1);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
-      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
-      for (int64_t g = gb; g < ge; ++g) {
-        tile_dispatch<Fmt, kMaxT>(c, g, 0, t0, nt);
-        tile_dispatch<Fmt, kMaxT>(c, g, 1, t0, nt);
-      }
-    }
-  }
-}
-
 // Quantizes one token: q [n_cols], d and c [n_cols / 32] (internal.h's contract).
 void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float* d, int32_t* c) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -309,70 +263,32 @@ void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float
   }
 }
 
-struct ActBuf {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> c;
-};
-
+// packed_tiling.h's Kern for format Fmt: tiles of one group x 1 token (decode, both halves at
+// once) or x up to 4 tokens (prefill, half after half: 8 unpacked pieces + 4 accumulators).
 template <class Fmt>
-void packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                   ThreadPool* pool) {
-  const int64_t nb = w.n_cols / 32;
-  thread_local ActBuf buf;
-  if (buf.q.size() < static_cast<size_t>(n_tokens * w.n_cols)) buf.q.resize(n_tokens * w.n_cols);
-  if (buf.d.size() < static_cast<size_t>(n_tokens * nb)) {
-    buf.d.resize(n_tokens * nb);
-    buf.c.resize(n_tokens * nb);
+struct QKern {
+  using Ctx = PCtx;
+  static constexpr int kOffset = Fmt::kOffset;
+  static constexpr int kDecodeRows = 1;
+  static constexpr int kRows = 1;
+  static constexpr int kTokens = 4;
+  static void quantize_token(const float* x, int64_t n_cols, int offset, int8_t* q, float* d,
+                             int32_t* c) {
+    internal::quantize_token(x, n_cols, offset, q, d, c);
   }
-  struct QuantCtx {
-    const float* x;
-    int64_t n_cols, nb;
-    ActBuf* buf;
-  } qc{x, w.n_cols, nb, &buf};
-  auto quantize = [q = &qc](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      quantize_token(q->x + t * q->n_cols, q->n_cols, Fmt::kOffset,
-                     q->buf->q.data() + t * q->n_cols, q->buf->d.data() + t * q->nb,
-                     q->buf->c.data() + t * q->nb);
+  template <int G, int T>
+  static void tile(const PCtx& c, int64_t g, int64_t t0) {
+    static_assert(G == 1);
+    if constexpr (T == 1) {
+      half_tile<Fmt, 2, 1>(c, g, 0, t0);
+    } else {
+      half_tile<Fmt, 1, T>(c, g, 0, t0);
+      half_tile<Fmt, 1, T>(c, g, 1, t0);
     }
-  };
-  if (pool != nullptr && n_tokens >= 4) {
-    pool->parallel_for(n_tokens, quantize);
-  } else {
-    quantize(0, n_tokens, 0);
   }
-  const PCtx c{w.packed,
-               packed_group_bytes(w.packed_layout, w.n_cols),
-               packed_quants_offset(w.packed_layout, w.n_cols),
-               nb,
-               buf.q.data(),
-               buf.d.data(),
-               buf.c.data(),
-               w.n_cols,
-               y,
-               w.n_rows};
-  const int64_t n_groups = w.packed_rows / kPackRows;
-  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  // About 8 chunks of groups per thread; in prefill at least one cache block.
-  int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
-  if (n_tokens > 1) {
-    chunk = std::max<int64_t>(chunk, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  }
-  claim_chunks(pool, n_groups, chunk,
-               [&](int64_t g0, int64_t g1) { run_groups<Fmt>(c, g0, g1, n_tokens); });
-}
+};
 
 // ---- 16-bit float layouts -----------------------------------------------------------------
-
-struct FCtx {
-  const uint8_t* w;
-  size_t group_bytes;
-  const float* x;  // [n_tokens, n_cols]
-  int64_t n_cols;
-  float* y;  // [n_tokens, n_rows]
-  int64_t n_rows;
-};
 
 // Rows 8 h .. 8 h + 7 of column k of a group, as f32.
 template <bool kBf16>
@@ -382,110 +298,68 @@ inline __m256 load_col(const uint8_t* p) {
   return _mm256_cvtph_ps(h);
 }
 
-// Columns [k0, k1) of G groups x T tokens; adds to y unless k0 == 0.
-template <bool kBf16, int G, int T>
-void ftile(const FCtx& c, int64_t g0, int64_t t0, int64_t k0, int64_t k1) {
-  __m256 acc[G][2][T];
-  GLM_UNROLL_P
-  for (int g = 0; g < G; ++g) {
-    GLM_UNROLL_P
-    for (int h = 0; h < 2; ++h) {
-      GLM_UNROLL_P
-      for (int t = 0; t < T; ++t) {
-        float* yp = c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h;
-        acc[g][h][t] = k0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(yp);
-      }
-    }
-  }
-  const uint8_t* base = c.w + g0 * c.group_bytes;
-  const float* x = c.x + t0 * c.n_cols;
-  for (int64_t k = k0; k < k1; ++k) {
-    if constexpr (T == 1) {
-      if ((k & 1) == 0) {
-        GLM_UNROLL_P
-        for (int g = 0; g < G; ++g) {
-          _mm_prefetch(reinterpret_cast<const char*>(base + g * c.group_bytes + k * 32) + 2048,
-                       _MM_HINT_T0);
-        }
-      }
-    }
-    __m256 w[G][2];
-    GLM_UNROLL_P
-    for (int g = 0; g < G; ++g) {
-      w[g][0] = load_col<kBf16>(base + g * c.group_bytes + k * 32);
-      w[g][1] = load_col<kBf16>(base + g * c.group_bytes + k * 32 + 16);
-    }
-    GLM_UNROLL_P
-    for (int t = 0; t < T; ++t) {
-      const __m256 xb = _mm256_broadcast_ss(x + t * c.n_cols + k);
-      GLM_UNROLL_P
-      for (int g = 0; g < G; ++g) {
-        acc[g][0][t] = _mm256_fmadd_ps(w[g][0], xb, acc[g][0][t]);
-        acc[g][1][t] = _mm256_fmadd_ps(w[g][1], xb, acc[g][1][t]);
-      }
-    }
-  }
-  GLM_UNROLL_P
-  for (int t = 0; t < T; ++t) {
+// packed_tiling.h's Kern of the float layouts: 3 groups x 2 halves = 6 accumulators and 6
+// weight registers (decode), 1 group x 2 halves x 6 tokens = 12 accumulators (prefill).
+template <bool kBf16>
+struct FKern {
+  static constexpr int kDecodeRows = 3;
+  static constexpr int kRows = 1;
+  static constexpr int kTokens = 6;
+  // Columns [k0, k1) of G groups x T tokens; adds to y unless k0 == 0.
+  template <int G, int T>
+  static void tile(const FCtx& c, int64_t g0, int64_t t0, int64_t k0, int64_t k1) {
+    __m256 acc[G][2][T];
     GLM_UNROLL_P
     for (int g = 0; g < G; ++g) {
       GLM_UNROLL_P
       for (int h = 0; h < 2; ++h) {
-        _mm256_storeu_ps(c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h, acc[g][h][t]);
+        GLM_UNROLL_P
+        for (int t = 0; t < T; ++t) {
+          float* yp = c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h;
+          acc[g][h][t] = k0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(yp);
+        }
+      }
+    }
+    const uint8_t* base = c.w + g0 * c.group_bytes;
+    const float* x = c.x + t0 * c.n_cols;
+    for (int64_t k = k0; k < k1; ++k) {
+      if constexpr (T == 1) {
+        if ((k & 1) == 0) {
+          GLM_UNROLL_P
+          for (int g = 0; g < G; ++g) {
+            _mm_prefetch(reinterpret_cast<const char*>(base + g * c.group_bytes + k * 32) + 2048,
+                         _MM_HINT_T0);
+          }
+        }
+      }
+      __m256 w[G][2];
+      GLM_UNROLL_P
+      for (int g = 0; g < G; ++g) {
+        w[g][0] = load_col<kBf16>(base + g * c.group_bytes + k * 32);
+        w[g][1] = load_col<kBf16>(base + g * c.group_bytes + k * 32 + 16);
+      }
+      GLM_UNROLL_P
+      for (int t = 0; t < T; ++t) {
+        const __m256 xb = _mm256_broadcast_ss(x + t * c.n_cols + k);
+        GLM_UNROLL_P
+        for (int g = 0; g < G; ++g) {
+          acc[g][0][t] = _mm256_fmadd_ps(w[g][0], xb, acc[g][0][t]);
+          acc[g][1][t] = _mm256_fmadd_ps(w[g][1], xb, acc[g][1][t]);
+        }
+      }
+    }
+    GLM_UNROLL_P
+    for (int t = 0; t < T; ++t) {
+      GLM_UNROLL_P
+      for (int g = 0; g < G; ++g) {
+        GLM_UNROLL_P
+        for (int h = 0; h < 2; ++h) {
+          _mm256_storeu_ps(c.y + (t0 + t) * c.n_rows + (g0 + g) * kPackRows + 8 * h, acc[g][h][t]);
+        }
       }
     }
   }
-}
-
-template <bool kBf16, int G, int T>
-void ftile_dispatch(const FCtx& c, int64_t g0, int ng, int64_t t0, int nt, int64_t k0, int64_t k1) {
-  if constexpr (T > 1) {
-    if (nt < T) return ftile_dispatch<kBf16, G, T - 1>(c, g0, ng, t0, nt, k0, k1);
-  }
-  if constexpr (G > 1) {
-    if (ng < G) return ftile_dispatch<kBf16, G - 1, T>(c, g0, ng, t0, nt, k0, k1);
-  }
-  ftile<kBf16, G, T>(c, g0, t0, k0, k1);
-}
-
-constexpr int kFloatDecodeG = 3;  // 3 groups x 2 halves = 6 accumulators, 6 weight registers
-constexpr int kFloatT = 6;        // prefill: 1 group x 2 halves x 6 tokens = 12 accumulators
-// Prefill sweeps columns in panels: a group's 1024 columns (32 KB) stay in L1/L2 while every
-// token tile passes over them.
-constexpr int64_t kPanelCols = 1024;
-
-template <bool kBf16>
-void run_float_groups(const FCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
-  if (n_tokens == 1) {
-    for (int64_t g = g0; g < g1; g += kFloatDecodeG) {
-      const int ng = static_cast<int>(std::min<int64_t>(kFloatDecodeG, g1 - g));
-      ftile_dispatch<kBf16, kFloatDecodeG, 1>(c, g, ng, 0, 1, 0, c.n_cols);
-    }
-    return;
-  }
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int64_t k0 = 0; k0 < c.n_cols; k0 += kPanelCols) {
-      const int64_t k1 = std::min(k0 + kPanelCols, c.n_cols);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += kFloatT) {
-        const int nt = static_cast<int>(std::min<int64_t>(kFloatT, n_tokens - t0));
-        ftile_dispatch<kBf16, 1, kFloatT>(c, g, 1, t0, nt, k0, k1);
-      }
-    }
-  }
-}
-
-template <bool kBf16>
-void float_packed_matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens,
-                         ThreadPool* pool) {
-  const FCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), x, w.n_cols, y, w.n_rows};
-  const int64_t n_groups = w.packed_rows / kPackRows;
-  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  int64_t chunk = (n_groups + 8 * n_threads - 1) / (8 * n_threads);
-  chunk =
-      std::max<int64_t>(kFloatDecodeG, (chunk + kFloatDecodeG - 1) / kFloatDecodeG * kFloatDecodeG);
-  claim_chunks(pool, n_groups, chunk,
-               [&](int64_t g0, int64_t g1) { run_float_groups<kBf16>(c, g0, g1, n_tokens); });
-}
+};
 
 }  // namespace
 
@@ -494,30 +368,7 @@ void GLM_PACKED_AVX2_ENTRY(const WeightView& w, const float* x, float* y, int64_
 #if defined(__AVXVNNI__)
   avxvnni_calls_add();
 #endif
-  switch (w.packed_layout) {
-    case PackedLayout::kQ4_0x16:
-      packed_matmul<Q4>(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kQ8_0x16:
-      packed_matmul<Q8>(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kQ5_0x16:
-      packed_matmul<Q5>(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kQ4_Kx16:
-    case PackedLayout::kQ5_Kx16:
-    case PackedLayout::kQ6_Kx16:
-      matmul_packed_k_avx2(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kF16x16:
-      float_packed_matmul<false>(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kBF16x16:
-      float_packed_matmul<true>(w, x, y, n_tokens, pool);
-      return;
-    case PackedLayout::kNone:
-      break;
-  }
+  packed_matmul<QKern, Q4, Q5, Q8, FKern>(w, x, y, n_tokens, pool, matmul_packed_k_avx2);
 }
 
 }  // namespace glm::kernels::internal

@@ -14,35 +14,25 @@
 //   msum = sum_k vpmaddwd((m_2k, m_2k+1) per lane, (bsum32_2k, bsum32_2k+1) broadcast);
 // then y_row += d_x * (d * float(isum) - dmin * float(msum)), one FMA per lane.
 // Tiles: both halves x 1 token in decode (each cache line read once, prefetched ahead), one half
-// x up to kMaxT tokens in prefill (the unpacked nibbles reused by every token of the tile), with
-// groups swept in cache blocks as in packed_avx2.cc.
+// after the other x up to 3 tokens in prefill (the unpacked nibbles reused by every token of the
+// tile); the loops around them and the threading are packed_tiling.h's.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <vector>
+#include <cstdint>
 
 #include "kernels/act_k.h"
 #include "kernels/internal.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/packed.h"
+#include "kernels/packed_tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
 
 #define GLM_UNROLL_K _Pragma("GCC unroll 8")
-
-// Tokens per prefill tile: Q4_K keeps 3 x (2 int16 + 1 int32) accumulators, Q6_K 3 int32 ones
-// beside 8 unpacked weight registers (Q6_K with 2 tokens measured 1.35x as slow).
-constexpr int kMaxT = 3;
-constexpr int64_t kBlockBytes = 192 * 1024;
-
-// Offsets in one packed super-block (packed.h / packed.cc).
-constexpr int kD = 0, kDmin = 32, kScales = 64, kMins = 192, kQuants = 320;
-constexpr int kSuper4 = kQuants + 16 * 128;  // Q4_Kx16
-constexpr int kSuper5 = kSuper4 + 16 * 32;   // Q5_Kx16: + high bits [8 pieces][16 rows][4]
 
 // Moves bit `from` of every byte of v to bit 4, masked (16-bit shifts of at most 4: no bit of
 // the neighbouring byte lands on bit 4).
@@ -51,15 +41,6 @@ inline __m256i bit_to_4(__m256i v, int from) {
   if (from < 4) return _mm256_and_si256(_mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - from)), b4);
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(from - 4)), b4);
 }
-
-struct KPCtx {
-  const uint8_t* w;  // groups
-  size_t group_bytes;
-  int64_t n_sb;     // super-blocks per row
-  const ActK* act;  // [n_tokens, n_sb]
-  float* y;         // [n_tokens, n_rows]
-  int64_t n_rows;
-};
 
 inline __m256i bcast32(const int8_t* p) {
   return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(p));
@@ -197,9 +178,6 @@ void tile(const KPCtx& c, int64_t g, int h0, int64_t t0) {
 
 // ---- Q6_K ---------------------------------------------------------------------------------
 
-constexpr int k6Scales = 32, k6Quants = 320;
-constexpr int k6Super = k6Quants + 16 * 192;
-
 // Values 32 K + 4 p .. + 3 of a part (128 values) for 8 rows as unsigned q (0..63), from the
 // part's pieces a = ql low half, b = ql high half, qh (the row-major kernel's unpack<K>).
 template <int K>
@@ -237,7 +215,7 @@ void tile6(const KPCtx& c, int64_t g, int h0, int64_t t0) {
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
   }
   for (int64_t sb = 0; sb < c.n_sb; ++sb) {
-    const uint8_t* s = group + sb * k6Super;
+    const uint8_t* s = group + sb * kSuper6;
     const ActK* a[T];
     GLM_UNROLL_K
     for (int t = 0; t < T; ++t) a[t] = c.act + (t0 + t) * c.n_sb + sb;
@@ -253,7 +231,7 @@ void tile6(const KPCtx& c, int64_t g, int h0, int64_t t0) {
         // Decode streams the group once: fetch the next super-block's lines ahead.
 #pragma GCC unroll 24
         for (int l = 0; l < 24; ++l) {
-          _mm_prefetch(reinterpret_cast<const char*>(q) + 2 * k6Super + 64 * l, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(q) + 2 * kSuper6 + 64 * l, _MM_HINT_T0);
         }
       }
       GLM_UNROLL_K
@@ -334,58 +312,33 @@ inline void tile_of(const KPCtx& c, int64_t g, int h0, int64_t t0) {
   }
 }
 
-template <PackedLayout L, int T>
-void tile_dispatch(const KPCtx& c, int64_t g, int h, int64_t t0, int nt) {
-  if constexpr (T > 1) {
-    if (nt < T) return tile_dispatch<L, T - 1>(c, g, h, t0, nt);
-  }
-  tile_of<L, 1, T>(c, g, h, t0);
-}
-
+// packed_tiling.h's Kern of layout L: one group x 1 token (decode, both halves at once) or x up
+// to 3 tokens (prefill, half after half). Tokens per prefill tile: Q4_K keeps 3 x (2 int16 + 1
+// int32) accumulators, Q6_K 3 int32 ones beside 8 unpacked weight registers (Q6_K with 2 tokens
+// measured 1.35x as slow).
 template <PackedLayout L>
-void run_groups(const KPCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
-  if (n_tokens == 1) {
-    for (int64_t g = g0; g < g1; ++g) tile_of<L, 2, 1>(c, g, 0, 0);
-    return;
-  }
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  for (int64_t gb = g0; gb < g1; gb += block) {
-    const int64_t ge = std::min(gb + block, g1);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
-      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
-      for (int64_t g = gb; g < ge; ++g) {
-        tile_dispatch<L, kMaxT>(c, g, 0, t0, nt);
-        tile_dispatch<L, kMaxT>(c, g, 1, t0, nt);
-      }
+struct KKern {
+  using Ctx = KPCtx;
+  static constexpr int kDecodeRows = 1;
+  static constexpr int kRows = 1;
+  static constexpr int kTokens = 3;
+  template <int G, int T>
+  static void tile(const KPCtx& c, int64_t g, int64_t t0) {
+    static_assert(G == 1);
+    if constexpr (T == 1) {
+      tile_of<L, 2, 1>(c, g, 0, t0);
+    } else {
+      tile_of<L, 1, T>(c, g, 0, t0);
+      tile_of<L, 1, T>(c, g, 1, t0);
     }
   }
-}
+};
 
 }  // namespace
 
 void matmul_packed_k_avx2(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                           ThreadPool* pool) {
-  const int64_t n_sb = w.n_cols / 256;
-  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
-  const KPCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), n_sb, act, y, w.n_rows};
-  const int64_t n_groups = w.packed_rows / kPackRows;
-  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  // About 8 chunks of groups per thread; in prefill at least one cache block.
-  int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
-  if (n_tokens > 1) {
-    chunk = std::max<int64_t>(chunk, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  }
-  const PackedLayout layout = w.packed_layout;
-  claim_chunks(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    switch (layout) {
-      case PackedLayout::kQ4_Kx16:
-        return run_groups<PackedLayout::kQ4_Kx16>(c, g0, g1, n_tokens);
-      case PackedLayout::kQ5_Kx16:
-        return run_groups<PackedLayout::kQ5_Kx16>(c, g0, g1, n_tokens);
-      default:
-        return run_groups<PackedLayout::kQ6_Kx16>(c, g0, g1, n_tokens);
-    }
-  });
+  packed_k_matmul<KKern>(w, x, y, n_tokens, pool);
 }
 
 }  // namespace glm::kernels::internal

@@ -17,46 +17,26 @@
 //     osum = sum_k vpdpwssd((sc_2k, sc_2k+1), (bsum16_2k, bsum16_2k+1));
 //     y += d_x * d * float(isum - 32 osum).
 // So the result is the AVX2 kernels' to the float rounding of the last steps.
-// Tiles: one group (16 rows) x up to kMaxT tokens, the unpacked weights of a piece reused by
-// every token of the tile; in prefill the groups are swept in cache blocks as in
-// packed_avx2.cc, in decode each group is streamed once with software prefetch ahead.
+// Tiles: one group (16 rows) x up to 6 tokens, the unpacked weights of a piece reused by every
+// token of the tile; in decode each group is streamed once with software prefetch ahead. The
+// loops around the tiles (cache blocks in prefill) and the threading are packed_tiling.h's.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <vector>
+#include <cstdint>
 
 #include "kernels/act_k.h"
 #include "kernels/internal.h"
 #include "kernels/matmul_avx512.h"
 #include "kernels/packed.h"
+#include "kernels/packed_tiling.h"
 
 namespace glm::kernels::internal {
 namespace {
 
 #define GLM_UNROLL_K _Pragma("GCC unroll 8")
-
-constexpr int kMaxT = 6;  // tokens per prefill tile (kernels_bench, Q4_K x 64 tokens: 3 -> 50.6 ms,
-                          // 4 -> 48.0, 6 -> 43.7-45.1, 8 -> 42.9)
-constexpr int64_t kBlockBytes = 192 * 1024;
-
-// Offsets in one packed super-block (packed.h / packed.cc).
-constexpr int kD = 0, kDmin = 32, kScales = 64, kMins = 192, kQuants = 320;
-constexpr int kSuper4 = kQuants + 16 * 128;  // Q4_Kx16
-constexpr int kSuper5 = kSuper4 + 16 * 32;   // Q5_Kx16: + high bits [8 pieces][16 rows][4]
-constexpr int k6Scales = 32, k6Quants = 320;
-constexpr int kSuper6 = k6Quants + 16 * 192;
-
-struct KPCtx {
-  const uint8_t* w;  // groups
-  size_t group_bytes;
-  int64_t n_sb;     // super-blocks per row
-  const ActK* act;  // [n_tokens, n_sb]
-  float* y;         // [n_tokens, n_rows]
-  int64_t n_rows;
-};
 
 inline __m512i bcast32(const int8_t* p) {
   return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p));
@@ -288,55 +268,27 @@ inline void tile_of(const KPCtx& c, int64_t g, int64_t t0) {
   }
 }
 
-template <PackedLayout L, int T>
-void tile_dispatch(const KPCtx& c, int64_t g, int64_t t0, int nt) {
-  if constexpr (T > 1) {
-    if (nt < T) return tile_dispatch<L, T - 1>(c, g, t0, nt);
-  }
-  tile_of<L, T>(c, g, t0);
-}
-
+// packed_tiling.h's Kern of layout L: one group x 1 token (decode) or x up to 6 tokens
+// (prefill; kernels_bench, Q4_K x 64 tokens: 3 -> 50.6 ms, 4 -> 48.0, 6 -> 43.7-45.1, 8 ->
+// 42.9).
 template <PackedLayout L>
-void run_groups(const KPCtx& c, int64_t g0, int64_t g1, int64_t n_tokens) {
-  if (n_tokens == 1) {
-    for (int64_t g = g0; g < g1; ++g) tile_of<L, 1>(c, g, 0);
-    return;
+struct KKern {
+  using Ctx = KPCtx;
+  static constexpr int kDecodeRows = 1;
+  static constexpr int kRows = 1;
+  static constexpr int kTokens = 6;
+  template <int G, int T>
+  static void tile(const KPCtx& c, int64_t g, int64_t t0) {
+    static_assert(G == 1);
+    tile_of<L, T>(c, g, t0);
   }
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  for (int64_t gb = g0; gb < g1; gb += block) {
-    const int64_t ge = std::min(gb + block, g1);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxT) {
-      const int nt = static_cast<int>(std::min<int64_t>(kMaxT, n_tokens - t0));
-      for (int64_t g = gb; g < ge; ++g) tile_dispatch<L, kMaxT>(c, g, t0, nt);
-    }
-  }
-}
+};
 
 }  // namespace
 
 void matmul_packed_k_avx512(const WeightView& w, const float* x, float* y, int64_t n_tokens,
                             ThreadPool* pool) {
-  const int64_t n_sb = w.n_cols / 256;
-  const ActK* act = quantize_tokens_k(x, n_sb, n_tokens, pool);
-  const KPCtx c{w.packed, packed_group_bytes(w.packed_layout, w.n_cols), n_sb, act, y, w.n_rows};
-  const int64_t n_groups = w.packed_rows / kPackRows;
-  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  // About 8 chunks of groups per thread; in prefill at least one cache block.
-  int64_t chunk = std::max<int64_t>(1, (n_groups + 8 * n_threads - 1) / (8 * n_threads));
-  if (n_tokens > 1) {
-    chunk = std::max<int64_t>(chunk, kBlockBytes / static_cast<int64_t>(c.group_bytes));
-  }
-  const PackedLayout layout = w.packed_layout;
-  claim_chunks(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    switch (layout) {
-      case PackedLayout::kQ4_Kx16:
-        return run_groups<PackedLayout::kQ4_Kx16>(c, g0, g1, n_tokens);
-      case PackedLayout::kQ5_Kx16:
-        return run_groups<PackedLayout::kQ5_Kx16>(c, g0, g1, n_tokens);
-      default:
-        return run_groups<PackedLayout::kQ6_Kx16>(c, g0, g1, n_tokens);
-    }
-  });
+  packed_k_matmul<KKern>(w, x, y, n_tokens, pool);
 }
 
 }  // namespace glm::kernels::internal
