@@ -194,9 +194,9 @@ void Gateway::install_middleware() {
     if (is_loopback_host(options_.host) && req.has_header("Host") &&
         !is_loopback_host(host_name(req.header("Host")))) {
       routes_->write_error(res, Status(ErrorCode::kInvalidArgument,
-                                 "this gateway is bound to " + options_.host +
-                                     " and answers only to that host name; use --host to "
-                                     "serve other names"));
+                                       "this gateway is bound to " + options_.host +
+                                           " and answers only to that host name; use --host to "
+                                           "serve other names"));
       res.status = 421;
       return true;
     }
@@ -220,9 +220,9 @@ void Gateway::install_middleware() {
     }
     if (api && !authorized(req, options_.api_key)) {
       routes_->write_error(res, Status(ErrorCode::kUnauthorized,
-                                 "missing or wrong API key: send the header "
-                                 "'Authorization: Bearer <key>' with the --api-key the "
-                                 "gateway was started with"));
+                                       "missing or wrong API key: send the header "
+                                       "'Authorization: Bearer <key>' with the --api-key the "
+                                       "gateway was started with"));
       res.set_header("WWW-Authenticate", "Bearer");
       return true;
     }
@@ -249,14 +249,14 @@ void Gateway::install_middleware() {
     const int status = res.status;
     if (status == 404) {
       routes_->write_error(res, not_found("no route " + req.method + " " + req.path +
-                                    " (see docs/gateway.md for the API)"));
+                                          " (see docs/gateway.md for the API)"));
     } else if (status == 413) {
       GLM_LOG_INFO("refused a request body over --max-body (%zu bytes)",
                    static_cast<size_t>(options_.max_body_bytes));
       routes_->write_error(res, Status(ErrorCode::kInvalidArgument,
-                                 "the request body is over this server's limit of " +
-                                     std::to_string(options_.max_body_bytes) +
-                                     " bytes: shorten the conversation or start a new one"));
+                                       "the request body is over this server's limit of " +
+                                           std::to_string(options_.max_body_bytes) +
+                                           " bytes: shorten the conversation or start a new one"));
     } else if (status == 503) {
       routes_->write_error(res, Status(ErrorCode::kUnavailable, res.reason));
     } else if (!res.reason.empty()) {
@@ -429,40 +429,40 @@ void Gateway::install_static_routes() {
 
   routes_->get(
       "/metrics", [this](const http::Request& http_req, http::Response& res) -> RouteStatus {
-    if (!authorized(http_req, options_.metrics_key)) {  // Prometheus: authorization.credentials
-      res.set_header("WWW-Authenticate", "Bearer");
+        if (!authorized(http_req, options_.metrics_key)) {  // Prometheus: authorization.credentials
+          res.set_header("WWW-Authenticate", "Bearer");
           return Status(ErrorCode::kUnauthorized,
                         "/metrics needs 'Authorization: Bearer <key>' with the key of "
                         "--metrics-key-file (or GLMSERVE_METRICS_KEY)");
-    }
-    // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
-    // gateway's; absent when the engine does not answer within a second.
-    protocol::Request req;
-    req.type = protocol::RequestType::kStats;
-    req.id = protocol::make_request_id();
-    auto ev = engine_.query(req, 1000);
-    const bool engine_up = ev.ok() && ev->type == protocol::EventType::kStats;
-    std::string info;
-    if (engine_up) {
-      protocol::Request hreq;
-      hreq.type = protocol::RequestType::kHealth;
-      hreq.id = protocol::make_request_id();
-      auto h = engine_.query(hreq, 1000);
-      const bool health = h.ok() && h->type == protocol::EventType::kHealth;
-      if (health && !h->device.empty()) info = engine_info_metric(*h);
-      // vLLM's names for routers that score workers by them, labelled with the name clients
-      // send as "model" (as /health's "model").
-      const std::string name = !options_.model_name.empty()  ? options_.model_name
-                               : health && !h->model.empty() ? h->model
-                                                             : std::string("glmserve");
-      info += vllm_metrics(ev->stats, name);
-    }
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(metrics_.render() + http_metrics(server_->stats()) +
-                        engine_metrics(engine_up ? &ev->stats : nullptr) + info,
-                    "text/plain; version=0.0.4; charset=utf-8");
+        }
+        // The engine's own counters (what it admitted and prefilled, its KV cache) beside the
+        // gateway's; absent when the engine does not answer within a second.
+        protocol::Request req;
+        req.type = protocol::RequestType::kStats;
+        req.id = protocol::make_request_id();
+        auto ev = engine_.query(req, 1000);
+        const bool engine_up = ev.ok() && ev->type == protocol::EventType::kStats;
+        std::string info;
+        if (engine_up) {
+          protocol::Request hreq;
+          hreq.type = protocol::RequestType::kHealth;
+          hreq.id = protocol::make_request_id();
+          auto h = engine_.query(hreq, 1000);
+          const bool health = h.ok() && h->type == protocol::EventType::kHealth;
+          if (health && !h->device.empty()) info = engine_info_metric(*h);
+          // vLLM's names for routers that score workers by them, labelled with the name clients
+          // send as "model" (as /health's "model").
+          const std::string name = !options_.model_name.empty()  ? options_.model_name
+                                   : health && !h->model.empty() ? h->model
+                                                                 : std::string("glmserve");
+          info += vllm_metrics(ev->stats, name);
+        }
+        res.set_header("Cache-Control", "no-store");
+        res.set_content(metrics_.render() + http_metrics(server_->stats()) +
+                            engine_metrics(engine_up ? &ev->stats : nullptr) + info,
+                        "text/plain; version=0.0.4; charset=utf-8");
         return {};
-  });
+      });
 }
 
 void Gateway::add_inflight(const std::shared_ptr<EngineStream>& stream,
