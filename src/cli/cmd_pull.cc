@@ -165,18 +165,18 @@ int cmd_pull(int argc, char** argv) {
       std::fprintf(stderr, "converted %s from %s (%s of checkpoint files, verified)%s\n",
                    r->name.str().c_str(), o.repo.c_str(), mb(r->file.size).c_str(),
                    o.keep_checkpoint ? (" kept in " + r->checkpoint_dir).c_str() : "");
-    }
-    if (!r->adapter.empty()) {
-      std::fprintf(stderr,
-                   "%s is a %s adapter: serve it with --adapter NAME=%s on its base model, or "
-                   "merge a LoRA with --lora %s (docs/adapters.md)\n",
-                   r->name.str().c_str(), r->adapter == "lora" ? "LoRA" : "P-Tuning v2",
-                   r->name.str().c_str(), r->name.str().c_str());
     } else {
       std::fprintf(stderr, "pulled %s: %s from %s (%s, %s verified%s)\n", r->name.str().c_str(),
                    r->file.path.c_str(), o.repo.c_str(), mb(r->file.size).c_str(),
                    r->file.sha256.empty() ? "size" : "sha256", how.c_str());
     }
+  }
+  if (!r->adapter.empty()) {
+    std::fprintf(stderr,
+                 "%s is a %s adapter: serve it with --adapter NAME=%s on its base model, or "
+                 "merge a LoRA with --lora %s (docs/adapters.md)\n",
+                 r->name.str().c_str(), r->adapter == "lora" ? "LoRA" : "P-Tuning v2",
+                 r->name.str().c_str(), r->name.str().c_str());
   }
   std::printf("%s\n", r->path.c_str());
   return 0;
