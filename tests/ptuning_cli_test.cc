@@ -62,8 +62,15 @@ class PtuningCliTest : public ::testing::Test {
     };
     std::ofstream(dir / "config.json") << c.dump(2);
     const int64_t w = n_layer * 2 * groups * hd;
-    std::mt19937 rng(3);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
+    write_encoder(dir, w, w, hidden, 0.5f, 3);
+  }
+
+  // A prefix encoder with the projection as safetensors (model.safetensors in `dir`): embedding
+  // [4, e], trans.0 [hidden, e] + [hidden], trans.2 [w, hidden] + [w], N(0, sd) from `seed`.
+  static void write_encoder(const fs::path& dir, int64_t w, int64_t e, int64_t hidden, float sd,
+                            uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, sd);
     auto tensor = [&](const std::string& name, std::vector<int64_t> shape) {
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
@@ -77,7 +84,7 @@ class PtuningCliTest : public ::testing::Test {
     };
     ASSERT_TRUE(glm::checkpoint::write_safetensors(
                     (dir / "model.safetensors").string(),
-                    {tensor("embedding.weight", {4, w}), tensor("trans.0.weight", {hidden, w}),
+                    {tensor("embedding.weight", {4, e}), tensor("trans.0.weight", {hidden, e}),
                      tensor("trans.0.bias", {hidden}), tensor("trans.2.weight", {w, hidden}),
                      tensor("trans.2.bias", {w})})
                     .ok());
@@ -104,26 +111,8 @@ class PtuningCliTest : public ::testing::Test {
         {"prefix_projection", true},
     };
     std::ofstream(dir / "config.json") << c.dump(2);
-    const int64_t w = n_layer * 2 * hidden;
-    std::mt19937 rng(5);
-    std::normal_distribution<float> normal(0.0f, 4.0f);  // v1's sqrt(56) residual needs a push
-    auto tensor = [&](const std::string& name, std::vector<int64_t> shape) {
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      glm::checkpoint::StTensorOut t{"transformer.prefix_encoder." + name, "F32", shape, {}};
-      t.data.resize(static_cast<size_t>(n) * 4);
-      for (int64_t k = 0; k < n; ++k) {
-        const float x = normal(rng);
-        std::memcpy(t.data.data() + k * 4, &x, 4);
-      }
-      return t;
-    };
-    ASSERT_TRUE(glm::checkpoint::write_safetensors(
-                    (dir / "model.safetensors").string(),
-                    {tensor("embedding.weight", {4, hidden}),
-                     tensor("trans.0.weight", {hidden, hidden}), tensor("trans.0.bias", {hidden}),
-                     tensor("trans.2.weight", {w, hidden}), tensor("trans.2.bias", {w})})
-                    .ok());
+    // v1's sqrt(56) residual needs a larger push than ChatGLM2/3's.
+    write_encoder(dir, n_layer * 2 * hidden, hidden, hidden, 4.0f, 5);
   }
 
   fs::path dir_;

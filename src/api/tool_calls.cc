@@ -112,11 +112,9 @@ std::vector<ToolDelta> ToolAnswerStream::feed(const std::vector<ToolDelta>& piec
 std::vector<ToolDelta> ToolAnswerStream::finish(Outcome outcome,
                                                 const std::vector<ToolDelta>& end) {
   std::vector<ToolDelta> out;
-  bool cut_inside_call = false;
-  for (const ToolDelta& d : end) {
-    if (d.kind != ToolDelta::Kind::kCutCall) continue;
-    cut_inside_call = true;
-  }
+  const bool cut_inside_call = std::any_of(end.begin(), end.end(), [](const ToolDelta& d) {
+    return d.kind == ToolDelta::Kind::kCutCall;
+  });
   if (!in_call_ && outcome == Outcome::kLength && cut_inside_call) {
     // Cut inside a GLM-4.5 <tool_call>: the text before it went out, the call's does not.
     cut_call_ = true;

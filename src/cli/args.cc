@@ -63,9 +63,10 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
   for (const char* flag : {"lora", "adapter"}) {
     auto all = a.all_.find(flag);
     if (all == a.all_.end() || known_flags.count(flag) == 0) continue;
+    const bool named = std::string(flag) == "adapter";  // ALIAS= before the file
     for (std::string& v : all->second) {
-      const size_t start = std::string(flag) == "adapter" ? v.find('=') + 1 : 0;
-      if (start == 0 && std::string(flag) == "adapter") continue;  // no '=': reported later
+      const size_t start = named ? v.find('=') + 1 : 0;
+      if (named && start == 0) continue;  // no '=': reported where the flag is read
       StatusOr<model::LoraSpec> spec = model::parse_lora_spec(v.substr(start));
       if (!spec.ok()) continue;  // reported where the flag is read
       StatusOr<std::string> path = hub::resolve_model(spec->path, a.get("models-dir"));

@@ -312,11 +312,16 @@ StatusOr<int64_t> parse_duration_s(const std::string& flag, const std::string& t
   return v < 0 ? -1 : v * mult;
 }
 
+// The engine socket's path without ".sock": the stem of the files serve keeps beside it.
+std::string socket_stem(const std::string& socket) {
+  const bool sock = socket.size() > 5 && socket.compare(socket.size() - 5, 5, ".sock") == 0;
+  return sock ? socket.substr(0, socket.size() - 5) : socket;
+}
+
 // Several models' sockets beside the engine socket: PATH.sock -> PATH.mI.sock (model I's
 // engine) and PATH.control.sock (serve's control socket).
 std::string sibling_socket(const std::string& base, const std::string& part) {
-  const bool sock = base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0;
-  return (sock ? base.substr(0, base.size() - 5) : base) + "." + part + ".sock";
+  return socket_stem(base) + "." + part + ".sock";
 }
 
 // The `glmserve web` child: the engine socket (the default model's with several) and the flags
@@ -574,10 +579,7 @@ int cmd_serve(int argc, char** argv) {
   if (!echo) {
     // Adapters loaded at run time survive an engine restart, not serve's: each serve starts
     // from its flags (docs/adapters.md).
-    adapter_state = (socket.size() > 5 && socket.compare(socket.size() - 5, 5, ".sock") == 0
-                         ? socket.substr(0, socket.size() - 5)
-                         : socket) +
-                    ".adapters.json";
+    adapter_state = socket_stem(socket) + ".adapters.json";
     ::unlink(adapter_state.c_str());
     engine.argv.push_back("--adapter-state");
     engine.argv.push_back(adapter_state);

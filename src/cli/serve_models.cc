@@ -65,6 +65,14 @@ StatusOr<std::vector<serve::ManagedModel>> served_models(const Args& args) {
 Status attach_adapters(const Args& args, std::vector<serve::ManagedModel>* models,
                        std::vector<std::vector<std::string>>* engine_flags) {
   engine_flags->assign(models->size(), {});
+  if (!args.has("adapter")) return Status::Ok();
+  // Each model's header once (its config: what an adapter must fit).
+  std::vector<StatusOr<model::Config>> configs;
+  for (const serve::ManagedModel& m : *models) {
+    StatusOr<std::unique_ptr<gguf::File>> file = gguf::File::open(m.path);
+    configs.push_back(file.ok() ? model::read_config(**file)
+                                : StatusOr<model::Config>(file.status()));
+  }
   for (const std::string& value : args.get_all("adapter")) {
     StatusOr<engine::AdapterSpec> spec = engine::parse_adapter_spec(value);
     if (!spec.ok()) return spec.status();
@@ -76,11 +84,10 @@ Status attach_adapters(const Args& args, std::vector<serve::ManagedModel>* model
         return invalid_argument("--adapter " + spec->name + ": '" + spec->name +
                                 "' is a served model's name; give the adapter another");
       }
-      StatusOr<std::unique_ptr<gguf::File>> file = gguf::File::open(m.path);
-      StatusOr<model::Config> config =
-          file.ok() ? model::read_config(**file) : StatusOr<model::Config>(file.status());
-      Status s = config.status();
-      if (s.ok()) s = model::load_adapter(spec->path, *config, spec->scale, spec->name).status();
+      Status s = configs[i].status();
+      if (s.ok()) {
+        s = model::load_adapter(spec->path, *configs[i], spec->scale, spec->name).status();
+      }
       if (!s.ok()) {
         why += (why.empty() ? "" : "; ") + m.name + ": " + s.message();
         continue;

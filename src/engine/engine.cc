@@ -125,7 +125,7 @@ class RequestObserver : public scheduler::SeqObserver {
       text_ += text;
       const std::string content = reasoning_ ? reasoning_->feed(text).content : text;
       if (tool_reader_) {  // read as the first run read it: its pieces were sent then
-        for (tok::ToolDelta& d : tool_reader_->feed(content)) tool_deltas_.push_back(std::move(d));
+        tok::add_tool_deltas(tool_reader_->feed(content), &tool_answer_);
       }
     }
   }
@@ -211,7 +211,7 @@ class RequestObserver : public scheduler::SeqObserver {
     std::vector<tok::ToolDelta> tool;
     if (tool_reader_) {
       tool = tool_reader_->feed(text);
-      tool_deltas_.insert(tool_deltas_.end(), tool.begin(), tool.end());
+      tok::add_tool_deltas(tool, &tool_answer_);
     }
     if (text.empty() && reasoning.empty() && tool.empty() &&
         !(force && !pending_logprobs_.empty())) {
@@ -261,7 +261,7 @@ class RequestObserver : public scheduler::SeqObserver {
   // With tools, the answer's text read for a call, once: the pieces go out with the events
   // (Event::tool) and tag the conversation (answer_tag).
   std::unique_ptr<tok::ToolCallStream> tool_reader_;
-  std::vector<tok::ToolDelta> tool_deltas_;  // every piece so far
+  tok::ToolAnswer tool_answer_;  // the pieces so far, joined
   bool chat_;
   std::string text_;              // everything emitted
   std::vector<int32_t> pending_;  // generated ids whose text is not sent yet
@@ -795,7 +795,7 @@ void RequestObserver::on_finish(scheduler::FinishInfo* info) {
   if (tool_reader_) {  // what the reader held to the end (of a cancelled answer too: its text went
                        // out)
     e.tool = tool_reader_->finish();
-    tool_deltas_.insert(tool_deltas_.end(), e.tool.begin(), e.tool.end());
+    tok::add_tool_deltas(e.tool, &tool_answer_);
   }
   e.finish_reason = info->reason;
   e.usage = info->usage;
@@ -820,7 +820,7 @@ uint64_t RequestObserver::answer_tag() const {
   // With tools, the client gets the answer read by the same rule (its text, then its call) and
   // sends it back that way: the text as a message (if any), the call as a message naming the
   // function with its arguments (api/openai.cc read_tool_calls, ChatSession likewise).
-  const tok::ToolAnswer a = tok::join_tool_deltas(tool_deltas_);
+  const tok::ToolAnswer& a = tool_answer_;
   uint64_t tag = messages_digest_;
   if (a.name.empty() || !a.content.empty()) {
     tag = digest_append(tag, tok::Message{"assistant", a.content});

@@ -45,17 +45,12 @@ std::string get_str(const json& j, const char* key) {
 }
 
 // A token or done event's "tool": [[KIND, TEXT], ...] (generation/tool_delta.h); none: absent.
-void append_tool_deltas(std::string* out, const std::vector<generation::ToolDelta>& tool) {
-  if (tool.empty()) return;
-  *out += ",\"tool\":[";
-  for (size_t i = 0; i < tool.size(); ++i) {
-    *out += i > 0 ? ",[\"" : "[\"";
-    *out += generation::tool_delta_kind_name(tool[i].kind);
-    *out += "\",";
-    append_json_string(out, tool[i].text);
-    *out += ']';
+nlohmann::json tool_deltas_json(const std::vector<generation::ToolDelta>& tool) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const generation::ToolDelta& d : tool) {
+    out.push_back(nlohmann::json::array({generation::tool_delta_kind_name(d.kind), d.text}));
   }
-  *out += ']';
+  return out;
 }
 
 Status read_tool_deltas(const json& j, std::vector<generation::ToolDelta>* out) {
@@ -174,7 +169,10 @@ std::string serialize_event(const Event& e) {
       out += ",\"logprobs\":";
       out += dump_json(logprobs_json(e.logprobs));
     }
-    append_tool_deltas(&out, e.tool);
+    if (!e.tool.empty()) {
+      out += ",\"tool\":";
+      out += dump_json(tool_deltas_json(e.tool));
+    }
     out += '}';
     return out;
   }
@@ -220,13 +218,7 @@ std::string serialize_event(const Event& e) {
         j["speculative"] = {{"drafted", e.speculation.drafted},
                             {"accepted", e.speculation.accepted}};
       }
-      if (!e.tool.empty()) {
-        json tool = json::array();
-        for (const generation::ToolDelta& d : e.tool) {
-          tool.push_back(json::array({generation::tool_delta_kind_name(d.kind), d.text}));
-        }
-        j["tool"] = std::move(tool);
-      }
+      if (!e.tool.empty()) j["tool"] = tool_deltas_json(e.tool);
       break;
     case EventType::kError:
       j["code"] = error_code_name(e.code);

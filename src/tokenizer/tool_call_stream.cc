@@ -197,15 +197,19 @@ ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::st
   return join_tool_deltas(d);
 }
 
-ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
-  ToolAnswer a;
+void add_tool_deltas(const std::vector<ToolDelta>& deltas, ToolAnswer* a) {
   for (const ToolDelta& d : deltas) {
     if (d.kind == ToolDelta::Kind::kContent || d.kind == ToolDelta::Kind::kCutCall) {
-      a.content += d.text;
+      a->content += d.text;
     }
-    if (d.kind == ToolDelta::Kind::kCallStart) a.name = d.text;
-    if (d.kind == ToolDelta::Kind::kArguments) a.arguments += d.text;
+    if (d.kind == ToolDelta::Kind::kCallStart) a->name = d.text;
+    if (d.kind == ToolDelta::Kind::kArguments) a->arguments += d.text;
   }
+}
+
+ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas) {
+  ToolAnswer a;
+  add_tool_deltas(deltas, &a);
   return a;
 }
 

@@ -69,6 +69,8 @@ struct ToolAnswer {
   std::string arguments;
 };
 ToolAnswer join_tool_deltas(const std::vector<ToolDelta>& deltas);
+// The same, onto an answer joined so far (a kCutCall piece is text).
+void add_tool_deltas(const std::vector<ToolDelta>& deltas, ToolAnswer* answer);
 // A whole (non-streamed) answer read as the stream reads it: feed(text), finish(), joined.
 ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text);
 
