@@ -514,7 +514,7 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   const std::string stored_path = store_ + "/tiny-glm-hf/q8_0.gguf";
   EXPECT_EQ(r.last_line(), stored_path);
   EXPECT_NE(r.err.find("converted tiny-glm-hf:q8_0"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("pulled "), std::string::npos) << r.err;  // one report of what it did
+  EXPECT_EQ(r.err.find("pulled "), std::string::npos) << r.err;     // one report of what it did
   EXPECT_FALSE(fs::exists(store_ + "/.staging/tiny-glm-hf-main"));  // only the GGUF is kept
   for (const auto& a : hub_->downloads()) {
     EXPECT_EQ(a.uri.find("modeling_chatglm.py"), std::string::npos);  // not needed, not fetched
