@@ -8,10 +8,14 @@
 #       (here, on Debian 12) packs into .gpu-bench/ a glmserve built here, every shared library
 #       it needs with the loader that runs them, Debian's Vulkan loader (libvulkan1), and, given
 #       the build directory of a llama.cpp built with -DGGML_VULKAN=ON outside this repository,
-#       its llama-bench / llama-quantize with their libraries. .gpu-bench/ is ignored by git.
+#       its llama-bench / llama-quantize with their libraries; where build/ has them, the GPU
+#       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
+#       .gpu-bench/ is ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
-#       (there) lists the devices, writes the model files with gen-model (Q4_K_M with the carried
-#       llama-quantize), runs bench engine --device vulkan and llama-bench -ngl 99 alternated,
+#       (there) lists the devices, runs the carried GPU tests on that device (every shader
+#       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
+#       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
+#       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
 #       stack (serve --device vulkan); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw
 #       outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
@@ -40,6 +44,20 @@ if [[ "$cmd" == prepare ]]; then
   [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
   pack_exe "$here/build/glmserve"
   strip "$pack/bin/glmserve"
+  # The GPU tests, run there first on that device, and the shared data their goldens read (at
+  # the path they were built with: $here/../shared/data).
+  for t in src/gpu/gpu_test src/model/model_test; do
+    if [[ -x "$here/build/$t" ]]; then
+      pack_exe "$here/build/$t"
+      strip "$pack/bin/$(basename "$t")"
+    fi
+  done
+  if [[ -d "$here/../shared/data" ]]; then
+    mkdir -p "$pack/data"
+    for d in oracle models reference; do cp -rL "$here/../shared/data/$d" "$pack/data/"; done
+    chmod -R u+w "$pack/data"
+    echo "$here" >"$pack/built_at"
+  fi
   # patchelf points the carried programs at the carried loader there (serve starts its children
   # as /proc/self/exe, so glmserve must run as itself, not through ld.so).
   command -v patchelf >/dev/null || apt-get install -y -qq --no-install-recommends patchelf
@@ -102,6 +120,26 @@ nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   echo '```'
 } | tee "$report"
 
+# The GPU tests on this device, first: a speed is only worth reporting for right answers.
+if [[ -x "$pack/bin/gpu_test" ]]; then
+  built_at="$(cat "$pack/built_at" 2>/dev/null || echo /nonexistent)"
+  if [[ ! -e "$built_at/../shared/data" && -d "$pack/data" ]]; then
+    mkdir -p "$built_at" "$(dirname "$built_at")/shared"
+    ln -s "$pack/data" "$(dirname "$built_at")/shared/data"
+  fi
+  {
+    timeout 150 "$pack/bin/gpu_test" || echo "gpu_test: exit $?"
+    timeout 240 "$pack/bin/model_test" --gtest_filter='*Gpu*' || echo "model_test: exit $?"
+  } >"$out/tests.log" 2>&1
+  {
+    echo
+    echo "GPU tests on this device (gpu_test; model_test --gtest_filter='*Gpu*'):"
+    echo '```'
+    grep -E '^\[  (PASSED|FAILED)  \]|^\[==========\] [0-9]+ tests|exit [0-9]+$' "$out/tests.log" || true
+    echo '```'
+  } | tee -a "$report"
+fi
+
 # The model files: gen-model writes F16 / Q4_0 / Q8_0; the k-quant mixes come from llama-quantize.
 declare -A file
 for t in $types; do
@@ -120,6 +158,12 @@ for t in $types; do
   esac
   file[$t]="$f"
 done
+{
+  echo
+  echo '```'
+  ls -l "$work"/*.gguf | awk '{ print $5, $NF }'
+  echo '```'
+} | tee -a "$report"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # "pp tg" t/s of one glmserve run (the medians of its JSON) and of one llama-bench run (its CSV).
@@ -156,6 +200,23 @@ for t in $types; do
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
+
+# Where the device's time goes: one profiled run a file (the timestamps cost a little, so apart
+# from the timed runs above), the table of each shader's time in profile.log.
+for t in $types; do
+  [[ -n "${file[$t]:-}" ]] || continue
+  echo "== $t" >>"$out/profile.log"
+  GLMSERVE_VULKAN_PROFILE=1 glmserve bench engine --model "${file[$t]}" -p 512 -n 128 -r 1 \
+    --bw-mb 0 --device vulkan >>"$out/profile.log" 2>&1 || true
+done
+{
+  echo
+  echo "Profile (GLMSERVE_VULKAN_PROFILE=1, -p 512 -n 128 -r 1, the ten largest a file):"
+  echo '```'
+  awk '/^== / { print; n = 0; next } /vulkan profile/ { p = 1; print; next }
+    p && /^  / { if (n++ < 10) print; next } { p = 0 }' "$out/profile.log"
+  echo '```'
+} | tee -a "$report"
 
 # Time to first token of the latency study's question through the whole stack (HTTP, gateway,
 # socket, engine), FP16, with the seed study's method: bench serve measures its in-process

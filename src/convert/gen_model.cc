@@ -2,6 +2,7 @@
 
 #include "convert/random.h"
 #include "convert/synthetic_vocab.h"
+#include "kernels/thread_pool.h"
 
 namespace glm::convert {
 
@@ -52,8 +53,10 @@ Status generate_model(const GenOptions& opts, const std::string& path, WriteRepo
   tok::VocabSpec vocab;
   StatusOr<Hparams> hp = gen_hparams(opts, &vocab);
   if (!hp.ok()) return hp.status();
+  // random_rows is pure (each value a function of the seed, the tensor and its index), so the
+  // chunks are made on every core and the file is the same as with one.
   return write_model_file(path, *hp, vocab, opts.type, random_rows(opts.seed), report,
-                          opts.progress);
+                          opts.progress, kernels::physical_cores());
 }
 
 }  // namespace glm::convert

@@ -168,6 +168,28 @@ TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
   }
 }
 
+// Chunks made on several threads at once give the same file as one thread: a tiny model whose
+// feed-forward tensors (n_ff 20000: 40000 x 64 ffn_up) span several chunks of rows.
+TEST(GenModel, ThreadsWriteTheSameBytes) {
+  TempDir dir;
+  GenOptions o;
+  o.family = Family::kChatGLM3;
+  o.type = DType::kQ4_0;
+  tok::VocabSpec vocab;
+  StatusOr<Hparams> hp = gen_hparams(o, &vocab);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  hp->n_ff = 20000;
+  ASSERT_GT(hp->n_ff * 2 * hp->n_embd, 2 * (int64_t{1} << 20));  // over two chunks of rows
+  for (int threads : {1, 3}) {
+    ASSERT_TRUE(write_model_file(dir.file("t" + std::to_string(threads) + ".gguf"), *hp, vocab,
+                                 o.type, random_rows(7), nullptr, nullptr, threads)
+                    .ok());
+  }
+  const std::string one = read_bytes(dir.file("t1.gguf"));
+  EXPECT_GT(one.size(), 2u << 20);
+  EXPECT_EQ(testing::first_difference(one, read_bytes(dir.file("t3.gguf"))), -1);
+}
+
 TEST(GenModel, ProgressRisesToTheWeightBytesWritten) {
   TempDir dir;
   GenOptions o;

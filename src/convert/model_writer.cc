@@ -1,9 +1,12 @@
 #include "convert/model_writer.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/fp16.h"
 #include "kernels/quant.h"
+#include "kernels/thread_pool.h"
 
 namespace glm::convert {
 
@@ -77,7 +80,7 @@ void decode_rows(DType t, const uint8_t* x, int64_t n_rows, int64_t row_len, flo
 
 Status write_model_file(const std::string& path, const Hparams& hp, const tok::VocabSpec& vocab,
                         DType target, const RowSource& source, WriteReport* report,
-                        const ProgressFn& progress) {
+                        const ProgressFn& progress, int threads) {
   GLM_RETURN_IF_ERROR(hp.validate());
   if (static_cast<int64_t>(vocab.tokens.size()) != hp.n_vocab) {
     return invalid_argument("vocabulary has " + std::to_string(vocab.tokens.size()) +
@@ -102,21 +105,45 @@ Status write_model_file(const std::string& path, const Hparams& hp, const tok::V
 
   uint64_t total_bytes = 0, done_bytes = 0;
   for (const TensorPlan& t : plan) total_bytes += t.n_bytes();
-  std::vector<float> rows;
-  std::vector<uint8_t> bytes;
+  // A group of chunks is filled and encoded at once (one a thread), then written in order.
+  const int n_slots = std::max(1, threads);
+  std::unique_ptr<kernels::ThreadPool> pool;
+  if (n_slots > 1) pool = std::make_unique<kernels::ThreadPool>(n_slots);
+  std::vector<std::vector<float>> rows(static_cast<size_t>(n_slots));
+  std::vector<std::vector<uint8_t>> bytes(static_cast<size_t>(n_slots));
+  std::vector<Status> status(static_cast<size_t>(n_slots));
   for (const TensorPlan& t : plan) {
     const int64_t len = t.row_len();
     const int64_t total = t.n_rows();
     const int64_t step = chunk_rows(len);
-    for (int64_t r0 = 0; r0 < total; r0 += step) {
-      const int64_t n = std::min(step, total - r0);
-      rows.resize(static_cast<size_t>(n * len));
-      GLM_RETURN_IF_ERROR(source(t, r0, n, rows.data()));
-      bytes.resize(static_cast<size_t>(n) * row_bytes(t.type, len));
-      encode_rows(t.type, rows.data(), n, len, bytes.data());
-      GLM_RETURN_IF_ERROR(w.write_tensor_data(bytes.data(), bytes.size()));
-      done_bytes += bytes.size();
-      if (progress) progress(done_bytes, total_bytes);
+    const int64_t n_chunks = (total + step - 1) / step;
+    for (int64_t c0 = 0; c0 < n_chunks; c0 += n_slots) {
+      const int64_t n_group = std::min<int64_t>(n_slots, n_chunks - c0);
+      auto fill = [&](int64_t i) {
+        const int64_t r0 = (c0 + i) * step;
+        const int64_t n = std::min(step, total - r0);
+        std::vector<float>& f = rows[static_cast<size_t>(i)];
+        f.resize(static_cast<size_t>(n * len));
+        status[static_cast<size_t>(i)] = source(t, r0, n, f.data());
+        if (!status[static_cast<size_t>(i)].ok()) return;
+        std::vector<uint8_t>& b = bytes[static_cast<size_t>(i)];
+        b.resize(static_cast<size_t>(n) * row_bytes(t.type, len));
+        encode_rows(t.type, f.data(), n, len, b.data());
+      };
+      if (pool != nullptr && n_group > 1) {
+        pool->parallel_for(n_group, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) fill(i);
+        });
+      } else {
+        for (int64_t i = 0; i < n_group; ++i) fill(i);
+      }
+      for (int64_t i = 0; i < n_group; ++i) {
+        GLM_RETURN_IF_ERROR(status[static_cast<size_t>(i)]);
+        const std::vector<uint8_t>& b = bytes[static_cast<size_t>(i)];
+        GLM_RETURN_IF_ERROR(w.write_tensor_data(b.data(), b.size()));
+        done_bytes += b.size();
+        if (progress) progress(done_bytes, total_bytes);
+      }
     }
     rep.n_bytes += t.n_bytes();
     rep.n_parameters += static_cast<uint64_t>(t.n_elements());

@@ -2,7 +2,8 @@
 // tensors of tensor_plan() filled row chunk by row chunk from a RowSource and encoded to their
 // planned types. Memory stays at one chunk (~4 MB of floats) whatever the model size, so a
 // 12 GB file never sits in memory. Shared by gen-model (random rows) and convert (HF rows).
-// Functions are reentrant; a RowSource is called from the calling thread only.
+// Functions are reentrant; a RowSource is called from the calling thread only, unless
+// write_model_file is given threads > 1 (then it must be thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -30,10 +31,11 @@ struct WriteReport {
 
 // Writes `path` (atomically: gguf::Writer renames a finished .tmp). vocab.tokens.size() must
 // equal hp.n_vocab (invalid_argument otherwise). `progress`: tensor bytes written of the
-// file's total, after each chunk (may be empty).
+// file's total, after each chunk (may be empty). threads > 1: that many chunks are filled and
+// encoded at once (the file is the same, byte for byte); the source is called concurrently.
 Status write_model_file(const std::string& path, const Hparams& hp, const tok::VocabSpec& vocab,
                         DType target, const RowSource& source, WriteReport* report,
-                        const ProgressFn& progress = nullptr);
+                        const ProgressFn& progress = nullptr, int threads = 1);
 
 // Encodes n_rows rows of row_len floats to type t (F32/F16/BF16 by conversion, quantized types
 // by kernels::quantize_row_ref): out holds n_rows * row_bytes(t, row_len) bytes.

@@ -1,8 +1,10 @@
 #include "gpu/device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -201,6 +203,10 @@ void Buffer::reset() {
   mapped_ = nullptr;
 }
 
+// Timestamps a step can hold when profiling: one before its first op and one after each op;
+// ops past the last are not timed.
+constexpr uint32_t kProfileQueries = 4096;
+
 // ---- Device ----------------------------------------------------------------------------------
 
 StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only) {
@@ -271,6 +277,8 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
     }
   }
   if (!found) return unsupported("vulkan: " + info_.name + " has no compute queue");
+  const uint32_t ts_bits = families[queue_family_].timestampValidBits;
+  timestamp_mask_ = ts_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << ts_bits) - 1;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{};
@@ -325,6 +333,11 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   r = vk.vkCreateFence(device_, &fci, nullptr, &stream_.fence_);
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r);
+  if (const char* p = std::getenv("GLMSERVE_VULKAN_PROFILE");
+      p != nullptr && *p != '\0' && std::strcmp(p, "0") != 0 && !enable_profile()) {
+    GLM_LOG_WARN("vulkan: %s writes no timestamps: GLMSERVE_VULKAN_PROFILE ignored",
+                 info_.name.c_str());
+  }
   GLM_LOG_INFO("vulkan: using %s (%s, Vulkan %s, %s)", info_.name.c_str(), info_.type.c_str(),
                info_.api_version_string().c_str(), info_.features().c_str());
   return Status::Ok();
@@ -335,6 +348,10 @@ Device::~Device() {
     const VulkanApi& vk = api_;
     vk.vkDeviceWaitIdle(device_);
     staging_.reset();
+    if (query_pool_ != VK_NULL_HANDLE) {
+      if (profiled_steps_ > 0) GLM_LOG_INFO("%s", profile_report().c_str());
+      vk.vkDestroyQueryPool(device_, query_pool_, nullptr);
+    }
     for (VkPipeline p : pipelines_) {
       if (p != VK_NULL_HANDLE) vk.vkDestroyPipeline(device_, p, nullptr);
     }
@@ -344,6 +361,52 @@ Device::~Device() {
     vk.vkDestroyDevice(device_, nullptr);
   }
   if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
+}
+
+bool Device::enable_profile() {
+  if (query_pool_ != VK_NULL_HANDLE) return true;
+  if (timestamp_mask_ == 0) return false;
+  VkQueryPoolCreateInfo qci{};
+  qci.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+  qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qci.queryCount = kProfileQueries;
+  if (api_.vkCreateQueryPool(device_, &qci, nullptr, &query_pool_) != VK_SUCCESS) {
+    query_pool_ = VK_NULL_HANDLE;
+    return false;
+  }
+  VkPhysicalDeviceProperties props{};
+  api_.vkGetPhysicalDeviceProperties(physical_, &props);
+  timestamp_ns_ = props.limits.timestampPeriod;
+  profile_.assign(kShaderCount + 1, OpTime{});
+  for (int i = 0; i < kShaderCount; ++i) profile_[i].name = spirv(static_cast<Shader>(i)).name;
+  profile_[kShaderCount].name = "copy";
+  return true;
+}
+
+std::vector<OpTime> Device::profile() const {
+  std::vector<OpTime> out;
+  for (const OpTime& t : profile_) {
+    if (t.calls > 0) out.push_back(t);
+  }
+  std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
+std::string Device::profile_report() const {
+  const std::vector<OpTime> ops = profile();
+  double total = 0;
+  for (const OpTime& t : ops) total += t.ms;
+  char line[160];
+  std::snprintf(line, sizeof line, "vulkan profile (%s): %llu steps, %.3f ms on the device",
+                info_.name.c_str(), static_cast<unsigned long long>(profiled_steps_), total);
+  std::string out = line;
+  for (const OpTime& t : ops) {
+    std::snprintf(line, sizeof line, "\n  %-20s %10llu calls %12.3f ms %6.1f%%", t.name.c_str(),
+                  static_cast<unsigned long long>(t.calls), t.ms,
+                  total > 0 ? 100.0 * t.ms / total : 0.0);
+    out += line;
+  }
+  return out;
 }
 
 int Device::find_memory_type(uint32_t type_bits, MemoryKind kind) const {
@@ -501,6 +564,41 @@ void Stream::begin() {
   vk.vkBeginCommandBuffer(cmd_, &bi);
   recording_ = true;
   pending_barrier_ = false;
+  marks_.clear();
+  if (device_->query_pool_ != VK_NULL_HANDLE) {
+    vk.vkCmdResetQueryPool(cmd_, device_->query_pool_, 0, kProfileQueries);
+    vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, device_->query_pool_, 0);
+  }
+}
+
+void Stream::mark(int op) {
+  if (device_->query_pool_ == VK_NULL_HANDLE || marks_.size() + 1 >= kProfileQueries) return;
+  // After every command before it has finished: the time since the last mark is this op's.
+  device_->api_.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    device_->query_pool_, static_cast<uint32_t>(marks_.size() + 1));
+  marks_.push_back(op);
+}
+
+void Stream::read_profile() {
+  // Steps of copies alone (uploads, downloads) are not a model's step.
+  if (device_->query_pool_ == VK_NULL_HANDLE ||
+      std::all_of(marks_.begin(), marks_.end(), [](int op) { return op == kShaderCount; })) {
+    return;
+  }
+  std::vector<uint64_t> ts(marks_.size() + 1);
+  const VkResult r = device_->api_.vkGetQueryPoolResults(
+      device_->device_, device_->query_pool_, 0, static_cast<uint32_t>(ts.size()),
+      ts.size() * sizeof(uint64_t), ts.data(), sizeof(uint64_t),
+      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (r != VK_SUCCESS) return;
+  const uint64_t mask = device_->timestamp_mask_;
+  for (size_t i = 0; i < marks_.size(); ++i) {
+    const uint64_t ticks = ((ts[i + 1] & mask) - (ts[i] & mask)) & mask;
+    OpTime& t = device_->profile_[marks_[i]];
+    t.calls += 1;
+    t.ms += static_cast<double>(ticks) * device_->timestamp_ns_ * 1e-6;
+  }
+  device_->profiled_steps_ += 1;
 }
 
 void Stream::barrier() {
@@ -527,6 +625,7 @@ void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32
                         static_cast<uint32_t>(push_bytes), push);
   vk.vkCmdDispatch(cmd_, gx, gy, gz);
   pending_barrier_ = true;
+  mark(static_cast<int>(shader));
 }
 
 void Stream::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
@@ -537,6 +636,7 @@ void Stream::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_
   VkBufferCopy region{src_offset, dst_offset, bytes};
   device_->api_.vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
   pending_barrier_ = true;
+  mark(kShaderCount);
 }
 
 Status Stream::submit_and_wait() {
@@ -577,6 +677,7 @@ Status Stream::submit_and_wait() {
                                        : std::string()));
   }
   vk.vkResetFences(device_->device_, 1, &fence_);
+  read_profile();
   return Status::Ok();
 }
 

@@ -492,5 +492,39 @@ TEST(GpuFailure, InjectedLossFailsEverySubmitAfterIt) {
   EXPECT_NE(again.message().find("was lost"), std::string::npos) << again.message();
 }
 
+// The profile (GLMSERVE_VULKAN_PROFILE): each dispatch counted under its shader, a large op's
+// time larger than a tiny one's, steps of copies alone (uploads, downloads) left out.
+TEST(GpuProfile, TimesEachShaderOfTheStepsRun) {
+  StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  Device* dev = d->get();
+  ASSERT_TRUE(dev->enable_profile()) << dev->info().name << " writes no timestamps";
+  Buffer small = device_floats(dev, std::vector<float>(16, 1.0f));
+  const int64_t n_big = int64_t{1} << 22;
+  Buffer big = device_floats(dev, random_floats(static_cast<size_t>(n_big), 5));
+  EXPECT_TRUE(dev->profile().empty());  // the uploads are not steps
+  Stream& s = dev->stream();
+  s.begin();
+  for (int i = 0; i < 3; ++i) add(s, small.address(), small.address(), 16);
+  gelu(s, big.address(), n_big);
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  s.begin();
+  gelu(s, big.address(), n_big);
+  gelu(s, big.address(), n_big);
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  (void)read_floats(dev, small, 16);
+  const std::vector<OpTime> ops = dev->profile();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].name, "gelu");
+  EXPECT_EQ(ops[0].calls, 3u);
+  EXPECT_EQ(ops[1].name, "add");
+  EXPECT_EQ(ops[1].calls, 3u);
+  EXPECT_GT(ops[0].ms, ops[1].ms);
+  EXPECT_GT(ops[1].ms, 0.0);
+  const std::string report = dev->profile_report();
+  EXPECT_NE(report.find("2 steps"), std::string::npos) << report;
+  EXPECT_NE(report.find("gelu"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace glm::gpu

@@ -65,7 +65,12 @@ namespace glm::gpu {
   X(vkDestroyFence)                \
   X(vkResetFences)                 \
   X(vkWaitForFences)               \
-  X(vkQueueSubmit)
+  X(vkQueueSubmit)                 \
+  X(vkCreateQueryPool)             \
+  X(vkDestroyQueryPool)            \
+  X(vkCmdResetQueryPool)           \
+  X(vkCmdWriteTimestamp)           \
+  X(vkGetQueryPoolResults)
 
 struct VulkanApi {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
