@@ -10,8 +10,9 @@
 #       the build directory of a llama.cpp built with -DGGML_VULKAN=ON outside this repository,
 #       its llama-bench / llama-quantize with their libraries; where build/ has them, the GPU
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
-#       .gpu-bench/ is ignored by git.
+#       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
+#                            [--serve-runs 10]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -20,7 +21,10 @@
 #       stack (serve --device vulkan); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw
 #       outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
 #       timings are no GPU speed.
-# The device call: carry [".gpu-bench"], command "scripts/bench-gpu.sh run", timeout_s 480.
+# The device call: carry [".gpu-bench.tar.xz", ".gl"], command "scripts/bench-gpu.sh run",
+# timeout_s 480 (run unpacks .gpu-bench.tar.xz, the pack compressed to fit what travels).
+# .gl/ holds Debian's Vulkan and GL dispatch libraries (the device tool's README: that machine has
+# the NVIDIA driver but no loader); run unpacks them into / there when it has no libvulkan.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 pack="$here/.gpu-bench"
@@ -37,13 +41,12 @@ pack_exe() {
 }
 
 if [[ "$cmd" == prepare ]]; then
-  grep -qx '/.gpu-bench/' "$here/.git/info/exclude" 2>/dev/null ||
-    echo '/.gpu-bench/' >>"$here/.git/info/exclude"
   rm -rf "$pack"
   mkdir -p "$pack/bin" "$pack/lib"
   [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
   pack_exe "$here/build/glmserve"
   strip "$pack/bin/glmserve"
+  getconf GNU_LIBC_VERSION | awk '{ print $2 }' >"$pack/glibc"
   # The GPU tests, run there first on that device, and the shared data their goldens read (at
   # the path they were built with: $here/../shared/data).
   for t in src/gpu/gpu_test src/model/model_test; do
@@ -66,20 +69,28 @@ if [[ "$cmd" == prepare ]]; then
   cp -Ln /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$pack/lib/"
   if [[ -n "${1:-}" ]]; then
     for t in llama-bench llama-quantize; do pack_exe "$1/bin/$t"; done
-    cp -Ln "$1"/bin/*.so* "$pack/lib/" 2>/dev/null || true
   fi
   strip --strip-unneeded "$pack"/lib/*.so* 2>/dev/null || true
-  du -sh "$pack"
+  # Debian's Vulkan loader and GL dispatch libraries as packages, unpacked into / there.
+  mkdir -p "$here/.gl" /tmp/amd64/partial
+  apt_o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+  apt-get "${apt_o[@]}" update >/dev/null
+  (cd "$here/.gl" && apt-get "${apt_o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 \
+    libgl1 libglx0 libgles2 >/dev/null)
+  # What travels to the GPU machine is at most 64 MiB: the pack goes compressed.
+  tar -C "$here" -I 'xz -T0' -cf "$here/.gpu-bench.tar.xz" .gpu-bench
+  du -sh "$pack" "$here/.gpu-bench.tar.xz" "$here/.gl"
   exit 0
 fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
-preset=6b rounds=2 types="q4_0 f16 q4_k_m"
+preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --types) types="$2"; shift 2 ;;
+    --serve-runs) serve_runs="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -88,28 +99,74 @@ mkdir -p "$out"
 report="$out/bench-gpu.md"
 work="${BENCH_GPU_DIR:-/tmp/glm-bench-gpu}"
 mkdir -p "$work"
+if [[ ! -x "$pack/bin/glmserve" && -f "$here/.gpu-bench.tar.xz" ]]; then
+  tar -C "$here" -I 'xz -T0' -xf "$here/.gpu-bench.tar.xz"
+fi
 # The carried programs run through the carried dynamic loader and libraries, whatever the
 # machine's own are; without a pack (here), the build tree's.
 if [[ -x "$pack/bin/glmserve" ]]; then
-  ldso="$pack/lib/ld-linux-x86-64.so.2"
-  for exe in "$pack"/bin/*; do
-    [[ "$exe" == */patchelf ]] && continue
-    "$ldso" --library-path "$pack/lib" "$pack/bin/patchelf" --set-interpreter "$ldso" \
-      --set-rpath "$pack/lib" "$exe"
-  done
-  glmserve() { "$pack/bin/glmserve" "$@"; }
-  glmserve_exec() { exec "$pack/bin/glmserve" "$@"; }
+  # Where the machine's C library is as new as the pack's or newer (the GPU machine's is), the
+  # programs run on it with the pack's other libraries: the NVIDIA driver that the Vulkan loader
+  # loads, and what it needs, are built for the machine's. Else (an older machine) they run
+  # through the pack's own dynamic loader and C library. BENCH_GPU_LOADER=system|pack chooses.
+  ver() { printf '%s\n' "$@" | sort -V | head -1; }
+  sys_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')"
+  pack_glibc="$(cat "$pack/glibc" 2>/dev/null || echo 2.36)"
+  loader="${BENCH_GPU_LOADER:-}"
+  if [[ -z "$loader" ]]; then
+    loader=pack
+    [[ -n "$sys_glibc" && "$(ver "$sys_glibc" "$pack_glibc")" == "$pack_glibc" ]] && loader=system
+  fi
+  if [[ "$loader" == system ]]; then
+    libs="$pack/lib-system"
+    rm -rf "$libs" && mkdir -p "$libs"
+    for l in "$pack"/lib/*; do
+      case "$(basename "$l")" in
+        ld-linux* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | libresolv.so* | \
+          libutil.so* | libstdc++.so* | libgcc_s.so*) ;;
+        *) ln -s "$l" "$libs/" ;;
+      esac
+    done
+  else
+    libs="$pack/lib"
+    ldso="$pack/lib/ld-linux-x86-64.so.2"
+    for exe in "$pack"/bin/*; do
+      [[ "$exe" == */patchelf ]] && continue
+      "$ldso" --library-path "$pack/lib" "$pack/bin/patchelf" --set-interpreter "$ldso" \
+        --set-rpath "$pack/lib" "$exe"
+    done
+  fi
+  echo "carried programs: the $loader's C library (machine ${sys_glibc:-?}, pack $pack_glibc)"
+  # The carried libraries for the carried programs alone (the machine's own programs need its
+  # own): the Vulkan loader glmserve dlopens, and what the drivers it loads need.
+  glmserve() { LD_LIBRARY_PATH="$libs" "$pack/bin/glmserve" "$@"; }
+  glmserve_exec() { LD_LIBRARY_PATH="$libs" exec "$pack/bin/glmserve" "$@"; }
   llama_bench="$pack/bin/llama-bench" llama_quantize="$pack/bin/llama-quantize"
-  # The Vulkan loader that glmserve dlopens, and what the drivers it loads need, from the pack.
-  export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
+  libs=""
   glmserve() { "$here/build/glmserve" "$@"; }
   glmserve_exec() { exec "$here/build/glmserve" "$@"; }
   llama_bench="${LLAMA_BENCH:-}" llama_quantize="${LLAMA_QUANTIZE:-}"
 fi
-# NVIDIA's Vulkan driver on the GPU machine (its README: the ICD is not where the loader looks).
-nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[[ -f "$nv_icd" && -z "${VK_DRIVER_FILES:-}" ]] && export VK_DRIVER_FILES="$nv_icd"
+# The GPU machine has no Vulkan loader of its own: Debian's, carried in .gl/ with the GL
+# dispatch library NVIDIA's driver needs, unpacked into / (the device tool's README).
+if [[ -d "$here/.gl" && "$(id -u)" == 0 ]] &&
+  ! { ldconfig -p | grep -q 'libvulkan.so.1 ' && ldconfig -p | grep -q 'libGLdispatch.so.0 '; }; then
+  for f in "$here"/.gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+# NVIDIA's Vulkan driver (its README: the ICD file may not be where the loader looks).
+if [[ -z "${VK_DRIVER_FILES:-}" ]]; then
+  for d in /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d \
+    /usr/local/share/vulkan/icd.d /usr/local/nvidia/etc/vulkan/icd.d; do
+    for f in "$d"/nvidia_icd*.json; do
+      if [[ -f "$f" ]]; then export VK_DRIVER_FILES="$f"; break 2; fi
+    done
+  done
+fi
+# A step that hangs fails in 20 s rather than the default 120 (no step of these runs takes 1 s
+# on a GPU): the machine's time is short.
+export GLMSERVE_VULKAN_TIMEOUT_MS="${GLMSERVE_VULKAN_TIMEOUT_MS:-20000}"
 
 {
   echo "# glmserve on the GPU: $(date -u +%F)"
@@ -119,6 +176,19 @@ nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.mem --format=csv || true
   echo '```'
 } | tee "$report"
+if ! glmserve devices 2>/dev/null | grep -q '^vulkan:'; then
+  # No GPU: say why (the Vulkan loader's own account) and stop: CPU timings are not this report's.
+  {
+    echo
+    echo "No Vulkan device. VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}; the loader's log:"
+    echo '```'
+    VK_LOADER_DEBUG=error,warn,driver glmserve devices 2>&1 | tail -40
+    ls -la /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1
+    ldconfig -p | grep -iE 'vulkan|GLX_nvidia|GLdispatch' || true
+    echo '```'
+  } | tee -a "$report"
+  exit 1
+fi
 
 # The GPU tests on this device, first: a speed is only worth reporting for right answers.
 if [[ -x "$pack/bin/gpu_test" ]]; then
@@ -128,8 +198,8 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
     ln -s "$pack/data" "$(dirname "$built_at")/shared/data"
   fi
   {
-    timeout 150 "$pack/bin/gpu_test" || echo "gpu_test: exit $?"
-    timeout 240 "$pack/bin/model_test" --gtest_filter='*Gpu*' || echo "model_test: exit $?"
+    timeout 60 env LD_LIBRARY_PATH="$libs" "$pack/bin/gpu_test" || echo "gpu_test: exit $?"
+    timeout 90 env LD_LIBRARY_PATH="$libs" "$pack/bin/model_test" --gtest_filter='*Gpu*' || echo "model_test: exit $?"
   } >"$out/tests.log" 2>&1
   {
     echo
@@ -152,7 +222,7 @@ for t in $types; do
         [[ -n "$llama_quantize" && -x "$llama_quantize" ]] || { echo "no llama-quantize: $t skipped" | tee -a "$report"; continue; }
         src="$work/$preset-f16.gguf"
         [[ -f "$src" ]] || glmserve gen-model --arch chatglm3 --preset "$preset" --type f16 -o "$src" >/dev/null
-        "$llama_quantize" "$src" "$f" "${t^^}" >/dev/null
+        LD_LIBRARY_PATH="$libs" "$llama_quantize" "$src" "$f" "${t^^}" >/dev/null
       fi ;;
     *) echo "unknown type $t" >&2; exit 2 ;;
   esac
@@ -174,7 +244,7 @@ ours() {
 }
 theirs() {
   [[ -n "$llama_bench" && -x "$llama_bench" ]] || return 0
-  "$llama_bench" -m "$1" -p 512 -n 128 -r 3 -ngl 99 -o csv 2>>"$out/theirs.log" | tee -a "$out/theirs.csv" |
+  LD_LIBRARY_PATH="$libs" "$llama_bench" -m "$1" -p 512 -n 128 -r 3 -ngl 99 -o csv 2>>"$out/theirs.log" | tee -a "$out/theirs.csv" |
     awk -F',' 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
       { gsub(/"/, ""); if ($col["n_gen"] == 0) pp = $col["avg_ts"]; else tg = $col["avg_ts"] }
       END { printf "%s T%s", pp + 0, tg + 0 }'
@@ -239,7 +309,7 @@ if [[ -n "${file[f16]:-}" ]]; then
     sleep 1
   done
   glmserve bench serve --model "${file[f16]}" --device vulkan --socket "$work/e.sock" \
-    --http "http://127.0.0.1:$port" --runs 10 --warmup 3 --no-sweep --no-turns 2>>"$out/serve.log" |
+    --http "http://127.0.0.1:$port" --runs "$serve_runs" --warmup 3 --no-sweep --no-turns 2>>"$out/serve.log" |
     tee -a "$report" || true
   kill "$serve_pid" 2>/dev/null || true
   wait "$serve_pid" 2>/dev/null || true

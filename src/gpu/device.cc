@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/check.h"
@@ -34,16 +35,29 @@ const char* type_name(VkPhysicalDeviceType t) {
   }
 }
 
-// An instance for enumeration or for one device; the caller destroys it.
-StatusOr<VkInstance> make_instance(VulkanApi* api) {
+// The process's one instance, made on first use and kept for the process's life (with its
+// instance-level entry points in *api): list_devices and every Device share it. NVIDIA's driver
+// fails vkCreateInstance (VK_ERROR_INCOMPATIBLE_DRIVER) after a few dozen create/destroy cycles
+// in one process (seen on an H200, driver 580), and others have seen it corrupt later shaders
+// after fewer; a process that opens a device per model (tests, several models) would hit it.
+// A failure is not kept: the next call tries again.
+StatusOr<VkInstance> process_instance(VulkanApi* api) {
+  static std::mutex mu;
+  static VulkanApi with_instance;
+  static VkInstance instance = VK_NULL_HANDLE;
+  std::lock_guard<std::mutex> lock(mu);
+  if (instance != VK_NULL_HANDLE) {
+    *api = with_instance;
+    return instance;
+  }
   std::string why;
   const VulkanApi* global = load_vulkan(&why);
   if (global == nullptr) {
     return Status(ErrorCode::kUnavailable, "no Vulkan loader (" + why + ")");
   }
-  *api = *global;
+  VulkanApi fns = *global;
   uint32_t version = VK_API_VERSION_1_0;
-  if (api->vkEnumerateInstanceVersion != nullptr) api->vkEnumerateInstanceVersion(&version);
+  if (fns.vkEnumerateInstanceVersion != nullptr) fns.vkEnumerateInstanceVersion(&version);
   if (version < VK_API_VERSION_1_2) {
     return Status(ErrorCode::kUnavailable, "the Vulkan loader is older than 1.2");
   }
@@ -54,10 +68,13 @@ StatusOr<VkInstance> make_instance(VulkanApi* api) {
   VkInstanceCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ci.pApplicationInfo = &app;
-  VkInstance instance = VK_NULL_HANDLE;
-  const VkResult r = api->vkCreateInstance(&ci, nullptr, &instance);
+  VkInstance made = VK_NULL_HANDLE;
+  const VkResult r = fns.vkCreateInstance(&ci, nullptr, &made);
   if (r != VK_SUCCESS) return vk_error("vkCreateInstance", r);
-  load_instance_fns(instance, api);
+  load_instance_fns(made, &fns);
+  with_instance = fns;
+  instance = made;
+  *api = fns;
   return instance;
 }
 
@@ -156,7 +173,7 @@ std::string DeviceInfo::api_version_string() const {
 
 StatusOr<std::vector<DeviceInfo>> list_devices() {
   VulkanApi api;
-  StatusOr<VkInstance> instance = make_instance(&api);
+  StatusOr<VkInstance> instance = process_instance(&api);
   if (!instance.ok()) return instance.status();
   uint32_t n = 0;
   api.vkEnumeratePhysicalDevices(*instance, &n, nullptr);
@@ -164,7 +181,6 @@ StatusOr<std::vector<DeviceInfo>> list_devices() {
   if (n > 0) api.vkEnumeratePhysicalDevices(*instance, &n, pds.data());
   std::vector<DeviceInfo> out;
   for (uint32_t i = 0; i < n; ++i) out.push_back(describe(api, pds[i], static_cast<int>(i)));
-  api.vkDestroyInstance(*instance, nullptr);
   return out;
 }
 
@@ -211,7 +227,7 @@ constexpr uint32_t kProfileQueries = 4096;
 
 StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only) {
   std::unique_ptr<Device> dev(new Device());
-  StatusOr<VkInstance> instance = make_instance(&dev->api_);
+  StatusOr<VkInstance> instance = process_instance(&dev->api_);
   if (!instance.ok()) return instance.status();
   dev->instance_ = *instance;
   const VulkanApi& vk = dev->api_;
@@ -360,7 +376,6 @@ Device::~Device() {
     if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(device_, layout_, nullptr);
     vk.vkDestroyDevice(device_, nullptr);
   }
-  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
 }
 
 bool Device::enable_profile() {

@@ -7,9 +7,10 @@
 // bufferDeviceAddress, storageBuffer16BitAccess. What the device offers beyond that (fp16
 // arithmetic, 8-bit storage, subgroup size) is read here, in one place.
 //
-// Ownership: a Device owns its instance, device, memory and pipelines; Buffers and the Stream
-// must not outlive it. Thread-safety: a Device and its Stream are used from one thread at a time
-// (the engine loop); list_devices() is thread-safe.
+// Ownership: a Device owns its device, memory and pipelines (the VkInstance is the process's
+// one, shared and kept: device.cc says why); Buffers and the Stream must not outlive it.
+// Thread-safety: a Device and its Stream are used from one thread at a time (the engine loop);
+// list_devices() and Device::open are thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -175,7 +176,7 @@ class Device {
 
   VulkanApi api_;
   DeviceInfo info_;
-  VkInstance instance_ = VK_NULL_HANDLE;
+  VkInstance instance_ = VK_NULL_HANDLE;  // the process's (not destroyed with the Device)
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

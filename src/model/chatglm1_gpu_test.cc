@@ -133,7 +133,10 @@ TEST(BatchGpuChatGLM1, BatchEqualsAlone) {
 std::unique_ptr<Model> gpu_v1(const std::string& name) {
   auto m = testing::load(write_v1(name), 2, true, "vulkan");
   EXPECT_TRUE(m.ok()) << m.status().message();
-  return m.ok() ? std::move(*m) : nullptr;
+  if (!m.ok()) return nullptr;
+  // --device vulkan falls back to the CPU without a device: these test the GPU.
+  EXPECT_EQ((*m)->device_name().substr(0, 7), "vulkan:");
+  return (*m)->device_name().rfind("vulkan:", 0) == 0 ? std::move(*m) : nullptr;
 }
 
 // A fork copies the shared partial block (copy_kv_block) and goes on from the copy; a block
