@@ -86,10 +86,10 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
       static_cast<uint32_t>(y_stride),
       static_cast<uint32_t>(y_col),
       0};
-  // Threads per row: as many as the row has 32-value chunks (a power of two, at most 64), so
-  // that narrow matrices fill the workgroup with several rows.
-  const int64_t n_chunks = (w.n_cols + 31) / 32;
-  while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_chunks) ++p.tpr_log2;
+  // Threads per row: as many as the row has 8-value parts (four a 32-value chunk; a power of
+  // two, at most 64), so that narrow matrices fill the workgroup with several rows.
+  const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);
+  while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_parts) ++p.tpr_log2;
   const int64_t rows_per_group = int64_t{1} << (6 - p.tpr_log2);
   const int64_t n_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(n_groups, kMaxGroups));

@@ -1,21 +1,41 @@
 // The weight formats' decoding, shared by the matmul shaders: one variant per type (WTYPE_*),
 // as the scalar references of kernels/quant.cc and quant_k.cc decode them.
-// Chunk c (elements 32c .. 32c+31) of the row starting at byte `ro`, decoded into v.
-void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
+//
+// A 32-value chunk c of a row is decoded in four parts of 8 values, part q by one thread in the
+// decode matmul (so that the threads of a row read neighbouring bytes of the weights and of the
+// activations: matmul.comp). Part q holds the chunk's elements part_elem(q, 0..7): for the 4- and
+// 5-bit block types, whose byte j holds elements j and j + 16, elements 4q .. 4q+3 and
+// 16+4q .. 16+4q+3; for the others, 8q .. 8q+7.
+
+uint part_elem(uint q, uint k) {
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+  return k < 4u ? 4u * q + k : 12u + 4u * q + k;
+#else
+  return 8u * q + k;
+#endif
+}
+
+// Part q of chunk c of the row starting at byte `ro`, into v (elements past n_cols: 0).
+void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) {
 #if defined(WTYPE_F32)
-  for (uint i = 0u; i < 32u; ++i) {
-    uint e = 32u * c + i;
-    v[i] = e < n_cols ? uintBitsToFloat(w.v[(ro >> 2) + e]) : 0.0;
+  for (uint k = 0u; k < 8u; ++k) {
+    uint e = 32u * c + 8u * q + k;
+    v[k] = e < n_cols ? uintBitsToFloat(w.v[(ro >> 2) + e]) : 0.0;
   }
-#elif defined(WTYPE_F16)
-  for (uint i = 0u; i < 32u; ++i) {
-    uint e = 32u * c + i;
-    v[i] = e < n_cols ? f16_at(w, ro + 2u * e) : 0.0;
-  }
-#elif defined(WTYPE_BF16)
-  for (uint i = 0u; i < 32u; ++i) {
-    uint e = 32u * c + i;
-    v[i] = e < n_cols ? uintBitsToFloat(u16_at(w, ro + 2u * e) << 16) : 0.0;
+#elif defined(WTYPE_F16) || defined(WTYPE_BF16)
+  uint e0 = 32u * c + 8u * q;
+  for (uint k = 0u; k < 8u; k += 2u) {
+    uint e = e0 + k;
+    // Two values a word where both are in the row (ro is 2-byte aligned: u32_at).
+    uint pair = e + 1u < n_cols ? u32_at(w, ro + 2u * e) : (e < n_cols ? u16_at(w, ro + 2u * e) : 0u);
+#if defined(WTYPE_F16)
+    vec2 f = unpackHalf2x16(pair);
+    v[k] = f.x;
+    v[k + 1u] = e + 1u < n_cols ? f.y : 0.0;
+#else
+    v[k] = uintBitsToFloat(pair << 16);
+    v[k + 1u] = e + 1u < n_cols ? uintBitsToFloat(pair & 0xFFFF0000u) : 0.0;
+#endif
   }
 #elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
 #if defined(WTYPE_Q4_0)
@@ -27,13 +47,11 @@ void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
   float d = f16_at(w, o), m = f16_at(w, o + 2u);
   uint qs = o + 4u;
 #endif
-  for (uint k = 0u; k < 4u; ++k) {
-    uint q = u32_at(w, qs + 4u * k);
-    for (uint b = 0u; b < 4u; ++b) {
-      uint byte = (q >> (8u * b)) & 0xFFu;
-      v[4u * k + b] = float(byte & 0xFu) * d + m;
-      v[16u + 4u * k + b] = float(byte >> 4) * d + m;
-    }
+  uint qw = u32_at(w, qs + 4u * q);  // bytes 4q .. 4q+3: elements 4q+b (low), 16+4q+b (high)
+  for (uint b = 0u; b < 4u; ++b) {
+    uint byte = (qw >> (8u * b)) & 0xFFu;
+    v[b] = float(byte & 0xFu) * d + m;
+    v[4u + b] = float(byte >> 4) * d + m;
   }
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
 #if defined(WTYPE_Q5_0)
@@ -47,23 +65,21 @@ void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
   uint qh = u32_at(w, o + 4u);
   uint qs = o + 8u;
 #endif
-  for (uint k = 0u; k < 4u; ++k) {
-    uint q = u32_at(w, qs + 4u * k);
-    for (uint b = 0u; b < 4u; ++b) {
-      uint j = 4u * k + b;
-      uint byte = (q >> (8u * b)) & 0xFFu;
-      uint lo = (byte & 0xFu) | (((qh >> j) & 1u) << 4);
-      uint hi = (byte >> 4) | (((qh >> (j + 16u)) & 1u) << 4);
-      v[j] = float(lo) * d + m;
-      v[16u + j] = float(hi) * d + m;
-    }
+  uint qw = u32_at(w, qs + 4u * q);
+  for (uint b = 0u; b < 4u; ++b) {
+    uint j = 4u * q + b;
+    uint byte = (qw >> (8u * b)) & 0xFFu;
+    uint lo = (byte & 0xFu) | (((qh >> j) & 1u) << 4);
+    uint hi = (byte >> 4) | (((qh >> (j + 16u)) & 1u) << 4);
+    v[b] = float(lo) * d + m;
+    v[4u + b] = float(hi) * d + m;
   }
 #elif defined(WTYPE_Q8_0)
   uint o = ro + 34u * c;
   float d = f16_at(w, o);
-  for (uint k = 0u; k < 8u; ++k) {
-    uint q = u32_at(w, o + 2u + 4u * k);
-    for (uint b = 0u; b < 4u; ++b) v[4u * k + b] = float(s8((q >> (8u * b)) & 0xFFu)) * d;
+  for (uint k = 0u; k < 2u; ++k) {
+    uint qw = u32_at(w, o + 2u + 8u * q + 4u * k);
+    for (uint b = 0u; b < 4u; ++b) v[4u * k + b] = float(s8((qw >> (8u * b)) & 0xFFu)) * d;
   }
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
   // Super-block c / 8, sub-block s = c % 8 (32 values, one 6-bit scale and min).
@@ -89,13 +105,14 @@ void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
   float step = d * float(sc), lo = dmin * float(mn);
   uint q0 = qs + 32u * (s >> 1);
   uint shift = (s & 1u) * 4u;
-  for (uint k = 0u; k < 8u; ++k) {
-    uint q = u32_at(w, q0 + 4u * k);
+  for (uint k = 0u; k < 2u; ++k) {
+    uint word = 2u * q + k;  // bytes 8q .. 8q+7 of the sub-block's 32
+    uint qw = u32_at(w, q0 + 4u * word);
 #if defined(WTYPE_Q5_K)
-    uint h = u32_at(w, qh + 4u * k);
+    uint h = u32_at(w, qh + 4u * word);
 #endif
     for (uint b = 0u; b < 4u; ++b) {
-      uint code = (q >> (8u * b + shift)) & 0xFu;
+      uint code = (qw >> (8u * b + shift)) & 0xFu;
 #if defined(WTYPE_Q5_K)
       code |= ((h >> (8u * b + s)) & 1u) << 4;
 #endif
@@ -110,19 +127,28 @@ void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
   uint ql = o + 64u * h + 32u * (k & 1u);
   uint qh = o + 128u + 32u * h;
   uint shift = k < 2u ? 0u : 4u;
-  int sc0 = s8(u8_at(w, o + 192u + 8u * h + 2u * k));
-  int sc1 = s8(u8_at(w, o + 192u + 8u * h + 2u * k + 1u));
-  for (uint j = 0u; j < 8u; ++j) {
+  // Elements l = 8q .. 8q+7: the first 16 of a chunk take one scale, the last 16 the next.
+  float dsc = d * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
+  for (uint jj = 0u; jj < 2u; ++jj) {
+    uint j = 2u * q + jj;
     uint lq = u32_at(w, ql + 4u * j);
     uint hq = u32_at(w, qh + 4u * j);
     for (uint b = 0u; b < 4u; ++b) {
-      uint l = 4u * j + b;
       uint low = (lq >> (8u * b + shift)) & 0xFu;
       uint high = (hq >> (8u * b + 2u * k)) & 3u;
-      int q = int(low | (high << 4)) - 32;
-      v[l] = d * float(l < 16u ? sc0 : sc1) * float(q);
+      int qv = int(low | (high << 4)) - 32;
+      v[4u * jj + b] = dsc * float(qv);
     }
   }
 #endif
 }
 
+// Chunk c (elements 32c .. 32c+31) of the row starting at byte `ro`, decoded into v: its four
+// parts in their places.
+void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
+  for (uint q = 0u; q < 4u; ++q) {
+    float part[8];
+    decode_part(w, n_cols, ro, c, q, part);
+    for (uint k = 0u; k < 8u; ++k) v[part_elem(q, k)] = part[k];
+  }
+}

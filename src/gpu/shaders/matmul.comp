@@ -3,10 +3,11 @@
 // per type, chosen by WTYPE_*), the GPU twin of kernels::matmul (its reference: matmul_ref).
 //   w: [n_rows, n_cols] GGUF rows of row_bytes each; x: [n_tokens, n_cols] f32;
 //   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten.
-// A workgroup of 64 threads takes 64 / tpr rows and a tile of up to TT tokens: the tpr threads
-// of a row (tpr = 2^tpr_log2, as many as the row has 32-value chunks, at most 64) take its
-// chunks in turn, decode each chunk once and use it for every token of the tile, then sum their
-// partial dot products in shared memory.
+// A workgroup of 64 threads takes 64 / tpr rows and a tile of up to TT tokens. A row's work is
+// its 32-value chunks in four parts of 8 values (decode.glsl: decode_part); its tpr threads
+// (tpr = 2^tpr_log2, as many as the row has parts, at most 64) take the parts in turn, so that
+// neighbouring threads read neighbouring weight bytes and activations, decode each part once and
+// use it for every token of the tile, then sum their partial dot products in shared memory.
 #include "common.glsl"
 
 #define TT 8
@@ -39,25 +40,32 @@ void main() {
   uint nt = min(TT, p.n_tokens - t0);
   float acc[TT];
   for (uint t = 0u; t < TT; ++t) acc[t] = 0.0;
-  uint n_chunks = row < p.n_rows ? (p.n_cols + 31u) / 32u : 0u;  // a row past the end: none
+  // A row past the end has no parts.
+  uint n_parts = row < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
   uint ro = row * p.row_bytes;
-  float v[32];
-  for (uint c = lane; c < n_chunks; c += tpr) {
-    decode_chunk(p.w, p.n_cols, ro, c, v);
+  for (uint i = lane; i < n_parts; i += tpr) {
+    uint c = i >> 2, q = i & 3u;
+    float v[8];
+    decode_part(p.w, p.n_cols, ro, c, q, v);
     uint e0 = 32u * c;
-    uint n = min(32u, p.n_cols - e0);
-    for (uint t = 0u; t < nt; ++t) {
-      uint xo = (t0 + t) * p.n_cols + e0;
-      float s = 0.0;
-      for (uint i = 0u; i < n; ++i) s += v[i] * p.x.v[xo + i];
-      acc[t] += s;
+    for (uint t = 0u; t < TT; ++t) {
+      if (t < nt) {
+        uint xo = (t0 + t) * p.n_cols + e0;
+        float s = 0.0;
+        for (uint k = 0u; k < 8u; ++k) {
+          uint e = part_elem(q, k);
+          // Past the row's end (float types' last chunk) v is 0; x is not read there.
+          s += e0 + e < p.n_cols ? v[k] * p.x.v[xo + e] : 0.0;
+        }
+        acc[t] += s;
+      }
     }
   }
   for (uint t = 0u; t < TT; ++t) partial[t][tid] = acc[t];
   barrier();
   for (uint stride = tpr >> 1; stride > 0u; stride >>= 1) {  // the same count in every thread
     if (lane < stride) {
-      for (uint t = 0u; t < TT; ++t) partial[t][tid] += partial[t][tid + stride];
+      for (uint t = 0u; t < nt; ++t) partial[t][tid] += partial[t][tid + stride];
     }
     barrier();
   }
