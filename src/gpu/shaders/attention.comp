@@ -34,11 +34,7 @@ layout(push_constant) uniform Push {
 shared float qs[256];
 shared float s[64];
 shared float red[64];
-
-uint row_off(uint base, uint pos) {
-  uint slot = uint(p.blocks.v[pos / p.block_tokens]) * p.block_tokens + pos % p.block_tokens;
-  return base + slot * p.row_bytes;
-}
+shared uint vrow[64];  // the byte offset of each key's V row in this chunk
 
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -54,10 +50,22 @@ void main() {
     uint j = j0 + tid;
     float score = -1.0 / 0.0;
     if (j < n_keys) {
-      uint ro = row_off(p.k_base, j);
-      float dot_ = 0.0;
-      for (uint d = 0u; d < hd; ++d) dot_ += qs[d] * kv_elem(p.kv, ro, kvh * hd + d);
-      score = dot_ * p.scale;
+      // The block table read once a key: the K row here, the V row for the sums below.
+      uint slot = uint(p.blocks.v[j / p.block_tokens]) * p.block_tokens + j % p.block_tokens;
+      uint ro = p.k_base + slot * p.row_bytes;
+      vrow[tid] = p.v_base + slot * p.row_bytes;
+      // Four partial sums: independent loads in flight.
+      float d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+      uint e0 = kvh * hd;
+      uint d = 0u;
+      for (; d + 3u < hd; d += 4u) {
+        d0 += qs[d] * kv_elem(p.kv, ro, e0 + d);
+        d1 += qs[d + 1u] * kv_elem(p.kv, ro, e0 + d + 1u);
+        d2 += qs[d + 2u] * kv_elem(p.kv, ro, e0 + d + 2u);
+        d3 += qs[d + 3u] * kv_elem(p.kv, ro, e0 + d + 3u);
+      }
+      for (; d < hd; ++d) d0 += qs[d] * kv_elem(p.kv, ro, e0 + d);
+      score = ((d0 + d1) + (d2 + d3)) * p.scale;
     }
     s[tid] = score;
     red[tid] = score;
@@ -82,11 +90,14 @@ void main() {
     for (uint k = 0u; k < 4u; ++k) {
       uint d = tid + 64u * k;
       if (d >= hd) break;
-      float a = acc[k] * corr;
-      for (uint jj = 0u; jj < n_chunk; ++jj) {
-        a += s[jj] * kv_elem(p.kv, row_off(p.v_base, j0 + jj), kvh * hd + d);
+      float a0 = 0.0, a1 = 0.0;
+      uint jj = 0u;
+      for (; jj + 1u < n_chunk; jj += 2u) {
+        a0 += s[jj] * kv_elem(p.kv, vrow[jj], kvh * hd + d);
+        a1 += s[jj + 1u] * kv_elem(p.kv, vrow[jj + 1u], kvh * hd + d);
       }
-      acc[k] = a;
+      if (jj < n_chunk) a0 += s[jj] * kv_elem(p.kv, vrow[jj], kvh * hd + d);
+      acc[k] = acc[k] * corr + (a0 + a1);
     }
     m = m_new;
     barrier();

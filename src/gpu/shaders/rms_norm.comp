@@ -18,12 +18,23 @@ void main() {
   uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   uint src = p.use_idx != 0u ? uint(p.idx.v[r]) : r;
   uint xo = src * p.n, oo = r * p.n;
-  float s = 0.0;
-  for (uint i = tid; i < p.n; i += 64u) {
-    float v = p.x.v[xo + i];
-    s += v * v;
+  // Four loads in flight a thread (one workgroup reads a whole row: a decode step's norm is a
+  // single workgroup, so the loads' latency, not bandwidth, sets its time).
+  float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  uint i = tid;
+  for (; i + 192u < p.n; i += 256u) {
+    float a = p.x.v[xo + i], b = p.x.v[xo + i + 64u];
+    float c = p.x.v[xo + i + 128u], d = p.x.v[xo + i + 192u];
+    s0 += a * a;
+    s1 += b * b;
+    s2 += c * c;
+    s3 += d * d;
   }
-  part[tid] = s;
+  for (; i < p.n; i += 64u) {
+    float v = p.x.v[xo + i];
+    s0 += v * v;
+  }
+  part[tid] = (s0 + s1) + (s2 + s3);
   barrier();
   for (uint stride = 32u; stride > 0u; stride >>= 1) {
     if (tid < stride) part[tid] += part[tid + stride];
