@@ -7,13 +7,15 @@
 #
 #   scripts/bench-vs-llama.sh MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--rounds 3] [-d 0]
 #                             [--kv f16|q8_0] [--isa scalar|avx2|avx512] [--no-mmap0 | --only-mmap0]
+#                             [--fa]
 #   LLAMA_BENCH=/path/to/llama-bench (default /work/ext/llama.cpp/build/bin/llama-bench)
 # --isa runs glmserve with GLMSERVE_ISA set (compare with a llama.cpp built for that ISA only,
 # e.g. LLAMA_BENCH=/work/ext/llama.cpp-avx2/build/bin/llama-bench); --no-mmap0 skips run C,
 # --only-mmap0 skips run B (each llama-bench run of a 6B model takes minutes on 2 cores).
 # -d N runs both programs' tests after N tokens already in the KV cache (llama-bench -d,
 # glmserve bench engine -d): generation and prefill deep into a long conversation. --kv sets
-# both programs' KV cache type (glmserve --kv, llama-bench -ctk/-ctv).
+# both programs' KV cache type (glmserve --kv, llama-bench -ctk/-ctv). --fa makes runs B and C
+# llama-bench --mmap 0 with flash attention off (-fa off) and on (-fa on): at depth, its better one.
 # Files of each type: scripts/make-bench-models.sh.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,7 +23,7 @@ glmserve="${GLMSERVE:-$here/build/glmserve}"
 llama="${LLAMA_BENCH:-/work/ext/llama.cpp/build/bin/llama-bench}"
 model="${1:?usage: $0 MODEL.gguf [-p N] [-n N] [-t N] [-r N] [--rounds N]}"
 shift
-p=512 n=128 t=2 r=3 rounds=3 d=0 kv=f16 isa="" mmap0=1 mmap1=1
+p=512 n=128 t=2 r=3 rounds=3 d=0 kv=f16 isa="" mmap0=1 mmap1=1 fa=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) p="$2"; shift 2 ;;
@@ -34,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --isa) isa="$2"; shift 2 ;;
     --no-mmap0) mmap0=0; shift ;;
     --only-mmap0) mmap1=0; shift ;;
+    --fa) fa=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -68,6 +71,13 @@ printf '%-6s %-28s %10s %10s\n' round run "pp$p" "tg$n"
 for ((i = 1; i <= rounds; i++)); do
   read -r x y < <(ours); a_pp+=("$x"); a_tg+=("$y")
   printf '%-6s %-28s %10s %10s\n' "$i" glmserve "$x" "$y"
+  if ((fa)); then
+    read -r x y < <(theirs -mmp 0 -fa off); b_pp+=("$x"); b_tg+=("$y")
+    printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (-fa off)" "$x" "$y"
+    read -r x y < <(theirs -mmp 0 -fa on); c_pp+=("$x"); c_tg+=("$y")
+    printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (-fa on)" "$x" "$y"
+    continue
+  fi
   if ((mmap1)); then
     read -r x y < <(theirs); b_pp+=("$x"); b_tg+=("$y")
     printf '%-6s %-28s %10s %10s\n' "$i" "llama.cpp (mmap)" "$x" "$y"
@@ -85,8 +95,13 @@ m() { printf '%s\n' "$@" | median; }
 app=$(m "${a_pp[@]}") atg=$(m "${a_tg[@]}") bpp=$(m "${b_pp[@]}") btg=$(m "${b_tg[@]}")
 cpp=$(m "${c_pp[@]}") ctg=$(m "${c_tg[@]}")
 printf '%-6s %-28s %10s %10s\n' median glmserve "$app" "$atg"
-printf '%-6s %-28s %10s %10s\n' median "llama.cpp (mmap)" "$bpp" "$btg"
-printf '%-6s %-28s %10s %10s\n' median "llama.cpp (--mmap 0)" "$cpp" "$ctg"
+if ((fa)); then
+  printf '%-6s %-28s %10s %10s\n' median "llama.cpp (-fa off)" "$bpp" "$btg"
+  printf '%-6s %-28s %10s %10s\n' median "llama.cpp (-fa on)" "$cpp" "$ctg"
+else
+  printf '%-6s %-28s %10s %10s\n' median "llama.cpp (mmap)" "$bpp" "$btg"
+  printf '%-6s %-28s %10s %10s\n' median "llama.cpp (--mmap 0)" "$cpp" "$ctg"
+fi
 awk -v a="$app" -v b="$bpp" -v c="$cpp" -v x="$atg" -v y="$btg" -v z="$ctg" 'BEGIN {
   best_pp = b > c ? b : c; best_tg = y > z ? y : z
   if (best_pp > 0) printf "ratio pp: %.2fx llama.cpp best setting\n", a / best_pp
