@@ -46,6 +46,8 @@ constexpr int kItemsPerThread = 4;  // items per thread a split aims at (dynamic
 // Below this many rows a tile takes its scores as dot products of each K row (AttnOps::scores,
 // no transpose): transposing 64 keys costs as much as the products of a few rows.
 constexpr int kTransposeMinRows = 8;
+// Keys ahead whose cache rows are prefetched (a deep decode waits on memory otherwise).
+constexpr int kPrefetchKeys = 8;
 
 void qk_scalar(const float* q, int n_rows, int hd, const float* kt, int nk, float* s) {
   for (int r = 0; r < n_rows; ++r) {
@@ -152,10 +154,24 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   const size_t prb = static_cast<size_t>(s.n_head_kv) * hd * sizeof(float);  // a prefix row
   float* kt = sc->kt.data();
   float* sb = sc->s.data();
+  // This KV head's part of a cache row: its offset and length in bytes (whole Q8_0 blocks).
+  const size_t head_off = row_bytes(kv.type, e0), head_len = row_bytes(kv.type, hd);
   for (int j0 = it.j_begin; j0 < end; j0 += kKeyTile) {
     const int nk = std::min(kKeyTile, end - j0);
     for (int j = 0; j < nk; ++j) {
       const int key = j0 + j;
+      // The cache rows kPrefetchKeys ahead are asked for now: a key's rows are a few lines in
+      // another block each time, and waiting for them was the largest part of a deep decode.
+      if (const int ahead = key + kPrefetchKeys - kv.n_prefix;
+          ahead >= 0 && key + kPrefetchKeys < end) {
+        const size_t slot = static_cast<size_t>(ahead % kv.block_tokens) * rb + head_off;
+        const char* kp = static_cast<const char*>(kv.k_blocks[ahead / kv.block_tokens]) + slot;
+        const char* vp = static_cast<const char*>(kv.v_blocks[ahead / kv.block_tokens]) + slot;
+        for (size_t b = 0; b < head_len; b += 64) {
+          __builtin_prefetch(kp + b);
+          __builtin_prefetch(vp + b);
+        }
+      }
       const uint8_t* kr;
       const uint8_t* vr;
       DType type = kv.type;
