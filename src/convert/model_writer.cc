@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "core/fp16.h"
 #include "kernels/quant.h"
@@ -107,8 +106,7 @@ Status write_model_file(const std::string& path, const Hparams& hp, const tok::V
   for (const TensorPlan& t : plan) total_bytes += t.n_bytes();
   // A group of chunks is filled and encoded at once (one a thread), then written in order.
   const int n_slots = std::max(1, threads);
-  std::unique_ptr<kernels::ThreadPool> pool;
-  if (n_slots > 1) pool = std::make_unique<kernels::ThreadPool>(n_slots);
+  kernels::ThreadPool pool(n_slots);  // one thread: the caller alone
   std::vector<std::vector<float>> rows(static_cast<size_t>(n_slots));
   std::vector<std::vector<uint8_t>> bytes(static_cast<size_t>(n_slots));
   std::vector<Status> status(static_cast<size_t>(n_slots));
@@ -130,13 +128,9 @@ Status write_model_file(const std::string& path, const Hparams& hp, const tok::V
         b.resize(static_cast<size_t>(n) * row_bytes(t.type, len));
         encode_rows(t.type, f.data(), n, len, b.data());
       };
-      if (pool != nullptr && n_group > 1) {
-        pool->parallel_for(n_group, [&](int64_t b, int64_t e, int) {
-          for (int64_t i = b; i < e; ++i) fill(i);
-        });
-      } else {
-        for (int64_t i = 0; i < n_group; ++i) fill(i);
-      }
+      pool.parallel_for(n_group, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) fill(i);
+      });
       for (int64_t i = 0; i < n_group; ++i) {
         GLM_RETURN_IF_ERROR(status[static_cast<size_t>(i)]);
         const std::vector<uint8_t>& b = bytes[static_cast<size_t>(i)];

@@ -18,7 +18,6 @@ namespace glm::gpu {
   X(vkEnumerateInstanceVersion)
 
 #define GLM_VK_INSTANCE_FNS(X)                \
-  X(vkDestroyInstance)                        \
   X(vkEnumeratePhysicalDevices)               \
   X(vkGetPhysicalDeviceProperties)            \
   X(vkGetPhysicalDeviceProperties2)           \

@@ -154,6 +154,12 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   const size_t prb = static_cast<size_t>(s.n_head_kv) * hd * sizeof(float);  // a prefix row
   float* kt = sc->kt.data();
   float* sb = sc->s.data();
+  // Cache position p's K and V rows (whole rows: the head's part starts at element e0).
+  auto cache_rows = [&](int p, const uint8_t** k, const uint8_t** v) {
+    const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
+    *k = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_tokens]) + slot;
+    *v = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_tokens]) + slot;
+  };
   // This KV head's part of a cache row: its offset and length in bytes (whole Q8_0 blocks).
   const size_t head_off = row_bytes(kv.type, e0), head_len = row_bytes(kv.type, hd);
   for (int j0 = it.j_begin; j0 < end; j0 += kKeyTile) {
@@ -164,12 +170,11 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
       // another block each time, and waiting for them was the largest part of a deep decode.
       if (const int ahead = key + kPrefetchKeys - kv.n_prefix;
           ahead >= 0 && key + kPrefetchKeys < end) {
-        const size_t slot = static_cast<size_t>(ahead % kv.block_tokens) * rb + head_off;
-        const char* kp = static_cast<const char*>(kv.k_blocks[ahead / kv.block_tokens]) + slot;
-        const char* vp = static_cast<const char*>(kv.v_blocks[ahead / kv.block_tokens]) + slot;
+        const uint8_t *kp, *vp;
+        cache_rows(ahead, &kp, &vp);
         for (size_t b = 0; b < head_len; b += 64) {
-          __builtin_prefetch(kp + b);
-          __builtin_prefetch(vp + b);
+          __builtin_prefetch(kp + head_off + b);
+          __builtin_prefetch(vp + head_off + b);
         }
       }
       const uint8_t* kr;
@@ -180,10 +185,7 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
         vr = reinterpret_cast<const uint8_t*>(kv.prefix_v) + key * prb;
         type = DType::kF32;
       } else {
-        const int p = key - kv.n_prefix;
-        const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
-        kr = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_tokens]) + slot;
-        vr = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_tokens]) + slot;
+        cache_rows(key - kv.n_prefix, &kr, &vr);
       }
       if (n_rows < kTransposeMinRows) {
         float d[kTransposeMinRows];

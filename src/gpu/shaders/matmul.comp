@@ -54,8 +54,12 @@ void main() {
         float s = 0.0;
         for (uint k = 0u; k < 8u; ++k) {
           uint e = part_elem(q, k);
-          // Past the row's end (float types' last chunk) v is 0; x is not read there.
+#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
+          // A float row's last chunk may end early: v is 0 past it and x is not read there.
           s += e0 + e < p.n_cols ? v[k] * p.x.v[xo + e] : 0.0;
+#else
+          s += v[k] * p.x.v[xo + e];  // block types: rows are whole 32-value blocks
+#endif
         }
         acc[t] += s;
       }
