@@ -136,6 +136,7 @@ class Device {
   const DeviceInfo& info() const { return info_; }
   const VulkanApi& vk() const { return api_; }
   VkDevice handle() const { return device_; }
+  VkInstance instance() const { return instance_; }  // the process's one (device.cc)
 
   // A buffer of `bytes` (rounded up to 16). Errors: out_of_memory naming the size.
   StatusOr<Buffer> alloc(size_t bytes, MemoryKind kind);
