@@ -189,6 +189,31 @@ TEST(Glm4Moe, GpuIsRefusedClearly) {
   EXPECT_NE(m.status().message().find("glm4moe"), std::string::npos) << m.status().message();
 }
 
+// An answer's events, gathered (waits up to 300 s for its end).
+struct Answer {
+  std::string text;
+  std::vector<tok::ToolDelta> pieces;  // the engine's reading of the answer
+  std::optional<engine::Event> start, done;
+};
+Answer run(engine::Engine& e, const engine::Request& r) {
+  std::mutex mu;
+  std::condition_variable cv;
+  Answer a;
+  const Status st = e.submit(r, [&](const engine::Event& ev) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ev.type == engine::EventType::kStart) a.start = ev;
+    if (ev.type == engine::EventType::kToken) a.text += ev.text;
+    a.pieces.insert(a.pieces.end(), ev.tool.begin(), ev.tool.end());
+    if (ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError) a.done = ev;
+    cv.notify_all();
+  });
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  if (!st.ok()) return a;
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return a.done.has_value(); }));
+  return a;
+}
+
 // The model's own files choose GLM-4.5's chat format (glm45; the synthetic vocabulary has no
 // GLM-4.5 tags, so they are spelled as text), and served through the engine a forced call comes
 // out in GLM-4.5's XML, which the answer reader the gateway uses (its OpenAI tool_calls and
@@ -220,36 +245,90 @@ TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
   r.params.max_tokens = 200;
   r.tools = nlohmann::ordered_json::parse(tools);
   r.constraint = {generation::Constraint::Kind::kToolCall, tools};
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string text;
-  std::optional<engine::Event> done;
-  ASSERT_TRUE((*e)->submit(r,
-                           [&](const engine::Event& ev) {
-                             std::lock_guard<std::mutex> lock(mu);
-                             if (ev.type == engine::EventType::kToken) text += ev.text;
-                             if (ev.type == engine::EventType::kDone ||
-                                 ev.type == engine::EventType::kError)
-                               done = ev;
-                             cv.notify_all();
-                           })
-                  .ok());
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return done.has_value(); }));
-  }
+  const Answer answer = run(**e, r);
+  ASSERT_TRUE(answer.done.has_value());
+  const std::optional<engine::Event>& done = answer.done;
+  const std::string& text = answer.text;
+  const std::vector<tok::ToolDelta>& pieces = answer.pieces;
   ASSERT_EQ(done->type, engine::EventType::kDone) << done->error.to_string();
   EXPECT_EQ(done->finish_reason, engine::FinishReason::kStop) << text;
   EXPECT_EQ(text.rfind("<tool_call>get_weather\n<arg_key>city</arg_key>\n", 0), 0u) << text;
-  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather"}, text);
+  // Read with the schema's types, as the engine reads it: the city is a string whatever it
+  // spells ("7" too), the days an integer.
+  const tok::ToolAnswer a =
+      tok::read_tool_answer({"get_weather"}, text, tok::tool_reading(*r.tools));
   EXPECT_EQ(a.content, "") << text;
-  ASSERT_EQ(a.name, "get_weather") << text;
-  const auto args = nlohmann::json::parse(a.arguments);
-  ASSERT_TRUE(args.is_object()) << a.arguments;
-  EXPECT_TRUE(args["city"].is_string() || args["city"].is_number()) << a.arguments;
-  ASSERT_TRUE(args["days"].is_number_integer()) << a.arguments;
+  ASSERT_EQ(a.calls.size(), 1u) << text;
+  ASSERT_EQ(a.calls[0].name, "get_weather") << text;
+  const tok::ToolAnswer engine_read = tok::join_tool_deltas(pieces);
+  ASSERT_EQ(engine_read.calls.size(), 1u) << text;
+  EXPECT_EQ(engine_read.calls[0].arguments, a.calls[0].arguments);
+  const std::string& arguments = a.calls[0].arguments;
+  const auto args = nlohmann::json::parse(arguments);
+  ASSERT_TRUE(args.is_object()) << arguments;
+  EXPECT_TRUE(args["city"].is_string()) << arguments;
+  ASSERT_TRUE(args["days"].is_number_integer()) << arguments;
   EXPECT_GE(args["days"].get<int>(), 1);
   EXPECT_LE(args["days"].get<int>(), 9);
+}
+
+// GLM-4.5 writes several calls in one answer (a grammar makes the random-weight model write
+// two): the engine reads both, and the next turn, which sends both calls back (one message each,
+// as the OpenAI and Anthropic routes make them) with their results, reuses every token of the
+// first turn: the conversation was saved under the history with both calls (with only the
+// first call in that history the tag would not match and the turn would fall back).
+TEST(Glm4Moe, TheTurnAfterSeveralCallsReusesThemAll) {
+  engine::Options o;
+  o.model_path = tiny_model(DType::kF32);
+  o.n_threads = 2;
+  o.n_ctx = 2048;
+  o.max_batch = 1;
+  auto e = engine::load_engine(o);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const auto tools = nlohmann::ordered_json::parse(
+      R"([{"name":"get_weather","parameters":{"type":"object","properties":)"
+      R"({"city":{"type":"string"}}}},{"name":"get_time"}])");
+  std::vector<tok::Message> m = {{"user", "Weather in Paris, and the time?"}};
+  engine::Request first;
+  first.id = "calls";
+  first.conversation = "agent";
+  first.messages = m;
+  first.enable_thinking = false;  // the answer starts after <think></think>, as history renders
+  first.params.temperature = 0.0f;
+  first.params.max_tokens = 400;  // the synthetic vocabulary spells the tags byte by byte
+  first.tools = tools;
+  first.constraint = {generation::Constraint::Kind::kGbnf,
+                      R"(root ::= "\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>)"
+                      R"(Paris</arg_value>\n</tool_call>\n<tool_call>get_time\n</tool_call>")"};
+  const Answer a = run(**e, first);
+  ASSERT_TRUE(a.done.has_value());
+  ASSERT_EQ(a.done->type, engine::EventType::kDone) << a.done->error.to_string();
+  ASSERT_EQ(a.done->finish_reason, engine::FinishReason::kStop) << a.text;
+  const tok::ToolAnswer read = tok::join_tool_deltas(a.pieces);
+  EXPECT_EQ(read.content, "");
+  ASSERT_EQ(read.calls.size(), 2u) << a.text;
+  EXPECT_EQ(read.calls[0].name, "get_weather");
+  EXPECT_EQ(read.calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(read.calls[1].name, "get_time");
+  EXPECT_EQ(read.calls[1].arguments, "{}");
+  for (const tok::ToolCall& c : read.calls) {
+    tok::Message call{"assistant", "", c.name};
+    call.arguments = c.arguments;
+    m.push_back(call);
+  }
+  m.push_back({"observation", "sunny"});
+  m.push_back({"observation", "12:00"});
+  engine::Request next = first;
+  next.id = "after";
+  next.messages = m;
+  next.params.max_tokens = 2;
+  next.constraint = {};
+  const Answer b = run(**e, next);
+  ASSERT_TRUE(b.start.has_value());
+  ASSERT_TRUE(b.done.has_value());
+  ASSERT_EQ(b.done->type, engine::EventType::kDone) << b.done->error.to_string();
+  EXPECT_EQ(b.start->usage.cached_tokens,
+            a.done->usage.prompt_tokens + a.done->usage.completion_tokens);
 }
 
 }  // namespace

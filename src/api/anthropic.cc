@@ -118,6 +118,11 @@ Status read_tools(const ojson& body, MessagesRequest* out) {
     }
     const std::string type = (*c)["type"].get<std::string>();
     if (type == "none") return Status::Ok();
+    if (auto d = c->find("disable_parallel_tool_use"); d != c->end() && !d->is_null()) {
+      if (!d->is_boolean())
+        return bad("tool_choice.disable_parallel_tool_use must be true or false");
+      out->request.parallel_tool_calls = !d->get<bool>();
+    }
     if (type == "any") {
       forced = "*";
     } else if (type == "tool") {
@@ -263,13 +268,12 @@ std::string anthropic_message_json(const MessageOut& m) {
   if (!m.thinking.empty()) {
     content.push_back({{"type", "thinking"}, {"thinking", m.thinking}, {"signature", ""}});
   }
-  if (!m.text.empty() || m.call_name.empty())
-    content.push_back({{"type", "text"}, {"text", m.text}});
-  if (!m.call_name.empty()) {
-    json input = json::parse(m.call_arguments, nullptr, false);
+  if (!m.text.empty() || m.calls.empty()) content.push_back({{"type", "text"}, {"text", m.text}});
+  for (const MessageOut::ToolUse& call : m.calls) {
+    json input = json::parse(call.arguments, nullptr, false);
     if (!input.is_object()) input = json::object();  // arguments that did not parse
     content.push_back(
-        {{"type", "tool_use"}, {"id", m.call_id}, {"name", m.call_name}, {"input", input}});
+        {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}});
   }
   return dump_json(json{{"id", m.id},
                         {"type", "message"},
@@ -335,13 +339,14 @@ std::string MessagesStream::delta(const ToolDelta& d) {
                                            {"index", index_},
                                            {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
       break;
-    case ToolDelta::Kind::kCallStart:
-      out += open_block(Block::kToolUse,
-                        {{"type", "tool_use"},
-                         {"id", "toolu_" + (id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_)},
-                         {"name", d.text},
-                         {"input", json::object()}});
-      break;
+    case ToolDelta::Kind::kCallStart: {
+      std::string id = "toolu_" + (id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_);
+      if (calls_ > 0) id += "_" + std::to_string(calls_);
+      ++calls_;
+      out += open_block(
+          Block::kToolUse,
+          {{"type", "tool_use"}, {"id", id}, {"name", d.text}, {"input", json::object()}});
+    } break;
     case ToolDelta::Kind::kArguments:
       out += event("content_block_delta",
                    {{"type", "content_block_delta"},
@@ -372,8 +377,10 @@ std::string MessagesStream::error(const Status& status) {
 }
 
 std::string message_id(const std::string& request_id) { return "msg_" + unique_part(request_id); }
-std::string tool_use_id(const std::string& request_id) {
-  return "toolu_" + unique_part(request_id);
+std::string tool_use_id(const std::string& request_id, int call_index) {
+  std::string id = "toolu_" + unique_part(request_id);
+  if (call_index > 0) id += "_" + std::to_string(call_index);
+  return id;
 }
 
 }  // namespace glm::api

@@ -29,8 +29,9 @@ struct MessagesRequest {
 // requires it), `messages` (roles user / assistant; content a string or blocks: text,
 // tool_use, tool_result), `system` (string or text blocks), `temperature` (0-1), `top_p`,
 // `top_k`, `stop_sequences`, `stream`, `metadata` (ignored), `tools` ({name, description,
-// input_schema}) and `tool_choice` ({type: auto | any | tool (+ name) | none}; any and tool are
-// forced by grammar). kInvalidArgument names the field.
+// input_schema}) and `tool_choice` ({type: auto | any | tool (+ name) | none; any and tool are
+// forced by grammar; disable_parallel_tool_use: true reads only an answer's first call}).
+// kInvalidArgument names the field.
 StatusOr<MessagesRequest> parse_messages_request(const std::string& body);
 
 // {"type":"error","error":{"type","message"}} with Anthropic's type names.
@@ -43,7 +44,10 @@ struct MessageOut {
   std::string id, model;
   std::string thinking;  // a reasoning model's thinking: a thinking block first (when not empty)
   std::string text;      // text block (omitted when empty and there is a call)
-  std::string call_id, call_name, call_arguments;  // a tool_use block when call_name is set
+  struct ToolUse {
+    std::string id, name, arguments;  // arguments: JSON object text (the block's input)
+  };
+  std::vector<ToolUse> calls;  // a tool_use block each, after the text
   std::string stop_reason;
   protocol::Usage usage;
 };
@@ -74,11 +78,13 @@ class MessagesStream {
 
   std::string id_, model_;
   int index_ = -1;             // the current block's index
+  int calls_ = 0;              // tool_use blocks opened
   Block open_ = Block::kNone;  // the open block's kind
 };
 
 // "msg_" / "toolu_" ids from the request id's unique part.
 std::string message_id(const std::string& request_id);
-std::string tool_use_id(const std::string& request_id);
+// The tool_use ids: "toolu_" + the unique part, and "_N" for the calls after the first.
+std::string tool_use_id(const std::string& request_id, int call_index = 0);
 
 }  // namespace glm::api

@@ -169,17 +169,18 @@ TEST(Anthropic, MessageAndErrorShapes) {
   MessageOut m;
   m.id = "msg_1";
   m.model = "m";
-  m.call_id = "toolu_1";
-  m.call_name = "get_weather";
-  m.call_arguments = R"({"city":"Paris"})";
+  m.calls = {{"toolu_1", "get_weather", R"({"city":"Paris"})"}, {"toolu_1_1", "get_time", R"({})"}};
   m.stop_reason = "tool_use";
   m.usage.prompt_tokens = 3;
   m.usage.completion_tokens = 4;
   const json j = json::parse(anthropic_message_json(m));
   EXPECT_EQ(j["type"], "message");
-  ASSERT_EQ(j["content"].size(), 1u);
+  ASSERT_EQ(j["content"].size(), 2u);  // a tool_use block per call, no empty text
   EXPECT_EQ(j["content"][0]["type"], "tool_use");
   EXPECT_EQ(j["content"][0]["input"]["city"], "Paris");
+  EXPECT_EQ(j["content"][1]["id"], "toolu_1_1");
+  EXPECT_EQ(j["content"][1]["name"], "get_time");
+  EXPECT_EQ(j["content"][1]["input"], json::object());
   EXPECT_EQ(j["usage"]["input_tokens"], 3);
   EXPECT_EQ(j["usage"]["output_tokens"], 4);
   EXPECT_EQ(anthropic_stop_reason(Outcome::kLength, false), "max_tokens");
@@ -189,6 +190,7 @@ TEST(Anthropic, MessageAndErrorShapes) {
   EXPECT_EQ(e["error"]["type"], "rate_limit_error");
   EXPECT_EQ(message_id("chatcmpl-req-5-6"), "msg_5-6");
   EXPECT_EQ(tool_use_id("req-5-6"), "toolu_5-6");
+  EXPECT_EQ(tool_use_id("req-5-6", 2), "toolu_5-6_2");
 }
 
 }  // namespace

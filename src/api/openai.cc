@@ -155,6 +155,7 @@ Status read_template_kwargs(const ojson& body, protocol::Request* request) {
 Status read_tools(const ojson& body, ChatCompletionRequest* out) {
   if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
     if (!p->is_boolean()) return bad("parallel_tool_calls must be true or false");
+    out->request.parallel_tool_calls = p->get<bool>();
   }
   auto tools_it = body.find("tools");
   const bool has_tools = tools_it != body.end() && !tools_it->is_null();
@@ -305,15 +306,26 @@ std::string openai_error_json(const Status& status) {
   return dump_json(j);
 }
 
-std::string tool_call_id(const std::string& request_id) {
+std::string tool_call_id(const std::string& request_id, int call_index) {
   const size_t dash = request_id.find("req-");
-  return "call_" + (dash == std::string::npos ? request_id : request_id.substr(dash + 4));
+  std::string id = "call_" + (dash == std::string::npos ? request_id : request_id.substr(dash + 4));
+  if (call_index > 0) id += "_" + std::to_string(call_index);
+  return id;
+}
+
+std::vector<ToolCallOut> tool_calls_out(const std::string& request_id, const ToolAnswer& answer) {
+  std::vector<ToolCallOut> out;
+  for (size_t i = 0; i < answer.calls.size(); ++i) {
+    out.push_back({tool_call_id(request_id, static_cast<int>(i)), answer.calls[i].name,
+                   answer.calls[i].arguments});
+  }
+  return out;
 }
 
 std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                  const std::string& call_id, const std::string& name,
-                                 const std::string& arguments) {
-  json call = {{"index", 0}};
+                                 const std::string& arguments, int call_index) {
+  json call = {{"index", call_index}};
   if (!call_id.empty()) {
     call["id"] = call_id;
     call["type"] = "function";
@@ -329,17 +341,18 @@ std::string tool_call_chunk_json(const std::string& id, int64_t created, const s
 }
 
 std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
-                                  const ToolDelta& d) {
+                                  const ToolDelta& d, int call_index) {
   switch (d.kind) {
     case ToolDelta::Kind::kContent:
     case ToolDelta::Kind::kCutCall:  // text (ToolAnswerStream sends one only as text)
       return completion_chunk_json(id, created, model, &d.text, false, "");
     case ToolDelta::Kind::kCallStart:
-      return tool_call_chunk_json(id, created, model, tool_call_id(id), d.text, "");
+      return tool_call_chunk_json(id, created, model, tool_call_id(id, call_index), d.text, "",
+                                  call_index);
     case ToolDelta::Kind::kArguments:
       break;
   }
-  return tool_call_chunk_json(id, created, model, "", "", d.text);
+  return tool_call_chunk_json(id, created, model, "", "", d.text, call_index);
 }
 
 template <class Json>
@@ -408,11 +421,12 @@ std::string usage_chunk_json(const std::string& id, int64_t created, const std::
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage, const ToolCallOut* call,
+                            const protocol::Usage& usage, const std::vector<ToolCallOut>* calls,
                             const std::vector<generation::GeneratedLogprobs>* logprobs,
                             const std::string& reasoning) {
   return completion_json(id, created, model,
-                         {ChatChoiceOut{content, finish_reason, call, logprobs, reasoning}}, usage);
+                         {ChatChoiceOut{content, finish_reason, calls, logprobs, reasoning}},
+                         usage);
 }
 
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
@@ -423,12 +437,15 @@ std::string completion_json(const std::string& id, int64_t created, const std::s
     const ChatChoiceOut& c = choices[i];
     json message = {{"role", "assistant"}, {"content", c.content}};
     if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
-    if (c.call != nullptr) {
+    if (c.calls != nullptr && !c.calls->empty()) {
       if (c.content.empty()) message["content"] = nullptr;
-      message["tool_calls"] =
-          json::array({{{"id", c.call->id},
-                        {"type", "function"},
-                        {"function", {{"name", c.call->name}, {"arguments", c.call->arguments}}}}});
+      json calls = json::array();
+      for (const ToolCallOut& call : *c.calls) {
+        calls.push_back({{"id", call.id},
+                         {"type", "function"},
+                         {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      }
+      message["tool_calls"] = std::move(calls);
     }
     out.push_back({{"index", i},
                    {"message", std::move(message)},

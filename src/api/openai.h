@@ -69,39 +69,55 @@ std::string completion_chunk_json(
 // vLLM, SGLang and llama-server use).
 std::string reasoning_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                  const std::string& reasoning, int index = 0);
-// A chunk whose delta is tool call 0: its start (`call_id` and `name` set: id, type, name and
-// empty arguments) or an arguments fragment (both empty).
+// A chunk whose delta is tool call `call_index`: its start (`call_id` and `name` set: id, type,
+// name and empty arguments) or an arguments fragment (both empty).
 std::string tool_call_chunk_json(const std::string& id, int64_t created, const std::string& model,
                                  const std::string& call_id, const std::string& name,
-                                 const std::string& arguments);
-// The chunk of one ToolCallStream delta: content, the call's start, or an arguments fragment.
+                                 const std::string& arguments, int call_index = 0);
+// The chunk of one ToolCallStream delta: content, a call's start, or an arguments fragment;
+// `call_index`: the call it belongs to (the answer's kCallStart deltas so far, minus one).
 std::string tool_delta_chunk_json(const std::string& id, int64_t created, const std::string& model,
-                                  const ToolDelta& delta);
-// The id of the answer's tool call ("call_" + the request id's unique part).
-std::string tool_call_id(const std::string& request_id);
+                                  const ToolDelta& delta, int call_index = 0);
+// The id of the answer's tool call `call_index` ("call_" + the request id's unique part, and
+// "_N" for the calls after the first).
+std::string tool_call_id(const std::string& request_id, int call_index = 0);
+// The index of each delta's call, counted along an answer's deltas (-1 before the first call).
+class ToolCallIndex {
+ public:
+  int of(const ToolDelta& d) {
+    if (d.kind == ToolDelta::Kind::kCallStart) ++index_;
+    return index_ < 0 ? 0 : index_;
+  }
+
+ private:
+  int index_ = -1;
+};
 // The final usage-only chunk sent when stream_options.include_usage is set.
 std::string usage_chunk_json(const std::string& id, int64_t created, const std::string& model,
                              const protocol::Usage& usage);
-// The whole non-streaming `chat.completion` object; with a non-empty `call_name` the message
-// carries that tool call (content null when empty).
+// The whole non-streaming `chat.completion` object; with `calls` (not empty) the message
+// carries those tool calls (content null when empty).
 struct ToolCallOut {
   std::string id, name, arguments;
 };
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::string& content, const std::string& finish_reason,
-                            const protocol::Usage& usage, const ToolCallOut* call = nullptr,
+                            const protocol::Usage& usage,
+                            const std::vector<ToolCallOut>* calls = nullptr,
                             const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr,
                             const std::string& reasoning = "");
 // The same with several choices (n > 1), `index` in order; usage covers them all.
 struct ChatChoiceOut {
   std::string content;
   std::string finish_reason;
-  const ToolCallOut* call = nullptr;
+  const std::vector<ToolCallOut>* calls = nullptr;
   const std::vector<generation::GeneratedLogprobs>* logprobs = nullptr;
   std::string reasoning;  // the message's reasoning_content (written when not empty)
 };
 std::string completion_json(const std::string& id, int64_t created, const std::string& model,
                             const std::vector<ChatChoiceOut>& choices,
                             const protocol::Usage& usage);
+// The calls of an answer read for tools, with their ids (tool_call_id of `request_id`).
+std::vector<ToolCallOut> tool_calls_out(const std::string& request_id, const ToolAnswer& answer);
 
 }  // namespace glm::api

@@ -39,9 +39,11 @@ Status set_tools(const nlohmann::ordered_json& functions, const std::string& for
 // its own answers with it too.
 using tok::join_tool_deltas;
 using tok::read_tool_answer;
+using tok::tool_reading;
 using tok::ToolAnswer;
 using tok::ToolCallStream;
 using tok::ToolDelta;
+using tok::ToolReading;
 
 // What every route sends of an answer the engine read for tool calls (its events' `tool`
 // pieces, generation/event.h): a call goes out only whole. Plain content flows as the pieces

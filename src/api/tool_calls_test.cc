@@ -115,6 +115,41 @@ TEST(OpenAITools, BadToolsAreRefusedByName) {
             std::string::npos);
 }
 
+// parallel_tool_calls false reaches the engine's request (through the socket line too);
+// Anthropic's tool_choice.disable_parallel_tool_use likewise.
+TEST(OpenAITools, ParallelToolCallsFalseReachesTheEngine) {
+  auto plain = parse_with("");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->request.parallel_tool_calls);
+  auto one = parse_with(R"(,"parallel_tool_calls":false)");
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_FALSE(one->request.parallel_tool_calls);
+  one->request.id = "r1";
+  auto wire = protocol::parse_request(protocol::serialize_request(one->request));
+  ASSERT_TRUE(wire.ok()) << wire.status().to_string();
+  EXPECT_FALSE(wire->parallel_tool_calls);
+  auto back = protocol::parse_request(protocol::serialize_request(plain->request));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->parallel_tool_calls);
+  EXPECT_FALSE(protocol::parse_request(R"({"id":"x","messages":[{"role":"user","content":"a"}],)"
+                                       R"("parallel_tool_calls":1})")
+                   .ok());
+  const std::string anthropic =
+      R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"}],)"
+      R"("tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":)";
+  auto a =
+      parse_messages_request(anthropic + R"({"type":"auto","disable_parallel_tool_use":true}})");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_FALSE(a->request.parallel_tool_calls);
+  auto b = parse_messages_request(anthropic + R"({"type":"auto"}})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->request.parallel_tool_calls);
+  auto bad =
+      parse_messages_request(anthropic + R"({"type":"auto","disable_parallel_tool_use":1}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("disable_parallel_tool_use"), std::string::npos);
+}
+
 TEST(OpenAITools, CallsAndResultsInTheHistory) {
   auto r = parse_chat_completion(R"({"messages":[{"role":"user","content":"weather?"},
     {"role":"assistant","content":"Let me look.","tool_calls":[
@@ -142,14 +177,22 @@ TEST(OpenAITools, CallsAndResultsInTheHistory) {
 }
 
 TEST(OpenAITools, ResponseShapes) {
-  const ToolCallOut call{"call_9", "get_weather", R"({"city":"Paris"})"};
+  const std::vector<ToolCallOut> calls = {{"call_9", "get_weather", R"({"city":"Paris"})"},
+                                          {"call_9_1", "now", "{}"}};
   auto j = nlohmann::json::parse(
-      completion_json("chatcmpl-1", 1, "m", "", "tool_calls", protocol::Usage{}, &call));
+      completion_json("chatcmpl-1", 1, "m", "", "tool_calls", protocol::Usage{}, &calls));
   const auto& msg = j["choices"][0]["message"];
   EXPECT_TRUE(msg["content"].is_null());
+  ASSERT_EQ(msg["tool_calls"].size(), 2u);
   EXPECT_EQ(msg["tool_calls"][0]["id"], "call_9");
   EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
   EXPECT_EQ(msg["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(msg["tool_calls"][1]["id"], "call_9_1");
+  EXPECT_EQ(msg["tool_calls"][1]["function"]["name"], "now");
+  const std::vector<ToolCallOut> none;
+  auto plain = nlohmann::json::parse(
+      completion_json("chatcmpl-1", 1, "m", "Hi", "stop", protocol::Usage{}, &none));
+  EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
   EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
   auto start = nlohmann::json::parse(tool_call_chunk_json("c", 1, "m", "call_9", "f", ""));
   const auto& t = start["choices"][0]["delta"]["tool_calls"][0];
@@ -162,6 +205,20 @@ TEST(OpenAITools, ResponseShapes) {
   EXPECT_FALSE(f.contains("id"));
   EXPECT_EQ(f["function"]["arguments"], "{\"a");
   EXPECT_EQ(tool_call_id("chatcmpl-req-12-3"), "call_12-3");
+  EXPECT_EQ(tool_call_id("chatcmpl-req-12-3", 1), "call_12-3_1");
+  // A streamed call i is tool_calls[i]: its start (with call i's id) and its fragments.
+  auto second = nlohmann::json::parse(
+      tool_delta_chunk_json("chatcmpl-req-12-3", 1, "m", {ToolDelta::Kind::kCallStart, "now"}, 1));
+  EXPECT_EQ(second["choices"][0]["delta"]["tool_calls"][0]["index"], 1);
+  EXPECT_EQ(second["choices"][0]["delta"]["tool_calls"][0]["id"], "call_12-3_1");
+  ToolCallIndex index;
+  std::vector<int> seen;
+  for (auto k :
+       {ToolDelta::Kind::kContent, ToolDelta::Kind::kCallStart, ToolDelta::Kind::kArguments,
+        ToolDelta::Kind::kCallStart, ToolDelta::Kind::kArguments}) {
+    seen.push_back(index.of({k, ""}));
+  }
+  EXPECT_EQ(seen, (std::vector<int>{0, 0, 0, 1, 1}));
 }
 
 // An answer's text read as the engine reads it (tok::ToolCallStream: the events' pieces), then
@@ -191,8 +248,9 @@ TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
       "</arg_value>\n</tool_call>";
   const ToolAnswer a = read_whole_text(names, call, Outcome::kStop);
   EXPECT_EQ(a.content, "Let me check.");
-  EXPECT_EQ(a.name, "get_weather");
-  EXPECT_EQ(a.arguments, R"({"city":"Paris"})");
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(a.calls[0].arguments, R"({"city":"Paris"})");
   TextAnswer s(names);
   std::string sent;
   for (size_t i = 0; i < 30; i += 3) {
@@ -204,6 +262,27 @@ TEST(OpenAITools, Glm45CallsAfterTextAndCutCalls) {
   EXPECT_EQ(sent, "Let me check.");
   // Stopped (not cut) inside an unclosed call: it is text.
   EXPECT_EQ(read_whole_text(names, "<tool_call>now", Outcome::kStop).content, "<tool_call>now");
+}
+
+// Several GLM-4.5 calls: all of them go out when the answer stops, in order; none when
+// max_tokens cut the answer after the first (the answer is unfinished).
+TEST(OpenAITools, Glm45SeveralCalls) {
+  const std::vector<std::string> names = {"get_weather", "now"};
+  const std::string two =
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+      "</tool_call>\n<tool_call>now\n</tool_call>";
+  const ToolAnswer a = read_whole_text(names, two, Outcome::kStop);
+  ASSERT_EQ(a.calls.size(), 2u);
+  EXPECT_EQ(a.calls[1].name, "now");
+  EXPECT_EQ(a.calls[1].arguments, "{}");
+  const std::vector<ToolCallOut> out = tool_calls_out("chatcmpl-req-1-2", a);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].id, "call_1-2");
+  EXPECT_EQ(out[1].id, "call_1-2_1");
+  TextAnswer s(names);
+  for (size_t i = 0; i < two.size(); i += 5) EXPECT_TRUE(s.feed(two.substr(i, 5)).empty());
+  EXPECT_TRUE(s.finish(Outcome::kLength).empty());
+  EXPECT_TRUE(s.cut_call());
 }
 
 }  // namespace

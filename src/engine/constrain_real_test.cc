@@ -242,8 +242,9 @@ TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
   ASSERT_TRUE(m.accept_bytes(call).ok());
   EXPECT_TRUE(m.is_complete());
   const tok::ToolAnswer a = tok::read_tool_answer({"get_weather", "ping"}, call);
-  EXPECT_EQ(a.name, "get_weather");
-  check_call(a.name, a.arguments, call);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  check_call(a.calls[0].name, a.calls[0].arguments, call);
   for (const char* bad :
        {"<tool_call>ping\n</tool_call>",                      // a required argument missing
         "<tool_call>get_weather\n<arg_key>days</arg_key>\n",  // out of the schema's order

@@ -107,8 +107,9 @@ class RequestObserver : public scheduler::SeqObserver {
         dropped_(plan.dropped_messages),
         messages_digest_(plan.messages_digest),
         tool_names_(plan.tool_names),
-        tool_reader_(tool_names_.empty() ? nullptr
-                                         : std::make_unique<tok::ToolCallStream>(tool_names_)),
+        tool_reader_(tool_names_.empty()
+                         ? nullptr
+                         : std::make_unique<tok::ToolCallStream>(tool_names_, plan.tool_reading)),
         chat_(chat) {
     // A raw prompt is continued, not answered: the first generated token keeps its leading
     // space ("Once upon a time" + " there"), so the decoder must not treat it as the start of
@@ -527,7 +528,10 @@ class EngineImpl final : public Engine {
     auto plan = plan_chat_prompt(*template_, *tokenizer_, std::move(request->messages),
                                  request->params.max_tokens, n_ctx_, !request->conversation.empty(),
                                  tok::TemplateOptions{request->enable_thinking});
-    if (plan.ok()) plan->tool_names = generation::tool_names(*tools);
+    if (plan.ok()) {
+      plan->tool_names = generation::tool_names(*tools);
+      plan->tool_reading = tok::tool_reading(*tools, request->parallel_tool_calls);
+    }
     return plan;
   }
 
@@ -822,12 +826,12 @@ uint64_t RequestObserver::answer_tag() const {
   // function with its arguments (api/openai.cc read_tool_calls, ChatSession likewise).
   const tok::ToolAnswer& a = tool_answer_;
   uint64_t tag = messages_digest_;
-  if (a.name.empty() || !a.content.empty()) {
+  if (a.calls.empty() || !a.content.empty()) {
     tag = digest_append(tag, tok::Message{"assistant", a.content});
   }
-  if (!a.name.empty()) {
-    tok::Message call{"assistant", "", a.name};
-    call.arguments = a.arguments;
+  for (const tok::ToolCall& c : a.calls) {  // one message per call, as clients send them back
+    tok::Message call{"assistant", "", c.name};
+    call.arguments = c.arguments;
     tag = digest_append(tag, call);
   }
   return tag;

@@ -184,16 +184,18 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
   ASSERT_EQ(d.type, EventType::kDone) << d.error.to_string();
   ASSERT_EQ(d.finish_reason, FinishReason::kStop);
   const tok::ToolAnswer a = tok::read_tool_answer({"get_weather"}, r.text["call"]);
-  ASSERT_EQ(a.name, "get_weather") << r.text["call"];
+  ASSERT_EQ(a.calls.size(), 1u) << r.text["call"];
+  ASSERT_EQ(a.calls[0].name, "get_weather") << r.text["call"];
   // The events carry the engine's reading of the answer (read once, as it was generated): the
   // same content and call as the whole text read afterwards.
   const tok::ToolAnswer pieces = tok::join_tool_deltas(r.tool["call"]);
-  EXPECT_EQ(pieces.name, a.name);
-  EXPECT_EQ(pieces.arguments, a.arguments);
+  ASSERT_EQ(pieces.calls.size(), 1u);
+  EXPECT_EQ(pieces.calls[0].name, a.calls[0].name);
+  EXPECT_EQ(pieces.calls[0].arguments, a.calls[0].arguments);
   EXPECT_EQ(pieces.content, a.content);
   // The history as an OpenAI client sends it back: the call, then the tool's result.
   tok::Message call{"assistant", "", "get_weather"};
-  call.arguments = a.arguments;
+  call.arguments = a.calls[0].arguments;
   m.push_back(call);
   m.push_back({"observation", R"({"temperature": 21})"});
   Request next = greedy("after", m, 4);

@@ -45,6 +45,7 @@ struct PromptPlan {
   // the client will (tok::read_tool_answer), so that the next turn, which sends a call back as
   // its name and arguments, finds this turn's KV under the right tag.
   std::vector<std::string> tool_names;
+  tok::ToolReading tool_reading;  // how their calls' values are typed, one call or several
 };
 
 // want_split: compute history_tag/tail (the request belongs to a conversation). `options` are

@@ -187,6 +187,9 @@ StatusOr<protocol::Request> ChatSession::begin(const ChatTurn& turn,
   }
   if (!functions.empty()) {
     GLM_RETURN_IF_ERROR(api::set_tools(functions, "", &request, &tool_names_));
+    // The page answers one call with one tool result: an answer's first call is its call.
+    request.parallel_tool_calls = false;
+    tool_reading_ = api::tool_reading(functions, /*several=*/false);
     with_tools_ = true;
   }
   return request;
@@ -333,13 +336,13 @@ json ChatSession::finish(const RelayResult& r, bool interrupted) {
     // answer, and the engine's reader only continued it.
     std::vector<api::ToolDelta> all = r.tool;
     all.insert(all.end(), r.tool_end.begin(), r.tool_end.end());
-    api::ToolAnswer a =
-        prefix_.empty() ? api::join_tool_deltas(all) : api::read_tool_answer(tool_names_, text);
+    api::ToolAnswer a = prefix_.empty() ? api::join_tool_deltas(all)
+                                        : api::read_tool_answer(tool_names_, text, tool_reading_);
     text = std::move(a.content);
-    if (a.name.empty()) {
+    if (a.calls.empty()) {
       meta_.erase("tool_call");
     } else {
-      meta_["tool_call"] = {{"name", a.name}, {"arguments", a.arguments}};
+      meta_["tool_call"] = {{"name", a.calls[0].name}, {"arguments", a.calls[0].arguments}};
       if (r.outcome == api::Outcome::kStop) finish_reason = "tool_calls";
     }
   }

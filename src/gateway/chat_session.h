@@ -99,6 +99,7 @@ class ChatSession {
   std::string prefix_;                   // a continued answer's text before this turn
   std::string partial_;                  // prefix_ and what came since (the plain text, with tools)
   std::vector<std::string> tool_names_;  // the functions the answer may call
+  api::ToolReading tool_reading_;        // their values' types; one call an answer (the page's)
   bool with_tools_ = false;              // the answer comes as the engine's reading (Event::tool)
   nlohmann::json meta_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();

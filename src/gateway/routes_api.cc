@@ -182,10 +182,11 @@ void Gateway::install_api_routes() {
         m.model = p->model;
         m.thinking = r.reasoning;
         m.text = a.content;  // as streamed: the leading whitespace dropped
-        m.call_name = a.name;
-        m.call_id = api::tool_use_id(p->request.id);
-        m.call_arguments = a.arguments;
-        m.stop_reason = api::anthropic_stop_reason(r.outcome, !a.name.empty());
+        for (size_t i = 0; i < a.calls.size(); ++i) {
+          m.calls.push_back({api::tool_use_id(p->request.id, static_cast<int>(i)), a.calls[i].name,
+                             a.calls[i].arguments});
+        }
+        m.stop_reason = api::anthropic_stop_reason(r.outcome, !a.calls.empty());
         m.usage = r.usage;
         res.set_content(api::anthropic_message_json(m), "application/json");
         return {};

@@ -106,9 +106,10 @@ void Gateway::install_openai_routes() {
             // With tools, the text goes through the tool-call reader (tool_calls.h): a call is
             // sent whole at the end, or not at all when max_tokens cut it.
             api::ToolAnswerStream tools(p->tool_names);
+            api::ToolCallIndex call_index;  // GLM-4.5 may make several calls: tool_calls[i]
             auto write_deltas = [&](const std::vector<api::ToolDelta>& deltas) {
               for (const api::ToolDelta& d : deltas) {
-                out.event(api::tool_delta_chunk_json(id, created, p->model, d));
+                out.event(api::tool_delta_chunk_json(id, created, p->model, d, call_index.of(d)));
               }
               return out.ok();
             };
@@ -185,15 +186,13 @@ void Gateway::install_openai_routes() {
           // The same reader as the stream's, so both give the same call.
           const api::ToolAnswer a =
               api::read_whole_answer(p->tool_names, r.tool, r.tool_end, r.outcome);
-          const api::ToolCallOut call{api::tool_call_id(p->request.id), a.name, a.arguments};
-          const bool is_call = !a.name.empty();
-          res.set_content(
-              api::completion_json(p->request.id, created, p->model, a.content,
-                                   is_call && r.outcome == api::Outcome::kStop
-                                       ? "tool_calls"
-                                       : api::openai_finish_reason(r.outcome),
-                                   r.usage, is_call ? &call : nullptr, nullptr, r.reasoning),
-              "application/json");
+          const std::vector<api::ToolCallOut> calls = api::tool_calls_out(p->request.id, a);
+          res.set_content(api::completion_json(p->request.id, created, p->model, a.content,
+                                               !calls.empty() && r.outcome == api::Outcome::kStop
+                                                   ? "tool_calls"
+                                                   : api::openai_finish_reason(r.outcome),
+                                               r.usage, &calls, nullptr, r.reasoning),
+                          "application/json");
         }
         return {};
       });

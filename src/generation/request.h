@@ -72,6 +72,10 @@ struct GenerateRequest {
   // engine writes them into the prompt in its chat template's tool format (a system message of
   // its own, first).
   SharedJson tools;
+  // With tools: every call of an answer that makes several (GLM-4.5 writes them one after
+  // another), or only its first (false: OpenAI's parallel_tool_calls false, Anthropic's
+  // disable_parallel_tool_use). ChatGLM3 and GLM-4 make one call a turn either way.
+  bool parallel_tool_calls = true;
   // Resume (docs/protocol.md#resume): the token ids an earlier run of this same request
   // generated (the token events' `tokens`, in order), when the engine died mid-answer. They
   // are prefilled after the prompt and not sent again; the answer goes on as the

@@ -125,10 +125,11 @@ Status parse_history(const json& h, std::vector<Message>* out) {
 }
 
 bool is_top_level_key(const std::string& key) {
-  static const char* kKeys[] = {"v",          "type",    "id",     "conversation",   "messages",
-                                "prompt",     "history", "raw",    "params",         "text",
-                                "constraint", "tools",   "tokens", "resume",         "n",
-                                "adapter",    "path",    "scale",  "enable_thinking"};
+  static const char* kKeys[] = {
+      "v",          "type",    "id",     "conversation",    "messages",
+      "prompt",     "history", "raw",    "params",          "text",
+      "constraint", "tools",   "tokens", "resume",          "n",
+      "adapter",    "path",    "scale",  "enable_thinking", "parallel_tool_calls"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -287,6 +288,12 @@ Status parse_generate(const json& j, const Limits& limits, Request* r) {
     if (r->raw) return field_error("tools", "raw prompts take no tools");
     GLM_RETURN_IF_ERROR(check_functions(j["tools"], "tools"));
     r->tools = j["tools"];
+  }
+  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null()) {
+    if (!j["parallel_tool_calls"].is_boolean()) {
+      return field_error("parallel_tool_calls", "expected true or false");
+    }
+    r->parallel_tool_calls = j["parallel_tool_calls"].get<bool>();
   }
   if (j.contains("n") && !j["n"].is_null()) {
     const json& n = j["n"];
@@ -495,6 +502,7 @@ std::string serialize_request(const Request& r) {
       return v.ok() ? std::move(v).value() : json(text);
     };
     if (!r.tools.empty()) j["tools"] = *r.tools;
+    if (!r.parallel_tool_calls) j["parallel_tool_calls"] = false;
     json p = json::object();
     write_sampling(r.params, &p);
     if (!p.empty()) j["params"] = std::move(p);

@@ -61,7 +61,9 @@ Status EchoEngine::submit(engine::Request request, engine::EventSink sink) {
   }
   job->next = request.resume.size();
   if (!request.raw && !request.tools.empty()) {
-    job->tools = std::make_unique<tok::ToolCallStream>(generation::tool_names(*request.tools));
+    job->tools = std::make_unique<tok::ToolCallStream>(
+        generation::tool_names(*request.tools),
+        tok::tool_reading(*request.tools, request.parallel_tool_calls));
     for (size_t i = 0; i < job->next; ++i) job->tools->feed(job->chars[i]);  // sent before
   }
   if (job->prompt_tokens > options_.n_ctx) {

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,20 +139,36 @@ StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools);
 // ": " separators, keys in their order, UTF-8 as it is.
 std::string python_json(const nlohmann::ordered_json& v);
 
+// How an answer's calls are read against the request's functions.
+struct ToolReading {
+  // Per function, the parameters its JSON Schema types "string" (or a type list holding
+  // "string"): their GLM-4.5 values stay text, so "7" stays "7" and "true" stays "true"
+  // (vLLM's Glm4MoeModelToolParser reads them so); any other value that is JSON becomes that
+  // JSON value ("7" is 7), and text otherwise.
+  std::map<std::string, std::set<std::string>> text_params;
+  // Every GLM-4.5 call of an answer, one after another (the default); false: only the first
+  // (OpenAI's parallel_tool_calls: false). ChatGLM3 and GLM-4 make one call a turn.
+  bool several = true;
+};
+// The reading for `functions` (a JSON array of function objects {"name", "parameters"}, as
+// generation::GenerateRequest::tools holds them; entries without a name are skipped).
+ToolReading tool_reading(const nlohmann::ordered_json& functions, bool several = true);
+
 // GLM-4.5's tool calls in an answer: "<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V
 // </arg_value>\n...</tool_call>", any number of them, text before the first (vLLM's
 // Glm4MoeModelToolParser, whose rules these follow: the name up to the first newline or
-// <arg_key>, keys and values stripped, a value that is JSON (number, object, array, true,
-// false, null) becomes that JSON value and any other a JSON string; `arguments` is the object's
-// JSON text). A call whose body is not pairs of complete tags, or that has no name, is no call:
-// parse returns nullopt for the body. Never throws.
+// <arg_key>, keys and values stripped, a value typed as ToolReading says; `arguments` is the
+// object's JSON text). A call whose body is not pairs of complete tags, or that has no name, is
+// no call: parse returns nullopt for the body. Never throws. Without a reading, every value
+// that is JSON is read as JSON.
 struct Glm45Calls {
   std::string content;          // the text before the first call (all of it if none)
   std::vector<ToolCall> calls;  // in order; empty if none
 };
-Glm45Calls parse_glm45_tool_calls(std::string_view text);
+Glm45Calls parse_glm45_tool_calls(std::string_view text, const ToolReading* reading = nullptr);
 // One call's body, the text between <tool_call> and </tool_call>; nullopt if malformed.
-std::optional<ToolCall> parse_glm45_call(std::string_view body);
+std::optional<ToolCall> parse_glm45_call(std::string_view body,
+                                         const ToolReading* reading = nullptr);
 
 namespace detail {
 // The GLM-4.5 template (chat_template_glm45.cc); make_chat_template("glm45", ...) is the door.

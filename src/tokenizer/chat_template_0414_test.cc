@@ -92,18 +92,21 @@ TEST(Glm4_0414Template, VisibleTextDropsReasoningAndStrips) {
 TEST(Glm4_0414ToolCalls, ReadAsTheOtherGlmFamiliesIncludingZeroArguments) {
   const std::vector<std::string> names = {"get_weather", "get_time"};
   ToolAnswer a = read_tool_answer(names, "get_weather\n{\"city\": \"北京\"}");
-  EXPECT_EQ(a.name, "get_weather");
-  EXPECT_EQ(nlohmann::json::parse(a.arguments), nlohmann::json({{"city", "北京"}}));
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(a.calls[0].arguments), nlohmann::json({{"city", "北京"}}));
   EXPECT_EQ(a.content, "");
   ToolAnswer z = read_tool_answer(names, "get_time\n{}");
-  EXPECT_EQ(z.name, "get_time");
-  EXPECT_EQ(nlohmann::json::parse(z.arguments), nlohmann::json::object());
+  ASSERT_EQ(z.calls.size(), 1u);
+  EXPECT_EQ(z.calls[0].name, "get_time");
+  EXPECT_EQ(nlohmann::json::parse(z.calls[0].arguments), nlohmann::json::object());
   // Stopped (at <|observation|>) right after the name line: no arguments is the empty object.
   ToolAnswer bare = read_tool_answer(names, "get_time\n");
-  EXPECT_EQ(bare.name, "get_time");
-  EXPECT_EQ(bare.arguments, "{}");
+  ASSERT_EQ(bare.calls.size(), 1u);
+  EXPECT_EQ(bare.calls[0].name, "get_time");
+  EXPECT_EQ(bare.calls[0].arguments, "{}");
   ToolAnswer plain = read_tool_answer(names, "\nIt is noon.");
-  EXPECT_EQ(plain.name, "");
+  EXPECT_TRUE(plain.calls.empty());
   EXPECT_EQ(plain.content, "It is noon.");
 }
 

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 
 #include "tokenizer/chat_template.h"
@@ -266,14 +267,22 @@ TEST(Glm45ToolCalls, WholeAnswersFollowVllmsParser) {
 }
 
 // Fed one byte at a time (the worst split) and whole: the same answer.
-std::vector<ToolAnswer> both_ways(const std::vector<std::string>& names, const std::string& text) {
-  ToolCallStream s(names);
+std::vector<ToolAnswer> both_ways(const std::vector<std::string>& names, const std::string& text,
+                                  const ToolReading& reading = {}) {
+  ToolCallStream s(names, reading);
   std::vector<ToolDelta> d;
   for (char c : text) {
     for (ToolDelta& x : s.feed(std::string(1, c))) d.push_back(std::move(x));
   }
   for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
-  return {read_tool_answer(names, text), join_tool_deltas(d)};
+  return {read_tool_answer(names, text, reading), join_tool_deltas(d)};
+}
+
+// "name args" for each call, joined by " | ".
+std::string calls_of(const ToolAnswer& a) {
+  std::string out;
+  for (const ToolCall& c : a.calls) out += (out.empty() ? "" : " | ") + c.name + " " + c.arguments;
+  return out;
 }
 
 TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
@@ -283,19 +292,16 @@ TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
                                        "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n"
                                        "<arg_value>2</arg_value>\n</tool_call>")) {
     EXPECT_EQ(a.content, "");
-    EXPECT_EQ(a.name, "get_weather");
-    EXPECT_EQ(a.arguments, R"({"city":"Paris","days":2})");
+    EXPECT_EQ(calls_of(a), R"(get_weather {"city":"Paris","days":2})");
   }
-  // Text before the call streams (without the whitespace before the call); the first call is
-  // the answer's; what follows it is not read.
+  // Text before the calls streams (without the whitespace before the first); every call is read.
   for (const ToolAnswer& a :
        both_ways(names,
                  "\nChecking <b>now</b>.\n\n<tool_call>get_time</tool_call>\n"
                  "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>x"
                  "</arg_value>\n</tool_call>")) {
     EXPECT_EQ(a.content, "Checking <b>now</b>.");
-    EXPECT_EQ(a.name, "get_time");
-    EXPECT_EQ(a.arguments, "{}");
+    EXPECT_EQ(calls_of(a), R"(get_time {} | get_weather {"city":"x"})");
   }
   // Cut, malformed or unknown calls are text; so is a lone "<tool_c".
   for (const std::string& text :
@@ -303,7 +309,7 @@ TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
         std::string("<tool_call>get_weather\n<arg_value>x</arg_value></tool_call>"),
         std::string("<tool_call>delete_all</tool_call>"), std::string("see <tool_c")}) {
     for (const ToolAnswer& a : both_ways(names, text)) {
-      EXPECT_EQ(a.name, "") << text;
+      EXPECT_TRUE(a.calls.empty()) << text;
       EXPECT_EQ(a.content, text) << text;
     }
   }
@@ -311,10 +317,68 @@ TEST(Glm45ToolCalls, StreamedAsTheWholeAnswer) {
   for (const ToolAnswer& a :
        both_ways(names, "a <tool_call>nope</tool_call> then <tool_call>get_time\n</tool_call>")) {
     EXPECT_EQ(a.content, "a <tool_call>nope</tool_call> then");
-    EXPECT_EQ(a.name, "get_time");
+    EXPECT_EQ(calls_of(a), "get_time {}");
   }
   // GLM-4's format still reads.
-  for (const ToolAnswer& a : both_ways(names, "get_time\n{}")) EXPECT_EQ(a.name, "get_time");
+  for (const ToolAnswer& a : both_ways(names, "get_time\n{}")) {
+    EXPECT_EQ(calls_of(a), "get_time {}");
+  }
+}
+
+// After the first call, only further calls are read: text between and after them, malformed,
+// unknown and cut calls are dropped (vLLM's parser keeps only the text before the first call).
+TEST(Glm45ToolCalls, AfterACallOnlyCallsAreRead) {
+  const std::vector<std::string> names = {"get_weather", "get_time"};
+  const std::string first = "Sure.<tool_call>get_time</tool_call>";
+  for (const std::string& tail :
+       {std::string(" and more text"), std::string("<tool_call>nope</tool_call>"),
+        std::string("\n<tool_call>delete_all</tool_call>"),
+        std::string("\n<tool_call>get_weather\n<arg_key>city</arg_key>"),  // cut
+        std::string("<tool_c")}) {
+    for (const ToolAnswer& a : both_ways(names, first + tail)) {
+      EXPECT_EQ(a.content, "Sure.") << tail;
+      EXPECT_EQ(calls_of(a), "get_time {}") << tail;
+    }
+  }
+  for (const ToolAnswer& a : both_ways(
+           names, first + " x <tool_call>bad</tool_call> y <tool_call>get_time</tool_call>")) {
+    EXPECT_EQ(calls_of(a), "get_time {} | get_time {}");
+  }
+  // parallel_tool_calls false: the first call only.
+  ToolReading one;
+  one.several = false;
+  for (const ToolAnswer& a : both_ways(names, first + "<tool_call>get_time</tool_call>", one)) {
+    EXPECT_EQ(calls_of(a), "get_time {}");
+  }
+}
+
+// Values are typed by the functions' schemas: a "string" parameter keeps "7", "true", "null"
+// and "[1]" as text; others read JSON when they can (vLLM's rule).
+TEST(Glm45ToolCalls, SchemaTypesTheValues) {
+  const auto functions = nlohmann::ordered_json::parse(R"([
+    {"name": "f", "parameters": {"type": "object", "properties": {
+      "s": {"type": "string"}, "n": {"type": "integer"}, "o": {"type": ["string", "null"]},
+      "b": {"type": "boolean"}, "any": {}}}},
+    {"name": "g"}])");
+  const ToolReading reading = tool_reading(functions);
+  EXPECT_EQ(reading.text_params.at("f"), (std::set<std::string>{"s", "o"}));
+  EXPECT_TRUE(reading.text_params.at("g").empty());
+  const std::string text =
+      "<tool_call>f\n<arg_key>s</arg_key><arg_value>7</arg_value><arg_key>n</arg_key>"
+      "<arg_value>7</arg_value><arg_key>o</arg_key><arg_value>null</arg_value>"
+      "<arg_key>b</arg_key><arg_value>true</arg_value><arg_key>any</arg_key>"
+      "<arg_value>[1]</arg_value><arg_key>extra</arg_key><arg_value>x y</arg_value></tool_call>"
+      "<tool_call>g\n<arg_key>s</arg_key><arg_value>7</arg_value></tool_call>";
+  for (const ToolAnswer& a : both_ways({"f", "g"}, text, reading)) {
+    EXPECT_EQ(calls_of(a),
+              R"(f {"s":"7","n":7,"o":"null","b":true,"any":[1],"extra":"x y"} | g {"s":7})");
+  }
+  EXPECT_EQ(parse_glm45_tool_calls(text, &reading).calls.at(0).arguments,
+            R"({"s":"7","n":7,"o":"null","b":true,"any":[1],"extra":"x y"})");
+  // Without the schemas (or with a bad tools value) every JSON value is JSON.
+  EXPECT_EQ(parse_glm45_tool_calls(text).calls.at(0).arguments,
+            R"({"s":7,"n":7,"o":null,"b":true,"any":[1],"extra":"x y"})");
+  EXPECT_TRUE(tool_reading(nlohmann::ordered_json("x")).text_params.empty());
 }
 
 // Random answers made of the format's pieces, cut at random: the streamed reading always joins
@@ -348,8 +412,7 @@ TEST(Glm45ToolCalls, AnySplitOfAnyAnswerReadsTheSame) {
     const ToolAnswer streamed = join_tool_deltas(d);
     const ToolAnswer whole = read_tool_answer(names, text);
     ASSERT_EQ(streamed.content, whole.content) << text;
-    ASSERT_EQ(streamed.name, whole.name) << text;
-    ASSERT_EQ(streamed.arguments, whole.arguments) << text;
+    ASSERT_EQ(calls_of(streamed), calls_of(whole)) << text;
     for (const ToolCall& c : parse_glm45_tool_calls(text).calls) {
       ASSERT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << text;
     }

@@ -24,9 +24,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
   const ToolAnswer streamed = join_tool_deltas(d);
   const ToolAnswer whole = read_tool_answer(names, text);
-  if (streamed.content != whole.content || streamed.name != whole.name ||
-      streamed.arguments != whole.arguments) {
+  if (streamed.content != whole.content || streamed.calls.size() != whole.calls.size()) {
     std::abort();
+  }
+  for (size_t i = 0; i < whole.calls.size(); ++i) {
+    if (streamed.calls[i].name != whole.calls[i].name ||
+        streamed.calls[i].arguments != whole.calls[i].arguments) {
+      std::abort();
+    }
   }
   const Glm45Calls calls = parse_glm45_tool_calls(text);
   for (const ToolCall& c : calls.calls) {

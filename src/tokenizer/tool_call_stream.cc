@@ -24,7 +24,8 @@ size_t partial_suffix(std::string_view text, std::string_view marker) {
 
 }  // namespace
 
-ToolCallStream::ToolCallStream(std::vector<std::string> names) : names_(std::move(names)) {}
+ToolCallStream::ToolCallStream(std::vector<std::string> names, ToolReading reading)
+    : names_(std::move(names)), reading_(std::move(reading)) {}
 
 std::vector<ToolDelta> ToolCallStream::feed(const std::string& text) {
   std::vector<ToolDelta> out;
@@ -36,7 +37,11 @@ std::vector<ToolDelta> ToolCallStream::feed(const std::string& text) {
       held_ += text;
       decide_xml(&out);
       return out;
-    case State::kXmlDone:  // the text after the call: further calls are not read
+    case State::kXmlAfter:
+      held_ += text;
+      after_call(&out);
+      return out;
+    case State::kXmlDone:  // after the last call read: the rest is not read
       return out;
     case State::kJsonArgs:
       if (!text.empty()) out.push_back({ToolDelta::Kind::kArguments, text});
@@ -112,26 +117,45 @@ void ToolCallStream::content(std::string_view text, std::vector<ToolDelta>* out)
 }
 
 // A GLM-4.5 call is read when its </tool_call> comes: a well-formed call of an allowed function
-// is the answer's call; anything else between the tags is text, and the answer goes on.
+// is the answer's next call; anything else between the tags is text when no call came before it
+// (the answer goes on), and dropped after a call.
 void ToolCallStream::decide_xml(std::vector<ToolDelta>* out) {
   const size_t close = held_.find(kXmlClose);
   if (close == std::string::npos) return;
   const std::string_view body = std::string_view(held_).substr(0, close);
-  std::optional<ToolCall> call = parse_glm45_call(body);
-  if (call && std::find(names_.begin(), names_.end(), call->name) != names_.end()) {
+  std::optional<ToolCall> call = parse_glm45_call(body, &reading_);
+  const bool allowed = call && std::find(names_.begin(), names_.end(), call->name) != names_.end();
+  const std::string whole = held_.substr(0, close + kXmlClose.size());  // body and close tag
+  std::string rest = held_.substr(close + kXmlClose.size());
+  held_.clear();
+  if (allowed) {
     name_ = call->name;
+    ++calls_;
     out->push_back({ToolDelta::Kind::kCallStart, name_});
     out->push_back({ToolDelta::Kind::kArguments, call->arguments});
-    state_ = State::kXmlDone;
-    held_.clear();
+  }
+  if (calls_ > 0) {
+    state_ = reading_.several ? State::kXmlAfter : State::kXmlDone;
+    if (state_ == State::kXmlAfter) {
+      held_ = std::move(rest);
+      after_call(out);
+    }
     return;
   }
-  std::string rest = held_.substr(close + kXmlClose.size());
-  emit_content(
-      space_before_call_ + std::string(kXmlOpen) + std::string(body) + std::string(kXmlClose), out);
-  held_.clear();
+  emit_content(space_before_call_ + std::string(kXmlOpen) + whole, out);
   state_ = State::kContent;
   content(rest, out);
+}
+
+void ToolCallStream::after_call(std::vector<ToolDelta>* out) {
+  const size_t open = held_.find(kXmlOpen);
+  if (open == std::string::npos) {
+    held_.erase(0, held_.size() - partial_suffix(held_, kXmlOpen));
+    return;
+  }
+  held_.erase(0, open + kXmlOpen.size());
+  state_ = State::kXmlCall;
+  decide_xml(out);
 }
 
 void ToolCallStream::emit_content(std::string_view text, std::vector<ToolDelta>* out) {
@@ -166,9 +190,9 @@ std::vector<ToolDelta> ToolCallStream::finish() {
     // Ended while the text could still have been a name or a call's start: it is content.
     state_ = State::kContent;
     emit_content(held_, &out);
-  } else if (state_ == State::kXmlCall) {
-    // A call that never closed (cut, or malformed): its text, content unless cut (the reader
-    // of the deltas knows why the answer ended).
+  } else if (state_ == State::kXmlCall && calls_ == 0) {
+    // A first call that never closed (cut, or malformed): its text, content unless cut (the
+    // reader of the deltas knows why the answer ended). One after a call is dropped.
     state_ = State::kContent;
     out.push_back({ToolDelta::Kind::kCutCall, space_before_call_ + std::string(kXmlOpen) + held_});
   } else if (state_ == State::kArgsStart) {
@@ -190,8 +214,9 @@ std::vector<ToolDelta> ToolCallStream::finish() {
   return out;
 }
 
-ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text) {
-  ToolCallStream s(names);
+ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::string& text,
+                            const ToolReading& reading) {
+  ToolCallStream s(names, reading);
   std::vector<ToolDelta> d = s.feed(text);
   for (ToolDelta& x : s.finish()) d.push_back(std::move(x));
   return join_tool_deltas(d);
@@ -199,11 +224,18 @@ ToolAnswer read_tool_answer(const std::vector<std::string>& names, const std::st
 
 void add_tool_deltas(const std::vector<ToolDelta>& deltas, ToolAnswer* a) {
   for (const ToolDelta& d : deltas) {
-    if (d.kind == ToolDelta::Kind::kContent || d.kind == ToolDelta::Kind::kCutCall) {
-      a->content += d.text;
+    switch (d.kind) {
+      case ToolDelta::Kind::kContent:
+      case ToolDelta::Kind::kCutCall:
+        a->content += d.text;
+        break;
+      case ToolDelta::Kind::kCallStart:
+        a->calls.push_back({d.text, "", ""});
+        break;
+      case ToolDelta::Kind::kArguments:
+        if (!a->calls.empty()) a->calls.back().arguments += d.text;
+        break;
     }
-    if (d.kind == ToolDelta::Kind::kCallStart) a->name = d.text;
-    if (d.kind == ToolDelta::Kind::kArguments) a->arguments += d.text;
   }
 }
 

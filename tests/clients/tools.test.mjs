@@ -3,7 +3,8 @@
 // Whatever the weights, a forced call names an allowed function and its arguments validate
 // against the function's schema (checked with ajv, a JSON Schema validator we did not write);
 // a streamed call reassembles to the non-streamed one at temperature 0; json_schema and
-// json_object answers validate; the history takes tool calls and their results back.
+// json_object answers validate; the history takes tool calls and their results back. The echo
+// engine, answering with the user's text, stands for a GLM-4.5 answer with several calls.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -44,6 +45,7 @@ const servers = {};
 before(async () => {
   servers.chatglm3 = await startServe(genModel(dir, 'chatglm3', 'chatglm3.tokenizer.model'));
   servers.glm4 = await startServe(genModel(dir, 'glm4', 'glm4.tokenizer.model'));
+  servers.echo = await startServe(null);  // answers with the user's text: a scripted answer
 });
 after(async () => {
   for (const s of Object.values(servers)) await s.stop();
@@ -197,3 +199,73 @@ for (const arch of ['chatglm3', 'glm4']) {
     );
   });
 }
+
+// GLM-4.5 writes its calls one after another: every call reaches the clients (OpenAI's
+// tool_calls[i], Anthropic's tool_use blocks), each with its own id, the values typed by the
+// function's schema (the city "123" stays a string, days 3 is a number), streamed as not;
+// parallel_tool_calls false (disable_parallel_tool_use) keeps the first; the calls and their
+// results go back in the history.
+test('GLM-4.5: several calls in one answer, typed by the schemas (openai and anthropic)', async () => {
+  const answer = 'Let me check both.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n' +
+    '<arg_value>123</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n' +
+    '<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>\n' +
+    '<tool_call>get_time\n<arg_key>zone</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>';
+  const openai = new OpenAI({ baseURL: `${servers.echo.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const request = { model: 'echo', messages: [{ role: 'user', content: answer }], tools };
+  const whole = await openai.chat.completions.create(request);
+  const choice = whole.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.content, 'Let me check both.');
+  const calls = choice.message.tool_calls;
+  assert.equal(calls.length, 2, JSON.stringify(calls));
+  assert.deepEqual(checkCall(calls[0], ['get_weather']), { city: '123', days: 3, unit: 'celsius' });
+  assert.deepEqual(checkCall(calls[1], ['get_time']), { zone: 'UTC' });
+  assert.notEqual(calls[0].id, calls[1].id);
+  const streamed = await collect(await openai.chat.completions.create({ ...request, stream: true }));
+  assert.equal(streamed.finish, 'tool_calls');
+  assert.equal(streamed.content, 'Let me check both.');
+  // Ids are per request (call_<request>, call_<request>_1): the rest is equal.
+  const fns = (cs) => cs.map((c) => [c.type, c.function.name, c.function.arguments]);
+  assert.deepEqual(fns(streamed.calls), fns(calls));
+  assert.match(streamed.calls[1].id, new RegExp(`^${streamed.calls[0].id}_1$`));
+  const one = await openai.chat.completions.create({ ...request, parallel_tool_calls: false });
+  assert.deepEqual(fns(one.choices[0].message.tool_calls), fns([calls[0]]));
+
+  const anthropic = new Anthropic({ baseURL: servers.echo.url, apiKey: 'unused', maxRetries: 0 });
+  const areq = {
+    model: 'echo', max_tokens: 1000, messages: request.messages,
+    tools: tools.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters })),
+  };
+  const m = await anthropic.messages.create(areq);
+  assert.equal(m.stop_reason, 'tool_use');
+  assert.deepEqual(m.content.map((b) => b.type), ['text', 'tool_use', 'tool_use']);
+  assert.equal(m.content[0].text, 'Let me check both.');
+  assert.deepEqual(m.content[1].input, { city: '123', days: 3, unit: 'celsius' });
+  assert.deepEqual([m.content[2].name, m.content[2].input], ['get_time', { zone: 'UTC' }]);
+  assert.notEqual(m.content[1].id, m.content[2].id);
+  const noIds = (blocks) => blocks.map(({ id, ...rest }) => rest);
+  const final = await anthropic.messages.stream(areq).finalMessage();
+  assert.deepEqual(noIds(final.content), noIds(m.content));
+  assert.notEqual(final.content[1].id, final.content[2].id);
+  const first = await anthropic.messages.create({ ...areq, tool_choice: { type: 'auto', disable_parallel_tool_use: true } });
+  assert.deepEqual(noIds(first.content.slice(1)), noIds([m.content[1]]));
+
+  // Both calls and both results back: the server takes the history (the echo answers with the
+  // last result, which is no call).
+  const next = await openai.chat.completions.create({
+    model: 'echo', tools,
+    messages: [...request.messages, choice.message,
+      { role: 'tool', tool_call_id: calls[0].id, content: '{"temperature": 21}' },
+      { role: 'tool', tool_call_id: calls[1].id, content: '12:00' }],
+  });
+  assert.equal(next.choices[0].finish_reason, 'stop');
+  assert.equal(next.choices[0].message.content, '12:00');
+  const after = await anthropic.messages.create({
+    ...areq,
+    messages: [...areq.messages, { role: 'assistant', content: m.content },
+      { role: 'user', content: [
+        { type: 'tool_result', tool_use_id: m.content[1].id, content: 'sunny' },
+        { type: 'tool_result', tool_use_id: m.content[2].id, content: 'noon' }] }],
+  });
+  assert.equal(after.stop_reason, 'end_turn');
+});
