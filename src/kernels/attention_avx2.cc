@@ -25,6 +25,13 @@ struct V256 {
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  static float hmax(reg a) {
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_max_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+  }
   // W int8 values as f32 (vpmovsxbd + vcvtdq2ps).
   static reg from_i8(const int8_t* p) {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
@@ -71,7 +78,7 @@ const AttnOps& attn_ops_avx2() {
 
 const AttnTileOps& attn_tile_ops_avx2() {
   using K = TileKernels<V256>;
-  static const AttnTileOps ops{K::qk, K::pv, K::exp_sum, RowKernels<V256>::load_row};
+  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V256>::load_row, K::softmax_step};
   return ops;
 }
 

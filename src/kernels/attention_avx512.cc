@@ -29,6 +29,8 @@ struct V512 {
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
+  static float hmax(reg a) { return _mm512_reduce_max_ps(a); }
   // W int8 values as f32 (vpmovsxbd + vcvtdq2ps).
   static reg from_i8(const int8_t* p) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -68,7 +70,7 @@ const AttnOps& attn_ops_avx512() {
 
 const AttnTileOps& attn_tile_ops_avx512() {
   using K = TileKernels<V512>;
-  static const AttnTileOps ops{K::qk, K::pv, K::exp_sum, RowKernels<V512>::load_row};
+  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V512>::load_row, K::softmax_step};
   return ops;
 }
 

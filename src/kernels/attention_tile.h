@@ -6,8 +6,8 @@
 //
 // V provides: `reg` (W f32 lanes), W, kQkRows / kPvRows (register-tile heights), zero(),
 // load(p), store(p, r), set1(x), add, sub, fmadd(a, b, c) = a * b + c, exp(r) (lane-wise, for
-// r <= 0: within a few ulp, exp(0) = 1 exactly, 0 or a tiny positive value below -87), and sum(r)
-// (horizontal add).
+// r <= 0: within a few ulp, exp(0) = 1 exactly, 0 or a tiny positive value below -87), sum(r)
+// (horizontal add), max(a, b) (lane-wise) and hmax(r) (horizontal max).
 //
 // Register tiles: qk holds kQkRows query rows x kVecs vectors of key columns in registers while
 // it walks the head dimension (one broadcast of q, kVecs loads of the transposed keys per step);
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.h"
 #include "core/fp16.h"
@@ -156,6 +157,42 @@ struct TileKernels {
       pv_rows<V::kPvRows>(p + r * kKeyTile, nk, v, hd, acc + r * hd);
     }
     for (; r < n_rows; ++r) pv_rows<1>(p + r * kKeyTile, nk, v, hd, acc + r * hd);
+  }
+
+  // max(x[0 .. n)), n >= 1.
+  static float max(const float* x, int n) {
+    int j = 0;
+    float mb = x[0];
+    if (n >= W) {
+      reg mv = V::load(x);
+      for (j = W; j + W <= n; j += W) mv = V::max(mv, V::load(x + j));
+      mb = V::hmax(mv);
+    }
+    for (; j < n; ++j) mb = std::max(mb, x[j]);
+    return mb;
+  }
+
+  static void softmax_step(float* s, int n_rows, const int* n_vis, int nk, float* m, float* l,
+                           float* acc, int hd) {
+    for (int r = 0; r < n_rows; ++r) {
+      float* sr = s + static_cast<size_t>(r) * kKeyTile;
+      const int nv = n_vis[r];
+      if (nv > 0) {
+        const float mb = max(sr, nv);
+        if (mb > m[r]) {
+          const float c = std::exp(m[r] - mb);  // 0 on the row's first step (m = -inf)
+          l[r] *= c;
+          float* ar = acc + static_cast<size_t>(r) * hd;
+          const reg cv = V::set1(c);
+          int i = 0;
+          for (; i + W <= hd; i += W) V::store(ar + i, V::mul(V::load(ar + i), cv));
+          for (; i < hd; ++i) ar[i] *= c;
+          m[r] = mb;
+        }
+        l[r] += exp_sum(sr, nv, m[r]);
+      }
+      std::fill(sr + nv, sr + nk, 0.0f);
+    }
   }
 
   static float exp_sum(float* x, int n, float m) {

@@ -77,6 +77,24 @@ float exp_sum_scalar(float* x, int n, float m) {
   return sum;
 }
 
+void softmax_step_scalar(float* s, int n_rows, const int* n_vis, int nk, float* m, float* l,
+                         float* acc, int hd) {
+  for (int r = 0; r < n_rows; ++r) {
+    float* sr = s + static_cast<size_t>(r) * kKeyTile;
+    if (n_vis[r] > 0) {
+      const float mb = *std::max_element(sr, sr + n_vis[r]);
+      if (mb > m[r]) {
+        const float c = std::exp(m[r] - mb);  // 0 on the row's first step (m = -inf)
+        l[r] *= c;
+        for (int i = 0; i < hd; ++i) acc[static_cast<size_t>(r) * hd + i] *= c;
+        m[r] = mb;
+      }
+      l[r] += exp_sum_scalar(sr, n_vis[r], m[r]);
+    }
+    std::fill(sr + n_vis[r], sr + nk, 0.0f);
+  }
+}
+
 const float* load_row_scalar(const void* row, int e0, DType type, int hd, float* dst) {
   if (type == DType::kF32) return static_cast<const float*>(row) + e0;
   kv_read(row, type, e0, hd, dst);
@@ -104,6 +122,7 @@ struct Scratch {
   std::vector<float> s;         // [R, kKeyTile]
   std::vector<const float*> v;  // [kKeyTile]
   std::vector<float> part;      // [R * (hd + 2)] the item's m, l, acc (without splits)
+  std::vector<int> n_vis;       // [R] the keys of the step each row sees
 };
 
 // The tile's state: running max, running sum and accumulator per row.
@@ -139,12 +158,14 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   sc->vbuf.resize(static_cast<size_t>(kKeyTile) * hd);
   sc->krow.resize(hd);
   sc->v.resize(kKeyTile);
+  sc->n_vis.resize(n_rows);
   float* qs = sc->q.data();
   for (int tt = 0; tt < it.nt; ++tt) {
     const float* src = q + (static_cast<size_t>(it.t0 + tt) * s.n_head + it.h0) * hd;
     float* dst = qs + static_cast<size_t>(tt) * it.g * hd;
     for (int i = 0; i < it.g * hd; ++i) dst[i] = src[i] * s.scale;
   }
+  const bool tiled = n_rows >= kTransposeMinRows;  // else per-row dots (AttnOps::scores)
   std::fill(pt.m, pt.m + n_rows, -std::numeric_limits<float>::infinity());
   std::fill(pt.l, pt.l + n_rows, 0.0f);
   std::fill(pt.acc, pt.acc + static_cast<size_t>(n_rows) * hd, 0.0f);
@@ -187,7 +208,7 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
       } else {
         cache_rows(key - kv.n_prefix, &kr, &vr);
       }
-      if (n_rows < kTransposeMinRows) {
+      if (!tiled) {
         float d[kTransposeMinRows];
         row_ops.scores(qs, n_rows, hd, kr, e0, type, d);
         for (int r = 0; r < n_rows; ++r) sb[r * kKeyTile + j] = d[r];
@@ -197,24 +218,11 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
       }
       sc->v[j] = ops.load_row(vr, e0, type, hd, sc->vbuf.data() + static_cast<size_t>(j) * hd);
     }
-    if (n_rows >= kTransposeMinRows) ops.qk(qs, n_rows, hd, kt, nk, sb);
+    if (tiled) ops.qk(qs, n_rows, hd, kt, nk, sb);
     for (int r = 0; r < n_rows; ++r) {
-      float* sr = sb + static_cast<size_t>(r) * kKeyTile;
-      const int n_vis = std::clamp(visible_end(kv, s, it.t0 + r / it.g) - j0, 0, nk);
-      if (n_vis > 0) {
-        float mb = sr[0];
-        for (int j = 1; j < n_vis; ++j) mb = std::max(mb, sr[j]);
-        if (mb > pt.m[r]) {
-          const float c = std::exp(pt.m[r] - mb);  // 0 on the row's first step (m = -inf)
-          pt.l[r] *= c;
-          float* ar = pt.acc + static_cast<size_t>(r) * hd;
-          for (int i = 0; i < hd; ++i) ar[i] *= c;
-          pt.m[r] = mb;
-        }
-        pt.l[r] += ops.exp_sum(sr, n_vis, pt.m[r]);
-      }
-      std::fill(sr + n_vis, sr + nk, 0.0f);
+      sc->n_vis[r] = std::clamp(visible_end(kv, s, it.t0 + r / it.g) - j0, 0, nk);
     }
+    ops.softmax_step(sb, n_rows, sc->n_vis.data(), nk, pt.m, pt.l, pt.acc, hd);
     ops.pv(sb, n_rows, nk, sc->v.data(), hd, pt.acc);
   }
 }
@@ -248,7 +256,7 @@ Item item_of(const KvView& kv, const AttentionShape& s, const AttentionPlan& pla
 
 namespace internal {
 const AttnTileOps& attn_tile_ops_scalar() {
-  static const AttnTileOps ops{qk_scalar, pv_scalar, exp_sum_scalar, load_row_scalar};
+  static const AttnTileOps ops{qk_scalar, pv_scalar, load_row_scalar, softmax_step_scalar};
   return ops;
 }
 }  // namespace internal

@@ -47,10 +47,14 @@ struct AttnTileOps {
   void (*qk)(const float* q, int n_rows, int hd, const float* kt, int nk, float* s);
   // acc[r] += sum_{j < nk} p[r, j] * v[j][0 .. hd) (v: nk row pointers, f32).
   void (*pv)(const float* p, int n_rows, int nk, const float* const* v, int hd, float* acc);
-  // x[j] = exp(x[j] - m) for j < n; returns their sum.
-  float (*exp_sum)(float* x, int n, float m);
   // Head elements [e0, e0 + hd) of a K/V row as f32: in dst, or the row itself when F32.
   const float* (*load_row)(const void* row, int e0, DType type, int hd, float* dst);
+  // One key step of the online softmax over rows [0, n_rows) of s ([R, kKeyTile]): row r's
+  // scores s[r, 0 .. n_vis[r]) become exp(s - m[r]) after m[r] rises to their max (l[r] and
+  // acc[r, 0 .. hd) then scaled by exp(m_old - m_new)), l[r] += their sum, and s[r, n_vis[r] ..
+  // nk) = 0. A row with n_vis[r] = 0 is only zeroed.
+  void (*softmax_step)(float* s, int n_rows, const int* n_vis, int nk, float* m, float* l,
+                       float* acc, int hd);
 };
 const AttnTileOps& attn_tile_ops_scalar();
 const AttnTileOps& attn_tile_ops_avx2();
