@@ -182,6 +182,42 @@ TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
   }
 }
 
+// The experts are repacked at load like the dense matrices (each expert's rows are whole
+// groups of 16 of the stacked copy): the repacked bytes cover them, and the logits equal those
+// of the row-major kernels within their rounding.
+TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
+  const std::string path = tiny_model(DType::kQ8_0);
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  size_t expert_bytes = 0;
+  for (const auto& t : (*f)->tensors()) {
+    if (t.name.find("_exps.weight") != std::string::npos) expert_bytes += t.n_bytes;
+  }
+  ASSERT_GT(expert_bytes, 0u);
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  const std::vector<int32_t> decode = {11, 222, 33};
+  std::vector<std::vector<float>> out[2];
+  size_t repacked[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    auto m = model::testing::load(path, 2, /*repack=*/i == 1);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    repacked[i] = (*m)->repacked_bytes();
+    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    for (const auto& r : *rows) out[i].push_back(r.values);
+  }
+  EXPECT_EQ(repacked[0], 0u);
+  EXPECT_GT(repacked[1], expert_bytes);
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t r = 0; r < out[0].size(); ++r) {
+    ASSERT_EQ(out[0][r].size(), out[1][r].size());
+    for (size_t j = 0; j < out[0][r].size(); ++j) {
+      ASSERT_NEAR(out[1][r][j], out[0][r][j], 2e-3f * (1 + std::fabs(out[0][r][j])))
+          << "row " << r << " logit " << j;
+    }
+  }
+}
+
 TEST(Glm4Moe, GpuIsRefusedClearly) {
   auto m = model::testing::load(tiny_model(DType::kF32), 1, true, "vulkan");
   ASSERT_FALSE(m.ok());

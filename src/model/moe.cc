@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "gguf/gguf.h"
+#include "kernels/packed.h"
 #include "model/config.h"
 #include "model/ops.h"
 
@@ -19,6 +20,16 @@ kernels::WeightView expert_slice(const kernels::WeightView& stacked, int64_t e, 
            static_cast<size_t>(e * n) * row_bytes(stacked.type, stacked.n_cols);
   v.n_rows = n;
   v.n_cols = stacked.n_cols;
+  // A repacked stack (weights.cc repack): expert e's rows are groups [e n / 16, (e + 1) n / 16)
+  // of the packed copy when n is a multiple of 16 (else the slice reads the row-major data).
+  if (stacked.packed != nullptr && n % kernels::kPackRows == 0 &&
+      (e + 1) * n <= stacked.packed_rows) {
+    v.packed =
+        stacked.packed + static_cast<size_t>(e * n / kernels::kPackRows) *
+                             kernels::packed_group_bytes(stacked.packed_layout, stacked.n_cols);
+    v.packed_layout = stacked.packed_layout;
+    v.packed_rows = n;
+  }
   return v;
 }
 

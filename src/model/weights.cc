@@ -116,6 +116,12 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& pro
          {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate, &l.ffn_down}) {
       views.push_back(v);
     }
+    // GLM-4.5's experts, stacked: packed as one matrix, each expert's rows are whole groups of
+    // 16 (expert_slice points into them), and its shared expert.
+    for (kernels::WeightView* v : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps,
+                                   &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp}) {
+      views.push_back(v);
+    }
   }
   views.push_back(&weights->output);
   uint64_t total = 0, done = 0;  // mapped bytes to copy, for `progress`
