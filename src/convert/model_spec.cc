@@ -137,8 +137,19 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
     h.n_expert_used = 4;
     h.n_ff_exp = 256;
     h.expert_weights_scale = 1.0f;
+  } else if (p == "air") {
+    // GLM-4.5-Air's experts at its width (hidden 4096; 128 experts of 1408, top-8; dense FFN
+    // 10944) in 3 layers (one dense) to fit a workstation test (~2.6 GB at q4_0), with 32 heads
+    // of 128 (Air: 96 heads of 128 over hidden 4096, which this layout's head_dim = n_embd /
+    // n_head cannot write): for speed against llama.cpp at the real expert count.
+    h = make(Family::kGLM4MoE, 151552, 4096, 10944, 3, 32, 8, 131072);
+    h.n_expert = 128;
+    h.n_expert_used = 8;
+    h.n_ff_exp = 1408;
+    h.expert_weights_scale = 1.0f;
   } else {
-    return invalid_argument("unknown preset '" + p + "' for glm4moe (use one of: tiny, small)");
+    return invalid_argument("unknown preset '" + p +
+                            "' for glm4moe (use one of: tiny, small, air)");
   }
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
