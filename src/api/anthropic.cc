@@ -340,9 +340,8 @@ std::string MessagesStream::delta(const ToolDelta& d) {
                                            {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
       break;
     case ToolDelta::Kind::kCallStart: {
-      std::string id = "toolu_" + (id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_);
-      if (calls_ > 0) id += "_" + std::to_string(calls_);
-      ++calls_;
+      // The message id's unique part ("msg_" + it: message_id) names its tool_use blocks.
+      const std::string id = tool_use_id(id_.rfind("msg_", 0) == 0 ? id_.substr(4) : id_, calls_++);
       out += open_block(
           Block::kToolUse,
           {{"type", "tool_use"}, {"id", id}, {"name", d.text}, {"input", json::object()}});

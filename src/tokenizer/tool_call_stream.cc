@@ -129,9 +129,8 @@ void ToolCallStream::decide_xml(std::vector<ToolDelta>* out) {
   std::string rest = held_.substr(close + kXmlClose.size());
   held_.clear();
   if (allowed) {
-    name_ = call->name;
     ++calls_;
-    out->push_back({ToolDelta::Kind::kCallStart, name_});
+    out->push_back({ToolDelta::Kind::kCallStart, call->name});
     out->push_back({ToolDelta::Kind::kArguments, call->arguments});
   }
   if (calls_ > 0) {

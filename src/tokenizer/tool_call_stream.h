@@ -74,8 +74,8 @@ class ToolCallStream {
   ToolReading reading_;
   State state_ = State::kStart;
   std::string held_;  // text not yet classified (the ChatGLM3 block, GLM-4.5's call so far)
-  std::string name_;
-  int calls_ = 0;                  // GLM-4.5 calls read
+  std::string name_;  // a ChatGLM3 / GLM-4 call's function (its Python block is read at the end)
+  int calls_ = 0;     // GLM-4.5 calls read
   std::string space_before_call_;  // dropped before a GLM-4.5 call; back if it is text after all
   bool content_started_ = false;   // a plain answer's first non-whitespace was emitted
 };
