@@ -12,14 +12,15 @@
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
-#                            [--serve-runs 10]
+#                            [--serve-runs 10] [--kernels REGEX|none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
-#       stack (serve --device vulkan); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw
-#       outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
+#       stack (serve --device vulkan); first, where the pack has it, gpu_bench: each op alone at
+#       the 6B shapes on the device (--kernels: a filter of its benchmarks, default all; none:
+#       skipped); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
 #       timings are no GPU speed.
 # The device call: carry [".gpu-bench.tar.xz", ".gl"], command "scripts/bench-gpu.sh run",
 # timeout_s 480 (run unpacks .gpu-bench.tar.xz, the pack compressed to fit what travels).
@@ -49,7 +50,7 @@ if [[ "$cmd" == prepare ]]; then
   getconf GNU_LIBC_VERSION | awk '{ print $2 }' >"$pack/glibc"
   # The GPU tests, run there first on that device, and the shared data their goldens read (at
   # the path they were built with: $here/../shared/data).
-  for t in src/gpu/gpu_test src/model/model_test; do
+  for t in src/gpu/gpu_test src/gpu/gpu_bench src/model/model_test; do
     if [[ -x "$here/build/$t" ]]; then
       pack_exe "$here/build/$t"
       strip "$pack/bin/$(basename "$t")"
@@ -84,13 +85,14 @@ if [[ "$cmd" == prepare ]]; then
 fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
-preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10
+preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --types) types="$2"; shift 2 ;;
     --serve-runs) serve_runs="$2"; shift 2 ;;
+    --kernels) kernels="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -210,6 +212,27 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
   } | tee -a "$report"
 fi
 
+# Each op alone on the device at the 6B shapes (src/gpu/gpu_bench.cc): the decode matmul with
+# each count of rows a team, the tiled one, norms, rotary, attention.
+if [[ "$kernels" != none ]]; then
+  gpu_bench="$pack/bin/gpu_bench"
+  [[ -x "$gpu_bench" ]] || gpu_bench="$here/build/src/gpu/gpu_bench"
+  if [[ -x "$gpu_bench" ]]; then
+    timeout 240 env LD_LIBRARY_PATH="$libs" "$gpu_bench" --benchmark_min_time=0.02 \
+      --benchmark_filter="$kernels" --benchmark_format=console >"$out/kernels.txt" 2>&1 ||
+      echo "gpu_bench: exit $?" >>"$out/kernels.txt"
+    {
+      echo
+      echo "Ops alone (gpu_bench --benchmark_min_time=0.02; time = device time a call):"
+      echo '```'
+      awk '/manual_time/ { n = split($0, f, "bytes_per_second="); bw = (n > 1) ? f[2] : "";
+        printf "%-48s %10s %s %s\n", $1, $2, $3, bw }' "$out/kernels.txt"
+      grep -E '^gpu_bench' "$out/kernels.txt" || true
+      echo '```'
+    } | tee -a "$report"
+  fi
+fi
+
 # The model files: gen-model writes F16 / Q4_0 / Q8_0; the k-quant mixes come from llama-quantize.
 declare -A file
 for t in $types; do
@@ -273,15 +296,19 @@ done
 
 # Where the device's time goes: one profiled run a file (the timestamps cost a little, so apart
 # from the timed runs above), the table of each shader's time in profile.log.
+# Decode (a 16-token prompt, 128 tokens) and prefill (512 tokens, one generated) apart.
 for t in $types; do
   [[ -n "${file[$t]:-}" ]] || continue
-  echo "== $t" >>"$out/profile.log"
-  GLMSERVE_VULKAN_PROFILE=1 glmserve bench engine --model "${file[$t]}" -p 512 -n 128 -r 1 \
-    --bw-mb 0 --device vulkan >>"$out/profile.log" 2>&1 || true
+  for pn in "16 128" "512 1"; do
+    read -r pp tg <<<"$pn"
+    echo "== $t -p $pp -n $tg" >>"$out/profile.log"
+    GLMSERVE_VULKAN_PROFILE=1 glmserve bench engine --model "${file[$t]}" -p "$pp" -n "$tg" -r 1 \
+      --bw-mb 0 --device vulkan >>"$out/profile.log" 2>&1 || true
+  done
 done
 {
   echo
-  echo "Profile (GLMSERVE_VULKAN_PROFILE=1, -p 512 -n 128 -r 1, the ten largest a file):"
+  echo "Profile (GLMSERVE_VULKAN_PROFILE=1, bench engine -r 1, the ten largest a run):"
   echo '```'
   awk '/^== / { print; n = 0; next } /vulkan profile/ { p = 1; print; next }
     p && /^  / { if (n++ < 10) print; next } { p = 0 }' "$out/profile.log"

@@ -152,6 +152,9 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
     info.unusable = "no bufferDeviceAddress";
   } else if (!f11.storageBuffer16BitAccess) {
     info.unusable = "no storageBuffer16BitAccess";
+  } else if ((sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0 ||
+             (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) == 0) {
+    info.unusable = "no subgroup arithmetic in compute shaders";  // the decode matmul's sums
   }
   return info;
 }

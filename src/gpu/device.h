@@ -4,8 +4,9 @@
 // use), and one command stream for recording and submitting a step.
 //
 // Requirements (checked at open, said by name when missing): Vulkan 1.2, a compute queue,
-// bufferDeviceAddress, storageBuffer16BitAccess. What the device offers beyond that (fp16
-// arithmetic, 8-bit storage, subgroup size) is read here, in one place.
+// bufferDeviceAddress, storageBuffer16BitAccess, subgroup arithmetic in compute shaders. What
+// the device offers beyond that (fp16 arithmetic, 8-bit storage, subgroup size) is read here,
+// in one place.
 //
 // Ownership: a Device owns its device, memory and pipelines (the VkInstance is the process's
 // one, shared and kept: device.cc says why); Buffers and the Stream must not outlive it.

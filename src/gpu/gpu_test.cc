@@ -108,7 +108,9 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
 
 // Matmul of every weight type against matmul_ref, on shapes with odd row counts, token counts
 // around the decode shader's 8-token tile and into the tiled one (a partial 64 x 32 tile), and
-// (for the float types) rows whose length is not a multiple of 32.
+// (for the float types) rows whose length is not a multiple of 32 (nor of 4: the activations
+// read a value at a time). The decode shaders with each count of rows a team (a partial team at
+// the end of 67 rows) and with activations that are not 16-byte aligned (read a value at a time).
 struct MatmulCase {
   DType type;
   int n_cols;
@@ -137,31 +139,43 @@ TEST_P(GpuMatmul, EqualsReference) {
       view.n_cols = c.n_cols;
       std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
       kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
-      Buffer xb = device_floats(dev, x);
-      // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
-      const int stride = n_rows + 3;
-      Buffer yb =
-          device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
-      Stream& s = dev->stream();
-      s.begin();
-      matmul(s, *m, xb.address(), yb.address(), n_tokens, stride, 2);
-      ASSERT_TRUE(s.submit_and_wait().ok());
-      const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
-      double max_err = 0, max_abs = 0;
-      for (int t = 0; t < n_tokens; ++t) {
-        for (int r = 0; r < n_rows; ++r) {
-          const float g = got[static_cast<size_t>(t) * stride + 2 + r];
-          const float e = want[static_cast<size_t>(t) * n_rows + r];
-          max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
-          max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+      // x after one float of padding: read from its second float with team_rows 1 (an address
+      // that is not 16-byte aligned), else from the first.
+      std::vector<float> padded(1, 0.0f);
+      padded.insert(padded.end(), x.begin(), x.end());
+      Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
+      const std::vector<int> team_rows =
+          n_tokens >= kTiledMinTokens
+              ? std::vector<int>{0}
+              : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
+      for (int tr : team_rows) {
+        SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
+                     " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr));
+        const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
+        // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
+        const int stride = n_rows + 3;
+        Buffer yb =
+            device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+        Stream& s = dev->stream();
+        s.begin();
+        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, tr);
+        ASSERT_TRUE(s.submit_and_wait().ok());
+        const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+        double max_err = 0, max_abs = 0;
+        for (int t = 0; t < n_tokens; ++t) {
+          for (int r = 0; r < n_rows; ++r) {
+            const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+            const float e = want[static_cast<size_t>(t) * n_rows + r];
+            max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+            max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+          }
+          for (int col : {0, 1, stride - 1}) {
+            EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+          }
         }
-        for (int col : {0, 1, stride - 1}) {
-          EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
-        }
+        // Only the summation order differs from the reference: f32 rounding of n_cols terms.
+        EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
       }
-      // Only the summation order differs from the reference: f32 rounding of n_cols terms.
-      EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs))
-          << dtype_name(c.type) << " rows " << n_rows << " tokens " << n_tokens;
     }
   }
 }
@@ -169,13 +183,14 @@ TEST_P(GpuMatmul, EqualsReference) {
 INSTANTIATE_TEST_SUITE_P(
     Types, GpuMatmul,
     ::testing::Values(MatmulCase{DType::kF32, 77}, MatmulCase{DType::kF16, 77},
+                      MatmulCase{DType::kF16, 100}, MatmulCase{DType::kQ4_0, 1056},
                       MatmulCase{DType::kBF16, 45}, MatmulCase{DType::kQ4_0, 96},
                       MatmulCase{DType::kQ4_1, 96}, MatmulCase{DType::kQ5_0, 96},
                       MatmulCase{DType::kQ5_1, 96}, MatmulCase{DType::kQ8_0, 160},
                       MatmulCase{DType::kQ4_K, 512}, MatmulCase{DType::kQ5_K, 512},
                       MatmulCase{DType::kQ6_K, 512}),
     [](const ::testing::TestParamInfo<MatmulCase>& i) {
-      return std::string(dtype_name(i.param.type));
+      return std::string(dtype_name(i.param.type)) + "_" + std::to_string(i.param.n_cols);
     });
 
 // More row groups than one dispatch axis takes (65535; rows of 2048 values get a workgroup

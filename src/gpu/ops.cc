@@ -27,7 +27,7 @@ void dispatch_1d(Stream& s, Shader shader, const void* push, size_t bytes, int64
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
                                int64_t n_cols) {
   Matrix m;
-  if (!matmul_shader(type, &m.shader, &m.tiled)) {
+  if (!matmul_shaders(type, &m.shaders)) {
     return unsupported(std::string("the GPU has no kernel for ") + dtype_name(type) + " weights");
   }
   m.type = type;
@@ -53,7 +53,8 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
   return b;
 }
 
-void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col) {
+void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
+            int team_rows) {
   if (n_tokens >= kTiledMinTokens) {
     struct {
       Addr w, x, y;
@@ -69,13 +70,17 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
         static_cast<uint32_t>(y_col)};
     const int64_t gx = (w.n_rows + 63) / 64, gy = (n_tokens + 31) / 32;  // 64 x 32 tiles
     GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups);
-    s.dispatch(w.tiled, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
+    s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
+               static_cast<uint32_t>(gy));
     return;
   }
+  const bool one = n_tokens == 1;
   struct {
-    Addr w, x, y;
-    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2;
+    Addr w, x, x4, y;
+    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
+        rows_log2, x_vec4;
   } p{w.buf.address(),
+      x,
       x,
       y,
       static_cast<uint32_t>(w.n_rows),
@@ -85,19 +90,26 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
       0,
       static_cast<uint32_t>(y_stride),
       static_cast<uint32_t>(y_col),
-      0};
+      0,
+      0,
+      (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u};
   // Threads per row: as many as the row has 8-value parts (four a 32-value chunk; a power of
-  // two, at most 64), so that narrow matrices fill the workgroup with several rows.
+  // two, at most 64), so that narrow matrices fill the workgroup with several teams.
   const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);
   while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_parts) ++p.tpr_log2;
-  const int64_t rows_per_group = int64_t{1} << (6 - p.tpr_log2);
+  // Rows a team: 1, 2 or 4 (one token), 1 or 2 (a few).
+  const int rows = team_rows > 0 ? team_rows : kTeamRows[one ? 0 : 1];
+  GLM_CHECK(rows == 1 || rows == 2 || (rows == 4 && one));
+  p.rows_log2 = rows == 4 ? 2 : rows - 1;
+  const int64_t rows_per_group = int64_t{rows} << (6 - p.tpr_log2);
   const int64_t n_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(n_groups, kMaxGroups));
   const uint32_t gy = static_cast<uint32_t>((n_groups + gx - 1) / gx);
   p.groups_per_y = gx;
-  const uint32_t gz = static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
+  const uint32_t gz =
+      one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
-  s.dispatch(w.shader, &p, sizeof(p), gx, gy, gz);
+  s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), gx, gy, gz);
 }
 
 void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx) {

@@ -23,13 +23,14 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  Shader shader = Shader::kMatmulF32;      // few tokens (matmul.comp)
-  Shader tiled = Shader::kMatmulTiledF32;  // many tokens (matmul_tiled.comp)
+  MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32};
 };
 
 // Token counts from which matmul() takes the tiled shader (it reads each weight block once per
 // 32 tokens instead of once per 8).
 inline constexpr int kTiledMinTokens = 16;
+// The rows a team of the decode shaders takes by default: one token, a few.
+inline constexpr int kTeamRows[2] = {2, 2};
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
 // (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),
@@ -41,7 +42,10 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
 // y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul); tiled from kTiledMinTokens.
 //   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
-void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col);
+// team_rows: the rows each team of the decode shaders takes (matmul.comp: 1, 2 or 4 for one
+// token, 1 or 2 for a few); 0 = kTeamRows. For tests and gpu_bench.
+void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
+            int team_rows = 0);
 inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }

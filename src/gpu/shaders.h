@@ -24,6 +24,17 @@ namespace glm::gpu {
   X(kMatmulQ4_K, matmul_q4_k)            \
   X(kMatmulQ5_K, matmul_q5_k)            \
   X(kMatmulQ6_K, matmul_q6_k)            \
+  X(kMatvecF32, matvec_f32)              \
+  X(kMatvecF16, matvec_f16)              \
+  X(kMatvecBF16, matvec_bf16)            \
+  X(kMatvecQ4_0, matvec_q4_0)            \
+  X(kMatvecQ4_1, matvec_q4_1)            \
+  X(kMatvecQ5_0, matvec_q5_0)            \
+  X(kMatvecQ5_1, matvec_q5_1)            \
+  X(kMatvecQ8_0, matvec_q8_0)            \
+  X(kMatvecQ4_K, matvec_q4_k)            \
+  X(kMatvecQ5_K, matvec_q5_k)            \
+  X(kMatvecQ6_K, matvec_q6_k)            \
   X(kMatmulTiledF32, matmul_tiled_f32)   \
   X(kMatmulTiledF16, matmul_tiled_f16)   \
   X(kMatmulTiledBF16, matmul_tiled_bf16) \
@@ -65,9 +76,15 @@ struct Spirv {
 };
 const Spirv& spirv(Shader shader);
 
-// The matmul variants for a weight type: the one for few tokens (decode) and the tiled one for
-// many (prefill); false if the GPU has no kernel for the type.
-bool matmul_shader(DType type, Shader* out, Shader* tiled);
+// The matmul variants for a weight type: one token (matvec: a sequence's decode step), a few
+// tokens (up to 8 a tile: batched decode, drafts) and the tiled one for many (prefill).
+struct MatmulShaders {
+  Shader one;
+  Shader few;
+  Shader tiled;
+};
+// False if the GPU has no kernel for the type.
+bool matmul_shaders(DType type, MatmulShaders* out);
 // The KV store and attention variants for a KV cache type (f32, f16, q8_0).
 bool kv_shaders(DType type, Shader* store, Shader* attention);
 

@@ -7,6 +7,8 @@
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
+// Vec4s: f32 activations read 16 bytes at a time (the address must be 16-byte aligned).
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
 
 // The 32 bits at byte offset `off` (a multiple of 2) of `w`.
 uint u32_at(Words w, uint off) {

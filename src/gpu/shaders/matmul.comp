@@ -1,81 +1,155 @@
 #version 450
 // y[t, r] = sum_c w[r, c] * x[t, c] for a weight matrix in its GGUF block format (one variant
-// per type, chosen by WTYPE_*), the GPU twin of kernels::matmul (its reference: matmul_ref).
+// per type, chosen by WTYPE_*), the GPU twin of kernels::matmul (its reference: matmul_ref), for
+// few tokens (decode). Two variants a type: TT = 1 (one token: the decode step of one sequence)
+// and TT = 8 (a tile of up to 8 tokens); RMAX rows a thread at most.
 //   w: [n_rows, n_cols] GGUF rows of row_bytes each; x: [n_tokens, n_cols] f32;
 //   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten.
-// A workgroup of 64 threads takes 64 / tpr rows and a tile of up to TT tokens. A row's work is
-// its 32-value chunks in four parts of 8 values (decode.glsl: decode_part); its tpr threads
-// (tpr = 2^tpr_log2, as many as the row has parts, at most 64) take the parts in turn, so that
-// neighbouring threads read neighbouring weight bytes and activations, decode each part once and
-// use it for every token of the tile, then sum their partial dot products in shared memory.
+// A workgroup of 64 threads is split into teams of tpr = 2^tpr_log2 threads (as many as a row
+// has 8-value parts, at most 64); a team takes nr = 2^rows_log2 neighbouring rows. A row's work
+// is its 32-value chunks in four parts of 8 values (decode.glsl: decode_part); the team's
+// threads take the parts in turn, so that neighbouring threads read neighbouring weight bytes
+// and activations. A thread decodes its part of each of its team's rows (nr independent loads
+// in flight), reads the part's 8 activations of a token once (two 16-byte loads) for all of
+// them, then the team's sums are reduced by subgroup adds (shared memory where a team is
+// smaller than a subgroup).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
+#ifndef TT
 #define TT 8
+#endif
+#if TT == 1
+#define RMAX 4
+#else
+#define RMAX 2
+#endif
+#define NOUT (RMAX * TT)  // sums a team computes: [row, token]
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
   Words w;
   Floats x;
+  Vec4s x4;  // the same address as x, read 16 bytes at a time where x_vec4 says it may be
   Floats y;
   uint n_rows;
   uint n_cols;
   uint n_tokens;
   uint row_bytes;
   uint groups_per_y;  // gl_WorkGroupID.y * groups_per_y + gl_WorkGroupID.x = the row group
-  uint y_stride;    // y[t, r] is at t * y_stride + y_col + r
+  uint y_stride;      // y[t, r] is at t * y_stride + y_col + r
   uint y_col;
-  uint tpr_log2;  // threads per row: 1 << tpr_log2
+  uint tpr_log2;   // threads per row: 1 << tpr_log2
+  uint rows_log2;  // rows a team: 1 << rows_log2 (at most RMAX)
+  uint x_vec4;     // 1: x is 16-byte aligned and n_cols a multiple of 4
 } p;
 
-shared float partial[TT][64];
-
 #include "decode.glsl"
+
+// Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
+shared float red[64][NOUT];
+
+// The first element of part q's two runs of 4 (decode.glsl: part_elem).
+uint part_run(uint q, uint k) {
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+  return 4u * q + 16u * k;
+#else
+  return 8u * q + 4u * k;
+#endif
+}
+
+// x[xo + e .. xo + e + 3]; 0 past the row (a float row's last chunk may end early; n_cols is
+// then a multiple of 4 on the 16-byte path, so a run is all in or all out).
+vec4 x_run(uint xo, uint e) {
+  if (p.x_vec4 != 0u) return e < p.n_cols ? p.x4.v[(xo + e) >> 2] : vec4(0.0);
+  vec4 r;
+  for (uint k = 0u; k < 4u; ++k) r[k] = e + k < p.n_cols ? p.x.v[xo + e + k] : 0.0;
+  return r;
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint tpr = 1u << p.tpr_log2;
   uint lane = tid & (tpr - 1u);
+  uint team = tid >> p.tpr_log2;
+  uint nr = 1u << p.rows_log2;
   uint group = gl_WorkGroupID.y * p.groups_per_y + gl_WorkGroupID.x;
-  uint row = (group << (6u - p.tpr_log2)) + (tid >> p.tpr_log2);
+  uint row0 = ((group << (6u - p.tpr_log2)) + team) << p.rows_log2;
   uint t0 = gl_WorkGroupID.z * TT;
   uint nt = min(TT, p.n_tokens - t0);
-  float acc[TT];
-  for (uint t = 0u; t < TT; ++t) acc[t] = 0.0;
-  // A row past the end has no parts.
-  uint n_parts = row < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
-  uint ro = row * p.row_bytes;
+  float acc[RMAX][TT];
+  for (uint r = 0u; r < RMAX; ++r) {
+    for (uint t = 0u; t < TT; ++t) acc[r][t] = 0.0;
+  }
+  // A team past the last row has no parts; rows past it within a team read the last row (their
+  // sums are not written).
+  uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
+  uint ro[RMAX];
+  for (uint r = 0u; r < RMAX; ++r) ro[r] = min(row0 + r, p.n_rows - 1u) * p.row_bytes;
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
-    float v[8];
-    decode_part(p.w, p.n_cols, ro, c, q, v);
-    uint e0 = 32u * c;
+    float v[RMAX][8];
+    for (uint r = 0u; r < RMAX; ++r) {
+      if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r]);
+    }
+    uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
-        uint xo = (t0 + t) * p.n_cols + e0;
-        float s = 0.0;
-        for (uint k = 0u; k < 8u; ++k) {
-          uint e = part_elem(q, k);
-#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
-          // A float row's last chunk may end early: v is 0 past it and x is not read there.
-          s += e0 + e < p.n_cols ? v[k] * p.x.v[xo + e] : 0.0;
-#else
-          s += v[k] * p.x.v[xo + e];  // block types: rows are whole 32-value blocks
-#endif
+        uint xo = (t0 + t) * p.n_cols;
+        vec4 xa = x_run(xo, ea), xb = x_run(xo, eb);
+        for (uint r = 0u; r < RMAX; ++r) {
+          if (r < nr) {
+            acc[r][t] += dot(vec4(v[r][0], v[r][1], v[r][2], v[r][3]), xa) +
+                         dot(vec4(v[r][4], v[r][5], v[r][6], v[r][7]), xb);
+          }
         }
-        acc[t] += s;
       }
     }
   }
-  for (uint t = 0u; t < TT; ++t) partial[t][tid] = acc[t];
-  barrier();
-  for (uint stride = tpr >> 1; stride > 0u; stride >>= 1) {  // the same count in every thread
-    if (lane < stride) {
-      for (uint t = 0u; t < nt; ++t) partial[t][tid] += partial[t][tid + stride];
+  // The team's sums: out k = r * TT + t.
+  uint n_teams = 64u >> p.tpr_log2;
+  if (tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {
+    // Whole subgroups a team: a subgroup add, one value a subgroup into shared memory.
+    for (uint r = 0u; r < RMAX; ++r) {
+      for (uint t = 0u; t < TT; ++t) {
+        if (r < nr && t < nt) {
+          float s = subgroupAdd(acc[r][t]);
+          if (subgroupElect()) red[gl_SubgroupID][r * TT + t] = s;
+        }
+      }
     }
     barrier();
-  }
-  if (row < p.n_rows) {
-    for (uint t = lane; t < nt; t += tpr) {
-      p.y.v[(t0 + t) * p.y_stride + p.y_col + row] = partial[t][tid - lane];
+    uint per_team = tpr / gl_SubgroupSize;
+    for (uint j = tid; j < n_teams * NOUT; j += 64u) {
+      uint tm = j / NOUT, k = j % NOUT, r = k / TT, t = k % TT;
+      uint row = (((group << (6u - p.tpr_log2)) + tm) << p.rows_log2) + r;
+      if (r < nr && t < nt && row < p.n_rows) {
+        float s = 0.0;
+        for (uint g = 0u; g < per_team; ++g) s += red[tm * per_team + g][k];
+        p.y.v[(t0 + t) * p.y_stride + p.y_col + row] = s;
+      }
+    }
+  } else {
+    // Teams narrower than a subgroup: every thread's sums into shared memory, a tree a team.
+    for (uint r = 0u; r < RMAX; ++r) {
+      for (uint t = 0u; t < TT; ++t) red[tid][r * TT + t] = acc[r][t];
+    }
+    barrier();
+    for (uint stride = tpr >> 1; stride > 0u; stride >>= 1) {  // the same count in every thread
+      if (lane < stride) {
+        for (uint k = 0u; k < NOUT; ++k) red[tid][k] += red[tid + stride][k];
+      }
+      barrier();
+    }
+    if (lane == 0u) {
+      for (uint r = 0u; r < RMAX; ++r) {
+        uint row = row0 + r;
+        for (uint t = 0u; t < TT; ++t) {
+          if (r < nr && t < nt && row < p.n_rows) {
+            p.y.v[(t0 + t) * p.y_stride + p.y_col + row] = red[tid][r * TT + t];
+          }
+        }
+      }
     }
   }
 }

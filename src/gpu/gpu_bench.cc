@@ -1,0 +1,292 @@
+// The GPU's ops timed on the device at ChatGLM3-6B's shapes (google-benchmark, manual time): the
+// time of a call is the device's, from the profile's timestamps (Device::enable_profile: the
+// time between the timestamps around a dispatch, its barrier wait included), so each figure is
+// what the op costs inside a step. Weights rotate among copies that together exceed the GPU's
+// last-level cache several times (GPU_BENCH_ROTATE_MB, default 256), so the matmuls read device
+// memory, as a model's step does. Counters: bytes_per_second = the weights' (matmul) or the
+// K/V's (attention) bytes over the call's time.
+//
+//   build/src/gpu/gpu_bench --benchmark_min_time=0.05s [--benchmark_filter=Matvec]
+//
+// scripts/bench-gpu.sh runs it on the GPU machine (docs/performance.md "On a GPU"). On lavapipe
+// it runs (slowly): its figures are no GPU speed.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "kernels/quant.h"
+
+namespace glm::gpu {
+namespace {
+
+// Stops the benchmark with `what` when `ok` is false.
+void require(bool ok, const std::string& what) {
+  if (!ok) {
+    std::fprintf(stderr, "gpu_bench: %s\n", what.c_str());
+    std::exit(1);
+  }
+}
+
+Device* device() {
+  static std::unique_ptr<Device> dev = [] {
+    StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+    require(d.ok(), d.status().message());
+    require((*d)->enable_profile(), "the device's queue writes no timestamps");
+    return std::move(*d);
+  }();
+  return dev.get();
+}
+
+// The device milliseconds of every op profiled so far.
+double device_ms() {
+  double ms = 0;
+  for (const OpTime& t : device()->profile()) ms += t.ms;
+  return ms;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Buffer floats_on_device(const std::vector<float>& v) {
+  StatusOr<Buffer> b = upload_floats(device(), v.data(), v.size());
+  require(b.ok(), b.status().message());
+  return std::move(*b);
+}
+
+Buffer zeros_on_device(size_t n) { return floats_on_device(std::vector<float>(n, 0.0f)); }
+
+// Records `calls` times what `op(i)` records, submits, and sets the iteration's time to the
+// device time of one call.
+template <typename Op>
+void run_calls(benchmark::State& st, int calls, const Op& op) {
+  for (auto _ : st) {
+    const double before = device_ms();
+    Stream& s = device()->stream();
+    s.begin();
+    for (int i = 0; i < calls; ++i) op(s, i);
+    GLM_CHECK(s.submit_and_wait().ok());
+    st.SetIterationTime((device_ms() - before) / 1e3 / calls);
+  }
+}
+
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kF16, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0};
+
+size_t rotate_bytes() {
+  const char* mb = std::getenv("GPU_BENCH_ROTATE_MB");
+  return (mb != nullptr ? std::strtoull(mb, nullptr, 10) : 256) << 20;
+}
+
+// Copies of a [rows, cols] matrix of `type` (64 random rows repeated) whose bytes together reach
+// rotate_bytes(), at least one; made once a shape and kept (the variants of a shape share them).
+const std::vector<Matrix>& weight_copies(DType type, int64_t rows, int64_t cols) {
+  static std::map<std::tuple<DType, int64_t, int64_t>, std::vector<Matrix>> made;
+  std::vector<Matrix>& copies = made[{type, rows, cols}];
+  if (!copies.empty()) return copies;
+  const size_t rb = row_bytes(type, cols);
+  const int sample = 64;
+  const std::vector<float> w = random_floats(static_cast<size_t>(sample) * cols, 7);
+  std::vector<uint8_t> q(rb * rows);
+  for (int r = 0; r < sample; ++r) {
+    kernels::quantize_row_ref(type, w.data() + static_cast<size_t>(r) * cols, q.data() + rb * r,
+                              cols);
+  }
+  for (int64_t r = sample; r < rows; ++r) {
+    std::memcpy(q.data() + rb * r, q.data() + rb * (r % sample), rb);
+  }
+  const size_t n = std::clamp<size_t>(rotate_bytes() / q.size() + 1, 1, 32);
+  for (size_t i = 0; i < n; ++i) {
+    StatusOr<Matrix> m = upload_matrix(device(), type, q.data(), rows, cols);
+    require(m.ok(), m.status().message());
+    copies.push_back(std::move(*m));
+  }
+  return copies;
+}
+
+// Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default).
+void BM_Matmul(benchmark::State& st) {
+  const DType type = kTypes[st.range(0)];
+  const int64_t rows = st.range(1), cols = st.range(2);
+  const int tokens = static_cast<int>(st.range(3)), team_rows = static_cast<int>(st.range(4));
+  st.SetLabel(std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" +
+              std::to_string(cols) + " t" + std::to_string(tokens) + " team_rows " +
+              std::to_string(team_rows));
+  const std::vector<Matrix>& w = weight_copies(type, rows, cols);
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
+  const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
+  const int calls = std::max<int>(8, static_cast<int>(w.size()));
+  run_calls(st, calls, [&](Stream& s, int i) {
+    matmul(s, w[i % w.size()], x.address(), y.address(), tokens, static_cast<int>(rows), 0,
+           team_rows);
+  });
+  st.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(w[0].buf.size()) * st.iterations(), benchmark::Counter::kIsRate);
+}
+
+// ChatGLM3-6B's matrices: qkv, dense (o), the two halves of the MLP (up, gate as one), down;
+// the output head.
+void MatmulShapes(benchmark::internal::Benchmark* b, std::vector<int64_t> tokens,
+                  std::vector<int64_t> team_rows) {
+  const int64_t shapes[][2] = {
+      {4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}, {65024, 4096}};
+  for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
+    for (const auto& sh : shapes) {
+      for (int64_t n : tokens) {
+        for (int64_t r : team_rows) b->Args({t, sh[0], sh[1], n, r});
+      }
+    }
+  }
+}
+BENCHMARK(BM_Matmul)
+    ->Name("Matvec")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      MatmulShapes(b, {1}, {1, 2, 4});
+    })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Matmul)
+    ->Name("MatmulFew")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      MatmulShapes(b, {4}, {1, 2});
+    })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Matmul)
+    ->Name("MatmulTiled")
+    ->Apply([](benchmark::internal::Benchmark* b) { MatmulShapes(b, {512}, {0}); })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// The cost of a dispatch and its barrier: y += x over n values (n = 1: nothing but that).
+void BM_Add(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(n), 1));
+  const Buffer y = zeros_on_device(static_cast<size_t>(n));
+  run_calls(st, 64, [&](Stream& s, int) { add(s, x.address(), y.address(), n); });
+}
+BENCHMARK(BM_Add)->Arg(1)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_RmsNorm(benchmark::State& st) {
+  const int rows = static_cast<int>(st.range(0)), n = 4096;
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(rows) * n, 1));
+  const Buffer w = floats_on_device(random_floats(n, 2));
+  const Buffer y = zeros_on_device(static_cast<size_t>(rows) * n);
+  run_calls(st, 32, [&](Stream& s, int) {
+    rms_norm(s, x.address(), w.address(), y.address(), rows, n, 1e-5f);
+  });
+}
+BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The qkv row's rotary (32 query heads and 2 key heads of 128, half of each rotated).
+void BM_Rope(benchmark::State& st) {
+  const int tokens = static_cast<int>(st.range(0)), stride = 4608, n_rot = 64;
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * stride, 1));
+  const Buffer cs = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_rot / 2, 2));
+  const Buffer sn = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_rot / 2, 3));
+  run_calls(st, 32, [&](Stream& s, int) {
+    rope(s, x.address(), cs.address(), sn.address(), tokens, stride, 0, 34, 128, n_rot);
+  });
+}
+BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_Swiglu(benchmark::State& st) {
+  const int tokens = static_cast<int>(st.range(0)), n = 13696;
+  const Buffer in = floats_on_device(random_floats(static_cast<size_t>(tokens) * 2 * n, 1));
+  const Buffer out = zeros_on_device(static_cast<size_t>(tokens) * n);
+  run_calls(st, 32, [&](Stream& s, int) {
+    swiglu(s, in.address(), out.address(), tokens, n, 2 * n, 0, n);
+  });
+}
+BENCHMARK(BM_Swiglu)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Attention of `tokens` new rows at depth `n_past` over an f16 cache in blocks of 16 positions
+// (ChatGLM3-6B: 32 query heads, 2 K/V heads of 128), the blocks in a scattered order; and the
+// store of the new rows' K/V.
+void BM_Attention(benchmark::State& st) {
+  const int n_past = static_cast<int>(st.range(0)), tokens = static_cast<int>(st.range(1));
+  const int n_head = 32, n_head_kv = 2, hd = 128, bt = 16, kd = n_head_kv * hd;
+  const int w = n_head * hd + 2 * kd;
+  const int n_pos = n_past + tokens, n_blocks = (n_pos + bt - 1) / bt;
+  const size_t rb = row_bytes(DType::kF16, kd);
+  const uint32_t v_base = static_cast<uint32_t>(static_cast<size_t>(n_blocks) * bt * rb);
+  StatusOr<Buffer> kv = device()->alloc(2 * static_cast<size_t>(v_base), MemoryKind::kDevice);
+  GLM_CHECK(kv.ok());
+  std::vector<int32_t> table(n_blocks);
+  for (int b = 0; b < n_blocks; ++b) table[b] = b;
+  std::mt19937 rng(5);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> table_f(n_blocks), slot_f(n_pos);
+  std::memcpy(table_f.data(), table.data(), table.size() * 4);
+  for (int p = 0; p < n_pos; ++p) {
+    const int32_t slot = table[p / bt] * bt + p % bt;
+    std::memcpy(&slot_f[p], &slot, 4);
+  }
+  const Buffer src = floats_on_device(random_floats(static_cast<size_t>(n_pos) * w, 1));
+  const Buffer slots = floats_on_device(slot_f), blocks = floats_on_device(table_f);
+  const Buffer out = zeros_on_device(static_cast<size_t>(tokens) * n_head * hd);
+  KvStoreArgs ka;
+  ka.src = src.address();
+  ka.kv = kv->address();
+  ka.slots = slots.address();
+  ka.n_tokens = n_pos;
+  ka.src_stride = w;
+  ka.k_col = n_head * hd;
+  ka.v_col = n_head * hd + kd;
+  ka.v_base = v_base;
+  ka.row_elems = kd;
+  ka.row_bytes = static_cast<uint32_t>(rb);
+  Stream& s = device()->stream();
+  s.begin();
+  kv_store(s, DType::kF16, ka);  // every position's K/V, once
+  GLM_CHECK(s.submit_and_wait().ok());
+  AttentionArgs aa;
+  aa.q = src.address() + static_cast<size_t>(n_past) * w * 4;
+  aa.out = out.address();
+  aa.kv = kv->address();
+  aa.blocks = blocks.address();
+  aa.n_tokens = tokens;
+  aa.q_stride = w;
+  aa.v_base = v_base;
+  aa.row_bytes = static_cast<uint32_t>(rb);
+  aa.n_past = n_past;
+  aa.n_head = n_head;
+  aa.n_head_kv = n_head_kv;
+  aa.head_dim = hd;
+  aa.block_tokens = bt;
+  aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  run_calls(st, 16, [&](Stream& s2, int) { attention(s2, DType::kF16, aa); });
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(2.0 * static_cast<double>(n_pos) * static_cast<double>(rb) *
+                             static_cast<double>(st.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Attention)
+    ->Args({512, 1})
+    ->Args({4096, 1})
+    ->Args({0, 512})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace glm::gpu
+
+BENCHMARK_MAIN();
