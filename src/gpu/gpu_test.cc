@@ -107,10 +107,11 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
 }
 
 // Matmul of every weight type against matmul_ref, on shapes with odd row counts, token counts
-// around the decode shader's 8-token tile and into the tiled one (a partial 64 x 32 tile), and
-// (for the float types) rows whose length is not a multiple of 32 (nor of 4: the activations
-// read a value at a time). The decode shaders with each count of rows a team (a partial team at
-// the end of 67 rows) and with activations that are not 16-byte aligned (read a value at a time).
+// around the decode shader's 8-token tile and into the tiled one (a partial 128 x 64 tile; 200
+// rows x 70 tokens: two tiles each way), and (for the float types) rows whose length is not a
+// multiple of 32 (nor of 4: the activations read a value at a time). The decode shaders with
+// each count of rows a team (a partial team at the end of 67 rows); activations that are not
+// 16-byte aligned (read a value at a time) with 1 row a team and in the tiled shader.
 struct MatmulCase {
   DType type;
   int n_cols;
@@ -121,7 +122,7 @@ class GpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
 TEST_P(GpuMatmul, EqualsReference) {
   NEED_DEVICE();
   const MatmulCase c = GetParam();
-  for (int n_rows : {1, 67}) {
+  for (int n_rows : {1, 67, 200}) {
     const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 11, 0.5f);
     std::vector<uint8_t> q(row_bytes(c.type, c.n_cols) * n_rows);
     for (int r = 0; r < n_rows; ++r) {
@@ -130,7 +131,8 @@ TEST_P(GpuMatmul, EqualsReference) {
     }
     StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_rows, c.n_cols);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    for (int n_tokens : {1, 8, 13, 40}) {  // 40: the tiled shader, a partial token tile
+    // 40, 70: the tiled shader, a partial token tile, two tiles.
+    for (int n_tokens : n_rows == 200 ? std::vector<int>{70} : std::vector<int>{1, 8, 13, 40}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 5);
       kernels::WeightView view;
       view.type = c.type;
@@ -139,26 +141,26 @@ TEST_P(GpuMatmul, EqualsReference) {
       view.n_cols = c.n_cols;
       std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
       kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
-      // x after one float of padding: read from its second float with team_rows 1 (an address
-      // that is not 16-byte aligned), else from the first.
+      // x after one float of padding: read from its second float with team_rows 1 and -1 (an
+      // address that is not 16-byte aligned), else from the first.
       std::vector<float> padded(1, 0.0f);
       padded.insert(padded.end(), x.begin(), x.end());
       Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
       const std::vector<int> team_rows =
           n_tokens >= kTiledMinTokens
-              ? std::vector<int>{0}
+              ? std::vector<int>{0, -1}
               : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
       for (int tr : team_rows) {
         SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
                      " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr));
-        const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
+        const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
         // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
         const int stride = n_rows + 3;
         Buffer yb =
             device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
         Stream& s = dev->stream();
         s.begin();
-        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, tr);
+        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, std::max(tr, 0));
         ASSERT_TRUE(s.submit_and_wait().ok());
         const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
         double max_err = 0, max_abs = 0;

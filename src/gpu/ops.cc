@@ -55,11 +55,13 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
             int team_rows) {
+  const uint32_t x_vec4 = (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
   if (n_tokens >= kTiledMinTokens) {
     struct {
-      Addr w, x, y;
-      uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col;
+      Addr w, x, x4, y;
+      uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col, x_vec4;
     } p{w.buf.address(),
+        x,
         x,
         y,
         static_cast<uint32_t>(w.n_rows),
@@ -67,8 +69,9 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
         static_cast<uint32_t>(n_tokens),
         static_cast<uint32_t>(w.row_bytes),
         static_cast<uint32_t>(y_stride),
-        static_cast<uint32_t>(y_col)};
-    const int64_t gx = (w.n_rows + 63) / 64, gy = (n_tokens + 31) / 32;  // 64 x 32 tiles
+        static_cast<uint32_t>(y_col),
+        x_vec4};
+    const int64_t gx = (w.n_rows + 127) / 128, gy = (n_tokens + 63) / 64;  // 128 x 64 tiles
     GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups);
     s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
                static_cast<uint32_t>(gy));
@@ -92,7 +95,7 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
       static_cast<uint32_t>(y_col),
       0,
       0,
-      (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u};
+      x_vec4};
   // Threads per row: as many as the row has 8-value parts (four a 32-value chunk; a power of
   // two, at most 64), so that narrow matrices fill the workgroup with several teams.
   const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);

@@ -27,7 +27,7 @@ struct Matrix {
 };
 
 // Token counts from which matmul() takes the tiled shader (it reads each weight block once per
-// 32 tokens instead of once per 8).
+// 64 tokens instead of once per 8).
 inline constexpr int kTiledMinTokens = 16;
 // The rows a team of the decode shaders takes by default: one token, a few.
 inline constexpr int kTeamRows[2] = {2, 2};

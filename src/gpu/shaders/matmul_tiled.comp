@@ -1,20 +1,22 @@
 #version 450
 // The prefill matmul (many tokens): y[t, r] = sum_c w[r, c] * x[t, c], as matmul.comp computes it,
-// in tiles that read each weight block once per 32 tokens instead of once per 8.
+// in tiles that read each weight block once per 64 tokens.
 //   w: [n_rows, n_cols] GGUF rows of row_bytes each; x: [n_tokens, n_cols] f32;
 //   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten.
-// A workgroup of 64 threads computes a tile of 64 rows x 32 tokens: for each 32-value chunk of
-// the rows, each thread decodes one row's chunk into shared memory and loads 16 activations,
-// then computes its 8 rows x 4 tokens of the tile from shared memory.
+// A workgroup of 256 threads computes a tile of 128 rows x 64 tokens, a 32-value chunk of the
+// rows at a time: its threads decode the tile's 512 parts of 8 values (two each, four threads a
+// row's chunk: neighbouring bytes) into shared memory as [value, row], and load its 64 tokens'
+// activations (two 16-byte runs each) as [value, token]; then each thread computes 8 rows x 4
+// tokens of the tile from shared memory, three 16-byte reads for 32 products a value.
 #include "common.glsl"
-#include "decode.glsl"
 
-#define BM 64  // rows a tile
-#define BN 32  // tokens a tile
-layout(local_size_x = 64) in;
+#define BM 128  // rows a tile
+#define BN 64   // tokens a tile
+layout(local_size_x = 256) in;
 layout(push_constant) uniform Push {
   Words w;
   Floats x;
+  Vec4s x4;  // the same address as x, read 16 bytes at a time where x_vec4 says it may be
   Floats y;
   uint n_rows;
   uint n_cols;
@@ -22,53 +24,72 @@ layout(push_constant) uniform Push {
   uint row_bytes;
   uint y_stride;
   uint y_col;
+  uint x_vec4;  // 1: x is 16-byte aligned and n_cols a multiple of 4
 } p;
 
-shared float ws[BM][33];  // [row, value] of the current chunk (+1: no bank conflicts)
-shared float xs[BN][33];  // [token, value]
+#include "decode.glsl"
+
+// [value of the chunk][rows / tokens in fours] (+1: the next value's row starts on another bank)
+shared vec4 ws[32][BM / 4 + 1];
+shared vec4 xs[32][BN / 4 + 1];
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
   uint n_chunks = (p.n_cols + 31u) / 32u;
-  // This thread's micro-tile: rows rm .. rm + 7 (strided by 8), tokens tn .. tn + 3 (by 8).
-  uint rm = tid & 7u, tn = tid >> 3;
-  float acc[8][4];
-  for (uint i = 0u; i < 8u; ++i) {
-    for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
-  }
-  float v[32];
+  // This thread's micro-tile: rows 4 tr .. 4 tr + 3 and 64 + 4 tr .. 64 + 4 tr + 3, tokens
+  // 4 tc .. 4 tc + 3.
+  uint tr = tid & 15u, tc = tid >> 4;
+  vec4 acc[8];  // [row][4 tokens]
+  for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
   for (uint c = 0u; c < n_chunks; ++c) {
-    uint row = r0 + tid;
-    if (row < p.n_rows) {
-      decode_chunk(p.w, p.n_cols, row * p.row_bytes, c, v);
-    } else {
-      for (uint i = 0u; i < 32u; ++i) v[i] = 0.0;
+    // The weights: parts tid and tid + 256 of the tile (row = part / 4, q = part % 4).
+    for (uint h = 0u; h < 2u; ++h) {
+      uint part = tid + 256u * h;
+      uint lr = part >> 2, q = part & 3u, row = r0 + lr;
+      float v[8];
+      if (row < p.n_rows) {
+        decode_part(p.w, p.n_cols, row * p.row_bytes, c, q, v);
+      } else {
+        for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
+      }
+      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = v[k];
     }
-    for (uint i = 0u; i < 32u; ++i) ws[tid][i] = v[i];
-    // Activations: thread tid loads half a token's chunk (16 values).
-    uint tt = tid >> 1, half_ = (tid & 1u) * 16u;
-    for (uint i = 0u; i < 16u; ++i) {
-      uint e = 32u * c + half_ + i;
-      xs[tt][half_ + i] = (t0 + tt < p.n_tokens && e < p.n_cols) ? p.x.v[(t0 + tt) * p.n_cols + e]
-                                                                  : 0.0;
+    // The activations: runs tid and tid + 256 of the tile's 64 tokens x 8 runs of 4 values.
+    for (uint h = 0u; h < 2u; ++h) {
+      uint run = tid + 256u * h;
+      uint lt = run >> 3, e = 32u * c + 4u * (run & 7u), t = t0 + lt;
+      vec4 xv = vec4(0.0);
+      if (t < p.n_tokens) {
+        uint xo = t * p.n_cols + e;
+        if (p.x_vec4 != 0u) {
+          if (e < p.n_cols) xv = p.x4.v[xo >> 2];
+        } else {
+          for (uint k = 0u; k < 4u; ++k) xv[k] = e + k < p.n_cols ? p.x.v[xo + k] : 0.0;
+        }
+      }
+      for (uint k = 0u; k < 4u; ++k) xs[4u * (run & 7u) + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
     for (uint k = 0u; k < 32u; ++k) {
-      float xv[4];
-      for (uint j = 0u; j < 4u; ++j) xv[j] = xs[tn + 8u * j][k];
-      for (uint i = 0u; i < 8u; ++i) {
-        float wv = ws[rm + 8u * i][k];
-        for (uint j = 0u; j < 4u; ++j) acc[i][j] += wv * xv[j];
-      }
+      vec4 a0 = ws[k][tr], a1 = ws[k][16u + tr];
+      vec4 b = xs[k][tc];
+      acc[0] += a0.x * b;
+      acc[1] += a0.y * b;
+      acc[2] += a0.z * b;
+      acc[3] += a0.w * b;
+      acc[4] += a1.x * b;
+      acc[5] += a1.y * b;
+      acc[6] += a1.z * b;
+      acc[7] += a1.w * b;
     }
     barrier();
   }
   for (uint i = 0u; i < 8u; ++i) {
-    uint row = r0 + rm + 8u * i;
+    uint row = r0 + (i < 4u ? 4u * tr + i : 64u + 4u * tr + i - 4u);
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
-      uint t = t0 + tn + 8u * j;
+      uint t = t0 + 4u * tc + j;
       if (t < p.n_tokens) p.y.v[t * p.y_stride + p.y_col + row] = acc[i][j];
     }
   }
