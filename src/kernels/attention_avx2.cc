@@ -78,7 +78,8 @@ const AttnOps& attn_ops_avx2() {
 
 const AttnTileOps& attn_tile_ops_avx2() {
   using K = TileKernels<V256>;
-  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V256>::load_row, K::softmax_step};
+  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V256>::load_row, K::softmax_step,
+                               RowKernels<V256>::qk_keys};
   return ops;
 }
 

@@ -70,7 +70,8 @@ const AttnOps& attn_ops_avx512() {
 
 const AttnTileOps& attn_tile_ops_avx512() {
   using K = TileKernels<V512>;
-  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V512>::load_row, K::softmax_step};
+  static const AttnTileOps ops{K::qk, K::pv, RowKernels<V512>::load_row, K::softmax_step,
+                               RowKernels<V512>::qk_keys};
   return ops;
 }
 

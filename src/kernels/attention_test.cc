@@ -173,6 +173,12 @@ TEST(AttentionTest, MatchesReferenceOverShapes) {
       {9, 100, 6, 3, 64, 32, DType::kF16},
       {5, 3, 2, 1, 7, 3, DType::kF32},
       {2, 64, 16, 1, 256, 64, DType::kF16},
+      // Decode of 4 query heads a KV head (the small preset): scores from the key rows, 4 rows x
+      // 4 keys a block (2 x 4 on AVX2), a tail of keys; 3 heads a KV head: a tail of rows.
+      {1, 300, 8, 2, 128, 16, DType::kF16},
+      {1, 301, 6, 2, 128, 16, DType::kF32},
+      {2, 130, 6, 2, 48, 16, DType::kQ8_0},
+      {1, 77, 8, 2, 40, 16, DType::kF16},
       // Prefill: many tokens (several tiles and key steps, tails of both), odd head dims.
       {70, 0, 4, 4, 24, 16, DType::kF16},
       {131, 7, 32, 2, 128, 16, DType::kF16},
@@ -204,6 +210,7 @@ TEST(AttentionTest, MatchesReferenceOverShapes) {
       {70, 0, 4, 4, 24, 16, DType::kF16, 0, 128},
       {3, 37, 32, 2, 128, 16, DType::kF16, 0, 16},
       {1, 300, 16, 2, 128, 16, DType::kQ8_0, 0, 33},
+      {1, 300, 8, 2, 128, 16, DType::kF16, 0, 33},  // a key step of prefix and cache keys
       {67, 61, 6, 2, 33, 5, DType::kF32, 0, 7},
   };
   for (const Case& c : cases) {

@@ -254,6 +254,81 @@ struct RowKernels {
     return dst;
   }
 
+  // AttnTileOps::qk_keys: kKeysRows query rows x 4 keys a register block (each key's slice
+  // loaded once for the rows, each row's once for the keys), one horizontal sum a score. F16
+  // keys are converted in registers; the others through load_row.
+  static constexpr int kKeyRows = W >= 16 ? 4 : 2;  // 16 + 4 + 1 of 32 zmm; 8 + 4 + 1 of 16 ymm
+  template <int RB, bool kF16>
+  static void qk_keys_block(const float* q, int hd, const float* const* kf,
+                            const uint16_t* const* kh, int m, float* s) {
+    constexpr int KB = 4;
+    reg acc[RB][KB];
+    GLM_TILE_UNROLL
+    for (int r = 0; r < RB; ++r) {
+      GLM_TILE_UNROLL
+      for (int x = 0; x < KB; ++x) acc[r][x] = V::zero();
+    }
+    int i = 0;
+    for (; i + W <= hd; i += W) {
+      reg k[KB];
+      GLM_TILE_UNROLL
+      for (int x = 0; x < KB; ++x) k[x] = kF16 ? V::from_f16(kh[x] + i) : V::load(kf[x] + i);
+      GLM_TILE_UNROLL
+      for (int r = 0; r < RB; ++r) {
+        const reg b = V::load(q + r * hd + i);
+        GLM_TILE_UNROLL
+        for (int x = 0; x < KB; ++x) acc[r][x] = V::fmadd(b, k[x], acc[r][x]);
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      for (int x = 0; x < m; ++x) {
+        float d = V::sum(acc[r][x]);
+        for (int e = i; e < hd; ++e) {
+          d += q[r * hd + e] * (kF16 ? fp16_to_fp32(kh[x][e]) : kf[x][e]);
+        }
+        s[r * kKeyTile + x] = d;
+      }
+    }
+  }
+
+  static void qk_keys(const float* q, int n_rows, int hd, const void* const* k, int e0, DType type,
+                      int nk, float* s) {
+    GLM_CHECK(hd <= kMaxHeadDim);
+    constexpr int KB = 4;
+    alignas(64) float buf[KB][kMaxHeadDim];
+    const bool f16 = type == DType::kF16;
+    for (int j0 = 0; j0 < nk; j0 += KB) {
+      const int m = std::min(KB, nk - j0);
+      const float* kf[KB] = {};
+      const uint16_t* kh[KB] = {};
+      for (int x = 0; x < KB; ++x) {
+        const void* row = k[j0 + (x < m ? x : 0)];  // past nk: key j0 again, not stored
+        if (f16) {
+          kh[x] = static_cast<const uint16_t*>(row) + e0;
+        } else {
+          kf[x] = x < m ? load_row(row, e0, type, hd, buf[x]) : kf[0];
+        }
+      }
+      int r = 0;
+      for (; r + kKeyRows <= n_rows; r += kKeyRows) {
+        float* sr = s + static_cast<size_t>(r) * kKeyTile + j0;
+        if (f16) {
+          qk_keys_block<kKeyRows, true>(q + r * hd, hd, kf, kh, m, sr);
+        } else {
+          qk_keys_block<kKeyRows, false>(q + r * hd, hd, kf, kh, m, sr);
+        }
+      }
+      for (; r < n_rows; ++r) {
+        float* sr = s + static_cast<size_t>(r) * kKeyTile + j0;
+        if (f16) {
+          qk_keys_block<1, true>(q + r * hd, hd, kf, kh, m, sr);
+        } else {
+          qk_keys_block<1, false>(q + r * hd, hd, kf, kh, m, sr);
+        }
+      }
+    }
+  }
+
   // s[h] = dot(q[h], the head of k) for the g query heads.
   static void scores(const float* q, int g, int hd, const void* k, int e0, DType type, float* s) {
     GLM_CHECK(hd <= kMaxHeadDim);

@@ -6,8 +6,8 @@
 // head, over positions [j_begin, j_end) (all the positions the tile sees, or one split of them).
 // Its rows are r = tt * g + hh (token t0 + tt, head h0 + hh). Per step of kKeyTile positions:
 //   kt  [hd, kKeyTile]  the keys converted to f32 and transposed (read once for all R rows);
-//                       tiles under kTransposeMinRows rows take per-row dots of each K row
-//                       (AttnOps::scores) into s instead
+//                       tiles under kTransposeMinRows rows take their scores from the K rows
+//                       themselves instead (AttnTileOps::qk_keys, a few keys at a time)
 //   v   [nk] -> [hd]    the values as f32 (pointers into the cache for F32)
 //   s   [R, kKeyTile]   scores q . k (q pre-scaled), then probabilities exp(s - m)
 //   acc [R, hd]         running sum of p v, rescaled by exp(m_old - m_new) when a row's max rises
@@ -43,7 +43,7 @@ constexpr int kTileTokensMax = 64;
 constexpr int kSplitMinCtx = 1024;  // positions from which decode splits them across threads
 constexpr int kSplitMinLen = 256;   // positions per split, at least
 constexpr int kItemsPerThread = 4;  // items per thread a split aims at (dynamic balance)
-// Below this many rows a tile takes its scores as dot products of each K row (AttnOps::scores,
+// Below this many rows a tile takes its scores from the K rows themselves (AttnTileOps::qk_keys,
 // no transpose): transposing 64 keys costs as much as the products of a few rows.
 constexpr int kTransposeMinRows = 8;
 // Keys ahead whose cache rows are prefetched (a deep decode waits on memory otherwise).
@@ -101,6 +101,19 @@ const float* load_row_scalar(const void* row, int e0, DType type, int hd, float*
   return dst;
 }
 
+void qk_keys_scalar(const float* q, int n_rows, int hd, const void* const* k, int e0, DType type,
+                    int nk, float* s) {
+  std::vector<float> buf(hd);
+  for (int j = 0; j < nk; ++j) {
+    const float* kf = load_row_scalar(k[j], e0, type, hd, buf.data());
+    for (int r = 0; r < n_rows; ++r) {
+      float d = 0;
+      for (int i = 0; i < hd; ++i) d += q[r * hd + i] * kf[i];
+      s[r * kKeyTile + j] = d;
+    }
+  }
+}
+
 const AttnTileOps& tile_ops_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
@@ -144,8 +157,8 @@ int visible_end(const KvView& kv, const AttentionShape& s, int t) {
 }
 
 // Runs one item, leaving its rows' (m, l, acc) in *pt (m = -inf, l = 0 where a row saw nothing).
-void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const float* q,
-              const KvView& kv, const AttentionShape& s, const Item& it, Scratch* sc, Partial pt) {
+void run_item(const AttnTileOps& ops, const float* q, const KvView& kv, const AttentionShape& s,
+              const Item& it, Scratch* sc, Partial pt) {
   const int hd = s.head_dim;
   const int n_rows = it.nt * it.g;
   const size_t rb = row_bytes(kv.type, static_cast<int64_t>(s.n_head_kv) * hd);
@@ -165,7 +178,7 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
     float* dst = qs + static_cast<size_t>(tt) * it.g * hd;
     for (int i = 0; i < it.g * hd; ++i) dst[i] = src[i] * s.scale;
   }
-  const bool tiled = n_rows >= kTransposeMinRows;  // else per-row dots (AttnOps::scores)
+  const bool tiled = n_rows >= kTransposeMinRows;  // else AttnTileOps::qk_keys
   std::fill(pt.m, pt.m + n_rows, -std::numeric_limits<float>::infinity());
   std::fill(pt.l, pt.l + n_rows, 0.0f);
   std::fill(pt.acc, pt.acc + static_cast<size_t>(n_rows) * hd, 0.0f);
@@ -175,6 +188,7 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
   const size_t prb = static_cast<size_t>(s.n_head_kv) * hd * sizeof(float);  // a prefix row
   float* kt = sc->kt.data();
   float* sb = sc->s.data();
+  const void* krows[kKeyTile];  // the step's key rows (tiles of few rows)
   // Cache position p's K and V rows (whole rows: the head's part starts at element e0).
   auto cache_rows = [&](int p, const uint8_t** k, const uint8_t** v) {
     const size_t slot = static_cast<size_t>(p % kv.block_tokens) * rb;
@@ -209,16 +223,21 @@ void run_item(const AttnTileOps& ops, const internal::AttnOps& row_ops, const fl
         cache_rows(key - kv.n_prefix, &kr, &vr);
       }
       if (!tiled) {
-        float d[kTransposeMinRows];
-        row_ops.scores(qs, n_rows, hd, kr, e0, type, d);
-        for (int r = 0; r < n_rows; ++r) sb[r * kKeyTile + j] = d[r];
+        krows[j] = kr;  // scored after the step's rows are known (qk_keys)
       } else {
         const float* kf = ops.load_row(kr, e0, type, hd, sc->krow.data());
         for (int i = 0; i < hd; ++i) kt[i * kKeyTile + j] = kf[i];
       }
       sc->v[j] = ops.load_row(vr, e0, type, hd, sc->vbuf.data() + static_cast<size_t>(j) * hd);
     }
-    if (tiled) ops.qk(qs, n_rows, hd, kt, nk, sb);
+    if (tiled) {
+      ops.qk(qs, n_rows, hd, kt, nk, sb);
+    } else {
+      // The P-Tuning prefix's f32 keys come first (keys below n_prefix), then the cache's.
+      const int np = std::clamp(kv.n_prefix - j0, 0, nk);
+      if (np > 0) ops.qk_keys(qs, n_rows, hd, krows, e0, DType::kF32, np, sb);
+      if (np < nk) ops.qk_keys(qs, n_rows, hd, krows + np, e0, kv.type, nk - np, sb + np);
+    }
     for (int r = 0; r < n_rows; ++r) {
       sc->n_vis[r] = std::clamp(visible_end(kv, s, it.t0 + r / it.g) - j0, 0, nk);
     }
@@ -256,7 +275,8 @@ Item item_of(const KvView& kv, const AttentionShape& s, const AttentionPlan& pla
 
 namespace internal {
 const AttnTileOps& attn_tile_ops_scalar() {
-  static const AttnTileOps ops{qk_scalar, pv_scalar, load_row_scalar, softmax_step_scalar};
+  static const AttnTileOps ops{qk_scalar, pv_scalar, load_row_scalar, softmax_step_scalar,
+                               qk_keys_scalar};
   return ops;
 }
 }  // namespace internal
@@ -303,7 +323,6 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
             g_all % plan.n_slices == 0);
   if (s.n_tokens == 0) return;
   const AttnTileOps& ops = tile_ops_for(active_isa());
-  const internal::AttnOps& row_ops = internal::attn_ops_for(active_isa());
   const int hd = s.head_dim;
   const int g = g_all / plan.n_slices;
   const int n_tiles = (s.n_tokens + plan.tile_tokens - 1) / plan.tile_tokens;
@@ -328,7 +347,7 @@ void attention_planned(const float* q, const KvView& kv, const AttentionShape& s
         base = scratch.part.data();
       }
       const Partial pt{base, base + max_rows, base + 2 * max_rows};
-      run_item(ops, row_ops, q, kv, s, it, &scratch, pt);
+      run_item(ops, q, kv, s, it, &scratch, pt);
       if (plan.n_splits > 1) continue;  // merged below
       for (int r = 0; r < it.nt * it.g; ++r) {
         const int t = it.t0 + r / it.g;

@@ -55,6 +55,10 @@ struct AttnTileOps {
   // nk) = 0. A row with n_vis[r] = 0 is only zeroed.
   void (*softmax_step)(float* s, int n_rows, const int* n_vis, int nk, float* m, float* l,
                        float* acc, int hd);
+  // s[r, j] = dot(q[r], head elements [e0, e0 + hd) of key row k[j]) for r < n_rows, j < nk,
+  // read from the rows themselves (all of `type`): a tile of few rows, no transpose.
+  void (*qk_keys)(const float* q, int n_rows, int hd, const void* const* k, int e0, DType type,
+                  int nk, float* s);
 };
 const AttnTileOps& attn_tile_ops_scalar();
 const AttnTileOps& attn_tile_ops_avx2();

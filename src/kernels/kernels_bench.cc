@@ -122,10 +122,11 @@ const char* variant_name(int64_t v) { return v == 0 ? "rows" : "tiled"; }
 
 void BM_AttentionDecode(benchmark::State& state) {
   // One decode row against n_past positions of an F16 (type 0) or Q8_0 (type 1) cache, ChatGLM3
-  // heads (32 q, 2 kv, 128); variant 0 = attention_rows, 1 = attention (tiled, split decode).
+  // heads (32 q, 2 kv, 128; heads arg 1: the small preset's 8 q heads); variant 0 =
+  // attention_rows, 1 = attention (tiled, split decode).
   const int n_past = static_cast<int>(state.range(0));
   const DType type = state.range(1) == 0 ? DType::kF16 : DType::kQ8_0;
-  const int n_head = 32, n_kv = 2, hd = 128;
+  const int n_head = state.range(3) == 0 ? 32 : 8, n_kv = 2, hd = 128;
   const BenchCache cache(n_past + 1, n_kv, hd, type);
   const AttentionShape sh{1, n_past, n_head, n_kv, hd, 0.088f};
   std::vector<float> q(n_head * hd, 0.3f), out(n_head * hd);
@@ -140,7 +141,7 @@ void BM_AttentionDecode(benchmark::State& state) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{128, 512, 2048, 4096, 16384}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{128, 512, 2048, 4096, 16384}, {0, 1}, {0, 1}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
