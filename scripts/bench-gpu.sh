@@ -13,6 +13,7 @@
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
 #                            [--serve-runs 10] [--kernels REGEX|none]
+#                            [--settings "1,2,16 2,2,16 4,2,16 2,2,32 2,2,64" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -20,7 +21,10 @@
 #       and the time to first token of the latency study's question through the whole HTTP
 #       stack (serve --device vulkan); first, where the pack has it, gpu_bench: each op alone at
 #       the 6B shapes on the device (--kernels: a filter of its benchmarks, default all; none:
-#       skipped); writes $OUT/bench-gpu.md (or ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
+#       skipped); then, on the first file, bench engine -p 32 -n 64 under each matmul setting
+#       (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN: rows a team for one token and for a few, the
+#       tokens from which the tiled shader runs; docs/gpu.md); writes $OUT/bench-gpu.md (or
+#       ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
 #       timings are no GPU speed.
 # The device call: carry [".gpu-bench.tar.xz", ".gl"], command "scripts/bench-gpu.sh run",
 # timeout_s 480 (run unpacks .gpu-bench.tar.xz, the pack compressed to fit what travels).
@@ -86,6 +90,7 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
+settings="1,2,16 2,2,16 4,2,16 2,2,32 2,2,64"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
@@ -93,6 +98,7 @@ while [[ $# -gt 0 ]]; do
     --types) types="$2"; shift 2 ;;
     --serve-runs) serve_runs="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
+    --settings) settings="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -293,6 +299,27 @@ for t in $types; do
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
+
+# The matmul settings (GLMSERVE_VULKAN_MATMUL) on the first file: a 32-token prompt (the tiled
+# shader or the few-token one, by TILED_MIN) and generation (rows a team).
+first=""
+for t in $types; do [[ -n "${file[$t]:-}" ]] && { first="$t"; break; }; done
+if [[ "$settings" != none && -n "$first" ]]; then
+  {
+    echo
+    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN; bench engine"
+    echo "-p 32 -n 64 -r 3, medians, t/s):"
+    echo
+    echo "| setting | pp32 | tg64 |"
+    echo "|---|---|---|"
+  } | tee -a "$report"
+  for st in $settings; do
+    r="$(GLMSERVE_VULKAN_MATMUL="$st" glmserve bench engine --model "${file[$first]}" -p 32 -n 64 -r 3 \
+      --bw-mb 0 --device vulkan --json 2>>"$out/settings.log" | tail -1 |
+      python3 -c 'import json, sys; j = json.loads(sys.stdin.read() or "{}"); print("%.2f | %.2f" % (j.get("pp", {}).get("tps_median", 0), j.get("tg", {}).get("tps_median", 0)))')"
+    echo "| $st | $r |" | tee -a "$report"
+  done
+fi
 
 # Where the device's time goes: one profiled run a file (the timestamps cost a little, so apart
 # from the timed runs above), the table of each shader's time in profile.log.

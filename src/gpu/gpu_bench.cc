@@ -122,21 +122,27 @@ const std::vector<Matrix>& weight_copies(DType type, int64_t rows, int64_t cols)
   return copies;
 }
 
-// Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default).
+// Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default; -1: the tiled
+// shader whatever the tokens; -2: the few-token one whatever the tokens).
 void BM_Matmul(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const int64_t rows = st.range(1), cols = st.range(2);
   const int tokens = static_cast<int>(st.range(3)), team_rows = static_cast<int>(st.range(4));
+  MatmulTuning tuning;
+  if (team_rows > 0) tuning.team_rows_one = tuning.team_rows_few = team_rows;
+  if (team_rows == -1) tuning.tiled_min_tokens = 2;
+  if (team_rows == -2) tuning.tiled_min_tokens = 1 << 30;
+  const char* shader = tokens >= tuning.tiled_min_tokens ? "tiled" : tokens == 1 ? "one" : "few";
   st.SetLabel(std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" +
-              std::to_string(cols) + " t" + std::to_string(tokens) + " team_rows " +
-              std::to_string(team_rows));
+              std::to_string(cols) + " t" + std::to_string(tokens) + " " + shader +
+              (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()));
   const std::vector<Matrix>& w = weight_copies(type, rows, cols);
   const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
   const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
   run_calls(st, calls, [&](Stream& s, int i) {
     matmul(s, w[i % w.size()], x.address(), y.address(), tokens, static_cast<int>(rows), 0,
-           team_rows);
+           tuning);
   });
   st.counters["bytes_per_second"] = benchmark::Counter(
       static_cast<double>(w[0].buf.size()) * st.iterations(), benchmark::Counter::kIsRate);
@@ -173,6 +179,13 @@ BENCHMARK(BM_Matmul)
 BENCHMARK(BM_Matmul)
     ->Name("MatmulTiled")
     ->Apply([](benchmark::internal::Benchmark* b) { MatmulShapes(b, {512}, {0}); })
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// Where the tiled shader should take over from the few-token one (MatmulTuning::
+// tiled_min_tokens): both at 16, 32 and 64 tokens, Q4_0 and F16, a square and a wide matrix.
+BENCHMARK(BM_Matmul)
+    ->Name("MatmulCrossover")
+    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

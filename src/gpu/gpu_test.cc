@@ -147,7 +147,7 @@ TEST_P(GpuMatmul, EqualsReference) {
       padded.insert(padded.end(), x.begin(), x.end());
       Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
       const std::vector<int> team_rows =
-          n_tokens >= kTiledMinTokens
+          n_tokens >= MatmulTuning{}.tiled_min_tokens
               ? std::vector<int>{0, -1}
               : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
       for (int tr : team_rows) {
@@ -160,7 +160,9 @@ TEST_P(GpuMatmul, EqualsReference) {
             device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
         Stream& s = dev->stream();
         s.begin();
-        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, std::max(tr, 0));
+        MatmulTuning tuning;
+        if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
+        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, tuning);
         ASSERT_TRUE(s.submit_and_wait().ok());
         const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
         double max_err = 0, max_abs = 0;
@@ -227,6 +229,20 @@ void check_one_value_rows(Device* dev, int n_rows, int n_cols) {
   ASSERT_TRUE(s.submit_and_wait().ok());
   const std::vector<float> y = read_floats(dev, yb, n_rows);
   for (int r = 0; r < n_rows; ++r) ASSERT_EQ(y[r], static_cast<float>(r % 7 + 1)) << r;
+}
+
+TEST(GpuMatmulTuning, ParsesTheThreeSettingsAndRefusesOthers) {
+  MatmulTuning t;
+  ASSERT_TRUE(parse_matmul_tuning("4,1,32", &t));
+  EXPECT_EQ(t.team_rows_one, 4);
+  EXPECT_EQ(t.team_rows_few, 1);
+  EXPECT_EQ(t.tiled_min_tokens, 32);
+  for (const char* bad : {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c"}) {
+    MatmulTuning u;
+    EXPECT_FALSE(parse_matmul_tuning(bad, &u)) << bad;
+    EXPECT_EQ(u.team_rows_one, MatmulTuning{}.team_rows_one) << "changed by " << bad;
+  }
+  EXPECT_FALSE(parse_matmul_tuning(nullptr, &t));
 }
 
 TEST(GpuMatmulShape, MoreRowGroupsThanOneDispatchAxis) {

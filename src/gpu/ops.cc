@@ -1,8 +1,11 @@
 #include "gpu/ops.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace glm::gpu {
 namespace {
@@ -53,10 +56,39 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
   return b;
 }
 
+bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
+  MatmulTuning t;
+  char extra = 0;
+  if (text == nullptr || std::sscanf(text, "%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
+                                     &t.tiled_min_tokens, &extra) != 3) {
+    return false;
+  }
+  const auto rows_ok = [](int r, int max) { return r == 1 || r == 2 || (r == 4 && max == 4); };
+  if (!rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) || t.tiled_min_tokens < 2) {
+    return false;
+  }
+  *out = t;
+  return true;
+}
+
+const MatmulTuning& matmul_tuning() {
+  static const MatmulTuning tuning = [] {
+    MatmulTuning t;
+    const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
+    if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
+      GLM_LOG_WARN("GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN (rows a team 1, 2 or 4; "
+                   "1 or 2; tokens >= 2) expected",
+                   env);
+    }
+    return t;
+  }();
+  return tuning;
+}
+
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            int team_rows) {
+            const MatmulTuning& tuning) {
   const uint32_t x_vec4 = (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
-  if (n_tokens >= kTiledMinTokens) {
+  if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
       Addr w, x, x4, y;
       uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col, x_vec4;
@@ -101,7 +133,7 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
   const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);
   while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_parts) ++p.tpr_log2;
   // Rows a team: 1, 2 or 4 (one token), 1 or 2 (a few).
-  const int rows = team_rows > 0 ? team_rows : kTeamRows[one ? 0 : 1];
+  const int rows = one ? tuning.team_rows_one : tuning.team_rows_few;
   GLM_CHECK(rows == 1 || rows == 2 || (rows == 4 && one));
   p.rows_log2 = rows == 4 ? 2 : rows - 1;
   const int64_t rows_per_group = int64_t{rows} << (6 - p.tpr_log2);

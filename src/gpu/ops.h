@@ -26,11 +26,19 @@ struct Matrix {
   MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32};
 };
 
-// Token counts from which matmul() takes the tiled shader (it reads each weight block once per
-// 64 tokens instead of once per 8).
-inline constexpr int kTiledMinTokens = 16;
-// The rows a team of the decode shaders takes by default: one token, a few.
-inline constexpr int kTeamRows[2] = {2, 2};
+// How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:
+// 1, 2 or 4 for one token, 1 or 2 for a few) and the token count from which it takes the tiled
+// shader (which reads each weight block once per 64 tokens instead of once per 8).
+struct MatmulTuning {
+  int team_rows_one = 2;
+  int team_rows_few = 2;
+  int tiled_min_tokens = 16;
+};
+// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN" (read once; benchmarks
+// compare settings with it, docs/gpu.md). A malformed value is ignored with a warning.
+const MatmulTuning& matmul_tuning();
+// MatmulTuning parsed from "ONE,FEW,TILED_MIN"; false if malformed or out of range.
+bool parse_matmul_tuning(const char* text, MatmulTuning* out);
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
 // (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),
@@ -40,12 +48,10 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
 // Uploads n floats.
 StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
-// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul); tiled from kTiledMinTokens.
+// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul), the shader chosen by `tuning`.
 //   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
-// team_rows: the rows each team of the decode shaders takes (matmul.comp: 1, 2 or 4 for one
-// token, 1 or 2 for a few); 0 = kTeamRows. For tests and gpu_bench.
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            int team_rows = 0);
+            const MatmulTuning& tuning = matmul_tuning());
 inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/ops.h"
 #include "model/adapter.h"
 #include "model/gpu_test_util.h"
 #include "model/test_util.h"
@@ -65,7 +66,8 @@ TEST_P(GpuVsCpuChatGLM1, SameLogits) {
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   ASSERT_EQ((*gpu)->device_name().substr(0, 7), "vulkan:");
   EXPECT_TRUE((*gpu)->capabilities().bidirectional_prompt);
-  // 21 prompt tokens: the prefill takes the tiled matmul (gpu::kTiledMinTokens); the prompt
+  static_assert(gpu::MatmulTuning{}.tiled_min_tokens <= 21);
+  // 21 prompt tokens: the prefill takes the tiled matmul (gpu::MatmulTuning); the prompt
   // ends in two tokens standing for [gMASK] <sop>. 4 decode steps: block positions 2 to 5.
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5,  3, 58,
                                        9, 7, 9, 3, 2, 3, 8, 4, 70, 71};

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/ops.h"
 #include "model/gpu_test_util.h"
 #include "model/test_util.h"
 
@@ -54,7 +55,8 @@ TEST_P(GpuVsCpu, SameLogits) {
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   ASSERT_EQ((*gpu)->device_name().substr(0, 7), "vulkan:");
-  // 21 prompt tokens: the prefill takes the tiled matmul (gpu::kTiledMinTokens).
+  // 21 prompt tokens: the prefill takes the tiled matmul (gpu::MatmulTuning).
+  static_assert(gpu::MatmulTuning{}.tiled_min_tokens <= 21);
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 58,
                                        9, 7, 9, 3, 2, 3, 8, 4, 6, 26};
   const std::vector<int32_t> next = {76, 0, 12};
