@@ -76,9 +76,10 @@ const MatmulTuning& matmul_tuning() {
     MatmulTuning t;
     const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
     if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
-      GLM_LOG_WARN("GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN (rows a team 1, 2 or 4; "
-                   "1 or 2; tokens >= 2) expected",
-                   env);
+      GLM_LOG_WARN(
+          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN (rows a team 1, 2 or 4; "
+          "1 or 2; tokens >= 2) expected",
+          env);
     }
     return t;
   }();
