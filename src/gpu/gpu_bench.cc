@@ -149,8 +149,8 @@ void BM_Matmul(benchmark::State& st) {
 
 // ChatGLM3-6B's matrices: qkv, dense (o), the two halves of the MLP (up, gate as one), down;
 // the output head.
-void MatmulShapes(benchmark::internal::Benchmark* b, std::vector<int64_t> tokens,
-                  std::vector<int64_t> team_rows) {
+void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>& tokens,
+                  const std::vector<int64_t>& team_rows) {
   const int64_t shapes[][2] = {
       {4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}, {65024, 4096}};
   for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
