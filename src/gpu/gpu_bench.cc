@@ -141,7 +141,8 @@ void BM_Matmul(benchmark::State& st) {
   const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
   run_calls(st, calls, [&](Stream& s, int i) {
-    matmul(s, w[i % w.size()], x.address(), y.address(), tokens, static_cast<int>(rows), 0, tuning);
+    matmul(s, w[i % w.size()], x.address(), y.address(), tokens, static_cast<int>(rows), 0, {},
+           tuning);
   });
   st.counters["bytes_per_second"] = benchmark::Counter(
       static_cast<double>(w[0].buf.size()) * st.iterations(), benchmark::Counter::kIsRate);

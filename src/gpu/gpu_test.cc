@@ -150,9 +150,15 @@ TEST_P(GpuMatmul, EqualsReference) {
           n_tokens >= MatmulTuning{}.tiled_min_tokens
               ? std::vector<int>{0, -1}
               : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
+      // With 2 rows a team and in the aligned tiled run: a bias per row and y's old values
+      // (-7) added as the products are written.
+      const std::vector<float> bias = random_floats(n_rows, 17);
+      Buffer bias_b = device_floats(dev, bias);
       for (int tr : team_rows) {
+        const bool adds = tr == 2 || tr == 0;
         SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
-                     " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr));
+                     " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
+                     (adds ? " with bias and residual" : ""));
         const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
         // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
         const int stride = n_rows + 3;
@@ -162,14 +168,17 @@ TEST_P(GpuMatmul, EqualsReference) {
         s.begin();
         MatmulTuning tuning;
         if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
-        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, tuning);
+        MatmulAdd add;
+        if (adds) add = {bias_b.address(), true};
+        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
         ASSERT_TRUE(s.submit_and_wait().ok());
         const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
         double max_err = 0, max_abs = 0;
         for (int t = 0; t < n_tokens; ++t) {
           for (int r = 0; r < n_rows; ++r) {
             const float g = got[static_cast<size_t>(t) * stride + 2 + r];
-            const float e = want[static_cast<size_t>(t) * n_rows + r];
+            const float e =
+                want[static_cast<size_t>(t) * n_rows + r] + (adds ? bias[r] - 7.0f : 0.0f);
             max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
             max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
           }

@@ -87,12 +87,15 @@ const MatmulTuning& matmul_tuning() {
 }
 
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            const MatmulTuning& tuning) {
+            MatmulAdd add, const MatmulTuning& tuning) {
+  const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
   const uint32_t x_vec4 = (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
   if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
       Addr w, x, x4, y;
       uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col, x_vec4;
+      Addr bias;
+      uint32_t has_bias, add_to_y;
     } p{w.buf.address(),
         x,
         x,
@@ -103,7 +106,10 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
         static_cast<uint32_t>(w.row_bytes),
         static_cast<uint32_t>(y_stride),
         static_cast<uint32_t>(y_col),
-        x_vec4};
+        x_vec4,
+        add.bias,
+        has_bias,
+        add_to_y};
     const int64_t gx = (w.n_rows + 127) / 128, gy = (n_tokens + 63) / 64;  // 128 x 64 tiles
     GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups);
     s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
@@ -115,6 +121,8 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
         rows_log2, x_vec4;
+    Addr bias;
+    uint32_t has_bias, add_to_y;
   } p{w.buf.address(),
       x,
       x,
@@ -128,7 +136,10 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
       static_cast<uint32_t>(y_col),
       0,
       0,
-      x_vec4};
+      x_vec4,
+      add.bias,
+      has_bias,
+      add_to_y};
   // Threads per row: as many as the row has 8-value parts (four a 32-value chunk; a power of
   // two, at most 64), so that narrow matrices fill the workgroup with several teams.
   const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);

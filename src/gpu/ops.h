@@ -48,10 +48,18 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
 // Uploads n floats.
 StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
-// y[t, y_col + r] = sum_c w[r, c] * x[t, c]   (kernels::matmul), the shader chosen by `tuning`.
+// What matmul() adds to its products as it writes them: a bias per row (bias: [w.n_rows] f32)
+// and y's old values (a residual), so that neither takes a dispatch of its own.
+struct MatmulAdd {
+  Addr bias = 0;
+  bool to_y = false;
+};
+
+// y[t, y_col + r] = sum_c w[r, c] * x[t, c] (+ bias[r]) (+ y[t, y_col + r])   (kernels::matmul),
+// the shader chosen by `tuning`.
 //   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            const MatmulTuning& tuning = matmul_tuning());
+            MatmulAdd add = {}, const MatmulTuning& tuning = matmul_tuning());
 inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }

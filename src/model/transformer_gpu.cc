@@ -101,15 +101,17 @@ Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
   return upload_head(w, &up);
 }
 
-void GpuTransformer::add_residual(gpu::Stream& st, const gpu::Buffer& post_norm, gpu::Addr x,
-                                  int n) const {
+void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in,
+                             const gpu::Buffer& bias, const gpu::Buffer& post_norm, gpu::Addr x,
+                             int n) const {
   const int d = config_.n_embd;
   if (post_norm.valid()) {
     // glm4: x += RMSNorm(proj_); cur_ [n, n_embd] is free here (its sub-block has run).
+    gpu::matmul(st, w, in, at(proj_), n, d, 0, {bias_of(bias), false});  // [n, n_embd]
     gpu::rms_norm(st, at(proj_), at(post_norm), at(cur_), n, d, config_.norm_eps);
     gpu::add(st, at(cur_), x, static_cast<int64_t>(n) * d);
   } else {
-    gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * d);
+    gpu::matmul(st, w, in, x, n, d, 0, {bias_of(bias), true});  // x += w in (+ bias)
   }
 }
 
@@ -150,22 +152,18 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
     const Layer& g = layers_[l];
     gpu::rms_norm(st, x, at(g.attn_norm), at(cur_), n, d, c.norm_eps);
     // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
+    // Biases are added by the matmuls as they write (gpu::MatmulAdd).
     if (g.qkv.buf.valid()) {
-      gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0);
-      if (g.qkv_b.valid()) gpu::add_bias(st, at(g.qkv_b), at(qkv_), n, w, w, 0);
+      gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {bias_of(g.qkv_b), false});
     } else {
-      gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0);
-      gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd);
-      gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd);
-      if (g.bq.valid()) gpu::add_bias(st, at(g.bq), at(qkv_), n, qd, w, 0);
-      if (g.bk.valid()) gpu::add_bias(st, at(g.bk), at(qkv_), n, kd, w, qd);
-      if (g.bv.valid()) gpu::add_bias(st, at(g.bv), at(qkv_), n, kd, w, qd + kd);
+      gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {bias_of(g.bq), false});
+      gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {bias_of(g.bk), false});
+      gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {bias_of(g.bv), false});
     }
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head, c.head_dim, c.n_rot);
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, qd, c.n_head_kv, c.head_dim, c.n_rot);
+    // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
+    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot);
     attend(st, batch, step, l, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
-    gpu::matmul(st, g.wo, at(attn_), at(proj_), n);        // [n, n_embd]
-    add_residual(st, g.attn_post_norm, x, n);
+    project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n);
     gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
     // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
     if (g.ffn_gate.buf.valid()) {
@@ -175,9 +173,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
       gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n);
     }
     gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
-    gpu::matmul(st, g.ffn_down, at(act_), at(proj_), n);  // [n, n_embd]
-    if (g.ffn_down_b.valid()) gpu::add_bias(st, at(g.ffn_down_b), at(proj_), n, d, d, 0);
-    add_residual(st, g.ffn_post_norm, x, n);
+    project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n);
   }
   // rows_ [R, n_embd]: the final norm of the rows to output.
   gpu::rms_norm(st, x, at(output_norm_), at(rows_), step.n_out, d, c.norm_eps,

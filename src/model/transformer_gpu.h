@@ -55,8 +55,13 @@ class GpuTransformer : public GpuModel {
   GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                  const Weights& weights, std::unique_ptr<gpu::Device> device,
                  const GpuLayerPlan& plan);
-  // x [n, n_embd] += proj_, or += RMSNorm(proj_) by `post_norm` when it is valid (glm4).
-  void add_residual(gpu::Stream& st, const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
+  // The residual of a sub-block's output matrix w on in [n, w.n_cols]: x [n, n_embd] += w in
+  // (+ bias), added by the matmul as it writes; or, when `post_norm` is valid (glm4), proj_ =
+  // w in (+ bias), then x += RMSNorm(proj_).
+  void project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in, const gpu::Buffer& bias,
+               const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
+  // A bias buffer's address, or 0 (no bias) when it is empty.
+  static gpu::Addr bias_of(const gpu::Buffer& b) { return b.valid() ? b.address() : 0; }
   // Uploads layers [n_cpu_, n_layer) and the output head.
   Status upload(const Weights& w, const ProgressFn& progress);
 

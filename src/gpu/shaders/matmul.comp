@@ -4,7 +4,8 @@
 // few tokens (decode). Two variants a type: TT = 1 (one token: the decode step of one sequence)
 // and TT = 8 (a tile of up to 8 tokens); RMAX rows a thread at most.
 //   w: [n_rows, n_cols] GGUF rows of row_bytes each; x: [n_tokens, n_cols] f32;
-//   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten.
+//   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten (or added to),
+//   with bias: [n_rows] added where given.
 // A workgroup of 64 threads is split into teams of tpr = 2^tpr_log2 threads (as many as a row
 // has 8-value parts, at most 64); a team takes nr = 2^rows_log2 neighbouring rows. A row's work
 // is its 32-value chunks in four parts of 8 values (decode.glsl: decode_part); the team's
@@ -42,7 +43,18 @@ layout(push_constant) uniform Push {
   uint tpr_log2;   // threads per row: 1 << tpr_log2
   uint rows_log2;  // rows a team: 1 << rows_log2 (at most RMAX)
   uint x_vec4;     // 1: x is 16-byte aligned and n_cols a multiple of 4
+  Floats bias;     // [n_rows], added to every token's row; unread when has_bias is 0
+  uint has_bias;
+  uint add_to_y;   // 1: y += the products (a residual), else y = them
 } p;
+
+// y[t, row] = s (+ bias[row]) (+ y[t, row]).
+void write_y(uint t, uint row, float s) {
+  uint o = t * p.y_stride + p.y_col + row;
+  if (p.has_bias != 0u) s += p.bias.v[row];
+  if (p.add_to_y != 0u) s += p.y.v[o];
+  p.y.v[o] = s;
+}
 
 #include "decode.glsl"
 
@@ -126,7 +138,7 @@ void main() {
       if (r < nr && t < nt && row < p.n_rows) {
         float s = 0.0;
         for (uint g = 0u; g < per_team; ++g) s += red[tm * per_team + g][k];
-        p.y.v[(t0 + t) * p.y_stride + p.y_col + row] = s;
+        write_y(t0 + t, row, s);
       }
     }
   } else {
@@ -146,7 +158,7 @@ void main() {
         uint row = row0 + r;
         for (uint t = 0u; t < TT; ++t) {
           if (r < nr && t < nt && row < p.n_rows) {
-            p.y.v[(t0 + t) * p.y_stride + p.y_col + row] = red[tid][r * TT + t];
+            write_y(t0 + t, row, red[tid][r * TT + t]);
           }
         }
       }

@@ -2,7 +2,8 @@
 // The prefill matmul (many tokens): y[t, r] = sum_c w[r, c] * x[t, c], as matmul.comp computes it,
 // in tiles that read each weight block once per 64 tokens.
 //   w: [n_rows, n_cols] GGUF rows of row_bytes each; x: [n_tokens, n_cols] f32;
-//   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten.
+//   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten (or added to),
+//   with bias: [n_rows] added where given (matmul.comp).
 // A workgroup of 256 threads computes a tile of 128 rows x 64 tokens, a 32-value chunk of the
 // rows at a time: its threads decode the tile's 512 parts of 8 values (two each, four threads a
 // row's chunk: neighbouring bytes) into shared memory as [value, row], and load its 64 tokens'
@@ -25,6 +26,9 @@ layout(push_constant) uniform Push {
   uint y_stride;
   uint y_col;
   uint x_vec4;  // 1: x is 16-byte aligned and n_cols a multiple of 4
+  Floats bias;  // [n_rows], added to every token's row; unread when has_bias is 0
+  uint has_bias;
+  uint add_to_y;  // 1: y += the products (a residual), else y = them
 } p;
 
 #include "decode.glsl"
@@ -90,7 +94,13 @@ void main() {
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       uint t = t0 + 4u * tc + j;
-      if (t < p.n_tokens) p.y.v[t * p.y_stride + p.y_col + row] = acc[i][j];
+      if (t < p.n_tokens) {
+        uint o = t * p.y_stride + p.y_col + row;
+        float v = acc[i][j];
+        if (p.has_bias != 0u) v += p.bias.v[row];
+        if (p.add_to_y != 0u) v += p.y.v[o];
+        p.y.v[o] = v;
+      }
     }
   }
 }
