@@ -88,7 +88,8 @@ class Buffer {
 };
 
 // Records one command buffer of dispatches and copies, then submits it and waits. Every
-// dispatch is followed by a barrier (each op of a step reads what the one before wrote).
+// dispatch is followed by a barrier (each op of a step reads what the one before wrote), unless
+// the caller says otherwise (concurrent_with_last).
 class Stream {
  public:
   void begin();
@@ -97,6 +98,10 @@ class Stream {
                 uint32_t gz = 1);
   void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
             size_t bytes);
+  // Drops the barrier before the next dispatch: the caller says it neither reads what the
+  // dispatch before it wrote nor writes what that one reads (one op over parts of a batch, e.g.
+  // each sequence's attention), so the two may run at once. The barrier before that one stays.
+  void concurrent_with_last() { pending_barrier_ = false; }
   // Submits what was recorded and waits for it. Errors: unavailable, naming the Vulkan result
   // (a lost device, a timeout after the device's submit_timeout_ms), after which the device is
   // marked lost and every later submit fails at once.

@@ -295,6 +295,9 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     aa.block_tokens = kv_block_tokens_;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
+    // Each sequence reads its own rows of qkv_ and the cache and writes its own rows of attn_:
+    // no barrier between them (the one after kv_store stays before the first).
+    if (s > 0) st.concurrent_with_last();
     gpu::attention(st, kv_type_, aa);
   }
 }
