@@ -27,6 +27,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "kernels/quant.h"
@@ -256,36 +257,21 @@ void BM_Attention(benchmark::State& st) {
   const Buffer src = floats_on_device(random_floats(static_cast<size_t>(n_pos) * w, 1));
   const Buffer slots = floats_on_device(slot_f), blocks = floats_on_device(table_f);
   const Buffer out = zeros_on_device(static_cast<size_t>(tokens) * n_head * hd);
-  KvStoreArgs ka;
-  ka.src = src.address();
-  ka.kv = kv->address();
-  ka.slots = slots.address();
-  ka.n_tokens = n_pos;
-  ka.src_stride = w;
-  ka.k_col = n_head * hd;
-  ka.v_col = n_head * hd + kd;
-  ka.v_base = v_base;
-  ka.row_elems = kd;
-  ka.row_bytes = static_cast<uint32_t>(rb);
+  const AttentionCaseShape shape{.n_head = n_head,
+                                 .n_head_kv = n_head_kv,
+                                 .head_dim = hd,
+                                 .block_tokens = bt,
+                                 .n_past = n_past,
+                                 .n_tokens = tokens,
+                                 .n_pos = n_pos,
+                                 .v_base = v_base};
+  const AttentionCase ac = attention_case(shape, src.address(), kv->address(), slots.address(),
+                                          blocks.address(), out.address());
   Stream& s = device()->stream();
   s.begin();
-  kv_store(s, DType::kF16, ka);  // every position's K/V, once
+  kv_store(s, DType::kF16, ac.store);  // every position's K/V, once
   GLM_CHECK(s.submit_and_wait().ok());
-  AttentionArgs aa;
-  aa.q = src.address() + static_cast<size_t>(n_past) * w * 4;
-  aa.out = out.address();
-  aa.kv = kv->address();
-  aa.blocks = blocks.address();
-  aa.n_tokens = tokens;
-  aa.q_stride = w;
-  aa.v_base = v_base;
-  aa.row_bytes = static_cast<uint32_t>(rb);
-  aa.n_past = n_past;
-  aa.n_head = n_head;
-  aa.n_head_kv = n_head_kv;
-  aa.head_dim = hd;
-  aa.block_tokens = bt;
-  aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const AttentionArgs aa = ac.attend;
   run_calls(st, 16, [&](Stream& s2, int) { attention(s2, DType::kF16, aa); });
   st.counters["bytes_per_second"] =
       benchmark::Counter(2.0 * static_cast<double>(n_pos) * static_cast<double>(rb) *

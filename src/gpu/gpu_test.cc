@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "kernels/attention.h"
@@ -312,33 +313,19 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
     Stream& s = dev->stream();
     s.begin();
-    KvStoreArgs ka;
-    ka.src = src_b.address();
-    ka.kv = kv->address();
-    ka.slots = slots_b.address();
-    ka.n_tokens = n_pos;
-    ka.src_stride = w;
-    ka.k_col = qd;
-    ka.v_col = qd + kd;
-    ka.v_base = v_base;
-    ka.row_elems = kd;
-    ka.row_bytes = static_cast<uint32_t>(rb);
-    kv_store(s, type, ka);
-    AttentionArgs aa;
-    aa.q = src_b.address() + static_cast<size_t>(n_past) * w * 4;
-    aa.out = out_b.address();
-    aa.kv = kv->address();
-    aa.blocks = table_b.address();
-    aa.n_tokens = n_tokens;
-    aa.q_stride = w;
-    aa.v_base = v_base;
-    aa.row_bytes = static_cast<uint32_t>(rb);
-    aa.n_past = n_past;
-    aa.n_head = n_head;
-    aa.n_head_kv = n_head_kv;
-    aa.head_dim = head_dim;
-    aa.block_tokens = bt;
-    aa.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const AttentionCaseShape cs{.type = type,
+                                .n_head = n_head,
+                                .n_head_kv = n_head_kv,
+                                .head_dim = head_dim,
+                                .block_tokens = bt,
+                                .n_past = n_past,
+                                .n_tokens = n_tokens,
+                                .n_pos = n_pos,
+                                .v_base = v_base};
+    AttentionCase ac = attention_case(cs, src_b.address(), kv->address(), slots_b.address(),
+                                      table_b.address(), out_b.address());
+    kv_store(s, type, ac.store);
+    AttentionArgs aa = ac.attend;
     aa.bidir_prefix = rows.bidir;
     attention(s, type, aa);
     ASSERT_TRUE(s.submit_and_wait().ok());
