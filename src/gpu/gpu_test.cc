@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -273,21 +274,29 @@ class GpuAttention : public ::testing::TestWithParam<DType> {};
 TEST_P(GpuAttention, StoreAndAttendEqualReference) {
   NEED_DEVICE();
   const DType type = GetParam();
-  const int n_head = 4, n_head_kv = 2, head_dim = 64, bt = 16, n_blocks = 6;
+  const int n_head = 4, n_head_kv = 2, head_dim = 64, bt = 16;
   const int kd = n_head_kv * head_dim, qd = n_head * head_dim;
   const size_t rb = row_bytes(type == DType::kQ8_0 ? DType::kQ8_0 : type, kd);
-  const std::vector<int32_t> table = {4, 0, 5, 2, 1};  // 5 blocks: up to 80 positions
   // {n_past, n_tokens, bidir_prefix}: causal prefill and decode; ChatGLM-6B's prompt (every row
   // but the last sees the prompt but its last position); rows inside a longer bidirectional
-  // prefix (they see positions ahead of them, already in the cache).
+  // prefix (they see positions ahead of them, already in the cache). The last three: few rows
+  // over many keys, which split their keys across workgroups (gpu::kAttentionSplitRows) and
+  // merge, the last with a tail of a chunk.
   struct Rows {
     int n_past, n_tokens, bidir;
   };
-  for (const Rows rows : {Rows{0, 29, 0}, Rows{37, 3, 0}, Rows{0, 29, 28}, Rows{5, 4, 21}}) {
+  for (const Rows rows : {Rows{0, 29, 0}, Rows{37, 3, 0}, Rows{0, 29, 28}, Rows{5, 4, 21},
+                          Rows{1000, 1, 0}, Rows{597, 3, 700}, Rows{1234, 2, 0}}) {
     const int n_past = rows.n_past, n_tokens = rows.n_tokens;
     SCOPED_TRACE("n_past " + std::to_string(n_past) + " bidir_prefix " +
                  std::to_string(rows.bidir));
     const int n_pos = std::max(n_past + n_tokens, rows.bidir);
+    // The sequence's blocks in a scattered order, one block of the cache left unused.
+    const int n_blocks = (n_pos + bt - 1) / bt + 1;
+    std::vector<int32_t> table(n_blocks - 1);
+    int mul = 5;
+    while (std::gcd(mul, n_blocks) != 1) ++mul;
+    for (int b = 0; b < n_blocks - 1; ++b) table[b] = (b * mul + 3) % n_blocks;
     // Source rows: [n_pos, q | k | v], the K/V of every position, so both caches hold them all.
     const int w = qd + 2 * kd;
     const std::vector<float> src =
@@ -327,6 +336,10 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     kv_store(s, type, ac.store);
     AttentionArgs aa = ac.attend;
     aa.bidir_prefix = rows.bidir;
+    StatusOr<Buffer> split =
+        dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+    ASSERT_TRUE(split.ok());
+    aa.scratch = split->address();
     attention(s, type, aa);
     ASSERT_TRUE(s.submit_and_wait().ok());
 

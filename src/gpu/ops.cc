@@ -294,6 +294,8 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
         block_tokens;
     float scale;
     uint32_t bidir_prefix;
+    Addr part;
+    uint32_t n_split, split_len;
   } p{a.q,
       a.out,
       a.kv,
@@ -309,10 +311,37 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       static_cast<uint32_t>(a.head_dim),
       static_cast<uint32_t>(a.block_tokens),
       a.scale,
-      static_cast<uint32_t>(a.bidir_prefix)};
+      static_cast<uint32_t>(a.bidir_prefix),
+      a.scratch,
+      1,
+      0};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
+  // Splits of the keys: the most keys a row sees (the last token's, or the bidirectional prefix).
+  const int rows = a.n_tokens * a.n_head;
+  const int64_t n_keys = std::max<int64_t>(int64_t{a.n_past} + a.n_tokens, a.bidir_prefix);
+  if (a.scratch != 0 && rows < kAttentionSplitRows && n_keys >= 2 * kAttentionSplitMinKeys) {
+    const int64_t want = (kAttentionSplitGroups + rows - 1) / rows;
+    const int64_t n_split = std::min<int64_t>(want, n_keys / kAttentionSplitMinKeys);
+    const int64_t len = ((n_keys + n_split - 1) / n_split + 63) / 64 * 64;  // whole chunks
+    p.split_len = static_cast<uint32_t>(len);
+    p.n_split = static_cast<uint32_t>((n_keys + len - 1) / len);
+    GLM_CHECK(static_cast<size_t>(rows) * p.n_split * (a.head_dim + 2) <= kAttentionScratchFloats);
+  }
   s.dispatch(attn, &p, sizeof(p), static_cast<uint32_t>(a.n_head),
-             static_cast<uint32_t>(a.n_tokens));
+             static_cast<uint32_t>(a.n_tokens), p.n_split);
+  if (p.n_split > 1) {
+    struct {
+      Addr part, out;
+      uint32_t n_head, head_dim, n_split, out_row0;
+    } m{a.scratch,
+        a.out,
+        static_cast<uint32_t>(a.n_head),
+        static_cast<uint32_t>(a.head_dim),
+        p.n_split,
+        static_cast<uint32_t>(a.out_row0)};
+    s.dispatch(Shader::kAttentionMerge, &m, sizeof(m), static_cast<uint32_t>(a.n_head),
+               static_cast<uint32_t>(a.n_tokens));
+  }
 }
 
 }  // namespace glm::gpu

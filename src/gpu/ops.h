@@ -124,8 +124,21 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 // out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32).
 // bidir_prefix as kernels::AttentionShape's (0 = causal): the block table must then cover
 // max(n_past + n_tokens, bidir_prefix) positions.
+// With a scratch buffer (kAttentionScratchFloats f32 at `scratch`), few rows over many keys (a
+// decode step at depth: n_tokens x n_head < kAttentionSplitRows) split their keys across
+// workgroups, about kAttentionSplitGroups in all with at least kAttentionSplitMinKeys keys
+// each, and a second dispatch merges the splits (attention_merge.comp): without it one
+// workgroup a head walks every key. The scratch must not be in use by another attention
+// recorded beside this one (Stream::concurrent_with_last).
+inline constexpr int kAttentionSplitRows = 128;
+inline constexpr int kAttentionSplitGroups = 256;
+inline constexpr int kAttentionSplitMinKeys = 256;
+// rows x splits < kAttentionSplitGroups + kAttentionSplitRows, each of head_dim (<= 256) + 2.
+inline constexpr size_t kAttentionScratchFloats =
+    size_t{kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
+  Addr scratch = 0;  // kAttentionScratchFloats f32, or 0: no splits
   int n_tokens = 0, q_stride = 0, out_row0 = 0;
   uint32_t k_base = 0, v_base = 0, row_bytes = 0;
   int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;

@@ -59,7 +59,8 @@ namespace glm::gpu {
   X(kKvStoreQ8_0, kv_store_q8_0)         \
   X(kAttentionF32, attention_f32)        \
   X(kAttentionF16, attention_f16)        \
-  X(kAttentionQ8_0, attention_q8_0)
+  X(kAttentionQ8_0, attention_q8_0)      \
+  X(kAttentionMerge, attention_merge)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,

@@ -63,7 +63,7 @@ size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
   // in_host_ and in_dev_
   const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1) + rr + b);
-  return (acts + rows + in) * kF;
+  return (acts + rows + in + gpu::kAttentionScratchFloats) * kF;  // + attn_split_
 }
 
 StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& config,
@@ -180,6 +180,7 @@ Status GpuModel::reserve(int n, int r, int b) {
     GLM_RETURN_IF_ERROR(grow(dev, &cur_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &qkv_, t * (c.q_dim() + 2 * c.kv_dim()) * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &attn_, t * c.q_dim() * kF, kDev));
+    GLM_RETURN_IF_ERROR(grow(dev, &attn_split_, gpu::kAttentionScratchFloats * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &proj_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &up_, t * widths_.up * kF, kDev));
     if (widths_.act > 0) GLM_RETURN_IF_ERROR(grow(dev, &act_, t * widths_.act * kF, kDev));
@@ -295,6 +296,9 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     aa.block_tokens = kv_block_tokens_;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
+    // A lone sequence may split its keys (a decode step at depth); a batch's sequences run
+    // side by side, so they do not share the split scratch.
+    if (batch.size() == 1) aa.scratch = at(attn_split_);
     // Each sequence reads its own rows of qkv_ and the cache and writes its own rows of attn_:
     // no barrier between them (the one after kv_store stays before the first).
     if (s > 0) st.concurrent_with_last();

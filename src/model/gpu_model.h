@@ -126,15 +126,16 @@ class GpuModel : public Model {
   gpu::Matrix output_;         // [n_vocab, n_embd]
 
   // Scratch on the device, [T, width] f32 rows, sized for cap_tokens_ / cap_rows_.
-  gpu::Buffer cur_;     // [T, n_embd] normed input of a sub-block
-  gpu::Buffer qkv_;     // [T, q_dim + 2 kv_dim]
-  gpu::Buffer attn_;    // [T, q_dim]
-  gpu::Buffer proj_;    // [T, n_embd]
-  gpu::Buffer up_;      // [T, widths_.up]
-  gpu::Buffer act_;     // [T, widths_.act]
-  gpu::Buffer rows_;    // [R, n_embd] final-norm rows
-  gpu::Buffer logits_;  // [R, n_vocab]
-  gpu::Buffer in_dev_;  // the step's inputs (Step)
+  gpu::Buffer cur_;         // [T, n_embd] normed input of a sub-block
+  gpu::Buffer qkv_;         // [T, q_dim + 2 kv_dim]
+  gpu::Buffer attn_;        // [T, q_dim]
+  gpu::Buffer attn_split_;  // [gpu::kAttentionScratchFloats] a lone sequence's attention splits
+  gpu::Buffer proj_;        // [T, n_embd]
+  gpu::Buffer up_;          // [T, widths_.up]
+  gpu::Buffer act_;         // [T, widths_.act]
+  gpu::Buffer rows_;        // [R, n_embd] final-norm rows
+  gpu::Buffer logits_;      // [R, n_vocab]
+  gpu::Buffer in_dev_;      // the step's inputs (Step)
 
  private:
   // Scratch for n tokens, r output rows and b block-table entries (grow only).

@@ -7,8 +7,14 @@
 //   out: [n_tokens, n_head * head_dim] f32 (rows from out_row0);
 //   kv: one layer's cache (K rows from k_base, V rows from v_base, row_bytes apart);
 //   blocks: [n_blocks] the sequence's block table, block_tokens positions a block.
-// One workgroup per (head, token): keys in chunks of 64, one key's score per thread, an online
-// softmax across chunks, each thread accumulating head_dim / 64 output dims.
+// One workgroup per (head, token, split): keys in chunks of 64, one key's score per thread, an
+// online softmax across chunks (its max and sum by subgroup operations: three barriers a
+// chunk), each thread accumulating head_dim / 64 output dims. With n_split > 1 (few rows over
+// many keys: a decode step at depth), split z takes keys [z split_len, (z + 1) split_len) and
+// writes its unnormalised state to part ([row, split, (m, l, acc[head_dim])]), which
+// attention_merge.comp combines into out.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "kv.glsl"
 layout(local_size_x = 64) in;
@@ -29,27 +35,34 @@ layout(push_constant) uniform Push {
   uint block_tokens;
   float scale;
   uint bidir_prefix;
+  Floats part;     // [n_tokens * n_head, n_split, head_dim + 2] when n_split > 1
+  uint n_split;
+  uint split_len;  // keys a split (a multiple of 64)
 } p;
 
 shared float qs[256];
 shared float s[64];
-shared float red[64];
+shared float red_max[64];  // a value a subgroup
+shared float red_sum[64];
 shared uint vrow[64];  // the byte offset of each key's V row in this chunk
 
 void main() {
-  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
+  uint tid = gl_LocalInvocationID.x;
   uint hd = p.head_dim;
   uint kvh = h / (p.n_head / p.n_head_kv);
   uint qo = t * p.q_stride + h * hd;
   for (uint d = tid; d < hd; d += 64u) qs[d] = p.q.v[qo + d];
   barrier();
   uint n_keys = max(p.n_past + t + 1u, p.bidir_prefix);
+  uint k_begin = min(z * p.split_len, n_keys);
+  uint k_end = p.n_split > 1u ? min(k_begin + p.split_len, n_keys) : n_keys;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-  for (uint j0 = 0u; j0 < n_keys; j0 += 64u) {
+  for (uint j0 = k_begin; j0 < k_end; j0 += 64u) {
     uint j = j0 + tid;
     float score = -1.0 / 0.0;
-    if (j < n_keys) {
+    if (j < k_end) {
       // The block table read once a key: the K row here, the V row for the sums below.
       uint slot = uint(p.blocks.v[j / p.block_tokens]) * p.block_tokens + j % p.block_tokens;
       uint ro = p.k_base + slot * p.row_bytes;
@@ -67,26 +80,23 @@ void main() {
       for (; d < hd; ++d) d0 += qs[d] * kv_elem(p.kv, ro, e0 + d);
       score = ((d0 + d1) + (d2 + d3)) * p.scale;
     }
-    s[tid] = score;
-    red[tid] = score;
+    // The chunk's max: each subgroup's, then theirs.
+    float sm = subgroupMax(score);
+    if (subgroupElect()) red_max[gl_SubgroupID] = sm;
     barrier();
-    for (uint stride = 32u; stride > 0u; stride >>= 1) {
-      if (tid < stride) red[tid] = max(red[tid], red[tid + stride]);
-      barrier();
-    }
-    float m_new = max(m, red[0]);
-    barrier();
-    float pj = j < n_keys ? exp(score - m_new) : 0.0;
+    float chunk_max = red_max[0];
+    for (uint g = 1u; g < gl_NumSubgroups; ++g) chunk_max = max(chunk_max, red_max[g]);
+    float m_new = max(m, chunk_max);
+    float pj = j < k_end ? exp(score - m_new) : 0.0;
     s[tid] = pj;
-    red[tid] = pj;
+    float ss = subgroupAdd(pj);
+    if (subgroupElect()) red_sum[gl_SubgroupID] = ss;
     barrier();
-    for (uint stride = 32u; stride > 0u; stride >>= 1) {
-      if (tid < stride) red[tid] += red[tid + stride];
-      barrier();
-    }
+    float chunk_sum = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) chunk_sum += red_sum[g];
     float corr = exp(m - m_new);
-    l = l * corr + red[0];
-    uint n_chunk = min(64u, n_keys - j0);
+    l = l * corr + chunk_sum;
+    uint n_chunk = min(64u, k_end - j0);
     for (uint k = 0u; k < 4u; ++k) {
       uint d = tid + 64u * k;
       if (d >= hd) break;
@@ -100,7 +110,20 @@ void main() {
       acc[k] = acc[k] * corr + (a0 + a1);
     }
     m = m_new;
-    barrier();
+    barrier();  // s, vrow and the sums are written again by the next chunk
+  }
+  if (p.n_split > 1u) {
+    // This split's state (m = -inf, l = 0 where it saw no key: it weighs 0 in the merge).
+    uint po = ((t * p.n_head + h) * p.n_split + z) * (hd + 2u);
+    if (tid == 0u) {
+      p.part.v[po] = m;
+      p.part.v[po + 1u] = l;
+    }
+    for (uint k = 0u; k < 4u; ++k) {
+      uint d = tid + 64u * k;
+      if (d < hd) p.part.v[po + 2u + d] = acc[k];
+    }
+    return;
   }
   uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
   for (uint k = 0u; k < 4u; ++k) {
