@@ -233,8 +233,8 @@ void BM_Swiglu(benchmark::State& st) {
 BENCHMARK(BM_Swiglu)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Attention of `tokens` new rows at depth `n_past` over an f16 cache in blocks of 16 positions
-// (ChatGLM3-6B: 32 query heads, 2 K/V heads of 128), the blocks in a scattered order; and the
-// store of the new rows' K/V.
+// (ChatGLM3-6B: 32 query heads, 2 K/V heads of 128), the blocks in a scattered order; third
+// argument 1: with the scratch that lets few rows split their keys (gpu::AttentionArgs).
 void BM_Attention(benchmark::State& st) {
   const int n_past = static_cast<int>(st.range(0)), tokens = static_cast<int>(st.range(1));
   const int n_head = 32, n_head_kv = 2, hd = 128, bt = 16, kd = n_head_kv * hd;
@@ -271,7 +271,11 @@ void BM_Attention(benchmark::State& st) {
   s.begin();
   kv_store(s, DType::kF16, ac.store);  // every position's K/V, once
   GLM_CHECK(s.submit_and_wait().ok());
-  const AttentionArgs aa = ac.attend;
+  AttentionArgs aa = ac.attend;
+  StatusOr<Buffer> split =
+      device()->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+  require(split.ok(), "no memory for the attention's splits");
+  if (st.range(2) != 0) aa.scratch = split->address();  // few rows over many keys split them
   run_calls(st, 16, [&](Stream& s2, int) { attention(s2, DType::kF16, aa); });
   st.counters["bytes_per_second"] =
       benchmark::Counter(2.0 * static_cast<double>(n_pos) * static_cast<double>(rb) *
@@ -279,9 +283,11 @@ void BM_Attention(benchmark::State& st) {
                          benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Attention)
-    ->Args({512, 1})
-    ->Args({4096, 1})
-    ->Args({0, 512})
+    ->Args({512, 1, 0})
+    ->Args({512, 1, 1})
+    ->Args({4096, 1, 0})
+    ->Args({4096, 1, 1})
+    ->Args({0, 512, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
