@@ -419,6 +419,42 @@ double max_rel_err(const std::vector<float>& got, const std::vector<float>& want
 // LayerNorm with bias (ChatGLM-6B) against model::ops::layer_norm: rows of a length that is not
 // a multiple of the 64 threads, a mean far from 0 (the two-pass variance), and rows picked by
 // an index (the final norm of the output rows).
+// RMSNorm against model::ops::rms_norm: a row of 4 loads a thread and a tail (n = 4099), a
+// short row (77), rows picked by index.
+TEST(GpuOps, RmsNormEqualsReference) {
+  NEED_DEVICE();
+  for (int n : {77, 4099}) {
+    SCOPED_TRACE(n);
+    const int n_rows = 5;
+    std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 31);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / n + 1);
+    const std::vector<float> w = random_floats(n, 32);
+    const std::vector<int32_t> idx = {4, 0, 2};
+    std::vector<float> idx_f(idx.size());
+    std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
+    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), ib = device_floats(dev, idx_f);
+    Buffer all = device_floats(dev, std::vector<float>(x.size()));
+    Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
+    Stream& s = dev->stream();
+    s.begin();
+    rms_norm(s, xb.address(), wb.address(), all.address(), n_rows, n, 1e-5f);
+    rms_norm(s, xb.address(), wb.address(), picked.address(), static_cast<int>(idx.size()), n,
+             1e-5f, ib.address());
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want(x.size()), want_picked;
+    for (int r = 0; r < n_rows; ++r) {
+      model::ops::rms_norm(x.data() + static_cast<size_t>(r) * n, w.data(), 1e-5f,
+                           want.data() + static_cast<size_t>(r) * n, n);
+    }
+    for (int32_t r : idx) {
+      want_picked.insert(want_picked.end(), want.begin() + static_cast<size_t>(r) * n,
+                         want.begin() + static_cast<size_t>(r + 1) * n);
+    }
+    EXPECT_LT(max_rel_err(read_floats(dev, all, x.size()), want), 2e-6);
+    EXPECT_LT(max_rel_err(read_floats(dev, picked, want_picked.size()), want_picked), 2e-6);
+  }
+}
+
 TEST(GpuOps, LayerNormEqualsReference) {
   NEED_DEVICE();
   const int n_rows = 5, n = 77;

@@ -3,6 +3,8 @@
 // (ChatGLM-6B's LayerNorm with bias; mean and variance over the row, two passes).
 //   x: [*, n] f32; w, b: [n]; out: [n_rows, n]; idx: [n_rows] source rows (null: row r itself).
 // One workgroup per output row.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
@@ -17,17 +19,15 @@ layout(push_constant) uniform Push {
 } p;
 shared float part[64];
 
-// The sum of every thread's `v` over the workgroup (all threads call it).
+// The sum of every thread's `v` over the workgroup (all threads call it): a subgroup add, then
+// the subgroups' sums.
 float group_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  part[tid] = v;
+  float sg = subgroupAdd(v);
+  if (subgroupElect()) part[gl_SubgroupID] = sg;
   barrier();
-  for (uint stride = 32u; stride > 0u; stride >>= 1) {
-    if (tid < stride) part[tid] += part[tid + stride];
-    barrier();
-  }
-  float s = part[0];
-  barrier();
+  float s = 0.0;
+  for (uint g = 0u; g < gl_NumSubgroups; ++g) s += part[g];
+  barrier();  // part is written again by the next call
   return s;
 }
 

@@ -2,6 +2,8 @@
 // out[r] = x[idx[r]] / sqrt(mean(x[idx[r]]^2) + eps) * w, the twin of model::ops::rms_norm.
 //   x: [*, n] f32; w: [n]; out: [n_rows, n]; idx: [n_rows] source rows (null: row r itself).
 // One workgroup per output row.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
@@ -13,7 +15,7 @@ layout(push_constant) uniform Push {
   uint use_idx;
   float eps;
 } p;
-shared float part[64];
+shared float part[64];  // a sum a subgroup
 void main() {
   uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   uint src = p.use_idx != 0u ? uint(p.idx.v[r]) : r;
@@ -34,12 +36,12 @@ void main() {
     float v = p.x.v[xo + i];
     s0 += v * v;
   }
-  part[tid] = (s0 + s1) + (s2 + s3);
+  // The row's sum: a subgroup add, then the subgroups' sums (one barrier, not one a level).
+  float sg = subgroupAdd((s0 + s1) + (s2 + s3));
+  if (subgroupElect()) part[gl_SubgroupID] = sg;
   barrier();
-  for (uint stride = 32u; stride > 0u; stride >>= 1) {
-    if (tid < stride) part[tid] += part[tid + stride];
-    barrier();
-  }
-  float scale = 1.0 / sqrt(part[0] / float(p.n) + p.eps);
+  float sum = 0.0;
+  for (uint g = 0u; g < gl_NumSubgroups; ++g) sum += part[g];
+  float scale = 1.0 / sqrt(sum / float(p.n) + p.eps);
   for (uint i = tid; i < p.n; i += 64u) p.out_.v[oo + i] = p.x.v[xo + i] * scale * p.w.v[i];
 }
