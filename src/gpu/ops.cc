@@ -234,19 +234,6 @@ void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n) {
   dispatch_1d(s, Shader::kAdd, &p, sizeof(p), n);
 }
 
-void add_bias(Stream& s, Addr b, Addr y, int n_tokens, int n, int stride, int col) {
-  struct {
-    Addr b, y;
-    uint32_t n_tokens, n, stride, col;
-  } p{b,
-      y,
-      static_cast<uint32_t>(n_tokens),
-      static_cast<uint32_t>(n),
-      static_cast<uint32_t>(stride),
-      static_cast<uint32_t>(col)};
-  dispatch_1d(s, Shader::kAddBias, &p, sizeof(p), int64_t{n_tokens} * n);
-}
-
 void copy_rows(Stream& s, Addr src, Addr dst, int n_rows, int n, int src_stride, int src_col,
                int dst_stride, int dst_col) {
   struct {

@@ -96,9 +96,6 @@ void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n);
 // y[i] += x[i], [n]   (model::ops::add)
 inline void add(Stream& s, Addr x, Addr y, int64_t n) { scale_add(s, x, 1.0f, y, n); }
 
-// y[t * stride + col + c] += b[c], t < n_tokens, c < n.
-void add_bias(Stream& s, Addr b, Addr y, int n_tokens, int n, int stride, int col);
-
 // dst[t * dst_stride + dst_col + c] = src[t * src_stride + src_col + c].
 void copy_rows(Stream& s, Addr src, Addr dst, int n_rows, int n, int src_stride, int src_col,
                int dst_stride, int dst_col);

@@ -52,7 +52,6 @@ namespace glm::gpu {
   X(kSwiglu, swiglu)                     \
   X(kGelu, gelu)                         \
   X(kAdd, add)                           \
-  X(kAddBias, add_bias)                  \
   X(kCopyRows, copy_rows)                \
   X(kKvStoreF32, kv_store_f32)           \
   X(kKvStoreF16, kv_store_f16)           \

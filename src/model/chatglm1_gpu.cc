@@ -109,24 +109,20 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     const Layer& g = layers_[l];
     gpu::layer_norm(st, x, at(g.attn_norm), at(g.attn_norm_b), at(cur_), n, d, c.norm_eps);
     // qkv_ [n, 3 n_embd]: per token its q heads, k heads, v heads.
-    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n);
-    gpu::add_bias(st, at(g.qkv_b), at(qkv_), n, 3 * d, 3 * d, 0);
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, c.n_head, hd, c.n_rot,
+    // Biases are added by the matmuls as they write (gpu::MatmulAdd).
+    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, 3 * d, 0, {at(g.qkv_b), false});
+    // The q heads and the k heads after them: one rotary over 2 n_head heads.
+    gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, 2 * c.n_head, hd, c.n_rot,
               gpu::RopeKind::kNeox2D);
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, d, c.n_head, hd, c.n_rot,
-              gpu::RopeKind::kNeox2D);
-    attend(st, batch, step, l, bidir_.data());       // attn_ [n, n_embd]
-    gpu::matmul(st, g.wo, at(attn_), at(proj_), n);  // [n, n_embd]
-    gpu::add_bias(st, at(g.wo_b), at(proj_), n, d, d, 0);
+    attend(st, batch, step, l, bidir_.data());                                  // attn_ [n, n_embd]
+    gpu::matmul(st, g.wo, at(attn_), at(proj_), n, d, 0, {at(g.wo_b), false});  // [n, n_embd]
     // h = LN1(x) * alpha + attn, in cur_ (which holds LN1(x)).
     gpu::scale_add(st, at(proj_), alpha_, at(cur_), nd);
     // x = LN2(h); then x = LN2(h) * alpha + MLP(LN2(h)): the residual stream is back in x.
     gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps);
-    gpu::matmul(st, g.ffn_up, x, at(up_), n);  // [n, n_ff]
-    gpu::add_bias(st, at(g.ffn_up_b), at(up_), n, ff, ff, 0);
+    gpu::matmul(st, g.ffn_up, x, at(up_), n, ff, 0, {at(g.ffn_up_b), false});  // [n, n_ff]
     gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff);
-    gpu::matmul(st, g.ffn_down, at(up_), at(proj_), n);  // [n, n_embd]
-    gpu::add_bias(st, at(g.ffn_down_b), at(proj_), n, d, d, 0);
+    gpu::matmul(st, g.ffn_down, at(up_), at(proj_), n, d, 0, {at(g.ffn_down_b), false});
     gpu::scale_add(st, at(proj_), alpha_, x, nd);
   }
   // rows_ [R, n_embd]: the final LayerNorm of the rows to output.

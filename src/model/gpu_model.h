@@ -92,7 +92,8 @@ class GpuModel : public Model {
   // entries (the host-visible ones too: they may come from the same heap).
   static size_t scratch_bytes(const Config& config, Widths widths, int n, int r, int b);
 
-  // The device address of byte `byte_offset` of b.
+  // The device address of byte `byte_offset` of b (0 for an empty buffer: no bias, for
+  // gpu::MatmulAdd).
   static gpu::Addr at(const gpu::Buffer& b, size_t byte_offset = 0) {
     return b.address() + byte_offset;
   }

@@ -107,11 +107,11 @@ void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in
   const int d = config_.n_embd;
   if (post_norm.valid()) {
     // glm4: x += RMSNorm(proj_); cur_ [n, n_embd] is free here (its sub-block has run).
-    gpu::matmul(st, w, in, at(proj_), n, d, 0, {bias_of(bias), false});  // [n, n_embd]
+    gpu::matmul(st, w, in, at(proj_), n, d, 0, {at(bias), false});  // [n, n_embd]
     gpu::rms_norm(st, at(proj_), at(post_norm), at(cur_), n, d, config_.norm_eps);
     gpu::add(st, at(cur_), x, static_cast<int64_t>(n) * d);
   } else {
-    gpu::matmul(st, w, in, x, n, d, 0, {bias_of(bias), true});  // x += w in (+ bias)
+    gpu::matmul(st, w, in, x, n, d, 0, {at(bias), true});  // x += w in (+ bias)
   }
 }
 
@@ -154,11 +154,11 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
     // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
     // Biases are added by the matmuls as they write (gpu::MatmulAdd).
     if (g.qkv.buf.valid()) {
-      gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {bias_of(g.qkv_b), false});
+      gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {at(g.qkv_b), false});
     } else {
-      gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {bias_of(g.bq), false});
-      gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {bias_of(g.bk), false});
-      gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {bias_of(g.bv), false});
+      gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {at(g.bq), false});
+      gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {at(g.bk), false});
+      gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
     }
     // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
     gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot);

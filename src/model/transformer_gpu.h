@@ -60,8 +60,6 @@ class GpuTransformer : public GpuModel {
   // w in (+ bias), then x += RMSNorm(proj_).
   void project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in, const gpu::Buffer& bias,
                const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
-  // A bias buffer's address, or 0 (no bias) when it is empty.
-  static gpu::Addr bias_of(const gpu::Buffer& b) { return b.valid() ? b.address() : 0; }
   // Uploads layers [n_cpu_, n_layer) and the output head.
   Status upload(const Weights& w, const ProgressFn& progress);
 
