@@ -48,14 +48,7 @@ layout(push_constant) uniform Push {
   uint add_to_y;   // 1: y += the products (a residual), else y = them
 } p;
 
-// y[t, row] = s (+ bias[row]) (+ y[t, row]).
-void write_y(uint t, uint row, float s) {
-  uint o = t * p.y_stride + p.y_col + row;
-  if (p.has_bias != 0u) s += p.bias.v[row];
-  if (p.add_to_y != 0u) s += p.y.v[o];
-  p.y.v[o] = s;
-}
-
+#include "matmul_io.glsl"
 #include "decode.glsl"
 
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
@@ -68,15 +61,6 @@ uint part_run(uint q, uint k) {
 #else
   return 8u * q + 4u * k;
 #endif
-}
-
-// x[xo + e .. xo + e + 3]; 0 past the row (a float row's last chunk may end early; n_cols is
-// then a multiple of 4 on the 16-byte path, so a run is all in or all out).
-vec4 x_run(uint xo, uint e) {
-  if (p.x_vec4 != 0u) return e < p.n_cols ? p.x4.v[(xo + e) >> 2] : vec4(0.0);
-  vec4 r;
-  for (uint k = 0u; k < 4u; ++k) r[k] = e + k < p.n_cols ? p.x.v[xo + e + k] : 0.0;
-  return r;
 }
 
 void main() {

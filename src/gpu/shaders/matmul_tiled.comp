@@ -32,6 +32,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #include "decode.glsl"
+#include "matmul_io.glsl"
 
 // [value of the chunk][rows / tokens in fours] (+1: the next value's row starts on another bank)
 shared vec4 ws[32][BM / 4 + 1];
@@ -63,15 +64,7 @@ void main() {
     for (uint h = 0u; h < 2u; ++h) {
       uint run = tid + 256u * h;
       uint lt = run >> 3, e = 32u * c + 4u * (run & 7u), t = t0 + lt;
-      vec4 xv = vec4(0.0);
-      if (t < p.n_tokens) {
-        uint xo = t * p.n_cols + e;
-        if (p.x_vec4 != 0u) {
-          if (e < p.n_cols) xv = p.x4.v[xo >> 2];
-        } else {
-          for (uint k = 0u; k < 4u; ++k) xv[k] = e + k < p.n_cols ? p.x.v[xo + k] : 0.0;
-        }
-      }
+      vec4 xv = t < p.n_tokens ? x_run(t * p.n_cols, e) : vec4(0.0);
       for (uint k = 0u; k < 4u; ++k) xs[4u * (run & 7u) + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
@@ -94,13 +87,7 @@ void main() {
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       uint t = t0 + 4u * tc + j;
-      if (t < p.n_tokens) {
-        uint o = t * p.y_stride + p.y_col + row;
-        float v = acc[i][j];
-        if (p.has_bias != 0u) v += p.bias.v[row];
-        if (p.add_to_y != 0u) v += p.y.v[o];
-        p.y.v[o] = v;
-      }
+      if (t < p.n_tokens) write_y(t, row, acc[i][j]);
     }
   }
 }
