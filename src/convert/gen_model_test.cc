@@ -287,7 +287,7 @@ TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
   EXPECT_EQ(role_from_name("blk.1.ffn_down_exps.weight", 3), Role::kFfnDown);
   EXPECT_FALSE(gen(Family::kGLM4MoE, "6b", DType::kF32, 7, dir.file("x.gguf")).ok());
   // "air": GLM-4.5-Air's experts (128 of 1408, top-8, 1 shared) at its hidden width, 3 layers
-  // with the first dense (the file is ~2.6 GB at q4_0: only its shape is checked here).
+  // with the first dense (the file is 3.5 GB at q4_0: only its shape is checked here).
   auto air = preset(Family::kGLM4MoE, "air");
   ASSERT_TRUE(air.ok()) << air.status().to_string();
   EXPECT_TRUE(air->validate().ok());

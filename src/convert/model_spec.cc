@@ -119,6 +119,16 @@ Hparams make(Family family, int64_t vocab, int64_t embd, int64_t ff, int64_t lay
 
 namespace {
 
+// h with n_expert experts of width n_ff_exp, n_used chosen a token, their weights scaled by
+// `scale`.
+Hparams experts(Hparams h, int n_expert, int n_used, int n_ff_exp, float scale) {
+  h.n_expert = n_expert;
+  h.n_expert_used = n_used;
+  h.n_ff_exp = n_ff_exp;
+  h.expert_weights_scale = scale;
+  return h;
+}
+
 // GLM-4.5-Air's routing at the given widths: 128 experts, top-8, 1 shared, 1 leading dense
 // layer, routed scaling 1.0 and normalised weights (GLM-4.5: 160 experts, scaling 2.5).
 StatusOr<Hparams> glm4moe_preset(const std::string& p) {
@@ -126,27 +136,15 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
   if (p == "tiny") {
     // The real head geometry (head_dim 128, rotary on 64 dims) at a tiny width; 8 experts,
     // top-2, 1 shared, layer 0 dense: the llama.cpp reference logits (tests/data/glm4moe).
-    h = make(Family::kGLM4MoE, 512, 256, 512, 3, 2, 1, 256);
-    h.n_expert = 8;
-    h.n_expert_used = 2;
-    h.n_ff_exp = 128;
-    h.expert_weights_scale = 2.5f;
+    h = experts(make(Family::kGLM4MoE, 512, 256, 512, 3, 2, 1, 256), 8, 2, 128, 2.5f);
   } else if (p == "small") {
-    h = make(Family::kGLM4MoE, 151552, 1024, 2816, 8, 8, 2, 131072);
-    h.n_expert = 32;
-    h.n_expert_used = 4;
-    h.n_ff_exp = 256;
-    h.expert_weights_scale = 1.0f;
+    h = experts(make(Family::kGLM4MoE, 151552, 1024, 2816, 8, 8, 2, 131072), 32, 4, 256, 1.0f);
   } else if (p == "air") {
     // GLM-4.5-Air's experts at its width (hidden 4096; 128 experts of 1408, top-8; dense FFN
-    // 10944) in 3 layers (one dense) to fit a workstation test (~2.6 GB at q4_0), with 32 heads
+    // 10944) in 3 layers (one dense) to fit a workstation test (3.5 GB at q4_0), with 32 heads
     // of 128 (Air: 96 heads of 128 over hidden 4096, which this layout's head_dim = n_embd /
     // n_head cannot write): for speed against llama.cpp at the real expert count.
-    h = make(Family::kGLM4MoE, 151552, 4096, 10944, 3, 32, 8, 131072);
-    h.n_expert = 128;
-    h.n_expert_used = 8;
-    h.n_ff_exp = 1408;
-    h.expert_weights_scale = 1.0f;
+    h = experts(make(Family::kGLM4MoE, 151552, 4096, 10944, 3, 32, 8, 131072), 128, 8, 1408, 1.0f);
   } else {
     return invalid_argument("unknown preset '" + p +
                             "' for glm4moe (use one of: tiny, small, air)");
