@@ -103,7 +103,8 @@ const float* load_row_scalar(const void* row, int e0, DType type, int hd, float*
 
 void qk_keys_scalar(const float* q, int n_rows, int hd, const void* const* k, int e0, DType type,
                     int nk, float* s) {
-  std::vector<float> buf(hd);
+  thread_local std::vector<float> buf;  // a key's row as f32 (no allocation once grown)
+  buf.resize(hd);
   for (int j = 0; j < nk; ++j) {
     const float* kf = load_row_scalar(k[j], e0, type, hd, buf.data());
     for (int r = 0; r < n_rows; ++r) {
