@@ -163,7 +163,7 @@ TEST(EngineRun, SpecNgramKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
     r = run(args);
     EXPECT_NE(r.code, 0) << bad[0];
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    const char* want = bad[1] == "fast"     ? "expected ngram, draft or off"
+    const char* want = bad[1] == "fast"     ? "expected ngram, draft, mtp or off"
                        : bad[0] == "--spec" ? "needs a draft model: add --draft M.gguf"
                                             : "d.gguf";
     EXPECT_NE(r.err.find(want), std::string::npos) << r.err;

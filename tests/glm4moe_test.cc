@@ -21,6 +21,7 @@
 #include "convert/gen_model.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
+#include "gguf_edit.h"
 #include "llama_reference.h"
 #include "model/eval.h"
 #include "model/test_util.h"
@@ -80,33 +81,12 @@ TEST(Glm4Moe, TinyGreedyIdsMatchLlamaCpp) {
   glm::testing::expect_greedy_ids_match(tiny_model(DType::kF32), ref("tiny-f32.greedy.jsonl"));
 }
 
-// Changes a tensor's bytes before they are written: (name, data).
-using DataEdit = std::function<void(const std::string&, std::vector<uint8_t>*)>;
+using glm::testing::DataEdit;
 
-// A copy of the tiny f32 file with `edit` applied to its metadata, without tensor `drop`, and
-// `data_edit` applied to each tensor's bytes.
+// A copy of the tiny f32 file, edited (gguf_edit.h).
 std::string edited_copy(const std::string& name, const std::function<void(gguf::Writer*)>& edit,
                         const std::string& drop = "", const DataEdit& data_edit = nullptr) {
-  auto f = gguf::File::open(tiny_model(DType::kF32));
-  EXPECT_TRUE(f.ok());
-  gguf::Writer w;
-  for (const auto& [key, value] : (*f)->metadata()) {
-    if (key != "general.alignment") w.set(key, value);
-  }
-  if (edit) edit(&w);
-  for (const gguf::TensorInfo& t : (*f)->tensors()) {
-    if (t.name != drop) w.add_tensor(t.name, t.type, t.shape);
-  }
-  const std::string path = model::testing::temp_path(name);
-  EXPECT_TRUE(w.begin(path).ok());
-  for (const gguf::TensorInfo& t : (*f)->tensors()) {
-    if (t.name == drop) continue;
-    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
-    if (data_edit) data_edit(t.name, &bytes);
-    EXPECT_TRUE(w.write_tensor_data(bytes.data(), bytes.size()).ok());
-  }
-  EXPECT_TRUE(w.finish().ok());
-  return path;
+  return glm::testing::edited_copy(tiny_model(DType::kF32), name, edit, drop, data_edit);
 }
 
 void expect_refused(const std::string& path, ErrorCode code, const std::string& named) {

@@ -48,8 +48,18 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
     add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
   };
   add("token_embd.weight", Slot::kTokenEmbd, Role::kTokenEmbd, {e, d.n_vocab});
-  for (layer = 0; layer < d.n_layer; ++layer) {
+  for (layer = 0; layer < d.n_layer + d.n_nextn; ++layer) {
     prefix = "blk." + std::to_string(layer) + ".";
+    if (layer >= d.n_layer) {
+      // An MTP block (llama.cpp's converter order): its projection and norms, its embeddings,
+      // head norm and head; then a MoE layer like the trunk's (below).
+      add("nextn.eh_proj.weight", Slot::kNextnEhProj, Role::kOther, {2 * e, e});
+      add("nextn.embed_tokens.weight", Slot::kNextnEmbedTokens, Role::kTokenEmbd, {e, d.n_vocab});
+      add("nextn.enorm.weight", Slot::kNextnEnorm, Role::kNorm, {e});
+      add("nextn.hnorm.weight", Slot::kNextnHnorm, Role::kNorm, {e});
+      add("nextn.shared_head_head.weight", Slot::kNextnHead, Role::kOutput, {e, d.n_vocab});
+      add("nextn.shared_head_norm.weight", Slot::kNextnHeadNorm, Role::kNorm, {e});
+    }
     add("attn_norm.weight", Slot::kAttnNorm, Role::kNorm, {e});
     switch (arch) {
       case Arch::kChatGLM:

@@ -84,6 +84,15 @@ enum class Slot {
   kFfnGateShexp,
   kFfnUpShexp,
   kFfnDownShexp,
+  // glm4moe's multi-token-prediction block (nextn, after the trunk's layers; model/mtp.h): the
+  // projection of [normed embedding; normed hidden], the two norms, and its own embeddings, LM
+  // head and head norm (optional in a file: the trunk's then).
+  kNextnEhProj,
+  kNextnEnorm,
+  kNextnHnorm,
+  kNextnEmbedTokens,
+  kNextnHeadNorm,
+  kNextnHead,
 };
 
 // The sizes a table depends on.
@@ -103,6 +112,9 @@ struct Dims {
   int64_t n_ff_exp = 0;
   int64_t n_expert_shared = 0;
   int64_t n_dense_lead = 0;
+  // glm4moe: MTP blocks after the n_layer trunk layers (blk.<n_layer + i>, i < n_nextn): a MoE
+  // layer with the nextn.* tensors.
+  int64_t n_nextn = 0;
 
   int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
   int64_t q_dim() const { return n_head * head_dim(); }

@@ -117,5 +117,36 @@ TEST(TensorTable, Glm4MoeDenseThenExperts) {
   EXPECT_EQ(tensor_table(Arch::kGLM4MoE, d).size(), 1u + 12 + 2 * 14 + 2);
 }
 
+// glm4moe's MTP block (nextn) follows the trunk as blk.<n_layer>: a MoE layer plus the six
+// nextn.* tensors in llama.cpp's names and shapes.
+TEST(TensorTable, Glm4MoeMtpBlockAfterTheTrunk) {
+  Dims d = dims(true, false);
+  d.n_expert = 8;
+  d.n_ff_exp = 32;
+  d.n_expert_shared = 1;
+  d.n_dense_lead = 1;
+  const size_t trunk = tensor_table(Arch::kGLM4MoE, d).size();
+  d.n_nextn = 1;
+  const auto t = tensor_table(Arch::kGLM4MoE, d);
+  ASSERT_EQ(t.size(), trunk + 17 + 6);
+  auto find = [&](const std::string& name) {
+    for (const TensorSpec& s : t) {
+      if (s.name == name) return s;
+    }
+    ADD_FAILURE() << name << " missing";
+    return TensorSpec{};
+  };
+  EXPECT_EQ(find("blk.3.nextn.eh_proj.weight").shape, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(find("blk.3.nextn.eh_proj.weight").slot, Slot::kNextnEhProj);
+  EXPECT_EQ(find("blk.3.nextn.embed_tokens.weight").shape, (std::vector<int64_t>{64, 100}));
+  EXPECT_EQ(find("blk.3.nextn.shared_head_head.weight").role, Role::kOutput);
+  EXPECT_EQ(find("blk.3.nextn.enorm.weight").role, Role::kNorm);
+  EXPECT_EQ(find("blk.3.nextn.hnorm.weight").slot, Slot::kNextnHnorm);
+  EXPECT_EQ(find("blk.3.nextn.shared_head_norm.weight").slot, Slot::kNextnHeadNorm);
+  EXPECT_EQ(find("blk.3.ffn_gate_exps.weight").layer, 3);
+  EXPECT_EQ(find("blk.3.attn_q.bias").shape, (std::vector<int64_t>{64}));
+  EXPECT_EQ(t.back().name, "output.weight");
+}
+
 }  // namespace
 }  // namespace glm::arch

@@ -38,7 +38,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve bench engine --model M.gguf [-p 512] [-n 128] [-t THREADS] [-r 5] [--json]\n"
     "                             [-d 0] [--kv f16|f32|q8_0] [--bw-mb 1024] [--repack 1|0]\n"
-    "                             [--spec ngram] [--draft D.gguf] [--device D]\n"
+    "                             [--spec ngram|mtp] [--draft D.gguf] [--device D]\n"
     "                             [--lora A.gguf[:S]]... [--adapter A.gguf[:S]]\n"
     "Measures the model forward like llama-bench:\n"
     "  pp<P>  prompt processing: one batch of P tokens (tokens/s)\n"
@@ -60,6 +60,8 @@ constexpr const char* kHelp =
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
     "  --draft D.gguf  the same with a draft model: also D's decode pass (r decode passes of M),\n"
     "                  and each k's break-even with k draft passes added (c + k r)\n"
+    "  --spec mtp      the same with the model's MTP block (GLM-4.5) as the drafter: its pass\n"
+    "                  of one token is r (tokens/s of real drafts: glmserve run --spec mtp)\n"
     "  --lora A.gguf   a LoRA merged into the weights at load (as run --lora)\n"
     "  --adapter A.gguf  a LoRA applied per request (the side path of serve --adapter):\n"
     "                  compare its tg with --lora's for the cost per token (docs/adapters.md)\n"
@@ -348,6 +350,39 @@ int cmd_bench_engine(int argc, char** argv) {
     if (Status s = draft_runner->generate(2).status(); !s.ok()) return fail(s);
   }
 
+  // --spec mtp: the MTP block's pass (one token, its logits) at the same depth, in its own
+  // one-layer K/V, whose positions before it are written once (untimed).
+  std::unique_ptr<model::KvPool> mtp_kv;
+  auto mtp_pass = [&](int n_past, int n_tokens) -> StatusOr<double> {
+    std::vector<int32_t> blocks(mtp_kv->n_blocks()), tokens(n_tokens);
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+    for (int i = 0; i < n_tokens; ++i) tokens[i] = (31 * (n_past + i) + 5) % cfg.n_vocab;
+    const std::vector<float> hidden(static_cast<size_t>(n_tokens) * cfg.n_embd, 0.01f);
+    model::MtpInput in;
+    in.seq.tokens = tokens.data();
+    in.seq.n_tokens = n_tokens;
+    in.seq.n_past = n_past;
+    in.seq.blocks = blocks.data();
+    in.seq.n_blocks = static_cast<int>(blocks.size());
+    in.hidden = hidden.data();
+    std::vector<float> logits, rows;
+    const auto t0 = std::chrono::steady_clock::now();
+    GLM_RETURN_IF_ERROR((*m)->forward_mtp({in}, mtp_kv.get(), &logits, &rows));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (spec.spec == generation::SpecMode::kMtp) {
+    if (!(*m)->has_mtp()) {
+      return fail(invalid_argument("--spec mtp: this model has no multi-token-prediction block"));
+    }
+    model::Config one = cfg;
+    one.n_layer = 1;
+    mtp_kv = std::make_unique<model::KvPool>(one, kv.n_blocks(), kBlockTokens, kv_type, 1);
+    const int before = n_depth + static_cast<int>(std::max<int64_t>(*n_gen, 1)) - 1;
+    if (before > 0) {
+      if (Status st = mtp_pass(0, before).status(); !st.ok()) return fail(st);
+    }
+  }
+
   // Warm-up: faults in every weight page and the threads' scratch.
   if (Status s = runner.prefill(std::min<int>(16, max_pos)).status(); !s.ok()) return fail(s);
   if (Status s = runner.generate(2).status(); !s.ok()) return fail(s);
@@ -400,8 +435,9 @@ int cmd_bench_engine(int argc, char** argv) {
       if (!s.ok()) return fail(s.status());
       verify_s[k].push_back(*s);
     }
-    if (draft_runner) {  // k = -1: the draft model's decode pass
-      StatusOr<double> s = draft_runner->verify(1, depth - 1);
+    if (draft_runner || mtp_kv) {  // k = -1: the draft model's decode pass or the MTP block's
+      StatusOr<double> s =
+          draft_runner ? draft_runner->verify(1, depth - 1) : mtp_pass(depth - 1, 1);
       if (!s.ok()) return fail(s.status());
       verify_s[-1].push_back(*s);
     }
@@ -470,7 +506,10 @@ int cmd_bench_engine(int argc, char** argv) {
                      {"break_even_acceptance_draft", break_even_acceptance(k, c + k * draft_r)}});
       }
       j["spec_verify"] = {{"depth", depth}, {"decode_ms", decode * 1e3}, {"drafts", v}};
-      if (draft_r > 0) j["spec_verify"]["draft_pass_ms"] = median(verify_s[-1]) * 1e3;
+      if (draft_r > 0) {
+        j["spec_verify"]["draft_pass_ms"] = median(verify_s[-1]) * 1e3;
+        j["spec_verify"]["drafter"] = mtp_kv ? "mtp" : "model";
+      }
     }
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -507,9 +546,10 @@ int cmd_bench_engine(int argc, char** argv) {
     }
     if (draft_r > 0) {
       std::printf(
-          "\ndraft model (--draft): a decode pass %.2f ms = r = %.3f target decode passes; a "
+          "\n%s: a pass %.2f ms = r = %.3f target decode passes; a "
           "step of k drafts costs c + k r\n| k | c + k r | break-even a |\n|---|---|---|\n",
-          median(verify_s[-1]) * 1e3, draft_r);
+          mtp_kv ? "MTP block (--spec mtp)" : "draft model (--draft)", median(verify_s[-1]) * 1e3,
+          draft_r);
       for (int k : kDrafts) {
         if (verify_s[k].empty()) continue;
         const double c = median(verify_s[k]) / decode + k * draft_r;

@@ -20,7 +20,9 @@ constexpr char kHelp[] =
     "  --arch A      chatglm1 | chatglm2 | chatglm3 | glm4 | llama | glm4-0414 (GLM-4-0414 and\n"
     "                GLM-Z1: llama.cpp's glm4 layout) | glm4moe (GLM-4.5 mixture of experts:\n"
     "                tiny 8 experts top-2 + 1 shared; small 32 top-4; air: GLM-4.5-Air's\n"
-    "                128 experts of 1408, top-8, at hidden 4096 in 3 layers; no 6b)\n"
+    "                128 experts of 1408, top-8, at hidden 4096 in 3 layers; no 6b), with\n"
+    "                one multi-token-prediction block (nextn) as GLM-4.5's files carry\n"
+    "  --no-mtp      glm4moe: leave the MTP block out (a trunk-only file)\n"
     "  --preset P    tiny (hidden 64, 2 layers) | small (hidden 1024, 12 layers, ~270M params)\n"
     "                | 6b (the real ChatGLM3-6B shape; GLM-4-9B for glm4; GLM-4-9B-0414 for\n"
     "                glm4-0414; LLaMA-2-7B for llama)\n"
@@ -78,7 +80,7 @@ int cmd_gen_model(int argc, char** argv) {
   StatusOr<Args> args = Args::parse(
       argc, argv,
       {"arch", "preset", "type", "seed", "vocab", "output", "lora-of", "rank", "alpha", "targets"},
-      {}, {{"o", "output"}});
+      {"no-mtp"}, {{"o", "output"}});
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
     return fail(invalid_argument("unexpected argument '" + args->positional()[0] +
@@ -102,6 +104,12 @@ int cmd_gen_model(int argc, char** argv) {
   if (*seed < 0) return fail(invalid_argument("--seed must be >= 0"));
   opts.seed = static_cast<uint64_t>(*seed);
   opts.vocab_path = args->get("vocab");
+  opts.mtp = !args->has("no-mtp");
+  if (!opts.mtp && opts.family != convert::Family::kGLM4MoE) {
+    return fail(
+        invalid_argument("--no-mtp is for --arch glm4moe (the only layout with an MTP "
+                         "block)"));
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   convert::WriteReport rep;

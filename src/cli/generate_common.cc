@@ -23,8 +23,9 @@ const char* kGenerateFlagsHelp =
     "  --ctx-size N         context length (default: the model's, at most 8192)\n"
     "  --kv f16|f32|q8_0    KV cache element type (default f16; q8_0: about half the memory\n"
     "                       of f16; --kv-type is an alias)\n"
-    "  --spec ngram|draft|off  speculative decoding: ngram drafts from the conversation's own\n"
-    "                       tokens (same output; faster on answers that repeat it; default off)\n"
+    "  --spec ngram|draft|mtp|off  speculative decoding: ngram drafts from the conversation's\n"
+    "                       own tokens (same output; faster on answers that repeat it; default\n"
+    "                       off); mtp from the model's own MTP block (GLM-4.5's files)\n"
     "  --draft M.gguf       drafts from a smaller model of the same vocabulary (--spec draft)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
@@ -39,9 +40,9 @@ const char* kDeviceFlagsHelp =
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
     "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n";
 const char* kSpecFlagsHelp =
-    "  --spec ngram|draft|off  speculative decoding with drafts from each answer's own context\n"
-    "                       or a draft model (greedy output unchanged; docs/engine.md; default "
-    "off)\n"
+    "  --spec ngram|draft|mtp|off  speculative decoding with drafts from each answer's own\n"
+    "                       context, a draft model or the model's own MTP block (GLM-4.5;\n"
+    "                       greedy output unchanged; docs/engine.md; default off)\n"
     "  --draft M.gguf       the draft model: smaller, same vocabulary (implies --spec draft)\n";
 
 Status kv_type_flag(const Args& args, const char* default_name, DType* out) {
@@ -77,7 +78,9 @@ Status spec_flags(const Args& args, engine::Options* o) {
   // --draft alone implies --spec draft.
   const std::string mode = args.get("spec", args.has("draft") ? "draft" : "off");
   const auto parsed = generation::parse_spec_mode(mode);
-  if (!parsed) return invalid_argument("--spec: expected ngram, draft or off, got '" + mode + "'");
+  if (!parsed) {
+    return invalid_argument("--spec: expected ngram, draft, mtp or off, got '" + mode + "'");
+  }
   o->spec = *parsed;
   o->draft_path = args.get("draft", "");
   return engine::check_spec_mode(o->spec, o->draft_path);

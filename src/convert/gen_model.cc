@@ -9,6 +9,7 @@ namespace glm::convert {
 StatusOr<Hparams> gen_hparams(const GenOptions& opts, tok::VocabSpec* vocab) {
   StatusOr<Hparams> hp = preset(opts.family, opts.preset);
   if (!hp.ok()) return hp.status();
+  if (!opts.mtp) hp->n_nextn = 0;
   hp->name += " random weights (glmserve gen-model, seed " + std::to_string(opts.seed) + ")";
   if (!opts.vocab_path.empty()) {
     StatusOr<tok::VocabSpec> v = tok::read_tokenizer_model(opts.vocab_path);

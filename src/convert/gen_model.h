@@ -30,6 +30,7 @@ struct GenOptions {
   uint64_t seed = 0;
   std::string vocab_path;  // a real tokenizer.model; its size replaces the preset's vocabulary
   ProgressFn progress;     // tensor bytes written of the total (may be empty)
+  bool mtp = true;         // glm4moe: write the preset's MTP block (false: a trunk-only file)
 };
 
 // The hyperparameters and vocabulary gen-model would write for `opts` (reads vocab_path).

@@ -68,6 +68,7 @@ arch::Dims Hparams::dims() const {
   d.n_ff_exp = n_ff_exp;
   d.n_expert_shared = n_expert_shared;
   d.n_dense_lead = n_dense_lead;
+  d.n_nextn = n_nextn;
   return d;
 }
 
@@ -90,6 +91,9 @@ Status Hparams::validate() const {
       return bad("glm4moe needs experts, top-k and an expert width");
     }
     if (n_expert_used > n_expert) return bad("top-k is more than the number of experts");
+  }
+  if (n_nextn < 0 || n_nextn > 1 || (n_nextn > 0 && layout() != arch::Arch::kGLM4MoE)) {
+    return bad("an MTP block (nextn) is written for glm4moe only, one at most");
   }
   return Status::Ok();
 }
@@ -152,6 +156,7 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
   h.expert_weights_norm = true;
+  h.n_nextn = 1;  // the MTP block GLM-4.5's files carry (gen-model --no-mtp leaves it out)
   h.name = std::string("glm4moe-") + p;
   return h;
 }
@@ -356,7 +361,7 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
   w->set(a + ".context_length", u32(hp.n_ctx));
   w->set(a + ".embedding_length", u32(hp.n_embd));
   w->set(a + ".feed_forward_length", u32(hp.n_ff));
-  w->set(a + ".block_count", u32(hp.n_layer));
+  w->set(a + ".block_count", u32(hp.n_layer + hp.n_nextn));  // MTP blocks included
   w->set(a + ".attention.head_count", u32(hp.n_head));
   w->set(a + ".attention.head_count_kv", u32(hp.n_head_kv));
   if (hp.layout() == arch::Arch::kChatGLM1) {
@@ -382,7 +387,7 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".expert_weights_scale", Value::f32(hp.expert_weights_scale));
     w->set(a + ".expert_weights_norm", Value::boolean(hp.expert_weights_norm));
     w->set(a + ".expert_gating_func", u32(2));  // sigmoid
-    w->set(a + ".nextn_predict_layers", u32(0));
+    w->set(a + ".nextn_predict_layers", u32(hp.n_nextn));
   }
   if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE) {
     // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 does).

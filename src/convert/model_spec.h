@@ -56,6 +56,9 @@ struct Hparams {
   int64_t n_dense_lead = 0;
   float expert_weights_scale = 1.0f;
   bool expert_weights_norm = false;
+  // glm4moe: multi-token-prediction blocks after the trunk (nextn_predict_layers; GLM-4.5's
+  // files carry 1). block_count counts them too.
+  int64_t n_nextn = 0;
 
   arch::Arch layout() const { return layout_of(family); }
   int64_t head_dim() const { return n_embd / n_head; }

@@ -304,6 +304,22 @@ class EngineImpl final : public Engine {
                    draft_model_->config().arch_name.c_str(), n_draft_blocks,
                    draft_pool_->bytes() / 1048576.0);
     }
+    if (so.spec == generation::SpecMode::kMtp && !model_->has_mtp()) {
+      GLM_LOG_WARN(
+          "--spec mtp: the model has no MTP block: no speculation");  // load_engine refuses
+      so.spec = generation::SpecMode::kOff;
+    }
+    if (so.spec == generation::SpecMode::kMtp) {
+      // The MTP block's own K/V: one layer, max_batch full contexts.
+      model::Config one = c;
+      one.n_layer = 1;
+      const int n_mtp_blocks = draft_kv_block_count(options, n_ctx_);
+      draft_pool_ = std::make_unique<model::KvPool>(one, n_mtp_blocks, bt, options.kv_type, 1);
+      draft_cache_ = std::make_unique<kv::KvCache>(n_mtp_blocks, bt);
+      draft = {nullptr, draft_pool_.get(), draft_cache_.get()};
+      GLM_LOG_INFO("engine: MTP drafts, KV %d blocks (%.1f MiB)", n_mtp_blocks,
+                   draft_pool_->bytes() / 1048576.0);
+    }
     sched_ =
         std::make_unique<scheduler::Scheduler>(model_.get(), pool_.get(), cache_.get(), so, draft);
     stop_ids_ = template_->stop_ids();
@@ -969,6 +985,11 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (const gguf::Value* v = shared->find("tokenizer.ggml.add_bos_token");
       v != nullptr && v->type() == gguf::ValueType::kBool) {
     extras.add_bos = v->as_bool();
+  }
+  if (options.spec == generation::SpecMode::kMtp && !model.value()->has_mtp()) {
+    return invalid_argument(
+        "--spec mtp: this model has no multi-token-prediction block (GLM-4.5's files carry one, "
+        "blk.N.nextn.*; a trunk-only conversion does not): use --spec ngram");
   }
   if (options.spec == generation::SpecMode::kDraft) {
     // Its own KV, as EngineImpl makes it, beside the target's device share.

@@ -11,6 +11,7 @@ constexpr SpecName kSpecNames[] = {
     {SpecMode::kOff, "off"},
     {SpecMode::kNgram, "ngram"},
     {SpecMode::kDraft, "draft"},
+    {SpecMode::kMtp, "mtp"},
 };
 
 }  // namespace

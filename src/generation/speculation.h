@@ -13,9 +13,10 @@ namespace glm::generation {
 enum class SpecMode {
   kOff,
   kNgram,  // model-free drafts: the tokens that followed the last n-gram earlier in the sequence
-  kDraft,  // a draft model (--draft M.gguf): not implemented yet, refused by the edges
+  kDraft,  // a draft model (--draft M.gguf)
+  kMtp,    // the model's own multi-token-prediction block (GLM-4.5's nextn)
 };
-// "off", "ngram", "draft".
+// "off", "ngram", "draft", "mtp".
 const char* spec_mode_name(SpecMode m);
 std::optional<SpecMode> parse_spec_mode(std::string_view name);
 

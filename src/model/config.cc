@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -62,6 +63,7 @@ arch::Dims Config::dims() const {
   d.n_ff_exp = moe.n_ff_exp;
   d.n_expert_shared = moe.n_expert_shared;
   d.n_dense_lead = moe.n_dense_lead;
+  d.n_nextn = std::min(moe.n_layer_nextn, 1);  // the first MTP block only (GLM-4.5 has one)
   return d;
 }
 

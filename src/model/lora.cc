@@ -148,7 +148,10 @@ Status load_lora(const gguf::File& file, const Config& config, float scale,
                       " (an adapter for another model?)");
     }
     const arch::TensorSpec& spec = *it->second;
-    LoraPair* pair = spec.layer >= 0 ? lora_pair(&layers[spec.layer], spec.slot) : nullptr;
+    // Not the MTP block (after the trunk's layers): it drafts, the trunk decides.
+    LoraPair* pair = spec.layer >= 0 && spec.layer < config.n_layer
+                         ? lora_pair(&layers[spec.layer], spec.slot)
+                         : nullptr;
     if (pair == nullptr) {
       return unsupported(path + ": a LoRA on " + base +
                          " is not supported (only the layers' weight matrices)");

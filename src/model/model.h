@@ -36,6 +36,19 @@ struct SeqInput {
   // The fine-tuning applied to this sequence (model/adapter.h); null = the base model. Models
   // that cannot apply one fail forward() with unsupported.
   const Adapter* adapter = nullptr;
+  // When set (MTP drafting, docs/engine.md#mtp-drafts; only for a model with has_mtp()): the
+  // final-norm hidden row of each of its tokens, [n_tokens, n_embd], written here.
+  float* hidden_out = nullptr;
+};
+
+// One sequence's part of a forward_mtp batch (docs/engine.md#mtp-drafts). Its tokens take
+// positions seq.n_past .. of the MTP block's own K/V (seq.blocks: blocks of the MTP pool); token
+// i is paired with hidden row i: the trunk's final-norm hidden row of the position before the
+// token's, or, chained, the MTP block's own output row for it.
+struct MtpInput {
+  SeqInput seq;                   // no adapter
+  const float* hidden = nullptr;  // [seq.n_tokens, n_embd]
+  bool output = true;             // the last token's rows out; false: its K/V only (catch-up)
 };
 
 enum class OutputKind { kLogits, kHidden };
@@ -86,6 +99,18 @@ class Model {
   virtual std::string device_name() const { return "cpu"; }
   // What this model planned on its GPU at load (weights, K/V, scratch); null on the CPU.
   virtual const GpuLayerPlan* gpu_plan() const { return nullptr; }
+  // The model's own multi-token-prediction block (GLM-4.5's nextn; docs/engine.md#mtp-drafts):
+  // whether it has one that forward_mtp runs (and forward() fills SeqInput::hidden_out).
+  virtual bool has_mtp() const { return false; }
+  // Runs the MTP block over the batch: appends, for each sequence with `output`, its last
+  // token's n_vocab logits (the token after the next) to *logits and that row's head-normed
+  // hidden [n_embd] (a chained step's input) to *hidden. Writes the K/V rows into kv, a pool of
+  // ONE layer of this model's kv_dim. Errors as forward(); unsupported without the block.
+  virtual Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
+                             std::vector<float>* logits, std::vector<float>* hidden) {
+    (void)batch, (void)kv, (void)logits, (void)hidden;
+    return unsupported("this model has no multi-token-prediction (MTP) block");
+  }
 };
 
 struct LoadOptions {

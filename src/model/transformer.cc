@@ -303,27 +303,31 @@ int Transformer::run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int 
     }
   }
 
-  for (int l = 0; l < n_layers; ++l) {
-    const LayerWeights& lw = weights_.layers[l];
-    for (int i = 0; i < n; ++i) {
-      const size_t o = static_cast<size_t>(i) * d;
-      ops::rms_norm(x_.data() + o, lw.attn_norm, c.norm_eps, cur_.data() + o, d);
-    }
-    project_qkv(l, lw, n);
-    attend(batch, l, kv);
-    kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
-    add_lora(l, &LoraLayer::wo, attn_.data(), c.q_dim(), proj_.data(), d);
-    post_norm(lw.attn_post_norm, n);
-    ops::add(proj_.data(), x_.data(), n * d);
-    for (int i = 0; i < n; ++i) {
-      const size_t o = static_cast<size_t>(i) * d;
-      ops::rms_norm(x_.data() + o, lw.ffn_norm, c.norm_eps, cur_.data() + o, d);
-    }
-    mlp(l, lw, n);
-    post_norm(lw.ffn_post_norm, n);
-    ops::add(proj_.data(), x_.data(), n * d);
-  }
+  for (int l = 0; l < n_layers; ++l) run_layer(batch, kv, weights_.layers[l], l, n);
   return n;
+}
+
+void Transformer::run_layer(const std::vector<SeqInput>& batch, KvPool* kv, const LayerWeights& lw,
+                            int l, int n) {
+  const Config& c = config_;
+  const int d = c.n_embd;
+  for (int i = 0; i < n; ++i) {
+    const size_t o = static_cast<size_t>(i) * d;
+    ops::rms_norm(x_.data() + o, lw.attn_norm, c.norm_eps, cur_.data() + o, d);
+  }
+  project_qkv(l, lw, n);
+  attend(batch, l, kv);
+  kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+  add_lora(l, &LoraLayer::wo, attn_.data(), c.q_dim(), proj_.data(), d);
+  post_norm(lw.attn_post_norm, n);
+  ops::add(proj_.data(), x_.data(), n * d);
+  for (int i = 0; i < n; ++i) {
+    const size_t o = static_cast<size_t>(i) * d;
+    ops::rms_norm(x_.data() + o, lw.ffn_norm, c.norm_eps, cur_.data() + o, d);
+  }
+  mlp(l, lw, n);
+  post_norm(lw.ffn_post_norm, n);
+  ops::add(proj_.data(), x_.data(), n * d);
 }
 
 Status Transformer::forward_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers,
@@ -344,6 +348,14 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
   for (const SeqInput& in : batch) n_out += in.all_logits ? in.n_tokens : 1;
   run_layers(batch, kv, c.n_layer);
   const int d = c.n_embd;
+  int row = 0;  // MTP drafting's hidden rows: every token of the sequences that ask
+  for (const SeqInput& in : batch) {
+    for (int i = 0; in.hidden_out != nullptr && i < in.n_tokens; ++i) {
+      ops::rms_norm(x_.data() + static_cast<size_t>(row + i) * d, weights_.output_norm, c.norm_eps,
+                    in.hidden_out + static_cast<size_t>(i) * d, d);
+    }
+    row += in.n_tokens;
+  }
 
   // Final norm of the rows to output: rows_ [R, n_embd].
   if (rows_.size() < static_cast<size_t>(n_out) * d) rows_.resize(static_cast<size_t>(n_out) * d);
@@ -363,6 +375,75 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
   }
   out->resize(old + static_cast<size_t>(n_out) * c.n_vocab);  // [R, n_vocab]
   kernels::matmul(weights_.output, rows_.data(), out->data() + old, n_out, pool_.get());
+  return Status::Ok();
+}
+
+Status Transformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
+                                std::vector<float>* logits, std::vector<float>* hidden) {
+  const MtpWeights& m = weights_.mtp;
+  if (!m.present()) return Model::forward_mtp(batch, kv, logits, hidden);
+  Config one = config_;  // the MTP pool holds one layer
+  one.n_layer = 1;
+  mtp_seqs_.clear();
+  int n = 0, n_out = 0, max_blocks = 0;
+  for (const MtpInput& in : batch) {
+    if (in.hidden == nullptr || in.seq.adapter != nullptr || in.seq.hidden_out != nullptr) {
+      return invalid_argument("forward_mtp: a sequence without hidden rows or with an adapter");
+    }
+    mtp_seqs_.push_back(in.seq);
+    n += std::max(in.seq.n_tokens, 0);
+    n_out += in.output ? 1 : 0;
+  }
+  GLM_RETURN_IF_ERROR(validate_batch(one, mtp_seqs_, kv));
+  if (batch.empty()) return Status::Ok();
+  for (const SeqInput& in : mtp_seqs_) {
+    max_blocks = std::max(max_blocks,
+                          (in.n_past + in.n_tokens + kv->block_tokens() - 1) / kv->block_tokens());
+  }
+  reserve(n, std::max(max_blocks, kv->n_blocks()));
+  lora_groups_.clear();
+  const Config& c = config_;
+  const int d = c.n_embd, half = c.n_rot / 2;
+  const kernels::WeightView& embed = m.embed.data != nullptr ? m.embed : weights_.token_embd;
+  if (mtp_in_.size() < static_cast<size_t>(n) * 2 * d)
+    mtp_in_.resize(static_cast<size_t>(n) * 2 * d);
+
+  // mtp_in_ [T, 2 n_embd] = [enorm(embedding of the token); hnorm(its hidden row)]; rotary
+  // tables of the MTP positions.
+  int t = 0;
+  for (const MtpInput& in : batch) {
+    for (int i = 0; i < in.seq.n_tokens; ++i, ++t) {
+      float* row = mtp_in_.data() + static_cast<size_t>(t) * 2 * d;
+      float* e = cur_.data() + static_cast<size_t>(t) * d;
+      ops::get_row(embed.type, embed.data, in.seq.tokens[i], d, e);
+      ops::rms_norm(e, m.enorm, c.norm_eps, row, d);
+      ops::rms_norm(in.hidden + static_cast<size_t>(i) * d, m.hnorm, c.norm_eps, row + d, d);
+      pos_[t] = in.seq.n_past + i;
+      ops::rope_table(pos_[t], c.n_rot, c.rope_base,
+                      rope_cos_.data() + static_cast<size_t>(t) * half,
+                      rope_sin_.data() + static_cast<size_t>(t) * half, c.rope_freq_scale);
+    }
+  }
+  kernels::matmul(m.eh_proj, mtp_in_.data(), x_.data(), n, pool_.get());  // x_ [T, n_embd]
+  run_layer(mtp_seqs_, kv, m.layer, 0, n);
+
+  // The head norm of each output row: rows_ [R, n_embd]; then the head: [R, n_vocab].
+  if (rows_.size() < static_cast<size_t>(n_out) * d) rows_.resize(static_cast<size_t>(n_out) * d);
+  const float* head_norm = m.head_norm != nullptr ? m.head_norm : weights_.output_norm;
+  int r = 0, first = 0;
+  for (const MtpInput& in : batch) {
+    first += in.seq.n_tokens;
+    if (!in.output) continue;
+    ops::rms_norm(x_.data() + static_cast<size_t>(first - 1) * d, head_norm, c.norm_eps,
+                  rows_.data() + static_cast<size_t>(r++) * d, d);
+  }
+  hidden->insert(hidden->end(), rows_.begin(), rows_.begin() + static_cast<size_t>(n_out) * d);
+  const size_t old = logits->size();
+  logits->resize(old + static_cast<size_t>(n_out) * c.n_vocab);
+  if (n_out > 0) {
+    kernels::matmul(m.head.data != nullptr ? m.head : weights_.output, rows_.data(),
+                    logits->data() + old, n_out, pool_.get());
+  }
   return Status::Ok();
 }
 

@@ -33,6 +33,12 @@ class Transformer : public Model {
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
   size_t repacked_bytes() const override { return repacked_bytes_; }
+  // glm4moe's MTP block: x = eh_proj [enorm(embedding); hnorm(hidden)], then one MoE layer like
+  // the trunk's over the MTP pool's layer 0, then the head norm and head (the trunk's where the
+  // file has none). Cost: one layer and, per output row, the LM head.
+  bool has_mtp() const override { return weights_.mtp.present(); }
+  Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv, std::vector<float>* logits,
+                     std::vector<float>* hidden) override;
 
   // The CPU part of a model split with the GPU (GpuTransformer, --gpu-layers): the embeddings
   // and layers [0, n_layers) of the batch, their K/V written into kv; appends the residual
@@ -45,6 +51,9 @@ class Transformer : public Model {
   // Embeddings and rotary tables of the batch's tokens into x_ and rope_*; then layers
   // [0, n_layers). Returns T. Call after validate_batch.
   int run_layers(const std::vector<SeqInput>& batch, KvPool* kv, int n_layers);
+  // One layer (weights lw, LoRA and K/V layer l) over the n rows of x_, in place.
+  void run_layer(const std::vector<SeqInput>& batch, KvPool* kv, const LayerWeights& lw, int l,
+                 int n);
   // Scratch buffers sized for n_tokens rows (grow only).
   void reserve(int n_tokens, int n_block_ptrs);
   // Projects cur_ into q_/k_/v_ and applies rotary and biases; [T, *] each.
@@ -84,6 +93,8 @@ class Transformer : public Model {
   std::vector<float> rope_sin_;      // [T, n_rot / 2]
   std::vector<int> pos_;             // [T] position of each token
   std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
+  std::vector<float> mtp_in_;        // [T, 2 n_embd] forward_mtp's [enorm(e); hnorm(h)] rows
+  std::vector<SeqInput> mtp_seqs_;   // forward_mtp's batch as SeqInputs
   std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
   std::vector<const void*> v_ptrs_;
   // LoRA: the batch's adapters with pairs, each with its rows in the batch (grouped once per

@@ -124,6 +124,13 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& pro
     }
   }
   views.push_back(&weights->output);
+  MtpWeights& m = weights->mtp;  // empty views are skipped below
+  for (kernels::WeightView* v :
+       {&m.layer.wq, &m.layer.wk, &m.layer.wv, &m.layer.wo, &m.layer.moe.gate_exps,
+        &m.layer.moe.up_exps, &m.layer.moe.down_exps, &m.layer.moe.gate_shexp,
+        &m.layer.moe.up_shexp, &m.layer.moe.down_shexp, &m.eh_proj, &m.head}) {
+    views.push_back(v);
+  }
   uint64_t total = 0, done = 0;  // mapped bytes to copy, for `progress`
   for (const kernels::WeightView* v : views) {
     if (v->data != nullptr && v->packed == nullptr)
@@ -149,12 +156,24 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& pro
   return bytes;
 }
 
+namespace {
+
+// Layer `layer` of w: a trunk layer, or the MTP block's after them.
+LayerWeights& layer_of(Weights* w, int layer) {
+  return layer < static_cast<int>(w->layers.size()) ? w->layers[layer] : w->mtp.layer;
+}
+
+}  // namespace
+
 kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
   using arch::Slot;
   if (slot == Slot::kTokenEmbd) return &w->token_embd;
   if (slot == Slot::kOutput) return &w->output;
+  if (slot == Slot::kNextnEhProj) return &w->mtp.eh_proj;
+  if (slot == Slot::kNextnEmbedTokens) return &w->mtp.embed;
+  if (slot == Slot::kNextnHead) return &w->mtp.head;
   if (layer < 0) return nullptr;
-  LayerWeights& l = w->layers[layer];
+  LayerWeights& l = layer_of(w, layer);
   switch (slot) {
     case Slot::kAttnQkv:
       return &l.qkv;
@@ -197,8 +216,11 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
   using arch::Slot;
   if (slot == Slot::kOutputNorm) return &w->output_norm;
   if (slot == Slot::kOutputNormBias) return &w->output_norm_b;
+  if (slot == Slot::kNextnEnorm) return &w->mtp.enorm;
+  if (slot == Slot::kNextnHnorm) return &w->mtp.hnorm;
+  if (slot == Slot::kNextnHeadNorm) return &w->mtp.head_norm;
   if (layer < 0) return nullptr;
-  LayerWeights& l = w->layers[layer];
+  LayerWeights& l = layer_of(w, layer);
   switch (slot) {
     case Slot::kAttnNorm:
       return &l.attn_norm;
@@ -238,7 +260,15 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
 Status load_weights(const gguf::File& file, const Config& c, Weights* w) {
   WeightLoader l(file, w);
   w->layers.assign(c.n_layer, LayerWeights());
-  for (const arch::TensorSpec& t : arch::tensor_table(c.arch, c.dims())) {
+  w->mtp = MtpWeights();
+  arch::Dims dims = c.dims();
+  if (dims.n_nextn > 0 && !l.has("blk." + std::to_string(c.n_layer) + ".nextn.eh_proj.weight")) {
+    dims.n_nextn = 0;  // announced but not in the file (a trunk-only conversion): no MTP
+  }
+  for (const arch::TensorSpec& t : arch::tensor_table(c.arch, dims)) {
+    const bool optional = t.slot == arch::Slot::kNextnEmbedTokens ||
+                          t.slot == arch::Slot::kNextnHead || t.slot == arch::Slot::kNextnHeadNorm;
+    if (optional && !l.has(t.name)) continue;  // the trunk's serve (forward_mtp)
     if (t.shape.size() == 3) {
       kernels::WeightView* view = matrix_slot(w, t.slot, t.layer);
       GLM_CHECK(view != nullptr);

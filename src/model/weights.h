@@ -45,19 +45,36 @@ struct LayerWeights {
   MoeWeights moe;                         // glm4moe's MoE layers; else empty (moe.present())
 };
 
+// glm4moe's multi-token-prediction block (blk.<n_layer>; model/model.h forward_mtp): from the
+// token t+1's embedding and the trunk's hidden row of position t it predicts token t+2.
+// Its embeddings, head norm and head are optional in a file (null: the trunk's are used).
+struct MtpWeights {
+  LayerWeights layer;                // a MoE layer like the trunk's
+  kernels::WeightView eh_proj;       // [n_embd, 2 n_embd] over [enorm(embedding); hnorm(hidden)]
+  const float* enorm = nullptr;      // [n_embd]
+  const float* hnorm = nullptr;      // [n_embd]
+  kernels::WeightView embed;         // [n_vocab, n_embd] or null
+  const float* head_norm = nullptr;  // [n_embd] or null
+  kernels::WeightView head;          // [n_vocab, n_embd] or null
+
+  bool present() const { return eh_proj.data != nullptr; }
+};
+
 struct Weights {
   kernels::WeightView token_embd;        // [n_vocab, n_embd]
   const float* output_norm = nullptr;    // [n_embd]
   const float* output_norm_b = nullptr;  // [n_embd] (LayerNorm models only)
   kernels::WeightView output;            // [n_vocab, n_embd]; = token_embd when tied
   std::vector<LayerWeights> layers;      // [n_layer]
+  MtpWeights mtp;                        // glm4moe's MTP block when the file has one
   std::vector<std::unique_ptr<std::vector<float>>> owned;  // converted 1-D tensors
   std::vector<kernels::PackedWeight> packed;               // repacked matrices (repack())
   // Matrices rewritten at load (a LoRA merged in, model/lora.h), each [n_rows, row bytes].
   std::vector<std::unique_ptr<std::vector<uint8_t>>> merged;
 };
 
-// The field of `w` (or of its layer `layer`) that a 2-D slot fills; null for a 1-D slot.
+// The field of `w` (or of its layer `layer`; layer n_layer is the MTP block) that a 2-D slot
+// fills; null for a 1-D slot.
 kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer);
 
 // Repacks every matrix that has a faster interleaved layout on this CPU (kernels/packed.h) and
@@ -91,6 +108,8 @@ class WeightLoader {
 
 // Loads every tensor of the architecture's table (arch::tensor_table(config.arch,
 // config.dims())) into its slot; a tied output points at token_embd. Errors name the tensor.
+// The MTP block (config.dims().n_nextn) loads when the file has its nextn.eh_proj; a file that
+// announces one without it loads as trunk only.
 struct Config;
 Status load_weights(const gguf::File& file, const Config& config, Weights* weights);
 

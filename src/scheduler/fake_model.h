@@ -7,13 +7,21 @@
 // So a wrong block table, a reused block with the wrong content, a wrong n_past or a position
 // never written changes the output or returns an error, exactly where a real model would produce
 // garbage. Logits are a pseudo-random function of the context: logits[v] = g(hash(context), v).
+// With set_mtp() it also has an MTP block (Model::has_mtp): forward() writes each position's
+// "hidden row" (its context hash, 16 bits a value), and forward_mtp() extends a row's hash by
+// its token, giving the target's own logits there (an exact drafter) or, with noise, logits that
+// often differ; its cells check that each position's row is the hash the previous position
+// ended with (rows paired with the wrong token or position are an error, as they would be
+// garbage for a real block).
 // Thread-safety: none (called from the scheduler loop only). Counts its forward calls.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +61,15 @@ class FakeModel : public model::Model {
   void set_delay(std::chrono::microseconds d) { delay_us_ = d.count(); }
   // And this long more per token in the batch (a step's cost growing with its prompt tokens).
   void set_token_delay(std::chrono::microseconds d) { token_delay_us_ = d.count(); }
+  // Gives the model an MTP block (see above): noise 0 drafts the target's tokens; noise > 0
+  // adds a pseudo-random [0, noise) to each of its logits.
+  void set_mtp(float noise) {
+    mtp_ = true;
+    mtp_noise_ = noise;
+  }
+  // The MTP block fails every call from now on (a drafter that breaks).
+  void set_mtp_fails(bool fails) { mtp_fails_ = fails; }
+  int64_t n_mtp_forward() const { return n_mtp_forward_; }
   int64_t n_forward() const { return n_forward_; }
   // Tokens run through forward() so far (prompt and decode): counts prefill work.
   int64_t n_tokens_run() const { return n_tokens_run_; }
@@ -61,15 +78,9 @@ class FakeModel : public model::Model {
   // The logits this model gives after `context` (for the tests' expectations).
   static void logits_for(const std::vector<int32_t>& context, int n_vocab, float* out,
                          float copy_bias = 0) {
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t t : context) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
-    for (int v = 0; v < n_vocab; ++v) {
-      uint64_t x = h + 0x9e3779b97f4a7c15ull * (v + 1);
-      x ^= x >> 31;
-      x *= 0xbf58476d1ce4e5b9ull;
-      x ^= x >> 29;
-      out[v] = static_cast<float>(x % 10007) / 1000.0f;
-    }
+    uint64_t h = kHashStart;
+    for (int32_t t : context) h = extend(h, t);
+    logits_of_hash(h, n_vocab, out);
     const int n = static_cast<int>(context.size());
     for (int m = n - 2; copy_bias != 0 && m >= 0; --m) {
       if (context[m] == context[n - 1]) {
@@ -77,6 +88,75 @@ class FakeModel : public model::Model {
         break;
       }
     }
+  }
+  static constexpr uint64_t kHashStart = 1469598103934665603ull;
+  static uint64_t extend(uint64_t h, int32_t t) {
+    return (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+  }
+  static void logits_of_hash(uint64_t h, int n_vocab, float* out) {
+    for (int v = 0; v < n_vocab; ++v) {
+      uint64_t x = h + 0x9e3779b97f4a7c15ull * (v + 1);
+      x ^= x >> 31;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 29;
+      out[v] = static_cast<float>(x % 10007) / 1000.0f;
+    }
+  }
+  // A context hash as a hidden row (4 values of 16 bits: exact in floats) and back.
+  static void encode(uint64_t h, float* row) {
+    for (int i = 0; i < 4; ++i) row[i] = static_cast<float>((h >> (16 * i)) & 0xffff);
+  }
+  static uint64_t decode(const float* row) {
+    uint64_t h = 0;
+    for (int i = 0; i < 4; ++i) h |= static_cast<uint64_t>(row[i]) << (16 * i);
+    return h;
+  }
+
+  bool has_mtp() const override { return mtp_; }
+  Status forward_mtp(const std::vector<model::MtpInput>& batch, model::KvPool* /*kv*/,
+                     std::vector<float>* logits, std::vector<float>* hidden) override {
+    ++n_mtp_forward_;
+    if (!mtp_ || mtp_fails_) return Status(ErrorCode::kInternal, "fake MTP block failed");
+    const int nv = config_.n_vocab, d = config_.n_embd;
+    std::vector<float> rows, hrows;
+    for (const model::MtpInput& in : batch) {
+      const model::SeqInput& s = in.seq;
+      if (s.n_tokens <= 0 || s.n_blocks * block_tokens_ < s.n_past + s.n_tokens) {
+        return invalid_argument("fake MTP: blocks do not cover the positions");
+      }
+      uint64_t out_hash = 0;
+      for (int i = 0; i < s.n_tokens; ++i) {
+        const int pos = s.n_past + i;
+        const uint64_t in_hash = decode(in.hidden + static_cast<size_t>(i) * d);
+        if (pos > 0) {  // the row must continue the previous position's context
+          const uint64_t prev =
+              mtp_cell(s.blocks[(pos - 1) / block_tokens_], (pos - 1) % block_tokens_);
+          if (prev == 0) return invalid_argument("fake MTP: reads a position never written");
+          if (prev != in_hash) {
+            return invalid_argument("fake MTP: a hidden row that does not follow position " +
+                                    std::to_string(pos - 1));
+          }
+        }
+        out_hash = extend(in_hash, s.tokens[i]);
+        mtp_cell(s.blocks[pos / block_tokens_], pos % block_tokens_) = out_hash;
+      }
+      if (!in.output) continue;
+      const size_t at = rows.size();
+      rows.resize(at + nv);
+      logits_of_hash(out_hash, nv, rows.data() + at);
+      for (int v = 0; mtp_noise_ > 0 && v < nv; ++v) {
+        uint64_t x = (out_hash ^ 0x5bd1e995ull) + 0x9e3779b97f4a7c15ull * (v + 7);
+        x ^= x >> 29;
+        x *= 0xbf58476d1ce4e5b9ull;
+        rows[at + v] += mtp_noise_ * static_cast<float>(x % 1000) / 1000.0f;
+      }
+      for (int32_t id : never_) rows[at + id] = -1e9f;
+      hrows.resize(hrows.size() + d, 0.0f);
+      encode(out_hash, hrows.data() + hrows.size() - d);
+    }
+    logits->insert(logits->end(), rows.begin(), rows.end());
+    hidden->insert(hidden->end(), hrows.begin(), hrows.end());
+    return Status::Ok();
   }
 
   Status forward(const std::vector<model::SeqInput>& batch, model::KvPool* kv,
@@ -109,6 +189,17 @@ class FakeModel : public model::Model {
         const int32_t t = cell(in.blocks[pos / block_tokens_], pos % block_tokens_);
         if (t < 0) return invalid_argument("fake model: reads a position never written");
         context.push_back(t);
+      }
+      if (in.hidden_out != nullptr) {  // each position's row: its context's hash
+        if (!mtp_) return invalid_argument("fake model: hidden rows asked of a model without MTP");
+        uint64_t h = kHashStart;
+        for (int pos = 0; pos < end; ++pos) {
+          h = extend(h, context[pos]);
+          if (pos < in.n_past) continue;
+          float* row = in.hidden_out + static_cast<size_t>(pos - in.n_past) * config_.n_embd;
+          std::fill(row, row + config_.n_embd, 0.0f);
+          encode(h, row);
+        }
       }
       const int first = in.all_logits ? in.n_past : end - 1;
       for (int pos = first; pos < end; ++pos) {
@@ -149,6 +240,11 @@ class FakeModel : public model::Model {
   }
 
  private:
+  uint64_t& mtp_cell(int block, int offset) {
+    std::vector<uint64_t>& b = mtp_blocks_[block];
+    if (b.empty()) b.assign(block_tokens_, 0);
+    return b[offset];
+  }
   int32_t& cell(int block, int offset) {
     std::vector<int32_t>& b = blocks_[block];
     if (b.empty()) b.assign(block_tokens_, -1);
@@ -160,9 +256,14 @@ class FakeModel : public model::Model {
   std::unordered_map<int, std::vector<int32_t>> blocks_;
   std::vector<int32_t> never_;
   float copy_bias_ = 0;
+  bool mtp_ = false;
+  float mtp_noise_ = 0;
+  bool mtp_fails_ = false;
+  std::unordered_map<int, std::vector<uint64_t>> mtp_blocks_;  // per MTP block: its hashes
   std::atomic<int64_t> delay_us_{0};
   std::atomic<int64_t> token_delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
+  std::atomic<int64_t> n_mtp_forward_{0};
   std::atomic<int64_t> n_tokens_run_{0};
   std::atomic<int64_t> max_batch_seen_{0};
 };

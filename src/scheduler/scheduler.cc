@@ -50,6 +50,15 @@ struct Scheduler::Seq {
   std::vector<std::vector<sampler::Candidate>> q;
   std::vector<int32_t> draft_in;  // draft_with_model's tokens of this sequence's first pass
   int catch_up = 0;  // > 0: this step only feeds its draft model this many committed tokens
+  // MTP speculation: the MTP block's position i (dkv) is the trunk's position mtp_base + i
+  // (-1: not started), fed that position's hidden row and the token after it (dkv.tokens[i]).
+  // mtp_h holds the rows of the committed positions it has not been fed ([rows, n_embd]: from
+  // mtp_base + dkv.tokens.size() to the last committed), mtp_out this step's forward's rows, and
+  // mtp_chain the block's own output row of its last draft.
+  int mtp_base = -1;
+  std::vector<float> mtp_h;
+  std::vector<float> mtp_out;
+  std::vector<float> mtp_chain;
   std::vector<std::unique_ptr<Seq>> forks;  // SeqRequest::forks until the prompt is written
   int width() const { return 1 + static_cast<int>(forks.size()); }  // batch slots it needs
   Clock::time_point admitted_at;
@@ -68,14 +77,20 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
       draft_(draft) {
   GLM_CHECK(options_.max_batch > 0 && options_.prefill_chunk > 0 && options_.n_ctx > 0);
   const bool want_draft = options_.spec == generation::SpecMode::kDraft;
+  const bool want_mtp = options_.spec == generation::SpecMode::kMtp;
   if (want_draft) {  // the edges load and check the draft model
     GLM_CHECK(draft_.model != nullptr && draft_.cache != nullptr);
     GLM_CHECK(draft_.model->config().n_vocab == n_vocab_);
+  }
+  if (want_mtp) {  // the edges check the model has the block and make its pool (one layer)
+    GLM_CHECK(model_->has_mtp() && draft_.cache != nullptr);
+    GLM_CHECK(draft_.pool == nullptr || draft_.pool->n_layer() == 1);
   }
   spec_on_ = options_.spec != generation::SpecMode::kOff && options_.max_draft > 0 &&
              !caps_.bidirectional_prompt &&
              (!want_draft || !draft_.model->capabilities().bidirectional_prompt);
   draft_on_ = spec_on_ && want_draft;
+  mtp_on_ = spec_on_ && want_mtp;
   // Token-granular prefix reuse copies a cached block's K/V at admission (kv_cache.h).
   cache_->set_copy_block([this](int src, int dst) { model_->copy_kv_block(pool_, src, dst); });
 }
@@ -247,7 +262,7 @@ void Scheduler::start_sampler(Seq* seq) {
   }
   seq->sampler->skip_draws(seq->req.resumed);
   seq->drafts = spec_on_;
-  if (draft_on_) {
+  if (draft_on_ || mtp_on_) {
     // Every position this sequence may write (admission checked it against n_ctx).
     const int n_positions = n_prompt + static_cast<int>(seq->req.sampling.max_tokens);
     const int n_blocks = draft_.cache->blocks_for(n_positions);
@@ -258,8 +273,8 @@ void Scheduler::start_sampler(Seq* seq) {
       const uint64_t seed = seq->req.sampling.seed;
       seq->draft_rng.seed(seed != 0 ? seed ^ 0xd1a5'7e11'5eed'0001ull : std::random_device{}());
     } else {
-      GLM_LOG_WARN("draft model: no KV blocks left for a sequence (%d wanted): it does not draft",
-                   n_blocks);
+      GLM_LOG_WARN("%s: no KV blocks left for a sequence (%d wanted): it does not draft",
+                   mtp_on_ ? "MTP" : "draft model", n_blocks);
     }
   }
   seq->draft_len = DraftLength(seq->drafts ? options_.max_draft : 0);
@@ -277,6 +292,12 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
     fork->admitted = true;
     fork->admitted_at = seq->admitted_at;
     start_sampler(fork.get());
+    const size_t d = model_->config().n_embd;
+    if (mtp_on_ && fork->drafts && seq->mtp_h.size() >= d) {
+      // The prompt's last hidden row: the fork's MTP block starts at that position.
+      fork->mtp_base = static_cast<int>(fork->adm.kv.tokens.size()) - 1;
+      fork->mtp_h.assign(seq->mtp_h.end() - static_cast<std::ptrdiff_t>(d), seq->mtp_h.end());
+    }
     Seq* f = fork.get();
     running_.push_back(std::move(fork));
     logits.assign(row, row + n_vocab_);
@@ -365,6 +386,7 @@ bool Scheduler::step() {
 
   // One batch: every decoding sequence's next token, then prompt chunks within the budget.
   if (draft_on_) draft_with_model();
+  if (mtp_on_) draft_with_mtp();
   std::vector<model::SeqInput> batch;
   std::vector<Seq*> members;
   plan_prefill();
@@ -375,7 +397,7 @@ bool Scheduler::step() {
     in.n_past = n_past;
     in.adapter = seq->req.adapter.get();
     if (seq->decoding) {
-      if (!draft_on_) plan_draft(seq.get());  // else draft_with_model() did
+      if (!draft_on_ && !mtp_on_) plan_draft(seq.get());  // else draft_with_*() did
       in.tokens = seq->feed.data();
       in.n_tokens = static_cast<int>(seq->feed.size());
       in.all_logits = in.n_tokens > 1;  // a draft: every position's logits verify it
@@ -391,6 +413,11 @@ bool Scheduler::step() {
     cache_->grow(&kv, n_past + in.n_tokens);
     in.blocks = kv.blocks.data();
     in.n_blocks = static_cast<int>(kv.blocks.size());
+    if (mtp_on_ && seq->drafts) {  // its hidden rows feed the MTP block next step
+      if (seq->mtp_base < 0) seq->mtp_base = n_past;
+      seq->mtp_out.resize(static_cast<size_t>(in.n_tokens) * model_->config().n_embd);
+      in.hidden_out = seq->mtp_out.data();
+    }
     batch.push_back(in);
     members.push_back(seq.get());
   }
@@ -424,9 +451,11 @@ bool Scheduler::step() {
     if (batch[i].all_logits) {  // a verified draft: only its fed token's K/V are kept for now
       cache_->commit(&seq->adm.kv, batch[i].tokens, 1);
       accept_draft(seq, rows);
+      if (batch[i].hidden_out != nullptr) keep_mtp_rows(seq, batch[i].n_past);
       continue;
     }
     cache_->commit(&seq->adm.kv, batch[i].tokens, batch[i].n_tokens);
+    if (batch[i].hidden_out != nullptr) keep_mtp_rows(seq, batch[i].n_past);
     if (!seq->decoding && seq->adm.kv.tokens.size() < seq->adm.prompt.size()) {
       const int to_prefill = static_cast<int>(seq->adm.prompt.size()) - seq->adm.n_cached;
       seq->req.observer->on_prefill(static_cast<int>(seq->adm.kv.tokens.size()) - seq->adm.n_cached,
@@ -450,7 +479,7 @@ bool Scheduler::step() {
 }
 
 int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs) {
-  if (!spec_on_ || draft_on_ || seq->req.sampling.temperature <= 0.0f)
+  if (!spec_on_ || draft_on_ || mtp_on_ || seq->req.sampling.temperature <= 0.0f)
     return seq->sampler->sample(row, logprobs);
   const std::vector<int32_t>& context = seq->adm.kv.tokens;  // this row's context
   const int32_t guess = ngram_next(context.data(), static_cast<int>(context.size()));
@@ -490,8 +519,8 @@ void Scheduler::accept_draft(Seq* seq, float* rows) {
     if (constrained(*seq) && !constrain(seq, row)) break;
     generation::GeneratedLogprobs lp;
     int32_t token = -1;
-    if (draft_on_ && j < k && seq->req.sampling.temperature > 0.0f) {
-      // The draft model's token, drawn from q: min(1, p/q), else the residual.
+    if ((draft_on_ || mtp_on_) && j < k && seq->req.sampling.temperature > 0.0f) {
+      // The draft's token, drawn from q: min(1, p/q), else the residual.
       token = seq->sampler->sample_with_draft_distribution(row, seq->feed[j + 1], seq->q[j],
                                                            want_logprobs ? &lp : nullptr);
     } else {
@@ -590,22 +619,131 @@ void Scheduler::draft_with_model() {
       Seq* seq = active[i];
       if (pass == 0) draft_.cache->commit(&seq->dkv, batch[i].tokens, batch[i].n_tokens);
       if (seq->catch_up > 0) continue;  // no draft this step
-      const float* row = draft_logits_.data() + i * n_vocab_;
-      int32_t token = -1;
-      if (seq->req.sampling.temperature <= 0.0f) {
-        token = seq->draft_sampler->sample(row);  // the argmax after the penalties, no draw
+      if (take_draft(seq, draft_logits_.data() + i * n_vocab_)) next.push_back(seq);
+    }
+    active.swap(next);
+  }
+}
+
+bool Scheduler::take_draft(Seq* seq, const float* row) {
+  int32_t token = -1;
+  if (seq->req.sampling.temperature <= 0.0f) {
+    token = seq->draft_sampler->sample(row);  // the argmax after the penalties, no draw
+  } else {
+    std::vector<sampler::Candidate> q = seq->draft_sampler->distribution(row);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    token = sampler::Sampler::draw(q, uniform(seq->draft_rng));
+    seq->q.push_back(std::move(q));
+  }
+  seq->draft_sampler->accept(token);
+  seq->feed.push_back(token);
+  const auto& stops = seq->req.stop_ids;
+  const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
+  return !stop && static_cast<int>(seq->feed.size()) - 1 < draft_room(*seq);
+}
+
+void Scheduler::keep_mtp_rows(Seq* seq, int n_past) {
+  if (seq->done) return;  // its blocks are given back already
+  const size_t rows = seq->adm.kv.tokens.size() - static_cast<size_t>(n_past);
+  const size_t d = model_->config().n_embd;
+  seq->mtp_h.insert(seq->mtp_h.end(), seq->mtp_out.begin(),
+                    seq->mtp_out.begin() + static_cast<std::ptrdiff_t>(rows * d));
+}
+
+void Scheduler::draft_with_mtp() {
+  const int d = model_->config().n_embd;
+  std::vector<Seq*> active;  // this pass's sequences
+  std::vector<model::MtpInput> batch;
+  for (auto& s : running_) {
+    Seq* seq = s.get();
+    if (seq->done) continue;
+    if (seq->decoding) {
+      seq->feed.assign(1, seq->next_token);
+      seq->q.clear();
+    }
+    if (!seq->drafts || seq->mtp_h.empty()) continue;
+    const std::vector<int32_t>& written = seq->adm.kv.tokens;
+    const int n = static_cast<int>(written.size());
+    const int rows = static_cast<int>(seq->mtp_h.size() / d);
+    const int first = seq->mtp_base + static_cast<int>(seq->dkv.tokens.size());
+    GLM_CHECK(first + rows == n);
+    // Pass 0: each pending position p with the token after it (the prompt's next token while
+    // prefilling; next_token after the last written one).
+    seq->draft_in.clear();
+    for (int p = first; p < n; ++p) {
+      seq->draft_in.push_back(p + 1 < n       ? written[p + 1]
+                              : seq->decoding ? seq->next_token
+                                              : seq->adm.prompt[n]);
+    }
+    bool draft = false;
+    if (seq->decoding) {
+      draft = draft_room(*seq) > 0;
+      if (!draft) seq->draft_len.idle_step();
+    }
+    if (draft) {
+      if (!seq->draft_sampler) {
+        seq->draft_sampler = std::make_unique<sampler::Sampler>(*seq->sampler);
       } else {
-        std::vector<sampler::Candidate> q = seq->draft_sampler->distribution(row);
-        std::uniform_real_distribution<double> uniform(0.0, 1.0);
-        token = sampler::Sampler::draw(q, uniform(seq->draft_rng));
-        seq->q.push_back(std::move(q));
+        seq->draft_sampler->copy_history_from(*seq->sampler);
       }
-      seq->draft_sampler->accept(token);
-      seq->feed.push_back(token);
-      const auto& stops = seq->req.stop_ids;
-      const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
-      const int k = draft_room(*seq);
-      if (!stop && static_cast<int>(seq->feed.size()) - 1 < k) next.push_back(seq);
+    }
+    model::MtpInput in;
+    in.seq.tokens = seq->draft_in.data();
+    in.seq.n_tokens = rows;
+    in.seq.n_past = static_cast<int>(seq->dkv.tokens.size());
+    draft_.cache->grow(&seq->dkv, in.seq.n_past + rows);
+    in.seq.blocks = seq->dkv.blocks.data();
+    in.seq.n_blocks = static_cast<int>(seq->dkv.blocks.size());
+    in.hidden = seq->mtp_h.data();
+    in.output = draft;
+    batch.push_back(in);
+    active.push_back(seq);
+  }
+  // Pass 0 commits its positions (real hidden rows); a chained pass p feeds the p-th draft with
+  // the block's own row at the position after, never committed: the next pass 0 rewrites it.
+  for (int pass = 0; !active.empty(); ++pass) {
+    draft_logits_.clear();
+    mtp_hidden_.clear();
+    const Status st = model_->forward_mtp(batch, draft_.pool, &draft_logits_, &mtp_hidden_);
+    if (!st.ok()) {
+      // The drafts so far stand (the target's output does not depend on them); these
+      // sequences stop drafting and give their MTP blocks back.
+      GLM_LOG_WARN("MTP: forward failed for %zu sequences (they stop drafting): %s", batch.size(),
+                   st.to_string().c_str());
+      for (Seq* seq : active) {
+        seq->drafts = false;
+        seq->mtp_h.clear();
+        draft_.cache->release(&seq->dkv);
+      }
+      return;
+    }
+    std::vector<Seq*> next;
+    size_t row = 0;
+    for (size_t i = 0; i < active.size(); ++i) {
+      Seq* seq = active[i];
+      if (pass == 0) {
+        draft_.cache->commit(&seq->dkv, seq->draft_in.data(), batch[i].seq.n_tokens);
+        seq->mtp_h.clear();
+      }
+      if (!batch[i].output) continue;
+      const float* h = mtp_hidden_.data() + row * d;
+      const bool more = take_draft(seq, draft_logits_.data() + row * n_vocab_);
+      ++row;
+      if (!more) continue;
+      seq->mtp_chain.assign(h, h + d);
+      next.push_back(seq);
+    }
+    batch.clear();
+    for (Seq* seq : next) {
+      model::MtpInput in;
+      in.seq.tokens = &seq->feed.back();
+      in.seq.n_tokens = 1;
+      in.seq.n_past = static_cast<int>(seq->dkv.tokens.size()) + pass;
+      draft_.cache->grow(&seq->dkv, in.seq.n_past + 1);
+      in.seq.blocks = seq->dkv.blocks.data();
+      in.seq.n_blocks = static_cast<int>(seq->dkv.blocks.size());
+      in.hidden = seq->mtp_chain.data();
+      batch.push_back(in);
     }
     active.swap(next);
   }
@@ -716,7 +854,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
       cache_->release(&seq->adm.kv);
     }
   }
-  if (draft_on_) draft_.cache->release(&seq->dkv);
+  if (draft_on_ || mtp_on_) draft_.cache->release(&seq->dkv);
   seq->done = true;
   // Forks that never started (the request ended before its prompt was written) end with it.
   for (auto& fork : seq->forks) finish(fork.get(), reason, std::nullopt);
@@ -726,7 +864,7 @@ void Scheduler::finish(Seq* seq, FinishReason reason, std::optional<int32_t> unf
 void Scheduler::fail(Seq* seq, const Status& status) {
   seq->req.observer->on_error(status);
   if (seq->admitted) cache_->release(&seq->adm.kv);
-  if (draft_on_) draft_.cache->release(&seq->dkv);
+  if (draft_on_ || mtp_on_) draft_.cache->release(&seq->dkv);
   seq->done = true;
   for (auto& fork : seq->forks) fail(fork.get(), status);
   seq->forks.clear();

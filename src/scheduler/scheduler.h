@@ -153,7 +153,10 @@ struct Options {
   // bidirectional prompts (ChatGLM-6B). kDraft takes its drafts from a draft model
   // (DraftModel, required then): each drafting sequence's next k tokens are the draft model's,
   // sampled from its processed distribution q (argmax when greedy), and verified by standard
-  // speculative sampling (Sampler::sample_with_draft_distribution).
+  // speculative sampling (Sampler::sample_with_draft_distribution). kMtp drafts the same way
+  // with the model's own MTP block (Model::has_mtp; docs/engine.md#mtp-drafts), whose K/V live
+  // in DraftModel's pool (one layer) and cache: the first draft from the trunk's hidden row of
+  // the last position and the next token, each further one chained on the block's own row.
   generation::SpecMode spec = generation::SpecMode::kOff;
   int max_draft = 8;
 };
@@ -164,6 +167,8 @@ struct Options {
 // saved), reserved when it starts; a sequence whose reservation does not fit simply does not
 // draft. Size `cache` for max_batch sequences of n_ctx positions and drafting never waits.
 // None is owned; all must outlive the scheduler. pool may be null for a fake.
+// For kMtp: model is unused (the target runs its MTP block), pool holds ONE layer of the
+// target's kv_dim, and the cache's sequences are the MTP block's.
 struct DraftModel {
   model::Model* model = nullptr;
   model::KvPool* pool = nullptr;
@@ -174,7 +179,8 @@ class Scheduler {
  public:
   // model, pool and cache are not owned and must outlive the scheduler. pool may be null for a
   // model that keeps its own state (test fakes).
-  // draft: the draft model for Options::spec == kDraft (GLM_CHECK: set then, same n_vocab).
+  // draft: the draft model for Options::spec == kDraft (GLM_CHECK: set then, same n_vocab);
+  // for kMtp its pool and cache (GLM_CHECK: set then, and model->has_mtp()).
   Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cache, const Options& options,
             DraftModel draft = {});
   ~Scheduler();
@@ -244,6 +250,18 @@ class Scheduler {
   // max_draft batched passes of the draft model; the first pass of a sequence also feeds the
   // draft model the committed tokens it has not seen (so its KV follows the target's).
   void draft_with_model();
+  // MTP speculation (Options::spec == kMtp): feeds the MTP block every sequence's committed
+  // positions it has not seen (their hidden rows, each with the token after it; prefilling
+  // sequences too, so no rows pile up), and for each decoding sequence drafts its next tokens:
+  // the first from that pass, each further one from a pass chained on the block's own row.
+  void draft_with_mtp();
+  // Keeps the hidden rows of the positions seq committed in this step's forward (they started
+  // at n_past) for its next MTP pass.
+  void keep_mtp_rows(Seq* seq, int n_past);
+  // The draft's next token from its logits `row` ([n_vocab]): greedy, the argmax after the
+  // penalties; sampled, a draw from the draft's distribution q, kept for verification. Appends
+  // it to feed; returns whether seq drafts another this step.
+  bool take_draft(Seq* seq, const float* row);
   // After a verified draft of which `accepted` tokens held: commits to the draft model's KV the
   // drafted tokens it was fed and that the target kept (the others are never committed).
   void commit_draft_kv(Seq* seq, int accepted);
@@ -268,7 +286,9 @@ class Scheduler {
   DraftModel draft_;
   bool spec_on_ = false;                // speculation (n-gram or draft model) for this model
   bool draft_on_ = false;               // ... with the draft model
-  std::vector<float> draft_logits_;     // draft_with_model's scratch
+  bool mtp_on_ = false;                 // ... with the model's MTP block
+  std::vector<float> draft_logits_;     // draft_with_model's and draft_with_mtp's scratch
+  std::vector<float> mtp_hidden_;       // draft_with_mtp's output rows [n, n_embd]
   std::vector<int32_t> draft_context_;  // plan_draft's scratch
   generation::Stats totals_;
   // Step costs (measure_step): a step without prompt tokens (a moving average; < 0 = not

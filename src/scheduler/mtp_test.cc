@@ -1,0 +1,333 @@
+// Speculative decoding with the model's own MTP block (Options::spec = kMtp), FakeModel's MTP
+// (fake_model.h): each position's hidden row is its context's hash and the block extends it by
+// the token after, so an exact block drafts the target's own tokens and one with noise drafts
+// tokens that are often, not always, right; the block refuses a row that does not continue the
+// previous position (a row paired with the wrong token or position). Greedy output equals the
+// target's greedy continuation alone and batched (chunked prefill, forks, a cached prefix);
+// cancellation at every step frees every block of both caches; a failing block only stops
+// drafting; sampled tokens follow the target distribution (chi-square over 3-token answers).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sampler/sampler.h"
+#include "scheduler/chi_square.h"
+#include "scheduler/fake_model.h"
+#include "scheduler/scheduler.h"
+
+namespace glm::scheduler {
+namespace {
+
+using generation::SpecMode;
+using testing::chi_square;
+using testing::fake_greedy;
+using testing::FakeModel;
+
+constexpr int kVocab = 64;
+constexpr int32_t kEos = 1;
+
+struct SeqRun {
+  std::vector<int32_t> tokens;
+  FinishInfo finish;
+  int n_final = 0;
+  bool failed = false;
+};
+
+class Observer : public SeqObserver {
+ public:
+  explicit Observer(SeqRun* r) : r_(r) {}
+  bool on_token(int32_t token, const generation::GeneratedLogprobs*) override {
+    r_->tokens.push_back(token);
+    return true;
+  }
+  void on_finish(FinishInfo* info) override {
+    ++r_->n_final;
+    r_->finish = *info;
+  }
+  void on_error(const Status&) override {
+    ++r_->n_final;
+    r_->failed = true;
+  }
+
+ private:
+  SeqRun* r_;
+};
+
+Options mtp_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode = SpecMode::kMtp) {
+  Options o;
+  o.spec = mode;
+  o.max_batch = max_batch;
+  o.prefill_chunk = prefill_chunk;
+  return o;
+}
+
+// A target FakeModel with an MTP block of `noise`, its cache and the block's (4-token blocks).
+struct Bench {
+  explicit Bench(Options opt, float noise = 0, int n_vocab = kVocab, float copy = 0,
+                 int n_blocks = 512, int n_mtp_blocks = 512)
+      : model(n_vocab, 4),
+        ready(set_up(&model, noise, copy)),
+        cache(n_blocks, 4),
+        mtp_cache(n_mtp_blocks, 4),
+        sched(&model, nullptr, &cache, opt, DraftModel{nullptr, nullptr, &mtp_cache}) {}
+  // The block must exist before the scheduler checks for it.
+  static bool set_up(FakeModel* m, float noise, float copy) {
+    m->set_mtp(noise);
+    m->set_copy_bias(copy);
+    return true;
+  }
+  Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
+             const std::function<void(SeqRequest*)>& edit = nullptr) {
+    SeqRequest r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.stop_ids = {kEos};
+    auto& run = runs[id];
+    run = std::make_unique<SeqRun>();
+    r.observer = std::make_unique<Observer>(run.get());
+    if (edit) edit(&r);
+    return sched.add(std::move(r));
+  }
+  void run_all() {
+    for (int i = 0; i < 1000000 && !sched.idle(); ++i) sched.step();
+    ASSERT_TRUE(sched.idle());
+  }
+  SeqRun& run(const std::string& id) { return *runs.at(id); }
+  void expect_no_leak(const std::string& where) {
+    EXPECT_EQ(cache.allocator().n_used(), 0) << where;
+    EXPECT_EQ(cache.allocator().n_reserved(), 0) << where;
+    EXPECT_EQ(mtp_cache.allocator().n_used(), 0) << where;
+    EXPECT_EQ(mtp_cache.allocator().n_reserved(), 0) << where;
+  }
+
+  FakeModel model;
+  bool ready;
+  kv::KvCache cache;
+  kv::KvCache mtp_cache;
+  Scheduler sched;
+  std::map<std::string, std::unique_ptr<SeqRun>> runs;
+};
+
+std::vector<int32_t> prompt_of(std::mt19937* rng, int n_vocab = kVocab) {
+  std::vector<int32_t> v;
+  const int n = 3 + (*rng)() % 40;
+  for (int i = 0; i < n; ++i) v.push_back(2 + (*rng)() % (n_vocab - 2));
+  return v;
+}
+
+std::vector<int32_t> oracle(const std::vector<int32_t>& prompt, int max_tokens,
+                            std::vector<int32_t> stops = {kEos}) {
+  return fake_greedy(prompt, kVocab, max_tokens, stops);
+}
+
+// An exact block (every draft accepted, several a step) and one with noise (some rejected).
+TEST(MtpDraft, GreedyOutputIsTheTargetsGreedyContinuationAlone) {
+  for (float noise : {0.0f, 6.0f}) {
+    std::mt19937 rng(7);
+    generation::Speculation sum;
+    int64_t passes = 0, tokens = 0;
+    for (int i = 0; i < 60; ++i) {
+      const auto prompt = prompt_of(&rng);
+      const int max_tokens = 1 + rng() % 40;
+      Bench b(mtp_options(), noise);
+      ASSERT_TRUE(b.add("a", prompt, max_tokens).ok());
+      b.run_all();
+      const SeqRun& r = b.run("a");
+      EXPECT_FALSE(r.failed) << i;
+      EXPECT_EQ(r.tokens, oracle(prompt, max_tokens)) << "prompt " << i << " noise " << noise;
+      EXPECT_EQ(r.n_final, 1);
+      EXPECT_EQ(b.sched.stats().speculation, r.finish.speculation);
+      b.expect_no_leak("prompt " + std::to_string(i));
+      sum.drafted += r.finish.speculation.drafted;
+      sum.accepted += r.finish.speculation.accepted;
+      passes += b.model.n_forward();
+      tokens += static_cast<int64_t>(r.tokens.size());
+      if (r.tokens.size() > 2) {
+        EXPECT_GT(b.model.n_mtp_forward(), 0) << i;
+      }
+    }
+    std::printf("MTP noise %.0f: drafted %lld accepted %lld, %lld target passes for %lld tokens\n",
+                noise, static_cast<long long>(sum.drafted), static_cast<long long>(sum.accepted),
+                static_cast<long long>(passes), static_cast<long long>(tokens));
+    if (noise == 0) {
+      EXPECT_EQ(sum.accepted, sum.drafted);  // the block extends the target's own context
+      EXPECT_GT(sum.drafted, 500);
+      EXPECT_LT(passes, tokens / 2);  // several tokens a pass
+    } else {
+      EXPECT_GT(sum.accepted, 0);
+      EXPECT_LT(sum.accepted, sum.drafted);
+    }
+  }
+}
+
+// Batched with chunked prefill (prefilling sequences feed the block as they go), forks (each
+// starts its block from the prompt's last row), and a second round over the cached prompts (the
+// block starts where the computed rows start): equal to alone, in fewer target passes.
+TEST(MtpDraft, BatchedWithChunkedPrefillForksAndACachedPrefixEqualsAlone) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 24; ++i) prompts.push_back(prompt_of(&rng));
+  std::map<SpecMode, int64_t> passes;
+  for (SpecMode mode : {SpecMode::kOff, SpecMode::kMtp}) {
+    Bench b(mtp_options(/*max_batch=*/6, /*prefill_chunk=*/7, mode), /*noise=*/0.5f);
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string id = "r" + std::to_string(i) + "." + std::to_string(round);
+        ASSERT_TRUE(b.add(id, prompts[i], 40, [&](SeqRequest* r) {
+                       if (i % 5 == 0) {  // a second choice, greedy too: the same answer
+                         SeqRequest::Fork f;
+                         f.sampling = r->sampling;
+                         auto& run = b.runs[id + "#1"];
+                         run = std::make_unique<SeqRun>();
+                         f.observer = std::make_unique<Observer>(run.get());
+                         r->forks.push_back(std::move(f));
+                       }
+                     }).ok());
+      }
+      b.run_all();
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string id = "r" + std::to_string(i) + "." + std::to_string(round);
+        const auto want = oracle(prompts[i], 40);
+        EXPECT_FALSE(b.run(id).failed) << id;
+        EXPECT_EQ(b.run(id).tokens, want) << id;
+        if (i % 5 == 0) {
+          EXPECT_EQ(b.run(id + "#1").tokens, want) << id;
+        }
+      }
+    }
+    EXPECT_GT(b.sched.stats().cached_tokens_total, 0);  // the second round reused prompts
+    EXPECT_GT(b.model.max_batch_seen(), 1);
+    b.expect_no_leak("batched");
+    passes[mode] = b.model.n_forward();
+    if (mode == SpecMode::kMtp) {
+      EXPECT_GT(b.sched.stats().speculation.accepted, 0);
+    } else {
+      EXPECT_EQ(b.model.n_mtp_forward(), 0);
+    }
+  }
+  EXPECT_LT(passes[SpecMode::kMtp], passes[SpecMode::kOff] * 3 / 4);
+}
+
+TEST(MtpDraft, CancelAtEveryStepFreesEveryBlockOfBothCachesAndLeavesOthersExact) {
+  std::mt19937 rng(17);
+  const auto victim = prompt_of(&rng);
+  const auto other = prompt_of(&rng);
+  const auto queued = prompt_of(&rng);
+  int n_mid_draft = 0;
+  for (int at = 0; at < 40; ++at) {
+    Bench b(mtp_options(/*max_batch=*/2, /*prefill_chunk=*/5), /*noise=*/2.0f);
+    auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
+    ASSERT_TRUE(b.add("victim", victim, 60, no_stop).ok());
+    ASSERT_TRUE(b.add("other", other, 60, no_stop).ok());
+    ASSERT_TRUE(b.add("queued", queued, 20, no_stop).ok());
+    for (int i = 0; i < at && !b.sched.idle(); ++i) b.sched.step();
+    if (b.run("victim").tokens.size() >= 2 && b.run("victim").n_final == 0) {
+      EXPECT_GT(b.mtp_cache.allocator().n_used(), 0) << at;  // drafting when cancelled
+      ++n_mid_draft;
+    }
+    b.sched.cancel("victim");
+    if (at % 3 == 0) b.sched.cancel("queued");
+    b.run_all();
+    EXPECT_EQ(b.run("victim").n_final, 1);
+    EXPECT_EQ(b.run("other").tokens, oracle(other, 60, {})) << at;
+    if (at % 3 != 0) {
+      EXPECT_EQ(b.run("queued").tokens, oracle(queued, 20, {})) << at;
+    }
+    b.expect_no_leak("cancel at " + std::to_string(at));
+  }
+  EXPECT_GT(n_mid_draft, 5);
+}
+
+// A block that fails from some call on, and a block cache too small for every sequence: those
+// sequences stop drafting (blocks given back), the output stays exact.
+TEST(MtpDraft, AFailingBlockOrAFullBlockCacheOnlyStopsDrafting) {
+  for (int variant = 0; variant < 2; ++variant) {
+    std::mt19937 rng(31);
+    Bench b(mtp_options(4), 0.0f, kVocab, 0, 512, variant == 0 ? 512 : 12);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 6; ++i) {
+      prompts.push_back(prompt_of(&rng));
+      ASSERT_TRUE(b.add("r" + std::to_string(i), prompts.back(), 30).ok());
+    }
+    for (int i = 0; i < 6 && !b.sched.idle(); ++i) b.sched.step();
+    if (variant == 0) b.model.set_mtp_fails(true);
+    b.run_all();
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_FALSE(b.run("r" + std::to_string(i)).failed) << i;
+      EXPECT_EQ(b.run("r" + std::to_string(i)).tokens, oracle(prompts[i], 30)) << i;
+    }
+    EXPECT_GT(b.sched.stats().speculation.drafted, 0) << variant;
+    b.expect_no_leak("variant " + std::to_string(variant));
+  }
+}
+
+// Three sampled tokens after a prompt (the second and third are verified drafts of a block
+// whose q differs from the target's p: the target copies, the block does not know it): their
+// joint frequencies over many seeds against the exact product of the target's distributions.
+TEST(MtpDraft, SampledTokensFollowTheTargetDistribution) {
+  constexpr int kV = 6, kDraws = 30000;
+  constexpr float kSampledCopy = 3.0f;
+  const std::vector<int32_t> prompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
+  generation::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.95f;
+  sp.max_tokens = 3;
+  Bench b(mtp_options(), /*noise=*/0.0f, kV, kSampledCopy, 4096, 4096);
+  for (int i = 0; i < kDraws; ++i) {
+    ASSERT_TRUE(b.add("s" + std::to_string(i), prompt, 3, [&](SeqRequest* r) {
+                   r->sampling = sp;
+                   r->sampling.seed = 1000 + i;
+                   r->stop_ids.clear();
+                 }).ok());
+    if (i % 64 == 63) b.run_all();
+  }
+  b.run_all();
+  std::vector<double> observed(kV * kV * kV), expected(kV * kV * kV);
+  for (const auto& [id, run] : b.runs) {
+    ASSERT_EQ(run->tokens.size(), 3u);
+    observed[(run->tokens[0] * kV + run->tokens[1]) * kV + run->tokens[2]] += 1;
+  }
+  sampler::Sampler dist(sp, kV);
+  std::vector<float> logits(kV);
+  auto dist_of = [&](const std::vector<int32_t>& context, float copy) {
+    FakeModel::logits_for(context, kV, logits.data(), copy);
+    std::vector<double> p(kV);
+    for (const sampler::Candidate& c : dist.distribution(logits.data())) p[c.id] = c.p;
+    return p;
+  };
+  double max_diff = 0;
+  const auto p1 = dist_of(prompt, kSampledCopy);
+  for (int a = 0; a < kV; ++a) {
+    auto c1 = prompt;
+    c1.push_back(a);
+    const auto p2 = dist_of(c1, kSampledCopy);
+    const auto q2 = dist_of(c1, 0);  // the block's
+    for (int c = 0; c < kV; ++c) max_diff = std::max(max_diff, std::abs(p2[c] - q2[c]));
+    for (int c = 0; c < kV; ++c) {
+      auto c2 = c1;
+      c2.push_back(c);
+      const auto p3 = dist_of(c2, kSampledCopy);
+      for (int d = 0; d < kV; ++d) expected[(a * kV + c) * kV + d] = kDraws * p1[a] * p2[c] * p3[d];
+    }
+  }
+  EXPECT_GT(max_diff, 0.2);
+  const generation::Speculation s = b.sched.stats().speculation;
+  EXPECT_GT(s.accepted, kDraws / 10) << s.drafted;
+  EXPECT_LT(s.accepted, s.drafted);
+  const double p_value = chi_square(observed, expected);
+  EXPECT_GT(p_value, 1e-3);
+  std::printf("chi-square p-value %.3g, drafted %lld accepted %lld, max |p - q| %.2f\n", p_value,
+              static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), max_diff);
+  b.expect_no_leak("sampled");
+}
+
+}  // namespace
+}  // namespace glm::scheduler
