@@ -45,6 +45,12 @@ MemoryPlan plan_memory(const gguf::File& file, const model::Config& config,
   p.n_blocks = kv_block_count(options, p.n_ctx);
   p.kv = model::KvPool::bytes_for(config, p.n_blocks, std::max(options.block_tokens, 1),
                                   options.kv_type);
+  if (options.spec == generation::SpecMode::kMtp && config.moe.n_layer_nextn > 0) {
+    model::Config one = config;  // the MTP block's own pool: one layer, as EngineImpl makes it
+    one.n_layer = 1;
+    p.kv += model::KvPool::bytes_for(one, draft_kv_block_count(options, p.n_ctx),
+                                     std::max(options.block_tokens, 1), options.kv_type);
+  }
   p.available = available_memory();
   return p;
 }

@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <algorithm>
 #include <string>
 
+#include "gguf/gguf.h"
 #include "model/kv_pool.h"
 
 namespace glm::engine {
@@ -50,6 +52,29 @@ TEST_F(MemoryPlanTest, KvBytesAreThePoolsOwn) {
     const model::KvPool pool(c, 5, 16, t);
     EXPECT_EQ(model::KvPool::bytes_for(c, 5, 16, t), pool.bytes()) << dtype_name(t);
   }
+}
+
+// --spec mtp on a model with an MTP block adds the block's own pool: one layer for max_batch
+// full contexts (as the engine makes it); nothing for a model without one.
+TEST_F(MemoryPlanTest, MtpDraftsAddTheBlocksOneLayerPool) {
+  auto f = gguf::File::open(kModel);
+  ASSERT_TRUE(f.ok());
+  auto c = model::read_config(**f);
+  ASSERT_TRUE(c.ok());
+  Options o;
+  o.n_ctx = 1024;
+  o.max_batch = 4;
+  const MemoryPlan off = plan_memory(**f, *c, o);
+  o.spec = generation::SpecMode::kMtp;
+  EXPECT_EQ(plan_memory(**f, *c, o).kv, off.kv);  // chatglm3 has no MTP block
+  model::Config with = *c;
+  with.moe.n_layer_nextn = 1;
+  model::Config one = *c;
+  one.n_layer = 1;
+  const size_t pool = model::KvPool::bytes_for(one, draft_kv_block_count(o, off.n_ctx),
+                                               std::max(o.block_tokens, 1), o.kv_type);
+  EXPECT_GT(pool, 0u);
+  EXPECT_EQ(plan_memory(**f, with, o).kv, off.kv + pool);
 }
 
 TEST_F(MemoryPlanTest, APlanThatDoesNotFitIsRefusedWithTheNumbers) {

@@ -666,7 +666,14 @@ void Scheduler::draft_with_mtp() {
     const int n = static_cast<int>(written.size());
     const int rows = static_cast<int>(seq->mtp_h.size() / d);
     const int first = seq->mtp_base + static_cast<int>(seq->dkv.tokens.size());
-    GLM_CHECK(first + rows == n);
+    if (first + rows != n) {  // never expected: this sequence stops drafting, nothing else
+      GLM_LOG_ERROR("MTP: rows of positions %d.. do not end at %d: the sequence stops drafting",
+                    first, n);
+      seq->drafts = false;
+      seq->mtp_h.clear();
+      draft_.cache->release(&seq->dkv);
+      continue;
+    }
     // Pass 0: each pending position p with the token after it (the prompt's next token while
     // prefilling; next_token after the last written one).
     seq->draft_in.clear();
