@@ -41,6 +41,7 @@ scheduler::Options scheduler_options(const Options& options, int n_ctx) {
   so.n_ctx = n_ctx;
   so.spec = options.spec;
   so.max_draft = options.max_draft;
+  so.draft_cost = options.draft_cost;
   return so;
 }
 

@@ -107,6 +107,9 @@ struct Options {
   // (draft_path; docs/engine.md#draft-model), with its own KV for max_batch full contexts.
   generation::SpecMode spec = generation::SpecMode::kOff;
   int max_draft = 8;  // drafted tokens per sequence and step, at most
+  // kMtp: draft lengths follow the measured cost of the block's passes (scheduler::Options::
+  // draft_cost); false takes drafts as free (tests of the drafting itself).
+  bool draft_cost = true;
   // A reasoning model's thinking ("<think>...</think>") goes out as the token events'
   // `reasoning`, apart from their text (docs/engine.md#reasoning): kAuto when the chat template
   // is a reasoning model's, kThink for any chat answer that starts with <think>, kNone never.

@@ -69,6 +69,8 @@ class FakeModel : public model::Model {
   }
   // The MTP block fails every call from now on (a drafter that breaks).
   void set_mtp_fails(bool fails) { mtp_fails_ = fails; }
+  // Sleeps this long in every forward_mtp (its cost against set_delay's forward).
+  void set_mtp_delay(std::chrono::microseconds d) { mtp_delay_us_ = d.count(); }
   int64_t n_mtp_forward() const { return n_mtp_forward_; }
   int64_t n_forward() const { return n_forward_; }
   // Tokens run through forward() so far (prompt and decode): counts prefill work.
@@ -117,6 +119,9 @@ class FakeModel : public model::Model {
                      std::vector<float>* logits, std::vector<float>* hidden) override {
     ++n_mtp_forward_;
     if (!mtp_ || mtp_fails_) return Status(ErrorCode::kInternal, "fake MTP block failed");
+    if (mtp_delay_us_ > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(mtp_delay_us_.load()));
+    }
     const int nv = config_.n_vocab, d = config_.n_embd;
     std::vector<float> rows, hrows;
     for (const model::MtpInput& in : batch) {
@@ -262,6 +267,7 @@ class FakeModel : public model::Model {
   std::unordered_map<int, std::vector<uint64_t>> mtp_blocks_;  // per MTP block: its hashes
   std::atomic<int64_t> delay_us_{0};
   std::atomic<int64_t> token_delay_us_{0};
+  std::atomic<int64_t> mtp_delay_us_{0};
   std::atomic<int64_t> n_forward_{0};
   std::atomic<int64_t> n_mtp_forward_{0};
   std::atomic<int64_t> n_tokens_run_{0};

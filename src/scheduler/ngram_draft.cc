@@ -6,7 +6,8 @@ namespace glm::scheduler {
 namespace {
 
 constexpr int kInitialDraft = 4;
-constexpr int kMaxPause = 16;  // steps
+constexpr int kMaxPause = 16;        // steps
+constexpr int kMaxCostlyPause = 64;  // steps, when a draft costs a pass
 
 }  // namespace
 
@@ -37,24 +38,54 @@ int ngram_draft(std::vector<int32_t>* context, int k) {
 DraftLength::DraftLength(int max_draft)
     : max_(std::max(max_draft, 0)), k_(std::min(kInitialDraft, max_)) {}
 
+int DraftLength::want() const {
+  if (pause_ > 0) return 0;
+  if (cost_.free() || k_ <= 1) return k_;
+  return best().first;
+}
+
+std::pair<int, double> DraftLength::best() const {
+  const double a = acceptance();
+  double tokens = 1, power = 1;
+  std::pair<int, double> best = {1, 0.0};
+  for (int k = 1; k <= std::max(k_, 1); ++k) {
+    power *= a;
+    tokens += power;
+    const double cost = 1 + cost_.verify * k + cost_.first + cost_.each * (k - 1);
+    const double ratio = tokens / cost;
+    if (ratio > best.second) best = {k, ratio};
+  }
+  return best;
+}
+
+void DraftLength::pause() {
+  pause_ = backoff_;  // longer each time it happens again
+  // A costly draft (a pass of a model) probes more rarely: a probe that does not pay costs about
+  // a step, so at most ~1/64 of them.
+  backoff_ = std::min(2 * backoff_, cost_.free() ? kMaxPause : kMaxCostlyPause);
+}
+
 void DraftLength::verified(int drafted, int accepted) {
   if (drafted <= 0 || max_ == 0) return;
+  constexpr double kKeep = 0.8;  // of the counts, per verified draft
+  hits_ = kKeep * hits_ + accepted;
+  trials_ = kKeep * trials_ + accepted + (accepted < drafted ? 1 : 0);
   if (accepted == drafted) {
-    backoff_ = 1;
     if (drafted == k_) k_ = std::min(max_, k_ * 2);  // a short draft (no more guesses) says less
-    return;
-  }
-  if (accepted > 0) {
-    backoff_ = 1;
+  } else if (accepted > 0) {
     k_ = std::max(1, accepted + 1);
-    return;
-  }
-  if (k_ > 1) {
+  } else if (k_ > 1) {
     k_ = 1;
     return;
+  } else {
+    pause();  // a one-token draft missed
+    return;
   }
-  pause_ = backoff_;  // a one-token draft missed: pause, longer each time it happens again
-  backoff_ = std::min(2 * backoff_, kMaxPause);
+  if (!cost_.free() && best().second <= 1) {
+    pause();  // no draft length pays: its pauses grow as a miss's
+    return;
+  }
+  backoff_ = 1;  // a hit that pays ends the back-off
 }
 
 }  // namespace glm::scheduler

@@ -71,5 +71,33 @@ TEST(NgramDraft, DraftLengthGrowsOnHitsShrinksOnMissesAndPauses) {
   EXPECT_EQ(DraftLength(0).want(), 0);
 }
 
+// With a cost (draft passes and each drafted token's share of the verify, in plain decode
+// steps), the draft length is the one of the most tokens per cost; when none pays, drafting
+// pauses (as after a miss) and the pause ends. Values worked by hand for a = 5/6.
+TEST(NgramDraft, DraftLengthWithACostDraftsTheLengthThatPaysBest) {
+  DraftLength d(8);
+  EXPECT_DOUBLE_EQ(d.acceptance(), 0.5);          // the prior
+  for (int i = 0; i < 60; ++i) d.verified(6, 5);  // 5 of 6 verified tokens held each time
+  EXPECT_NEAR(d.acceptance(), 5.0 / 6, 1e-4);
+  EXPECT_EQ(d.want(), 6);  // free drafts: the plain rule's length (accepted + 1)
+  // Cost 1 + 0.25 k: tokens per cost 1.467, 1.685, 1.775, 1.794, 1.774, 1.730 for k = 1..6.
+  d.set_cost({0.2, 0.2, 0.05});
+  EXPECT_EQ(d.want(), 4);
+  EXPECT_NEAR(d.best().second, 1.794, 1e-3);
+  // Cost 1 + k (GLM-4.5's block on a small shape: its LM head about a decode step): 0.917 for
+  // k = 1, less after: nothing pays. A verified draft that held its first token still pauses.
+  d.set_cost({0.8, 0.8, 0.2});
+  EXPECT_NEAR(d.best().second, 11.0 / 12, 1e-3);
+  d.verified(2, 1);
+  EXPECT_EQ(d.want(), 0);
+  int idle = 0;
+  while (d.want() == 0 && idle < 100) {
+    d.idle_step();
+    ++idle;
+  }
+  EXPECT_LE(idle, 16);
+  EXPECT_GE(d.want(), 1);
+}
+
 }  // namespace
 }  // namespace glm::scheduler

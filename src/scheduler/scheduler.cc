@@ -426,12 +426,15 @@ bool Scheduler::step() {
   logits_.clear();
   const Clock::time_point forward_start = Clock::now();
   const Status st = model_->forward(batch, pool_, &logits_, model::OutputKind::kLogits);
-  if (options_.max_stall_ms > 0) {
-    int prompt_tokens = 0;
+  if (options_.max_stall_ms > 0 || mtp_on_) {  // the prefill budget's and MTP drafts' costs
+    const double ms = ms_between(forward_start, Clock::now());
+    int prompt_tokens = 0, drafted = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       if (!members[i]->decoding) prompt_tokens += batch[i].n_tokens;
+      if (members[i]->decoding) drafted += batch[i].n_tokens - 1;
     }
-    measure_step(prompt_tokens, ms_between(forward_start, Clock::now()));
+    measure_step(prompt_tokens, ms);
+    if (mtp_on_ && prompt_tokens == 0) measure_draft_cost(drafted, ms);
   }
   if (!st.ok()) {
     GLM_LOG_ERROR("forward failed for a batch of %zu: %s", batch.size(), st.to_string().c_str());
@@ -650,8 +653,29 @@ void Scheduler::keep_mtp_rows(Seq* seq, int n_past) {
                     seq->mtp_out.begin() + static_cast<std::ptrdiff_t>(rows * d));
 }
 
+void Scheduler::measure_draft_cost(int drafted, double ms) {
+  constexpr double kKeep = 0.75;
+  auto average = [](double* v, double x) { *v = *v < 0 ? x : kKeep * *v + (1 - kKeep) * x; };
+  if (drafted == 0) {
+    average(&plain_step_ms_, ms);
+  } else if (plain_step_ms_ > 0) {
+    average(&verify_token_cost_, std::max(ms / plain_step_ms_ - 1, 0.0) / drafted);
+  }
+}
+
 void Scheduler::draft_with_mtp() {
   const int d = model_->config().n_embd;
+  // What a draft costs, in plain decode steps (docs/engine.md#mtp-drafts). Until a plain step
+  // is measured nothing is drafted (that step is one).
+  const bool measured = plain_step_ms_ > 0 || !options_.draft_cost;
+  DraftLength::Cost cost;
+  if (options_.draft_cost && measured) {
+    // Before a pass is measured it counts as a step (the first draft is one token); a chained
+    // pass, before one is measured, as the first (which also catches up, so costs more).
+    cost.first = mtp_first_ms_ < 0 ? 1.0 : mtp_first_ms_ / plain_step_ms_;
+    cost.each = mtp_each_ms_ < 0 ? cost.first : mtp_each_ms_ / plain_step_ms_;
+    cost.verify = std::max(verify_token_cost_, 0.0);
+  }
   std::vector<Seq*> active;  // this pass's sequences
   std::vector<model::MtpInput> batch;
   for (auto& s : running_) {
@@ -684,8 +708,13 @@ void Scheduler::draft_with_mtp() {
     }
     bool draft = false;
     if (seq->decoding) {
-      draft = draft_room(*seq) > 0;
+      seq->draft_len.set_cost(cost);
+      draft = measured && draft_room(*seq) > 0;
       if (!draft) seq->draft_len.idle_step();
+      // Not drafting this step (paused after misses, or at max_tokens): its rows wait, to be
+      // fed in one pass when it drafts again (a pass reads the block's weights once however
+      // many rows), up to kDraftCatchUp of them.
+      if (!draft && rows < kDraftCatchUp) continue;
     }
     if (draft) {
       if (!seq->draft_sampler) {
@@ -711,7 +740,13 @@ void Scheduler::draft_with_mtp() {
   for (int pass = 0; !active.empty(); ++pass) {
     draft_logits_.clear();
     mtp_hidden_.clear();
+    const Clock::time_point pass_start = Clock::now();
     const Status st = model_->forward_mtp(batch, draft_.pool, &draft_logits_, &mtp_hidden_);
+    if (st.ok() && !draft_logits_.empty()) {  // a pass that drafted (pass 0 also catches up)
+      const double ms = ms_between(pass_start, Clock::now());
+      double& avg = pass == 0 ? mtp_first_ms_ : mtp_each_ms_;
+      avg = avg < 0 ? ms : 0.75 * avg + 0.25 * ms;
+    }
     if (!st.ok()) {
       // The drafts so far stand (the target's output does not depend on them); these
       // sequences stop drafting and give their MTP blocks back.

@@ -159,6 +159,10 @@ struct Options {
   // the last position and the next token, each further one chained on the block's own row.
   generation::SpecMode spec = generation::SpecMode::kOff;
   int max_draft = 8;
+  // kMtp: draft lengths follow the measured cost of the block's passes against a plain decode
+  // step (DraftLength::Cost; docs/engine.md#mtp-drafts). false: drafts are taken as free (the
+  // drafting's own tests).
+  bool draft_cost = true;
 };
 
 // The draft model of Options::spec == kDraft (docs/engine.md#draft-model): a smaller model of
@@ -258,6 +262,9 @@ class Scheduler {
   // Keeps the hidden rows of the positions seq committed in this step's forward (they started
   // at n_past) for its next MTP pass.
   void keep_mtp_rows(Seq* seq, int n_past);
+  // Updates the MTP drafts' cost estimates from a forward without prompt tokens, of `drafted`
+  // drafted tokens over the batch, that took `ms`.
+  void measure_draft_cost(int drafted, double ms);
   // The draft's next token from its logits `row` ([n_vocab]): greedy, the argmax after the
   // penalties; sampled, a draw from the draft's distribution q, kept for verification. Appends
   // it to feed; returns whether seq drafts another this step.
@@ -284,11 +291,18 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<Seq*> prefill_order_;  // plan_prefill's scratch
   DraftModel draft_;
-  bool spec_on_ = false;                // speculation (n-gram or draft model) for this model
-  bool draft_on_ = false;               // ... with the draft model
-  bool mtp_on_ = false;                 // ... with the model's MTP block
-  std::vector<float> draft_logits_;     // draft_with_model's and draft_with_mtp's scratch
-  std::vector<float> mtp_hidden_;       // draft_with_mtp's output rows [n, n_embd]
+  bool spec_on_ = false;             // speculation (n-gram or draft model) for this model
+  bool draft_on_ = false;            // ... with the draft model
+  bool mtp_on_ = false;              // ... with the model's MTP block
+  std::vector<float> draft_logits_;  // draft_with_model's and draft_with_mtp's scratch
+  std::vector<float> mtp_hidden_;    // draft_with_mtp's output rows [n, n_embd]
+  // MTP drafts' costs (moving averages; < 0: not measured yet): a forward with no prompt
+  // tokens and no drafts, each drafted token's share of a verify in such steps, the block's
+  // first pass of a step (catch-up and first drafts) and each chained pass.
+  double plain_step_ms_ = -1;
+  double verify_token_cost_ = -1;
+  double mtp_first_ms_ = -1;
+  double mtp_each_ms_ = -1;
   std::vector<int32_t> draft_context_;  // plan_draft's scratch
   generation::Stats totals_;
   // Step costs (measure_step): a step without prompt tokens (a moving average; < 0 = not
