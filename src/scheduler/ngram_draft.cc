@@ -6,8 +6,9 @@ namespace glm::scheduler {
 namespace {
 
 constexpr int kInitialDraft = 4;
-constexpr int kMaxPause = 16;        // steps
-constexpr int kMaxCostlyPause = 64;  // steps, when a draft costs a pass
+constexpr int kMaxPause = 16;         // steps
+constexpr int kMaxCostlyPause = 64;   // steps, when a draft costs a pass
+constexpr int kNeverPaysPause = 256;  // steps, when it could not pay at any acceptance
 
 }  // namespace
 
@@ -79,6 +80,10 @@ void DraftLength::verified(int drafted, int accepted) {
     return;
   } else {
     pause();  // a one-token draft missed
+    return;
+  }
+  if (!cost_.free() && cost_.measured && cost_.first + cost_.verify >= 1) {
+    pause_ = kNeverPaysPause;  // not even a sure draft pays for its passes: check rarely
     return;
   }
   if (!cost_.free() && best().second <= 1) {

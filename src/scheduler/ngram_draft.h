@@ -47,11 +47,13 @@ class DraftLength {
   // verified drafts (decaying counts, prior 1/2); a step of k drafts yields 1 + a + ... + a^k
   // tokens for 1 + k verify + first + (k - 1) each, and the k of the best ratio is drafted;
   // when even that ratio is not above 1 (a plain step's), drafting pauses as after a miss, so
-  // the estimate is checked again now and then.
+  // the estimate is checked again now and then; when a measured cost could not pay even if
+  // every draft held (1 + first + verify >= 2), it pauses kNeverPaysPause steps.
   struct Cost {
-    double first = 0;   // the draft pass that proposes the first token
-    double each = 0;    // each further draft pass
-    double verify = 0;  // each drafted token in the target's verify pass
+    double first = 0;       // the draft pass that proposes the first token
+    double each = 0;        // each further draft pass
+    double verify = 0;      // each drafted token in the target's verify pass
+    bool measured = false;  // all three measured, not assumed
     bool free() const { return first <= 0 && each <= 0 && verify <= 0; }
   };
   void set_cost(const Cost& cost) { cost_ = cost; }

@@ -97,6 +97,15 @@ TEST(NgramDraft, DraftLengthWithACostDraftsTheLengthThatPaysBest) {
   }
   EXPECT_LE(idle, 16);
   EXPECT_GE(d.want(), 1);
+  // Measured, a cost that no acceptance could pay (1 + first + verify >= 2): a long pause.
+  d.set_cost({0.9, 0.8, 0.15, /*measured=*/true});
+  d.verified(1, 1);
+  idle = 0;
+  while (d.want() == 0 && idle < 1000) {
+    d.idle_step();
+    ++idle;
+  }
+  EXPECT_EQ(idle, 256);
 }
 
 }  // namespace

@@ -675,6 +675,7 @@ void Scheduler::draft_with_mtp() {
     cost.first = mtp_first_ms_ < 0 ? 1.0 : mtp_first_ms_ / plain_step_ms_;
     cost.each = mtp_each_ms_ < 0 ? cost.first : mtp_each_ms_ / plain_step_ms_;
     cost.verify = std::max(verify_token_cost_, 0.0);
+    cost.measured = mtp_first_ms_ > 0 && verify_token_cost_ >= 0;
   }
   std::vector<Seq*> active;  // this pass's sequences
   std::vector<model::MtpInput> batch;
