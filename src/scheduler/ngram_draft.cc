@@ -71,6 +71,10 @@ void DraftLength::verified(int drafted, int accepted) {
   constexpr double kKeep = 0.8;  // of the counts, per verified draft
   hits_ = kKeep * hits_ + accepted;
   trials_ = kKeep * trials_ + accepted + (accepted < drafted ? 1 : 0);
+  if (!cost_.free() && cost_.measured && cost_.first + cost_.verify >= 1) {
+    pause_ = kNeverPaysPause;  // not even a sure draft pays for its passes: check rarely
+    return;
+  }
   if (accepted == drafted) {
     if (drafted == k_) k_ = std::min(max_, k_ * 2);  // a short draft (no more guesses) says less
   } else if (accepted > 0) {
@@ -80,10 +84,6 @@ void DraftLength::verified(int drafted, int accepted) {
     return;
   } else {
     pause();  // a one-token draft missed
-    return;
-  }
-  if (!cost_.free() && cost_.measured && cost_.first + cost_.verify >= 1) {
-    pause_ = kNeverPaysPause;  // not even a sure draft pays for its passes: check rarely
     return;
   }
   if (!cost_.free() && best().second <= 1) {
