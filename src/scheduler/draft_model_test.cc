@@ -17,49 +17,22 @@
 #include <vector>
 
 #include "sampler/sampler.h"
-#include "scheduler/chi_square.h"
 #include "scheduler/fake_model.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/spec_test_util.h"
 
 namespace glm::scheduler {
 namespace {
 
 using generation::SpecMode;
-using testing::chi_square;
 using testing::fake_greedy;
 using testing::FakeModel;
+using testing::SeqRun;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
 constexpr float kCopy = 8.0f;       // the target copies most of the time (logits in [0, 10))
 constexpr float kDraftCopy = 5.0f;  // a draft that agrees often, not always
-
-struct SeqRun {
-  std::vector<int32_t> tokens;
-  FinishInfo finish;
-  int n_final = 0;
-  bool failed = false;
-};
-
-class Observer : public SeqObserver {
- public:
-  explicit Observer(SeqRun* r) : r_(r) {}
-  bool on_token(int32_t token, const generation::GeneratedLogprobs*) override {
-    r_->tokens.push_back(token);
-    return true;
-  }
-  void on_finish(FinishInfo* info) override {
-    ++r_->n_final;
-    r_->finish = *info;
-  }
-  void on_error(const Status&) override {
-    ++r_->n_final;
-    r_->failed = true;
-  }
-
- private:
-  SeqRun* r_;
-};
 
 Options draft_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode = SpecMode::kDraft) {
   Options o;
@@ -83,23 +56,10 @@ struct Bench {
   }
   Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
              const std::function<void(SeqRequest*)>& edit = nullptr) {
-    SeqRequest r;
-    r.id = id;
-    r.prompt = std::move(prompt);
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.temperature = 0.0f;
-    r.stop_ids = {kEos};
-    auto& run = runs[id];
-    run = std::make_unique<SeqRun>();
-    r.observer = std::make_unique<Observer>(run.get());
-    if (edit) edit(&r);
-    return sched.add(std::move(r));
+    return runs.add(&sched, id, std::move(prompt), max_tokens, {kEos}, edit);
   }
-  void run_all() {
-    for (int i = 0; i < 1000000 && !sched.idle(); ++i) sched.step();
-    ASSERT_TRUE(sched.idle());
-  }
-  SeqRun& run(const std::string& id) { return *runs.at(id); }
+  void run_all() { testing::run_all(&sched); }
+  SeqRun& run(const std::string& id) { return runs[id]; }
   // Nothing held in either cache (the target's prefix cache keeps idle blocks: not "used").
   void expect_no_leak(const std::string& where) {
     EXPECT_EQ(cache.allocator().n_used(), 0) << where;
@@ -113,7 +73,7 @@ struct Bench {
   kv::KvCache cache;
   kv::KvCache draft_cache;
   Scheduler sched;
-  std::map<std::string, std::unique_ptr<SeqRun>> runs;
+  testing::Runs runs;
 };
 
 std::vector<int32_t> copy_prompt(std::mt19937* rng, int n_vocab = kVocab) {
@@ -181,9 +141,7 @@ TEST(DraftModel, BatchedWithChunkedPrefillAndForksEqualsAloneInFewerPasses) {
                      if (i % 5 == 0) {  // a second choice, greedy too: the same answer
                        SeqRequest::Fork f;
                        f.sampling = r->sampling;
-                       auto& run = b.runs["r" + std::to_string(i) + "#1"];
-                       run = std::make_unique<SeqRun>();
-                       f.observer = std::make_unique<Observer>(run.get());
+                       f.observer = b.runs.observe("r" + std::to_string(i) + "#1");
                        r->forks.push_back(std::move(f));
                      }
                    }).ok());
@@ -214,29 +172,10 @@ TEST(DraftModel, CancelAtEveryStepFreesEveryBlockOfBothCachesAndLeavesOthersExac
   const auto victim = copy_prompt(&rng);
   const auto other = copy_prompt(&rng);
   const auto queued = copy_prompt(&rng);
-  int n_mid_draft = 0;
-  for (int at = 0; at < 40; ++at) {
-    Bench b(draft_options(/*max_batch=*/2, /*prefill_chunk=*/5));
-    auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
-    ASSERT_TRUE(b.add("victim", victim, 60, no_stop).ok());
-    ASSERT_TRUE(b.add("other", other, 60, no_stop).ok());
-    ASSERT_TRUE(b.add("queued", queued, 20, no_stop).ok());
-    for (int i = 0; i < at && !b.sched.idle(); ++i) b.sched.step();
-    if (b.run("victim").tokens.size() >= 2 && b.run("victim").n_final == 0) {
-      EXPECT_GT(b.draft_cache.allocator().n_used(), 0) << at;  // drafting when cancelled
-      ++n_mid_draft;
-    }
-    b.sched.cancel("victim");
-    if (at % 3 == 0) b.sched.cancel("queued");
-    b.run_all();
-    EXPECT_EQ(b.run("victim").n_final, 1);
-    EXPECT_EQ(b.run("other").tokens, oracle(other, 60, {})) << at;
-    if (at % 3 != 0) {
-      EXPECT_EQ(b.run("queued").tokens, oracle(queued, 20, {})) << at;
-    }
-    b.expect_no_leak("cancel at " + std::to_string(at));
-  }
-  EXPECT_GT(n_mid_draft, 5);
+  testing::cancel_at_every_step(
+      [] { return std::make_unique<Bench>(draft_options(/*max_batch=*/2, /*prefill_chunk=*/5)); },
+      [](const Bench& b) { return b.draft_cache.allocator().n_used() > 0; },
+      [](const std::vector<int32_t>& p, int n) { return oracle(p, n, {}); }, victim, other, queued);
 }
 
 // Stop ids drafted by the draft model and max_tokens inside a draft.
@@ -341,7 +280,7 @@ TEST(DraftModel, AFailingDraftModelOnlyStopsDrafting) {
     r.sampling.max_tokens = 30;
     r.sampling.temperature = 0.0f;
     r.stop_ids = {kEos};
-    r.observer = std::make_unique<Observer>(&runs[i]);
+    r.observer = std::make_unique<testing::RunObserver>(&runs[i]);
     ASSERT_TRUE(sched.add(std::move(r)).ok());
   }
   for (int i = 0; i < 10000 && !sched.idle(); ++i) sched.step();
@@ -366,49 +305,14 @@ TEST(DraftModel, SampledTokensFollowTheTargetDistribution) {
   sp.top_p = 0.95f;
   sp.max_tokens = 3;
   Bench b(draft_options(), kSampledDraftCopy, kV, kSampledCopy, 4096, 4096);
-  for (int i = 0; i < kDraws; ++i) {
-    ASSERT_TRUE(b.add("s" + std::to_string(i), prompt, 3, [&](SeqRequest* r) {
-                   r->sampling = sp;
-                   r->sampling.seed = 1000 + i;
-                   r->stop_ids.clear();
-                 }).ok());
-    if (i % 64 == 63) b.run_all();
-  }
-  b.run_all();
-  std::vector<double> observed(kV * kV * kV), expected(kV * kV * kV);
-  for (const auto& [id, run] : b.runs) {
-    ASSERT_EQ(run->tokens.size(), 3u);
-    observed[(run->tokens[0] * kV + run->tokens[1]) * kV + run->tokens[2]] += 1;
-  }
-  sampler::Sampler dist(sp, kV);  // no penalties: its distribution is stateless
-  std::vector<float> logits(kV);
-  auto dist_of = [&](const std::vector<int32_t>& context, float copy) {
-    FakeModel::logits_for(context, kV, logits.data(), copy);
-    std::vector<double> p(kV);
-    for (const sampler::Candidate& c : dist.distribution(logits.data())) p[c.id] = c.p;
-    return p;
-  };
-  // The draft's q differs from p where it is checked (after the first token).
-  double max_diff = 0;
-  const auto p1 = dist_of(prompt, kSampledCopy);
-  for (int a = 0; a < kV; ++a) {
-    auto c1 = prompt;
-    c1.push_back(a);
-    const auto p2 = dist_of(c1, kSampledCopy);
-    const auto q2 = dist_of(c1, kSampledDraftCopy);
-    for (int c = 0; c < kV; ++c) max_diff = std::max(max_diff, std::abs(p2[c] - q2[c]));
-    for (int c = 0; c < kV; ++c) {
-      auto c2 = c1;
-      c2.push_back(c);
-      const auto p3 = dist_of(c2, kSampledCopy);
-      for (int d = 0; d < kV; ++d) expected[(a * kV + c) * kV + d] = kDraws * p1[a] * p2[c] * p3[d];
-    }
-  }
+  testing::run_sampled(&b, prompt, sp, kDraws);
+  double max_diff = 0;  // the draft's q differs from p where it is checked (the second token)
+  const double p_value = testing::three_token_p_value(b.runs, prompt, kV, sp, kSampledCopy,
+                                                      kSampledDraftCopy, &max_diff);
   EXPECT_GT(max_diff, 0.2);
   const generation::Speculation s = b.sched.stats().speculation;
   EXPECT_GT(s.accepted, kDraws / 10) << s.drafted;
   EXPECT_LT(s.accepted, s.drafted);
-  const double p_value = chi_square(observed, expected);
   EXPECT_GT(p_value, 1e-3);
   std::printf("chi-square p-value %.3g, drafted %lld accepted %lld, max |p - q| %.2f\n", p_value,
               static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), max_diff);

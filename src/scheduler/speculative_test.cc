@@ -19,54 +19,22 @@
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
 #include "sampler/sampler.h"
-#include "scheduler/chi_square.h"
 #include "scheduler/fake_model.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/spec_test_util.h"
 
 namespace glm::scheduler {
 namespace {
 
 using generation::FinishReason;
 using generation::SpecMode;
-using testing::chi_square;
 using testing::fake_greedy;
 using testing::FakeModel;
+using testing::SeqRun;
 
 constexpr int kVocab = 64;
 constexpr int32_t kEos = 1;
 constexpr float kCopy = 8.0f;  // the fake model copies most of the time (logits in [0, 10))
-
-struct SeqRun {
-  std::vector<int32_t> tokens;
-  FinishInfo finish;
-  int n_final = 0;
-  bool failed = false;
-  int stop_after = -1;  // on_token returns false at this many tokens
-  bool save = false;
-  uint64_t tag = 0;
-};
-
-class Observer : public SeqObserver {
- public:
-  explicit Observer(SeqRun* r) : r_(r) {}
-  bool on_token(int32_t token, const generation::GeneratedLogprobs*) override {
-    r_->tokens.push_back(token);
-    return r_->stop_after < 0 || static_cast<int>(r_->tokens.size()) < r_->stop_after;
-  }
-  void on_finish(FinishInfo* info) override {
-    ++r_->n_final;
-    info->save_conversation = r_->save;
-    info->conversation_tag = r_->tag;
-    r_->finish = *info;
-  }
-  void on_error(const Status&) override {
-    ++r_->n_final;
-    r_->failed = true;
-  }
-
- private:
-  SeqRun* r_;
-};
 
 Options spec_options(SpecMode mode, int max_batch = 8, int prefill_chunk = 64) {
   Options o;
@@ -83,28 +51,15 @@ struct Bench {
   }
   Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
              const std::function<void(SeqRequest*)>& edit = nullptr) {
-    SeqRequest r;
-    r.id = id;
-    r.prompt = std::move(prompt);
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.temperature = 0.0f;
-    r.stop_ids = {kEos};
-    auto& run = runs[id];
-    run = std::make_unique<SeqRun>();
-    r.observer = std::make_unique<Observer>(run.get());
-    if (edit) edit(&r);
-    return sched.add(std::move(r));
+    return runs.add(&sched, id, std::move(prompt), max_tokens, {kEos}, edit);
   }
-  void run_all() {
-    for (int i = 0; i < 1000000 && !sched.idle(); ++i) sched.step();
-    ASSERT_TRUE(sched.idle());
-  }
-  SeqRun& run(const std::string& id) { return *runs.at(id); }
+  void run_all() { testing::run_all(&sched); }
+  SeqRun& run(const std::string& id) { return runs[id]; }
 
   FakeModel model;
   kv::KvCache cache;
   Scheduler sched;
-  std::map<std::string, std::unique_ptr<SeqRun>> runs;
+  testing::Runs runs;
 };
 
 // A prompt that invites copying: a passage, other text, then the passage's first few tokens.
@@ -174,9 +129,7 @@ TEST(Speculation, BatchedWithChunkedPrefillAndForksEqualsAloneInFewerPasses) {
                      if (i % 5 == 0) {  // a second choice, greedy too: the same answer
                        SeqRequest::Fork f;
                        f.sampling = r->sampling;
-                       auto& run = b.runs["r" + std::to_string(i) + "#1"];
-                       run = std::make_unique<SeqRun>();
-                       f.observer = std::make_unique<Observer>(run.get());
+                       f.observer = b.runs.observe("r" + std::to_string(i) + "#1");
                        r->forks.push_back(std::move(f));
                      }
                    }).ok());
@@ -329,44 +282,13 @@ TEST(Speculation, SampledTokensFollowTheTargetDistribution) {
   sp.top_p = 0.95f;
   sp.max_tokens = 3;
   Bench b(spec_options(SpecMode::kNgram), kV, /*copy=*/kSampledCopy, 4096);
-  for (int i = 0; i < kDraws; ++i) {
-    ASSERT_TRUE(b.add("s" + std::to_string(i), prompt, 3, [&](SeqRequest* r) {
-                   r->sampling = sp;
-                   r->sampling.seed = 1000 + i;
-                   r->stop_ids.clear();
-                 }).ok());
-    if (i % 64 == 63) b.run_all();
-  }
-  b.run_all();
-  std::vector<double> observed(kV * kV * kV), expected(kV * kV * kV);
-  for (const auto& [id, run] : b.runs) {
-    ASSERT_EQ(run->tokens.size(), 3u);
-    observed[(run->tokens[0] * kV + run->tokens[1]) * kV + run->tokens[2]] += 1;
-  }
-  sampler::Sampler dist(sp, kV);  // no penalties: its distribution is stateless
-  std::vector<float> logits(kV);
-  auto p_of = [&](const std::vector<int32_t>& context) {
-    FakeModel::logits_for(context, kV, logits.data(), kSampledCopy);
-    std::vector<double> p(kV);
-    for (const sampler::Candidate& c : dist.distribution(logits.data())) p[c.id] = c.p;
-    return p;
-  };
-  const auto p1 = p_of(prompt);
-  for (int a = 0; a < kV; ++a) {
-    auto c1 = prompt;
-    c1.push_back(a);
-    const auto p2 = p_of(c1);
-    for (int c = 0; c < kV; ++c) {
-      auto c2 = c1;
-      c2.push_back(c);
-      const auto p3 = p_of(c2);
-      for (int d = 0; d < kV; ++d) expected[(a * kV + c) * kV + d] = kDraws * p1[a] * p2[c] * p3[d];
-    }
-  }
+  testing::run_sampled(&b, prompt, sp, kDraws);
+  double max_diff = 0;  // (no drafter distribution: n-gram guesses)
+  const double p_value =
+      testing::three_token_p_value(b.runs, prompt, kV, sp, kSampledCopy, kSampledCopy, &max_diff);
   const generation::Speculation s = b.sched.stats().speculation;
   EXPECT_GT(s.accepted, kDraws / 10) << s.drafted;
   EXPECT_LT(s.accepted, s.drafted);
-  const double p_value = chi_square(observed, expected);
   EXPECT_GT(p_value, 1e-3);
   std::printf("chi-square p-value %.3g, drafted %lld accepted %lld\n", p_value,
               static_cast<long long>(s.drafted), static_cast<long long>(s.accepted));
