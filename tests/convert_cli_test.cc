@@ -98,6 +98,7 @@ TEST_F(ConvertCliTest, BadInputGivesOneLineErrors) {
       {"gen-model --arch chatglm3 --seed x -o " + out, 2},
       {"gen-model --arch chatglm3 --bogus 1 -o " + out, 2},
       {"gen-model --arch chatglm3 --vocab /nonexistent/tokenizer.model -o " + out, 1},
+      {"gen-model --arch chatglm3 --no-mtp -o " + out, 2},  // only glm4moe has an MTP block
       {"quantize " + file("none.gguf") + " " + out + " q4_0", 1},
       {"quantize a b", 2},
       {"quantize " + file("none.gguf") + " " + out + " q7", 2},

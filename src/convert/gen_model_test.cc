@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "convert/synthetic_vocab.h"
@@ -299,6 +300,41 @@ TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
   EXPECT_EQ(air->n_layer, 3);
   EXPECT_EQ(air->n_dense_lead, 1);
   EXPECT_EQ(air->n_ff_exp % 16, 0);  // each expert whole groups of the repacked copy
+}
+
+// glm4moe files carry one MTP block after the trunk, as GLM-4.5's: counted in block_count,
+// announced by nextn_predict_layers, its nextn tensors in llama.cpp's names (the head as the
+// output is typed, q6_k under q4_0); mtp = false (--no-mtp) writes the trunk alone, the same
+// bytes for every trunk tensor.
+TEST(GenModel, Glm4MoeWritesTheMtpBlockUnlessAskedNot) {
+  TempDir dir;
+  GenOptions o;
+  o.family = Family::kGLM4MoE;
+  o.type = DType::kQ4_0;
+  o.seed = 5;
+  ASSERT_TRUE(generate_model(o, dir.file("with.gguf"), nullptr).ok());
+  o.mtp = false;
+  ASSERT_TRUE(generate_model(o, dir.file("without.gguf"), nullptr).ok());
+  auto with = open_or_die(dir.file("with.gguf"));
+  auto without = open_or_die(dir.file("without.gguf"));
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  EXPECT_EQ(get_int(*with, "glm4moe.block_count"), 4);
+  EXPECT_EQ(get_int(*with, "glm4moe.nextn_predict_layers"), 1);
+  EXPECT_EQ(get_int(*without, "glm4moe.block_count"), 3);
+  EXPECT_EQ(get_int(*without, "glm4moe.nextn_predict_layers"), 0);
+  EXPECT_EQ(with->tensor("blk.3.nextn.eh_proj.weight")->shape, (std::vector<int64_t>{512, 256}));
+  EXPECT_EQ(with->tensor("blk.3.nextn.shared_head_head.weight")->type, DType::kQ6_K);
+  EXPECT_EQ(with->tensor("blk.3.nextn.enorm.weight")->type, DType::kF32);
+  EXPECT_NE(with->tensor("blk.3.ffn_gate_exps.weight"), nullptr);
+  EXPECT_EQ(without->tensor("blk.3.attn_norm.weight"), nullptr);
+  EXPECT_EQ(with->tensors().size(), without->tensors().size() + 17 + 6);
+  for (const gguf::TensorInfo& t : without->tensors()) {
+    const gguf::TensorInfo* w = with->tensor(t.name);
+    ASSERT_NE(w, nullptr) << t.name;
+    ASSERT_EQ(w->n_bytes, t.n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(w->data, t.data, t.n_bytes), 0) << t.name;
+  }
 }
 
 TEST(GenModel, RealVocabularyReplacesThePresetVocabulary) {
