@@ -48,7 +48,7 @@ wait_count() {
 }
 keys() { tmux -L "$sock" send-keys -t chat "$@"; }
 tmux -L "$sock" new-session -d -s chat -x 100 -y 30 \
-  "XDG_STATE_HOME='$work/state' '$bin' chat --model '$model' --temp 0 -n 400 --ctx-size 4096 \
+  "XDG_STATE_HOME='$work/state' '$bin' chat --model '$model' --temp 0 -n 2000 --ctx-size 8192 \
    -t 1; echo EXIT=\$?; sleep 60"
 wait_for '^> ?$' 60
 keys hello Enter
@@ -58,7 +58,8 @@ keys C-c
 wait_count '\[stopped\]' 1
 wait_for '^> ?$'
 # Edited with the arrows: "abc", Left, "X" -> "abXc", answered in the same session (to its
-# end: at most 400 tokens; the first answer, at temperature 0, is longer than that).
+# end: at most 2000 tokens; the first answer, at temperature 0, is longer than that). 2000, not
+# 400: chatglm3-small writes ~4000 tokens/s on one thread, so 400 could end before Ctrl-C came.
 keys abc Left X Enter
 wait_for '^> abXc$'
 wait_for '^> ?$' 60
