@@ -9,6 +9,9 @@
 #include <string>
 
 #include "cli_util.h"
+#include "convert/gen_model.h"
+#include "gguf/gguf.h"
+#include "model/test_util.h"
 
 namespace {
 
@@ -114,6 +117,42 @@ TEST(BenchEngineTest, DraftReportsTheDraftPassAndItsBreakEven) {
               d["break_even_acceptance"].get<double>())
         << r.out;
   }
+}
+
+// --spec mtp on a glm4moe file with its MTP block: the block's pass is timed (drafter "mtp"),
+// and the bytes a decode token reads count the chosen experts only (2 of 8) and not the MTP
+// block: the report's figure is the file's tensors counted that way. A file without the block
+// is refused in one line.
+TEST(BenchEngineTest, SpecMtpTimesTheBlockAndCountsOnlyWhatADecodeTokenReads) {
+  glm::convert::GenOptions o;
+  o.family = glm::convert::Family::kGLM4MoE;
+  o.type = glm::DType::kQ8_0;
+  o.seed = 3;
+  const std::string path = glm::model::testing::temp_path("bench-moe.gguf");
+  ASSERT_TRUE(glm::convert::generate_model(o, path, nullptr).ok());
+  const CliRun r =
+      run_cli("bench engine --model " + path + " -p 0 -n 8 -r 1 -t 1 --bw-mb 0 --json --spec mtp");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("spec_verify")) << r.out;
+  EXPECT_EQ(j["spec_verify"]["drafter"], "mtp");
+  EXPECT_GT(j["spec_verify"]["draft_pass_ms"].get<double>(), 0);
+  auto f = glm::gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  double want = 0, all = 0;
+  for (const glm::gguf::TensorInfo& t : (*f)->tensors()) {
+    all += t.n_bytes;
+    if (t.name == "token_embd.weight" || t.name.rfind("blk.3.", 0) == 0) continue;  // 3 layers
+    want += t.shape.size() == 3 ? t.n_bytes * 2.0 / 8 : t.n_bytes;
+  }
+  EXPECT_NEAR(j["weight_bytes_per_token"].get<double>(), want, 64);
+  EXPECT_LT(want, all / 2);
+  o.mtp = false;
+  const std::string trunk = glm::model::testing::temp_path("bench-moe-trunk.gguf");
+  ASSERT_TRUE(glm::convert::generate_model(o, trunk, nullptr).ok());
+  const CliRun refused = run_cli("bench engine --model " + trunk + " -n 4 -r 1 --spec mtp");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find("no multi-token-prediction block"), std::string::npos) << refused.out;
 }
 
 // -d D: pp and tg run after D positions already in the cache, with any KV type; the report

@@ -119,13 +119,28 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Bytes the forward streams from the weights for each generated token: every tensor except the
 // token embedding, which is only indexed (unless it doubles as the LM head).
-size_t weight_bytes_per_token(const gguf::File& f) {
+// Weight bytes a decode token reads: every tensor of the trunk (token_embd only as a tied head:
+// a token reads one row of it), of a MoE layer's stacked experts the n_expert_used chosen of
+// n_expert; not the MTP blocks after the trunk (they run only to draft).
+size_t weight_bytes_per_token(const gguf::File& f, const model::Config& c) {
   const bool tied = f.tensor("output.weight") == nullptr;
   size_t total = 0;
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name == "token_embd.weight" && !tied) continue;
+    if (t.name.rfind("blk.", 0) == 0 && std::atoi(t.name.c_str() + 4) >= c.n_layer) continue;
+    if (t.shape.size() == 3 && c.moe.n_expert > 0) {
+      total += t.n_bytes / c.moe.n_expert * c.moe.n_expert_used;
+      continue;
+    }
     total += t.n_bytes;
   }
+  return total;
+}
+
+// Every weight byte of the file (the table's size, as llama-bench's).
+size_t weight_bytes(const gguf::File& f) {
+  size_t total = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) total += t.n_bytes;
   return total;
 }
 
@@ -396,7 +411,7 @@ int cmd_bench_engine(int argc, char** argv) {
     if (!json) std::fprintf(stderr, "  depth %d prefilled in %.2f s\n", n_depth, depth_s);
   }
 
-  const size_t wbytes = weight_bytes_per_token(*file);
+  const size_t wbytes = weight_bytes_per_token(*file, cfg);
   kernels::ThreadPool bw_pool(n_threads);
   // Besides wall time, tokens per CPU-second x threads: what the run would reach with the cores
   // to itself (a shared machine stretches wall time; CPU time much less).
@@ -525,8 +540,9 @@ int cmd_bench_engine(int argc, char** argv) {
   auto row = [&](const char* test, int64_t n, const Stats& s, const std::vector<double>& cpu) {
     std::printf(
         "| %s | %s | %.2f GiB | %d | %s | %s | %s%lld%s | %.2f ± %.2f | %.2f - %.2f | %.2f |\n",
-        cfg.arch_name.c_str(), type.c_str(), wbytes / 1073741824.0, n_threads, isa, kv_name.c_str(),
-        test, (long long)n, at.c_str(), s.median, s.stddev, s.min, s.max, summarize(cpu).median);
+        cfg.arch_name.c_str(), type.c_str(), weight_bytes(*file) / 1073741824.0, n_threads, isa,
+        kv_name.c_str(), test, (long long)n, at.c_str(), s.median, s.stddev, s.min, s.max,
+        summarize(cpu).median);
   };
   if (*n_prompt > 0) row("pp", *n_prompt, pps, pp_cpu);
   if (*n_gen > 0) row("tg", *n_gen, tgs, tg_cpu);
