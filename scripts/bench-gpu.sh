@@ -105,6 +105,10 @@ done
 out="${OUT:-$PWD}"
 mkdir -p "$out"
 report="$out/bench-gpu.md"
+# The raw outputs are appended to as the run goes: a run starts them afresh (a folder reused here
+# would otherwise report an earlier run's profile beside this one's).
+rm -f "$out"/{tests.log,kernels.txt,ours.log,ours.jsonl,theirs.csv,theirs.log,settings.log} \
+  "$out"/{profile.log,serve.log}
 work="${BENCH_GPU_DIR:-/tmp/glm-bench-gpu}"
 mkdir -p "$work"
 if [[ ! -x "$pack/bin/glmserve" && -f "$here/.gpu-bench.tar.xz" ]]; then
