@@ -416,9 +416,6 @@ double max_rel_err(const std::vector<float>& got, const std::vector<float>& want
   return m;
 }
 
-// LayerNorm with bias (ChatGLM-6B) against model::ops::layer_norm: rows of a length that is not
-// a multiple of the 64 threads, a mean far from 0 (the two-pass variance), and rows picked by
-// an index (the final norm of the output rows).
 // RMSNorm against model::ops::rms_norm: a row of 4 loads a thread and a tail (n = 4099), a
 // short row (77), rows picked by index.
 TEST(GpuOps, RmsNormEqualsReference) {
@@ -455,6 +452,9 @@ TEST(GpuOps, RmsNormEqualsReference) {
   }
 }
 
+// LayerNorm with bias (ChatGLM-6B) against model::ops::layer_norm: rows of a length that is not
+// a multiple of the 64 threads, a mean far from 0 (the two-pass variance), and rows picked by
+// an index (the final norm of the output rows).
 TEST(GpuOps, LayerNormEqualsReference) {
   NEED_DEVICE();
   const int n_rows = 5, n = 77;

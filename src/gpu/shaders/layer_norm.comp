@@ -17,19 +17,7 @@ layout(push_constant) uniform Push {
   uint use_idx;
   float eps;
 } p;
-shared float part[64];
-
-// The sum of every thread's `v` over the workgroup (all threads call it): a subgroup add, then
-// the subgroups' sums.
-float group_sum(float v) {
-  float sg = subgroupAdd(v);
-  if (subgroupElect()) part[gl_SubgroupID] = sg;
-  barrier();
-  float s = 0.0;
-  for (uint g = 0u; g < gl_NumSubgroups; ++g) s += part[g];
-  barrier();  // part is written again by the next call
-  return s;
-}
+#include "group_sum.glsl"
 
 void main() {
   uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;

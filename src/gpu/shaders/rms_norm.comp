@@ -15,7 +15,8 @@ layout(push_constant) uniform Push {
   uint use_idx;
   float eps;
 } p;
-shared float part[64];  // a sum a subgroup
+#include "group_sum.glsl"
+
 void main() {
   uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   uint src = p.use_idx != 0u ? uint(p.idx.v[r]) : r;
@@ -36,12 +37,7 @@ void main() {
     float v = p.x.v[xo + i];
     s0 += v * v;
   }
-  // The row's sum: a subgroup add, then the subgroups' sums (one barrier, not one a level).
-  float sg = subgroupAdd((s0 + s1) + (s2 + s3));
-  if (subgroupElect()) part[gl_SubgroupID] = sg;
-  barrier();
-  float sum = 0.0;
-  for (uint g = 0u; g < gl_NumSubgroups; ++g) sum += part[g];
+  float sum = group_sum((s0 + s1) + (s2 + s3));  // the row's
   float scale = 1.0 / sqrt(sum / float(p.n) + p.eps);
   for (uint i = tid; i < p.n; i += 64u) p.out_.v[oo + i] = p.x.v[xo + i] * scale * p.w.v[i];
 }
