@@ -110,8 +110,8 @@ Status WeightLoader::vector(const std::string& name, int64_t n, const float** ou
 }
 
 size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& progress) {
-  std::vector<kernels::WeightView*> views;
-  for (LayerWeights& l : weights->layers) {
+  std::vector<kernels::WeightView*> views;  // empty views are skipped below
+  auto add_layer = [&](LayerWeights& l) {
     for (kernels::WeightView* v :
          {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate, &l.ffn_down}) {
       views.push_back(v);
@@ -122,15 +122,12 @@ size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& pro
                                    &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp}) {
       views.push_back(v);
     }
-  }
+  };
+  for (LayerWeights& l : weights->layers) add_layer(l);
   views.push_back(&weights->output);
-  MtpWeights& m = weights->mtp;  // empty views are skipped below
-  for (kernels::WeightView* v :
-       {&m.layer.wq, &m.layer.wk, &m.layer.wv, &m.layer.wo, &m.layer.moe.gate_exps,
-        &m.layer.moe.up_exps, &m.layer.moe.down_exps, &m.layer.moe.gate_shexp,
-        &m.layer.moe.up_shexp, &m.layer.moe.down_shexp, &m.eh_proj, &m.head}) {
-    views.push_back(v);
-  }
+  add_layer(weights->mtp.layer);  // the MTP block's, where the file has one
+  views.push_back(&weights->mtp.eh_proj);
+  views.push_back(&weights->mtp.head);
   uint64_t total = 0, done = 0;  // mapped bytes to copy, for `progress`
   for (const kernels::WeightView* v : views) {
     if (v->data != nullptr && v->packed == nullptr)
