@@ -185,12 +185,6 @@ std::vector<std::vector<float>> trunk_rows(model::Model& m, const std::vector<in
   return out;
 }
 
-model::Config one_layer(const model::Config& c) {
-  model::Config one = c;
-  one.n_layer = 1;
-  return one;
-}
-
 TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideAnother) {
   const std::string path = tiny(DType::kF32);
   auto file = gguf::File::open(path);
@@ -209,7 +203,7 @@ TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideA
   const RefOut ref = reference(**file, c, tok, hid);
   const int n = static_cast<int>(tok.size());
 
-  model::KvPool pool(one_layer(c), 8, 16, DType::kF32);
+  model::KvPool pool(model::mtp_kv_config(c), 8, 16, DType::kF32);
   const std::vector<int32_t> blocks = {0, 1, 2, 3};
   double max_diff = 0, max_abs = 0;
   std::vector<float> logits, rows;
@@ -243,7 +237,7 @@ TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideA
   for (const auto& r : hid) flat.insert(flat.end(), r.begin(), r.end());
   const std::vector<int32_t> other_tok = {9, 8, 7};
   const std::vector<int32_t> other_blocks = {4};
-  model::KvPool pool2(one_layer(c), 8, 16, DType::kF32);
+  model::KvPool pool2(model::mtp_kv_config(c), 8, 16, DType::kF32);
   std::vector<model::MtpInput> batch(2);
   batch[0].seq.tokens = tok.data();
   batch[0].seq.n_tokens = n;

@@ -117,8 +117,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Bytes the forward streams from the weights for each generated token: every tensor except the
-// token embedding, which is only indexed (unless it doubles as the LM head).
 // Weight bytes a decode token reads: every tensor of the trunk (token_embd only as a tied head:
 // a token reads one row of it), of a MoE layer's stacked experts the n_expert_used chosen of
 // n_expert; not the MTP blocks after the trunk (they run only to draft).
@@ -389,9 +387,8 @@ int cmd_bench_engine(int argc, char** argv) {
     if (!(*m)->has_mtp()) {
       return fail(invalid_argument("--spec mtp: this model has no multi-token-prediction block"));
     }
-    model::Config one = cfg;
-    one.n_layer = 1;
-    mtp_kv = std::make_unique<model::KvPool>(one, kv.n_blocks(), kBlockTokens, kv_type, 1);
+    mtp_kv = std::make_unique<model::KvPool>(model::mtp_kv_config(cfg), kv.n_blocks(), kBlockTokens,
+                                             kv_type, 1);
     const int before = n_depth + static_cast<int>(std::max<int64_t>(*n_gen, 1)) - 1;
     if (before > 0) {
       if (Status st = mtp_pass(0, before).status(); !st.ok()) return fail(st);

@@ -312,10 +312,9 @@ class EngineImpl final : public Engine {
     }
     if (so.spec == generation::SpecMode::kMtp) {
       // The MTP block's own K/V: one layer, max_batch full contexts.
-      model::Config one = c;
-      one.n_layer = 1;
       const int n_mtp_blocks = draft_kv_block_count(options, n_ctx_);
-      draft_pool_ = std::make_unique<model::KvPool>(one, n_mtp_blocks, bt, options.kv_type, 1);
+      draft_pool_ = std::make_unique<model::KvPool>(model::mtp_kv_config(c), n_mtp_blocks, bt,
+                                                    options.kv_type, 1);
       draft_cache_ = std::make_unique<kv::KvCache>(n_mtp_blocks, bt);
       draft = {nullptr, draft_pool_.get(), draft_cache_.get()};
       GLM_LOG_INFO("engine: MTP drafts, KV %d blocks (%.1f MiB)", n_mtp_blocks,

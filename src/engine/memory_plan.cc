@@ -46,9 +46,9 @@ MemoryPlan plan_memory(const gguf::File& file, const model::Config& config,
   p.kv = model::KvPool::bytes_for(config, p.n_blocks, std::max(options.block_tokens, 1),
                                   options.kv_type);
   if (options.spec == generation::SpecMode::kMtp && config.moe.n_layer_nextn > 0) {
-    model::Config one = config;  // the MTP block's own pool: one layer, as EngineImpl makes it
-    one.n_layer = 1;
-    p.kv += model::KvPool::bytes_for(one, draft_kv_block_count(options, p.n_ctx),
+    // The MTP block's own pool, as EngineImpl makes it.
+    p.kv += model::KvPool::bytes_for(model::mtp_kv_config(config),
+                                     draft_kv_block_count(options, p.n_ctx),
                                      std::max(options.block_tokens, 1), options.kv_type);
   }
   p.available = available_memory();

@@ -63,4 +63,10 @@ struct Config {
 // embedding_length % head_count != 0); every message names the file and the key.
 StatusOr<Config> read_config(const gguf::File& file);
 
+// The shape of the MTP block's own K/V pool (Model::forward_mtp): c's K/V rows, one layer.
+inline Config mtp_kv_config(Config c) {
+  c.n_layer = 1;
+  return c;
+}
+
 }  // namespace glm::model

@@ -92,6 +92,7 @@ Transformer::Transformer(std::shared_ptr<const gguf::File> file, Config config, 
       config_(std::move(config)),
       weights_(std::move(weights)),
       pool_(std::make_unique<kernels::ThreadPool>(options.n_threads)) {
+  mtp_config_ = mtp_kv_config(config_);
   if (options.repack) repacked_bytes_ = repack(&weights_, pool_.get(), options.progress);
 }
 
@@ -348,23 +349,25 @@ Status Transformer::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
   for (const SeqInput& in : batch) n_out += in.all_logits ? in.n_tokens : 1;
   run_layers(batch, kv, c.n_layer);
   const int d = c.n_embd;
-  int row = 0;  // MTP drafting's hidden rows: every token of the sequences that ask
-  for (const SeqInput& in : batch) {
-    for (int i = 0; in.hidden_out != nullptr && i < in.n_tokens; ++i) {
-      ops::rms_norm(x_.data() + static_cast<size_t>(row + i) * d, weights_.output_norm, c.norm_eps,
-                    in.hidden_out + static_cast<size_t>(i) * d, d);
-    }
-    row += in.n_tokens;
-  }
 
-  // Final norm of the rows to output: rows_ [R, n_embd].
+  // Final norm of the rows to output: rows_ [R, n_embd]; and of every token's row for the
+  // sequences that ask (hidden_out, MTP drafting), whose output rows are copied from those.
   if (rows_.size() < static_cast<size_t>(n_out) * d) rows_.resize(static_cast<size_t>(n_out) * d);
   int r = 0, first = 0;
   for (const SeqInput& in : batch) {
     const int from = in.all_logits ? 0 : in.n_tokens - 1;
-    for (int i = from; i < in.n_tokens; ++i, ++r) {
+    for (int i = 0; in.hidden_out != nullptr && i < in.n_tokens; ++i) {
       ops::rms_norm(x_.data() + static_cast<size_t>(first + i) * d, weights_.output_norm,
-                    c.norm_eps, rows_.data() + static_cast<size_t>(r) * d, d);
+                    c.norm_eps, in.hidden_out + static_cast<size_t>(i) * d, d);
+    }
+    for (int i = from; i < in.n_tokens; ++i, ++r) {
+      float* row = rows_.data() + static_cast<size_t>(r) * d;
+      if (in.hidden_out != nullptr) {
+        std::memcpy(row, in.hidden_out + static_cast<size_t>(i) * d, d * sizeof(float));
+      } else {
+        ops::rms_norm(x_.data() + static_cast<size_t>(first + i) * d, weights_.output_norm,
+                      c.norm_eps, row, d);
+      }
     }
     first += in.n_tokens;
   }
@@ -382,8 +385,6 @@ Status Transformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
                                 std::vector<float>* logits, std::vector<float>* hidden) {
   const MtpWeights& m = weights_.mtp;
   if (!m.present()) return Model::forward_mtp(batch, kv, logits, hidden);
-  Config one = config_;  // the MTP pool holds one layer
-  one.n_layer = 1;
   mtp_seqs_.clear();
   int n = 0, n_out = 0, max_blocks = 0;
   for (const MtpInput& in : batch) {
@@ -394,7 +395,7 @@ Status Transformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
     n += std::max(in.seq.n_tokens, 0);
     n_out += in.output ? 1 : 0;
   }
-  GLM_RETURN_IF_ERROR(validate_batch(one, mtp_seqs_, kv));
+  GLM_RETURN_IF_ERROR(validate_batch(mtp_config_, mtp_seqs_, kv));
   if (batch.empty()) return Status::Ok();
   for (const SeqInput& in : mtp_seqs_) {
     max_blocks = std::max(max_blocks,

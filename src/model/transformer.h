@@ -93,6 +93,7 @@ class Transformer : public Model {
   std::vector<float> rope_sin_;      // [T, n_rot / 2]
   std::vector<int> pos_;             // [T] position of each token
   std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
+  Config mtp_config_;                // config_ with one layer: the MTP block's pool's shape
   std::vector<float> mtp_in_;        // [T, 2 n_embd] forward_mtp's [enorm(e); hnorm(h)] rows
   std::vector<SeqInput> mtp_seqs_;   // forward_mtp's batch as SeqInputs
   std::vector<const void*> k_ptrs_;  // per sequence: its blocks' K pointers of one layer
