@@ -21,6 +21,12 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// The step costs' estimates keep this much of themselves per step measured.
+constexpr double kKeep = 0.75;
+
+// *v, a moving average (< 0: none yet), updated by x.
+void average(double* v, double x) { *v = *v < 0 ? x : kKeep * *v + (1 - kKeep) * x; }
+
 }  // namespace
 
 struct Scheduler::Seq {
@@ -328,9 +334,8 @@ int Scheduler::prefill_budget(bool decoding) const {
 }
 
 void Scheduler::measure_step(int prompt_tokens, double ms) {
-  constexpr double kKeep = 0.75;  // of the estimate, per step measured
   if (prompt_tokens == 0) {
-    decode_step_ms_ = decode_step_ms_ < 0 ? ms : kKeep * decode_step_ms_ + (1 - kKeep) * ms;
+    average(&decode_step_ms_, ms);
     return;
   }
   // Sums decayed per step, so that a prompt token's cost is weighted by the tokens measured (a
@@ -654,8 +659,6 @@ void Scheduler::keep_mtp_rows(Seq* seq, int n_past) {
 }
 
 void Scheduler::measure_draft_cost(int drafted, double ms) {
-  constexpr double kKeep = 0.75;
-  auto average = [](double* v, double x) { *v = *v < 0 ? x : kKeep * *v + (1 - kKeep) * x; };
   if (drafted == 0) {
     average(&plain_step_ms_, ms);
   } else if (plain_step_ms_ > 0) {
@@ -744,9 +747,7 @@ void Scheduler::draft_with_mtp() {
     const Clock::time_point pass_start = Clock::now();
     const Status st = model_->forward_mtp(batch, draft_.pool, &draft_logits_, &mtp_hidden_);
     if (st.ok() && !draft_logits_.empty()) {  // a pass that drafted (pass 0 also catches up)
-      const double ms = ms_between(pass_start, Clock::now());
-      double& avg = pass == 0 ? mtp_first_ms_ : mtp_each_ms_;
-      avg = avg < 0 ? ms : 0.75 * avg + 0.25 * ms;
+      average(pass == 0 ? &mtp_first_ms_ : &mtp_each_ms_, ms_between(pass_start, Clock::now()));
     }
     if (!st.ok()) {
       // The drafts so far stand (the target's output does not depend on them); these

@@ -291,7 +291,7 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<Seq*> prefill_order_;  // plan_prefill's scratch
   DraftModel draft_;
-  bool spec_on_ = false;             // speculation (n-gram or draft model) for this model
+  bool spec_on_ = false;             // speculation (n-gram, draft model or MTP) for this model
   bool draft_on_ = false;            // ... with the draft model
   bool mtp_on_ = false;              // ... with the model's MTP block
   std::vector<float> draft_logits_;  // draft_with_model's and draft_with_mtp's scratch
