@@ -62,10 +62,7 @@ struct Bench {
   SeqRun& run(const std::string& id) { return runs[id]; }
   // Nothing held in either cache (the target's prefix cache keeps idle blocks: not "used").
   void expect_no_leak(const std::string& where) {
-    EXPECT_EQ(cache.allocator().n_used(), 0) << where;
-    EXPECT_EQ(cache.allocator().n_reserved(), 0) << where;
-    EXPECT_EQ(draft_cache.allocator().n_used(), 0) << where;
-    EXPECT_EQ(draft_cache.allocator().n_reserved(), 0) << where;
+    testing::expect_no_leak({&cache, &draft_cache}, where);
   }
 
   FakeModel model;
@@ -299,11 +296,8 @@ TEST(DraftModel, AFailingDraftModelOnlyStopsDrafting) {
 TEST(DraftModel, SampledTokensFollowTheTargetDistribution) {
   constexpr int kV = 6, kDraws = 30000;
   constexpr float kSampledCopy = 6.0f, kSampledDraftCopy = 2.0f;
-  const std::vector<int32_t> prompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
-  generation::SamplingParams sp;
-  sp.temperature = 1.0f;
-  sp.top_p = 0.95f;
-  sp.max_tokens = 3;
+  const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
+  const generation::SamplingParams sp = testing::three_token_sampling();
   Bench b(draft_options(), kSampledDraftCopy, kV, kSampledCopy, 4096, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // the draft's q differs from p where it is checked (the second token)

@@ -63,10 +63,7 @@ struct Bench {
   void run_all() { testing::run_all(&sched); }
   SeqRun& run(const std::string& id) { return runs[id]; }
   void expect_no_leak(const std::string& where) {
-    EXPECT_EQ(cache.allocator().n_used(), 0) << where;
-    EXPECT_EQ(cache.allocator().n_reserved(), 0) << where;
-    EXPECT_EQ(mtp_cache.allocator().n_used(), 0) << where;
-    EXPECT_EQ(mtp_cache.allocator().n_reserved(), 0) << where;
+    testing::expect_no_leak({&cache, &mtp_cache}, where);
   }
 
   FakeModel model;
@@ -218,11 +215,8 @@ TEST(MtpDraft, AFailingBlockOrAFullBlockCacheOnlyStopsDrafting) {
 TEST(MtpDraft, SampledTokensFollowTheTargetDistribution) {
   constexpr int kV = 6, kDraws = 30000;
   constexpr float kSampledCopy = 3.0f;
-  const std::vector<int32_t> prompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
-  generation::SamplingParams sp;
-  sp.temperature = 1.0f;
-  sp.top_p = 0.95f;
-  sp.max_tokens = 3;
+  const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
+  const generation::SamplingParams sp = testing::three_token_sampling();
   Bench b(mtp_options(), /*noise=*/0.0f, kV, kSampledCopy, 4096, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // the block's q is the target's logits without the copying

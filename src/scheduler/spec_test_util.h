@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,26 @@ struct Runs {
   SeqRun& operator[](const std::string& id) { return *by_id.at(id); }
   std::map<std::string, std::unique_ptr<SeqRun>> by_id;
 };
+
+// No block of these caches used or reserved (a prefix cache keeps idle blocks: not "used").
+inline void expect_no_leak(std::initializer_list<const kv::KvCache*> caches,
+                           const std::string& where) {
+  for (const kv::KvCache* c : caches) {
+    EXPECT_EQ(c->allocator().n_used(), 0) << where;
+    EXPECT_EQ(c->allocator().n_reserved(), 0) << where;
+  }
+}
+
+// The three-token sampled requests' parameters (temperature 1, top-p 0.95) and their prompt,
+// which repeats itself (so copying drafts are often right).
+inline const std::vector<int32_t> kThreeTokenPrompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
+inline generation::SamplingParams three_token_sampling() {
+  generation::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.95f;
+  sp.max_tokens = 3;
+  return sp;
+}
 
 inline void run_all(scheduler::Scheduler* sched) {
   for (int i = 0; i < 1000000 && !sched->idle(); ++i) sched->step();

@@ -276,11 +276,8 @@ TEST(Speculation, ConstrainedGreedyIsUnchanged) {
 TEST(Speculation, SampledTokensFollowTheTargetDistribution) {
   constexpr int kV = 6, kDraws = 30000;
   constexpr float kSampledCopy = 6.0f;
-  const std::vector<int32_t> prompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
-  generation::SamplingParams sp;
-  sp.temperature = 1.0f;
-  sp.top_p = 0.95f;
-  sp.max_tokens = 3;
+  const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
+  const generation::SamplingParams sp = testing::three_token_sampling();
   Bench b(spec_options(SpecMode::kNgram), kV, /*copy=*/kSampledCopy, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // (no drafter distribution: n-gram guesses)
