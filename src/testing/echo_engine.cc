@@ -107,7 +107,7 @@ engine::Stats EchoEngine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   engine::Stats s = stats_;
   s.queued = static_cast<int>(waiting_.size());
-  s.running = static_cast<int>(running_.size());
+  s.running = admitted_;
   return s;
 }
 
@@ -193,6 +193,7 @@ void EchoEngine::finish(Job& job, engine::FinishReason reason, std::unique_lock<
   if (!job.request.conversation.empty()) {
     conversation_tokens_[job.request.conversation] = job.prompt_tokens + static_cast<int>(job.next);
   }
+  if (started) --admitted_;
   in_flight_.erase(job.request.id);
   cancel_ids_.erase(job.request.id);
   lock.unlock();
@@ -237,6 +238,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     job->started = Clock::now();
+    ++admitted_;
     engine::Event s;
     s.type = engine::EventType::kStart;
     s.id = job->request.id;
@@ -279,6 +281,7 @@ void EchoEngine::step(std::unique_lock<std::mutex>& lock) {
       e.type = engine::EventType::kError;
       e.id = job->request.id;
       e.error = Status(ErrorCode::kInternal, "echo engine: scripted failure (__fail__)");
+      --admitted_;
       in_flight_.erase(job->request.id);
       cancel_ids_.erase(job->request.id);
       lock.unlock();

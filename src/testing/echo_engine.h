@@ -88,6 +88,9 @@ class EchoEngine : public engine::Engine {
   std::deque<std::unique_ptr<Job>> waiting_;
   std::vector<std::unique_ptr<Job>> running_;
   std::set<std::string> in_flight_;
+  // Admitted and not finished: running_ plus the jobs the step loop holds outside it while a
+  // sink runs with the lock released (what stats() reports as running).
+  int admitted_ = 0;
   std::set<std::string> cancel_ids_;  // cancelled, not yet finished
   std::map<std::string, int> conversation_tokens_;
   engine::Stats stats_;
