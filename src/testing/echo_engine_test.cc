@@ -24,8 +24,7 @@ TEST(EchoEngine, AStreamingRequestCountsAsRunningInsideItsSinks) {
   engine::Request request;
   request.id = "r1";
   request.messages.push_back({"user", "hi"});
-  ASSERT_TRUE(echo
-                  .submit(std::move(request),
+  ASSERT_TRUE(echo.submit(std::move(request),
                           [&](const engine::Event& e) {
                             const int running = echo.stats().running;
                             std::lock_guard<std::mutex> lock(mu);
