@@ -12,6 +12,7 @@
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
+#                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
 #                            [--serve-runs 10] [--kernels REGEX|none]
 #                            [--settings "1,2,16 2,2,16 4,2,16 2,2,32 2,2,64" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
@@ -257,6 +258,11 @@ for t in $types; do
         [[ -f "$src" ]] || glmserve gen-model --arch chatglm3 --preset "$preset" --type f16 -o "$src" >/dev/null
         LD_LIBRARY_PATH="$libs" "$llama_quantize" "$src" "$f" "${t^^}" >/dev/null
       fi ;;
+    moe_q4_0 | moe_q8_0 | moe_f16)
+      # GLM-4.5's mixture of experts at the small preset's shape (32 experts, top-4, 1 shared;
+      # the tiny one under --preset tiny).
+      [[ -f "$f" ]] || glmserve gen-model --arch glm4moe --preset "$([[ $preset == tiny ]] && echo tiny || echo small)" \
+        --type "${t#moe_}" -o "$f" >/dev/null ;;
     *) echo "unknown type $t" >&2; exit 2 ;;
   esac
   file[$t]="$f"

@@ -986,6 +986,13 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
       v != nullptr && v->type() == gguf::ValueType::kBool) {
     extras.add_bos = v->as_bool();
   }
+  if (options.spec == generation::SpecMode::kMtp && !model.value()->has_mtp() &&
+      model.value()->device_name() != "cpu") {
+    return unsupported(
+        "--spec mtp: the multi-token-prediction block runs on the CPU only, the "
+        "model is on " +
+        model.value()->device_name() + ": use --device cpu, or --spec ngram");
+  }
   if (options.spec == generation::SpecMode::kMtp && !model.value()->has_mtp()) {
     return invalid_argument(
         "--spec mtp: this model has no multi-token-prediction block (GLM-4.5's files carry one, "

@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "gpu/attention_test_util.h"
 #include "gpu/device.h"
+#include "gpu/gpu_test_util.h"
 #include "gpu/ops.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -22,43 +23,6 @@
 
 namespace glm::gpu {
 namespace {
-
-Device* device() {
-  static std::unique_ptr<Device> dev = [] {
-    StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
-    if (!d.ok()) {
-      ADD_FAILURE() << "no Vulkan device: " << d.status().message()
-                    << " (scripts/install-deps.sh installs mesa-vulkan-drivers)";
-      return std::unique_ptr<Device>();
-    }
-    return std::move(*d);
-  }();
-  return dev.get();
-}
-
-#define NEED_DEVICE()     \
-  Device* dev = device(); \
-  ASSERT_NE(dev, nullptr)
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float std = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-Buffer device_floats(Device* dev, const std::vector<float>& v) {
-  StatusOr<Buffer> b = upload_floats(dev, v.data(), v.size());
-  EXPECT_TRUE(b.ok()) << b.status().message();
-  return b.ok() ? std::move(*b) : Buffer();
-}
-
-std::vector<float> read_floats(Device* dev, const Buffer& b, size_t n) {
-  std::vector<float> v(n);
-  EXPECT_TRUE(dev->download(b, 0, n * sizeof(float), v.data()).ok());
-  return v;
-}
 
 TEST(GpuDevice, ListsAUsableDevice) {
   StatusOr<std::vector<DeviceInfo>> list = list_devices();
@@ -406,16 +370,6 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, GpuAttention,
                            return std::string(dtype_name(i.param));
                          });
 
-// The largest |got - want| / (1 + |want|).
-double max_rel_err(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    m = std::max(m, std::fabs(static_cast<double>(got[i]) - want[i]) / (1 + std::fabs(want[i])));
-  }
-  return m;
-}
-
 // RMSNorm against model::ops::rms_norm: a row of 4 loads a thread and a tail (n = 4099), a
 // short row (77), rows picked by index.
 TEST(GpuOps, RmsNormEqualsReference) {
@@ -529,7 +483,7 @@ TEST(GpuOps, RopeEqualsReference) {
   const int n_tokens = 5, n_head = 3, head_dim = 12, col0 = 4,
             stride = col0 + n_head * head_dim + 3;
   const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * stride, 51);
-  for (RopeKind kind : {RopeKind::kInterleaved, RopeKind::kNeox2D}) {
+  for (RopeKind kind : {RopeKind::kInterleaved, RopeKind::kNeox2D, RopeKind::kNeox}) {
     const bool two_d = kind == RopeKind::kNeox2D;
     const int n_parts = two_d ? 2 : 1, n_rot = two_d ? head_dim / 2 : 8, half = n_rot / 2;
     // Tables [n_tokens, n_parts, n_rot / 2] of positions 3 t (+ 1 for the second part).
@@ -549,8 +503,12 @@ TEST(GpuOps, RopeEqualsReference) {
     std::vector<float> want = x;
     for (int t = 0; t < n_tokens; ++t) {
       float* row = want.data() + static_cast<size_t>(t) * stride + col0;
-      if (!two_d) {
+      if (kind == RopeKind::kInterleaved) {
         model::ops::rope_interleaved(row, n_head, head_dim, n_rot, &cs[t * half], &sn[t * half]);
+        continue;
+      }
+      if (kind == RopeKind::kNeox) {  // GLM-4.5: rotate-half over the first n_rot dims
+        model::ops::rope_neox(row, n_head, head_dim, n_rot, &cs[t * half], &sn[t * half]);
         continue;
       }
       for (int h = 0; h < n_head; ++h) {
@@ -560,7 +518,7 @@ TEST(GpuOps, RopeEqualsReference) {
         }
       }
     }
-    EXPECT_LT(max_rel_err(read_floats(dev, xb, x.size()), want), 1e-6) << two_d;
+    EXPECT_LT(max_rel_err(read_floats(dev, xb, x.size()), want), 1e-6) << static_cast<int>(kind);
   }
 }
 

@@ -25,6 +25,26 @@ void dispatch_1d(Stream& s, Shader shader, const void* push, size_t bytes, int64
   s.dispatch(shader, push, bytes, gx, gy);
 }
 
+// The decode shaders' teams (matmul.comp): threads per row as many as the row has 8-value parts
+// (four a 32-value chunk; a power of two, at most 64), so that narrow matrices fill the
+// workgroup with several teams; `rows` rows a team (1, 2 or 4 for one token, 1 or 2 for a
+// few); the row groups over x, then y.
+struct TeamGeometry {
+  uint32_t tpr_log2 = 0, rows_log2 = 0, gx = 0, gy = 0;
+};
+TeamGeometry team_geometry(const Matrix& w, int rows, bool one, int64_t n_rows = -1) {
+  TeamGeometry g;
+  const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);
+  while (g.tpr_log2 < 6 && (int64_t{1} << g.tpr_log2) < n_parts) ++g.tpr_log2;
+  GLM_CHECK(rows == 1 || rows == 2 || (rows == 4 && one));
+  g.rows_log2 = rows == 4 ? 2 : rows - 1;
+  const int64_t rows_per_group = int64_t{rows} << (6 - g.tpr_log2);
+  const int64_t n_groups = ((n_rows < 0 ? w.n_rows : n_rows) + rows_per_group - 1) / rows_per_group;
+  g.gx = static_cast<uint32_t>(std::min<int64_t>(n_groups, kMaxGroups));
+  g.gy = static_cast<uint32_t>((n_groups + g.gx - 1) / g.gx);
+  return g;
+}
+
 }  // namespace
 
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
@@ -140,23 +160,90 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
       add.bias,
       has_bias,
       add_to_y};
-  // Threads per row: as many as the row has 8-value parts (four a 32-value chunk; a power of
-  // two, at most 64), so that narrow matrices fill the workgroup with several teams.
-  const int64_t n_parts = 4 * ((w.n_cols + 31) / 32);
-  while (p.tpr_log2 < 6 && (int64_t{1} << p.tpr_log2) < n_parts) ++p.tpr_log2;
-  // Rows a team: 1, 2 or 4 (one token), 1 or 2 (a few).
-  const int rows = one ? tuning.team_rows_one : tuning.team_rows_few;
-  GLM_CHECK(rows == 1 || rows == 2 || (rows == 4 && one));
-  p.rows_log2 = rows == 4 ? 2 : rows - 1;
-  const int64_t rows_per_group = int64_t{rows} << (6 - p.tpr_log2);
-  const int64_t n_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(n_groups, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((n_groups + gx - 1) / gx);
-  p.groups_per_y = gx;
+  const TeamGeometry g = team_geometry(w, one ? tuning.team_rows_one : tuning.team_rows_few, one);
+  p.tpr_log2 = g.tpr_log2;
+  p.rows_log2 = g.rows_log2;
+  p.groups_per_y = g.gx;
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
+  const uint32_t gx = g.gx, gy = g.gy;
   s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), gx, gy, gz);
+}
+
+void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
+                    int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
+  GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
+  struct {
+    Addr w, x, x4, y;
+    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
+        rows_log2, x_vec4;
+    Addr bias;
+    uint32_t has_bias, add_to_y;
+    Addr ids;
+    uint32_t expert_bytes, x_div;
+  } p{};
+  const TeamGeometry g = team_geometry(w, tuning.team_rows_one, /*one=*/true, rows);
+  p.w = w.buf.address();
+  p.n_rows = static_cast<uint32_t>(rows);
+  p.n_cols = static_cast<uint32_t>(w.n_cols);
+  p.row_bytes = static_cast<uint32_t>(w.row_bytes);
+  p.groups_per_y = g.gx;
+  p.y_stride = static_cast<uint32_t>(y_stride);
+  p.y_col = static_cast<uint32_t>(y_col);
+  p.tpr_log2 = g.tpr_log2;
+  p.rows_log2 = g.rows_log2;
+  p.expert_bytes = static_cast<uint32_t>(rows * w.row_bytes);
+  p.x_div = static_cast<uint32_t>(x_div);
+  // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
+  const int per = static_cast<int>(kMaxGroups / x_div * x_div);
+  for (int s0 = 0; s0 < n_slots; s0 += per) {
+    const int n = std::min(per, n_slots - s0);
+    p.ids = ids + static_cast<Addr>(s0) * sizeof(int32_t);
+    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
+    p.y = y + static_cast<Addr>(s0) * y_stride * sizeof(float);
+    p.n_tokens = static_cast<uint32_t>(n);
+    p.x_vec4 = (p.x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
+    s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
+  }
+}
+
+void moe_route(Stream& s, const MoeRouteArgs& a) {
+  GLM_CHECK(a.k >= 1 && a.k <= kMaxMoeExperts && a.k <= a.n_expert);
+  if (a.n_tokens == 0) return;
+  struct {
+    Addr logits, bias, ids, weights;
+    uint32_t n_tokens, n_expert, k, has_bias, norm;
+    float scale;
+    uint32_t groups_per_y;
+  } p{a.logits,
+      a.bias,
+      a.ids,
+      a.weights,
+      static_cast<uint32_t>(a.n_tokens),
+      static_cast<uint32_t>(a.n_expert),
+      static_cast<uint32_t>(a.k),
+      a.bias != 0 ? 1u : 0u,
+      a.norm ? 1u : 0u,
+      a.scale,
+      0};
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(a.n_tokens, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((a.n_tokens + gx - 1) / gx);
+  p.groups_per_y = gx;
+  s.dispatch(Shader::kMoeRoute, &p, sizeof(p), gx, gy);
+}
+
+void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, int n_embd) {
+  struct {
+    Addr y, weights, x;
+    uint32_t n_tokens, n_embd, k;
+  } p{y,
+      weights,
+      x,
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(n_embd),
+      static_cast<uint32_t>(k)};
+  dispatch_1d(s, Shader::kMoeCombine, &p, sizeof(p), static_cast<int64_t>(n_tokens) * n_embd);
 }
 
 void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx) {
@@ -183,6 +270,7 @@ void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, 
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
           int head_dim, int n_rot, RopeKind kind) {
   const uint32_t n_parts = kind == RopeKind::kNeox2D ? 2 : 1;
+  const uint32_t neox = kind == RopeKind::kInterleaved ? 0 : 1;
   GLM_CHECK(n_rot % 2 == 0 && n_rot * static_cast<int>(n_parts) <= head_dim);
   struct {
     Addr x, cs, sn;
@@ -197,7 +285,7 @@ void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int
       static_cast<uint32_t>(head_dim),
       static_cast<uint32_t>(n_rot),
       n_parts,
-      kind == RopeKind::kNeox2D ? 1u : 0u};
+      neox};
   dispatch_1d(s, Shader::kRope, &p, sizeof(p), int64_t{n_tokens} * n_head * n_parts * (n_rot / 2));
 }
 

@@ -23,7 +23,8 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32};
+  MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32,
+                        Shader::kMatvecIdF32};
 };
 
 // How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:
@@ -64,6 +65,32 @@ inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }
 
+// The experts of a mixture-of-experts layer (model/moe.h): w stacks every expert's `rows` rows
+// (w.n_rows = n_expert x rows). For each slot s in [0, n_slots), with e = ids[s]:
+//   y[s, y_col + r] = sum_c w[e * rows + r, c] * x[s / x_div, c]   (kernels::matmul of
+//   model::expert_slice(w, e, rows) on that row).
+//   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32; y: [n_slots, y_stride] f32.
+// One token a workgroup (matmul.comp's IDS): every slot reads its expert's rows.
+void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
+                    int n_slots, int y_stride, int y_col,
+                    const MatmulTuning& tuning = matmul_tuning());
+
+// The routing of n_tokens tokens into k experts each (model::route_token; moe_route.comp):
+// logits [n_tokens, n_expert] -> ids [n_tokens, k] int32 (highest biased score first) and
+// weights [n_tokens, k] f32. bias: [n_expert] or 0. k at most kMaxMoeExperts.
+inline constexpr int kMaxMoeExperts = 16;
+struct MoeRouteArgs {
+  Addr logits = 0, bias = 0, ids = 0, weights = 0;
+  int n_tokens = 0, n_expert = 0, k = 0;
+  bool norm = false;   // divide by the chosen scores' sum
+  float scale = 1.0f;  // then times this
+};
+void moe_route(Stream& s, const MoeRouteArgs& a);
+
+// x[t, c] += sum_j weights[t, j] * y[t * k + j, c]  (model::MoeFfn::forward's weighted sum)
+//   y: [n_tokens * k, n_embd]; weights: [n_tokens, k]; x: [n_tokens, n_embd].
+void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, int n_embd);
+
 // out[r] = rms_norm(x[idx ? idx[r] : r]) * w   (model::ops::rms_norm)
 //   x: [*, n]; w: [n]; out: [n_rows, n]; idx: [n_rows] int32 or 0.
 void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0);
@@ -78,8 +105,10 @@ void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, 
 // [n_tokens, n_rot / 2]. kNeox2D: ChatGLM-6B's 2D rotary, each half of a head (head_dim / 2
 // dims) rotated over its first n_rot dims by rotate-half pairs (x[i], x[i + n_rot/2])
 // (model::ops::rope_neox), the first half by the token's position, the second by its block
-// position; cs, sn: [n_tokens, 2 (position, block position), n_rot / 2].
-enum class RopeKind { kInterleaved, kNeox2D };
+// position; cs, sn: [n_tokens, 2 (position, block position), n_rot / 2]. kNeox: rotate-half
+// pairs (x[i], x[i + n_rot/2]) of the first n_rot dims of each head (model::ops::rope_neox:
+// GLM-4.5); cs, sn as kInterleaved's.
+enum class RopeKind { kInterleaved, kNeox2D, kNeox };
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
           int head_dim, int n_rot, RopeKind kind = RopeKind::kInterleaved);
 

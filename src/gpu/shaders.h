@@ -59,7 +59,20 @@ namespace glm::gpu {
   X(kAttentionF32, attention_f32)        \
   X(kAttentionF16, attention_f16)        \
   X(kAttentionQ8_0, attention_q8_0)      \
-  X(kAttentionMerge, attention_merge)
+  X(kAttentionMerge, attention_merge)    \
+  X(kMatvecIdF32, matvec_id_f32)         \
+  X(kMatvecIdF16, matvec_id_f16)         \
+  X(kMatvecIdBF16, matvec_id_bf16)       \
+  X(kMatvecIdQ4_0, matvec_id_q4_0)       \
+  X(kMatvecIdQ4_1, matvec_id_q4_1)       \
+  X(kMatvecIdQ5_0, matvec_id_q5_0)       \
+  X(kMatvecIdQ5_1, matvec_id_q5_1)       \
+  X(kMatvecIdQ8_0, matvec_id_q8_0)       \
+  X(kMatvecIdQ4_K, matvec_id_q4_k)       \
+  X(kMatvecIdQ5_K, matvec_id_q5_k)       \
+  X(kMatvecIdQ6_K, matvec_id_q6_k)       \
+  X(kMoeRoute, moe_route)                \
+  X(kMoeCombine, moe_combine)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,
@@ -78,10 +91,13 @@ const Spirv& spirv(Shader shader);
 
 // The matmul variants for a weight type: one token (matvec: a sequence's decode step), a few
 // tokens (up to 8 a tile: batched decode, drafts) and the tiled one for many (prefill).
+// experts: the one-token variant over a mixture-of-experts layer's stacked experts, each slot
+// its own expert (matmul.comp's IDS).
 struct MatmulShaders {
   Shader one;
   Shader few;
   Shader tiled;
+  Shader experts;
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);

@@ -31,8 +31,11 @@ size_t matrix_bytes(const kernels::WeightView& v) {
 // A layer's matrices (its norms and biases are a rounding error beside them).
 size_t layer_bytes(const LayerWeights& lw) {
   size_t n = 0;
+  const MoeWeights& m = lw.moe;
   for (const kernels::WeightView* v :
-       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down}) {
+       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,
+        &m.gate_inp, &m.gate_exps, &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp,
+        &m.down_shexp}) {
     n += matrix_bytes(*v);
   }
   return n;
@@ -57,8 +60,9 @@ GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
 
 size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
-  // cur_, qkv_, attn_, proj_, up_, act_
-  const size_t acts = t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act);
+  // cur_, qkv_, attn_, proj_, up_, act_, moe_
+  const size_t acts =
+      t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe);
   // rows_, logits_, out_host_
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
   // in_host_ and in_dev_
@@ -184,6 +188,7 @@ Status GpuModel::reserve(int n, int r, int b) {
     GLM_RETURN_IF_ERROR(grow(dev, &proj_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &up_, t * widths_.up * kF, kDev));
     if (widths_.act > 0) GLM_RETURN_IF_ERROR(grow(dev, &act_, t * widths_.act * kF, kDev));
+    if (widths_.moe > 0) GLM_RETURN_IF_ERROR(grow(dev, &moe_, t * widths_.moe * kF, kDev));
     cap_tokens_ = n;
   }
   if (r > cap_rows_) {

@@ -37,6 +37,7 @@ class GpuModel : public Model {
     int rot = 0;  // rotary table floats (cos, and as many sin)
     int up = 0;   // up_
     int act = 0;  // act_ (0: none)
+    int moe = 0;  // moe_: a mixture-of-experts layer's routing and slots (0: none)
   };
 
   const Config& config() const override { return config_; }
@@ -134,6 +135,7 @@ class GpuModel : public Model {
   gpu::Buffer proj_;        // [T, n_embd]
   gpu::Buffer up_;          // [T, widths_.up]
   gpu::Buffer act_;         // [T, widths_.act]
+  gpu::Buffer moe_;         // [T, widths_.moe] (transformer_gpu.cc lays it out)
   gpu::Buffer rows_;        // [R, n_embd] final-norm rows
   gpu::Buffer logits_;      // [R, n_vocab]
   gpu::Buffer in_dev_;      // the step's inputs (Step)

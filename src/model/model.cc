@@ -101,13 +101,6 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
   GLM_RETURN_IF_ERROR(merge_loras(*config, options, &weights));
-  if (config->arch == Arch::kGLM4MoE) {
-    if (options.device != "cpu" && options.device != "auto" && options.gpu_layers != 0) {
-      return unsupported("GLM-4.5 (glm4moe) runs on the CPU only for now (use --device cpu)");
-    }
-    return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
-                                                                std::move(weights), options));
-  }
   StatusOr<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device.ok()) return device.status();
   if (*device != nullptr) {

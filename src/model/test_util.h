@@ -225,8 +225,9 @@ inline Status write_random_model(const RandomSpec& s, const std::string& path) {
   return w.finish();
 }
 
-// Copies a model file, converting every 2-D weight matrix whose row length allows it to `type`
-// (dequantized to f32, then quantize_row_ref); metadata and 1-D tensors unchanged. The token
+// Copies a model file, converting every weight matrix (2-D, or 3-D: a MoE layer's stacked
+// experts) whose row length allows it to `type` (dequantized to f32, then quantize_row_ref);
+// metadata and 1-D tensors unchanged. The token
 // embedding is converted too (as llama.cpp's quantize does for these types).
 inline Status requantize(const std::string& in, const std::string& out, DType type) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(in);
@@ -239,7 +240,7 @@ inline Status requantize(const std::string& in, const std::string& out, DType ty
   const int block = dtype_info(type).block_size;
   std::vector<DType> types;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    const bool convert = t.shape.size() == 2 && t.shape[0] % block == 0;
+    const bool convert = t.shape.size() >= 2 && t.shape[0] % block == 0;
     types.push_back(convert ? type : t.type);
     w.add_tensor(t.name, types.back(), t.shape);
   }

@@ -14,11 +14,48 @@ namespace {
 
 constexpr size_t kF = sizeof(float);
 
+// A mixture-of-experts layer's scratch (moe_) for n tokens of k slots each, as byte offsets,
+// each part on 16 bytes (the matmuls read 16-byte aligned activations 16 bytes at a time):
+// router logits [n, n_expert], the slots' experts [n k] int32 and weights [n k], the experts'
+// gate and up [n k, 2 n_ff_exp], their SwiGLU [n k, n_ff_exp], their outputs [n k, n_embd].
+struct MoeScratch {
+  size_t logits = 0, ids = 0, weights = 0, up = 0, act = 0, down = 0;
+
+  MoeScratch(const Config& c, int n) {
+    const size_t t = static_cast<size_t>(n), slots = t * c.moe.n_expert_used;
+    size_t at = 0;
+    auto part = [&](size_t floats) {
+      const size_t o = at;
+      at = (at + floats * kF + 15) / 16 * 16;
+      return o;
+    };
+    logits = part(t * c.moe.n_expert);
+    ids = part(slots);
+    weights = part(slots);
+    up = part(slots * 2 * c.moe.n_ff_exp);
+    act = part(slots * c.moe.n_ff_exp);
+    down = part(slots * c.n_embd);
+  }
+  // Floats a token, with room for the six parts' rounding.
+  static int floats_per_token(const Config& c) {
+    const MoeConfig& m = c.moe;
+    return m.n_expert + m.n_expert_used * (2 + 3 * m.n_ff_exp + c.n_embd) + 6 * 4;
+  }
+};
+
 // The scratch widths of the decoder: rotary tables of n_rot / 2, up_ [T, 2 n_ff] (gate then up;
-// a fused ffn_up's rows), act_ [T, n_ff].
+// a fused ffn_up's rows), act_ [T, n_ff]; glm4moe: the dense layers' or the shared expert's
+// SwiGLU, whichever is wider, and moe_.
 GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_layer) {
   GpuModel::Widths w;
   w.rot = c.n_rot / 2;
+  if (c.arch == Arch::kGLM4MoE) {
+    const int ff = std::max(c.n_ff, c.moe.n_ff_exp * c.moe.n_expert_shared);
+    w.up = 2 * ff;
+    w.act = ff;
+    w.moe = MoeScratch::floats_per_token(c);
+    return w;
+  }
   w.up = first_gpu_layer.ffn_gate.data != nullptr ? 2 * c.n_ff
                                                   : static_cast<int>(first_gpu_layer.ffn_up.n_rows);
   w.act = c.n_ff;
@@ -43,6 +80,11 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   }
   if (config.n_rot % 2 != 0 || config.kv_dim() % 2 != 0) {
     return unsupported("the GPU path needs an even rotary and KV width (use --device cpu)");
+  }
+  if (config.arch == Arch::kGLM4MoE && config.moe.n_expert_used > gpu::kMaxMoeExperts) {
+    return unsupported("the GPU routes a token to at most " + std::to_string(gpu::kMaxMoeExperts) +
+                       " experts, the model to " + std::to_string(config.moe.n_expert_used) +
+                       " (use --device cpu)");
   }
   // The device's share, planned before anything is uploaded (model/gpu_plan.h).
   StatusOr<GpuLayerPlan> plan =
@@ -97,6 +139,15 @@ Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
     GLM_RETURN_IF_ERROR(up.vec(lw.ffn_down_b, c.n_embd, &g.ffn_down_b));
     GLM_RETURN_IF_ERROR(up.vec(lw.attn_post_norm, c.n_embd, &g.attn_post_norm));
     GLM_RETURN_IF_ERROR(up.vec(lw.ffn_post_norm, c.n_embd, &g.ffn_post_norm));
+    const MoeWeights& m = lw.moe;
+    GLM_RETURN_IF_ERROR(up.matrix(m.gate_inp, &g.gate_inp, name));
+    GLM_RETURN_IF_ERROR(up.vec(m.exp_probs_b, c.moe.n_expert, &g.exp_probs_b));
+    GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
   }
   return upload_head(w, &up);
 }
@@ -113,6 +164,40 @@ void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in
   } else {
     gpu::matmul(st, w, in, x, n, d, 0, {at(bias), true});  // x += w in (+ bias)
   }
+}
+
+void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const {
+  const Config& c = config_;
+  const MoeConfig& m = c.moe;
+  const int d = c.n_embd, k = m.n_expert_used, fe = m.n_ff_exp, slots = n * k;
+  const MoeScratch o(c, n);
+  const gpu::Addr ids = at(moe_, o.ids), weights = at(moe_, o.weights), up = at(moe_, o.up),
+                  act = at(moe_, o.act), down = at(moe_, o.down);
+  gpu::matmul(st, g.gate_inp, at(cur_), at(moe_, o.logits), n);  // [n, n_expert]
+  gpu::MoeRouteArgs route;
+  route.logits = at(moe_, o.logits);
+  route.bias = at(g.exp_probs_b);
+  route.ids = ids;
+  route.weights = weights;
+  route.n_tokens = n;
+  route.n_expert = m.n_expert;
+  route.k = k;
+  route.norm = m.weights_norm;
+  route.scale = m.weights_scale;
+  gpu::moe_route(st, route);
+  // Each slot's expert: gate and up from its token's row, SwiGLU, down from its own row.
+  gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
+  gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
+  gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
+  gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
+  if (g.gate_shexp.buf.valid()) {  // the shared expert on every token: x += its output
+    const int fs = static_cast<int>(g.gate_shexp.n_rows);
+    gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
+    gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
+    gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
+    gpu::matmul(st, g.down_shexp, at(act_), x, n, d, 0, {0, true});
+  }
+  gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
 }
 
 Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
@@ -161,10 +246,15 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
       gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
     }
     // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot);
+    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
+              c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
     attend(st, batch, step, l, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
     project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n);
     gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
+    if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers
+      moe(st, g, x, n);
+      continue;
+    }
     // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
     if (g.ffn_gate.buf.valid()) {
       gpu::matmul(st, g.ffn_gate, at(cur_), at(up_), n, 2 * ff, 0);

@@ -1,7 +1,9 @@
-// GpuTransformer: the Transformer (transformer.h: ChatGLM2/3, GLM-4, llama) on a Vulkan device,
-// whole or split: with --gpu-layers N below the layer count, the first layers run on the CPU (a
-// Transformer holding only their weights, its K/V in the KvPool's host memory) and the last N
-// layers and the output head on the GPU, as llama.cpp's -ngl.
+// GpuTransformer: the Transformer (transformer.h: ChatGLM2/3, GLM-4, GLM-4-0414, GLM-4.5's
+// mixture of experts, llama) on a Vulkan device, whole or split: with --gpu-layers N below the
+// layer count, the first layers run on the CPU (a Transformer holding only their weights, its
+// K/V in the KvPool's host memory) and the last N layers and the output head on the GPU, as
+// llama.cpp's -ngl. GLM-4.5's MTP block is not run here (has_mtp() is false: --spec mtp is
+// refused on the GPU).
 // The device, the weights' upload, the KV cache in device memory and the step's inputs and
 // outputs are GpuModel's (gpu_model.h); this class records the decoder's layers: every op runs
 // on the device, the embeddings and rotary tables come from the host (computed as the CPU path
@@ -51,6 +53,13 @@ class GpuTransformer : public GpuModel {
     gpu::Buffer ffn_down_b;         // [n_embd] or empty
     gpu::Buffer attn_post_norm;     // [n_embd] glm4's sandwich norms, or empty
     gpu::Buffer ffn_post_norm;      // [n_embd]
+    // glm4moe's MoE layers (model/moe.h; the dense FFN's matrices are then empty):
+    gpu::Matrix gate_inp;              // router [n_expert, n_embd]
+    gpu::Buffer exp_probs_b;           // [n_expert] selection bias, or empty
+    gpu::Matrix gate_exps, up_exps;    // [n_expert * n_ff_exp, n_embd] stacked
+    gpu::Matrix down_exps;             // [n_expert * n_embd, n_ff_exp]
+    gpu::Matrix gate_shexp, up_shexp;  // [n_shared * n_ff_exp, n_embd], or empty
+    gpu::Matrix down_shexp;            // [n_embd, n_shared * n_ff_exp]
   };
   GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                  const Weights& weights, std::unique_ptr<gpu::Device> device,
@@ -60,6 +69,10 @@ class GpuTransformer : public GpuModel {
   // w in (+ bias), then x += RMSNorm(proj_).
   void project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in, const gpu::Buffer& bias,
                const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
+  // glm4moe's routed and shared experts of cur_ [n, n_embd], added to x [n, n_embd] (model::
+  // MoeFfn's definition): the router and the routing, each slot's expert over moe_, the shared
+  // expert over up_ / act_.
+  void moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
   // Uploads layers [n_cpu_, n_layer) and the output head.
   Status upload(const Weights& w, const ProgressFn& progress);
 

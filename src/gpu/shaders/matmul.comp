@@ -14,12 +14,19 @@
 // in flight), reads the part's 8 activations of a token once (two 16-byte loads) for all of
 // them, then the team's sums are reduced by subgroup adds (shared memory where a team is
 // smaller than a subgroup).
+// IDS (with TT = 1): the experts of a mixture-of-experts layer (model/moe.h). w holds every
+// expert's n_rows rows stacked; workgroup z is a slot s whose expert ids[s] gives the rows
+// (byte ids[s] * expert_bytes of w on), whose activations are x row s / x_div (a token's k
+// slots share its row) and whose products go to y row s.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
 #ifndef TT
 #define TT 8
+#endif
+#if defined(IDS) && TT != 1
+#error IDS takes one token a workgroup (TT = 1)
 #endif
 #if TT == 1
 #define RMAX 4
@@ -46,6 +53,11 @@ layout(push_constant) uniform Push {
   Floats bias;     // [n_rows], added to every token's row; unread when has_bias is 0
   uint has_bias;
   uint add_to_y;   // 1: y += the products (a residual), else y = them
+#ifdef IDS
+  Ints ids;           // [n_tokens] the expert of each slot
+  uint expert_bytes;  // one expert's n_rows rows
+  uint x_div;         // slot s reads x row s / x_div
+#endif
 } p;
 
 #include "matmul_io.glsl"
@@ -73,6 +85,13 @@ void main() {
   uint row0 = ((group << (6u - p.tpr_log2)) + team) << p.rows_log2;
   uint t0 = gl_WorkGroupID.z * TT;
   uint nt = min(TT, p.n_tokens - t0);
+#ifdef IDS
+  uint w0 = uint(p.ids.v[t0]) * p.expert_bytes;
+  uint x0 = t0 / p.x_div;
+#else
+  uint w0 = 0u;
+  uint x0 = t0;
+#endif
   float acc[RMAX][TT];
   for (uint r = 0u; r < RMAX; ++r) {
     for (uint t = 0u; t < TT; ++t) acc[r][t] = 0.0;
@@ -81,7 +100,7 @@ void main() {
   // sums are not written).
   uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
   uint ro[RMAX];
-  for (uint r = 0u; r < RMAX; ++r) ro[r] = min(row0 + r, p.n_rows - 1u) * p.row_bytes;
+  for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + min(row0 + r, p.n_rows - 1u) * p.row_bytes;
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
     float v[RMAX][8];
@@ -91,7 +110,7 @@ void main() {
     uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
-        uint xo = (t0 + t) * p.n_cols;
+        uint xo = (x0 + t) * p.n_cols;
         vec4 xa = x_run(xo, ea), xb = x_run(xo, eb);
         for (uint r = 0u; r < RMAX; ++r) {
           if (r < nr) {
