@@ -146,7 +146,10 @@ TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
   };
   const std::string clean = edited_copy("glm4moe-never3.gguf", nullptr, "", never_choose);
   const std::string nan = edited_copy("glm4moe-never3-nan.gguf", nullptr, "", poison);
-  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  // 18 tokens: on the GPU the prefill takes the grouped experts (matmul_tiled.comp's IDS), the
+  // decode a slot at a time.
+  const std::vector<int32_t> prompt = {17,  300, 5,  211, 42, 7, 150, 99, 1,
+                                       498, 3,   77, 201, 64, 9, 310, 12, 45};
   const std::vector<int32_t> decode = {11, 222, 33};
   // On the CPU and on the GPU (the slots' experts read by matmul.comp's IDS variant).
   for (const std::string device : {"cpu", "vulkan"}) {

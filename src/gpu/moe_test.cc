@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -108,6 +109,89 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ExpertsCase>& i) {
       return std::string(dtype_name(i.param.type));
     });
+
+// The prefill's path: the slots grouped by expert (moe_group), then each expert's rows read once
+// per 64 of its slots (matmul_tiled.comp's IDS). 100 tokens of k = 2: every token chooses
+// expert 0 (100 slots: two token tiles), its other slot one of experts 1-3, expert 4 none; 131
+// rows an expert (two row tiles, the second partial).
+TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
+  NEED_DEVICE();
+  const ExpertsCase c = GetParam();
+  const int n_expert = 5, rows = 131, k = 2, n_tokens = 100, n_slots = n_tokens * k;
+  const size_t rb = row_bytes(c.type, c.n_cols);
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * rows * c.n_cols, 4);
+  std::vector<uint8_t> q(rb * n_expert * rows);
+  for (int r = 0; r < n_expert * rows; ++r) {
+    kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
+                              q.data() + rb * r, c.n_cols);
+  }
+  StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_expert * rows, c.n_cols);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<int32_t> ids(n_slots);
+  for (int t = 0; t < n_tokens; ++t) {
+    ids[t * k + (t % 2)] = 0;
+    ids[t * k + 1 - (t % 2)] = 1 + t % 3;
+  }
+  Buffer ids_b = device_ints(dev, ids);
+  Buffer counts_b = device_ints(dev, std::vector<int32_t>(n_expert, -1));
+  Buffer slots_b =
+      device_ints(dev, std::vector<int32_t>(static_cast<size_t>(n_expert) * n_tokens, -1));
+  ExpertGroups g;
+  g.slots = slots_b.address();
+  g.counts = counts_b.address();
+  g.n_expert = n_expert;
+  g.cap = n_tokens;
+  for (int x_div : {k, 1}) {
+    SCOPED_TRACE(std::string(dtype_name(c.type)) + " x_div " + std::to_string(x_div));
+    const std::vector<float> x =
+        random_floats(static_cast<size_t>(n_slots / x_div) * c.n_cols, 9 + x_div);
+    Buffer xb = device_floats(dev, x);
+    const int stride = rows + 3, col = 2;
+    Buffer yb =
+        device_floats(dev, std::vector<float>(static_cast<size_t>(n_slots) * stride, -7.0f));
+    Stream& st = dev->stream();
+    st.begin();
+    moe_group(st, ids_b.address(), n_slots, g);
+    matmul_experts_grouped(st, *m, rows, g, xb.address(), x_div, yb.address(), stride, col);
+    ASSERT_TRUE(st.submit_and_wait().ok());
+    // The groups: each expert's count, and its list a permutation of its slots.
+    std::vector<int32_t> counts(n_expert), slots(static_cast<size_t>(n_expert) * n_tokens);
+    ASSERT_TRUE(dev->download(counts_b, 0, counts.size() * 4, counts.data()).ok());
+    ASSERT_TRUE(dev->download(slots_b, 0, slots.size() * 4, slots.data()).ok());
+    EXPECT_EQ(counts, std::vector<int32_t>({100, 34, 33, 33, 0}));
+    for (int e = 0; e < n_expert; ++e) {
+      std::vector<int32_t> got(slots.begin() + e * n_tokens,
+                               slots.begin() + e * n_tokens + std::max(counts[e], 0));
+      std::sort(got.begin(), got.end());
+      std::vector<int32_t> want;
+      for (int s = 0; s < n_slots; ++s) {
+        if (ids[s] == e) want.push_back(s);
+      }
+      EXPECT_EQ(got, want) << "expert " << e;
+    }
+    const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * stride);
+    double max_err = 0, max_abs = 0;
+    std::vector<float> want(rows);
+    for (int s = 0; s < n_slots; ++s) {
+      kernels::WeightView view;
+      view.type = c.type;
+      view.data = q.data() + rb * rows * ids[s];
+      view.n_rows = rows;
+      view.n_cols = c.n_cols;
+      kernels::matmul_ref(view, x.data() + static_cast<size_t>(s / x_div) * c.n_cols, want.data(),
+                          1);
+      for (int r = 0; r < rows; ++r) {
+        max_err = std::max(max_err, static_cast<double>(std::fabs(
+                                        got[static_cast<size_t>(s) * stride + col + r] - want[r])));
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(want[r])));
+      }
+      for (int cc : {0, 1, stride - 1}) {
+        ASSERT_EQ(got[static_cast<size_t>(s) * stride + cc], -7.0f) << "wrote outside";
+      }
+    }
+    EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
+  }
+}
 
 // More slots than one dispatch axis takes (65535): the host splits them at whole tokens. Each
 // of 2 one-row experts holds the value e + 1 in every column, x row t holds t + 1: slot s of

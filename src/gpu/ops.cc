@@ -208,6 +208,55 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, 
   }
 }
 
+void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g) {
+  GLM_CHECK(g.n_expert >= 1 && g.n_expert <= 4096 && g.cap >= 1);
+  struct {
+    Addr ids, counts, slots;
+    uint32_t n_slots, n_expert, cap;
+  } p{ids,
+      g.counts,
+      g.slots,
+      static_cast<uint32_t>(n_slots),
+      static_cast<uint32_t>(g.n_expert),
+      static_cast<uint32_t>(g.cap)};
+  s.dispatch(Shader::kMoeGroup, &p, sizeof(p), 1);
+}
+
+void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const ExpertGroups& g, Addr x,
+                            int x_div, Addr y, int y_stride, int y_col) {
+  GLM_CHECK(rows > 0 && w.n_rows == rows * g.n_expert && x_div > 0);
+  struct {
+    Addr w, x, x4, y;
+    uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col, x_vec4;
+    Addr bias;
+    uint32_t has_bias, add_to_y;
+    Addr slots, counts;
+    uint32_t cap, expert_bytes, x_div;
+  } p{w.buf.address(),
+      x,
+      x,
+      y,
+      static_cast<uint32_t>(rows),
+      static_cast<uint32_t>(w.n_cols),
+      0,
+      static_cast<uint32_t>(w.row_bytes),
+      static_cast<uint32_t>(y_stride),
+      static_cast<uint32_t>(y_col),
+      (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u,
+      0,
+      0,
+      0,
+      g.slots,
+      g.counts,
+      static_cast<uint32_t>(g.cap),
+      static_cast<uint32_t>(rows * w.row_bytes),
+      static_cast<uint32_t>(x_div)};
+  const int64_t gx = (rows + 127) / 128, gy = (g.cap + 63) / 64;  // 128 x 64 tiles
+  GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups && g.n_expert <= static_cast<int>(kMaxGroups));
+  s.dispatch(w.shaders.experts_tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
+             static_cast<uint32_t>(gy), static_cast<uint32_t>(g.n_expert));
+}
+
 void moe_route(Stream& s, const MoeRouteArgs& a) {
   GLM_CHECK(a.k >= 1 && a.k <= kMaxMoeExperts && a.k <= a.n_expert);
   if (a.n_tokens == 0) return;

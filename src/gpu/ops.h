@@ -24,7 +24,7 @@ struct Matrix {
   int64_t n_cols = 0;
   size_t row_bytes = 0;
   MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32,
-                        Shader::kMatvecIdF32};
+                        Shader::kMatvecIdF32, Shader::kMatmulTiledIdF32};
 };
 
 // How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:
@@ -74,6 +74,20 @@ inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
                     int n_slots, int y_stride, int y_col,
                     const MatmulTuning& tuning = matmul_tuning());
+
+// A step's slots grouped by expert (moe_group.comp): slots [n_expert, cap] int32 (expert e's
+// slots at e * cap, in no set order), counts [n_expert] int32. cap: at least the token count
+// (a token chooses an expert once).
+struct ExpertGroups {
+  Addr slots = 0, counts = 0;
+  int n_expert = 0, cap = 0;
+};
+// Fills `g` from ids [n_slots] (moe_route's). n_expert at most 4096.
+void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g);
+// matmul_experts' products with the slots grouped (moe_group): each expert's rows are read once
+// per 64 of its slots (matmul_tiled.comp's IDS), not once a slot: the prefill's.
+void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const ExpertGroups& g, Addr x,
+                            int x_div, Addr y, int y_stride, int y_col);
 
 // The routing of n_tokens tokens into k experts each (model::route_token; moe_route.comp):
 // logits [n_tokens, n_expert] -> ids [n_tokens, k] int32 (highest biased score first) and

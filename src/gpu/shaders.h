@@ -12,67 +12,79 @@
 namespace glm::gpu {
 
 // X(enum name, spirv name): spirv name = the generated array's name (CMakeLists.txt).
-#define GLM_GPU_SHADERS(X)               \
-  X(kMatmulF32, matmul_f32)              \
-  X(kMatmulF16, matmul_f16)              \
-  X(kMatmulBF16, matmul_bf16)            \
-  X(kMatmulQ4_0, matmul_q4_0)            \
-  X(kMatmulQ4_1, matmul_q4_1)            \
-  X(kMatmulQ5_0, matmul_q5_0)            \
-  X(kMatmulQ5_1, matmul_q5_1)            \
-  X(kMatmulQ8_0, matmul_q8_0)            \
-  X(kMatmulQ4_K, matmul_q4_k)            \
-  X(kMatmulQ5_K, matmul_q5_k)            \
-  X(kMatmulQ6_K, matmul_q6_k)            \
-  X(kMatvecF32, matvec_f32)              \
-  X(kMatvecF16, matvec_f16)              \
-  X(kMatvecBF16, matvec_bf16)            \
-  X(kMatvecQ4_0, matvec_q4_0)            \
-  X(kMatvecQ4_1, matvec_q4_1)            \
-  X(kMatvecQ5_0, matvec_q5_0)            \
-  X(kMatvecQ5_1, matvec_q5_1)            \
-  X(kMatvecQ8_0, matvec_q8_0)            \
-  X(kMatvecQ4_K, matvec_q4_k)            \
-  X(kMatvecQ5_K, matvec_q5_k)            \
-  X(kMatvecQ6_K, matvec_q6_k)            \
-  X(kMatmulTiledF32, matmul_tiled_f32)   \
-  X(kMatmulTiledF16, matmul_tiled_f16)   \
-  X(kMatmulTiledBF16, matmul_tiled_bf16) \
-  X(kMatmulTiledQ4_0, matmul_tiled_q4_0) \
-  X(kMatmulTiledQ4_1, matmul_tiled_q4_1) \
-  X(kMatmulTiledQ5_0, matmul_tiled_q5_0) \
-  X(kMatmulTiledQ5_1, matmul_tiled_q5_1) \
-  X(kMatmulTiledQ8_0, matmul_tiled_q8_0) \
-  X(kMatmulTiledQ4_K, matmul_tiled_q4_k) \
-  X(kMatmulTiledQ5_K, matmul_tiled_q5_k) \
-  X(kMatmulTiledQ6_K, matmul_tiled_q6_k) \
-  X(kRmsNorm, rms_norm)                  \
-  X(kLayerNorm, layer_norm)              \
-  X(kRope, rope)                         \
-  X(kSwiglu, swiglu)                     \
-  X(kGelu, gelu)                         \
-  X(kAdd, add)                           \
-  X(kCopyRows, copy_rows)                \
-  X(kKvStoreF32, kv_store_f32)           \
-  X(kKvStoreF16, kv_store_f16)           \
-  X(kKvStoreQ8_0, kv_store_q8_0)         \
-  X(kAttentionF32, attention_f32)        \
-  X(kAttentionF16, attention_f16)        \
-  X(kAttentionQ8_0, attention_q8_0)      \
-  X(kAttentionMerge, attention_merge)    \
-  X(kMatvecIdF32, matvec_id_f32)         \
-  X(kMatvecIdF16, matvec_id_f16)         \
-  X(kMatvecIdBF16, matvec_id_bf16)       \
-  X(kMatvecIdQ4_0, matvec_id_q4_0)       \
-  X(kMatvecIdQ4_1, matvec_id_q4_1)       \
-  X(kMatvecIdQ5_0, matvec_id_q5_0)       \
-  X(kMatvecIdQ5_1, matvec_id_q5_1)       \
-  X(kMatvecIdQ8_0, matvec_id_q8_0)       \
-  X(kMatvecIdQ4_K, matvec_id_q4_k)       \
-  X(kMatvecIdQ5_K, matvec_id_q5_k)       \
-  X(kMatvecIdQ6_K, matvec_id_q6_k)       \
-  X(kMoeRoute, moe_route)                \
-  X(kMoeCombine, moe_combine)
+#define GLM_GPU_SHADERS(X)                    \
+  X(kMatmulF32, matmul_f32)                   \
+  X(kMatmulF16, matmul_f16)                   \
+  X(kMatmulBF16, matmul_bf16)                 \
+  X(kMatmulQ4_0, matmul_q4_0)                 \
+  X(kMatmulQ4_1, matmul_q4_1)                 \
+  X(kMatmulQ5_0, matmul_q5_0)                 \
+  X(kMatmulQ5_1, matmul_q5_1)                 \
+  X(kMatmulQ8_0, matmul_q8_0)                 \
+  X(kMatmulQ4_K, matmul_q4_k)                 \
+  X(kMatmulQ5_K, matmul_q5_k)                 \
+  X(kMatmulQ6_K, matmul_q6_k)                 \
+  X(kMatvecF32, matvec_f32)                   \
+  X(kMatvecF16, matvec_f16)                   \
+  X(kMatvecBF16, matvec_bf16)                 \
+  X(kMatvecQ4_0, matvec_q4_0)                 \
+  X(kMatvecQ4_1, matvec_q4_1)                 \
+  X(kMatvecQ5_0, matvec_q5_0)                 \
+  X(kMatvecQ5_1, matvec_q5_1)                 \
+  X(kMatvecQ8_0, matvec_q8_0)                 \
+  X(kMatvecQ4_K, matvec_q4_k)                 \
+  X(kMatvecQ5_K, matvec_q5_k)                 \
+  X(kMatvecQ6_K, matvec_q6_k)                 \
+  X(kMatmulTiledF32, matmul_tiled_f32)        \
+  X(kMatmulTiledF16, matmul_tiled_f16)        \
+  X(kMatmulTiledBF16, matmul_tiled_bf16)      \
+  X(kMatmulTiledQ4_0, matmul_tiled_q4_0)      \
+  X(kMatmulTiledQ4_1, matmul_tiled_q4_1)      \
+  X(kMatmulTiledQ5_0, matmul_tiled_q5_0)      \
+  X(kMatmulTiledQ5_1, matmul_tiled_q5_1)      \
+  X(kMatmulTiledQ8_0, matmul_tiled_q8_0)      \
+  X(kMatmulTiledQ4_K, matmul_tiled_q4_k)      \
+  X(kMatmulTiledQ5_K, matmul_tiled_q5_k)      \
+  X(kMatmulTiledQ6_K, matmul_tiled_q6_k)      \
+  X(kRmsNorm, rms_norm)                       \
+  X(kLayerNorm, layer_norm)                   \
+  X(kRope, rope)                              \
+  X(kSwiglu, swiglu)                          \
+  X(kGelu, gelu)                              \
+  X(kAdd, add)                                \
+  X(kCopyRows, copy_rows)                     \
+  X(kKvStoreF32, kv_store_f32)                \
+  X(kKvStoreF16, kv_store_f16)                \
+  X(kKvStoreQ8_0, kv_store_q8_0)              \
+  X(kAttentionF32, attention_f32)             \
+  X(kAttentionF16, attention_f16)             \
+  X(kAttentionQ8_0, attention_q8_0)           \
+  X(kAttentionMerge, attention_merge)         \
+  X(kMatvecIdF32, matvec_id_f32)              \
+  X(kMatvecIdF16, matvec_id_f16)              \
+  X(kMatvecIdBF16, matvec_id_bf16)            \
+  X(kMatvecIdQ4_0, matvec_id_q4_0)            \
+  X(kMatvecIdQ4_1, matvec_id_q4_1)            \
+  X(kMatvecIdQ5_0, matvec_id_q5_0)            \
+  X(kMatvecIdQ5_1, matvec_id_q5_1)            \
+  X(kMatvecIdQ8_0, matvec_id_q8_0)            \
+  X(kMatvecIdQ4_K, matvec_id_q4_k)            \
+  X(kMatvecIdQ5_K, matvec_id_q5_k)            \
+  X(kMatvecIdQ6_K, matvec_id_q6_k)            \
+  X(kMoeRoute, moe_route)                     \
+  X(kMoeCombine, moe_combine)                 \
+  X(kMatmulTiledIdF32, matmul_tiled_id_f32)   \
+  X(kMatmulTiledIdF16, matmul_tiled_id_f16)   \
+  X(kMatmulTiledIdBF16, matmul_tiled_id_bf16) \
+  X(kMatmulTiledIdQ4_0, matmul_tiled_id_q4_0) \
+  X(kMatmulTiledIdQ4_1, matmul_tiled_id_q4_1) \
+  X(kMatmulTiledIdQ5_0, matmul_tiled_id_q5_0) \
+  X(kMatmulTiledIdQ5_1, matmul_tiled_id_q5_1) \
+  X(kMatmulTiledIdQ8_0, matmul_tiled_id_q8_0) \
+  X(kMatmulTiledIdQ4_K, matmul_tiled_id_q4_k) \
+  X(kMatmulTiledIdQ5_K, matmul_tiled_id_q5_k) \
+  X(kMatmulTiledIdQ6_K, matmul_tiled_id_q6_k) \
+  X(kMoeGroup, moe_group)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,
@@ -92,12 +104,14 @@ const Spirv& spirv(Shader shader);
 // The matmul variants for a weight type: one token (matvec: a sequence's decode step), a few
 // tokens (up to 8 a tile: batched decode, drafts) and the tiled one for many (prefill).
 // experts: the one-token variant over a mixture-of-experts layer's stacked experts, each slot
-// its own expert (matmul.comp's IDS).
+// its own expert (matmul.comp's IDS); experts_tiled: the tiled one over the slots grouped by
+// expert (matmul_tiled.comp's IDS).
 struct MatmulShaders {
   Shader one;
   Shader few;
   Shader tiled;
   Shader experts;
+  Shader experts_tiled;
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);

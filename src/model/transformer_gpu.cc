@@ -17,9 +17,10 @@ constexpr size_t kF = sizeof(float);
 // A mixture-of-experts layer's scratch (moe_) for n tokens of k slots each, as byte offsets,
 // each part on 16 bytes (the matmuls read 16-byte aligned activations 16 bytes at a time):
 // router logits [n, n_expert], the slots' experts [n k] int32 and weights [n k], the experts'
-// gate and up [n k, 2 n_ff_exp], their SwiGLU [n k, n_ff_exp], their outputs [n k, n_embd].
+// gate and up [n k, 2 n_ff_exp], their SwiGLU [n k, n_ff_exp], their outputs [n k, n_embd], and
+// the slots grouped by expert (gpu::ExpertGroups: counts [n_expert], lists [n_expert, n]).
 struct MoeScratch {
-  size_t logits = 0, ids = 0, weights = 0, up = 0, act = 0, down = 0;
+  size_t logits = 0, ids = 0, weights = 0, up = 0, act = 0, down = 0, counts = 0, lists = 0;
 
   MoeScratch(const Config& c, int n) {
     const size_t t = static_cast<size_t>(n), slots = t * c.moe.n_expert_used;
@@ -35,11 +36,14 @@ struct MoeScratch {
     up = part(slots * 2 * c.moe.n_ff_exp);
     act = part(slots * c.moe.n_ff_exp);
     down = part(slots * c.n_embd);
+    counts = part(c.moe.n_expert);
+    lists = part(t * c.moe.n_expert);
   }
-  // Floats a token, with room for the six parts' rounding.
+  // Floats a token: the counts' n_expert counted for every token, with room for the eight
+  // parts' rounding.
   static int floats_per_token(const Config& c) {
     const MoeConfig& m = c.moe;
-    return m.n_expert + m.n_expert_used * (2 + 3 * m.n_ff_exp + c.n_embd) + 6 * 4;
+    return 3 * m.n_expert + m.n_expert_used * (2 + 3 * m.n_ff_exp + c.n_embd) + 8 * 4;
   }
 };
 
@@ -185,11 +189,26 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
   route.norm = m.weights_norm;
   route.scale = m.weights_scale;
   gpu::moe_route(st, route);
-  // Each slot's expert: gate and up from its token's row, SwiGLU, down from its own row.
-  gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
-  gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
-  gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
-  gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
+  // Each slot's expert: gate and up from its token's row, SwiGLU, down from its own row. From
+  // as many tokens as the dense matmuls tile (a prefill), the slots grouped by expert so that
+  // each expert's rows are read once per 64 of its slots; else a slot at a time (decode).
+  if (n >= gpu::matmul_tuning().tiled_min_tokens) {
+    gpu::ExpertGroups groups;
+    groups.slots = at(moe_, o.lists);
+    groups.counts = at(moe_, o.counts);
+    groups.n_expert = m.n_expert;
+    groups.cap = n;
+    gpu::moe_group(st, ids, slots, groups);
+    gpu::matmul_experts_grouped(st, g.gate_exps, fe, groups, at(cur_), k, up, 2 * fe, 0);
+    gpu::matmul_experts_grouped(st, g.up_exps, fe, groups, at(cur_), k, up, 2 * fe, fe);
+    gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
+    gpu::matmul_experts_grouped(st, g.down_exps, d, groups, act, 1, down, d, 0);
+  } else {
+    gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
+    gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
+    gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
+    gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
+  }
   if (g.gate_shexp.buf.valid()) {  // the shared expert on every token: x += its output
     const int fs = static_cast<int>(g.gate_shexp.n_rows);
     gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);

@@ -9,6 +9,11 @@
 // row's chunk: neighbouring bytes) into shared memory as [value, row], and load its 64 tokens'
 // activations (two 16-byte runs each) as [value, token]; then each thread computes 8 rows x 4
 // tokens of the tile from shared memory, three 16-byte reads for 32 products a value.
+// IDS: the experts of a mixture-of-experts layer (model/moe.h), grouped (moe_group.comp):
+// workgroup z is expert e, whose slots are slots[e * cap .. e * cap + counts[e]); its tiles take
+// those slots as their tokens: weights from byte e * expert_bytes of w (e's n_rows rows), a
+// slot s's activations from x row s / x_div, its products into y row s. Tiles past the
+// expert's count end at once.
 #include "common.glsl"
 
 #define BM 128  // rows a tile
@@ -29,6 +34,13 @@ layout(push_constant) uniform Push {
   Floats bias;  // [n_rows], added to every token's row; unread when has_bias is 0
   uint has_bias;
   uint add_to_y;  // 1: y += the products (a residual), else y = them
+#ifdef IDS
+  Ints slots;         // [n_expert, cap] each expert's slots
+  Ints counts;        // [n_expert] how many
+  uint cap;           // the lists' stride
+  uint expert_bytes;  // one expert's n_rows rows
+  uint x_div;         // slot s reads x row s / x_div
+#endif
 } p;
 
 #include "decode.glsl"
@@ -38,9 +50,29 @@ layout(push_constant) uniform Push {
 shared vec4 ws[32][BM / 4 + 1];
 shared vec4 xs[32][BN / 4 + 1];
 
+// Token t of the tile's list: its row of x and of y (t < n_tok).
+#ifdef IDS
+uint list_at;
+uint x_row(uint t) { return uint(p.slots.v[list_at + t]) / p.x_div; }
+uint y_row(uint t) { return uint(p.slots.v[list_at + t]); }
+#else
+uint x_row(uint t) { return t; }
+uint y_row(uint t) { return t; }
+#endif
+
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+#ifdef IDS
+  uint expert = gl_WorkGroupID.z;
+  uint n_tok = uint(p.counts.v[expert]);
+  if (t0 >= n_tok) return;  // the whole workgroup
+  list_at = expert * p.cap;
+  uint w0 = expert * p.expert_bytes;
+#else
+  uint n_tok = p.n_tokens;
+  uint w0 = 0u;
+#endif
   uint n_chunks = (p.n_cols + 31u) / 32u;
   // This thread's micro-tile: rows 4 tr .. 4 tr + 3 and 64 + 4 tr .. 64 + 4 tr + 3, tokens
   // 4 tc .. 4 tc + 3.
@@ -54,7 +86,7 @@ void main() {
       uint lr = part >> 2, q = part & 3u, row = r0 + lr;
       float v[8];
       if (row < p.n_rows) {
-        decode_part(p.w, p.n_cols, row * p.row_bytes, c, q, v);
+        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v);
       } else {
         for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
       }
@@ -64,7 +96,7 @@ void main() {
     for (uint h = 0u; h < 2u; ++h) {
       uint run = tid + 256u * h;
       uint lt = run >> 3, e = 32u * c + 4u * (run & 7u), t = t0 + lt;
-      vec4 xv = t < p.n_tokens ? x_run(t * p.n_cols, e) : vec4(0.0);
+      vec4 xv = t < n_tok ? x_run(x_row(t) * p.n_cols, e) : vec4(0.0);
       for (uint k = 0u; k < 4u; ++k) xs[4u * (run & 7u) + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
@@ -87,7 +119,7 @@ void main() {
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       uint t = t0 + 4u * tc + j;
-      if (t < p.n_tokens) write_y(t, row, acc[i][j]);
+      if (t < n_tok) write_y(y_row(t), row, acc[i][j]);
     }
   }
 }
