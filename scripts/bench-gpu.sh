@@ -310,6 +310,19 @@ for t in $types; do
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
 
+# GLM-4.5's MTP block on the device (--spec mtp): the cost of its pass against a decode step
+# (r) and of verifying k drafted tokens (c(k)), from which the scheduler picks draft lengths.
+for t in $types; do
+  [[ "$t" == moe_* && -n "${file[$t]:-}" ]] || continue
+  {
+    echo
+    echo "MTP block on the GPU, $t: glmserve bench engine -p 0 -n 64 -r 3 --device vulkan --spec mtp"
+    echo '```'
+    glmserve bench engine --model "${file[$t]}" -p 0 -n 64 -r 3 --bw-mb 0 --device vulkan --spec mtp 2>>"$out/ours.log" || echo "(failed: $out/ours.log)"
+    echo '```'
+  } | tee -a "$report"
+done
+
 # The matmul settings (GLMSERVE_VULKAN_MATMUL) on the first file: a 32-token prompt (the tiled
 # shader or the few-token one, by TILED_MIN) and generation (rows a team).
 first=""

@@ -9,7 +9,9 @@
 // - greedy text with --spec mtp equals --spec off, alone and batched, and drafts are made;
 // - a file built so that the block must predict what the trunk will say has every draft
 //   accepted (the chain's positions and rows paired right in the real model);
-// - a trunk-only file (gen-model --no-mtp) loads with the same logits and refuses --spec mtp.
+// - a trunk-only file (gen-model --no-mtp) loads with the same logits and refuses --spec mtp;
+// - on the GPU (lavapipe in CI): the hidden rows and the block's outputs equal the CPU's, the
+//   greedy text with drafts equals without, and the exact block has every draft accepted.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -313,8 +315,10 @@ struct Collected {
 
 StatusOr<std::unique_ptr<engine::Engine>> load_engine(const std::string& path,
                                                       generation::SpecMode spec,
-                                                      bool draft_cost = true) {
+                                                      bool draft_cost = true,
+                                                      const std::string& device = "cpu") {
   engine::Options o;
+  o.device = device;
   o.draft_cost = draft_cost;
   o.model_path = path;
   o.n_threads = 2;
@@ -412,7 +416,7 @@ TEST(Glm4MoeMtp, SampledAnswersWithMtpDraftsEndWellAndASeedRepeats) {
 // function of its last token (argmax of output . norm(embedding)); the block's eh_proj passes
 // the token's normed embedding through ([I 0]) to the same head and norm, so it predicts the
 // token after the next exactly, chained drafts too. Every draft is accepted, several a step.
-TEST(Glm4MoeMtp, ABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
+void expect_every_draft_of_an_exact_block_accepted(const std::string& device) {
   const std::string src = tiny(DType::kF32);
   auto f = gguf::File::open(src);
   ASSERT_TRUE(f.ok());
@@ -452,7 +456,7 @@ TEST(Glm4MoeMtp, ABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
   std::vector<std::map<std::string, std::pair<std::string, engine::Event>>> got;
   for (int run_i = 0; run_i < 3; ++run_i) {
     auto e = load_engine(path, run_i == 0 ? generation::SpecMode::kOff : generation::SpecMode::kMtp,
-                         /*draft_cost=*/run_i == 2);
+                         /*draft_cost=*/run_i == 2, device);
     ASSERT_TRUE(e.ok()) << e.status().to_string();
     got.push_back(run(e->get(), kPrompts, 40, "r"));
   }
@@ -464,12 +468,16 @@ TEST(Glm4MoeMtp, ABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
       s.drafted += one.drafted;
       s.accepted += one.accepted;
     }
-    std::printf("exact block (%s): drafted %lld, accepted %lld\n",
+    std::printf("exact block on %s (%s): drafted %lld, accepted %lld\n", device.c_str(),
                 run_i == 1 ? "free drafts" : "measured cost", static_cast<long long>(s.drafted),
                 static_cast<long long>(s.accepted));
     EXPECT_EQ(s.accepted, s.drafted) << run_i;
     EXPECT_GT(s.drafted, run_i == 1 ? 60 : 2) << run_i;  // free: most of 3 x 40 tokens drafted
   }
+}
+
+TEST(Glm4MoeMtp, ABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
+  expect_every_draft_of_an_exact_block_accepted("cpu");
 }
 
 TEST(Glm4MoeMtp, ATrunkOnlyFileHasTheSameLogitsAndRefusesSpecMtp) {
@@ -498,6 +506,134 @@ TEST(Glm4MoeMtp, ATrunkOnlyFileHasTheSameLogitsAndRefusesSpecMtp) {
   EXPECT_EQ(e.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("no multi-token-prediction block"), std::string::npos)
       << e.status().message();
+}
+
+// On the GPU: the model loaded as the engine loads it for --spec mtp (the block uploaded).
+StatusOr<std::unique_ptr<model::Model>> load_gpu_with_block(const std::string& path) {
+  auto f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  model::LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.mtp_kv_bytes = 1 << 20;
+  auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
+    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
+  }
+  return m;
+}
+
+// The trunk's hidden rows (a prefill and decode steps) and the block's logits and head-normed
+// rows (a position at a time, then one batch beside another sequence) on the GPU equal the
+// CPU's, which the reference test above checks from the definition.
+TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
+  const std::string path = tiny(DType::kF32);
+  auto cpu = model::testing::load(path, 2);
+  auto gpu = load_gpu_with_block(path);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  ASSERT_TRUE((*gpu)->has_mtp());
+  const model::Config& c = (*cpu)->config();
+  const int d = c.n_embd;
+  const std::vector<int32_t> x = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498, 400, 64, 3, 255};
+  const auto want = trunk_rows(**cpu, x);
+  auto close = [](const std::vector<float>& got, const std::vector<float>& want, float tol,
+                  const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " " << i;
+    }
+  };
+  // hidden_out: 11 tokens in one step, then three decode steps.
+  model::KvPool pool((*gpu)->config(), 4, 16, DType::kF32);
+  const std::vector<int32_t> blocks = {0};
+  std::vector<float> hid(x.size() * d), logits;
+  model::SeqInput in;
+  in.tokens = x.data();
+  in.n_tokens = 11;
+  in.blocks = blocks.data();
+  in.n_blocks = 1;
+  in.hidden_out = hid.data();
+  ASSERT_TRUE((*gpu)->forward({in}, &pool, &logits).ok());
+  for (int t = 11; t < 14; ++t) {
+    in.tokens = &x[t];
+    in.n_tokens = 1;
+    in.n_past = t;
+    in.hidden_out = hid.data() + static_cast<size_t>(t) * d;
+    ASSERT_TRUE((*gpu)->forward({in}, &pool, &logits).ok());
+  }
+  for (size_t t = 0; t < x.size(); ++t) {
+    close(std::vector<float>(hid.begin() + t * d, hid.begin() + (t + 1) * d), want[t], 1e-4f,
+          "hidden row " + std::to_string(t));
+  }
+  // The block: MTP position j pairs the trunk's row j with token j + 1.
+  const std::vector<int32_t> tok(x.begin() + 1, x.end());
+  const int n = static_cast<int>(tok.size());
+  std::vector<float> flat;
+  for (int j = 0; j < n; ++j) flat.insert(flat.end(), want[j].begin(), want[j].end());
+  const std::vector<int32_t> mblocks = {0, 1, 2, 3}, other_blocks = {4};
+  const std::vector<int32_t> other_tok = {9, 8, 7};
+  std::vector<float> out[2][2];  // [cpu, gpu][logits, rows]
+  for (int k = 0; k < 2; ++k) {
+    model::Model& m = k == 0 ? **cpu : **gpu;
+    model::KvPool mp(model::mtp_kv_config(c), 8, 16, DType::kF32);
+    for (int j = 0; j < n; ++j) {  // a position at a time
+      model::MtpInput one;
+      one.seq.tokens = &tok[j];
+      one.seq.n_tokens = 1;
+      one.seq.n_past = j;
+      one.seq.blocks = mblocks.data();
+      one.seq.n_blocks = 1;
+      one.hidden = want[j].data();
+      ASSERT_TRUE(m.forward_mtp({one}, &mp, &out[k][0], &out[k][1]).ok());
+    }
+    // All at once beside a second sequence whose output is not asked (its K/V only), then one
+    // that is.
+    model::KvPool mp2(model::mtp_kv_config(c), 8, 16, DType::kF32);
+    std::vector<model::MtpInput> batch(2);
+    batch[0].seq.tokens = tok.data();
+    batch[0].seq.n_tokens = n;
+    batch[0].seq.blocks = mblocks.data();
+    batch[0].seq.n_blocks = 1;
+    batch[0].hidden = flat.data();
+    batch[1].seq.tokens = other_tok.data();
+    batch[1].seq.n_tokens = 3;
+    batch[1].seq.blocks = other_blocks.data();
+    batch[1].seq.n_blocks = 1;
+    batch[1].hidden = flat.data();
+    batch[1].output = false;
+    ASSERT_TRUE(m.forward_mtp(batch, &mp2, &out[k][0], &out[k][1]).ok());
+    batch[1].seq.tokens = &other_tok[2];
+    batch[1].seq.n_tokens = 1;
+    batch[1].seq.n_past = 3;
+    batch[1].hidden = flat.data() + 3 * d;
+    batch[1].output = true;
+    ASSERT_TRUE(m.forward_mtp({batch[1]}, &mp2, &out[k][0], &out[k][1]).ok());
+  }
+  ASSERT_EQ(out[1][0].size(), static_cast<size_t>(n + 2) * c.n_vocab);
+  close(out[1][0], out[0][0], 1e-4f, "MTP logits");
+  close(out[1][1], out[0][1], 1e-4f, "MTP rows");
+}
+
+TEST(Glm4MoeMtp, OnTheGpuGreedyTextWithMtpDraftsEqualsWithout) {
+  std::map<generation::SpecMode, std::map<std::string, std::pair<std::string, engine::Event>>> got;
+  for (auto mode : {generation::SpecMode::kOff, generation::SpecMode::kMtp}) {
+    auto e = load_engine(tiny(DType::kF32), mode, true, "vulkan");
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_EQ((*e)->device().substr(0, 7), "vulkan:");
+    for (auto& [id, r] : run(e->get(), kPrompts, 32, "b")) got[mode][id] = r;
+  }
+  int64_t drafted = 0;
+  for (const auto& [id, r] : got[generation::SpecMode::kOff]) {
+    EXPECT_EQ(got[generation::SpecMode::kMtp][id].first, r.first) << id;
+    EXPECT_FALSE(r.first.empty()) << id;
+    drafted += got[generation::SpecMode::kMtp][id].second.speculation.drafted;
+  }
+  EXPECT_GT(drafted, 0);
+}
+
+TEST(Glm4MoeMtp, OnTheGpuABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
+  expect_every_draft_of_an_exact_block_accepted("vulkan");
 }
 
 }  // namespace

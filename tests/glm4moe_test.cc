@@ -320,21 +320,6 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
   }
 }
 
-// The MTP block runs on the CPU only: --spec mtp with the model on the GPU is refused at load,
-// naming the device and what to do.
-TEST(Glm4Moe, OnTheGpuSpecMtpIsRefusedNamingTheDevice) {
-  engine::Options o;
-  o.model_path = tiny_model(DType::kF32);
-  o.device = "vulkan";
-  o.spec = generation::SpecMode::kMtp;
-  o.n_threads = 1;
-  auto e = engine::load_engine(o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), ErrorCode::kUnsupported) << e.status().to_string();
-  EXPECT_NE(e.status().message().find("vulkan"), std::string::npos) << e.status().to_string();
-  EXPECT_NE(e.status().message().find("--device cpu"), std::string::npos);
-}
-
 // An answer's events, gathered (waits up to 300 s for its end).
 struct Answer {
   std::string text;

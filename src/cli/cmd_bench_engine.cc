@@ -310,13 +310,21 @@ int cmd_bench_engine(int argc, char** argv) {
   load.repack = *repack == 1;
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
   if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
+  constexpr int kBlockTokens = 16;
+  const int max_pos = n_depth + static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
+  const int n_blocks = (max_pos + kBlockTokens - 1) / kBlockTokens + 1;
+  if (spec.spec == generation::SpecMode::kMtp) {  // a GPU model then uploads the block
+    if (auto c = model::read_config(*file); c.ok()) {
+      load.mtp_kv_bytes =
+          model::KvPool::bytes_for(model::mtp_kv_config(*c), n_blocks, kBlockTokens, kv_type);
+    }
+  }
   const auto t_load = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<model::Model>> m = model::load_model(file, load);
   if (!m.ok()) return fail(m.status());
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const model::Config& cfg = (*m)->config();
-  const int max_pos = n_depth + static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));
   // Past the trained context the model still runs (the positions are only untrained), as in
   // llama-bench, so a depth of 16384 can be timed on a file that says 8192.
   if (cfg.n_ctx_train > 0 && max_pos > cfg.n_ctx_train) {
@@ -328,9 +336,7 @@ int cmd_bench_engine(int argc, char** argv) {
   if (const std::string why = model::kv_type_unsupported(cfg, kv_type); !why.empty()) {
     return fail(invalid_argument(why));
   }
-  constexpr int kBlockTokens = 16;
-  model::KvPool kv(cfg, (max_pos + kBlockTokens - 1) / kBlockTokens + 1, kBlockTokens, kv_type,
-                   (*m)->kv_host_layers());
+  model::KvPool kv(cfg, n_blocks, kBlockTokens, kv_type, (*m)->kv_host_layers());
   Runner runner(m->get(), &kv, 1234);
   std::shared_ptr<const model::Adapter> adapter;  // --adapter: the side path on every step
   if (args->has("adapter")) {
@@ -388,7 +394,7 @@ int cmd_bench_engine(int argc, char** argv) {
       return fail(invalid_argument("--spec mtp: this model has no multi-token-prediction block"));
     }
     mtp_kv = std::make_unique<model::KvPool>(model::mtp_kv_config(cfg), kv.n_blocks(), kBlockTokens,
-                                             kv_type, 1);
+                                             kv_type, (*m)->device_name() == "cpu" ? 1 : 0);
     const int before = n_depth + static_cast<int>(std::max<int64_t>(*n_gen, 1)) - 1;
     if (before > 0) {
       if (Status st = mtp_pass(0, before).status(); !st.ok()) return fail(st);

@@ -313,8 +313,10 @@ class EngineImpl final : public Engine {
     if (so.spec == generation::SpecMode::kMtp) {
       // The MTP block's own K/V: one layer, max_batch full contexts.
       const int n_mtp_blocks = draft_kv_block_count(options, n_ctx_);
-      draft_pool_ = std::make_unique<model::KvPool>(model::mtp_kv_config(c), n_mtp_blocks, bt,
-                                                    options.kv_type, 1);
+      // Its one layer in host memory on the CPU; on a GPU in the device's (GpuModel).
+      draft_pool_ =
+          std::make_unique<model::KvPool>(model::mtp_kv_config(c), n_mtp_blocks, bt,
+                                          options.kv_type, model_->device_name() == "cpu" ? 1 : 0);
       draft_cache_ = std::make_unique<kv::KvCache>(n_mtp_blocks, bt);
       draft = {nullptr, draft_pool_.get(), draft_cache_.get()};
       GLM_LOG_INFO("engine: MTP drafts, KV %d blocks (%.1f MiB)", n_mtp_blocks,
@@ -929,10 +931,17 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   }
   // The memory it needs, said before loading; refused at once when it runs on the CPU for sure.
   std::optional<MemoryPlan> plan;
+  size_t mtp_kv_bytes = 0;  // the MTP block's pool, for a GPU's plan
   if (auto config = model::read_config(*shared); config.ok()) {  // else load_model says why
     plan = plan_memory(*shared, *config, options);
     GLM_LOG_INFO("engine: memory: %s", plan->describe(options).c_str());
     if (options.device == "cpu") GLM_RETURN_IF_ERROR(check_memory(*plan, options));
+    if (options.spec == generation::SpecMode::kMtp) {
+      mtp_kv_bytes =
+          model::KvPool::bytes_for(model::mtp_kv_config(*config),
+                                   draft_kv_block_count(options, context_size(options, *config)),
+                                   std::max(options.block_tokens, 1), options.kv_type);
+    }
   }
   model::LoadOptions lo;
   lo.n_threads = options.n_threads;
@@ -942,6 +951,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.lora = options.lora;
   lo.step_tokens = scheduler::Scheduler::max_step_tokens(scheduler_options(options, 0));
   if (plan) lo.kv_bytes = plan->kv;
+  lo.mtp_kv_bytes = mtp_kv_bytes;
   auto model = model::load_model(shared, lo);
   if (!model.ok()) return model.status();
   if (plan && options.device != "cpu") {
@@ -985,13 +995,6 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (const gguf::Value* v = shared->find("tokenizer.ggml.add_bos_token");
       v != nullptr && v->type() == gguf::ValueType::kBool) {
     extras.add_bos = v->as_bool();
-  }
-  if (options.spec == generation::SpecMode::kMtp && !model.value()->has_mtp() &&
-      model.value()->device_name() != "cpu") {
-    return unsupported(
-        "--spec mtp: the multi-token-prediction block runs on the CPU only, the "
-        "model is on " +
-        model.value()->device_name() + ": use --device cpu, or --spec ngram");
   }
   if (options.spec == generation::SpecMode::kMtp && !model.value()->has_mtp()) {
     return invalid_argument(

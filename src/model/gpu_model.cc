@@ -64,9 +64,10 @@ size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t acts =
       t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe);
   // rows_, logits_, out_host_
-  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd));
-  // in_host_ and in_dev_
-  const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1) + rr + b);
+  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra);
+  // in_host_ and in_dev_; hidden_host_ (an MTP model's)
+  const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1 + w.mtp_in) + rr + b + 4) +
+                    (w.mtp_in > 0 ? t * c.n_embd : 0);
   return (acts + rows + in + gpu::kAttentionScratchFloats) * kF;  // + attn_split_
 }
 
@@ -85,8 +86,16 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
       info.budget_from_driver ? options.device_reserved_unallocated : options.device_reserved;
   size_t budget = info.budget_bytes;  // 0: unknown (everything fits)
   if (budget > 0) budget = budget > reserved ? budget - reserved : 1;
-  StatusOr<GpuLayerPlan> p = plan_gpu_layers(weights_of, kv_of, matrix_bytes(weights.output),
-                                             scratch, budget, requested, info.name);
+  // The output head, and the MTP block (with the head's share) and its K/V (with the scratch's)
+  // when --spec mtp asks for it: needed whatever the layer count.
+  size_t head = matrix_bytes(weights.output), fixed = scratch;
+  if (options.mtp_kv_bytes > 0 && weights.mtp.present()) {
+    const MtpWeights& m = weights.mtp;
+    head += layer_bytes(m.layer) + matrix_bytes(m.eh_proj) + matrix_bytes(m.head);
+    fixed += options.mtp_kv_bytes;
+  }
+  StatusOr<GpuLayerPlan> p =
+      plan_gpu_layers(weights_of, kv_of, head, fixed, budget, requested, info.name);
   if (p.ok() && p->n_gpu > 0) {
     GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), p->describe().c_str(),
                  format_gib(budget).c_str());
@@ -138,11 +147,10 @@ uint32_t GpuModel::v_base() const {
   return static_cast<uint32_t>(static_cast<size_t>(kv_blocks_) * kv_block_tokens_ * kv_row_bytes_);
 }
 
-Status GpuModel::bind_kv(const KvPool* kv) {
-  if (kv == kv_pool_ && kv->n_blocks() == kv_blocks_ && kv->block_tokens() == kv_block_tokens_ &&
-      kv->kv_type() == kv_type_) {
-    return Status::Ok();
-  }
+namespace {
+
+// The bytes of one layer of `kv` on the device, or why the GPU cannot hold it.
+StatusOr<size_t> device_layer_bytes(const KvPool* kv) {
   if (kv->kv_type() == DType::kQ8_0 && kv->row_elems() > gpu::kMaxQ8RowElems) {
     return unsupported("a q8_0 KV cache on the GPU takes rows of up to " +
                        std::to_string(gpu::kMaxQ8RowElems) + " values; this model's are " +
@@ -155,6 +163,45 @@ Status GpuModel::bind_kv(const KvPool* kv) {
                        " MiB a layer: the GPU kernels address at most 4 GiB a layer (lower "
                        "--ctx-size)");
   }
+  return layer_bytes;
+}
+
+}  // namespace
+
+Status GpuModel::bind_mtp_kv(const KvPool* kv) {
+  if (kv == mtp_pool_ && kv->n_blocks() == mtp_blocks_ && kv->block_tokens() == mtp_block_tokens_ &&
+      kv->kv_type() == mtp_type_) {
+    return Status::Ok();
+  }
+  if (kv->n_layer() != 1 || kv->row_elems() != config_.kv_dim()) {  // model::mtp_kv_config
+    return invalid_argument("the MTP block's KV pool is not one layer of the model's rows");
+  }
+  StatusOr<size_t> bytes = device_layer_bytes(kv);
+  if (!bytes.ok()) return bytes.status();
+  mtp_kv_.reset();
+  mtp_pool_ = nullptr;
+  StatusOr<gpu::Buffer> b = device_->alloc(*bytes, gpu::MemoryKind::kDevice);
+  if (!b.ok()) {
+    return Status(b.status().code(), "the MTP block's KV cache (" + std::to_string(*bytes >> 20) +
+                                         " MiB) does not fit on the GPU: " + b.status().message());
+  }
+  mtp_kv_ = std::move(*b);
+  mtp_pool_ = kv;
+  mtp_blocks_ = kv->n_blocks();
+  mtp_block_tokens_ = kv->block_tokens();
+  mtp_type_ = kv->kv_type();
+  mtp_row_bytes_ = kv->row_bytes();
+  return Status::Ok();
+}
+
+Status GpuModel::bind_kv(const KvPool* kv) {
+  if (kv == kv_pool_ && kv->n_blocks() == kv_blocks_ && kv->block_tokens() == kv_block_tokens_ &&
+      kv->kv_type() == kv_type_) {
+    return Status::Ok();
+  }
+  StatusOr<size_t> bytes = device_layer_bytes(kv);
+  if (!bytes.ok()) return bytes.status();
+  const size_t layer_bytes = *bytes;
   kv_.clear();
   kv_pool_ = nullptr;
   for (int l = 0; l < gpu_layers(); ++l) {
@@ -195,12 +242,15 @@ Status GpuModel::reserve(int n, int r, int b) {
     const size_t rr = static_cast<size_t>(r);
     GLM_RETURN_IF_ERROR(grow(dev, &rows_, rr * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &logits_, rr * c.n_vocab * kF, kDev));
-    GLM_RETURN_IF_ERROR(
-        grow(dev, &out_host_, rr * std::max(c.n_vocab, c.n_embd) * kF, gpu::MemoryKind::kReadback));
+    GLM_RETURN_IF_ERROR(grow(dev, &out_host_,
+                             rr * (std::max(c.n_vocab, c.n_embd) + widths_.out_extra) * kF,
+                             gpu::MemoryKind::kReadback));
     cap_rows_ = r;
   }
   const size_t in_bytes =
-      (static_cast<size_t>(cap_tokens_) * (c.n_embd + 2 * widths_.rot + 1) + cap_rows_ + b) * kF;
+      (static_cast<size_t>(cap_tokens_) * (c.n_embd + 2 * widths_.rot + 1 + widths_.mtp_in) +
+       cap_rows_ + b + 4) *
+      kF;
   if (b > cap_blocks_ || !in_dev_.valid() || in_dev_.size() < in_bytes) {
     GLM_RETURN_IF_ERROR(grow(dev, &in_host_, in_bytes, gpu::MemoryKind::kUpload));
     GLM_RETURN_IF_ERROR(grow(dev, &in_dev_, in_bytes, kDev));
@@ -209,7 +259,7 @@ Status GpuModel::reserve(int n, int r, int b) {
   return Status::Ok();
 }
 
-Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step) {
+Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step, bool mtp) {
   const int bt = kv->block_tokens();
   Step& s = *step;
   s = Step{};
@@ -218,7 +268,12 @@ Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step
     s.n_out += in.all_logits ? in.n_tokens : 1;
     s.n_table += (in.n_past + in.n_tokens + bt - 1) / bt;
   }
-  GLM_RETURN_IF_ERROR(bind_kv(kv));
+  if (mtp) {
+    GLM_CHECK(widths_.mtp_in > 0);
+    GLM_RETURN_IF_ERROR(bind_mtp_kv(kv));
+  } else {
+    GLM_RETURN_IF_ERROR(bind_kv(kv));
+  }
   GLM_RETURN_IF_ERROR(reserve(s.n, s.n_out, s.n_table));
   const size_t n = s.n;
   s.x = 0;
@@ -228,10 +283,15 @@ Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step
   s.rows = s.slots + n * kF;
   s.table = s.rows + static_cast<size_t>(s.n_out) * kF;
   s.bytes = s.table + static_cast<size_t>(s.n_table) * kF;
+  if (mtp) {
+    s.mtp_in = (s.bytes + 15) / 16 * 16;
+    s.bytes = s.mtp_in + n * widths_.mtp_in * kF;
+  }
   uint8_t* host = static_cast<uint8_t*>(in_host_.mapped());
   s.xs = reinterpret_cast<float*>(host + s.x);
   s.cs = reinterpret_cast<float*>(host + s.cos);
   s.sn = reinterpret_cast<float*>(host + s.sin);
+  s.mi = mtp ? reinterpret_cast<float*>(host + s.mtp_in) : nullptr;
   int32_t* slots = reinterpret_cast<int32_t*>(host + s.slots);
   int32_t* rows = reinterpret_cast<int32_t*>(host + s.rows);
   int32_t* table = reinterpret_cast<int32_t*>(host + s.table);
@@ -264,14 +324,29 @@ gpu::Stream& GpuModel::record(const Step& step) {
   return st;
 }
 
-void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
-                      const int* bidir_prefix) {
+GpuModel::CacheRef GpuModel::layer_cache(int l) const {
+  return {at(kv_[l]), v_base(), static_cast<uint32_t>(kv_row_bytes_), kv_block_tokens_, kv_type_};
+}
+
+GpuModel::CacheRef GpuModel::mtp_cache() const {
+  const uint32_t vb =
+      static_cast<uint32_t>(static_cast<size_t>(mtp_blocks_) * mtp_block_tokens_ * mtp_row_bytes_);
+  return {at(mtp_kv_), vb, static_cast<uint32_t>(mtp_row_bytes_), mtp_block_tokens_, mtp_type_};
+}
+
+Status GpuModel::reserve_hidden(int n) {
+  return grow(device_.get(), &hidden_host_, static_cast<size_t>(n) * config_.n_embd * kF,
+              gpu::MemoryKind::kReadback);
+}
+
+void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+                      const CacheRef& cache, const int* bidir_prefix) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
-  const uint32_t vb = v_base();
+  const uint32_t vb = cache.v_base;
   gpu::KvStoreArgs ka;
   ka.src = at(qkv_);
-  ka.kv = at(kv_[l]);
+  ka.kv = cache.kv;
   ka.slots = at(in_dev_, step.slots);
   ka.n_tokens = step.n;
   ka.src_stride = w;
@@ -280,25 +355,25 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   ka.k_base = 0;
   ka.v_base = vb;
   ka.row_elems = kd;
-  ka.row_bytes = static_cast<uint32_t>(kv_row_bytes_);
-  gpu::kv_store(st, kv_type_, ka);
+  ka.row_bytes = cache.row_bytes;
+  gpu::kv_store(st, cache.type, ka);
   for (size_t s = 0; s < batch.size(); ++s) {
     gpu::AttentionArgs aa;
     aa.q = at(qkv_, static_cast<size_t>(seq_first_row_[s]) * w * kF);
     aa.out = at(attn_);
-    aa.kv = at(kv_[l]);
+    aa.kv = cache.kv;
     aa.blocks = at(in_dev_, step.table + static_cast<size_t>(seq_table_at_[s]) * kF);
     aa.n_tokens = batch[s].n_tokens;
     aa.q_stride = w;
     aa.out_row0 = seq_first_row_[s];
     aa.k_base = 0;
     aa.v_base = vb;
-    aa.row_bytes = static_cast<uint32_t>(kv_row_bytes_);
+    aa.row_bytes = cache.row_bytes;
     aa.n_past = batch[s].n_past;
     aa.n_head = c.n_head;
     aa.n_head_kv = c.n_head_kv;
     aa.head_dim = c.head_dim;
-    aa.block_tokens = kv_block_tokens_;
+    aa.block_tokens = cache.block_tokens;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
     // A lone sequence may split its keys (a decode step at depth); a batch's sequences run
@@ -307,24 +382,35 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     // Each sequence reads its own rows of qkv_ and the cache and writes its own rows of attn_:
     // no barrier between them (the one after kv_store stays before the first).
     if (s > 0) st.concurrent_with_last();
-    gpu::attention(st, kv_type_, aa);
+    gpu::attention(st, cache.type, aa);
   }
 }
 
 Status GpuModel::finish_step(gpu::Stream& st, const Step& step, OutputKind kind,
-                             std::vector<float>* out) {
+                             std::vector<float>* out, const gpu::Matrix* head,
+                             std::vector<float>* rows_out) {
   const Config& c = config_;
   const size_t width = kind == OutputKind::kHidden ? c.n_embd : c.n_vocab;
+  const size_t n_out = static_cast<size_t>(step.n_out);
   if (kind == OutputKind::kHidden) {
-    st.copy(rows_, 0, out_host_, 0, static_cast<size_t>(step.n_out) * c.n_embd * kF);
+    st.copy(rows_, 0, out_host_, 0, n_out * c.n_embd * kF);
   } else {
-    gpu::matmul(st, output_, at(rows_), at(logits_), step.n_out);  // [R, n_vocab]
-    st.copy(logits_, 0, out_host_, 0, static_cast<size_t>(step.n_out) * c.n_vocab * kF);
+    gpu::matmul(st, head != nullptr ? *head : output_, at(rows_), at(logits_),
+                step.n_out);  // [R, n_vocab]
+    st.copy(logits_, 0, out_host_, 0, n_out * c.n_vocab * kF);
+    if (rows_out != nullptr) {  // the rows after the logits (widths_.out_extra)
+      GLM_CHECK(widths_.out_extra >= c.n_embd);
+      st.copy(rows_, 0, out_host_, n_out * c.n_vocab * kF, n_out * c.n_embd * kF);
+    }
   }
   if (fail_at_step_ > 0 && ++steps_ == fail_at_step_) device_->inject_failure_after(1);
   GLM_RETURN_IF_ERROR(st.submit_and_wait());
   const float* res = static_cast<const float*>(out_host_.mapped());
-  out->insert(out->end(), res, res + static_cast<size_t>(step.n_out) * width);
+  out->insert(out->end(), res, res + n_out * width);
+  if (rows_out != nullptr && kind == OutputKind::kLogits) {
+    const float* r = res + n_out * c.n_vocab;
+    rows_out->insert(rows_out->end(), r, r + n_out * c.n_embd);
+  }
   return Status::Ok();
 }
 

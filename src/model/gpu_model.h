@@ -34,10 +34,12 @@ class GpuModel : public Model {
  public:
   // Scratch widths of a subclass's step, per token.
   struct Widths {
-    int rot = 0;  // rotary table floats (cos, and as many sin)
-    int up = 0;   // up_
-    int act = 0;  // act_ (0: none)
-    int moe = 0;  // moe_: a mixture-of-experts layer's routing and slots (0: none)
+    int rot = 0;        // rotary table floats (cos, and as many sin)
+    int up = 0;         // up_
+    int act = 0;        // act_ (0: none)
+    int moe = 0;        // moe_: a mixture-of-experts layer's routing and slots (0: none)
+    int mtp_in = 0;     // the step's MTP input rows (Step::mtp_in; 0: no MTP block)
+    int out_extra = 0;  // more floats a read-back row (the MTP block's hidden rows)
   };
 
   const Config& config() const override { return config_; }
@@ -77,12 +79,24 @@ class GpuModel : public Model {
   // stream, updated in place by the layers): byte offsets of
   // [x: T * n_embd f32 | cos: T * rot_width | sin: T * rot_width | slots: T i32 |
   //  out rows: R i32 | block tables: B i32], and the host pointers to fill x, cos and sin.
+  // An MTP step (begin_step's `mtp`) has one more part after the block tables, 16-byte aligned:
+  // mtp_in [T, widths.mtp_in] (the block's input rows, filled by the subclass: mi).
   struct Step {
     int n = 0, n_out = 0, n_table = 0;
-    size_t x = 0, cos = 0, sin = 0, slots = 0, rows = 0, table = 0, bytes = 0;
+    size_t x = 0, cos = 0, sin = 0, slots = 0, rows = 0, table = 0, mtp_in = 0, bytes = 0;
     float* xs = nullptr;  // [T, n_embd]
     float* cs = nullptr;  // [T, rot_width]
     float* sn = nullptr;  // [T, rot_width]
+    float* mi = nullptr;  // [T, widths.mtp_in] (an MTP step)
+  };
+  // A layer's device KV cache as attend() reads it: the buffer (K rows at 0, V rows at v_base)
+  // and its pool's shape.
+  struct CacheRef {
+    gpu::Addr kv = 0;
+    uint32_t v_base = 0;
+    uint32_t row_bytes = 0;
+    int block_tokens = 0;
+    DType type = DType::kF16;
   };
   // Layers [0, n_layer - plan.n_gpu) stay on the CPU.
   GpuModel(std::shared_ptr<const gguf::File> file, Config config,
@@ -102,7 +116,9 @@ class GpuModel : public Model {
   Status upload_head(const Weights& w, Uploader* up);
   // Binds the device cache to `kv`, grows the scratch for the batch, lays out the step's inputs
   // and fills the slots, output rows and block tables (and seq_first_row_, seq_table_at_).
-  Status begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step);
+  // mtp: a step of the MTP block, whose pool `kv` (one layer) binds to its own cache
+  // (mtp_cache()), not the trunk's; its layout has the mtp_in part.
+  Status begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step* step, bool mtp = false);
   // The embedding row of `token` into dst [n_embd].
   void embed(int32_t token, float* dst) const;
   // Begins the step's command buffer with the copy of its inputs to the device.
@@ -111,10 +127,21 @@ class GpuModel : public Model {
   // into the cache of GPU layer `l` and runs each sequence's attention into attn_ [T, q_dim].
   // bidir_prefix: per sequence (kernels::AttentionShape's), or null for causal.
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
-              const int* bidir_prefix);
+              const int* bidir_prefix) {
+    attend(st, batch, step, layer_cache(l), bidir_prefix);
+  }
+  void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+              const CacheRef& cache, const int* bidir_prefix);
+  // GPU layer l's cache; the MTP block's (bound by the last MTP begin_step).
+  CacheRef layer_cache(int l) const;
+  CacheRef mtp_cache() const;
+  // Makes room for n final-norm rows read back (hidden_host_: SeqInput::hidden_out).
+  Status reserve_hidden(int n);
   // After the subclass put the final-norm rows in rows_ [R, n_embd]: the LM head (or the hidden
-  // rows), the submission, and the outputs appended to *out.
-  Status finish_step(gpu::Stream& st, const Step& step, OutputKind kind, std::vector<float>* out);
+  // rows), the submission, and the outputs appended to *out. `head`: the output matrix (the
+  // model's, or the MTP block's); with `rows_out` (kLogits only) rows_ too, appended to it.
+  Status finish_step(gpu::Stream& st, const Step& step, OutputKind kind, std::vector<float>* out,
+                     const gpu::Matrix* head = nullptr, std::vector<float>* rows_out = nullptr);
 
   std::shared_ptr<const gguf::File> file_;
   Config config_;
@@ -128,17 +155,18 @@ class GpuModel : public Model {
   gpu::Matrix output_;         // [n_vocab, n_embd]
 
   // Scratch on the device, [T, width] f32 rows, sized for cap_tokens_ / cap_rows_.
-  gpu::Buffer cur_;         // [T, n_embd] normed input of a sub-block
-  gpu::Buffer qkv_;         // [T, q_dim + 2 kv_dim]
-  gpu::Buffer attn_;        // [T, q_dim]
-  gpu::Buffer attn_split_;  // [gpu::kAttentionScratchFloats] a lone sequence's attention splits
-  gpu::Buffer proj_;        // [T, n_embd]
-  gpu::Buffer up_;          // [T, widths_.up]
-  gpu::Buffer act_;         // [T, widths_.act]
-  gpu::Buffer moe_;         // [T, widths_.moe] (transformer_gpu.cc lays it out)
-  gpu::Buffer rows_;        // [R, n_embd] final-norm rows
-  gpu::Buffer logits_;      // [R, n_vocab]
-  gpu::Buffer in_dev_;      // the step's inputs (Step)
+  gpu::Buffer cur_;          // [T, n_embd] normed input of a sub-block
+  gpu::Buffer qkv_;          // [T, q_dim + 2 kv_dim]
+  gpu::Buffer attn_;         // [T, q_dim]
+  gpu::Buffer attn_split_;   // [gpu::kAttentionScratchFloats] a lone sequence's attention splits
+  gpu::Buffer proj_;         // [T, n_embd]
+  gpu::Buffer up_;           // [T, widths_.up]
+  gpu::Buffer act_;          // [T, widths_.act]
+  gpu::Buffer moe_;          // [T, widths_.moe] (transformer_gpu.cc lays it out)
+  gpu::Buffer rows_;         // [R, n_embd] final-norm rows
+  gpu::Buffer logits_;       // [R, n_vocab]
+  gpu::Buffer in_dev_;       // the step's inputs (Step)
+  gpu::Buffer hidden_host_;  // [T, n_embd] final-norm rows read back (SeqInput::hidden_out)
 
  private:
   // Scratch for n tokens, r output rows and b block-table entries (grow only).
@@ -151,8 +179,17 @@ class GpuModel : public Model {
   // n_cpu_, 2, block_tokens, row]) in one submission: to the host, or from it.
   Status block_io(int block, bool to_host);
 
+  // The MTP block's cache (one layer) for `kv`, made on first use and again if the pool changes.
+  Status bind_mtp_kv(const KvPool* kv);
+
   // The device KV cache: one buffer a GPU layer.
   std::vector<gpu::Buffer> kv_;
+  // The MTP block's: its pool's own (model::mtp_kv_config), beside the trunk's.
+  gpu::Buffer mtp_kv_;
+  const KvPool* mtp_pool_ = nullptr;
+  int mtp_blocks_ = 0, mtp_block_tokens_ = 0;
+  DType mtp_type_ = DType::kF16;
+  size_t mtp_row_bytes_ = 0;
   const KvPool* kv_pool_ = nullptr;
   int kv_blocks_ = 0, kv_block_tokens_ = 0;
   DType kv_type_ = DType::kF16;

@@ -137,6 +137,9 @@ struct LoadOptions {
   // scratch) are not allocated yet: all a budget the driver reports does not already count.
   size_t kv_bytes = 0;
   int step_tokens = 512;
+  // The bytes of the MTP block's own KV pool when --spec mtp will run it (0: not asked): a GPU
+  // model then uploads the block (GLM-4.5's) and plans both; the CPU reads it from the file.
+  size_t mtp_kv_bytes = 0;
   size_t device_reserved = 0;
   size_t device_reserved_unallocated = 0;
   // LoRA adapters merged into the weights at load, in order (--lora A.gguf[:scale];

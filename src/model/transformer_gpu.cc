@@ -49,8 +49,10 @@ struct MoeScratch {
 
 // The scratch widths of the decoder: rotary tables of n_rot / 2, up_ [T, 2 n_ff] (gate then up;
 // a fused ffn_up's rows), act_ [T, n_ff]; glm4moe: the dense layers' or the shared expert's
-// SwiGLU, whichever is wider, and moe_.
-GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_layer) {
+// SwiGLU, whichever is wider, and moe_; with the MTP block (mtp), its input rows [enorm(e);
+// hnorm(h)] and its hidden rows read back beside the logits.
+GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_layer,
+                                bool mtp = false) {
   GpuModel::Widths w;
   w.rot = c.n_rot / 2;
   if (c.arch == Arch::kGLM4MoE) {
@@ -58,6 +60,10 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
     w.up = 2 * ff;
     w.act = ff;
     w.moe = MoeScratch::floats_per_token(c);
+    if (mtp) {
+      w.mtp_in = 2 * c.n_embd;
+      w.out_extra = c.n_embd;
+    }
     return w;
   }
   w.up = first_gpu_layer.ffn_gate.data != nullptr ? 2 * c.n_ff
@@ -70,9 +76,9 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
 
 GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                                const Weights& weights, std::unique_ptr<gpu::Device> device,
-                               const GpuLayerPlan& plan)
+                               const GpuLayerPlan& plan, bool mtp)
     : GpuModel(std::move(file), config, weights.token_embd, std::move(device), plan,
-               decoder_widths(config, weights.layers.back())) {}
+               decoder_widths(config, weights.layers.back(), mtp)) {}
 
 StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gguf::File> file,
                                                         Config config, Weights weights,
@@ -90,9 +96,11 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
                        " experts, the model to " + std::to_string(config.moe.n_expert_used) +
                        " (use --device cpu)");
   }
+  // The MTP block goes on the device when --spec mtp will run it (LoadOptions::mtp_kv_bytes).
+  const bool mtp = options.mtp_kv_bytes > 0 && weights.mtp.present();
   // The device's share, planned before anything is uploaded (model/gpu_plan.h).
   StatusOr<GpuLayerPlan> plan =
-      GpuModel::plan(*device, config, weights, decoder_widths(config, weights.layers.back()),
+      GpuModel::plan(*device, config, weights, decoder_widths(config, weights.layers.back(), mtp),
                      options, options.gpu_layers);
   if (!plan.ok()) return plan.status();
   if (plan->n_gpu == 0) {
@@ -105,12 +113,14 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   }
   const int n_layer = config.n_layer, n_cpu = n_layer - plan->n_gpu;
   std::unique_ptr<GpuTransformer> m(
-      new GpuTransformer(file, config, weights, std::move(device), *plan));
+      new GpuTransformer(file, config, weights, std::move(device), *plan, mtp));
   GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
+  if (mtp) GLM_RETURN_IF_ERROR(m->upload_mtp(weights));
   if (n_cpu > 0) {
     // The CPU keeps layers [0, n_cpu): the others' views are dropped before it repacks.
     for (int l = n_cpu; l < n_layer; ++l) weights.layers[l] = LayerWeights{};
     weights.output = kernels::WeightView{};
+    weights.mtp = MtpWeights{};
     m->cpu_ = std::make_unique<Transformer>(std::move(file), std::move(config), std::move(weights),
                                             options);
     GLM_LOG_INFO("vulkan: layers %d-%d on the GPU, 0-%d on the CPU", n_cpu, n_layer - 1, n_cpu - 1);
@@ -120,40 +130,63 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
 
 Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
   Uploader up{device_.get(), plan_.weights, 0, progress};
-  const Config& c = config_;
   layers_.resize(w.layers.size() - n_cpu_);
   for (size_t l = n_cpu_; l < w.layers.size(); ++l) {
-    const LayerWeights& lw = w.layers[l];
-    Layer& g = layers_[l - n_cpu_];
-    const std::string name = "layer " + std::to_string(l);
-    GLM_RETURN_IF_ERROR(up.vec(lw.attn_norm, c.n_embd, &g.attn_norm));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.qkv, &g.qkv, name));
-    GLM_RETURN_IF_ERROR(up.vec(lw.qkv_b, c.q_dim() + 2 * c.kv_dim(), &g.qkv_b));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.wq, &g.wq, name));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.wk, &g.wk, name));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.wv, &g.wv, name));
-    GLM_RETURN_IF_ERROR(up.vec(lw.bq, c.q_dim(), &g.bq));
-    GLM_RETURN_IF_ERROR(up.vec(lw.bk, c.kv_dim(), &g.bk));
-    GLM_RETURN_IF_ERROR(up.vec(lw.bv, c.kv_dim(), &g.bv));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
-    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, c.n_embd, &g.ffn_norm));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_up, &g.ffn_up, name));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_gate, &g.ffn_gate, name));
-    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_down, &g.ffn_down, name));
-    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_down_b, c.n_embd, &g.ffn_down_b));
-    GLM_RETURN_IF_ERROR(up.vec(lw.attn_post_norm, c.n_embd, &g.attn_post_norm));
-    GLM_RETURN_IF_ERROR(up.vec(lw.ffn_post_norm, c.n_embd, &g.ffn_post_norm));
-    const MoeWeights& m = lw.moe;
-    GLM_RETURN_IF_ERROR(up.matrix(m.gate_inp, &g.gate_inp, name));
-    GLM_RETURN_IF_ERROR(up.vec(m.exp_probs_b, c.moe.n_expert, &g.exp_probs_b));
-    GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name));
-    GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name));
-    GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name));
-    GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
-    GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
-    GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
+    GLM_RETURN_IF_ERROR(
+        upload_layer(&up, w.layers[l], &layers_[l - n_cpu_], "layer " + std::to_string(l)));
   }
   return upload_head(w, &up);
+}
+
+Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* layer,
+                                    const std::string& name) {
+  Uploader& up = *u;
+  Layer& g = *layer;
+  const Config& c = config_;
+  GLM_RETURN_IF_ERROR(up.vec(lw.attn_norm, c.n_embd, &g.attn_norm));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.qkv, &g.qkv, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.qkv_b, c.q_dim() + 2 * c.kv_dim(), &g.qkv_b));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wq, &g.wq, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wk, &g.wk, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wv, &g.wv, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.bq, c.q_dim(), &g.bq));
+  GLM_RETURN_IF_ERROR(up.vec(lw.bk, c.kv_dim(), &g.bk));
+  GLM_RETURN_IF_ERROR(up.vec(lw.bv, c.kv_dim(), &g.bv));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, c.n_embd, &g.ffn_norm));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_up, &g.ffn_up, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_gate, &g.ffn_gate, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_down, &g.ffn_down, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.ffn_down_b, c.n_embd, &g.ffn_down_b));
+  GLM_RETURN_IF_ERROR(up.vec(lw.attn_post_norm, c.n_embd, &g.attn_post_norm));
+  GLM_RETURN_IF_ERROR(up.vec(lw.ffn_post_norm, c.n_embd, &g.ffn_post_norm));
+  const MoeWeights& m = lw.moe;
+  GLM_RETURN_IF_ERROR(up.matrix(m.gate_inp, &g.gate_inp, name));
+  GLM_RETURN_IF_ERROR(up.vec(m.exp_probs_b, c.moe.n_expert, &g.exp_probs_b));
+  GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
+  return Status::Ok();
+}
+
+Status GpuTransformer::upload_mtp(const Weights& w) {
+  const MtpWeights& m = w.mtp;
+  const int d = config_.n_embd;
+  Uploader up{device_.get(), 0, 0, nullptr};
+  auto block = std::make_unique<Mtp>();
+  GLM_RETURN_IF_ERROR(upload_layer(&up, m.layer, &block->layer, "the MTP block"));
+  GLM_RETURN_IF_ERROR(up.matrix(m.eh_proj, &block->eh_proj, "the MTP block"));
+  GLM_RETURN_IF_ERROR(up.matrix(m.head, &block->head, "the MTP block"));
+  GLM_RETURN_IF_ERROR(up.vec(m.head_norm, d, &block->head_norm));
+  block->enorm.assign(m.enorm, m.enorm + d);
+  block->hnorm.assign(m.hnorm, m.hnorm + d);
+  block->embed = m.embed.data != nullptr ? m.embed : w.token_embd;
+  mtp_ = std::move(block);
+  mtp_config_ = mtp_kv_config(config_);
+  return Status::Ok();
 }
 
 void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in,
@@ -219,6 +252,56 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
   gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
 }
 
+void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
+                               const Step& step, const Layer& g, const CacheRef& cache) {
+  const Config& c = config_;
+  const int d = c.n_embd, n = step.n;
+  const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
+  const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
+  gpu::rms_norm(st, x, at(g.attn_norm), at(cur_), n, d, c.norm_eps);
+  // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
+  // Biases are added by the matmuls as they write (gpu::MatmulAdd).
+  if (g.qkv.buf.valid()) {
+    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {at(g.qkv_b), false});
+  } else {
+    gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {at(g.bq), false});
+    gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {at(g.bk), false});
+    gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
+  }
+  // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
+  gpu::rope(st, at(qkv_), at(in_dev_, step.cos), at(in_dev_, step.sin), n, w, 0,
+            c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
+            c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
+  project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n);
+  gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
+  if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers
+    moe(st, g, x, n);
+    return;
+  }
+  // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
+  if (g.ffn_gate.buf.valid()) {
+    gpu::matmul(st, g.ffn_gate, at(cur_), at(up_), n, 2 * ff, 0);
+    gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n, 2 * ff, ff);
+  } else {
+    gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n);
+  }
+  gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
+  project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n);
+}
+
+void GpuTransformer::rope_tables(const std::vector<SeqInput>& batch, const Step& step) const {
+  const Config& c = config_;
+  const int half = c.n_rot / 2;
+  int t = 0;
+  for (const SeqInput& in : batch) {
+    for (int i = 0; i < in.n_tokens; ++i, ++t) {
+      ops::rope_table(in.n_past + i, c.n_rot, c.rope_base, step.cs + static_cast<size_t>(t) * half,
+                      step.sn + static_cast<size_t>(t) * half, c.rope_freq_scale);
+    }
+  }
+}
+
 Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
                                std::vector<float>* out, OutputKind kind) {
   const Config& c = config_;
@@ -226,15 +309,19 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
   GLM_RETURN_IF_ERROR(refuse_lora(batch, "the GPU"));
   GLM_RETURN_IF_ERROR(refuse_prefix(batch, "the GPU path"));
   if (batch.empty()) return Status::Ok();
+  bool want_hidden = false;
+  for (const SeqInput& in : batch) want_hidden |= in.hidden_out != nullptr;
+  if (want_hidden && mtp_ == nullptr) {
+    return invalid_argument("hidden_out: this model has no MTP block on the GPU");
+  }
   Step step;
   GLM_RETURN_IF_ERROR(begin_step(batch, kv, &step));
+  if (want_hidden) GLM_RETURN_IF_ERROR(reserve_hidden(step.n));
   if (cpu_ != nullptr) {  // layers [0, n_cpu_) on the CPU: their output is the GPU's input
     cpu_x_.clear();
     GLM_RETURN_IF_ERROR(cpu_->forward_layers(batch, kv, n_cpu_, &cpu_x_));
   }
-
-  const int d = c.n_embd, half = c.n_rot / 2, n = step.n;
-  const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
+  const int d = c.n_embd, n = step.n;
   int t = 0;
   for (const SeqInput& in : batch) {
     for (int i = 0; i < in.n_tokens; ++i, ++t) {
@@ -244,50 +331,88 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
       } else {
         std::memcpy(x, cpu_x_.data() + static_cast<size_t>(t) * d, d * kF);
       }
-      ops::rope_table(in.n_past + i, c.n_rot, c.rope_base, step.cs + static_cast<size_t>(t) * half,
-                      step.sn + static_cast<size_t>(t) * half, c.rope_freq_scale);
     }
   }
+  rope_tables(batch, step);
 
   gpu::Stream& st = record(step);
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
-  const gpu::Addr cos_a = at(in_dev_, step.cos), sin_a = at(in_dev_, step.sin);
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {  // model layer n_cpu_ + l
-    const Layer& g = layers_[l];
-    gpu::rms_norm(st, x, at(g.attn_norm), at(cur_), n, d, c.norm_eps);
-    // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
-    // Biases are added by the matmuls as they write (gpu::MatmulAdd).
-    if (g.qkv.buf.valid()) {
-      gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {at(g.qkv_b), false});
-    } else {
-      gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {at(g.bq), false});
-      gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {at(g.bk), false});
-      gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
-    }
-    // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
-    gpu::rope(st, at(qkv_), cos_a, sin_a, n, w, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
-              c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
-    attend(st, batch, step, l, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
-    project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n);
-    gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
-    if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers
-      moe(st, g, x, n);
-      continue;
-    }
-    // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
-    if (g.ffn_gate.buf.valid()) {
-      gpu::matmul(st, g.ffn_gate, at(cur_), at(up_), n, 2 * ff, 0);
-      gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n, 2 * ff, ff);
-    } else {
-      gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n);
-    }
-    gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
-    project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n);
+    run_layer(st, batch, step, layers_[l], layer_cache(l));
+  }
+  if (want_hidden) {  // every token's final-norm row (the MTP block's input), read back
+    gpu::rms_norm(st, x, at(output_norm_), at(cur_), n, d, c.norm_eps);
+    st.copy(cur_, 0, hidden_host_, 0, static_cast<size_t>(n) * d * kF);
   }
   // rows_ [R, n_embd]: the final norm of the rows to output.
   gpu::rms_norm(st, x, at(output_norm_), at(rows_), step.n_out, d, c.norm_eps,
                 at(in_dev_, step.rows));
-  return finish_step(st, step, kind, out);
+  GLM_RETURN_IF_ERROR(finish_step(st, step, kind, out));
+  if (want_hidden) {
+    const float* h = static_cast<const float*>(hidden_host_.mapped());
+    t = 0;
+    for (const SeqInput& in : batch) {
+      const size_t floats = static_cast<size_t>(in.n_tokens) * d;
+      if (in.hidden_out != nullptr)
+        std::memcpy(in.hidden_out, h + static_cast<size_t>(t) * d, floats * kF);
+      t += in.n_tokens;
+    }
+  }
+  return Status::Ok();
+}
+
+Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
+                                   std::vector<float>* logits, std::vector<float>* hidden) {
+  if (mtp_ == nullptr) return Model::forward_mtp(batch, kv, logits, hidden);
+  const Config& c = config_;
+  mtp_seqs_.clear();
+  for (const MtpInput& in : batch) {
+    if (in.hidden == nullptr || in.seq.adapter != nullptr || in.seq.hidden_out != nullptr) {
+      return invalid_argument("forward_mtp: a sequence without hidden rows or with an adapter");
+    }
+    mtp_seqs_.push_back(in.seq);
+    mtp_seqs_.back().all_logits = false;  // the last token's row (dropped without `output`)
+  }
+  GLM_RETURN_IF_ERROR(validate_batch(mtp_config_, mtp_seqs_, kv));
+  if (batch.empty()) return Status::Ok();
+  Step step;
+  GLM_RETURN_IF_ERROR(begin_step(mtp_seqs_, kv, &step, /*mtp=*/true));
+  const Mtp& m = *mtp_;
+  const int d = c.n_embd, n = step.n;
+  // mtp_in [T, 2 n_embd] = [enorm(embedding of the token); hnorm(its hidden row)], on the host
+  // as the CPU model computes it (model/transformer.cc forward_mtp).
+  std::vector<float>& e = mtp_embed_;
+  e.resize(d);
+  int t = 0;
+  for (const MtpInput& in : batch) {
+    for (int i = 0; i < in.seq.n_tokens; ++i, ++t) {
+      float* row = step.mi + static_cast<size_t>(t) * 2 * d;
+      ops::get_row(m.embed.type, m.embed.data, in.seq.tokens[i], d, e.data());
+      ops::rms_norm(e.data(), m.enorm.data(), c.norm_eps, row, d);
+      ops::rms_norm(in.hidden + static_cast<size_t>(i) * d, m.hnorm.data(), c.norm_eps, row + d, d);
+    }
+  }
+  rope_tables(mtp_seqs_, step);
+
+  gpu::Stream& st = record(step);
+  const gpu::Addr x = at(in_dev_, step.x);
+  gpu::matmul(st, m.eh_proj, at(in_dev_, step.mtp_in), x, n);  // x [T, n_embd]
+  run_layer(st, mtp_seqs_, step, m.layer, mtp_cache());
+  const gpu::Buffer& head_norm = m.head_norm.valid() ? m.head_norm : output_norm_;
+  gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows));
+  mtp_logits_.clear();
+  mtp_rows_.clear();
+  GLM_RETURN_IF_ERROR(finish_step(st, step, OutputKind::kLogits, &mtp_logits_,
+                                  m.head.buf.valid() ? &m.head : nullptr, &mtp_rows_));
+  // One row a sequence: kept where it asked for its output.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].output) continue;
+    const float* l = mtp_logits_.data() + i * c.n_vocab;
+    logits->insert(logits->end(), l, l + c.n_vocab);
+    const float* h = mtp_rows_.data() + i * d;
+    hidden->insert(hidden->end(), h, h + d);
+  }
+  return Status::Ok();
 }
 
 }  // namespace glm::model

@@ -2,8 +2,9 @@
 // mixture of experts, llama) on a Vulkan device, whole or split: with --gpu-layers N below the
 // layer count, the first layers run on the CPU (a Transformer holding only their weights, its
 // K/V in the KvPool's host memory) and the last N layers and the output head on the GPU, as
-// llama.cpp's -ngl. GLM-4.5's MTP block is not run here (has_mtp() is false: --spec mtp is
-// refused on the GPU).
+// llama.cpp's -ngl. GLM-4.5's MTP block runs on the device too when --spec mtp asks for it
+// (LoadOptions::mtp_kv_bytes): forward() then reads back the hidden rows it is fed
+// (SeqInput::hidden_out), and forward_mtp() runs it over its own one-layer cache.
 // The device, the weights' upload, the KV cache in device memory and the step's inputs and
 // outputs are GpuModel's (gpu_model.h); this class records the decoder's layers: every op runs
 // on the device, the embeddings and rotary tables come from the host (computed as the CPU path
@@ -38,6 +39,9 @@ class GpuTransformer : public GpuModel {
 
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
+  bool has_mtp() const override { return mtp_ != nullptr; }
+  Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv, std::vector<float>* logits,
+                     std::vector<float>* hidden) override;
 
  private:
   struct Layer {
@@ -61,9 +65,24 @@ class GpuTransformer : public GpuModel {
     gpu::Matrix gate_shexp, up_shexp;  // [n_shared * n_ff_exp, n_embd], or empty
     gpu::Matrix down_shexp;            // [n_embd, n_shared * n_ff_exp]
   };
+  // GLM-4.5's MTP block on the device (model/weights.h MtpWeights): its layer, eh_proj, head
+  // norm and head (empty: the model's); its input norms and embedding are applied on the host.
+  struct Mtp {
+    Layer layer;
+    gpu::Matrix eh_proj;              // [n_embd, 2 n_embd]
+    gpu::Matrix head;                 // [n_vocab, n_embd] or empty
+    gpu::Buffer head_norm;            // [n_embd] or empty
+    std::vector<float> enorm, hnorm;  // [n_embd]
+    kernels::WeightView embed;        // [n_vocab, n_embd] (the block's or the model's)
+  };
   GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                  const Weights& weights, std::unique_ptr<gpu::Device> device,
-                 const GpuLayerPlan& plan);
+                 const GpuLayerPlan& plan, bool mtp);
+  // One decoder layer on the step's residual stream (in_dev_'s x), its K/V in `cache`.
+  void run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+                 const Layer& g, const CacheRef& cache);
+  // The step's rotary tables from its positions.
+  void rope_tables(const std::vector<SeqInput>& batch, const Step& step) const;
   // The residual of a sub-block's output matrix w on in [n, w.n_cols]: x [n, n_embd] += w in
   // (+ bias), added by the matmul as it writes; or, when `post_norm` is valid (glm4), proj_ =
   // w in (+ bias), then x += RMSNorm(proj_).
@@ -73,12 +92,19 @@ class GpuTransformer : public GpuModel {
   // MoeFfn's definition): the router and the routing, each slot's expert over moe_, the shared
   // expert over up_ / act_.
   void moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
-  // Uploads layers [n_cpu_, n_layer) and the output head.
+  // Uploads layers [n_cpu_, n_layer) and the output head; one layer; the MTP block (mtp_).
   Status upload(const Weights& w, const ProgressFn& progress);
+  Status upload_layer(Uploader* up, const LayerWeights& lw, Layer* g, const std::string& name);
+  Status upload_mtp(const Weights& w);
 
   std::unique_ptr<Transformer> cpu_;  // layers [0, n_cpu_): weights and kernels; null if none
   std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
   std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers
+  std::unique_ptr<Mtp> mtp_;          // null: the MTP block is not on the device
+  Config mtp_config_;                 // config_ with one layer: the MTP pool's shape
+  std::vector<SeqInput> mtp_seqs_;    // forward_mtp's batch as SeqInputs
+  std::vector<float> mtp_embed_;      // [n_embd] a token's embedding row
+  std::vector<float> mtp_logits_, mtp_rows_;  // [B, n_vocab], [B, n_embd] read back
 };
 
 }  // namespace glm::model
