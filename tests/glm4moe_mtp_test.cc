@@ -187,6 +187,22 @@ std::vector<std::vector<float>> trunk_rows(model::Model& m, const std::vector<in
   return out;
 }
 
+// A sequence's part of a forward_mtp batch: n tokens from position n_past, in the first block
+// of `blocks`, paired with the rows at `hidden` ([n, n_embd]).
+model::MtpInput mtp_input(const int32_t* tokens, int n, int n_past,
+                          const std::vector<int32_t>& blocks, const float* hidden,
+                          bool output = true) {
+  model::MtpInput in;
+  in.seq.tokens = tokens;
+  in.seq.n_tokens = n;
+  in.seq.n_past = n_past;
+  in.seq.blocks = blocks.data();
+  in.seq.n_blocks = 1;
+  in.hidden = hidden;
+  in.output = output;
+  return in;
+}
+
 TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideAnother) {
   const std::string path = tiny(DType::kF32);
   auto file = gguf::File::open(path);
@@ -210,13 +226,7 @@ TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideA
   double max_diff = 0, max_abs = 0;
   std::vector<float> logits, rows;
   for (int j = 0; j < n; ++j) {  // a position at a time, through the block's own K/V
-    model::MtpInput in;
-    in.seq.tokens = &tok[j];
-    in.seq.n_tokens = 1;
-    in.seq.n_past = j;
-    in.seq.blocks = blocks.data();
-    in.seq.n_blocks = 1;
-    in.hidden = hid[j].data();
+    const model::MtpInput in = mtp_input(&tok[j], 1, j, blocks, hid[j].data());
     logits.clear();
     rows.clear();
     ASSERT_TRUE(model.forward_mtp({in}, &pool, &logits, &rows).ok());
@@ -240,17 +250,9 @@ TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideA
   const std::vector<int32_t> other_tok = {9, 8, 7};
   const std::vector<int32_t> other_blocks = {4};
   model::KvPool pool2(model::mtp_kv_config(c), 8, 16, DType::kF32);
-  std::vector<model::MtpInput> batch(2);
-  batch[0].seq.tokens = tok.data();
-  batch[0].seq.n_tokens = n;
-  batch[0].seq.blocks = blocks.data();
-  batch[0].seq.n_blocks = 1;
-  batch[0].hidden = flat.data();
-  batch[1].seq.tokens = other_tok.data();
-  batch[1].seq.n_tokens = 3;
-  batch[1].seq.blocks = other_blocks.data();
-  batch[1].seq.n_blocks = 1;
-  batch[1].hidden = flat.data();
+  const std::vector<model::MtpInput> batch = {
+      mtp_input(tok.data(), n, 0, blocks, flat.data()),
+      mtp_input(other_tok.data(), 3, 0, other_blocks, flat.data())};
   std::vector<float> l2, r2;
   ASSERT_TRUE(model.forward_mtp(batch, &pool2, &l2, &r2).ok());
   ASSERT_EQ(l2.size(), 2u * c.n_vocab);
@@ -578,37 +580,21 @@ TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
     model::Model& m = k == 0 ? **cpu : **gpu;
     model::KvPool mp(model::mtp_kv_config(c), 8, 16, DType::kF32);
     for (int j = 0; j < n; ++j) {  // a position at a time
-      model::MtpInput one;
-      one.seq.tokens = &tok[j];
-      one.seq.n_tokens = 1;
-      one.seq.n_past = j;
-      one.seq.blocks = mblocks.data();
-      one.seq.n_blocks = 1;
-      one.hidden = want[j].data();
-      ASSERT_TRUE(m.forward_mtp({one}, &mp, &out[k][0], &out[k][1]).ok());
+      ASSERT_TRUE(m.forward_mtp({mtp_input(&tok[j], 1, j, mblocks, want[j].data())}, &mp,
+                                &out[k][0], &out[k][1])
+                      .ok());
     }
     // All at once beside a second sequence whose output is not asked (its K/V only), then one
     // that is.
     model::KvPool mp2(model::mtp_kv_config(c), 8, 16, DType::kF32);
-    std::vector<model::MtpInput> batch(2);
-    batch[0].seq.tokens = tok.data();
-    batch[0].seq.n_tokens = n;
-    batch[0].seq.blocks = mblocks.data();
-    batch[0].seq.n_blocks = 1;
-    batch[0].hidden = flat.data();
-    batch[1].seq.tokens = other_tok.data();
-    batch[1].seq.n_tokens = 3;
-    batch[1].seq.blocks = other_blocks.data();
-    batch[1].seq.n_blocks = 1;
-    batch[1].hidden = flat.data();
-    batch[1].output = false;
-    ASSERT_TRUE(m.forward_mtp(batch, &mp2, &out[k][0], &out[k][1]).ok());
-    batch[1].seq.tokens = &other_tok[2];
-    batch[1].seq.n_tokens = 1;
-    batch[1].seq.n_past = 3;
-    batch[1].hidden = flat.data() + 3 * d;
-    batch[1].output = true;
-    ASSERT_TRUE(m.forward_mtp({batch[1]}, &mp2, &out[k][0], &out[k][1]).ok());
+    ASSERT_TRUE(m.forward_mtp({mtp_input(tok.data(), n, 0, mblocks, flat.data()),
+                               mtp_input(other_tok.data(), 2, 0, other_blocks, flat.data(),
+                                         /*output=*/false)},
+                              &mp2, &out[k][0], &out[k][1])
+                    .ok());
+    ASSERT_TRUE(m.forward_mtp({mtp_input(&other_tok[2], 1, 2, other_blocks, flat.data() + 2 * d)},
+                              &mp2, &out[k][0], &out[k][1])
+                    .ok());
   }
   ASSERT_EQ(out[1][0].size(), static_cast<size_t>(n + 2) * c.n_vocab);
   close(out[1][0], out[0][0], 1e-4f, "MTP logits");

@@ -36,6 +36,33 @@ namespace {
 using model::testing::JsonRow;
 using LoadFn = std::function<StatusOr<std::unique_ptr<model::Model>>()>;
 
+// The logit rows of `prompt`, then of each `decode` token (model::evaluate), of the model
+// `load` makes; none when it fails.
+std::vector<std::vector<float>> logit_rows(const LoadFn& load, const std::vector<int32_t>& prompt,
+                                           const std::vector<int32_t>& decode) {
+  std::vector<std::vector<float>> out;
+  auto m = load();
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  if (!m.ok()) return out;
+  auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
+  EXPECT_TRUE(rows.ok()) << rows.status().to_string();
+  if (rows.ok()) {
+    for (const auto& r : *rows) out.push_back(r.values);
+  }
+  return out;
+}
+
+// The file on `device` ("cpu" or "vulkan": on the GPU, or a failure).
+LoadFn on(const std::string& path, const std::string& device) {
+  return [path, device]() -> StatusOr<std::unique_ptr<model::Model>> {
+    auto m = model::testing::load(path, 2, true, device);
+    if (m.ok() && (*m)->device_name().substr(0, 3) != device.substr(0, 3)) {
+      return Status(ErrorCode::kUnavailable, "not on " + device + ": " + (*m)->device_name());
+    }
+    return m;
+  };
+}
+
 std::string ref(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4moe/" + name;
 }
@@ -154,17 +181,9 @@ TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
   // On the CPU and on the GPU (the slots' experts read by matmul.comp's IDS variant).
   for (const std::string device : {"cpu", "vulkan"}) {
     SCOPED_TRACE(device);
-    std::vector<std::vector<float>> out[2];
-    int i = 0;
-    for (const std::string& path : {clean, nan}) {
-      auto m = model::testing::load(path, 2, true, device);
-      ASSERT_TRUE(m.ok()) << m.status().to_string();
-      ASSERT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
-      auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
-      ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-      for (const auto& r : *rows) out[i].push_back(r.values);
-      ++i;
-    }
+    const std::vector<std::vector<float>> out[2] = {logit_rows(on(clean, device), prompt, decode),
+                                                    logit_rows(on(nan, device), prompt, decode)};
+    ASSERT_FALSE(out[0].empty());
     ASSERT_EQ(out[0].size(), out[1].size());
     for (size_t r = 0; r < out[0].size(); ++r) {
       for (float v : out[1][r]) ASSERT_TRUE(std::isfinite(v)) << "row " << r;
@@ -190,13 +209,15 @@ TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
   std::vector<std::vector<float>> out[2];
   size_t repacked[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    auto m = model::testing::load(path, 2, /*repack=*/i == 1);
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
-    repacked[i] = (*m)->repacked_bytes();
-    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
-    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-    for (const auto& r : *rows) out[i].push_back(r.values);
+    out[i] = logit_rows(
+        [&]() {
+          auto m = model::testing::load(path, 2, /*repack=*/i == 1);
+          if (m.ok()) repacked[i] = (*m)->repacked_bytes();
+          return m;
+        },
+        prompt, decode);
   }
+  ASSERT_FALSE(out[0].empty());
   EXPECT_EQ(repacked[0], 0u);
   EXPECT_GT(repacked[1], expert_bytes);
   ASSERT_EQ(out[0].size(), out[1].size());
@@ -246,18 +267,9 @@ TEST(Glm4Moe, OnTheGpuQ8EqualsTheCpuOnItsDecodedWeights) {
   const std::vector<int32_t> prompt = {17,  300, 5,  211, 42, 7, 150, 99, 1,
                                        498, 3,   77, 201, 64, 9, 310, 12, 45};
   const std::vector<int32_t> decode = {11, 222, 33};
-  std::vector<std::vector<float>> out[2];
-  int i = 0;
-  for (const auto& [path, device] : {std::pair<std::string, std::string>{f32, "cpu"},
-                                     std::pair<std::string, std::string>{q8, "vulkan"}}) {
-    auto m = model::testing::load(path, 2, true, device);
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
-    ASSERT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
-    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
-    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-    for (const auto& r : *rows) out[i].push_back(r.values);
-    ++i;
-  }
+  const std::vector<std::vector<float>> out[2] = {logit_rows(on(f32, "cpu"), prompt, decode),
+                                                  logit_rows(on(q8, "vulkan"), prompt, decode)};
+  ASSERT_FALSE(out[0].empty());
   ASSERT_EQ(out[0].size(), out[1].size());
   float worst = 0;
   for (size_t r = 0; r < out[0].size(); ++r) {
@@ -282,34 +294,24 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
   const std::string path = tiny_model(DType::kF32);
   const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
   const std::vector<int32_t> decode = {11, 222, 33};
-  auto rows_of = [&](const LoadFn& load) {
-    std::vector<std::vector<float>> out;
-    auto m = load();
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
-    if (!m.ok()) return out;
-    auto rows = model::evaluate(**m, prompt, decode, model::EvalOptions());
-    EXPECT_TRUE(rows.ok()) << rows.status().to_string();
-    if (rows.ok()) {
-      for (const auto& r : *rows) out.push_back(r.values);
-    }
-    return out;
-  };
-  const auto want = rows_of([&] { return model::testing::load(path, 2); });
+  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
   ASSERT_FALSE(want.empty());
   for (int n_gpu : {1, 2}) {
-    const auto got = rows_of([&]() -> StatusOr<std::unique_ptr<model::Model>> {
-      auto f = gguf::File::open(path);
-      if (!f.ok()) return f.status();
-      model::LoadOptions o;
-      o.n_threads = 2;
-      o.device = "vulkan";
-      o.gpu_layers = n_gpu;
-      auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-      if (m.ok()) {
-        EXPECT_EQ(model::testing::gpu_layers_of(**m), n_gpu);
-      }
-      return m;
-    });
+    const auto got = logit_rows(
+        [&]() -> StatusOr<std::unique_ptr<model::Model>> {
+          auto f = gguf::File::open(path);
+          if (!f.ok()) return f.status();
+          model::LoadOptions o;
+          o.n_threads = 2;
+          o.device = "vulkan";
+          o.gpu_layers = n_gpu;
+          auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+          if (m.ok()) {
+            EXPECT_EQ(model::testing::gpu_layers_of(**m), n_gpu);
+          }
+          return m;
+        },
+        prompt, decode);
     ASSERT_EQ(got.size(), want.size()) << n_gpu;
     for (size_t r = 0; r < want.size(); ++r) {
       for (size_t j = 0; j < want[r].size(); ++j) {

@@ -36,6 +36,42 @@ Buffer device_ints(Device* dev, const std::vector<int32_t>& v) {
   return std::move(*b);
 }
 
+// n_expert random experts of `rows` rows stacked, quantized to `type`: the bytes (the
+// reference's) and the matrix on the device.
+struct Stacked {
+  std::vector<uint8_t> bytes;
+  size_t row_bytes = 0;
+  StatusOr<Matrix> matrix = Status(ErrorCode::kInternal, "not made");
+};
+Stacked stacked_experts(Device* dev, const ExpertsCase& c, int n_expert, int rows, uint32_t seed) {
+  Stacked st;
+  st.row_bytes = row_bytes(c.type, c.n_cols);
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * rows * c.n_cols, seed);
+  st.bytes.resize(st.row_bytes * n_expert * rows);
+  for (int r = 0; r < n_expert * rows; ++r) {
+    kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
+                              st.bytes.data() + st.row_bytes * r, c.n_cols);
+  }
+  st.matrix = upload_matrix(dev, c.type, st.bytes.data(), n_expert * rows, c.n_cols);
+  return st;
+}
+
+// The products of slot s of x (row s / x_div) with its expert ids[s]: want [n_slots, rows].
+std::vector<float> expected_products(const Stacked& st, const ExpertsCase& c, int rows,
+                                     const std::vector<int32_t>& ids, const std::vector<float>& x,
+                                     int x_div) {
+  std::vector<float> want(ids.size() * rows);
+  for (size_t s = 0; s < ids.size(); ++s) {
+    kernels::WeightView view;
+    view.type = c.type;
+    view.data = st.bytes.data() + st.row_bytes * rows * ids[s];
+    view.n_rows = rows;
+    view.n_cols = c.n_cols;
+    kernels::matmul_ref(view, x.data() + s / x_div * c.n_cols, want.data() + s * rows, 1);
+  }
+  return want;
+}
+
 // 5 experts of 13 rows stacked; 4 tokens of k = 3 slots (ids with repeats, every expert but
 // one), read as the gate/up projections read them (x_div 3: a token's row for its 3 slots) and
 // as the down projection does (x_div 1: a row a slot), with each count of rows a team.
@@ -43,14 +79,8 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
   NEED_DEVICE();
   const ExpertsCase c = GetParam();
   const int n_expert = 5, rows = 13, k = 3, n_tokens = 4, n_slots = n_tokens * k;
-  const size_t rb = row_bytes(c.type, c.n_cols);
-  const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * rows * c.n_cols, 3);
-  std::vector<uint8_t> q(rb * n_expert * rows);
-  for (int r = 0; r < n_expert * rows; ++r) {
-    kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
-                              q.data() + rb * r, c.n_cols);
-  }
-  StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_expert * rows, c.n_cols);
+  Stacked experts = stacked_experts(dev, c, n_expert, rows, 3);
+  StatusOr<Matrix>& m = experts.matrix;
   ASSERT_TRUE(m.ok()) << m.status().message();
   const std::vector<int32_t> ids = {4, 0, 2, 2, 0, 1, 4, 2, 0, 1, 1, 2};
   Buffer ids_b = device_ints(dev, ids);
@@ -60,16 +90,7 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
     Buffer xb = device_floats(dev, x);
     // y [n_slots, 2 rows + 1], the products at column rows + 1 (an up half after a gate half).
     const int stride = 2 * rows + 1, col = rows + 1;
-    std::vector<float> want(static_cast<size_t>(n_slots) * rows);
-    for (int s = 0; s < n_slots; ++s) {
-      kernels::WeightView view;
-      view.type = c.type;
-      view.data = q.data() + rb * rows * ids[s];
-      view.n_rows = rows;
-      view.n_cols = c.n_cols;
-      kernels::matmul_ref(view, x.data() + static_cast<size_t>(s / x_div) * c.n_cols,
-                          want.data() + static_cast<size_t>(s) * rows, 1);
-    }
+    const std::vector<float> want = expected_products(experts, c, rows, ids, x, x_div);
     for (int tr : {1, 2, 4}) {
       SCOPED_TRACE(std::string(dtype_name(c.type)) + " x_div " + std::to_string(x_div) +
                    " team_rows " + std::to_string(tr));
@@ -118,14 +139,8 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
   NEED_DEVICE();
   const ExpertsCase c = GetParam();
   const int n_expert = 5, rows = 131, k = 2, n_tokens = 100, n_slots = n_tokens * k;
-  const size_t rb = row_bytes(c.type, c.n_cols);
-  const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * rows * c.n_cols, 4);
-  std::vector<uint8_t> q(rb * n_expert * rows);
-  for (int r = 0; r < n_expert * rows; ++r) {
-    kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
-                              q.data() + rb * r, c.n_cols);
-  }
-  StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_expert * rows, c.n_cols);
+  Stacked experts = stacked_experts(dev, c, n_expert, rows, 4);
+  StatusOr<Matrix>& m = experts.matrix;
   ASSERT_TRUE(m.ok()) << m.status().message();
   std::vector<int32_t> ids(n_slots);
   for (int t = 0; t < n_tokens; ++t) {
@@ -171,15 +186,9 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
     }
     const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * stride);
     double max_err = 0, max_abs = 0;
-    std::vector<float> want(rows);
+    const std::vector<float> products = expected_products(experts, c, rows, ids, x, x_div);
     for (int s = 0; s < n_slots; ++s) {
-      kernels::WeightView view;
-      view.type = c.type;
-      view.data = q.data() + rb * rows * ids[s];
-      view.n_rows = rows;
-      view.n_cols = c.n_cols;
-      kernels::matmul_ref(view, x.data() + static_cast<size_t>(s / x_div) * c.n_cols, want.data(),
-                          1);
+      const float* want = products.data() + static_cast<size_t>(s) * rows;
       for (int r = 0; r < rows; ++r) {
         max_err = std::max(max_err, static_cast<double>(std::fabs(
                                         got[static_cast<size_t>(s) * stride + col + r] - want[r])));
