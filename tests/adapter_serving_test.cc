@@ -109,8 +109,10 @@ engine::Request raw_request(const std::string& id, const std::string& adapter,
 }
 
 std::unique_ptr<engine::Engine> load(std::vector<engine::AdapterSpec> adapters, int max_batch = 4,
-                                     const std::string& model_path = tiny_model()) {
+                                     const std::string& model_path = tiny_model(),
+                                     const std::string& device = "cpu") {
   engine::Options o;
+  o.device = device;
   o.model_path = model_path;
   o.n_threads = 2;
   o.n_ctx = 256;
@@ -153,9 +155,12 @@ std::vector<int32_t> direct_greedy(const std::vector<int32_t>& prompt, const std
   return out;
 }
 
-TEST(AdapterServing, NamesSelectAdaptersAndMatchTheModelDirectly) {
-  auto e = load({{"a1", lora(1), 1.0f}, {"a2", lora(2), 1.0f}});
+// On `device`: LoRA adapters selected by name in one batch answer as the model run directly on
+// the CPU with each (or none).
+void expect_names_select_adapters(const std::string& device) {
+  auto e = load({{"a1", lora(1), 1.0f}, {"a2", lora(2), 1.0f}}, 4, tiny_model(), device);
   ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->device().substr(0, 3), device.substr(0, 3));
   // The raw prompt's ids as the engine tokenizes them, to run the same ids directly.
   const std::string text = "hello adapters, one two three four five six seven";
   engine::Request probe = raw_request("probe", "", text);
@@ -185,6 +190,15 @@ TEST(AdapterServing, NamesSelectAdaptersAndMatchTheModelDirectly) {
             std::string::npos)
       << s.message();
   e->drain(std::chrono::seconds(10));
+}
+
+TEST(AdapterServing, NamesSelectAdaptersAndMatchTheModelDirectly) {
+  expect_names_select_adapters("cpu");
+}
+
+// The same on the GPU (LoRA per request there: transformer_gpu.h), against the CPU's answers.
+TEST(AdapterServing, OnTheGpuNamesSelectAdaptersAndMatchTheCpu) {
+  expect_names_select_adapters("vulkan");
 }
 
 // A P-Tuning v2 adapter served by name (the lead's merge of the two branches): the answer is

@@ -7,6 +7,7 @@
 // Thread-safety: immutable after loading.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,7 +42,16 @@ struct PrefixKv {
   bool empty() const { return n_tokens == 0; }
 };
 
+// A number no Adapter made before it in this process has.
+inline uint64_t next_adapter_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 struct Adapter {
+  // Its identity for copies a model keeps elsewhere (a GPU model's uploaded pairs): unique per
+  // object made; a copy keeps it, so change a copy's pairs only before any model has run it.
+  uint64_t id = next_adapter_id();
   std::string name;
   std::vector<LoraLayer> lora;  // [n_layer] or empty (no LoRA)
   PrefixKv prefix;              // empty = no P-Tuning prefix

@@ -334,6 +334,10 @@ GpuModel::CacheRef GpuModel::mtp_cache() const {
   return {at(mtp_kv_), vb, static_cast<uint32_t>(mtp_row_bytes_), mtp_block_tokens_, mtp_type_};
 }
 
+Status GpuModel::grow_device(gpu::Buffer* b, size_t bytes) {
+  return grow(device_.get(), b, bytes, gpu::MemoryKind::kDevice);
+}
+
 Status GpuModel::reserve_hidden(int n) {
   return grow(device_.get(), &hidden_host_, static_cast<size_t>(n) * config_.n_embd * kF,
               gpu::MemoryKind::kReadback);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model/eval.h"
+#include "model/gpu_test_util.h"
 #include "model/test_util.h"
 
 namespace glm::model {
@@ -422,6 +423,117 @@ TEST(Lora, WrongBaseIsRefusedAtLoadAndForward) {
   ASSERT_FALSE(merged.ok());
   EXPECT_NE(merged.status().message().find("blk.0.attn_qkv.weight.lora_b"), std::string::npos)
       << merged.status().message();
+}
+
+// LoRA per request on the GPU (transformer_gpu.h: each sequence's pairs on its own rows after
+// each product, uploaded once per adapter): the logits of a batch that mixes adapters and the
+// base equal the CPU's, alone and batched, whole and split with the CPU (--gpu-layers: each
+// side applies its own layers' pairs); more adapters than the GPU keeps (8) cycle through it.
+struct LoraRun {
+  std::vector<int32_t> tokens;
+  const Adapter* adapter;
+};
+
+// Each run's prefill logits (all rows) through one step of a batch of all of them.
+std::vector<float> run_batch(Model& m, const std::vector<LoraRun>& runs) {
+  KvPool kv(m.config(), 2 * static_cast<int>(runs.size()), 16, DType::kF32);
+  std::vector<std::vector<int32_t>> blocks;
+  std::vector<SeqInput> batch;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    blocks.push_back({2 * static_cast<int>(i), 2 * static_cast<int>(i) + 1});
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SeqInput in;
+    in.tokens = runs[i].tokens.data();
+    in.n_tokens = static_cast<int>(runs[i].tokens.size());
+    in.blocks = blocks[i].data();
+    in.n_blocks = 2;
+    in.all_logits = true;
+    in.adapter = runs[i].adapter;
+    batch.push_back(in);
+  }
+  std::vector<float> out;
+  const Status s = m.forward(batch, &kv, &out);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return out;
+}
+
+StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.gpu_layers = gpu_layers;
+  auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
+    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
+  }
+  return m;
+}
+
+void expect_gpu_lora_equals_cpu(const std::string& arch) {
+  const std::string base = base_model("lora_gpu_base_" + arch, DType::kF32, arch);
+  auto cpu = testing::load(base, 2);
+  ASSERT_TRUE(cpu.ok());
+  const std::vector<std::shared_ptr<const Adapter>> adapters = {
+      adapter_for(**cpu, base, 31, arch + "g1"), adapter_for(**cpu, base, 32, arch + "g2")};
+  // 17 tokens: the tiled matmuls of the prefill; 1 and 3: the decode shaders.
+  const std::vector<int32_t> long_prompt = {5, 17, 2,  90, 33, 41, 8,  60, 11,
+                                            3, 7,  70, 12, 13, 44, 45, 46};
+  const std::vector<LoraRun> runs = {{long_prompt, adapters[0].get()},
+                                     {{5, 9, 2}, nullptr},
+                                     {{1}, adapters[1].get()},
+                                     {{40, 41, 42}, adapters[0].get()}};
+  const std::vector<float> want = run_batch(**cpu, runs);
+  for (int split : {-1, 1}) {  // whole; layer 0 on the CPU, layer 1 on the GPU
+    SCOPED_TRACE(arch + (split < 0 ? " whole" : " split"));
+    auto gpu = load_on_gpu(base, split);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    if (split > 0) {
+      ASSERT_EQ(testing::gpu_layers_of(**gpu), split);
+    }
+    const std::vector<float> got = run_batch(**gpu, runs);
+    ASSERT_EQ(got.size(), want.size());
+    float worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[i] - want[i]) / (1 + std::fabs(want[i])));
+    }
+    EXPECT_LT(worst, 1e-4f);
+    // Alone, each run gives its rows of the batch.
+    std::vector<float> alone;
+    for (const LoraRun& r : runs) {
+      const std::vector<float> one = run_batch(**gpu, {r});
+      alone.insert(alone.end(), one.begin(), one.end());
+    }
+    EXPECT_LT(max_diff(alone, got), 1e-4f);
+  }
+  // The adapters matter: without them the logits move.
+  EXPECT_GT(max_diff(run_batch(**cpu, {{long_prompt, nullptr}}),
+                     run_batch(**cpu, {{long_prompt, adapters[0].get()}})),
+            0.05f);
+}
+
+TEST(LoraGpu, PerRequestEqualsTheCpuChatglm) { expect_gpu_lora_equals_cpu("chatglm"); }
+TEST(LoraGpu, PerRequestEqualsTheCpuLlama) { expect_gpu_lora_equals_cpu("llama"); }
+
+// Ten adapters through a GPU that keeps eight: each step's logits equal the CPU's, also for an
+// adapter dropped and uploaded again.
+TEST(LoraGpu, MoreAdaptersThanTheGpuKeepsCycleThroughIt) {
+  const std::string base = base_model("lora_gpu_cycle_base");
+  auto cpu = testing::load(base, 2);
+  auto gpu = load_on_gpu(base);
+  ASSERT_TRUE(cpu.ok());
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  std::vector<std::shared_ptr<const Adapter>> adapters;
+  for (int i = 0; i < 10; ++i) {
+    adapters.push_back(adapter_for(**cpu, base, 40 + i, "cyc" + std::to_string(i)));
+  }
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 9, 1}) {
+    SCOPED_TRACE("adapter " + std::to_string(i));
+    const std::vector<LoraRun> runs = {{kTokens, adapters[i].get()}};
+    EXPECT_LT(max_diff(run_batch(**gpu, runs), run_batch(**cpu, runs)), 1e-4f);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "model/gpu_plan.h"
 #include "model/ops.h"
@@ -172,34 +173,19 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   return Status::Ok();
 }
 
-Status GpuTransformer::upload_mtp(const Weights& w) {
-  const MtpWeights& m = w.mtp;
-  const int d = config_.n_embd;
-  Uploader up{device_.get(), 0, 0, nullptr};
-  auto block = std::make_unique<Mtp>();
-  GLM_RETURN_IF_ERROR(upload_layer(&up, m.layer, &block->layer, "the MTP block"));
-  GLM_RETURN_IF_ERROR(up.matrix(m.eh_proj, &block->eh_proj, "the MTP block"));
-  GLM_RETURN_IF_ERROR(up.matrix(m.head, &block->head, "the MTP block"));
-  GLM_RETURN_IF_ERROR(up.vec(m.head_norm, d, &block->head_norm));
-  block->enorm.assign(m.enorm, m.enorm + d);
-  block->hnorm.assign(m.hnorm, m.hnorm + d);
-  block->embed = m.embed.data != nullptr ? m.embed : w.token_embd;
-  mtp_ = std::move(block);
-  mtp_config_ = mtp_kv_config(config_);
-  return Status::Ok();
-}
-
 void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in,
                              const gpu::Buffer& bias, const gpu::Buffer& post_norm, gpu::Addr x,
-                             int n) const {
+                             int n, int l, GpuLoraPair GpuLoraLayer::*lora) {
   const int d = config_.n_embd;
   if (post_norm.valid()) {
     // glm4: x += RMSNorm(proj_); cur_ [n, n_embd] is free here (its sub-block has run).
     gpu::matmul(st, w, in, at(proj_), n, d, 0, {at(bias), false});  // [n, n_embd]
+    add_lora(st, l, lora, in, at(proj_), d, 0);
     gpu::rms_norm(st, at(proj_), at(post_norm), at(cur_), n, d, config_.norm_eps);
     gpu::add(st, at(cur_), x, static_cast<int64_t>(n) * d);
   } else {
     gpu::matmul(st, w, in, x, n, d, 0, {at(bias), true});  // x += w in (+ bias)
+    add_lora(st, l, lora, in, x, d, 0);
   }
 }
 
@@ -253,7 +239,7 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
 }
 
 void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
-                               const Step& step, const Layer& g, const CacheRef& cache) {
+                               const Step& step, const Layer& g, const CacheRef& cache, int l) {
   const Config& c = config_;
   const int d = c.n_embd, n = step.n;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
@@ -261,21 +247,26 @@ void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& bat
   gpu::rms_norm(st, x, at(g.attn_norm), at(cur_), n, d, c.norm_eps);
   // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
   // Biases are added by the matmuls as they write (gpu::MatmulAdd).
+  // Sequences with a LoRA add theirs (add_lora) after each product.
   if (g.qkv.buf.valid()) {
     gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {at(g.qkv_b), false});
+    add_lora(st, l, &GpuLoraLayer::qkv, at(cur_), at(qkv_), w, 0);
   } else {
     gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {at(g.bq), false});
     gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {at(g.bk), false});
     gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
+    add_lora(st, l, &GpuLoraLayer::wq, at(cur_), at(qkv_), w, 0);
+    add_lora(st, l, &GpuLoraLayer::wk, at(cur_), at(qkv_), w, qd);
+    add_lora(st, l, &GpuLoraLayer::wv, at(cur_), at(qkv_), w, qd + kd);
   }
   // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
   gpu::rope(st, at(qkv_), at(in_dev_, step.cos), at(in_dev_, step.sin), n, w, 0,
             c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
             c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
-  project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n);
+  project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
-  if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers
+  if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
     moe(st, g, x, n);
     return;
   }
@@ -283,11 +274,15 @@ void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& bat
   if (g.ffn_gate.buf.valid()) {
     gpu::matmul(st, g.ffn_gate, at(cur_), at(up_), n, 2 * ff, 0);
     gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n, 2 * ff, ff);
+    add_lora(st, l, &GpuLoraLayer::ffn_gate, at(cur_), at(up_), 2 * ff, 0);
+    add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, ff);
   } else {
     gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n);
+    add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, 0);
   }
   gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
-  project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n);
+  project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n, l,
+          &GpuLoraLayer::ffn_down);
 }
 
 void GpuTransformer::rope_tables(const std::vector<SeqInput>& batch, const Step& step) const {
@@ -306,7 +301,6 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
                                std::vector<float>* out, OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  GLM_RETURN_IF_ERROR(refuse_lora(batch, "the GPU"));
   GLM_RETURN_IF_ERROR(refuse_prefix(batch, "the GPU path"));
   if (batch.empty()) return Status::Ok();
   bool want_hidden = false;
@@ -317,6 +311,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
   Step step;
   GLM_RETURN_IF_ERROR(begin_step(batch, kv, &step));
   if (want_hidden) GLM_RETURN_IF_ERROR(reserve_hidden(step.n));
+  GLM_RETURN_IF_ERROR(prepare_lora(batch, step.n));
   if (cpu_ != nullptr) {  // layers [0, n_cpu_) on the CPU: their output is the GPU's input
     cpu_x_.clear();
     GLM_RETURN_IF_ERROR(cpu_->forward_layers(batch, kv, n_cpu_, &cpu_x_));
@@ -338,7 +333,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
   gpu::Stream& st = record(step);
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {  // model layer n_cpu_ + l
-    run_layer(st, batch, step, layers_[l], layer_cache(l));
+    run_layer(st, batch, step, layers_[l], layer_cache(l), l);
   }
   if (want_hidden) {  // every token's final-norm row (the MTP block's input), read back
     gpu::rms_norm(st, x, at(output_norm_), at(cur_), n, d, c.norm_eps);
@@ -357,60 +352,6 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
         std::memcpy(in.hidden_out, h + static_cast<size_t>(t) * d, floats * kF);
       t += in.n_tokens;
     }
-  }
-  return Status::Ok();
-}
-
-Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
-                                   std::vector<float>* logits, std::vector<float>* hidden) {
-  if (mtp_ == nullptr) return Model::forward_mtp(batch, kv, logits, hidden);
-  const Config& c = config_;
-  mtp_seqs_.clear();
-  for (const MtpInput& in : batch) {
-    if (in.hidden == nullptr || in.seq.adapter != nullptr || in.seq.hidden_out != nullptr) {
-      return invalid_argument("forward_mtp: a sequence without hidden rows or with an adapter");
-    }
-    mtp_seqs_.push_back(in.seq);
-    mtp_seqs_.back().all_logits = false;  // the last token's row (dropped without `output`)
-  }
-  GLM_RETURN_IF_ERROR(validate_batch(mtp_config_, mtp_seqs_, kv));
-  if (batch.empty()) return Status::Ok();
-  Step step;
-  GLM_RETURN_IF_ERROR(begin_step(mtp_seqs_, kv, &step, /*mtp=*/true));
-  const Mtp& m = *mtp_;
-  const int d = c.n_embd, n = step.n;
-  // mtp_in [T, 2 n_embd] = [enorm(embedding of the token); hnorm(its hidden row)], on the host
-  // as the CPU model computes it (model/transformer.cc forward_mtp).
-  std::vector<float>& e = mtp_embed_;
-  e.resize(d);
-  int t = 0;
-  for (const MtpInput& in : batch) {
-    for (int i = 0; i < in.seq.n_tokens; ++i, ++t) {
-      float* row = step.mi + static_cast<size_t>(t) * 2 * d;
-      ops::get_row(m.embed.type, m.embed.data, in.seq.tokens[i], d, e.data());
-      ops::rms_norm(e.data(), m.enorm.data(), c.norm_eps, row, d);
-      ops::rms_norm(in.hidden + static_cast<size_t>(i) * d, m.hnorm.data(), c.norm_eps, row + d, d);
-    }
-  }
-  rope_tables(mtp_seqs_, step);
-
-  gpu::Stream& st = record(step);
-  const gpu::Addr x = at(in_dev_, step.x);
-  gpu::matmul(st, m.eh_proj, at(in_dev_, step.mtp_in), x, n);  // x [T, n_embd]
-  run_layer(st, mtp_seqs_, step, m.layer, mtp_cache());
-  const gpu::Buffer& head_norm = m.head_norm.valid() ? m.head_norm : output_norm_;
-  gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows));
-  mtp_logits_.clear();
-  mtp_rows_.clear();
-  GLM_RETURN_IF_ERROR(finish_step(st, step, OutputKind::kLogits, &mtp_logits_,
-                                  m.head.buf.valid() ? &m.head : nullptr, &mtp_rows_));
-  // One row a sequence: kept where it asked for its output.
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].output) continue;
-    const float* l = mtp_logits_.data() + i * c.n_vocab;
-    logits->insert(logits->end(), l, l + c.n_vocab);
-    const float* h = mtp_rows_.data() + i * d;
-    hidden->insert(hidden->end(), h, h + d);
   }
   return Status::Ok();
 }

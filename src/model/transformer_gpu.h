@@ -65,6 +65,28 @@ class GpuTransformer : public GpuModel {
     gpu::Matrix gate_shexp, up_shexp;  // [n_shared * n_ff_exp, n_embd], or empty
     gpu::Matrix down_shexp;            // [n_embd, n_shared * n_ff_exp]
   };
+  // A LoRA adapter's pairs on the device (model/adapter.h), per GPU layer: a [rank, n_in] and
+  // b [n_out, rank] times the pair's scale, f32 (empty where the layer's matrix has none).
+  struct GpuLoraPair {
+    gpu::Matrix a, b;
+  };
+  struct GpuLoraLayer {
+    GpuLoraPair qkv, wq, wk, wv, wo, ffn_up, ffn_gate, ffn_down;
+  };
+  struct GpuLora {
+    uint64_t id = 0;    // Adapter::id
+    uint64_t used = 0;  // lora_clock_ when a step last ran it
+    int rank = 0;       // the largest of its pairs
+    std::vector<GpuLoraLayer> layers;
+  };
+  // The adapters uploaded: at most this many, the least recently used dropped first.
+  static constexpr size_t kMaxGpuLoras = 8;
+  // A step's sequence with a LoRA: its rows [first, first + n) and pairs.
+  struct LoraRows {
+    const GpuLora* lora = nullptr;
+    int first = 0, n = 0;
+  };
+
   // GLM-4.5's MTP block on the device (model/weights.h MtpWeights): its layer, eh_proj, head
   // norm and head (empty: the model's); its input norms and embedding are applied on the host.
   struct Mtp {
@@ -78,16 +100,28 @@ class GpuTransformer : public GpuModel {
   GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
                  const Weights& weights, std::unique_ptr<gpu::Device> device,
                  const GpuLayerPlan& plan, bool mtp);
-  // One decoder layer on the step's residual stream (in_dev_'s x), its K/V in `cache`.
+  // One decoder layer on the step's residual stream (in_dev_'s x), its K/V in `cache`; l: its
+  // GPU layer (LoRA pairs), -1 for the MTP block.
   void run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-                 const Layer& g, const CacheRef& cache);
+                 const Layer& g, const CacheRef& cache, int l);
+  // The step's LoRA rows (lora_rows_) from the batch's adapters, uploading those not on the
+  // device yet; lora_tmp_ sized for them.
+  Status prepare_lora(const std::vector<SeqInput>& batch, int n);
+  // The adapter on the device (uploaded unless it is), marked used by this step.
+  Status upload_lora(const Adapter& adapter);
+  // y[r, y_col ..] += scale B (A x[r]) for the rows of every sequence with a pair `pair` on GPU
+  // layer l: x [T, n_in] (rows contiguous), y [T, y_stride].
+  void add_lora(gpu::Stream& st, int l, GpuLoraPair GpuLoraLayer::*pair, gpu::Addr x, gpu::Addr y,
+                int y_stride, int y_col);
   // The step's rotary tables from its positions.
   void rope_tables(const std::vector<SeqInput>& batch, const Step& step) const;
   // The residual of a sub-block's output matrix w on in [n, w.n_cols]: x [n, n_embd] += w in
   // (+ bias), added by the matmul as it writes; or, when `post_norm` is valid (glm4), proj_ =
   // w in (+ bias), then x += RMSNorm(proj_).
+  // The LoRA pair of w on GPU layer l (l < 0: none) is added to the product before the norm.
   void project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in, const gpu::Buffer& bias,
-               const gpu::Buffer& post_norm, gpu::Addr x, int n) const;
+               const gpu::Buffer& post_norm, gpu::Addr x, int n, int l,
+               GpuLoraPair GpuLoraLayer::*lora);
   // glm4moe's routed and shared experts of cur_ [n, n_embd], added to x [n, n_embd] (model::
   // MoeFfn's definition): the router and the routing, each slot's expert over moe_, the shared
   // expert over up_ / act_.
@@ -100,6 +134,10 @@ class GpuTransformer : public GpuModel {
   std::unique_ptr<Transformer> cpu_;  // layers [0, n_cpu_): weights and kernels; null if none
   std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
   std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers
+  std::vector<GpuLora> loras_;        // the adapters on the device (kMaxGpuLoras at most)
+  uint64_t lora_clock_ = 0;           // steps that ran a LoRA
+  std::vector<LoraRows> lora_rows_;   // this step's
+  gpu::Buffer lora_tmp_;              // [T, rank] A x of a sequence's rows
   std::unique_ptr<Mtp> mtp_;          // null: the MTP block is not on the device
   Config mtp_config_;                 // config_ with one layer: the MTP pool's shape
   std::vector<SeqInput> mtp_seqs_;    // forward_mtp's batch as SeqInputs
