@@ -201,6 +201,26 @@ TEST(AdapterServing, OnTheGpuNamesSelectAdaptersAndMatchTheCpu) {
   expect_names_select_adapters("vulkan");
 }
 
+// ChatGLM-6B (v1) has no LoRA: its engine refuses to load one, saying so; nothing is served
+// under the name.
+TEST(AdapterServing, AChatGLM1LoraIsRefusedAtLoadByName) {
+  const std::string path = model::testing::temp_path("serving-v1-lora.gguf");
+  {
+    auto f = gguf::File::open(tiny_v1_model());
+    ASSERT_TRUE(f.ok());
+    auto l = convert::random_lora(**f, 4, 8.0f, 5);
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    ASSERT_TRUE(convert::write_lora_file(*l, DType::kF32, path).ok());
+  }
+  auto e = load({}, 4, tiny_v1_model());
+  ASSERT_NE(e, nullptr);
+  const Status s = e->load_adapter({"v1lora", path, 1.0f});
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("LoRA on ChatGLM-6B (v1) is not supported"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(e->adapters().empty());
+}
+
 // A P-Tuning v2 adapter served by name (the lead's merge of the two branches): the answer is
 // the model's own with the prefix, the prefix costs no prefill (the request's prompt is its own
 // tokens, and a repeat reuses all of them but one), and its KV is never lent to the bare model.

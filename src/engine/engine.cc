@@ -597,10 +597,6 @@ class EngineImpl final : public Engine {
     if (!file.ok()) return file.status();
     auto adapter = model::load_adapter(**file, model_->config(), spec.scale, spec.name);
     if (!adapter.ok()) return adapter.status();
-    if (!(*adapter)->lora.empty() && !model_->lora_per_request()) {
-      return unsupported("adapter '" + spec.name + "': LoRA per request is not supported for " +
-                         model_->config().arch_name + " (merge it at load with --lora instead)");
-    }
     // The adapter's identity for the prefix cache and the KV disk cache: its file and scale.
     const uint64_t salt = adapter_fingerprint(**file, spec.scale) | 1;
     std::lock_guard<std::mutex> lock(adapters_mu_);

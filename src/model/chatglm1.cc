@@ -100,7 +100,6 @@ class ChatGLM1 : public Model {
     c.bidirectional_prompt = true;
     return c;
   }
-  bool lora_per_request() const override { return false; }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind) override;
   size_t repacked_bytes() const override { return repacked_bytes_; }

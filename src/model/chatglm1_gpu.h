@@ -40,7 +40,6 @@ class GpuChatGLM1 : public GpuModel {
     c.bidirectional_prompt = true;
     return c;
   }
-  bool lora_per_request() const override { return false; }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
 

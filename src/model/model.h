@@ -102,9 +102,6 @@ class Model {
   // The model's own multi-token-prediction block (GLM-4.5's nextn; docs/engine.md#mtp-drafts):
   // whether it has one that forward_mtp runs (and forward() fills SeqInput::hidden_out).
   virtual bool has_mtp() const { return false; }
-  // Whether forward() applies a sequence's LoRA pairs (Adapter::lora; docs/adapters.md); false:
-  // such a sequence fails with unsupported, and the engine refuses to load the adapter.
-  virtual bool lora_per_request() const { return true; }
   // Runs the MTP block over the batch: appends, for each sequence with `output`, its last
   // token's n_vocab logits (the token after the next) to *logits and that row's head-normed
   // hidden [n_embd] (a chained step's input) to *hidden. Writes the K/V rows into kv, a pool of

@@ -80,7 +80,7 @@ Status refuse_lora(const std::vector<SeqInput>& batch, const char* model) {
   for (const SeqInput& in : batch) {
     if (in.adapter != nullptr && !in.adapter->lora.empty()) {
       return unsupported("adapter '" + in.adapter->name + "': LoRA per request is not supported " +
-                         "on " + model + " (merge it at load with --lora, or run on the CPU)");
+                         "on " + model);
     }
   }
   return Status::Ok();
