@@ -224,7 +224,9 @@ TEST(AdapterServing, AChatGLM1LoraIsRefusedAtLoadByName) {
 // A P-Tuning v2 adapter served by name (the lead's merge of the two branches): the answer is
 // the model's own with the prefix, the prefix costs no prefill (the request's prompt is its own
 // tokens, and a repeat reuses all of them but one), and its KV is never lent to the bare model.
-TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
+// On `device`: a P-Tuning prefix served by name answers as the model run directly on the CPU
+// with it; the prefix is not prompt and its KV is never lent to the bare model.
+void expect_ptuning_served_by_name(const std::string& device) {
   auto f = gguf::File::open(tiny_model());
   ASSERT_TRUE(f.ok());
   auto config = model::read_config(**f);
@@ -237,8 +239,9 @@ TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
   const std::string pt = model::testing::temp_path("serving-pt.gguf");
   ASSERT_TRUE(
       model::testing::write_ptuning_gguf(spec, model::testing::random_ptuning(spec), pt).ok());
-  auto e = load({{"pt", pt, 1.0f}}, 1);
+  auto e = load({{"pt", pt, 1.0f}}, 1, tiny_model(), device);
   ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->device().substr(0, 3), device.substr(0, 3));
   const std::string text = "a prompt read with and without the prefix";
   auto ids = e->prompt_tokens(raw_request("probe", "", text));
   ASSERT_TRUE(ids.ok());
@@ -260,6 +263,14 @@ TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
   EXPECT_EQ(res.start["p2"].usage.cached_tokens, n - 1);
   EXPECT_EQ(res.start["b1"].usage.cached_tokens, 0) << "the base must not read prefixed KV";
   e->drain(std::chrono::seconds(10));
+}
+
+TEST(AdapterServing, APtuningPrefixServedByNameCostsNoPrefill) {
+  expect_ptuning_served_by_name("cpu");
+}
+
+TEST(AdapterServing, OnTheGpuAPtuningPrefixServedByNameCostsNoPrefill) {
+  expect_ptuning_served_by_name("vulkan");
 }
 
 // ChatGLM-6B (v1)'s P-Tuning adapter served by name as ChatGLM2/3's is: run together with a

@@ -277,11 +277,20 @@ TEST_F(GatewayReal, EchoEngineDaemon) {
   ASSERT_EQ(::poll(&p, 1, 10000), 1);
   ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);
   // While it streams, vLLM's gauges (what the Inference Extension's endpoint picker reads) see
-  // it running, labelled with the served model.
-  const std::string during = http(port_, "GET", "/metrics").body;
-  EXPECT_NE(during.find("vllm:num_requests_running{model_name=\"echo\"} 1\n"), std::string::npos)
+  // it running, labelled with the served model. The first bytes (the response's head) may come
+  // while the engine still has it queued: the gauges are read until it runs (400 tokens 20 ms
+  // apart: it runs for 8 s).
+  std::string during;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        during = http(port_, "GET", "/metrics").body;
+        return during.find("vllm:num_requests_running{model_name=\"echo\"} 1\n") !=
+               std::string::npos;
+      },
+      5000))
       << during;
-  EXPECT_NE(during.find("vllm:num_requests_waiting{model_name=\"echo\"} 0\n"), std::string::npos);
+  EXPECT_NE(during.find("vllm:num_requests_waiting{model_name=\"echo\"} 0\n"), std::string::npos)
+      << during;
   ::close(fd);
   EXPECT_TRUE(wait_for(
       [&] {

@@ -232,7 +232,7 @@ TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
 
 // KV rows stored by the shader equal kernels::kv_store_row's bytes, and attention over them
 // equals attention_ref, for each KV type, GQA, several blocks in a scattered table, n_past > 0,
-// a bidirectional prefix (ChatGLM-6B).
+// a bidirectional prefix (ChatGLM-6B), a P-Tuning v2 prefix's keys ahead of the cache's.
 class GpuAttention : public ::testing::TestWithParam<DType> {};
 
 TEST_P(GpuAttention, StoreAndAttendEqualReference) {
@@ -246,14 +246,18 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
   // prefix (they see positions ahead of them, already in the cache). The last three: few rows
   // over many keys, which split their keys across workgroups (gpu::kAttentionSplitRows) and
   // merge, the last with a tail of a chunk.
+  // With n_prefix: a P-Tuning prefix of that many keys (across a chunk's end: 70; with
+  // ChatGLM-6B's bidirectional prompt; before split keys).
   struct Rows {
-    int n_past, n_tokens, bidir;
+    int n_past, n_tokens, bidir, n_prefix;
   };
-  for (const Rows rows : {Rows{0, 29, 0}, Rows{37, 3, 0}, Rows{0, 29, 28}, Rows{5, 4, 21},
-                          Rows{1000, 1, 0}, Rows{597, 3, 700}, Rows{1234, 2, 0}}) {
-    const int n_past = rows.n_past, n_tokens = rows.n_tokens;
+  for (const Rows rows :
+       {Rows{0, 29, 0, 0}, Rows{37, 3, 0, 0}, Rows{0, 29, 28, 0}, Rows{5, 4, 21, 0},
+        Rows{1000, 1, 0, 0}, Rows{597, 3, 700, 0}, Rows{1234, 2, 0, 0}, Rows{0, 29, 0, 7},
+        Rows{37, 3, 0, 70}, Rows{0, 29, 28, 3}, Rows{1000, 1, 0, 5}}) {
+    const int n_past = rows.n_past, n_tokens = rows.n_tokens, n_prefix = rows.n_prefix;
     SCOPED_TRACE("n_past " + std::to_string(n_past) + " bidir_prefix " +
-                 std::to_string(rows.bidir));
+                 std::to_string(rows.bidir) + " n_prefix " + std::to_string(n_prefix));
     const int n_pos = std::max(n_past + n_tokens, rows.bidir);
     // The sequence's blocks in a scattered order, one block of the cache left unused.
     const int n_blocks = (n_pos + bt - 1) / bt + 1;
@@ -284,6 +288,23 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     std::memcpy(table_f.data(), table.data(), table.size() * 4);
     Buffer slots_b = device_floats(dev, slot_f), table_b = device_floats(dev, table_f);
     Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
+    // The prefix's K rows then V rows in the cache's type, and the values they hold.
+    std::vector<uint8_t> prefix_bytes(2 * n_prefix * rb);
+    std::vector<float> prefix_k(static_cast<size_t>(n_prefix) * kd), prefix_v(prefix_k.size());
+    const std::vector<float> prefix_src = random_floats(2 * prefix_k.size(), 77 + n_prefix);
+    for (int i = 0; i < 2 * n_prefix; ++i) {
+      kernels::kv_store_row(prefix_src.data() + static_cast<size_t>(i) * kd, type,
+                            prefix_bytes.data() + i * rb, kd);
+      float* dst = i < n_prefix ? prefix_k.data() + static_cast<size_t>(i) * kd
+                                : prefix_v.data() + static_cast<size_t>(i - n_prefix) * kd;
+      kernels::dequantize_row_ref(type, prefix_bytes.data() + i * rb, dst, kd);
+    }
+    StatusOr<Buffer> prefix =
+        dev->alloc(std::max<size_t>(prefix_bytes.size(), 4), MemoryKind::kDevice);
+    ASSERT_TRUE(prefix.ok());
+    if (n_prefix > 0) {  // before the stream records: an upload submits on its own
+      ASSERT_TRUE(dev->upload(prefix_bytes.data(), prefix_bytes.size(), *prefix, 0).ok());
+    }
     Stream& s = dev->stream();
     s.begin();
     const AttentionCaseShape cs{.type = type,
@@ -300,6 +321,11 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     kv_store(s, type, ac.store);
     AttentionArgs aa = ac.attend;
     aa.bidir_prefix = rows.bidir;
+    if (n_prefix > 0) {
+      aa.prefix_kv = prefix->address();
+      aa.n_prefix = n_prefix;
+      aa.prefix_v_base = static_cast<uint32_t>(n_prefix * rb);
+    }
     StatusOr<Buffer> split =
         dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
     ASSERT_TRUE(split.ok());
@@ -339,6 +365,9 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     view.n_blocks = static_cast<int>(table.size());
     view.block_tokens = bt;
     view.type = type;
+    view.prefix_k = prefix_k.data();
+    view.prefix_v = prefix_v.data();
+    view.n_prefix = n_prefix;
     kernels::AttentionShape shape;
     shape.n_tokens = n_tokens;
     shape.n_past = n_past;

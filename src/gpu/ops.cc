@@ -420,6 +420,8 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
     uint32_t bidir_prefix;
     Addr part;
     uint32_t n_split, split_len;
+    Addr pkv;
+    uint32_t n_prefix, pv_base;
   } p{a.q,
       a.out,
       a.kv,
@@ -438,11 +440,16 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       static_cast<uint32_t>(a.bidir_prefix),
       a.scratch,
       1,
-      0};
-  GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
-  // Splits of the keys: the most keys a row sees (the last token's, or the bidirectional prefix).
+      0,
+      a.prefix_kv,
+      static_cast<uint32_t>(a.n_prefix),
+      a.prefix_v_base};
+  GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups && a.n_prefix >= 0);
+  // Splits of the keys: the most keys a row sees (the last token's, or the bidirectional prefix;
+  // after a P-Tuning prefix's).
   const int rows = a.n_tokens * a.n_head;
-  const int64_t n_keys = std::max<int64_t>(int64_t{a.n_past} + a.n_tokens, a.bidir_prefix);
+  const int64_t n_keys =
+      a.n_prefix + std::max<int64_t>(int64_t{a.n_past} + a.n_tokens, a.bidir_prefix);
   if (a.scratch != 0 && rows < kAttentionSplitRows && n_keys >= 2 * kAttentionSplitMinKeys) {
     const int64_t want = (kAttentionSplitGroups + rows - 1) / rows;
     const int64_t n_split = std::min<int64_t>(want, n_keys / kAttentionSplitMinKeys);

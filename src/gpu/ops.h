@@ -184,6 +184,11 @@ struct AttentionArgs {
   int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;
   float scale = 0;
   int bidir_prefix = 0;
+  // A P-Tuning v2 prefix (kernels::KvView::prefix_k): n_prefix keys every row sees first, rows
+  // of the cache's type and row_bytes at prefix_kv (K) and prefix_kv + prefix_v_base (V).
+  Addr prefix_kv = 0;
+  int n_prefix = 0;
+  uint32_t prefix_v_base = 0;
 };
 void attention(Stream& s, DType type, const AttentionArgs& a);
 

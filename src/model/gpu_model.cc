@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "kernels/attention.h"
 #include "model/ops.h"
 
 namespace glm::model {
@@ -275,6 +276,7 @@ Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step
     GLM_RETURN_IF_ERROR(bind_kv(kv));
   }
   GLM_RETURN_IF_ERROR(reserve(s.n, s.n_out, s.n_table));
+  GLM_RETURN_IF_ERROR(prepare_prefixes(mtp ? std::vector<SeqInput>() : batch));
   const size_t n = s.n;
   s.x = 0;
   s.cos = s.x + n * config_.n_embd * kF;
@@ -343,8 +345,65 @@ Status GpuModel::reserve_hidden(int n) {
               gpu::MemoryKind::kReadback);
 }
 
+Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
+  seq_prefix_.assign(batch.size(), nullptr);
+  auto has_prefix = [](const SeqInput& in) {
+    return in.adapter != nullptr && !in.adapter->prefix.empty();
+  };
+  if (std::none_of(batch.begin(), batch.end(), has_prefix)) return Status::Ok();
+  ++prefix_clock_;
+  const Config& c = config_;
+  const int kd = c.kv_dim();
+  for (const SeqInput& in : batch) {  // every prefix of the step on the device
+    if (!has_prefix(in)) continue;
+    const PrefixKv& px = in.adapter->prefix;
+    auto found = std::find_if(prefixes_.begin(), prefixes_.end(), [&](const GpuPrefix& g) {
+      return g.id == in.adapter->id && g.type == kv_type_;
+    });
+    if (found != prefixes_.end()) {
+      found->used = prefix_clock_;
+      continue;
+    }
+    if (px.kv_dim != kd) return invalid_argument("a P-Tuning prefix of another model's width");
+    if (prefixes_.size() >= 8) {  // the least recently used goes, if not in this step
+      auto old =
+          std::min_element(prefixes_.begin(), prefixes_.end(),
+                           [](const GpuPrefix& a, const GpuPrefix& b) { return a.used < b.used; });
+      if (old->used < prefix_clock_) prefixes_.erase(old);
+    }
+    GpuPrefix g;
+    g.id = in.adapter->id;
+    g.used = prefix_clock_;
+    g.type = kv_type_;
+    g.n_tokens = px.n_tokens;
+    const size_t part = static_cast<size_t>(px.n_tokens) * kv_row_bytes_;  // a layer's K or V
+    std::vector<uint8_t> bytes(static_cast<size_t>(gpu_layers()) * 2 * part);
+    for (int l = 0; l < gpu_layers(); ++l) {
+      const size_t from = static_cast<size_t>(n_cpu_ + l) * px.n_tokens * kd;
+      for (int i = 0; i < px.n_tokens; ++i) {
+        uint8_t* k = bytes.data() + (2 * static_cast<size_t>(l)) * part + i * kv_row_bytes_;
+        kernels::kv_store_row(px.k.data() + from + static_cast<size_t>(i) * kd, kv_type_, k, kd);
+        kernels::kv_store_row(px.v.data() + from + static_cast<size_t>(i) * kd, kv_type_, k + part,
+                              kd);
+      }
+    }
+    StatusOr<gpu::Buffer> b = device_->alloc(bytes.size(), gpu::MemoryKind::kDevice);
+    if (!b.ok()) return b.status();
+    GLM_RETURN_IF_ERROR(device_->upload(bytes.data(), bytes.size(), *b, 0));
+    g.rows = std::move(*b);
+    prefixes_.push_back(std::move(g));
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {  // prefixes_ holds still now
+    if (!has_prefix(batch[i])) continue;
+    for (const GpuPrefix& g : prefixes_) {
+      if (g.id == batch[i].adapter->id && g.type == kv_type_) seq_prefix_[i] = &g;
+    }
+  }
+  return Status::Ok();
+}
+
 void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-                      const CacheRef& cache, const int* bidir_prefix) {
+                      const CacheRef& cache, const int* bidir_prefix, int prefix_layer) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
   const uint32_t vb = cache.v_base;
@@ -380,6 +439,13 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     aa.block_tokens = cache.block_tokens;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
+    if (prefix_layer >= 0 && s < seq_prefix_.size() && seq_prefix_[s] != nullptr) {
+      const GpuPrefix& px = *seq_prefix_[s];
+      const size_t part = static_cast<size_t>(px.n_tokens) * cache.row_bytes;
+      aa.prefix_kv = at(px.rows, 2 * static_cast<size_t>(prefix_layer) * part);
+      aa.n_prefix = px.n_tokens;
+      aa.prefix_v_base = static_cast<uint32_t>(part);
+    }
     // A lone sequence may split its keys (a decode step at depth); a batch's sequences run
     // side by side, so they do not share the split scratch.
     if (batch.size() == 1) aa.scratch = at(attn_split_);

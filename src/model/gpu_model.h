@@ -126,12 +126,14 @@ class GpuModel : public Model {
   // Stores the K/V rows of qkv_ ([T, q_dim + 2 kv_dim]: q heads, k heads, v heads, rotated)
   // into the cache of GPU layer `l` and runs each sequence's attention into attn_ [T, q_dim].
   // bidir_prefix: per sequence (kernels::AttentionShape's), or null for causal.
+  // A sequence with a P-Tuning v2 prefix (SeqInput::adapter) attends GPU layer l's prefix
+  // keys first (uploaded by begin_step); prefix_layer -1: none (the MTP block).
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
               const int* bidir_prefix) {
-    attend(st, batch, step, layer_cache(l), bidir_prefix);
+    attend(st, batch, step, layer_cache(l), bidir_prefix, l);
   }
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-              const CacheRef& cache, const int* bidir_prefix);
+              const CacheRef& cache, const int* bidir_prefix, int prefix_layer);
   // GPU layer l's cache; the MTP block's (bound by the last MTP begin_step).
   CacheRef layer_cache(int l) const;
   CacheRef mtp_cache() const;
@@ -183,6 +185,19 @@ class GpuModel : public Model {
 
   // The MTP block's cache (one layer) for `kv`, made on first use and again if the pool changes.
   Status bind_mtp_kv(const KvPool* kv);
+  // seq_prefix_ for the batch: each P-Tuning v2 prefix (model/adapter.h PrefixKv) on the device
+  // in the cache's type, uploaded the first time a step has it (the eight most recently used
+  // kept, by Adapter::id and KV type).
+  Status prepare_prefixes(const std::vector<SeqInput>& batch);
+  struct GpuPrefix {
+    uint64_t id = 0, used = 0;
+    DType type = DType::kF16;
+    int n_tokens = 0;
+    gpu::Buffer rows;  // [GPU layers, 2 (K, V), n_tokens, the cache's row]
+  };
+  std::vector<GpuPrefix> prefixes_;
+  uint64_t prefix_clock_ = 0;
+  std::vector<const GpuPrefix*> seq_prefix_;  // [batch] this step's, or null
 
   // The device KV cache: one buffer a GPU layer.
   std::vector<gpu::Buffer> kv_;

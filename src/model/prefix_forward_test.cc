@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/adapter.h"
+#include "model/gpu_test_util.h"
 #include "model/kv_pool.h"
 #include "model/prefix_test_util.h"
 #include "model/ptuning.h"
@@ -184,6 +185,57 @@ TEST(PrefixForwardTest, BatchMixingPrefixedAndPlainEqualsEachAlone) {
 
 TEST(PrefixForwardTest, PrefixCostsNoPrefillAndNoKvBlocks) {
   testing::expect_prefix_costs_no_prefill(Fixture(false), /*prompt_prefix=*/false);
+}
+
+// On the GPU (the prefix's rows on the device in the cache's type, attended first by
+// attention.comp): the logits of a prefixed prompt and its decode equal the CPU's, whole and
+// with layer 0 on the CPU (--gpu-layers 1); with an f16 cache within f16's rounding of the
+// prefix (the CPU keeps it f32); a batch mixing prefixed and plain equals each alone.
+TEST(PrefixForwardTest, OnTheGpuEqualsTheCpu) {
+  Fixture fx(true);
+  const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};
+  const std::vector<int32_t> decode = {8, 49, 0};
+  auto load_gpu = [&](int gpu_layers) -> StatusOr<std::unique_ptr<Model>> {
+    auto f = gguf::File::open(temp_path("pf_model_proj.gguf"));
+    if (!f.ok()) return f.status();
+    LoadOptions o;
+    o.n_threads = 2;
+    o.device = "vulkan";
+    o.gpu_layers = gpu_layers;
+    auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+    if (m.ok() && testing::gpu_layers_of(**m) != (gpu_layers < 0 ? 2 : gpu_layers)) {
+      return Status(ErrorCode::kUnavailable, "not the GPU layers asked for");
+    }
+    return m;
+  };
+  auto diff = [](const std::vector<std::vector<float>>& a,
+                 const std::vector<std::vector<float>>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double m = 0;
+    for (size_t r = 0; r < std::min(a.size(), b.size()); ++r) {
+      for (size_t i = 0; i < a[r].size(); ++i)
+        m = std::max(m, double(std::fabs(a[r][i] - b[r][i])));
+    }
+    return m;
+  };
+  const auto want = run(*fx.model, prompt, decode, &fx.adapter);
+  const auto base = run(*fx.model, prompt, decode, nullptr);
+  for (int gpu_layers : {-1, 1}) {
+    SCOPED_TRACE(gpu_layers < 0 ? "whole" : "split");
+    auto gpu = load_gpu(gpu_layers);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    EXPECT_LT(diff(run(**gpu, prompt, decode, &fx.adapter), want), 1e-4);
+    EXPECT_LT(diff(run(**gpu, prompt, decode, nullptr), base), 1e-4);
+  }
+  auto gpu = load_gpu(-1);
+  ASSERT_TRUE(gpu.ok());
+  const double f16_err = diff(run(**gpu, prompt, decode, &fx.adapter, DType::kF16),
+                              run(*fx.model, prompt, decode, &fx.adapter, DType::kF16));
+  std::printf("prefix on the GPU, f16 cache: max |diff| from the CPU %.3g (prefix moves %.3g)\n",
+              f16_err, diff(want, base));
+  EXPECT_LT(f16_err, 0.02 * diff(want, base));
+  std::swap(fx.model, *gpu);  // the same batch property on the GPU model
+  testing::expect_batch_equals_each_alone(fx, /*prompt_prefix=*/false);
 }
 
 TEST(PrefixForwardTest, PrefixOfAnotherShapeIsRefused) {

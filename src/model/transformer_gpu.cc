@@ -263,7 +263,7 @@ void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& bat
   gpu::rope(st, at(qkv_), at(in_dev_, step.cos), at(in_dev_, step.sin), n, w, 0,
             c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
             c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
-  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr);  // attn_ [n, q_dim]
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);  // attn_ [n, q_dim]
   project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
   if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
@@ -301,7 +301,6 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
                                std::vector<float>* out, OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  GLM_RETURN_IF_ERROR(refuse_prefix(batch, "the GPU path"));
   if (batch.empty()) return Status::Ok();
   bool want_hidden = false;
   for (const SeqInput& in : batch) want_hidden |= in.hidden_out != nullptr;

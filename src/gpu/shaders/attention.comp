@@ -13,6 +13,9 @@
 // many keys: a decode step at depth), split z takes keys [z split_len, (z + 1) split_len) and
 // writes its unnormalised state to part ([row, split, (m, l, acc[head_dim])]), which
 // attention_merge.comp combines into out.
+// With n_prefix > 0 (a P-Tuning v2 prefix: kernels::KvView::prefix_k), every row first sees
+// n_prefix keys of pkv (K rows from byte 0, V rows from pv_base, the cache's row layout and
+// type): key j < n_prefix is prefix row j, key j >= n_prefix the cache's position j - n_prefix.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -38,6 +41,9 @@ layout(push_constant) uniform Push {
   Floats part;     // [n_tokens * n_head, n_split, head_dim + 2] when n_split > 1
   uint n_split;
   uint split_len;  // keys a split (a multiple of 64)
+  Words pkv;       // the prefix's K and V rows; unread when n_prefix is 0
+  uint n_prefix;
+  uint pv_base;
 } p;
 
 shared float qs[256];
@@ -54,7 +60,7 @@ void main() {
   uint qo = t * p.q_stride + h * hd;
   for (uint d = tid; d < hd; d += 64u) qs[d] = p.q.v[qo + d];
   barrier();
-  uint n_keys = max(p.n_past + t + 1u, p.bidir_prefix);
+  uint n_keys = p.n_prefix + max(p.n_past + t + 1u, p.bidir_prefix);
   uint k_begin = min(z * p.split_len, n_keys);
   uint k_end = p.n_split > 1u ? min(k_begin + p.split_len, n_keys) : n_keys;
   float m = -1.0 / 0.0, l = 0.0;
@@ -64,20 +70,29 @@ void main() {
     float score = -1.0 / 0.0;
     if (j < k_end) {
       // The block table read once a key: the K row here, the V row for the sums below.
-      uint slot = uint(p.blocks.v[j / p.block_tokens]) * p.block_tokens + j % p.block_tokens;
-      uint ro = p.k_base + slot * p.row_bytes;
-      vrow[tid] = p.v_base + slot * p.row_bytes;
+      Words src = p.kv;
+      uint ro;
+      if (j < p.n_prefix) {
+        src = p.pkv;
+        ro = j * p.row_bytes;
+        vrow[tid] = p.pv_base + ro;
+      } else {
+        uint c = j - p.n_prefix;
+        uint slot = uint(p.blocks.v[c / p.block_tokens]) * p.block_tokens + c % p.block_tokens;
+        ro = p.k_base + slot * p.row_bytes;
+        vrow[tid] = p.v_base + slot * p.row_bytes;
+      }
       // Four partial sums: independent loads in flight.
       float d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
       uint e0 = kvh * hd;
       uint d = 0u;
       for (; d + 3u < hd; d += 4u) {
-        d0 += qs[d] * kv_elem(p.kv, ro, e0 + d);
-        d1 += qs[d + 1u] * kv_elem(p.kv, ro, e0 + d + 1u);
-        d2 += qs[d + 2u] * kv_elem(p.kv, ro, e0 + d + 2u);
-        d3 += qs[d + 3u] * kv_elem(p.kv, ro, e0 + d + 3u);
+        d0 += qs[d] * kv_elem(src, ro, e0 + d);
+        d1 += qs[d + 1u] * kv_elem(src, ro, e0 + d + 1u);
+        d2 += qs[d + 2u] * kv_elem(src, ro, e0 + d + 2u);
+        d3 += qs[d + 3u] * kv_elem(src, ro, e0 + d + 3u);
       }
-      for (; d < hd; ++d) d0 += qs[d] * kv_elem(p.kv, ro, e0 + d);
+      for (; d < hd; ++d) d0 += qs[d] * kv_elem(src, ro, e0 + d);
       score = ((d0 + d1) + (d2 + d3)) * p.scale;
     }
     // The chunk's max: each subgroup's, then theirs.
@@ -102,6 +117,9 @@ void main() {
       if (d >= hd) break;
       float a0 = 0.0, a1 = 0.0;
       uint jj = 0u;
+      // The chunk's prefix keys (its first n_pre) read pkv, the others the cache.
+      uint n_pre = j0 < p.n_prefix ? min(p.n_prefix - j0, n_chunk) : 0u;
+      for (; jj < n_pre; ++jj) a0 += s[jj] * kv_elem(p.pkv, vrow[jj], kvh * hd + d);
       for (; jj + 1u < n_chunk; jj += 2u) {
         a0 += s[jj] * kv_elem(p.kv, vrow[jj], kvh * hd + d);
         a1 += s[jj + 1u] * kv_elem(p.kv, vrow[jj + 1u], kvh * hd + d);
