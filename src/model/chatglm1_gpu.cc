@@ -80,7 +80,6 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
                             OutputKind kind) {
   const Config& c = config_;
   GLM_RETURN_IF_ERROR(validate_batch(c, batch, kv));
-  GLM_RETURN_IF_ERROR(refuse_prefix(batch, "the GPU path"));
   GLM_RETURN_IF_ERROR(chatglm1::prompt_lengths(batch, "ChatGLM-6B (v1)", &prefixes_));
   if (batch.empty()) return Status::Ok();
   Step step;

@@ -195,30 +195,6 @@ TEST(GpuChatGLM1, ChunkedPrefillAndMissingPromptLengthAreRefused) {
   EXPECT_EQ(out.size(), static_cast<size_t>(m->config().n_vocab));  // nothing written on error
 }
 
-// A P-Tuning v2 prefix runs on ChatGLM-6B's CPU model only (docs/adapters.md): the GPU path
-// refuses the step with unsupported and writes nothing.
-TEST(GpuChatGLM1, APtuningPrefixIsRefused) {
-  auto m = gpu_v1("v1_prefix");
-  ASSERT_NE(m, nullptr);
-  const Config& c = m->config();
-  Adapter a;
-  a.name = "pt";
-  a.prefix.n_tokens = 2;
-  a.prefix.kv_dim = c.kv_dim();
-  a.prefix.k.assign(static_cast<size_t>(c.n_layer) * 2 * c.kv_dim(), 0.1f);
-  a.prefix.v = a.prefix.k;
-  KvPool kv(c, 2, 4, DType::kF16);
-  const std::vector<int32_t> prompt = {7, 3, 9, 11, 70, 71};
-  std::vector<int32_t> blocks = {0, 1};
-  std::vector<float> out;
-  SeqInput whole{prompt.data(), 6, 0, blocks.data(), 2, false};
-  whole.adapter = &a;
-  const Status s = m->forward({whole}, &kv, &out);
-  EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.to_string();
-  EXPECT_NE(s.message().find("P-Tuning"), std::string::npos) << s.message();
-  EXPECT_TRUE(out.empty());
-}
-
 StatusOr<std::unique_ptr<Model>> load_v1(const std::string& path, const std::string& device,
                                          int gpu_layers) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);

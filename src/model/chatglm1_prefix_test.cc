@@ -216,6 +216,37 @@ TEST(ChatGLM1PrefixTest, PrefillAndDecodeMatchTheFloat64Reference) {
   }
 }
 
+// On the GPU (GpuChatGLM1: the prefix's rows on the device, ahead of the cache's keys, with the
+// prompt's bidirectional rule): the CPU's logits, and a batch mixing prefixed and plain equals
+// each alone.
+TEST(ChatGLM1PrefixTest, OnTheGpuEqualsTheCpu) {
+  Fixture fx(true);
+  const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};
+  const std::vector<int32_t> decode = {8, 49, 0};
+  auto gpu = testing::load(testing::temp_path("v1pf_model_proj.gguf"), 2, true, "vulkan");
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  ASSERT_EQ((*gpu)->device_name().substr(0, 7), "vulkan:");
+  const auto want = run(*fx.model, prompt, decode, &fx.adapter);
+  const auto got = run(**gpu, prompt, decode, &fx.adapter);
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, moved = 0;
+  const auto base = run(*fx.model, prompt, decode, nullptr);
+  for (size_t r = 0; r < want.size(); ++r) {
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      err = std::max(err, static_cast<double>(std::fabs(got[r][i] - want[r][i])));
+      moved = std::max(moved, static_cast<double>(std::fabs(base[r][i] - want[r][i])));
+    }
+  }
+  std::printf(
+      "chatglm1 P-Tuning on the GPU: max |logit diff| from the CPU %.3g (prefix moves "
+      "%.3g)\n",
+      err, moved);
+  EXPECT_LT(err, 1e-4);
+  EXPECT_GT(moved, 1e-2);
+  std::swap(fx.model, *gpu);
+  testing::expect_batch_equals_each_alone(fx, /*prompt_prefix=*/true);
+}
+
 TEST(ChatGLM1PrefixTest, BatchMixingPrefixedAndPlainEqualsEachAlone) {
   testing::expect_batch_equals_each_alone(Fixture(true), /*prompt_prefix=*/true);
 }

@@ -364,7 +364,7 @@ Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
       found->used = prefix_clock_;
       continue;
     }
-    if (px.kv_dim != kd) return invalid_argument("a P-Tuning prefix of another model's width");
+    // Its shape was checked against the model's by validate_batch (check_prefix).
     if (prefixes_.size() >= 8) {  // the least recently used goes, if not in this step
       auto old =
           std::min_element(prefixes_.begin(), prefixes_.end(),

@@ -22,16 +22,6 @@ Status check_prefix(const Config& c, const PrefixKv& p) {
   return Status::Ok();
 }
 
-Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model) {
-  for (const SeqInput& in : batch) {
-    if (in.adapter != nullptr && !in.adapter->prefix.empty()) {
-      return unsupported(std::string(model) +
-                         " cannot run a P-Tuning v2 prefix yet (run it on the CPU: --device cpu)");
-    }
-  }
-  return Status::Ok();
-}
-
 Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const KvPool* kv) {
   if (batch.empty()) return Status::Ok();
   if (kv == nullptr) return invalid_argument("forward: no KV cache given");

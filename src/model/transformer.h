@@ -112,9 +112,6 @@ class Transformer : public Model {
 // Checks a P-Tuning prefix against a model config: kv_dim and [n_layer, n_tokens, kv_dim] K/V
 // (empty is fine). invalid_argument otherwise.
 Status check_prefix(const Config& config, const PrefixKv& prefix);
-// unsupported naming `model` when a sequence of the batch has a P-Tuning prefix: for the models
-// that cannot attend one yet (the GPU paths: GpuTransformer, GpuChatGLM1).
-Status refuse_prefix(const std::vector<SeqInput>& batch, const char* model);
 
 // Checks a batch against a model config and a KV pool: token ids in range, n_past >= 0,
 // n_tokens >= 1, blocks present and in range for every position, a P-Tuning prefix of the
