@@ -29,6 +29,7 @@
 #include "llama_reference.h"
 #include "model/config.h"
 #include "model/eval.h"
+#include "model/gpu_test_util.h"
 #include "model/moe.h"
 #include "model/test_util.h"
 
@@ -512,17 +513,7 @@ TEST(Glm4MoeMtp, ATrunkOnlyFileHasTheSameLogitsAndRefusesSpecMtp) {
 
 // On the GPU: the model loaded as the engine loads it for --spec mtp (the block uploaded).
 StatusOr<std::unique_ptr<model::Model>> load_gpu_with_block(const std::string& path) {
-  auto f = gguf::File::open(path);
-  if (!f.ok()) return f.status();
-  model::LoadOptions o;
-  o.n_threads = 2;
-  o.device = "vulkan";
-  o.mtp_kv_bytes = 1 << 20;
-  auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
-    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
-  }
-  return m;
+  return model::testing::load_on_gpu(path, -1, /*mtp_kv_bytes=*/1 << 20);
 }
 
 // The trunk's hidden rows (a prefill and decode steps) and the block's logits and head-normed

@@ -298,14 +298,8 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
   ASSERT_FALSE(want.empty());
   for (int n_gpu : {1, 2}) {
     const auto got = logit_rows(
-        [&]() -> StatusOr<std::unique_ptr<model::Model>> {
-          auto f = gguf::File::open(path);
-          if (!f.ok()) return f.status();
-          model::LoadOptions o;
-          o.n_threads = 2;
-          o.device = "vulkan";
-          o.gpu_layers = n_gpu;
-          auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+        [&]() {
+          auto m = model::testing::load_on_gpu(path, n_gpu);
           if (m.ok()) {
             EXPECT_EQ(model::testing::gpu_layers_of(**m), n_gpu);
           }

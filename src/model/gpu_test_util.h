@@ -1,14 +1,17 @@
-// What the GPU models' tests (transformer_gpu_test.cc, chatglm1_gpu_test.cc) share: a prompt
-// and decode steps run through any Model, the comparison of two models' logits, and the layers a
-// loaded model put on the GPU. Test-only (GoogleTest assertions).
+// What the GPU models' tests share: a prompt and decode steps run through any Model, the
+// comparison of two models' logits, a file loaded on the GPU, and the layers a loaded model put
+// there. Test-only (GoogleTest assertions).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "model/gpu_model.h"
 #include "model/model.h"
 
@@ -52,6 +55,26 @@ inline float max_rel_diff(const std::vector<float>& a, const std::vector<float>&
   }
   EXPECT_GT(m, 0.1f);  // the comparison is not between zeros
   return d / std::max(1.0f, m);
+}
+
+// The model file at `path` on the first Vulkan device (--device vulkan), `gpu_layers` of its
+// layers there (-1: as many as fit), the MTP block too when mtp_kv_bytes > 0 (--spec mtp's);
+// unavailable when it came up on the CPU (no device: these tests are about the GPU).
+inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1,
+                                                    size_t mtp_kv_bytes = 0) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.gpu_layers = gpu_layers;
+  o.mtp_kv_bytes = mtp_kv_bytes;
+  StatusOr<std::unique_ptr<Model>> m =
+      load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
+    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
+  }
+  return m;
 }
 
 // The layers a loaded model runs on the GPU: -1 when it runs on the CPU.

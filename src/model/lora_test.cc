@@ -458,20 +458,6 @@ std::vector<float> run_batch(Model& m, const std::vector<LoraRun>& runs) {
   return out;
 }
 
-StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1) {
-  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-  if (!f.ok()) return f.status();
-  LoadOptions o;
-  o.n_threads = 2;
-  o.device = "vulkan";
-  o.gpu_layers = gpu_layers;
-  auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
-    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
-  }
-  return m;
-}
-
 void expect_gpu_lora_equals_cpu(const std::string& arch) {
   const std::string base = base_model("lora_gpu_base_" + arch, DType::kF32, arch);
   auto cpu = testing::load(base, 2);
@@ -488,7 +474,7 @@ void expect_gpu_lora_equals_cpu(const std::string& arch) {
   const std::vector<float> want = run_batch(**cpu, runs);
   for (int split : {-1, 1}) {  // whole; layer 0 on the CPU, layer 1 on the GPU
     SCOPED_TRACE(arch + (split < 0 ? " whole" : " split"));
-    auto gpu = load_on_gpu(base, split);
+    auto gpu = testing::load_on_gpu(base, split);
     ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
     if (split > 0) {
       ASSERT_EQ(testing::gpu_layers_of(**gpu), split);
@@ -522,7 +508,7 @@ TEST(LoraGpu, PerRequestEqualsTheCpuLlama) { expect_gpu_lora_equals_cpu("llama")
 TEST(LoraGpu, MoreAdaptersThanTheGpuKeepsCycleThroughIt) {
   const std::string base = base_model("lora_gpu_cycle_base");
   auto cpu = testing::load(base, 2);
-  auto gpu = load_on_gpu(base);
+  auto gpu = testing::load_on_gpu(base);
   ASSERT_TRUE(cpu.ok());
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   std::vector<std::shared_ptr<const Adapter>> adapters;

@@ -195,16 +195,10 @@ TEST(PrefixForwardTest, OnTheGpuEqualsTheCpu) {
   Fixture fx(true);
   const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};
   const std::vector<int32_t> decode = {8, 49, 0};
-  auto load_gpu = [&](int gpu_layers) -> StatusOr<std::unique_ptr<Model>> {
-    auto f = gguf::File::open(temp_path("pf_model_proj.gguf"));
-    if (!f.ok()) return f.status();
-    LoadOptions o;
-    o.n_threads = 2;
-    o.device = "vulkan";
-    o.gpu_layers = gpu_layers;
-    auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-    if (m.ok() && testing::gpu_layers_of(**m) != (gpu_layers < 0 ? 2 : gpu_layers)) {
-      return Status(ErrorCode::kUnavailable, "not the GPU layers asked for");
+  auto load_gpu = [&](int gpu_layers) {
+    auto m = testing::load_on_gpu(temp_path("pf_model_proj.gguf"), gpu_layers);
+    if (m.ok()) {
+      EXPECT_EQ(testing::gpu_layers_of(**m), gpu_layers < 0 ? 2 : gpu_layers);
     }
     return m;
   };

@@ -243,19 +243,7 @@ namespace {
 // the GPU (llama.cpp's -ngl). The logits equal the CPU model's with the same weights in f32,
 // and the KV cache operations of a server keep working across the two halves.
 StatusOr<std::unique_ptr<Model>> load_split(const std::string& path, int gpu_layers) {
-  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-  if (!f.ok()) return f.status();
-  LoadOptions o;
-  o.n_threads = 2;
-  o.device = "vulkan";
-  o.gpu_layers = gpu_layers;
-  StatusOr<std::unique_ptr<Model>> m =
-      load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  // --device vulkan falls back to the CPU (a warning) without a device: not what these test.
-  if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
-    return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
-  }
-  return m;
+  return testing::load_on_gpu(path, gpu_layers);
 }
 
 TEST(GpuSplit, LayersSplitWithTheCpuGiveTheCpuLogits) {
