@@ -1,4 +1,5 @@
-// The GPU's ops timed on the device at ChatGLM3-6B's shapes (google-benchmark, manual time): the
+// The GPU's ops timed on the device at ChatGLM3-6B's shapes, and GLM-4.5-Air's experts and router
+// (google-benchmark, manual time): the
 // time of a call is the device's, from the profile's timestamps (Device::enable_profile: the
 // time between the timestamps around a dispatch, its barrier wait included), so each figure is
 // what the op costs inside a step. Weights rotate among copies that together exceed the GPU's
@@ -6,7 +7,7 @@
 // memory, as a model's step does. Counters: bytes_per_second = the weights' (matmul) or the
 // K/V's (attention) bytes over the call's time.
 //
-//   build/src/gpu/gpu_bench --benchmark_min_time=0.05s [--benchmark_filter=Matvec]
+//   build/src/gpu/gpu_bench --benchmark_min_time=0.05 [--benchmark_filter=Matvec]
 //
 // scripts/bench-gpu.sh runs it on the GPU machine (docs/performance.md "On a GPU"). On lavapipe
 // it runs (slowly): its figures are no GPU speed.
@@ -290,6 +291,84 @@ BENCHMARK(BM_Attention)
     ->Args({0, 512, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// GLM-4.5-Air's routed experts (128 of [1408, 4096], top-8): `tokens` tokens' gate matmul
+// over their chosen experts (random, distinct per token). One token: a slot at a time
+// (matvec_id_*: 8 experts' rows read); more: the slots grouped by expert (moe_group, timed
+// with them) and each expert's tiles over its slots (matmul_tiled_id_*). bytes_per_second: the
+// chosen experts' bytes (each distinct expert once) over the time. Args: type (kTypes), tokens.
+void BM_Experts(benchmark::State& st) {
+  const DType type = kTypes[st.range(0)];
+  const int tokens = static_cast<int>(st.range(1));
+  const int n_expert = 128, k = 8, rows = 1408, cols = 4096, slots = tokens * k;
+  st.SetLabel(std::string(dtype_name(type)) + " 128 x " + std::to_string(rows) + "x" +
+              std::to_string(cols) + " top-8 t" + std::to_string(tokens) +
+              (tokens == 1 ? " matvec_id" : " grouped"));
+  const std::vector<Matrix>& w = weight_copies(type, int64_t{n_expert} * rows, cols);
+  std::mt19937 rng(9);
+  std::vector<int32_t> ids(slots);
+  std::vector<int> order(n_expert);
+  std::vector<bool> used(n_expert, false);
+  for (int t = 0; t < tokens; ++t) {
+    for (int e = 0; e < n_expert; ++e) order[e] = e;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int j = 0; j < k; ++j) {
+      ids[t * k + j] = order[j];
+      used[order[j]] = true;
+    }
+  }
+  std::vector<float> ids_f(slots);
+  std::memcpy(ids_f.data(), ids.data(), ids.size() * 4);
+  const Buffer ids_b = floats_on_device(ids_f);
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
+  const Buffer y = zeros_on_device(static_cast<size_t>(slots) * rows);
+  const Buffer counts = zeros_on_device(n_expert);
+  const Buffer lists = zeros_on_device(static_cast<size_t>(n_expert) * tokens);
+  ExpertGroups g;
+  g.slots = lists.address();
+  g.counts = counts.address();
+  g.n_expert = n_expert;
+  g.cap = tokens;
+  const int calls = std::max<int>(8, static_cast<int>(w.size()));
+  run_calls(st, calls, [&](Stream& s, int i) {
+    const Matrix& m = w[i % w.size()];
+    if (tokens == 1) {
+      matmul_experts(s, m, rows, ids_b.address(), x.address(), k, y.address(), slots, rows, 0);
+    } else {
+      moe_group(s, ids_b.address(), slots, g);
+      matmul_experts_grouped(s, m, rows, g, x.address(), k, y.address(), rows, 0);
+    }
+  });
+  const double expert_bytes = static_cast<double>(w[0].buf.size()) / n_expert;
+  const double chosen = static_cast<double>(std::count(used.begin(), used.end(), true));
+  st.counters["bytes_per_second"] = benchmark::Counter(
+      chosen * expert_bytes * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Experts)
+    ->ArgsProduct({{0, 2}, {1, 512}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// The router of 1 or 512 tokens over 128 experts, top-8 (moe_route.comp).
+void BM_MoeRoute(benchmark::State& st) {
+  const int tokens = static_cast<int>(st.range(0)), n_expert = 128, k = 8;
+  const Buffer logits = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_expert, 4));
+  const Buffer bias = floats_on_device(random_floats(n_expert, 5));
+  const Buffer ids = zeros_on_device(static_cast<size_t>(tokens) * k);
+  const Buffer weights = zeros_on_device(static_cast<size_t>(tokens) * k);
+  MoeRouteArgs a;
+  a.logits = logits.address();
+  a.bias = bias.address();
+  a.ids = ids.address();
+  a.weights = weights.address();
+  a.n_tokens = tokens;
+  a.n_expert = n_expert;
+  a.k = k;
+  a.norm = true;
+  a.scale = 2.5f;
+  run_calls(st, 16, [&](Stream& s, int) { moe_route(s, a); });
+}
+BENCHMARK(BM_MoeRoute)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace glm::gpu
