@@ -130,11 +130,12 @@ std::vector<std::vector<float>> parse_rows(const std::string& out) {
 }
 
 // `glmserve eval --ptuning ADAPTER` on MODEL prints exactly the rows the library computes with
-// the adapter (eval prints float32 exactly), and they differ from the base model's.
+// the adapter (eval prints float32 exactly), and they differ from the base model's; with
+// --device vulkan, the same rows within rounding.
 void expect_eval_rows_are_the_librarys(const std::string& model, const std::string& adapter) {
   const std::string tokens = " --tokens 1,2,3,4,5 --decode 6,7";
   glm::testing::CliRun r =
-      run_cli("eval --model " + model + " --threads 1 --ptuning " + adapter + tokens);
+      run_cli("eval --model " + model + " --device cpu --threads 1 --ptuning " + adapter + tokens);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto with = parse_rows(r.out);
   r = run_cli("eval --model " + model + " --threads 1" + tokens);
@@ -165,6 +166,18 @@ void expect_eval_rows_are_the_librarys(const std::string& model, const std::stri
     }
   }
   EXPECT_GT(moved, 1e-3);  // the prefix changes the logits
+  // On the GPU (lavapipe in CI) the same rows within f32 rounding.
+  r = run_cli("eval --model " + model + " --device vulkan --threads 1 --ptuning " + adapter +
+              tokens);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto gpu = parse_rows(r.out);
+  ASSERT_EQ(gpu.size(), with.size());
+  for (size_t p = 0; p < gpu.size(); ++p) {
+    ASSERT_EQ(gpu[p].size(), with[p].size());
+    for (size_t i = 0; i < gpu[p].size(); ++i) {
+      ASSERT_NEAR(gpu[p][i], with[p][i], 1e-4 * (1 + std::fabs(with[p][i]))) << "pos " << p;
+    }
+  }
 }
 
 TEST_F(PtuningCliTest, ConvertThenEvalWithThePrefix) {

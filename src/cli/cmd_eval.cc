@@ -30,8 +30,7 @@ constexpr const char* kHelp =
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
     "  --gpu-layers N  layers on the GPU (-1, the default: as many as fit)\n"
     "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
-    "            its K/V are computed once at load and attended ahead of the tokens; runs on\n"
-    "            the CPU unless --device says otherwise)\n"
+    "            its K/V are computed once at load and attended ahead of the tokens)\n"
     "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"
     "            repeatable; docs/adapters.md)\n";
 
@@ -93,8 +92,6 @@ int cmd_eval(int argc, char** argv) {
   model::LoadOptions load;
   load.n_threads = static_cast<int>(*threads);
   if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
-  // The GPU path does not attend a P-Tuning prefix yet: auto means the CPU with one.
-  if (args->has("ptuning") && !args->has("device")) load.device = "cpu";
   if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   StatusOr<std::unique_ptr<model::Model>> m =
       model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);
