@@ -4,7 +4,7 @@
 // each head by position, second half by block position, rotate-half pairs), GELU MLP with
 // biases, a bidirectional prompt prefix whose last token (<sop>) is hidden from earlier rows.
 // A sequence's P-Tuning v2 prefix (SeqInput::adapter, docs/adapters.md) is attended by every row
-// ahead of its own positions, which keep their 2D positions from 0 (CPU only).
+// ahead of its own positions, which keep their 2D positions from 0 (on the GPU too: gpu_model.h).
 // The QKV rows are stored q heads, k heads, v heads (the converter un-interleaves HF's per-head
 // [q k v] order). Ownership and thread-safety as Transformer.
 #pragma once

@@ -9,7 +9,8 @@
 //   cache's save and load (the first n_cpu layers' rows stay in the pool's host memory);
 // - a step's inputs (embedding rows, rotary tables, KV slots, output rows and block tables,
 //   staged on the host and copied to the device at the start), the scratch activations, the
-//   K/V store and attention of every sequence, the LM head and the read back of the outputs.
+//   K/V store and attention of every sequence (with its P-Tuning v2 prefix, uploaded once per
+//   adapter), the LM head and the read back of the outputs.
 // A subclass's forward(): begin_step(), fill the embeddings and rotary tables, record(), its
 // layers (with attend()), its final norm into rows_, finish_step().
 // Ownership: keeps the GGUF file (for the embedding rows) and the device alive.
