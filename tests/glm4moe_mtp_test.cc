@@ -586,8 +586,18 @@ TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
     ASSERT_TRUE(m.forward_mtp({mtp_input(&other_tok[2], 1, 2, other_blocks, flat.data() + 2 * d)},
                               &mp2, &out[k][0], &out[k][1])
                     .ok());
+    // A pass of catch-up alone (no row out: on the GPU no head), then its sequence's next.
+    const std::vector<int32_t> third_blocks = {5};
+    const size_t before = out[k][0].size();
+    ASSERT_TRUE(m.forward_mtp({mtp_input(tok.data(), 2, 0, third_blocks, flat.data(), false)}, &mp2,
+                              &out[k][0], &out[k][1])
+                    .ok());
+    ASSERT_EQ(out[k][0].size(), before);
+    ASSERT_TRUE(m.forward_mtp({mtp_input(&tok[2], 1, 2, third_blocks, flat.data() + 2 * d)}, &mp2,
+                              &out[k][0], &out[k][1])
+                    .ok());
   }
-  ASSERT_EQ(out[1][0].size(), static_cast<size_t>(n + 2) * c.n_vocab);
+  ASSERT_EQ(out[1][0].size(), static_cast<size_t>(n + 3) * c.n_vocab);
   close(out[1][0], out[0][0], 1e-4f, "MTP logits");
   close(out[1][1], out[0][1], 1e-4f, "MTP rows");
 }

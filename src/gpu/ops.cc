@@ -45,6 +45,12 @@ TeamGeometry team_geometry(const Matrix& w, int rows, bool one, int64_t n_rows =
   return g;
 }
 
+// 1 when the matmul shaders may read activations at x 16 bytes at a time (x 16-byte aligned,
+// rows of a multiple of 4 values: matmul_io.glsl's x_run).
+uint32_t vec4_reads(const Matrix& w, Addr x) {
+  return (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
+}
+
 }  // namespace
 
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
@@ -109,7 +115,7 @@ const MatmulTuning& matmul_tuning() {
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
             MatmulAdd add, const MatmulTuning& tuning) {
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
-  const uint32_t x_vec4 = (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
+  const uint32_t x_vec4 = vec4_reads(w, x);
   if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
       Addr w, x, x4, y;
@@ -167,8 +173,7 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
-  const uint32_t gx = g.gx, gy = g.gy;
-  s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), gx, gy, gz);
+  s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), g.gx, g.gy, gz);
 }
 
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
@@ -203,13 +208,13 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, 
     p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.y = y + static_cast<Addr>(s0) * y_stride * sizeof(float);
     p.n_tokens = static_cast<uint32_t>(n);
-    p.x_vec4 = (p.x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
+    p.x_vec4 = vec4_reads(w, p.x);
     s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }
 }
 
 void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g) {
-  GLM_CHECK(g.n_expert >= 1 && g.n_expert <= 4096 && g.cap >= 1);
+  GLM_CHECK(g.n_expert >= 1 && g.n_expert <= kMaxGroupedExperts && g.cap >= 1);
   struct {
     Addr ids, counts, slots;
     uint32_t n_slots, n_expert, cap;
@@ -242,7 +247,7 @@ void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const Expe
       static_cast<uint32_t>(w.row_bytes),
       static_cast<uint32_t>(y_stride),
       static_cast<uint32_t>(y_col),
-      (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u,
+      vec4_reads(w, x),
       0,
       0,
       0,

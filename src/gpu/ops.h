@@ -82,7 +82,9 @@ struct ExpertGroups {
   Addr slots = 0, counts = 0;
   int n_expert = 0, cap = 0;
 };
-// Fills `g` from ids [n_slots] (moe_route's). n_expert at most 4096.
+// Fills `g` from ids [n_slots] (moe_route's). n_expert at most kMaxGroupedExperts (moe_group.comp's
+// counters in shared memory).
+inline constexpr int kMaxGroupedExperts = 4096;
 void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g);
 // matmul_experts' products with the slots grouped (moe_group): each expert's rows are read once
 // per 64 of its slots (matmul_tiled.comp's IDS), not once a slot: the prefill's.

@@ -7,7 +7,6 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "kernels/attention.h"
 #include "model/ops.h"
 
 namespace glm::model {
@@ -296,6 +295,7 @@ Status GpuModel::begin_step(const std::vector<SeqInput>& batch, KvPool* kv, Step
   s.mi = mtp ? reinterpret_cast<float*>(host + s.mtp_in) : nullptr;
   int32_t* slots = reinterpret_cast<int32_t*>(host + s.slots);
   int32_t* rows = reinterpret_cast<int32_t*>(host + s.rows);
+  s.out_rows = rows;
   int32_t* table = reinterpret_cast<int32_t*>(host + s.table);
   seq_first_row_.resize(batch.size());
   seq_table_at_.resize(batch.size());
@@ -347,57 +347,35 @@ Status GpuModel::reserve_hidden(int n) {
 
 Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
   seq_prefix_.assign(batch.size(), nullptr);
-  auto has_prefix = [](const SeqInput& in) {
-    return in.adapter != nullptr && !in.adapter->prefix.empty();
-  };
-  if (std::none_of(batch.begin(), batch.end(), has_prefix)) return Status::Ok();
-  ++prefix_clock_;
-  const Config& c = config_;
-  const int kd = c.kv_dim();
-  for (const SeqInput& in : batch) {  // every prefix of the step on the device
-    if (!has_prefix(in)) continue;
-    const PrefixKv& px = in.adapter->prefix;
-    auto found = std::find_if(prefixes_.begin(), prefixes_.end(), [&](const GpuPrefix& g) {
-      return g.id == in.adapter->id && g.type == kv_type_;
-    });
-    if (found != prefixes_.end()) {
-      found->used = prefix_clock_;
-      continue;
-    }
-    // Its shape was checked against the model's by validate_batch (check_prefix).
-    if (prefixes_.size() >= 8) {  // the least recently used goes, if not in this step
-      auto old =
-          std::min_element(prefixes_.begin(), prefixes_.end(),
-                           [](const GpuPrefix& a, const GpuPrefix& b) { return a.used < b.used; });
-      if (old->used < prefix_clock_) prefixes_.erase(old);
-    }
-    GpuPrefix g;
-    g.id = in.adapter->id;
-    g.used = prefix_clock_;
-    g.type = kv_type_;
-    g.n_tokens = px.n_tokens;
+  prefixes_.next_step();
+  const int kd = config_.kv_dim();
+  // One copy an adapter and cache type. Its shape was checked against the model's by
+  // validate_batch (check_prefix).
+  auto upload = [&](const PrefixKv& px, GpuPrefix* g) -> Status {
+    g->n_tokens = px.n_tokens;
     const size_t part = static_cast<size_t>(px.n_tokens) * kv_row_bytes_;  // a layer's K or V
     std::vector<uint8_t> bytes(static_cast<size_t>(gpu_layers()) * 2 * part);
     for (int l = 0; l < gpu_layers(); ++l) {
       const size_t from = static_cast<size_t>(n_cpu_ + l) * px.n_tokens * kd;
       for (int i = 0; i < px.n_tokens; ++i) {
         uint8_t* k = bytes.data() + (2 * static_cast<size_t>(l)) * part + i * kv_row_bytes_;
-        kernels::kv_store_row(px.k.data() + from + static_cast<size_t>(i) * kd, kv_type_, k, kd);
-        kernels::kv_store_row(px.v.data() + from + static_cast<size_t>(i) * kd, kv_type_, k + part,
-                              kd);
+        ops::store_row(px.k.data() + from + static_cast<size_t>(i) * kd, kv_type_, k, kd);
+        ops::store_row(px.v.data() + from + static_cast<size_t>(i) * kd, kv_type_, k + part, kd);
       }
     }
     StatusOr<gpu::Buffer> b = device_->alloc(bytes.size(), gpu::MemoryKind::kDevice);
     if (!b.ok()) return b.status();
     GLM_RETURN_IF_ERROR(device_->upload(bytes.data(), bytes.size(), *b, 0));
-    g.rows = std::move(*b);
-    prefixes_.push_back(std::move(g));
-  }
-  for (size_t i = 0; i < batch.size(); ++i) {  // prefixes_ holds still now
-    if (!has_prefix(batch[i])) continue;
-    for (const GpuPrefix& g : prefixes_) {
-      if (g.id == batch[i].adapter->id && g.type == kv_type_) seq_prefix_[i] = &g;
-    }
+    g->rows = std::move(*b);
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Adapter* a = batch[i].adapter;
+    if (a == nullptr || a->prefix.empty()) continue;
+    StatusOr<GpuPrefix*> g = prefixes_.get(a->id << 8 | static_cast<uint64_t>(kv_type_),
+                                           [&](GpuPrefix* out) { return upload(a->prefix, out); });
+    if (!g.ok()) return g.status();
+    seq_prefix_[i] = *g;
   }
   return Status::Ok();
 }
@@ -462,6 +440,10 @@ Status GpuModel::finish_step(gpu::Stream& st, const Step& step, OutputKind kind,
   const Config& c = config_;
   const size_t width = kind == OutputKind::kHidden ? c.n_embd : c.n_vocab;
   const size_t n_out = static_cast<size_t>(step.n_out);
+  if (n_out == 0) {  // K/V rows only (an MTP catch-up): nothing to read back
+    if (fail_at_step_ > 0 && ++steps_ == fail_at_step_) device_->inject_failure_after(1);
+    return st.submit_and_wait();
+  }
   if (kind == OutputKind::kHidden) {
     st.copy(rows_, 0, out_host_, 0, n_out * c.n_embd * kF);
   } else {

@@ -25,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
+#include "model/gpu_adapter_cache.h"
 #include "model/gpu_plan.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -85,10 +86,11 @@ class GpuModel : public Model {
   struct Step {
     int n = 0, n_out = 0, n_table = 0;
     size_t x = 0, cos = 0, sin = 0, slots = 0, rows = 0, table = 0, mtp_in = 0, bytes = 0;
-    float* xs = nullptr;  // [T, n_embd]
-    float* cs = nullptr;  // [T, rot_width]
-    float* sn = nullptr;  // [T, rot_width]
-    float* mi = nullptr;  // [T, widths.mtp_in] (an MTP step)
+    float* xs = nullptr;          // [T, n_embd]
+    float* cs = nullptr;          // [T, rot_width]
+    float* sn = nullptr;          // [T, rot_width]
+    float* mi = nullptr;          // [T, widths.mtp_in] (an MTP step)
+    int32_t* out_rows = nullptr;  // [n_out] the output rows (a subclass may keep fewer)
   };
   // A layer's device KV cache as attend() reads it: the buffer (K rows at 0, V rows at v_base)
   // and its pool's shape.
@@ -191,13 +193,10 @@ class GpuModel : public Model {
   // kept, by Adapter::id and KV type).
   Status prepare_prefixes(const std::vector<SeqInput>& batch);
   struct GpuPrefix {
-    uint64_t id = 0, used = 0;
-    DType type = DType::kF16;
     int n_tokens = 0;
     gpu::Buffer rows;  // [GPU layers, 2 (K, V), n_tokens, the cache's row]
   };
-  std::vector<GpuPrefix> prefixes_;
-  uint64_t prefix_clock_ = 0;
+  GpuAdapterCache<GpuPrefix> prefixes_;       // by Adapter::id and the cache's type
   std::vector<const GpuPrefix*> seq_prefix_;  // [batch] this step's, or null
 
   // The device KV cache: one buffer a GPU layer.

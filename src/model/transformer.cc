@@ -22,6 +22,14 @@ Status check_prefix(const Config& c, const PrefixKv& p) {
   return Status::Ok();
 }
 
+void mtp_input_row(const Config& c, const kernels::WeightView& embed, const float* enorm,
+                   const float* hnorm, int32_t token, const float* hidden, float* e, float* row) {
+  const int d = c.n_embd;
+  ops::get_row(embed.type, embed.data, token, d, e);
+  ops::rms_norm(e, enorm, c.norm_eps, row, d);
+  ops::rms_norm(hidden, hnorm, c.norm_eps, row + d, d);
+}
+
 Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const KvPool* kv) {
   if (batch.empty()) return Status::Ok();
   if (kv == nullptr) return invalid_argument("forward: no KV cache given");
@@ -404,11 +412,10 @@ Status Transformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv,
   int t = 0;
   for (const MtpInput& in : batch) {
     for (int i = 0; i < in.seq.n_tokens; ++i, ++t) {
-      float* row = mtp_in_.data() + static_cast<size_t>(t) * 2 * d;
-      float* e = cur_.data() + static_cast<size_t>(t) * d;
-      ops::get_row(embed.type, embed.data, in.seq.tokens[i], d, e);
-      ops::rms_norm(e, m.enorm, c.norm_eps, row, d);
-      ops::rms_norm(in.hidden + static_cast<size_t>(i) * d, m.hnorm, c.norm_eps, row + d, d);
+      mtp_input_row(c, embed, m.enorm, m.hnorm, in.seq.tokens[i],
+                    in.hidden + static_cast<size_t>(i) * d,
+                    cur_.data() + static_cast<size_t>(t) * d,
+                    mtp_in_.data() + static_cast<size_t>(t) * 2 * d);
       pos_[t] = in.seq.n_past + i;
       ops::rope_table(pos_[t], c.n_rot, c.rope_base,
                       rope_cos_.data() + static_cast<size_t>(t) * half,

@@ -117,6 +117,11 @@ Status check_prefix(const Config& config, const PrefixKv& prefix);
 // n_tokens >= 1, blocks present and in range for every position, a P-Tuning prefix of the
 // model's shape. invalid_argument otherwise.
 Status validate_batch(const Config& config, const std::vector<SeqInput>& batch, const KvPool* kv);
+// The MTP block's input row of one token (forward_mtp, on the CPU and the GPU): row [2 n_embd] =
+// [enorm(the token's embedding); hnorm(hidden [n_embd])] (MtpWeights' enorm, hnorm [n_embd]);
+// e: [n_embd] scratch. `embed`: the block's embedding (MtpWeights::embed) or the model's.
+void mtp_input_row(const Config& config, const kernels::WeightView& embed, const float* enorm,
+                   const float* hnorm, int32_t token, const float* hidden, float* e, float* row);
 
 // unsupported naming `model` when a sequence of the batch has an adapter with LoRA pairs: for
 // the models that cannot apply them per request yet (GPU, ChatGLM-6B).

@@ -74,13 +74,9 @@ class GpuTransformer : public GpuModel {
     GpuLoraPair qkv, wq, wk, wv, wo, ffn_up, ffn_gate, ffn_down;
   };
   struct GpuLora {
-    uint64_t id = 0;    // Adapter::id
-    uint64_t used = 0;  // lora_clock_ when a step last ran it
-    int rank = 0;       // the largest of its pairs
+    int rank = 0;  // the largest of its pairs
     std::vector<GpuLoraLayer> layers;
   };
-  // The adapters uploaded: at most this many, the least recently used dropped first.
-  static constexpr size_t kMaxGpuLoras = 8;
   // A step's sequence with a LoRA: its rows [first, first + n) and pairs.
   struct LoraRows {
     const GpuLora* lora = nullptr;
@@ -107,8 +103,8 @@ class GpuTransformer : public GpuModel {
   // The step's LoRA rows (lora_rows_) from the batch's adapters, uploading those not on the
   // device yet; lora_tmp_ sized for them.
   Status prepare_lora(const std::vector<SeqInput>& batch, int n);
-  // The adapter on the device (uploaded unless it is), marked used by this step.
-  Status upload_lora(const Adapter& adapter);
+  // Uploads the adapter's pairs of the GPU layers into *out.
+  Status upload_lora(const Adapter& adapter, GpuLora* out);
   // y[r, y_col ..] += scale B (A x[r]) for the rows of every sequence with a pair `pair` on GPU
   // layer l: x [T, n_in] (rows contiguous), y [T, y_stride].
   void add_lora(gpu::Stream& st, int l, GpuLoraPair GpuLoraLayer::*pair, gpu::Addr x, gpu::Addr y,
@@ -134,15 +130,13 @@ class GpuTransformer : public GpuModel {
   std::unique_ptr<Transformer> cpu_;  // layers [0, n_cpu_): weights and kernels; null if none
   std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
   std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers
-  std::vector<GpuLora> loras_;        // the adapters on the device (kMaxGpuLoras at most)
-  uint64_t lora_clock_ = 0;           // steps that ran a LoRA
+  GpuAdapterCache<GpuLora> loras_;    // the adapters on the device, by Adapter::id
   std::vector<LoraRows> lora_rows_;   // this step's
   gpu::Buffer lora_tmp_;              // [T, rank] A x of a sequence's rows
   std::unique_ptr<Mtp> mtp_;          // null: the MTP block is not on the device
   Config mtp_config_;                 // config_ with one layer: the MTP pool's shape
   std::vector<SeqInput> mtp_seqs_;    // forward_mtp's batch as SeqInputs
   std::vector<float> mtp_embed_;      // [n_embd] a token's embedding row
-  std::vector<float> mtp_logits_, mtp_rows_;  // [B, n_vocab], [B, n_embd] read back
 };
 
 }  // namespace glm::model

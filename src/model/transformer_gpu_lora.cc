@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/check.h"
 #include "model/transformer_gpu.h"
 
 namespace glm::model {
@@ -13,23 +12,10 @@ constexpr size_t kF = sizeof(float);
 
 }  // namespace
 
-Status GpuTransformer::upload_lora(const Adapter& adapter) {
-  for (GpuLora& g : loras_) {
-    if (g.id == adapter.id) {
-      g.used = lora_clock_;
-      return Status::Ok();
-    }
-  }
-  if (loras_.size() >= kMaxGpuLoras) {  // the least recently used goes, if not in this step
-    auto old = std::min_element(loras_.begin(), loras_.end(),
-                                [](const GpuLora& a, const GpuLora& b) { return a.used < b.used; });
-    if (old->used < lora_clock_) loras_.erase(old);
-  }
-  GpuLora g;
-  g.id = adapter.id;
-  g.used = lora_clock_;
+Status GpuTransformer::upload_lora(const Adapter& adapter, GpuLora* out) {
+  GpuLora& g = *out;
   g.layers.resize(layers_.size());
-  auto upload = [&](const LoraPair& p, GpuLoraPair* out) -> Status {
+  auto upload = [&](const LoraPair& p, GpuLoraPair* dst) -> Status {
     if (p.empty()) return Status::Ok();
     std::vector<float> b(p.b.size());
     for (size_t i = 0; i < b.size(); ++i) b[i] = p.b[i] * p.scale;
@@ -39,49 +25,42 @@ Status GpuTransformer::upload_lora(const Adapter& adapter) {
     StatusOr<gpu::Matrix> mb =
         gpu::upload_matrix(device_.get(), DType::kF32, b.data(), p.n_out, p.rank);
     if (!mb.ok()) return mb.status();
-    out->a = std::move(*ma);
-    out->b = std::move(*mb);
+    dst->a = std::move(*ma);
+    dst->b = std::move(*mb);
     g.rank = std::max(g.rank, p.rank);
     return Status::Ok();
   };
   for (size_t l = 0; l < layers_.size() && n_cpu_ + l < adapter.lora.size(); ++l) {
     const LoraLayer& in = adapter.lora[n_cpu_ + l];
-    GpuLoraLayer& out = g.layers[l];
-    for (auto [src, dst] :
-         {std::pair{&in.qkv, &out.qkv}, std::pair{&in.wq, &out.wq}, std::pair{&in.wk, &out.wk},
-          std::pair{&in.wv, &out.wv}, std::pair{&in.wo, &out.wo},
-          std::pair{&in.ffn_up, &out.ffn_up}, std::pair{&in.ffn_gate, &out.ffn_gate},
-          std::pair{&in.ffn_down, &out.ffn_down}}) {
-      if (Status s = upload(*src, dst); !s.ok()) {
+    GpuLoraLayer& dst = g.layers[l];
+    for (auto [src, to] :
+         {std::pair{&in.qkv, &dst.qkv}, std::pair{&in.wq, &dst.wq}, std::pair{&in.wk, &dst.wk},
+          std::pair{&in.wv, &dst.wv}, std::pair{&in.wo, &dst.wo},
+          std::pair{&in.ffn_up, &dst.ffn_up}, std::pair{&in.ffn_gate, &dst.ffn_gate},
+          std::pair{&in.ffn_down, &dst.ffn_down}}) {
+      if (Status s = upload(*src, to); !s.ok()) {
         return Status(s.code(), "adapter '" + adapter.name + "' on the GPU: " + s.message());
       }
     }
   }
-  loras_.push_back(std::move(g));
   return Status::Ok();
 }
 
 Status GpuTransformer::prepare_lora(const std::vector<SeqInput>& batch, int n) {
   lora_rows_.clear();
-  auto has_lora = [](const SeqInput& in) {
-    return in.adapter != nullptr && !in.adapter->lora.empty();
-  };
-  if (std::none_of(batch.begin(), batch.end(), has_lora)) return Status::Ok();
-  ++lora_clock_;
-  for (const SeqInput& in : batch) {  // every adapter of the step on the device
-    if (has_lora(in)) GLM_RETURN_IF_ERROR(upload_lora(*in.adapter));
-  }
+  loras_.next_step();
   int first = 0, rank = 1;
-  for (const SeqInput& in : batch) {  // loras_ holds still now: point at its entries
-    if (has_lora(in)) {
-      auto g = std::find_if(loras_.begin(), loras_.end(),
-                            [&](const GpuLora& x) { return x.id == in.adapter->id; });
-      GLM_CHECK(g != loras_.end());
-      rank = std::max(rank, g->rank);
-      lora_rows_.push_back({&*g, first, in.n_tokens});
+  for (const SeqInput& in : batch) {
+    if (in.adapter != nullptr && !in.adapter->lora.empty()) {
+      StatusOr<GpuLora*> g =
+          loras_.get(in.adapter->id, [&](GpuLora* out) { return upload_lora(*in.adapter, out); });
+      if (!g.ok()) return g.status();
+      rank = std::max(rank, (*g)->rank);
+      lora_rows_.push_back({*g, first, in.n_tokens});
     }
     first += in.n_tokens;
   }
+  if (lora_rows_.empty()) return Status::Ok();
   return grow_device(&lora_tmp_, static_cast<size_t>(n) * rank * kF);
 }
 

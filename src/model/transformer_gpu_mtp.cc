@@ -40,19 +40,23 @@ Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* k
   if (batch.empty()) return Status::Ok();
   Step step;
   GLM_RETURN_IF_ERROR(begin_step(mtp_seqs_, kv, &step, /*mtp=*/true));
+  // Only the sequences that ask for their output go through the head (a catch-up writes K/V
+  // only): the head is most of a pass.
+  int n_out = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].output) step.out_rows[n_out++] = step.out_rows[i];
+  }
+  step.n_out = n_out;
   const Mtp& m = *mtp_;
   const int d = c.n_embd, n = step.n;
-  // mtp_in [T, 2 n_embd] = [enorm(embedding of the token); hnorm(its hidden row)], on the host
-  // as the CPU model computes it (model/transformer.cc forward_mtp).
-  std::vector<float>& e = mtp_embed_;
-  e.resize(d);
+  // mtp_in [T, 2 n_embd]: the input rows, on the host as the CPU model makes them.
+  mtp_embed_.resize(d);
   int t = 0;
   for (const MtpInput& in : batch) {
     for (int i = 0; i < in.seq.n_tokens; ++i, ++t) {
-      float* row = step.mi + static_cast<size_t>(t) * 2 * d;
-      ops::get_row(m.embed.type, m.embed.data, in.seq.tokens[i], d, e.data());
-      ops::rms_norm(e.data(), m.enorm.data(), c.norm_eps, row, d);
-      ops::rms_norm(in.hidden + static_cast<size_t>(i) * d, m.hnorm.data(), c.norm_eps, row + d, d);
+      mtp_input_row(c, m.embed, m.enorm.data(), m.hnorm.data(), in.seq.tokens[i],
+                    in.hidden + static_cast<size_t>(i) * d, mtp_embed_.data(),
+                    step.mi + static_cast<size_t>(t) * 2 * d);
     }
   }
   rope_tables(mtp_seqs_, step);
@@ -64,19 +68,8 @@ Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* k
   run_layer(st, mtp_seqs_, step, m.layer, mtp_cache(), /*l=*/-1);
   const gpu::Buffer& head_norm = m.head_norm.valid() ? m.head_norm : output_norm_;
   gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows));
-  mtp_logits_.clear();
-  mtp_rows_.clear();
-  GLM_RETURN_IF_ERROR(finish_step(st, step, OutputKind::kLogits, &mtp_logits_,
-                                  m.head.buf.valid() ? &m.head : nullptr, &mtp_rows_));
-  // One row a sequence: kept where it asked for its output.
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].output) continue;
-    const float* l = mtp_logits_.data() + i * c.n_vocab;
-    logits->insert(logits->end(), l, l + c.n_vocab);
-    const float* h = mtp_rows_.data() + i * d;
-    hidden->insert(hidden->end(), h, h + d);
-  }
-  return Status::Ok();
+  return finish_step(st, step, OutputKind::kLogits, logits, m.head.buf.valid() ? &m.head : nullptr,
+                     hidden);
 }
 
 }  // namespace glm::model
