@@ -111,3 +111,24 @@ function(glm_module name)
     endforeach()
   endif()
 endfunction()
+
+# The shader-running tests of `target` (those matching `filter`, a gtest filter) once more for
+# what lavapipe's default run cannot see, each as ctest entries of their own:
+#   validated.*   under Khronos' validation layer with its GPU-assisted checks (gpu/validation.h:
+#                 a shader's load or store outside every buffer fails the test);
+#   subgroup4.*, subgroup16.*   at llvmpipe's other subgroup sizes (its vector width: 8 lanes by
+#                 default; GPUs run 32 or 64), so code written for any size runs at three.
+function(glm_gpu_test_variants target filter)
+  if(NOT BUILD_TESTING)
+    return()
+  endif()
+  foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1" "subgroup4|LP_NATIVE_VECTOR_WIDTH=128"
+            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512")
+    string(REPLACE "|" ";" parts "${v}")
+    list(GET parts 0 prefix)
+    list(GET parts 1 env)
+    gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${prefix}."
+      TEST_FILTER "${filter}" WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
+      PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
+  endforeach()
+endfunction()

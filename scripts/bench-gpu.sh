@@ -211,7 +211,9 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
     ln -s "$pack/data" "$(dirname "$built_at")/shared/data"
   fi
   {
-    timeout 60 env LD_LIBRARY_PATH="$libs" "$pack/bin/gpu_test" || echo "gpu_test: exit $?"
+    # GpuValidation.* needs Khronos' validation layer, which that machine lacks.
+    timeout 60 env LD_LIBRARY_PATH="$libs" "$pack/bin/gpu_test" --gtest_filter='-GpuValidation.*' ||
+      echo "gpu_test: exit $?"
     timeout 90 env LD_LIBRARY_PATH="$libs" "$pack/bin/model_test" --gtest_filter='*Gpu*' || echo "model_test: exit $?"
   } >"$out/tests.log" 2>&1
   {

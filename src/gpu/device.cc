@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "gpu/validation.h"
 
 namespace glm::gpu {
 namespace {
@@ -68,10 +69,21 @@ StatusOr<VkInstance> process_instance(VulkanApi* api) {
   VkInstanceCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ci.pApplicationInfo = &app;
+  ValidationSetup validation;
+  const bool validate = validation_requested();
+  if (validate) GLM_RETURN_IF_ERROR(validation.apply(fns, &ci));
   VkInstance made = VK_NULL_HANDLE;
   const VkResult r = fns.vkCreateInstance(&ci, nullptr, &made);
   if (r != VK_SUCCESS) return vk_error("vkCreateInstance", r);
   load_instance_fns(made, &fns);
+  if (validate) {
+    if (Status s = start_validation(fns, made); !s.ok()) {
+      auto destroy = reinterpret_cast<PFN_vkDestroyInstance>(
+          fns.vkGetInstanceProcAddr(made, "vkDestroyInstance"));
+      if (destroy != nullptr) destroy(made, nullptr);
+      return s;
+    }
+  }
   with_instance = fns;
   instance = made;
   *api = fns;

@@ -12,6 +12,7 @@
 
 #include "gpu/device.h"
 #include "gpu/ops.h"
+#include "gpu/validation_test_util.h"
 
 namespace glm::gpu {
 

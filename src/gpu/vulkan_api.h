@@ -13,9 +13,11 @@
 namespace glm::gpu {
 
 // X(name) for every function used: global, instance and device level.
-#define GLM_VK_GLOBAL_FNS(X) \
-  X(vkCreateInstance)        \
-  X(vkEnumerateInstanceVersion)
+#define GLM_VK_GLOBAL_FNS(X)            \
+  X(vkCreateInstance)                   \
+  X(vkEnumerateInstanceVersion)         \
+  X(vkEnumerateInstanceLayerProperties) \
+  X(vkEnumerateInstanceExtensionProperties)
 
 #define GLM_VK_INSTANCE_FNS(X)                \
   X(vkEnumeratePhysicalDevices)               \

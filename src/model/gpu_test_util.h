@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gpu/validation_test_util.h"
 #include "model/gpu_model.h"
 #include "model/model.h"
 
