@@ -316,6 +316,75 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
   }
 }
 
+// --cpu-moe: the router and routed experts of the layers asked for stay in host memory and the
+// CPU runs them on the rows read back mid-step, the rest of the layer (attention, the shared
+// expert) on the GPU: the CPU's logits, and the device holds none of those matrices. Cases: the
+// first MoE layer's (1) or every layer's on the host; with --gpu-layers 2 (layer 0 on the CPU);
+// with --gpu-layers 1, where the layers asked for are the CPU's anyway (they keep theirs).
+TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
+  const std::string path = tiny_model(DType::kF32);
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  const std::vector<int32_t> decode = {11, 222, 33};
+  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
+  ASSERT_FALSE(want.empty());
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  // The router's and routed experts' bytes of layer l (none for the dense layer 0).
+  auto expert_bytes = [&](int l) {
+    size_t n = 0;
+    for (const char* t : {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      const auto* info = (*f)->tensor("blk." + std::to_string(l) + "." + t + ".weight");
+      if (info != nullptr) n += info->n_bytes;
+    }
+    return n;
+  };
+  ASSERT_EQ(expert_bytes(0), 0u);
+  ASSERT_GT(expert_bytes(1), 0u);
+  struct Case {
+    int gpu_layers, cpu_moe;
+    std::vector<int> host_layers;  // the GPU's layers whose experts the host holds
+  };
+  for (const Case& c : {Case{-1, 2, {1}}, Case{-1, model::kAllLayers, {1, 2}},
+                        Case{2, model::kAllLayers, {1, 2}}, Case{1, 2, {}}}) {
+    const std::string what =
+        "--gpu-layers " + std::to_string(c.gpu_layers) + " --cpu-moe " + std::to_string(c.cpu_moe);
+    size_t plan_without = 0, plan_with = 0, on_host = 0;
+    {
+      auto m = model::testing::load_on_gpu(path, c.gpu_layers);
+      ASSERT_TRUE(m.ok()) << m.status().to_string();
+      plan_without = (*m)->gpu_plan()->weights;
+    }
+    const auto got = logit_rows(
+        [&]() {
+          auto m = model::testing::load_on_gpu(path, c.gpu_layers, 0, c.cpu_moe);
+          if (m.ok()) {
+            plan_with = (*m)->gpu_plan()->weights;
+            on_host = (*m)->host_expert_bytes();
+          }
+          return m;
+        },
+        prompt, decode);
+    size_t moved = 0;
+    for (int l : c.host_layers) moved += expert_bytes(l);
+    EXPECT_EQ(plan_without - plan_with, moved) << what;
+    EXPECT_EQ(on_host, moved) << what;  // what the engine's host memory plan adds
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t r = 0; r < want.size(); ++r) {
+      for (size_t j = 0; j < want[r].size(); ++j) {
+        ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
+            << what << ", row " << r << " logit " << j;
+      }
+    }
+  }
+}
+
+// With every layer's experts on the host, a step of three sequences = each alone.
+TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryBatchEqualsAlone) {
+  auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  model::testing::check_batch_equals_alone(**m, DType::kF16);
+}
+
 // An answer's events, gathered (waits up to 300 s for its end).
 struct Answer {
   std::string text;

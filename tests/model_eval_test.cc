@@ -170,4 +170,33 @@ TEST(ModelEval, BadInputFailsWithOneLine) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// GLM-4.5 through `eval --device vulkan --cpu-moe N|all` (docs/gpu.md#memory): the routed
+// experts of the first N layers in host memory give the CPU's logits; a bad value is refused.
+TEST(ModelEval, OnTheGpuGlm4MoeWithExpertsInHostMemoryEqualsTheCpu) {
+  const std::string m =
+      ::testing::TempDir() + "eval-glm4moe-tiny-" + std::to_string(getpid()) + ".gguf";
+  CliResult g = run_cli("gen-model --arch glm4moe --preset tiny --type f32 -o " + m);
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  const std::string args =
+      " eval --model " + m + " --tokens 17,300,5,211,42,7,150,99 --decode 11,222 --output logits";
+  CliResult cpu =
+      glm::testing::run_shell(std::string(GLMSERVE_BIN) + args + " --device cpu 2>/dev/null");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.out.substr(0, 500);
+  for (const char* n : {"2", "all"}) {
+    SCOPED_TRACE(std::string("--cpu-moe ") + n);
+    CliResult r = glm::testing::run_shell(std::string(GLMSERVE_BIN) + args +
+                                          " --device vulkan --cpu-moe " + n + " 2>&1 >/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("in host memory"), std::string::npos) << r.out;  // the log line
+    CliResult gpu = glm::testing::run_shell(std::string(GLMSERVE_BIN) + args +
+                                            " --device vulkan --cpu-moe " + n + " 2>/dev/null");
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.out.substr(0, 500);
+    EXPECT_LT(max_diff(lines(gpu.out), lines(cpu.out)), 1e-4f);
+  }
+  CliResult bad = run_cli("eval --model " + m + " --tokens 1 --device vulkan --cpu-moe some");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--cpu-moe: expected a count of layers"), std::string::npos) << bad.out;
+  std::remove(m.c_str());
+}
+
 }  // namespace

@@ -54,7 +54,8 @@ constexpr const char* kHelp =
     "  --repack        1 (default): repack weights for the fastest kernels at load (as the\n"
     "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
-    "  --device D      auto, cpu, vulkan or vulkan:N (default auto); --gpu-layers N as run's\n"
+    "  --device D      auto, cpu, vulkan or vulkan:N (default auto); --gpu-layers N and\n"
+    "                  --cpu-moe N|all as run's\n"
     "  --spec ngram    also the cost of speculative decoding's verify pass of k = 1, 2, 4, 8\n"
     "                  drafted tokens in decode passes, and the acceptance where each breaks\n"
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"
@@ -261,7 +262,7 @@ int cmd_bench_engine(int argc, char** argv) {
   StatusOr<Args> args =
       Args::parse(argc, argv,
                   {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec",
-                   "draft", "depth", "device", "gpu-layers", "lora", "adapter"},
+                   "draft", "depth", "device", "gpu-layers", "cpu-moe", "lora", "adapter"},
                   {"json"},
                   {{"m", "model"},
                    {"p", "n-prompt"},
@@ -308,7 +309,8 @@ int cmd_bench_engine(int argc, char** argv) {
   model::LoadOptions load;
   load.n_threads = n_threads;
   load.repack = *repack == 1;
-  if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = device_flags(*args, &load.device, &load.gpu_layers, &load.cpu_moe); !st.ok())
+    return fail(st);
   if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   constexpr int kBlockTokens = 16;
   const int max_pos = n_depth + static_cast<int>(std::max<int64_t>({*n_prompt, *n_gen, 16}));

@@ -48,7 +48,8 @@ constexpr const char* kUsage =
     "  --browser FILE      add the page's click-to-first-character to the report (the JSON\n"
     "                      that GLM_MEASURE_JSON=FILE node tests/browser/measure.mjs writes)\n"
     "  --threads T --ctx-size N --max-batch B   engine options\n"
-    "  --device D --gpu-layers N                where the model runs (default auto; docs/gpu.md)\n";
+    "  --device D --gpu-layers N                where the model runs (default auto; docs/gpu.md)\n"
+    "  --cpu-moe N|all                          GLM-4.5's experts of N layers in host memory\n";
 
 using bench::kSeedPrompts;
 using Prompt = bench::SeedPrompt;
@@ -112,11 +113,11 @@ int cmd_bench_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(
-      argc, argv,
-      {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http", "socket", "threads",
-       "ctx-size", "max-batch", "echo-delay", "report", "browser", "device", "gpu-layers"},
-      {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
+  auto args = Args::parse(argc, argv,
+                          {"model", "runs", "warmup", "max-tokens", "concurrency", "turns", "http",
+                           "socket", "threads", "ctx-size", "max-batch", "echo-delay", "report",
+                           "browser", "device", "gpu-layers", "cpu-moe"},
+                          {"echo", "no-sweep", "no-turns"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   auto runs = args->get_int("runs", 10);
@@ -200,7 +201,8 @@ int cmd_bench_serve(int argc, char** argv) {
     eo.n_ctx = static_cast<int>(*ctx);
     eo.max_batch = static_cast<int>(*max_batch);
     eo.max_queue = 1024;
-    if (Status st = device_flags(*args, &eo.device, &eo.gpu_layers); !st.ok()) return fail(st);
+    if (Status st = device_flags(*args, &eo.device, &eo.gpu_layers, &eo.cpu_moe); !st.ok())
+      return fail(st);
     auto loaded = engine::load_engine(eo);
     if (!loaded.ok()) return fail(loaded.status());
     engine = std::move(loaded).value();

@@ -57,6 +57,8 @@ constexpr const char* kUsage =
     "                       chat template is a reasoning model's; docs/engine.md#reasoning)\n"
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto; docs/gpu.md)\n"
     "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit)\n"
+    "  --cpu-moe N|all      GLM-4.5 on a GPU: the router and routed experts of the first N\n"
+    "                       layers (all: every layer) in host memory, run by the CPU\n"
     "  --lora A.gguf[:S]    merge a LoRA adapter into the weights at load, scale S (default 1;\n"
     "                       repeatable; docs/adapters.md)\n"
     "  --adapter NAME=PATH[:S]  serve an adapter per request, chosen by model name NAME or\n"
@@ -118,33 +120,20 @@ int cmd_engine(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv,
-                          {"model",
-                           "socket",
-                           "socket-mode",
-                           "threads",
-                           "ctx-size",
-                           "max-batch",
-                           "max-queue",
-                           "drain-timeout",
-                           "max-line",
-                           "max-connections",
-                           "log-level",
-                           "echo-delay",
-                           "instance",
-                           "kv",
-                           "kv-disk",
-                           "kv-disk-max-mb",
-                           "spec",
-                           "draft",
-                           "device",
-                           "gpu-layers",
-                           "prefill-chunk",
-                           "max-stall-ms",
-                           "reasoning-format",
-                           "lora",
-                           "adapter",
-                           "adapter-state"},
+  auto args = Args::parse(argc, argv, {"model",        "socket",
+                                       "socket-mode",  "threads",
+                                       "ctx-size",     "max-batch",
+                                       "max-queue",    "drain-timeout",
+                                       "max-line",     "max-connections",
+                                       "log-level",    "echo-delay",
+                                       "instance",     "kv",
+                                       "kv-disk",      "kv-disk-max-mb",
+                                       "spec",         "draft",
+                                       "device",       "gpu-layers",
+                                       "cpu-moe",      "prefill-chunk",
+                                       "max-stall-ms", "reasoning-format",
+                                       "lora",         "adapter",
+                                       "adapter-state"},
                           {"echo"}, {{"ctx", "ctx-size"}});
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
@@ -215,7 +204,7 @@ int cmd_engine(int argc, char** argv) {
   if (Status st = spec_flags(*args, &eopts); !st.ok()) return fail(st);
   if (Status st = reasoning_flag(*args, &eopts.reasoning); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &eopts.kv_type); !st.ok()) return fail(st);
-  if (Status st = device_flags(*args, &eopts.device, &eopts.gpu_layers); !st.ok()) {
+  if (Status st = device_flags(*args, &eopts.device, &eopts.gpu_layers, &eopts.cpu_moe); !st.ok()) {
     return fail(st);
   }
   if (Status st = lora_flags(*args, &eopts.lora); !st.ok()) return fail(st);

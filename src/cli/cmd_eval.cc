@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
     "                     [--kv f32|f16|q8_0] [--threads N] [--device D] [--gpu-layers N]\n"
+    "                     [--cpu-moe N|all]\n"
     "                     [--ptuning A.gguf] [--lora A.gguf[:scale]]...\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
@@ -29,6 +30,7 @@ constexpr const char* kHelp =
     "  --threads worker threads (default: physical cores)\n"
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
     "  --gpu-layers N  layers on the GPU (-1, the default: as many as fit)\n"
+    "  --cpu-moe N|all GLM-4.5 on a GPU: the routed experts of the first N layers on the CPU\n"
     "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
     "            its K/V are computed once at load and attended ahead of the tokens)\n"
     "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"
@@ -62,7 +64,7 @@ int cmd_eval(int argc, char** argv) {
   }
   StatusOr<Args> args = Args::parse(argc, argv,
                                     {"model", "tokens", "decode", "output", "kv", "threads",
-                                     "device", "gpu-layers", "ptuning", "lora"});
+                                     "device", "gpu-layers", "cpu-moe", "ptuning", "lora"});
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
@@ -91,7 +93,8 @@ int cmd_eval(int argc, char** argv) {
   if (!file.ok()) return fail(file.status());
   model::LoadOptions load;
   load.n_threads = static_cast<int>(*threads);
-  if (Status st = device_flags(*args, &load.device, &load.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = device_flags(*args, &load.device, &load.gpu_layers, &load.cpu_moe); !st.ok())
+    return fail(st);
   if (Status st = lora_flags(*args, &load.lora); !st.ok()) return fail(st);
   StatusOr<std::unique_ptr<model::Model>> m =
       model::load_model(std::shared_ptr<const gguf::File>(std::move(*file)), load);

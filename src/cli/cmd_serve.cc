@@ -74,7 +74,8 @@ constexpr const char* kUsage =
     "  at most 4096 MB; --kv-disk off turns it off)\n"
     "  --spec ngram|draft|mtp|off, --draft M.gguf (speculative decoding; the draft model must\n"
     "  share the vocabulary of every served model; mtp: every served model needs its MTP block)\n"
-    "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md)\n"
+    "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md),\n"
+    "  --cpu-moe N|all (GLM-4.5 on a GPU: the routed experts of N layers in host memory)\n"
     "  --reasoning-format auto|think|none (a reasoning model's thinking apart from the answer)\n"
     "  --lora A.gguf[:S] (repeatable: merged into the model at load; one --model only;\n"
     "  docs/adapters.md)\n"
@@ -87,16 +88,11 @@ constexpr const char* kUsage =
     "  --metrics-key-file F (or GLMSERVE_METRICS_KEY): passed to the gateway in its\n"
     "  environment, never on a command line (docs/operations.md, \"Secrets\")\n";
 
-const char* const kEngineFlags[] = {"threads",         "ctx-size",
-                                    "max-batch",       "max-queue",
-                                    "socket-mode",     "drain-timeout",
-                                    "max-line",        "max-connections",
-                                    "log-level",       "echo-delay",
-                                    "kv-disk-max-mb",  "spec",
-                                    "draft",           "kv",
-                                    "device",          "gpu-layers",
-                                    "prefill-chunk",   "max-stall-ms",
-                                    "reasoning-format"};
+const char* const kEngineFlags[] = {
+    "threads",        "ctx-size", "max-batch",       "max-queue",    "socket-mode",
+    "drain-timeout",  "max-line", "max-connections", "log-level",    "echo-delay",
+    "kv-disk-max-mb", "spec",     "draft",           "kv",           "device",
+    "gpu-layers",     "cpu-moe",  "prefill-chunk",   "max-stall-ms", "reasoning-format"};
 const char* const kWebFlags[] = {"db", "cors", "max-body"};
 // Read by serve and handed to the gateway in its environment (ChildSpec::env), never in argv.
 const char* const kSecretFlags[] = {"api-key", "api-key-file", "metrics-key-file",
@@ -485,7 +481,8 @@ int cmd_serve(int argc, char** argv) {
   engine::Options spec;  // checked here, so that a refused mode stops serve before its engine
   if (Status st = spec_flags(*args, &spec); !st.ok()) return fail(st);
   if (Status st = kv_type_flag(*args, "f16", &spec.kv_type); !st.ok()) return fail(st);
-  if (Status st = device_flags(*args, &spec.device, &spec.gpu_layers); !st.ok()) return fail(st);
+  if (Status st = device_flags(*args, &spec.device, &spec.gpu_layers, &spec.cpu_moe); !st.ok())
+    return fail(st);
   if (Status st = lora_flags(*args, &spec.lora); !st.ok()) return fail(st);
   const bool several = !echo && (args->get_all("model").size() > 1 ||
                                  (!args->has("model") && args->has("models-dir")));

@@ -5,10 +5,24 @@
 
 namespace glm::cli {
 
-const std::set<std::string> kGenerateFlags = {
-    "model",      "max-tokens",       "temp", "top-p", "top-k", "repeat-penalty", "seed",
-    "threads",    "ctx-size",         "kv",   "stop",  "spec",  "draft",          "device",
-    "gpu-layers", "reasoning-format", "lora"};
+const std::set<std::string> kGenerateFlags = {"model",
+                                              "max-tokens",
+                                              "temp",
+                                              "top-p",
+                                              "top-k",
+                                              "repeat-penalty",
+                                              "seed",
+                                              "threads",
+                                              "ctx-size",
+                                              "kv",
+                                              "stop",
+                                              "spec",
+                                              "draft",
+                                              "device",
+                                              "gpu-layers",
+                                              "cpu-moe",
+                                              "reasoning-format",
+                                              "lora"};
 const std::map<std::string, std::string> kGenerateAliases = {
     {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
 const char* kGenerateFlagsHelp =
@@ -30,6 +44,9 @@ const char* kGenerateFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
     "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n"
+    "  --cpu-moe N|all      GLM-4.5 on a GPU: the router and routed experts of the first N\n"
+    "                       layers (all: every layer) stay in host memory, run by the CPU\n"
+    "                       (a model larger than the GPU's memory; docs/gpu.md#memory)\n"
     "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> printed to\n"
     "                       stderr, apart from the answer (auto: GLM-Z1, GLM-4.5; think: any\n"
     "                       answer that starts with <think>; none: kept in the answer)\n"
@@ -38,7 +55,10 @@ const char* kGenerateFlagsHelp =
 const char* kDeviceFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
-    "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n";
+    "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n"
+    "  --cpu-moe N|all      GLM-4.5 on a GPU: the router and routed experts of the first N\n"
+    "                       layers (all: every layer) stay in host memory, run by the CPU\n"
+    "                       (a model larger than the GPU's memory; docs/gpu.md#memory)\n";
 const char* kSpecFlagsHelp =
     "  --spec ngram|draft|mtp|off  speculative decoding with drafts from each answer's own\n"
     "                       context, a draft model or the model's own MTP block (GLM-4.5;\n"
@@ -54,13 +74,23 @@ Status kv_type_flag(const Args& args, const char* default_name, DType* out) {
   return Status::Ok();
 }
 
-Status device_flags(const Args& args, std::string* device, int* gpu_layers) {
+Status device_flags(const Args& args, std::string* device, int* gpu_layers, int* cpu_moe) {
   *device = args.get("device", "auto");
   GLM_RETURN_IF_ERROR(model::validate_device(*device));
   auto n = args.get_int("gpu-layers", -1);
   if (!n.ok()) return n.status();
   if (*n < -1 || *n > 100000) return invalid_argument("--gpu-layers: expected -1 (all) to 100000");
   *gpu_layers = static_cast<int>(*n);
+  *cpu_moe = 0;
+  if (args.has("cpu-moe") && args.get("cpu-moe") == "all") {
+    *cpu_moe = model::kAllLayers;
+  } else {
+    auto m = args.get_int("cpu-moe", 0);
+    if (!m.ok() || *m < 0 || *m > 100000) {
+      return invalid_argument("--cpu-moe: expected a count of layers (0 to 100000) or 'all'");
+    }
+    *cpu_moe = static_cast<int>(*m);
+  }
   return Status::Ok();
 }
 
@@ -110,7 +140,7 @@ StatusOr<engine::Options> engine_options(const Args& args) {
   if (*ctx < 0 || *ctx > (1 << 20)) return invalid_argument("--ctx-size: expected 0 to 1048576");
   o.n_ctx = static_cast<int>(*ctx);
   GLM_RETURN_IF_ERROR(kv_type_flag(args, "f16", &o.kv_type));
-  GLM_RETURN_IF_ERROR(device_flags(args, &o.device, &o.gpu_layers));
+  GLM_RETURN_IF_ERROR(device_flags(args, &o.device, &o.gpu_layers, &o.cpu_moe));
   GLM_RETURN_IF_ERROR(lora_flags(args, &o.lora));
   o.max_batch = 1;  // one user: the KV cache holds one full context
   GLM_RETURN_IF_ERROR(spec_flags(args, &o));

@@ -944,6 +944,7 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.progress = options.load_progress;
   lo.device = options.device;
   lo.gpu_layers = options.gpu_layers;
+  lo.cpu_moe = options.cpu_moe;
   lo.lora = options.lora;
   lo.step_tokens = scheduler::Scheduler::max_step_tokens(scheduler_options(options, 0));
   if (plan) lo.kv_bytes = plan->kv;
@@ -952,11 +953,11 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   if (!model.ok()) return model.status();
   if (plan && options.device != "cpu") {
     // Where it runs is known now: on a GPU the device layers' weights and K/V live there
-    // (planned by the GPU model); the host keeps the others'.
+    // (planned by the GPU model); the host keeps the others', and experts left to it (--cpu-moe).
     const model::Model& m = *model.value();
     if (m.device_name() != "cpu") {
       const int n_layer = m.config().n_layer, host = m.kv_host_layers();
-      plan->weights = plan->weights / n_layer * host;
+      plan->weights = plan->weights / n_layer * host + m.host_expert_bytes();
       plan->kv = plan->kv / n_layer * host;
     }
     GLM_RETURN_IF_ERROR(check_memory(*plan, options));

@@ -24,14 +24,9 @@ struct BatchSeq {
   std::vector<int32_t> blocks;
 };
 
-// The model file `path` on `device`: three sequences (one with a cache before the step) in one
-// forward against each alone in its own pool.
-inline void check_batch_equals_alone(const std::string& path, DType kv_type,
-                                     const std::string& device = "cpu") {
-  auto model = load(path, 2, true, device);
-  ASSERT_TRUE(model.ok()) << model.status().message();
-  ASSERT_EQ((*model)->device_name().substr(0, 3), device.substr(0, 3));
-  Model& m = **model;
+// Three sequences (one with a cache before the step) in one forward of `m` against each alone
+// in its own pool.
+inline void check_batch_equals_alone(Model& m, DType kv_type) {
   const int bt = 4;
   // Block tables interleave in the pool so that a wrong table would read another's rows.
   std::vector<BatchSeq> seqs = {
@@ -85,6 +80,15 @@ inline void check_batch_equals_alone(const std::string& path, DType kv_type,
   // Float32 sums over a few hundred terms in possibly different orders: ~1e-6 relative.
   EXPECT_LT(max_diff, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
   EXPECT_GT(max_abs, 0.1f);  // the comparison is not between zeros
+}
+
+// The same for the model file `path` on `device`.
+inline void check_batch_equals_alone(const std::string& path, DType kv_type,
+                                     const std::string& device = "cpu") {
+  auto model = load(path, 2, true, device);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ((*model)->device_name().substr(0, 3), device.substr(0, 3));
+  check_batch_equals_alone(**model, kv_type);
 }
 
 }  // namespace glm::model::testing

@@ -62,7 +62,7 @@ inline float max_rel_diff(const std::vector<float>& a, const std::vector<float>&
 // layers there (-1: as many as fit), the MTP block too when mtp_kv_bytes > 0 (--spec mtp's);
 // unavailable when it came up on the CPU (no device: these tests are about the GPU).
 inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1,
-                                                    size_t mtp_kv_bytes = 0) {
+                                                    size_t mtp_kv_bytes = 0, int cpu_moe = 0) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
   LoadOptions o;
@@ -70,6 +70,7 @@ inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int
   o.device = "vulkan";
   o.gpu_layers = gpu_layers;
   o.mtp_kv_bytes = mtp_kv_bytes;
+  o.cpu_moe = cpu_moe;
   StatusOr<std::unique_ptr<Model>> m =
       load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
   if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {

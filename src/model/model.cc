@@ -84,6 +84,9 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
   if (options.gpu_layers < -1) {
     return invalid_argument("--gpu-layers: expected -1 (all) or a count of layers");
   }
+  if (options.cpu_moe < 0) {
+    return invalid_argument("--cpu-moe: expected a count of layers or 'all'");
+  }
   if (config->arch == Arch::kChatGLM1) {
     if (!options.lora.empty()) {
       return unsupported("--lora: LoRA on ChatGLM-6B (v1) is not supported");

@@ -92,6 +92,9 @@ class Model {
   // The leading layers whose K/V the model keeps in its KvPool's host memory (the pool's
   // host_layers); a model on a GPU keeps the others in device memory.
   virtual int kv_host_layers() const { return config().n_layer; }
+  // Weight bytes a model on a GPU keeps in host memory for layers on the device (GLM-4.5's
+  // router and routed experts under LoadOptions::cpu_moe); 0 elsewhere.
+  virtual size_t host_expert_bytes() const { return 0; }
   // Ok while the model can run; the reason once it cannot any more (a lost GPU device: every
   // later forward() fails at once). The engine stops on it (docs/gpu.md#failures).
   virtual Status health() const { return Status::Ok(); }
@@ -113,6 +116,9 @@ class Model {
   }
 };
 
+// LoadOptions::cpu_moe's "every layer".
+inline constexpr int kAllLayers = 1 << 30;
+
 struct LoadOptions {
   int n_threads = 0;  // 0 = physical cores
   // Repack the matrices that have a faster interleaved layout on this CPU (kernels/packed.h),
@@ -130,6 +136,11 @@ struct LoadOptions {
   // device's memory beside their KV cache (all when all fit), the rest on the CPU. N that does
   // not fit is refused with both sizes (model/gpu_plan.h).
   int gpu_layers = -1;
+  // GLM-4.5's routed experts of the first cpu_moe layers (kAllLayers: every layer) stay in host
+  // memory on a GPU, as llama.cpp's --n-cpu-moe: the device keeps those layers' attention and
+  // shared expert, and the CPU's kernels route each token and run its chosen experts on the rows
+  // read back mid-step (docs/gpu.md#memory). No effect on the CPU or on dense models.
+  int cpu_moe = 0;
   // What the caller will ask of the model, for planning the device's memory: the KV pool's bytes
   // over all layers (model::KvPool::bytes_for; 0 = none planned), the most tokens one forward
   // call takes, and the bytes of the same device promised to another model of this process (a

@@ -73,6 +73,17 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
   return w;
 }
 
+// Puts back what GpuTransformer::take_host_experts moved out of a layer (nothing for a layer it
+// left alone).
+void restore_experts(const MoeWeights& taken, MoeWeights* m) {
+  if (!taken.present()) return;
+  m->gate_inp = taken.gate_inp;
+  m->exp_probs_b = taken.exp_probs_b;
+  m->gate_exps = taken.gate_exps;
+  m->up_exps = taken.up_exps;
+  m->down_exps = taken.down_exps;
+}
+
 }  // namespace
 
 GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, const Config& config,
@@ -99,11 +110,19 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   }
   // The MTP block goes on the device when --spec mtp will run it (LoadOptions::mtp_kv_bytes).
   const bool mtp = options.mtp_kv_bytes > 0 && weights.mtp.present();
+  // --cpu-moe: the routed experts of the first layers are not the device's to hold.
+  std::vector<MoeWeights> host_experts;  // [n_layer]: those moved out (empty views elsewhere)
+  take_host_experts(&weights, options.cpu_moe, &host_experts);
   // The device's share, planned before anything is uploaded (model/gpu_plan.h).
   StatusOr<GpuLayerPlan> plan =
       GpuModel::plan(*device, config, weights, decoder_widths(config, weights.layers.back(), mtp),
                      options, options.gpu_layers);
   if (!plan.ok()) return plan.status();
+  const int n_layer = config.n_layer, n_cpu = n_layer - plan->n_gpu;
+  // The CPU's layers run their experts as their own (all of them when nothing fits).
+  for (int l = 0; l < static_cast<int>(host_experts.size()); ++l) {
+    if (l < n_cpu) restore_experts(host_experts[l], &weights.layers[l].moe);
+  }
   if (plan->n_gpu == 0) {
     GLM_LOG_WARN(
         "vulkan: no layer fits in %s's %s (one layer and the output head need more); "
@@ -112,11 +131,31 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
     return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(config),
                                                                 std::move(weights), options));
   }
-  const int n_layer = config.n_layer, n_cpu = n_layer - plan->n_gpu;
   std::unique_ptr<GpuTransformer> m(
       new GpuTransformer(file, config, weights, std::move(device), *plan, mtp));
   GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   if (mtp) GLM_RETURN_IF_ERROR(m->upload_mtp(weights));
+  for (int l = n_cpu; l < static_cast<int>(host_experts.size()); ++l) {
+    const MoeWeights& e = host_experts[l];
+    if (!e.present()) continue;
+    if (m->host_ == nullptr) {
+      m->host_ = std::make_unique<HostExperts>();
+      m->host_->weights.layers.resize(n_layer);
+      m->host_->bias.resize(n_layer);
+      m->host_->pool = std::make_unique<kernels::ThreadPool>(options.n_threads);
+    }
+    HostExperts& h = *m->host_;
+    MoeWeights& hm = h.weights.layers[l].moe;
+    hm = e;
+    if (e.exp_probs_b != nullptr) {  // copied: it may live in `weights`' converted tensors
+      h.bias[l].assign(e.exp_probs_b, e.exp_probs_b + config.moe.n_expert);
+      hm.exp_probs_b = h.bias[l].data();
+    }
+    for (const kernels::WeightView* v : {&e.gate_inp, &e.gate_exps, &e.up_exps, &e.down_exps}) {
+      h.bytes += row_bytes(v->type, v->n_cols) * static_cast<size_t>(v->n_rows);
+    }
+    m->layers_[l - n_cpu].host_moe = &hm;
+  }
   if (n_cpu > 0) {
     // The CPU keeps layers [0, n_cpu): the others' views are dropped before it repacks.
     for (int l = n_cpu; l < n_layer; ++l) weights.layers[l] = LayerWeights{};
@@ -126,7 +165,43 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
                                             options);
     GLM_LOG_INFO("vulkan: layers %d-%d on the GPU, 0-%d on the CPU", n_cpu, n_layer - 1, n_cpu - 1);
   }
+  if (m->host_ != nullptr) {
+    // After the upload: repacking releases the mapped pages it copies.
+    HostExperts& h = *m->host_;
+    if (options.repack) repack(&h.weights, h.pool.get());
+    int first = -1, last = -1;
+    for (int l = n_cpu; l < n_layer; ++l) {
+      if (m->layers_[l - n_cpu].host_moe == nullptr) continue;
+      if (first < 0) first = l;
+      last = l;
+    }
+    const std::string layers = first == last
+                                   ? "layer " + std::to_string(first)
+                                   : "layers " + std::to_string(first) + "-" + std::to_string(last);
+    GLM_LOG_INFO("vulkan: the router and routed experts of %s in host memory (%s; --cpu-moe)",
+                 layers.c_str(), format_gib(h.bytes).c_str());
+  }
   return std::unique_ptr<Model>(std::move(m));
+}
+
+void GpuTransformer::take_host_experts(Weights* weights, int cpu_moe,
+                                       std::vector<MoeWeights>* saved) {
+  saved->assign(weights->layers.size(), MoeWeights{});
+  for (int l = 0; l < static_cast<int>(weights->layers.size()) && l < cpu_moe; ++l) {
+    MoeWeights& m = weights->layers[l].moe;
+    if (!m.present()) continue;  // a dense layer (GLM-4.5's first)
+    MoeWeights& e = (*saved)[l];
+    e.gate_inp = m.gate_inp;
+    e.exp_probs_b = m.exp_probs_b;
+    e.gate_exps = m.gate_exps;
+    e.up_exps = m.up_exps;
+    e.down_exps = m.down_exps;  // the shared expert stays: the device runs it
+    m.gate_inp = {};
+    m.exp_probs_b = nullptr;
+    m.gate_exps = {};
+    m.up_exps = {};
+    m.down_exps = {};
+  }
 }
 
 Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
@@ -228,18 +303,45 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
     gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
     gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
   }
-  if (g.gate_shexp.buf.valid()) {  // the shared expert on every token: x += its output
-    const int fs = static_cast<int>(g.gate_shexp.n_rows);
-    gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
-    gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
-    gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
-    gpu::matmul(st, g.down_shexp, at(act_), x, n, d, 0, {0, true});
-  }
+  shared_expert(st, g, x, n);
   gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
 }
 
-void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
-                               const Step& step, const Layer& g, const CacheRef& cache, int l) {
+void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const {
+  if (!g.gate_shexp.buf.valid()) return;
+  // On every token: x += its output.
+  const int d = config_.n_embd, fs = static_cast<int>(g.gate_shexp.n_rows);
+  gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
+  gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
+  gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
+  gpu::matmul(st, g.down_shexp, at(act_), x, n, d, 0, {0, true});
+}
+
+Status GpuTransformer::host_moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) {
+  HostExperts& h = *host_;
+  const size_t bytes = static_cast<size_t>(n) * config_.n_embd * kF;
+  for (gpu::Buffer* b : {&h.rows, &h.out}) {
+    if (b->size() >= bytes) continue;
+    const gpu::MemoryKind kind =
+        b == &h.rows ? gpu::MemoryKind::kReadback : gpu::MemoryKind::kUpload;
+    StatusOr<gpu::Buffer> made = device_->alloc(bytes, kind);
+    if (!made.ok()) return made.status();
+    *b = std::move(*made);
+  }
+  st.copy(cur_, 0, h.rows, 0, bytes);  // cur_ [n, n_embd]: the layer's ffn-normed rows
+  GLM_RETURN_IF_ERROR(st.submit_and_wait());
+  // out [n, n_embd] = the chosen experts' weighted sum (g.host_moe has no shared expert).
+  h.ffn.forward(*g.host_moe, config_, static_cast<const float*>(h.rows.mapped()), n,
+                static_cast<float*>(h.out.mapped()), h.pool.get());
+  st.begin();
+  st.copy(h.out, 0, proj_, 0, bytes);
+  gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * config_.n_embd);  // x += out
+  shared_expert(st, g, x, n);
+  return Status::Ok();
+}
+
+Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
+                                 const Step& step, const Layer& g, const CacheRef& cache, int l) {
   const Config& c = config_;
   const int d = c.n_embd, n = step.n;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
@@ -266,9 +368,10 @@ void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& bat
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);  // attn_ [n, q_dim]
   project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
+  if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
   if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
     moe(st, g, x, n);
-    return;
+    return Status::Ok();
   }
   // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
   if (g.ffn_gate.buf.valid()) {
@@ -283,6 +386,7 @@ void GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& bat
   gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
   project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n, l,
           &GpuLoraLayer::ffn_down);
+  return Status::Ok();
 }
 
 void GpuTransformer::rope_tables(const std::vector<SeqInput>& batch, const Step& step) const {
@@ -332,7 +436,7 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
   gpu::Stream& st = record(step);
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {  // model layer n_cpu_ + l
-    run_layer(st, batch, step, layers_[l], layer_cache(l), l);
+    GLM_RETURN_IF_ERROR(run_layer(st, batch, step, layers_[l], layer_cache(l), l));
   }
   if (want_hidden) {  // every token's final-norm row (the MTP block's input), read back
     gpu::rms_norm(st, x, at(output_norm_), at(cur_), n, d, c.norm_eps);

@@ -21,6 +21,7 @@
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "model/gpu_model.h"
+#include "model/moe.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 
@@ -40,6 +41,7 @@ class GpuTransformer : public GpuModel {
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
   bool has_mtp() const override { return mtp_ != nullptr; }
+  size_t host_expert_bytes() const override { return host_ == nullptr ? 0 : host_->bytes; }
   Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv, std::vector<float>* logits,
                      std::vector<float>* hidden) override;
 
@@ -64,6 +66,20 @@ class GpuTransformer : public GpuModel {
     gpu::Matrix down_exps;             // [n_expert * n_embd, n_ff_exp]
     gpu::Matrix gate_shexp, up_shexp;  // [n_shared * n_ff_exp, n_embd], or empty
     gpu::Matrix down_shexp;            // [n_embd, n_shared * n_ff_exp]
+    // --cpu-moe: this MoE layer's router and routed experts in host memory (HostExperts'
+    // views; gate_inp and the *_exps above then empty), its shared expert above.
+    const MoeWeights* host_moe = nullptr;
+  };
+  // The routed experts kept in host memory (LoadOptions::cpu_moe) and what runs them: the
+  // CPU's MoE FFN (model/moe.h) on the rows read back from the device mid-step.
+  struct HostExperts {
+    Weights weights;  // [n_layer] layers: only the host layers' router and experts (repacked)
+    std::vector<std::vector<float>> bias;  // [n_layer][n_expert] each host layer's exp_probs_b
+    std::unique_ptr<kernels::ThreadPool> pool;
+    MoeFfn ffn;
+    gpu::Buffer rows;  // [T, n_embd] kReadback: the layer's normed rows (cur_)
+    gpu::Buffer out;   // [T, n_embd] kUpload: the chosen experts' weighted sum
+    size_t bytes = 0;  // the routers' and routed experts' matrices kept here
   };
   // A LoRA adapter's pairs on the device (model/adapter.h), per GPU layer: a [rank, n_in] and
   // b [n_out, rank] times the pair's scale, f32 (empty where the layer's matrix has none).
@@ -98,8 +114,9 @@ class GpuTransformer : public GpuModel {
                  const GpuLayerPlan& plan, bool mtp);
   // One decoder layer on the step's residual stream (in_dev_'s x), its K/V in `cache`; l: its
   // GPU layer (LoRA pairs), -1 for the MTP block.
-  void run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-                 const Layer& g, const CacheRef& cache, int l);
+  // Errors: a failed submission (a layer with host experts submits what was recorded).
+  Status run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+                   const Layer& g, const CacheRef& cache, int l);
   // The step's LoRA rows (lora_rows_) from the batch's adapters, uploading those not on the
   // device yet; lora_tmp_ sized for them.
   Status prepare_lora(const std::vector<SeqInput>& batch, int n);
@@ -122,21 +139,30 @@ class GpuTransformer : public GpuModel {
   // MoeFfn's definition): the router and the routing, each slot's expert over moe_, the shared
   // expert over up_ / act_.
   void moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
+  // The same with the router and routed experts on the host (g.host_moe): the step so far is
+  // submitted, cur_ read back, the CPU's MoeFfn adds the chosen experts' sum (out), and a new
+  // recording adds it to x and runs the shared expert on the device.
+  Status host_moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n);
+  void shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
+  // Moves the routed experts of layers [0, cpu_moe) out of `weights` (before the device's plan
+  // and upload) into *saved: the views, shared experts left behind.
+  static void take_host_experts(Weights* weights, int cpu_moe, std::vector<MoeWeights>* saved);
   // Uploads layers [n_cpu_, n_layer) and the output head; one layer; the MTP block (mtp_).
   Status upload(const Weights& w, const ProgressFn& progress);
   Status upload_layer(Uploader* up, const LayerWeights& lw, Layer* g, const std::string& name);
   Status upload_mtp(const Weights& w);
 
-  std::unique_ptr<Transformer> cpu_;  // layers [0, n_cpu_): weights and kernels; null if none
-  std::vector<float> cpu_x_;          // [T, n_embd] the residual stream the CPU part hands over
-  std::vector<Layer> layers_;         // [n_layer - n_cpu_] the GPU's layers
-  GpuAdapterCache<GpuLora> loras_;    // the adapters on the device, by Adapter::id
-  std::vector<LoraRows> lora_rows_;   // this step's
-  gpu::Buffer lora_tmp_;              // [T, rank] A x of a sequence's rows
-  std::unique_ptr<Mtp> mtp_;          // null: the MTP block is not on the device
-  Config mtp_config_;                 // config_ with one layer: the MTP pool's shape
-  std::vector<SeqInput> mtp_seqs_;    // forward_mtp's batch as SeqInputs
-  std::vector<float> mtp_embed_;      // [n_embd] a token's embedding row
+  std::unique_ptr<Transformer> cpu_;   // layers [0, n_cpu_): weights and kernels; null if none
+  std::vector<float> cpu_x_;           // [T, n_embd] the residual stream the CPU part hands over
+  std::vector<Layer> layers_;          // [n_layer - n_cpu_] the GPU's layers
+  GpuAdapterCache<GpuLora> loras_;     // the adapters on the device, by Adapter::id
+  std::vector<LoraRows> lora_rows_;    // this step's
+  gpu::Buffer lora_tmp_;               // [T, rank] A x of a sequence's rows
+  std::unique_ptr<HostExperts> host_;  // null: every GPU layer's experts are on the device
+  std::unique_ptr<Mtp> mtp_;           // null: the MTP block is not on the device
+  Config mtp_config_;                  // config_ with one layer: the MTP pool's shape
+  std::vector<SeqInput> mtp_seqs_;     // forward_mtp's batch as SeqInputs
+  std::vector<float> mtp_embed_;       // [n_embd] a token's embedding row
 };
 
 }  // namespace glm::model

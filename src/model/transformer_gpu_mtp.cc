@@ -65,7 +65,7 @@ Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* k
   const gpu::Addr x = at(in_dev_, step.x);
   gpu::matmul(st, m.eh_proj, at(in_dev_, step.mtp_in), x, n);  // x [T, n_embd]
   lora_rows_.clear();
-  run_layer(st, mtp_seqs_, step, m.layer, mtp_cache(), /*l=*/-1);
+  GLM_RETURN_IF_ERROR(run_layer(st, mtp_seqs_, step, m.layer, mtp_cache(), /*l=*/-1));
   const gpu::Buffer& head_norm = m.head_norm.valid() ? m.head_norm : output_norm_;
   gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows));
   return finish_step(st, step, OutputKind::kLogits, logits, m.head.buf.valid() ? &m.head : nullptr,
