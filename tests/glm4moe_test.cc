@@ -378,6 +378,74 @@ TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
   }
 }
 
+// The tiny file on a device capped at `mib` MiB (GLMSERVE_VULKAN_MEMORY_MB), steps of 16 tokens.
+StatusOr<std::unique_ptr<model::Model>> load_capped(const std::string& path, int mib, int cpu_moe) {
+  auto f = gguf::File::open(path);
+  if (!f.ok()) return f.status();
+  model::LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  o.step_tokens = 16;
+  o.cpu_moe = cpu_moe;
+  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(mib).c_str(), 1);
+  auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  return m;
+}
+
+// --cpu-moe auto (the default): on a device too small for the whole model, the fewest leading
+// layers' router and experts go to the host so that every layer fits (the CPU's logits), where
+// --cpu-moe 0 splits whole layers; one layer fewer would not have fitted; a device that holds
+// the whole model keeps every expert.
+TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
+  const std::string path = tiny_model(DType::kF32);
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+  const std::vector<int32_t> decode = {11, 222, 33};
+  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
+  ASSERT_FALSE(want.empty());
+  const int n_layer = 3;
+  int fitted_by_moving = 0, fitted_whole = 0;
+  for (int mib = 12; mib <= 40 && fitted_whole == 0; mib += 2) {
+    auto plain = load_capped(path, mib, 0);
+    auto aut = load_capped(path, mib, model::kCpuMoeAuto);
+    ASSERT_TRUE(plain.ok() && aut.ok()) << mib << " MiB";
+    const int n_plain = model::testing::gpu_layers_of(**plain);
+    const int n_auto = model::testing::gpu_layers_of(**aut);
+    const size_t host = (*aut)->host_expert_bytes();
+    if (n_plain == n_layer) {  // fits whole: nothing moved
+      EXPECT_EQ(n_auto, n_layer) << mib << " MiB";
+      EXPECT_EQ(host, 0u) << mib << " MiB";
+      ++fitted_whole;
+      continue;
+    }
+    EXPECT_GE(n_auto, n_plain) << mib << " MiB";
+    if (n_auto != n_layer || host == 0 || fitted_by_moving > 0) continue;
+    ++fitted_by_moving;
+    // The fewest: with one layer's experts fewer on the host, not every layer fits.
+    auto one_layer = load_capped(path, mib, 2);  // layer 1's experts only (layer 0 is dense)
+    ASSERT_TRUE(one_layer.ok());
+    const size_t host_one = (*one_layer)->host_expert_bytes();
+    ASSERT_GT(host_one, 0u);
+    if (host > host_one) {  // auto moved layers 1 and 2's: layer 1's alone do not do
+      EXPECT_LT(model::testing::gpu_layers_of(**one_layer), n_layer) << mib << " MiB";
+    } else {  // auto moved layer 1's: none (n_plain, above) do not do
+      EXPECT_EQ(host, host_one) << mib << " MiB";
+    }
+    plain = Status(ErrorCode::kUnavailable, "released");
+    one_layer = Status(ErrorCode::kUnavailable, "released");
+    const auto got = logit_rows([&]() { return std::move(aut); }, prompt, decode);
+    ASSERT_EQ(got.size(), want.size()) << mib << " MiB";
+    for (size_t r = 0; r < want.size(); ++r) {
+      for (size_t j = 0; j < want[r].size(); ++j) {
+        ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
+            << mib << " MiB, row " << r << " logit " << j;
+      }
+    }
+  }
+  EXPECT_EQ(fitted_by_moving, 1) << "no cap where only moving experts made every layer fit";
+  EXPECT_EQ(fitted_whole, 1) << "40 MiB should hold the whole model";
+}
+
 // With every layer's experts on the host, a step of three sequences = each alone.
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryBatchEqualsAlone) {
   auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);

@@ -55,7 +55,7 @@ constexpr const char* kHelp =
     "                  engine does); 0: compute from the file's mapping\n"
     "  --json          one JSON object instead of the table\n"
     "  --device D      auto, cpu, vulkan or vulkan:N (default auto); --gpu-layers N and\n"
-    "                  --cpu-moe N|all as run's\n"
+    "                  --cpu-moe N|all|auto as run's\n"
     "  --spec ngram    also the cost of speculative decoding's verify pass of k = 1, 2, 4, 8\n"
     "                  drafted tokens in decode passes, and the acceptance where each breaks\n"
     "                  even (tokens/s of real drafts: glmserve run --spec ngram; docs/engine.md)\n"

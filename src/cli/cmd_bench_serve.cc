@@ -49,7 +49,7 @@ constexpr const char* kUsage =
     "                      that GLM_MEASURE_JSON=FILE node tests/browser/measure.mjs writes)\n"
     "  --threads T --ctx-size N --max-batch B   engine options\n"
     "  --device D --gpu-layers N                where the model runs (default auto; docs/gpu.md)\n"
-    "  --cpu-moe N|all                          GLM-4.5's experts of N layers in host memory\n";
+    "  --cpu-moe N|all|auto                     GLM-4.5's experts of N layers in host memory\n";
 
 using bench::kSeedPrompts;
 using Prompt = bench::SeedPrompt;

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: glmserve eval --model M.gguf --tokens 0,1,2 [--decode 3,4] [--output logits|hidden]\n"
     "                     [--kv f32|f16|q8_0] [--threads N] [--device D] [--gpu-layers N]\n"
-    "                     [--cpu-moe N|all]\n"
+    "                     [--cpu-moe N|all|auto]\n"
     "                     [--ptuning A.gguf] [--lora A.gguf[:scale]]...\n"
     "Prefills --tokens in one batch (a row for every position), then feeds each --decode token\n"
     "as its own step through the KV cache. Prints one JSON object per line per position:\n"
@@ -30,7 +30,8 @@ constexpr const char* kHelp =
     "  --threads worker threads (default: physical cores)\n"
     "  --device  auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU, else the CPU)\n"
     "  --gpu-layers N  layers on the GPU (-1, the default: as many as fit)\n"
-    "  --cpu-moe N|all GLM-4.5 on a GPU: the routed experts of the first N layers on the CPU\n"
+    "  --cpu-moe N|all|auto  GLM-4.5 on a GPU: the routed experts of the first N layers on\n"
+    "            the CPU (auto, the default: as few as let every layer fit)\n"
     "  --ptuning A.gguf  run with a P-Tuning v2 prefix (an adapter file of glmserve convert;\n"
     "            its K/V are computed once at load and attended ahead of the tokens)\n"
     "  --lora A.gguf[:S]  merge a LoRA adapter into the weights at load, scale S (default 1;\n"

@@ -75,7 +75,7 @@ constexpr const char* kUsage =
     "  --spec ngram|draft|mtp|off, --draft M.gguf (speculative decoding; the draft model must\n"
     "  share the vocabulary of every served model; mtp: every served model needs its MTP block)\n"
     "  --device auto|cpu|vulkan|vulkan:N, --gpu-layers N (where the models run: docs/gpu.md),\n"
-    "  --cpu-moe N|all (GLM-4.5 on a GPU: the routed experts of N layers in host memory)\n"
+    "  --cpu-moe N|all|auto (GLM-4.5 on a GPU: the routed experts of N layers in host memory)\n"
     "  --reasoning-format auto|think|none (a reasoning model's thinking apart from the answer)\n"
     "  --lora A.gguf[:S] (repeatable: merged into the model at load; one --model only;\n"
     "  docs/adapters.md)\n"

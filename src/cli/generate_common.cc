@@ -44,9 +44,9 @@ const char* kGenerateFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
     "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n"
-    "  --cpu-moe N|all      GLM-4.5 on a GPU: the router and routed experts of the first N\n"
-    "                       layers (all: every layer) stay in host memory, run by the CPU\n"
-    "                       (a model larger than the GPU's memory; docs/gpu.md#memory)\n"
+    "  --cpu-moe N|all|auto GLM-4.5 on a GPU: the router and routed experts of the first N\n"
+    "                       layers (all: every layer) stay in host memory, run by the CPU;\n"
+    "                       auto (default): as few as let every layer fit (docs/gpu.md#memory)\n"
     "  --reasoning-format auto|think|none  a reasoning model's <think>...</think> printed to\n"
     "                       stderr, apart from the answer (auto: GLM-Z1, GLM-4.5; think: any\n"
     "                       answer that starts with <think>; none: kept in the answer)\n"
@@ -56,9 +56,9 @@ const char* kDeviceFlagsHelp =
     "  --device D           auto, cpu, vulkan or vulkan:N (default auto: a discrete GPU if\n"
     "                       there is one, else the CPU; `glmserve devices` lists them)\n"
     "  --gpu-layers N       layers on the GPU (-1, the default: as many as fit; 0 = the CPU)\n"
-    "  --cpu-moe N|all      GLM-4.5 on a GPU: the router and routed experts of the first N\n"
-    "                       layers (all: every layer) stay in host memory, run by the CPU\n"
-    "                       (a model larger than the GPU's memory; docs/gpu.md#memory)\n";
+    "  --cpu-moe N|all|auto GLM-4.5 on a GPU: the router and routed experts of the first N\n"
+    "                       layers (all: every layer) stay in host memory, run by the CPU;\n"
+    "                       auto (default): as few as let every layer fit (docs/gpu.md#memory)\n";
 const char* kSpecFlagsHelp =
     "  --spec ngram|draft|mtp|off  speculative decoding with drafts from each answer's own\n"
     "                       context, a draft model or the model's own MTP block (GLM-4.5;\n"
@@ -81,13 +81,16 @@ Status device_flags(const Args& args, std::string* device, int* gpu_layers, int*
   if (!n.ok()) return n.status();
   if (*n < -1 || *n > 100000) return invalid_argument("--gpu-layers: expected -1 (all) to 100000");
   *gpu_layers = static_cast<int>(*n);
-  *cpu_moe = 0;
-  if (args.has("cpu-moe") && args.get("cpu-moe") == "all") {
+  const std::string moe = args.get("cpu-moe", "auto");
+  if (moe == "auto") {
+    *cpu_moe = model::kCpuMoeAuto;
+  } else if (moe == "all") {
     *cpu_moe = model::kAllLayers;
   } else {
     auto m = args.get_int("cpu-moe", 0);
     if (!m.ok() || *m < 0 || *m > 100000) {
-      return invalid_argument("--cpu-moe: expected a count of layers (0 to 100000) or 'all'");
+      return invalid_argument(
+          "--cpu-moe: expected a count of layers (0 to 100000), 'all' or 'auto'");
     }
     *cpu_moe = static_cast<int>(*m);
   }

@@ -29,8 +29,8 @@ Status kv_type_flag(const Args& args, const char* default_name, DType* out);
 Status spec_flags(const Args& args, engine::Options* o);
 // --reasoning-format auto|think|none (engine::Options::reasoning).
 Status reasoning_flag(const Args& args, tok::ReasoningFormat* out);
-// --device, --gpu-layers and --cpu-moe N|all (model::LoadOptions), checked; defaults auto, -1
-// and 0.
+// --device, --gpu-layers and --cpu-moe N|all|auto (model::LoadOptions), checked; defaults
+// auto, -1 and auto.
 Status device_flags(const Args& args, std::string* device, int* gpu_layers, int* cpu_moe);
 extern const char* kDeviceFlagsHelp;
 // --lora A.gguf[:scale], repeatable (model::LoadOptions::lora: merged at load).

@@ -76,9 +76,9 @@ struct Options {
   // defaults to auto.
   std::string device = "cpu";
   int gpu_layers = -1;
-  // GLM-4.5's routed experts of the first N layers in host memory on a GPU (--cpu-moe N|all:
-  // model::LoadOptions::cpu_moe).
-  int cpu_moe = 0;
+  // GLM-4.5's routed experts of the first N layers in host memory on a GPU (--cpu-moe
+  // N|all|auto: model::LoadOptions::cpu_moe; auto by default).
+  int cpu_moe = model::kCpuMoeAuto;
   // LoRA adapters merged into the weights at load (--lora; model::LoadOptions::lora).
   std::vector<model::LoraSpec> lora;
   // Adapters served per request by name (--adapter NAME=PATH[:scale]; docs/adapters.md),

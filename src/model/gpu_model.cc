@@ -73,7 +73,7 @@ size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
 
 StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& config,
                                       const Weights& weights, Widths widths,
-                                      const LoadOptions& options, int requested) {
+                                      const LoadOptions& options, int requested, bool quiet) {
   const int n_layer = config.n_layer;
   std::vector<size_t> weights_of(n_layer), kv_of(n_layer, options.kv_bytes / n_layer);
   for (int l = 0; l < n_layer; ++l) weights_of[l] = layer_bytes(weights.layers[l]);
@@ -96,7 +96,7 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
   }
   StatusOr<GpuLayerPlan> p =
       plan_gpu_layers(weights_of, kv_of, head, fixed, budget, requested, info.name);
-  if (p.ok() && p->n_gpu > 0) {
+  if (p.ok() && p->n_gpu > 0 && !quiet) {
     GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), p->describe().c_str(),
                  format_gib(budget).c_str());
   }

@@ -72,10 +72,11 @@ class GpuModel : public Model {
   // K/V (options.kv_bytes), the output head and the scratch of the largest step (reserve()'s
   // buffers for options.step_tokens), against the device's budget less what another model of
   // this process was promised (options.device_reserved*). `requested` as plan_gpu_layers's.
-  // A plan with layers on the GPU is said in the log. Errors: out_of_memory naming both sizes.
+  // A plan with layers on the GPU is said in the log (unless `quiet`: a plan tried, not kept).
+  // Errors: out_of_memory naming both sizes.
   static StatusOr<GpuLayerPlan> plan(const gpu::Device& device, const Config& config,
                                      const Weights& weights, Widths widths,
-                                     const LoadOptions& options, int requested);
+                                     const LoadOptions& options, int requested, bool quiet = false);
 
   // The step's inputs in in_host_ (and in_dev_, its device copy, whose x part is the residual
   // stream, updated in place by the layers): byte offsets of

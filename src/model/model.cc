@@ -84,8 +84,8 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
   if (options.gpu_layers < -1) {
     return invalid_argument("--gpu-layers: expected -1 (all) or a count of layers");
   }
-  if (options.cpu_moe < 0) {
-    return invalid_argument("--cpu-moe: expected a count of layers or 'all'");
+  if (options.cpu_moe < kCpuMoeAuto) {
+    return invalid_argument("--cpu-moe: expected a count of layers, 'all' or 'auto'");
   }
   if (config->arch == Arch::kChatGLM1) {
     if (!options.lora.empty()) {

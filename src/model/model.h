@@ -116,8 +116,9 @@ class Model {
   }
 };
 
-// LoadOptions::cpu_moe's "every layer".
+// LoadOptions::cpu_moe's "every layer", and "as few as make every layer fit".
 inline constexpr int kAllLayers = 1 << 30;
+inline constexpr int kCpuMoeAuto = -1;
 
 struct LoadOptions {
   int n_threads = 0;  // 0 = physical cores
@@ -136,11 +137,13 @@ struct LoadOptions {
   // device's memory beside their KV cache (all when all fit), the rest on the CPU. N that does
   // not fit is refused with both sizes (model/gpu_plan.h).
   int gpu_layers = -1;
-  // GLM-4.5's routed experts of the first cpu_moe layers (kAllLayers: every layer) stay in host
-  // memory on a GPU, as llama.cpp's --n-cpu-moe: the device keeps those layers' attention and
-  // shared expert, and the CPU's kernels route each token and run its chosen experts on the rows
-  // read back mid-step (docs/gpu.md#memory). No effect on the CPU or on dense models.
-  int cpu_moe = 0;
+  // GLM-4.5's router and routed experts of the first cpu_moe layers (kAllLayers: every layer)
+  // stay in host memory on a GPU, as llama.cpp's --n-cpu-moe: the device keeps those layers'
+  // attention and shared expert, and the CPU's kernels route each token and run its chosen
+  // experts on the rows read back mid-step (docs/gpu.md#memory). kCpuMoeAuto (with gpu_layers
+  // -1): as few layers' as make every layer fit on the device, none when the model fits whole.
+  // No effect on the CPU or on dense models.
+  int cpu_moe = kCpuMoeAuto;
   // What the caller will ask of the model, for planning the device's memory: the KV pool's bytes
   // over all layers (model::KvPool::bytes_for; 0 = none planned), the most tokens one forward
   // call takes, and the bytes of the same device promised to another model of this process (a

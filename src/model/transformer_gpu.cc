@@ -110,13 +110,16 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   }
   // The MTP block goes on the device when --spec mtp will run it (LoadOptions::mtp_kv_bytes).
   const bool mtp = options.mtp_kv_bytes > 0 && weights.mtp.present();
+  const Widths widths = decoder_widths(config, weights.layers.back(), mtp);
   // --cpu-moe: the routed experts of the first layers are not the device's to hold.
+  const int cpu_moe = options.cpu_moe == kCpuMoeAuto
+                          ? auto_cpu_moe(*device, config, &weights, widths, options)
+                          : options.cpu_moe;
   std::vector<MoeWeights> host_experts;  // [n_layer]: those moved out (empty views elsewhere)
-  take_host_experts(&weights, options.cpu_moe, &host_experts);
+  take_host_experts(&weights, cpu_moe, &host_experts);
   // The device's share, planned before anything is uploaded (model/gpu_plan.h).
   StatusOr<GpuLayerPlan> plan =
-      GpuModel::plan(*device, config, weights, decoder_widths(config, weights.layers.back(), mtp),
-                     options, options.gpu_layers);
+      GpuModel::plan(*device, config, weights, widths, options, options.gpu_layers);
   if (!plan.ok()) return plan.status();
   const int n_layer = config.n_layer, n_cpu = n_layer - plan->n_gpu;
   // The CPU's layers run their experts as their own (all of them when nothing fits).
@@ -178,10 +181,26 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
     const std::string layers = first == last
                                    ? "layer " + std::to_string(first)
                                    : "layers " + std::to_string(first) + "-" + std::to_string(last);
-    GLM_LOG_INFO("vulkan: the router and routed experts of %s in host memory (%s; --cpu-moe)",
-                 layers.c_str(), format_gib(h.bytes).c_str());
+    GLM_LOG_INFO("vulkan: the router and routed experts of %s in host memory (%s; --cpu-moe%s)",
+                 layers.c_str(), format_gib(h.bytes).c_str(),
+                 options.cpu_moe == kCpuMoeAuto ? " auto: the whole model does not fit" : "");
   }
   return std::unique_ptr<Model>(std::move(m));
+}
+
+int GpuTransformer::auto_cpu_moe(const gpu::Device& device, const Config& config, Weights* weights,
+                                 Widths widths, const LoadOptions& options) {
+  if (config.arch != Arch::kGLM4MoE || options.gpu_layers != -1) return 0;
+  // Plans alone (byte arithmetic), a leading layer's experts more each time; *weights as it was.
+  for (int n = 0; n <= config.n_layer; ++n) {
+    std::vector<MoeWeights> taken;
+    take_host_experts(weights, n, &taken);
+    const StatusOr<GpuLayerPlan> p =
+        GpuModel::plan(device, config, *weights, widths, options, -1, /*quiet=*/true);
+    for (size_t l = 0; l < taken.size(); ++l) restore_experts(taken[l], &weights->layers[l].moe);
+    if (p.ok() && p->n_gpu == config.n_layer) return n;
+  }
+  return kAllLayers;  // not even then: every layer's experts on the host, and a split
 }
 
 void GpuTransformer::take_host_experts(Weights* weights, int cpu_moe,

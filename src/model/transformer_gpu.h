@@ -147,6 +147,11 @@ class GpuTransformer : public GpuModel {
   // Moves the routed experts of layers [0, cpu_moe) out of `weights` (before the device's plan
   // and upload) into *saved: the views, shared experts left behind.
   static void take_host_experts(Weights* weights, int cpu_moe, std::vector<MoeWeights>* saved);
+  // --cpu-moe auto with --gpu-layers -1: the fewest leading layers whose router and routed
+  // experts must stay on the host for every layer to fit on the device (0 when the model fits
+  // whole or has no experts; kAllLayers when even that does not do: the plan then splits).
+  static int auto_cpu_moe(const gpu::Device& device, const Config& config, Weights* weights,
+                          Widths widths, const LoadOptions& options);
   // Uploads layers [n_cpu_, n_layer) and the output head; one layer; the MTP block (mtp_).
   Status upload(const Weights& w, const ProgressFn& progress);
   Status upload_layer(Uploader* up, const LayerWeights& lw, Layer* g, const std::string& name);
