@@ -325,6 +325,22 @@ for t in $types; do
   } | tee -a "$report"
 done
 
+# GLM-4.5 with its routed experts in host memory (--cpu-moe all: what a GPU smaller than the
+# model runs): the same file whole on the device, then with every layer's experts on the CPU
+# (a submission and two row copies a layer; the CPU's share is the chosen experts' bytes).
+for t in $types; do
+  [[ "$t" == moe_* && -n "${file[$t]:-}" ]] || continue
+  {
+    echo
+    echo "Experts in host memory, $t: glmserve bench engine -p 512 -n 64 -r 3 --device vulkan --cpu-moe 0, then all"
+    echo '```'
+    for moe in 0 all; do
+      glmserve bench engine --model "${file[$t]}" -p 512 -n 64 -r 3 --bw-mb 0 --device vulkan --cpu-moe "$moe" 2>>"$out/ours.log" || echo "(failed: $out/ours.log)"
+    done
+    echo '```'
+  } | tee -a "$report"
+done
+
 # The matmul settings (GLMSERVE_VULKAN_MATMUL) on the first file: a 32-token prompt (the tiled
 # shader or the few-token one, by TILED_MIN) and generation (rows a team).
 first=""
