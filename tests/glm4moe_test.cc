@@ -446,6 +446,34 @@ TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
   EXPECT_EQ(fitted_whole, 1) << "40 MiB should hold the whole model";
 }
 
+// A lost device at a host layer's submission (the step's first, or its second: after layer 1's
+// experts ran on the CPU) fails that step with the device's error and every later one, as at a
+// step's end (docs/gpu.md#failures).
+TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryALostDeviceMidStepFailsTheStep) {
+  for (int nth : {1, 2}) {
+    auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    auto* g = dynamic_cast<model::GpuModel*>(m->get());
+    ASSERT_NE(g, nullptr);
+    ASSERT_GT((*m)->host_expert_bytes(), 0u);
+    model::KvPool kv((*m)->config(), 2, 16, DType::kF16);
+    const std::vector<int32_t> blocks = {0, 1}, prompt = {17, 300, 5};
+    std::vector<float> out;
+    model::SeqInput in{prompt.data(), 3, 0, blocks.data(), 2, false};
+    ASSERT_TRUE((*m)->forward({in}, &kv, &out).ok());
+    out.clear();
+    g->device()->inject_failure_after(nth);
+    model::SeqInput step{prompt.data(), 1, 3, blocks.data(), 2, false};
+    const Status s = (*m)->forward({step}, &kv, &out);
+    ASSERT_FALSE(s.ok()) << nth;
+    EXPECT_EQ(s.code(), ErrorCode::kUnavailable) << nth;
+    EXPECT_NE(s.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << s.message();
+    EXPECT_TRUE(out.empty()) << nth;
+    EXPECT_FALSE((*m)->health().ok()) << nth;
+    EXPECT_FALSE((*m)->forward({step}, &kv, &out).ok()) << nth;
+  }
+}
+
 // With every layer's experts on the host, a step of three sequences = each alone.
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryBatchEqualsAlone) {
   auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);
