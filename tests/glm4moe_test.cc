@@ -52,6 +52,23 @@ std::vector<std::vector<float>> logit_rows(const LoadFn& load, const std::vector
   return out;
 }
 
+// The tokens the GPU-vs-CPU tests feed: a prompt in one step, then a token a step.
+const std::vector<int32_t> kPrompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
+const std::vector<int32_t> kDecode = {11, 222, 33};
+
+// Each logit of `got` within 1e-4 of `want`'s, relative (the GPU's f32 sums against the CPU's).
+void expect_rows_near(const std::vector<std::vector<float>>& got,
+                      const std::vector<std::vector<float>>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t r = 0; r < want.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want[r].size()) << what;
+    for (size_t j = 0; j < want[r].size(); ++j) {
+      ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
+          << what << ", row " << r << " logit " << j;
+    }
+  }
+}
+
 // The file on `device` ("cpu" or "vulkan": on the GPU, or a failure).
 LoadFn on(const std::string& path, const std::string& device) {
   return [path, device]() -> StatusOr<std::unique_ptr<model::Model>> {
@@ -204,8 +221,6 @@ TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
     if (t.name.find("_exps.weight") != std::string::npos) expert_bytes += t.n_bytes;
   }
   ASSERT_GT(expert_bytes, 0u);
-  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
-  const std::vector<int32_t> decode = {11, 222, 33};
   std::vector<std::vector<float>> out[2];
   size_t repacked[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
@@ -215,7 +230,7 @@ TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
           if (m.ok()) repacked[i] = (*m)->repacked_bytes();
           return m;
         },
-        prompt, decode);
+        kPrompt, kDecode);
   }
   ASSERT_FALSE(out[0].empty());
   EXPECT_EQ(repacked[0], 0u);
@@ -292,9 +307,7 @@ TEST(Glm4Moe, OnTheGpuBatchEqualsAlone) {
 // rest on the GPU): the CPU's logits.
 TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
   const std::string path = tiny_model(DType::kF32);
-  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
-  const std::vector<int32_t> decode = {11, 222, 33};
-  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
+  const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   for (int n_gpu : {1, 2}) {
     const auto got = logit_rows(
@@ -305,14 +318,8 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
           }
           return m;
         },
-        prompt, decode);
-    ASSERT_EQ(got.size(), want.size()) << n_gpu;
-    for (size_t r = 0; r < want.size(); ++r) {
-      for (size_t j = 0; j < want[r].size(); ++j) {
-        ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
-            << n_gpu << " GPU layers, row " << r << " logit " << j;
-      }
-    }
+        kPrompt, kDecode);
+    expect_rows_near(got, want, std::to_string(n_gpu) + " GPU layers");
   }
 }
 
@@ -323,9 +330,7 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
 // with --gpu-layers 1, where the layers asked for are the CPU's anyway (they keep theirs).
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
   const std::string path = tiny_model(DType::kF32);
-  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
-  const std::vector<int32_t> decode = {11, 222, 33};
-  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
+  const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   auto f = gguf::File::open(path);
   ASSERT_TRUE(f.ok());
@@ -363,18 +368,12 @@ TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
           }
           return m;
         },
-        prompt, decode);
+        kPrompt, kDecode);
     size_t moved = 0;
     for (int l : c.host_layers) moved += expert_bytes(l);
     EXPECT_EQ(plan_without - plan_with, moved) << what;
     EXPECT_EQ(on_host, moved) << what;  // what the engine's host memory plan adds
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t r = 0; r < want.size(); ++r) {
-      for (size_t j = 0; j < want[r].size(); ++j) {
-        ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
-            << what << ", row " << r << " logit " << j;
-      }
-    }
+    expect_rows_near(got, want, what);
   }
 }
 
@@ -399,9 +398,7 @@ StatusOr<std::unique_ptr<model::Model>> load_capped(const std::string& path, int
 // the whole model keeps every expert.
 TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
   const std::string path = tiny_model(DType::kF32);
-  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498};
-  const std::vector<int32_t> decode = {11, 222, 33};
-  const auto want = logit_rows(on(path, "cpu"), prompt, decode);
+  const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   const int n_layer = 3;
   int fitted_by_moving = 0, fitted_whole = 0;
@@ -433,14 +430,8 @@ TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
     }
     plain = Status(ErrorCode::kUnavailable, "released");
     one_layer = Status(ErrorCode::kUnavailable, "released");
-    const auto got = logit_rows([&]() { return std::move(aut); }, prompt, decode);
-    ASSERT_EQ(got.size(), want.size()) << mib << " MiB";
-    for (size_t r = 0; r < want.size(); ++r) {
-      for (size_t j = 0; j < want[r].size(); ++j) {
-        ASSERT_NEAR(got[r][j], want[r][j], 1e-4f * (1 + std::fabs(want[r][j])))
-            << mib << " MiB, row " << r << " logit " << j;
-      }
-    }
+    const auto got = logit_rows([&]() { return std::move(aut); }, kPrompt, kDecode);
+    expect_rows_near(got, want, std::to_string(mib) + " MiB");
   }
   EXPECT_EQ(fitted_by_moving, 1) << "no cap where only moving experts made every layer fit";
   EXPECT_EQ(fitted_whole, 1) << "40 MiB should hold the whole model";

@@ -29,6 +29,18 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   return VK_FALSE;  // the call goes on (GPU-assisted checks have already skipped a bad access)
 }
 
+// What the messenger reports: the layer's warnings and errors, general and validation ones.
+VkDebugUtilsMessengerCreateInfoEXT messenger_info() {
+  VkDebugUtilsMessengerCreateInfoEXT ci{};
+  ci.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+  ci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  ci.messageType =
+      VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+  ci.pfnUserCallback = on_message;
+  return ci;
+}
+
 template <typename Props, typename Name>
 bool listed(const std::vector<Props>& all, const char* want, Name name) {
   return std::any_of(all.begin(), all.end(),
@@ -62,12 +74,7 @@ Status ValidationSetup::apply(const VulkanApi& global, VkInstanceCreateInfo* ci)
   }
   layers = {kLayer};
   extensions = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  messenger.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
-  messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                              VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  messenger.messageType =
-      VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
-  messenger.pfnUserCallback = on_message;
+  messenger = messenger_info();
   messenger.pNext = ci->pNext;
   features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
   features.enabledValidationFeatureCount = 1;
@@ -87,13 +94,7 @@ Status start_validation(const VulkanApi& api, VkInstance instance) {
   if (create == nullptr) {
     return Status(ErrorCode::kUnavailable, "vulkan: no vkCreateDebugUtilsMessengerEXT");
   }
-  VkDebugUtilsMessengerCreateInfoEXT ci{};
-  ci.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
-  ci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                       VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  ci.messageType =
-      VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
-  ci.pfnUserCallback = on_message;
+  const VkDebugUtilsMessengerCreateInfoEXT ci = messenger_info();
   // Kept for the process's life, as the instance is (device.cc).
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   const VkResult r = create(instance, &ci, nullptr, &messenger);
