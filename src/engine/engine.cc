@@ -20,6 +20,7 @@
 #include "engine/stop_text.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
+#include "model/gpu_adapter_cache.h"
 #include "model/kv_pool.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/reasoning.h"
@@ -943,6 +944,25 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.n_threads = options.n_threads;
   lo.progress = options.load_progress;
   lo.device = options.device;
+  if (options.device != "cpu" && !options.adapters.empty()) {
+    // The --adapter copies a GPU model will keep, planned with it (read here, loaded below).
+    auto config = model::read_config(*shared);
+    if (!config.ok()) return config.status();
+    std::vector<std::shared_ptr<const model::Adapter>> adapters;
+    std::vector<const model::Adapter*> all;
+    for (const AdapterSpec& a : options.adapters) {
+      auto adapter = model::load_adapter(a.path, *config, a.scale, a.name);
+      if (!adapter.ok()) {
+        return Status(adapter.status().code(),
+                      "--adapter " + a.name + ": " + adapter.status().message());
+      }
+      adapters.push_back(*adapter);
+      all.push_back(adapters.back().get());
+    }
+    lo.adapter_bytes = model::adapters_device_bytes(all, options.kv_type);
+    GLM_LOG_INFO("engine: %zu adapter(s) served per request: %.1f MiB planned on a GPU", all.size(),
+                 static_cast<double>(lo.adapter_bytes) / (1 << 20));
+  }
   lo.gpu_layers = options.gpu_layers;
   lo.cpu_moe = options.cpu_moe;
   lo.lora = options.lora;

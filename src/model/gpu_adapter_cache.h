@@ -8,9 +8,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
+#include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
+#include "model/adapter.h"
 
 namespace glm::model {
 
@@ -54,5 +58,41 @@ class GpuAdapterCache {
   std::list<Slot> slots_;
   uint64_t clock_ = 0;
 };
+
+// The device bytes a GPU model keeps of an adapter: its LoRA pairs in f32 (A and B of every
+// layer); its P-Tuning v2 rows (K and V of every layer) in the KV cache's type `kv_type`. Every
+// layer's, a split's CPU layers too: a bound, not the exact figure.
+inline size_t lora_device_bytes(const Adapter& a) {
+  size_t n = 0;
+  for (const LoraLayer& l : a.lora) {
+    for (const LoraPair* p :
+         {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate, &l.ffn_down}) {
+      n += (p->a.size() + p->b.size()) * sizeof(float);
+    }
+  }
+  return n;
+}
+inline size_t prefix_device_bytes(const Adapter& a, DType kv_type) {
+  const PrefixKv& p = a.prefix;
+  if (p.empty()) return 0;
+  const size_t rows = p.k.size() / static_cast<size_t>(p.kv_dim);  // n_layer x n_tokens
+  return 2 * rows * row_bytes(kv_type, p.kv_dim);
+}
+
+// What a GPU model plans for the adapters it serves per request (LoadOptions::adapter_bytes):
+// the copies its two caches hold at once, the kMax largest of each kind.
+inline size_t adapters_device_bytes(const std::vector<const Adapter*>& adapters, DType kv_type) {
+  std::vector<size_t> lora, prefix;
+  for (const Adapter* a : adapters) {
+    lora.push_back(lora_device_bytes(*a));
+    prefix.push_back(prefix_device_bytes(*a, kv_type));
+  }
+  size_t n = 0;
+  for (std::vector<size_t>* v : {&lora, &prefix}) {
+    std::sort(v->begin(), v->end(), std::greater<size_t>());
+    for (size_t i = 0; i < v->size() && i < GpuAdapterCache<int>::kMax; ++i) n += (*v)[i];
+  }
+  return n;
+}
 
 }  // namespace glm::model

@@ -59,5 +59,50 @@ TEST(GpuAdapterCache, AFailedMakeKeepsNothing) {
   EXPECT_EQ(cache.size(), 0u);
 }
 
+// An adapter of `n_layer` layers whose wo pair has rank r (n_in 64, n_out 32) and, when
+// prefix_tokens > 0, P-Tuning rows of kv_dim 32.
+Adapter adapter_of(int n_layer, int r, int prefix_tokens) {
+  Adapter a;
+  if (r > 0) {
+    a.lora.resize(n_layer);
+    for (LoraLayer& l : a.lora) {
+      l.wo.rank = r;
+      l.wo.n_in = 64;
+      l.wo.n_out = 32;
+      l.wo.a.assign(static_cast<size_t>(r) * 64, 0.5f);
+      l.wo.b.assign(static_cast<size_t>(32) * r, 0.5f);
+    }
+  }
+  if (prefix_tokens > 0) {
+    a.prefix.n_tokens = prefix_tokens;
+    a.prefix.kv_dim = 32;
+    a.prefix.k.assign(static_cast<size_t>(n_layer) * prefix_tokens * 32, 0.0f);
+    a.prefix.v = a.prefix.k;
+  }
+  return a;
+}
+
+// What the memory plan sets aside for adapters served per request: A and B in f32, the prefix
+// rows in the cache's type, and at most kMax copies of each kind (the largest).
+TEST(GpuAdapterCache, DeviceBytesAreThePairsInF32AndThePrefixRowsInTheCachesType) {
+  const Adapter lora = adapter_of(3, 4, 0), prefix = adapter_of(3, 0, 10);
+  EXPECT_EQ(lora_device_bytes(lora), 3u * (4 * 64 + 32 * 4) * 4);
+  EXPECT_EQ(prefix_device_bytes(lora, DType::kF16), 0u);
+  EXPECT_EQ(prefix_device_bytes(prefix, DType::kF16), 3u * 10 * 2 * 32 * 2);
+  EXPECT_EQ(prefix_device_bytes(prefix, DType::kQ8_0), 3u * 10 * 2 * 34);  // one Q8_0 block a row
+  EXPECT_EQ(lora_device_bytes(prefix), 0u);
+  // Ten LoRAs of ranks 1..10 and ten prefixes of 1..10 tokens: the eight largest of each.
+  std::vector<Adapter> many;
+  for (int i = 1; i <= 10; ++i) many.push_back(adapter_of(1, i, 0));
+  for (int i = 1; i <= 10; ++i) many.push_back(adapter_of(1, 0, i));
+  std::vector<const Adapter*> all;
+  for (const Adapter& a : many) all.push_back(&a);
+  size_t want = 0;
+  for (int i = 3; i <= 10; ++i) want += static_cast<size_t>(i) * (64 + 32) * 4 + i * 2 * 32 * 2;
+  static_assert(GpuAdapterCache<int>::kMax == 8);
+  EXPECT_EQ(adapters_device_bytes(all, DType::kF16), want);
+  EXPECT_EQ(adapters_device_bytes({}, DType::kF16), 0u);
+}
+
 }  // namespace
 }  // namespace glm::model

@@ -88,7 +88,7 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
   if (budget > 0) budget = budget > reserved ? budget - reserved : 1;
   // The output head, and the MTP block (with the head's share) and its K/V (with the scratch's)
   // when --spec mtp asks for it: needed whatever the layer count.
-  size_t head = matrix_bytes(weights.output), fixed = scratch;
+  size_t head = matrix_bytes(weights.output), fixed = scratch + options.adapter_bytes;
   if (options.mtp_kv_bytes > 0 && weights.mtp.present()) {
     const MtpWeights& m = weights.mtp;
     head += layer_bytes(m.layer) + matrix_bytes(m.eh_proj) + matrix_bytes(m.head);

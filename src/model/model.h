@@ -156,6 +156,9 @@ struct LoadOptions {
   size_t mtp_kv_bytes = 0;
   size_t device_reserved = 0;
   size_t device_reserved_unallocated = 0;
+  // The device bytes of the adapters that will be served per request (LoRA pairs, P-Tuning
+  // rows: model/gpu_adapter_cache.h adapters_device_bytes), planned beside the scratch.
+  size_t adapter_bytes = 0;
   // LoRA adapters merged into the weights at load, in order (--lora A.gguf[:scale];
   // model/lora.h): no cost per token; quantized weights are re-quantized to their type.
   std::vector<LoraSpec> lora;

@@ -306,7 +306,7 @@ TEST(GpuSplit, ForkAndDiskBlocksCoverBothHalves) {
 // A model loaded with --gpu-layers `asked` on a device of `cap_mib` MiB
 // (GLMSERVE_VULKAN_MEMORY_MB), planning steps of 16 tokens and a KV cache of kv_bytes.
 StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, int cap_mib,
-                                           size_t kv_bytes = 0) {
+                                           size_t kv_bytes = 0, size_t adapter_bytes = 0) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
   LoadOptions o;
@@ -315,6 +315,7 @@ StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, i
   o.gpu_layers = asked;
   o.step_tokens = 16;
   o.kv_bytes = kv_bytes;
+  o.adapter_bytes = adapter_bytes;
   ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
   auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
   ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
@@ -361,6 +362,38 @@ TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
   }
   EXPECT_EQ(last, 3) << "40 MiB should hold every layer";
   EXPECT_EQ(splits, 2) << "1 and then 2 layers on the GPU";
+}
+
+// The adapters the engine will serve per request (LoadOptions::adapter_bytes: their LoRA pairs
+// and P-Tuning rows on the device) are planned beside the layers: on the smallest device that
+// holds every layer, 4 MiB of adapters (about a layer) leave fewer layers there, and the plan's
+// fixed share grows by exactly that.
+TEST(GpuSplit, AdaptersServedPerRequestArePlannedBesideTheLayers) {
+  testing::RandomSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 1024;
+  spec.n_vocab = 4096;
+  spec.n_layer = 3;
+  const std::string path = testing::temp_path("split_adapters.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  int cap = 0;
+  size_t scratch = 0;
+  for (int mib = 2; mib <= 40 && cap == 0; ++mib) {
+    auto m = load_with(path, -1, mib);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    if (gpu_layers_of(**m) == 3) {
+      cap = mib;
+      scratch = (*m)->gpu_plan()->scratch;
+    }
+  }
+  ASSERT_GT(cap, 0) << "40 MiB should hold every layer";
+  const size_t adapters = size_t{4} << 20;
+  auto with = load_with(path, -1, cap, 0, adapters);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  EXPECT_LT(gpu_layers_of(**with), 3) << cap << " MiB";
+  const GpuLayerPlan* p = (*with)->gpu_plan();
+  ASSERT_NE(p, nullptr) << "a layer and the head still fit in " << cap << " MiB";
+  EXPECT_EQ(p->scratch, scratch + adapters);
 }
 
 TEST(GpuSplit, LayersThatDoNotFitAreRefusedWithBothSizes) {
