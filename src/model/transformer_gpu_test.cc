@@ -322,14 +322,21 @@ StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, i
   return m;
 }
 
-TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
+// The splits' model, written to `name`: an output head of 4 MiB in f32, three layers of about
+// 4 MiB. Empty on failure.
+std::string split_model(const char* name) {
   testing::RandomSpec spec;
   spec.n_embd = 256;
   spec.n_ff = 1024;
-  spec.n_vocab = 4096;  // an output head of 4 MiB in f32, layers of about 4 MiB
+  spec.n_vocab = 4096;
   spec.n_layer = 3;
-  const std::string path = testing::temp_path("split_fit.gguf");
-  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  const std::string path = testing::temp_path(name);
+  return testing::write_random_model(spec, path).ok() ? path : std::string();
+}
+
+TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
+  const std::string path = split_model("split_fit.gguf");
+  ASSERT_FALSE(path.empty());
   auto cpu = testing::load(path, 2, true, "cpu");
   ASSERT_TRUE(cpu.ok());
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5};
@@ -369,13 +376,8 @@ TEST(GpuSplit, AutomaticPutsAsManyLayersAsFitBesideTheirKvAndTheCpuTheRest) {
 // holds every layer, 4 MiB of adapters (about a layer) leave fewer layers there, and the plan's
 // fixed share grows by exactly that.
 TEST(GpuSplit, AdaptersServedPerRequestArePlannedBesideTheLayers) {
-  testing::RandomSpec spec;
-  spec.n_embd = 256;
-  spec.n_ff = 1024;
-  spec.n_vocab = 4096;
-  spec.n_layer = 3;
-  const std::string path = testing::temp_path("split_adapters.gguf");
-  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  const std::string path = split_model("split_adapters.gguf");
+  ASSERT_FALSE(path.empty());
   int cap = 0;
   size_t scratch = 0;
   for (int mib = 2; mib <= 40 && cap == 0; ++mib) {
