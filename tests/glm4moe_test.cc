@@ -379,17 +379,10 @@ TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
 
 // The tiny file on a device capped at `mib` MiB (GLMSERVE_VULKAN_MEMORY_MB), steps of 16 tokens.
 StatusOr<std::unique_ptr<model::Model>> load_capped(const std::string& path, int mib, int cpu_moe) {
-  auto f = gguf::File::open(path);
-  if (!f.ok()) return f.status();
   model::LoadOptions o;
-  o.n_threads = 2;
-  o.device = "vulkan";
   o.step_tokens = 16;
   o.cpu_moe = cpu_moe;
-  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(mib).c_str(), 1);
-  auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
-  return m;
+  return model::testing::load_vulkan(path, o, mib);
 }
 
 // --cpu-moe auto (the default): on a device too small for the whole model, the fewest leading

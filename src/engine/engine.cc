@@ -33,6 +33,20 @@ namespace {
 
 using scheduler::Clock;
 
+// An adapter file read for serving: the adapter, and its identity for the prefix cache and the
+// KV disk cache (its file and scale: kv::AdmitInput::salt).
+struct ReadAdapter {
+  std::shared_ptr<const model::Adapter> adapter;
+  uint64_t salt = 0;
+};
+StatusOr<ReadAdapter> read_adapter(const AdapterSpec& spec, const model::Config& config) {
+  auto file = gguf::File::open(spec.path);
+  if (!file.ok()) return file.status();
+  auto adapter = model::load_adapter(**file, config, spec.scale, spec.name);
+  if (!adapter.ok()) return adapter.status();
+  return ReadAdapter{std::move(*adapter), adapter_fingerprint(**file, spec.scale) | 1};
+}
+
 // The scheduler of an engine of `options` serving a context of n_ctx.
 scheduler::Options scheduler_options(const Options& options, int n_ctx) {
   scheduler::Options so;
@@ -594,17 +608,18 @@ class EngineImpl final : public Engine {
   std::string model_name() const override { return name_; }
 
   Status load_adapter(const AdapterSpec& spec) override {
-    auto file = gguf::File::open(spec.path);
-    if (!file.ok()) return file.status();
-    auto adapter = model::load_adapter(**file, model_->config(), spec.scale, spec.name);
-    if (!adapter.ok()) return adapter.status();
-    // The adapter's identity for the prefix cache and the KV disk cache: its file and scale.
-    const uint64_t salt = adapter_fingerprint(**file, spec.scale) | 1;
+    auto read = read_adapter(spec, model_->config());
+    if (!read.ok()) return read.status();
+    return add_adapter(spec, std::move(*read));
+  }
+  // An adapter already read (load_engine reads the --adapter files before the model, for a
+  // GPU's plan) served by name.
+  Status add_adapter(const AdapterSpec& spec, ReadAdapter read) {
     std::lock_guard<std::mutex> lock(adapters_mu_);
     if (adapters_.count(spec.name)) {
       return invalid_argument("adapter '" + spec.name + "' is already loaded (unload it first)");
     }
-    adapters_[spec.name] = {spec, std::move(*adapter), salt};
+    adapters_[spec.name] = {spec, std::move(read.adapter), read.salt};
     GLM_LOG_INFO("adapter %s: loaded from %s (scale %g)", spec.name.c_str(), spec.path.c_str(),
                  spec.scale);
     return Status::Ok();
@@ -944,24 +959,25 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   lo.n_threads = options.n_threads;
   lo.progress = options.load_progress;
   lo.device = options.device;
-  if (options.device != "cpu" && !options.adapters.empty()) {
-    // The --adapter copies a GPU model will keep, planned with it (read here, loaded below).
+  // The --adapter files, read once before the model: a GPU model plans the copies it will keep.
+  std::vector<ReadAdapter> adapters;
+  if (!options.adapters.empty()) {
     auto config = model::read_config(*shared);
     if (!config.ok()) return config.status();
-    std::vector<std::shared_ptr<const model::Adapter>> adapters;
     std::vector<const model::Adapter*> all;
     for (const AdapterSpec& a : options.adapters) {
-      auto adapter = model::load_adapter(a.path, *config, a.scale, a.name);
-      if (!adapter.ok()) {
-        return Status(adapter.status().code(),
-                      "--adapter " + a.name + ": " + adapter.status().message());
+      auto read = read_adapter(a, *config);
+      if (!read.ok()) {
+        return Status(read.status().code(), "--adapter " + a.name + ": " + read.status().message());
       }
-      adapters.push_back(*adapter);
-      all.push_back(adapters.back().get());
+      adapters.push_back(std::move(*read));
+      all.push_back(adapters.back().adapter.get());
     }
-    lo.adapter_bytes = model::adapters_device_bytes(all, options.kv_type);
-    GLM_LOG_INFO("engine: %zu adapter(s) served per request: %.1f MiB planned on a GPU", all.size(),
-                 static_cast<double>(lo.adapter_bytes) / (1 << 20));
+    if (options.device != "cpu") {
+      lo.adapter_bytes = model::adapters_device_bytes(all, options.kv_type);
+      GLM_LOG_INFO("engine: %zu adapter(s) served per request: %.1f MiB planned for a GPU",
+                   all.size(), static_cast<double>(lo.adapter_bytes) / (1 << 20));
+    }
   }
   lo.gpu_layers = options.gpu_layers;
   lo.cpu_moe = options.cpu_moe;
@@ -1052,8 +1068,9 @@ StatusOr<std::unique_ptr<Engine>> load_engine(const Options& options) {
   auto e =
       std::make_unique<EngineImpl>(std::move(model.value()), std::move(tokenizer.value()),
                                    std::move(chat_template.value()), options, std::move(extras));
-  for (const AdapterSpec& a : options.adapters) {
-    if (Status s = e->load_adapter(a); !s.ok()) {
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const AdapterSpec& a = options.adapters[i];
+    if (Status s = e->add_adapter(a, std::move(adapters[i])); !s.ok()) {
       return Status(s.code(), "--adapter " + a.name + ": " + s.message());
     }
   }

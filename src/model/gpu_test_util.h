@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,21 +59,33 @@ inline float max_rel_diff(const std::vector<float>& a, const std::vector<float>&
   return d / std::max(1.0f, m);
 }
 
-// The model file at `path` on the first Vulkan device (--device vulkan), `gpu_layers` of its
-// layers there (-1: as many as fit), the MTP block too when mtp_kv_bytes > 0 (--spec mtp's);
-// unavailable when it came up on the CPU (no device: these tests are about the GPU).
-inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1,
-                                                    size_t mtp_kv_bytes = 0, int cpu_moe = 0) {
+// The model file at `path` loaded with `o` on the first Vulkan device (--device vulkan, two
+// threads), on a device capped at cap_mib MiB (GLMSERVE_VULKAN_MEMORY_MB) when cap_mib > 0.
+// It may come up on the CPU (nothing fits, no device): the caller checks where.
+inline StatusOr<std::unique_ptr<Model>> load_vulkan(const std::string& path, LoadOptions o,
+                                                    int cap_mib = 0) {
   StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
   if (!f.ok()) return f.status();
-  LoadOptions o;
   o.n_threads = 2;
   o.device = "vulkan";
+  if (cap_mib > 0) ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
+  StatusOr<std::unique_ptr<Model>> m =
+      load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  if (cap_mib > 0) ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  return m;
+}
+
+// The model file at `path` on the first Vulkan device, `gpu_layers` of its layers there (-1: as
+// many as fit), the MTP block too when mtp_kv_bytes > 0 (--spec mtp's), the routed experts of
+// the first cpu_moe layers in host memory; unavailable when it came up on the CPU (no device:
+// these tests are about the GPU).
+inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int gpu_layers = -1,
+                                                    size_t mtp_kv_bytes = 0, int cpu_moe = 0) {
+  LoadOptions o;
   o.gpu_layers = gpu_layers;
   o.mtp_kv_bytes = mtp_kv_bytes;
   o.cpu_moe = cpu_moe;
-  StatusOr<std::unique_ptr<Model>> m =
-      load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
+  StatusOr<std::unique_ptr<Model>> m = load_vulkan(path, o);
   if (m.ok() && (*m)->device_name().rfind("vulkan:", 0) != 0) {
     return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
   }

@@ -307,19 +307,12 @@ TEST(GpuSplit, ForkAndDiskBlocksCoverBothHalves) {
 // (GLMSERVE_VULKAN_MEMORY_MB), planning steps of 16 tokens and a KV cache of kv_bytes.
 StatusOr<std::unique_ptr<Model>> load_with(const std::string& path, int asked, int cap_mib,
                                            size_t kv_bytes = 0, size_t adapter_bytes = 0) {
-  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-  if (!f.ok()) return f.status();
   LoadOptions o;
-  o.n_threads = 2;
-  o.device = "vulkan";
   o.gpu_layers = asked;
   o.step_tokens = 16;
   o.kv_bytes = kv_bytes;
   o.adapter_bytes = adapter_bytes;
-  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
-  auto m = load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
-  return m;
+  return testing::load_vulkan(path, o, cap_mib);
 }
 
 // The splits' model, written to `name`: an output head of 4 MiB in f32, three layers of about
