@@ -15,50 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
+
 namespace {
 
-std::string shared(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
-bool exists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using glm::testing::CliOutput;
+using glm::testing::exists;
+using glm::testing::run_glmserve;
+using glm::testing::shared;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-// Runs glmserve with `args` (no shell) and `input` on stdin, capturing stdout and stderr.
-Result run(const std::vector<std::string>& args, const std::string& input = "") {
-  const std::string base = "/tmp/glm_engine_run_" + std::to_string(getpid());
-  const std::string in_path = base + ".in", out_path = base + ".out", err_path = base + ".err";
-  std::ofstream(in_path, std::ios::binary) << input;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int i = open(in_path.c_str(), O_RDONLY);
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(i, 0);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv{const_cast<char*>(GLMSERVE_BIN)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(GLMSERVE_BIN, argv.data());
-    _exit(127);
-  }
-  Result r;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  unlink(in_path.c_str());
-  unlink(out_path.c_str());
-  unlink(err_path.c_str());
-  return r;
 }
 
 TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
@@ -66,8 +34,9 @@ TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
   const std::string golden = shared("models/stories260K.greedy.json");
   if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
   const auto g = nlohmann::json::parse(slurp(golden));
-  const Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
-                        std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1"});
+  const CliOutput r =
+      run_glmserve({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
+                    std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
   EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;
@@ -87,16 +56,16 @@ TEST(EngineRun, KvQ8_0RunsAndItsAliasIsTheSameFlag) {
         "-n",  "64",      "--temp", "0",        "--raw",
         "-t",  "1",       flag,     type};
   };
-  const Result q8 = run(args("--kv", "q8_0"));
+  const CliOutput q8 = run_glmserve(args("--kv", "q8_0"));
   ASSERT_EQ(q8.code, 0) << q8.err;
   EXPECT_NE(q8.err.find("tokens of q8_0"), std::string::npos) << q8.err;
   const std::string want = g["text"].get<std::string>();
   const size_t sentence = want.find('.');
   ASSERT_NE(sentence, std::string::npos);
   EXPECT_EQ(q8.out.substr(0, sentence + 1), want.substr(0, sentence + 1)) << q8.out;
-  const Result alias = run(args("--kv-type", "q8_0"));
+  const CliOutput alias = run_glmserve(args("--kv-type", "q8_0"));
   EXPECT_EQ(alias.out, q8.out);
-  const Result bad = run(args("--kv", "q4_0"));
+  const CliOutput bad = run_glmserve(args("--kv", "q4_0"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("--kv: expected f16, f32 or q8_0, got 'q4_0'"), std::string::npos)
       << bad.err;
@@ -107,13 +76,14 @@ TEST(EngineRun, KvQ8_0RunsAndItsAliasIsTheSameFlag) {
 // words, not letter noise or U+FFFD (issue 17). Sampled and greedy, a few seeds.
 TEST(EngineRun, TheDemoModelWithoutARealVocabularyAnswersInWords) {
   const std::string model = "/tmp/glm_demo_" + std::to_string(getpid()) + ".gguf";
-  Result g =
-      run({"gen-model", "--arch", "chatglm3", "--preset", "small", "--type", "q8_0", "-o", model});
+  CliOutput g = run_glmserve(
+      {"gen-model", "--arch", "chatglm3", "--preset", "small", "--type", "q8_0", "-o", model});
   ASSERT_EQ(g.code, 0) << g.err;
   for (const char* temp : {"0", "0.8"}) {
     for (const char* seed : {"1", "2"}) {
-      const Result r = run({"run", "--model", model, "--prompt", "你好，请介绍一下你自己", "-n",
-                            "40", "--temp", temp, "--seed", seed, "-t", "2"});
+      const CliOutput r =
+          run_glmserve({"run", "--model", model, "--prompt", "你好，请介绍一下你自己", "-n", "40",
+                        "--temp", temp, "--seed", seed, "-t", "2"});
       ASSERT_EQ(r.code, 0) << r.err;
       SCOPED_TRACE(r.out);
       EXPECT_EQ(r.out.find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD in the answer";
@@ -144,14 +114,14 @@ TEST(EngineRun, SpecNgramKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
   const std::string golden = shared("models/stories260K.greedy.json");
   if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
   const auto g = nlohmann::json::parse(slurp(golden));
-  Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
-                  std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1",
-                  "--spec", "ngram"});
+  CliOutput r = run_glmserve({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(),
+                              "-n", std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw",
+                              "-t", "1", "--spec", "ngram"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
-  r = run({"run", "--model", model, "--raw", "--temp", "0", "-n", "100", "-t", "1", "--spec",
-           "ngram", "--prompt",
-           "Lily saw a big red ball in the park. She wanted to play. Lily saw a big red"});
+  r = run_glmserve({"run", "--model", model, "--raw", "--temp", "0", "-n", "100", "-t", "1",
+                    "--spec", "ngram", "--prompt",
+                    "Lily saw a big red ball in the park. She wanted to play. Lily saw a big red"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex("speculative: [1-9][0-9]* of [1-9][0-9]* "
                                                   "drafted tokens accepted")))
@@ -160,7 +130,7 @@ TEST(EngineRun, SpecNgramKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
        {std::vector<std::string>{"--spec", "draft"}, {"--draft", "d.gguf"}, {"--spec", "fast"}}) {
     std::vector<std::string> args = {"run", "--model", model, "--prompt", "hi"};
     args.insert(args.end(), bad.begin(), bad.end());
-    r = run(args);
+    r = run_glmserve(args);
     EXPECT_NE(r.code, 0) << bad[0];
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     const char* want = bad[1] == "fast"     ? "expected ngram, draft, mtp or off"
@@ -177,9 +147,9 @@ TEST(EngineRun, SpecDraftKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
   const std::string golden = shared("models/stories260K.greedy.json");
   if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
   const auto g = nlohmann::json::parse(slurp(golden));
-  Result r = run({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(), "-n",
-                  std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw", "-t", "1",
-                  "--draft", model});
+  CliOutput r = run_glmserve({"run", "--model", model, "--prompt", g["prompt"].get<std::string>(),
+                              "-n", std::to_string(g["n_new"].get<int>()), "--temp", "0", "--raw",
+                              "-t", "1", "--draft", model});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, g["text"].get<std::string>() + "\n");
   EXPECT_TRUE(std::regex_search(r.err, std::regex("speculative: [1-9][0-9]* of [1-9][0-9]* "
@@ -188,15 +158,15 @@ TEST(EngineRun, SpecDraftKeepsLlamaCppsGreedyTextAndCountsItsDrafts) {
 }
 
 TEST(EngineRun, BadInvocationsFailWithOneLine) {
-  Result r = run({"run", "--prompt", "hi"});
+  CliOutput r = run_glmserve({"run", "--prompt", "hi"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
-  r = run({"run", "--model", "/nonexistent.gguf", "--prompt", "hi"});
+  r = run_glmserve({"run", "--model", "/nonexistent.gguf", "--prompt", "hi"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("nonexistent.gguf"), std::string::npos) << r.err;
-  r = run({"run", "--model", "m.gguf", "--prompt", "hi", "--temp", "warm"});
+  r = run_glmserve({"run", "--model", "m.gguf", "--prompt", "hi", "--temp", "warm"});
   EXPECT_EQ(r.code, 2);
-  r = run({"chat", "--model", "m.gguf", "--bogus"});
+  r = run_glmserve({"chat", "--model", "m.gguf", "--bogus"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
 }
@@ -204,8 +174,9 @@ TEST(EngineRun, BadInvocationsFailWithOneLine) {
 TEST(EngineRun, PipedChatReusesTheCacheOfEarlierTurns) {
   const std::string model = shared("reference/chatglm3-small.gguf");
   if (!exists(model)) GTEST_SKIP() << model << " is absent";
-  const Result r = run({"chat", "--model", model, "--temp", "0", "-n", "6", "--verbose", "-t", "1"},
-                       "hello\nhow are you\n/reset\nhello\n");
+  const CliOutput r =
+      run_glmserve({"chat", "--model", model, "--temp", "0", "-n", "6", "--verbose", "-t", "1"},
+                   "hello\nhow are you\n/reset\nhello\n");
   ASSERT_EQ(r.code, 0) << r.err;
   // One summary per turn: "prompt P tokens (C cached), G tokens generated, ..., REASON".
   std::regex line(R"(\[prompt (\d+) tokens \((\d+) cached\), (\d+) tokens generated.*, (\w+)\])");

@@ -65,7 +65,7 @@ class Child {
   std::string out_;
 };
 
-int run(const std::string& cmd) { return std::system(cmd.c_str()); }
+int shell(const std::string& cmd) { return std::system(cmd.c_str()); }
 
 bool wait_for(const std::function<bool()>& cond, int timeout_ms) {
   for (int i = 0; i < timeout_ms / 20; ++i) {
@@ -335,8 +335,8 @@ TEST_F(GatewayReal, ADrainingGatewayIsNotReadyAndFinishesItsStream) {
 
 TEST_F(GatewayReal, TinyModel) {
   const std::string model = tmp_path("tiny.gguf");
-  if (run(std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny -o " + model +
-          " >/dev/null 2>&1") != 0) {
+  if (shell(std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny -o " + model +
+            " >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "glmserve gen-model --preset tiny failed; the tiny-model gateway test needs it";
   }
   start({"--model", model, "--threads", "1"});
@@ -381,8 +381,8 @@ TEST_F(GatewayReal, TinyModelJsonSchemaIsAGuarantee) {
   const std::string model = tmp_path("tiny.gguf");
   const std::string vocab = std::string(GLM_SHARED_DATA) + "/tokenizers/chatglm3.tokenizer.model";
   if (::access(vocab.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << vocab;
-  ASSERT_EQ(run(std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny --vocab " +
-                vocab + " -o " + model + " >/dev/null 2>&1"),
+  ASSERT_EQ(shell(std::string(GLMSERVE_BIN) + " gen-model --arch chatglm3 --preset tiny --vocab " +
+                  vocab + " -o " + model + " >/dev/null 2>&1"),
             0);
   start({"--model", model, "--threads", "1"});
   const std::string schema =

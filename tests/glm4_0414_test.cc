@@ -28,24 +28,23 @@ namespace {
 
 using model::testing::JsonRow;
 
-std::string ref(const std::string& name) {
+std::string ref_0414(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4-0414/" + name;
 }
 
-std::string tiny_model(DType type) {
+std::string tiny_0414(DType type) {
   return glm::testing::tiny_model("glm4-0414-tiny", convert::Family::kGLM4_0414, type);
 }
 
 using glm::testing::argmax;
 using glm::testing::Compare;
+using glm::testing::kPrefill;
 
 Compare compare(DType weights, const std::string& golden, int n_prefill, DType kv,
                 const std::string& device = "cpu") {
-  return glm::testing::compare_with_reference(tiny_model(weights), ref(golden), n_prefill, kv,
+  return glm::testing::compare_with_reference(tiny_0414(weights), ref_0414(golden), n_prefill, kv,
                                               device);
 }
-
-constexpr int kPrefill = 16;
 
 // F32 weights: llama.cpp's CPU matmuls stay in F32, so only summation order differs.
 TEST(Glm4_0414, TinyF32LogitsMatchLlamaCpp) {
@@ -96,7 +95,7 @@ TEST(Glm4_0414Gpu, TinyQ8LogitsMatchLlamaCpp) {
 // ffn_down pairs join those products before their post norms, as on the CPU; every matrix has
 // a pair (gen-model --lora-of's random_lora).
 TEST(Glm4_0414Gpu, LoraPerRequestEqualsTheCpu) {
-  const std::string base = tiny_model(DType::kF32);
+  const std::string base = tiny_0414(DType::kF32);
   const std::string lora = model::testing::temp_path("glm4-0414-tiny-lora.gguf");
   {
     auto f = gguf::File::open(base);
@@ -142,12 +141,12 @@ TEST(Glm4_0414Gpu, LoraPerRequestEqualsTheCpu) {
 
 // Greedy continuations of several prompts: the same ids as llama.cpp's argmax loop.
 TEST(Glm4_0414, TinyGreedyIdsMatchLlamaCpp) {
-  glm::testing::expect_greedy_ids_match(tiny_model(DType::kF32), ref("tiny-f32.greedy.jsonl"));
+  glm::testing::expect_greedy_ids_match(tiny_0414(DType::kF32), ref_0414("tiny-f32.greedy.jsonl"));
 }
 
 // A file without one of the sandwich norms is refused at load, naming the tensor.
 TEST(Glm4_0414, MissingPostNormIsNamed) {
-  auto f = gguf::File::open(tiny_model(DType::kF32));
+  auto f = gguf::File::open(tiny_0414(DType::kF32));
   ASSERT_TRUE(f.ok());
   gguf::Writer w;
   for (const auto& [key, value] : (*f)->metadata()) {
@@ -172,7 +171,7 @@ TEST(Glm4_0414, MissingPostNormIsNamed) {
 
 // The model's own files choose GLM-4-0414's chat format and its three ends of turn.
 TEST(Glm4_0414, GeneratedFileGetsTheGlm4_0414Template) {
-  auto f = gguf::File::open(tiny_model(DType::kF32));
+  auto f = gguf::File::open(tiny_0414(DType::kF32));
   ASSERT_TRUE(f.ok());
   auto t = tok::Tokenizer::from_gguf(**f);
   ASSERT_TRUE(t.ok()) << t.status().to_string();

@@ -80,21 +80,20 @@ LoadFn on(const std::string& path, const std::string& device) {
   };
 }
 
-std::string ref(const std::string& name) {
+std::string ref_moe(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4moe/" + name;
 }
 
-std::string tiny_model(DType type) {
+std::string tiny_moe(DType type) {
   return glm::testing::tiny_model("glm4moe-tiny", convert::Family::kGLM4MoE, type);
 }
 
 using glm::testing::argmax;
 using glm::testing::Compare;
-
-constexpr int kPrefill = 16;
+using glm::testing::kPrefill;
 
 Compare compare(DType weights, const std::string& golden, DType kv) {
-  return glm::testing::compare_with_reference(tiny_model(weights), ref(golden), kPrefill, kv);
+  return glm::testing::compare_with_reference(tiny_moe(weights), ref_moe(golden), kPrefill, kv);
 }
 
 // F32 weights: llama.cpp's CPU matmuls stay in F32, so only summation order differs.
@@ -125,7 +124,7 @@ TEST(Glm4Moe, TinyQ8LogitsMatchLlamaCpp) {
 
 // Greedy continuations of several prompts: the same ids as llama.cpp's argmax loop.
 TEST(Glm4Moe, TinyGreedyIdsMatchLlamaCpp) {
-  glm::testing::expect_greedy_ids_match(tiny_model(DType::kF32), ref("tiny-f32.greedy.jsonl"));
+  glm::testing::expect_greedy_ids_match(tiny_moe(DType::kF32), ref_moe("tiny-f32.greedy.jsonl"));
 }
 
 using glm::testing::DataEdit;
@@ -133,7 +132,7 @@ using glm::testing::DataEdit;
 // A copy of the tiny f32 file, edited (gguf_edit.h).
 std::string edited_copy(const std::string& name, const std::function<void(gguf::Writer*)>& edit,
                         const std::string& drop = "", const DataEdit& data_edit = nullptr) {
-  return glm::testing::edited_copy(tiny_model(DType::kF32), name, edit, drop, data_edit);
+  return glm::testing::edited_copy(tiny_moe(DType::kF32), name, edit, drop, data_edit);
 }
 
 void expect_refused(const std::string& path, ErrorCode code, const std::string& named) {
@@ -213,7 +212,7 @@ TEST(Glm4Moe, UnchosenExpertRowsAreNeverRead) {
 // groups of 16 of the stacked copy): the repacked bytes cover them, and the logits equal those
 // of the row-major kernels within their rounding.
 TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
-  const std::string path = tiny_model(DType::kQ8_0);
+  const std::string path = tiny_moe(DType::kQ8_0);
   auto f = gguf::File::open(path);
   ASSERT_TRUE(f.ok());
   size_t expert_bytes = 0;
@@ -249,7 +248,7 @@ TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
 // by matmul.comp's IDS variant after the routing shader chose them.
 TEST(Glm4Moe, OnTheGpuTinyF32LogitsMatchLlamaCpp) {
   Compare c = glm::testing::compare_with_reference(
-      tiny_model(DType::kF32), ref("tiny-f32.logits.jsonl"), kPrefill, DType::kF32, "vulkan");
+      tiny_moe(DType::kF32), ref_moe("tiny-f32.logits.jsonl"), kPrefill, DType::kF32, "vulkan");
   std::printf("vulkan glm4moe tiny f32: max |diff| %.3g, argmax mismatches %d\n", c.max_diff,
               c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 1e-4f);
@@ -262,9 +261,9 @@ TEST(Glm4Moe, OnTheGpuTinyF32LogitsMatchLlamaCpp) {
 // one the CPU shows on the same weights decoded to f32 (0.208 measured on both), and no answer
 // token differs clearly. The exact check is the next test.
 TEST(Glm4Moe, OnTheGpuTinyQ8LogitsMatchLlamaCpp) {
-  const std::string q8 = tiny_model(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
+  const std::string q8 = tiny_moe(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
   ASSERT_TRUE(model::testing::requantize(q8, f32, DType::kF32).ok());
-  const std::string golden = ref("tiny-q8_0.logits.jsonl");
+  const std::string golden = ref_moe("tiny-q8_0.logits.jsonl");
   Compare gpu = glm::testing::compare_with_reference(q8, golden, kPrefill, DType::kF32, "vulkan");
   Compare cpu = glm::testing::compare_with_reference(f32, golden, kPrefill, DType::kF32, "cpu");
   std::printf("glm4moe tiny q8_0 vs llama.cpp: vulkan %.3g, the CPU on the decoded weights %.3g\n",
@@ -277,7 +276,7 @@ TEST(Glm4Moe, OnTheGpuTinyQ8LogitsMatchLlamaCpp) {
 // The reference the GPU computes exactly: the same Q8_0 weights decoded to f32, on the CPU (the
 // CPU kernels of quantized weights round the activations to 8 bits; the GPU's do not).
 TEST(Glm4Moe, OnTheGpuQ8EqualsTheCpuOnItsDecodedWeights) {
-  const std::string q8 = tiny_model(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
+  const std::string q8 = tiny_moe(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
   ASSERT_TRUE(model::testing::requantize(q8, f32, DType::kF32).ok());
   const std::vector<int32_t> prompt = {17,  300, 5,  211, 42, 7, 150, 99, 1,
                                        498, 3,   77, 201, 64, 9, 310, 12, 45};
@@ -300,13 +299,13 @@ TEST(Glm4Moe, OnTheGpuQ8EqualsTheCpuOnItsDecodedWeights) {
 
 // Three sequences in one step (prefill rows of several tokens, a decode row) = each alone.
 TEST(Glm4Moe, OnTheGpuBatchEqualsAlone) {
-  model::testing::check_batch_equals_alone(tiny_model(DType::kF32), DType::kF16, "vulkan");
+  model::testing::check_batch_equals_alone(tiny_moe(DType::kF32), DType::kF16, "vulkan");
 }
 
 // --gpu-layers 1 and 2 of the tiny file's 3 (the dense layer 0 and a MoE layer on the CPU, the
 // rest on the GPU): the CPU's logits.
 TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
-  const std::string path = tiny_model(DType::kF32);
+  const std::string path = tiny_moe(DType::kF32);
   const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   for (int n_gpu : {1, 2}) {
@@ -329,7 +328,7 @@ TEST(Glm4Moe, OnTheGpuSplitWithTheCpuGivesTheCpuLogits) {
 // first MoE layer's (1) or every layer's on the host; with --gpu-layers 2 (layer 0 on the CPU);
 // with --gpu-layers 1, where the layers asked for are the CPU's anyway (they keep theirs).
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryGiveTheCpuLogits) {
-  const std::string path = tiny_model(DType::kF32);
+  const std::string path = tiny_moe(DType::kF32);
   const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   auto f = gguf::File::open(path);
@@ -390,7 +389,7 @@ StatusOr<std::unique_ptr<model::Model>> load_capped(const std::string& path, int
 // --cpu-moe 0 splits whole layers; one layer fewer would not have fitted; a device that holds
 // the whole model keeps every expert.
 TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
-  const std::string path = tiny_model(DType::kF32);
+  const std::string path = tiny_moe(DType::kF32);
   const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
   ASSERT_FALSE(want.empty());
   const int n_layer = 3;
@@ -435,7 +434,7 @@ TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
 // step's end (docs/gpu.md#failures).
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryALostDeviceMidStepFailsTheStep) {
   for (int nth : {1, 2}) {
-    auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);
+    auto m = model::testing::load_on_gpu(tiny_moe(DType::kF32), -1, 0, model::kAllLayers);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     auto* g = dynamic_cast<model::GpuModel*>(m->get());
     ASSERT_NE(g, nullptr);
@@ -460,7 +459,7 @@ TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryALostDeviceMidStepFailsTheStep) {
 
 // With every layer's experts on the host, a step of three sequences = each alone.
 TEST(Glm4Moe, OnTheGpuExpertsInHostMemoryBatchEqualsAlone) {
-  auto m = model::testing::load_on_gpu(tiny_model(DType::kF32), -1, 0, model::kAllLayers);
+  auto m = model::testing::load_on_gpu(tiny_moe(DType::kF32), -1, 0, model::kAllLayers);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   model::testing::check_batch_equals_alone(**m, DType::kF16);
 }
@@ -495,7 +494,7 @@ Answer run(engine::Engine& e, const engine::Request& r) {
 // out in GLM-4.5's XML, which the answer reader the gateway uses (its OpenAI tool_calls and
 // Anthropic tool_use) turns into the call: a random-weight model would rarely call by itself.
 TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
-  auto f = gguf::File::open(tiny_model(DType::kF32));
+  auto f = gguf::File::open(tiny_moe(DType::kF32));
   ASSERT_TRUE(f.ok());
   auto t = tok::Tokenizer::from_gguf(**f);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
@@ -504,7 +503,7 @@ TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
   EXPECT_STREQ((*tmpl)->name(), "glm45");
 
   engine::Options o;
-  o.model_path = tiny_model(DType::kF32);
+  o.model_path = tiny_moe(DType::kF32);
   o.n_threads = 2;
   o.n_ctx = 2048;  // the tools' system text is ~660 tokens of the synthetic vocabulary
   o.max_batch = 1;
@@ -555,7 +554,7 @@ TEST(Glm4Moe, ForcedToolCallThroughTheEngineReadsBack) {
 // first call in that history the tag would not match and the turn would fall back).
 TEST(Glm4Moe, TheTurnAfterSeveralCallsReusesThemAll) {
   engine::Options o;
-  o.model_path = tiny_model(DType::kF32);
+  o.model_path = tiny_moe(DType::kF32);
   o.n_threads = 2;
   o.n_ctx = 2048;
   o.max_batch = 1;

@@ -35,7 +35,7 @@ using glm::testing::sha256sum;
 
 constexpr char kRepo[] = "test-org/Tiny-GLM-GGUF";
 
-struct Result {
+struct PullResult {
   int code = -1;
   std::string out, err;
   // The last line of stderr: the one-line error of a failed command.
@@ -86,20 +86,20 @@ class HubPullTest : public ::testing::Test {
     }
     return pid;
   }
-  Result finish(pid_t pid) {
+  PullResult finish(pid_t pid) {
     int st = 0;
     ::waitpid(pid, &st, 0);
-    Result r;
+    PullResult r;
     r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     r.out = read_file((dir_ / "out").string());
     r.err = read_file((dir_ / "err").string());
     return r;
   }
-  Result run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  PullResult run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     return finish(spawn(args, env));
   }
-  Result pull(std::vector<std::string> args, const std::string& endpoint = "",
-              const std::vector<std::string>& env = {"GLMSERVE_PULL_BACKOFF_MS=20"}) {
+  PullResult pull(std::vector<std::string> args, const std::string& endpoint = "",
+                  const std::vector<std::string>& env = {"GLMSERVE_PULL_BACKOFF_MS=20"}) {
     args.insert(args.begin(), "pull");
     args.push_back("--endpoint");
     args.push_back(endpoint.empty() ? hub_->endpoint() : endpoint);
@@ -111,8 +111,8 @@ class HubPullTest : public ::testing::Test {
   // A random-weight model made by gen-model (tiny preset), its bytes.
   std::string model(const std::string& type, int seed = 1) {
     const std::string path = (dir_ / ("gen_" + type + std::to_string(seed) + ".gguf")).string();
-    Result r = run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", type, "--seed",
-                    std::to_string(seed), "-o", path});
+    PullResult r = run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", type,
+                        "--seed", std::to_string(seed), "-o", path});
     EXPECT_EQ(r.code, 0) << r.err;
     return read_file(path);
   }
@@ -197,7 +197,7 @@ TEST_F(HubPullTest, PullsVerifiesAndNamesTheModel) {
   const std::string bytes = model("q8_0");
   publish({{"tiny-glm.Q8_0.gguf", bytes}});
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo}, "", {"GLMSERVE_PULL_BACKOFF_MS=20", "HF_TOKEN=sekrit"});
+  PullResult r = pull({kRepo}, "", {"GLMSERVE_PULL_BACKOFF_MS=20", "HF_TOKEN=sekrit"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.last_line(), stored("q8_0"));
   EXPECT_NE(r.err.find("pulled tiny-glm:q8_0"), std::string::npos) << r.err;
@@ -225,7 +225,7 @@ TEST_F(HubPullTest, ResumesAPartialFileAskingOnlyForTheRest) {
   ASSERT_TRUE(hub_->start());
   const size_t half = bytes.size() / 2;
   seed_part("f16", bytes, bytes.substr(0, half));
-  Result r = pull({kRepo, "F16", "--revision", "v1"});
+  PullResult r = pull({kRepo, "F16", "--revision", "v1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("resumed at"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(r.last_line()), bytes);
@@ -241,7 +241,7 @@ TEST_F(HubPullTest, ABadResumedPartIsFetchedAgainWhole) {
   publish({{"tiny-glm.Q8_0.gguf", bytes}});
   ASSERT_TRUE(hub_->start());
   seed_part("q8_0", bytes, std::string(bytes.size() / 2, 'x'));  // a corrupt first half
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("mismatch after a resume"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(stored("q8_0")), bytes);
@@ -260,14 +260,14 @@ TEST_F(HubPullTest, AKilledPullResumes) {
       spawn({"pull", kRepo, "--endpoint", hub_->slow_endpoint(), "--models-dir", store_});
   ASSERT_TRUE(wait_for_bytes(stored("f32") + ".part", bytes.size() / 5));
   ::kill(pid, SIGKILL);
-  Result killed = finish(pid);
+  PullResult killed = finish(pid);
   EXPECT_EQ(killed.code, -1);
   const uint64_t kept = size_of(stored("f32") + ".part");
   ASSERT_GT(kept, 0u);
   ASSERT_LT(kept, bytes.size());
   EXPECT_FALSE(fs::exists(stored("f32")));
 
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(sha256sum(r.last_line()),
             sha256sum((hub_->root() / kRepo / "resolve/main/tiny-glm.F32.gguf").string()));
@@ -286,7 +286,7 @@ TEST_F(HubPullTest, CtrlCKeepsThePartAndSaysHowToResume) {
       spawn({"pull", kRepo, "--endpoint", hub_->slow_endpoint(), "--models-dir", store_});
   ASSERT_TRUE(wait_for_bytes(stored("f32") + ".part", bytes.size() / 5));
   ::kill(pid, SIGINT);
-  Result r = finish(pid);
+  PullResult r = finish(pid);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run the same command again to resume"), std::string::npos) << r.err;
@@ -303,7 +303,7 @@ TEST_F(HubPullTest, ADroppedConnectionIsResumedByTheRetry) {
             {"GLMSERVE_PULL_BACKOFF_MS=20"});
   ASSERT_TRUE(wait_for_bytes(stored("f32") + ".part", bytes.size() / 4));
   ASSERT_TRUE(hub_->kill_worker());
-  Result r = finish(pid);
+  PullResult r = finish(pid);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("retrying"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(stored("f32")), bytes);
@@ -318,7 +318,7 @@ TEST_F(HubPullTest, ADroppedConnectionIsResumedByTheRetry) {
 TEST_F(HubPullTest, AChecksumMismatchStoresNothing) {
   publish({{"tiny-glm.Q8_0.gguf", model("q8_0")}}, "main", std::string(64, '0'));
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("sha256 mismatch"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nothing was stored"), std::string::npos) << r.err;
@@ -327,11 +327,12 @@ TEST_F(HubPullTest, AChecksumMismatchStoresNothing) {
   EXPECT_FALSE(fs::exists(stored("q8_0") + ".part"));
   EXPECT_FALSE(fs::exists(store_ + "/tiny-glm/q8_0.json"));
   EXPECT_FALSE(fs::exists(store_ + "/tiny-glm")) << "a failed pull leaves no empty directory";
-  Result l = run({"list", "--models-dir", store_});
+  PullResult l = run({"list", "--models-dir", store_});
   EXPECT_EQ(l.code, 0);
   EXPECT_EQ(l.out, "");
   // Nor is the name usable.
-  Result use = run({"tokenize", "--model", "tiny-glm:q8_0", "--models-dir", store_, "--text", "x"});
+  PullResult use =
+      run({"tokenize", "--model", "tiny-glm:q8_0", "--models-dir", store_, "--text", "x"});
   EXPECT_EQ(use.code, 1);
   EXPECT_NE(use.err.find("no model 'tiny-glm:q8_0' in the store"), std::string::npos) << use.err;
 }
@@ -339,7 +340,7 @@ TEST_F(HubPullTest, AChecksumMismatchStoresNothing) {
 TEST_F(HubPullTest, AFileThatIsNotGgufIsRefused) {
   publish({{"tiny-glm.Q8_0.gguf", std::string(5000, 'z')}});
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("not a usable GGUF"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(stored("q8_0")));
@@ -350,7 +351,7 @@ TEST_F(HubPullTest, AFileThatIsNotGgufIsRefused) {
 TEST_F(HubPullTest, ChoosesByQuantizationAndListsChoices) {
   publish({{"tiny-glm.Q8_0.gguf", model("q8_0")}, {"tiny-glm.Q4_0.gguf", model("q4_0")}});
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("holds 2 GGUF files"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("q4_0 = tiny-glm.Q4_0.gguf"), std::string::npos) << r.err;
@@ -371,7 +372,7 @@ TEST_F(HubPullTest, MissingRepoOrFileIsOneLineNamingIt) {
   publish({{"tiny-glm.Q8_0.gguf", model("q8_0")}});
   fs::remove(hub_->root() / kRepo / "resolve/main/tiny-glm.Q8_0.gguf");  // listed, not served
   ASSERT_TRUE(hub_->start());
-  Result r = pull({"test-org/nope"});
+  PullResult r = pull({"test-org/nope"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("repository test-org/nope (revision main)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
@@ -403,14 +404,14 @@ TEST_F(HubPullTest, HostileTreeAnswersNeverWriteOutsideTheStore) {
   };
   for (const std::string& tree : trees) {
     hub_->put_tree(kRepo, "main", tree);
-    Result r = pull({kRepo});
+    PullResult r = pull({kRepo});
     EXPECT_EQ(r.code, 1) << tree.substr(0, 80);
     EXPECT_EQ(r.error_line().rfind("glmserve: ", 0), 0u) << r.err;  // one line, last
     EXPECT_NE(r.err.find("the file list of test-org/Tiny-GLM-GGUF"), std::string::npos) << r.err;
   }
   EXPECT_TRUE(hub_->downloads().empty());
   EXPECT_FALSE(fs::exists(store_));  // not even a directory was made
-  Result r = pull({kRepo, "--name", "../x"});
+  PullResult r = pull({kRepo, "--name", "../x"});
   EXPECT_EQ(r.code, 2);
 }
 
@@ -419,7 +420,7 @@ TEST_F(HubPullTest, ListRemoveAndNamesInRun) {
   ASSERT_TRUE(hub_->start());
   ASSERT_EQ(pull({kRepo, "q8_0"}).code, 0);
   ASSERT_EQ(pull({kRepo, "f16"}).code, 0);
-  Result l = run({"list", "--models-dir", store_});
+  PullResult l = run({"list", "--models-dir", store_});
   ASSERT_EQ(l.code, 0) << l.err;
   std::istringstream lines(l.out);
   std::vector<std::vector<std::string>> rows;
@@ -443,8 +444,8 @@ TEST_F(HubPullTest, ListRemoveAndNamesInRun) {
   EXPECT_GT(j["context"].get<int>(), 0);
 
   // A name wherever a model file is taken: run, with the store from the flag or the environment.
-  Result g = run({"run", "--model", "tiny-glm:q8_0", "--models-dir", store_, "--prompt", "hi", "-n",
-                  "2", "--temp", "0", "--quiet"});
+  PullResult g = run({"run", "--model", "tiny-glm:q8_0", "--models-dir", store_, "--prompt", "hi",
+                      "-n", "2", "--temp", "0", "--quiet"});
   EXPECT_EQ(g.code, 0) << g.err;
   g = run({"tokenize", "--model", "tiny-glm:f16", "--text", "hi"}, {"GLMSERVE_MODELS=" + store_});
   EXPECT_EQ(g.code, 0) << g.err;
@@ -452,7 +453,7 @@ TEST_F(HubPullTest, ListRemoveAndNamesInRun) {
   EXPECT_EQ(g.code, 1);  // two tags: which one is said
   EXPECT_NE(g.err.find("it holds tiny-glm:f16 tiny-glm:q8_0"), std::string::npos) << g.err;
 
-  Result rm = run({"rm", "tiny-glm:f16", "--models-dir", store_});
+  PullResult rm = run({"rm", "tiny-glm:f16", "--models-dir", store_});
   ASSERT_EQ(rm.code, 0) << rm.err;
   EXPECT_FALSE(fs::exists(stored("f16")));
   l = run({"list", "--models-dir", store_});
@@ -473,8 +474,8 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   const std::string tok = std::string(GLM_SHARED_DATA) + "/tokenizers/chatglm3.tokenizer.model";
   if (!fs::exists(tok)) GTEST_SKIP() << "absent: " << tok;
   const std::string gen = (dir_ / "gen.gguf").string();
-  Result r = run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", "f32", "--vocab",
-                  tok, "-o", gen});
+  PullResult r = run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", "f32",
+                      "--vocab", tok, "-o", gen});
   ASSERT_EQ(r.code, 0) << r.err;
   // The checkpoint: config.json from the metadata, the F32 tensors under their HF names.
   auto m = glm::gguf::File::open(gen);
@@ -519,11 +520,12 @@ TEST_F(HubPullTest, ACheckpointRepoIsPulledConvertedAndRuns) {
   for (const auto& a : hub_->downloads()) {
     EXPECT_EQ(a.uri.find("modeling_chatglm.py"), std::string::npos);  // not needed, not fetched
   }
-  Result c = run({"convert", ck.string(), "-o", (dir_ / "direct.gguf").string(), "--type", "q8_0"});
+  PullResult c =
+      run({"convert", ck.string(), "-o", (dir_ / "direct.gguf").string(), "--type", "q8_0"});
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_TRUE(read_file(stored_path) == read_file((dir_ / "direct.gguf").string()));
-  Result g2 = run({"run", "--model", "tiny-glm-hf:q8_0", "--models-dir", store_, "--prompt", "hi",
-                   "-n", "2", "--temp", "0", "--quiet"});
+  PullResult g2 = run({"run", "--model", "tiny-glm-hf:q8_0", "--models-dir", store_, "--prompt",
+                       "hi", "-n", "2", "--temp", "0", "--quiet"});
   EXPECT_EQ(g2.code, 0) << g2.err;
   r = pull({repo, "--type", "q8_0"});  // the same checkpoint: nothing fetched or converted again
   ASSERT_EQ(r.code, 0) << r.err;
@@ -541,7 +543,7 @@ TEST_F(HubPullTest, AnAdapterRepoIsPulledConvertedAndUsedByName) {
       run({"gen-model", "--arch", "chatglm3", "--preset", "tiny", "--type", "f32", "-o", base})
           .code,
       0);
-  Result r = run({"gen-model", "--lora-of", base, "--rank", "4", "--alpha", "8", "-o", lora});
+  PullResult r = run({"gen-model", "--lora-of", base, "--rank", "4", "--alpha", "8", "-o", lora});
   ASSERT_EQ(r.code, 0) << r.err;
   // PEFT's layout of the same pairs: lora_A [r, in] and lora_B [out, r] under the HF module names.
   auto lf = glm::gguf::File::open(lora);
@@ -594,11 +596,11 @@ TEST_F(HubPullTest, AnAdapterRepoIsPulledConvertedAndUsedByName) {
     EXPECT_EQ(d.uri.find("tokenizer_config"), std::string::npos) << d.uri;
   }
   EXPECT_FALSE(fs::exists(store_ + "/.staging/tiny-glm-advertise-lora-main"));
-  Result c = run({"convert", peft.string(), "-o", (dir_ / "direct.gguf").string()});
+  PullResult c = run({"convert", peft.string(), "-o", (dir_ / "direct.gguf").string()});
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_TRUE(read_file(stored_path) == read_file((dir_ / "direct.gguf").string()));
 
-  Result l = run({"list", "--json", "--models-dir", store_});
+  PullResult l = run({"list", "--json", "--models-dir", store_});
   ASSERT_EQ(l.code, 0) << l.err;
   const nlohmann::json entry = nlohmann::json::parse(l.last_line());
   EXPECT_EQ(entry.value("name", ""), "tiny-glm-advertise-lora:lora");
@@ -609,15 +611,15 @@ TEST_F(HubPullTest, AnAdapterRepoIsPulledConvertedAndUsedByName) {
     std::vector<std::string> a = {"run", "--model", base, "--prompt", "hi",           "-n",
                                   "6",   "--temp",  "0",  "--quiet",  "--models-dir", store_};
     a.insert(a.end(), extra.begin(), extra.end());
-    Result g = run(a);
+    PullResult g = run(a);
     EXPECT_EQ(g.code, 0) << g.err;
     return g.out;
   };
   const std::string by_name = answer({"--lora", "tiny-glm-advertise-lora:lora:3"});
   EXPECT_EQ(by_name, answer({"--lora", stored_path + ":3"}));
   EXPECT_NE(by_name, answer({}));
-  Result missing = run({"run", "--model", base, "--lora", "nothing-here:lora", "--models-dir",
-                        store_, "--prompt", "hi", "-n", "1"});
+  PullResult missing = run({"run", "--model", base, "--lora", "nothing-here:lora", "--models-dir",
+                            store_, "--prompt", "hi", "-n", "1"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.error_line().find("--lora"), std::string::npos) << missing.err;
 
@@ -659,12 +661,12 @@ TEST_F(HubPullTest, APtuningRepoIsStoredAsAnAdapter) {
                     {"model.safetensors", read_file((ck / "model.safetensors").string())}});
   ASSERT_TRUE(hub_->start());
 
-  Result r = pull({repo});
+  PullResult r = pull({repo});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string stored_path = store_ + "/tiny-glm-pt/ptuning.gguf";
   EXPECT_EQ(r.last_line(), stored_path);
   EXPECT_NE(r.err.find("is a P-Tuning v2 adapter"), std::string::npos) << r.err;
-  Result c = run({"convert", ck.string(), "-o", (dir_ / "direct.gguf").string()});
+  PullResult c = run({"convert", ck.string(), "-o", (dir_ / "direct.gguf").string()});
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_TRUE(read_file(stored_path) == read_file((dir_ / "direct.gguf").string()));
   r = pull({repo});  // up to date under the name it got, not re-converted
@@ -687,7 +689,7 @@ TEST_F(HubPullTest, FollowsPagedTreeAnswers) {
                       "location = /api/models/" + kRepo +
                       "/tree/evil { add_header Link '<http://localhost:1/x>; rel=\"next\"'; }\n");
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo});
+  PullResult r = pull({kRepo});
   ASSERT_EQ(r.code, 0) << r.err;  // the only GGUF is on page 2
   EXPECT_EQ(r.last_line(), stored("q8_0"));
   r = pull({kRepo, "--revision", "evil"});
@@ -702,7 +704,7 @@ TEST_F(HubPullTest, AServerIgnoringRangeStartsThePartOver) {
   publish({{"tiny-glm.Q8_0.gguf", bytes}});
   ASSERT_TRUE(hub_->start());
   seed_part("q8_0", bytes, bytes.substr(0, bytes.size() / 2));
-  Result r = pull({kRepo}, hub_->norange_endpoint());
+  PullResult r = pull({kRepo}, hub_->norange_endpoint());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("ignored the Range request"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(stored("q8_0")), bytes);
@@ -731,7 +733,7 @@ TEST_F(HubPullTest, ALargeFileComesOverSeveralConnections) {
   ASSERT_GT(bytes.size(), 3u * 65536);
   publish({{"tiny-glm.F32.gguf", bytes}});
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
+  PullResult r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("over 3 connections"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(stored("f32")), bytes);
@@ -769,7 +771,7 @@ TEST_F(HubPullTest, AKilledParallelPullResumesEveryRangeWhereItStopped) {
   ASSERT_LT(s1, n * 2 / 3 - n / 3);
   ASSERT_LT(s2, n - n * 2 / 3);
 
-  Result r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
+  PullResult r = pull({kRepo, "--connections", "3"}, "", kSmallSegments);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(read_file(stored("f32")), bytes);
   // Each range was asked again from where its file stopped, not from its start.
@@ -794,7 +796,7 @@ TEST_F(HubPullTest, RmRemovesAKilledParallelPullsRanges) {
   ::kill(pid, SIGKILL);
   finish(pid);
   ASSERT_FALSE(sidecars(store_ + "/tiny-glm").empty());
-  Result r = run({"rm", "tiny-glm:f32", "--models-dir", store_});
+  PullResult r = run({"rm", "tiny-glm:f32", "--models-dir", store_});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(store_ + "/tiny-glm"));  // nothing left, the directory too
 }
@@ -803,7 +805,7 @@ TEST_F(HubPullTest, ParallelOnAServerWithoutRangesStillEndsRight) {
   const std::string bytes = model("f32");
   publish({{"tiny-glm.F32.gguf", bytes}});
   ASSERT_TRUE(hub_->start());
-  Result r = pull({kRepo, "--connections", "3"}, hub_->norange_endpoint(), kSmallSegments);
+  PullResult r = pull({kRepo, "--connections", "3"}, hub_->norange_endpoint(), kSmallSegments);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(read_file(stored("f32")), bytes);
   EXPECT_TRUE(sidecars(store_ + "/tiny-glm").empty());
@@ -819,7 +821,7 @@ TEST_F(HubPullTest, TwoPullsOfOneFileExcludeEachOther) {
       spawn({"pull", kRepo, "--models-dir", store_}, {"HF_ENDPOINT=" + hub_->slow_endpoint()});
   ASSERT_TRUE(wait_for_bytes(stored("f32") + ".part", 1));
   // finish() reads dir_/err, which the second process overwrites: wait for the first one after.
-  Result second = run({"pull", kRepo, "--models-dir", store_, "--endpoint", hub_->endpoint()});
+  PullResult second = run({"pull", kRepo, "--models-dir", store_, "--endpoint", hub_->endpoint()});
   EXPECT_EQ(second.code, 1);
   EXPECT_NE(second.error_line().find("another glmserve pull is writing"), std::string::npos)
       << second.err;

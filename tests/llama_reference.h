@@ -46,6 +46,10 @@ inline float top2_margin(const std::vector<float>& v) {
   return s[0] - s[1];
 }
 
+// The prompt length with which the tests compare a model with the llama.cpp logits under
+// tests/data: 16 rows prefilled at once, the others decoded one at a time.
+inline constexpr int kPrefill = 16;
+
 struct Compare {
   float max_diff = 0;
   float max_abs = 0;  // largest |logit| of the reference

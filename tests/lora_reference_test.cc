@@ -23,13 +23,15 @@
 namespace glm {
 namespace {
 
+using glm::testing::Compare;
+using glm::testing::kPrefill;
 using model::testing::JsonRow;
 
-std::string ref(const std::string& name) {
+std::string ref_lora(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/lora/" + name;
 }
 
-std::string tiny_model(convert::Family family, DType type) {
+std::string lora_base(convert::Family family, DType type) {
   return glm::testing::tiny_model("lora-base", family, type);
 }
 
@@ -73,14 +75,6 @@ const Case kGlm4_0414 = {convert::Family::kGLM4_0414,
                          {"attn_q", "attn_k", "attn_v", "ffn_up"}};
 const Case kChatglmQ8 = {convert::Family::kChatGLM3, DType::kQ8_0, 1, 1.0f,
                          "chatglm3-tiny-q8_0.lora1.logits.jsonl"};
-constexpr int kPrefill = 16;
-
-struct Compare {
-  float max_diff = 0;
-  float max_abs = 0;
-  int argmax_mismatches = 0;
-};
-
 int argmax(const float* v, size_t n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
 void compare_rows(const std::vector<JsonRow>& want, const std::vector<float>& got, size_t first,
@@ -98,14 +92,14 @@ void compare_rows(const std::vector<JsonRow>& want, const std::vector<float>& go
 
 // merged: the adapter merged into the weights at load (--lora); else per request.
 Compare run_case(const Case& k, bool merged) {
-  const std::vector<JsonRow> want = model::testing::read_jsonl(ref(k.golden));
+  const std::vector<JsonRow> want = model::testing::read_jsonl(ref_lora(k.golden));
   EXPECT_EQ(want.size(), 20u);
   std::vector<int32_t> prompt, decode;
   for (size_t i = 0; i < want.size(); ++i) {
     (static_cast<int>(i) < kPrefill ? prompt : decode).push_back(want[i].token);
   }
-  const std::string base = tiny_model(k.family, k.type);
-  const std::string lora = tiny_lora(tiny_model(k.family, DType::kF32), k.lora_seed, k.targets);
+  const std::string base = lora_base(k.family, k.type);
+  const std::string lora = tiny_lora(lora_base(k.family, DType::kF32), k.lora_seed, k.targets);
   auto f = gguf::File::open(base);
   EXPECT_TRUE(f.ok());
   if (!f.ok()) return {1e9f};
@@ -186,14 +180,14 @@ TEST(LoraReference, Q8BaseWithinQuantizedTolerance) {
 // bare base, on the reference's prompt; adapters 1 and 2 must still match llama.cpp, and the
 // third and the base must equal their own runs alone.
 TEST(LoraReference, BatchOfThreeAdaptersAndBaseMatchesEachAlone) {
-  const std::vector<JsonRow> want1 = model::testing::read_jsonl(ref(kChatglm1.golden));
-  const std::vector<JsonRow> want2 = model::testing::read_jsonl(ref(kChatglm2.golden));
+  const std::vector<JsonRow> want1 = model::testing::read_jsonl(ref_lora(kChatglm1.golden));
+  const std::vector<JsonRow> want2 = model::testing::read_jsonl(ref_lora(kChatglm2.golden));
   ASSERT_GE(want1.size(), static_cast<size_t>(kPrefill));
   std::vector<JsonRow> p1(want1.begin(), want1.begin() + kPrefill);
   std::vector<JsonRow> p2(want2.begin(), want2.begin() + kPrefill);
   std::vector<int32_t> prompt;
   for (const JsonRow& r : p1) prompt.push_back(r.token);
-  const std::string base = tiny_model(convert::Family::kChatGLM3, DType::kF32);
+  const std::string base = lora_base(convert::Family::kChatGLM3, DType::kF32);
   auto m = model::testing::load(base, 2);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const model::Config& c = (*m)->config();

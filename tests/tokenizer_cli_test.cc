@@ -11,52 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
+
 namespace {
 
-std::string shared(const std::string& rel) { return std::string(GLM_SHARED_DATA) + "/" + rel; }
-bool exists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(int fd) {
-  std::string s;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
-  return s;
-}
-
-// Runs glmserve with `args` (no shell), capturing stdout and stderr.
-Result run(const std::vector<std::string>& args) {
-  std::string out_path = "/tmp/glm_tokcli_" + std::to_string(getpid()) + ".out";
-  std::string err_path = "/tmp/glm_tokcli_" + std::to_string(getpid()) + ".err";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv{const_cast<char*>(GLMSERVE_BIN)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(GLMSERVE_BIN, argv.data());
-    _exit(127);
-  }
-  Result r;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  int o = open(out_path.c_str(), O_RDONLY), e = open(err_path.c_str(), O_RDONLY);
-  r.out = slurp(o);
-  r.err = slurp(e);
-  close(o);
-  close(e);
-  unlink(out_path.c_str());
-  unlink(err_path.c_str());
-  return r;
-}
+using glm::testing::CliOutput;
+using glm::testing::exists;
+using glm::testing::run_glmserve;
+using glm::testing::shared;
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   auto j = nlohmann::json::parse(s, nullptr, false);
@@ -78,15 +40,15 @@ TEST(TokenizerCli, TokenizePrintsPlainIds) {
   SKIP_IF_NO_DATA();
   const auto c = cases();
   for (const auto& k : c["chatglm3"]["encode"]) {
-    Result r = run({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"), "--text",
-                    k["prompt"].get<std::string>()});
+    CliOutput r = run_glmserve({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"),
+                                "--text", k["prompt"].get<std::string>()});
     ASSERT_EQ(r.code, 0) << r.err;
     auto ids = k["ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(parse_ids(r.out), std::vector<int32_t>(ids.begin() + 2, ids.end()));
   }
   for (const auto& k : c["chatglm4"]["encode_ordinary"]) {
-    Result r = run({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--text",
-                    k["text"].get<std::string>()});
+    CliOutput r = run_glmserve({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--text",
+                                k["text"].get<std::string>()});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(parse_ids(r.out), k["ids"].get<std::vector<int32_t>>());
   }
@@ -94,12 +56,12 @@ TEST(TokenizerCli, TokenizePrintsPlainIds) {
 
 TEST(TokenizerCli, DecodePrintsText) {
   SKIP_IF_NO_DATA();
-  Result r = run({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"), "--decode",
-                  "64790,64792,36474,54591"});
+  CliOutput r = run_glmserve({"tokenize", "--model", shared("vocab/chatglm3-vocab.gguf"),
+                              "--decode", "64790,64792,36474,54591"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "你好\n");
-  r = run({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--decode", "151331,109377",
-           "--render-special"});
+  r = run_glmserve({"tokenize", "--model", shared("vocab/glm4-vocab.gguf"), "--decode",
+                    "151331,109377", "--render-special"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "[gMASK]你好\n");
 }
@@ -113,7 +75,7 @@ TEST(TokenizerCli, TemplatePrintsPromptIds) {
                                      std::pair{"chatglm4", "vocab/glm4-vocab.gguf"}}) {
     for (const auto& k : c[model]["apply_chat_template"]) {
       std::ofstream(path) << k["messages"].dump();
-      Result r = run({"template", "--model", shared(vocab), "--messages", path});
+      CliOutput r = run_glmserve({"template", "--model", shared(vocab), "--messages", path});
       ASSERT_EQ(r.code, 0) << r.err;
       EXPECT_EQ(parse_ids(r.out), k["ids"].get<std::vector<int32_t>>()) << model;
       ++n;
@@ -132,7 +94,7 @@ TEST(TokenizerCli, TemplateKeepsTheToolsKeyOrder) {
   const std::string path = "/tmp/glm_tokcli_tools_" + std::to_string(getpid()) + ".json";
   std::ofstream(path) << R"([{"role":"system","content":"Tools:","tools":[{"parameters":)"
                       << R"({"z":1,"a":true},"name":"天气"}]},{"role":"user","content":"hi"}])";
-  Result with_tools = run({"template", "--model", vocab, "--messages", path});
+  CliOutput with_tools = run_glmserve({"template", "--model", vocab, "--messages", path});
   const std::string pretty =
       "Tools:\n[\n    {\n        \"parameters\": {\n            \"z\": 1,\n"
       "            \"a\": true\n        },\n        \"name\": \"天气\"\n    }\n]";
@@ -140,7 +102,7 @@ TEST(TokenizerCli, TemplateKeepsTheToolsKeyOrder) {
       << nlohmann::json::array(
              {{{"role", "system"}, {"content", pretty}}, {{"role", "user"}, {"content", "hi"}}})
              .dump();
-  Result by_hand = run({"template", "--model", vocab, "--messages", path});
+  CliOutput by_hand = run_glmserve({"template", "--model", vocab, "--messages", path});
   unlink(path.c_str());
   ASSERT_EQ(with_tools.code, 0) << with_tools.err;
   ASSERT_EQ(by_hand.code, 0) << by_hand.err;
@@ -149,7 +111,7 @@ TEST(TokenizerCli, TemplateKeepsTheToolsKeyOrder) {
 }
 
 // Every failure is one line on stderr, a non-zero exit, nothing on stdout.
-void expect_one_line_error(const Result& r) {
+void expect_one_line_error(const CliOutput& r) {
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(r.out.empty()) << r.out;
   ASSERT_FALSE(r.err.empty());
@@ -160,24 +122,25 @@ void expect_one_line_error(const Result& r) {
 TEST(TokenizerCli, OneLineErrors) {
   SKIP_IF_NO_DATA();
   const std::string vocab = shared("vocab/chatglm3-vocab.gguf");
-  expect_one_line_error(run({"tokenize", "--text", "hi"}));
-  expect_one_line_error(run({"tokenize", "--model", "/nonexistent.gguf", "--text", "hi"}));
+  expect_one_line_error(run_glmserve({"tokenize", "--text", "hi"}));
+  expect_one_line_error(run_glmserve({"tokenize", "--model", "/nonexistent.gguf", "--text", "hi"}));
   expect_one_line_error(
-      run({"tokenize", "--model", shared("tokenizers/cases.json"), "--text", "x"}));
-  expect_one_line_error(run({"tokenize", "--model", vocab}));
-  expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "1,x"}));
-  expect_one_line_error(run({"tokenize", "--model", vocab, "--decode", "70000"}));
-  expect_one_line_error(run({"tokenize", "--model", vocab, "--bogus", "1"}));
+      run_glmserve({"tokenize", "--model", shared("tokenizers/cases.json"), "--text", "x"}));
+  expect_one_line_error(run_glmserve({"tokenize", "--model", vocab}));
+  expect_one_line_error(run_glmserve({"tokenize", "--model", vocab, "--decode", "1,x"}));
+  expect_one_line_error(run_glmserve({"tokenize", "--model", vocab, "--decode", "70000"}));
+  expect_one_line_error(run_glmserve({"tokenize", "--model", vocab, "--bogus", "1"}));
   const std::string path = "/tmp/glm_tokcli_bad_" + std::to_string(getpid()) + ".json";
   for (const char* bad :
        {"{not json", "[]", "{\"a\":1}", "[{\"content\":\"x\"}]",
         "[{\"role\":\"robot\",\"content\":\"x\"}]", "[{\"role\":\"user\",\"content\":5}]"}) {
     std::ofstream(path) << bad;
-    expect_one_line_error(run({"template", "--model", vocab, "--messages", path}));
+    expect_one_line_error(run_glmserve({"template", "--model", vocab, "--messages", path}));
   }
   unlink(path.c_str());
-  expect_one_line_error(run({"template", "--model", vocab, "--messages", "/nonexistent.json"}));
-  expect_one_line_error(run({"template", "--model", vocab}));
+  expect_one_line_error(
+      run_glmserve({"template", "--model", vocab, "--messages", "/nonexistent.json"}));
+  expect_one_line_error(run_glmserve({"template", "--model", vocab}));
 }
 
 }  // namespace

@@ -15,14 +15,9 @@
 namespace glm::convert {
 namespace {
 
+using testing::open_or_die;
 using testing::read_bytes;
 using testing::TempDir;
-
-std::unique_ptr<gguf::File> open_or_die(const std::string& path) {
-  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  return f.ok() ? std::move(*f) : nullptr;
-}
 
 Status gen(Family arch, const std::string& p, DType type, uint64_t seed, const std::string& path,
            const std::string& vocab = "") {

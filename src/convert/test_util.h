@@ -1,6 +1,9 @@
 // Helpers shared by the convert module's tests: those of checkpoint/test_util.h.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,6 +32,13 @@ inline nlohmann::json chatglm3_hf_config(const gguf::File& m, const std::string&
           {"add_qkv_bias", true},
           {"rmsnorm", true},
           {"torch_dtype", "float32"}};
+}
+
+// The GGUF file at path, or null with the reason as a test failure.
+inline std::unique_ptr<gguf::File> open_or_die(const std::string& path) {
+  StatusOr<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  return f.ok() ? std::move(*f) : nullptr;
 }
 
 using checkpoint::testing::first_difference;

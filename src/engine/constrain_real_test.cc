@@ -24,7 +24,7 @@ namespace {
 
 const std::string kData = GLM_SHARED_DATA;
 
-const char* kSchema = R"({"type":"object","properties":{
+const char* kWeatherSchema = R"({"type":"object","properties":{
   "city":{"type":"string","maxLength":10},"note":{"type":["string","null"],"maxLength":8},
   "days":{"type":"integer","minimum":1,"maximum":14},"metric":{"type":"boolean"},
   "unit":{"enum":["celsius","fahrenheit","开尔文"]}},
@@ -166,16 +166,18 @@ void check_json_answer(const std::string& text) {
 }
 
 TEST(ConstrainReal, Chatglm3VocabularySpellsWhatItDecodes) {
-  walk_vocab("chatglm3-vocab.gguf", {Constraint::Kind::kJsonSchema, kSchema}, check_json_answer);
+  walk_vocab("chatglm3-vocab.gguf", {Constraint::Kind::kJsonSchema, kWeatherSchema},
+             check_json_answer);
 }
 TEST(ConstrainReal, Glm4VocabularySpellsWhatItDecodes) {
-  walk_vocab("glm4-vocab.gguf", {Constraint::Kind::kJsonSchema, kSchema}, check_json_answer);
+  walk_vocab("glm4-vocab.gguf", {Constraint::Kind::kJsonSchema, kWeatherSchema}, check_json_answer);
 }
 
 // A forced tool call: one of the two functions, in the model's own call format, with arguments
 // that validate (bounded schemas, so that random walks end).
 std::string tool_choices() {
-  return std::string(R"([{"name":"get_weather","description":"天气","parameters":)") + kSchema +
+  return std::string(R"([{"name":"get_weather","description":"天气","parameters":)") +
+         kWeatherSchema +
          R"(},{"name":"ping","parameters":{"type":"object","properties":{"host":)"
          R"({"type":"string","maxLength":6}},"required":["host"],"additionalProperties":false}}])";
 }
@@ -301,7 +303,7 @@ TEST(ConstrainReal, Chatglm3SmallAnswersValidate) {
     r.params.temperature = runs[i].first;
     r.params.seed = runs[i].second;
     r.params.max_tokens = 200;
-    r.constraint = {Constraint::Kind::kJsonSchema, kSchema};
+    r.constraint = {Constraint::Kind::kJsonSchema, kWeatherSchema};
     ASSERT_TRUE((*e)->submit(r, sink).ok());
   }
   for (size_t i = 0; i < runs.size(); ++i) {

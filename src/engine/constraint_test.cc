@@ -16,6 +16,7 @@
 #include "engine/constrain.h"
 #include "engine/engine.h"
 #include "engine/fake_parts.h"
+#include "engine/test_util.h"
 #include "scheduler/fake_model.h"
 
 namespace glm::engine {
@@ -24,45 +25,11 @@ namespace {
 using glm::testing::FakeModel;
 using glm::testing::FakeTemplate;
 using glm::testing::FakeTokenizer;
+using testing::EventLog;
 
 const std::vector<std::string> kJsonPieces = {
     "{",     "}",   "[",  "]",    "\"",    ":",    ",",   "-",   ".", "\\", "{\"", "\":",  "\",\"",
     "\":\"", "yes", "no", "true", "false", "null", " \"", "\"}", "e", "+",  "\t",  "name", "age"};
-
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::vector<Event>> events;
-
-  EventSink sink() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      events[e.id].push_back(e);
-      cv.notify_all();
-    };
-  }
-  bool wait(const std::string& id) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
-      auto it = events.find(id);
-      return it != events.end() && !it->second.empty() &&
-             (it->second.back().type == EventType::kDone ||
-              it->second.back().type == EventType::kError);
-    });
-  }
-  std::string text(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string s;
-    for (const Event& e : events[id]) {
-      if (e.type == EventType::kToken) s += e.text;
-    }
-    return s;
-  }
-  Event last(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu);
-    return events[id].back();
-  }
-};
 
 std::unique_ptr<Engine> make_engine() {
   auto tok = std::make_unique<FakeTokenizer>(kJsonPieces);
@@ -87,7 +54,7 @@ Request constrained(const std::string& id, Constraint::Kind kind, std::string te
 }
 
 // Every string bounded, so an answer ends well within max_tokens whatever the logits.
-const char* kSchema = R"({
+const char* kBoundedSchema = R"({
   "type": "object",
   "properties": {
     "name": {"type": "string", "maxLength": 6},
@@ -108,7 +75,7 @@ size_t utf8_length(const std::string& s) {
   return n;
 }
 
-// The checks a validator makes for kSchema; "" if `v` validates, else what is wrong.
+// The checks a validator makes for kBoundedSchema; "" if `v` validates, else what is wrong.
 std::string check_schema(const nlohmann::json& v) {
   if (!v.is_object()) return "not an object";
   const std::set<std::string> known = {"name", "age", "ok", "kind", "tags", "pos"};
@@ -177,7 +144,7 @@ TEST(EngineConstraint, AReasoningModelsConstraintAppliesAfterItsThinking) {
   auto model = std::make_unique<FakeModel>(tok->n_vocab());
   auto tmpl = std::make_unique<ThinkingTemplate>(*tok);
   auto e = create_engine(std::move(model), std::move(tok), std::move(tmpl), Options{});
-  Collector c;
+  EventLog c;
   Request r;
   r.id = "z1";
   r.messages = messages;
@@ -217,14 +184,14 @@ TEST(EngineConstraint, AReasoningModelsConstraintAppliesAfterItsThinking) {
 
 TEST(EngineConstraint, JsonSchemaAnswersValidateGreedyAndSampled) {
   auto e = make_engine();
-  Collector c;
+  EventLog c;
   std::vector<std::string> ids;
   const std::vector<std::pair<float, uint64_t>> runs = {{0.0f, 1}, {1.0f, 1}, {1.0f, 2}, {1.0f, 3},
                                                         {1.0f, 4}, {1.0f, 5}, {1.5f, 6}, {1.5f, 7}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string id = "s" + std::to_string(i);
-    ASSERT_TRUE(e->submit(constrained(id, Constraint::Kind::kJsonSchema, kSchema, runs[i].first,
-                                      runs[i].second),
+    ASSERT_TRUE(e->submit(constrained(id, Constraint::Kind::kJsonSchema, kBoundedSchema,
+                                      runs[i].first, runs[i].second),
                           c.sink())
                     .ok());
     ids.push_back(id);
@@ -253,7 +220,7 @@ TEST(EngineConstraint, JsonSchemaAnswersValidateGreedyAndSampled) {
 
 TEST(EngineConstraint, JsonObjectIsAnyObject) {
   auto e = make_engine();
-  Collector c;
+  EventLog c;
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     const std::string id = "o" + std::to_string(seed);
     // Unbounded strings: a cut answer (length) is allowed; a complete one must be an object.
@@ -277,7 +244,7 @@ TEST(EngineConstraint, JsonObjectIsAnyObject) {
 
 TEST(EngineConstraint, GbnfYesOrNo) {
   auto e = make_engine();
-  Collector c;
+  EventLog c;
   std::set<std::string> seen;
   for (uint64_t seed = 0; seed < 12; ++seed) {
     const std::string id = "g" + std::to_string(seed);
@@ -298,7 +265,7 @@ TEST(EngineConstraint, GbnfYesOrNo) {
 
 TEST(EngineConstraint, BadConstraintsAreRefusedAtSubmit) {
   auto e = make_engine();
-  Collector c;
+  EventLog c;
   auto refused = [&](Constraint::Kind kind, const std::string& text, const std::string& needle) {
     const Status st = e->submit(constrained("bad", kind, text, 0.0f, 1), c.sink());
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << text;
@@ -315,7 +282,7 @@ TEST(EngineConstraint, BadConstraintsAreRefusedAtSubmit) {
 
 TEST(EngineConstraint, ADeadEndIsAnErrorNotAHang) {
   auto e = make_engine();
-  Collector c;
+  EventLog c;
   // 'a' can be spelled, '@' cannot: the request starts and then has no continuation.
   ASSERT_TRUE(
       e->submit(constrained("dead", Constraint::Kind::kGbnf, R"(root ::= "a@")", 0.0f, 1), c.sink())

@@ -17,6 +17,7 @@
 #include "core/utf8.h"
 #include "engine/engine.h"
 #include "engine/prompt.h"
+#include "engine/test_util.h"
 #include "gguf/gguf.h"
 #include "model/eval.h"
 #include "tokenizer/tokenizer.h"
@@ -25,49 +26,16 @@
 namespace glm::engine {
 namespace {
 
-const std::string kModel = std::string(GLM_SHARED_DATA) + "/reference/chatglm3-small.gguf";
-
-struct Results {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> text;
-  std::map<std::string, std::string> reasoning;
-  std::map<std::string, bool> text_before_reasoning;
-  std::map<std::string, std::map<int, std::string>> choice_text;  // by Event::index
-  std::map<std::string, std::vector<generation::GeneratedLogprobs>> logprobs;
-  std::map<std::string, std::vector<tok::ToolDelta>> tool;  // token and done events' pieces
-  std::map<std::string, Event> start, done;
-  EventSink sink() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (e.type == EventType::kToken) {
-        if (!e.reasoning.empty() && !text[e.id].empty()) text_before_reasoning[e.id] = true;
-        text[e.id] += e.text;
-        reasoning[e.id] += e.reasoning;
-        choice_text[e.id][e.index] += e.text;
-        auto& lp = logprobs[e.id];
-        lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
-      }
-      if (e.type == EventType::kToken || e.type == EventType::kDone) {
-        tool[e.id].insert(tool[e.id].end(), e.tool.begin(), e.tool.end());
-      }
-      if (e.type == EventType::kStart) start[e.id] = e;
-      if (e.type == EventType::kDone || e.type == EventType::kError) done[e.id] = e;
-      cv.notify_all();
-    };
-  }
-  bool wait(const std::string& id) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(300), [&] { return done.count(id) > 0; });
-  }
-};
+using testing::greedy;
+using testing::kChatglm3;
+using testing::Results;
 
 std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "",
                              tok::ReasoningFormat reasoning = tok::ReasoningFormat::kAuto) {
   Options o;
   o.reasoning = reasoning;
   o.kv_disk = kv_disk;
-  o.model_path = kModel;
+  o.model_path = kChatglm3;
   o.n_threads = 2;
   o.n_ctx = 512;
   o.max_batch = max_batch;
@@ -76,15 +44,6 @@ std::unique_ptr<Engine> load(int max_batch, const std::string& kv_disk = "",
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e.value()) : nullptr;
-}
-
-Request greedy(const std::string& id, std::vector<tok::Message> m, int n) {
-  Request r;
-  r.id = id;
-  r.messages = std::move(m);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = n;
-  return r;
 }
 
 // Three greedy turns of one conversation, each answer and a new user message added: every turn
@@ -117,7 +76,7 @@ int expect_turns_reuse_everything(Engine& e, std::vector<tok::Message> m,
 }
 
 TEST(EngineReal, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   const std::vector<std::string> prompts = {"hello", "What is the capital of France?",
                                             "写一首关于秋天的诗", "1 2 3 4 5 6 7 8 9 10 11 12"};
   std::vector<std::string> alone;
@@ -148,7 +107,7 @@ TEST(EngineReal, BatchedGreedyOutputIsIdenticalToEachRequestAlone) {
 }
 
 TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   auto e = load(2);
   ASSERT_NE(e, nullptr);
   expect_turns_reuse_everything(*e, {{"system", "You are a helpful assistant."}, {"user", "hi"}},
@@ -162,7 +121,7 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
 // prefix cache). ChatGLM3 writes a Python block the client gets as JSON, and the call is forced
 // (a random-weight model would rarely call one by itself).
 TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   auto e = load(1);
   ASSERT_NE(e, nullptr);
   Results r;
@@ -215,7 +174,7 @@ TEST(EngineReal, TheTurnAfterAToolCallReusesTheCallsTokens) {
 // writes with none (where the thinking stays in the text). auto splits nothing here: ChatGLM3's
 // template is not a reasoning model's.
 TEST(EngineReal, AReasoningAnswersThinkingComesApart) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   std::map<tok::ReasoningFormat, Results> results;
   for (tok::ReasoningFormat f :
        {tok::ReasoningFormat::kThink, tok::ReasoningFormat::kNone, tok::ReasoningFormat::kAuto}) {
@@ -248,12 +207,12 @@ TEST(EngineReal, AReasoningAnswersThinkingComesApart) {
 // before the divergence from a copy of that block. Either way the greedy answer is the one a
 // cold engine gives.
 TEST(EngineReal, APartialBlockReusedGivesIdenticalGreedyOutput) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   const std::vector<std::string> users = {
       "hi",  // a prompt shorter than one 16-token block
       "Tell me a story about a cat who lives in a small house by the sea, please",
       "Tell me a story about a cat who lives in a big city with many dogs"};
-  auto file = gguf::File::open(kModel);
+  auto file = gguf::File::open(kChatglm3);
   ASSERT_TRUE(file.ok());
   auto tokenizer = tok::Tokenizer::from_gguf(*file.value());
   ASSERT_TRUE(tokenizer.ok());
@@ -318,7 +277,7 @@ TEST(EngineReal, ARawTemplateModelsNextTurnReusesTheTokensItGenerated) {
 // procedure (model::evaluate, f16 KV like the server's) computes for the same tokens, although
 // the engine prefilled in chunks and batched the request with another.
 TEST(EngineReal, LogprobsAreTheModelsLogSoftmaxOfTheSameTokens) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   const std::vector<tok::Message> messages = {{"user",
                                                "What is the capital of France? Answer in "
                                                "one long sentence, please."}};
@@ -337,7 +296,7 @@ TEST(EngineReal, LogprobsAreTheModelsLogSoftmaxOfTheSameTokens) {
   ASSERT_GE(got.size(), 2u);
   EXPECT_TRUE(r.logprobs["other"].empty());  // not asked for
 
-  auto file = gguf::File::open(kModel);
+  auto file = gguf::File::open(kChatglm3);
   ASSERT_TRUE(file.ok());
   std::shared_ptr<const gguf::File> shared(std::move(file.value()));
   auto model = model::load_model(shared, model::LoadOptions{});
@@ -382,7 +341,7 @@ TEST(EngineReal, LogprobsAreTheModelsLogSoftmaxOfTheSameTokens) {
 // n > 1 on the real model: the choices continue from one prefill through the KV pool's
 // copied partial block and equal single requests with their seeds.
 TEST(EngineReal, ChoicesFromOnePrefillEqualSingleRequestsWithTheirSeeds) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   auto e = load(4);
   ASSERT_NE(e, nullptr);
   auto request = [](const std::string& id, uint64_t seed) {
@@ -419,7 +378,7 @@ TEST(EngineReal, ChoicesFromOnePrefillEqualSingleRequestsWithTheirSeeds) {
 // wrong positions, would change it). Prints the turn's TTFT with and without the disk cache
 // (docs/operations.md has figures measured outside tests).
 TEST(EngineReal, TheNextTurnAfterARestartReadsTheKvCacheFromDisk) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   char tmpl[] = "/tmp/glm-real-kvdisk-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;

@@ -14,6 +14,7 @@
 #include "core/utf8.h"
 #include "engine/fake_parts.h"
 #include "engine/prompt.h"
+#include "engine/test_util.h"
 #include "scheduler/fake_model.h"
 
 namespace glm::engine {
@@ -23,60 +24,10 @@ using glm::testing::fake_greedy;
 using glm::testing::FakeModel;
 using glm::testing::FakeTemplate;
 using glm::testing::FakeTokenizer;
+using glm::testing::kVocab;
+using testing::EventLog;
 
-constexpr int kVocab = 64;
 const std::vector<int32_t> kStops = {1, 2};
-
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::vector<Event>> events;
-
-  EventSink sink() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      events[e.id].push_back(e);
-      cv.notify_all();
-    };
-  }
-  static bool final(const Event& e) {
-    return e.type == EventType::kDone || e.type == EventType::kError;
-  }
-  // Waits for the final event (bounded so that a bug fails rather than hangs).
-  bool wait(const std::string& id) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
-      auto it = events.find(id);
-      return it != events.end() && !it->second.empty() && final(it->second.back());
-    });
-  }
-  bool wait_for_type(const std::string& id, EventType type) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] {
-      for (const Event& e : events[id]) {
-        if (e.type == type) return true;
-      }
-      return false;
-    });
-  }
-  std::vector<Event> of(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu);
-    return events[id];
-  }
-  std::string text(const std::string& id) {
-    std::string s;
-    for (const Event& e : of(id)) {
-      if (e.type == EventType::kToken) s += e.text;
-    }
-    return s;
-  }
-  Event first(const std::string& id, EventType type) {
-    for (const Event& e : of(id)) {
-      if (e.type == type) return e;
-    }
-    return Event{};
-  }
-};
 
 struct EngineSetup {
   Options options;
@@ -130,7 +81,7 @@ void wait_idle(Engine* e) {
 
 TEST(Engine, StreamsTheModelsGreedyTextWithEventsInOrder) {
   auto e = make_engine({});
-  Collector c;
+  EventLog c;
   const std::vector<tok::Message> m = {user("hello there")};
   ASSERT_TRUE(e->submit(chat("a", m), c.sink()).ok());
   ASSERT_TRUE(c.wait("a"));
@@ -142,7 +93,7 @@ TEST(Engine, StreamsTheModelsGreedyTextWithEventsInOrder) {
   EXPECT_EQ(ev[1].type, EventType::kStart);
   EXPECT_EQ(ev.back().type, EventType::kDone);
   int finals = 0;
-  for (const Event& x : ev) finals += Collector::final(x);
+  for (const Event& x : ev) finals += EventLog::final(x);
   EXPECT_EQ(finals, 1);
   const Event& done = ev.back();
   EXPECT_EQ(done.finish_reason, ids.size() == 40 ? FinishReason::kLength : FinishReason::kStop);
@@ -160,7 +111,7 @@ TEST(Engine, BatchedOutputIsIdenticalToEachRequestAloneAndTextIsWholeCharacters)
   s.options.prefill_chunk = 5;
   s.options.max_stall_ms = 0;  // exactly that many per step
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   std::vector<std::vector<tok::Message>> prompts;
   std::mt19937 rng(17);
   const std::string alphabet = "abcdefghij klmn0123456789\xE4\xBD\xA0!";
@@ -199,7 +150,7 @@ TEST(Engine, StopStringEndsTheTextRightBeforeIt) {
   EngineSetup s;
   s.never = kStops;
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   const std::vector<tok::Message> m = {user("stop strings")};
   const std::string full = text_of(expected_ids(m, 80, kStops));
   ASSERT_GT(full.size(), 20u);
@@ -220,7 +171,7 @@ TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
   s.never = kStops;
   s.delay_us = 2000;
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   // "decoding" runs alone (batch of 1); "prefilling" and "queued" wait behind it.
   ASSERT_TRUE(e->submit(chat("decoding", {user("ab")}, 3000), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("decoding", EventType::kToken));
@@ -254,7 +205,7 @@ TEST(Engine, QueueFullIsRefusedWithARetryHint) {
   s.never = kStops;
   s.delay_us = 1000;
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   ASSERT_TRUE(e->submit(chat("run", {user("a")}, 3000), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("run", EventType::kStart));
   ASSERT_TRUE(e->submit(chat("q1", {user("b")}, 5), c.sink()).ok());
@@ -277,7 +228,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   EngineSetup s;
   s.options.n_ctx = 64;
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   const std::vector<tok::Message> m = {{"system", "be brief"},          user(std::string(20, 'a')),
                                        assistant(std::string(20, 'b')), user(std::string(10, 'c')),
                                        assistant(std::string(5, 'd')),  user("now")};
@@ -304,7 +255,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
 
 TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
   auto e = make_engine({});
-  Collector c;
+  EventLog c;
   std::vector<tok::Message> m = {{"system", "sys"}, user("first question")};
   FakeTokenizer tok;
   FakeTemplate tmpl(tok);
@@ -356,7 +307,7 @@ TEST(Engine, NoKvBlockLeaksAfterAThousandRequestsWithConcurrentCancels) {
   s.options.prefill_chunk = 16;
   s.options.max_stall_ms = 0;  // exactly that many per step
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   std::mt19937 rng(99);
   std::vector<std::string> ids;
   for (int i = 0; i < 1000; ++i) {
@@ -377,7 +328,7 @@ TEST(Engine, NoKvBlockLeaksAfterAThousandRequestsWithConcurrentCancels) {
   for (const std::string& id : ids) {
     ASSERT_TRUE(c.wait(id)) << id;
     int finals = 0;
-    for (const Event& x : c.of(id)) finals += Collector::final(x);
+    for (const Event& x : c.of(id)) finals += EventLog::final(x);
     EXPECT_EQ(finals, 1) << id;
   }
   wait_idle(e.get());
@@ -392,7 +343,7 @@ TEST(Engine, DrainFinishesOrCancelsWithinTheBoundThenRefuses) {
   s.never = kStops;
   s.delay_us = 1000;
   auto e = make_engine(s);
-  Collector c;
+  EventLog c;
   ASSERT_TRUE(e->submit(chat("long", {user("x")}, 3000), c.sink()).ok());
   ASSERT_TRUE(e->submit(chat("short", {user("y")}, 1), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("long", EventType::kToken));
@@ -408,7 +359,7 @@ TEST(Engine, DrainFinishesOrCancelsWithinTheBoundThenRefuses) {
 
 TEST(Engine, RawPromptSkipsTheTemplate) {
   auto e = make_engine({});
-  Collector c;
+  EventLog c;
   Request r;
   r.id = "raw";
   r.raw = true;
@@ -436,7 +387,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
       r.params.temperature = temperature;
       r.params.seed = 77;
       r.params.stop = {"ab", "k l"};  // text that might start one is held back
-      Collector c;
+      EventLog c;
       ASSERT_TRUE(e->submit(r, c.sink()).ok());
       ASSERT_TRUE(c.wait(r.id));
       std::vector<Event> tokens;
@@ -471,7 +422,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
           again.resume.insert(again.resume.end(), tokens[i].tokens.begin(), tokens[i].tokens.end());
           sent += tokens[i].text;
         }
-        Collector c2;
+        EventLog c2;
         ASSERT_TRUE(e->submit(again, c2.sink()).ok());
         ASSERT_TRUE(c2.wait(again.id));
         const Event d2 = c2.of(again.id).back();
@@ -484,7 +435,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
   }
   Request too_many = chat("too-many", {user("x")}, 2);
   too_many.resume = {5, 6, 7};
-  Collector c;
+  EventLog c;
   ASSERT_TRUE(e->submit(too_many, c.sink()).ok());  // refused by the loop: an error event
   ASSERT_TRUE(c.wait("too-many"));
   EXPECT_EQ(c.of("too-many").back().type, EventType::kError);
@@ -517,7 +468,7 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   };
   std::vector<std::string> alone;
   for (int i = 0; i < 3; ++i) {
-    Collector c;
+    EventLog c;
     const std::string id = "alone" + std::to_string(i);
     ASSERT_TRUE(e->submit(request(id, 500 + i), c.sink()).ok());
     ASSERT_TRUE(c.wait(id));
@@ -527,7 +478,7 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   const Stats before = settled_stats(*e);
   Request r = request("n3", 500);
   r.n = 3;
-  Collector c;
+  EventLog c;
   ASSERT_TRUE(e->submit(r, c.sink()).ok());
   ASSERT_TRUE(c.wait("n3"));
   const std::vector<Event> events = c.of("n3");
@@ -564,14 +515,14 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   Request slow = request("slow", 9);
   slow.n = 2;
   slow.params.max_tokens = 400;
-  Collector c2;
+  EventLog c2;
   ASSERT_TRUE(e->submit(slow, c2.sink()).ok());
   ASSERT_TRUE(c2.wait_for_type("slow", EventType::kToken));
   e->cancel("slow");
   ASSERT_TRUE(c2.wait("slow"));
   EXPECT_EQ(c2.of("slow").back().finish_reason, FinishReason::kCancelled);
   int finals = 0;
-  for (const Event& x : c2.of("slow")) finals += Collector::final(x);
+  for (const Event& x : c2.of("slow")) finals += EventLog::final(x);
   EXPECT_EQ(finals, 1);
 
   // Refused at once: more choices than a batch, a resumed request with choices.

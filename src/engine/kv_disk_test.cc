@@ -23,8 +23,7 @@ namespace {
 using glm::testing::FakeModel;
 using glm::testing::FakeTemplate;
 using glm::testing::FakeTokenizer;
-
-constexpr int kVocab = 64;
+using glm::testing::kVocab;
 
 std::unique_ptr<Engine> engine_over(const std::string& dir, int block_tokens = 16) {
   Options o;

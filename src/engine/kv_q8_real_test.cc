@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/test_util.h"
 #include "gguf/gguf.h"
 #include "model/kv_pool.h"
 #include "model/model.h"
@@ -33,8 +34,10 @@
 namespace glm::engine {
 namespace {
 
-const std::string kStories = std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf";
-const std::string kChatglm3 = std::string(GLM_SHARED_DATA) + "/reference/chatglm3-small.gguf";
+using testing::greedy;
+using testing::kChatglm3;
+using testing::kStories;
+using testing::Results;
 
 // Plain English prose in the style stories260K was trained on (TinyStories), written for this test.
 constexpr const char* kStoryText =
@@ -218,32 +221,6 @@ TEST(KvQ8Real, KlOfAnyModel) {
 
 // ---- The engine with a q8_0 KV cache ----
 
-struct Results {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> text;
-  std::map<std::string, std::map<int, std::string>> choice_text;
-  std::map<std::string, Event> start, done;
-  EventSink sink() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (e.type == EventType::kToken) {
-        text[e.id] += e.text;
-        choice_text[e.id][e.index] += e.text;
-      }
-      if (e.type == EventType::kStart) start[e.id] = e;
-      if (e.type == EventType::kDone || e.type == EventType::kError) done[e.id] = e;
-      cv.notify_all();
-    };
-  }
-  bool run(Engine* e, const Request& r) {
-    if (!e->submit(r, sink()).ok()) return false;
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(300), [&] { return done.count(r.id) > 0; }) &&
-           done[r.id].type == EventType::kDone;
-  }
-};
-
 std::unique_ptr<Engine> load(DType kv_type, int max_batch, const std::string& kv_disk = "",
                              generation::SpecMode spec = generation::SpecMode::kOff) {
   Options o;
@@ -259,15 +236,6 @@ std::unique_ptr<Engine> load(DType kv_type, int max_batch, const std::string& kv
   auto e = load_engine(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e.value()) : nullptr;
-}
-
-Request greedy(const std::string& id, std::vector<tok::Message> m, int n) {
-  Request r;
-  r.id = id;
-  r.messages = std::move(m);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = n;
-  return r;
 }
 
 TEST(KvQ8Real, TheEngineReportsTheTypeAndRefusesAModelWhoseRowsAreNotBlocksOf32) {

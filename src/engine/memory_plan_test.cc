@@ -8,13 +8,14 @@
 #include <fstream>
 #include <string>
 
+#include "engine/test_util.h"
 #include "gguf/gguf.h"
 #include "model/kv_pool.h"
 
 namespace glm::engine {
 namespace {
 
-const std::string kModel = std::string(GLM_SHARED_DATA) + "/reference/chatglm3-small.gguf";
+using testing::kChatglm3;
 
 class MemoryPlanTest : public ::testing::Test {
  protected:
@@ -57,7 +58,7 @@ TEST_F(MemoryPlanTest, KvBytesAreThePoolsOwn) {
 // --spec mtp on a model with an MTP block adds the block's own pool: one layer for max_batch
 // full contexts (as the engine makes it); nothing for a model without one.
 TEST_F(MemoryPlanTest, MtpDraftsAddTheBlocksOneLayerPool) {
-  auto f = gguf::File::open(kModel);
+  auto f = gguf::File::open(kChatglm3);
   ASSERT_TRUE(f.ok());
   auto c = model::read_config(**f);
   ASSERT_TRUE(c.ok());
@@ -100,9 +101,9 @@ TEST_F(MemoryPlanTest, APlanThatDoesNotFitIsRefusedWithTheNumbers) {
 
 // A context no machine holds is refused before anything is allocated, with the numbers.
 TEST_F(MemoryPlanTest, TheEngineRefusesAContextThatCannotFitBeforeLoading) {
-  if (access(kModel.c_str(), R_OK) != 0) GTEST_SKIP() << kModel << " is absent";
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
   Options o;
-  o.model_path = kModel;
+  o.model_path = kChatglm3;
   o.n_threads = 1;
   o.n_ctx = 1 << 22;
   o.max_batch = 1024;

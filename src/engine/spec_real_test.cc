@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/test_util.h"
 
 namespace glm::engine {
 namespace {
 
-const std::string kStories = std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf";
-const std::string kChatglm3 = std::string(GLM_SHARED_DATA) + "/reference/chatglm3-small.gguf";
+using testing::kChatglm3;
+using testing::kStories;
 
 struct Collected {
   std::mutex mu;

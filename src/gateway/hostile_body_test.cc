@@ -96,7 +96,7 @@ TEST(HostileBody, WrongTypesAreRefusedByName) {
 namespace glm::gateway::testing {
 namespace {
 
-const char* kChat = R"({"messages":[{"role":"user","content":"hi"}]})";
+const char* kHiBody = R"({"messages":[{"role":"user","content":"hi"}]})";
 
 // Waits until the engine has a request and the gateway counts it in flight; its id, or "".
 std::string wait_for_generation(TestGateway& t) {
@@ -120,7 +120,7 @@ TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   // always sends its Origin): refused.
   for (const char* type : types) {
     const std::map<std::string, std::string> origin = {{"Origin", "http://evil.example"}};
-    auto r = t.post("/v1/chat/completions", kChat, origin, type);
+    auto r = t.post("/v1/chat/completions", kHiBody, origin, type);
     EXPECT_EQ(r.status, 415) << "Content-Type '" << type << "': " << r.body;
     EXPECT_EQ(t.post("/api/conversations", "{}", origin, type).status, 415) << type;
   }
@@ -128,7 +128,7 @@ TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   // Without an Origin (curl -d, scripts) a body that parses as JSON is taken whatever its
   // type claims, and one that does not is a 400 that says so.
   for (const char* type : types) {
-    auto r = t.post("/v1/chat/completions", kChat, {}, type);
+    auto r = t.post("/v1/chat/completions", kHiBody, {}, type);
     EXPECT_EQ(r.status, 200) << "Content-Type '" << type << "': " << r.body;
     EXPECT_EQ(t.post("/api/conversations", "{}", {}, type).status, 201) << type;
     auto form = t.post("/v1/chat/completions", "model=m&messages=x", {}, type);
@@ -137,7 +137,7 @@ TEST(HostileRequest, ApisTakeJsonBodiesOnly) {
   }
   EXPECT_EQ(t.fake().requests().size(), 4u);
   // Media types are case-insensitive and may carry parameters.
-  EXPECT_EQ(t.post("/v1/chat/completions", kChat, {}, "Application/JSON; charset=utf-8").status,
+  EXPECT_EQ(t.post("/v1/chat/completions", kHiBody, {}, "Application/JSON; charset=utf-8").status,
             200);
   EXPECT_EQ(t.post("/api/conversations", "{}", {}, "application/json;charset=UTF-8").status, 201);
 }

@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "kv/block_allocator.h"
+#include "kv/test_util.h"
 
 namespace glm::kv {
 namespace {
 
-constexpr int kBt = 4;
+using testing::kBt;
+
 constexpr size_t kBytes = 64;
 
 class DiskStoreTest : public ::testing::Test {

@@ -5,14 +5,13 @@
 #include <random>
 #include <vector>
 
+#include "kv/test_util.h"
+
 namespace glm::kv {
 namespace {
 
-std::vector<int32_t> seq_tokens(int32_t first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
+using testing::input;
+using testing::seq_tokens;
 
 // Runs a sequence the way the scheduler does: prefill the uncached part, then decode `gen`.
 void run(KvCache* kv, Admitted* a, const std::vector<int32_t>& gen) {
@@ -23,14 +22,6 @@ void run(KvCache* kv, Admitted* a, const std::vector<int32_t>& gen) {
     kv->grow(&a->kv, static_cast<int>(a->kv.tokens.size()) + 1);
     kv->commit(&a->kv, &gen[i], 1);
   }
-}
-
-AdmitInput input(const std::vector<int32_t>& prompt, int max_new, int n_ctx = 1000) {
-  AdmitInput in;
-  in.prompt = &prompt;
-  in.max_new_tokens = max_new;
-  in.n_ctx = n_ctx;
-  return in;
 }
 
 TEST(KvCache, SharedPrefixReusesFullBlocksOnly) {

@@ -13,11 +13,14 @@
 
 #include "kv/disk_store.h"
 #include "kv/kv_cache.h"
+#include "kv/test_util.h"
 
 namespace glm::kv {
 namespace {
 
-constexpr int kBt = 4;
+using testing::input;
+using testing::kBt;
+using testing::seq_tokens;
 
 class MemoryIo final : public BlockIo {
  public:
@@ -75,20 +78,6 @@ struct Instance {
   MemoryIo io;
   std::unique_ptr<DiskStore> store;
 };
-
-std::vector<int32_t> seq_tokens(int32_t first, int n) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
-
-AdmitInput input(const std::vector<int32_t>& prompt, int max_new) {
-  AdmitInput in;
-  in.prompt = &prompt;
-  in.max_new_tokens = max_new;
-  in.n_ctx = 1000;
-  return in;
-}
 
 class KvDiskTest : public ::testing::Test {
  protected:

@@ -46,15 +46,15 @@ using testing::max_rel_diff;
 using testing::Outputs;
 using testing::run;
 
-struct Case {
+struct Chatglm1Case {
   DType type;
   DType kv;
 };
 
-class GpuVsCpuChatGLM1 : public ::testing::TestWithParam<Case> {};
+class GpuVsCpuChatGLM1 : public ::testing::TestWithParam<Chatglm1Case> {};
 
 TEST_P(GpuVsCpuChatGLM1, SameLogits) {
-  const Case c = GetParam();
+  const Chatglm1Case c = GetParam();
   const std::string path = write_v1(std::string("v1_gpu_") + dtype_name(c.type), c.type);
   // The reference: the same weights decoded to f32 on the CPU (whose kernels of quantized
   // weights also round the activations to 8 bits; the GPU's multiply f32 activations).
@@ -84,13 +84,15 @@ TEST_P(GpuVsCpuChatGLM1, SameLogits) {
   EXPECT_LT(dd, tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Weights, GpuVsCpuChatGLM1,
-    ::testing::Values(Case{DType::kF32, DType::kF32}, Case{DType::kF16, DType::kF16},
-                      Case{DType::kQ8_0, DType::kF16}, Case{DType::kQ4_0, DType::kQ8_0}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      return std::string(dtype_name(i.param.type)) + "_kv_" + dtype_name(i.param.kv);
-    });
+INSTANTIATE_TEST_SUITE_P(Weights, GpuVsCpuChatGLM1,
+                         ::testing::Values(Chatglm1Case{DType::kF32, DType::kF32},
+                                           Chatglm1Case{DType::kF16, DType::kF16},
+                                           Chatglm1Case{DType::kQ8_0, DType::kF16},
+                                           Chatglm1Case{DType::kQ4_0, DType::kQ8_0}),
+                         [](const ::testing::TestParamInfo<Chatglm1Case>& i) {
+                           return std::string(dtype_name(i.param.type)) + "_kv_" +
+                                  dtype_name(i.param.kv);
+                         });
 
 // Two sequences in one step (a prompt, and another's decode step with its own prompt length)
 // give what each gives alone, on the GPU and on the CPU.

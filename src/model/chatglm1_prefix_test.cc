@@ -33,8 +33,8 @@ using testing::run;
 using testing::temp_path;
 
 // A tiny ChatGLM-6B (f32 weights, the "chatglm1" layout) and a P-Tuning adapter for it, loaded.
-struct Fixture : testing::PrefixFixture {
-  explicit Fixture(bool projection)
+struct Chatglm1Fixture : testing::PrefixFixture {
+  explicit Chatglm1Fixture(bool projection)
       : PrefixFixture(model_spec(), prefix_spec(projection),
                       projection ? "v1pf_model_proj" : "v1pf_model") {}
   static testing::RandomSpec model_spec() {
@@ -95,7 +95,7 @@ double gelu(double x) {
 
 // Logits of every position of `tokens`, whose first n_prompt are the prompt (ending in [gMASK]
 // <sop>) and the rest generated, float64; prefix: null = the base model.
-std::vector<std::vector<double>> reference_forward(const Fixture& fx,
+std::vector<std::vector<double>> reference_forward(const Chatglm1Fixture& fx,
                                                    const std::vector<int32_t>& tokens, int n_prompt,
                                                    const PrefixKv* prefix) {
   const testing::RandomSpec& s = fx.spec;
@@ -185,7 +185,7 @@ std::vector<std::vector<double>> reference_forward(const Fixture& fx,
 TEST(ChatGLM1PrefixTest, PrefillAndDecodeMatchTheFloat64Reference) {
   for (bool projection : {false, true}) {
     SCOPED_TRACE(projection ? "with projection" : "embedding only");
-    Fixture fx(projection);
+    Chatglm1Fixture fx(projection);
     ASSERT_FALSE(fx.adapter.prefix.empty());
     const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};  // "... [gMASK] <sop>"
     const std::vector<int32_t> decode = {8, 49, 0};
@@ -220,7 +220,7 @@ TEST(ChatGLM1PrefixTest, PrefillAndDecodeMatchTheFloat64Reference) {
 // prompt's bidirectional rule): the CPU's logits, and a batch mixing prefixed and plain equals
 // each alone.
 TEST(ChatGLM1PrefixTest, OnTheGpuEqualsTheCpu) {
-  Fixture fx(true);
+  Chatglm1Fixture fx(true);
   const std::vector<int32_t> prompt = {3, 17, 5, 42, 9, 1, 30};
   const std::vector<int32_t> decode = {8, 49, 0};
   auto gpu = testing::load(testing::temp_path("v1pf_model_proj.gguf"), 2, true, "vulkan");
@@ -248,15 +248,15 @@ TEST(ChatGLM1PrefixTest, OnTheGpuEqualsTheCpu) {
 }
 
 TEST(ChatGLM1PrefixTest, BatchMixingPrefixedAndPlainEqualsEachAlone) {
-  testing::expect_batch_equals_each_alone(Fixture(true), /*prompt_prefix=*/true);
+  testing::expect_batch_equals_each_alone(Chatglm1Fixture(true), /*prompt_prefix=*/true);
 }
 
 TEST(ChatGLM1PrefixTest, PrefixCostsNoPrefillAndNoKvBlocks) {
-  testing::expect_prefix_costs_no_prefill(Fixture(false), /*prompt_prefix=*/true);
+  testing::expect_prefix_costs_no_prefill(Chatglm1Fixture(false), /*prompt_prefix=*/true);
 }
 
 TEST(ChatGLM1PrefixTest, LoraStaysRefused) {
-  Fixture fx(false);
+  Chatglm1Fixture fx(false);
   Adapter lora = fx.adapter;
   lora.lora.resize(fx.spec.n_layer);
   lora.lora[0].qkv.rank = 1;

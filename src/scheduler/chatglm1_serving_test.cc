@@ -16,12 +16,12 @@
 namespace glm::scheduler {
 namespace {
 
-struct Recorder : SeqObserver {
+struct TokenRecorder : SeqObserver {
   std::vector<int32_t>* tokens;
   StartInfo* start;
   std::string* error;
   bool* done;
-  Recorder(std::vector<int32_t>* t, StartInfo* s, std::string* e, bool* d)
+  TokenRecorder(std::vector<int32_t>* t, StartInfo* s, std::string* e, bool* d)
       : tokens(t), start(s), error(e), done(d) {}
   void on_start(const StartInfo& info) override { *start = info; }
   bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
@@ -88,7 +88,7 @@ void check_serving(const std::string& device) {
       r.conversation = "c" + std::to_string(i);
       r.sampling.temperature = 0;
       r.sampling.max_tokens = kNew;
-      r.observer = std::make_unique<Recorder>(&tokens[i], &starts[i], &errors[i], &done[i]);
+      r.observer = std::make_unique<TokenRecorder>(&tokens[i], &starts[i], &errors[i], &done[i]);
       ASSERT_TRUE(s.add(std::move(r)).ok());
     }
     for (int steps = 0; steps < 100 && !s.idle(); ++steps) s.step();

@@ -25,13 +25,15 @@ namespace glm::scheduler {
 namespace {
 
 using generation::SpecMode;
+using testing::copy_prompt;
 using testing::fake_greedy;
 using testing::FakeModel;
+using testing::kCopy;
+using testing::kEos;
+using testing::kVocab;
+using testing::oracle;
 using testing::SeqRun;
 
-constexpr int kVocab = 64;
-constexpr int32_t kEos = 1;
-constexpr float kCopy = 8.0f;       // the target copies most of the time (logits in [0, 10))
 constexpr float kDraftCopy = 5.0f;  // a draft that agrees often, not always
 
 Options draft_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode = SpecMode::kDraft) {
@@ -43,9 +45,9 @@ Options draft_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode =
 }
 
 // A target and a draft FakeModel, each with its own cache (4-token blocks).
-struct Bench {
-  explicit Bench(Options opt, float draft_copy = kDraftCopy, int n_vocab = kVocab,
-                 float copy = kCopy, int n_blocks = 512, int n_draft_blocks = 512)
+struct DraftBench {
+  explicit DraftBench(Options opt, float draft_copy = kDraftCopy, int n_vocab = kVocab,
+                      float copy = kCopy, int n_blocks = 512, int n_draft_blocks = 512)
       : model(n_vocab, 4),
         draft(n_vocab, 4),
         cache(n_blocks, 4),
@@ -73,26 +75,6 @@ struct Bench {
   testing::Runs runs;
 };
 
-std::vector<int32_t> copy_prompt(std::mt19937* rng, int n_vocab = kVocab) {
-  auto draw = [&](int n) {
-    std::vector<int32_t> v;
-    for (int i = 0; i < n; ++i) v.push_back(2 + (*rng)() % (n_vocab - 2));
-    return v;
-  };
-  std::vector<int32_t> passage = draw(8 + (*rng)() % 30);
-  std::vector<int32_t> p = draw((*rng)() % 6);
-  p.insert(p.end(), passage.begin(), passage.end());
-  const std::vector<int32_t> other = draw((*rng)() % 10);
-  p.insert(p.end(), other.begin(), other.end());
-  p.insert(p.end(), passage.begin(), passage.begin() + 2 + (*rng)() % 3);
-  return p;
-}
-
-std::vector<int32_t> oracle(const std::vector<int32_t>& prompt, int max_tokens,
-                            std::vector<int32_t> stops = {kEos}) {
-  return fake_greedy(prompt, kVocab, max_tokens, stops, {}, kCopy);
-}
-
 // 60 prompts each with a draft that is the target's own model (every draft accepted), one
 // that agrees often, and one that knows nothing of copying (rarely right).
 TEST(DraftModel, GreedyOutputIsTheTargetsGreedyContinuationAlone) {
@@ -102,7 +84,7 @@ TEST(DraftModel, GreedyOutputIsTheTargetsGreedyContinuationAlone) {
     for (int i = 0; i < 60; ++i) {
       const auto prompt = copy_prompt(&rng);
       const int max_tokens = 1 + rng() % 40;
-      Bench b(draft_options(), draft_copy);
+      DraftBench b(draft_options(), draft_copy);
       ASSERT_TRUE(b.add("a", prompt, max_tokens).ok());
       b.run_all();
       const SeqRun& r = b.run("a");
@@ -132,7 +114,7 @@ TEST(DraftModel, BatchedWithChunkedPrefillAndForksEqualsAloneInFewerPasses) {
   for (int i = 0; i < 24; ++i) prompts.push_back(copy_prompt(&rng));
   std::map<SpecMode, int64_t> passes;
   for (SpecMode mode : {SpecMode::kOff, SpecMode::kDraft}) {
-    Bench b(draft_options(/*max_batch=*/6, /*prefill_chunk=*/7, mode));
+    DraftBench b(draft_options(/*max_batch=*/6, /*prefill_chunk=*/7, mode));
     for (size_t i = 0; i < prompts.size(); ++i) {
       ASSERT_TRUE(b.add("r" + std::to_string(i), prompts[i], 40, [&](SeqRequest* r) {
                      if (i % 5 == 0) {  // a second choice, greedy too: the same answer
@@ -170,8 +152,10 @@ TEST(DraftModel, CancelAtEveryStepFreesEveryBlockOfBothCachesAndLeavesOthersExac
   const auto other = copy_prompt(&rng);
   const auto queued = copy_prompt(&rng);
   testing::cancel_at_every_step(
-      [] { return std::make_unique<Bench>(draft_options(/*max_batch=*/2, /*prefill_chunk=*/5)); },
-      [](const Bench& b) { return b.draft_cache.allocator().n_used() > 0; },
+      [] {
+        return std::make_unique<DraftBench>(draft_options(/*max_batch=*/2, /*prefill_chunk=*/5));
+      },
+      [](const DraftBench& b) { return b.draft_cache.allocator().n_used() > 0; },
       [](const std::vector<int32_t>& p, int n) { return oracle(p, n, {}); }, victim, other, queued);
 }
 
@@ -183,7 +167,7 @@ TEST(DraftModel, StopIdsAndMaxTokensInsideADraft) {
     const auto prompt = copy_prompt(&rng);
     const int32_t stop = prompt[prompt.size() - 1 - rng() % 4];  // a token it will copy
     for (int max_tokens : {2, 5, 33}) {
-      Bench b(draft_options(), kCopy);
+      DraftBench b(draft_options(), kCopy);
       ASSERT_TRUE(
           b.add("a", prompt, max_tokens, [&](SeqRequest* r) { r->stop_ids = {stop}; }).ok());
       b.run_all();
@@ -209,7 +193,7 @@ TEST(DraftModel, LongPromptsAreCaughtUpInChunksThenDrafted) {
     }
     prompts.push_back(p);
   }
-  Bench b(draft_options(/*max_batch=*/3, /*prefill_chunk=*/64), kCopy);
+  DraftBench b(draft_options(/*max_batch=*/3, /*prefill_chunk=*/64), kCopy);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(b.add("r" + std::to_string(i), prompts[i], 40).ok());
   }
@@ -231,7 +215,7 @@ TEST(DraftModel, LongPromptsAreCaughtUpInChunksThenDrafted) {
 // the output stays exact.
 TEST(DraftModel, ADraftCacheWithoutRoomOnlyStopsDrafting) {
   std::mt19937 rng(23);
-  Bench b(draft_options(/*max_batch=*/4), kCopy, kVocab, kCopy, 512, /*n_draft_blocks=*/12);
+  DraftBench b(draft_options(/*max_batch=*/4), kCopy, kVocab, kCopy, 512, /*n_draft_blocks=*/12);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; ++i) {
     prompts.push_back(copy_prompt(&rng));
@@ -298,7 +282,7 @@ TEST(DraftModel, SampledTokensFollowTheTargetDistribution) {
   constexpr float kSampledCopy = 6.0f, kSampledDraftCopy = 2.0f;
   const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
   const generation::SamplingParams sp = testing::three_token_sampling();
-  Bench b(draft_options(), kSampledDraftCopy, kV, kSampledCopy, 4096, 4096);
+  DraftBench b(draft_options(), kSampledDraftCopy, kV, kSampledCopy, 4096, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // the draft's q differs from p where it is checked (the second token)
   const double p_value = testing::three_token_p_value(b.runs, prompt, kV, sp, kSampledCopy,
@@ -326,10 +310,10 @@ TEST(DraftModel, SeededSampledOutputIsTheSameAloneAndBatched) {
       r->sampling.seed = 77 + i;
       r->stop_ids.clear();
     };
-    Bench alone(draft_options());
+    DraftBench alone(draft_options());
     ASSERT_TRUE(alone.add("x", prompt, 30, sampled).ok());
     alone.run_all();
-    Bench batched(draft_options(3, 5));
+    DraftBench batched(draft_options(3, 5));
     for (int j = 0; j < 4; ++j)
       ASSERT_TRUE(batched.add("o" + std::to_string(j), copy_prompt(&rng), 20).ok());
     ASSERT_TRUE(batched.add("x", prompt, 30, sampled).ok());

@@ -274,6 +274,10 @@ class FakeModel : public model::Model {
   std::atomic<int64_t> max_batch_seen_{0};
 };
 
+// The vocabulary most tests give a FakeModel: 64 ids, 1 the end of sequence.
+inline constexpr int kVocab = 64;
+inline constexpr int32_t kEos = 1;
+
 // Greedy continuation of `prompt` by FakeModel without any cache: the expected output.
 inline std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int n_vocab, int max_tokens,
                                         const std::vector<int32_t>& stop_ids,

@@ -26,10 +26,9 @@ namespace {
 using generation::SpecMode;
 using testing::fake_greedy;
 using testing::FakeModel;
+using testing::kEos;
+using testing::kVocab;
 using testing::SeqRun;
-
-constexpr int kVocab = 64;
-constexpr int32_t kEos = 1;
 
 // Drafts taken as free (draft_cost false) unless a test measures costs.
 Options mtp_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode = SpecMode::kMtp) {
@@ -42,9 +41,9 @@ Options mtp_options(int max_batch = 8, int prefill_chunk = 64, SpecMode mode = S
 }
 
 // A target FakeModel with an MTP block of `noise`, its cache and the block's (4-token blocks).
-struct Bench {
-  explicit Bench(Options opt, float noise = 0, int n_vocab = kVocab, float copy = 0,
-                 int n_blocks = 512, int n_mtp_blocks = 512)
+struct MtpBench {
+  explicit MtpBench(Options opt, float noise = 0, int n_vocab = kVocab, float copy = 0,
+                    int n_blocks = 512, int n_mtp_blocks = 512)
       : model(n_vocab, 4),
         ready(set_up(&model, noise, copy)),
         cache(n_blocks, 4),
@@ -81,8 +80,8 @@ std::vector<int32_t> prompt_of(std::mt19937* rng, int n_vocab = kVocab) {
   return v;
 }
 
-std::vector<int32_t> oracle(const std::vector<int32_t>& prompt, int max_tokens,
-                            std::vector<int32_t> stops = {kEos}) {
+std::vector<int32_t> mtp_oracle(const std::vector<int32_t>& prompt, int max_tokens,
+                                std::vector<int32_t> stops = {kEos}) {
   return fake_greedy(prompt, kVocab, max_tokens, stops);
 }
 
@@ -95,12 +94,12 @@ TEST(MtpDraft, GreedyOutputIsTheTargetsGreedyContinuationAlone) {
     for (int i = 0; i < 60; ++i) {
       const auto prompt = prompt_of(&rng);
       const int max_tokens = 1 + rng() % 40;
-      Bench b(mtp_options(), noise);
+      MtpBench b(mtp_options(), noise);
       ASSERT_TRUE(b.add("a", prompt, max_tokens).ok());
       b.run_all();
       const SeqRun& r = b.run("a");
       EXPECT_FALSE(r.failed) << i;
-      EXPECT_EQ(r.tokens, oracle(prompt, max_tokens)) << "prompt " << i << " noise " << noise;
+      EXPECT_EQ(r.tokens, mtp_oracle(prompt, max_tokens)) << "prompt " << i << " noise " << noise;
       EXPECT_EQ(r.n_final, 1);
       EXPECT_EQ(b.sched.stats().speculation, r.finish.speculation);
       b.expect_no_leak("prompt " + std::to_string(i));
@@ -135,7 +134,7 @@ TEST(MtpDraft, BatchedWithChunkedPrefillForksAndACachedPrefixEqualsAlone) {
   for (int i = 0; i < 24; ++i) prompts.push_back(prompt_of(&rng));
   std::map<SpecMode, int64_t> passes;
   for (SpecMode mode : {SpecMode::kOff, SpecMode::kMtp}) {
-    Bench b(mtp_options(/*max_batch=*/6, /*prefill_chunk=*/7, mode), /*noise=*/0.5f);
+    MtpBench b(mtp_options(/*max_batch=*/6, /*prefill_chunk=*/7, mode), /*noise=*/0.5f);
     for (int round = 0; round < 2; ++round) {
       for (size_t i = 0; i < prompts.size(); ++i) {
         const std::string id = "r" + std::to_string(i) + "." + std::to_string(round);
@@ -151,7 +150,7 @@ TEST(MtpDraft, BatchedWithChunkedPrefillForksAndACachedPrefixEqualsAlone) {
       b.run_all();
       for (size_t i = 0; i < prompts.size(); ++i) {
         const std::string id = "r" + std::to_string(i) + "." + std::to_string(round);
-        const auto want = oracle(prompts[i], 40);
+        const auto want = mtp_oracle(prompts[i], 40);
         EXPECT_FALSE(b.run(id).failed) << id;
         EXPECT_EQ(b.run(id).tokens, want) << id;
         if (i % 5 == 0) {
@@ -179,11 +178,12 @@ TEST(MtpDraft, CancelAtEveryStepFreesEveryBlockOfBothCachesAndLeavesOthersExact)
   const auto queued = prompt_of(&rng);
   testing::cancel_at_every_step(
       [] {
-        return std::make_unique<Bench>(mtp_options(/*max_batch=*/2, /*prefill_chunk=*/5),
-                                       /*noise=*/2.0f);
+        return std::make_unique<MtpBench>(mtp_options(/*max_batch=*/2, /*prefill_chunk=*/5),
+                                          /*noise=*/2.0f);
       },
-      [](const Bench& b) { return b.mtp_cache.allocator().n_used() > 0; },
-      [](const std::vector<int32_t>& p, int n) { return oracle(p, n, {}); }, victim, other, queued);
+      [](const MtpBench& b) { return b.mtp_cache.allocator().n_used() > 0; },
+      [](const std::vector<int32_t>& p, int n) { return mtp_oracle(p, n, {}); }, victim, other,
+      queued);
 }
 
 // A block that fails from some call on, and a block cache too small for every sequence: those
@@ -191,7 +191,7 @@ TEST(MtpDraft, CancelAtEveryStepFreesEveryBlockOfBothCachesAndLeavesOthersExact)
 TEST(MtpDraft, AFailingBlockOrAFullBlockCacheOnlyStopsDrafting) {
   for (int variant = 0; variant < 2; ++variant) {
     std::mt19937 rng(31);
-    Bench b(mtp_options(4), 0.0f, kVocab, 0, 512, variant == 0 ? 512 : 12);
+    MtpBench b(mtp_options(4), 0.0f, kVocab, 0, 512, variant == 0 ? 512 : 12);
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 6; ++i) {
       prompts.push_back(prompt_of(&rng));
@@ -202,7 +202,7 @@ TEST(MtpDraft, AFailingBlockOrAFullBlockCacheOnlyStopsDrafting) {
     b.run_all();
     for (int i = 0; i < 6; ++i) {
       EXPECT_FALSE(b.run("r" + std::to_string(i)).failed) << i;
-      EXPECT_EQ(b.run("r" + std::to_string(i)).tokens, oracle(prompts[i], 30)) << i;
+      EXPECT_EQ(b.run("r" + std::to_string(i)).tokens, mtp_oracle(prompts[i], 30)) << i;
     }
     EXPECT_GT(b.sched.stats().speculation.drafted, 0) << variant;
     b.expect_no_leak("variant " + std::to_string(variant));
@@ -217,7 +217,7 @@ TEST(MtpDraft, SampledTokensFollowTheTargetDistribution) {
   constexpr float kSampledCopy = 3.0f;
   const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
   const generation::SamplingParams sp = testing::three_token_sampling();
-  Bench b(mtp_options(), /*noise=*/0.0f, kV, kSampledCopy, 4096, 4096);
+  MtpBench b(mtp_options(), /*noise=*/0.0f, kV, kSampledCopy, 4096, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // the block's q is the target's logits without the copying
   const double p_value =
@@ -243,12 +243,12 @@ TEST(MtpDraft, DraftLengthsFollowTheMeasuredCostOfTheBlock) {
   for (int mtp_us : {300, 4500}) {
     Options o = mtp_options(1);
     o.draft_cost = true;
-    Bench b(o, /*noise=*/0.0f);
+    MtpBench b(o, /*noise=*/0.0f);
     b.model.set_delay(std::chrono::microseconds(3000));
     b.model.set_mtp_delay(std::chrono::microseconds(mtp_us));
     ASSERT_TRUE(b.add("a", prompt, 120, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
     b.run_all();
-    EXPECT_EQ(b.run("a").tokens, oracle(prompt, 120, {})) << mtp_us;
+    EXPECT_EQ(b.run("a").tokens, mtp_oracle(prompt, 120, {})) << mtp_us;
     got[mtp_us] = b.run("a").finish.speculation;
     passes[mtp_us] = b.model.n_forward();
     std::printf("MTP pass %d us, decode 3000 us: drafted %lld accepted %lld in %lld passes\n",

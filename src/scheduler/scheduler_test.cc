@@ -12,6 +12,7 @@
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
 #include "scheduler/fake_model.h"
+#include "scheduler/spec_test_util.h"
 
 namespace glm::scheduler {
 namespace {
@@ -19,9 +20,8 @@ namespace {
 using generation::FinishReason;
 using testing::fake_greedy;
 using testing::FakeModel;
-
-constexpr int kVocab = 64;
-constexpr int32_t kEos = 1;
+using testing::kEos;
+using testing::kVocab;
 
 // What one request saw, in order.
 struct Record {

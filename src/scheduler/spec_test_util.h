@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,32 @@ inline void expect_no_leak(std::initializer_list<const kv::KvCache*> caches,
 
 // The three-token sampled requests' parameters (temperature 1, top-p 0.95) and their prompt,
 // which repeats itself (so copying drafts are often right).
+// The copy bias that makes the FakeModel copy most of the time (its logits are in [0, 10)).
+inline constexpr float kCopy = 8.0f;
+
+// A prompt that invites copying: a passage, other text, then the passage's first few tokens.
+inline std::vector<int32_t> copy_prompt(std::mt19937* rng, int n_vocab = kVocab) {
+  auto draw = [&](int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(2 + (*rng)() % (n_vocab - 2));
+    return v;
+  };
+  std::vector<int32_t> passage = draw(8 + (*rng)() % 30);
+  std::vector<int32_t> p = draw((*rng)() % 6);
+  p.insert(p.end(), passage.begin(), passage.end());
+  const std::vector<int32_t> other = draw((*rng)() % 10);
+  p.insert(p.end(), other.begin(), other.end());
+  p.insert(p.end(), passage.begin(), passage.begin() + 2 + (*rng)() % 3);
+  return p;
+}
+
+// The FakeModel's greedy continuation of prompt when it copies (kCopy): what speculation must
+// not change.
+inline std::vector<int32_t> oracle(const std::vector<int32_t>& prompt, int max_tokens,
+                                   std::vector<int32_t> stops = {kEos}) {
+  return fake_greedy(prompt, kVocab, max_tokens, stops, {}, kCopy);
+}
+
 inline const std::vector<int32_t> kThreeTokenPrompt = {2, 3, 4, 5, 2, 3, 4, 5, 2, 3};
 inline generation::SamplingParams three_token_sampling() {
   generation::SamplingParams sp;

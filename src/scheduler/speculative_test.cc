@@ -28,13 +28,14 @@ namespace {
 
 using generation::FinishReason;
 using generation::SpecMode;
+using testing::copy_prompt;
 using testing::fake_greedy;
 using testing::FakeModel;
+using testing::kCopy;
+using testing::kEos;
+using testing::kVocab;
+using testing::oracle;
 using testing::SeqRun;
-
-constexpr int kVocab = 64;
-constexpr int32_t kEos = 1;
-constexpr float kCopy = 8.0f;  // the fake model copies most of the time (logits in [0, 10))
 
 Options spec_options(SpecMode mode, int max_batch = 8, int prefill_chunk = 64) {
   Options o;
@@ -44,8 +45,8 @@ Options spec_options(SpecMode mode, int max_batch = 8, int prefill_chunk = 64) {
   return o;
 }
 
-struct Bench {
-  explicit Bench(Options opt, int n_vocab = kVocab, float copy = kCopy, int n_blocks = 512)
+struct SpecBench {
+  explicit SpecBench(Options opt, int n_vocab = kVocab, float copy = kCopy, int n_blocks = 512)
       : model(n_vocab, 4), cache(n_blocks, 4), sched(&model, nullptr, &cache, opt) {
     model.set_copy_bias(copy);
   }
@@ -62,33 +63,13 @@ struct Bench {
   testing::Runs runs;
 };
 
-// A prompt that invites copying: a passage, other text, then the passage's first few tokens.
-std::vector<int32_t> copy_prompt(std::mt19937* rng, int n_vocab = kVocab) {
-  auto draw = [&](int n) {
-    std::vector<int32_t> v;
-    for (int i = 0; i < n; ++i) v.push_back(2 + (*rng)() % (n_vocab - 2));
-    return v;
-  };
-  std::vector<int32_t> passage = draw(8 + (*rng)() % 30);
-  std::vector<int32_t> p = draw((*rng)() % 6);
-  p.insert(p.end(), passage.begin(), passage.end());
-  const std::vector<int32_t> other = draw((*rng)() % 10);
-  p.insert(p.end(), other.begin(), other.end());
-  p.insert(p.end(), passage.begin(), passage.begin() + 2 + (*rng)() % 3);
-  return p;
-}
-
-std::vector<int32_t> oracle(const std::vector<int32_t>& prompt, int max_tokens) {
-  return fake_greedy(prompt, kVocab, max_tokens, {kEos}, {}, kCopy);
-}
-
 TEST(Speculation, GreedyOutputIsTheModelsGreedyContinuationAlone) {
   std::mt19937 rng(7);
   generation::Speculation sum;
   for (int i = 0; i < 60; ++i) {
     const auto prompt = copy_prompt(&rng);
     const int max_tokens = 1 + rng() % 40;
-    Bench b(spec_options(SpecMode::kNgram));
+    SpecBench b(spec_options(SpecMode::kNgram));
     ASSERT_TRUE(b.add("a", prompt, max_tokens).ok());
     b.run_all();
     const SeqRun& r = b.run("a");
@@ -109,7 +90,7 @@ TEST(Speculation, GreedyOutputIsTheModelsGreedyContinuationAlone) {
 TEST(Speculation, OffDraftsNothing) {
   std::mt19937 rng(8);
   const auto prompt = copy_prompt(&rng);
-  Bench b(spec_options(SpecMode::kOff));
+  SpecBench b(spec_options(SpecMode::kOff));
   ASSERT_TRUE(b.add("a", prompt, 30, [](SeqRequest* r) { r->stop_ids.clear(); }).ok());
   b.run_all();
   EXPECT_EQ(b.run("a").tokens, fake_greedy(prompt, kVocab, 30, {}, {}, kCopy));
@@ -123,7 +104,7 @@ TEST(Speculation, BatchedWithChunkedPrefillAndForksEqualsAloneInFewerPasses) {
   for (int i = 0; i < 24; ++i) prompts.push_back(copy_prompt(&rng));
   std::map<SpecMode, int64_t> passes;
   for (SpecMode mode : {SpecMode::kOff, SpecMode::kNgram}) {
-    Bench b(spec_options(mode, /*max_batch=*/6, /*prefill_chunk=*/7));
+    SpecBench b(spec_options(mode, /*max_batch=*/6, /*prefill_chunk=*/7));
     for (size_t i = 0; i < prompts.size(); ++i) {
       ASSERT_TRUE(b.add("r" + std::to_string(i), prompts[i], 40, [&](SeqRequest* r) {
                      if (i % 5 == 0) {  // a second choice, greedy too: the same answer
@@ -162,7 +143,7 @@ TEST(Speculation, StopIdsObserverStopsAndMaxTokensInsideADraft) {
     const auto full = oracle(prompt, 30);
     // A stop id: the token the answer would have at some position ends it there.
     const int cut = rng() % (full.size() + 1);
-    Bench b(spec_options(SpecMode::kNgram));
+    SpecBench b(spec_options(SpecMode::kNgram));
     ASSERT_TRUE(b.add("stop", prompt, 30, [&](SeqRequest* r) {
                    if (cut < static_cast<int>(full.size())) r->stop_ids.push_back(full[cut]);
                  }).ok());
@@ -188,7 +169,7 @@ TEST(Speculation, CancelAtEveryStepFreesEveryBlockAndLeavesOthersExact) {
   const auto other = copy_prompt(&rng);
   const auto queued = copy_prompt(&rng);
   for (int at = 0; at < 40; ++at) {
-    Bench b(spec_options(SpecMode::kNgram, /*max_batch=*/2, /*prefill_chunk=*/5));
+    SpecBench b(spec_options(SpecMode::kNgram, /*max_batch=*/2, /*prefill_chunk=*/5));
     auto no_stop = [](SeqRequest* r) { r->stop_ids.clear(); };
     ASSERT_TRUE(b.add("victim", victim, 60, no_stop).ok());
     ASSERT_TRUE(b.add("other", other, 60, no_stop).ok());
@@ -208,7 +189,7 @@ TEST(Speculation, AConversationSavedAfterRejectedDraftsContinuesExactly) {
   std::mt19937 rng(19);
   int n_rejected = 0;
   for (int i = 0; i < 20; ++i) {
-    Bench b(spec_options(SpecMode::kNgram), kVocab, kCopy, 96);
+    SpecBench b(spec_options(SpecMode::kNgram), kVocab, kCopy, 96);
     const auto p1 = copy_prompt(&rng);
     ASSERT_TRUE(b.add("t1", p1, 25, [](SeqRequest* r) { r->conversation = "c"; }).ok());
     b.run("t1").save = true;
@@ -256,7 +237,7 @@ TEST(Speculation, ConstrainedGreedyIsUnchanged) {
     for (int j = 0; j < 30; ++j) prompt.push_back(2 + rng() % 3);  // letters a-c: copyable
     std::map<SpecMode, std::vector<int32_t>> out;
     for (SpecMode mode : {SpecMode::kOff, SpecMode::kNgram}) {
-      Bench b(spec_options(mode));
+      SpecBench b(spec_options(mode));
       ASSERT_TRUE(b.add("g", prompt, 40, [&](SeqRequest* r) {
                      r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
                    }).ok());
@@ -278,7 +259,7 @@ TEST(Speculation, SampledTokensFollowTheTargetDistribution) {
   constexpr float kSampledCopy = 6.0f;
   const std::vector<int32_t>& prompt = testing::kThreeTokenPrompt;
   const generation::SamplingParams sp = testing::three_token_sampling();
-  Bench b(spec_options(SpecMode::kNgram), kV, /*copy=*/kSampledCopy, 4096);
+  SpecBench b(spec_options(SpecMode::kNgram), kV, /*copy=*/kSampledCopy, 4096);
   testing::run_sampled(&b, prompt, sp, kDraws);
   double max_diff = 0;  // (no drafter distribution: n-gram guesses)
   const double p_value =
@@ -307,11 +288,11 @@ TEST(Speculation, SeededSampledOutputIsTheSameAloneBatchedAndWithAnyDraftLength)
     for (int max_draft : {1, 3, 8}) {
       Options o = spec_options(SpecMode::kNgram);
       o.max_draft = max_draft;
-      Bench alone(o);
+      SpecBench alone(o);
       ASSERT_TRUE(alone.add("x", prompt, 30, sampled).ok());
       alone.run_all();
       outs.push_back(alone.run("x").tokens);
-      Bench batched(spec_options(SpecMode::kNgram, 3, 5));
+      SpecBench batched(spec_options(SpecMode::kNgram, 3, 5));
       for (int j = 0; j < 4; ++j)
         ASSERT_TRUE(batched.add("o" + std::to_string(j), copy_prompt(&rng), 20).ok());
       ASSERT_TRUE(batched.add("x", prompt, 30, sampled).ok());
@@ -319,7 +300,7 @@ TEST(Speculation, SeededSampledOutputIsTheSameAloneBatchedAndWithAnyDraftLength)
       outs.push_back(batched.run("x").tokens);
     }
     // Resumed after 7 tokens: the rest as the uninterrupted run.
-    Bench resumed(spec_options(SpecMode::kNgram));
+    SpecBench resumed(spec_options(SpecMode::kNgram));
     auto p = prompt;
     p.insert(p.end(), outs[0].begin(), outs[0].begin() + 7);
     ASSERT_TRUE(resumed

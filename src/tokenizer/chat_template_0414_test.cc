@@ -16,13 +16,13 @@ namespace {
 using testing::Source;
 using Ids = std::vector<int32_t>;
 
-std::string data(const std::string& name) {
+std::string glm4_0414_data(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4-0414/" + name;
 }
 
 // A case's messages as the engine hands them to the template: the tools in a system message of
 // their own, first; an assistant's tool call as its metadata (the name) and its content.
-std::vector<Message> messages_of(const nlohmann::ordered_json& c) {
+std::vector<Message> messages_0414(const nlohmann::ordered_json& c) {
   std::vector<Message> out;
   if (c.contains("tools")) out.push_back({"system", "", "", c["tools"]});
   for (const auto& m : c["messages"])
@@ -32,8 +32,8 @@ std::vector<Message> messages_of(const nlohmann::ordered_json& c) {
 
 TEST(Glm4_0414Template, IdsEqualTheModelsJinjaTemplates) {
   GLM_LOAD_OR_SKIP(tok, "glm4", Source::kVocabGguf);
-  std::ifstream in(data("templates.jsonl"));
-  ASSERT_TRUE(in.good()) << data("templates.jsonl");
+  std::ifstream in(glm4_0414_data("templates.jsonl"));
+  ASSERT_TRUE(in.good()) << glm4_0414_data("templates.jsonl");
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
@@ -41,7 +41,7 @@ TEST(Glm4_0414Template, IdsEqualTheModelsJinjaTemplates) {
     const nlohmann::ordered_json c = nlohmann::ordered_json::parse(line);  // the tools' key order
     auto tmpl = make_chat_template(c["template"].get<std::string>(), *tok_l.file, tok);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-    auto ids = (*tmpl)->render(messages_of(c));
+    auto ids = (*tmpl)->render(messages_0414(c));
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     EXPECT_EQ(*ids, c["ids"].get<Ids>()) << c["template"] << " " << c["name"];
     ++n;

@@ -20,7 +20,7 @@ using testing::Source;
 using Ids = std::vector<int32_t>;
 using ojson = nlohmann::ordered_json;
 
-std::string data(const std::string& name) {
+std::string glm45_data(const std::string& name) {
   return std::string(GLM_SOURCE_DIR) + "/tests/data/glm4moe/" + name;
 }
 
@@ -105,7 +105,7 @@ Ids hf_ids(const Tokenizer& tok, std::string_view text) {
 // A case's OpenAI-shaped messages as the gateway hands them to the engine (api/openai.cc): the
 // tools (function objects) in a system message of their own, first; an assistant's text, then
 // one message per call (metadata = name, arguments = JSON text); role tool = observation.
-std::vector<Message> messages_of(const ojson& c) {
+std::vector<Message> messages_glm45(const ojson& c) {
   std::vector<Message> out;
   if (c.contains("tools")) {
     ojson functions = ojson::array();
@@ -132,15 +132,15 @@ TEST(Glm45Template, IdsEqualTheModelsJinjaTemplate) {
   GLM45_VOCAB_OR_SKIP(tok);
   auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-  std::ifstream in(data("templates.jsonl"));
-  ASSERT_TRUE(in.good()) << data("templates.jsonl");
+  std::ifstream in(glm45_data("templates.jsonl"));
+  ASSERT_TRUE(in.good()) << glm45_data("templates.jsonl");
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const ojson c = ojson::parse(line);  // the tools' and arguments' key order
     const std::string text = c["text"];
-    auto ids = (*tmpl)->render(messages_of(c));
+    auto ids = (*tmpl)->render(messages_glm45(c));
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
     EXPECT_EQ(*ids, c["ids"].get<Ids>()) << c["name"];  // llama.cpp's tokenization of `text`
@@ -163,8 +163,8 @@ TEST(Glm45Template, EnableThinkingFalseEqualsTheModelsJinjaTemplate) {
   GLM45_VOCAB_OR_SKIP(tok);
   auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-  std::ifstream in(data("templates_thinking.jsonl"));
-  ASSERT_TRUE(in.good()) << data("templates_thinking.jsonl");
+  std::ifstream in(glm45_data("templates_thinking.jsonl"));
+  ASSERT_TRUE(in.good()) << glm45_data("templates_thinking.jsonl");
   std::string line;
   int n = 0, off = 0;
   while (std::getline(in, line)) {
@@ -172,12 +172,12 @@ TEST(Glm45Template, EnableThinkingFalseEqualsTheModelsJinjaTemplate) {
     const ojson c = ojson::parse(line);
     const std::string text = c["text"];
     const TemplateOptions options{c["enable_thinking"].get<bool>()};
-    auto ids = (*tmpl)->render_with(messages_of(c), options);
+    auto ids = (*tmpl)->render_with(messages_glm45(c), options);
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
     EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
     if (options.enable_thinking) {
-      EXPECT_EQ(*ids, *(*tmpl)->render(messages_of(c))) << c["name"];
+      EXPECT_EQ(*ids, *(*tmpl)->render(messages_glm45(c))) << c["name"];
     } else {
       ++off;
       EXPECT_EQ(ids->back(), 151351) << c["name"];  // </think>
