@@ -26,6 +26,7 @@ using glm::testing::FakeTemplate;
 using glm::testing::FakeTokenizer;
 using glm::testing::kVocab;
 using testing::EventLog;
+using testing::greedy;
 
 const std::vector<int32_t> kStops = {1, 2};
 
@@ -42,15 +43,6 @@ std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
   auto tok = std::make_unique<FakeTokenizer>();
   auto tmpl = std::make_unique<FakeTemplate>(*tok);
   return create_engine(std::move(model), std::move(tok), std::move(tmpl), s.options);
-}
-
-Request chat(const std::string& id, std::vector<tok::Message> messages, int max_tokens = 40) {
-  Request r;
-  r.id = id;
-  r.messages = std::move(messages);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = max_tokens;
-  return r;
 }
 
 tok::Message user(std::string s) { return tok::Message{"user", std::move(s)}; }
@@ -83,7 +75,7 @@ TEST(Engine, StreamsTheModelsGreedyTextWithEventsInOrder) {
   auto e = make_engine({});
   EventLog c;
   const std::vector<tok::Message> m = {user("hello there")};
-  ASSERT_TRUE(e->submit(chat("a", m), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("a", m), c.sink()).ok());
   ASSERT_TRUE(c.wait("a"));
   const auto ids = expected_ids(m, 40);
   EXPECT_EQ(c.text("a"), text_of(ids));
@@ -126,7 +118,7 @@ TEST(Engine, BatchedOutputIsIdenticalToEachRequestAloneAndTextIsWholeCharacters)
   std::vector<std::thread> threads;
   for (size_t i = 0; i < prompts.size(); ++i) {
     threads.emplace_back([&, i] {
-      ASSERT_TRUE(e->submit(chat("r" + std::to_string(i), prompts[i], 60), c.sink()).ok());
+      ASSERT_TRUE(e->submit(greedy("r" + std::to_string(i), prompts[i], 60), c.sink()).ok());
     });
   }
   for (auto& t : threads) t.join();
@@ -155,7 +147,7 @@ TEST(Engine, StopStringEndsTheTextRightBeforeIt) {
   const std::string full = text_of(expected_ids(m, 80, kStops));
   ASSERT_GT(full.size(), 20u);
   const std::string stop = full.substr(full.size() / 2, 3);
-  Request r = chat("a", m, 80);
+  Request r = greedy("a", m, 80);
   r.params.stop = {"never-there", stop};
   ASSERT_TRUE(e->submit(r, c.sink()).ok());
   ASSERT_TRUE(c.wait("a"));
@@ -173,9 +165,9 @@ TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
   auto e = make_engine(s);
   EventLog c;
   // "decoding" runs alone (batch of 1); "prefilling" and "queued" wait behind it.
-  ASSERT_TRUE(e->submit(chat("decoding", {user("ab")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("decoding", {user("ab")}, 3000), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("decoding", EventType::kToken));
-  ASSERT_TRUE(e->submit(chat("queued", {user("cd")}, 10), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("queued", {user("cd")}, 10), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("queued", EventType::kQueued));
   e->cancel("queued");
   ASSERT_TRUE(c.wait("queued"));
@@ -187,7 +179,7 @@ TEST(Engine, CancelWhileQueuedPrefillingAndDecoding) {
   EXPECT_EQ(c.of("decoding").back().finish_reason, FinishReason::kCancelled);
   EXPECT_GT(c.of("decoding").back().usage.completion_tokens, 0);
 
-  ASSERT_TRUE(e->submit(chat("prefilling", {user(std::string(300, 'x'))}, 10), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("prefilling", {user(std::string(300, 'x'))}, 10), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("prefilling", EventType::kStart));
   e->cancel("prefilling");
   ASSERT_TRUE(c.wait("prefilling"));
@@ -206,17 +198,17 @@ TEST(Engine, QueueFullIsRefusedWithARetryHint) {
   s.delay_us = 1000;
   auto e = make_engine(s);
   EventLog c;
-  ASSERT_TRUE(e->submit(chat("run", {user("a")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("run", {user("a")}, 3000), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("run", EventType::kStart));
-  ASSERT_TRUE(e->submit(chat("q1", {user("b")}, 5), c.sink()).ok());
-  ASSERT_TRUE(e->submit(chat("q2", {user("c")}, 5), c.sink()).ok());
-  const Status full = e->submit(chat("q3", {user("d")}, 5), c.sink());
+  ASSERT_TRUE(e->submit(greedy("q1", {user("b")}, 5), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("q2", {user("c")}, 5), c.sink()).ok());
+  const Status full = e->submit(greedy("q3", {user("d")}, 5), c.sink());
   EXPECT_EQ(full.code(), ErrorCode::kQueueFull);
   EXPECT_NE(full.message().find("retry"), std::string::npos) << full.message();
   EXPECT_TRUE(c.of("q3").empty());
   // Duplicate ids and bad parameters are refused too.
-  EXPECT_EQ(e->submit(chat("q1", {user("b")}, 5), c.sink()).code(), ErrorCode::kInvalidArgument);
-  Request bad = chat("bad", {user("b")});
+  EXPECT_EQ(e->submit(greedy("q1", {user("b")}, 5), c.sink()).code(), ErrorCode::kInvalidArgument);
+  Request bad = greedy("bad", {user("b")});
   bad.params.top_p = 0.0f;
   EXPECT_EQ(e->submit(bad, c.sink()).code(), ErrorCode::kInvalidArgument);
   e->cancel("run");
@@ -232,7 +224,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
   const std::vector<tok::Message> m = {{"system", "be brief"},          user(std::string(20, 'a')),
                                        assistant(std::string(20, 'b')), user(std::string(10, 'c')),
                                        assistant(std::string(5, 'd')),  user("now")};
-  ASSERT_TRUE(e->submit(chat("t", m, 20), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("t", m, 20), c.sink()).ok());
   ASSERT_TRUE(c.wait("t"));
   const Event notice = c.first("t", EventType::kNotice);
   ASSERT_EQ(notice.type, EventType::kNotice);
@@ -246,7 +238,7 @@ TEST(Engine, ContextPolicyDropsOldestTurnsKeepsTheSystemPromptAndNotifies) {
             static_cast<int>(FakeTemplate(tok).render(kept)->size()));
   EXPECT_EQ(c.text("t"), text_of(expected_ids(kept, 20)));
 
-  const Status st = e->submit(chat("big", {user(std::string(70, 'z'))}, 5), c.sink());
+  const Status st = e->submit(greedy("big", {user(std::string(70, 'z'))}, 5), c.sink());
   EXPECT_EQ(st.code(), ErrorCode::kContextOverflow);
   EXPECT_NE(st.message().find("context is 64"), std::string::npos) << st.message();
   // Words for the client, about the request: no engine flag (that hint goes to the log).
@@ -263,7 +255,7 @@ TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
   int expect_cached = 0;
   for (int turn = 0; turn < 4; ++turn) {
     const std::string id = "turn" + std::to_string(turn);
-    Request r = chat(id, m, 30);
+    Request r = greedy(id, m, 30);
     r.conversation = "conv";
     ASSERT_TRUE(e->submit(r, c.sink()).ok());
     ASSERT_TRUE(c.wait(id));
@@ -288,7 +280,7 @@ TEST(Engine, NextTurnReusesTheCacheOfEveryPreviousTurn) {
   }
   // An edited history cannot continue the saved tokens: the prompt is rendered from text.
   m[2] = assistant("something else");
-  Request r = chat("edited", m, 5);
+  Request r = greedy("edited", m, 5);
   r.conversation = "conv";
   ASSERT_TRUE(e->submit(r, c.sink()).ok());
   ASSERT_TRUE(c.wait("edited"));
@@ -314,7 +306,7 @@ TEST(Engine, NoKvBlockLeaksAfterAThousandRequestsWithConcurrentCancels) {
     std::string t;
     const int n = 1 + rng() % 60;
     for (int j = 0; j < n; ++j) t += static_cast<char>('a' + rng() % 8);
-    Request r = chat("r" + std::to_string(i), {user(t)}, 1 + rng() % 40);
+    Request r = greedy("r" + std::to_string(i), {user(t)}, 1 + rng() % 40);
     if (rng() % 3 == 0) r.params.temperature = 0.8f;
     ASSERT_TRUE(e->submit(r, c.sink()).ok());
     ids.push_back(r.id);
@@ -344,14 +336,14 @@ TEST(Engine, DrainFinishesOrCancelsWithinTheBoundThenRefuses) {
   s.delay_us = 1000;
   auto e = make_engine(s);
   EventLog c;
-  ASSERT_TRUE(e->submit(chat("long", {user("x")}, 3000), c.sink()).ok());
-  ASSERT_TRUE(e->submit(chat("short", {user("y")}, 1), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("long", {user("x")}, 3000), c.sink()).ok());
+  ASSERT_TRUE(e->submit(greedy("short", {user("y")}, 1), c.sink()).ok());
   ASSERT_TRUE(c.wait_for_type("long", EventType::kToken));
   EXPECT_FALSE(e->drain(std::chrono::milliseconds(50)));
   EXPECT_EQ(e->health(), Health::kStopped);
   EXPECT_EQ(c.of("long").back().finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(c.of("short").back().type, EventType::kDone);
-  EXPECT_EQ(e->submit(chat("late", {user("z")}), c.sink()).code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(e->submit(greedy("late", {user("z")}), c.sink()).code(), ErrorCode::kUnavailable);
 
   auto idle = make_engine({});
   EXPECT_TRUE(idle->drain(std::chrono::milliseconds(1000)));
@@ -383,7 +375,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
   int n = 0;
   for (const float temperature : {0.0f, 1.0f}) {
     for (const char* prompt : {"hello there", "\xE4\xBD\xA0 split bytes"}) {
-      Request r = chat("full" + std::to_string(n), {user(prompt)}, 60);
+      Request r = greedy("full" + std::to_string(n), {user(prompt)}, 60);
       r.params.temperature = temperature;
       r.params.seed = 77;
       r.params.stop = {"ab", "k l"};  // text that might start one is held back
@@ -433,7 +425,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
       }
     }
   }
-  Request too_many = chat("too-many", {user("x")}, 2);
+  Request too_many = greedy("too-many", {user("x")}, 2);
   too_many.resume = {5, 6, 7};
   EventLog c;
   ASSERT_TRUE(e->submit(too_many, c.sink()).ok());  // refused by the loop: an error event
@@ -460,7 +452,7 @@ TEST(Engine, ChoicesEqualSingleRequestsWithTheirSeedsAndShareOnePrefill) {
   auto e = make_engine(s);
   const std::vector<tok::Message> m = {user("a question whose prompt ends inside a block")};
   auto request = [&](const std::string& id, uint64_t seed) {
-    Request r = chat(id, m, 24);
+    Request r = greedy(id, m, 24);
     r.params.temperature = 1.0f;
     r.params.top_p = 1.0f;
     r.params.seed = seed;

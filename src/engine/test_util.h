@@ -22,7 +22,7 @@ inline const std::string kChatglm3 =
 inline const std::string kStories = std::string(GLM_SHARED_DATA) + "/models/stories260K.gguf";
 
 // A greedy request of n tokens at most.
-inline Request greedy(const std::string& id, std::vector<tok::Message> m, int n) {
+inline Request greedy(const std::string& id, std::vector<tok::Message> m, int n = 40) {
   Request r;
   r.id = id;
   r.messages = std::move(m);
