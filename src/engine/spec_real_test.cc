@@ -21,25 +21,7 @@ namespace {
 
 using testing::kChatglm3;
 using testing::kStories;
-
-struct Collected {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> text;
-  std::map<std::string, Event> done;
-  EventSink sink() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (e.type == EventType::kToken) text[e.id] += e.text;
-      if (e.type == EventType::kDone || e.type == EventType::kError) done[e.id] = e;
-      cv.notify_all();
-    };
-  }
-  bool wait(const std::string& id) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(300), [&] { return done.count(id) > 0; });
-  }
-};
+using testing::Results;
 
 std::unique_ptr<Engine> load(const std::string& path, generation::SpecMode spec, int max_batch,
                              const std::string& draft = "") {
@@ -69,7 +51,7 @@ Request raw_greedy(const std::string& id, const std::string& prompt, int n) {
 
 // Runs the requests together on one engine; returns each one's text and done event.
 std::map<std::string, std::pair<std::string, Event>> run(Engine* e, std::vector<Request> reqs) {
-  Collected c;
+  Results c;
   std::vector<std::string> ids;
   for (Request& r : reqs) {
     ids.push_back(r.id);
