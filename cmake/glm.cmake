@@ -127,16 +127,18 @@ endfunction()
 #   validated.*   under Khronos' validation layer with its GPU-assisted checks (gpu/validation.h:
 #                 a shader's load or store outside every buffer fails the test);
 #   subgroup4.*, subgroup16.*   at llvmpipe's other subgroup sizes (its vector width: 8 lanes by
-#                 default; GPUs run 32 or 64), so code written for any size runs at three.
+#                 default; GPUs run 32 or 64), so code written for any size runs at three;
+#                 subgroup16.* also with the integer-dot matmuls, which lavapipe does not take
+#                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot).
 function(glm_gpu_test_variants target filter)
   if(NOT BUILD_TESTING)
     return()
   endif()
   foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1" "subgroup4|LP_NATIVE_VECTOR_WIDTH=128"
-            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512")
+            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1")
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 prefix)
-    list(GET parts 1 env)
+    list(SUBLIST parts 1 -1 env)
     gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${prefix}."
       TEST_FILTER "${filter}" WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
       PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")

@@ -149,17 +149,31 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
     info.unusable = "Vulkan " + info.api_version_string() + " (1.2 is needed)";
     return info;
   }
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
+  fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   VkPhysicalDeviceVulkan11Features f11{};
   f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f11.pNext = &f12;
+  const bool has_dot = has_extension(vk, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  if (has_dot) f12.pNext = &fdot;
   VkPhysicalDeviceFeatures2 f{};
   f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   f.pNext = &f11;
   vk.vkGetPhysicalDeviceFeatures2(pd, &f);
   info.fp16_arithmetic = f12.shaderFloat16;
   info.storage8 = f12.storageBuffer8BitAccess;
+  info.int_dot = has_dot && fdot.shaderIntegerDotProduct;
+  if (info.int_dot) {
+    VkPhysicalDeviceShaderIntegerDotProductProperties dp{};
+    dp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &dp;
+    vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+    info.int_dot_fast = dp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+  }
   if (!f12.bufferDeviceAddress) {
     info.unusable = "no bufferDeviceAddress";
   } else if (!f11.storageBuffer16BitAccess) {
@@ -176,6 +190,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
 std::string DeviceInfo::features() const {
   std::string s = fp16_arithmetic ? "fp16" : "no-fp16";
   s += storage8 ? " int8-storage" : "";
+  s += int_dot ? (int_dot_fast ? " int8-dot" : " int8-dot(slow)") : "";
   s += " subgroup=" + std::to_string(subgroup_size);
   return s;
 }
@@ -324,9 +339,19 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f11.storageBuffer16BitAccess = VK_TRUE;
   f11.pNext = &f12;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
+  fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  fdot.shaderIntegerDotProduct = VK_TRUE;
+  std::vector<const char*> extensions;
+  if (info_.int_dot) {
+    f12.pNext = &fdot;
+    extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo dci{};
   dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   dci.pNext = &f11;
+  dci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  dci.ppEnabledExtensionNames = extensions.data();
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   VkResult r = vk.vkCreateDevice(physical_, &dci, nullptr, &device_);
@@ -379,6 +404,7 @@ Device::~Device() {
     const VulkanApi& vk = api_;
     vk.vkDeviceWaitIdle(device_);
     staging_.reset();
+    stream_.scratch_.clear();
     if (query_pool_ != VK_NULL_HANDLE) {
       if (profiled_steps_ > 0) GLM_LOG_INFO("%s", profile_report().c_str());
       vk.vkDestroyQueryPool(device_, query_pool_, nullptr);
@@ -594,6 +620,8 @@ void Stream::begin() {
   vk.vkBeginCommandBuffer(cmd_, &bi);
   recording_ = true;
   pending_barrier_ = false;
+  // The last step has finished (submit_and_wait): scratch buffers it outgrew are free.
+  if (scratch_.size() > 1) scratch_.erase(scratch_.begin(), scratch_.end() - 1);
   marks_.clear();
   if (device_->query_pool_ != VK_NULL_HANDLE) {
     vk.vkCmdResetQueryPool(cmd_, device_->query_pool_, 0, kProfileQueries);
@@ -656,6 +684,21 @@ void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32
   vk.vkCmdDispatch(cmd_, gx, gy, gz);
   pending_barrier_ = true;
   mark(static_cast<int>(shader));
+}
+
+VkDeviceAddress Stream::scratch(size_t bytes) {
+  GLM_CHECK(recording_);
+  if (scratch_.empty() || scratch_.back().size() < bytes) {
+    // Doubling: a step that grows it op by op allocates O(log) times.
+    const size_t want = std::max(bytes, scratch_.empty() ? size_t{0} : 2 * scratch_.back().size());
+    StatusOr<Buffer> b = device_->alloc(want, MemoryKind::kDevice);
+    if (!b.ok()) return 0;
+    scratch_.push_back(std::move(*b));
+  }
+  // Its user's first dispatch waits for every one before it (which may still read it), even
+  // after concurrent_with_last().
+  pending_barrier_ = true;
+  return scratch_.back().address();
 }
 
 void Stream::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,

@@ -40,9 +40,15 @@ struct DeviceInfo {
   uint32_t subgroup_size = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage8 = false;         // storageBuffer8BitAccess
-  std::string unusable;          // empty if glmserve can run on it; else which feature is missing
+  // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product, enabled at open where offered),
+  // and whether the driver says its 4 x 8-bit packed mixed-signedness form is accelerated
+  // (matmul.comp's IDOT: the default where it is, docs/gpu.md).
+  bool int_dot = false;
+  bool int_dot_fast = false;
+  std::string unusable;  // empty if glmserve can run on it; else which feature is missing
 
-  // "fp16 int8-storage subgroup=32": the features in use, for `glmserve devices` and logs.
+  // "fp16 int8-storage int8-dot subgroup=32": the features in use, for `glmserve devices` and
+  // logs (int8-dot(slow): offered, not accelerated).
   std::string features() const;
   std::string api_version_string() const;  // "1.3.230"
 };
@@ -102,6 +108,12 @@ class Stream {
   // dispatch before it wrote nor writes what that one reads (one op over parts of a batch, e.g.
   // each sequence's attention), so the two may run at once. The barrier before that one stays.
   void concurrent_with_last() { pending_barrier_ = false; }
+  // A device-local buffer of at least `bytes` for one op's intermediate values (matmul's 8-bit
+  // activations), the same one for every caller: valid until the next begin(); every dispatch
+  // is ordered after the ones before it that may read it, as a barrier follows each op. 0 if
+  // it cannot be allocated (the caller then takes a path without it).
+  VkDeviceAddress scratch(size_t bytes);
+  Device& device() { return *device_; }
   // Submits what was recorded and waits for it. Errors: unavailable, naming the Vulkan result
   // (a lost device, a timeout after the device's submit_timeout_ms), after which the device is
   // marked lost and every later submit fails at once.
@@ -118,7 +130,8 @@ class Stream {
   VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;
   bool pending_barrier_ = false;
-  std::vector<int> marks_;  // the op before each timestamp after the first, this step
+  std::vector<int> marks_;       // the op before each timestamp after the first, this step
+  std::vector<Buffer> scratch_;  // the last is scratch(); those before it, outgrown this step
 };
 
 // The device time of each shader summed over the steps profiled (Device::enable_profile).

@@ -125,7 +125,8 @@ const std::vector<Matrix>& weight_copies(DType type, int64_t rows, int64_t cols)
 }
 
 // Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default; -1: the tiled
-// shader whatever the tokens; -2: the few-token one whatever the tokens).
+// shader whatever the tokens; -2: the few-token one whatever the tokens), the integer-dot choice
+// (MatmulTuning::int_dot).
 void BM_Matmul(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const int64_t rows = st.range(1), cols = st.range(2);
@@ -134,11 +135,13 @@ void BM_Matmul(benchmark::State& st) {
   if (team_rows > 0) tuning.team_rows_one = tuning.team_rows_few = team_rows;
   if (team_rows == -1) tuning.tiled_min_tokens = 2;
   if (team_rows == -2) tuning.tiled_min_tokens = 1 << 30;
+  tuning.int_dot = static_cast<int>(st.range(5));
   const char* shader = tokens >= tuning.tiled_min_tokens ? "tiled" : tokens == 1 ? "one" : "few";
+  const std::vector<Matrix>& w = weight_copies(type, rows, cols);
   st.SetLabel(std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" +
               std::to_string(cols) + " t" + std::to_string(tokens) + " " + shader +
-              (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()));
-  const std::vector<Matrix>& w = weight_copies(type, rows, cols);
+              (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()) +
+              (uses_int_dot(*device(), w[0], tokens, tuning) ? " int8 dot" : ""));
   const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
   const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
@@ -152,14 +155,20 @@ void BM_Matmul(benchmark::State& st) {
 
 // ChatGLM3-6B's matrices: qkv, dense (o), the two halves of the MLP (up, gate as one), down;
 // the output head.
+// The quantized types each with and without integer dot products (int_dot 1 and 0).
 void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>& tokens,
                   const std::vector<int64_t>& team_rows) {
   const int64_t shapes[][2] = {
       {4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}, {65024, 4096}};
   for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
+    const bool quantized =
+        kTypes[t] != DType::kF16 && kTypes[t] != DType::kBF16 && kTypes[t] != DType::kF32;
     for (const auto& sh : shapes) {
       for (int64_t n : tokens) {
-        for (int64_t r : team_rows) b->Args({t, sh[0], sh[1], n, r});
+        for (int64_t r : team_rows) {
+          b->Args({t, sh[0], sh[1], n, r, 0});
+          if (quantized && n < MatmulTuning{}.tiled_min_tokens) b->Args({t, sh[0], sh[1], n, r, 1});
+        }
       }
     }
   }
@@ -187,7 +196,7 @@ BENCHMARK(BM_Matmul)
 // tiled_min_tokens): both at 16, 32 and 64 tokens, Q4_0 and F16, a square and a wide matrix.
 BENCHMARK(BM_Matmul)
     ->Name("MatmulCrossover")
-    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}})
+    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}, {-1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

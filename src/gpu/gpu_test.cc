@@ -112,50 +112,94 @@ TEST_P(GpuMatmul, EqualsReference) {
       std::vector<float> padded(1, 0.0f);
       padded.insert(padded.end(), x.begin(), x.end());
       Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
+      const bool tiled = n_tokens >= MatmulTuning{}.tiled_min_tokens;
       const std::vector<int> team_rows =
-          n_tokens >= MatmulTuning{}.tiled_min_tokens
-              ? std::vector<int>{0, -1}
-              : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
+          tiled ? std::vector<int>{0, -1}
+                : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
+      // The integer-dot shaders too (the quantized types, where the device has them), against
+      // the reference on the activations as quantize_q8 rounds them.
+      const bool quantized =
+          c.type != DType::kF32 && c.type != DType::kF16 && c.type != DType::kBF16;
+      const std::vector<int> dots =
+          quantized && !tiled && dev->info().int_dot ? std::vector<int>{0, 1} : std::vector<int>{0};
+      std::vector<float> want_dot(want.size());
+      if (dots.size() > 1) {
+        const std::vector<float> xq = device_q8_values(dev, x, n_tokens, c.n_cols);
+        kernels::matmul_ref(view, xq.data(), want_dot.data(), n_tokens);
+      }
       // With 2 rows a team and in the aligned tiled run: a bias per row and y's old values
       // (-7) added as the products are written.
       const std::vector<float> bias = random_floats(n_rows, 17);
       Buffer bias_b = device_floats(dev, bias);
       for (int tr : team_rows) {
-        const bool adds = tr == 2 || tr == 0;
-        SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
-                     " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
-                     (adds ? " with bias and residual" : ""));
-        const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
-        // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
-        const int stride = n_rows + 3;
-        Buffer yb =
-            device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
-        Stream& s = dev->stream();
-        s.begin();
-        MatmulTuning tuning;
-        if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
-        MatmulAdd add;
-        if (adds) add = {bias_b.address(), true};
-        matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
-        ASSERT_TRUE(s.submit_and_wait().ok());
-        const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
-        double max_err = 0, max_abs = 0;
-        for (int t = 0; t < n_tokens; ++t) {
-          for (int r = 0; r < n_rows; ++r) {
-            const float g = got[static_cast<size_t>(t) * stride + 2 + r];
-            const float e =
-                want[static_cast<size_t>(t) * n_rows + r] + (adds ? bias[r] - 7.0f : 0.0f);
-            max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
-            max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+        for (int dot : dots) {
+          const bool adds = tr == 2 || tr == 0;
+          SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
+                       " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
+                       (adds ? " with bias and residual" : "") + (dot ? " int dot" : ""));
+          const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
+          // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
+          const int stride = n_rows + 3;
+          Buffer yb =
+              device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+          Stream& s = dev->stream();
+          s.begin();
+          MatmulTuning tuning;
+          if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
+          tuning.int_dot = dot;
+          ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), dot == 1);
+          MatmulAdd add;
+          if (adds) add = {bias_b.address(), true};
+          matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
+          ASSERT_TRUE(s.submit_and_wait().ok());
+          const std::vector<float> got =
+              read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+          double max_err = 0, max_abs = 0;
+          for (int t = 0; t < n_tokens; ++t) {
+            for (int r = 0; r < n_rows; ++r) {
+              const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+              const float e = (dot ? want_dot : want)[static_cast<size_t>(t) * n_rows + r] +
+                              (adds ? bias[r] - 7.0f : 0.0f);
+              max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+              max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+            }
+            for (int col : {0, 1, stride - 1}) {
+              EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+            }
           }
-          for (int col : {0, 1, stride - 1}) {
-            EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
-          }
+          // Only the summation order differs from the reference: f32 rounding of n_cols terms.
+          EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
         }
-        // Only the summation order differs from the reference: f32 rounding of n_cols terms.
-        EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
       }
     }
+  }
+}
+
+// quantize_q8: each value is the nearest multiple of its block's d = max |x| / 127 (so the
+// largest is +-127 d), an all-zero block 0 with d = 0; 3 rows of 96 values with one zero block.
+TEST(GpuQuantize, EachValueIsTheNearestStepOfItsBlock) {
+  NEED_DEVICE();
+  const int n_rows = 3, n_cols = 96;
+  std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n_cols, 23, 3.0f);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  const std::vector<uint32_t> words = device_q8_blocks(dev, x, n_rows, n_cols);
+  ASSERT_EQ(words.size(), static_cast<size_t>(n_rows) * (n_cols / 32) * 9);
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float d, amax = 0;
+    std::memcpy(&d, &words[9 * b + 8], sizeof(d));
+    for (size_t e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(x[32 * b + e]));
+    EXPECT_NEAR(d, amax / 127.0f, 1e-6f * amax) << "block " << b;
+    int max_q = 0;
+    for (size_t e = 0; e < 32; ++e) {
+      const int q = static_cast<int8_t>(words[9 * b + e / 4] >> (8 * (e % 4)));
+      max_q = std::max(max_q, std::abs(q));
+      if (amax == 0) {
+        EXPECT_EQ(q, 0);
+      } else {
+        EXPECT_LE(std::fabs(q * d - x[32 * b + e]), 0.5f * d * (1 + 1e-4f)) << b << " " << e;
+      }
+    }
+    EXPECT_EQ(max_q, amax == 0 ? 0 : 127) << "block " << b;
   }
 }
 
@@ -206,13 +250,19 @@ void check_one_value_rows(Device* dev, int n_rows, int n_cols) {
   for (int r = 0; r < n_rows; ++r) ASSERT_EQ(y[r], static_cast<float>(r % 7 + 1)) << r;
 }
 
-TEST(GpuMatmulTuning, ParsesTheThreeSettingsAndRefusesOthers) {
+TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   MatmulTuning t;
   ASSERT_TRUE(parse_matmul_tuning("4,1,32", &t));
   EXPECT_EQ(t.team_rows_one, 4);
   EXPECT_EQ(t.team_rows_few, 1);
   EXPECT_EQ(t.tiled_min_tokens, 32);
-  for (const char* bad : {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c"}) {
+  EXPECT_EQ(t.int_dot, -1);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,0", &t));
+  EXPECT_EQ(t.int_dot, 0);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,1", &t));
+  EXPECT_EQ(t.int_dot, 1);
+  for (const char* bad : {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c",
+                          "2,2,16,2", "2,2,16,1x", "2,2,16,1,"}) {
     MatmulTuning u;
     EXPECT_FALSE(parse_matmul_tuning(bad, &u)) << bad;
     EXPECT_EQ(u.team_rows_one, MatmulTuning{}.team_rows_one) << "changed by " << bad;

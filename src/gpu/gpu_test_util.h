@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -61,6 +63,40 @@ inline double max_rel_err(const std::vector<float>& got, const std::vector<float
     m = std::max(m, std::fabs(static_cast<double>(got[i]) - want[i]) / (1 + std::fabs(want[i])));
   }
   return m;
+}
+
+// quantize_q8's blocks of x ([n_rows, n_cols]) as the device writes them: 8 words of int8 and
+// the f32 scale a 32-value block.
+inline std::vector<uint32_t> device_q8_blocks(Device* dev, const std::vector<float>& x, int n_rows,
+                                              int n_cols) {
+  Buffer xb = device_floats(dev, x);
+  StatusOr<Buffer> yb = dev->alloc(q8_bytes(n_rows, n_cols), MemoryKind::kDevice);
+  EXPECT_TRUE(yb.ok());
+  if (!yb.ok()) return {};
+  Stream& s = dev->stream();
+  s.begin();
+  quantize_q8(s, xb.address(), yb->address(), n_rows, n_cols);
+  EXPECT_TRUE(s.submit_and_wait().ok());
+  std::vector<uint32_t> words(q8_bytes(n_rows, n_cols) / 4);
+  EXPECT_TRUE(dev->download(*yb, 0, words.size() * 4, words.data()).ok());
+  return words;
+}
+
+// The activations the integer-dot shaders multiply by (matmul.comp's IDOT): x quantized by the
+// device (quantize_q8), as floats d * q.
+inline std::vector<float> device_q8_values(Device* dev, const std::vector<float>& x, int n_rows,
+                                           int n_cols) {
+  const std::vector<uint32_t> words = device_q8_blocks(dev, x, n_rows, n_cols);
+  std::vector<float> v(x.size());
+  for (size_t b = 0; b < v.size() / 32 && 9 * b + 8 < words.size(); ++b) {
+    float d;
+    std::memcpy(&d, &words[9 * b + 8], sizeof(d));
+    for (size_t e = 0; e < 32; ++e) {
+      const auto q = static_cast<int8_t>(words[9 * b + e / 4] >> (8 * (e % 4)));
+      v[32 * b + e] = d * q;
+    }
+  }
+  return v;
 }
 
 }  // namespace glm::gpu

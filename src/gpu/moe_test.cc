@@ -90,14 +90,26 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
     Buffer xb = device_floats(dev, x);
     // y [n_slots, 2 rows + 1], the products at column rows + 1 (an up half after a gate half).
     const int stride = 2 * rows + 1, col = rows + 1;
-    const std::vector<float> want = expected_products(experts, c, rows, ids, x, x_div);
-    for (int tr : {1, 2, 4}) {
+    // The integer-dot shader too (where the device has it), against the reference on the
+    // activations as quantize_q8 rounds them.
+    const bool quantized = c.type != DType::kF32 && c.type != DType::kF16;
+    const int n_dots = quantized && dev->info().int_dot ? 2 : 1;
+    const std::vector<float> want_float = expected_products(experts, c, rows, ids, x, x_div);
+    const std::vector<float> want_dot =
+        n_dots > 1 ? expected_products(experts, c, rows, ids,
+                                       device_q8_values(dev, x, x_rows, c.n_cols), x_div)
+                   : want_float;
+    for (int i = 0; i < 3 * n_dots; ++i) {
+      const int tr = 1 << (i % 3), dot = i / 3;
+      const std::vector<float>& want = dot ? want_dot : want_float;
       SCOPED_TRACE(std::string(dtype_name(c.type)) + " x_div " + std::to_string(x_div) +
-                   " team_rows " + std::to_string(tr));
+                   " team_rows " + std::to_string(tr) + (dot ? " int dot" : ""));
       Buffer yb =
           device_floats(dev, std::vector<float>(static_cast<size_t>(n_slots) * stride, -7.0f));
       MatmulTuning tuning;
       tuning.team_rows_one = tr;
+      tuning.int_dot = dot;
+      ASSERT_EQ(uses_int_dot(*dev, *m, 1, tuning), dot == 1);
       Stream& st = dev->stream();
       st.begin();
       matmul_experts(st, *m, rows, ids_b.address(), xb.address(), x_div, yb.address(), n_slots,

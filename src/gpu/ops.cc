@@ -85,12 +85,15 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   MatmulTuning t;
   char extra = 0;
-  if (text == nullptr || std::sscanf(text, "%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
-                                     &t.tiled_min_tokens, &extra) != 3) {
-    return false;
-  }
+  if (text == nullptr) return false;
+  const int n = std::sscanf(text, "%d,%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
+                            &t.tiled_min_tokens, &t.int_dot, &extra);
+  // Three settings and nothing after them, or four.
+  const bool three = n == 3 && std::sscanf(text, "%*d,%*d,%*d%c", &extra) != 1;
+  if (!three && n != 4) return false;
   const auto rows_ok = [](int r, int max) { return r == 1 || r == 2 || (r == 4 && max == 4); };
-  if (!rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) || t.tiled_min_tokens < 2) {
+  if (!rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) || t.tiled_min_tokens < 2 ||
+      t.int_dot < -1 || t.int_dot > 1) {
     return false;
   }
   *out = t;
@@ -103,13 +106,30 @@ const MatmulTuning& matmul_tuning() {
     const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
     if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
       GLM_LOG_WARN(
-          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN (rows a team 1, 2 or 4; "
-          "1 or 2; tokens >= 2) expected",
+          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT] (rows a team 1, 2 or 4; "
+          "1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1) expected",
           env);
     }
     return t;
   }();
   return tuning;
+}
+
+bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
+  if (w.shaders.one_dot == Shader::kCount || n_tokens >= tuning.tiled_min_tokens ||
+      !device.info().int_dot || tuning.int_dot == 0) {
+    return false;
+  }
+  return tuning.int_dot == 1 || device.info().int_dot_fast;
+}
+
+void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
+  GLM_CHECK(n_cols % 32 == 0);
+  struct {
+    Addr x, y;
+    uint32_t n_blocks;
+  } p{x, y, static_cast<uint32_t>(n_rows * (n_cols / 32))};
+  s.dispatch(Shader::kQuantizeQ8, &p, sizeof(p), static_cast<uint32_t>(groups_for(p.n_blocks)));
 }
 
 void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
@@ -143,6 +163,12 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
     return;
   }
   const bool one = n_tokens == 1;
+  // The integer-dot shaders: x quantized into the stream's scratch first.
+  Addr xq = 0;
+  if (uses_int_dot(s.device(), w, n_tokens, tuning)) {
+    xq = s.scratch(q8_bytes(n_tokens, w.n_cols));
+    if (xq != 0) quantize_q8(s, x, xq, n_tokens, w.n_cols);
+  }
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
@@ -173,6 +199,11 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
+  if (xq != 0) {
+    p.x = p.x4 = xq;
+    s.dispatch(one ? w.shaders.one_dot : w.shaders.few_dot, &p, sizeof(p), g.gx, g.gy, gz);
+    return;
+  }
   s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), g.gx, g.gy, gz);
 }
 
@@ -200,14 +231,26 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, 
   p.rows_log2 = g.rows_log2;
   p.expert_bytes = static_cast<uint32_t>(rows * w.row_bytes);
   p.x_div = static_cast<uint32_t>(x_div);
+  // The integer-dot shader (as one token's matmul would take it): x's rows quantized first.
+  const int x_rows = (n_slots + x_div - 1) / x_div;
+  Addr xq = 0;
+  if (uses_int_dot(s.device(), w, 1, tuning)) {
+    xq = s.scratch(q8_bytes(x_rows, w.n_cols));
+    if (xq != 0) quantize_q8(s, x, xq, x_rows, w.n_cols);
+  }
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {
     const int n = std::min(per, n_slots - s0);
     p.ids = ids + static_cast<Addr>(s0) * sizeof(int32_t);
-    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.y = y + static_cast<Addr>(s0) * y_stride * sizeof(float);
     p.n_tokens = static_cast<uint32_t>(n);
+    if (xq != 0) {
+      p.x = p.x4 = xq + q8_bytes(s0 / x_div, w.n_cols);
+      s.dispatch(w.shaders.experts_dot, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
+      continue;
+    }
+    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.x_vec4 = vec4_reads(w, p.x);
     s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }

@@ -23,23 +23,40 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  MatmulShaders shaders{Shader::kMatvecF32, Shader::kMatmulF32, Shader::kMatmulTiledF32,
-                        Shader::kMatvecIdF32, Shader::kMatmulTiledIdF32};
+  MatmulShaders shaders{
+      Shader::kMatvecF32,        Shader::kMatmulF32, Shader::kMatmulTiledF32, Shader::kMatvecIdF32,
+      Shader::kMatmulTiledIdF32, Shader::kCount,     Shader::kCount,          Shader::kCount};
 };
 
 // How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:
 // 1, 2 or 4 for one token, 1 or 2 for a few) and the token count from which it takes the tiled
 // shader (which reads each weight block once per 64 tokens instead of once per 8).
+// int_dot: whether the decode shaders of the quantized types take their activations in 8 bits
+// and multiply by integer dot products (matmul.comp's IDOT): -1 where the device accelerates
+// them (DeviceInfo::int_dot_fast), 0 never, 1 wherever the device has them.
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
   int tiled_min_tokens = 16;
+  int int_dot = -1;
 };
-// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN" (read once; benchmarks
-// compare settings with it, docs/gpu.md). A malformed value is ignored with a warning.
+// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT]" (read once;
+// benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored with a warning.
 const MatmulTuning& matmul_tuning();
-// MatmulTuning parsed from "ONE,FEW,TILED_MIN"; false if malformed or out of range.
+// MatmulTuning parsed from "ONE,FEW,TILED_MIN" or "ONE,FEW,TILED_MIN,DOT" (DOT -1, 0 or 1);
+// false if malformed or out of range.
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
+// Whether matmul() takes the integer-dot shaders for w (a quantized type, fewer tokens than the
+// tiled shader's, the tuning and the device allowing).
+bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens,
+                  const MatmulTuning& tuning = matmul_tuning());
+
+// x: [n_rows, n_cols] f32 (n_cols a multiple of 32) into y: [n_rows, n_cols / 32] blocks of 9
+// words, 32 int8 and an f32 scale (quantize_q8.comp): the IDOT shaders' activations.
+void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols);
+inline size_t q8_bytes(int n_rows, int64_t n_cols) {
+  return static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols / 32) * 36;
+}
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
 // (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),

@@ -84,7 +84,32 @@ namespace glm::gpu {
   X(kMatmulTiledIdQ4_K, matmul_tiled_id_q4_k) \
   X(kMatmulTiledIdQ5_K, matmul_tiled_id_q5_k) \
   X(kMatmulTiledIdQ6_K, matmul_tiled_id_q6_k) \
-  X(kMoeGroup, moe_group)
+  X(kMoeGroup, moe_group)                     \
+  X(kQuantizeQ8, quantize_q8)                 \
+  X(kMatvecDotQ4_0, matvec_dot_q4_0)          \
+  X(kMatvecDotQ4_1, matvec_dot_q4_1)          \
+  X(kMatvecDotQ5_0, matvec_dot_q5_0)          \
+  X(kMatvecDotQ5_1, matvec_dot_q5_1)          \
+  X(kMatvecDotQ8_0, matvec_dot_q8_0)          \
+  X(kMatvecDotQ4_K, matvec_dot_q4_k)          \
+  X(kMatvecDotQ5_K, matvec_dot_q5_k)          \
+  X(kMatvecDotQ6_K, matvec_dot_q6_k)          \
+  X(kMatmulDotQ4_0, matmul_dot_q4_0)          \
+  X(kMatmulDotQ4_1, matmul_dot_q4_1)          \
+  X(kMatmulDotQ5_0, matmul_dot_q5_0)          \
+  X(kMatmulDotQ5_1, matmul_dot_q5_1)          \
+  X(kMatmulDotQ8_0, matmul_dot_q8_0)          \
+  X(kMatmulDotQ4_K, matmul_dot_q4_k)          \
+  X(kMatmulDotQ5_K, matmul_dot_q5_k)          \
+  X(kMatmulDotQ6_K, matmul_dot_q6_k)          \
+  X(kMatvecIdDotQ4_0, matvec_id_dot_q4_0)     \
+  X(kMatvecIdDotQ4_1, matvec_id_dot_q4_1)     \
+  X(kMatvecIdDotQ5_0, matvec_id_dot_q5_0)     \
+  X(kMatvecIdDotQ5_1, matvec_id_dot_q5_1)     \
+  X(kMatvecIdDotQ8_0, matvec_id_dot_q8_0)     \
+  X(kMatvecIdDotQ4_K, matvec_id_dot_q4_k)     \
+  X(kMatvecIdDotQ5_K, matvec_id_dot_q5_k)     \
+  X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,
@@ -106,12 +131,17 @@ const Spirv& spirv(Shader shader);
 // experts: the one-token variant over a mixture-of-experts layer's stacked experts, each slot
 // its own expert (matmul.comp's IDS); experts_tiled: the tiled one over the slots grouped by
 // expert (matmul_tiled.comp's IDS).
+// one_dot, few_dot, experts_dot: one, few and experts over 8-bit activations with integer dot
+// products (matmul.comp's IDOT), for the quantized types; Shader::kCount where there is none.
 struct MatmulShaders {
   Shader one;
   Shader few;
   Shader tiled;
   Shader experts;
   Shader experts_tiled;
+  Shader one_dot;
+  Shader few_dot;
+  Shader experts_dot;
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);

@@ -6,6 +6,19 @@
 // activations: matmul.comp). Part q holds the chunk's elements part_elem(q, 0..7): for the 4- and
 // 5-bit block types, whose byte j holds elements j and j + 16, elements 4q .. 4q+3 and
 // 16+4q .. 16+4q+3; for the others, 8q .. 8q+7.
+//
+// A part comes back as its codes v (as floats), a scale d and an offset m: element k is
+// d * v[k] + m, so that a dot product takes d (and m times the activations' sum) once a part, not
+// once a value. m is 0 unless the type has a minimum (HAS_MIN).
+
+#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define HAS_MIN 1
+#endif
+
+// The integer code 0 <= c < 2^22, less `bias` (0 <= bias < 2^22), as a float, exactly: the float
+// whose bits are those of 2^23 + c, less 2^23 + bias. No int-to-float conversion: those run at a
+// quarter of the rate of an add on NVIDIA's GPUs, and a quantized matmul would make one a value.
+float code_f(uint c, float bias) { return uintBitsToFloat(0x4B000000u | c) - (8388608.0 + bias); }
 
 uint part_elem(uint q, uint k) {
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
@@ -15,8 +28,14 @@ uint part_elem(uint q, uint k) {
 #endif
 }
 
-// Part q of chunk c of the row starting at byte `ro`, into v (elements past n_cols: 0).
-void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) {
+// Part q of chunk c of the row starting at byte `ro`: element k is d * v[k] + m (elements past
+// n_cols: 0).
+void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], out float d,
+                 out float m) {
+#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
+  d = 1.0;
+  m = 0.0;
+#endif
 #if defined(WTYPE_F32)
   for (uint k = 0u; k < 8u; ++k) {
     uint e = 32u * c + 8u * q + k;
@@ -40,28 +59,35 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
 #elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
 #if defined(WTYPE_Q4_0)
   uint o = ro + 18u * c;
-  float d = f16_at(w, o), m = -8.0 * d;
+  d = f16_at(w, o);
+  m = 0.0;
+  const float bias = 8.0;  // codes 0..15 are -8..7
   uint qs = o + 2u;
 #else
   uint o = ro + 20u * c;
-  float d = f16_at(w, o), m = f16_at(w, o + 2u);
+  d = f16_at(w, o);
+  m = f16_at(w, o + 2u);
+  const float bias = 0.0;
   uint qs = o + 4u;
 #endif
   uint qw = u32_at(w, qs + 4u * q);  // bytes 4q .. 4q+3: elements 4q+b (low), 16+4q+b (high)
   for (uint b = 0u; b < 4u; ++b) {
-    uint byte = (qw >> (8u * b)) & 0xFFu;
-    v[b] = float(byte & 0xFu) * d + m;
-    v[4u + b] = float(byte >> 4) * d + m;
+    v[b] = code_f((qw >> (8u * b)) & 0xFu, bias);
+    v[4u + b] = code_f((qw >> (8u * b + 4u)) & 0xFu, bias);
   }
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
 #if defined(WTYPE_Q5_0)
   uint o = ro + 22u * c;
-  float d = f16_at(w, o), m = -16.0 * d;
+  d = f16_at(w, o);
+  m = 0.0;
+  const float bias = 16.0;  // codes 0..31 are -16..15
   uint qh = u32_at(w, o + 2u);
   uint qs = o + 6u;
 #else
   uint o = ro + 24u * c;
-  float d = f16_at(w, o), m = f16_at(w, o + 2u);
+  d = f16_at(w, o);
+  m = f16_at(w, o + 2u);
+  const float bias = 0.0;
   uint qh = u32_at(w, o + 4u);
   uint qs = o + 8u;
 #endif
@@ -71,15 +97,17 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
     uint byte = (qw >> (8u * b)) & 0xFFu;
     uint lo = (byte & 0xFu) | (((qh >> j) & 1u) << 4);
     uint hi = (byte >> 4) | (((qh >> (j + 16u)) & 1u) << 4);
-    v[b] = float(lo) * d + m;
-    v[4u + b] = float(hi) * d + m;
+    v[b] = code_f(lo, bias);
+    v[4u + b] = code_f(hi, bias);
   }
 #elif defined(WTYPE_Q8_0)
   uint o = ro + 34u * c;
-  float d = f16_at(w, o);
+  d = f16_at(w, o);
+  m = 0.0;
   for (uint k = 0u; k < 2u; ++k) {
-    uint qw = u32_at(w, o + 2u + 8u * q + 4u * k);
-    for (uint b = 0u; b < 4u; ++b) v[4u * k + b] = float(s8((qw >> (8u * b)) & 0xFFu)) * d;
+    // Flipping each byte's sign bit maps -128..127 to the codes 0..255, less 128.
+    uint qw = u32_at(w, o + 2u + 8u * q + 4u * k) ^ 0x80808080u;
+    for (uint b = 0u; b < 4u; ++b) v[4u * k + b] = code_f((qw >> (8u * b)) & 0xFFu, 128.0);
   }
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
   // Super-block c / 8, sub-block s = c % 8 (32 values, one 6-bit scale and min).
@@ -92,7 +120,7 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
   uint qs = o + 48u;
 #endif
   uint s = c & 7u;
-  float d = f16_at(w, o), dmin = f16_at(w, o + 2u);
+  float d0 = f16_at(w, o), dmin = f16_at(w, o + 2u);
   uint sc_off = o + 4u;
   uint sc, mn;
   if (s < 4u) {
@@ -102,7 +130,8 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
     sc = (u8_at(w, sc_off + s + 4u) & 0xFu) | ((u8_at(w, sc_off + s - 4u) >> 6) << 4);
     mn = (u8_at(w, sc_off + s + 4u) >> 4) | ((u8_at(w, sc_off + s) >> 6) << 4);
   }
-  float step = d * float(sc), lo = dmin * float(mn);
+  d = d0 * float(sc);
+  m = -dmin * float(mn);
   uint q0 = qs + 32u * (s >> 1);
   uint shift = (s & 1u) * 4u;
   for (uint k = 0u; k < 2u; ++k) {
@@ -116,19 +145,20 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
 #if defined(WTYPE_Q5_K)
       code |= ((h >> (8u * b + s)) & 1u) << 4;
 #endif
-      v[4u * k + b] = step * float(code) - lo;
+      v[4u * k + b] = code_f(code, 0.0);
     }
   }
 #elif defined(WTYPE_Q6_K)
   // Element 128 h + 32 k + l of a super-block (see kernels/quant_k.cc): chunk c is (h, k).
   uint o = ro + 210u * (c >> 3);
   uint h = (c >> 2) & 1u, k = c & 3u;
-  float d = f16_at(w, o + 208u);
+  float d0 = f16_at(w, o + 208u);
   uint ql = o + 64u * h + 32u * (k & 1u);
   uint qh = o + 128u + 32u * h;
   uint shift = k < 2u ? 0u : 4u;
   // Elements l = 8q .. 8q+7: the first 16 of a chunk take one scale, the last 16 the next.
-  float dsc = d * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
+  d = d0 * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
+  m = 0.0;
   for (uint jj = 0u; jj < 2u; ++jj) {
     uint j = 2u * q + jj;
     uint lq = u32_at(w, ql + 4u * j);
@@ -136,19 +166,108 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8]) 
     for (uint b = 0u; b < 4u; ++b) {
       uint low = (lq >> (8u * b + shift)) & 0xFu;
       uint high = (hq >> (8u * b + 2u * k)) & 3u;
-      int qv = int(low | (high << 4)) - 32;
-      v[4u * jj + b] = dsc * float(qv);
+      v[4u * jj + b] = code_f(low | (high << 4), 32.0);  // codes 0..63 are -32..31
     }
   }
 #endif
 }
 
-// Chunk c (elements 32c .. 32c+31) of the row starting at byte `ro`, decoded into v: its four
-// parts in their places.
-void decode_chunk(Words w, uint n_cols, uint ro, uint c, out float v[32]) {
-  for (uint q = 0u; q < 4u; ++q) {
-    float part[8];
-    decode_part(w, n_cols, ro, c, q, part);
-    for (uint k = 0u; k < 8u; ++k) v[part_elem(q, k)] = part[k];
+#ifdef IDOT
+// The integer-dot matmuls' decoding (matmul.comp's IDOT): part q of chunk c as the 8-bit codes of
+// its two runs of 4 (part_run: c0 the first, c1 the second; the byte b of each the run's element
+// b) and d, m as decode_part's: element = d * (code - CODE_BIAS) + m.
+#if defined(WTYPE_Q4_0)
+#define CODE_BIAS 8
+#elif defined(WTYPE_Q5_0)
+#define CODE_BIAS 16
+#elif defined(WTYPE_Q8_0)
+#define CODE_BIAS 128
+#elif defined(WTYPE_Q6_K)
+#define CODE_BIAS 32
+#elif defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define CODE_BIAS 0
+#else
+#error the integer-dot matmul takes the quantized types only
+#endif
+
+// Bit b (0..3) of h to bit 4 of byte b (the multiply puts bit b at 8b; nothing else lands there).
+uint high_bits(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
+
+void decode_codes(Words w, uint ro, uint c, uint q, out uint c0, out uint c1, out float d,
+                  out float m) {
+  m = 0.0;
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
+#if defined(WTYPE_Q4_0)
+  uint o = ro + 18u * c;
+  uint qs = o + 2u;
+#else
+  uint o = ro + 20u * c;
+  m = f16_at(w, o + 2u);
+  uint qs = o + 4u;
+#endif
+  d = f16_at(w, o);
+  uint qw = u32_at(w, qs + 4u * q);
+  c0 = qw & 0x0F0F0F0Fu;
+  c1 = (qw >> 4) & 0x0F0F0F0Fu;
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+#if defined(WTYPE_Q5_0)
+  uint o = ro + 22u * c;
+  uint qh = u32_at(w, o + 2u);
+  uint qs = o + 6u;
+#else
+  uint o = ro + 24u * c;
+  m = f16_at(w, o + 2u);
+  uint qh = u32_at(w, o + 4u);
+  uint qs = o + 8u;
+#endif
+  d = f16_at(w, o);
+  uint qw = u32_at(w, qs + 4u * q);
+  c0 = (qw & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q)) & 0xFu);
+  c1 = ((qw >> 4) & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q + 16u)) & 0xFu);
+#elif defined(WTYPE_Q8_0)
+  uint o = ro + 34u * c;
+  d = f16_at(w, o);
+  c0 = u32_at(w, o + 2u + 8u * q) ^ 0x80808080u;  // -128..127 as the codes 0..255
+  c1 = u32_at(w, o + 6u + 8u * q) ^ 0x80808080u;
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#if defined(WTYPE_Q4_K)
+  uint o = ro + 144u * (c >> 3);
+  uint qs = o + 16u;
+#else
+  uint o = ro + 176u * (c >> 3);
+  uint qh = o + 16u;
+  uint qs = o + 48u;
+#endif
+  uint s = c & 7u;
+  uint sc_off = o + 4u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = u8_at(w, sc_off + s) & 63u;
+    mn = u8_at(w, sc_off + s + 4u) & 63u;
+  } else {
+    sc = (u8_at(w, sc_off + s + 4u) & 0xFu) | ((u8_at(w, sc_off + s - 4u) >> 6) << 4);
+    mn = (u8_at(w, sc_off + s + 4u) >> 4) | ((u8_at(w, sc_off + s) >> 6) << 4);
   }
+  d = f16_at(w, o) * float(sc);
+  m = -f16_at(w, o + 2u) * float(mn);
+  uint q0 = qs + 32u * (s >> 1), shift = (s & 1u) * 4u;
+  c0 = (u32_at(w, q0 + 8u * q) >> shift) & 0x0F0F0F0Fu;
+  c1 = (u32_at(w, q0 + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu;
+#if defined(WTYPE_Q5_K)
+  c0 |= ((u32_at(w, qh + 8u * q) >> s) & 0x01010101u) << 4;
+  c1 |= ((u32_at(w, qh + 8u * q + 4u) >> s) & 0x01010101u) << 4;
+#endif
+#elif defined(WTYPE_Q6_K)
+  uint o = ro + 210u * (c >> 3);
+  uint h = (c >> 2) & 1u, k = c & 3u;
+  uint ql = o + 64u * h + 32u * (k & 1u);
+  uint qh = o + 128u + 32u * h;
+  uint shift = k < 2u ? 0u : 4u;
+  d = f16_at(w, o + 208u) * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
+  c0 = ((u32_at(w, ql + 8u * q) >> shift) & 0x0F0F0F0Fu) |
+       (((u32_at(w, qh + 8u * q) >> (2u * k)) & 0x03030303u) << 4);
+  c1 = ((u32_at(w, ql + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu) |
+       (((u32_at(w, qh + 8u * q + 4u) >> (2u * k)) & 0x03030303u) << 4);
+#endif
 }
+#endif

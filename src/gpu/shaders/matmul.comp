@@ -18,9 +18,18 @@
 // expert's n_rows rows stacked; workgroup z is a slot s whose expert ids[s] gives the rows
 // (byte ids[s] * expert_bytes of w on), whose activations are x row s / x_div (a token's k
 // slots share its row) and whose products go to y row s.
+// IDOT (the quantized types): the activations come quantized to 8 bits a value (quantize_q8.comp)
+// and a part's products are integer dot products of 4 codes by 4 activations (OpSUDot of
+// SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
+#ifdef IDOT
+#extension GL_EXT_spirv_intrinsics : require
+// sum over the 4 bytes b of a (signed) times b's (unsigned) (format 0: 4 x 8 bits packed).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
+                  id = 4452) int sudot4(uint a, uint b, spirv_literal int packed_format);
+#endif
 
 #ifndef TT
 #define TT 8
@@ -37,8 +46,13 @@
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
   Words w;
+#ifdef IDOT
+  Words x;   // the activations' 8-bit blocks (quantize_q8.comp): [n_tokens, n_cols / 32] x 9 words
+  Words x4;  // unused
+#else
   Floats x;
   Vec4s x4;  // the same address as x, read 16 bytes at a time where x_vec4 says it may be
+#endif
   Floats y;
   uint n_rows;
   uint n_cols;
@@ -101,26 +115,62 @@ void main() {
   uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
   uint ro[RMAX];
   for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + min(row0 + r, p.n_rows - 1u) * p.row_bytes;
+#ifdef IDOT
+  uint n_blocks = p.n_cols / 32u;
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
-    float v[RMAX][8];
+    uint c0[RMAX], c1[RMAX];
+    float d[RMAX], m[RMAX];
     for (uint r = 0u; r < RMAX; ++r) {
-      if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r]);
+      if (r < nr) decode_codes(p.w, ro[r], c, q, c0[r], c1[r], d[r], m[r]);
+    }
+    uint wa = part_run(q, 0u) >> 2, wb = part_run(q, 1u) >> 2;  // words of the block's 8
+    for (uint t = 0u; t < TT; ++t) {
+      if (t < nt) {
+        uint xo = ((x0 + t) * n_blocks + c) * 9u;
+        uint xa = p.x.v[xo + wa], xb = p.x.v[xo + wb];
+        float dx = uintBitsToFloat(p.x.v[xo + 8u]);
+        int sx = sudot4(xa, 0x01010101u, 0) + sudot4(xb, 0x01010101u, 0);  // the codes' sum
+        for (uint r = 0u; r < RMAX; ++r) {
+          if (r < nr) {
+            int sc = sudot4(xa, c0[r], 0) + sudot4(xb, c1[r], 0);
+            acc[r][t] += dx * (d[r] * float(sc - CODE_BIAS * sx) + m[r] * float(sx));
+          }
+        }
+      }
+    }
+  }
+#else
+  for (uint i = lane; i < n_parts; i += tpr) {
+    uint c = i >> 2, q = i & 3u;
+    float v[RMAX][8], d[RMAX], m[RMAX];
+    for (uint r = 0u; r < RMAX; ++r) {
+      if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r], d[r], m[r]);
     }
     uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
         uint xo = (x0 + t) * p.n_cols;
         vec4 xa = x_run(xo, ea), xb = x_run(xo, eb);
+#ifdef HAS_MIN
+        float xsum = dot(xa + xb, vec4(1.0));  // the part's activations, for the offsets m
+#endif
         for (uint r = 0u; r < RMAX; ++r) {
           if (r < nr) {
-            acc[r][t] += dot(vec4(v[r][0], v[r][1], v[r][2], v[r][3]), xa) +
-                         dot(vec4(v[r][4], v[r][5], v[r][6], v[r][7]), xb);
+            // The part's codes against its activations, then its scale (decode.glsl).
+            float s = dot(vec4(v[r][0], v[r][1], v[r][2], v[r][3]), xa) +
+                      dot(vec4(v[r][4], v[r][5], v[r][6], v[r][7]), xb);
+#ifdef HAS_MIN
+            acc[r][t] += d[r] * s + m[r] * xsum;
+#else
+            acc[r][t] += d[r] * s;
+#endif
           }
         }
       }
     }
   }
+#endif
   // The team's sums: out k = r * TT + t.
   uint n_teams = 64u >> p.tpr_log2;
   if (tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {

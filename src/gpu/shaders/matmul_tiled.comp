@@ -84,13 +84,13 @@ void main() {
     for (uint h = 0u; h < 2u; ++h) {
       uint part = tid + 256u * h;
       uint lr = part >> 2, q = part & 3u, row = r0 + lr;
-      float v[8];
+      float v[8], d = 0.0, m = 0.0;
       if (row < p.n_rows) {
-        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v);
+        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v, d, m);
       } else {
         for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
       }
-      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = v[k];
+      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = d * v[k] + m;
     }
     // The activations: runs tid and tid + 256 of the tile's 64 tokens x 8 runs of 4 values.
     for (uint h = 0u; h < 2u; ++h) {
