@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/fp16.h"
@@ -482,6 +483,51 @@ TEST(GpuOps, RmsNormEqualsReference) {
     }
     EXPECT_LT(max_rel_err(read_floats(dev, all, x.size()), want), 2e-6);
     EXPECT_LT(max_rel_err(read_floats(dev, picked, want_picked.size()), want_picked), 2e-6);
+  }
+}
+
+// The norm and SwiGLU with their 8-bit rows (the next matmul's input for the integer-dot
+// shaders): the f32 rows as without them, the 8-bit rows exactly quantize_q8's of those rows.
+// Rows of 160 values (5 blocks) and 4128 (129: more blocks than the norm's 64 threads).
+TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
+  NEED_DEVICE();
+  for (int n : {160, 4128}) {
+    SCOPED_TRACE(n);
+    const int n_rows = 3;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 41);
+    const std::vector<float> w = random_floats(n, 42);
+    const std::vector<float> up = random_floats(static_cast<size_t>(n_rows) * 2 * n, 43);
+    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), ub = device_floats(dev, up);
+    const size_t rows_floats = static_cast<size_t>(n_rows) * n;
+    Buffer norm_plain = device_floats(dev, std::vector<float>(rows_floats));
+    Buffer norm = device_floats(dev, std::vector<float>(rows_floats));
+    Buffer act_plain = device_floats(dev, std::vector<float>(rows_floats));
+    Buffer act = device_floats(dev, std::vector<float>(rows_floats));
+    StatusOr<Buffer> norm_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
+    StatusOr<Buffer> act_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
+    ASSERT_TRUE(norm_q8.ok() && act_q8.ok());
+    Stream& s = dev->stream();
+    s.begin();
+    rms_norm(s, xb.address(), wb.address(), norm_plain.address(), n_rows, n, 1e-5f);
+    rms_norm(s, xb.address(), wb.address(), norm.address(), n_rows, n, 1e-5f, 0,
+             norm_q8->address());
+    swiglu(s, ub.address(), act_plain.address(), n_rows, n, 2 * n, 0, n);
+    swiglu(s, ub.address(), act.address(), n_rows, n, 2 * n, 0, n, act_q8->address());
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want_act(rows_floats);
+    for (int r = 0; r < n_rows; ++r) {
+      const float* gate = up.data() + static_cast<size_t>(r) * 2 * n;
+      model::ops::swiglu(gate, gate + n, want_act.data() + static_cast<size_t>(r) * n, n);
+    }
+    EXPECT_LT(max_rel_err(read_floats(dev, act_plain, rows_floats), want_act), 1e-5);
+    for (auto [plain, with_q8, q8] :
+         {std::tuple{&norm_plain, &norm, &*norm_q8}, std::tuple{&act_plain, &act, &*act_q8}}) {
+      const std::vector<float> rows = read_floats(dev, *with_q8, rows_floats);
+      EXPECT_EQ(rows, read_floats(dev, *plain, rows_floats));
+      std::vector<uint32_t> words(q8_bytes(n_rows, n) / 4);
+      ASSERT_TRUE(dev->download(*q8, 0, words.size() * 4, words.data()).ok());
+      EXPECT_EQ(words, device_q8_blocks(dev, rows, n_rows, n));
+    }
   }
 }
 

@@ -132,8 +132,9 @@ void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
   s.dispatch(Shader::kQuantizeQ8, &p, sizeof(p), static_cast<uint32_t>(groups_for(p.n_blocks)));
 }
 
-void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            MatmulAdd add, const MatmulTuning& tuning) {
+void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, int y_stride,
+            int y_col, MatmulAdd add, const MatmulTuning& tuning) {
+  const Addr x = in.f32;
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
   const uint32_t x_vec4 = vec4_reads(w, x);
   if (n_tokens >= tuning.tiled_min_tokens) {
@@ -163,11 +164,15 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
     return;
   }
   const bool one = n_tokens == 1;
-  // The integer-dot shaders: x quantized into the stream's scratch first.
+  // The integer-dot shaders: x's 8-bit blocks as given, else quantized into the stream's
+  // scratch first.
   Addr xq = 0;
   if (uses_int_dot(s.device(), w, n_tokens, tuning)) {
-    xq = s.scratch(q8_bytes(n_tokens, w.n_cols));
-    if (xq != 0) quantize_q8(s, x, xq, n_tokens, w.n_cols);
+    xq = in.q8;
+    if (xq == 0) {
+      xq = s.scratch(q8_bytes(n_tokens, w.n_cols));
+      if (xq != 0) quantize_q8(s, x, xq, n_tokens, w.n_cols);
+    }
   }
   struct {
     Addr w, x, x4, y;
@@ -207,8 +212,9 @@ void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stri
   s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), g.gx, g.gy, gz);
 }
 
-void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
-                    int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
+void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput in, int x_div,
+                    Addr y, int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
+  const Addr x = in.f32;
   GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
   struct {
     Addr w, x, x4, y;
@@ -235,8 +241,11 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, 
   const int x_rows = (n_slots + x_div - 1) / x_div;
   Addr xq = 0;
   if (uses_int_dot(s.device(), w, 1, tuning)) {
-    xq = s.scratch(q8_bytes(x_rows, w.n_cols));
-    if (xq != 0) quantize_q8(s, x, xq, x_rows, w.n_cols);
+    xq = in.q8;
+    if (xq == 0) {
+      xq = s.scratch(q8_bytes(x_rows, w.n_cols));
+      if (xq != 0) quantize_q8(s, x, xq, x_rows, w.n_cols);
+    }
   }
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
@@ -343,12 +352,16 @@ void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, i
   dispatch_1d(s, Shader::kMoeCombine, &p, sizeof(p), static_cast<int64_t>(n_tokens) * n_embd);
 }
 
-void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx) {
+void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx,
+              Addr q8) {
+  GLM_CHECK(q8 == 0 || n % 32 == 0);
   struct {
     Addr x, w, out, idx;
     uint32_t n, use_idx;
     float eps;
-  } p{x, w, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps};
+    uint32_t has_q8;
+    Addr q8;
+  } p{x, w, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps, q8 != 0 ? 1u : 0u, q8};
   GLM_CHECK(static_cast<uint32_t>(n_rows) <= kMaxGroups);
   s.dispatch(Shader::kRmsNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
 }
@@ -387,10 +400,12 @@ void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int
 }
 
 void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
-            int up_col) {
+            int up_col, Addr q8) {
+  GLM_CHECK(q8 == 0 || n % 32 == 0);
   struct {
     Addr g, u, out;
-    uint32_t n_tokens, n, in_stride, gate_col, up_col;
+    uint32_t n_tokens, n, in_stride, gate_col, up_col, has_q8;
+    Addr q8;
   } p{in,
       in,
       out,
@@ -398,8 +413,11 @@ void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, in
       static_cast<uint32_t>(n),
       static_cast<uint32_t>(in_stride),
       static_cast<uint32_t>(gate_col),
-      static_cast<uint32_t>(up_col)};
-  dispatch_1d(s, Shader::kSwiglu, &p, sizeof(p), int64_t{n_tokens} * n);
+      static_cast<uint32_t>(up_col),
+      q8 != 0 ? 1u : 0u,
+      q8};
+  // A thread a value, or with q8 a thread a 32-value block.
+  dispatch_1d(s, Shader::kSwiglu, &p, sizeof(p), int64_t{n_tokens} * (q8 != 0 ? n / 32 : n));
 }
 
 void gelu(Stream& s, Addr x, int64_t n) {

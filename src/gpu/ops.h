@@ -73,12 +73,22 @@ struct MatmulAdd {
   bool to_y = false;
 };
 
+// A matmul's activations: f32 rows, and optionally the same rows already as quantize_q8 writes
+// them (by the op that wrote them: rms_norm's or swiglu's q8), which the integer-dot shaders
+// then read instead of quantizing the rows themselves. An Addr converts to one without.
+struct MatmulInput {
+  MatmulInput(Addr x) : f32(x) {}  // implicit: f32 rows alone are the usual input
+  MatmulInput(Addr x, Addr x_q8) : f32(x), q8(x_q8) {}
+  Addr f32 = 0;
+  Addr q8 = 0;
+};
+
 // y[t, y_col + r] = sum_c w[r, c] * x[t, c] (+ bias[r]) (+ y[t, y_col + r])   (kernels::matmul),
 // the shader chosen by `tuning`.
-//   x: [n_tokens, w.n_cols] f32; y: [n_tokens, y_stride] f32.
-void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens, int y_stride, int y_col,
-            MatmulAdd add = {}, const MatmulTuning& tuning = matmul_tuning());
-inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
+//   x: [n_tokens, w.n_cols] f32 (and its 8-bit blocks); y: [n_tokens, y_stride] f32.
+void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens, int y_stride,
+            int y_col, MatmulAdd add = {}, const MatmulTuning& tuning = matmul_tuning());
+inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }
 
@@ -88,8 +98,8 @@ inline void matmul(Stream& s, const Matrix& w, Addr x, Addr y, int n_tokens) {
 //   model::expert_slice(w, e, rows) on that row).
 //   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32; y: [n_slots, y_stride] f32.
 // One token a workgroup (matmul.comp's IDS): every slot reads its expert's rows.
-void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, Addr x, int x_div, Addr y,
-                    int n_slots, int y_stride, int y_col,
+void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput x, int x_div,
+                    Addr y, int n_slots, int y_stride, int y_col,
                     const MatmulTuning& tuning = matmul_tuning());
 
 // A step's slots grouped by expert (moe_group.comp): slots [n_expert, cap] int32 (expert e's
@@ -125,8 +135,10 @@ void moe_route(Stream& s, const MoeRouteArgs& a);
 void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, int n_embd);
 
 // out[r] = rms_norm(x[idx ? idx[r] : r]) * w   (model::ops::rms_norm)
-//   x: [*, n]; w: [n]; out: [n_rows, n]; idx: [n_rows] int32 or 0.
-void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0);
+//   x: [*, n]; w: [n]; out: [n_rows, n]; idx: [n_rows] int32 or 0; q8: 0, or out's rows also
+//   as quantize_q8 writes them (n a multiple of 32), for a matmul's x_q8.
+void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0,
+              Addr q8 = 0);
 
 // out[r] = layer_norm(x[idx ? idx[r] : r]) * w + b   (model::ops::layer_norm)
 //   x: [*, n]; w, b: [n]; out: [n_rows, n] (not aliasing x); idx: [n_rows] int32 or 0.
@@ -146,9 +158,10 @@ void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int
           int head_dim, int n_rot, RopeKind kind = RopeKind::kInterleaved);
 
 // out[t, i] = silu(in[t * in_stride + gate_col + i]) * in[t * in_stride + up_col + i]
-// (model::ops::swiglu); out: [n_tokens, n].
+// (model::ops::swiglu); out: [n_tokens, n]; q8: 0, or out's rows also as quantize_q8 writes
+// them (n a multiple of 32), for a matmul's x_q8.
 void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, int gate_col,
-            int up_col);
+            int up_col, Addr q8 = 0);
 
 // x[i] = gelu_tanh(x[i]), in place, [n]   (model::ops::gelu_tanh)
 void gelu(Stream& s, Addr x, int64_t n);

@@ -60,9 +60,11 @@ GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
 
 size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
-  // cur_, qkv_, attn_, proj_, up_, act_, moe_
+  // cur_, qkv_, attn_, proj_, up_, act_, moe_; cur_q8_ and act_q8_ (36 bytes a 32 values)
+  const size_t q8_tokens = std::min<size_t>(t, kQ8Tokens);
   const size_t acts =
-      t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe);
+      t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe) +
+      q8_tokens * ((c.n_embd / 32 + w.act / 32) * 9);
   // rows_, logits_, out_host_
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra);
   // in_host_ and in_dev_; hidden_host_ (an MTP model's)
@@ -222,6 +224,12 @@ Status GpuModel::bind_kv(const KvPool* kv) {
   return Status::Ok();
 }
 
+gpu::Addr GpuModel::q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n) const {
+  if (n >= kQ8Tokens || w.n_cols % 32 != 0 || !gpu::uses_int_dot(*device_, w, n)) return 0;
+  if (!buf.valid() || buf.size() < gpu::q8_bytes(n, w.n_cols)) return 0;
+  return at(buf);
+}
+
 Status GpuModel::reserve(int n, int r, int b) {
   const Config& c = config_;
   gpu::Device* dev = device_.get();
@@ -236,6 +244,11 @@ Status GpuModel::reserve(int n, int r, int b) {
     GLM_RETURN_IF_ERROR(grow(dev, &up_, t * widths_.up * kF, kDev));
     if (widths_.act > 0) GLM_RETURN_IF_ERROR(grow(dev, &act_, t * widths_.act * kF, kDev));
     if (widths_.moe > 0) GLM_RETURN_IF_ERROR(grow(dev, &moe_, t * widths_.moe * kF, kDev));
+    const int q8_tokens = std::min(n, kQ8Tokens);
+    GLM_RETURN_IF_ERROR(grow(dev, &cur_q8_, gpu::q8_bytes(q8_tokens, c.n_embd), kDev));
+    if (widths_.act > 0) {
+      GLM_RETURN_IF_ERROR(grow(dev, &act_q8_, gpu::q8_bytes(q8_tokens, widths_.act), kDev));
+    }
     cap_tokens_ = n;
   }
   if (r > cap_rows_) {

@@ -267,19 +267,19 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   return Status::Ok();
 }
 
-void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in,
+void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::MatmulInput in,
                              const gpu::Buffer& bias, const gpu::Buffer& post_norm, gpu::Addr x,
                              int n, int l, GpuLoraPair GpuLoraLayer::*lora) {
   const int d = config_.n_embd;
   if (post_norm.valid()) {
     // glm4: x += RMSNorm(proj_); cur_ [n, n_embd] is free here (its sub-block has run).
     gpu::matmul(st, w, in, at(proj_), n, d, 0, {at(bias), false});  // [n, n_embd]
-    add_lora(st, l, lora, in, at(proj_), d, 0);
+    add_lora(st, l, lora, in.f32, at(proj_), d, 0);
     gpu::rms_norm(st, at(proj_), at(post_norm), at(cur_), n, d, config_.norm_eps);
     gpu::add(st, at(cur_), x, static_cast<int64_t>(n) * d);
   } else {
     gpu::matmul(st, w, in, x, n, d, 0, {at(bias), true});  // x += w in (+ bias)
-    add_lora(st, l, lora, in, x, d, 0);
+    add_lora(st, l, lora, in.f32, x, d, 0);
   }
 }
 
@@ -365,17 +365,20 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const int d = c.n_embd, n = step.n;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
-  gpu::rms_norm(st, x, at(g.attn_norm), at(cur_), n, d, c.norm_eps);
+  // Where the next matmul takes 8-bit activations (gpu::uses_int_dot), the norm and SwiGLU
+  // write them beside their f32 rows (q8_rows): no dispatch of the matmul's own to quantize.
+  const gpu::MatmulInput cur{at(cur_), q8_rows(cur_q8_, g.qkv.buf.valid() ? g.qkv : g.wq, n)};
+  gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
   // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
   // Biases are added by the matmuls as they write (gpu::MatmulAdd).
   // Sequences with a LoRA add theirs (add_lora) after each product.
   if (g.qkv.buf.valid()) {
-    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, w, 0, {at(g.qkv_b), false});
+    gpu::matmul(st, g.qkv, cur, at(qkv_), n, w, 0, {at(g.qkv_b), false});
     add_lora(st, l, &GpuLoraLayer::qkv, at(cur_), at(qkv_), w, 0);
   } else {
-    gpu::matmul(st, g.wq, at(cur_), at(qkv_), n, w, 0, {at(g.bq), false});
-    gpu::matmul(st, g.wk, at(cur_), at(qkv_), n, w, qd, {at(g.bk), false});
-    gpu::matmul(st, g.wv, at(cur_), at(qkv_), n, w, qd + kd, {at(g.bv), false});
+    gpu::matmul(st, g.wq, cur, at(qkv_), n, w, 0, {at(g.bq), false});
+    gpu::matmul(st, g.wk, cur, at(qkv_), n, w, qd, {at(g.bk), false});
+    gpu::matmul(st, g.wv, cur, at(qkv_), n, w, qd + kd, {at(g.bv), false});
     add_lora(st, l, &GpuLoraLayer::wq, at(cur_), at(qkv_), w, 0);
     add_lora(st, l, &GpuLoraLayer::wk, at(cur_), at(qkv_), w, qd);
     add_lora(st, l, &GpuLoraLayer::wv, at(cur_), at(qkv_), w, qd + kd);
@@ -386,25 +389,28 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
             c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);  // attn_ [n, q_dim]
   project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
-  gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
-  if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
-  if (g.gate_exps.buf.valid()) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
-    moe(st, g, x, n);
+  if (g.host_moe != nullptr || g.gate_exps.buf.valid()) {
+    gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
+    if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
+    moe(st, g, x, n);  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
     return Status::Ok();
   }
+  const gpu::MatmulInput ffn_in{
+      at(cur_), q8_rows(cur_q8_, g.ffn_gate.buf.valid() ? g.ffn_gate : g.ffn_up, n)};
+  gpu::rms_norm(st, x, at(g.ffn_norm), ffn_in.f32, n, d, c.norm_eps, 0, ffn_in.q8);
   // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
   if (g.ffn_gate.buf.valid()) {
-    gpu::matmul(st, g.ffn_gate, at(cur_), at(up_), n, 2 * ff, 0);
-    gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n, 2 * ff, ff);
+    gpu::matmul(st, g.ffn_gate, ffn_in, at(up_), n, 2 * ff, 0);
+    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, 2 * ff, ff);
     add_lora(st, l, &GpuLoraLayer::ffn_gate, at(cur_), at(up_), 2 * ff, 0);
     add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, ff);
   } else {
-    gpu::matmul(st, g.ffn_up, at(cur_), at(up_), n);
+    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n);
     add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, 0);
   }
-  gpu::swiglu(st, at(up_), at(act_), n, ff, 2 * ff, 0, ff);
-  project(st, g.ffn_down, at(act_), g.ffn_down_b, g.ffn_post_norm, x, n, l,
-          &GpuLoraLayer::ffn_down);
+  const gpu::MatmulInput act{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
+  gpu::swiglu(st, at(up_), act.f32, n, ff, 2 * ff, 0, ff, act.q8);
+  project(st, g.ffn_down, act, g.ffn_down_b, g.ffn_post_norm, x, n, l, &GpuLoraLayer::ffn_down);
   return Status::Ok();
 }
 

@@ -132,7 +132,7 @@ class GpuTransformer : public GpuModel {
   // (+ bias), added by the matmul as it writes; or, when `post_norm` is valid (glm4), proj_ =
   // w in (+ bias), then x += RMSNorm(proj_).
   // The LoRA pair of w on GPU layer l (l < 0: none) is added to the product before the norm.
-  void project(gpu::Stream& st, const gpu::Matrix& w, gpu::Addr in, const gpu::Buffer& bias,
+  void project(gpu::Stream& st, const gpu::Matrix& w, gpu::MatmulInput in, const gpu::Buffer& bias,
                const gpu::Buffer& post_norm, gpu::Addr x, int n, int l,
                GpuLoraPair GpuLoraLayer::*lora);
   // glm4moe's routed and shared experts of cur_ [n, n_embd], added to x [n, n_embd] (model::

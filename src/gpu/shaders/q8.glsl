@@ -1,0 +1,21 @@
+// The 8-bit activations of the integer-dot matmuls (matmul.comp's IDOT): a block of 32 values as
+// 32 signed 8-bit values and a scale, v ~ d * q with d = max |v| / 127 and q rounded to the
+// nearest (ties to even): Q8_0's scheme (kernels/quant.cc) with an f32 scale. Written by
+// quantize_q8.comp, and by the ops whose output a matmul reads next (rms_norm.comp,
+// swiglu.comp) beside their f32 output; its reference is gpu_test.cc's (GpuQuantize).
+// A block is 9 words: q (value e in byte e % 4 of word e / 4), then d.
+
+void store_q8_block(Words y, uint o, float v[32]) {
+  float amax = 0.0;
+  for (uint e = 0u; e < 32u; ++e) amax = max(amax, abs(v[e]));
+  float id = amax > 0.0 ? 127.0 / amax : 0.0;
+  for (uint k = 0u; k < 8u; ++k) {
+    uint word = 0u;
+    for (uint j = 0u; j < 4u; ++j) {
+      int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
+      word |= (uint(q) & 0xFFu) << (8u * j);
+    }
+    y.v[o + k] = word;
+  }
+  y.v[o + 8u] = floatBitsToUint(amax / 127.0);
+}
