@@ -77,6 +77,7 @@ void main() {
   // This thread's micro-tile: rows 4 tr .. 4 tr + 3 and 64 + 4 tr .. 64 + 4 tr + 3, tokens
   // 4 tc .. 4 tc + 3.
   uint tr = tid & 15u, tc = tid >> 4;
+  bool computes = t0 + 4u * tc < n_tok;
   vec4 acc[8];  // [row][4 tokens]
   for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
   for (uint c = 0u; c < n_chunks; ++c) {
@@ -100,17 +101,21 @@ void main() {
       for (uint k = 0u; k < 4u; ++k) xs[4u * (run & 7u) + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
-    for (uint k = 0u; k < 32u; ++k) {
-      vec4 a0 = ws[k][tr], a1 = ws[k][16u + tr];
-      vec4 b = xs[k][tc];
-      acc[0] += a0.x * b;
-      acc[1] += a0.y * b;
-      acc[2] += a0.z * b;
-      acc[3] += a0.w * b;
-      acc[4] += a1.x * b;
-      acc[5] += a1.y * b;
-      acc[6] += a1.z * b;
-      acc[7] += a1.w * b;
+    // Threads whose 4 tokens are all past the list skip the products (a short prompt's one tile:
+    // 17 tokens leave 5 of the 8 subgroups of 32 nothing to compute).
+    if (computes) {
+      for (uint k = 0u; k < 32u; ++k) {
+        vec4 a0 = ws[k][tr], a1 = ws[k][16u + tr];
+        vec4 b = xs[k][tc];
+        acc[0] += a0.x * b;
+        acc[1] += a0.y * b;
+        acc[2] += a0.z * b;
+        acc[3] += a0.w * b;
+        acc[4] += a1.x * b;
+        acc[5] += a1.y * b;
+        acc[6] += a1.z * b;
+        acc[7] += a1.w * b;
+      }
     }
     barrier();
   }
