@@ -78,7 +78,10 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
 // rows x 70 tokens: two tiles each way), and (for the float types) rows whose length is not a
 // multiple of 32 (nor of 4: the activations read a value at a time). The decode shaders with
 // each count of rows a team (a partial team at the end of 67 rows); activations that are not
-// 16-byte aligned (read a value at a time) with 1 row a team and in the tiled shader.
+// 16-byte aligned (read a value at a time) with 1 row a team and in the tiled shader. The 16-bit
+// types' rows of 100 and 96 values: every other or every row at a 16-byte aligned address (read
+// 16 bytes a part), the others a word at a time. The quantized types also through the
+// integer-dot shaders where the device has them.
 struct MatmulCase {
   DType type;
   int n_cols;
@@ -208,11 +211,11 @@ INSTANTIATE_TEST_SUITE_P(
     Types, GpuMatmul,
     ::testing::Values(MatmulCase{DType::kF32, 77}, MatmulCase{DType::kF16, 77},
                       MatmulCase{DType::kF16, 100}, MatmulCase{DType::kQ4_0, 1056},
-                      MatmulCase{DType::kBF16, 45}, MatmulCase{DType::kQ4_0, 96},
-                      MatmulCase{DType::kQ4_1, 96}, MatmulCase{DType::kQ5_0, 96},
-                      MatmulCase{DType::kQ5_1, 96}, MatmulCase{DType::kQ8_0, 160},
-                      MatmulCase{DType::kQ4_K, 512}, MatmulCase{DType::kQ5_K, 512},
-                      MatmulCase{DType::kQ6_K, 512}),
+                      MatmulCase{DType::kBF16, 45}, MatmulCase{DType::kBF16, 96},
+                      MatmulCase{DType::kQ4_0, 96}, MatmulCase{DType::kQ4_1, 96},
+                      MatmulCase{DType::kQ5_0, 96}, MatmulCase{DType::kQ5_1, 96},
+                      MatmulCase{DType::kQ8_0, 160}, MatmulCase{DType::kQ4_K, 512},
+                      MatmulCase{DType::kQ5_K, 512}, MatmulCase{DType::kQ6_K, 512}),
     [](const ::testing::TestParamInfo<MatmulCase>& i) {
       return std::string(dtype_name(i.param.type)) + "_" + std::to_string(i.param.n_cols);
     });

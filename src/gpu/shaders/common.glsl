@@ -9,6 +9,11 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { flo
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
 // Vec4s: f32 activations read 16 bytes at a time (the address must be 16-byte aligned).
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
+// Uvec4s: 16-bit weights read 16 bytes at a time (decode.glsl), a Words at a 16-byte aligned
+// address seen through its address (GL_EXT_buffer_reference_uvec2).
+#extension GL_EXT_buffer_reference_uvec2 : require
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4s { uvec4 v[]; };
+bool aligned16(Words w, uint off) { return ((uvec2(w).x + off) & 15u) == 0u; }
 
 // The 32 bits at byte offset `off` (a multiple of 2) of `w`.
 uint u32_at(Words w, uint off) {

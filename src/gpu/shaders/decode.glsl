@@ -43,6 +43,21 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
   }
 #elif defined(WTYPE_F16) || defined(WTYPE_BF16)
   uint e0 = 32u * c + 8u * q;
+  if (e0 + 8u <= n_cols && aligned16(w, ro)) {
+    // The part's 16 bytes in one load (rows of a multiple of 8 values, as every real model's).
+    uvec4 words = Uvec4s(uvec2(w)).v[(ro >> 4) + 4u * c + q];
+    for (uint k = 0u; k < 4u; ++k) {
+#if defined(WTYPE_F16)
+      vec2 f = unpackHalf2x16(words[k]);
+      v[2u * k] = f.x;
+      v[2u * k + 1u] = f.y;
+#else
+      v[2u * k] = uintBitsToFloat(words[k] << 16);
+      v[2u * k + 1u] = uintBitsToFloat(words[k] & 0xFFFF0000u);
+#endif
+    }
+    return;
+  }
   for (uint k = 0u; k < 8u; k += 2u) {
     uint e = e0 + k;
     // Two values a word where both are in the row (ro is 2-byte aligned: u32_at).
