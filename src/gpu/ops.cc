@@ -132,6 +132,19 @@ void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
   s.dispatch(Shader::kQuantizeQ8, &p, sizeof(p), static_cast<uint32_t>(groups_for(p.n_blocks)));
 }
 
+namespace {
+
+// The 8-bit blocks of the n_rows rows of `in` for the integer-dot shaders: as given, else
+// quantized into the stream's scratch; 0 if that cannot be allocated (the float shaders then).
+Addr q8_rows(Stream& s, const MatmulInput& in, int n_rows, const Matrix& w) {
+  if (in.q8 != 0) return in.q8;
+  const Addr xq = s.scratch(q8_bytes(n_rows, w.n_cols));
+  if (xq != 0) quantize_q8(s, in.f32, xq, n_rows, w.n_cols);
+  return xq;
+}
+
+}  // namespace
+
 void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, int y_stride,
             int y_col, MatmulAdd add, const MatmulTuning& tuning) {
   const Addr x = in.f32;
@@ -164,16 +177,7 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
     return;
   }
   const bool one = n_tokens == 1;
-  // The integer-dot shaders: x's 8-bit blocks as given, else quantized into the stream's
-  // scratch first.
-  Addr xq = 0;
-  if (uses_int_dot(s.device(), w, n_tokens, tuning)) {
-    xq = in.q8;
-    if (xq == 0) {
-      xq = s.scratch(q8_bytes(n_tokens, w.n_cols));
-      if (xq != 0) quantize_q8(s, x, xq, n_tokens, w.n_cols);
-    }
-  }
+  const Addr xq = uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
@@ -237,16 +241,9 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
   p.rows_log2 = g.rows_log2;
   p.expert_bytes = static_cast<uint32_t>(rows * w.row_bytes);
   p.x_div = static_cast<uint32_t>(x_div);
-  // The integer-dot shader (as one token's matmul would take it): x's rows quantized first.
+  // The integer-dot shader where one token's matmul would take it.
   const int x_rows = (n_slots + x_div - 1) / x_div;
-  Addr xq = 0;
-  if (uses_int_dot(s.device(), w, 1, tuning)) {
-    xq = in.q8;
-    if (xq == 0) {
-      xq = s.scratch(q8_bytes(x_rows, w.n_cols));
-      if (xq != 0) quantize_q8(s, x, xq, x_rows, w.n_cols);
-    }
-  }
+  const Addr xq = uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {
