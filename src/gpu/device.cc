@@ -106,8 +106,12 @@ bool has_extension(const VulkanApi& vk, VkPhysicalDevice pd, const char* name) {
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   DeviceInfo info;
   info.index = index;
+  const bool has_dot = has_extension(vk, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{};
+  dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties sub{};
   sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  if (has_dot) sub.pNext = &dot_props;
   VkPhysicalDeviceProperties2 props{};
   props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props.pNext = &sub;
@@ -156,7 +160,6 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceVulkan11Features f11{};
   f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f11.pNext = &f12;
-  const bool has_dot = has_extension(vk, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (has_dot) f12.pNext = &fdot;
   VkPhysicalDeviceFeatures2 f{};
   f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
@@ -165,15 +168,8 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   info.fp16_arithmetic = f12.shaderFloat16;
   info.storage8 = f12.storageBuffer8BitAccess;
   info.int_dot = has_dot && fdot.shaderIntegerDotProduct;
-  if (info.int_dot) {
-    VkPhysicalDeviceShaderIntegerDotProductProperties dp{};
-    dp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
-    VkPhysicalDeviceProperties2 p2{};
-    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-    p2.pNext = &dp;
-    vk.vkGetPhysicalDeviceProperties2(pd, &p2);
-    info.int_dot_fast = dp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
-  }
+  info.int_dot_fast =
+      info.int_dot && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   if (!f12.bufferDeviceAddress) {
     info.unusable = "no bufferDeviceAddress";
   } else if (!f11.storageBuffer16BitAccess) {

@@ -5,14 +5,30 @@
 // decode matmul (so that the threads of a row read neighbouring bytes of the weights and of the
 // activations: matmul.comp). Part q holds the chunk's elements part_elem(q, 0..7): for the 4- and
 // 5-bit block types, whose byte j holds elements j and j + 16, elements 4q .. 4q+3 and
-// 16+4q .. 16+4q+3; for the others, 8q .. 8q+7.
+// 16+4q .. 16+4q+3; for the others, 8q .. 8q+7. Each is two runs of 4 elements (part_run).
 //
-// A part comes back as its codes v (as floats), a scale d and an offset m: element k is
-// d * v[k] + m, so that a dot product takes d (and m times the activations' sum) once a part, not
-// once a value. m is 0 unless the type has a minimum (HAS_MIN).
+// A part comes back as a scale d, an offset m and 8 values v: element k is d * v[k] + m, so that
+// a dot product takes d (and m times the activations' sum) once a part, not once a value. m is
+// 0 unless the type has a minimum (HAS_MIN). For the quantized types v are codes less CODE_BIAS,
+// and decode_codes gives the codes themselves, 4 bytes a run (matmul.comp's IDOT multiplies
+// them by 8-bit activations as they are).
 
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 #define HAS_MIN 1
+#endif
+#if defined(WTYPE_Q4_0)
+#define CODE_BIAS 8
+#elif defined(WTYPE_Q5_0)
+#define CODE_BIAS 16
+#elif defined(WTYPE_Q8_0)
+#define CODE_BIAS 128  // -128..127 stored, the codes with each sign bit flipped
+#elif defined(WTYPE_Q6_K)
+#define CODE_BIAS 32
+#elif defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define CODE_BIAS 0
+#endif
+#if defined(IDOT) && !defined(CODE_BIAS)
+#error the integer-dot matmul takes the quantized types only
 #endif
 
 // The integer code 0 <= c < 2^22, less `bias` (0 <= bias < 2^22), as a float, exactly: the float
@@ -28,14 +44,128 @@ uint part_elem(uint q, uint k) {
 #endif
 }
 
+// The first element of part q's run k (0, 1) in its chunk.
+uint part_run(uint q, uint k) {
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+  return 4u * q + 16u * k;
+#else
+  return 8u * q + 4u * k;
+#endif
+}
+
+#ifdef CODE_BIAS
+// Bit b (0..3) of h to bit 4 of byte b (the multiply puts bit b at 8b; nothing else lands there).
+uint high_bits(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
+
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+// Chunk c of the row at byte ro: its super-block's byte offset (c / 8), and its sub-block's
+// (c % 8: 32 values, one 6-bit scale and min) scale d and offset m.
+uint k_sub_block(Words w, uint ro, uint c, out float d, out float m) {
+#if defined(WTYPE_Q4_K)
+  uint o = ro + 144u * (c >> 3);
+#else
+  uint o = ro + 176u * (c >> 3);
+#endif
+  uint s = c & 7u, sc_off = o + 4u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = u8_at(w, sc_off + s) & 63u;
+    mn = u8_at(w, sc_off + s + 4u) & 63u;
+  } else {
+    sc = (u8_at(w, sc_off + s + 4u) & 0xFu) | ((u8_at(w, sc_off + s - 4u) >> 6) << 4);
+    mn = (u8_at(w, sc_off + s + 4u) >> 4) | ((u8_at(w, sc_off + s) >> 6) << 4);
+  }
+  d = f16_at(w, o) * float(sc);
+  m = -f16_at(w, o + 2u) * float(mn);
+  return o;
+}
+#endif
+
+// Part q of chunk c of the row at byte `ro`: the codes of its runs (c0 the first, c1 the second;
+// byte b of each the run's element b), and d, m: element = d * (code - CODE_BIAS) + m.
+void decode_codes(Words w, uint ro, uint c, uint q, out uint c0, out uint c1, out float d,
+                  out float m) {
+  m = 0.0;
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
+#if defined(WTYPE_Q4_0)
+  uint o = ro + 18u * c;
+  uint qs = o + 2u;
+#else
+  uint o = ro + 20u * c;
+  m = f16_at(w, o + 2u);
+  uint qs = o + 4u;
+#endif
+  d = f16_at(w, o);
+  uint qw = u32_at(w, qs + 4u * q);  // bytes 4q .. 4q+3: elements 4q+b (low), 16+4q+b (high)
+  c0 = qw & 0x0F0F0F0Fu;
+  c1 = (qw >> 4) & 0x0F0F0F0Fu;
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+#if defined(WTYPE_Q5_0)
+  uint o = ro + 22u * c;
+  uint qh = u32_at(w, o + 2u);
+  uint qs = o + 6u;
+#else
+  uint o = ro + 24u * c;
+  m = f16_at(w, o + 2u);
+  uint qh = u32_at(w, o + 4u);
+  uint qs = o + 8u;
+#endif
+  d = f16_at(w, o);
+  uint qw = u32_at(w, qs + 4u * q);  // the low 4 bits; bit j of qh is element j's fifth
+  c0 = (qw & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q)) & 0xFu);
+  c1 = ((qw >> 4) & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q + 16u)) & 0xFu);
+#elif defined(WTYPE_Q8_0)
+  uint o = ro + 34u * c;
+  d = f16_at(w, o);
+  c0 = u32_at(w, o + 2u + 8u * q) ^ 0x80808080u;
+  c1 = u32_at(w, o + 6u + 8u * q) ^ 0x80808080u;
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+  uint o = k_sub_block(w, ro, c, d, m), s = c & 7u;
+#if defined(WTYPE_Q4_K)
+  uint qs = o + 16u;
+#else
+  uint qh = o + 16u;
+  uint qs = o + 48u;
+#endif
+  // Sub-blocks 2i and 2i+1 share 32 bytes, low and high nibbles; the part is bytes 8q .. 8q+7.
+  uint q0 = qs + 32u * (s >> 1), shift = (s & 1u) * 4u;
+  c0 = (u32_at(w, q0 + 8u * q) >> shift) & 0x0F0F0F0Fu;
+  c1 = (u32_at(w, q0 + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu;
+#if defined(WTYPE_Q5_K)
+  c0 |= ((u32_at(w, qh + 8u * q) >> s) & 0x01010101u) << 4;  // bit s of each byte: the fifth
+  c1 |= ((u32_at(w, qh + 8u * q + 4u) >> s) & 0x01010101u) << 4;
+#endif
+#elif defined(WTYPE_Q6_K)
+  // Element 128 h + 32 k + l of a super-block (see kernels/quant_k.cc): chunk c is (h, k).
+  uint o = ro + 210u * (c >> 3);
+  uint h = (c >> 2) & 1u, k = c & 3u;
+  uint ql = o + 64u * h + 32u * (k & 1u);
+  uint qh = o + 128u + 32u * h;
+  uint shift = k < 2u ? 0u : 4u;
+  // Elements l = 8q .. 8q+7: the first 16 of a chunk take one scale, the last 16 the next.
+  d = f16_at(w, o + 208u) * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
+  c0 = ((u32_at(w, ql + 8u * q) >> shift) & 0x0F0F0F0Fu) |
+       (((u32_at(w, qh + 8u * q) >> (2u * k)) & 0x03030303u) << 4);
+  c1 = ((u32_at(w, ql + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu) |
+       (((u32_at(w, qh + 8u * q + 4u) >> (2u * k)) & 0x03030303u) << 4);
+#endif
+}
+#endif
+
 // Part q of chunk c of the row starting at byte `ro`: element k is d * v[k] + m (elements past
 // n_cols: 0).
 void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], out float d,
                  out float m) {
-#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
+#ifdef CODE_BIAS
+  uint c0, c1;
+  decode_codes(w, ro, c, q, c0, c1, d, m);
+  for (uint b = 0u; b < 4u; ++b) {
+    v[b] = code_f((c0 >> (8u * b)) & 0xFFu, float(CODE_BIAS));
+    v[4u + b] = code_f((c1 >> (8u * b)) & 0xFFu, float(CODE_BIAS));
+  }
+#else
   d = 1.0;
   m = 0.0;
-#endif
 #if defined(WTYPE_F32)
   for (uint k = 0u; k < 8u; ++k) {
     uint e = 32u * c + 8u * q + k;
@@ -71,218 +201,6 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
     v[k + 1u] = e + 1u < n_cols ? uintBitsToFloat(pair & 0xFFFF0000u) : 0.0;
 #endif
   }
-#elif defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
-#if defined(WTYPE_Q4_0)
-  uint o = ro + 18u * c;
-  d = f16_at(w, o);
-  m = 0.0;
-  const float bias = 8.0;  // codes 0..15 are -8..7
-  uint qs = o + 2u;
-#else
-  uint o = ro + 20u * c;
-  d = f16_at(w, o);
-  m = f16_at(w, o + 2u);
-  const float bias = 0.0;
-  uint qs = o + 4u;
 #endif
-  uint qw = u32_at(w, qs + 4u * q);  // bytes 4q .. 4q+3: elements 4q+b (low), 16+4q+b (high)
-  for (uint b = 0u; b < 4u; ++b) {
-    v[b] = code_f((qw >> (8u * b)) & 0xFu, bias);
-    v[4u + b] = code_f((qw >> (8u * b + 4u)) & 0xFu, bias);
-  }
-#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
-#if defined(WTYPE_Q5_0)
-  uint o = ro + 22u * c;
-  d = f16_at(w, o);
-  m = 0.0;
-  const float bias = 16.0;  // codes 0..31 are -16..15
-  uint qh = u32_at(w, o + 2u);
-  uint qs = o + 6u;
-#else
-  uint o = ro + 24u * c;
-  d = f16_at(w, o);
-  m = f16_at(w, o + 2u);
-  const float bias = 0.0;
-  uint qh = u32_at(w, o + 4u);
-  uint qs = o + 8u;
-#endif
-  uint qw = u32_at(w, qs + 4u * q);
-  for (uint b = 0u; b < 4u; ++b) {
-    uint j = 4u * q + b;
-    uint byte = (qw >> (8u * b)) & 0xFFu;
-    uint lo = (byte & 0xFu) | (((qh >> j) & 1u) << 4);
-    uint hi = (byte >> 4) | (((qh >> (j + 16u)) & 1u) << 4);
-    v[b] = code_f(lo, bias);
-    v[4u + b] = code_f(hi, bias);
-  }
-#elif defined(WTYPE_Q8_0)
-  uint o = ro + 34u * c;
-  d = f16_at(w, o);
-  m = 0.0;
-  for (uint k = 0u; k < 2u; ++k) {
-    // Flipping each byte's sign bit maps -128..127 to the codes 0..255, less 128.
-    uint qw = u32_at(w, o + 2u + 8u * q + 4u * k) ^ 0x80808080u;
-    for (uint b = 0u; b < 4u; ++b) v[4u * k + b] = code_f((qw >> (8u * b)) & 0xFFu, 128.0);
-  }
-#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-  // Super-block c / 8, sub-block s = c % 8 (32 values, one 6-bit scale and min).
-#if defined(WTYPE_Q4_K)
-  uint o = ro + 144u * (c >> 3);
-  uint qs = o + 16u;
-#else
-  uint o = ro + 176u * (c >> 3);
-  uint qh = o + 16u;
-  uint qs = o + 48u;
-#endif
-  uint s = c & 7u;
-  float d0 = f16_at(w, o), dmin = f16_at(w, o + 2u);
-  uint sc_off = o + 4u;
-  uint sc, mn;
-  if (s < 4u) {
-    sc = u8_at(w, sc_off + s) & 63u;
-    mn = u8_at(w, sc_off + s + 4u) & 63u;
-  } else {
-    sc = (u8_at(w, sc_off + s + 4u) & 0xFu) | ((u8_at(w, sc_off + s - 4u) >> 6) << 4);
-    mn = (u8_at(w, sc_off + s + 4u) >> 4) | ((u8_at(w, sc_off + s) >> 6) << 4);
-  }
-  d = d0 * float(sc);
-  m = -dmin * float(mn);
-  uint q0 = qs + 32u * (s >> 1);
-  uint shift = (s & 1u) * 4u;
-  for (uint k = 0u; k < 2u; ++k) {
-    uint word = 2u * q + k;  // bytes 8q .. 8q+7 of the sub-block's 32
-    uint qw = u32_at(w, q0 + 4u * word);
-#if defined(WTYPE_Q5_K)
-    uint h = u32_at(w, qh + 4u * word);
-#endif
-    for (uint b = 0u; b < 4u; ++b) {
-      uint code = (qw >> (8u * b + shift)) & 0xFu;
-#if defined(WTYPE_Q5_K)
-      code |= ((h >> (8u * b + s)) & 1u) << 4;
-#endif
-      v[4u * k + b] = code_f(code, 0.0);
-    }
-  }
-#elif defined(WTYPE_Q6_K)
-  // Element 128 h + 32 k + l of a super-block (see kernels/quant_k.cc): chunk c is (h, k).
-  uint o = ro + 210u * (c >> 3);
-  uint h = (c >> 2) & 1u, k = c & 3u;
-  float d0 = f16_at(w, o + 208u);
-  uint ql = o + 64u * h + 32u * (k & 1u);
-  uint qh = o + 128u + 32u * h;
-  uint shift = k < 2u ? 0u : 4u;
-  // Elements l = 8q .. 8q+7: the first 16 of a chunk take one scale, the last 16 the next.
-  d = d0 * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
-  m = 0.0;
-  for (uint jj = 0u; jj < 2u; ++jj) {
-    uint j = 2u * q + jj;
-    uint lq = u32_at(w, ql + 4u * j);
-    uint hq = u32_at(w, qh + 4u * j);
-    for (uint b = 0u; b < 4u; ++b) {
-      uint low = (lq >> (8u * b + shift)) & 0xFu;
-      uint high = (hq >> (8u * b + 2u * k)) & 3u;
-      v[4u * jj + b] = code_f(low | (high << 4), 32.0);  // codes 0..63 are -32..31
-    }
-  }
 #endif
 }
-
-#ifdef IDOT
-// The integer-dot matmuls' decoding (matmul.comp's IDOT): part q of chunk c as the 8-bit codes of
-// its two runs of 4 (part_run: c0 the first, c1 the second; the byte b of each the run's element
-// b) and d, m as decode_part's: element = d * (code - CODE_BIAS) + m.
-#if defined(WTYPE_Q4_0)
-#define CODE_BIAS 8
-#elif defined(WTYPE_Q5_0)
-#define CODE_BIAS 16
-#elif defined(WTYPE_Q8_0)
-#define CODE_BIAS 128
-#elif defined(WTYPE_Q6_K)
-#define CODE_BIAS 32
-#elif defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-#define CODE_BIAS 0
-#else
-#error the integer-dot matmul takes the quantized types only
-#endif
-
-// Bit b (0..3) of h to bit 4 of byte b (the multiply puts bit b at 8b; nothing else lands there).
-uint high_bits(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
-
-void decode_codes(Words w, uint ro, uint c, uint q, out uint c0, out uint c1, out float d,
-                  out float m) {
-  m = 0.0;
-#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
-#if defined(WTYPE_Q4_0)
-  uint o = ro + 18u * c;
-  uint qs = o + 2u;
-#else
-  uint o = ro + 20u * c;
-  m = f16_at(w, o + 2u);
-  uint qs = o + 4u;
-#endif
-  d = f16_at(w, o);
-  uint qw = u32_at(w, qs + 4u * q);
-  c0 = qw & 0x0F0F0F0Fu;
-  c1 = (qw >> 4) & 0x0F0F0F0Fu;
-#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
-#if defined(WTYPE_Q5_0)
-  uint o = ro + 22u * c;
-  uint qh = u32_at(w, o + 2u);
-  uint qs = o + 6u;
-#else
-  uint o = ro + 24u * c;
-  m = f16_at(w, o + 2u);
-  uint qh = u32_at(w, o + 4u);
-  uint qs = o + 8u;
-#endif
-  d = f16_at(w, o);
-  uint qw = u32_at(w, qs + 4u * q);
-  c0 = (qw & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q)) & 0xFu);
-  c1 = ((qw >> 4) & 0x0F0F0F0Fu) | high_bits((qh >> (4u * q + 16u)) & 0xFu);
-#elif defined(WTYPE_Q8_0)
-  uint o = ro + 34u * c;
-  d = f16_at(w, o);
-  c0 = u32_at(w, o + 2u + 8u * q) ^ 0x80808080u;  // -128..127 as the codes 0..255
-  c1 = u32_at(w, o + 6u + 8u * q) ^ 0x80808080u;
-#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-#if defined(WTYPE_Q4_K)
-  uint o = ro + 144u * (c >> 3);
-  uint qs = o + 16u;
-#else
-  uint o = ro + 176u * (c >> 3);
-  uint qh = o + 16u;
-  uint qs = o + 48u;
-#endif
-  uint s = c & 7u;
-  uint sc_off = o + 4u;
-  uint sc, mn;
-  if (s < 4u) {
-    sc = u8_at(w, sc_off + s) & 63u;
-    mn = u8_at(w, sc_off + s + 4u) & 63u;
-  } else {
-    sc = (u8_at(w, sc_off + s + 4u) & 0xFu) | ((u8_at(w, sc_off + s - 4u) >> 6) << 4);
-    mn = (u8_at(w, sc_off + s + 4u) >> 4) | ((u8_at(w, sc_off + s) >> 6) << 4);
-  }
-  d = f16_at(w, o) * float(sc);
-  m = -f16_at(w, o + 2u) * float(mn);
-  uint q0 = qs + 32u * (s >> 1), shift = (s & 1u) * 4u;
-  c0 = (u32_at(w, q0 + 8u * q) >> shift) & 0x0F0F0F0Fu;
-  c1 = (u32_at(w, q0 + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu;
-#if defined(WTYPE_Q5_K)
-  c0 |= ((u32_at(w, qh + 8u * q) >> s) & 0x01010101u) << 4;
-  c1 |= ((u32_at(w, qh + 8u * q + 4u) >> s) & 0x01010101u) << 4;
-#endif
-#elif defined(WTYPE_Q6_K)
-  uint o = ro + 210u * (c >> 3);
-  uint h = (c >> 2) & 1u, k = c & 3u;
-  uint ql = o + 64u * h + 32u * (k & 1u);
-  uint qh = o + 128u + 32u * h;
-  uint shift = k < 2u ? 0u : 4u;
-  d = f16_at(w, o + 208u) * float(s8(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1))));
-  c0 = ((u32_at(w, ql + 8u * q) >> shift) & 0x0F0F0F0Fu) |
-       (((u32_at(w, qh + 8u * q) >> (2u * k)) & 0x03030303u) << 4);
-  c1 = ((u32_at(w, ql + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu) |
-       (((u32_at(w, qh + 8u * q + 4u) >> (2u * k)) & 0x03030303u) << 4);
-#endif
-}
-#endif

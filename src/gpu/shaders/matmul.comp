@@ -82,15 +82,6 @@ layout(push_constant) uniform Push {
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
 shared float red[64][NOUT];
 
-// The first element of part q's two runs of 4 (decode.glsl: part_elem).
-uint part_run(uint q, uint k) {
-#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
-  return 4u * q + 16u * k;
-#else
-  return 8u * q + 4u * k;
-#endif
-}
-
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint tpr = 1u << p.tpr_log2;
