@@ -14,7 +14,7 @@
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
 #                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
 #                            [--serve-runs 10] [--kernels REGEX|none]
-#                            [--settings "2,2,16 2,2,16,0 1,2,16 4,2,16 2,2,32 2,2,64" | none]
+#                            [--settings "2,2,16 2,2,16,0 2,2,16,-1,0 1,2,16 4,2,16 2,2,32 2,2,64" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -92,7 +92,7 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
-settings="2,2,16 2,2,16,0 1,2,16 4,2,16 2,2,32 2,2,64"
+settings="2,2,16 2,2,16,0 2,2,16,-1,0 1,2,16 4,2,16 2,2,32 2,2,64"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
@@ -349,7 +349,7 @@ for t in $types; do [[ -n "${file[$t]:-}" ]] && { first="$t"; break; }; done
 if [[ "$settings" != none && -n "$first" ]]; then
   {
     echo
-    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT]; bench engine"
+    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT]]; bench engine"
     echo "-p 32 -n 64 -r 3, medians, t/s):"
     echo
     echo "| setting | pp32 | tg64 |"

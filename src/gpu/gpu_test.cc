@@ -78,7 +78,9 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
 // rows x 70 tokens: two tiles each way), and (for the float types) rows whose length is not a
 // multiple of 32 (nor of 4: the activations read a value at a time). The decode shaders with
 // each count of rows a team (a partial team at the end of 67 rows); activations that are not
-// 16-byte aligned (read a value at a time) with 1 row a team and in the tiled shader. The 16-bit
+// 16-byte aligned (read a value at a time) with 1 row a team and in the tiled shader, there not
+// split over the row length (the aligned run splits rows of 8 chunks or more: Q4_0's 1056,
+// F16's 264 with a short last chunk, the K types' 512). The 16-bit
 // types' rows of 100 and 96 values: every other or every row at a 16-byte aligned address (read
 // 16 bytes a part), the others a word at a time. The quantized types also through the
 // integer-dot shaders where the device has them.
@@ -92,6 +94,7 @@ class GpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
 TEST_P(GpuMatmul, EqualsReference) {
   NEED_DEVICE();
   const MatmulCase c = GetParam();
+  int split_runs = 0;  // tiled runs split over the row length
   for (int n_rows : {1, 67, 200}) {
     const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 11, 0.5f);
     std::vector<uint8_t> q(row_bytes(c.type, c.n_cols) * n_rows);
@@ -150,8 +153,10 @@ TEST_P(GpuMatmul, EqualsReference) {
           s.begin();
           MatmulTuning tuning;
           if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
+          if (tr < 0) tuning.tiled_split = 0;  // the unaligned tiled run: whole rows a workgroup
           tuning.int_dot = dot;
           ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), dot == 1);
+          if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
           MatmulAdd add;
           if (adds) add = {bias_b.address(), true};
           matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
@@ -176,6 +181,9 @@ TEST_P(GpuMatmul, EqualsReference) {
         }
       }
     }
+  }
+  if (c.n_cols >= 8 * 32) {
+    EXPECT_GT(split_runs, 0) << "the split tiled run was not exercised";
   }
 }
 
@@ -210,12 +218,13 @@ TEST(GpuQuantize, EachValueIsTheNearestStepOfItsBlock) {
 INSTANTIATE_TEST_SUITE_P(
     Types, GpuMatmul,
     ::testing::Values(MatmulCase{DType::kF32, 77}, MatmulCase{DType::kF16, 77},
-                      MatmulCase{DType::kF16, 100}, MatmulCase{DType::kQ4_0, 1056},
-                      MatmulCase{DType::kBF16, 45}, MatmulCase{DType::kBF16, 96},
-                      MatmulCase{DType::kQ4_0, 96}, MatmulCase{DType::kQ4_1, 96},
-                      MatmulCase{DType::kQ5_0, 96}, MatmulCase{DType::kQ5_1, 96},
-                      MatmulCase{DType::kQ8_0, 160}, MatmulCase{DType::kQ4_K, 512},
-                      MatmulCase{DType::kQ5_K, 512}, MatmulCase{DType::kQ6_K, 512}),
+                      MatmulCase{DType::kF16, 100}, MatmulCase{DType::kF16, 264},
+                      MatmulCase{DType::kQ4_0, 1056}, MatmulCase{DType::kBF16, 45},
+                      MatmulCase{DType::kBF16, 96}, MatmulCase{DType::kQ4_0, 96},
+                      MatmulCase{DType::kQ4_1, 96}, MatmulCase{DType::kQ5_0, 96},
+                      MatmulCase{DType::kQ5_1, 96}, MatmulCase{DType::kQ8_0, 160},
+                      MatmulCase{DType::kQ4_K, 512}, MatmulCase{DType::kQ5_K, 512},
+                      MatmulCase{DType::kQ6_K, 512}),
     [](const ::testing::TestParamInfo<MatmulCase>& i) {
       return std::string(dtype_name(i.param.type)) + "_" + std::to_string(i.param.n_cols);
     });
@@ -265,8 +274,13 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   EXPECT_EQ(t.int_dot, 0);
   ASSERT_TRUE(parse_matmul_tuning("2,2,16,1", &t));
   EXPECT_EQ(t.int_dot, 1);
-  for (const char* bad : {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c",
-                          "2,2,16,2", "2,2,16,1x", "2,2,16,1,"}) {
+  EXPECT_EQ(t.tiled_split, 1);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,0", &t));
+  EXPECT_EQ(t.int_dot, -1);
+  EXPECT_EQ(t.tiled_split, 0);
+  for (const char* bad :
+       {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c", "2,2,16,2",
+        "2,2,16,1x", "2,2,16,1,", "2,2,16,1,2", "2,2,16,1,1,", "2,2,16,1,1x"}) {
     MatmulTuning u;
     EXPECT_FALSE(parse_matmul_tuning(bad, &u)) << bad;
     EXPECT_EQ(u.team_rows_one, MatmulTuning{}.team_rows_one) << "changed by " << bad;

@@ -86,14 +86,15 @@ bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   MatmulTuning t;
   char extra = 0;
   if (text == nullptr) return false;
-  const int n = std::sscanf(text, "%d,%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
-                            &t.tiled_min_tokens, &t.int_dot, &extra);
-  // Three settings and nothing after them, or four.
-  const bool three = n == 3 && std::sscanf(text, "%*d,%*d,%*d%c", &extra) != 1;
-  if (!three && n != 4) return false;
+  const int n = std::sscanf(text, "%d,%d,%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
+                            &t.tiled_min_tokens, &t.int_dot, &t.tiled_split, &extra);
+  // Three or four settings and nothing after them, or five.
+  const bool shorter = (n == 3 && std::sscanf(text, "%*d,%*d,%*d%c", &extra) != 1) ||
+                       (n == 4 && std::sscanf(text, "%*d,%*d,%*d,%*d%c", &extra) != 1);
+  if (!shorter && n != 5) return false;
   const auto rows_ok = [](int r, int max) { return r == 1 || r == 2 || (r == 4 && max == 4); };
   if (!rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) || t.tiled_min_tokens < 2 ||
-      t.int_dot < -1 || t.int_dot > 1) {
+      t.int_dot < -1 || t.int_dot > 1 || t.tiled_split < 0 || t.tiled_split > 1) {
     return false;
   }
   *out = t;
@@ -106,13 +107,25 @@ const MatmulTuning& matmul_tuning() {
     const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
     if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
       GLM_LOG_WARN(
-          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT] (rows a team 1, 2 or 4; "
-          "1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1) expected",
+          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT]] (rows a team 1, 2 "
+          "or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1; split 0 or 1) "
+          "expected",
           env);
     }
     return t;
   }();
   return tuning;
+}
+
+int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
+  constexpr int64_t kMinChunks = 4;  // a split's least: its tile loads and barriers pay for it
+  const int64_t groups = (w.n_rows + 127) / 128 * ((n_tokens + 63) / 64);
+  const int64_t chunks = (w.n_cols + 31) / 32;
+  if (tuning.tiled_split == 0 || groups >= kTiledSplitGroups || chunks < 2 * kMinChunks) return 1;
+  const int64_t want = std::min((kTiledSplitGroups + groups - 1) / groups, chunks / kMinChunks);
+  // As many splits as `want` of equal chunk counts need (the last may be shorter).
+  const int64_t per = (chunks + want - 1) / want;
+  return static_cast<int>((chunks + per - 1) / per);
 }
 
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
@@ -155,7 +168,8 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
       Addr w, x, x4, y;
       uint32_t n_rows, n_cols, n_tokens, row_bytes, y_stride, y_col, x_vec4;
       Addr bias;
-      uint32_t has_bias, add_to_y;
+      uint32_t has_bias, add_to_y, chunks_per_split;
+      Addr part;
     } p{w.buf.address(),
         x,
         x,
@@ -169,11 +183,39 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
         x_vec4,
         add.bias,
         has_bias,
-        add_to_y};
+        add_to_y,
+        ~0u,
+        0};
     const int64_t gx = (w.n_rows + 127) / 128, gy = (n_tokens + 63) / 64;  // 128 x 64 tiles
     GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups);
-    s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
-               static_cast<uint32_t>(gy));
+    // Few tiles: each split of the rows' chunks a workgroup, their sums added up after.
+    int splits = tiled_splits(w, n_tokens, tuning);
+    if (splits > 1) {
+      p.part = s.scratch(static_cast<size_t>(splits) * n_tokens * w.n_rows * sizeof(float));
+      if (p.part == 0) splits = 1;
+    }
+    if (splits > 1) {
+      const int64_t chunks = (w.n_cols + 31) / 32;
+      p.chunks_per_split = static_cast<uint32_t>((chunks + splits - 1) / splits);
+    }
+    s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+               static_cast<uint32_t>(splits));
+    if (splits > 1) {
+      struct {
+        Addr part, y, bias;
+        uint32_t n_rows, n_tokens, n_splits, y_stride, y_col, has_bias, add_to_y;
+      } r{p.part,
+          y,
+          add.bias,
+          static_cast<uint32_t>(w.n_rows),
+          static_cast<uint32_t>(n_tokens),
+          static_cast<uint32_t>(splits),
+          static_cast<uint32_t>(y_stride),
+          static_cast<uint32_t>(y_col),
+          has_bias,
+          add_to_y};
+      dispatch_1d(s, Shader::kMatmulReduce, &r, sizeof(r), int64_t{n_tokens} * w.n_rows);
+    }
     return;
   }
   const bool one = n_tokens == 1;

@@ -33,19 +33,26 @@ struct Matrix {
 // shader (which reads each weight block once per 64 tokens instead of once per 8).
 // int_dot: whether the decode shaders of the quantized types take their activations in 8 bits
 // and multiply by integer dot products (matmul.comp's IDOT): -1 where the device accelerates
-// them (DeviceInfo::int_dot_fast), 0 never, 1 wherever the device has them.
+// them (DeviceInfo::int_dot_fast), 0 never, 1 wherever the device has them. tiled_split: 1
+// splits the tiled shader's rows into parts of at least 4 chunks, each a workgroup of its own,
+// where its tiles are fewer than kTiledSplitGroups workgroups (a short prompt's: matmul_reduce
+// adds the parts up), 0 never.
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
   int tiled_min_tokens = 16;
   int int_dot = -1;
+  int tiled_split = 1;
 };
-// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT]" (read once;
+inline constexpr int kTiledSplitGroups = 256;
+// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT]]" (read once;
 // benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored with a warning.
 const MatmulTuning& matmul_tuning();
-// MatmulTuning parsed from "ONE,FEW,TILED_MIN" or "ONE,FEW,TILED_MIN,DOT" (DOT -1, 0 or 1);
-// false if malformed or out of range.
+// MatmulTuning parsed from 3, 4 or 5 of "ONE,FEW,TILED_MIN,DOT,SPLIT" (DOT -1, 0 or 1; SPLIT
+// 0 or 1); false if malformed or out of range.
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
+// The tiled shader's splits of the row length for n_tokens tokens of w (1: none).
+int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = matmul_tuning());
 // Whether matmul() takes the integer-dot shaders for w (a quantized type, fewer tokens than the
 // tiled shader's, the tuning and the device allowing).
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens,

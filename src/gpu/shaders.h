@@ -109,7 +109,8 @@ namespace glm::gpu {
   X(kMatvecIdDotQ8_0, matvec_id_dot_q8_0)     \
   X(kMatvecIdDotQ4_K, matvec_id_dot_q4_k)     \
   X(kMatvecIdDotQ5_K, matvec_id_dot_q5_k)     \
-  X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)
+  X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)     \
+  X(kMatmulReduce, matmul_reduce)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,

@@ -14,6 +14,7 @@
 // those slots as their tokens: weights from byte e * expert_bytes of w (e's n_rows rows), a
 // slot s's activations from x row s / x_div, its products into y row s. Tiles past the
 // expert's count end at once.
+// A split over the row length (chunks_per_split) where the tiles are too few to fill the GPU.
 #include "common.glsl"
 
 #define BM 128  // rows a tile
@@ -40,6 +41,12 @@ layout(push_constant) uniform Push {
   uint cap;           // the lists' stride
   uint expert_bytes;  // one expert's n_rows rows
   uint x_div;         // slot s reads x row s / x_div
+#else
+  // Split over the row length (few tiles, long rows: a short prompt's): workgroup z takes chunks
+  // z * chunks_per_split .. of every row and writes its sums to part [z, n_tokens, n_rows],
+  // which matmul_reduce.comp adds up into y; chunks_per_split >= the row's chunks: no split.
+  uint chunks_per_split;
+  Floats part;
 #endif
 } p;
 
@@ -73,14 +80,21 @@ void main() {
   uint n_tok = p.n_tokens;
   uint w0 = 0u;
 #endif
-  uint n_chunks = (p.n_cols + 31u) / 32u;
+  uint n_chunks = (p.n_cols + 31u) / 32u, c_begin = 0u, c_end = n_chunks;
+#ifndef IDS
+  bool split = p.chunks_per_split < n_chunks;
+  if (split) {
+    c_begin = gl_WorkGroupID.z * p.chunks_per_split;
+    c_end = min(c_begin + p.chunks_per_split, n_chunks);
+  }
+#endif
   // This thread's micro-tile: rows 4 tr .. 4 tr + 3 and 64 + 4 tr .. 64 + 4 tr + 3, tokens
   // 4 tc .. 4 tc + 3.
   uint tr = tid & 15u, tc = tid >> 4;
   bool computes = t0 + 4u * tc < n_tok;
   vec4 acc[8];  // [row][4 tokens]
   for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
-  for (uint c = 0u; c < n_chunks; ++c) {
+  for (uint c = c_begin; c < c_end; ++c) {
     // The weights: parts tid and tid + 256 of the tile (row = part / 4, q = part % 4).
     for (uint h = 0u; h < 2u; ++h) {
       uint part = tid + 256u * h;
@@ -124,7 +138,14 @@ void main() {
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       uint t = t0 + 4u * tc + j;
-      if (t < n_tok) write_y(y_row(t), row, acc[i][j]);
+      if (t >= n_tok) continue;
+#ifndef IDS
+      if (split) {
+        p.part.v[(gl_WorkGroupID.z * n_tok + t) * p.n_rows + row] = acc[i][j];
+        continue;
+      }
+#endif
+      write_y(y_row(t), row, acc[i][j]);
     }
   }
 }
