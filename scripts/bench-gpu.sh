@@ -227,7 +227,8 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
 fi
 
 # Each op alone on the device at the 6B shapes (src/gpu/gpu_bench.cc): the decode matmul with
-# each count of rows a team, the tiled one, norms, rotary, attention.
+# each count of rows a team, the tiled one (a 17-token prompt with and without its split), norms,
+# rotary, attention.
 if [[ "$kernels" != none ]]; then
   gpu_bench="$pack/bin/gpu_bench"
   [[ -x "$gpu_bench" ]] || gpu_bench="$here/build/src/gpu/gpu_bench"

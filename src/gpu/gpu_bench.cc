@@ -126,7 +126,7 @@ const std::vector<Matrix>& weight_copies(DType type, int64_t rows, int64_t cols)
 
 // Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default; -1: the tiled
 // shader whatever the tokens; -2: the few-token one whatever the tokens), the integer-dot choice
-// (MatmulTuning::int_dot).
+// (MatmulTuning::int_dot), the tiled shader's split (MatmulTuning::tiled_split).
 void BM_Matmul(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const int64_t rows = st.range(1), cols = st.range(2);
@@ -136,12 +136,16 @@ void BM_Matmul(benchmark::State& st) {
   if (team_rows == -1) tuning.tiled_min_tokens = 2;
   if (team_rows == -2) tuning.tiled_min_tokens = 1 << 30;
   tuning.int_dot = static_cast<int>(st.range(5));
+  tuning.tiled_split = static_cast<int>(st.range(6));
   const char* shader = tokens >= tuning.tiled_min_tokens ? "tiled" : tokens == 1 ? "one" : "few";
   const std::vector<Matrix>& w = weight_copies(type, rows, cols);
   st.SetLabel(std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" +
               std::to_string(cols) + " t" + std::to_string(tokens) + " " + shader +
               (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()) +
-              (uses_int_dot(*device(), w[0], tokens, tuning) ? " int8 dot" : ""));
+              (uses_int_dot(*device(), w[0], tokens, tuning) ? " int8 dot" : "") +
+              (std::string(shader) == "tiled"
+                   ? " splits " + std::to_string(tiled_splits(w[0], tokens, tuning))
+                   : std::string()));
   const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
   const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
@@ -166,8 +170,10 @@ void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>&
     for (const auto& sh : shapes) {
       for (int64_t n : tokens) {
         for (int64_t r : team_rows) {
-          b->Args({t, sh[0], sh[1], n, r, 0});
-          if (quantized && n < MatmulTuning{}.tiled_min_tokens) b->Args({t, sh[0], sh[1], n, r, 1});
+          b->Args({t, sh[0], sh[1], n, r, 0, 1});
+          if (quantized && n < MatmulTuning{}.tiled_min_tokens) {
+            b->Args({t, sh[0], sh[1], n, r, 1, 1});
+          }
         }
       }
     }
@@ -196,7 +202,19 @@ BENCHMARK(BM_Matmul)
 // tiled_min_tokens): both at 16, 32 and 64 tokens, Q4_0 and F16, a square and a wide matrix.
 BENCHMARK(BM_Matmul)
     ->Name("MatmulCrossover")
-    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}, {-1}})
+    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}, {-1}, {1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// A short prompt (the latency study's question: 17 tokens) through the tiled shader, its row
+// length split over more workgroups (1) or not (0), Q4_0 and F16, ChatGLM3-6B's matrices.
+BENCHMARK(BM_Matmul)
+    ->Name("MatmulShortPrompt")
+    ->ArgsProduct({{0, 1}, {4608, 4096, 27392}, {4096}, {17}, {0}, {-1}, {1, 0}})
+    ->Args({0, 4096, 13696, 17, 0, -1, 1})
+    ->Args({0, 4096, 13696, 17, 0, -1, 0})
+    ->Args({1, 4096, 13696, 17, 0, -1, 1})
+    ->Args({1, 4096, 13696, 17, 0, -1, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
