@@ -467,8 +467,8 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, GpuAttention,
                            return std::string(dtype_name(i.param));
                          });
 
-// RMSNorm against model::ops::rms_norm: a row of 4 loads a thread and a tail (n = 4099), a
-// short row (77), rows picked by index.
+// RMSNorm against model::ops::rms_norm: rows of 4 rounds of 4 loads a thread (its 256 threads)
+// and a tail (n = 4099), a short row (77), rows picked by index.
 TEST(GpuOps, RmsNormEqualsReference) {
   NEED_DEVICE();
   for (int n : {77, 4099}) {
@@ -505,10 +505,10 @@ TEST(GpuOps, RmsNormEqualsReference) {
 
 // The norm and SwiGLU with their 8-bit rows (the next matmul's input for the integer-dot
 // shaders): the f32 rows as without them, the 8-bit rows exactly quantize_q8's of those rows.
-// Rows of 160 values (5 blocks) and 4128 (129: more blocks than the norm's 64 threads).
+// Rows of 160 values (5 blocks) and 8224 (257: more blocks than the norm's 256 threads).
 TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
   NEED_DEVICE();
-  for (int n : {160, 4128}) {
+  for (int n : {160, 8224}) {
     SCOPED_TRACE(n);
     const int n_rows = 3;
     const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 41);
@@ -549,35 +549,38 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
 }
 
 // LayerNorm with bias (ChatGLM-6B) against model::ops::layer_norm: rows of a length that is not
-// a multiple of the 64 threads, a mean far from 0 (the two-pass variance), and rows picked by
-// an index (the final norm of the output rows).
+// a multiple of the 64 threads (shorter, and 10 values a thread or 9), a mean far from 0 (the
+// two-pass variance), and rows picked by an index (the final norm of the output rows).
 TEST(GpuOps, LayerNormEqualsReference) {
   NEED_DEVICE();
-  const int n_rows = 5, n = 77;
-  std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 21);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i / n) * 3.0f;
-  const std::vector<float> w = random_floats(n, 22), b = random_floats(n, 23);
-  const std::vector<int32_t> idx = {4, 0, 2};
-  std::vector<float> idx_f(idx.size());
-  std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
-  Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), bb = device_floats(dev, b);
-  Buffer ib = device_floats(dev, idx_f);
-  Buffer all = device_floats(dev, std::vector<float>(x.size()));
-  Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
-  Stream& s = dev->stream();
-  s.begin();
-  layer_norm(s, xb.address(), wb.address(), bb.address(), all.address(), n_rows, n, 1e-5f);
-  layer_norm(s, xb.address(), wb.address(), bb.address(), picked.address(),
-             static_cast<int>(idx.size()), n, 1e-5f, ib.address());
-  ASSERT_TRUE(s.submit_and_wait().ok());
-  std::vector<float> want(x.size()), want_picked;
-  for (int r = 0; r < n_rows; ++r) {
-    model::ops::layer_norm(x.data() + r * n, w.data(), b.data(), 1e-5f, want.data() + r * n, n);
+  for (int n : {77, 600}) {
+    SCOPED_TRACE(n);
+    const int n_rows = 5;
+    std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 21);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i / n) * 3.0f;
+    const std::vector<float> w = random_floats(n, 22), b = random_floats(n, 23);
+    const std::vector<int32_t> idx = {4, 0, 2};
+    std::vector<float> idx_f(idx.size());
+    std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
+    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), bb = device_floats(dev, b);
+    Buffer ib = device_floats(dev, idx_f);
+    Buffer all = device_floats(dev, std::vector<float>(x.size()));
+    Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
+    Stream& s = dev->stream();
+    s.begin();
+    layer_norm(s, xb.address(), wb.address(), bb.address(), all.address(), n_rows, n, 1e-5f);
+    layer_norm(s, xb.address(), wb.address(), bb.address(), picked.address(),
+               static_cast<int>(idx.size()), n, 1e-5f, ib.address());
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want(x.size()), want_picked;
+    for (int r = 0; r < n_rows; ++r) {
+      model::ops::layer_norm(x.data() + r * n, w.data(), b.data(), 1e-5f, want.data() + r * n, n);
+    }
+    for (int32_t r : idx)
+      want_picked.insert(want_picked.end(), want.begin() + r * n, want.begin() + (r + 1) * n);
+    EXPECT_LT(max_rel_err(read_floats(dev, all, x.size()), want), 2e-6);
+    EXPECT_LT(max_rel_err(read_floats(dev, picked, want_picked.size()), want_picked), 2e-6);
   }
-  for (int32_t r : idx)
-    want_picked.insert(want_picked.end(), want.begin() + r * n, want.begin() + (r + 1) * n);
-  EXPECT_LT(max_rel_err(read_floats(dev, all, x.size()), want), 2e-6);
-  EXPECT_LT(max_rel_err(read_floats(dev, picked, want_picked.size()), want_picked), 2e-6);
 }
 
 // GELU (tanh) against model::ops::gelu_tanh, with arguments far in both tails (where an exp-based

@@ -1,5 +1,6 @@
-// The sum over a 64-thread workgroup (rms_norm.comp, layer_norm.comp): a subgroup add, then the
-// subgroups' sums from shared memory. Needs GL_KHR_shader_subgroup_arithmetic.
+// The sum over a workgroup of up to 64 subgroups (rms_norm.comp: 256 threads, subgroups of 4 or
+// more; layer_norm.comp: 64): a subgroup add, then the subgroups' sums from shared memory, in order.
+// Needs GL_KHR_shader_subgroup_arithmetic.
 shared float group_part[64];  // a sum a subgroup
 
 // The sum of every thread's `v` (all threads call it; it may be called again).
