@@ -373,23 +373,15 @@ class EngineImpl final : public Engine {
     if (thread_.joinable()) drain(std::chrono::milliseconds(0));
   }
 
-  // Runs one forward pass through block 0 (touches the weights), then starts the loop.
+  // Runs the model's warm-up passes in the pool's first blocks (model::warm_up: the weights
+  // touched, a GPU's shaders compiled), then starts the loop.
   void start(bool warm_up) {
     if (warm_up) {
-      // Two tokens: a bidirectional prompt (ChatGLM-6B) needs at least [gMASK] <sop>.
-      int32_t tokens[2] = {0, 0};
+      // A bidirectional prompt (ChatGLM-6B) begins with [gMASK] <sop>.
       const std::vector<int32_t>& marks =
           raw_affixes_.suffix.empty() ? raw_affixes_.prefix : raw_affixes_.suffix;
-      for (size_t i = 0; i < 2 && i < marks.size(); ++i) tokens[i] = marks[i];
-      const int32_t block = 0;
-      model::SeqInput in;
-      in.tokens = tokens;
-      in.n_tokens = 2;
-      in.blocks = &block;
-      in.n_blocks = 1;
-      std::vector<float> out;
       const auto t0 = Clock::now();
-      const Status st = model_->forward({in}, pool_.get(), &out);
+      const Status st = model::warm_up(model_.get(), pool_.get(), marks);
       GLM_LOG_INFO("engine: warm-up forward %s in %.0f ms", st.ok() ? "done" : "failed",
                    std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }

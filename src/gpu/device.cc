@@ -1,6 +1,7 @@
 #include "gpu/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,8 @@
 
 namespace glm::gpu {
 namespace {
+
+std::atomic<uint64_t> g_pipelines_created{0};
 
 Status vk_error(const char* what, VkResult r) {
   const ErrorCode code = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
@@ -588,8 +591,11 @@ VkPipeline Device::pipeline(Shader shader) {
   r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
   vk.vkDestroyShaderModule(device_, module, nullptr);
   GLM_CHECK(r == VK_SUCCESS && "vkCreateComputePipelines failed");
+  g_pipelines_created.fetch_add(1, std::memory_order_relaxed);
   return p;
 }
+
+uint64_t Device::pipelines_created() { return g_pipelines_created.load(std::memory_order_relaxed); }
 
 Status Device::check_submit() {
   if (lost_) {

@@ -168,6 +168,8 @@ class Device {
   Stream& stream() { return stream_; }
   // The pipeline of `shader`, created on first use (the driver compiles the embedded SPIR-V).
   VkPipeline pipeline(Shader shader);
+  // Pipelines every device of the process has created so far (a test sees what compiles when).
+  static uint64_t pipelines_created();
   VkPipelineLayout layout() const { return layout_; }
 
   // Test hook (docs/gpu.md#failures): the n-th submit from now (1 = the next) fails as a lost

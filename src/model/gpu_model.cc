@@ -130,6 +130,10 @@ Status GpuModel::upload_head(const Weights& w, Uploader* up) {
   return up->matrix(w.output, &output_, "the output matrix");
 }
 
+std::vector<WarmUpStep> GpuModel::warm_up_steps() const {
+  return {{0, 2}, {2, 1}, {0, gpu::matmul_tuning().tiled_min_tokens}};
+}
+
 std::string GpuModel::device_name() const {
   std::string s =
       "vulkan:" + std::to_string(device_->info().index) + " (" + device_->info().name + ")";

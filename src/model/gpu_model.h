@@ -52,6 +52,10 @@ class GpuModel : public Model {
   Status health() const override;
   int kv_host_layers() const override { return n_cpu_; }
   const GpuLayerPlan* gpu_plan() const override { return &plan_; }
+  // A 2-token prompt (the few-token matmuls), a decode step after it (the one-token ones, with
+  // 8-bit activations where the device takes them) and a prompt of the tiled matmuls' length:
+  // the shaders of a conversation's first turn.
+  std::vector<WarmUpStep> warm_up_steps() const override;
 
   gpu::Device* device() { return device_.get(); }
   int gpu_layers() const { return config_.n_layer - n_cpu_; }

@@ -114,4 +114,28 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
                                                               std::move(weights), options));
 }
 
+Status warm_up(Model* m, KvPool* kv, const std::vector<int32_t>& marks) {
+  const int bt = kv->block_tokens();
+  for (const WarmUpStep& w : m->warm_up_steps()) {
+    const int n_blocks = (w.n_past + w.n_tokens + bt - 1) / bt;
+    if (n_blocks > kv->n_blocks()) continue;
+    std::vector<int32_t> tokens(static_cast<size_t>(w.n_tokens), 0), blocks(n_blocks);
+    for (int i = 0; i < w.n_tokens && w.n_past + i < static_cast<int>(marks.size()); ++i) {
+      const int at = w.n_past + i;
+      tokens[i] = marks[at];
+    }
+    for (int b = 0; b < n_blocks; ++b) blocks[b] = b;
+    SeqInput in;
+    in.tokens = tokens.data();
+    in.n_tokens = w.n_tokens;
+    in.n_past = w.n_past;
+    in.blocks = blocks.data();
+    in.n_blocks = n_blocks;
+    in.prefix_len = w.n_past > 0 ? w.n_past : w.n_tokens;  // a decode step: after its prompt
+    std::vector<float> out;
+    GLM_RETURN_IF_ERROR(m->forward({in}, kv, &out));
+  }
+  return Status::Ok();
+}
+
 }  // namespace glm::model

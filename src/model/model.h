@@ -53,6 +53,13 @@ struct MtpInput {
 
 enum class OutputKind { kLogits, kHidden };
 
+// A forward pass that warms a model up at load (warm_up()): n_tokens tokens of one sequence
+// after its first n_past.
+struct WarmUpStep {
+  int n_past = 0;
+  int n_tokens = 0;
+};
+
 // What a model needs from its scheduler, said by the model instead of special cases per
 // architecture.
 struct Capabilities {
@@ -102,6 +109,10 @@ class Model {
   virtual std::string device_name() const { return "cpu"; }
   // What this model planned on its GPU at load (weights, K/V, scratch); null on the CPU.
   virtual const GpuLayerPlan* gpu_plan() const { return nullptr; }
+  // The passes that warm the model up at load (warm_up()), in order: on the CPU one 2-token
+  // prompt (it touches the weights); a model on a GPU compiles each shader on first use, so it
+  // also takes a decode step and a prompt as long as the prefill shaders' (GpuModel).
+  virtual std::vector<WarmUpStep> warm_up_steps() const { return {{0, 2}}; }
   // The model's own multi-token-prediction block (GLM-4.5's nextn; docs/engine.md#mtp-drafts):
   // whether it has one that forward_mtp runs (and forward() fills SeqInput::hidden_out).
   virtual bool has_mtp() const { return false; }
@@ -115,6 +126,12 @@ class Model {
     return unsupported("this model has no multi-token-prediction (MTP) block");
   }
 };
+
+// Runs m's warm_up_steps() on one sequence in kv's first blocks (their K/V is garbage after),
+// so that the first request waits for nothing the load could do. Its prompts begin with
+// `marks` (ChatGLM-6B's bidirectional prompt needs [gMASK] <sop>), the other tokens 0; a step
+// whose tokens need more blocks than kv has is left out. Errors: the first failed forward's.
+Status warm_up(Model* m, KvPool* kv, const std::vector<int32_t>& marks);
 
 // LoadOptions::cpu_moe's "every layer", and "as few as make every layer fit".
 inline constexpr int kAllLayers = 1 << 30;

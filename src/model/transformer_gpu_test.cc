@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/device.h"
 #include "gpu/ops.h"
 #include "model/gpu_test_util.h"
 #include "model/test_util.h"
@@ -95,6 +96,28 @@ std::unique_ptr<Model> small_gpu_model(const std::string& name) {
   // --device vulkan falls back to the CPU without a device: these test the GPU.
   EXPECT_EQ((*m)->device_name().substr(0, 7), "vulkan:");
   return (*m)->device_name().rfind("vulkan:", 0) == 0 ? std::move(*m) : nullptr;
+}
+
+// model::warm_up (the engine's at load) runs the shaders of a conversation's first turn: a
+// fresh sequence's 20-token prompt and 3 decode steps after it compile no pipeline.
+TEST(GpuWarmUp, TheFirstTurnCompilesNoShaderAfterIt) {
+  auto m = small_gpu_model("gpu_warm_up");
+  ASSERT_NE(m, nullptr);
+  KvPool kv(m->config(), 4, 16, DType::kF16);
+  const uint64_t before = gpu::Device::pipelines_created();
+  ASSERT_TRUE(warm_up(m.get(), &kv, {5, 6}).ok());
+  const uint64_t warmed = gpu::Device::pipelines_created();
+  EXPECT_GT(warmed, before);  // the model's device is new: the warm-up compiled its shaders
+  std::vector<int32_t> prompt(20);
+  for (int i = 0; i < 20; ++i) prompt[i] = 3 + i;
+  const std::vector<int32_t> blocks = {2, 3};
+  std::vector<float> out;
+  ASSERT_TRUE(m->forward({SeqInput{prompt.data(), 20, 0, blocks.data(), 2}}, &kv, &out).ok());
+  for (int step = 0; step < 3; ++step) {
+    const int32_t tok = 7 + step;
+    ASSERT_TRUE(m->forward({SeqInput{&tok, 1, 20 + step, blocks.data(), 2}}, &kv, &out).ok());
+  }
+  EXPECT_EQ(gpu::Device::pipelines_created(), warmed);
 }
 
 // A fork copies a shared partial block (copy_kv_block) and goes on from the copy: its logits
