@@ -373,15 +373,18 @@ class EngineImpl final : public Engine {
     if (thread_.joinable()) drain(std::chrono::milliseconds(0));
   }
 
-  // Runs the model's warm-up passes in the pool's first blocks (model::warm_up: the weights
-  // touched, a GPU's shaders compiled), then starts the loop.
+  // Runs the model's warm-up passes in the pool's first blocks, and the draft model's in its
+  // own (model::warm_up: the weights touched, a GPU's shaders compiled), then starts the loop.
   void start(bool warm_up) {
     if (warm_up) {
       // A bidirectional prompt (ChatGLM-6B) begins with [gMASK] <sop>.
       const std::vector<int32_t>& marks =
           raw_affixes_.suffix.empty() ? raw_affixes_.prefix : raw_affixes_.suffix;
       const auto t0 = Clock::now();
-      const Status st = model::warm_up(model_.get(), pool_.get(), marks);
+      Status st = model::warm_up(model_.get(), pool_.get(), marks);
+      if (st.ok() && draft_model_) {
+        st = model::warm_up(draft_model_.get(), draft_pool_.get(), marks);
+      }
       GLM_LOG_INFO("engine: warm-up forward %s in %.0f ms", st.ok() ? "done" : "failed",
                    std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
