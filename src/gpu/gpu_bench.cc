@@ -165,8 +165,8 @@ void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>&
   const int64_t shapes[][2] = {
       {4608, 4096}, {4096, 4096}, {27392, 4096}, {4096, 13696}, {65024, 4096}};
   for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
-    const bool quantized =
-        kTypes[t] != DType::kF16 && kTypes[t] != DType::kBF16 && kTypes[t] != DType::kF32;
+    MatmulShaders shaders{};
+    const bool quantized = matmul_shaders(kTypes[t], &shaders) && shaders.one_dot != Shader::kCount;
     for (const auto& sh : shapes) {
       for (int64_t n : tokens) {
         for (int64_t r : team_rows) {

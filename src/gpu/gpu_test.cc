@@ -125,10 +125,9 @@ TEST_P(GpuMatmul, EqualsReference) {
                 : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
       // The integer-dot shaders too (the quantized types, where the device has them), against
       // the reference on the activations as quantize_q8 rounds them.
-      const bool quantized =
-          c.type != DType::kF32 && c.type != DType::kF16 && c.type != DType::kBF16;
+      const bool has_dot = m->shaders.one_dot != Shader::kCount;
       const std::vector<int> dots =
-          quantized && !tiled && dev->info().int_dot ? std::vector<int>{0, 1} : std::vector<int>{0};
+          has_dot && !tiled && dev->info().int_dot ? std::vector<int>{0, 1} : std::vector<int>{0};
       std::vector<float> want_dot(want.size());
       if (dots.size() > 1) {
         const std::vector<float> xq = device_q8_values(dev, x, n_tokens, c.n_cols);

@@ -92,8 +92,8 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
     const int stride = 2 * rows + 1, col = rows + 1;
     // The integer-dot shader too (where the device has it), against the reference on the
     // activations as quantize_q8 rounds them.
-    const bool quantized = c.type != DType::kF32 && c.type != DType::kF16;
-    const int n_dots = quantized && dev->info().int_dot ? 2 : 1;
+    const bool has_dot = m->shaders.experts_dot != Shader::kCount;  // the quantized types
+    const int n_dots = has_dot && dev->info().int_dot ? 2 : 1;
     const std::vector<float> want_float = expected_products(experts, c, rows, ids, x, x_div);
     const std::vector<float> want_dot =
         n_dots > 1 ? expected_products(experts, c, rows, ids,

@@ -192,11 +192,12 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
     int splits = tiled_splits(w, n_tokens, tuning);
     if (splits > 1) {
       p.part = s.scratch(static_cast<size_t>(splits) * n_tokens * w.n_rows * sizeof(float));
-      if (p.part == 0) splits = 1;
-    }
-    if (splits > 1) {
-      const int64_t chunks = (w.n_cols + 31) / 32;
-      p.chunks_per_split = static_cast<uint32_t>((chunks + splits - 1) / splits);
+      if (p.part != 0) {
+        const int64_t chunks = (w.n_cols + 31) / 32;
+        p.chunks_per_split = static_cast<uint32_t>((chunks + splits - 1) / splits);
+      } else {
+        splits = 1;  // no scratch: whole rows a workgroup
+      }
     }
     s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                static_cast<uint32_t>(splits));

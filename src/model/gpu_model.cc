@@ -229,9 +229,9 @@ Status GpuModel::bind_kv(const KvPool* kv) {
 }
 
 gpu::Addr GpuModel::q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n) const {
-  if (n >= kQ8Tokens || w.n_cols % 32 != 0 || !gpu::uses_int_dot(*device_, w, n)) return 0;
-  if (!buf.valid() || buf.size() < gpu::q8_bytes(n, w.n_cols)) return 0;
-  return at(buf);
+  // uses_int_dot: a quantized w (rows of whole 32-value blocks); buf: up to kQ8Tokens rows.
+  if (!gpu::uses_int_dot(*device_, w, n) || !buf.valid()) return 0;
+  return buf.size() >= gpu::q8_bytes(n, w.n_cols) ? at(buf) : 0;
 }
 
 Status GpuModel::reserve(int n, int r, int b) {

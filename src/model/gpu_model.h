@@ -176,13 +176,13 @@ class GpuModel : public Model {
   gpu::Buffer act_;         // [T, widths_.act]
   gpu::Buffer moe_;         // [T, widths_.moe] (transformer_gpu.cc lays it out)
   // cur_ and act_ rows as the integer-dot matmuls read them (gpu::quantize_q8's blocks), written
-  // by the norm and SwiGLU beside their f32 rows for steps of fewer than kQ8Tokens tokens.
+  // by the norm and SwiGLU beside their f32 rows for steps of up to kQ8Tokens tokens.
   static constexpr int kQ8Tokens = 16;
   gpu::Buffer cur_q8_;  // [min(T, kQ8Tokens), n_embd / 32] blocks
   gpu::Buffer act_q8_;  // [min(T, kQ8Tokens), widths_.act / 32] blocks
   // at(buf) where the step's n tokens reach w through the integer-dot shaders and buf holds
-  // them (n < kQ8Tokens, rows of a multiple of 32 values), else 0: the op then writes no
-  // 8-bit rows, and the matmul quantizes its f32 rows itself if it needs them.
+  // them (n <= kQ8Tokens), else 0: the op then writes no 8-bit rows, and the matmul quantizes
+  // its f32 rows itself if it needs them.
   gpu::Addr q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n) const;
   gpu::Buffer rows_;         // [R, n_embd] final-norm rows
   gpu::Buffer logits_;       // [R, n_vocab]

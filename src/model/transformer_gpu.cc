@@ -389,15 +389,17 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
             c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);  // attn_ [n, q_dim]
   project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
-  if (g.host_moe != nullptr || g.gate_exps.buf.valid()) {
-    gpu::rms_norm(st, x, at(g.ffn_norm), at(cur_), n, d, c.norm_eps);
-    if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
-    moe(st, g, x, n);  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
+  // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
+  const bool moe_layer = g.host_moe != nullptr || g.gate_exps.buf.valid();
+  const gpu::MatmulInput ffn_in{
+      at(cur_),
+      moe_layer ? 0 : q8_rows(cur_q8_, g.ffn_gate.buf.valid() ? g.ffn_gate : g.ffn_up, n)};
+  gpu::rms_norm(st, x, at(g.ffn_norm), ffn_in.f32, n, d, c.norm_eps, 0, ffn_in.q8);
+  if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
+  if (moe_layer) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
+    moe(st, g, x, n);
     return Status::Ok();
   }
-  const gpu::MatmulInput ffn_in{
-      at(cur_), q8_rows(cur_q8_, g.ffn_gate.buf.valid() ? g.ffn_gate : g.ffn_up, n)};
-  gpu::rms_norm(st, x, at(g.ffn_norm), ffn_in.f32, n, d, c.norm_eps, 0, ffn_in.q8);
   // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
   if (g.ffn_gate.buf.valid()) {
     gpu::matmul(st, g.ffn_gate, ffn_in, at(up_), n, 2 * ff, 0);

@@ -12,10 +12,4 @@ vec4 x_run(uint xo, uint e) {
 }
 #endif
 
-// y[t, row] = s (+ bias[row]) (+ y[t, row]).
-void write_y(uint t, uint row, float s) {
-  uint o = t * p.y_stride + p.y_col + row;
-  if (p.has_bias != 0u) s += p.bias.v[row];
-  if (p.add_to_y != 0u) s += p.y.v[o];
-  p.y.v[o] = s;
-}
+#include "write_y.glsl"

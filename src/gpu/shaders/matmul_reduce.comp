@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
   uint has_bias;
   uint add_to_y;
 } p;
+#include "write_y.glsl"
 
 void main() {
   uint i = gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u + gl_GlobalInvocationID.x;
@@ -24,9 +25,5 @@ void main() {
   if (i >= n) return;
   float s = 0.0;
   for (uint k = 0u; k < p.n_splits; ++k) s += p.part.v[k * n + i];
-  uint t = i / p.n_rows, row = i % p.n_rows;
-  uint o = t * p.y_stride + p.y_col + row;
-  if (p.has_bias != 0u) s += p.bias.v[row];
-  if (p.add_to_y != 0u) s += p.y.v[o];
-  p.y.v[o] = s;
+  write_y(i / p.n_rows, i % p.n_rows, s);
 }
