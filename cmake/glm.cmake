@@ -129,13 +129,16 @@ endfunction()
 #   subgroup4.*, subgroup16.*   at llvmpipe's other subgroup sizes (its vector width: 8 lanes by
 #                 default; GPUs run 32 or 64), so code written for any size runs at three;
 #                 subgroup16.* also with the integer-dot matmuls, which lavapipe does not take
-#                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot).
+#                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot);
+#   coop.*        with the prefill's matmul as on tensor cores (fp16 products), through its
+#                 scalar twin: lavapipe has no cooperative matrices (MatmulTuning::coop).
 function(glm_gpu_test_variants target filter)
   if(NOT BUILD_TESTING)
     return()
   endif()
   foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1" "subgroup4|LP_NATIVE_VECTOR_WIDTH=128"
-            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1")
+            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1"
+            "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,1")
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 prefix)
     list(SUBLIST parts 1 -1 env)

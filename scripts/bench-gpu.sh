@@ -14,7 +14,7 @@
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
 #                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
 #                            [--serve-runs 10] [--kernels REGEX|none]
-#                            [--settings "2,2,16 2,2,16,0 2,2,16,-1,0 1,2,16 4,2,16 2,2,32 2,2,64" | none]
+#                            [--settings "2,2,16 2,2,16,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -23,9 +23,11 @@
 #       stack (serve --device vulkan); first, where the pack has it, gpu_bench: each op alone at
 #       the 6B shapes on the device (--kernels: a filter of its benchmarks, default all; none:
 #       skipped); then, on the first file, bench engine -p 32 -n 64 under each matmul setting
-#       (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT]: rows a team for one token and for a few,
-#       the tokens from which the tiled shader runs, 8-bit activations with integer dot
-#       products (absent: where accelerated; 0: never); docs/gpu.md); writes $OUT/bench-gpu.md (or
+#       (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]]: rows a team for one token
+#       and for a few, the tokens from which the tiled shader runs, 8-bit activations with
+#       integer dot products (absent: where accelerated; 0: never), the tiled shader's split of
+#       a short prompt's rows (0: never), its tensor cores (absent: where checked; 0: never);
+#       docs/gpu.md); writes $OUT/bench-gpu.md (or
 #       ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
 #       timings are no GPU speed.
 # The device call: carry [".gpu-bench.tar.xz", ".gl"], command "scripts/bench-gpu.sh run",
@@ -92,7 +94,7 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
-settings="2,2,16 2,2,16,0 2,2,16,-1,0 1,2,16 4,2,16 2,2,32 2,2,64"
+settings="2,2,16 2,2,16,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
@@ -227,8 +229,8 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
 fi
 
 # Each op alone on the device at the 6B shapes (src/gpu/gpu_bench.cc): the decode matmul with
-# each count of rows a team, the tiled one (a 17-token prompt with and without its split), norms,
-# rotary, attention.
+# each count of rows a team, the tiled one (with and without tensor cores; a 17-token prompt with
+# and without its split), norms, rotary, attention.
 if [[ "$kernels" != none ]]; then
   gpu_bench="$pack/bin/gpu_bench"
   [[ -x "$gpu_bench" ]] || gpu_bench="$here/build/src/gpu/gpu_bench"
@@ -350,7 +352,7 @@ for t in $types; do [[ -n "${file[$t]:-}" ]] && { first="$t"; break; }; done
 if [[ "$settings" != none && -n "$first" ]]; then
   {
     echo
-    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT]]; bench engine"
+    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]]; bench engine"
     echo "-p 32 -n 64 -r 3, medians, t/s):"
     echo
     echo "| setting | pp32 | tg64 |"

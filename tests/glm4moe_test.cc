@@ -259,7 +259,9 @@ TEST(Glm4Moe, OnTheGpuTinyF32LogitsMatchLlamaCpp) {
 // the CPU kernels share: 0.015 there). Rounding the activations or not moves the router's
 // scores enough to choose another expert for some token of a random model, so the gap is the
 // one the CPU shows on the same weights decoded to f32 (0.208 measured on both), and no answer
-// token differs clearly. The exact check is the next test.
+// token differs clearly. The exact check is the next test. A prefill of fp16 products (tensor
+// cores) rounds the activations another way, so the routers' choices and the gap differ there
+// (0.165 in the coop.* variant): the bound and the answer tokens hold.
 TEST(Glm4Moe, OnTheGpuTinyQ8LogitsMatchLlamaCpp) {
   const std::string q8 = tiny_moe(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
   ASSERT_TRUE(model::testing::requantize(q8, f32, DType::kF32).ok());
@@ -268,13 +270,16 @@ TEST(Glm4Moe, OnTheGpuTinyQ8LogitsMatchLlamaCpp) {
   Compare cpu = glm::testing::compare_with_reference(f32, golden, kPrefill, DType::kF32, "cpu");
   std::printf("glm4moe tiny q8_0 vs llama.cpp: vulkan %.3g, the CPU on the decoded weights %.3g\n",
               gpu.max_diff, cpu.max_diff);
-  EXPECT_NEAR(gpu.max_diff, cpu.max_diff, 1e-3f);
+  if (!model::testing::gpu_prefill_in_fp16()) {
+    EXPECT_NEAR(gpu.max_diff, cpu.max_diff, 1e-3f);
+  }
   EXPECT_LT(gpu.max_diff, 0.25f);
   EXPECT_EQ(gpu.clear_argmax_mismatches, 0);
 }
 
 // The reference the GPU computes exactly: the same Q8_0 weights decoded to f32, on the CPU (the
-// CPU kernels of quantized weights round the activations to 8 bits; the GPU's do not).
+// CPU kernels of quantized weights round the activations to 8 bits; the GPU's do not). Up to the
+// fp16 rounding of a prefill on tensor cores (8.4e-4 in the coop.* variant).
 TEST(Glm4Moe, OnTheGpuQ8EqualsTheCpuOnItsDecodedWeights) {
   const std::string q8 = tiny_moe(DType::kQ8_0), f32 = q8 + ".decoded-f32.gguf";
   ASSERT_TRUE(model::testing::requantize(q8, f32, DType::kF32).ok());
@@ -294,7 +299,7 @@ TEST(Glm4Moe, OnTheGpuQ8EqualsTheCpuOnItsDecodedWeights) {
   }
   std::printf("vulkan glm4moe tiny q8_0 vs the CPU on its decoded weights: max rel diff %.3g\n",
               worst);
-  EXPECT_LT(worst, 1e-4f);
+  EXPECT_LT(worst, model::testing::gpu_prefill_in_fp16() ? 5e-3f : 1e-4f);
 }
 
 // Three sequences in one step (prefill rows of several tokens, a decode row) = each alone.

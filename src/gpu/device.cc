@@ -105,6 +105,51 @@ bool has_extension(const VulkanApi& vk, VkPhysicalDevice pd, const char* name) {
   });
 }
 
+// Whether `pd` offers what matmul_coop.comp needs (beside the Vulkan memory model, which its
+// caller reads): VK_NV_cooperative_matrix in compute shaders, fp16 arithmetic, subgroups of 32
+// (its warps), and 16 x 16 x 16 products of fp16 tiles into f32 ones at subgroup scope among
+// the driver's shapes.
+bool has_coop_shape(const VulkanApi& vk, VkPhysicalDevice pd, bool fp16, uint32_t subgroup_size) {
+  if (!fp16 || subgroup_size != 32 ||
+      vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr ||
+      !has_extension(vk, pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    return false;
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV feat{};
+  feat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceFeatures2 f{};
+  f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f.pNext = &feat;
+  vk.vkGetPhysicalDeviceFeatures2(pd, &f);
+  VkPhysicalDeviceCooperativeMatrixPropertiesNV props{};
+  props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &props;
+  vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+  if (!feat.cooperativeMatrix ||
+      (props.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0) {
+    return false;
+  }
+  uint32_t n = 0;
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, nullptr) != VK_SUCCESS) {
+    return false;
+  }
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(n);
+  for (VkCooperativeMatrixPropertiesNV& c : shapes) {
+    c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  }
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, shapes.data()) != VK_SUCCESS) {
+    return false;
+  }
+  return std::any_of(shapes.begin(), shapes.end(), [](const VkCooperativeMatrixPropertiesNV& c) {
+    return c.MSize == 16 && c.NSize == 16 && c.KSize == 16 &&
+           c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+           c.scope == VK_SCOPE_SUBGROUP_NV;
+  });
+}
+
 // What glmserve reads of a physical device, and why it cannot run there (if so).
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   DeviceInfo info;
@@ -173,6 +218,8 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   info.int_dot = has_dot && fdot.shaderIntegerDotProduct;
   info.int_dot_fast =
       info.int_dot && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+  info.coop_matrix = f12.vulkanMemoryModel == VK_TRUE &&
+                     has_coop_shape(vk, pd, f12.shaderFloat16 == VK_TRUE, sub.subgroupSize);
   if (!f12.bufferDeviceAddress) {
     info.unusable = "no bufferDeviceAddress";
   } else if (!f11.storageBuffer16BitAccess) {
@@ -190,6 +237,7 @@ std::string DeviceInfo::features() const {
   std::string s = fp16_arithmetic ? "fp16" : "no-fp16";
   s += storage8 ? " int8-storage" : "";
   s += int_dot ? (int_dot_fast ? " int8-dot" : " int8-dot(slow)") : "";
+  s += coop_matrix ? " coopmat" : "";
   s += " subgroup=" + std::to_string(subgroup_size);
   return s;
 }
@@ -341,10 +389,23 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
   fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   fdot.shaderIntegerDotProduct = VK_TRUE;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV fcoop{};
+  fcoop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  fcoop.cooperativeMatrix = VK_TRUE;
   std::vector<const char*> extensions;
+  // The optional features' structs, chained after f12 as the device offers them.
+  void** next = &f12.pNext;
   if (info_.int_dot) {
-    f12.pNext = &fdot;
+    *next = &fdot;
+    next = &fdot.pNext;
     extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  // fp16 arithmetic where offered: matmul_coop.comp's products (its scalar twin's too).
+  f12.shaderFloat16 = info_.fp16_arithmetic ? VK_TRUE : VK_FALSE;
+  if (info_.coop_matrix) {
+    f12.vulkanMemoryModel = VK_TRUE;  // GL_KHR_memory_scope_semantics, which the NV shaders need
+    *next = &fcoop;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
   VkDeviceCreateInfo dci{};
   dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
@@ -569,9 +630,9 @@ Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* da
   return Status::Ok();
 }
 
-VkPipeline Device::pipeline(Shader shader) {
+VkResult Device::create_pipeline(Shader shader) {
   VkPipeline& p = pipelines_[static_cast<int>(shader)];
-  if (p != VK_NULL_HANDLE) return p;
+  if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const VulkanApi& vk = api_;
   const Spirv& code = spirv(shader);
   VkShaderModuleCreateInfo mci{};
@@ -580,7 +641,7 @@ VkPipeline Device::pipeline(Shader shader) {
   mci.pCode = code.words;
   VkShaderModule module = VK_NULL_HANDLE;
   VkResult r = vk.vkCreateShaderModule(device_, &mci, nullptr, &module);
-  GLM_CHECK(r == VK_SUCCESS && "vkCreateShaderModule: embedded SPIR-V rejected");
+  if (r != VK_SUCCESS) return r;
   VkComputePipelineCreateInfo cci{};
   cci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
   cci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -590,9 +651,25 @@ VkPipeline Device::pipeline(Shader shader) {
   cci.layout = layout_;
   r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
   vk.vkDestroyShaderModule(device_, module, nullptr);
-  GLM_CHECK(r == VK_SUCCESS && "vkCreateComputePipelines failed");
+  if (r != VK_SUCCESS) {
+    p = VK_NULL_HANDLE;
+    return r;
+  }
   g_pipelines_created.fetch_add(1, std::memory_order_relaxed);
-  return p;
+  return VK_SUCCESS;
+}
+
+VkPipeline Device::pipeline(Shader shader) {
+  const VkResult r = create_pipeline(shader);
+  GLM_CHECK(r == VK_SUCCESS && "the driver rejected an embedded shader");
+  return pipelines_[static_cast<int>(shader)];
+}
+
+Status Device::try_pipeline(Shader shader) {
+  const VkResult r = create_pipeline(shader);
+  if (r == VK_SUCCESS) return Status::Ok();
+  return unsupported(std::string("vulkan: the driver rejected shader ") + spirv(shader).name +
+                     ": " + vk_result_name(r));
 }
 
 uint64_t Device::pipelines_created() { return g_pipelines_created.load(std::memory_order_relaxed); }

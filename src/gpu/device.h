@@ -45,10 +45,15 @@ struct DeviceInfo {
   // (matmul.comp's IDOT: the default where it is, docs/gpu.md).
   bool int_dot = false;
   bool int_dot_fast = false;
+  // Tensor cores through VK_NV_cooperative_matrix (enabled at open where offered, with
+  // shaderFloat16 and the Vulkan memory model): the driver multiplies 16 x 16 fp16 tiles into
+  // f32 ones in a subgroup of 32 (matmul_coop.comp: the prefill's matmul, docs/gpu.md).
+  // Whether glmserve uses them is Device::coop_verified's.
+  bool coop_matrix = false;
   std::string unusable;  // empty if glmserve can run on it; else which feature is missing
 
-  // "fp16 int8-storage int8-dot subgroup=32": the features in use, for `glmserve devices` and
-  // logs (int8-dot(slow): offered, not accelerated).
+  // "fp16 int8-storage int8-dot coopmat subgroup=32": the features in use, for `glmserve
+  // devices` and logs (int8-dot(slow): offered, not accelerated).
   std::string features() const;
   std::string api_version_string() const;  // "1.3.230"
 };
@@ -166,8 +171,13 @@ class Device {
   Status download(const Buffer& src, size_t offset, size_t bytes, void* data);
 
   Stream& stream() { return stream_; }
-  // The pipeline of `shader`, created on first use (the driver compiles the embedded SPIR-V).
+  // The pipeline of `shader`, created on first use (the driver compiles the embedded SPIR-V;
+  // one it rejects is a bug, and aborts).
   VkPipeline pipeline(Shader shader);
+  // Creates the pipeline of `shader` now; unsupported (naming the driver's answer) where the
+  // driver rejects it: for shaders of optional features (the tensor cores' check), tried once
+  // before they are used.
+  Status try_pipeline(Shader shader);
   // Pipelines every device of the process has created so far (a test sees what compiles when).
   static uint64_t pipelines_created();
   VkPipelineLayout layout() const { return layout_; }
@@ -176,6 +186,12 @@ class Device {
   // device would. 0 disarms it.
   void inject_failure_after(int n_submits) { fail_after_ = n_submits; }
   bool lost() const { return lost_; }
+
+  // Whether the tensor-core matmul gave the reference's products here (ops.h's
+  // check_coop_matmul sets it, once, where info().coop_matrix); until then, and where it did
+  // not, the prefill takes the shaders without tensor cores.
+  bool coop_verified() const { return coop_verified_; }
+  void set_coop_verified(bool ok) { coop_verified_ = ok; }
 
   // Op timing (GLMSERVE_VULKAN_PROFILE=1 at open, or this call): a timestamp after every
   // dispatch and copy of a step, the time between two summed by shader. False where the queue
@@ -194,7 +210,8 @@ class Device {
   Device() = default;
   Status init(VkPhysicalDevice physical, const DeviceInfo& info);
   int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
-  Status check_submit();  // the failure hook and the lost state, before a submit
+  Status check_submit();                    // the failure hook and the lost state, before a submit
+  VkResult create_pipeline(Shader shader);  // into pipelines_, unless there already
 
   VulkanApi api_;
   DeviceInfo info_;
@@ -215,6 +232,7 @@ class Device {
   uint64_t profiled_steps_ = 0;
   int fail_after_ = 0;
   bool lost_ = false;
+  bool coop_verified_ = false;
   uint64_t timeout_ms_ = 120000;
 };
 

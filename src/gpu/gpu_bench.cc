@@ -48,6 +48,9 @@ Device* device() {
   static std::unique_ptr<Device> dev = [] {
     StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
     require(d.ok(), d.status().message());
+    // Before the profile starts: its dispatches are not a benchmark's.
+    const Status coop = check_coop_matmul(d->get());
+    require(coop.ok(), coop.message());
     require((*d)->enable_profile(), "the device's queue writes no timestamps");
     return std::move(*d);
   }();
@@ -126,7 +129,8 @@ const std::vector<Matrix>& weight_copies(DType type, int64_t rows, int64_t cols)
 
 // Args: type (index into kTypes), rows, cols, tokens, team rows (0: the default; -1: the tiled
 // shader whatever the tokens; -2: the few-token one whatever the tokens), the integer-dot choice
-// (MatmulTuning::int_dot), the tiled shader's split (MatmulTuning::tiled_split).
+// (MatmulTuning::int_dot), the tiled shader's split (MatmulTuning::tiled_split), its tensor
+// cores (MatmulTuning::coop: -1 where check_coop_matmul verified them, 0 never).
 void BM_Matmul(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const int64_t rows = st.range(1), cols = st.range(2);
@@ -137,15 +141,18 @@ void BM_Matmul(benchmark::State& st) {
   if (team_rows == -2) tuning.tiled_min_tokens = 1 << 30;
   tuning.int_dot = static_cast<int>(st.range(5));
   tuning.tiled_split = static_cast<int>(st.range(6));
+  tuning.coop = static_cast<int>(st.range(7));
   const char* shader = tokens >= tuning.tiled_min_tokens ? "tiled" : tokens == 1 ? "one" : "few";
   const std::vector<Matrix>& w = weight_copies(type, rows, cols);
-  st.SetLabel(std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" +
-              std::to_string(cols) + " t" + std::to_string(tokens) + " " + shader +
-              (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()) +
-              (uses_int_dot(*device(), w[0], tokens, tuning) ? " int8 dot" : "") +
-              (std::string(shader) == "tiled"
-                   ? " splits " + std::to_string(tiled_splits(w[0], tokens, tuning))
-                   : std::string()));
+  st.SetLabel(
+      std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+      " t" + std::to_string(tokens) + " " + shader +
+      (team_rows > 0 ? " team_rows " + std::to_string(team_rows) : std::string()) +
+      (uses_int_dot(*device(), w[0], tokens, tuning) ? " int8 dot" : "") +
+      (std::string(shader) == "tiled"
+           ? " splits " + std::to_string(tiled_splits(w[0], tokens, tuning)) +
+                 (tiled_shader(*device(), w[0], tuning) == w[0].shaders.coop ? " tensor cores" : "")
+           : std::string()));
   const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * cols, 3));
   const Buffer y = zeros_on_device(static_cast<size_t>(tokens) * rows);
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
@@ -159,7 +166,8 @@ void BM_Matmul(benchmark::State& st) {
 
 // ChatGLM3-6B's matrices: qkv, dense (o), the two halves of the MLP (up, gate as one), down;
 // the output head.
-// The quantized types each with and without integer dot products (int_dot 1 and 0).
+// The quantized types each with and without integer dot products (int_dot 1 and 0); the tiled
+// shader with and without tensor cores (coop -1 and 0).
 void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>& tokens,
                   const std::vector<int64_t>& team_rows) {
   const int64_t shapes[][2] = {
@@ -170,10 +178,11 @@ void MatmulShapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>&
     for (const auto& sh : shapes) {
       for (int64_t n : tokens) {
         for (int64_t r : team_rows) {
-          b->Args({t, sh[0], sh[1], n, r, 0, 1});
+          b->Args({t, sh[0], sh[1], n, r, 0, 1, 0});
           if (quantized && n < MatmulTuning{}.tiled_min_tokens) {
-            b->Args({t, sh[0], sh[1], n, r, 1, 1});
+            b->Args({t, sh[0], sh[1], n, r, 1, 1, 0});
           }
+          if (n >= MatmulTuning{}.tiled_min_tokens) b->Args({t, sh[0], sh[1], n, r, 0, 1, -1});
         }
       }
     }
@@ -199,22 +208,22 @@ BENCHMARK(BM_Matmul)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 // Where the tiled shader should take over from the few-token one (MatmulTuning::
-// tiled_min_tokens): both at 16, 32 and 64 tokens, Q4_0 and F16, a square and a wide matrix.
+// tiled_min_tokens): both at 8, 16, 32 and 64 tokens, Q4_0 and F16, a square and a wide
+// matrix, the tiled one with and without tensor cores.
 BENCHMARK(BM_Matmul)
     ->Name("MatmulCrossover")
-    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {16, 32, 64}, {-2, -1}, {-1}, {1}})
+    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {8, 16, 32, 64}, {-2}, {-1}, {1}, {0}})
+    ->ArgsProduct({{0, 1}, {4096, 27392}, {4096}, {8, 16, 32, 64}, {-1}, {-1}, {1}, {-1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 // A short prompt (the latency study's question: 17 tokens) through the tiled shader, its row
-// length split over more workgroups (1) or not (0), Q4_0 and F16, ChatGLM3-6B's matrices.
+// length split over more workgroups (1) or not (0), with and without tensor cores, Q4_0 and
+// F16, ChatGLM3-6B's matrices.
 BENCHMARK(BM_Matmul)
     ->Name("MatmulShortPrompt")
-    ->ArgsProduct({{0, 1}, {4608, 4096, 27392}, {4096}, {17}, {0}, {-1}, {1, 0}})
-    ->Args({0, 4096, 13696, 17, 0, -1, 1})
-    ->Args({0, 4096, 13696, 17, 0, -1, 0})
-    ->Args({1, 4096, 13696, 17, 0, -1, 1})
-    ->Args({1, 4096, 13696, 17, 0, -1, 0})
+    ->ArgsProduct({{0, 1}, {4608, 4096, 27392}, {4096}, {17}, {0}, {-1}, {1, 0}, {-1, 0}})
+    ->ArgsProduct({{0, 1}, {4096}, {13696}, {17}, {0}, {-1}, {1, 0}, {-1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

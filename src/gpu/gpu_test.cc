@@ -133,50 +133,69 @@ TEST_P(GpuMatmul, EqualsReference) {
         const std::vector<float> xq = device_q8_values(dev, x, n_tokens, c.n_cols);
         kernels::matmul_ref(view, xq.data(), want_dot.data(), n_tokens);
       }
+      // The tiled runs on tensor cores too (the 16-bit and quantized types; their scalar twin
+      // on a device without them), against the reference on the weights and activations as
+      // fp16 rounds them.
+      const std::vector<int> coops =
+          tiled && m->shaders.coop != Shader::kCount ? std::vector<int>{0, 1} : std::vector<int>{0};
+      std::vector<float> want_coop(want.size());
+      if (coops.size() > 1) want_coop = fp16_matmul_ref(c.type, q, x, n_rows, c.n_cols, n_tokens);
       // With 2 rows a team and in the aligned tiled run: a bias per row and y's old values
       // (-7) added as the products are written.
       const std::vector<float> bias = random_floats(n_rows, 17);
       Buffer bias_b = device_floats(dev, bias);
       for (int tr : team_rows) {
         for (int dot : dots) {
-          const bool adds = tr == 2 || tr == 0;
-          SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
-                       " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
-                       (adds ? " with bias and residual" : "") + (dot ? " int dot" : ""));
-          const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
-          // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
-          const int stride = n_rows + 3;
-          Buffer yb =
-              device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
-          Stream& s = dev->stream();
-          s.begin();
-          MatmulTuning tuning;
-          if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
-          if (tr < 0) tuning.tiled_split = 0;  // the unaligned tiled run: whole rows a workgroup
-          tuning.int_dot = dot;
-          ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), dot == 1);
-          if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
-          MatmulAdd add;
-          if (adds) add = {bias_b.address(), true};
-          matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
-          ASSERT_TRUE(s.submit_and_wait().ok());
-          const std::vector<float> got =
-              read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
-          double max_err = 0, max_abs = 0;
-          for (int t = 0; t < n_tokens; ++t) {
-            for (int r = 0; r < n_rows; ++r) {
-              const float g = got[static_cast<size_t>(t) * stride + 2 + r];
-              const float e = (dot ? want_dot : want)[static_cast<size_t>(t) * n_rows + r] +
-                              (adds ? bias[r] - 7.0f : 0.0f);
-              max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
-              max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+          for (int coop : coops) {
+            const bool adds = tr == 2 || tr == 0;
+            SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
+                         " tokens " + std::to_string(n_tokens) + " team_rows " +
+                         std::to_string(tr) + (adds ? " with bias and residual" : "") +
+                         (dot ? " int dot" : "") + (coop ? " coop" : ""));
+            const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
+            // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
+            const int stride = n_rows + 3;
+            Buffer yb = device_floats(
+                dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+            Stream& s = dev->stream();
+            s.begin();
+            MatmulTuning tuning;
+            if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
+            if (tr < 0) tuning.tiled_split = 0;  // the unaligned tiled run: whole rows a workgroup
+            tuning.int_dot = dot;
+            tuning.coop = coop;
+            ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), dot == 1);
+            if (tiled) {
+              ASSERT_EQ(tiled_shader(*dev, *m, tuning),
+                        coop == 0
+                            ? m->shaders.tiled
+                            : (dev->info().coop_matrix ? m->shaders.coop : m->shaders.coop_ref));
             }
-            for (int col : {0, 1, stride - 1}) {
-              EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+            if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
+            MatmulAdd add;
+            if (adds) add = {bias_b.address(), true};
+            matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
+            ASSERT_TRUE(s.submit_and_wait().ok());
+            const std::vector<float> got =
+                read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+            double max_err = 0, max_abs = 0;
+            for (int t = 0; t < n_tokens; ++t) {
+              for (int r = 0; r < n_rows; ++r) {
+                const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+                const float e = (dot    ? want_dot
+                                 : coop ? want_coop
+                                        : want)[static_cast<size_t>(t) * n_rows + r] +
+                                (adds ? bias[r] - 7.0f : 0.0f);
+                max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+                max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+              }
+              for (int col : {0, 1, stride - 1}) {
+                EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+              }
             }
+            // Only the summation order differs from the reference: f32 rounding of n_cols terms.
+            EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
           }
-          // Only the summation order differs from the reference: f32 rounding of n_cols terms.
-          EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
         }
       }
     }
@@ -184,6 +203,25 @@ TEST_P(GpuMatmul, EqualsReference) {
   if (c.n_cols >= 8 * 32) {
     EXPECT_GT(split_runs, 0) << "the split tiled run was not exercised";
   }
+}
+
+// check_coop_matmul's comparison passes the tensor cores' scalar twin and fails a shader that
+// decodes the weights wrongly (Q8_0's twin on F16 rows); the check verifies the tensor cores
+// where the device has them (an H200's run of this test), and the prefill takes them then only.
+TEST(GpuCoop, TheCheckPassesTheScalarTwinAndNotAWrongShader) {
+  NEED_DEVICE();
+  StatusOr<bool> twin = coop_matmul_agrees(dev, Shader::kMatmulCoopRefF16);
+  ASSERT_TRUE(twin.ok()) << twin.status().message();
+  EXPECT_TRUE(*twin);
+  StatusOr<bool> wrong = coop_matmul_agrees(dev, Shader::kMatmulCoopRefQ8_0);
+  ASSERT_TRUE(wrong.ok()) << wrong.status().message();
+  EXPECT_FALSE(*wrong);
+  ASSERT_TRUE(check_coop_matmul(dev).ok());
+  EXPECT_EQ(dev->coop_verified(), dev->info().coop_matrix) << dev->info().features();
+  MatmulTuning auto_coop, no_coop;
+  no_coop.coop = 0;
+  EXPECT_EQ(prefill_in_fp16(*dev, auto_coop), dev->info().coop_matrix);
+  EXPECT_FALSE(prefill_in_fp16(*dev, no_coop));
 }
 
 // quantize_q8: each value is the nearest multiple of its block's d = max |x| / 127 (so the
@@ -277,9 +315,33 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,0", &t));
   EXPECT_EQ(t.int_dot, -1);
   EXPECT_EQ(t.tiled_split, 0);
-  for (const char* bad :
-       {"", "4,1", "4,4,32", "3,1,32", "4,1,1", "4,1,32,", "4,1,32x", "a,b,c", "2,2,16,2",
-        "2,2,16,1x", "2,2,16,1,", "2,2,16,1,2", "2,2,16,1,1,", "2,2,16,1,1x"}) {
+  EXPECT_EQ(t.coop, -1);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,0", &t));
+  EXPECT_EQ(t.tiled_split, 1);
+  EXPECT_EQ(t.coop, 0);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,1", &t));
+  EXPECT_EQ(t.coop, 1);
+  for (const char* bad : {"",
+                          "4,1",
+                          "4,4,32",
+                          "3,1,32",
+                          "4,1,1",
+                          "4,1,32,",
+                          "4,1,32x",
+                          "a,b,c",
+                          "2,2,16,2",
+                          "2,2,16,1x",
+                          "2,2,16,1,",
+                          "2,2,16,1,2",
+                          "2,2,16,1,1,",
+                          "2,2,16,1,1x",
+                          "2,2,16,1,1,2",
+                          "2,2,16,1,1,-2",
+                          "2,2,16,1,1,1,",
+                          "2,2,16,1,1,1,1",
+                          ",2,2,16",
+                          "2,,2,16",
+                          "99999999999,2,16"}) {
     MatmulTuning u;
     EXPECT_FALSE(parse_matmul_tuning(bad, &u)) << bad;
     EXPECT_EQ(u.team_rows_one, MatmulTuning{}.team_rows_one) << "changed by " << bad;

@@ -12,9 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/validation_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 namespace glm::gpu {
 
@@ -63,6 +66,29 @@ inline double max_rel_err(const std::vector<float>& got, const std::vector<float
     m = std::max(m, std::fabs(static_cast<double>(got[i]) - want[i]) / (1 + std::fabs(want[i])));
   }
   return m;
+}
+
+// kernels::matmul_ref of `type` weights q ([n_rows, n_cols] GGUF rows) with each weight and
+// activation rounded to fp16 first, as matmul_coop.comp multiplies them: [n_tokens, n_rows].
+inline std::vector<float> fp16_matmul_ref(DType type, const std::vector<uint8_t>& q,
+                                          const std::vector<float>& x, int n_rows, int n_cols,
+                                          int n_tokens) {
+  const auto fp16 = [](float v) { return fp16_to_fp32(fp32_to_fp16(v)); };
+  std::vector<float> w(static_cast<size_t>(n_rows) * n_cols), xh(x.size());
+  for (int r = 0; r < n_rows; ++r) {
+    kernels::dequantize_row_ref(type, q.data() + row_bytes(type, n_cols) * r,
+                                w.data() + static_cast<size_t>(r) * n_cols, n_cols);
+  }
+  for (float& v : w) v = fp16(v);
+  for (size_t i = 0; i < x.size(); ++i) xh[i] = fp16(x[i]);
+  kernels::WeightView view;
+  view.type = DType::kF32;
+  view.data = w.data();
+  view.n_rows = n_rows;
+  view.n_cols = n_cols;
+  std::vector<float> y(static_cast<size_t>(n_tokens) * n_rows);
+  kernels::matmul_ref(view, xh.data(), y.data(), n_tokens);
+  return y;
 }
 
 // quantize_q8's blocks of x ([n_rows, n_cols]) as the device writes them: 8 words of int8 and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -83,18 +84,26 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 }
 
 bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
-  MatmulTuning t;
-  char extra = 0;
   if (text == nullptr) return false;
-  const int n = std::sscanf(text, "%d,%d,%d,%d,%d%c", &t.team_rows_one, &t.team_rows_few,
-                            &t.tiled_min_tokens, &t.int_dot, &t.tiled_split, &extra);
-  // Three or four settings and nothing after them, or five.
-  const bool shorter = (n == 3 && std::sscanf(text, "%*d,%*d,%*d%c", &extra) != 1) ||
-                       (n == 4 && std::sscanf(text, "%*d,%*d,%*d,%*d%c", &extra) != 1);
-  if (!shorter && n != 5) return false;
+  MatmulTuning t;
+  int* const fields[] = {&t.team_rows_one, &t.team_rows_few, &t.tiled_min_tokens,
+                         &t.int_dot,       &t.tiled_split,   &t.coop};
+  size_t n = 0;
+  // Comma-separated integers, 3 to 6 of them, nothing else.
+  for (const char* at = text;; ++at) {
+    char* end = nullptr;
+    const long v = std::strtol(at, &end, 10);
+    if (end == at || n == std::size(fields) || v < -1000000 || v > 1000000) return false;
+    *fields[n++] = static_cast<int>(v);
+    at = end;
+    if (*at == '\0') break;
+    if (*at != ',') return false;
+  }
   const auto rows_ok = [](int r, int max) { return r == 1 || r == 2 || (r == 4 && max == 4); };
-  if (!rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) || t.tiled_min_tokens < 2 ||
-      t.int_dot < -1 || t.int_dot > 1 || t.tiled_split < 0 || t.tiled_split > 1) {
+  const auto flag_ok = [](int f, int lo) { return f >= lo && f <= 1; };
+  if (n < 3 || !rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) ||
+      t.tiled_min_tokens < 2 || !flag_ok(t.int_dot, -1) || !flag_ok(t.tiled_split, 0) ||
+      !flag_ok(t.coop, -1)) {
     return false;
   }
   *out = t;
@@ -107,9 +116,9 @@ const MatmulTuning& matmul_tuning() {
     const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
     if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
       GLM_LOG_WARN(
-          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT]] (rows a team 1, 2 "
-          "or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1; split 0 or 1) "
-          "expected",
+          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]] (rows a "
+          "team 1, 2 or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1; split "
+          "0 or 1; tensor cores -1 where checked, 0 or 1) expected",
           env);
     }
     return t;
@@ -126,6 +135,17 @@ int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
   // As many splits as `want` of equal chunk counts need (the last may be shorter).
   const int64_t per = (chunks + want - 1) / want;
   return static_cast<int>((chunks + per - 1) / per);
+}
+
+bool prefill_in_fp16(const Device& device, const MatmulTuning& tuning) {
+  const DeviceInfo& info = device.info();
+  return info.fp16_arithmetic &&
+         (tuning.coop == 1 || (tuning.coop == -1 && info.coop_matrix && device.coop_verified()));
+}
+
+Shader tiled_shader(const Device& device, const Matrix& w, const MatmulTuning& tuning) {
+  if (w.shaders.coop == Shader::kCount || !prefill_in_fp16(device, tuning)) return w.shaders.tiled;
+  return device.info().coop_matrix ? w.shaders.coop : w.shaders.coop_ref;
 }
 
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
@@ -199,8 +219,8 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
         splits = 1;  // no scratch: whole rows a workgroup
       }
     }
-    s.dispatch(w.shaders.tiled, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
-               static_cast<uint32_t>(splits));
+    s.dispatch(tiled_shader(s.device(), w, tuning), &p, sizeof(p), static_cast<uint32_t>(gx),
+               static_cast<uint32_t>(gy), static_cast<uint32_t>(splits));
     if (splits > 1) {
       struct {
         Addr part, y, bias;

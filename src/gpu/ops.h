@@ -23,9 +23,16 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  MatmulShaders shaders{
-      Shader::kMatvecF32,        Shader::kMatmulF32, Shader::kMatmulTiledF32, Shader::kMatvecIdF32,
-      Shader::kMatmulTiledIdF32, Shader::kCount,     Shader::kCount,          Shader::kCount};
+  MatmulShaders shaders{Shader::kMatvecF32,
+                        Shader::kMatmulF32,
+                        Shader::kMatmulTiledF32,
+                        Shader::kMatvecIdF32,
+                        Shader::kMatmulTiledIdF32,
+                        Shader::kCount,
+                        Shader::kCount,
+                        Shader::kCount,
+                        Shader::kCount,
+                        Shader::kCount};
 };
 
 // How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:
@@ -36,20 +43,25 @@ struct Matrix {
 // them (DeviceInfo::int_dot_fast), 0 never, 1 wherever the device has them. tiled_split: 1
 // splits the tiled shader's rows into parts of at least 4 chunks, each a workgroup of its own,
 // where its tiles are fewer than kTiledSplitGroups workgroups (a short prompt's: matmul_reduce
-// adds the parts up), 0 never.
+// adds the parts up), 0 never. coop: whether the tiled shader's products run on tensor cores
+// (matmul_coop.comp: fp16 weights and activations, f32 sums; not the experts' shader): -1 where
+// the device has them and check_coop_matmul found them right, 0 never, 1 always (on a device
+// without them, the same shader with its products in scalar code: its reference).
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
   int tiled_min_tokens = 16;
   int int_dot = -1;
   int tiled_split = 1;
+  int coop = -1;
 };
 inline constexpr int kTiledSplitGroups = 256;
-// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT]]" (read once;
-// benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored with a warning.
+// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]]" (read
+// once; benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored with a
+// warning.
 const MatmulTuning& matmul_tuning();
-// MatmulTuning parsed from 3, 4 or 5 of "ONE,FEW,TILED_MIN,DOT,SPLIT" (DOT -1, 0 or 1; SPLIT
-// 0 or 1); false if malformed or out of range.
+// MatmulTuning parsed from 3 to 6 of "ONE,FEW,TILED_MIN,DOT,SPLIT,COOP" (DOT and COOP -1, 0 or
+// 1; SPLIT 0 or 1); false if malformed or out of range.
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
 // The tiled shader's splits of the row length for n_tokens tokens of w (1: none).
 int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = matmul_tuning());
@@ -57,6 +69,28 @@ int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = mat
 // tiled shader's, the tuning and the device allowing).
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens,
                   const MatmulTuning& tuning = matmul_tuning());
+
+// Whether the tiled matmul of 16-bit and quantized weights multiplies fp16 values (tensor
+// cores, or their scalar twin where coop is 1 and the device has none; never on a device
+// without fp16 arithmetic, whose shaders cannot hold them): the prefill's logits
+// then move from an f32 computation's by about 2e-3, as llama.cpp's GPU matmuls' do.
+bool prefill_in_fp16(const Device& device, const MatmulTuning& tuning = matmul_tuning());
+// The tiled shader matmul() takes for n_tokens >= tuning.tiled_min_tokens tokens of w: on
+// tensor cores (w.shaders.coop) or their scalar twin (coop_ref) where prefill_in_fp16 and w
+// has them (not f32), else w.shaders.tiled.
+Shader tiled_shader(const Device& device, const Matrix& w,
+                    const MatmulTuning& tuning = matmul_tuning());
+// Where info().coop_matrix and not yet verified: runs the tensor-core matmul (F16) against
+// the host's products of the same fp16 values (coop_matmul_agrees) and sets
+// device->coop_verified() to whether they agree, with a warning where they do not (the prefill
+// then runs without tensor cores). A no-op elsewhere. Errors: a failed submission or allocation
+// (coop_verified stays false).
+Status check_coop_matmul(Device* device);
+// Whether `shader` (a matmul_coop.comp variant for F16 weights) computes a 200 x 320 F16
+// matrix's products with 70 tokens (two tiles each way, both partial) as the host does from
+// the same fp16 values, whole rows a workgroup and split over the row length, bias and residual
+// added: the f32 sums' order apart (check_coop_matmul's test).
+StatusOr<bool> coop_matmul_agrees(Device* device, Shader shader);
 
 // x: [n_rows, n_cols] f32 (n_cols a multiple of 32) into y: [n_rows, n_cols / 32] blocks of 9
 // words, 32 int8 and an f32 scale (quantize_q8.comp): the IDOT shaders' activations.

@@ -110,7 +110,27 @@ namespace glm::gpu {
   X(kMatvecIdDotQ4_K, matvec_id_dot_q4_k)     \
   X(kMatvecIdDotQ5_K, matvec_id_dot_q5_k)     \
   X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)     \
-  X(kMatmulReduce, matmul_reduce)
+  X(kMatmulReduce, matmul_reduce)             \
+  X(kMatmulCoopF16, matmul_coop_f16)          \
+  X(kMatmulCoopBF16, matmul_coop_bf16)        \
+  X(kMatmulCoopQ4_0, matmul_coop_q4_0)        \
+  X(kMatmulCoopQ4_1, matmul_coop_q4_1)        \
+  X(kMatmulCoopQ5_0, matmul_coop_q5_0)        \
+  X(kMatmulCoopQ5_1, matmul_coop_q5_1)        \
+  X(kMatmulCoopQ8_0, matmul_coop_q8_0)        \
+  X(kMatmulCoopQ4_K, matmul_coop_q4_k)        \
+  X(kMatmulCoopQ5_K, matmul_coop_q5_k)        \
+  X(kMatmulCoopQ6_K, matmul_coop_q6_k)        \
+  X(kMatmulCoopRefF16, matmul_coop_ref_f16)   \
+  X(kMatmulCoopRefBF16, matmul_coop_ref_bf16) \
+  X(kMatmulCoopRefQ4_0, matmul_coop_ref_q4_0) \
+  X(kMatmulCoopRefQ4_1, matmul_coop_ref_q4_1) \
+  X(kMatmulCoopRefQ5_0, matmul_coop_ref_q5_0) \
+  X(kMatmulCoopRefQ5_1, matmul_coop_ref_q5_1) \
+  X(kMatmulCoopRefQ8_0, matmul_coop_ref_q8_0) \
+  X(kMatmulCoopRefQ4_K, matmul_coop_ref_q4_k) \
+  X(kMatmulCoopRefQ5_K, matmul_coop_ref_q5_k) \
+  X(kMatmulCoopRefQ6_K, matmul_coop_ref_q6_k)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,
@@ -134,6 +154,8 @@ const Spirv& spirv(Shader shader);
 // expert (matmul_tiled.comp's IDS).
 // one_dot, few_dot, experts_dot: one, few and experts over 8-bit activations with integer dot
 // products (matmul.comp's IDOT), for the quantized types; Shader::kCount where there is none.
+// coop: the tiled one on tensor cores (matmul_coop.comp), coop_ref: the same with its products
+// in scalar code (its REF), for the 16-bit and quantized types; Shader::kCount for f32.
 struct MatmulShaders {
   Shader one;
   Shader few;
@@ -143,6 +165,8 @@ struct MatmulShaders {
   Shader one_dot;
   Shader few_dot;
   Shader experts_dot;
+  Shader coop;
+  Shader coop_ref;
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);

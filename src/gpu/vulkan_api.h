@@ -12,7 +12,8 @@
 
 namespace glm::gpu {
 
-// X(name) for every function used: global, instance and device level.
+// X(name) for every function used: global, instance and device level. An extension's entry
+// point is null where no driver offers it (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV).
 #define GLM_VK_GLOBAL_FNS(X)            \
   X(vkCreateInstance)                   \
   X(vkEnumerateInstanceVersion)         \
@@ -29,7 +30,8 @@ namespace glm::gpu {
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkEnumerateDeviceExtensionProperties)     \
   X(vkCreateDevice)                           \
-  X(vkGetDeviceProcAddr)
+  X(vkGetDeviceProcAddr)                      \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
 
 #define GLM_VK_DEVICE_FNS(X)       \
   X(vkDestroyDevice)               \

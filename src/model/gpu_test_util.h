@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gpu/ops.h"
 #include "gpu/validation_test_util.h"
 #include "model/gpu_model.h"
 #include "model/model.h"
@@ -45,6 +46,18 @@ inline Outputs run(Model& m, DType kv_type, const std::vector<int32_t>& prompt,
     EXPECT_TRUE(d.ok()) << d.message();
   }
   return r;
+}
+
+// Whether a model loaded on the machine's GPU ("vulkan") prefills with fp16 products
+// (gpu::prefill_in_fp16: tensor cores, or their scalar twin in the coop.* test variants), its
+// logits then an fp16 rounding away from an f32 computation's. Asked once a process, of the
+// device that loading opens.
+inline bool gpu_prefill_in_fp16() {
+  static const bool fp16 = [] {
+    StatusOr<std::unique_ptr<gpu::Device>> dev = gpu::Device::open(-1);
+    return dev.ok() && gpu::check_coop_matmul(dev->get()).ok() && gpu::prefill_in_fp16(**dev);
+  }();
+  return fp16;
 }
 
 // max |a - b| / max(1, max |b|).

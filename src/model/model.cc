@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "gpu/device.h"
+#include "gpu/ops.h"
 #include "model/chatglm1.h"
 #include "model/chatglm1_gpu.h"
 #include "model/transformer.h"
@@ -37,6 +38,13 @@ StatusOr<std::unique_ptr<gpu::Device>> open_device(const LoadOptions& options) {
     GLM_LOG_WARN("device %s: %s; running on the CPU", options.device.c_str(),
                  dev.status().message().c_str());
     return std::unique_ptr<gpu::Device>();
+  }
+  // The tensor cores' products checked once before the prefill takes them (docs/gpu.md).
+  if (Status s = gpu::check_coop_matmul(dev->get()); !s.ok()) {
+    GLM_LOG_WARN(
+        "vulkan: checking the tensor-core matmul failed (%s); the prefill runs without "
+        "tensor cores",
+        s.message().c_str());
   }
   return dev;
 }

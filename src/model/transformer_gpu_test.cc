@@ -66,7 +66,12 @@ TEST_P(GpuVsCpu, SameLogits) {
   // f32 sums in another order; a K/V value on a rounding boundary of the cache's type in one
   // computation and not the other moves by one f16 ulp (2^-11) or one q8_0 code: 5e-4 for f16
   // as the goldens' f16 bound (golden_test.cc), 2e-3 for q8_0.
-  const float tol = c.kv == DType::kQ8_0 ? 2e-3f : c.kv == DType::kF16 ? 5e-4f : 1e-4f;
+  float tol = c.kv == DType::kQ8_0 ? 2e-3f : c.kv == DType::kF16 ? 5e-4f : 1e-4f;
+  // A prefill of fp16 products (tensor cores; 1.1e-3 to 2.3e-3 seen in the coop.* variant on
+  // lavapipe) moves more K/V values across a q8_0 code's boundary (9.5e-3 seen).
+  if (c.type != DType::kF32 && testing::gpu_prefill_in_fp16()) {
+    tol = c.kv == DType::kQ8_0 ? 2e-2f : 5e-3f;
+  }
   EXPECT_LT(max_rel_diff(b.prefill, a.prefill), tol);
   EXPECT_LT(max_rel_diff(b.decode, a.decode), tol);
 }
