@@ -332,15 +332,20 @@ BENCHMARK(BM_Attention)
 // over their chosen experts (random, distinct per token). One token: a slot at a time
 // (matvec_id_*: 8 experts' rows read); more: the slots grouped by expert (moe_group, timed
 // with them) and each expert's tiles over its slots (matmul_tiled_id_*). bytes_per_second: the
-// chosen experts' bytes (each distinct expert once) over the time. Args: type (kTypes), tokens.
+// chosen experts' bytes (each distinct expert once) over the time. Args: type (kTypes), tokens,
+// the grouped tiles' tensor cores (MatmulTuning::coop: -1 where checked, 0 never).
 void BM_Experts(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const int tokens = static_cast<int>(st.range(1));
+  MatmulTuning tuning;
+  tuning.coop = static_cast<int>(st.range(2));
   const int n_expert = 128, k = 8, rows = 1408, cols = 4096, slots = tokens * k;
+  const std::vector<Matrix>& w = weight_copies(type, int64_t{n_expert} * rows, cols);
+  const bool tensor_cores =
+      tokens > 1 && tiled_shader(*device(), w[0], tuning, true) == w[0].shaders.experts_coop;
   st.SetLabel(std::string(dtype_name(type)) + " 128 x " + std::to_string(rows) + "x" +
               std::to_string(cols) + " top-8 t" + std::to_string(tokens) +
-              (tokens == 1 ? " matvec_id" : " grouped"));
-  const std::vector<Matrix>& w = weight_copies(type, int64_t{n_expert} * rows, cols);
+              (tokens == 1 ? " matvec_id" : " grouped") + (tensor_cores ? " tensor cores" : ""));
   std::mt19937 rng(9);
   std::vector<int32_t> ids(slots);
   std::vector<int> order(n_expert);
@@ -372,7 +377,7 @@ void BM_Experts(benchmark::State& st) {
       matmul_experts(s, m, rows, ids_b.address(), x.address(), k, y.address(), slots, rows, 0);
     } else {
       moe_group(s, ids_b.address(), slots, g);
-      matmul_experts_grouped(s, m, rows, g, x.address(), k, y.address(), rows, 0);
+      matmul_experts_grouped(s, m, rows, g, x.address(), k, y.address(), rows, 0, tuning);
     }
   });
   const double expert_bytes = static_cast<double>(w[0].buf.size()) / n_expert;
@@ -381,7 +386,8 @@ void BM_Experts(benchmark::State& st) {
       chosen * expert_bytes * static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Experts)
-    ->ArgsProduct({{0, 2}, {1, 512}})
+    ->ArgsProduct({{0, 2}, {1}, {0}})
+    ->ArgsProduct({{0, 2}, {512}, {-1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

@@ -72,6 +72,23 @@ std::vector<float> expected_products(const Stacked& st, const ExpertsCase& c, in
   return want;
 }
 
+// expected_products of the weights and activations as fp16 rounds them (matmul_coop.comp).
+std::vector<float> expected_fp16_products(const Stacked& st, const ExpertsCase& c, int rows,
+                                          const std::vector<int32_t>& ids,
+                                          const std::vector<float>& x, int x_div) {
+  std::vector<float> want;
+  for (size_t s = 0; s < ids.size(); ++s) {
+    const size_t expert_bytes = st.row_bytes * rows;
+    const std::vector<uint8_t> w(st.bytes.begin() + expert_bytes * ids[s],
+                                 st.bytes.begin() + expert_bytes * (ids[s] + 1));
+    const std::vector<float> xs(x.begin() + s / x_div * c.n_cols,
+                                x.begin() + (s / x_div + 1) * c.n_cols);
+    const std::vector<float> y = fp16_matmul_ref(c.type, w, xs, rows, c.n_cols, 1);
+    want.insert(want.end(), y.begin(), y.end());
+  }
+  return want;
+}
+
 // 5 experts of 13 rows stacked; 4 tokens of k = 3 slots (ids with repeats, every expert but
 // one), read as the gate/up projections read them (x_div 3: a token's row for its 3 slots) and
 // as the down projection does (x_div 1: a row a slot), with each count of rows a team.
@@ -144,9 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The prefill's path: the slots grouped by expert (moe_group), then each expert's rows read once
-// per 64 of its slots (matmul_tiled.comp's IDS). 100 tokens of k = 2: every token chooses
-// expert 0 (100 slots: two token tiles), its other slot one of experts 1-3, expert 4 none; 131
-// rows an expert (two row tiles, the second partial).
+// per 64 of its slots (matmul_tiled.comp's IDS; matmul_coop.comp's too, on tensor cores or in
+// its scalar twin, against the products of fp16-rounded weights and activations). 100 tokens of
+// k = 2: every token chooses expert 0 (100 slots: two token tiles), its other slot one of
+// experts 1-3, expert 4 none; 131 rows an expert (two row tiles, the second partial).
 TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
   NEED_DEVICE();
   const ExpertsCase c = GetParam();
@@ -168,8 +186,18 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
   g.counts = counts_b.address();
   g.n_expert = n_expert;
   g.cap = n_tokens;
-  for (int x_div : {k, 1}) {
-    SCOPED_TRACE(std::string(dtype_name(c.type)) + " x_div " + std::to_string(x_div));
+  const std::vector<int> coops =
+      m->shaders.coop != Shader::kCount ? std::vector<int>{0, 1} : std::vector<int>{0};
+  for (int i = 0; i < 2 * static_cast<int>(coops.size()); ++i) {
+    const int x_div = i % 2 == 0 ? k : 1, coop = coops[i / 2];
+    SCOPED_TRACE(std::string(dtype_name(c.type)) + " x_div " + std::to_string(x_div) +
+                 (coop ? " coop" : ""));
+    MatmulTuning tuning;
+    tuning.coop = coop;
+    ASSERT_EQ(tiled_shader(*dev, *m, tuning, true),
+              coop == 0 ? m->shaders.experts_tiled
+                        : (dev->info().coop_matrix ? m->shaders.experts_coop
+                                                   : m->shaders.experts_coop_ref));
     const std::vector<float> x =
         random_floats(static_cast<size_t>(n_slots / x_div) * c.n_cols, 9 + x_div);
     Buffer xb = device_floats(dev, x);
@@ -179,7 +207,7 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
     Stream& st = dev->stream();
     st.begin();
     moe_group(st, ids_b.address(), n_slots, g);
-    matmul_experts_grouped(st, *m, rows, g, xb.address(), x_div, yb.address(), stride, col);
+    matmul_experts_grouped(st, *m, rows, g, xb.address(), x_div, yb.address(), stride, col, tuning);
     ASSERT_TRUE(st.submit_and_wait().ok());
     // The groups: each expert's count, and its list a permutation of its slots.
     std::vector<int32_t> counts(n_expert), slots(static_cast<size_t>(n_expert) * n_tokens);
@@ -198,7 +226,9 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
     }
     const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * stride);
     double max_err = 0, max_abs = 0;
-    const std::vector<float> products = expected_products(experts, c, rows, ids, x, x_div);
+    const std::vector<float> products =
+        coop ? expected_fp16_products(experts, c, rows, ids, x, x_div)
+             : expected_products(experts, c, rows, ids, x, x_div);
     for (int s = 0; s < n_slots; ++s) {
       const float* want = products.data() + static_cast<size_t>(s) * rows;
       for (int r = 0; r < rows; ++r) {

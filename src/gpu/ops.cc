@@ -143,9 +143,14 @@ bool prefill_in_fp16(const Device& device, const MatmulTuning& tuning) {
          (tuning.coop == 1 || (tuning.coop == -1 && info.coop_matrix && device.coop_verified()));
 }
 
-Shader tiled_shader(const Device& device, const Matrix& w, const MatmulTuning& tuning) {
-  if (w.shaders.coop == Shader::kCount || !prefill_in_fp16(device, tuning)) return w.shaders.tiled;
-  return device.info().coop_matrix ? w.shaders.coop : w.shaders.coop_ref;
+Shader tiled_shader(const Device& device, const Matrix& w, const MatmulTuning& tuning,
+                    bool experts) {
+  const MatmulShaders& sh = w.shaders;
+  if (sh.coop == Shader::kCount || !prefill_in_fp16(device, tuning)) {
+    return experts ? sh.experts_tiled : sh.tiled;
+  }
+  if (device.info().coop_matrix) return experts ? sh.experts_coop : sh.coop;
+  return experts ? sh.experts_coop_ref : sh.coop_ref;
 }
 
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
@@ -340,7 +345,8 @@ void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g) {
 }
 
 void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const ExpertGroups& g, Addr x,
-                            int x_div, Addr y, int y_stride, int y_col) {
+                            int x_div, Addr y, int y_stride, int y_col,
+                            const MatmulTuning& tuning) {
   GLM_CHECK(rows > 0 && w.n_rows == rows * g.n_expert && x_div > 0);
   struct {
     Addr w, x, x4, y;
@@ -370,7 +376,7 @@ void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const Expe
       static_cast<uint32_t>(x_div)};
   const int64_t gx = (rows + 127) / 128, gy = (g.cap + 63) / 64;  // 128 x 64 tiles
   GLM_CHECK(gx <= kMaxGroups && gy <= kMaxGroups && g.n_expert <= static_cast<int>(kMaxGroups));
-  s.dispatch(w.shaders.experts_tiled, &p, sizeof(p), static_cast<uint32_t>(gx),
+  s.dispatch(tiled_shader(s.device(), w, tuning, true), &p, sizeof(p), static_cast<uint32_t>(gx),
              static_cast<uint32_t>(gy), static_cast<uint32_t>(g.n_expert));
 }
 

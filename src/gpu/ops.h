@@ -32,6 +32,8 @@ struct Matrix {
                         Shader::kCount,
                         Shader::kCount,
                         Shader::kCount,
+                        Shader::kCount,
+                        Shader::kCount,
                         Shader::kCount};
 };
 
@@ -44,7 +46,7 @@ struct Matrix {
 // splits the tiled shader's rows into parts of at least 4 chunks, each a workgroup of its own,
 // where its tiles are fewer than kTiledSplitGroups workgroups (a short prompt's: matmul_reduce
 // adds the parts up), 0 never. coop: whether the tiled shader's products run on tensor cores
-// (matmul_coop.comp: fp16 weights and activations, f32 sums; not the experts' shader): -1 where
+// (matmul_coop.comp: fp16 weights and activations, f32 sums; the experts' grouped too): -1 where
 // the device has them and check_coop_matmul found them right, 0 never, 1 always (on a device
 // without them, the same shader with its products in scalar code: its reference).
 struct MatmulTuning {
@@ -77,9 +79,10 @@ bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens,
 bool prefill_in_fp16(const Device& device, const MatmulTuning& tuning = matmul_tuning());
 // The tiled shader matmul() takes for n_tokens >= tuning.tiled_min_tokens tokens of w: on
 // tensor cores (w.shaders.coop) or their scalar twin (coop_ref) where prefill_in_fp16 and w
-// has them (not f32), else w.shaders.tiled.
+// has them (not f32), else w.shaders.tiled. experts: matmul_experts_grouped's (experts_coop,
+// experts_coop_ref, experts_tiled).
 Shader tiled_shader(const Device& device, const Matrix& w,
-                    const MatmulTuning& tuning = matmul_tuning());
+                    const MatmulTuning& tuning = matmul_tuning(), bool experts = false);
 // Where info().coop_matrix and not yet verified: runs the tensor-core matmul (F16) against
 // the host's products of the same fp16 values (coop_matmul_agrees) and sets
 // device->coop_verified() to whether they agree, with a warning where they do not (the prefill
@@ -155,9 +158,11 @@ struct ExpertGroups {
 inline constexpr int kMaxGroupedExperts = 4096;
 void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g);
 // matmul_experts' products with the slots grouped (moe_group): each expert's rows are read once
-// per 64 of its slots (matmul_tiled.comp's IDS), not once a slot: the prefill's.
+// per 64 of its slots (matmul_tiled.comp's IDS, or matmul_coop.comp's on tensor cores:
+// tiled_shader), not once a slot: the prefill's.
 void matmul_experts_grouped(Stream& s, const Matrix& w, int64_t rows, const ExpertGroups& g, Addr x,
-                            int x_div, Addr y, int y_stride, int y_col);
+                            int x_div, Addr y, int y_stride, int y_col,
+                            const MatmulTuning& tuning = matmul_tuning());
 
 // The routing of n_tokens tokens into k experts each (model::route_token; moe_route.comp):
 // logits [n_tokens, n_expert] -> ids [n_tokens, k] int32 (highest biased score first) and

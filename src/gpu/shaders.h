@@ -12,125 +12,145 @@
 namespace glm::gpu {
 
 // X(enum name, spirv name): spirv name = the generated array's name (CMakeLists.txt).
-#define GLM_GPU_SHADERS(X)                    \
-  X(kMatmulF32, matmul_f32)                   \
-  X(kMatmulF16, matmul_f16)                   \
-  X(kMatmulBF16, matmul_bf16)                 \
-  X(kMatmulQ4_0, matmul_q4_0)                 \
-  X(kMatmulQ4_1, matmul_q4_1)                 \
-  X(kMatmulQ5_0, matmul_q5_0)                 \
-  X(kMatmulQ5_1, matmul_q5_1)                 \
-  X(kMatmulQ8_0, matmul_q8_0)                 \
-  X(kMatmulQ4_K, matmul_q4_k)                 \
-  X(kMatmulQ5_K, matmul_q5_k)                 \
-  X(kMatmulQ6_K, matmul_q6_k)                 \
-  X(kMatvecF32, matvec_f32)                   \
-  X(kMatvecF16, matvec_f16)                   \
-  X(kMatvecBF16, matvec_bf16)                 \
-  X(kMatvecQ4_0, matvec_q4_0)                 \
-  X(kMatvecQ4_1, matvec_q4_1)                 \
-  X(kMatvecQ5_0, matvec_q5_0)                 \
-  X(kMatvecQ5_1, matvec_q5_1)                 \
-  X(kMatvecQ8_0, matvec_q8_0)                 \
-  X(kMatvecQ4_K, matvec_q4_k)                 \
-  X(kMatvecQ5_K, matvec_q5_k)                 \
-  X(kMatvecQ6_K, matvec_q6_k)                 \
-  X(kMatmulTiledF32, matmul_tiled_f32)        \
-  X(kMatmulTiledF16, matmul_tiled_f16)        \
-  X(kMatmulTiledBF16, matmul_tiled_bf16)      \
-  X(kMatmulTiledQ4_0, matmul_tiled_q4_0)      \
-  X(kMatmulTiledQ4_1, matmul_tiled_q4_1)      \
-  X(kMatmulTiledQ5_0, matmul_tiled_q5_0)      \
-  X(kMatmulTiledQ5_1, matmul_tiled_q5_1)      \
-  X(kMatmulTiledQ8_0, matmul_tiled_q8_0)      \
-  X(kMatmulTiledQ4_K, matmul_tiled_q4_k)      \
-  X(kMatmulTiledQ5_K, matmul_tiled_q5_k)      \
-  X(kMatmulTiledQ6_K, matmul_tiled_q6_k)      \
-  X(kRmsNorm, rms_norm)                       \
-  X(kLayerNorm, layer_norm)                   \
-  X(kRope, rope)                              \
-  X(kSwiglu, swiglu)                          \
-  X(kGelu, gelu)                              \
-  X(kAdd, add)                                \
-  X(kCopyRows, copy_rows)                     \
-  X(kKvStoreF32, kv_store_f32)                \
-  X(kKvStoreF16, kv_store_f16)                \
-  X(kKvStoreQ8_0, kv_store_q8_0)              \
-  X(kAttentionF32, attention_f32)             \
-  X(kAttentionF16, attention_f16)             \
-  X(kAttentionQ8_0, attention_q8_0)           \
-  X(kAttentionMerge, attention_merge)         \
-  X(kMatvecIdF32, matvec_id_f32)              \
-  X(kMatvecIdF16, matvec_id_f16)              \
-  X(kMatvecIdBF16, matvec_id_bf16)            \
-  X(kMatvecIdQ4_0, matvec_id_q4_0)            \
-  X(kMatvecIdQ4_1, matvec_id_q4_1)            \
-  X(kMatvecIdQ5_0, matvec_id_q5_0)            \
-  X(kMatvecIdQ5_1, matvec_id_q5_1)            \
-  X(kMatvecIdQ8_0, matvec_id_q8_0)            \
-  X(kMatvecIdQ4_K, matvec_id_q4_k)            \
-  X(kMatvecIdQ5_K, matvec_id_q5_k)            \
-  X(kMatvecIdQ6_K, matvec_id_q6_k)            \
-  X(kMoeRoute, moe_route)                     \
-  X(kMoeCombine, moe_combine)                 \
-  X(kMatmulTiledIdF32, matmul_tiled_id_f32)   \
-  X(kMatmulTiledIdF16, matmul_tiled_id_f16)   \
-  X(kMatmulTiledIdBF16, matmul_tiled_id_bf16) \
-  X(kMatmulTiledIdQ4_0, matmul_tiled_id_q4_0) \
-  X(kMatmulTiledIdQ4_1, matmul_tiled_id_q4_1) \
-  X(kMatmulTiledIdQ5_0, matmul_tiled_id_q5_0) \
-  X(kMatmulTiledIdQ5_1, matmul_tiled_id_q5_1) \
-  X(kMatmulTiledIdQ8_0, matmul_tiled_id_q8_0) \
-  X(kMatmulTiledIdQ4_K, matmul_tiled_id_q4_k) \
-  X(kMatmulTiledIdQ5_K, matmul_tiled_id_q5_k) \
-  X(kMatmulTiledIdQ6_K, matmul_tiled_id_q6_k) \
-  X(kMoeGroup, moe_group)                     \
-  X(kQuantizeQ8, quantize_q8)                 \
-  X(kMatvecDotQ4_0, matvec_dot_q4_0)          \
-  X(kMatvecDotQ4_1, matvec_dot_q4_1)          \
-  X(kMatvecDotQ5_0, matvec_dot_q5_0)          \
-  X(kMatvecDotQ5_1, matvec_dot_q5_1)          \
-  X(kMatvecDotQ8_0, matvec_dot_q8_0)          \
-  X(kMatvecDotQ4_K, matvec_dot_q4_k)          \
-  X(kMatvecDotQ5_K, matvec_dot_q5_k)          \
-  X(kMatvecDotQ6_K, matvec_dot_q6_k)          \
-  X(kMatmulDotQ4_0, matmul_dot_q4_0)          \
-  X(kMatmulDotQ4_1, matmul_dot_q4_1)          \
-  X(kMatmulDotQ5_0, matmul_dot_q5_0)          \
-  X(kMatmulDotQ5_1, matmul_dot_q5_1)          \
-  X(kMatmulDotQ8_0, matmul_dot_q8_0)          \
-  X(kMatmulDotQ4_K, matmul_dot_q4_k)          \
-  X(kMatmulDotQ5_K, matmul_dot_q5_k)          \
-  X(kMatmulDotQ6_K, matmul_dot_q6_k)          \
-  X(kMatvecIdDotQ4_0, matvec_id_dot_q4_0)     \
-  X(kMatvecIdDotQ4_1, matvec_id_dot_q4_1)     \
-  X(kMatvecIdDotQ5_0, matvec_id_dot_q5_0)     \
-  X(kMatvecIdDotQ5_1, matvec_id_dot_q5_1)     \
-  X(kMatvecIdDotQ8_0, matvec_id_dot_q8_0)     \
-  X(kMatvecIdDotQ4_K, matvec_id_dot_q4_k)     \
-  X(kMatvecIdDotQ5_K, matvec_id_dot_q5_k)     \
-  X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)     \
-  X(kMatmulReduce, matmul_reduce)             \
-  X(kMatmulCoopF16, matmul_coop_f16)          \
-  X(kMatmulCoopBF16, matmul_coop_bf16)        \
-  X(kMatmulCoopQ4_0, matmul_coop_q4_0)        \
-  X(kMatmulCoopQ4_1, matmul_coop_q4_1)        \
-  X(kMatmulCoopQ5_0, matmul_coop_q5_0)        \
-  X(kMatmulCoopQ5_1, matmul_coop_q5_1)        \
-  X(kMatmulCoopQ8_0, matmul_coop_q8_0)        \
-  X(kMatmulCoopQ4_K, matmul_coop_q4_k)        \
-  X(kMatmulCoopQ5_K, matmul_coop_q5_k)        \
-  X(kMatmulCoopQ6_K, matmul_coop_q6_k)        \
-  X(kMatmulCoopRefF16, matmul_coop_ref_f16)   \
-  X(kMatmulCoopRefBF16, matmul_coop_ref_bf16) \
-  X(kMatmulCoopRefQ4_0, matmul_coop_ref_q4_0) \
-  X(kMatmulCoopRefQ4_1, matmul_coop_ref_q4_1) \
-  X(kMatmulCoopRefQ5_0, matmul_coop_ref_q5_0) \
-  X(kMatmulCoopRefQ5_1, matmul_coop_ref_q5_1) \
-  X(kMatmulCoopRefQ8_0, matmul_coop_ref_q8_0) \
-  X(kMatmulCoopRefQ4_K, matmul_coop_ref_q4_k) \
-  X(kMatmulCoopRefQ5_K, matmul_coop_ref_q5_k) \
-  X(kMatmulCoopRefQ6_K, matmul_coop_ref_q6_k)
+#define GLM_GPU_SHADERS(X)                         \
+  X(kMatmulF32, matmul_f32)                        \
+  X(kMatmulF16, matmul_f16)                        \
+  X(kMatmulBF16, matmul_bf16)                      \
+  X(kMatmulQ4_0, matmul_q4_0)                      \
+  X(kMatmulQ4_1, matmul_q4_1)                      \
+  X(kMatmulQ5_0, matmul_q5_0)                      \
+  X(kMatmulQ5_1, matmul_q5_1)                      \
+  X(kMatmulQ8_0, matmul_q8_0)                      \
+  X(kMatmulQ4_K, matmul_q4_k)                      \
+  X(kMatmulQ5_K, matmul_q5_k)                      \
+  X(kMatmulQ6_K, matmul_q6_k)                      \
+  X(kMatvecF32, matvec_f32)                        \
+  X(kMatvecF16, matvec_f16)                        \
+  X(kMatvecBF16, matvec_bf16)                      \
+  X(kMatvecQ4_0, matvec_q4_0)                      \
+  X(kMatvecQ4_1, matvec_q4_1)                      \
+  X(kMatvecQ5_0, matvec_q5_0)                      \
+  X(kMatvecQ5_1, matvec_q5_1)                      \
+  X(kMatvecQ8_0, matvec_q8_0)                      \
+  X(kMatvecQ4_K, matvec_q4_k)                      \
+  X(kMatvecQ5_K, matvec_q5_k)                      \
+  X(kMatvecQ6_K, matvec_q6_k)                      \
+  X(kMatmulTiledF32, matmul_tiled_f32)             \
+  X(kMatmulTiledF16, matmul_tiled_f16)             \
+  X(kMatmulTiledBF16, matmul_tiled_bf16)           \
+  X(kMatmulTiledQ4_0, matmul_tiled_q4_0)           \
+  X(kMatmulTiledQ4_1, matmul_tiled_q4_1)           \
+  X(kMatmulTiledQ5_0, matmul_tiled_q5_0)           \
+  X(kMatmulTiledQ5_1, matmul_tiled_q5_1)           \
+  X(kMatmulTiledQ8_0, matmul_tiled_q8_0)           \
+  X(kMatmulTiledQ4_K, matmul_tiled_q4_k)           \
+  X(kMatmulTiledQ5_K, matmul_tiled_q5_k)           \
+  X(kMatmulTiledQ6_K, matmul_tiled_q6_k)           \
+  X(kRmsNorm, rms_norm)                            \
+  X(kLayerNorm, layer_norm)                        \
+  X(kRope, rope)                                   \
+  X(kSwiglu, swiglu)                               \
+  X(kGelu, gelu)                                   \
+  X(kAdd, add)                                     \
+  X(kCopyRows, copy_rows)                          \
+  X(kKvStoreF32, kv_store_f32)                     \
+  X(kKvStoreF16, kv_store_f16)                     \
+  X(kKvStoreQ8_0, kv_store_q8_0)                   \
+  X(kAttentionF32, attention_f32)                  \
+  X(kAttentionF16, attention_f16)                  \
+  X(kAttentionQ8_0, attention_q8_0)                \
+  X(kAttentionMerge, attention_merge)              \
+  X(kMatvecIdF32, matvec_id_f32)                   \
+  X(kMatvecIdF16, matvec_id_f16)                   \
+  X(kMatvecIdBF16, matvec_id_bf16)                 \
+  X(kMatvecIdQ4_0, matvec_id_q4_0)                 \
+  X(kMatvecIdQ4_1, matvec_id_q4_1)                 \
+  X(kMatvecIdQ5_0, matvec_id_q5_0)                 \
+  X(kMatvecIdQ5_1, matvec_id_q5_1)                 \
+  X(kMatvecIdQ8_0, matvec_id_q8_0)                 \
+  X(kMatvecIdQ4_K, matvec_id_q4_k)                 \
+  X(kMatvecIdQ5_K, matvec_id_q5_k)                 \
+  X(kMatvecIdQ6_K, matvec_id_q6_k)                 \
+  X(kMoeRoute, moe_route)                          \
+  X(kMoeCombine, moe_combine)                      \
+  X(kMatmulTiledIdF32, matmul_tiled_id_f32)        \
+  X(kMatmulTiledIdF16, matmul_tiled_id_f16)        \
+  X(kMatmulTiledIdBF16, matmul_tiled_id_bf16)      \
+  X(kMatmulTiledIdQ4_0, matmul_tiled_id_q4_0)      \
+  X(kMatmulTiledIdQ4_1, matmul_tiled_id_q4_1)      \
+  X(kMatmulTiledIdQ5_0, matmul_tiled_id_q5_0)      \
+  X(kMatmulTiledIdQ5_1, matmul_tiled_id_q5_1)      \
+  X(kMatmulTiledIdQ8_0, matmul_tiled_id_q8_0)      \
+  X(kMatmulTiledIdQ4_K, matmul_tiled_id_q4_k)      \
+  X(kMatmulTiledIdQ5_K, matmul_tiled_id_q5_k)      \
+  X(kMatmulTiledIdQ6_K, matmul_tiled_id_q6_k)      \
+  X(kMoeGroup, moe_group)                          \
+  X(kQuantizeQ8, quantize_q8)                      \
+  X(kMatvecDotQ4_0, matvec_dot_q4_0)               \
+  X(kMatvecDotQ4_1, matvec_dot_q4_1)               \
+  X(kMatvecDotQ5_0, matvec_dot_q5_0)               \
+  X(kMatvecDotQ5_1, matvec_dot_q5_1)               \
+  X(kMatvecDotQ8_0, matvec_dot_q8_0)               \
+  X(kMatvecDotQ4_K, matvec_dot_q4_k)               \
+  X(kMatvecDotQ5_K, matvec_dot_q5_k)               \
+  X(kMatvecDotQ6_K, matvec_dot_q6_k)               \
+  X(kMatmulDotQ4_0, matmul_dot_q4_0)               \
+  X(kMatmulDotQ4_1, matmul_dot_q4_1)               \
+  X(kMatmulDotQ5_0, matmul_dot_q5_0)               \
+  X(kMatmulDotQ5_1, matmul_dot_q5_1)               \
+  X(kMatmulDotQ8_0, matmul_dot_q8_0)               \
+  X(kMatmulDotQ4_K, matmul_dot_q4_k)               \
+  X(kMatmulDotQ5_K, matmul_dot_q5_k)               \
+  X(kMatmulDotQ6_K, matmul_dot_q6_k)               \
+  X(kMatvecIdDotQ4_0, matvec_id_dot_q4_0)          \
+  X(kMatvecIdDotQ4_1, matvec_id_dot_q4_1)          \
+  X(kMatvecIdDotQ5_0, matvec_id_dot_q5_0)          \
+  X(kMatvecIdDotQ5_1, matvec_id_dot_q5_1)          \
+  X(kMatvecIdDotQ8_0, matvec_id_dot_q8_0)          \
+  X(kMatvecIdDotQ4_K, matvec_id_dot_q4_k)          \
+  X(kMatvecIdDotQ5_K, matvec_id_dot_q5_k)          \
+  X(kMatvecIdDotQ6_K, matvec_id_dot_q6_k)          \
+  X(kMatmulReduce, matmul_reduce)                  \
+  X(kMatmulCoopF16, matmul_coop_f16)               \
+  X(kMatmulCoopBF16, matmul_coop_bf16)             \
+  X(kMatmulCoopQ4_0, matmul_coop_q4_0)             \
+  X(kMatmulCoopQ4_1, matmul_coop_q4_1)             \
+  X(kMatmulCoopQ5_0, matmul_coop_q5_0)             \
+  X(kMatmulCoopQ5_1, matmul_coop_q5_1)             \
+  X(kMatmulCoopQ8_0, matmul_coop_q8_0)             \
+  X(kMatmulCoopQ4_K, matmul_coop_q4_k)             \
+  X(kMatmulCoopQ5_K, matmul_coop_q5_k)             \
+  X(kMatmulCoopQ6_K, matmul_coop_q6_k)             \
+  X(kMatmulCoopRefF16, matmul_coop_ref_f16)        \
+  X(kMatmulCoopRefBF16, matmul_coop_ref_bf16)      \
+  X(kMatmulCoopRefQ4_0, matmul_coop_ref_q4_0)      \
+  X(kMatmulCoopRefQ4_1, matmul_coop_ref_q4_1)      \
+  X(kMatmulCoopRefQ5_0, matmul_coop_ref_q5_0)      \
+  X(kMatmulCoopRefQ5_1, matmul_coop_ref_q5_1)      \
+  X(kMatmulCoopRefQ8_0, matmul_coop_ref_q8_0)      \
+  X(kMatmulCoopRefQ4_K, matmul_coop_ref_q4_k)      \
+  X(kMatmulCoopRefQ5_K, matmul_coop_ref_q5_k)      \
+  X(kMatmulCoopRefQ6_K, matmul_coop_ref_q6_k)      \
+  X(kMatmulCoopIdF16, matmul_coop_id_f16)          \
+  X(kMatmulCoopIdBF16, matmul_coop_id_bf16)        \
+  X(kMatmulCoopIdQ4_0, matmul_coop_id_q4_0)        \
+  X(kMatmulCoopIdQ4_1, matmul_coop_id_q4_1)        \
+  X(kMatmulCoopIdQ5_0, matmul_coop_id_q5_0)        \
+  X(kMatmulCoopIdQ5_1, matmul_coop_id_q5_1)        \
+  X(kMatmulCoopIdQ8_0, matmul_coop_id_q8_0)        \
+  X(kMatmulCoopIdQ4_K, matmul_coop_id_q4_k)        \
+  X(kMatmulCoopIdQ5_K, matmul_coop_id_q5_k)        \
+  X(kMatmulCoopIdQ6_K, matmul_coop_id_q6_k)        \
+  X(kMatmulCoopIdRefF16, matmul_coop_id_ref_f16)   \
+  X(kMatmulCoopIdRefBF16, matmul_coop_id_ref_bf16) \
+  X(kMatmulCoopIdRefQ4_0, matmul_coop_id_ref_q4_0) \
+  X(kMatmulCoopIdRefQ4_1, matmul_coop_id_ref_q4_1) \
+  X(kMatmulCoopIdRefQ5_0, matmul_coop_id_ref_q5_0) \
+  X(kMatmulCoopIdRefQ5_1, matmul_coop_id_ref_q5_1) \
+  X(kMatmulCoopIdRefQ8_0, matmul_coop_id_ref_q8_0) \
+  X(kMatmulCoopIdRefQ4_K, matmul_coop_id_ref_q4_k) \
+  X(kMatmulCoopIdRefQ5_K, matmul_coop_id_ref_q5_k) \
+  X(kMatmulCoopIdRefQ6_K, matmul_coop_id_ref_q6_k)
 
 enum class Shader : int {
 #define GLM_GPU_ENUM(e, s) e,
@@ -155,7 +175,8 @@ const Spirv& spirv(Shader shader);
 // one_dot, few_dot, experts_dot: one, few and experts over 8-bit activations with integer dot
 // products (matmul.comp's IDOT), for the quantized types; Shader::kCount where there is none.
 // coop: the tiled one on tensor cores (matmul_coop.comp), coop_ref: the same with its products
-// in scalar code (its REF), for the 16-bit and quantized types; Shader::kCount for f32.
+// in scalar code (its REF); experts_coop, experts_coop_ref: those of experts_tiled (its IDS):
+// for the 16-bit and quantized types, Shader::kCount for f32.
 struct MatmulShaders {
   Shader one;
   Shader few;
@@ -167,6 +188,8 @@ struct MatmulShaders {
   Shader experts_dot;
   Shader coop;
   Shader coop_ref;
+  Shader experts_coop;
+  Shader experts_coop_ref;
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);

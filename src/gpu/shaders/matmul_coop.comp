@@ -12,6 +12,8 @@
 // multiplies rows 32 (w % 4) .. 32 (w % 4) + 31 by tokens 32 (w / 4) .. 32 (w / 4) + 31: four
 // 16 x 16 tiles of sums, two 16-value steps a chunk. At the end each warp writes its four tiles
 // out through a 16 x 16 area of shared memory, one at a time.
+// IDS: the experts of a mixture-of-experts layer grouped by expert, as matmul_tiled.comp's IDS
+// (workgroup z is expert e; its tiles take e's slots as their tokens; no split).
 // REF: the same shader with the tensor cores' products in scalar code (a thread takes 8 values
 // of each of its warp's tiles: products of the same fp16 values, summed in f32). It runs on any
 // device: what the tests check on lavapipe, and what check_coop_matmul (ops.h) compares the
@@ -50,13 +52,26 @@ void main() {
   uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
 #endif
   uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+#ifdef IDS
+  uint expert = gl_WorkGroupID.z;
+  uint n_tok = uint(p.counts.v[expert]);
+  if (t0 >= n_tok) return;  // the whole workgroup
+  list_at = expert * p.cap;
+  uint w0 = expert * p.expert_bytes;
+#else
   uint n_tok = p.n_tokens;
+  uint w0 = 0u;
+#endif
   uint n_chunks = (p.n_cols + 31u) / 32u, c_begin = 0u, c_end = n_chunks;
+#ifdef IDS
+  bool split = false;
+#else
   bool split = p.chunks_per_split < n_chunks;
   if (split) {
     c_begin = gl_WorkGroupID.z * p.chunks_per_split;
     c_end = min(c_begin + p.chunks_per_split, n_chunks);
   }
+#endif
   // This warp's rows and tokens of the tile; a warp whose tokens are all past the list (a short
   // prompt's) skips the products.
   uint wr = 32u * (warp & 3u), wt = 32u * (warp >> 2);
@@ -84,7 +99,7 @@ void main() {
       uint lr = part >> 2, q = part & 3u, row = r0 + lr;
       float v[8], d = 0.0, mn = 0.0;
       if (row < p.n_rows) {
-        decode_part(p.w, p.n_cols, row * p.row_bytes, c, q, v, d, mn);
+        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v, d, mn);
       } else {
         for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
       }
@@ -94,7 +109,7 @@ void main() {
     for (uint h = 0u; h < 2u; ++h) {
       uint run = tid + 256u * h;
       uint lt = run >> 3, e = 4u * (run & 7u), t = t0 + lt;
-      vec4 xv = t < n_tok ? x_run(t * p.n_cols, 32u * c + e) : vec4(0.0);
+      vec4 xv = t < n_tok ? x_run(x_row(t) * p.n_cols, 32u * c + e) : vec4(0.0);
       for (uint k = 0u; k < 4u; ++k) xs[lt * KS + e + k] = float16_t(xv[k]);
     }
     barrier();
@@ -142,11 +157,13 @@ void main() {
         uint row = r0 + wr + 16u * i + (at & 15u), t = t0 + wt + 16u * j + (at >> 4);
         if (row >= p.n_rows || t >= n_tok) continue;
         float s = cs[warp * 256u + at];
+#ifndef IDS
         if (split) {
           p.part.v[(gl_WorkGroupID.z * n_tok + t) * p.n_rows + row] = s;
-        } else {
-          write_y(t, row, s);
+          continue;
         }
+#endif
+        write_y(y_row(t), row, s);
       }
       barrier();
     }

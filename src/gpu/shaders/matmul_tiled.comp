@@ -29,15 +29,6 @@ layout(local_size_x = 256) in;
 shared vec4 ws[32][BM / 4 + 1];
 shared vec4 xs[32][BN / 4 + 1];
 
-// Token t of the tile's list: its row of x and of y (t < n_tok).
-#ifdef IDS
-uint list_at;
-uint x_row(uint t) { return uint(p.slots.v[list_at + t]) / p.x_div; }
-uint y_row(uint t) { return uint(p.slots.v[list_at + t]); }
-#else
-uint x_row(uint t) { return t; }
-uint y_row(uint t) { return t; }
-#endif
 
 void main() {
   uint tid = gl_LocalInvocationID.x;

@@ -1,5 +1,6 @@
 // The push constants of the prefill matmuls (matmul_tiled.comp, matmul_coop.comp; ops.cc's
-// matmul and matmul_experts_grouped fill them). IDS: the experts' variant (matmul_tiled.comp).
+// matmul and matmul_experts_grouped fill them) and their tiles' token lists. IDS: the experts'
+// variants (matmul_tiled.comp says how they run).
 layout(push_constant) uniform Push {
   Words w;
   Floats x;
@@ -29,3 +30,14 @@ layout(push_constant) uniform Push {
   Floats part;
 #endif
 } p;
+
+// Token t of the tile's list: its row of x and of y (t < n_tok). IDS: list_at, the first of the
+// expert's slots (set by main).
+#ifdef IDS
+uint list_at;
+uint x_row(uint t) { return uint(p.slots.v[list_at + t]) / p.x_div; }
+uint y_row(uint t) { return uint(p.slots.v[list_at + t]); }
+#else
+uint x_row(uint t) { return t; }
+uint y_row(uint t) { return t; }
+#endif
