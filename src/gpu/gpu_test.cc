@@ -362,12 +362,15 @@ TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
 // KV rows stored by the shader equal kernels::kv_store_row's bytes, and attention over them
 // equals attention_ref, for each KV type, GQA, several blocks in a scattered table, n_past > 0,
 // a bidirectional prefix (ChatGLM-6B), a P-Tuning v2 prefix's keys ahead of the cache's.
-class GpuAttention : public ::testing::TestWithParam<DType> {};
+// The KV cache's type, and the KV heads of 8 query heads: 4 (groups of 2: a workgroup takes 2
+// heads x 4 tokens), 1 (one group of 8: 8 heads x 1 token), 8 (no groups: 8 tokens, and a
+// decode step one row a workgroup).
+class GpuAttention : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
 TEST_P(GpuAttention, StoreAndAttendEqualReference) {
   NEED_DEVICE();
-  const DType type = GetParam();
-  const int n_head = 4, n_head_kv = 2, head_dim = 64, bt = 16;
+  const DType type = std::get<0>(GetParam());
+  const int n_head = 8, n_head_kv = std::get<1>(GetParam()), head_dim = 64, bt = 16;
   const int kd = n_head_kv * head_dim, qd = n_head * head_dim;
   const size_t rb = row_bytes(type == DType::kQ8_0 ? DType::kQ8_0 : type, kd);
   // {n_past, n_tokens, bidir_prefix}: causal prefill and decode; ChatGLM-6B's prompt (every row
@@ -523,9 +526,12 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, GpuAttention,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kQ8_0),
-                         [](const ::testing::TestParamInfo<DType>& i) {
-                           return std::string(dtype_name(i.param));
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kQ8_0),
+                                            ::testing::Values(4, 1, 8)),
+                         [](const ::testing::TestParamInfo<std::tuple<DType, int>>& i) {
+                           return std::string(dtype_name(std::get<0>(i.param))) + "_kv_heads_" +
+                                  std::to_string(std::get<1>(i.param));
                          });
 
 // RMSNorm against model::ops::rms_norm: rows of 4 rounds of 4 loads a thread (its 256 threads)

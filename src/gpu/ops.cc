@@ -520,8 +520,8 @@ void copy_rows(Stream& s, Addr src, Addr dst, int n_rows, int n, int src_stride,
 }
 
 void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
-  Shader store, attn;
-  GLM_CHECK(kv_shaders(type, &store, &attn));
+  KvShaders sh;
+  GLM_CHECK(kv_shaders(type, &sh));
   GLM_CHECK(type != DType::kQ8_0 || a.row_elems <= kMaxQ8RowElems);
   struct {
     Addr src, kv, slots;
@@ -537,13 +537,22 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
       static_cast<uint32_t>(a.row_elems),
       a.row_bytes};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
-  s.dispatch(store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), 2);
+  s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), 2);
 }
 
 void attention(Stream& s, DType type, const AttentionArgs& a) {
-  Shader store, attn;
-  GLM_CHECK(kv_shaders(type, &store, &attn));
+  KvShaders sh;
+  GLM_CHECK(kv_shaders(type, &sh));
   GLM_CHECK(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0 && a.bidir_prefix >= 0);
+  // A workgroup's rows (attention.comp's ROWS): as many of a KV head's query heads as divide
+  // its group, at most kAttentionRows, times tokens to make kAttentionRows; one row a workgroup
+  // where that gives a workgroup a single row (no grouped heads, one token).
+  const int group = a.n_head / a.n_head_kv;
+  int heads = 1;
+  while (heads < kAttentionRows && group % (2 * heads) == 0) heads *= 2;
+  int tokens = kAttentionRows / heads;
+  const bool rows = heads * std::min(tokens, a.n_tokens) >= 2;
+  if (!rows) heads = tokens = 1;
   struct {
     Addr q, out, kv, blocks;
     uint32_t q_stride, out_row0, k_base, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
@@ -553,7 +562,7 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
     Addr part;
     uint32_t n_split, split_len;
     Addr pkv;
-    uint32_t n_prefix, pv_base;
+    uint32_t n_prefix, pv_base, heads_per_group, tokens_per_group, n_tokens;
   } p{a.q,
       a.out,
       a.kv,
@@ -575,23 +584,29 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       0,
       a.prefix_kv,
       static_cast<uint32_t>(a.n_prefix),
-      a.prefix_v_base};
-  GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups && a.n_prefix >= 0);
+      a.prefix_v_base,
+      static_cast<uint32_t>(heads),
+      static_cast<uint32_t>(tokens),
+      static_cast<uint32_t>(a.n_tokens)};
+  static_assert(sizeof(p) <= 128);
+  const int64_t gx = a.n_head / heads, gy = (a.n_tokens + tokens - 1) / tokens;
+  GLM_CHECK(gy <= kMaxGroups && a.n_prefix >= 0);
   // Splits of the keys: the most keys a row sees (the last token's, or the bidirectional prefix;
-  // after a P-Tuning prefix's).
-  const int rows = a.n_tokens * a.n_head;
+  // after a P-Tuning prefix's), over about kAttentionSplitGroups workgroups.
+  const int n_rows = a.n_tokens * a.n_head;
   const int64_t n_keys =
       a.n_prefix + std::max<int64_t>(int64_t{a.n_past} + a.n_tokens, a.bidir_prefix);
-  if (a.scratch != 0 && rows < kAttentionSplitRows && n_keys >= 2 * kAttentionSplitMinKeys) {
-    const int64_t want = (kAttentionSplitGroups + rows - 1) / rows;
+  if (a.scratch != 0 && n_rows < kAttentionSplitRows && n_keys >= 2 * kAttentionSplitMinKeys) {
+    const int64_t want = (kAttentionSplitGroups + gx * gy - 1) / (gx * gy);
     const int64_t n_split = std::min<int64_t>(want, n_keys / kAttentionSplitMinKeys);
     const int64_t len = ((n_keys + n_split - 1) / n_split + 63) / 64 * 64;  // whole chunks
     p.split_len = static_cast<uint32_t>(len);
     p.n_split = static_cast<uint32_t>((n_keys + len - 1) / len);
-    GLM_CHECK(static_cast<size_t>(rows) * p.n_split * (a.head_dim + 2) <= kAttentionScratchFloats);
+    GLM_CHECK(static_cast<size_t>(n_rows) * p.n_split * (a.head_dim + 2) <=
+              kAttentionScratchFloats);
   }
-  s.dispatch(attn, &p, sizeof(p), static_cast<uint32_t>(a.n_head),
-             static_cast<uint32_t>(a.n_tokens), p.n_split);
+  s.dispatch(rows ? sh.attention_rows : sh.attention, &p, sizeof(p), static_cast<uint32_t>(gx),
+             static_cast<uint32_t>(gy), p.n_split);
   if (p.n_split > 1) {
     struct {
       Addr part, out;

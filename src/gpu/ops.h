@@ -248,12 +248,16 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 // each, and a second dispatch merges the splits (attention_merge.comp): without it one
 // workgroup a head walks every key. The scratch must not be in use by another attention
 // recorded beside this one (Stream::concurrent_with_last).
+// A workgroup takes up to kAttentionRows query rows of one KV head (its query heads first, then
+// neighbouring tokens: attention.comp's ROWS), so each K and V row is read once for all of them.
 inline constexpr int kAttentionSplitRows = 128;
 inline constexpr int kAttentionSplitGroups = 256;
 inline constexpr int kAttentionSplitMinKeys = 256;
-// rows x splits < kAttentionSplitGroups + kAttentionSplitRows, each of head_dim (<= 256) + 2.
+inline constexpr int kAttentionRows = 8;
+// rows x splits < kAttentionRows x kAttentionSplitGroups + kAttentionSplitRows (a workgroup's
+// rows each split alike), each of head_dim (<= 256) + 2.
 inline constexpr size_t kAttentionScratchFloats =
-    size_t{kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
+    size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
   Addr scratch = 0;  // kAttentionScratchFloats f32, or 0: no splits

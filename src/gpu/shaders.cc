@@ -99,19 +99,16 @@ bool matmul_shaders(DType type, MatmulShaders* out) {
   }
 }
 
-bool kv_shaders(DType type, Shader* store, Shader* attention) {
+bool kv_shaders(DType type, KvShaders* out) {
   switch (type) {
     case DType::kF32:
-      *store = Shader::kKvStoreF32;
-      *attention = Shader::kAttentionF32;
+      *out = {Shader::kKvStoreF32, Shader::kAttentionF32, Shader::kAttentionRowsF32};
       return true;
     case DType::kF16:
-      *store = Shader::kKvStoreF16;
-      *attention = Shader::kAttentionF16;
+      *out = {Shader::kKvStoreF16, Shader::kAttentionF16, Shader::kAttentionRowsF16};
       return true;
     case DType::kQ8_0:
-      *store = Shader::kKvStoreQ8_0;
-      *attention = Shader::kAttentionQ8_0;
+      *out = {Shader::kKvStoreQ8_0, Shader::kAttentionQ8_0, Shader::kAttentionRowsQ8_0};
       return true;
     default:
       return false;

@@ -60,6 +60,9 @@ namespace glm::gpu {
   X(kAttentionF16, attention_f16)                  \
   X(kAttentionQ8_0, attention_q8_0)                \
   X(kAttentionMerge, attention_merge)              \
+  X(kAttentionRowsF32, attention_rows_f32)         \
+  X(kAttentionRowsF16, attention_rows_f16)         \
+  X(kAttentionRowsQ8_0, attention_rows_q8_0)       \
   X(kMatvecIdF32, matvec_id_f32)                   \
   X(kMatvecIdF16, matvec_id_f16)                   \
   X(kMatvecIdBF16, matvec_id_bf16)                 \
@@ -193,7 +196,13 @@ struct MatmulShaders {
 };
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);
-// The KV store and attention variants for a KV cache type (f32, f16, q8_0).
-bool kv_shaders(DType type, Shader* store, Shader* attention);
+// The KV store and attention variants for a KV cache type (f32, f16, q8_0): attention a query
+// row a workgroup, attention_rows 8 (attention.comp's ROWS).
+struct KvShaders {
+  Shader store;
+  Shader attention;
+  Shader attention_rows;
+};
+bool kv_shaders(DType type, KvShaders* out);
 
 }  // namespace glm::gpu

@@ -7,9 +7,11 @@
 //   out: [n_tokens, n_head * head_dim] f32 (rows from out_row0);
 //   kv: one layer's cache (K rows from k_base, V rows from v_base, row_bytes apart);
 //   blocks: [n_blocks] the sequence's block table, block_tokens positions a block.
-// One workgroup per (head, token, split): keys in chunks of 64, one key's score per thread, an
-// online softmax across chunks (its max and sum by subgroup operations: three barriers a
-// chunk), each thread accumulating head_dim / 64 output dims. With n_split > 1 (few rows over
+// One workgroup per (ROWS query rows of one KV head, split): workgroup (x, y) takes heads
+// x * heads_per_group .. and tokens y * tokens_per_group ..; keys in chunks of 64, one key's
+// scores (a row's each) per thread, an online softmax a row across chunks (its max and sum by
+// subgroup operations: three barriers a chunk), each thread accumulating head_dim / 64 output
+// dims of every row. With n_split > 1 (few rows over
 // many keys: a decode step at depth), split z takes keys [z split_len, (z + 1) split_len) and
 // writes its unnormalised state to part ([row, split, (m, l, acc[head_dim])]), which
 // attention_merge.comp combines into out.
@@ -44,30 +46,56 @@ layout(push_constant) uniform Push {
   Words pkv;       // the prefix's K and V rows; unread when n_prefix is 0
   uint n_prefix;
   uint pv_base;
+  uint heads_per_group;  // ROWS = heads_per_group x tokens_per_group (ROWS 1: both 1)
+  uint tokens_per_group;
+  uint n_tokens;
 } p;
 
-shared float qs[256];
-shared float s[64];
-shared float red_max[64];  // a value a subgroup
-shared float red_sum[64];
+// ROWS (1, or 8 for attention_rows_*): the query rows a workgroup takes, all of one KV head, so
+// that each key's K and V rows are read once for all of them: heads_per_group neighbouring
+// heads (of one KV head's group) x tokens_per_group neighbouring tokens (their product ROWS).
+#ifndef ROWS
+#define ROWS 1
+#endif
+shared float qs[ROWS][256];
+shared float s[ROWS][64];
+shared float red_max[ROWS][16];  // a value a subgroup (at least 4 lanes: at most 16)
+shared float red_sum[ROWS][16];
 shared uint vrow[64];  // the byte offset of each key's V row in this chunk
 
 void main() {
-  uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
-  uint tid = gl_LocalInvocationID.x;
+  uint tid = gl_LocalInvocationID.x, z = gl_WorkGroupID.z;
   uint hd = p.head_dim;
-  uint kvh = h / (p.n_head / p.n_head_kv);
-  uint qo = t * p.q_stride + h * hd;
-  for (uint d = tid; d < hd; d += 64u) qs[d] = p.q.v[qo + d];
+  uint h0 = gl_WorkGroupID.x * p.heads_per_group, t0 = gl_WorkGroupID.y * p.tokens_per_group;
+  uint kvh = h0 / (p.n_head / p.n_head_kv);
+  // Row r: head h0 + r % heads_per_group, token t0 + r / heads_per_group; past the tokens (or
+  // the group) it is not computed. Its keys: [0, row_keys[r]).
+  uint row_h[ROWS], row_t[ROWS], row_keys[ROWS];
+  bool row_on[ROWS];
+  uint n_keys = 0u;  // the most keys a row of the workgroup sees
+  for (uint r = 0u; r < ROWS; ++r) {
+    row_h[r] = h0 + r % p.heads_per_group;
+    row_t[r] = t0 + r / p.heads_per_group;
+    row_on[r] = r < p.heads_per_group * p.tokens_per_group && row_t[r] < p.n_tokens;
+    row_keys[r] = row_on[r] ? p.n_prefix + max(p.n_past + row_t[r] + 1u, p.bidir_prefix) : 0u;
+    n_keys = max(n_keys, row_keys[r]);
+    for (uint d = tid; d < hd; d += 64u) {
+      qs[r][d] = row_on[r] ? p.q.v[row_t[r] * p.q_stride + row_h[r] * hd + d] : 0.0;
+    }
+  }
   barrier();
-  uint n_keys = p.n_prefix + max(p.n_past + t + 1u, p.bidir_prefix);
   uint k_begin = min(z * p.split_len, n_keys);
   uint k_end = p.n_split > 1u ? min(k_begin + p.split_len, n_keys) : n_keys;
-  float m = -1.0 / 0.0, l = 0.0;
-  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  float m[ROWS], l[ROWS], acc[ROWS][4];
+  for (uint r = 0u; r < ROWS; ++r) {
+    m[r] = -1.0 / 0.0;
+    l[r] = 0.0;
+    for (uint k = 0u; k < 4u; ++k) acc[r][k] = 0.0;
+  }
   for (uint j0 = k_begin; j0 < k_end; j0 += 64u) {
     uint j = j0 + tid;
-    float score = -1.0 / 0.0;
+    float score[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) score[r] = -1.0 / 0.0;
     if (j < k_end) {
       // The block table read once a key: the K row here, the V row for the sums below.
       Words src = p.kv;
@@ -82,70 +110,103 @@ void main() {
         ro = p.k_base + slot * p.row_bytes;
         vrow[tid] = p.v_base + slot * p.row_bytes;
       }
-      // Four partial sums: independent loads in flight.
-      float d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+      // Two partial sums a row (ROWS 1: independent loads in flight); each K value once for
+      // every row.
+      float d0[ROWS], d1[ROWS];
+      for (uint r = 0u; r < ROWS; ++r) d0[r] = d1[r] = 0.0;
       uint e0 = kvh * hd;
       uint d = 0u;
-      for (; d + 3u < hd; d += 4u) {
-        d0 += qs[d] * kv_elem(src, ro, e0 + d);
-        d1 += qs[d + 1u] * kv_elem(src, ro, e0 + d + 1u);
-        d2 += qs[d + 2u] * kv_elem(src, ro, e0 + d + 2u);
-        d3 += qs[d + 3u] * kv_elem(src, ro, e0 + d + 3u);
+      for (; d + 1u < hd; d += 2u) {
+        float k0 = kv_elem(src, ro, e0 + d), k1 = kv_elem(src, ro, e0 + d + 1u);
+        for (uint r = 0u; r < ROWS; ++r) {
+          d0[r] += qs[r][d] * k0;
+          d1[r] += qs[r][d + 1u] * k1;
+        }
       }
-      for (; d < hd; ++d) d0 += qs[d] * kv_elem(src, ro, e0 + d);
-      score = ((d0 + d1) + (d2 + d3)) * p.scale;
+      if (d < hd) {
+        float k0 = kv_elem(src, ro, e0 + d);
+        for (uint r = 0u; r < ROWS; ++r) d0[r] += qs[r][d] * k0;
+      }
+      for (uint r = 0u; r < ROWS; ++r) {
+        if (j < row_keys[r]) score[r] = (d0[r] + d1[r]) * p.scale;
+      }
     }
-    // The chunk's max: each subgroup's, then theirs.
-    float sm = subgroupMax(score);
-    if (subgroupElect()) red_max[gl_SubgroupID] = sm;
+    // Each row's chunk max: each subgroup's, then theirs.
+    for (uint r = 0u; r < ROWS; ++r) {
+      float sm = subgroupMax(score[r]);
+      if (subgroupElect()) red_max[r][gl_SubgroupID] = sm;
+    }
     barrier();
-    float chunk_max = red_max[0];
-    for (uint g = 1u; g < gl_NumSubgroups; ++g) chunk_max = max(chunk_max, red_max[g]);
-    float m_new = max(m, chunk_max);
-    float pj = j < k_end ? exp(score - m_new) : 0.0;
-    s[tid] = pj;
-    float ss = subgroupAdd(pj);
-    if (subgroupElect()) red_sum[gl_SubgroupID] = ss;
+    float m_new[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) {
+      float chunk_max = red_max[r][0];
+      for (uint g = 1u; g < gl_NumSubgroups; ++g) chunk_max = max(chunk_max, red_max[r][g]);
+      m_new[r] = max(m[r], chunk_max);
+      // A key past the row's (or a row that has seen none yet: m_new -inf) weighs 0.
+      float pj = score[r] > -1.0 / 0.0 ? exp(score[r] - m_new[r]) : 0.0;
+      s[r][tid] = pj;
+      float ss = subgroupAdd(pj);
+      if (subgroupElect()) red_sum[r][gl_SubgroupID] = ss;
+    }
     barrier();
-    float chunk_sum = 0.0;
-    for (uint g = 0u; g < gl_NumSubgroups; ++g) chunk_sum += red_sum[g];
-    float corr = exp(m - m_new);
-    l = l * corr + chunk_sum;
+    float corr[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) {
+      float chunk_sum = 0.0;
+      for (uint g = 0u; g < gl_NumSubgroups; ++g) chunk_sum += red_sum[r][g];
+      corr[r] = m_new[r] > -1.0 / 0.0 ? exp(m[r] - m_new[r]) : 1.0;
+      l[r] = l[r] * corr[r] + chunk_sum;
+      m[r] = m_new[r];
+    }
     uint n_chunk = min(64u, k_end - j0);
     for (uint k = 0u; k < 4u; ++k) {
       uint d = tid + 64u * k;
       if (d >= hd) break;
-      float a0 = 0.0, a1 = 0.0;
+      float a0[ROWS], a1[ROWS];
+      for (uint r = 0u; r < ROWS; ++r) a0[r] = a1[r] = 0.0;
       uint jj = 0u;
-      // The chunk's prefix keys (its first n_pre) read pkv, the others the cache.
+      // The chunk's prefix keys (its first n_pre) read pkv, the others the cache; each V value
+      // once for every row.
       uint n_pre = j0 < p.n_prefix ? min(p.n_prefix - j0, n_chunk) : 0u;
-      for (; jj < n_pre; ++jj) a0 += s[jj] * kv_elem(p.pkv, vrow[jj], kvh * hd + d);
-      for (; jj + 1u < n_chunk; jj += 2u) {
-        a0 += s[jj] * kv_elem(p.kv, vrow[jj], kvh * hd + d);
-        a1 += s[jj + 1u] * kv_elem(p.kv, vrow[jj + 1u], kvh * hd + d);
+      for (; jj < n_pre; ++jj) {
+        float v = kv_elem(p.pkv, vrow[jj], kvh * hd + d);
+        for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
       }
-      if (jj < n_chunk) a0 += s[jj] * kv_elem(p.kv, vrow[jj], kvh * hd + d);
-      acc[k] = acc[k] * corr + (a0 + a1);
+      for (; jj + 1u < n_chunk; jj += 2u) {
+        float v0 = kv_elem(p.kv, vrow[jj], kvh * hd + d);
+        float v1 = kv_elem(p.kv, vrow[jj + 1u], kvh * hd + d);
+        for (uint r = 0u; r < ROWS; ++r) {
+          a0[r] += s[r][jj] * v0;
+          a1[r] += s[r][jj + 1u] * v1;
+        }
+      }
+      if (jj < n_chunk) {
+        float v = kv_elem(p.kv, vrow[jj], kvh * hd + d);
+        for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
+      }
+      for (uint r = 0u; r < ROWS; ++r) acc[r][k] = acc[r][k] * corr[r] + (a0[r] + a1[r]);
     }
-    m = m_new;
     barrier();  // s, vrow and the sums are written again by the next chunk
   }
-  if (p.n_split > 1u) {
-    // This split's state (m = -inf, l = 0 where it saw no key: it weighs 0 in the merge).
-    uint po = ((t * p.n_head + h) * p.n_split + z) * (hd + 2u);
-    if (tid == 0u) {
-      p.part.v[po] = m;
-      p.part.v[po + 1u] = l;
+  for (uint r = 0u; r < ROWS; ++r) {
+    if (!row_on[r]) continue;
+    uint t = row_t[r], h = row_h[r];
+    if (p.n_split > 1u) {
+      // This split's state (m = -inf, l = 0 where it saw no key: it weighs 0 in the merge).
+      uint po = ((t * p.n_head + h) * p.n_split + z) * (hd + 2u);
+      if (tid == 0u) {
+        p.part.v[po] = m[r];
+        p.part.v[po + 1u] = l[r];
+      }
+      for (uint k = 0u; k < 4u; ++k) {
+        uint d = tid + 64u * k;
+        if (d < hd) p.part.v[po + 2u + d] = acc[r][k];
+      }
+      continue;
     }
+    uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
     for (uint k = 0u; k < 4u; ++k) {
       uint d = tid + 64u * k;
-      if (d < hd) p.part.v[po + 2u + d] = acc[k];
+      if (d < hd) p.out_.v[oo + d] = acc[r][k] / l[r];
     }
-    return;
-  }
-  uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
-  for (uint k = 0u; k < 4u; ++k) {
-    uint d = tid + 64u * k;
-    if (d < hd) p.out_.v[oo + d] = acc[k] / l;
   }
 }
