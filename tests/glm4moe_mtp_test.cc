@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf_edit.h"
+#include "gpu/device.h"
 #include "llama_reference.h"
 #include "model/config.h"
 #include "model/eval.h"
@@ -634,6 +635,20 @@ TEST(Glm4MoeMtp, OnTheGpuWithExpertsInHostMemoryGreedyTextWithDraftsEqualsWithou
 
 TEST(Glm4MoeMtp, OnTheGpuABlockThatKnowsTheTrunkHasEveryDraftAccepted) {
   expect_every_draft_of_an_exact_block_accepted("vulkan");
+}
+
+// The engine's warm-up at load covers the block (docs/gpu.md, "How it works"): the first
+// request with MTP drafts, its prompt in steps and its decode steps with drafts verified,
+// compiles no pipeline.
+TEST(Glm4MoeMtp, OnTheGpuTheFirstRequestWithMtpDraftsCompilesNoShader) {
+  auto e = load_engine(tiny(DType::kQ8_0), generation::SpecMode::kMtp, true, "vulkan");
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  ASSERT_EQ((*e)->device().substr(0, 7), "vulkan:");
+  const uint64_t warmed = gpu::Device::pipelines_created();
+  const auto out = run(e->get(), {kPrompts[1]}, 24, "w");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_GT(out.begin()->second.second.speculation.drafted, 0);
+  EXPECT_EQ(gpu::Device::pipelines_created(), warmed);
 }
 
 }  // namespace
