@@ -23,18 +23,7 @@ struct Matrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
-  MatmulShaders shaders{Shader::kMatvecF32,
-                        Shader::kMatmulF32,
-                        Shader::kMatmulTiledF32,
-                        Shader::kMatvecIdF32,
-                        Shader::kMatmulTiledIdF32,
-                        Shader::kCount,
-                        Shader::kCount,
-                        Shader::kCount,
-                        Shader::kCount,
-                        Shader::kCount,
-                        Shader::kCount,
-                        Shader::kCount};
+  MatmulShaders shaders = kF32MatmulShaders;
 };
 
 // How matmul() picks its shader: the rows each team of the decode shaders takes (matmul.comp:

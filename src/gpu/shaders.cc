@@ -5,18 +5,7 @@ namespace glm::gpu {
 bool matmul_shaders(DType type, MatmulShaders* out) {
   switch (type) {
     case DType::kF32:
-      *out = {Shader::kMatvecF32,
-              Shader::kMatmulF32,
-              Shader::kMatmulTiledF32,
-              Shader::kMatvecIdF32,
-              Shader::kMatmulTiledIdF32,
-              Shader::kCount,
-              Shader::kCount,
-              Shader::kCount,
-              Shader::kCount,
-              Shader::kCount,
-              Shader::kCount,
-              Shader::kCount};
+      *out = kF32MatmulShaders;
       return true;
     case DType::kF16:
       *out = {Shader::kMatvecF16,

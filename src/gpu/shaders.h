@@ -194,6 +194,19 @@ struct MatmulShaders {
   Shader experts_coop;
   Shader experts_coop_ref;
 };
+// f32 weights' (no integer-dot and no tensor-core variants); what a Matrix holds until set.
+inline constexpr MatmulShaders kF32MatmulShaders{Shader::kMatvecF32,
+                                                 Shader::kMatmulF32,
+                                                 Shader::kMatmulTiledF32,
+                                                 Shader::kMatvecIdF32,
+                                                 Shader::kMatmulTiledIdF32,
+                                                 Shader::kCount,
+                                                 Shader::kCount,
+                                                 Shader::kCount,
+                                                 Shader::kCount,
+                                                 Shader::kCount,
+                                                 Shader::kCount,
+                                                 Shader::kCount};
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);
 // The KV store and attention variants for a KV cache type (f32, f16, q8_0): attention a query
