@@ -631,6 +631,7 @@ Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* da
 }
 
 VkResult Device::create_pipeline(Shader shader) {
+  GLM_CHECK(shader != Shader::kCount);
   VkPipeline& p = pipelines_[static_cast<int>(shader)];
   if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const VulkanApi& vk = api_;

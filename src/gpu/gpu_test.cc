@@ -792,5 +792,51 @@ TEST(GpuProfile, TimesEachShaderOfTheStepsRun) {
   EXPECT_NE(report.find("gelu"), std::string::npos) << report;
 }
 
+// A shader the driver rejects is an error naming it, not an abort (try_pipeline): lavapipe
+// rejects the tensor cores' SPIR-V. Should a driver that passed check_coop_matmul reject a
+// weight type's variant, uploading such weights turns the tensor cores off (the verdict
+// forced here on a device without them) and the prefill's matmul stays right.
+TEST(GpuCoop, ARejectedShaderTurnsTheTensorCoresOffAtUpload) {
+  NEED_DEVICE();
+  if (dev->info().coop_matrix) GTEST_SKIP() << "this device runs the tensor cores' shaders";
+  if (validation_requested()) {
+    GTEST_SKIP() << "the validation layer reports the rejected SPIR-V, this test's point, as an "
+                    "error";
+  }
+  EXPECT_TRUE(dev->try_pipeline(Shader::kMatmulCoopRefQ4_0).ok());
+  const Status rejected = dev->try_pipeline(Shader::kMatmulCoopQ4_0);
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.message().find("matmul_coop_q4_0"), std::string::npos) << rejected.message();
+  dev->set_coop_verified(true);
+  const int n_rows = 70, n_cols = 96, n_tokens = 20;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * n_cols, 3, 0.5f);
+  std::vector<uint8_t> q(row_bytes(DType::kQ4_0, n_cols) * n_rows);
+  for (int r = 0; r < n_rows; ++r) {
+    kernels::quantize_row_ref(DType::kQ4_0, w.data() + static_cast<size_t>(r) * n_cols,
+                              q.data() + row_bytes(DType::kQ4_0, n_cols) * r, n_cols);
+  }
+  StatusOr<Matrix> m = upload_matrix(dev, DType::kQ4_0, q.data(), n_rows, n_cols);
+  EXPECT_FALSE(dev->coop_verified());
+  dev->set_coop_verified(false);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const MatmulTuning where_verified;  // coop -1 (the coop.* variant's environment says 1)
+  EXPECT_EQ(tiled_shader(*dev, *m, where_verified), m->shaders.tiled);
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_cols, 4);
+  kernels::WeightView view;
+  view.type = DType::kQ4_0;
+  view.data = q.data();
+  view.n_rows = n_rows;
+  view.n_cols = n_cols;
+  std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
+  kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
+  Buffer xb = device_floats(dev, x);
+  Buffer yb = device_floats(dev, std::vector<float>(want.size(), 0.0f));
+  Stream& s = dev->stream();
+  s.begin();
+  matmul(s, *m, xb.address(), yb.address(), n_tokens, n_rows, 0, {}, where_verified);
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  EXPECT_LT(max_rel_err(read_floats(dev, yb, want.size()), want), 1e-4);
+}
+
 }  // namespace
 }  // namespace glm::gpu

@@ -73,6 +73,18 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
   if (!b.ok()) return b.status();
   m.buf = std::move(*b);
   GLM_RETURN_IF_ERROR(device->upload(data, bytes, m.buf, 0));
+  // The tensor cores' shaders of this type, compiled now: a driver that rejects one (only
+  // check_coop_matmul's F16 variant has run here) turns them off, said once, rather than
+  // failing the prefill that would compile it.
+  if (device->coop_verified() && m.shaders.coop != Shader::kCount) {
+    for (Shader sh : {m.shaders.coop, m.shaders.experts_coop}) {
+      if (Status st = device->try_pipeline(sh); !st.ok()) {
+        GLM_LOG_WARN("%s; the prefill runs without tensor cores", st.message().c_str());
+        device->set_coop_verified(false);
+        break;
+      }
+    }
+  }
   return m;
 }
 

@@ -91,9 +91,10 @@ inline size_t q8_bytes(int n_rows, int64_t n_cols) {
   return static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols / 32) * 36;
 }
 
-// Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file). Errors: unsupported
-// (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address bytes in 32 bits),
-// out_of_memory.
+// Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file); where the device's
+// tensor cores are verified, compiles the type's tensor-core shaders (check_coop_matmul).
+// Errors: unsupported (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address
+// bytes in 32 bits), out_of_memory.
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
                                int64_t n_cols);
 // Uploads n floats.
