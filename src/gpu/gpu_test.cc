@@ -66,6 +66,19 @@ TEST(GpuDevice, OpensAgainAfterManyInOneProcess) {
   EXPECT_EQ(read_floats(dev, b, v.size()), v);
 }
 
+// What `glmserve devices` and the logs say a device offers (DeviceInfo::features).
+TEST(GpuDevice, FeaturesSayWhatIsUsed) {
+  DeviceInfo gpu;
+  gpu.fp16_arithmetic = gpu.storage8 = gpu.int_dot = gpu.int_dot_fast = gpu.coop_matrix = true;
+  gpu.subgroup_size = 32;
+  EXPECT_EQ(gpu.features(), "fp16 int8-storage int8-dot coopmat subgroup=32");
+  DeviceInfo lavapipe;
+  lavapipe.fp16_arithmetic = lavapipe.storage8 = lavapipe.int_dot = true;
+  lavapipe.subgroup_size = 8;
+  EXPECT_EQ(lavapipe.features(), "fp16 int8-storage int8-dot(slow) subgroup=8");
+  EXPECT_EQ(DeviceInfo{}.features(), "no-fp16 subgroup=0");
+}
+
 TEST(GpuDevice, UploadDownloadRoundTrip) {
   NEED_DEVICE();
   std::vector<float> v = random_floats(100000, 3);
