@@ -30,10 +30,7 @@
 #define BN 64   // tokens a tile
 #define KS 40   // a row's stride in ws and xs: 32 values and 8 more (80 bytes: 16-byte aligned)
 layout(local_size_x = 256) in;
-#include "matmul_tiled_push.glsl"
-
-#include "decode.glsl"
-#include "matmul_io.glsl"
+#include "matmul_tiled_io.glsl"
 
 shared float16_t ws[BM * KS];  // [row of the tile][value of the chunk]
 shared float16_t xs[BN * KS];  // [token of the tile][value of the chunk]
@@ -51,31 +48,12 @@ void main() {
 #else
   uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
 #endif
-  uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
-#ifdef IDS
-  uint expert = gl_WorkGroupID.z;
-  uint n_tok = uint(p.counts.v[expert]);
-  if (t0 >= n_tok) return;  // the whole workgroup
-  list_at = expert * p.cap;
-  uint w0 = expert * p.expert_bytes;
-#else
-  uint n_tok = p.n_tokens;
-  uint w0 = 0u;
-#endif
-  uint n_chunks = (p.n_cols + 31u) / 32u, c_begin = 0u, c_end = n_chunks;
-#ifdef IDS
-  bool split = false;
-#else
-  bool split = p.chunks_per_split < n_chunks;
-  if (split) {
-    c_begin = gl_WorkGroupID.z * p.chunks_per_split;
-    c_end = min(c_begin + p.chunks_per_split, n_chunks);
-  }
-#endif
+  Tile tl;
+  if (!tile_of_workgroup(tl)) return;
   // This warp's rows and tokens of the tile; a warp whose tokens are all past the list (a short
   // prompt's) skips the products.
   uint wr = 32u * (warp & 3u), wt = 32u * (warp >> 2);
-  bool computes = t0 + wt < n_tok;
+  bool computes = tl.t0 + wt < tl.n_tok;
 #ifdef REF
   // [row tile][token tile][k]: the sum of row wr + 16 i + (lane % 16), token
   // wt + 16 j + 8 (lane / 16) + k.
@@ -92,24 +70,17 @@ void main() {
     for (uint j = 0u; j < 2u; ++j) acc[i][j] = FRAG32(0.0);
   }
 #endif
-  for (uint c = c_begin; c < c_end; ++c) {
-    // The weights: parts tid and tid + 256 of the tile (row = part / 4, q = part % 4).
+  for (uint c = tl.c_begin; c < tl.c_end; ++c) {
+    // The weights: parts tid and tid + 256 of the tile; the activations: runs tid and tid + 256.
     for (uint h = 0u; h < 2u; ++h) {
-      uint part = tid + 256u * h;
-      uint lr = part >> 2, q = part & 3u, row = r0 + lr;
-      float v[8], d = 0.0, mn = 0.0;
-      if (row < p.n_rows) {
-        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v, d, mn);
-      } else {
-        for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
-      }
-      for (uint k = 0u; k < 8u; ++k) ws[lr * KS + part_elem(q, k)] = float16_t(d * v[k] + mn);
+      uint lr, q;
+      float v[8];
+      tile_weights(tl, tid + 256u * h, c, lr, q, v);
+      for (uint k = 0u; k < 8u; ++k) ws[lr * KS + part_elem(q, k)] = float16_t(v[k]);
     }
-    // The activations: runs tid and tid + 256 of the tile's 64 tokens x 8 runs of 4 values.
     for (uint h = 0u; h < 2u; ++h) {
-      uint run = tid + 256u * h;
-      uint lt = run >> 3, e = 4u * (run & 7u), t = t0 + lt;
-      vec4 xv = t < n_tok ? x_run(x_row(t) * p.n_cols, 32u * c + e) : vec4(0.0);
+      uint lt, e;
+      vec4 xv = tile_activations(tl, tid + 256u * h, c, lt, e);
       for (uint k = 0u; k < 4u; ++k) xs[lt * KS + e + k] = float16_t(xv[k]);
     }
     barrier();
@@ -154,16 +125,8 @@ void main() {
       barrier();
       for (uint e = 0u; e < 8u; ++e) {
         uint at = 32u * e + lane;  // token at / 16, row at % 16 of the tile
-        uint row = r0 + wr + 16u * i + (at & 15u), t = t0 + wt + 16u * j + (at >> 4);
-        if (row >= p.n_rows || t >= n_tok) continue;
-        float s = cs[warp * 256u + at];
-#ifndef IDS
-        if (split) {
-          p.part.v[(gl_WorkGroupID.z * n_tok + t) * p.n_rows + row] = s;
-          continue;
-        }
-#endif
-        write_y(y_row(t), row, s);
+        uint row = tl.r0 + wr + 16u * i + (at & 15u), t = tl.t0 + wt + 16u * j + (at >> 4);
+        if (row < p.n_rows && t < tl.n_tok) tile_write(tl, t, row, cs[warp * 256u + at]);
       }
       barrier();
     }

@@ -20,10 +20,7 @@
 #define BM 128  // rows a tile
 #define BN 64   // tokens a tile
 layout(local_size_x = 256) in;
-#include "matmul_tiled_push.glsl"
-
-#include "decode.glsl"
-#include "matmul_io.glsl"
+#include "matmul_tiled_io.glsl"
 
 // [value of the chunk][rows / tokens in fours] (+1: the next value's row starts on another bank)
 shared vec4 ws[32][BM / 4 + 1];
@@ -32,50 +29,26 @@ shared vec4 xs[32][BN / 4 + 1];
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
-  uint r0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
-#ifdef IDS
-  uint expert = gl_WorkGroupID.z;
-  uint n_tok = uint(p.counts.v[expert]);
-  if (t0 >= n_tok) return;  // the whole workgroup
-  list_at = expert * p.cap;
-  uint w0 = expert * p.expert_bytes;
-#else
-  uint n_tok = p.n_tokens;
-  uint w0 = 0u;
-#endif
-  uint n_chunks = (p.n_cols + 31u) / 32u, c_begin = 0u, c_end = n_chunks;
-#ifndef IDS
-  bool split = p.chunks_per_split < n_chunks;
-  if (split) {
-    c_begin = gl_WorkGroupID.z * p.chunks_per_split;
-    c_end = min(c_begin + p.chunks_per_split, n_chunks);
-  }
-#endif
+  Tile tl;
+  if (!tile_of_workgroup(tl)) return;
   // This thread's micro-tile: rows 4 tr .. 4 tr + 3 and 64 + 4 tr .. 64 + 4 tr + 3, tokens
   // 4 tc .. 4 tc + 3.
   uint tr = tid & 15u, tc = tid >> 4;
-  bool computes = t0 + 4u * tc < n_tok;
+  bool computes = tl.t0 + 4u * tc < tl.n_tok;
   vec4 acc[8];  // [row][4 tokens]
   for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
-  for (uint c = c_begin; c < c_end; ++c) {
-    // The weights: parts tid and tid + 256 of the tile (row = part / 4, q = part % 4).
+  for (uint c = tl.c_begin; c < tl.c_end; ++c) {
+    // The weights: parts tid and tid + 256 of the tile; the activations: runs tid and tid + 256.
     for (uint h = 0u; h < 2u; ++h) {
-      uint part = tid + 256u * h;
-      uint lr = part >> 2, q = part & 3u, row = r0 + lr;
-      float v[8], d = 0.0, m = 0.0;
-      if (row < p.n_rows) {
-        decode_part(p.w, p.n_cols, w0 + row * p.row_bytes, c, q, v, d, m);
-      } else {
-        for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
-      }
-      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = d * v[k] + m;
+      uint lr, q;
+      float v[8];
+      tile_weights(tl, tid + 256u * h, c, lr, q, v);
+      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = v[k];
     }
-    // The activations: runs tid and tid + 256 of the tile's 64 tokens x 8 runs of 4 values.
     for (uint h = 0u; h < 2u; ++h) {
-      uint run = tid + 256u * h;
-      uint lt = run >> 3, e = 32u * c + 4u * (run & 7u), t = t0 + lt;
-      vec4 xv = t < n_tok ? x_run(x_row(t) * p.n_cols, e) : vec4(0.0);
-      for (uint k = 0u; k < 4u; ++k) xs[4u * (run & 7u) + k][lt >> 2][lt & 3u] = xv[k];
+      uint lt, e;
+      vec4 xv = tile_activations(tl, tid + 256u * h, c, lt, e);
+      for (uint k = 0u; k < 4u; ++k) xs[e + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
     // Threads whose 4 tokens are all past the list skip the products (a short prompt's one tile:
@@ -97,18 +70,11 @@ void main() {
     barrier();
   }
   for (uint i = 0u; i < 8u; ++i) {
-    uint row = r0 + (i < 4u ? 4u * tr + i : 64u + 4u * tr + i - 4u);
+    uint row = tl.r0 + (i < 4u ? 4u * tr + i : 64u + 4u * tr + i - 4u);
     if (row >= p.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
-      uint t = t0 + 4u * tc + j;
-      if (t >= n_tok) continue;
-#ifndef IDS
-      if (split) {
-        p.part.v[(gl_WorkGroupID.z * n_tok + t) * p.n_rows + row] = acc[i][j];
-        continue;
-      }
-#endif
-      write_y(y_row(t), row, acc[i][j]);
+      uint t = tl.t0 + 4u * tc + j;
+      if (t < tl.n_tok) tile_write(tl, t, row, acc[i][j]);
     }
   }
 }
