@@ -110,23 +110,12 @@ TEST_P(GpuMatmul, EqualsReference) {
   int split_runs = 0;  // tiled runs split over the row length
   for (int n_rows : {1, 67, 200}) {
     const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 11, 0.5f);
-    std::vector<uint8_t> q(row_bytes(c.type, c.n_cols) * n_rows);
-    for (int r = 0; r < n_rows; ++r) {
-      kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
-                                q.data() + row_bytes(c.type, c.n_cols) * r, c.n_cols);
-    }
+    const std::vector<uint8_t> q = quantize_rows(c.type, w.data(), n_rows, c.n_cols);
     StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_rows, c.n_cols);
     ASSERT_TRUE(m.ok()) << m.status().message();
     // 40, 70: the tiled shader, a partial token tile, two tiles.
     for (int n_tokens : n_rows == 200 ? std::vector<int>{70} : std::vector<int>{1, 8, 13, 40}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 5);
-      kernels::WeightView view;
-      view.type = c.type;
-      view.data = q.data();
-      view.n_rows = n_rows;
-      view.n_cols = c.n_cols;
-      std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
-      kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
       // x after one float of padding: read from its second float with team_rows 1 and -1 (an
       // address that is not 16-byte aligned), else from the first.
       std::vector<float> padded(1, 0.0f);
@@ -136,79 +125,78 @@ TEST_P(GpuMatmul, EqualsReference) {
       const std::vector<int> team_rows =
           tiled ? std::vector<int>{0, -1}
                 : (n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2});
-      // The integer-dot shaders too (the quantized types, where the device has them), against
-      // the reference on the activations as quantize_q8 rounds them.
-      const bool has_dot = m->shaders.one_dot != Shader::kCount;
-      const std::vector<int> dots =
-          has_dot && !tiled && dev->info().int_dot ? std::vector<int>{0, 1} : std::vector<int>{0};
-      std::vector<float> want_dot(want.size());
-      if (dots.size() > 1) {
+      // The shaders a run takes, each against its reference: the float ones; the integer-dot
+      // ones (the quantized types' decode, where the device has them) against the reference on
+      // the activations as quantize_q8 rounds them; the tiled one on tensor cores (the 16-bit
+      // and quantized types; their scalar twin on a device without them) against the
+      // reference on the weights and activations as fp16 rounds them.
+      struct Variant {
+        int dot, coop;
+        std::vector<float> want;
+      };
+      std::vector<Variant> variants = {
+          {0, 0, matmul_reference(c.type, q.data(), x.data(), n_rows, c.n_cols, n_tokens)}};
+      if (m->shaders.one_dot != Shader::kCount && !tiled && dev->info().int_dot) {
         const std::vector<float> xq = device_q8_values(dev, x, n_tokens, c.n_cols);
-        kernels::matmul_ref(view, xq.data(), want_dot.data(), n_tokens);
+        variants.push_back(
+            {1, 0, matmul_reference(c.type, q.data(), xq.data(), n_rows, c.n_cols, n_tokens)});
       }
-      // The tiled runs on tensor cores too (the 16-bit and quantized types; their scalar twin
-      // on a device without them), against the reference on the weights and activations as
-      // fp16 rounds them.
-      const std::vector<int> coops =
-          tiled && m->shaders.coop != Shader::kCount ? std::vector<int>{0, 1} : std::vector<int>{0};
-      std::vector<float> want_coop(want.size());
-      if (coops.size() > 1) want_coop = fp16_matmul_ref(c.type, q, x, n_rows, c.n_cols, n_tokens);
+      if (tiled && m->shaders.coop != Shader::kCount) {
+        variants.push_back(
+            {0, 1, fp16_matmul_ref(c.type, q.data(), x.data(), n_rows, c.n_cols, n_tokens)});
+      }
       // With 2 rows a team and in the aligned tiled run: a bias per row and y's old values
       // (-7) added as the products are written.
       const std::vector<float> bias = random_floats(n_rows, 17);
       Buffer bias_b = device_floats(dev, bias);
       for (int tr : team_rows) {
-        for (int dot : dots) {
-          for (int coop : coops) {
-            const bool adds = tr == 2 || tr == 0;
-            SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
-                         " tokens " + std::to_string(n_tokens) + " team_rows " +
-                         std::to_string(tr) + (adds ? " with bias and residual" : "") +
-                         (dot ? " int dot" : "") + (coop ? " coop" : ""));
-            const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
-            // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
-            const int stride = n_rows + 3;
-            Buffer yb = device_floats(
-                dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
-            Stream& s = dev->stream();
-            s.begin();
-            MatmulTuning tuning;
-            if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
-            if (tr < 0) tuning.tiled_split = 0;  // the unaligned tiled run: whole rows a workgroup
-            tuning.int_dot = dot;
-            tuning.coop = coop;
-            ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), dot == 1);
-            if (tiled) {
-              ASSERT_EQ(tiled_shader(*dev, *m, tuning),
-                        coop == 0
-                            ? m->shaders.tiled
-                            : (dev->info().coop_matrix ? m->shaders.coop : m->shaders.coop_ref));
-            }
-            if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
-            MatmulAdd add;
-            if (adds) add = {bias_b.address(), true};
-            matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
-            ASSERT_TRUE(s.submit_and_wait().ok());
-            const std::vector<float> got =
-                read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
-            double max_err = 0, max_abs = 0;
-            for (int t = 0; t < n_tokens; ++t) {
-              for (int r = 0; r < n_rows; ++r) {
-                const float g = got[static_cast<size_t>(t) * stride + 2 + r];
-                const float e = (dot    ? want_dot
-                                 : coop ? want_coop
-                                        : want)[static_cast<size_t>(t) * n_rows + r] +
-                                (adds ? bias[r] - 7.0f : 0.0f);
-                max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
-                max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
-              }
-              for (int col : {0, 1, stride - 1}) {
-                EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
-              }
-            }
-            // Only the summation order differs from the reference: f32 rounding of n_cols terms.
-            EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
+        for (const Variant& v : variants) {
+          const bool adds = tr == 2 || tr == 0;
+          SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
+                       " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
+                       (adds ? " with bias and residual" : "") + (v.dot ? " int dot" : "") +
+                       (v.coop ? " coop" : ""));
+          const Addr xa = tr == 1 || tr < 0 ? xb_shifted.address() + 4 : xb.address();
+          // y with a wider stride and an offset column: [n_tokens, n_rows + 3], rows at col 2.
+          const int stride = n_rows + 3;
+          Buffer yb =
+              device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+          Stream& s = dev->stream();
+          s.begin();
+          MatmulTuning tuning;
+          if (tr > 0) tuning.team_rows_one = tuning.team_rows_few = tr;
+          if (tr < 0) tuning.tiled_split = 0;  // the unaligned tiled run: whole rows a workgroup
+          tuning.int_dot = v.dot;
+          tuning.coop = v.coop;
+          ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, tuning), v.dot == 1);
+          if (tiled) {
+            ASSERT_EQ(tiled_shader(*dev, *m, tuning),
+                      v.coop == 0
+                          ? m->shaders.tiled
+                          : (dev->info().coop_matrix ? m->shaders.coop : m->shaders.coop_ref));
           }
+          if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
+          MatmulAdd add;
+          if (adds) add = {bias_b.address(), true};
+          matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
+          ASSERT_TRUE(s.submit_and_wait().ok());
+          const std::vector<float> got =
+              read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+          double max_err = 0, max_abs = 0;
+          for (int t = 0; t < n_tokens; ++t) {
+            for (int r = 0; r < n_rows; ++r) {
+              const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+              const float e =
+                  v.want[static_cast<size_t>(t) * n_rows + r] + (adds ? bias[r] - 7.0f : 0.0f);
+              max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+              max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+            }
+            for (int col : {0, 1, stride - 1}) {
+              EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+            }
+          }
+          // Only the summation order differs from the reference: f32 rounding of n_cols terms.
+          EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
         }
       }
     }
@@ -823,11 +811,7 @@ TEST(GpuCoop, ARejectedShaderTurnsTheTensorCoresOffAtUpload) {
   dev->set_coop_verified(true);
   const int n_rows = 70, n_cols = 96, n_tokens = 20;
   const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * n_cols, 3, 0.5f);
-  std::vector<uint8_t> q(row_bytes(DType::kQ4_0, n_cols) * n_rows);
-  for (int r = 0; r < n_rows; ++r) {
-    kernels::quantize_row_ref(DType::kQ4_0, w.data() + static_cast<size_t>(r) * n_cols,
-                              q.data() + row_bytes(DType::kQ4_0, n_cols) * r, n_cols);
-  }
+  const std::vector<uint8_t> q = quantize_rows(DType::kQ4_0, w.data(), n_rows, n_cols);
   StatusOr<Matrix> m = upload_matrix(dev, DType::kQ4_0, q.data(), n_rows, n_cols);
   EXPECT_FALSE(dev->coop_verified());
   dev->set_coop_verified(false);
@@ -835,13 +819,8 @@ TEST(GpuCoop, ARejectedShaderTurnsTheTensorCoresOffAtUpload) {
   const MatmulTuning where_verified;  // coop -1 (the coop.* variant's environment says 1)
   EXPECT_EQ(tiled_shader(*dev, *m, where_verified), m->shaders.tiled);
   const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_cols, 4);
-  kernels::WeightView view;
-  view.type = DType::kQ4_0;
-  view.data = q.data();
-  view.n_rows = n_rows;
-  view.n_cols = n_cols;
-  std::vector<float> want(static_cast<size_t>(n_tokens) * n_rows);
-  kernels::matmul_ref(view, x.data(), want.data(), n_tokens);
+  const std::vector<float> want =
+      matmul_reference(DType::kQ4_0, q.data(), x.data(), n_rows, n_cols, n_tokens);
   Buffer xb = device_floats(dev, x);
   Buffer yb = device_floats(dev, std::vector<float>(want.size(), 0.0f));
   Stream& s = dev->stream();

@@ -68,27 +68,44 @@ inline double max_rel_err(const std::vector<float>& got, const std::vector<float
   return m;
 }
 
-// kernels::matmul_ref of `type` weights q ([n_rows, n_cols] GGUF rows) with each weight and
-// activation rounded to fp16 first, as matmul_coop.comp multiplies them: [n_tokens, n_rows].
-inline std::vector<float> fp16_matmul_ref(DType type, const std::vector<uint8_t>& q,
-                                          const std::vector<float>& x, int n_rows, int n_cols,
-                                          int n_tokens) {
-  const auto fp16 = [](float v) { return fp16_to_fp32(fp32_to_fp16(v)); };
-  std::vector<float> w(static_cast<size_t>(n_rows) * n_cols), xh(x.size());
+// w [n_rows, n_cols] as GGUF rows of `type` (kernels::quantize_row_ref).
+inline std::vector<uint8_t> quantize_rows(DType type, const float* w, int n_rows, int n_cols) {
+  const size_t rb = row_bytes(type, n_cols);
+  std::vector<uint8_t> q(rb * n_rows);
   for (int r = 0; r < n_rows; ++r) {
-    kernels::dequantize_row_ref(type, q.data() + row_bytes(type, n_cols) * r,
-                                w.data() + static_cast<size_t>(r) * n_cols, n_cols);
+    kernels::quantize_row_ref(type, w + static_cast<size_t>(r) * n_cols, q.data() + rb * r, n_cols);
   }
-  for (float& v : w) v = fp16(v);
-  for (size_t i = 0; i < x.size(); ++i) xh[i] = fp16(x[i]);
+  return q;
+}
+
+// kernels::matmul_ref of n_rows GGUF rows of `type` at q with x [n_tokens, n_cols]:
+// [n_tokens, n_rows].
+inline std::vector<float> matmul_reference(DType type, const void* q, const float* x, int n_rows,
+                                           int n_cols, int n_tokens) {
   kernels::WeightView view;
-  view.type = DType::kF32;
-  view.data = w.data();
+  view.type = type;
+  view.data = q;
   view.n_rows = n_rows;
   view.n_cols = n_cols;
   std::vector<float> y(static_cast<size_t>(n_tokens) * n_rows);
-  kernels::matmul_ref(view, xh.data(), y.data(), n_tokens);
+  kernels::matmul_ref(view, x, y.data(), n_tokens);
   return y;
+}
+
+// matmul_reference with each weight and activation rounded to fp16 first, as matmul_coop.comp
+// multiplies them.
+inline std::vector<float> fp16_matmul_ref(DType type, const uint8_t* q, const float* x, int n_rows,
+                                          int n_cols, int n_tokens) {
+  const auto fp16 = [](float v) { return fp16_to_fp32(fp32_to_fp16(v)); };
+  std::vector<float> w(static_cast<size_t>(n_rows) * n_cols);
+  std::vector<float> xh(x, x + static_cast<size_t>(n_tokens) * n_cols);
+  for (int r = 0; r < n_rows; ++r) {
+    kernels::dequantize_row_ref(type, q + row_bytes(type, n_cols) * r,
+                                w.data() + static_cast<size_t>(r) * n_cols, n_cols);
+  }
+  for (float& v : w) v = fp16(v);
+  for (float& v : xh) v = fp16(v);
+  return matmul_reference(DType::kF32, w.data(), xh.data(), n_rows, n_cols, n_tokens);
 }
 
 // quantize_q8's blocks of x ([n_rows, n_cols]) as the device writes them: 8 words of int8 and

@@ -47,43 +47,22 @@ Stacked stacked_experts(Device* dev, const ExpertsCase& c, int n_expert, int row
   Stacked st;
   st.row_bytes = row_bytes(c.type, c.n_cols);
   const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * rows * c.n_cols, seed);
-  st.bytes.resize(st.row_bytes * n_expert * rows);
-  for (int r = 0; r < n_expert * rows; ++r) {
-    kernels::quantize_row_ref(c.type, w.data() + static_cast<size_t>(r) * c.n_cols,
-                              st.bytes.data() + st.row_bytes * r, c.n_cols);
-  }
+  st.bytes = quantize_rows(c.type, w.data(), n_expert * rows, c.n_cols);
   st.matrix = upload_matrix(dev, c.type, st.bytes.data(), n_expert * rows, c.n_cols);
   return st;
 }
 
-// The products of slot s of x (row s / x_div) with its expert ids[s]: want [n_slots, rows].
+// The products of slot s of x (row s / x_div) with its expert ids[s]: want [n_slots, rows]; with
+// fp16, of the weights and activations as fp16 rounds them (matmul_coop.comp).
 std::vector<float> expected_products(const Stacked& st, const ExpertsCase& c, int rows,
                                      const std::vector<int32_t>& ids, const std::vector<float>& x,
-                                     int x_div) {
-  std::vector<float> want(ids.size() * rows);
-  for (size_t s = 0; s < ids.size(); ++s) {
-    kernels::WeightView view;
-    view.type = c.type;
-    view.data = st.bytes.data() + st.row_bytes * rows * ids[s];
-    view.n_rows = rows;
-    view.n_cols = c.n_cols;
-    kernels::matmul_ref(view, x.data() + s / x_div * c.n_cols, want.data() + s * rows, 1);
-  }
-  return want;
-}
-
-// expected_products of the weights and activations as fp16 rounds them (matmul_coop.comp).
-std::vector<float> expected_fp16_products(const Stacked& st, const ExpertsCase& c, int rows,
-                                          const std::vector<int32_t>& ids,
-                                          const std::vector<float>& x, int x_div) {
+                                     int x_div, bool fp16 = false) {
   std::vector<float> want;
   for (size_t s = 0; s < ids.size(); ++s) {
-    const size_t expert_bytes = st.row_bytes * rows;
-    const std::vector<uint8_t> w(st.bytes.begin() + expert_bytes * ids[s],
-                                 st.bytes.begin() + expert_bytes * (ids[s] + 1));
-    const std::vector<float> xs(x.begin() + s / x_div * c.n_cols,
-                                x.begin() + (s / x_div + 1) * c.n_cols);
-    const std::vector<float> y = fp16_matmul_ref(c.type, w, xs, rows, c.n_cols, 1);
+    const uint8_t* w = st.bytes.data() + st.row_bytes * rows * ids[s];
+    const float* xs = x.data() + s / x_div * c.n_cols;
+    const std::vector<float> y = fp16 ? fp16_matmul_ref(c.type, w, xs, rows, c.n_cols, 1)
+                                      : matmul_reference(c.type, w, xs, rows, c.n_cols, 1);
     want.insert(want.end(), y.begin(), y.end());
   }
   return want;
@@ -227,8 +206,7 @@ TEST_P(GpuMoeExperts, GroupedSlotsGetTheirExpertsProducts) {
     const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * stride);
     double max_err = 0, max_abs = 0;
     const std::vector<float> products =
-        coop ? expected_fp16_products(experts, c, rows, ids, x, x_div)
-             : expected_products(experts, c, rows, ids, x, x_div);
+        expected_products(experts, c, rows, ids, x, x_div, coop == 1);
     for (int s = 0; s < n_slots; ++s) {
       const float* want = products.data() + static_cast<size_t>(s) * rows;
       for (int r = 0; r < rows; ++r) {
