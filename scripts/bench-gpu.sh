@@ -14,7 +14,7 @@
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
 #                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
 #                            [--serve-runs 10] [--kernels REGEX|none]
-#                            [--settings "2,2,16 2,2,16,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64" | none]
+#                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16 submit=128" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -27,7 +27,8 @@
 #       and for a few, the tokens from which the tiled shader runs, 8-bit activations with
 #       integer dot products (absent: where accelerated; 0: never), the tiled shader's split of
 #       a short prompt's rows (0: never), its tensor cores (absent: where checked; 0: never);
-#       docs/gpu.md); writes $OUT/bench-gpu.md (or
+#       docs/gpu.md), and under each submit=N (GLMSERVE_VULKAN_SUBMIT=N: dispatches a step's
+#       part holds before it goes to the queue, 0: a step whole); writes $OUT/bench-gpu.md (or
 #       ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
 #       timings are no GPU speed.
 # The device call: carry [".gpu-bench.tar.xz", ".gl"], command "scripts/bench-gpu.sh run",
@@ -94,7 +95,7 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
-settings="2,2,16 2,2,16,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64"
+settings="2,2,16 2,2,16,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64 submit=0 submit=16 submit=128"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;
@@ -352,14 +353,17 @@ for t in $types; do [[ -n "${file[$t]:-}" ]] && { first="$t"; break; }; done
 if [[ "$settings" != none && -n "$first" ]]; then
   {
     echo
-    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]]; bench engine"
-    echo "-p 32 -n 64 -r 3, medians, t/s):"
+    echo "Matmul settings on $preset $first (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]];"
+    echo "submit=N: GLMSERVE_VULKAN_SUBMIT=N, default 48; bench engine -p 32 -n 64 -r 3, medians, t/s):"
     echo
     echo "| setting | pp32 | tg64 |"
     echo "|---|---|---|"
   } | tee -a "$report"
   for st in $settings; do
-    r="$(GLMSERVE_VULKAN_MATMUL="$st" glmserve bench engine --model "${file[$first]}" -p 32 -n 64 -r 3 \
+    # submit=N: the default matmuls, steps submitted in parts of N dispatches.
+    var="GLMSERVE_VULKAN_MATMUL=$st"
+    [[ "$st" == submit=* ]] && var="GLMSERVE_VULKAN_SUBMIT=${st#submit=}"
+    r="$(export "$var"; glmserve bench engine --model "${file[$first]}" -p 32 -n 64 -r 3 \
       --bw-mb 0 --device vulkan --json 2>>"$out/settings.log" | tail -1 |
       python3 -c 'import json, sys; j = json.loads(sys.stdin.read() or "{}"); print("%.2f | %.2f" % (j.get("pp", {}).get("tps_median", 0), j.get("tg", {}).get("tps_median", 0)))')"
     echo "| $st | $r |" | tee -a "$report"

@@ -353,6 +353,9 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   if (const char* t = std::getenv("GLMSERVE_VULKAN_TIMEOUT_MS"); t != nullptr && *t != '\0') {
     timeout_ms_ = std::max<uint64_t>(1, std::strtoull(t, nullptr, 10));
   }
+  if (const char* t = std::getenv("GLMSERVE_VULKAN_SUBMIT"); t != nullptr && *t != '\0') {
+    submit_every_ = static_cast<int>(std::clamp<long>(std::strtol(t, nullptr, 10), 0, 1 << 20));
+  }
   const VulkanApi& vk = api_;
   uint32_t nq = 0;
   vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, nullptr);
@@ -443,7 +446,8 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   ai.commandPool = stream_.pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  r = vk.vkAllocateCommandBuffers(device_, &ai, &stream_.cmd_);
+  stream_.cmds_.resize(1);
+  r = vk.vkAllocateCommandBuffers(device_, &ai, stream_.cmds_.data());
   if (r != VK_SUCCESS) return vk_error("vkAllocateCommandBuffers", r);
   VkFenceCreateInfo fci{};
   fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
@@ -516,6 +520,13 @@ std::string Device::profile_report() const {
   std::snprintf(line, sizeof line, "vulkan profile (%s): %llu steps, %.3f ms on the device",
                 info_.name.c_str(), static_cast<unsigned long long>(profiled_steps_), total);
   std::string out = line;
+  // The host's side of the same steps: recording (begin to the last part's submit, less the
+  // pipelines it created; parts submitted before it run meanwhile) and waiting for the device
+  // after it; and every pipeline's creation since the open.
+  std::snprintf(line, sizeof line,
+                "; host: %.3f ms recording, %.3f ms waiting; shaders compiled in %.3f ms",
+                record_ms_, wait_ms_, compile_ms_);
+  out += line;
   for (const OpTime& t : ops) {
     std::snprintf(line, sizeof line, "\n  %-20s %10llu calls %12.3f ms %6.1f%%", t.name.c_str(),
                   static_cast<unsigned long long>(t.calls), t.ms,
@@ -635,6 +646,7 @@ VkResult Device::create_pipeline(Shader shader) {
   VkPipeline& p = pipelines_[static_cast<int>(shader)];
   if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const VulkanApi& vk = api_;
+  const auto started = std::chrono::steady_clock::now();
   const Spirv& code = spirv(shader);
   VkShaderModuleCreateInfo mci{};
   mci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
@@ -652,6 +664,8 @@ VkResult Device::create_pipeline(Shader shader) {
   cci.layout = layout_;
   r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
   vk.vkDestroyShaderModule(device_, module, nullptr);
+  compile_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (r != VK_SUCCESS) {
     p = VK_NULL_HANDLE;
     return r;
@@ -692,21 +706,84 @@ Status Device::check_submit() {
 // ---- Stream ----------------------------------------------------------------------------------
 
 void Stream::begin() {
-  const VulkanApi& vk = device_->api_;
-  vk.vkResetCommandBuffer(cmd_, 0);
-  VkCommandBufferBeginInfo bi{};
-  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk.vkBeginCommandBuffer(cmd_, &bi);
+  part_ = 0;
+  submitted_ = 0;
+  failed_ = Status::Ok();
+  start_part();
   recording_ = true;
   pending_barrier_ = false;
+  begun_ = std::chrono::steady_clock::now();
+  compile_ms_at_begin_ = device_->compile_ms_;
   // The last step has finished (submit_and_wait): scratch buffers it outgrew are free.
   if (scratch_.size() > 1) scratch_.erase(scratch_.begin(), scratch_.end() - 1);
   marks_.clear();
   if (device_->query_pool_ != VK_NULL_HANDLE) {
+    const VulkanApi& vk = device_->api_;
     vk.vkCmdResetQueryPool(cmd_, device_->query_pool_, 0, kProfileQueries);
     vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, device_->query_pool_, 0);
   }
+}
+
+void Stream::start_part() {
+  const VulkanApi& vk = device_->api_;
+  cmd_ = cmds_[part_];
+  vk.vkResetCommandBuffer(cmd_, 0);  // not pending: the step before has finished
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk.vkBeginCommandBuffer(cmd_, &bi);
+  part_dispatches_ = 0;
+}
+
+void Stream::submit_part() {
+  const VulkanApi& vk = device_->api_;
+  if (part_ + 1 == cmds_.size()) {
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer next = VK_NULL_HANDLE;
+    // Without a next part this one records on: the step is submitted whole at its end.
+    if (vk.vkAllocateCommandBuffers(device_->device_, &ai, &next) != VK_SUCCESS) return;
+    cmds_.push_back(next);
+  }
+  VkResult r = vk.vkEndCommandBuffer(cmd_);
+  if (r != VK_SUCCESS) {
+    failed_ = vk_error("vkEndCommandBuffer", r);
+  } else if (Status c = device_->check_submit(); !c.ok()) {
+    failed_ = c;
+  } else {
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd_;
+    r = vk.vkQueueSubmit(device_->queue_, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS) {
+      ++submitted_;
+    } else {
+      if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
+      failed_ = vk_error("vkQueueSubmit", r);
+    }
+  }
+  // After a failure the step records on (its ops are void) and submit_and_wait reports it.
+  ++part_;
+  start_part();
+}
+
+VkResult Stream::drain(bool fenced) {
+  if (submitted_ == 0) return VK_SUCCESS;
+  submitted_ = 0;
+  const VulkanApi& vk = device_->api_;
+  // Else no batches, a fence: signalled when everything submitted before it has finished.
+  VkResult r = fenced ? VK_SUCCESS : vk.vkQueueSubmit(device_->queue_, 0, nullptr, fence_);
+  if (r == VK_SUCCESS) {
+    r = vk.vkWaitForFences(device_->device_, 1, &fence_, VK_TRUE,
+                           device_->timeout_ms_ * uint64_t{1000000});
+    vk.vkResetFences(device_->device_, 1, &fence_);
+  }
+  if (r != VK_SUCCESS) device_->lost_ = true;
+  return r;
 }
 
 void Stream::mark(int op) {
@@ -717,7 +794,7 @@ void Stream::mark(int op) {
   marks_.push_back(op);
 }
 
-void Stream::read_profile() {
+void Stream::read_profile(double record_ms, double wait_ms) {
   // Steps of copies alone (uploads, downloads) are not a model's step.
   if (device_->query_pool_ == VK_NULL_HANDLE ||
       std::all_of(marks_.begin(), marks_.end(), [](int op) { return op == kShaderCount; })) {
@@ -737,6 +814,8 @@ void Stream::read_profile() {
     t.ms += static_cast<double>(ticks) * device_->timestamp_ns_ * 1e-6;
   }
   device_->profiled_steps_ += 1;
+  device_->record_ms_ += record_ms;
+  device_->wait_ms_ += wait_ms;
 }
 
 void Stream::barrier() {
@@ -756,12 +835,16 @@ void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32
                       uint32_t gz) {
   GLM_CHECK(recording_ && push_bytes <= 128);
   if (gx == 0 || gy == 0 || gz == 0) return;
+  // A part ends only before a barrier: the next part's opens with it, after everything before.
+  const int every = device_->submit_every_;
+  if (every > 0 && part_dispatches_ >= every && pending_barrier_ && failed_.ok()) submit_part();
   barrier();
   const VulkanApi& vk = device_->api_;
   vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, device_->pipeline(shader));
   vk.vkCmdPushConstants(cmd_, device_->layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                         static_cast<uint32_t>(push_bytes), push);
   vk.vkCmdDispatch(cmd_, gx, gy, gz);
+  ++part_dispatches_;
   pending_barrier_ = true;
   mark(static_cast<int>(shader));
 }
@@ -808,29 +891,44 @@ Status Stream::submit_and_wait() {
     pending_barrier_ = false;
   }
   VkResult r = vk.vkEndCommandBuffer(cmd_);
-  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
-  GLM_RETURN_IF_ERROR(device_->check_submit());
-  VkSubmitInfo si{};
-  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  r = vk.vkQueueSubmit(device_->queue_, 1, &si, fence_);
-  if (r != VK_SUCCESS) {
-    if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
-    return vk_error("vkQueueSubmit", r);
+  Status s = failed_;
+  if (s.ok() && r != VK_SUCCESS) s = vk_error("vkEndCommandBuffer", r);
+  if (s.ok()) s = device_->check_submit();
+  const auto submitted = std::chrono::steady_clock::now();
+  if (s.ok()) {
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd_;
+    // A step in parts waits on the drain's fence, which covers every part, not the last alone.
+    const bool in_parts = submitted_ > 0;
+    r = vk.vkQueueSubmit(device_->queue_, 1, &si, in_parts ? VK_NULL_HANDLE : fence_);
+    if (r != VK_SUCCESS) {
+      if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
+      s = vk_error("vkQueueSubmit", r);
+    } else {
+      ++submitted_;
+      r = drain(/*fenced=*/!in_parts);
+      if (r != VK_SUCCESS) {
+        s = Status(ErrorCode::kUnavailable,
+                   std::string("the GPU (") + device_->info_.name +
+                       ") did not finish a step: " + vk_result_name(r) +
+                       (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
+                                        : std::string()));
+      }
+    }
   }
-  r = vk.vkWaitForFences(device_->device_, 1, &fence_, VK_TRUE,
-                         device_->timeout_ms_ * uint64_t{1000000});
-  if (r != VK_SUCCESS) {
-    device_->lost_ = true;
-    return Status(ErrorCode::kUnavailable,
-                  std::string("the GPU (") + device_->info_.name +
-                      ") did not finish a step: " + vk_result_name(r) +
-                      (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
-                                       : std::string()));
+  if (!s.ok()) {
+    drain(/*fenced=*/false);  // parts submitted before the failure finish before their buffers are
+                              // reused
+    failed_ = Status::Ok();
+    return s;
   }
-  vk.vkResetFences(device_->device_, 1, &fence_);
-  read_profile();
+  const auto done = std::chrono::steady_clock::now();
+  // Compiling the step's new shaders is not recording (a driver compiles at pipeline creation).
+  const double compiling = device_->compile_ms_ - compile_ms_at_begin_;
+  read_profile(std::chrono::duration<double, std::milli>(submitted - begun_).count() - compiling,
+               std::chrono::duration<double, std::milli>(done - submitted).count());
   return Status::Ok();
 }
 

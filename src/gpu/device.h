@@ -14,6 +14,7 @@
 // list_devices() and Device::open are thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -98,9 +99,11 @@ class Buffer {
   void* mapped_ = nullptr;
 };
 
-// Records one command buffer of dispatches and copies, then submits it and waits. Every
-// dispatch is followed by a barrier (each op of a step reads what the one before wrote), unless
-// the caller says otherwise (concurrent_with_last).
+// Records a step's dispatches and copies, then submits them and waits. Every dispatch is
+// followed by a barrier (each op of a step reads what the one before wrote), unless the caller
+// says otherwise (concurrent_with_last). A long step goes to the queue in parts as it is
+// recorded (every Device::submit_every() dispatches), so the device runs its first layers while
+// the host records the rest; the barrier that opens each part orders it after the parts before.
 class Stream {
  public:
   void begin();
@@ -123,18 +126,33 @@ class Stream {
   // (a lost device, a timeout after the device's submit_timeout_ms), after which the device is
   // marked lost and every later submit fails at once.
   Status submit_and_wait();
+  // The parts the step being (or last) recorded went to the queue in: 1 where it was whole.
+  int parts() const { return static_cast<int>(part_) + 1; }
 
  private:
   friend class Device;
   void barrier();
   void mark(int op);  // the profile's timestamp after op (a Shader, or kShaderCount: a copy)
-  void read_profile();
+  void read_profile(double record_ms, double wait_ms);
+  void start_part();   // begins recording cmds_[part_] (allocated the first time)
+  void submit_part();  // submits the part recorded so far without waiting; opens the next
+  // Waits (up to the device's timeout) for every part submitted since begin(), on the fence of
+  // the last part's submit where `fenced`, else on an empty submit's; the device is lost where
+  // that fails.
+  VkResult drain(bool fenced);
   Device* device_ = nullptr;
   VkCommandPool pool_ = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> cmds_;  // a step's parts, reused step after step
+  size_t part_ = 0;                    // the part being recorded: cmd_ == cmds_[part_]
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
+  int part_dispatches_ = 0;  // dispatches recorded into this part
+  int submitted_ = 0;        // parts submitted since begin(), not yet waited for
+  Status failed_;            // a part's submit that failed, returned by submit_and_wait
   bool recording_ = false;
   bool pending_barrier_ = false;
+  std::chrono::steady_clock::time_point begun_;  // begin(), for the profile's host times
+  double compile_ms_at_begin_ = 0;               // Device::compile_ms_ then
   std::vector<int> marks_;       // the op before each timestamp after the first, this step
   std::vector<Buffer> scratch_;  // the last is scratch(); those before it, outgrown this step
 };
@@ -198,11 +216,17 @@ class Device {
   // writes no timestamps. The report is logged when the device closes.
   bool enable_profile();
   std::vector<OpTime> profile() const;  // largest time first
-  // "vulkan profile (NAME): 12 steps, 3.4 ms on the device" and a line per shader.
+  // "vulkan profile (NAME): 12 steps, 3.4 ms on the device" with the host's time recording
+  // them and waiting for them, and a line per shader.
   std::string profile_report() const;
   // How long a submit may run before the device is taken as hung (default 120 s;
   // GLMSERVE_VULKAN_TIMEOUT_MS overrides).
   uint64_t submit_timeout_ms() const { return timeout_ms_; }
+  // The dispatches a step's part holds before the stream submits it and records on (default
+  // kSubmitEvery; GLMSERVE_VULKAN_SUBMIT overrides, 0: a step is one submission).
+  int submit_every() const { return submit_every_; }
+  void set_submit_every(int n) { submit_every_ = n; }
+  static constexpr int kSubmitEvery = 48;
 
  private:
   friend class Buffer;
@@ -230,10 +254,14 @@ class Device {
   double timestamp_ns_ = 0;                  // nanoseconds per timestamp tick
   std::vector<OpTime> profile_;              // [kShaderCount + 1]: the shaders, then copies
   uint64_t profiled_steps_ = 0;
+  double record_ms_ = 0;   // the profiled steps' host time from begin() to their submit
+  double wait_ms_ = 0;     // and from their submit to the fence
+  double compile_ms_ = 0;  // creating pipelines (the driver compiles them), since the open
   int fail_after_ = 0;
   bool lost_ = false;
   bool coop_verified_ = false;
   uint64_t timeout_ms_ = 120000;
+  int submit_every_ = kSubmitEvery;
 };
 
 }  // namespace glm::gpu

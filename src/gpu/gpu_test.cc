@@ -791,6 +791,7 @@ TEST(GpuProfile, TimesEachShaderOfTheStepsRun) {
   const std::string report = dev->profile_report();
   EXPECT_NE(report.find("2 steps"), std::string::npos) << report;
   EXPECT_NE(report.find("gelu"), std::string::npos) << report;
+  EXPECT_NE(report.find("ms recording"), std::string::npos) << report;  // the host's side
 }
 
 // A shader the driver rejects is an error naming it, not an abort (try_pipeline): lavapipe
