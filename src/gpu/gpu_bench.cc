@@ -5,7 +5,8 @@
 // what the op costs inside a step. Weights rotate among copies that together exceed the GPU's
 // last-level cache several times (GPU_BENCH_ROTATE_MB, default 256), so the matmuls read device
 // memory, as a model's step does. Counters: bytes_per_second = the weights' (matmul) or the
-// K/V's (attention) bytes over the call's time.
+// K/V's (attention) bytes over the call's time; BM_Copy's, the bytes a copy reads and writes:
+// the memory's speed to hold the others against.
 //
 //   build/src/gpu/gpu_bench --benchmark_min_time=0.05 [--benchmark_filter=Matvec]
 //
@@ -235,6 +236,35 @@ void BM_Add(benchmark::State& st) {
   run_calls(st, 64, [&](Stream& s, int) { add(s, x.address(), y.address(), n); });
 }
 BENCHMARK(BM_Add)->Arg(1)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The device memory's speed, to hold the matmuls' bytes_per_second against: one buffer copied
+// into another (vkCmdCopyBuffer), st.range(0) MiB read and as many written a call.
+void BM_Copy(benchmark::State& st) {
+  const size_t bytes = static_cast<size_t>(st.range(0)) << 20;
+  StatusOr<Buffer> a = device()->alloc(bytes, MemoryKind::kDevice);
+  StatusOr<Buffer> b = device()->alloc(bytes, MemoryKind::kDevice);
+  require(a.ok() && b.ok(), "no device memory for the copy");
+  const Buffer one = zeros_on_device(1);
+  auto copy_ms = [] {
+    for (const OpTime& t : device()->profile()) {
+      if (t.name == "copy") return t.ms;
+    }
+    return 0.0;
+  };
+  const int calls = 4;
+  for (auto _ : st) {
+    const double before = copy_ms();
+    Stream& s = device()->stream();
+    s.begin();
+    add(s, one.address(), one.address(), 1);  // the profile leaves out steps of copies alone
+    for (int i = 0; i < calls; ++i) s.copy(*a, 0, *b, 0, bytes);
+    GLM_CHECK(s.submit_and_wait().ok());
+    st.SetIterationTime((copy_ms() - before) / 1e3 / calls);
+  }
+  st.counters["bytes_per_second"] = benchmark::Counter(
+      2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Copy)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_RmsNorm(benchmark::State& st) {
   const int rows = static_cast<int>(st.range(0)), n = 4096;
