@@ -289,6 +289,52 @@ void BM_Rope(benchmark::State& st) {
 }
 BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// A layer's rotary and K/V store (f16 cache) at ChatGLM3-6B's shape: args tokens, then 0: the
+// rotary's dispatch and the store's (as before KvStoreArgs::n_rot), 1: the store rotating.
+void BM_RopeKvStore(benchmark::State& st) {
+  const int tokens = static_cast<int>(st.range(0)), stride = 4608, n_rot = 64, head_dim = 128;
+  const int qd = 32 * head_dim, kd = 2 * head_dim;
+  const bool fused = st.range(1) != 0;
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * stride, 1));
+  const Buffer cs = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_rot / 2, 2));
+  const Buffer sn = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_rot / 2, 3));
+  std::vector<float> slots(static_cast<size_t>(tokens));
+  for (int t = 0; t < tokens; ++t) {
+    const int32_t slot = t;
+    std::memcpy(&slots[t], &slot, sizeof slot);
+  }
+  const Buffer slots_b = floats_on_device(slots);
+  const size_t rb = row_bytes(DType::kF16, kd);
+  StatusOr<Buffer> kv = device()->alloc(2 * rb * tokens, MemoryKind::kDevice);
+  require(kv.ok(), kv.status().message());
+  KvStoreArgs a;
+  a.src = x.address();
+  a.kv = kv->address();
+  a.slots = slots_b.address();
+  a.n_tokens = tokens;
+  a.src_stride = stride;
+  a.k_col = qd;
+  a.v_col = qd + kd;
+  a.v_base = static_cast<uint32_t>(rb * tokens);
+  a.row_elems = kd;
+  a.row_bytes = static_cast<uint32_t>(rb);
+  if (fused) {
+    a.cs = cs.address();
+    a.sn = sn.address();
+    a.n_q_heads = 32;
+    a.head_dim = head_dim;
+    a.n_rot = n_rot;
+  }
+  run_calls(st, 32, [&](Stream& s, int) {
+    if (!fused) rope(s, x.address(), cs.address(), sn.address(), tokens, stride, 0, 34, 128, n_rot);
+    kv_store(s, DType::kF16, a);
+  });
+}
+BENCHMARK(BM_RopeKvStore)
+    ->ArgsProduct({{1, 512}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_Swiglu(benchmark::State& st) {
   const int tokens = static_cast<int>(st.range(0)), n = 13696;
   const Buffer in = floats_on_device(random_floats(static_cast<size_t>(tokens) * 2 * n, 1));

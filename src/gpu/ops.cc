@@ -535,9 +535,14 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
   KvShaders sh;
   GLM_CHECK(kv_shaders(type, &sh));
   GLM_CHECK(type != DType::kQ8_0 || a.row_elems <= kMaxQ8RowElems);
+  const bool rotary = a.n_rot > 0;
+  GLM_CHECK(!rotary || (a.rope != RopeKind::kNeox2D && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim &&
+                        a.row_elems % a.head_dim == 0));
   struct {
     Addr src, kv, slots;
     uint32_t src_stride, k_col, v_col, k_base, v_base, row_elems, row_bytes;
+    Addr cs, sn;  // at offset 56, as the shader's 8-byte aligned references
+    uint32_t q_col, n_q_heads, head_dim, n_rot, neox;
   } p{a.src,
       a.kv,
       a.slots,
@@ -547,9 +552,17 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
       a.k_base,
       a.v_base,
       static_cast<uint32_t>(a.row_elems),
-      a.row_bytes};
+      a.row_bytes,
+      a.cs,
+      a.sn,
+      static_cast<uint32_t>(a.q_col),
+      static_cast<uint32_t>(a.n_q_heads),
+      static_cast<uint32_t>(rotary ? a.head_dim : 1),
+      static_cast<uint32_t>(a.n_rot),
+      a.rope == RopeKind::kNeox ? 1u : 0u};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
-  s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), 2);
+  // Workgroups (t, 0): K, (t, 1): V, (t, 2): the query heads' rotary.
+  s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), rotary ? 3 : 2);
 }
 
 void attention(Stream& s, DType type, const AttentionArgs& a) {

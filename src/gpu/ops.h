@@ -218,12 +218,19 @@ inline constexpr int kMaxQ8RowElems = 4096;
 // Stores token t's K row (src[t * src_stride + k_col ...]) and V row (v_col) of row_elems
 // values as `type` (kernels::kv_store_row) into slot slots[t] of a layer's cache buffer `kv`:
 // at byte k_base (v_base) + slot * row_bytes.
+// With n_rot > 0, also rope()'s rotary (kInterleaved or kNeox; cs, sn: [n_tokens, n_rot / 2])
+// in the same dispatch: the K row's heads of head_dim are stored rotated (src's K columns stay
+// as they were) and the n_q_heads query heads at q_col of src are rotated in place, as rope()
+// over them and then kv_store() would.
 struct KvStoreArgs {
   Addr src = 0, kv = 0, slots = 0;
   int n_tokens = 0, src_stride = 0, k_col = 0, v_col = 0;
   uint32_t k_base = 0, v_base = 0;
   int row_elems = 0;
   uint32_t row_bytes = 0;
+  Addr cs = 0, sn = 0;  // the rotary's tables, where n_rot > 0
+  int q_col = 0, n_q_heads = 0, head_dim = 0, n_rot = 0;
+  RopeKind rope = RopeKind::kInterleaved;
 };
 void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 

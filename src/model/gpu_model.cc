@@ -398,7 +398,8 @@ Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
 }
 
 void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-                      const CacheRef& cache, const int* bidir_prefix, int prefix_layer) {
+                      const CacheRef& cache, const int* bidir_prefix, int prefix_layer,
+                      const Rope* rope) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
   const uint32_t vb = cache.v_base;
@@ -414,6 +415,14 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   ka.v_base = vb;
   ka.row_elems = kd;
   ka.row_bytes = cache.row_bytes;
+  if (rope != nullptr) {  // the q heads (column 0) and the k heads, by the step's tables
+    ka.cs = at(in_dev_, step.cos);
+    ka.sn = at(in_dev_, step.sin);
+    ka.n_q_heads = c.n_head;
+    ka.head_dim = c.head_dim;
+    ka.n_rot = rope->n_rot;
+    ka.rope = rope->kind;
+  }
   gpu::kv_store(st, cache.type, ka);
   for (size_t s = 0; s < batch.size(); ++s) {
     gpu::AttentionArgs aa;

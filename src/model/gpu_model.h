@@ -136,12 +136,19 @@ class GpuModel : public Model {
   // bidir_prefix: per sequence (kernels::AttentionShape's), or null for causal.
   // A sequence with a P-Tuning v2 prefix (SeqInput::adapter) attends GPU layer l's prefix
   // keys first (uploaded by begin_step); prefix_layer -1: none (the MTP block).
+  // With `rope`, qkv_'s q and k heads are not rotated yet: the store rotates them with the
+  // step's tables (gpu::KvStoreArgs::n_rot), one dispatch for both.
+  struct Rope {
+    gpu::RopeKind kind;
+    int n_rot;
+  };
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
               const int* bidir_prefix) {
     attend(st, batch, step, layer_cache(l), bidir_prefix, l);
   }
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
-              const CacheRef& cache, const int* bidir_prefix, int prefix_layer);
+              const CacheRef& cache, const int* bidir_prefix, int prefix_layer,
+              const Rope* rope = nullptr);
   // GPU layer l's cache; the MTP block's (bound by the last MTP begin_step).
   CacheRef layer_cache(int l) const;
   CacheRef mtp_cache() const;

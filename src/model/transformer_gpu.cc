@@ -383,11 +383,9 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
     add_lora(st, l, &GpuLoraLayer::wk, at(cur_), at(qkv_), w, qd);
     add_lora(st, l, &GpuLoraLayer::wv, at(cur_), at(qkv_), w, qd + kd);
   }
-  // The q heads and the k heads after them: one rotary over n_head + n_head_kv heads.
-  gpu::rope(st, at(qkv_), at(in_dev_, step.cos), at(in_dev_, step.sin), n, w, 0,
-            c.n_head + c.n_head_kv, c.head_dim, c.n_rot,
-            c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved);
-  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);  // attn_ [n, q_dim]
+  // The q heads and the k heads after them rotated as the K/V rows are stored: one dispatch.
+  const Rope rope{c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved, c.n_rot};
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope);  // attn_ [n, q_dim]
   project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
   const bool moe_layer = g.host_moe != nullptr || g.gate_exps.buf.valid();

@@ -4,6 +4,10 @@
 //   kv: one layer's cache, the K rows from byte k_base, the V rows from v_base, row_bytes apart;
 //   slots: [n_tokens] the slot of each token (block * block_tokens + position % block_tokens).
 // Workgroup (t, 0) stores token t's K row, (t, 1) its V row.
+// With the rotary (n_rot != 0; rope.comp's, one table row a token: cs, sn [n_tokens, n_rot / 2]),
+// the K row's heads are stored rotated (src keeps them as they were) and workgroup (t, 2)
+// rotates token t's n_q_heads query heads at q_col in place: a layer's rotary and K/V store in
+// one dispatch.
 #include "common.glsl"
 #include "kv.glsl"
 layout(local_size_x = 64) in;
@@ -18,7 +22,34 @@ layout(push_constant) uniform Push {
   uint v_base;
   uint row_elems;
   uint row_bytes;
+  Floats cs;  // unread where n_rot is 0 (no rotary)
+  Floats sn;
+  uint q_col;
+  uint n_q_heads;
+  uint head_dim;
+  uint n_rot;
+  uint neox;  // 0: interleaved pairs (2i, 2i + 1); 1: rotate-half pairs (i, i + n_rot / 2)
 } p;
+
+// The pair of dim d (< n_rot) of the head at src[h]: its two elements' offsets, its table entry.
+void rope_pair(uint h, uint d, out uint o0, out uint o1, out uint k) {
+  uint half_rot = p.n_rot / 2u;
+  k = p.neox != 0u ? d % half_rot : d / 2u;
+  o0 = p.neox != 0u ? h + k : h + 2u * k;
+  o1 = p.neox != 0u ? o0 + half_rot : o0 + 1u;
+}
+
+// Element i of the row at src[so] (token t), rotated where `rotate` (a K row with the rotary).
+float src_elem(uint so, uint i, uint t, bool rotate) {
+  uint d = i % p.head_dim;
+  if (!rotate || d >= p.n_rot) return p.src.v[so + i];
+  uint o0, o1, k;
+  rope_pair(so + i - d, d, o0, o1, k);
+  uint ti = t * (p.n_rot / 2u) + k;
+  float c = p.cs.v[ti], s = p.sn.v[ti];
+  float a = p.src.v[o0], b = p.src.v[o1];
+  return so + i == o0 ? a * c - b * s : a * s + b * c;
+}
 
 #if defined(KV_Q8_0)
 #define MAX_ROW_BYTES 4352  // 128 blocks: row_elems up to 4096 (kMaxQ8RowElems)
@@ -27,13 +58,31 @@ shared uint bytes_[MAX_ROW_BYTES];
 
 void main() {
   uint t = gl_WorkGroupID.x, which = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  if (which == 2u) {  // the query heads' rotary, in place: a thread a pair
+    uint half_rot = p.n_rot / 2u;
+    for (uint j = tid; j < p.n_q_heads * half_rot; j += 64u) {
+      uint o0, o1, k;
+      uint d = p.neox != 0u ? j % half_rot : 2u * (j % half_rot);  // the pair's first dim
+      rope_pair(t * p.src_stride + p.q_col + (j / half_rot) * p.head_dim, d, o0, o1, k);
+      uint ti = t * half_rot + k;
+      float c = p.cs.v[ti], s = p.sn.v[ti];
+      float a = p.src.v[o0], b = p.src.v[o1];
+      p.src.v[o0] = a * c - b * s;
+      p.src.v[o1] = a * s + b * c;
+    }
+    return;
+  }
+  bool rotate = which == 0u && p.n_rot != 0u;
   uint so = t * p.src_stride + (which == 0u ? p.k_col : p.v_col);
   uint ro = (which == 0u ? p.k_base : p.v_base) + uint(p.slots.v[t]) * p.row_bytes;
 #if defined(KV_F32)
-  for (uint i = tid; i < p.row_elems; i += 64u) p.kv.v[(ro >> 2) + i] = floatBitsToUint(p.src.v[so + i]);
+  for (uint i = tid; i < p.row_elems; i += 64u) {
+    p.kv.v[(ro >> 2) + i] = floatBitsToUint(src_elem(so, i, t, rotate));
+  }
 #elif defined(KV_F16)
   for (uint i = tid; 2u * i < p.row_elems; i += 64u) {
-    p.kv.v[(ro >> 2) + i] = packHalf2x16(vec2(p.src.v[so + 2u * i], p.src.v[so + 2u * i + 1u]));
+    p.kv.v[(ro >> 2) + i] =
+        packHalf2x16(vec2(src_elem(so, 2u * i, t, rotate), src_elem(so, 2u * i + 1u, t, rotate)));
   }
 #else
   // Each thread quantizes whole blocks into shared bytes, as kernels::quantize_row_ref does
@@ -42,14 +91,14 @@ void main() {
   uint n_blocks = p.row_elems / 32u;
   for (uint b = tid; b < n_blocks; b += 64u) {
     float amax = 0.0;
-    for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(p.src.v[so + 32u * b + j]));
+    for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(src_elem(so, 32u * b + j, t, rotate)));
     float d = amax / 127.0;
     float id = d != 0.0 ? 1.0 / d : 0.0;
     uint dh = packHalf2x16(vec2(d, 0.0));
     bytes_[34u * b] = dh & 0xFFu;
     bytes_[34u * b + 1u] = (dh >> 8) & 0xFFu;
     for (uint j = 0u; j < 32u; ++j) {
-      float x = p.src.v[so + 32u * b + j] * id;
+      float x = src_elem(so, 32u * b + j, t, rotate) * id;
       float r = sign(x) * floor(abs(x) + 0.5);
       bytes_[34u * b + 2u + j] = uint(int(clamp(r, -127.0, 127.0))) & 0xFFu;
     }
