@@ -1,7 +1,7 @@
 // A Vulkan compute device: instance and device selection, device memory (buffers addressed by
 // their device address: the shaders take every buffer as a pointer in their push constants, so
 // there are no descriptor sets), the compute pipelines of the embedded shaders (created on first
-// use), and one command stream for recording and submitting a step.
+// use), and one command stream for recording and submitting a step (stream.cc).
 //
 // Requirements (checked at open, said by name when missing): Vulkan 1.2, a compute queue,
 // bufferDeviceAddress, storageBuffer16BitAccess, subgroup arithmetic in compute shaders. What

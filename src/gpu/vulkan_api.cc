@@ -84,4 +84,11 @@ const char* vk_result_name(VkResult r) {
   }
 }
 
+Status vk_error(const char* what, VkResult r) {
+  const ErrorCode code = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+                             ? ErrorCode::kOutOfMemory
+                             : ErrorCode::kUnavailable;
+  return Status(code, std::string("vulkan: ") + what + " failed: " + vk_result_name(r));
+}
+
 }  // namespace glm::gpu

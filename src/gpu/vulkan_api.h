@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include "core/status.h"
+
 namespace glm::gpu {
 
 // X(name) for every function used: global, instance and device level. An extension's entry
@@ -96,5 +98,8 @@ void load_device_fns(VkDevice device, VulkanApi* api);
 
 // "VK_ERROR_DEVICE_LOST" for a VkResult.
 const char* vk_result_name(VkResult r);
+// The error of a failed call `what`: out_of_memory for the two out-of-memory results, else
+// unavailable; the message names the call and the result.
+Status vk_error(const char* what, VkResult r);
 
 }  // namespace glm::gpu
