@@ -1,4 +1,4 @@
-// For gpu_test.cc and gpu_bench.cc: the kv_store and attention arguments of one sequence whose
+// For the GPU tests and gpu_bench.cc: the kv_store and attention arguments of one sequence whose
 // source rows are [n_pos, q | k | v] f32 (n_head query heads, then n_head_kv key heads and as
 // many value heads, head_dim each), stored into a layer's cache buffer (K at 0, V at v_base)
 // by slot, then attended by its last n_tokens rows.

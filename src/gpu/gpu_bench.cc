@@ -293,7 +293,7 @@ BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosec
 // rotary's dispatch and the store's (as before KvStoreArgs::n_rot), 1: the store rotating.
 void BM_RopeKvStore(benchmark::State& st) {
   const int tokens = static_cast<int>(st.range(0)), stride = 4608, n_rot = 64, head_dim = 128;
-  const int qd = 32 * head_dim, kd = 2 * head_dim;
+  const int kd = 2 * head_dim;
   const bool fused = st.range(1) != 0;
   const Buffer x = floats_on_device(random_floats(static_cast<size_t>(tokens) * stride, 1));
   const Buffer cs = floats_on_device(random_floats(static_cast<size_t>(tokens) * n_rot / 2, 2));
@@ -307,17 +307,14 @@ void BM_RopeKvStore(benchmark::State& st) {
   const size_t rb = row_bytes(DType::kF16, kd);
   StatusOr<Buffer> kv = device()->alloc(2 * rb * tokens, MemoryKind::kDevice);
   require(kv.ok(), kv.status().message());
-  KvStoreArgs a;
-  a.src = x.address();
-  a.kv = kv->address();
-  a.slots = slots_b.address();
-  a.n_tokens = tokens;
-  a.src_stride = stride;
-  a.k_col = qd;
-  a.v_col = qd + kd;
-  a.v_base = static_cast<uint32_t>(rb * tokens);
-  a.row_elems = kd;
-  a.row_bytes = static_cast<uint32_t>(rb);
+  const AttentionCaseShape shape{.type = DType::kF16,
+                                 .n_head = 32,
+                                 .n_head_kv = 2,
+                                 .head_dim = head_dim,
+                                 .n_tokens = tokens,
+                                 .n_pos = tokens,
+                                 .v_base = static_cast<uint32_t>(rb * tokens)};
+  KvStoreArgs a = attention_case(shape, x.address(), kv->address(), slots_b.address(), 0, 0).store;
   if (fused) {
     a.cs = cs.address();
     a.sn = sn.address();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/gpu_test_util.h"
 #include "gpu/ops.h"
@@ -44,21 +45,17 @@ TEST(GpuKvStore, WithTheRotaryEqualsTheRotaryThenTheStore) {
                sn_b = device_floats(dev, sn);
         StatusOr<Buffer> kv = dev->alloc(2 * n_slots * rb, MemoryKind::kDevice);
         ASSERT_TRUE(kv.ok());
-        KvStoreArgs a;
-        a.src = src_b.address();
-        a.kv = kv->address();
-        a.slots = slots_b.address();
-        a.n_tokens = n_tokens;
-        a.src_stride = w;
-        a.k_col = qd;
-        a.v_col = qd + kd;
-        a.k_base = 0;
-        a.v_base = static_cast<uint32_t>(n_slots * rb);
-        a.row_elems = kd;
-        a.row_bytes = static_cast<uint32_t>(rb);
+        const AttentionCaseShape shape{.type = type,
+                                       .n_head = n_head,
+                                       .n_head_kv = n_head_kv,
+                                       .head_dim = head_dim,
+                                       .n_tokens = n_tokens,
+                                       .n_pos = n_tokens,
+                                       .v_base = static_cast<uint32_t>(n_slots * rb)};
+        KvStoreArgs a =
+            attention_case(shape, src_b.address(), kv->address(), slots_b.address(), 0, 0).store;
         a.cs = cs_b.address();
         a.sn = sn_b.address();
-        a.q_col = 0;
         a.n_q_heads = n_head;
         a.head_dim = head_dim;
         a.n_rot = n_rot;
