@@ -1,7 +1,5 @@
 // The stream's recording and submission of a step (Stream, in parts: device.h) and the op
 // profile read from its timestamps (Device::enable_profile, docs/gpu.md#profile).
-#include "gpu/device.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "gpu/device.h"
 
 namespace glm::gpu {
 
