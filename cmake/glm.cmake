@@ -145,9 +145,18 @@ function(glm_gpu_test_variants target filter)
             "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,1")
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 prefix)
-    list(SUBLIST parts 1 -1 env)
+    list(GET parts 1 env)
+    # gtest_discover_tests keeps one entry of a list-valued property (its PROPERTIES are
+    # written out as one flat list), so a second variable goes in ENVIRONMENT_MODIFICATION.
+    set(more "")
+    list(LENGTH parts n_parts)
+    if(n_parts GREATER 2)
+      list(GET parts 2 second)
+      string(REGEX REPLACE "^([^=]*)=" "\\1=set:" second "${second}")
+      set(more ENVIRONMENT_MODIFICATION "${second}")
+    endif()
     gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${prefix}."
       TEST_FILTER "${filter}" WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
-      PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}")
+      PROPERTIES TIMEOUT 600 ENVIRONMENT "${env}" ${more})
   endforeach()
 endfunction()

@@ -384,10 +384,15 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
   struct Rows {
     int n_past, n_tokens, bidir, n_prefix;
   };
-  for (const Rows rows :
-       {Rows{0, 29, 0, 0}, Rows{37, 3, 0, 0}, Rows{0, 29, 28, 0}, Rows{5, 4, 21, 0},
-        Rows{1000, 1, 0, 0}, Rows{597, 3, 700, 0}, Rows{1234, 2, 0, 0}, Rows{0, 29, 0, 7},
-        Rows{37, 3, 0, 70}, Rows{0, 29, 28, 3}, Rows{1000, 1, 0, 5}}) {
+  // Every other case also writes its output rows' 8-bit blocks (AttentionArgs::out_q8), split
+  // (attention_merge.comp writes them) or not.
+  const std::vector<Rows> cases = {Rows{0, 29, 0, 0},   Rows{37, 3, 0, 0},   Rows{0, 29, 28, 0},
+                                   Rows{5, 4, 21, 0},   Rows{1000, 1, 0, 0}, Rows{597, 3, 700, 0},
+                                   Rows{1234, 2, 0, 0}, Rows{0, 29, 0, 7},   Rows{37, 3, 0, 70},
+                                   Rows{0, 29, 28, 3},  Rows{1000, 1, 0, 5}};
+  for (size_t i_case = 0; i_case < cases.size(); ++i_case) {
+    const Rows rows = cases[i_case];
+    const bool q8 = i_case % 2 == 0;
     const int n_past = rows.n_past, n_tokens = rows.n_tokens, n_prefix = rows.n_prefix;
     SCOPED_TRACE("n_past " + std::to_string(n_past) + " bidir_prefix " +
                  std::to_string(rows.bidir) + " n_prefix " + std::to_string(n_prefix));
@@ -463,6 +468,9 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
         dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
     ASSERT_TRUE(split.ok());
     aa.scratch = split->address();
+    StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, qd), MemoryKind::kDevice);
+    ASSERT_TRUE(out_q8.ok());
+    if (q8) aa.out_q8 = out_q8->address();
     attention(s, type, aa);
     ASSERT_TRUE(s.submit_and_wait().ok());
 
@@ -523,6 +531,11 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     }
     // q8_0: a one-code difference in a stored value moves an output by up to d = amax / 127.
     EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
+    if (q8) {  // the blocks quantize_q8 makes of those rows
+      std::vector<uint32_t> words(q8_bytes(n_tokens, qd) / 4);
+      ASSERT_TRUE(dev->download(*out_q8, 0, words.size() * 4, words.data()).ok());
+      EXPECT_EQ(words, device_q8_blocks(dev, got, n_tokens, qd));
+    }
   }
 }
 

@@ -165,12 +165,14 @@ Shader tiled_shader(const Device& device, const Matrix& w, const MatmulTuning& t
   return experts ? sh.experts_coop_ref : sh.coop_ref;
 }
 
-bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
-  if (w.shaders.one_dot == Shader::kCount || n_tokens >= tuning.tiled_min_tokens ||
-      !device.info().int_dot || tuning.int_dot == 0) {
-    return false;
-  }
+bool decode_in_int8(const Device& device, const MatmulTuning& tuning) {
+  if (!device.info().int_dot || tuning.int_dot == 0) return false;
   return tuning.int_dot == 1 || device.info().int_dot_fast;
+}
+
+bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
+  return w.shaders.one_dot != Shader::kCount && n_tokens < tuning.tiled_min_tokens &&
+         decode_in_int8(device, tuning);
 }
 
 void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
@@ -578,23 +580,23 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
   int tokens = kAttentionRows / heads;
   const bool rows = heads * std::min(tokens, a.n_tokens) >= 2;
   if (!rows) heads = tokens = 1;
+  GLM_CHECK(a.out_q8 == 0 || a.head_dim % 32 == 0);
   struct {
-    Addr q, out, kv, blocks;
-    uint32_t q_stride, out_row0, k_base, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
+    Addr q, out, kv, blocks, part, pkv, out_q8;
+    uint32_t q_stride, out_row0, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
         block_tokens;
     float scale;
-    uint32_t bidir_prefix;
-    Addr part;
-    uint32_t n_split, split_len;
-    Addr pkv;
-    uint32_t n_prefix, pv_base, heads_per_group, tokens_per_group, n_tokens;
+    uint32_t bidir_prefix, n_split, split_len, n_prefix, pv_base, heads_per_group, tokens_per_group,
+        n_tokens;
   } p{a.q,
       a.out,
       a.kv,
       a.blocks,
+      a.scratch,
+      a.prefix_kv,
+      a.out_q8,
       static_cast<uint32_t>(a.q_stride),
       static_cast<uint32_t>(a.out_row0),
-      a.k_base,
       a.v_base,
       a.row_bytes,
       static_cast<uint32_t>(a.n_past),
@@ -604,16 +606,14 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       static_cast<uint32_t>(a.block_tokens),
       a.scale,
       static_cast<uint32_t>(a.bidir_prefix),
-      a.scratch,
       1,
       0,
-      a.prefix_kv,
       static_cast<uint32_t>(a.n_prefix),
       a.prefix_v_base,
       static_cast<uint32_t>(heads),
       static_cast<uint32_t>(tokens),
       static_cast<uint32_t>(a.n_tokens)};
-  static_assert(sizeof(p) <= 128);
+  static_assert(sizeof(p) == 128);
   const int64_t gx = a.n_head / heads, gy = (a.n_tokens + tokens - 1) / tokens;
   GLM_CHECK(gy <= kMaxGroups && a.n_prefix >= 0);
   // Splits of the keys: the most keys a row sees (the last token's, or the bidirectional prefix;
@@ -634,10 +634,11 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
              static_cast<uint32_t>(gy), p.n_split);
   if (p.n_split > 1) {
     struct {
-      Addr part, out;
+      Addr part, out, out_q8;
       uint32_t n_head, head_dim, n_split, out_row0;
     } m{a.scratch,
         a.out,
+        a.out_q8,
         static_cast<uint32_t>(a.n_head),
         static_cast<uint32_t>(a.head_dim),
         p.n_split,

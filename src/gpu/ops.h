@@ -56,8 +56,13 @@ const MatmulTuning& matmul_tuning();
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
 // The tiled shader's splits of the row length for n_tokens tokens of w (1: none).
 int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = matmul_tuning());
+// Whether the device and the tuning allow the integer-dot shaders: a decode step's matmuls of
+// quantized weights then take 8-bit activations, which move its logits from an f32
+// computation's by about as much as the CPU's kernels do (a few percent of their range on the
+// tests' random 2-layer models).
+bool decode_in_int8(const Device& device, const MatmulTuning& tuning = matmul_tuning());
 // Whether matmul() takes the integer-dot shaders for w (a quantized type, fewer tokens than the
-// tiled shader's, the tuning and the device allowing).
+// tiled shader's, where decode_in_int8).
 bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens,
                   const MatmulTuning& tuning = matmul_tuning());
 
@@ -255,11 +260,15 @@ inline constexpr int kAttentionRows = 8;
 // rows each split alike), each of head_dim (<= 256) + 2.
 inline constexpr size_t kAttentionScratchFloats =
     size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
+// out_q8: 0, or out's rows also as quantize_q8 writes them (head_dim a multiple of 32), for
+// the next matmul's x_q8: [*, n_head * head_dim / 32] blocks from out_row0.
+// The K rows start at kv (KvStoreArgs' k_base 0), the V rows at kv + v_base.
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
   Addr scratch = 0;  // kAttentionScratchFloats f32, or 0: no splits
+  Addr out_q8 = 0;
   int n_tokens = 0, q_stride = 0, out_row0 = 0;
-  uint32_t k_base = 0, v_base = 0, row_bytes = 0;
+  uint32_t v_base = 0, row_bytes = 0;
   int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;
   float scale = 0;
   int bidir_prefix = 0;

@@ -113,8 +113,9 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     // The q heads and the k heads after them: one rotary over 2 n_head heads.
     gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, 2 * c.n_head, hd, c.n_rot,
               gpu::RopeKind::kNeox2D);
-    attend(st, batch, step, l, bidir_.data());                                  // attn_ [n, n_embd]
-    gpu::matmul(st, g.wo, at(attn_), at(proj_), n, d, 0, {at(g.wo_b), false});  // [n, n_embd]
+    const gpu::MatmulInput attn = attn_input(g.wo, n);  // attn_ [n, n_embd] (and 8-bit rows)
+    attend(st, batch, step, l, bidir_.data(), attn.q8);
+    gpu::matmul(st, g.wo, attn, at(proj_), n, d, 0, {at(g.wo_b), false});  // [n, n_embd]
     // h = LN1(x) * alpha + attn, in cur_ (which holds LN1(x)).
     gpu::scale_add(st, at(proj_), alpha_, at(cur_), nd);
     // x = LN2(h); then x = LN2(h) * alpha + MLP(LN2(h)): the residual stream is back in x.

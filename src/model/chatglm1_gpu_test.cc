@@ -81,7 +81,9 @@ TEST_P(GpuVsCpuChatGLM1, SameLogits) {
   std::printf("chatglm1 %s weights, %s KV: GPU vs CPU max rel diff %.3g prefill, %.3g decode\n",
               dtype_name(c.type), dtype_name(c.kv), dp, dd);
   EXPECT_LT(dp, tol);
-  EXPECT_LT(dd, tol);
+  // Decode steps of quantized weights may take 8-bit activations (testing::gpu_decode_in_int8).
+  const bool int8 = dtype_info(c.type).block_size > 1 && testing::gpu_decode_in_int8();
+  EXPECT_LT(dd, int8 ? testing::kInt8DecodeTol : tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, GpuVsCpuChatGLM1,

@@ -60,11 +60,12 @@ GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
 
 size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
-  // cur_, qkv_, attn_, proj_, up_, act_, moe_; cur_q8_ and act_q8_ (36 bytes a 32 values)
+  // cur_, qkv_, attn_, proj_, up_, act_, moe_; cur_q8_, act_q8_ and attn_q8_ (36 bytes a 32
+  // values)
   const size_t q8_tokens = std::min<size_t>(t, kQ8Tokens);
   const size_t acts =
       t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe) +
-      q8_tokens * ((c.n_embd / 32 + w.act / 32) * 9);
+      q8_tokens * ((c.n_embd / 32 + w.act / 32 + c.q_dim() / 32) * 9);
   // rows_, logits_, out_host_
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra);
   // in_host_ and in_dev_; hidden_host_ (an MTP model's)
@@ -234,6 +235,10 @@ gpu::Addr GpuModel::q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n)
   return buf.size() >= gpu::q8_bytes(n, w.n_cols) ? at(buf) : 0;
 }
 
+gpu::MatmulInput GpuModel::attn_input(const gpu::Matrix& next, int n) const {
+  return {at(attn_), config_.head_dim % 32 == 0 ? q8_rows(attn_q8_, next, n) : 0};
+}
+
 Status GpuModel::reserve(int n, int r, int b) {
   const Config& c = config_;
   gpu::Device* dev = device_.get();
@@ -250,6 +255,9 @@ Status GpuModel::reserve(int n, int r, int b) {
     if (widths_.moe > 0) GLM_RETURN_IF_ERROR(grow(dev, &moe_, t * widths_.moe * kF, kDev));
     const int q8_tokens = std::min(n, kQ8Tokens);
     GLM_RETURN_IF_ERROR(grow(dev, &cur_q8_, gpu::q8_bytes(q8_tokens, c.n_embd), kDev));
+    if (c.q_dim() % 32 == 0) {
+      GLM_RETURN_IF_ERROR(grow(dev, &attn_q8_, gpu::q8_bytes(q8_tokens, c.q_dim()), kDev));
+    }
     if (widths_.act > 0) {
       GLM_RETURN_IF_ERROR(grow(dev, &act_q8_, gpu::q8_bytes(q8_tokens, widths_.act), kDev));
     }
@@ -399,7 +407,7 @@ Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
 
 void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
                       const CacheRef& cache, const int* bidir_prefix, int prefix_layer,
-                      const Rope* rope) {
+                      const Rope* rope, gpu::Addr out_q8) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
   const uint32_t vb = cache.v_base;
@@ -428,12 +436,12 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     gpu::AttentionArgs aa;
     aa.q = at(qkv_, static_cast<size_t>(seq_first_row_[s]) * w * kF);
     aa.out = at(attn_);
+    aa.out_q8 = out_q8;
     aa.kv = cache.kv;
     aa.blocks = at(in_dev_, step.table + static_cast<size_t>(seq_table_at_[s]) * kF);
     aa.n_tokens = batch[s].n_tokens;
     aa.q_stride = w;
     aa.out_row0 = seq_first_row_[s];
-    aa.k_base = 0;
     aa.v_base = vb;
     aa.row_bytes = cache.row_bytes;
     aa.n_past = batch[s].n_past;

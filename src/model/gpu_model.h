@@ -137,18 +137,23 @@ class GpuModel : public Model {
   // A sequence with a P-Tuning v2 prefix (SeqInput::adapter) attends GPU layer l's prefix
   // keys first (uploaded by begin_step); prefix_layer -1: none (the MTP block).
   // With `rope`, qkv_'s q and k heads are not rotated yet: the store rotates them with the
-  // step's tables (gpu::KvStoreArgs::n_rot), one dispatch for both.
+  // step's tables (gpu::KvStoreArgs::n_rot), one dispatch for both. With out_q8 (attn_input's),
+  // attn_'s rows are also written as 8-bit blocks there.
   struct Rope {
     gpu::RopeKind kind;
     int n_rot;
   };
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
-              const int* bidir_prefix) {
-    attend(st, batch, step, layer_cache(l), bidir_prefix, l);
+              const int* bidir_prefix, gpu::Addr out_q8 = 0) {
+    attend(st, batch, step, layer_cache(l), bidir_prefix, l, nullptr, out_q8);
   }
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
               const CacheRef& cache, const int* bidir_prefix, int prefix_layer,
-              const Rope* rope = nullptr);
+              const Rope* rope = nullptr, gpu::Addr out_q8 = 0);
+  // attn_ [n, q_dim] as the input of `next`, the matrix that multiplies it after attend():
+  // with 8-bit rows (attn_q8_) where next takes them and a head's dims are whole 32-value
+  // blocks, which attend() then writes (no quantizing dispatch of the matmul's own).
+  gpu::MatmulInput attn_input(const gpu::Matrix& next, int n) const;
   // GPU layer l's cache; the MTP block's (bound by the last MTP begin_step).
   CacheRef layer_cache(int l) const;
   CacheRef mtp_cache() const;
@@ -185,8 +190,9 @@ class GpuModel : public Model {
   // cur_ and act_ rows as the integer-dot matmuls read them (gpu::quantize_q8's blocks), written
   // by the norm and SwiGLU beside their f32 rows for steps of up to kQ8Tokens tokens.
   static constexpr int kQ8Tokens = 16;
-  gpu::Buffer cur_q8_;  // [min(T, kQ8Tokens), n_embd / 32] blocks
-  gpu::Buffer act_q8_;  // [min(T, kQ8Tokens), widths_.act / 32] blocks
+  gpu::Buffer cur_q8_;   // [min(T, kQ8Tokens), n_embd / 32] blocks
+  gpu::Buffer act_q8_;   // [min(T, kQ8Tokens), widths_.act / 32] blocks
+  gpu::Buffer attn_q8_;  // [min(T, kQ8Tokens), q_dim / 32] blocks
   // at(buf) where the step's n tokens reach w through the integer-dot shaders and buf holds
   // them (n <= kQ8Tokens), else 0: the op then writes no 8-bit rows, and the matmul quantizes
   // its f32 rows itself if it needs them.

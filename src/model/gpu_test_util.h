@@ -60,6 +60,21 @@ inline bool gpu_prefill_in_fp16() {
   return fp16;
 }
 
+// Whether a model loaded on the machine's GPU decodes quantized weights with 8-bit activations
+// (gpu::decode_in_int8: where the device accelerates integer dot products, as NVIDIA's do, or
+// the subgroup16.* test variants force them). Its decode logits are then as far from an f32
+// computation's as the CPU kernels' 8-bit activations take theirs: up to ~2.5% of their range
+// (weight_types_test), 2.0e-2 to 3.5e-2 measured on the GPU-vs-CPU tests' models (lavapipe,
+// GLMSERVE_VULKAN_MATMUL=2,2,16,1), against 5e-4 with f32 activations: kInt8DecodeTol.
+inline bool gpu_decode_in_int8() {
+  static const bool int8 = [] {
+    StatusOr<std::unique_ptr<gpu::Device>> dev = gpu::Device::open(-1);
+    return dev.ok() && gpu::decode_in_int8(**dev);
+  }();
+  return int8;
+}
+inline constexpr float kInt8DecodeTol = 5e-2f;
+
 // max |a - b| / max(1, max |b|).
 inline float max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());

@@ -385,8 +385,9 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   }
   // The q heads and the k heads after them rotated as the K/V rows are stored: one dispatch.
   const Rope rope{c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved, c.n_rot};
-  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope);  // attn_ [n, q_dim]
-  project(st, g.wo, at(attn_), gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
+  const gpu::MatmulInput attn = attn_input(g.wo, n);  // attn_ [n, q_dim] (and its 8-bit rows)
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope, attn.q8);
+  project(st, g.wo, attn, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
   const bool moe_layer = g.host_moe != nullptr || g.gate_exps.buf.valid();
   const gpu::MatmulInput ffn_in{

@@ -5,7 +5,7 @@
 // position p sees [0, max(p + 1, bidir_prefix)); ChatGLM-6B's prompt; 0 = causal).
 //   q: [n_tokens, q_stride] f32, head h of token t at t * q_stride + h * head_dim;
 //   out: [n_tokens, n_head * head_dim] f32 (rows from out_row0);
-//   kv: one layer's cache (K rows from k_base, V rows from v_base, row_bytes apart);
+//   kv: one layer's cache (K rows from its start, V rows from v_base, row_bytes apart);
 //   blocks: [n_blocks] the sequence's block table, block_tokens positions a block.
 // One workgroup per (ROWS query rows of one KV head, split): workgroup (x, y) takes heads
 // x * heads_per_group .. and tokens y * tokens_per_group ..; keys in chunks of 64, one key's
@@ -18,19 +18,26 @@
 // With n_prefix > 0 (a P-Tuning v2 prefix: kernels::KvView::prefix_k), every row first sees
 // n_prefix keys of pkv (K rows from byte 0, V rows from pv_base, the cache's row layout and
 // type): key j < n_prefix is prefix row j, key j >= n_prefix the cache's position j - n_prefix.
+// Where out_q8 is not 0, the output rows are also written as the integer-dot matmuls' 8-bit
+// blocks (q8.glsl; head_dim a multiple of 32, so a head's dims are whole blocks): [*, n_head *
+// head_dim / 32] from out_row0, by attention_merge.comp where the keys split.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "kv.glsl"
+#include "q8.glsl"
 layout(local_size_x = 64) in;
+// The addresses first: with them 8-byte aligned the block fills the 128 bytes exactly.
 layout(push_constant) uniform Push {
   Floats q;
   Floats out_;
   Words kv;
   Ints blocks;
+  Floats part;  // [n_tokens * n_head, n_split, head_dim + 2] when n_split > 1
+  Words pkv;    // the prefix's K and V rows; unread when n_prefix is 0
+  Words out_q8;
   uint q_stride;
   uint out_row0;
-  uint k_base;
   uint v_base;
   uint row_bytes;
   uint n_past;
@@ -40,10 +47,8 @@ layout(push_constant) uniform Push {
   uint block_tokens;
   float scale;
   uint bidir_prefix;
-  Floats part;     // [n_tokens * n_head, n_split, head_dim + 2] when n_split > 1
   uint n_split;
   uint split_len;  // keys a split (a multiple of 64)
-  Words pkv;       // the prefix's K and V rows; unread when n_prefix is 0
   uint n_prefix;
   uint pv_base;
   uint heads_per_group;  // ROWS = heads_per_group x tokens_per_group (ROWS 1: both 1)
@@ -107,7 +112,7 @@ void main() {
       } else {
         uint c = j - p.n_prefix;
         uint slot = uint(p.blocks.v[c / p.block_tokens]) * p.block_tokens + c % p.block_tokens;
-        ro = p.k_base + slot * p.row_bytes;
+        ro = slot * p.row_bytes;
         vrow[tid] = p.v_base + slot * p.row_bytes;
       }
       // Two partial sums a row (ROWS 1: independent loads in flight); each K value once for
@@ -208,5 +213,24 @@ void main() {
       uint d = tid + 64u * k;
       if (d < hd) p.out_.v[oo + d] = acc[r][k] / l[r];
     }
+  }
+  if (p.n_split > 1u || all(equal(uvec2(p.out_q8), uvec2(0u)))) return;  // the same in every thread
+  // The rows' 8-bit blocks: the rows staged in qs (read by no thread since the last barrier),
+  // then a thread a block of 32 dims.
+  barrier();
+  for (uint r = 0u; r < ROWS; ++r) {
+    for (uint k = 0u; k < 4u; ++k) {
+      uint d = tid + 64u * k;
+      if (row_on[r] && d < hd) qs[r][d] = acc[r][k] / l[r];
+    }
+  }
+  barrier();
+  uint nb = hd / 32u;
+  for (uint j = tid; j < ROWS * nb; j += 64u) {
+    uint r = j / nb, b = j % nb;
+    if (!row_on[r]) continue;
+    float v[32];
+    for (uint e = 0u; e < 32u; ++e) v[e] = qs[r][32u * b + e];
+    store_q8_block(p.out_q8, 9u * ((p.out_row0 + row_t[r]) * (p.n_head * nb) + row_h[r] * nb + b), v);
   }
 }

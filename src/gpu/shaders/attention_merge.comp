@@ -5,17 +5,22 @@
 // (a split that saw no key has m = -inf and weighs 0; every row sees at least one key).
 //   part: [n_tokens * n_head, n_split, head_dim + 2]; out: rows from out_row0 of
 //   [*, n_head * head_dim].
-// One workgroup per (head, token), a thread per output dim.
+// One workgroup per (head, token), a thread per output dim. Where out_q8 is not 0, the rows
+// are also written as 8-bit blocks (attention.comp's out_q8).
 #include "common.glsl"
+#include "q8.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
   Floats part;
   Floats out_;
+  Words out_q8;
   uint n_head;
   uint head_dim;
   uint n_split;
   uint out_row0;
 } p;
+
+shared float row_[256];  // the head's output, for its 8-bit blocks
 
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -37,5 +42,14 @@ void main() {
       if (mk > -1.0 / 0.0) a += p.part.v[ko + 2u + d] * exp(mk - mx);
     }
     p.out_.v[oo + d] = a / l;
+    row_[d] = a / l;
+  }
+  if (all(equal(uvec2(p.out_q8), uvec2(0u)))) return;  // the same in every thread
+  barrier();
+  uint nb = hd / 32u;
+  if (tid < nb) {
+    float v[32];
+    for (uint e = 0u; e < 32u; ++e) v[e] = row_[32u * tid + e];
+    store_q8_block(p.out_q8, 9u * ((p.out_row0 + t) * (p.n_head * nb) + h * nb + tid), v);
   }
 }
