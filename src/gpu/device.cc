@@ -343,7 +343,14 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
     timeout_ms_ = std::max<uint64_t>(1, std::strtoull(t, nullptr, 10));
   }
   if (const char* t = std::getenv("GLMSERVE_VULKAN_SUBMIT"); t != nullptr && *t != '\0') {
-    submit_every_ = static_cast<int>(std::clamp<long>(std::strtol(t, nullptr, 10), 0, 1 << 20));
+    char* end = nullptr;
+    const long n = std::strtol(t, &end, 10);
+    if (*end != '\0' || n < 0 || n > (1 << 20)) {
+      GLM_LOG_WARN(
+          "GLMSERVE_VULKAN_SUBMIT=%s ignored: dispatches a part (0: a step whole) expected", t);
+    } else {
+      submit_every_ = static_cast<int>(n);
+    }
   }
   const VulkanApi& vk = api_;
   uint32_t nq = 0;
