@@ -102,8 +102,9 @@ class Buffer {
 // Records a step's dispatches and copies, then submits them and waits. Every dispatch is
 // followed by a barrier (each op of a step reads what the one before wrote), unless the caller
 // says otherwise (concurrent_with_last). A long step goes to the queue in parts as it is
-// recorded (every Device::submit_every() dispatches), so the device runs its first layers while
-// the host records the rest; the barrier that opens each part orders it after the parts before.
+// recorded (every Device::kSubmitEvery dispatches, or as set), so the device runs its first layers
+// while the host records the rest; the barrier that opens each part orders it after the parts
+// before.
 class Stream {
  public:
   void begin();
@@ -136,6 +137,8 @@ class Stream {
   void read_profile(double record_ms, double wait_ms);
   void start_part();   // begins recording cmds_[part_] (allocated the first time)
   void submit_part();  // submits the part recorded so far without waiting; opens the next
+  // Ends cmd_ and submits it (signalling `fence`, if not null); counts it in submitted_.
+  Status end_and_submit(VkFence fence);
   // Waits (up to the device's timeout) for every part submitted since begin(), on the fence of
   // the last part's submit where `fenced`, else on an empty submit's; the device is lost where
   // that fails.
@@ -224,7 +227,6 @@ class Device {
   uint64_t submit_timeout_ms() const { return timeout_ms_; }
   // The dispatches a step's part holds before the stream submits it and records on (default
   // kSubmitEvery; GLMSERVE_VULKAN_SUBMIT overrides, 0: a step is one submission).
-  int submit_every() const { return submit_every_; }
   void set_submit_every(int n) { submit_every_ = n; }
   static constexpr int kSubmitEvery = 48;
 

@@ -58,10 +58,12 @@ Device* device() {
   return dev.get();
 }
 
-// The device milliseconds of every op profiled so far.
-double device_ms() {
+// The device milliseconds of every op profiled so far, or of the ops named `only`.
+double device_ms(const char* only = nullptr) {
   double ms = 0;
-  for (const OpTime& t : device()->profile()) ms += t.ms;
+  for (const OpTime& t : device()->profile()) {
+    if (only == nullptr || t.name == only) ms += t.ms;
+  }
   return ms;
 }
 
@@ -82,16 +84,16 @@ Buffer floats_on_device(const std::vector<float>& v) {
 Buffer zeros_on_device(size_t n) { return floats_on_device(std::vector<float>(n, 0.0f)); }
 
 // Records `calls` times what `op(i)` records, submits, and sets the iteration's time to the
-// device time of one call.
+// device time of one call (of its ops named `only`, where given).
 template <typename Op>
-void run_calls(benchmark::State& st, int calls, const Op& op) {
+void run_calls(benchmark::State& st, int calls, const Op& op, const char* only = nullptr) {
   for (auto _ : st) {
-    const double before = device_ms();
+    const double before = device_ms(only);
     Stream& s = device()->stream();
     s.begin();
     for (int i = 0; i < calls; ++i) op(s, i);
     GLM_CHECK(s.submit_and_wait().ok());
-    st.SetIterationTime((device_ms() - before) / 1e3 / calls);
+    st.SetIterationTime((device_ms(only) - before) / 1e3 / calls);
   }
 }
 
@@ -245,22 +247,14 @@ void BM_Copy(benchmark::State& st) {
   StatusOr<Buffer> b = device()->alloc(bytes, MemoryKind::kDevice);
   require(a.ok() && b.ok(), "no device memory for the copy");
   const Buffer one = zeros_on_device(1);
-  auto copy_ms = [] {
-    for (const OpTime& t : device()->profile()) {
-      if (t.name == "copy") return t.ms;
-    }
-    return 0.0;
-  };
-  const int calls = 4;
-  for (auto _ : st) {
-    const double before = copy_ms();
-    Stream& s = device()->stream();
-    s.begin();
-    add(s, one.address(), one.address(), 1);  // the profile leaves out steps of copies alone
-    for (int i = 0; i < calls; ++i) s.copy(*a, 0, *b, 0, bytes);
-    GLM_CHECK(s.submit_and_wait().ok());
-    st.SetIterationTime((copy_ms() - before) / 1e3 / calls);
-  }
+  run_calls(
+      st, 4,
+      [&](Stream& s, int i) {
+        // The profile leaves out steps of copies alone; the add is not timed.
+        if (i == 0) add(s, one.address(), one.address(), 1);
+        s.copy(*a, 0, *b, 0, bytes);
+      },
+      "copy");
   st.counters["bytes_per_second"] = benchmark::Counter(
       2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }

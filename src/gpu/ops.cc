@@ -55,7 +55,7 @@ uint32_t vec4_reads(const Matrix& w, Addr x) {
 }  // namespace
 
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
-                               int64_t n_cols) {
+                               int64_t n_cols, bool experts) {
   Matrix m;
   if (!matmul_shaders(type, &m.shaders)) {
     return unsupported(std::string("the GPU has no kernel for ") + dtype_name(type) + " weights");
@@ -73,16 +73,14 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
   if (!b.ok()) return b.status();
   m.buf = std::move(*b);
   GLM_RETURN_IF_ERROR(device->upload(data, bytes, m.buf, 0));
-  // The tensor cores' shaders of this type, compiled now: a driver that rejects one (only
-  // check_coop_matmul's F16 variant has run here) turns them off, said once, rather than
+  // The tensor-core shader this matrix's prefill takes, compiled now: a driver that rejects it
+  // (only check_coop_matmul's F16 variant has run here) turns them off, said once, rather than
   // failing the prefill that would compile it.
   if (device->coop_verified() && m.shaders.coop != Shader::kCount) {
-    for (Shader sh : {m.shaders.coop, m.shaders.experts_coop}) {
-      if (Status st = device->try_pipeline(sh); !st.ok()) {
-        GLM_LOG_WARN("%s; the prefill runs without tensor cores", st.message().c_str());
-        device->set_coop_verified(false);
-        break;
-      }
+    if (Status st = device->try_pipeline(experts ? m.shaders.experts_coop : m.shaders.coop);
+        !st.ok()) {
+      GLM_LOG_WARN("%s; the prefill runs without tensor cores", st.message().c_str());
+      device->set_coop_verified(false);
     }
   }
   return m;
@@ -542,22 +540,20 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
                         a.row_elems % a.head_dim == 0));
   struct {
     Addr src, kv, slots;
-    uint32_t src_stride, k_col, v_col, k_base, v_base, row_elems, row_bytes;
-    Addr cs, sn;  // at offset 56, as the shader's 8-byte aligned references
-    uint32_t q_col, n_q_heads, head_dim, n_rot, neox;
+    uint32_t src_stride, k_col, v_col, v_base, row_elems, row_bytes;
+    Addr cs, sn;  // at offset 48, as the shader's 8-byte aligned references
+    uint32_t n_q_heads, head_dim, n_rot, neox;
   } p{a.src,
       a.kv,
       a.slots,
       static_cast<uint32_t>(a.src_stride),
       static_cast<uint32_t>(a.k_col),
       static_cast<uint32_t>(a.v_col),
-      a.k_base,
       a.v_base,
       static_cast<uint32_t>(a.row_elems),
       a.row_bytes,
       a.cs,
       a.sn,
-      static_cast<uint32_t>(a.q_col),
       static_cast<uint32_t>(a.n_q_heads),
       static_cast<uint32_t>(rotary ? a.head_dim : 1),
       static_cast<uint32_t>(a.n_rot),

@@ -97,11 +97,12 @@ inline size_t q8_bytes(int n_rows, int64_t n_cols) {
 }
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file); where the device's
-// tensor cores are verified, compiles the type's tensor-core shaders (check_coop_matmul).
+// tensor cores are verified, compiles the type's tensor-core shader (check_coop_matmul): the
+// grouped experts' one where `experts` (a stacked *_exps matrix), else the plain one.
 // Errors: unsupported (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address
 // bytes in 32 bits), out_of_memory.
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
-                               int64_t n_cols);
+                               int64_t n_cols, bool experts = false);
 // Uploads n floats.
 StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
@@ -222,19 +223,19 @@ inline constexpr int kMaxQ8RowElems = 4096;
 
 // Stores token t's K row (src[t * src_stride + k_col ...]) and V row (v_col) of row_elems
 // values as `type` (kernels::kv_store_row) into slot slots[t] of a layer's cache buffer `kv`:
-// at byte k_base (v_base) + slot * row_bytes.
+// at byte slot * row_bytes (K), v_base + slot * row_bytes (V).
 // With n_rot > 0, also rope()'s rotary (kInterleaved or kNeox; cs, sn: [n_tokens, n_rot / 2])
 // in the same dispatch: the K row's heads of head_dim are stored rotated (src's K columns stay
-// as they were) and the n_q_heads query heads at q_col of src are rotated in place, as rope()
-// over them and then kv_store() would.
+// as they were) and the n_q_heads query heads at column 0 of src are rotated in place, as
+// rope() over them and then kv_store() would.
 struct KvStoreArgs {
   Addr src = 0, kv = 0, slots = 0;
   int n_tokens = 0, src_stride = 0, k_col = 0, v_col = 0;
-  uint32_t k_base = 0, v_base = 0;
+  uint32_t v_base = 0;
   int row_elems = 0;
   uint32_t row_bytes = 0;
   Addr cs = 0, sn = 0;  // the rotary's tables, where n_rot > 0
-  int q_col = 0, n_q_heads = 0, head_dim = 0, n_rot = 0;
+  int n_q_heads = 0, head_dim = 0, n_rot = 0;
   RopeKind rope = RopeKind::kInterleaved;
 };
 void kv_store(Stream& s, DType type, const KvStoreArgs& a);
@@ -262,7 +263,7 @@ inline constexpr size_t kAttentionScratchFloats =
     size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
 // out_q8: 0, or out's rows also as quantize_q8 writes them (head_dim a multiple of 32), for
 // the next matmul's x_q8: [*, n_head * head_dim / 32] blocks from out_row0.
-// The K rows start at kv (KvStoreArgs' k_base 0), the V rows at kv + v_base.
+// The K rows start at kv, the V rows at kv + v_base (as kv_store writes them).
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
   Addr scratch = 0;  // kAttentionScratchFloats f32, or 0: no splits

@@ -111,27 +111,28 @@ void Stream::submit_part() {
     if (vk.vkAllocateCommandBuffers(device_->device_, &ai, &next) != VK_SUCCESS) return;
     cmds_.push_back(next);
   }
-  VkResult r = vk.vkEndCommandBuffer(cmd_);
-  if (r != VK_SUCCESS) {
-    failed_ = vk_error("vkEndCommandBuffer", r);
-  } else if (Status c = device_->check_submit(); !c.ok()) {
-    failed_ = c;
-  } else {
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
-    r = vk.vkQueueSubmit(device_->queue_, 1, &si, VK_NULL_HANDLE);
-    if (r == VK_SUCCESS) {
-      ++submitted_;
-    } else {
-      if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
-      failed_ = vk_error("vkQueueSubmit", r);
-    }
-  }
   // After a failure the step records on (its ops are void) and submit_and_wait reports it.
+  failed_ = end_and_submit(VK_NULL_HANDLE);
   ++part_;
   start_part();
+}
+
+Status Stream::end_and_submit(VkFence fence) {
+  const VulkanApi& vk = device_->api_;
+  VkResult r = vk.vkEndCommandBuffer(cmd_);
+  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
+  GLM_RETURN_IF_ERROR(device_->check_submit());
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  r = vk.vkQueueSubmit(device_->queue_, 1, &si, fence);
+  if (r != VK_SUCCESS) {
+    if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
+    return vk_error("vkQueueSubmit", r);
+  }
+  ++submitted_;
+  return Status::Ok();
 }
 
 VkResult Stream::drain(bool fenced) {
@@ -253,37 +254,23 @@ Status Stream::submit_and_wait() {
                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     pending_barrier_ = false;
   }
-  VkResult r = vk.vkEndCommandBuffer(cmd_);
-  Status s = failed_;
-  if (s.ok() && r != VK_SUCCESS) s = vk_error("vkEndCommandBuffer", r);
-  if (s.ok()) s = device_->check_submit();
   const auto submitted = std::chrono::steady_clock::now();
+  // A step in parts waits on the drain's fence, which covers every part, not the last alone.
+  const bool in_parts = submitted_ > 0;
+  Status s = failed_;
+  if (s.ok()) s = end_and_submit(in_parts ? VK_NULL_HANDLE : fence_);
   if (s.ok()) {
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
-    // A step in parts waits on the drain's fence, which covers every part, not the last alone.
-    const bool in_parts = submitted_ > 0;
-    r = vk.vkQueueSubmit(device_->queue_, 1, &si, in_parts ? VK_NULL_HANDLE : fence_);
-    if (r != VK_SUCCESS) {
-      if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
-      s = vk_error("vkQueueSubmit", r);
-    } else {
-      ++submitted_;
-      r = drain(/*fenced=*/!in_parts);
-      if (r != VK_SUCCESS) {
-        s = Status(ErrorCode::kUnavailable,
-                   std::string("the GPU (") + device_->info_.name +
-                       ") did not finish a step: " + vk_result_name(r) +
-                       (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
-                                        : std::string()));
-      }
+    if (const VkResult r = drain(/*fenced=*/!in_parts); r != VK_SUCCESS) {
+      s = Status(ErrorCode::kUnavailable,
+                 std::string("the GPU (") + device_->info_.name +
+                     ") did not finish a step: " + vk_result_name(r) +
+                     (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
+                                      : std::string()));
     }
   }
   if (!s.ok()) {
-    drain(/*fenced=*/false);  // parts submitted before the failure finish before their buffers are
-                              // reused
+    // Parts submitted before the failure finish before their command buffers are reused.
+    drain(/*fenced=*/false);
     failed_ = Status::Ok();
     return s;
   }

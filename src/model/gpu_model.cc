@@ -107,9 +107,9 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
 }
 
 Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out,
-                                  const std::string& what) {
+                                  const std::string& what, bool experts) {
   if (v.data == nullptr) return Status::Ok();
-  StatusOr<gpu::Matrix> m = gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols);
+  StatusOr<gpu::Matrix> m = gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols, experts);
   if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
   *out = std::move(*m);
   done += matrix_bytes(v);
@@ -236,7 +236,7 @@ gpu::Addr GpuModel::q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n)
 }
 
 gpu::MatmulInput GpuModel::attn_input(const gpu::Matrix& next, int n) const {
-  return {at(attn_), config_.head_dim % 32 == 0 ? q8_rows(attn_q8_, next, n) : 0};
+  return {at(attn_), q8_rows(attn_q8_, next, n)};  // none where reserve() made no attn_q8_
 }
 
 Status GpuModel::reserve(int n, int r, int b) {
@@ -255,7 +255,7 @@ Status GpuModel::reserve(int n, int r, int b) {
     if (widths_.moe > 0) GLM_RETURN_IF_ERROR(grow(dev, &moe_, t * widths_.moe * kF, kDev));
     const int q8_tokens = std::min(n, kQ8Tokens);
     GLM_RETURN_IF_ERROR(grow(dev, &cur_q8_, gpu::q8_bytes(q8_tokens, c.n_embd), kDev));
-    if (c.q_dim() % 32 == 0) {
+    if (c.head_dim % 32 == 0) {  // attention writes a head's dims as whole 32-value blocks
       GLM_RETURN_IF_ERROR(grow(dev, &attn_q8_, gpu::q8_bytes(q8_tokens, c.q_dim()), kDev));
     }
     if (widths_.act > 0) {
@@ -419,7 +419,6 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   ka.src_stride = w;
   ka.k_col = qd;
   ka.v_col = qd + kd;
-  ka.k_base = 0;
   ka.v_base = vb;
   ka.row_elems = kd;
   ka.row_bytes = cache.row_bytes;

@@ -67,8 +67,10 @@ class GpuModel : public Model {
     gpu::Device* device = nullptr;
     size_t total = 0, done = 0;
     ProgressFn progress;
-    // A matrix (none if v.data is null); errors name `what`.
-    Status matrix(const kernels::WeightView& v, gpu::Matrix* out, const std::string& what);
+    // A matrix (none if v.data is null); errors name `what`. experts: a stacked *_exps matrix
+    // (gpu::upload_matrix's).
+    Status matrix(const kernels::WeightView& v, gpu::Matrix* out, const std::string& what,
+                  bool experts = false);
     // n floats (none if v is null).
     Status vec(const float* v, int64_t n, gpu::Buffer* out);
   };
@@ -192,7 +194,7 @@ class GpuModel : public Model {
   static constexpr int kQ8Tokens = 16;
   gpu::Buffer cur_q8_;   // [min(T, kQ8Tokens), n_embd / 32] blocks
   gpu::Buffer act_q8_;   // [min(T, kQ8Tokens), widths_.act / 32] blocks
-  gpu::Buffer attn_q8_;  // [min(T, kQ8Tokens), q_dim / 32] blocks
+  gpu::Buffer attn_q8_;  // [min(T, kQ8Tokens), q_dim / 32] blocks; none unless head_dim % 32 == 0
   // at(buf) where the step's n tokens reach w through the integer-dot shaders and buf holds
   // them (n <= kQ8Tokens), else 0: the op then writes no 8-bit rows, and the matmul quantizes
   // its f32 rows itself if it needs them.

@@ -258,9 +258,9 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   const MoeWeights& m = lw.moe;
   GLM_RETURN_IF_ERROR(up.matrix(m.gate_inp, &g.gate_inp, name));
   GLM_RETURN_IF_ERROR(up.vec(m.exp_probs_b, c.moe.n_expert, &g.exp_probs_b));
-  GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name));
-  GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name));
-  GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name));
+  GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name, /*experts=*/true));
+  GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name, /*experts=*/true));
+  GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name, /*experts=*/true));
   GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
   GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
   GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));

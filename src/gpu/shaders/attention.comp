@@ -215,8 +215,8 @@ void main() {
     }
   }
   if (p.n_split > 1u || all(equal(uvec2(p.out_q8), uvec2(0u)))) return;  // the same in every thread
-  // The rows' 8-bit blocks: the rows staged in qs (read by no thread since the last barrier),
-  // then a thread a block of 32 dims.
+  // The rows' 8-bit blocks: the rows staged in qs (after every thread's last read of it), then
+  // a thread a block of 32 dims.
   barrier();
   for (uint r = 0u; r < ROWS; ++r) {
     for (uint k = 0u; k < 4u; ++k) {

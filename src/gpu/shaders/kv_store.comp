@@ -1,12 +1,12 @@
 #version 450
 // Writes new K and V rows into their cache slots (the twin of kernels::kv_store_row).
 //   src: [n_tokens, src_stride] f32, the K row of token t at col k_col, the V row at v_col;
-//   kv: one layer's cache, the K rows from byte k_base, the V rows from v_base, row_bytes apart;
+//   kv: one layer's cache, the K rows from its start, the V rows from v_base, row_bytes apart;
 //   slots: [n_tokens] the slot of each token (block * block_tokens + position % block_tokens).
 // Workgroup (t, 0) stores token t's K row, (t, 1) its V row.
 // With the rotary (n_rot != 0; rope.comp's, one table row a token: cs, sn [n_tokens, n_rot / 2]),
 // the K row's heads are stored rotated (src keeps them as they were) and workgroup (t, 2)
-// rotates token t's n_q_heads query heads at q_col in place: a layer's rotary and K/V store in
+// rotates token t's n_q_heads query heads (src's first columns) in place: a layer's rotary and K/V store in
 // one dispatch.
 #include "common.glsl"
 #include "kv.glsl"
@@ -18,13 +18,11 @@ layout(push_constant) uniform Push {
   uint src_stride;
   uint k_col;
   uint v_col;
-  uint k_base;
   uint v_base;
   uint row_elems;
   uint row_bytes;
   Floats cs;  // unread where n_rot is 0 (no rotary)
   Floats sn;
-  uint q_col;
   uint n_q_heads;
   uint head_dim;
   uint n_rot;
@@ -63,7 +61,7 @@ void main() {
     for (uint j = tid; j < p.n_q_heads * half_rot; j += 64u) {
       uint o0, o1, k;
       uint d = p.neox != 0u ? j % half_rot : 2u * (j % half_rot);  // the pair's first dim
-      rope_pair(t * p.src_stride + p.q_col + (j / half_rot) * p.head_dim, d, o0, o1, k);
+      rope_pair(t * p.src_stride + (j / half_rot) * p.head_dim, d, o0, o1, k);
       uint ti = t * half_rot + k;
       float c = p.cs.v[ti], s = p.sn.v[ti];
       float a = p.src.v[o0], b = p.src.v[o1];
@@ -74,7 +72,7 @@ void main() {
   }
   bool rotate = which == 0u && p.n_rot != 0u;
   uint so = t * p.src_stride + (which == 0u ? p.k_col : p.v_col);
-  uint ro = (which == 0u ? p.k_base : p.v_base) + uint(p.slots.v[t]) * p.row_bytes;
+  uint ro = (which == 0u ? 0u : p.v_base) + uint(p.slots.v[t]) * p.row_bytes;
 #if defined(KV_F32)
   for (uint i = tid; i < p.row_elems; i += 64u) {
     p.kv.v[(ro >> 2) + i] = floatBitsToUint(src_elem(so, i, t, rotate));
