@@ -132,15 +132,17 @@ endfunction()
 #                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot);
 #   coop.*        with the prefill's matmul as on tensor cores (fp16 products), through its
 #                 scalar twin: lavapipe has no cooperative matrices (MatmulTuning::coop).
-# validated.* and subgroup4.* also submit each step in parts of 3 and 1 dispatches
-# (Device::submit_every; the tests' steps are shorter than the default part), so the layer
-# sees every part's command buffer reused only after it finished, and the models' results hold.
+# validated.* also submits each step in parts of 3 dispatches (GLMSERVE_VULKAN_SUBMIT; the
+# tests' steps are shorter than the default part), so the layer sees every part's command
+# buffer reused only after it finished, and the models' results hold. subgroup4.* runs the
+# models' norms and SwiGLU as dispatches of their own before float matmuls (where the default
+# run fuses them into the decode matmuls: MatmulTuning::fuse_input).
 function(glm_gpu_test_variants target filter)
   if(NOT BUILD_TESTING)
     return()
   endif()
   foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1|GLMSERVE_VULKAN_SUBMIT=3"
-            "subgroup4|LP_NATIVE_VECTOR_WIDTH=128|GLMSERVE_VULKAN_SUBMIT=1"
+            "subgroup4|LP_NATIVE_VECTOR_WIDTH=128|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,-1,0"
             "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1"
             "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,1")
     string(REPLACE "|" ";" parts "${v}")

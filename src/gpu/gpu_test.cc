@@ -322,6 +322,10 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   EXPECT_EQ(t.coop, 0);
   ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,1", &t));
   EXPECT_EQ(t.coop, 1);
+  EXPECT_EQ(t.fuse_input, 1);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,-1,0", &t));
+  EXPECT_EQ(t.coop, -1);
+  EXPECT_EQ(t.fuse_input, 0);
   for (const char* bad : {"",
                           "4,1",
                           "4,4,32",
@@ -339,7 +343,10 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
                           "2,2,16,1,1,2",
                           "2,2,16,1,1,-2",
                           "2,2,16,1,1,1,",
-                          "2,2,16,1,1,1,1",
+                          "2,2,16,1,1,1,2",
+                          "2,2,16,1,1,1,-1",
+                          "2,2,16,1,1,1,1,",
+                          "2,2,16,1,1,1,1,1",
                           ",2,2,16",
                           "2,,2,16",
                           "99999999999,2,16"}) {

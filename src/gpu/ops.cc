@@ -96,10 +96,10 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   if (text == nullptr) return false;
   MatmulTuning t;
-  int* const fields[] = {&t.team_rows_one, &t.team_rows_few, &t.tiled_min_tokens,
-                         &t.int_dot,       &t.tiled_split,   &t.coop};
+  int* const fields[] = {&t.team_rows_one, &t.team_rows_few, &t.tiled_min_tokens, &t.int_dot,
+                         &t.tiled_split,   &t.coop,          &t.fuse_input};
   size_t n = 0;
-  // Comma-separated integers, 3 to 6 of them, nothing else.
+  // Comma-separated integers, 3 to 7 of them, nothing else.
   for (const char* at = text;; ++at) {
     char* end = nullptr;
     const long v = std::strtol(at, &end, 10);
@@ -113,7 +113,7 @@ bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   const auto flag_ok = [](int f, int lo) { return f >= lo && f <= 1; };
   if (n < 3 || !rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) ||
       t.tiled_min_tokens < 2 || !flag_ok(t.int_dot, -1) || !flag_ok(t.tiled_split, 0) ||
-      !flag_ok(t.coop, -1)) {
+      !flag_ok(t.coop, -1) || !flag_ok(t.fuse_input, 0)) {
     return false;
   }
   *out = t;
@@ -126,9 +126,10 @@ const MatmulTuning& matmul_tuning() {
     const char* env = std::getenv("GLMSERVE_VULKAN_MATMUL");
     if (env != nullptr && *env != '\0' && !parse_matmul_tuning(env, &t)) {
       GLM_LOG_WARN(
-          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]] (rows a "
-          "team 1, 2 or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or 1; split "
-          "0 or 1; tensor cores -1 where checked, 0 or 1) expected",
+          "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP[,FUSE]]]] "
+          "(rows a team 1, 2 or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or "
+          "1; split 0 or 1; tensor cores -1 where checked, 0 or 1; fused norm and SwiGLU 0 or 1) "
+          "expected",
           env);
     }
     return t;
@@ -173,6 +174,11 @@ bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const Mat
          decode_in_int8(device, tuning);
 }
 
+bool fuses_input(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
+  return tuning.fuse_input == 1 && n_tokens < tuning.tiled_min_tokens &&
+         !uses_int_dot(device, w, n_tokens, tuning);
+}
+
 void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
   GLM_CHECK(n_cols % 32 == 0);
   struct {
@@ -199,7 +205,13 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
             int y_col, MatmulAdd add, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
-  const uint32_t x_vec4 = vec4_reads(w, x);
+  const bool fused = in.fused != MatmulInput::Fused::kNone;
+  GLM_CHECK(!fused || fuses_input(s.device(), w, n_tokens, tuning));
+  // The norm's weights are read as the rows are: 16 bytes at a time where both allow it.
+  const uint32_t x_vec4 =
+      vec4_reads(w, x) != 0 && (in.fused != MatmulInput::Fused::kRmsNorm || in.norm_w % 16 == 0)
+          ? 1u
+          : 0u;
   if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
       Addr w, x, x4, y;
@@ -257,13 +269,17 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
     return;
   }
   const bool one = n_tokens == 1;
-  const Addr xq = uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
+  const Addr xq =
+      !fused && uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
         rows_log2, x_vec4;
     Addr bias;
     uint32_t has_bias, add_to_y;
+    Addr norm_w;
+    float eps;
+    uint32_t in_mode;
   } p{w.buf.address(),
       x,
       x,
@@ -280,7 +296,10 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
       x_vec4,
       add.bias,
       has_bias,
-      add_to_y};
+      add_to_y,
+      in.norm_w,
+      in.eps,
+      static_cast<uint32_t>(in.fused)};
   const TeamGeometry g = team_geometry(w, one ? tuning.team_rows_one : tuning.team_rows_few, one);
   p.tpr_log2 = g.tpr_log2;
   p.rows_log2 = g.rows_log2;
@@ -306,6 +325,9 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
         rows_log2, x_vec4;
     Addr bias;
     uint32_t has_bias, add_to_y;
+    Addr norm_w;  // matmul.comp's input transform: none here (in_mode 0)
+    float eps;
+    uint32_t in_mode;
     Addr ids;
     uint32_t expert_bytes, x_div;
   } p{};

@@ -37,7 +37,9 @@ struct Matrix {
 // adds the parts up), 0 never. coop: whether the tiled shader's products run on tensor cores
 // (matmul_coop.comp: fp16 weights and activations, f32 sums; the experts' grouped too): -1 where
 // the device has them and check_coop_matmul found them right, 0 never, 1 always (on a device
-// without them, the same shader with its products in scalar code: its reference).
+// without them, the same shader with its products in scalar code: its reference). fuse_input:
+// 1 lets the one- and few-token float shaders take their input's RMS norm or SwiGLU themselves
+// (MatmulInput::rms_normed, ::swiglu_of; fuses_input), 0 never (the model then dispatches them).
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
@@ -45,14 +47,15 @@ struct MatmulTuning {
   int int_dot = -1;
   int tiled_split = 1;
   int coop = -1;
+  int fuse_input = 1;
 };
 inline constexpr int kTiledSplitGroups = 256;
-// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP]]]" (read
-// once; benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored with a
-// warning.
+// The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP[,FUSE]]]]"
+// (read once; benchmarks compare settings with it, docs/gpu.md). A malformed value is ignored
+// with a warning.
 const MatmulTuning& matmul_tuning();
-// MatmulTuning parsed from 3 to 6 of "ONE,FEW,TILED_MIN,DOT,SPLIT,COOP" (DOT and COOP -1, 0 or
-// 1; SPLIT 0 or 1); false if malformed or out of range.
+// MatmulTuning parsed from 3 to 7 of "ONE,FEW,TILED_MIN,DOT,SPLIT,COOP,FUSE" (DOT and COOP -1, 0
+// or 1; SPLIT and FUSE 0 or 1); false if malformed or out of range.
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
 // The tiled shader's splits of the row length for n_tokens tokens of w (1: none).
 int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = matmul_tuning());
@@ -116,16 +119,47 @@ struct MatmulAdd {
 // A matmul's activations: f32 rows, and optionally the same rows already as quantize_q8 writes
 // them (by the op that wrote them: rms_norm's or swiglu's q8), which the integer-dot shaders
 // then read instead of quantizing the rows themselves. An Addr converts to one without.
+// Or rows the shader transforms as it reads them (only where fuses_input), so that the op
+// before the matmul takes no dispatch (nor barrier) of its own:
+//   rms_normed(x, w, eps): x [n_tokens, w.n_cols] f32, the input rms_norm(x, w) (model::ops::
+//     rms_norm: x / sqrt(mean(x^2) + eps) * w), each team of the shader summing the squares of
+//     the row it reads whole anyway; w: [n_cols] f32.
+//   swiglu_of(gate_up): gate_up [n_tokens, 2 n_cols] f32 (gate, then up), the input
+//     silu(gate) * up (model::ops::swiglu).
 struct MatmulInput {
+  enum class Fused : uint32_t { kNone = 0, kRmsNorm = 1, kSwiglu = 2 };  // matmul.comp's in_mode
   MatmulInput(Addr x) : f32(x) {}  // implicit: f32 rows alone are the usual input
   MatmulInput(Addr x, Addr x_q8) : f32(x), q8(x_q8) {}
+  static MatmulInput rms_normed(Addr x, Addr w, float eps) {
+    MatmulInput in(x);
+    in.fused = Fused::kRmsNorm;
+    in.norm_w = w;
+    in.eps = eps;
+    return in;
+  }
+  static MatmulInput swiglu_of(Addr gate_up) {
+    MatmulInput in(gate_up);
+    in.fused = Fused::kSwiglu;
+    return in;
+  }
   Addr f32 = 0;
   Addr q8 = 0;
+  Fused fused = Fused::kNone;
+  Addr norm_w = 0;
+  float eps = 0;
 };
+
+// Whether matmul() of w over n_tokens tokens takes a fused input (MatmulInput::rms_normed,
+// ::swiglu_of): where it runs a one- or few-token float shader (not the tiled one, whose tiles
+// do not read whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes) and
+// tuning.fuse_input.
+bool fuses_input(const Device& device, const Matrix& w, int n_tokens,
+                 const MatmulTuning& tuning = matmul_tuning());
 
 // y[t, y_col + r] = sum_c w[r, c] * x[t, c] (+ bias[r]) (+ y[t, y_col + r])   (kernels::matmul),
 // the shader chosen by `tuning`.
-//   x: [n_tokens, w.n_cols] f32 (and its 8-bit blocks); y: [n_tokens, y_stride] f32.
+//   x: [n_tokens, w.n_cols] f32 (and its 8-bit blocks), or a fused input (MatmulInput; only
+//   where fuses_input, else a checked failure); y: [n_tokens, y_stride] f32.
 void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens, int y_stride,
             int y_col, MatmulAdd add = {}, const MatmulTuning& tuning = matmul_tuning());
 inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens) {

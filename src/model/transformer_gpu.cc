@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -367,8 +368,23 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
   // Where the next matmul takes 8-bit activations (gpu::uses_int_dot), the norm and SwiGLU
   // write them beside their f32 rows (q8_rows): no dispatch of the matmul's own to quantize.
-  const gpu::MatmulInput cur{at(cur_), q8_rows(cur_q8_, g.qkv.buf.valid() ? g.qkv : g.wq, n)};
-  gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
+  // Where every matmul after them can (gpu::fuses_input: a few tokens, float activations) and
+  // no LoRA of the step reads their rows, they run inside those matmuls instead.
+  const bool no_lora = l < 0 || lora_rows_.empty();
+  const auto fusable = [&](std::initializer_list<const gpu::Matrix*> next) {
+    if (!no_lora) return false;
+    for (const gpu::Matrix* m : next) {
+      if (m->buf.valid() && !gpu::fuses_input(*device_, *m, n)) return false;
+    }
+    return true;
+  };
+  const gpu::MatmulInput cur =
+      fusable({&g.qkv, &g.wq, &g.wk, &g.wv})
+          ? gpu::MatmulInput::rms_normed(x, at(g.attn_norm), c.norm_eps)
+          : gpu::MatmulInput{at(cur_), q8_rows(cur_q8_, g.qkv.buf.valid() ? g.qkv : g.wq, n)};
+  if (cur.fused == gpu::MatmulInput::Fused::kNone) {
+    gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
+  }
   // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
   // Biases are added by the matmuls as they write (gpu::MatmulAdd).
   // Sequences with a LoRA add theirs (add_lora) after each product.
@@ -390,10 +406,16 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   project(st, g.wo, attn, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
   const bool moe_layer = g.host_moe != nullptr || g.gate_exps.buf.valid();
-  const gpu::MatmulInput ffn_in{
-      at(cur_),
-      moe_layer ? 0 : q8_rows(cur_q8_, g.ffn_gate.buf.valid() ? g.ffn_gate : g.ffn_up, n)};
-  gpu::rms_norm(st, x, at(g.ffn_norm), ffn_in.f32, n, d, c.norm_eps, 0, ffn_in.q8);
+  const gpu::MatmulInput ffn_in =
+      !moe_layer && fusable({&g.ffn_gate, &g.ffn_up})
+          ? gpu::MatmulInput::rms_normed(x, at(g.ffn_norm), c.norm_eps)
+          : gpu::MatmulInput{
+                at(cur_),
+                moe_layer ? 0
+                          : q8_rows(cur_q8_, g.ffn_gate.buf.valid() ? g.ffn_gate : g.ffn_up, n)};
+  if (ffn_in.fused == gpu::MatmulInput::Fused::kNone) {
+    gpu::rms_norm(st, x, at(g.ffn_norm), ffn_in.f32, n, d, c.norm_eps, 0, ffn_in.q8);
+  }
   if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
   if (moe_layer) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
     moe(st, g, x, n);
@@ -409,8 +431,12 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
     gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n);
     add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, 0);
   }
-  const gpu::MatmulInput act{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
-  gpu::swiglu(st, at(up_), act.f32, n, ff, 2 * ff, 0, ff, act.q8);
+  const gpu::MatmulInput act = fusable({&g.ffn_down})
+                                   ? gpu::MatmulInput::swiglu_of(at(up_))
+                                   : gpu::MatmulInput{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
+  if (act.fused == gpu::MatmulInput::Fused::kNone) {
+    gpu::swiglu(st, at(up_), act.f32, n, ff, 2 * ff, 0, ff, act.q8);
+  }
   project(st, g.ffn_down, act, g.ffn_down_b, g.ffn_post_norm, x, n, l, &GpuLoraLayer::ffn_down);
   return Status::Ok();
 }

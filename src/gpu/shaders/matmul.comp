@@ -21,6 +21,10 @@
 // IDOT (the quantized types): the activations come quantized to 8 bits a value (quantize_q8.comp)
 // and a part's products are integer dot products of 4 codes by 4 activations (OpSUDot of
 // SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float.
+// in_mode (the float shaders; gpu::MatmulInput): the input is x as it is (0); x's RMS norm (1:
+// x / sqrt(mean(x^2) + eps) * norm_w, the twin of rms_norm.comp: a team reads its tokens' rows
+// whole, so it sums their squares on the way and scales its sums once at the end); or
+// silu(gate) * up (2: x rows of 2 n_cols, gate then up, the twin of swiglu.comp).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -69,6 +73,9 @@ layout(push_constant) uniform Push {
   Floats bias;     // [n_rows], added to every token's row; unread when has_bias is 0
   uint has_bias;
   uint add_to_y;   // 1: y += the products (a residual), else y = them
+  Floats norm_w;   // [n_cols] in_mode 1's weights (read 16 bytes at a time where x_vec4)
+  float eps;       // in_mode 1's
+  uint in_mode;    // 0: x; 1: x's RMS norm; 2: silu(gate) * up (above)
 #ifdef IDS
   Ints ids;           // [n_tokens] the expert of each slot
   uint expert_bytes;  // one expert's n_rows rows
@@ -79,8 +86,41 @@ layout(push_constant) uniform Push {
 #include "matmul_io.glsl"
 #include "decode.glsl"
 
+#define IN_RMS_NORM 1u
+#define IN_SWIGLU 2u
+#define NRED (NOUT + TT)  // a team's sums, then (IN_RMS_NORM) its tokens' sums of squares
+
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
-shared float red[64][NOUT];
+shared float red[64][NRED];
+
+#ifndef IDOT
+// The input's 4 values e .. e + 3 of the token row at xo (x_run's), as in_mode makes them; ss
+// gains the squares of x's (IN_RMS_NORM).
+vec4 in_run(uint xo, uint e, inout float ss) {
+  vec4 v = x_run(xo, e);
+  if (p.in_mode == IN_RMS_NORM) {
+    ss += dot(v, v);
+    vec4 w;
+    if (p.x_vec4 != 0u) {
+      w = e < p.n_cols ? Vec4s(p.norm_w).v[e >> 2] : vec4(0.0);
+    } else {
+      for (uint k = 0u; k < 4u; ++k) w[k] = e + k < p.n_cols ? p.norm_w.v[e + k] : 0.0;
+    }
+    return v * w;
+  }
+  if (p.in_mode == IN_SWIGLU) {
+    vec4 up = x_run(xo + p.n_cols, e);
+    return v / (1.0 + exp(-v)) * up;
+  }
+  return v;
+}
+#endif
+
+// The factor of a token's sums: 1, or (IN_RMS_NORM) the inverse RMS of its row from the sum of
+// its squares.
+float out_scale(float ss) {
+  return p.in_mode == IN_RMS_NORM ? 1.0 / sqrt(ss / float(p.n_cols) + p.eps) : 1.0;
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -103,6 +143,8 @@ void main() {
   for (uint r = 0u; r < RMAX; ++r) {
     for (uint t = 0u; t < TT; ++t) acc[r][t] = 0.0;
   }
+  float ss[TT];  // IN_RMS_NORM: the squares of each token's row, this thread's parts
+  for (uint t = 0u; t < TT; ++t) ss[t] = 0.0;
   // A team past the last row has no parts; rows past it within a team read the last row (their
   // sums are not written).
   uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
@@ -152,10 +194,11 @@ void main() {
       if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r], d[r], m[r]);
     }
     uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
+    uint row_len = p.in_mode == IN_SWIGLU ? 2u * p.n_cols : p.n_cols;  // of x
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
-        uint xo = (x0 + t) * p.n_cols;
-        vec4 xa = x_run(xo, ea), xb = x_run(xo, eb);
+        uint xo = (x0 + t) * row_len;
+        vec4 xa = in_run(xo, ea, ss[t]), xb = in_run(xo, eb, ss[t]);
 #ifdef HAS_MIN
         float xsum = dot(xa + xb, vec4(1.0));  // the part's activations, for the offsets m
 #endif
@@ -175,8 +218,9 @@ void main() {
     }
   }
 #endif
-  // The team's sums: out k = r * TT + t.
+  // The team's sums: out k = r * TT + t; then, IN_RMS_NORM, k = NOUT + t its squares.
   uint n_teams = 64u >> p.tpr_log2;
+  bool norm = p.in_mode == IN_RMS_NORM;
   if (tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {
     // Whole subgroups a team: a subgroup add, one value a subgroup into shared memory.
     for (uint r = 0u; r < RMAX; ++r) {
@@ -187,15 +231,24 @@ void main() {
         }
       }
     }
+    for (uint t = 0u; t < TT; ++t) {
+      if (norm && t < nt) {
+        float s = subgroupAdd(ss[t]);
+        if (subgroupElect()) red[gl_SubgroupID][NOUT + t] = s;
+      }
+    }
     barrier();
     uint per_team = tpr / gl_SubgroupSize;
     for (uint j = tid; j < n_teams * NOUT; j += 64u) {
       uint tm = j / NOUT, k = j % NOUT, r = k / TT, t = k % TT;
       uint row = (((group << (6u - p.tpr_log2)) + tm) << p.rows_log2) + r;
       if (r < nr && t < nt && row < p.n_rows) {
-        float s = 0.0;
-        for (uint g = 0u; g < per_team; ++g) s += red[tm * per_team + g][k];
-        write_y(t0 + t, row, s);
+        float s = 0.0, q = 0.0;
+        for (uint g = 0u; g < per_team; ++g) {
+          s += red[tm * per_team + g][k];
+          if (norm) q += red[tm * per_team + g][NOUT + t];
+        }
+        write_y(t0 + t, row, s * out_scale(q));
       }
     }
   } else {
@@ -203,10 +256,12 @@ void main() {
     for (uint r = 0u; r < RMAX; ++r) {
       for (uint t = 0u; t < TT; ++t) red[tid][r * TT + t] = acc[r][t];
     }
+    for (uint t = 0u; t < TT; ++t) red[tid][NOUT + t] = ss[t];
     barrier();
+    uint n_red = norm ? NRED : NOUT;
     for (uint stride = tpr >> 1; stride > 0u; stride >>= 1) {  // the same count in every thread
       if (lane < stride) {
-        for (uint k = 0u; k < NOUT; ++k) red[tid][k] += red[tid + stride][k];
+        for (uint k = 0u; k < n_red; ++k) red[tid][k] += red[tid + stride][k];
       }
       barrier();
     }
@@ -215,7 +270,7 @@ void main() {
         uint row = row0 + r;
         for (uint t = 0u; t < TT; ++t) {
           if (r < nr && t < nt && row < p.n_rows) {
-            write_y(t0 + t, row, red[tid][r * TT + t]);
+            write_y(t0 + t, row, red[tid][r * TT + t] * out_scale(red[tid][NOUT + t]));
           }
         }
       }

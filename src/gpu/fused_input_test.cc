@@ -1,0 +1,158 @@
+// The one- and few-token matmuls with their input's RMS norm or SwiGLU inside them
+// (MatmulInput::rms_normed, ::swiglu_of) against the CPU's norm or SwiGLU (model::ops) followed
+// by kernels::matmul_ref, and where gpu::fuses_input says they may run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/device.h"
+#include "gpu/gpu_test_util.h"
+#include "gpu/ops.h"
+#include "kernels/quant.h"
+#include "model/ops.h"
+
+namespace glm::gpu {
+namespace {
+
+struct FusedCase {
+  DType type;
+  int n_cols;
+};
+
+class GpuFusedInput : public ::testing::TestWithParam<FusedCase> {};
+
+// The CPU's input rows: rms_norm(x, w) or swiglu(gate, up) of each token's row.
+//   x: [n_tokens, n_cols] (norm) or [n_tokens, 2 n_cols] (gate, then up); out: [n_tokens, n_cols].
+std::vector<float> input_rows(MatmulInput::Fused fused, const std::vector<float>& x,
+                              const std::vector<float>& norm_w, int n_tokens, int n_cols) {
+  std::vector<float> out(static_cast<size_t>(n_tokens) * n_cols);
+  for (int t = 0; t < n_tokens; ++t) {
+    float* o = out.data() + static_cast<size_t>(t) * n_cols;
+    if (fused == MatmulInput::Fused::kRmsNorm) {
+      model::ops::rms_norm(x.data() + static_cast<size_t>(t) * n_cols, norm_w.data(), 1e-5f, o,
+                           n_cols);
+    } else {
+      const float* gate = x.data() + static_cast<size_t>(t) * 2 * n_cols;
+      model::ops::swiglu(gate, gate + n_cols, o, n_cols);
+    }
+  }
+  return out;
+}
+
+// Rows of 1 and 67 (a partial workgroup), 1 token (the one-token shader with teams of 1, 2 and 4
+// rows), 3 and 11 (the few-token shader: one partial tile of 8 tokens, and two); x read 16 bytes
+// at a time and (one float past an aligned address) a value at a time; the norm's rows of very
+// different sizes; a bias and a residual added with 2 rows a team.
+TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
+  NEED_DEVICE();
+  const FusedCase c = GetParam();
+  MatmulTuning tuning;
+  tuning.int_dot = 0;  // the float shaders, which fuse (the integer-dot ones read 8-bit rows)
+  for (int n_rows : {1, 67}) {
+    const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 71, 0.5f);
+    const std::vector<uint8_t> q = quantize_rows(c.type, w.data(), n_rows, c.n_cols);
+    StatusOr<Matrix> m = upload_matrix(dev, c.type, q.data(), n_rows, c.n_cols);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const std::vector<float> norm_w = random_floats(c.n_cols, 72);
+    Buffer norm_b = device_floats(dev, norm_w);
+    const std::vector<float> bias = random_floats(n_rows, 73);
+    Buffer bias_b = device_floats(dev, bias);
+    for (int n_tokens : {1, 3, 11}) {
+      ASSERT_TRUE(fuses_input(*dev, *m, n_tokens, tuning));
+      for (MatmulInput::Fused fused : {MatmulInput::Fused::kRmsNorm, MatmulInput::Fused::kSwiglu}) {
+        const bool norm = fused == MatmulInput::Fused::kRmsNorm;
+        const int x_cols = norm ? c.n_cols : 2 * c.n_cols;
+        std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * x_cols, 74);
+        for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / x_cols + 1) * 0.5f;
+        const std::vector<float> in = input_rows(fused, x, norm_w, n_tokens, c.n_cols);
+        const std::vector<float> want =
+            matmul_reference(c.type, q.data(), in.data(), n_rows, c.n_cols, n_tokens);
+        std::vector<float> padded(1, 0.0f);
+        padded.insert(padded.end(), x.begin(), x.end());
+        Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
+        for (int tr : n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2}) {
+          const bool adds = tr == 2;
+          SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
+                       " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
+                       (norm ? " norm" : " swiglu") + (tr == 1 ? " unaligned" : ""));
+          const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
+          const int stride = n_rows + 3;  // y [n_tokens, n_rows + 3], rows at column 2
+          Buffer yb =
+              device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+          MatmulTuning t = tuning;
+          t.team_rows_one = t.team_rows_few = tr;
+          if (tr == 4) t.team_rows_few = 2;
+          const MatmulInput input = norm ? MatmulInput::rms_normed(xa, norm_b.address(), 1e-5f)
+                                         : MatmulInput::swiglu_of(xa);
+          Stream& s = dev->stream();
+          s.begin();
+          MatmulAdd add;
+          if (adds) add = {bias_b.address(), true};
+          matmul(s, *m, input, yb.address(), n_tokens, stride, 2, add, t);
+          ASSERT_TRUE(s.submit_and_wait().ok());
+          const std::vector<float> got =
+              read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+          double max_err = 0, max_abs = 0;
+          for (int tk = 0; tk < n_tokens; ++tk) {
+            for (int r = 0; r < n_rows; ++r) {
+              const float g = got[static_cast<size_t>(tk) * stride + 2 + r];
+              const float e =
+                  want[static_cast<size_t>(tk) * n_rows + r] + (adds ? bias[r] - 7.0f : 0.0f);
+              max_err = std::max(max_err, static_cast<double>(std::fabs(g - e)));
+              max_abs = std::max(max_abs, static_cast<double>(std::fabs(e)));
+            }
+            for (int col : {0, 1, stride - 1}) {
+              EXPECT_EQ(got[static_cast<size_t>(tk) * stride + col], -7.0f) << "wrote outside";
+            }
+          }
+          // The summation order apart (and the norm's scale applied to the sums, not to each
+          // value), f32 rounding of n_cols terms.
+          EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
+        }
+      }
+    }
+  }
+}
+
+// Rows whose length is no multiple of a 32-value chunk (F32 20: teams of 4 threads, narrower
+// than lavapipe's subgroups, whose sums meet in shared memory; F32 77; F16 100, every other row
+// 16-byte aligned), a row longer than a team's 64 parts a round (Q4_0 1056), the quantized
+// types' blocks with an offset (Q4_K: HAS_MIN, whose offsets multiply the inputs' sums) and
+// without (Q6_K).
+INSTANTIATE_TEST_SUITE_P(
+    Types, GpuFusedInput,
+    ::testing::Values(FusedCase{DType::kF32, 20}, FusedCase{DType::kF32, 77},
+                      FusedCase{DType::kF16, 100}, FusedCase{DType::kQ4_0, 1056},
+                      FusedCase{DType::kQ4_K, 256}, FusedCase{DType::kQ6_K, 512}),
+    [](const ::testing::TestParamInfo<FusedCase>& info) {
+      return std::string(dtype_name(info.param.type)) + "_" + std::to_string(info.param.n_cols);
+    });
+
+// Where the fused inputs may run: the one- and few-token float shaders, with fuse_input on.
+TEST(GpuFusedInput, OnlyTheFloatDecodeShadersFuse) {
+  NEED_DEVICE();
+  const std::vector<float> w = random_floats(64 * 64, 75);
+  for (DType type : {DType::kF16, DType::kQ4_0}) {
+    const std::vector<uint8_t> q = quantize_rows(type, w.data(), 64, 64);
+    StatusOr<Matrix> m = upload_matrix(dev, type, q.data(), 64, 64);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    MatmulTuning t;
+    t.int_dot = 0;
+    EXPECT_TRUE(fuses_input(*dev, *m, 1, t));
+    EXPECT_TRUE(fuses_input(*dev, *m, t.tiled_min_tokens - 1, t));
+    EXPECT_FALSE(fuses_input(*dev, *m, t.tiled_min_tokens, t)) << "the tiled shader";
+    t.fuse_input = 0;
+    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse_input 0";
+    t.fuse_input = 1;
+    t.int_dot = 1;  // the integer-dot shaders where the device has them (the quantized types)
+    EXPECT_EQ(fuses_input(*dev, *m, 1, t), type == DType::kF16 || !dev->info().int_dot)
+        << dtype_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace glm::gpu
