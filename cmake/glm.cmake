@@ -131,7 +131,8 @@ endfunction()
 #                 subgroup16.* also with the integer-dot matmuls, which lavapipe does not take
 #                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot);
 #   coop.*        with the prefill's matmul as on tensor cores (fp16 products), through its
-#                 scalar twin: lavapipe has no cooperative matrices (MatmulTuning::coop).
+#                 scalar twin: lavapipe has no cooperative matrices (MatmulTuning::coop); and
+#                 the integer-dot decode, under the validation layer: an NVIDIA GPU's paths.
 # validated.* also submits each step in parts of 3 dispatches (GLMSERVE_VULKAN_SUBMIT; the
 # tests' steps are shorter than the default part), so the layer sees every part's command
 # buffer reused only after it finished, and the models' results hold. subgroup4.* runs the
@@ -144,7 +145,7 @@ function(glm_gpu_test_variants target filter)
   foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1|GLMSERVE_VULKAN_SUBMIT=3"
             "subgroup4|LP_NATIVE_VECTOR_WIDTH=128|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,-1,0"
             "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1"
-            "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,1")
+            "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,1,1,1|GLMSERVE_VULKAN_VALIDATION=1")
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 prefix)
     list(GET parts 1 env)
