@@ -1,5 +1,5 @@
-// The one- and few-token matmuls with their input's RMS norm or SwiGLU inside them
-// (MatmulInput::rms_normed, ::swiglu_of) against the CPU's norm or SwiGLU (model::ops) followed
+// The one- and few-token matmuls with their input's RMS norm, SwiGLU or GELU inside them
+// (MatmulInput::rms_normed, ::swiglu_of, ::gelu_of) against the CPU's op (model::ops) followed
 // by kernels::matmul_ref, and where gpu::fuses_input says they may run.
 #include <gtest/gtest.h>
 
@@ -25,8 +25,9 @@ struct FusedCase {
 
 class GpuFusedInput : public ::testing::TestWithParam<FusedCase> {};
 
-// The CPU's input rows: rms_norm(x, w) or swiglu(gate, up) of each token's row.
-//   x: [n_tokens, n_cols] (norm) or [n_tokens, 2 n_cols] (gate, then up); out: [n_tokens, n_cols].
+// The CPU's input rows: rms_norm(x, w), swiglu(gate, up) or gelu_tanh(x) of each token's row.
+//   x: [n_tokens, n_cols] or (SwiGLU) [n_tokens, 2 n_cols] (gate, then up);
+//   out: [n_tokens, n_cols].
 std::vector<float> input_rows(MatmulInput::Fused fused, const std::vector<float>& x,
                               const std::vector<float>& norm_w, int n_tokens, int n_cols) {
   std::vector<float> out(static_cast<size_t>(n_tokens) * n_cols);
@@ -35,6 +36,9 @@ std::vector<float> input_rows(MatmulInput::Fused fused, const std::vector<float>
     if (fused == MatmulInput::Fused::kRmsNorm) {
       model::ops::rms_norm(x.data() + static_cast<size_t>(t) * n_cols, norm_w.data(), 1e-5f, o,
                            n_cols);
+    } else if (fused == MatmulInput::Fused::kGelu) {
+      std::copy_n(x.data() + static_cast<size_t>(t) * n_cols, n_cols, o);
+      model::ops::gelu_tanh(o, n_cols);
     } else {
       const float* gate = x.data() + static_cast<size_t>(t) * 2 * n_cols;
       model::ops::swiglu(gate, gate + n_cols, o, n_cols);
@@ -63,9 +67,13 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
     Buffer bias_b = device_floats(dev, bias);
     for (int n_tokens : {1, 3, 11}) {
       ASSERT_TRUE(fuses_input(*dev, *m, n_tokens, tuning));
-      for (MatmulInput::Fused fused : {MatmulInput::Fused::kRmsNorm, MatmulInput::Fused::kSwiglu}) {
+      for (MatmulInput::Fused fused :
+           {MatmulInput::Fused::kRmsNorm, MatmulInput::Fused::kSwiglu, MatmulInput::Fused::kGelu}) {
         const bool norm = fused == MatmulInput::Fused::kRmsNorm;
-        const int x_cols = norm ? c.n_cols : 2 * c.n_cols;
+        const char* op = norm                                   ? " norm"
+                         : fused == MatmulInput::Fused::kSwiglu ? " swiglu"
+                                                                : " gelu";
+        const int x_cols = fused == MatmulInput::Fused::kSwiglu ? 2 * c.n_cols : c.n_cols;
         std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * x_cols, 74);
         for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / x_cols + 1) * 0.5f;
         const std::vector<float> in = input_rows(fused, x, norm_w, n_tokens, c.n_cols);
@@ -78,7 +86,7 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
           const bool adds = tr == 2;
           SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
                        " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
-                       (norm ? " norm" : " swiglu") + (tr == 1 ? " unaligned" : ""));
+                       op + (tr == 1 ? " unaligned" : ""));
           const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
           const int stride = n_rows + 3;  // y [n_tokens, n_rows + 3], rows at column 2
           Buffer yb =
@@ -87,7 +95,9 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
           t.team_rows_one = t.team_rows_few = tr;
           if (tr == 4) t.team_rows_few = 2;
           const MatmulInput input = norm ? MatmulInput::rms_normed(xa, norm_b.address(), 1e-5f)
-                                         : MatmulInput::swiglu_of(xa);
+                                    : fused == MatmulInput::Fused::kSwiglu
+                                        ? MatmulInput::swiglu_of(xa)
+                                        : MatmulInput::gelu_of(xa);
           Stream& s = dev->stream();
           s.begin();
           MatmulAdd add;

@@ -126,8 +126,11 @@ struct MatmulAdd {
 //     the row it reads whole anyway; w: [n_cols] f32.
 //   swiglu_of(gate_up): gate_up [n_tokens, 2 n_cols] f32 (gate, then up), the input
 //     silu(gate) * up (model::ops::swiglu).
+//   gelu_of(x): x [n_tokens, n_cols] f32, the input gelu(x) (model::ops::gelu_tanh; x is left
+//     as it is).
 struct MatmulInput {
-  enum class Fused : uint32_t { kNone = 0, kRmsNorm = 1, kSwiglu = 2 };  // matmul.comp's in_mode
+  // matmul.comp's in_mode
+  enum class Fused : uint32_t { kNone = 0, kRmsNorm = 1, kSwiglu = 2, kGelu = 3 };
   MatmulInput(Addr x) : f32(x) {}  // implicit: f32 rows alone are the usual input
   MatmulInput(Addr x, Addr x_q8) : f32(x), q8(x_q8) {}
   static MatmulInput rms_normed(Addr x, Addr w, float eps) {
@@ -142,6 +145,11 @@ struct MatmulInput {
     in.fused = Fused::kSwiglu;
     return in;
   }
+  static MatmulInput gelu_of(Addr x) {
+    MatmulInput in(x);
+    in.fused = Fused::kGelu;
+    return in;
+  }
   Addr f32 = 0;
   Addr q8 = 0;
   Fused fused = Fused::kNone;
@@ -150,9 +158,9 @@ struct MatmulInput {
 };
 
 // Whether matmul() of w over n_tokens tokens takes a fused input (MatmulInput::rms_normed,
-// ::swiglu_of): where it runs a one- or few-token float shader (not the tiled one, whose tiles
-// do not read whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes) and
-// tuning.fuse_input.
+// ::swiglu_of, ::gelu_of): where it runs a one- or few-token float shader (not the tiled one, whose
+// tiles do not read whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes)
+// and tuning.fuse_input.
 bool fuses_input(const Device& device, const Matrix& w, int n_tokens,
                  const MatmulTuning& tuning = matmul_tuning());
 

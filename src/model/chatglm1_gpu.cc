@@ -121,8 +121,12 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     // x = LN2(h); then x = LN2(h) * alpha + MLP(LN2(h)): the residual stream is back in x.
     gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps);
     gpu::matmul(st, g.ffn_up, x, at(up_), n, ff, 0, {at(g.ffn_up_b), false});  // [n, n_ff]
-    gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff);
-    gpu::matmul(st, g.ffn_down, at(up_), at(proj_), n, d, 0, {at(g.ffn_down_b), false});
+    // GELU inside the down projection where its shader can take it (gpu::fuses_input).
+    const bool fuse_gelu = gpu::fuses_input(*device_, g.ffn_down, n);
+    if (!fuse_gelu) gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff);
+    gpu::matmul(st, g.ffn_down,
+                fuse_gelu ? gpu::MatmulInput::gelu_of(at(up_)) : gpu::MatmulInput(at(up_)),
+                at(proj_), n, d, 0, {at(g.ffn_down_b), false});
     gpu::scale_add(st, at(proj_), alpha_, x, nd);
   }
   // rows_ [R, n_embd]: the final LayerNorm of the rows to output.

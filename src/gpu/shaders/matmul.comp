@@ -23,8 +23,9 @@
 // SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float.
 // in_mode (the float shaders; gpu::MatmulInput): the input is x as it is (0); x's RMS norm (1:
 // x / sqrt(mean(x^2) + eps) * norm_w, the twin of rms_norm.comp: a team reads its tokens' rows
-// whole, so it sums their squares on the way and scales its sums once at the end); or
-// silu(gate) * up (2: x rows of 2 n_cols, gate then up, the twin of swiglu.comp).
+// whole, so it sums their squares on the way and scales its sums once at the end);
+// silu(gate) * up (2: x rows of 2 n_cols, gate then up, the twin of swiglu.comp); or gelu(x)
+// (3: the twin of gelu.comp).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -75,7 +76,7 @@ layout(push_constant) uniform Push {
   uint add_to_y;   // 1: y += the products (a residual), else y = them
   Floats norm_w;   // [n_cols] in_mode 1's weights (read 16 bytes at a time where x_vec4)
   float eps;       // in_mode 1's
-  uint in_mode;    // 0: x; 1: x's RMS norm; 2: silu(gate) * up (above)
+  uint in_mode;    // 0: x; 1: x's RMS norm; 2: silu(gate) * up; 3: gelu(x) (above)
 #ifdef IDS
   Ints ids;           // [n_tokens] the expert of each slot
   uint expert_bytes;  // one expert's n_rows rows
@@ -88,6 +89,7 @@ layout(push_constant) uniform Push {
 
 #define IN_RMS_NORM 1u
 #define IN_SWIGLU 2u
+#define IN_GELU 3u
 #define NRED (NOUT + TT)  // a team's sums, then (IN_RMS_NORM) its tokens' sums of squares
 
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
@@ -111,6 +113,10 @@ vec4 in_run(uint xo, uint e, inout float ss) {
   if (p.in_mode == IN_SWIGLU) {
     vec4 up = x_run(xo + p.n_cols, e);
     return v / (1.0 + exp(-v)) * up;
+  }
+  if (p.in_mode == IN_GELU) {  // gelu.comp's, its tanh's argument clamped the same way
+    vec4 u = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0);
+    return 0.5 * v * (1.0 + tanh(u));
   }
   return v;
 }
