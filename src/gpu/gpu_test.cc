@@ -591,9 +591,9 @@ TEST(GpuOps, RmsNormEqualsReference) {
   }
 }
 
-// The norm and SwiGLU with their 8-bit rows (the next matmul's input for the integer-dot
+// The norms, SwiGLU and GELU with their 8-bit rows (the next matmul's input for the integer-dot
 // shaders): the f32 rows as without them, the 8-bit rows exactly quantize_q8's of those rows.
-// Rows of 160 values (5 blocks) and 8224 (257: more blocks than the norm's 256 threads).
+// Rows of 160 values (5 blocks) and 8224 (257: more blocks than the RMS norm's 256 threads).
 TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
   NEED_DEVICE();
   for (int n : {160, 8224}) {
@@ -610,7 +610,15 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
     Buffer act = device_floats(dev, std::vector<float>(rows_floats));
     StatusOr<Buffer> norm_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
     StatusOr<Buffer> act_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
-    ASSERT_TRUE(norm_q8.ok() && act_q8.ok());
+    StatusOr<Buffer> ln_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
+    StatusOr<Buffer> gelu_q8 = dev->alloc(q8_bytes(n_rows, n), MemoryKind::kDevice);
+    ASSERT_TRUE(norm_q8.ok() && act_q8.ok() && ln_q8.ok() && gelu_q8.ok());
+    // LayerNorm (ChatGLM-6B's, with a bias) and GELU in place on copies of x.
+    const std::vector<float> ln_b = random_floats(n, 44);
+    Buffer lnb = device_floats(dev, ln_b);
+    Buffer ln_plain = device_floats(dev, std::vector<float>(rows_floats));
+    Buffer ln = device_floats(dev, std::vector<float>(rows_floats));
+    Buffer gelu_plain = device_floats(dev, x), gelu_rows = device_floats(dev, x);
     Stream& s = dev->stream();
     s.begin();
     rms_norm(s, xb.address(), wb.address(), norm_plain.address(), n_rows, n, 1e-5f);
@@ -618,6 +626,11 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
              norm_q8->address());
     swiglu(s, ub.address(), act_plain.address(), n_rows, n, 2 * n, 0, n);
     swiglu(s, ub.address(), act.address(), n_rows, n, 2 * n, 0, n, act_q8->address());
+    layer_norm(s, xb.address(), wb.address(), lnb.address(), ln_plain.address(), n_rows, n, 1e-5f);
+    layer_norm(s, xb.address(), wb.address(), lnb.address(), ln.address(), n_rows, n, 1e-5f, 0,
+               ln_q8->address());
+    gelu(s, gelu_plain.address(), static_cast<int64_t>(rows_floats));
+    gelu(s, gelu_rows.address(), static_cast<int64_t>(rows_floats), gelu_q8->address());
     ASSERT_TRUE(s.submit_and_wait().ok());
     std::vector<float> want_act(rows_floats);
     for (int r = 0; r < n_rows; ++r) {
@@ -626,7 +639,8 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
     }
     EXPECT_LT(max_rel_err(read_floats(dev, act_plain, rows_floats), want_act), 1e-5);
     for (auto [plain, with_q8, q8] :
-         {std::tuple{&norm_plain, &norm, &*norm_q8}, std::tuple{&act_plain, &act, &*act_q8}}) {
+         {std::tuple{&norm_plain, &norm, &*norm_q8}, std::tuple{&act_plain, &act, &*act_q8},
+          std::tuple{&ln_plain, &ln, &*ln_q8}, std::tuple{&gelu_plain, &gelu_rows, &*gelu_q8}}) {
       const std::vector<float> rows = read_floats(dev, *with_q8, rows_floats);
       EXPECT_EQ(rows, read_floats(dev, *plain, rows_floats));
       std::vector<uint32_t> words(q8_bytes(n_rows, n) / 4);

@@ -466,13 +466,16 @@ void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps,
   s.dispatch(Shader::kRmsNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
 }
 
-void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps,
-                Addr idx) {
+void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps, Addr idx,
+                Addr q8) {
+  GLM_CHECK(q8 == 0 || n % 32 == 0);
   struct {
     Addr x, w, b, out, idx;
     uint32_t n, use_idx;
     float eps;
-  } p{x, w, b, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps};
+    uint32_t has_q8;
+    Addr q8;
+  } p{x, w, b, out, idx, static_cast<uint32_t>(n), idx != 0 ? 1u : 0u, eps, q8 != 0 ? 1u : 0u, q8};
   GLM_CHECK(static_cast<uint32_t>(n_rows) <= kMaxGroups);
   s.dispatch(Shader::kLayerNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
 }
@@ -520,12 +523,15 @@ void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, in
   dispatch_1d(s, Shader::kSwiglu, &p, sizeof(p), int64_t{n_tokens} * (q8 != 0 ? n / 32 : n));
 }
 
-void gelu(Stream& s, Addr x, int64_t n) {
+void gelu(Stream& s, Addr x, int64_t n, Addr q8) {
+  GLM_CHECK(q8 == 0 || n % 32 == 0);
   struct {
     Addr x;
-    uint32_t n;
-  } p{x, static_cast<uint32_t>(n)};
-  dispatch_1d(s, Shader::kGelu, &p, sizeof(p), n);
+    uint32_t n, has_q8;
+    Addr q8;
+  } p{x, static_cast<uint32_t>(n), q8 != 0 ? 1u : 0u, q8};
+  // A thread a value, or with q8 a thread a 32-value block.
+  dispatch_1d(s, Shader::kGelu, &p, sizeof(p), q8 != 0 ? n / 32 : n);
 }
 
 void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n) {

@@ -225,9 +225,10 @@ void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps,
               Addr q8 = 0);
 
 // out[r] = layer_norm(x[idx ? idx[r] : r]) * w + b   (model::ops::layer_norm)
-//   x: [*, n]; w, b: [n]; out: [n_rows, n] (not aliasing x); idx: [n_rows] int32 or 0.
+//   x: [*, n]; w, b: [n]; out: [n_rows, n] (not aliasing x); idx: [n_rows] int32 or 0;
+//   q8: where not 0, out's rows also as quantize_q8 writes them (n a multiple of 32).
 void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps,
-                Addr idx = 0);
+                Addr idx = 0, Addr q8 = 0);
 
 // Rotary on the heads of x[t * row_stride + col0 ...], in place. kInterleaved: pairs (x[2i],
 // x[2i+1]) of the first n_rot dims of each head (model::ops::rope_interleaved); cs, sn:
@@ -248,7 +249,9 @@ void swiglu(Stream& s, Addr in, Addr out, int n_tokens, int n, int in_stride, in
             int up_col, Addr q8 = 0);
 
 // x[i] = gelu_tanh(x[i]), in place, [n]   (model::ops::gelu_tanh)
-void gelu(Stream& s, Addr x, int64_t n);
+//   q8: where not 0, the results also as quantize_q8 writes them, [n / 32] blocks (n and the
+//   rows' length multiples of 32).
+void gelu(Stream& s, Addr x, int64_t n, Addr q8 = 0);
 
 // y[i] = y[i] * scale + x[i], [n]   (model::ops::scale_add)
 void scale_add(Stream& s, Addr x, float scale, Addr y, int64_t n);

@@ -16,8 +16,12 @@ GpuChatGLM1::GpuChatGLM1(std::shared_ptr<const gguf::File> file, const Config& c
       alpha_(alpha) {}
 
 GpuModel::Widths GpuChatGLM1::widths(const Config& config) {
-  // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff].
-  return Widths{2 * (config.head_dim / 4), config.n_ff, 0};
+  // Rotary tables [T, 2 (position, block position), head_dim / 4]; up_ [T, n_ff], GELU'd in
+  // place: the down projection's input.
+  Widths w;
+  w.rot = 2 * (config.head_dim / 4);
+  w.up = w.down_in = config.n_ff;
+  return w;
 }
 
 StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf::File> file,
@@ -106,10 +110,14 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
   const int64_t nd = static_cast<int64_t>(n) * d;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& g = layers_[l];
-    gpu::layer_norm(st, x, at(g.attn_norm), at(g.attn_norm_b), at(cur_), n, d, c.norm_eps);
+    // Where the next matmul takes 8-bit activations (gpu::uses_int_dot), the norms and GELU
+    // write them beside their f32 rows (q8_rows): no dispatch of the matmul's own to quantize.
+    const gpu::MatmulInput cur{at(cur_), q8_rows(cur_q8_, g.qkv, n)};
+    gpu::layer_norm(st, x, at(g.attn_norm), at(g.attn_norm_b), cur.f32, n, d, c.norm_eps, 0,
+                    cur.q8);
     // qkv_ [n, 3 n_embd]: per token its q heads, k heads, v heads.
     // Biases are added by the matmuls as they write (gpu::MatmulAdd).
-    gpu::matmul(st, g.qkv, at(cur_), at(qkv_), n, 3 * d, 0, {at(g.qkv_b), false});
+    gpu::matmul(st, g.qkv, cur, at(qkv_), n, 3 * d, 0, {at(g.qkv_b), false});
     // The q heads and the k heads after them: one rotary over 2 n_head heads.
     gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, 2 * c.n_head, hd, c.n_rot,
               gpu::RopeKind::kNeox2D);
@@ -119,14 +127,18 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     // h = LN1(x) * alpha + attn, in cur_ (which holds LN1(x)).
     gpu::scale_add(st, at(proj_), alpha_, at(cur_), nd);
     // x = LN2(h); then x = LN2(h) * alpha + MLP(LN2(h)): the residual stream is back in x.
-    gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps);
-    gpu::matmul(st, g.ffn_up, x, at(up_), n, ff, 0, {at(g.ffn_up_b), false});  // [n, n_ff]
-    // GELU inside the down projection where its shader can take it (gpu::fuses_input).
+    const gpu::MatmulInput ffn_in{x, q8_rows(cur_q8_, g.ffn_up, n)};
+    gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps, 0,
+                    ffn_in.q8);
+    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, ff, 0, {at(g.ffn_up_b), false});  // [n, n_ff]
+    // GELU inside the down projection where its shader can take it (gpu::fuses_input), else in
+    // place (with its 8-bit rows where the down projection takes them).
     const bool fuse_gelu = gpu::fuses_input(*device_, g.ffn_down, n);
-    if (!fuse_gelu) gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff);
-    gpu::matmul(st, g.ffn_down,
-                fuse_gelu ? gpu::MatmulInput::gelu_of(at(up_)) : gpu::MatmulInput(at(up_)),
-                at(proj_), n, d, 0, {at(g.ffn_down_b), false});
+    const gpu::MatmulInput down_in =
+        fuse_gelu ? gpu::MatmulInput::gelu_of(at(up_))
+                  : gpu::MatmulInput{at(up_), q8_rows(act_q8_, g.ffn_down, n)};
+    if (!fuse_gelu) gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff, down_in.q8);
+    gpu::matmul(st, g.ffn_down, down_in, at(proj_), n, d, 0, {at(g.ffn_down_b), false});
     gpu::scale_add(st, at(proj_), alpha_, x, nd);
   }
   // rows_ [R, n_embd]: the final LayerNorm of the rows to output.

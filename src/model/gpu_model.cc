@@ -65,7 +65,7 @@ size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t q8_tokens = std::min<size_t>(t, kQ8Tokens);
   const size_t acts =
       t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe) +
-      q8_tokens * ((c.n_embd / 32 + w.act / 32 + c.q_dim() / 32) * 9);
+      q8_tokens * ((c.n_embd / 32 + w.down_in / 32 + c.q_dim() / 32) * 9);
   // rows_, logits_, out_host_
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra);
   // in_host_ and in_dev_; hidden_host_ (an MTP model's)
@@ -258,8 +258,8 @@ Status GpuModel::reserve(int n, int r, int b) {
     if (c.head_dim % 32 == 0) {  // attention writes a head's dims as whole 32-value blocks
       GLM_RETURN_IF_ERROR(grow(dev, &attn_q8_, gpu::q8_bytes(q8_tokens, c.q_dim()), kDev));
     }
-    if (widths_.act > 0) {
-      GLM_RETURN_IF_ERROR(grow(dev, &act_q8_, gpu::q8_bytes(q8_tokens, widths_.act), kDev));
+    if (widths_.down_in > 0) {
+      GLM_RETURN_IF_ERROR(grow(dev, &act_q8_, gpu::q8_bytes(q8_tokens, widths_.down_in), kDev));
     }
     cap_tokens_ = n;
   }

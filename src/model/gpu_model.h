@@ -39,6 +39,8 @@ class GpuModel : public Model {
     int rot = 0;        // rotary table floats (cos, and as many sin)
     int up = 0;         // up_
     int act = 0;        // act_ (0: none)
+    int down_in = 0;    // the down projection's input (act_, or ChatGLM-6B's up_ after its GELU):
+                        // the width of its 8-bit rows act_q8_ (0: none)
     int moe = 0;        // moe_: a mixture-of-experts layer's routing and slots (0: none)
     int mtp_in = 0;     // the step's MTP input rows (Step::mtp_in; 0: no MTP block)
     int out_extra = 0;  // more floats a read-back row (the MTP block's hidden rows)
@@ -193,7 +195,7 @@ class GpuModel : public Model {
   // by the norm and SwiGLU beside their f32 rows for steps of up to kQ8Tokens tokens.
   static constexpr int kQ8Tokens = 16;
   gpu::Buffer cur_q8_;   // [min(T, kQ8Tokens), n_embd / 32] blocks
-  gpu::Buffer act_q8_;   // [min(T, kQ8Tokens), widths_.act / 32] blocks
+  gpu::Buffer act_q8_;   // [min(T, kQ8Tokens), widths_.down_in / 32] blocks
   gpu::Buffer attn_q8_;  // [min(T, kQ8Tokens), q_dim / 32] blocks; none unless head_dim % 32 == 0
   // at(buf) where the step's n tokens reach w through the integer-dot shaders and buf holds
   // them (n <= kQ8Tokens), else 0: the op then writes no 8-bit rows, and the matmul quantizes

@@ -60,7 +60,7 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
   if (c.arch == Arch::kGLM4MoE) {
     const int ff = std::max(c.n_ff, c.moe.n_ff_exp * c.moe.n_expert_shared);
     w.up = 2 * ff;
-    w.act = ff;
+    w.act = w.down_in = ff;
     w.moe = MoeScratch::floats_per_token(c);
     if (mtp) {
       w.mtp_in = 2 * c.n_embd;
@@ -70,7 +70,7 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
   }
   w.up = first_gpu_layer.ffn_gate.data != nullptr ? 2 * c.n_ff
                                                   : static_cast<int>(first_gpu_layer.ffn_up.n_rows);
-  w.act = c.n_ff;
+  w.act = w.down_in = c.n_ff;
   return w;
 }
 
