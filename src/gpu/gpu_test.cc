@@ -647,6 +647,39 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
       ASSERT_TRUE(dev->download(*q8, 0, words.size() * 4, words.data()).ok());
       EXPECT_EQ(words, device_q8_blocks(dev, rows, n_rows, n));
     }
+    // The final norms of rows picked by an index (the LM head's input): output row r's blocks
+    // are row r's of the picked rows.
+    const std::vector<int32_t> idx = {2, 0};
+    std::vector<float> idx_words(idx.size());
+    std::memcpy(idx_words.data(), idx.data(), idx.size() * 4);
+    Buffer ib = device_floats(dev, idx_words);
+    const size_t picked_floats = idx.size() * static_cast<size_t>(n);
+    for (bool layer : {false, true}) {
+      SCOPED_TRACE(layer ? "layer_norm picked" : "rms_norm picked");
+      Buffer picked = device_floats(dev, std::vector<float>(picked_floats));
+      StatusOr<Buffer> picked_q8 =
+          dev->alloc(q8_bytes(static_cast<int>(idx.size()), n), MemoryKind::kDevice);
+      ASSERT_TRUE(picked_q8.ok());
+      s.begin();
+      if (layer) {
+        layer_norm(s, xb.address(), wb.address(), lnb.address(), picked.address(),
+                   static_cast<int>(idx.size()), n, 1e-5f, ib.address(), picked_q8->address());
+      } else {
+        rms_norm(s, xb.address(), wb.address(), picked.address(), static_cast<int>(idx.size()), n,
+                 1e-5f, ib.address(), picked_q8->address());
+      }
+      ASSERT_TRUE(s.submit_and_wait().ok());
+      const std::vector<float> all = read_floats(dev, layer ? ln_plain : norm_plain, rows_floats);
+      std::vector<float> want;
+      for (int32_t r : idx) {
+        want.insert(want.end(), all.begin() + static_cast<size_t>(r) * n,
+                    all.begin() + static_cast<size_t>(r + 1) * n);
+      }
+      EXPECT_EQ(read_floats(dev, picked, picked_floats), want);
+      std::vector<uint32_t> words(q8_bytes(static_cast<int>(idx.size()), n) / 4);
+      ASSERT_TRUE(dev->download(*picked_q8, 0, words.size() * 4, words.data()).ok());
+      EXPECT_EQ(words, device_q8_blocks(dev, want, static_cast<int>(idx.size()), n));
+    }
   }
 }
 

@@ -141,9 +141,10 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     gpu::matmul(st, g.ffn_down, down_in, at(proj_), n, d, 0, {at(g.ffn_down_b), false});
     gpu::scale_add(st, at(proj_), alpha_, x, nd);
   }
-  // rows_ [R, n_embd]: the final LayerNorm of the rows to output.
+  // rows_ [R, n_embd]: the final LayerNorm of the rows to output (and their 8-bit blocks where
+  // the head takes them: head_q8).
   gpu::layer_norm(st, x, at(output_norm_), at(output_norm_b_), at(rows_), step.n_out, d, c.norm_eps,
-                  at(in_dev_, step.rows));
+                  at(in_dev_, step.rows), head_q8(nullptr, step.n_out, kind));
   return finish_step(st, step, kind, out);
 }
 

@@ -66,8 +66,9 @@ size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t acts =
       t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe) +
       q8_tokens * ((c.n_embd / 32 + w.down_in / 32 + c.q_dim() / 32) * 9);
-  // rows_, logits_, out_host_
-  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra);
+  // rows_, logits_, out_host_; rows_q8_
+  const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra) +
+                      std::min<size_t>(rr, kQ8Tokens) * (c.n_embd / 32) * 9;
   // in_host_ and in_dev_; hidden_host_ (an MTP model's)
   const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1 + w.mtp_in) + rr + b + 4) +
                     (w.mtp_in > 0 ? t * c.n_embd : 0);
@@ -235,6 +236,11 @@ gpu::Addr GpuModel::q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n)
   return buf.size() >= gpu::q8_bytes(n, w.n_cols) ? at(buf) : 0;
 }
 
+gpu::Addr GpuModel::head_q8(const gpu::Matrix* head, int n_out, OutputKind kind) const {
+  if (kind == OutputKind::kHidden) return 0;
+  return q8_rows(rows_q8_, head != nullptr ? *head : output_, n_out);
+}
+
 gpu::MatmulInput GpuModel::attn_input(const gpu::Matrix& next, int n) const {
   return {at(attn_), q8_rows(attn_q8_, next, n)};  // none where reserve() made no attn_q8_
 }
@@ -266,6 +272,8 @@ Status GpuModel::reserve(int n, int r, int b) {
   if (r > cap_rows_) {
     const size_t rr = static_cast<size_t>(r);
     GLM_RETURN_IF_ERROR(grow(dev, &rows_, rr * c.n_embd * kF, kDev));
+    GLM_RETURN_IF_ERROR(
+        grow(dev, &rows_q8_, gpu::q8_bytes(std::min(r, kQ8Tokens), c.n_embd), kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &logits_, rr * c.n_vocab * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &out_host_,
                              rr * (std::max(c.n_vocab, c.n_embd) + widths_.out_extra) * kF,
@@ -480,8 +488,9 @@ Status GpuModel::finish_step(gpu::Stream& st, const Step& step, OutputKind kind,
   if (kind == OutputKind::kHidden) {
     st.copy(rows_, 0, out_host_, 0, n_out * c.n_embd * kF);
   } else {
-    gpu::matmul(st, head != nullptr ? *head : output_, at(rows_), at(logits_),
-                step.n_out);  // [R, n_vocab]
+    // [R, n_vocab]; rows_'s 8-bit blocks where the final norm wrote them (head_q8)
+    const gpu::MatmulInput rows{at(rows_), head_q8(head, step.n_out, kind)};
+    gpu::matmul(st, head != nullptr ? *head : output_, rows, at(logits_), step.n_out);
     st.copy(logits_, 0, out_host_, 0, n_out * c.n_vocab * kF);
     if (rows_out != nullptr) {  // the rows after the logits (widths_.out_extra)
       GLM_CHECK(widths_.out_extra >= c.n_embd);

@@ -201,7 +201,11 @@ class GpuModel : public Model {
   // them (n <= kQ8Tokens), else 0: the op then writes no 8-bit rows, and the matmul quantizes
   // its f32 rows itself if it needs them.
   gpu::Addr q8_rows(const gpu::Buffer& buf, const gpu::Matrix& w, int n) const;
-  gpu::Buffer rows_;         // [R, n_embd] final-norm rows
+  gpu::Buffer rows_;     // [R, n_embd] final-norm rows
+  gpu::Buffer rows_q8_;  // [min(R, kQ8Tokens), n_embd / 32] rows_'s blocks for the LM head
+  // rows_q8_ where the step's LM head (`head`, or output_) takes 8-bit rows of its n_out rows
+  // (the final norm then writes them beside rows_), else 0 (kHidden: no head runs).
+  gpu::Addr head_q8(const gpu::Matrix* head, int n_out, OutputKind kind) const;
   gpu::Buffer logits_;       // [R, n_vocab]
   gpu::Buffer in_dev_;       // the step's inputs (Step)
   gpu::Buffer hidden_host_;  // [T, n_embd] final-norm rows read back (SeqInput::hidden_out)

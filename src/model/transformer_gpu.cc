@@ -494,9 +494,10 @@ Status GpuTransformer::forward(const std::vector<SeqInput>& batch, KvPool* kv,
     gpu::rms_norm(st, x, at(output_norm_), at(cur_), n, d, c.norm_eps);
     st.copy(cur_, 0, hidden_host_, 0, static_cast<size_t>(n) * d * kF);
   }
-  // rows_ [R, n_embd]: the final norm of the rows to output.
+  // rows_ [R, n_embd]: the final norm of the rows to output (and their 8-bit blocks where the
+  // head takes them: head_q8).
   gpu::rms_norm(st, x, at(output_norm_), at(rows_), step.n_out, d, c.norm_eps,
-                at(in_dev_, step.rows));
+                at(in_dev_, step.rows), head_q8(nullptr, step.n_out, kind));
   GLM_RETURN_IF_ERROR(finish_step(st, step, kind, out));
   if (want_hidden) {
     const float* h = static_cast<const float*>(hidden_host_.mapped());

@@ -67,9 +67,10 @@ Status GpuTransformer::forward_mtp(const std::vector<MtpInput>& batch, KvPool* k
   lora_rows_.clear();
   GLM_RETURN_IF_ERROR(run_layer(st, mtp_seqs_, step, m.layer, mtp_cache(), /*l=*/-1));
   const gpu::Buffer& head_norm = m.head_norm.valid() ? m.head_norm : output_norm_;
-  gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows));
-  return finish_step(st, step, OutputKind::kLogits, logits, m.head.buf.valid() ? &m.head : nullptr,
-                     hidden);
+  const gpu::Matrix* head = m.head.buf.valid() ? &m.head : nullptr;
+  gpu::rms_norm(st, x, at(head_norm), at(rows_), step.n_out, d, c.norm_eps, at(in_dev_, step.rows),
+                head_q8(head, step.n_out, OutputKind::kLogits));
+  return finish_step(st, step, OutputKind::kLogits, logits, head, hidden);
 }
 
 }  // namespace glm::model
