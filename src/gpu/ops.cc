@@ -319,18 +319,23 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
                     Addr y, int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
+  const bool fused = in.fused != MatmulInput::Fused::kNone;
+  GLM_CHECK(!fused || fuses_input(s.device(), w, 1, tuning));
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
         rows_log2, x_vec4;
     Addr bias;
     uint32_t has_bias, add_to_y;
-    Addr norm_w;  // matmul.comp's input transform: none here (in_mode 0)
+    Addr norm_w;  // matmul.comp's input transform (MatmulInput)
     float eps;
     uint32_t in_mode;
     Addr ids;
     uint32_t expert_bytes, x_div;
   } p{};
+  p.norm_w = in.norm_w;
+  p.eps = in.eps;
+  p.in_mode = static_cast<uint32_t>(in.fused);
   const TeamGeometry g = team_geometry(w, tuning.team_rows_one, /*one=*/true, rows);
   p.w = w.buf.address();
   p.n_rows = static_cast<uint32_t>(rows);
@@ -345,7 +350,9 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
   p.x_div = static_cast<uint32_t>(x_div);
   // The integer-dot shader where one token's matmul would take it.
   const int x_rows = (n_slots + x_div - 1) / x_div;
-  const Addr xq = uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
+  const Addr xq = !fused && uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
+  // x's row: SwiGLU's holds the gate and the up halves.
+  const int64_t x_row = in.fused == MatmulInput::Fused::kSwiglu ? 2 * w.n_cols : w.n_cols;
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {
@@ -358,8 +365,11 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
       s.dispatch(w.shaders.experts_dot, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
       continue;
     }
-    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
-    p.x_vec4 = vec4_reads(w, p.x);
+    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * x_row * sizeof(float);
+    p.x_vec4 =
+        vec4_reads(w, p.x) != 0 && (in.fused != MatmulInput::Fused::kRmsNorm || in.norm_w % 16 == 0)
+            ? 1u
+            : 0u;
     s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }
 }

@@ -178,7 +178,9 @@ inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_toke
 // (w.n_rows = n_expert x rows). For each slot s in [0, n_slots), with e = ids[s]:
 //   y[s, y_col + r] = sum_c w[e * rows + r, c] * x[s / x_div, c]   (kernels::matmul of
 //   model::expert_slice(w, e, rows) on that row).
-//   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32; y: [n_slots, y_stride] f32.
+//   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32, or a fused input (MatmulInput,
+//   where fuses_input(w, 1): the down projection's SwiGLU of [n_slots, 2 w.n_cols] rows);
+//   y: [n_slots, y_stride] f32.
 // One token a workgroup (matmul.comp's IDS): every slot reads its expert's rows.
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput x, int x_div,
                     Addr y, int n_slots, int y_stride, int y_col,

@@ -320,8 +320,14 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
   } else {
     gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
     gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
-    gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
-    gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
+    // SwiGLU inside the down projection where its shader can take it (gpu::fuses_input).
+    if (gpu::fuses_input(*device_, g.down_exps, 1)) {
+      gpu::matmul_experts(st, g.down_exps, d, ids, gpu::MatmulInput::swiglu_of(up), 1, down, slots,
+                          d, 0);
+    } else {
+      gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
+      gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
+    }
   }
   shared_expert(st, g, x, n);
   gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
@@ -333,6 +339,10 @@ void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x,
   const int d = config_.n_embd, fs = static_cast<int>(g.gate_shexp.n_rows);
   gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
   gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
+  if (gpu::fuses_input(*device_, g.down_shexp, n)) {  // SwiGLU inside the down projection
+    gpu::matmul(st, g.down_shexp, gpu::MatmulInput::swiglu_of(at(up_)), x, n, d, 0, {0, true});
+    return;
+  }
   gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
   gpu::matmul(st, g.down_shexp, at(act_), x, n, d, 0, {0, true});
 }
