@@ -9,16 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "core/temp_dir.h"
+
 namespace glm::gguf {
 
-// A path in a per-process temporary directory (created on first use).
+// A path in a per-process temporary directory (made on first use, removed with its files when
+// the process exits).
 inline std::string temp_path(const std::string& name) {
-  static const std::string dir = [] {
-    std::string tmpl = "/tmp/glm_gguf_test.XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    return std::string(d != nullptr ? d : "/tmp");
-  }();
-  return dir + "/" + name;
+  static const TempDir dir("/tmp/glm_gguf_test.");
+  return (dir.path().empty() ? std::string("/tmp") : dir.path()) + "/" + name;
 }
 
 inline std::vector<uint8_t> read_all(const std::string& path) {

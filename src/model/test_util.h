@@ -16,6 +16,7 @@
 
 #include "arch/arch.h"
 #include "core/dtype.h"
+#include "core/temp_dir.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "model/model.h"
@@ -27,14 +28,11 @@ inline std::string data_path(const std::string& rel) {
 }
 inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
-// A path in a per-process temporary directory (created on first use).
+// A path in a per-process temporary directory (made on first use, removed with its files when
+// the process exits).
 inline std::string temp_path(const std::string& name) {
-  static const std::string dir = [] {
-    std::string tmpl = "/tmp/glm_model_test.XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    return std::string(d != nullptr ? d : "/tmp");
-  }();
-  return dir + "/" + name;
+  static const TempDir dir("/tmp/glm_model_test.");
+  return (dir.path().empty() ? std::string("/tmp") : dir.path()) + "/" + name;
 }
 
 struct JsonRow {
