@@ -428,10 +428,7 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     StatusOr<Buffer> kv = dev->alloc(2 * v_base, MemoryKind::kDevice);
     ASSERT_TRUE(kv.ok());
     Buffer src_b = device_floats(dev, src);
-    std::vector<float> slot_f(n_pos), table_f(table.size());
-    std::memcpy(slot_f.data(), slots.data(), n_pos * 4);
-    std::memcpy(table_f.data(), table.data(), table.size() * 4);
-    Buffer slots_b = device_floats(dev, slot_f), table_b = device_floats(dev, table_f);
+    Buffer slots_b = device_ints(dev, slots), table_b = device_ints(dev, table);
     Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
     // The prefix's K rows then V rows in the cache's type, and the values they hold.
     std::vector<uint8_t> prefix_bytes(2 * n_prefix * rb);
@@ -566,9 +563,7 @@ TEST(GpuOps, RmsNormEqualsReference) {
     for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / n + 1);
     const std::vector<float> w = random_floats(n, 32);
     const std::vector<int32_t> idx = {4, 0, 2};
-    std::vector<float> idx_f(idx.size());
-    std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
-    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), ib = device_floats(dev, idx_f);
+    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), ib = device_ints(dev, idx);
     Buffer all = device_floats(dev, std::vector<float>(x.size()));
     Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
     Stream& s = dev->stream();
@@ -650,9 +645,7 @@ TEST(GpuOps, NormAndSwigluAlsoWriteTheir8BitRows) {
     // The final norms of rows picked by an index (the LM head's input): output row r's blocks
     // are row r's of the picked rows.
     const std::vector<int32_t> idx = {2, 0};
-    std::vector<float> idx_words(idx.size());
-    std::memcpy(idx_words.data(), idx.data(), idx.size() * 4);
-    Buffer ib = device_floats(dev, idx_words);
+    Buffer ib = device_ints(dev, idx);
     const size_t picked_floats = idx.size() * static_cast<size_t>(n);
     for (bool layer : {false, true}) {
       SCOPED_TRACE(layer ? "layer_norm picked" : "rms_norm picked");
@@ -695,10 +688,8 @@ TEST(GpuOps, LayerNormEqualsReference) {
     for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i / n) * 3.0f;
     const std::vector<float> w = random_floats(n, 22), b = random_floats(n, 23);
     const std::vector<int32_t> idx = {4, 0, 2};
-    std::vector<float> idx_f(idx.size());
-    std::memcpy(idx_f.data(), idx.data(), idx.size() * 4);
     Buffer xb = device_floats(dev, x), wb = device_floats(dev, w), bb = device_floats(dev, b);
-    Buffer ib = device_floats(dev, idx_f);
+    Buffer ib = device_ints(dev, idx);
     Buffer all = device_floats(dev, std::vector<float>(x.size()));
     Buffer picked = device_floats(dev, std::vector<float>(idx.size() * n));
     Stream& s = dev->stream();

@@ -52,6 +52,15 @@ inline Buffer device_floats(Device* dev, const std::vector<float>& v) {
   return b.ok() ? std::move(*b) : Buffer();
 }
 
+// int32 values (slots, block tables, row indices, expert ids) in device memory.
+inline Buffer device_ints(Device* dev, const std::vector<int32_t>& v) {
+  StatusOr<Buffer> b = dev->alloc(v.size() * sizeof(int32_t), MemoryKind::kDevice);
+  EXPECT_TRUE(b.ok());
+  if (!b.ok()) return Buffer();
+  EXPECT_TRUE(dev->upload(v.data(), v.size() * sizeof(int32_t), *b, 0).ok());
+  return std::move(*b);
+}
+
 inline std::vector<float> read_floats(Device* dev, const Buffer& b, size_t n) {
   std::vector<float> v(n);
   EXPECT_TRUE(dev->download(b, 0, n * sizeof(float), v.data()).ok());

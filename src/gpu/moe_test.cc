@@ -29,14 +29,6 @@ struct ExpertsCase {
 
 class GpuMoeExperts : public ::testing::TestWithParam<ExpertsCase> {};
 
-Buffer device_ints(Device* dev, const std::vector<int32_t>& v) {
-  StatusOr<Buffer> b = dev->alloc(v.size() * sizeof(int32_t), MemoryKind::kDevice);
-  EXPECT_TRUE(b.ok());
-  if (!b.ok()) return Buffer();
-  EXPECT_TRUE(dev->upload(v.data(), v.size() * sizeof(int32_t), *b, 0).ok());
-  return std::move(*b);
-}
-
 // n_expert random experts of `rows` rows stacked, quantized to `type`: the bytes (the
 // reference's) and the matrix on the device.
 struct Stacked {

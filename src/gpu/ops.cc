@@ -51,6 +51,12 @@ TeamGeometry team_geometry(const Matrix& w, int rows, bool one, int64_t n_rows =
 uint32_t vec4_reads(const Matrix& w, Addr x) {
   return (x % 16 == 0 && w.n_cols % 4 == 0) ? 1u : 0u;
 }
+// The same for the decode shaders' input at x, whose fused norm's weights are read as its rows
+// are: 16 bytes at a time where both allow it.
+uint32_t vec4_reads(const Matrix& w, Addr x, const MatmulInput& in) {
+  const bool norm_ok = in.fused != MatmulInput::Fused::kRmsNorm || in.norm_w % 16 == 0;
+  return vec4_reads(w, x) != 0 && norm_ok ? 1u : 0u;
+}
 
 }  // namespace
 
@@ -205,13 +211,8 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
             int y_col, MatmulAdd add, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
-  const bool fused = in.fused != MatmulInput::Fused::kNone;
-  GLM_CHECK(!fused || fuses_input(s.device(), w, n_tokens, tuning));
-  // The norm's weights are read as the rows are: 16 bytes at a time where both allow it.
-  const uint32_t x_vec4 =
-      vec4_reads(w, x) != 0 && (in.fused != MatmulInput::Fused::kRmsNorm || in.norm_w % 16 == 0)
-          ? 1u
-          : 0u;
+  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, n_tokens, tuning));
+  const uint32_t x_vec4 = vec4_reads(w, x, in);
   if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
       Addr w, x, x4, y;
@@ -269,8 +270,8 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
     return;
   }
   const bool one = n_tokens == 1;
-  const Addr xq =
-      !fused && uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
+  // (A fused input never reaches the integer-dot shaders: fuses_input, checked above.)
+  const Addr xq = uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
@@ -319,8 +320,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
                     Addr y, int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
-  const bool fused = in.fused != MatmulInput::Fused::kNone;
-  GLM_CHECK(!fused || fuses_input(s.device(), w, 1, tuning));
+  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, 1, tuning));
   struct {
     Addr w, x, x4, y;
     uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
@@ -350,7 +350,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
   p.x_div = static_cast<uint32_t>(x_div);
   // The integer-dot shader where one token's matmul would take it.
   const int x_rows = (n_slots + x_div - 1) / x_div;
-  const Addr xq = !fused && uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
+  const Addr xq = uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
   // x's row: SwiGLU's holds the gate and the up halves.
   const int64_t x_row = in.fused == MatmulInput::Fused::kSwiglu ? 2 * w.n_cols : w.n_cols;
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
@@ -366,10 +366,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
       continue;
     }
     p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * x_row * sizeof(float);
-    p.x_vec4 =
-        vec4_reads(w, p.x) != 0 && (in.fused != MatmulInput::Fused::kRmsNorm || in.norm_w % 16 == 0)
-            ? 1u
-            : 0u;
+    p.x_vec4 = vec4_reads(w, p.x, in);
     s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }
 }

@@ -27,9 +27,7 @@ TEST(GpuKvStore, WithTheRotaryEqualsTheRotaryThenTheStore) {
   const std::vector<float> src = random_floats(static_cast<size_t>(n_tokens) * w, 61);
   std::vector<int32_t> slots(n_tokens);
   for (int t = 0; t < n_tokens; ++t) slots[t] = (3 * t + 1) % n_slots;
-  std::vector<float> slot_f(n_tokens);
-  std::memcpy(slot_f.data(), slots.data(), slot_f.size() * 4);
-  Buffer slots_b = device_floats(dev, slot_f);
+  Buffer slots_b = device_ints(dev, slots);
   for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     for (RopeKind kind : {RopeKind::kInterleaved, RopeKind::kNeox}) {
       for (int n_rot : {head_dim / 2, head_dim}) {

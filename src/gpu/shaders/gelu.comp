@@ -4,6 +4,7 @@
 // matmuls' 8-bit blocks (q8.glsl), where has_q8 (n a multiple of 32, rows of whole blocks): then
 // a thread computes a block of 32 values, else one.
 #include "common.glsl"
+#include "activation.glsl"
 #include "q8.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
@@ -13,12 +14,7 @@ layout(push_constant) uniform Push {
   Words q8;
 } p;
 
-float gelu(float v) {
-  // tanh of a clamped argument: some drivers compute tanh through exp(2u), which overflows to
-  // inf / inf = NaN for large |u|; tanh(+-15) is already +-1 in f32.
-  float u = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0);
-  return 0.5 * v * (1.0 + tanh(u));
-}
+float gelu(float v) { return GELU_TANH(v); }
 
 void main() {
   uint i = gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u + gl_GlobalInvocationID.x;

@@ -86,6 +86,7 @@ layout(push_constant) uniform Push {
 
 #include "matmul_io.glsl"
 #include "decode.glsl"
+#include "activation.glsl"
 
 #define IN_RMS_NORM 1u
 #define IN_SWIGLU 2u
@@ -96,28 +97,24 @@ layout(push_constant) uniform Push {
 shared float red[64][NRED];
 
 #ifndef IDOT
-// The input's 4 values e .. e + 3 of the token row at xo (x_run's), as in_mode makes them; ss
-// gains the squares of x's (IN_RMS_NORM).
-vec4 in_run(uint xo, uint e, inout float ss) {
+// IN_RMS_NORM's weights e .. e + 3 (0 past the row), read once a part for all its tokens.
+vec4 norm_w_run(uint e) {
+  if (p.x_vec4 != 0u) return e < p.n_cols ? Vec4s(p.norm_w).v[e >> 2] : vec4(0.0);
+  vec4 w;
+  for (uint k = 0u; k < 4u; ++k) w[k] = e + k < p.n_cols ? p.norm_w.v[e + k] : 0.0;
+  return w;
+}
+
+// The input's 4 values e .. e + 3 of the token row at xo (x_run's), as in_mode makes them
+// (nw: norm_w_run(e) for IN_RMS_NORM); ss gains the squares of x's (IN_RMS_NORM).
+vec4 in_run(uint xo, uint e, vec4 nw, inout float ss) {
   vec4 v = x_run(xo, e);
   if (p.in_mode == IN_RMS_NORM) {
     ss += dot(v, v);
-    vec4 w;
-    if (p.x_vec4 != 0u) {
-      w = e < p.n_cols ? Vec4s(p.norm_w).v[e >> 2] : vec4(0.0);
-    } else {
-      for (uint k = 0u; k < 4u; ++k) w[k] = e + k < p.n_cols ? p.norm_w.v[e + k] : 0.0;
-    }
-    return v * w;
+    return v * nw;
   }
-  if (p.in_mode == IN_SWIGLU) {
-    vec4 up = x_run(xo + p.n_cols, e);
-    return v / (1.0 + exp(-v)) * up;
-  }
-  if (p.in_mode == IN_GELU) {  // gelu.comp's, its tanh's argument clamped the same way
-    vec4 u = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0);
-    return 0.5 * v * (1.0 + tanh(u));
-  }
+  if (p.in_mode == IN_SWIGLU) return SILU_MUL(v, x_run(xo + p.n_cols, e));
+  if (p.in_mode == IN_GELU) return GELU_TANH(v);
   return v;
 }
 #endif
@@ -193,6 +190,7 @@ void main() {
     }
   }
 #else
+  uint row_len = p.in_mode == IN_SWIGLU ? 2u * p.n_cols : p.n_cols;  // of x
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
     float v[RMAX][8], d[RMAX], m[RMAX];
@@ -200,11 +198,15 @@ void main() {
       if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r], d[r], m[r]);
     }
     uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
-    uint row_len = p.in_mode == IN_SWIGLU ? 2u * p.n_cols : p.n_cols;  // of x
+    vec4 nwa = vec4(1.0), nwb = vec4(1.0);
+    if (p.in_mode == IN_RMS_NORM) {
+      nwa = norm_w_run(ea);
+      nwb = norm_w_run(eb);
+    }
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
         uint xo = (x0 + t) * row_len;
-        vec4 xa = in_run(xo, ea, ss[t]), xb = in_run(xo, eb, ss[t]);
+        vec4 xa = in_run(xo, ea, nwa, ss[t]), xb = in_run(xo, eb, nwb, ss[t]);
 #ifdef HAS_MIN
         float xsum = dot(xa + xb, vec4(1.0));  // the part's activations, for the offsets m
 #endif

@@ -5,6 +5,7 @@
 //   q8: [n_tokens, n / 32] the same rows as the integer-dot matmuls' 8-bit blocks (q8.glsl), where
 //   has_q8 (n a multiple of 32): then a thread computes a block of 32 outputs, else one.
 #include "common.glsl"
+#include "activation.glsl"
 #include "q8.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
@@ -23,7 +24,7 @@ layout(push_constant) uniform Push {
 float swiglu_at(uint t, uint c) {
   float g = p.g.v[t * p.in_stride + p.gate_col + c];
   float u = p.u.v[t * p.in_stride + p.up_col + c];
-  return g / (1.0 + exp(-g)) * u;
+  return SILU_MUL(g, u);
 }
 
 void main() {
