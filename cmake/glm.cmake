@@ -129,22 +129,24 @@ endfunction()
 #   subgroup4.*, subgroup16.*   at llvmpipe's other subgroup sizes (its vector width: 8 lanes by
 #                 default; GPUs run 32 or 64), so code written for any size runs at three;
 #                 subgroup16.* also with the integer-dot matmuls, which lavapipe does not take
-#                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot);
+#                 by default (it does not accelerate them: gpu/ops.h, MatmulTuning::int_dot),
+#                 and the activations alone inside the decode matmuls (MatmulTuning::fuse 2:
+#                 the float matmuls' norms as dispatches of their own);
 #   coop.*        with the prefill's matmul as on tensor cores (fp16 products), through its
 #                 scalar twin: lavapipe has no cooperative matrices (MatmulTuning::coop); and
 #                 the integer-dot decode, under the validation layer: an NVIDIA GPU's paths.
 # validated.* also submits each step in parts of 3 dispatches (GLMSERVE_VULKAN_SUBMIT; the
 # tests' steps are shorter than the default part), so the layer sees every part's command
 # buffer reused only after it finished, and the models' results hold. subgroup4.* runs the
-# models' norms and SwiGLU as dispatches of their own before float matmuls (where the default
-# run fuses them into the decode matmuls: MatmulTuning::fuse_input).
+# models' norms and activations as dispatches of their own (where the default run fuses them
+# into the decode matmuls: MatmulTuning::fuse).
 function(glm_gpu_test_variants target filter)
   if(NOT BUILD_TESTING)
     return()
   endif()
   foreach(v "validated|GLMSERVE_VULKAN_VALIDATION=1|GLMSERVE_VULKAN_SUBMIT=3"
             "subgroup4|LP_NATIVE_VECTOR_WIDTH=128|GLMSERVE_VULKAN_MATMUL=2,2,16,-1,1,-1,0"
-            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1"
+            "subgroup16|LP_NATIVE_VECTOR_WIDTH=512|GLMSERVE_VULKAN_MATMUL=2,2,16,1,1,-1,2"
             "coop|GLMSERVE_VULKAN_MATMUL=2,2,16,1,1,1|GLMSERVE_VULKAN_VALIDATION=1")
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 prefix)

@@ -556,21 +556,42 @@ StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
 }
 
 Status Device::upload(const void* data, size_t bytes, const Buffer& dst, size_t offset) {
-  GLM_CHECK(offset + bytes <= dst.size());
+  return upload(std::vector<HostBytes>{{data, bytes}}, dst, offset);
+}
+
+Status Device::upload(const std::vector<HostBytes>& parts, const Buffer& dst, size_t offset) {
+  size_t total = 0;
+  for (const HostBytes& part : parts) total += part.bytes;
+  GLM_CHECK(offset + total <= dst.size());
   const size_t chunk = size_t{64} << 20;
   if (!staging_.valid()) {
     StatusOr<Buffer> s = alloc(chunk, MemoryKind::kUpload);
     if (!s.ok()) return s.status();
     staging_ = std::move(*s);
   }
-  for (size_t done = 0; done < bytes; done += chunk) {
-    const size_t n = std::min(chunk, bytes - done);
-    std::memcpy(staging_.mapped(), static_cast<const uint8_t*>(data) + done, n);
+  // The parts' bytes fill the staging buffer in order; each time it is full (and at the end),
+  // one copy to dst.
+  uint8_t* const staged = static_cast<uint8_t*>(staging_.mapped());
+  size_t filled = 0;
+  const auto flush = [&]() -> Status {
+    if (filled == 0) return Status::Ok();
     stream_.begin();
-    stream_.copy(staging_, 0, dst, offset + done, n);
+    stream_.copy(staging_, 0, dst, offset, filled);
     GLM_RETURN_IF_ERROR(stream_.submit_and_wait());
+    offset += filled;
+    filled = 0;
+    return Status::Ok();
+  };
+  for (const HostBytes& part : parts) {
+    for (size_t done = 0; done < part.bytes;) {
+      const size_t n = std::min(chunk - filled, part.bytes - done);
+      std::memcpy(staged + filled, static_cast<const uint8_t*>(part.data) + done, n);
+      filled += n;
+      done += n;
+      if (filled == chunk) GLM_RETURN_IF_ERROR(flush());
+    }
   }
-  return Status::Ok();
+  return flush();
 }
 
 Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* data) {

@@ -188,6 +188,13 @@ class Device {
   // Copies host bytes into a device buffer at `offset` through a staging buffer (reused, grown
   // as needed), waiting for the copy.
   Status upload(const void* data, size_t bytes, const Buffer& dst, size_t offset);
+  // The same for host byte ranges written one after the other from `offset` (a matrix stacked
+  // from several: gpu::upload_matrix's parts), a submission per staging buffer's worth.
+  struct HostBytes {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  Status upload(const std::vector<HostBytes>& parts, const Buffer& dst, size_t offset);
   // Copies device bytes back into host memory, waiting for the copy.
   Status download(const Buffer& src, size_t offset, size_t bytes, void* data);
 

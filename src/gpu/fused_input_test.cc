@@ -1,6 +1,6 @@
-// The one- and few-token matmuls with their input's RMS norm, SwiGLU or GELU inside them
-// (MatmulInput::rms_normed, ::swiglu_of, ::gelu_of) against the CPU's op (model::ops) followed
-// by kernels::matmul_ref, and where gpu::fuses_input says they may run.
+// The one- and few-token matmuls with their input's RMS norm inside them
+// (MatmulInput::rms_normed) against the CPU's norm (model::ops::rms_norm) followed by
+// kernels::matmul_ref, and where gpu::fuses_input says they may run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,24 +25,13 @@ struct FusedCase {
 
 class GpuFusedInput : public ::testing::TestWithParam<FusedCase> {};
 
-// The CPU's input rows: rms_norm(x, w), swiglu(gate, up) or gelu_tanh(x) of each token's row.
-//   x: [n_tokens, n_cols] or (SwiGLU) [n_tokens, 2 n_cols] (gate, then up);
-//   out: [n_tokens, n_cols].
-std::vector<float> input_rows(MatmulInput::Fused fused, const std::vector<float>& x,
-                              const std::vector<float>& norm_w, int n_tokens, int n_cols) {
+// The CPU's input rows: rms_norm(x, w) of each token's row. x, out: [n_tokens, n_cols].
+std::vector<float> normed_rows(const std::vector<float>& x, const std::vector<float>& norm_w,
+                               int n_tokens, int n_cols) {
   std::vector<float> out(static_cast<size_t>(n_tokens) * n_cols);
   for (int t = 0; t < n_tokens; ++t) {
-    float* o = out.data() + static_cast<size_t>(t) * n_cols;
-    if (fused == MatmulInput::Fused::kRmsNorm) {
-      model::ops::rms_norm(x.data() + static_cast<size_t>(t) * n_cols, norm_w.data(), 1e-5f, o,
-                           n_cols);
-    } else if (fused == MatmulInput::Fused::kGelu) {
-      std::copy_n(x.data() + static_cast<size_t>(t) * n_cols, n_cols, o);
-      model::ops::gelu_tanh(o, n_cols);
-    } else {
-      const float* gate = x.data() + static_cast<size_t>(t) * 2 * n_cols;
-      model::ops::swiglu(gate, gate + n_cols, o, n_cols);
-    }
+    model::ops::rms_norm(x.data() + static_cast<size_t>(t) * n_cols, norm_w.data(), 1e-5f,
+                         out.data() + static_cast<size_t>(t) * n_cols, n_cols);
   }
   return out;
 }
@@ -67,16 +56,10 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
     Buffer bias_b = device_floats(dev, bias);
     for (int n_tokens : {1, 3, 11}) {
       ASSERT_TRUE(fuses_input(*dev, *m, n_tokens, tuning));
-      for (MatmulInput::Fused fused :
-           {MatmulInput::Fused::kRmsNorm, MatmulInput::Fused::kSwiglu, MatmulInput::Fused::kGelu}) {
-        const bool norm = fused == MatmulInput::Fused::kRmsNorm;
-        const char* op = norm                                   ? " norm"
-                         : fused == MatmulInput::Fused::kSwiglu ? " swiglu"
-                                                                : " gelu";
-        const int x_cols = fused == MatmulInput::Fused::kSwiglu ? 2 * c.n_cols : c.n_cols;
-        std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * x_cols, 74);
-        for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / x_cols + 1) * 0.5f;
-        const std::vector<float> in = input_rows(fused, x, norm_w, n_tokens, c.n_cols);
+      {
+        std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 74);
+        for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / c.n_cols + 1) * 0.5f;
+        const std::vector<float> in = normed_rows(x, norm_w, n_tokens, c.n_cols);
         const std::vector<float> want =
             matmul_reference(c.type, q.data(), in.data(), n_rows, c.n_cols, n_tokens);
         std::vector<float> padded(1, 0.0f);
@@ -86,7 +69,7 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
           const bool adds = tr == 2;
           SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
                        " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
-                       op + (tr == 1 ? " unaligned" : ""));
+                       (tr == 1 ? " unaligned" : ""));
           const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
           const int stride = n_rows + 3;  // y [n_tokens, n_rows + 3], rows at column 2
           Buffer yb =
@@ -94,13 +77,10 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
           MatmulTuning t = tuning;
           t.team_rows_one = t.team_rows_few = tr;
           if (tr == 4) t.team_rows_few = 2;
-          const MatmulInput input = norm ? MatmulInput::rms_normed(xa, norm_b.address(), 1e-5f)
-                                    : fused == MatmulInput::Fused::kSwiglu
-                                        ? MatmulInput::swiglu_of(xa)
-                                        : MatmulInput::gelu_of(xa);
+          const MatmulInput input = MatmulInput::rms_normed(xa, norm_b.address(), 1e-5f);
           Stream& s = dev->stream();
           s.begin();
-          MatmulAdd add;
+          MatmulOut add;
           if (adds) add = {bias_b.address(), true};
           matmul(s, *m, input, yb.address(), n_tokens, stride, 2, add, t);
           ASSERT_TRUE(s.submit_and_wait().ok());
@@ -142,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtype_name(info.param.type)) + "_" + std::to_string(info.param.n_cols);
     });
 
-// Where the fused inputs may run: the one- and few-token float shaders, with fuse_input on.
+// Where the fused inputs may run: the one- and few-token float shaders, with fuse on.
 TEST(GpuFusedInput, OnlyTheFloatDecodeShadersFuse) {
   NEED_DEVICE();
   const std::vector<float> w = random_floats(64 * 64, 75);
@@ -155,9 +135,11 @@ TEST(GpuFusedInput, OnlyTheFloatDecodeShadersFuse) {
     EXPECT_TRUE(fuses_input(*dev, *m, 1, t));
     EXPECT_TRUE(fuses_input(*dev, *m, t.tiled_min_tokens - 1, t));
     EXPECT_FALSE(fuses_input(*dev, *m, t.tiled_min_tokens, t)) << "the tiled shader";
-    t.fuse_input = 0;
-    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse_input 0";
-    t.fuse_input = 1;
+    t.fuse = 0;
+    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse 0";
+    t.fuse = 2;
+    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse 2: the activations alone";
+    t.fuse = 1;
     t.int_dot = 1;  // the integer-dot shaders where the device has them (the quantized types)
     EXPECT_EQ(fuses_input(*dev, *m, 1, t), type == DType::kF16 || !dev->info().int_dot)
         << dtype_name(type);

@@ -326,45 +326,47 @@ BENCHMARK(BM_RopeKvStore)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// A decode step's norm before the QKV matmul (4608 x 4096) or SwiGLU before the down
-// projection (4096 x 13696) at ChatGLM3-6B's shape, on the float shaders (int_dot 0): args
-// weight type (index into kTypes), op (0: the norm, 1: SwiGLU), then 0: its dispatch and the
-// matmul's, 1: inside the matmul (gpu::MatmulInput::rms_normed, ::swiglu_of).
-void BM_FusedInput(benchmark::State& st) {
+// A decode step's norm before the QKV matmul (4608 x 4096), or SwiGLU after the gate-and-up
+// matmul (2 x 13696 x 4096), at ChatGLM3-6B's shape, on the float shaders (int_dot 0): args
+// weight type (index into kTypes), op (0: the norm, 1: SwiGLU), then 0: its dispatch beside
+// the matmul's, 1: inside the matmul (gpu::MatmulInput::rms_normed, gpu::MatmulAct::kSwigluPairs).
+void BM_FusedOps(benchmark::State& st) {
   const DType type = kTypes[st.range(0)];
   const bool norm = st.range(1) == 0, fused = st.range(2) != 0;
-  const int64_t rows = norm ? 4608 : 4096, cols = norm ? 4096 : 13696;
+  const int64_t rows = norm ? 4608 : 2 * 13696, cols = 4096;
+  const int n_out = static_cast<int>(norm ? rows : rows / 2);
   MatmulTuning tuning;
   tuning.int_dot = 0;
   const std::vector<Matrix>& w = weight_copies(type, rows, cols);
   st.SetLabel(std::string(dtype_name(type)) + (norm ? " rms_norm" : " swiglu") +
-              (fused ? " inside the matmul" : " then the matmul"));
-  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(norm ? cols : 2 * cols), 3));
+              (fused ? " inside the matmul" : (norm ? " then the matmul" : " after the matmul")));
+  const Buffer x = floats_on_device(random_floats(static_cast<size_t>(cols), 3));
   const Buffer norm_w = floats_on_device(random_floats(static_cast<size_t>(cols), 4));
-  const Buffer rows_b = zeros_on_device(static_cast<size_t>(cols));
+  const Buffer normed = zeros_on_device(static_cast<size_t>(cols));
   const Buffer y = zeros_on_device(static_cast<size_t>(rows));
+  const Buffer act = zeros_on_device(static_cast<size_t>(n_out));
   const int calls = std::max<int>(8, static_cast<int>(w.size()));
   run_calls(st, calls, [&](Stream& s, int i) {
     const Matrix& m = w[i % w.size()];
-    if (fused) {
-      const MatmulInput in = norm ? MatmulInput::rms_normed(x.address(), norm_w.address(), 1e-5f)
-                                  : MatmulInput::swiglu_of(x.address());
-      matmul(s, m, in, y.address(), 1, static_cast<int>(rows), 0, {}, tuning);
-      return;
-    }
-    if (norm) {
-      rms_norm(s, x.address(), norm_w.address(), rows_b.address(), 1, static_cast<int>(cols),
+    if (norm && fused) {
+      matmul(s, m, MatmulInput::rms_normed(x.address(), norm_w.address(), 1e-5f), y.address(), 1,
+             n_out, 0, {}, tuning);
+    } else if (norm) {
+      rms_norm(s, x.address(), norm_w.address(), normed.address(), 1, static_cast<int>(cols),
                1e-5f);
+      matmul(s, m, normed.address(), y.address(), 1, n_out, 0, {}, tuning);
+    } else if (fused) {
+      matmul(s, m, x.address(), act.address(), 1, n_out, 0, {0, false, MatmulAct::kSwigluPairs},
+             tuning);
     } else {
-      swiglu(s, x.address(), rows_b.address(), 1, static_cast<int>(cols),
-             static_cast<int>(2 * cols), 0, static_cast<int>(cols));
+      matmul(s, m, x.address(), y.address(), 1, static_cast<int>(rows), 0, {}, tuning);
+      swiglu(s, y.address(), act.address(), 1, n_out, static_cast<int>(rows), 0, n_out);
     }
-    matmul(s, m, rows_b.address(), y.address(), 1, static_cast<int>(rows), 0, {}, tuning);
   });
   st.counters["bytes_per_second"] = benchmark::Counter(
       static_cast<double>(w[0].buf.size()) * st.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_FusedInput)
+BENCHMARK(BM_FusedOps)
     ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})  // Q4_0, F16; the norm, SwiGLU; apart, inside
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

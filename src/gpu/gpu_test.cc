@@ -86,6 +86,29 @@ TEST(GpuDevice, UploadDownloadRoundTrip) {
   EXPECT_EQ(read_floats(dev, b, v.size()), v);
 }
 
+// A matrix stacked from row ranges (upload_stacked: a llama file's q, k and v; each expert's
+// gate then up) holds them in order, across the 64 MiB staging buffer's end (a part that
+// straddles it, another that fills it to the byte) and with an empty part.
+TEST(GpuDevice, StackedRowsLandInTheirOrder) {
+  NEED_DEVICE();
+  const int64_t n_cols = 4096;  // F32: 16 KiB a row, 4096 rows a staging buffer
+  const std::vector<int64_t> rows = {2500, 0, 3000, 2692, 3};
+  std::vector<std::vector<float>> parts;
+  std::vector<MatrixRows> ranges;
+  std::vector<float> all;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    parts.push_back(random_floats(static_cast<size_t>(rows[i] * n_cols), 40 + i));
+    ranges.push_back({parts.back().data(), rows[i]});
+    all.insert(all.end(), parts.back().begin(), parts.back().end());
+  }
+  StatusOr<Matrix> m = upload_stacked(dev, DType::kF32, ranges, n_cols);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->n_rows, 2500 + 3000 + 2692 + 3);
+  std::vector<float> got(all.size());
+  ASSERT_TRUE(dev->download(m->buf, 0, got.size() * sizeof(float), got.data()).ok());
+  EXPECT_TRUE(got == all) << "a part out of place";
+}
+
 // Matmul of every weight type against matmul_ref, on shapes with odd row counts, token counts
 // around the decode shader's 8-token tile and into the tiled one (a partial 128 x 64 tile; 200
 // rows x 70 tokens: two tiles each way), and (for the float types) rows whose length is not a
@@ -176,7 +199,7 @@ TEST_P(GpuMatmul, EqualsReference) {
                           : (dev->info().coop_matrix ? m->shaders.coop : m->shaders.coop_ref));
           }
           if (tiled && tiled_splits(*m, n_tokens, tuning) > 1) ++split_runs;
-          MatmulAdd add;
+          MatmulOut add;
           if (adds) add = {bias_b.address(), true};
           matmul(s, *m, xa, yb.address(), n_tokens, stride, 2, add, tuning);
           ASSERT_TRUE(s.submit_and_wait().ok());
@@ -322,10 +345,12 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   EXPECT_EQ(t.coop, 0);
   ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,1", &t));
   EXPECT_EQ(t.coop, 1);
-  EXPECT_EQ(t.fuse_input, 1);
+  EXPECT_EQ(t.fuse, 1);
   ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,-1,0", &t));
   EXPECT_EQ(t.coop, -1);
-  EXPECT_EQ(t.fuse_input, 0);
+  EXPECT_EQ(t.fuse, 0);
+  ASSERT_TRUE(parse_matmul_tuning("2,2,16,-1,1,-1,2", &t));
+  EXPECT_EQ(t.fuse, 2);
   for (const char* bad : {"",
                           "4,1",
                           "4,4,32",
@@ -343,7 +368,7 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
                           "2,2,16,1,1,2",
                           "2,2,16,1,1,-2",
                           "2,2,16,1,1,1,",
-                          "2,2,16,1,1,1,2",
+                          "2,2,16,1,1,1,3",
                           "2,2,16,1,1,1,-1",
                           "2,2,16,1,1,1,1,",
                           "2,2,16,1,1,1,1,1",

@@ -102,7 +102,7 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
       Stream& st = dev->stream();
       st.begin();
       matmul_experts(st, *m, rows, ids_b.address(), xb.address(), x_div, yb.address(), n_slots,
-                     stride, col, tuning);
+                     stride, col, MatmulAct::kNone, tuning);
       ASSERT_TRUE(st.submit_and_wait().ok());
       const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * stride);
       double max_err = 0, max_abs = 0;
@@ -120,49 +120,6 @@ TEST_P(GpuMoeExperts, EachSlotGetsItsExpertsProducts) {
       }
       EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
     }
-  }
-}
-
-// The decode's down projection with its slots' SwiGLU inside it (MatmulInput::swiglu_of, on the
-// float shader: gpu::fuses_input): the same products as of the SwiGLU rows (model::ops::swiglu
-// of each slot's gate and up halves), with each count of rows a team.
-TEST_P(GpuMoeExperts, TheDownProjectionTakesItsSlotsSwiglu) {
-  NEED_DEVICE();
-  const ExpertsCase c = GetParam();
-  const int n_expert = 5, rows = 13, n_slots = 12;
-  Stacked experts = stacked_experts(dev, c, n_expert, rows, 5);
-  StatusOr<Matrix>& m = experts.matrix;
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::vector<int32_t> ids = {4, 0, 2, 2, 0, 1, 4, 2, 0, 1, 1, 2};
-  Buffer ids_b = device_ints(dev, ids);
-  // gate_up [n_slots, 2 n_cols]: a slot's gate, then its up.
-  const std::vector<float> gate_up = random_floats(static_cast<size_t>(n_slots) * 2 * c.n_cols, 9);
-  std::vector<float> act(static_cast<size_t>(n_slots) * c.n_cols);
-  for (int s = 0; s < n_slots; ++s) {
-    const float* g = gate_up.data() + static_cast<size_t>(s) * 2 * c.n_cols;
-    model::ops::swiglu(g, g + c.n_cols, act.data() + static_cast<size_t>(s) * c.n_cols, c.n_cols);
-  }
-  const std::vector<float> want = expected_products(experts, c, rows, ids, act, 1);
-  Buffer xb = device_floats(dev, gate_up);
-  for (int tr : {1, 2, 4}) {
-    SCOPED_TRACE(std::string(dtype_name(c.type)) + " team_rows " + std::to_string(tr));
-    MatmulTuning tuning;
-    tuning.team_rows_one = tr;
-    tuning.int_dot = 0;
-    ASSERT_TRUE(fuses_input(*dev, *m, 1, tuning));
-    Buffer yb = device_floats(dev, std::vector<float>(static_cast<size_t>(n_slots) * rows, -7.0f));
-    Stream& st = dev->stream();
-    st.begin();
-    matmul_experts(st, *m, rows, ids_b.address(), MatmulInput::swiglu_of(xb.address()), 1,
-                   yb.address(), n_slots, rows, 0, tuning);
-    ASSERT_TRUE(st.submit_and_wait().ok());
-    const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_slots) * rows);
-    double max_err = 0, max_abs = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
-      max_abs = std::max(max_abs, static_cast<double>(std::fabs(want[i])));
-    }
-    EXPECT_LE(max_err, 2e-5 * std::sqrt(static_cast<double>(c.n_cols)) * (1 + max_abs));
   }
 }
 

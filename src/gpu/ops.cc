@@ -46,6 +46,12 @@ TeamGeometry team_geometry(const Matrix& w, int rows, bool one, int64_t n_rows =
   return g;
 }
 
+// The rows a team of the decode shaders takes: `rows`, or at least a gate row and its up row
+// (MatmulAct::kSwigluPairs).
+int team_rows(int rows, MatmulAct act) {
+  return act == MatmulAct::kSwigluPairs ? std::max(rows, 2) : rows;
+}
+
 // 1 when the matmul shaders may read activations at x 16 bytes at a time (x 16-byte aligned,
 // rows of a multiple of 4 values: matmul_io.glsl's x_run).
 uint32_t vec4_reads(const Matrix& w, Addr x) {
@@ -62,6 +68,13 @@ uint32_t vec4_reads(const Matrix& w, Addr x, const MatmulInput& in) {
 
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
                                int64_t n_cols, bool experts) {
+  return upload_stacked(device, type, {{data, n_rows}}, n_cols, experts);
+}
+
+StatusOr<Matrix> upload_stacked(Device* device, DType type, const std::vector<MatrixRows>& parts,
+                                int64_t n_cols, bool experts) {
+  int64_t n_rows = 0;
+  for (const MatrixRows& part : parts) n_rows += part.n_rows;
   Matrix m;
   if (!matmul_shaders(type, &m.shaders)) {
     return unsupported(std::string("the GPU has no kernel for ") + dtype_name(type) + " weights");
@@ -71,14 +84,18 @@ StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int
   m.n_cols = n_cols;
   m.row_bytes = row_bytes(type, n_cols);
   const size_t bytes = m.row_bytes * static_cast<size_t>(n_rows);
-  if (bytes >= (size_t{1} << 32)) {
+  if (bytes >= kMatrixBytesLimit) {
     return unsupported("a " + std::to_string(bytes >> 20) +
                        " MiB weight matrix: the GPU kernels address at most 4 GiB a matrix");
   }
   StatusOr<Buffer> b = device->alloc(bytes, MemoryKind::kDevice);
   if (!b.ok()) return b.status();
   m.buf = std::move(*b);
-  GLM_RETURN_IF_ERROR(device->upload(data, bytes, m.buf, 0));
+  std::vector<Device::HostBytes> host;
+  for (const MatrixRows& part : parts) {
+    host.push_back({part.data, m.row_bytes * static_cast<size_t>(part.n_rows)});
+  }
+  GLM_RETURN_IF_ERROR(device->upload(host, m.buf, 0));
   // The tensor-core shader this matrix's prefill takes, compiled now: a driver that rejects it
   // (only check_coop_matmul's F16 variant has run here) turns them off, said once, rather than
   // failing the prefill that would compile it.
@@ -102,8 +119,9 @@ StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n) {
 bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   if (text == nullptr) return false;
   MatmulTuning t;
-  int* const fields[] = {&t.team_rows_one, &t.team_rows_few, &t.tiled_min_tokens, &t.int_dot,
-                         &t.tiled_split,   &t.coop,          &t.fuse_input};
+  int* const fields[] = {&t.team_rows_one, &t.team_rows_few, &t.tiled_min_tokens,
+                         &t.int_dot,       &t.tiled_split,   &t.coop,
+                         &t.fuse};
   size_t n = 0;
   // Comma-separated integers, 3 to 7 of them, nothing else.
   for (const char* at = text;; ++at) {
@@ -119,7 +137,7 @@ bool parse_matmul_tuning(const char* text, MatmulTuning* out) {
   const auto flag_ok = [](int f, int lo) { return f >= lo && f <= 1; };
   if (n < 3 || !rows_ok(t.team_rows_one, 4) || !rows_ok(t.team_rows_few, 2) ||
       t.tiled_min_tokens < 2 || !flag_ok(t.int_dot, -1) || !flag_ok(t.tiled_split, 0) ||
-      !flag_ok(t.coop, -1) || !flag_ok(t.fuse_input, 0)) {
+      !flag_ok(t.coop, -1) || t.fuse < 0 || t.fuse > 2) {
     return false;
   }
   *out = t;
@@ -134,7 +152,8 @@ const MatmulTuning& matmul_tuning() {
       GLM_LOG_WARN(
           "GLMSERVE_VULKAN_MATMUL=%s ignored: ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP[,FUSE]]]] "
           "(rows a team 1, 2 or 4; 1 or 2; tokens >= 2; integer dot products -1 where fast, 0 or "
-          "1; split 0 or 1; tensor cores -1 where checked, 0 or 1; fused norm and SwiGLU 0 or 1) "
+          "1; split 0 or 1; tensor cores -1 where checked, 0 or 1; fused norms and activations 1, "
+          "the activations alone 2, neither 0) "
           "expected",
           env);
     }
@@ -181,8 +200,12 @@ bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const Mat
 }
 
 bool fuses_input(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
-  return tuning.fuse_input == 1 && n_tokens < tuning.tiled_min_tokens &&
+  return tuning.fuse == 1 && n_tokens < tuning.tiled_min_tokens &&
          !uses_int_dot(device, w, n_tokens, tuning);
+}
+
+bool fuses_activation(int n_tokens, const MatmulTuning& tuning) {
+  return tuning.fuse >= 1 && n_tokens < tuning.tiled_min_tokens;
 }
 
 void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
@@ -205,13 +228,59 @@ Addr q8_rows(Stream& s, const MatmulInput& in, int n_rows, const Matrix& w) {
   return xq;
 }
 
+// matmul.comp's push constants (its IDS fields last: the plain variants read the rest).
+struct DecodePush {
+  Addr w, x, x4, y;
+  uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2, rows_log2,
+      x_vec4;
+  Addr bias;
+  uint32_t has_bias, add_to_y;
+  Addr norm_w;  // the input's transform (MatmulInput)
+  float eps;
+  uint32_t in_mode, out_mode;
+  Addr ids;  // IDS
+  uint32_t expert_bytes, x_div;
+};
+static_assert(sizeof(DecodePush) <= 128, "the push constants every Vulkan device takes");
+
+// The fields every decode matmul sets alike: w's n_rows rows (an expert's for IDS) of n_cols
+// into y, the input's transform, the output's rule, and the team geometry of `rows` a team
+// (*g: its workgroups too).
+DecodePush decode_push(const Matrix& w, int64_t n_rows, const MatmulInput& in, Addr y, int y_stride,
+                       int y_col, const MatmulOut& out, int rows, bool one, TeamGeometry* g) {
+  DecodePush p{};
+  p.w = w.buf.address();
+  p.x = p.x4 = in.f32;
+  p.y = y;
+  p.n_rows = static_cast<uint32_t>(n_rows);
+  p.n_cols = static_cast<uint32_t>(w.n_cols);
+  p.row_bytes = static_cast<uint32_t>(w.row_bytes);
+  p.y_stride = static_cast<uint32_t>(y_stride);
+  p.y_col = static_cast<uint32_t>(y_col);
+  p.x_vec4 = vec4_reads(w, in.f32, in);
+  p.bias = out.bias;
+  p.has_bias = out.bias != 0 ? 1u : 0u;
+  p.add_to_y = out.to_y ? 1u : 0u;
+  p.norm_w = in.norm_w;
+  p.eps = in.eps;
+  p.in_mode = static_cast<uint32_t>(in.fused);
+  p.out_mode = static_cast<uint32_t>(out.act);
+  *g = team_geometry(w, team_rows(rows, out.act), one, n_rows);
+  p.tpr_log2 = g->tpr_log2;
+  p.rows_log2 = g->rows_log2;
+  p.groups_per_y = g->gx;
+  return p;
+}
+
 }  // namespace
 
 void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, int y_stride,
-            int y_col, MatmulAdd add, const MatmulTuning& tuning) {
+            int y_col, MatmulOut add, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
   GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, n_tokens, tuning));
+  GLM_CHECK(add.act == MatmulAct::kNone || fuses_activation(n_tokens, tuning));
+  GLM_CHECK(add.act != MatmulAct::kSwigluPairs || w.n_rows % 2 == 0);
   const uint32_t x_vec4 = vec4_reads(w, x, in);
   if (n_tokens >= tuning.tiled_min_tokens) {
     struct {
@@ -272,39 +341,10 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
   const bool one = n_tokens == 1;
   // (A fused input never reaches the integer-dot shaders: fuses_input, checked above.)
   const Addr xq = uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
-  struct {
-    Addr w, x, x4, y;
-    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
-        rows_log2, x_vec4;
-    Addr bias;
-    uint32_t has_bias, add_to_y;
-    Addr norm_w;
-    float eps;
-    uint32_t in_mode;
-  } p{w.buf.address(),
-      x,
-      x,
-      y,
-      static_cast<uint32_t>(w.n_rows),
-      static_cast<uint32_t>(w.n_cols),
-      static_cast<uint32_t>(n_tokens),
-      static_cast<uint32_t>(w.row_bytes),
-      0,
-      static_cast<uint32_t>(y_stride),
-      static_cast<uint32_t>(y_col),
-      0,
-      0,
-      x_vec4,
-      add.bias,
-      has_bias,
-      add_to_y,
-      in.norm_w,
-      in.eps,
-      static_cast<uint32_t>(in.fused)};
-  const TeamGeometry g = team_geometry(w, one ? tuning.team_rows_one : tuning.team_rows_few, one);
-  p.tpr_log2 = g.tpr_log2;
-  p.rows_log2 = g.rows_log2;
-  p.groups_per_y = g.gx;
+  TeamGeometry g;
+  DecodePush p = decode_push(w, w.n_rows, in, y, y_stride, y_col, add,
+                             one ? tuning.team_rows_one : tuning.team_rows_few, one, &g);
+  p.n_tokens = static_cast<uint32_t>(n_tokens);
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
@@ -317,42 +357,21 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
 }
 
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput in, int x_div,
-                    Addr y, int n_slots, int y_stride, int y_col, const MatmulTuning& tuning) {
+                    Addr y, int n_slots, int y_stride, int y_col, MatmulAct act,
+                    const MatmulTuning& tuning) {
   const Addr x = in.f32;
   GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
   GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, 1, tuning));
-  struct {
-    Addr w, x, x4, y;
-    uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2,
-        rows_log2, x_vec4;
-    Addr bias;
-    uint32_t has_bias, add_to_y;
-    Addr norm_w;  // matmul.comp's input transform (MatmulInput)
-    float eps;
-    uint32_t in_mode;
-    Addr ids;
-    uint32_t expert_bytes, x_div;
-  } p{};
-  p.norm_w = in.norm_w;
-  p.eps = in.eps;
-  p.in_mode = static_cast<uint32_t>(in.fused);
-  const TeamGeometry g = team_geometry(w, tuning.team_rows_one, /*one=*/true, rows);
-  p.w = w.buf.address();
-  p.n_rows = static_cast<uint32_t>(rows);
-  p.n_cols = static_cast<uint32_t>(w.n_cols);
-  p.row_bytes = static_cast<uint32_t>(w.row_bytes);
-  p.groups_per_y = g.gx;
-  p.y_stride = static_cast<uint32_t>(y_stride);
-  p.y_col = static_cast<uint32_t>(y_col);
-  p.tpr_log2 = g.tpr_log2;
-  p.rows_log2 = g.rows_log2;
+  GLM_CHECK(act == MatmulAct::kNone || fuses_activation(1, tuning));
+  GLM_CHECK(act != MatmulAct::kSwigluPairs || rows % 2 == 0);
+  TeamGeometry g;
+  DecodePush p =
+      decode_push(w, rows, in, y, y_stride, y_col, {0, false, act}, tuning.team_rows_one, true, &g);
   p.expert_bytes = static_cast<uint32_t>(rows * w.row_bytes);
   p.x_div = static_cast<uint32_t>(x_div);
   // The integer-dot shader where one token's matmul would take it.
   const int x_rows = (n_slots + x_div - 1) / x_div;
   const Addr xq = uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
-  // x's row: SwiGLU's holds the gate and the up halves.
-  const int64_t x_row = in.fused == MatmulInput::Fused::kSwiglu ? 2 * w.n_cols : w.n_cols;
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {
@@ -365,7 +384,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
       s.dispatch(w.shaders.experts_dot, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
       continue;
     }
-    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * x_row * sizeof(float);
+    p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.x_vec4 = vec4_reads(w, p.x, in);
     s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }

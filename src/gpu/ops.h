@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -37,9 +38,11 @@ struct Matrix {
 // adds the parts up), 0 never. coop: whether the tiled shader's products run on tensor cores
 // (matmul_coop.comp: fp16 weights and activations, f32 sums; the experts' grouped too): -1 where
 // the device has them and check_coop_matmul found them right, 0 never, 1 always (on a device
-// without them, the same shader with its products in scalar code: its reference). fuse_input:
-// 1 lets the one- and few-token float shaders take their input's RMS norm or SwiGLU themselves
-// (MatmulInput::rms_normed, ::swiglu_of; fuses_input), 0 never (the model then dispatches them).
+// without them, the same shader with its products in scalar code: its reference). fuse: what
+// the one- and few-token shaders take over from the ops around them, so that those take no
+// dispatch: 1 the RMS norm of their input (the float shaders: MatmulInput::rms_normed,
+// fuses_input) and an activation of their output (MatmulOut::act, fuses_activation); 2 the
+// activation alone; 0 neither (the model then dispatches them).
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
@@ -47,7 +50,7 @@ struct MatmulTuning {
   int int_dot = -1;
   int tiled_split = 1;
   int coop = -1;
-  int fuse_input = 1;
+  int fuse = 1;
 };
 inline constexpr int kTiledSplitGroups = 256;
 // The defaults above, or GLMSERVE_VULKAN_MATMUL="ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP[,FUSE]]]]"
@@ -55,7 +58,7 @@ inline constexpr int kTiledSplitGroups = 256;
 // with a warning.
 const MatmulTuning& matmul_tuning();
 // MatmulTuning parsed from 3 to 7 of "ONE,FEW,TILED_MIN,DOT,SPLIT,COOP,FUSE" (DOT and COOP -1, 0
-// or 1; SPLIT and FUSE 0 or 1); false if malformed or out of range.
+// or 1; SPLIT 0 or 1; FUSE 0, 1 or 2); false if malformed or out of range.
 bool parse_matmul_tuning(const char* text, MatmulTuning* out);
 // The tiled shader's splits of the row length for n_tokens tokens of w (1: none).
 int tiled_splits(const Matrix& w, int n_tokens, const MatmulTuning& tuning = matmul_tuning());
@@ -99,6 +102,9 @@ inline size_t q8_bytes(int n_rows, int64_t n_cols) {
   return static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols / 32) * 36;
 }
 
+// The bytes a matrix must stay below: the shaders address its bytes in 32 bits.
+inline constexpr size_t kMatrixBytesLimit = size_t{1} << 32;
+
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file); where the device's
 // tensor cores are verified, compiles the type's tensor-core shader (check_coop_matmul): the
 // grouped experts' one where `experts` (a stacked *_exps matrix), else the plain one.
@@ -106,31 +112,48 @@ inline size_t q8_bytes(int n_rows, int64_t n_cols) {
 // bytes in 32 bits), out_of_memory.
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
                                int64_t n_cols, bool experts = false);
+// The same for a matrix stacked from row ranges in their order (rows: [n_rows, n_cols] GGUF
+// rows each): a fused QKV or gate-and-up matrix from separate ones, each expert's gate rows then
+// its up rows.
+struct MatrixRows {
+  const void* data = nullptr;
+  int64_t n_rows = 0;
+};
+StatusOr<Matrix> upload_stacked(Device* device, DType type, const std::vector<MatrixRows>& parts,
+                                int64_t n_cols, bool experts = false);
 // Uploads n floats.
 StatusOr<Buffer> upload_floats(Device* device, const float* data, size_t n);
 
-// What matmul() adds to its products as it writes them: a bias per row (bias: [w.n_rows] f32)
-// and y's old values (a residual), so that neither takes a dispatch of its own.
-struct MatmulAdd {
+// What matmul() does to its products as it writes them, so that none of it takes a dispatch of
+// its own: it adds a bias per row (bias: [w.n_rows] f32), applies an activation to the biased
+// products (act; only where fuses_activation), then adds y's old values (a residual, to_y).
+//   kGelu: gelu_tanh of each (model::ops::gelu_tanh).
+//   kSwigluPairs: w's rows are h gate rows then h up rows (w.n_rows = 2 h, a fused gate-and-up
+//     matrix), and y takes h columns: y[t, y_col + r] = silu(p[t, r]) * p[t, h + r]
+//     (model::ops::swiglu of the biased products p), for r < h.
+enum class MatmulAct : uint32_t {
+  kNone = 0,
+  kGelu = 1,
+  kSwigluPairs = 2
+};  // matmul.comp's out_mode
+struct MatmulOut {
   Addr bias = 0;
   bool to_y = false;
+  MatmulAct act = MatmulAct::kNone;
 };
 
 // A matmul's activations: f32 rows, and optionally the same rows already as quantize_q8 writes
 // them (by the op that wrote them: rms_norm's or swiglu's q8), which the integer-dot shaders
 // then read instead of quantizing the rows themselves. An Addr converts to one without.
-// Or rows the shader transforms as it reads them (only where fuses_input), so that the op
+// Or rows the shader normalizes as it reads them (only where fuses_input), so that the norm
 // before the matmul takes no dispatch (nor barrier) of its own:
 //   rms_normed(x, w, eps): x [n_tokens, w.n_cols] f32, the input rms_norm(x, w) (model::ops::
 //     rms_norm: x / sqrt(mean(x^2) + eps) * w), each team of the shader summing the squares of
 //     the row it reads whole anyway; w: [n_cols] f32.
-//   swiglu_of(gate_up): gate_up [n_tokens, 2 n_cols] f32 (gate, then up), the input
-//     silu(gate) * up (model::ops::swiglu).
-//   gelu_of(x): x [n_tokens, n_cols] f32, the input gelu(x) (model::ops::gelu_tanh; x is left
-//     as it is).
+// (The activations after a matmul run in it as it writes instead: MatmulOut::act.)
 struct MatmulInput {
   // matmul.comp's in_mode
-  enum class Fused : uint32_t { kNone = 0, kRmsNorm = 1, kSwiglu = 2, kGelu = 3 };
+  enum class Fused : uint32_t { kNone = 0, kRmsNorm = 1 };
   MatmulInput(Addr x) : f32(x) {}  // implicit: f32 rows alone are the usual input
   MatmulInput(Addr x, Addr x_q8) : f32(x), q8(x_q8) {}
   static MatmulInput rms_normed(Addr x, Addr w, float eps) {
@@ -140,16 +163,6 @@ struct MatmulInput {
     in.eps = eps;
     return in;
   }
-  static MatmulInput swiglu_of(Addr gate_up) {
-    MatmulInput in(gate_up);
-    in.fused = Fused::kSwiglu;
-    return in;
-  }
-  static MatmulInput gelu_of(Addr x) {
-    MatmulInput in(x);
-    in.fused = Fused::kGelu;
-    return in;
-  }
   Addr f32 = 0;
   Addr q8 = 0;
   Fused fused = Fused::kNone;
@@ -157,19 +170,23 @@ struct MatmulInput {
   float eps = 0;
 };
 
-// Whether matmul() of w over n_tokens tokens takes a fused input (MatmulInput::rms_normed,
-// ::swiglu_of, ::gelu_of): where it runs a one- or few-token float shader (not the tiled one, whose
-// tiles do not read whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes)
-// and tuning.fuse_input.
+// Whether matmul() of w over n_tokens tokens takes a fused input (MatmulInput::rms_normed):
+// where it runs a one- or few-token float shader (not the tiled one, whose tiles do not read
+// whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes) and tuning.fuse
+// is 1.
 bool fuses_input(const Device& device, const Matrix& w, int n_tokens,
                  const MatmulTuning& tuning = matmul_tuning());
+// Whether matmul() over n_tokens tokens applies an activation to its output (MatmulOut::act):
+// where it runs a one- or few-token shader (any of them: each writes its rows' whole sums; the
+// tiled one writes tiles, and its split partial sums) and tuning.fuse is 1 or 2.
+bool fuses_activation(int n_tokens, const MatmulTuning& tuning = matmul_tuning());
 
 // y[t, y_col + r] = sum_c w[r, c] * x[t, c] (+ bias[r]) (+ y[t, y_col + r])   (kernels::matmul),
-// the shader chosen by `tuning`.
+// or an activation of it (MatmulOut), the shader chosen by `tuning`.
 //   x: [n_tokens, w.n_cols] f32 (and its 8-bit blocks), or a fused input (MatmulInput; only
 //   where fuses_input, else a checked failure); y: [n_tokens, y_stride] f32.
 void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens, int y_stride,
-            int y_col, MatmulAdd add = {}, const MatmulTuning& tuning = matmul_tuning());
+            int y_col, MatmulOut out = {}, const MatmulTuning& tuning = matmul_tuning());
 inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_tokens) {
   matmul(s, w, x, y, n_tokens, static_cast<int>(w.n_rows), 0);
 }
@@ -178,12 +195,13 @@ inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_toke
 // (w.n_rows = n_expert x rows). For each slot s in [0, n_slots), with e = ids[s]:
 //   y[s, y_col + r] = sum_c w[e * rows + r, c] * x[s / x_div, c]   (kernels::matmul of
 //   model::expert_slice(w, e, rows) on that row).
-//   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32, or a fused input (MatmulInput,
-//   where fuses_input(w, 1): the down projection's SwiGLU of [n_slots, 2 w.n_cols] rows);
-//   y: [n_slots, y_stride] f32.
+//   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32 (and its 8-bit blocks), or a fused
+//   input (MatmulInput, where fuses_input(w, 1)); y: [n_slots, y_stride] f32; act: an activation of
+//   each slot's products (MatmulOut::act, where fuses_activation(1); kSwigluPairs: an expert's rows
+//   are its gate rows then its up rows, and y takes rows / 2 columns).
 // One token a workgroup (matmul.comp's IDS): every slot reads its expert's rows.
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput x, int x_div,
-                    Addr y, int n_slots, int y_stride, int y_col,
+                    Addr y, int n_slots, int y_stride, int y_col, MatmulAct act = MatmulAct::kNone,
                     const MatmulTuning& tuning = matmul_tuning());
 
 // A step's slots grouped by expert (moe_group.comp): slots [n_expert, cap] int32 (expert e's

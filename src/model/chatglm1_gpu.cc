@@ -116,7 +116,7 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     gpu::layer_norm(st, x, at(g.attn_norm), at(g.attn_norm_b), cur.f32, n, d, c.norm_eps, 0,
                     cur.q8);
     // qkv_ [n, 3 n_embd]: per token its q heads, k heads, v heads.
-    // Biases are added by the matmuls as they write (gpu::MatmulAdd).
+    // Biases are added by the matmuls as they write (gpu::MatmulOut).
     gpu::matmul(st, g.qkv, cur, at(qkv_), n, 3 * d, 0, {at(g.qkv_b), false});
     // The q heads and the k heads after them: one rotary over 2 n_head heads.
     gpu::rope(st, at(qkv_), cos_a, sin_a, n, 3 * d, 0, 2 * c.n_head, hd, c.n_rot,
@@ -130,14 +130,14 @@ Status GpuChatGLM1::forward(const std::vector<SeqInput>& batch, KvPool* kv, std:
     const gpu::MatmulInput ffn_in{x, q8_rows(cur_q8_, g.ffn_up, n)};
     gpu::layer_norm(st, at(cur_), at(g.ffn_norm), at(g.ffn_norm_b), x, n, d, c.norm_eps, 0,
                     ffn_in.q8);
-    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, ff, 0, {at(g.ffn_up_b), false});  // [n, n_ff]
-    // GELU inside the down projection where its shader can take it (gpu::fuses_input), else in
-    // place (with its 8-bit rows where the down projection takes them).
-    const bool fuse_gelu = gpu::fuses_input(*device_, g.ffn_down, n);
-    const gpu::MatmulInput down_in =
-        fuse_gelu ? gpu::MatmulInput::gelu_of(at(up_))
-                  : gpu::MatmulInput{at(up_), q8_rows(act_q8_, g.ffn_down, n)};
-    if (!fuse_gelu) gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff, down_in.q8);
+    // up_ [n, n_ff] = GELU(up(x) + b): applied by the matmul as it writes where it can
+    // (gpu::fuses_activation), else in place (with its 8-bit rows where the down projection
+    // takes them; where the matmul applied it, that projection quantizes them itself).
+    const bool gelu_out = gpu::fuses_activation(n);
+    const gpu::MatmulInput down_in{at(up_), gelu_out ? 0 : q8_rows(act_q8_, g.ffn_down, n)};
+    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, ff, 0,
+                {at(g.ffn_up_b), false, gelu_out ? gpu::MatmulAct::kGelu : gpu::MatmulAct::kNone});
+    if (!gelu_out) gpu::gelu(st, at(up_), static_cast<int64_t>(n) * ff, down_in.q8);
     gpu::matmul(st, g.ffn_down, down_in, at(proj_), n, d, 0, {at(g.ffn_down_b), false});
     gpu::scale_add(st, at(proj_), alpha_, x, nd);
   }

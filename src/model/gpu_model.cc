@@ -118,6 +118,55 @@ Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out
   return Status::Ok();
 }
 
+StatusOr<bool> GpuModel::Uploader::stacked(const std::vector<const kernels::WeightView*>& views,
+                                           gpu::Matrix* out, const std::string& what,
+                                           int n_expert) {
+  const kernels::WeightView& first = *views.front();
+  size_t bytes = 0;
+  for (const kernels::WeightView* v : views) {
+    if (v->data == nullptr || v->type != first.type || v->n_cols != first.n_cols ||
+        (n_expert > 0 && v->n_rows % n_expert != 0)) {
+      return false;
+    }
+    bytes += matrix_bytes(*v);
+  }
+  if (bytes >= gpu::kMatrixBytesLimit) return false;  // apart, each may still fit
+  std::vector<gpu::MatrixRows> parts;
+  const int n_runs = std::max(n_expert, 1);
+  for (int e = 0; e < n_runs; ++e) {
+    for (const kernels::WeightView* v : views) {
+      const int64_t rows = v->n_rows / n_runs;
+      parts.push_back({static_cast<const uint8_t*>(v->data) +
+                           row_bytes(v->type, v->n_cols) * static_cast<size_t>(rows) * e,
+                       rows});
+    }
+  }
+  StatusOr<gpu::Matrix> m =
+      gpu::upload_stacked(device, first.type, parts, first.n_cols, /*experts=*/n_expert > 0);
+  if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
+  *out = std::move(*m);
+  for (const kernels::WeightView* v : views) done += matrix_bytes(*v);
+  if (progress) progress(done, total);
+  return true;
+}
+
+Status GpuModel::Uploader::vecs(const std::vector<const float*>& v,
+                                const std::vector<int64_t>& lens, gpu::Buffer* out) {
+  GLM_CHECK(v.size() == lens.size());
+  if (std::all_of(v.begin(), v.end(), [](const float* p) { return p == nullptr; })) {
+    return Status::Ok();
+  }
+  std::vector<float> all;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == nullptr) {
+      all.insert(all.end(), static_cast<size_t>(lens[i]), 0.0f);
+    } else {
+      all.insert(all.end(), v[i], v[i] + lens[i]);
+    }
+  }
+  return vec(all.data(), static_cast<int64_t>(all.size()), out);
+}
+
 Status GpuModel::Uploader::vec(const float* v, int64_t n, gpu::Buffer* out) {
   if (v == nullptr) return Status::Ok();
   StatusOr<gpu::Buffer> b = gpu::upload_floats(device, v, static_cast<size_t>(n));

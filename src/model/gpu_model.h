@@ -73,6 +73,17 @@ class GpuModel : public Model {
     // (gpu::upload_matrix's).
     Status matrix(const kernels::WeightView& v, gpu::Matrix* out, const std::string& what,
                   bool experts = false);
+    // One matrix stacked from `views` (a fused QKV or gate-and-up matrix from separate ones, so
+    // that one matmul computes them all) where each is present with the same type and row length
+    // and together they stay below gpu::kMatrixBytesLimit; else false, and nothing uploaded.
+    // n_expert > 0: stacked *_exps matrices of n_expert experts, stacked expert by expert (expert
+    // e's rows of each view in turn).
+    StatusOr<bool> stacked(const std::vector<const kernels::WeightView*>& views, gpu::Matrix* out,
+                           const std::string& what, int n_expert = 0);
+    // The vectors of `lens` floats each one after the other (zeros for a null one; none if all
+    // are null): the biases of a stacked matrix.
+    Status vecs(const std::vector<const float*>& v, const std::vector<int64_t>& lens,
+                gpu::Buffer* out);
     // n floats (none if v is null).
     Status vec(const float* v, int64_t n, gpu::Buffer* out);
   };
@@ -120,7 +131,7 @@ class GpuModel : public Model {
   static size_t scratch_bytes(const Config& config, Widths widths, int n, int r, int b);
 
   // The device address of byte `byte_offset` of b (0 for an empty buffer: no bias, for
-  // gpu::MatmulAdd).
+  // gpu::MatmulOut).
   static gpu::Addr at(const gpu::Buffer& b, size_t byte_offset = 0) {
     return b.address() + byte_offset;
   }

@@ -81,6 +81,9 @@ struct RandomSpec {
   int n_rot = -1;  // -1: the architecture's default (chatglm head_dim/2, llama head_dim)
   float rope_base = 10000.0f;
   DType type = DType::kF32;
+  // Types other than `type` for the matrices whose names end so ({"attn_v.weight", kQ6_K}: a
+  // Q4_K_M file's mix).
+  std::vector<std::pair<std::string, DType>> types_by_suffix;
   bool tied = false;
   float std = 0.1f;
   uint32_t seed = 1;
@@ -193,6 +196,16 @@ inline Status write_random_model(const RandomSpec& s, const std::string& path) {
         gguf::Value::u32(s.n_rot >= 0 ? s.n_rot : (glm ? hd / 2 : hd)));
   if (s.extra_metadata) s.extra_metadata(&w);
 
+  const auto type_of = [&](const T& t) {
+    if (t.vector_f32) return DType::kF32;
+    for (const auto& [suffix, type] : s.types_by_suffix) {
+      if (t.name.size() >= suffix.size() &&
+          t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return type;
+      }
+    }
+    return s.type;
+  };
   std::vector<T> kept;
   for (T t : ts) {
     bool skip = false;
@@ -200,7 +213,7 @@ inline Status write_random_model(const RandomSpec& s, const std::string& path) {
     if (skip) continue;
     if (s.reshape) s.reshape(t.name, &t.shape);
     kept.push_back(t);
-    w.add_tensor(t.name, t.vector_f32 ? DType::kF32 : s.type, t.shape);
+    w.add_tensor(t.name, type_of(t), t.shape);
   }
   GLM_RETURN_IF_ERROR(w.begin(path));
   std::mt19937 rng(s.seed);
@@ -211,7 +224,7 @@ inline Status write_random_model(const RandomSpec& s, const std::string& path) {
     std::vector<float> v(n);
     const float scale = t.vector_f32 ? (t.norm ? 0.1f : 0.02f) : s.std;
     for (float& x : v) x = (t.norm ? 1.0f : 0.0f) + scale * normal(rng);
-    const DType type = t.vector_f32 ? DType::kF32 : s.type;
+    const DType type = type_of(t);
     if (type == DType::kF32) {
       GLM_RETURN_IF_ERROR(w.write_tensor_data(v.data(), v.size() * sizeof(float)));
     } else {

@@ -242,16 +242,33 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   GLM_RETURN_IF_ERROR(up.vec(lw.attn_norm, c.n_embd, &g.attn_norm));
   GLM_RETURN_IF_ERROR(up.matrix(lw.qkv, &g.qkv, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.qkv_b, c.q_dim() + 2 * c.kv_dim(), &g.qkv_b));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.wq, &g.wq, name));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.wk, &g.wk, name));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.wv, &g.wv, name));
-  GLM_RETURN_IF_ERROR(up.vec(lw.bq, c.q_dim(), &g.bq));
-  GLM_RETURN_IF_ERROR(up.vec(lw.bk, c.kv_dim(), &g.bk));
-  GLM_RETURN_IF_ERROR(up.vec(lw.bv, c.kv_dim(), &g.bv));
+  // llama's separate q, k and v (and gate and up) stacked into one matrix where their types
+  // agree, as ChatGLM's files have them: one matmul (and its dispatch) for them all.
+  StatusOr<bool> qkv = lw.wq.data != nullptr ? up.stacked({&lw.wq, &lw.wk, &lw.wv}, &g.qkv, name)
+                                             : StatusOr<bool>(false);
+  if (!qkv.ok()) return qkv.status();
+  if (*qkv) {
+    GLM_RETURN_IF_ERROR(
+        up.vecs({lw.bq, lw.bk, lw.bv}, {c.q_dim(), c.kv_dim(), c.kv_dim()}, &g.qkv_b));
+  } else {
+    GLM_RETURN_IF_ERROR(up.matrix(lw.wq, &g.wq, name));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.wk, &g.wk, name));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.wv, &g.wv, name));
+    GLM_RETURN_IF_ERROR(up.vec(lw.bq, c.q_dim(), &g.bq));
+    GLM_RETURN_IF_ERROR(up.vec(lw.bk, c.kv_dim(), &g.bk));
+    GLM_RETURN_IF_ERROR(up.vec(lw.bv, c.kv_dim(), &g.bv));
+  }
   GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, c.n_embd, &g.ffn_norm));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_up, &g.ffn_up, name));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_gate, &g.ffn_gate, name));
+  StatusOr<bool> gate_up = lw.ffn_gate.data != nullptr
+                               ? up.stacked({&lw.ffn_gate, &lw.ffn_up}, &g.ffn_up, name)
+                               : StatusOr<bool>(false);
+  if (!gate_up.ok()) return gate_up.status();
+  g.gate_up_stacked = *gate_up;
+  if (!g.gate_up_stacked) {
+    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_up, &g.ffn_up, name));
+    GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_gate, &g.ffn_gate, name));
+  }
   GLM_RETURN_IF_ERROR(up.matrix(lw.ffn_down, &g.ffn_down, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.ffn_down_b, c.n_embd, &g.ffn_down_b));
   GLM_RETURN_IF_ERROR(up.vec(lw.attn_post_norm, c.n_embd, &g.attn_post_norm));
@@ -259,11 +276,26 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   const MoeWeights& m = lw.moe;
   GLM_RETURN_IF_ERROR(up.matrix(m.gate_inp, &g.gate_inp, name));
   GLM_RETURN_IF_ERROR(up.vec(m.exp_probs_b, c.moe.n_expert, &g.exp_probs_b));
-  GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name, /*experts=*/true));
-  GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name, /*experts=*/true));
+  // Each expert's gate and up rows together (one matmul of the experts for both), and the
+  // shared expert's, where their types agree.
+  StatusOr<bool> exps =
+      m.gate_exps.data != nullptr
+          ? up.stacked({&m.gate_exps, &m.up_exps}, &g.gate_up_exps, name, c.moe.n_expert)
+          : StatusOr<bool>(false);
+  if (!exps.ok()) return exps.status();
+  if (!*exps) {
+    GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name, /*experts=*/true));
+    GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name, /*experts=*/true));
+  }
   GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name, /*experts=*/true));
-  GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
-  GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
+  StatusOr<bool> shexp = m.gate_shexp.data != nullptr
+                             ? up.stacked({&m.gate_shexp, &m.up_shexp}, &g.gate_up_shexp, name)
+                             : StatusOr<bool>(false);
+  if (!shexp.ok()) return shexp.status();
+  if (!*shexp) {
+    GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
+    GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
+  }
   GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
   return Status::Ok();
 }
@@ -313,37 +345,57 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
     groups.n_expert = m.n_expert;
     groups.cap = n;
     gpu::moe_group(st, ids, slots, groups);
-    gpu::matmul_experts_grouped(st, g.gate_exps, fe, groups, at(cur_), k, up, 2 * fe, 0);
-    gpu::matmul_experts_grouped(st, g.up_exps, fe, groups, at(cur_), k, up, 2 * fe, fe);
+    // up [slots, 2 n_ff_exp]: gate, then up (one matmul where the experts' rows are stacked).
+    if (g.gate_up_exps.buf.valid()) {
+      gpu::matmul_experts_grouped(st, g.gate_up_exps, 2 * fe, groups, at(cur_), k, up, 2 * fe, 0);
+    } else {
+      gpu::matmul_experts_grouped(st, g.gate_exps, fe, groups, at(cur_), k, up, 2 * fe, 0);
+      gpu::matmul_experts_grouped(st, g.up_exps, fe, groups, at(cur_), k, up, 2 * fe, fe);
+    }
     gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
     gpu::matmul_experts_grouped(st, g.down_exps, d, groups, act, 1, down, d, 0);
   } else {
-    gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
-    gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
-    // SwiGLU inside the down projection where its shader can take it (gpu::fuses_input).
-    if (gpu::fuses_input(*device_, g.down_exps, 1)) {
-      gpu::matmul_experts(st, g.down_exps, d, ids, gpu::MatmulInput::swiglu_of(up), 1, down, slots,
-                          d, 0);
+    if (g.gate_up_exps.buf.valid() && gpu::fuses_activation(1)) {
+      // act [slots, n_ff_exp]: SwiGLU applied as the stacked gate and up rows' products are
+      // written.
+      gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, at(cur_), k, act, slots, fe, 0,
+                          gpu::MatmulAct::kSwigluPairs);
     } else {
+      if (g.gate_up_exps.buf.valid()) {
+        gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
+      } else {
+        gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
+        gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
+      }
       gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
-      gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
     }
+    gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
   }
   shared_expert(st, g, x, n);
   gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
 }
 
 void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const {
-  if (!g.gate_shexp.buf.valid()) return;
+  if (!g.gate_up_shexp.buf.valid() && !g.gate_shexp.buf.valid()) return;
   // On every token: x += its output.
-  const int d = config_.n_embd, fs = static_cast<int>(g.gate_shexp.n_rows);
-  gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
-  gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
-  if (gpu::fuses_input(*device_, g.down_shexp, n)) {  // SwiGLU inside the down projection
-    gpu::matmul(st, g.down_shexp, gpu::MatmulInput::swiglu_of(at(up_)), x, n, d, 0, {0, true});
-    return;
+  const int d = config_.n_embd;
+  const gpu::Matrix& gate_up = g.gate_up_shexp;
+  if (gate_up.buf.valid() && gpu::fuses_activation(n)) {
+    // act_ [n, fs]: SwiGLU applied as the stacked gate and up rows' products are written.
+    const int fs = static_cast<int>(gate_up.n_rows / 2);
+    gpu::matmul(st, gate_up, at(cur_), at(act_), n, fs, 0,
+                {0, false, gpu::MatmulAct::kSwigluPairs});
+  } else {
+    // up_ [n, 2 fs]: gate, then up.
+    const int fs = static_cast<int>(gate_up.buf.valid() ? gate_up.n_rows / 2 : g.gate_shexp.n_rows);
+    if (gate_up.buf.valid()) {
+      gpu::matmul(st, gate_up, at(cur_), at(up_), n);
+    } else {
+      gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
+      gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
+    }
+    gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
   }
-  gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
   gpu::matmul(st, g.down_shexp, at(act_), x, n, d, 0, {0, true});
 }
 
@@ -396,11 +448,15 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
     gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
   }
   // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
-  // Biases are added by the matmuls as they write (gpu::MatmulAdd).
+  // Biases are added by the matmuls as they write (gpu::MatmulOut).
   // Sequences with a LoRA add theirs (add_lora) after each product.
   if (g.qkv.buf.valid()) {
     gpu::matmul(st, g.qkv, cur, at(qkv_), n, w, 0, {at(g.qkv_b), false});
     add_lora(st, l, &GpuLoraLayer::qkv, at(cur_), at(qkv_), w, 0);
+    // (A llama file's q, k and v stacked at upload: their LoRA pairs.)
+    add_lora(st, l, &GpuLoraLayer::wq, at(cur_), at(qkv_), w, 0);
+    add_lora(st, l, &GpuLoraLayer::wk, at(cur_), at(qkv_), w, qd);
+    add_lora(st, l, &GpuLoraLayer::wv, at(cur_), at(qkv_), w, qd + kd);
   } else {
     gpu::matmul(st, g.wq, cur, at(qkv_), n, w, 0, {at(g.bq), false});
     gpu::matmul(st, g.wk, cur, at(qkv_), n, w, qd, {at(g.bk), false});
@@ -415,7 +471,8 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope, attn.q8);
   project(st, g.wo, attn, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
   // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
-  const bool moe_layer = g.host_moe != nullptr || g.gate_exps.buf.valid();
+  const bool moe_layer =
+      g.host_moe != nullptr || g.gate_up_exps.buf.valid() || g.gate_exps.buf.valid();
   const gpu::MatmulInput ffn_in =
       !moe_layer && fusable({&g.ffn_gate, &g.ffn_up})
           ? gpu::MatmulInput::rms_normed(x, at(g.ffn_norm), c.norm_eps)
@@ -431,20 +488,25 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
     moe(st, g, x, n);
     return Status::Ok();
   }
-  // up_ [n, 2 n_ff]: per token gate (n_ff) then up (n_ff).
-  if (g.ffn_gate.buf.valid()) {
-    gpu::matmul(st, g.ffn_gate, ffn_in, at(up_), n, 2 * ff, 0);
-    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, 2 * ff, ff);
-    add_lora(st, l, &GpuLoraLayer::ffn_gate, at(cur_), at(up_), 2 * ff, 0);
-    add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, ff);
+  // act_ [n, n_ff] = SwiGLU(gate, up): applied by the gate-and-up matmul as it writes where it
+  // can (gpu::fuses_activation: a few tokens, one matrix, no LoRA of the step adding to its
+  // products; the down projection then quantizes act_ itself where it takes 8 bits); else the
+  // products in up_ [n, 2 n_ff] (per token gate, then up), their LoRA, and a dispatch of its own.
+  gpu::MatmulInput act{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
+  if (!g.ffn_gate.buf.valid() && no_lora && gpu::fuses_activation(n)) {
+    gpu::matmul(st, g.ffn_up, ffn_in, act.f32, n, ff, 0, {0, false, gpu::MatmulAct::kSwigluPairs});
+    act.q8 = 0;
   } else {
-    gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n);
-    add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, 0);
-  }
-  const gpu::MatmulInput act = fusable({&g.ffn_down})
-                                   ? gpu::MatmulInput::swiglu_of(at(up_))
-                                   : gpu::MatmulInput{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
-  if (act.fused == gpu::MatmulInput::Fused::kNone) {
+    if (g.ffn_gate.buf.valid()) {
+      gpu::matmul(st, g.ffn_gate, ffn_in, at(up_), n, 2 * ff, 0);
+      gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n, 2 * ff, ff);
+    } else {
+      gpu::matmul(st, g.ffn_up, ffn_in, at(up_), n);
+    }
+    // A llama file's gate and up pairs (up's at n_ff), or a fused matrix's one pair.
+    const bool llama_pairs = g.ffn_gate.buf.valid() || g.gate_up_stacked;
+    add_lora(st, l, &GpuLoraLayer::ffn_gate, at(cur_), at(up_), 2 * ff, 0);
+    add_lora(st, l, &GpuLoraLayer::ffn_up, at(cur_), at(up_), 2 * ff, llama_pairs ? ff : 0);
     gpu::swiglu(st, at(up_), act.f32, n, ff, 2 * ff, 0, ff, act.q8);
   }
   project(st, g.ffn_down, act, g.ffn_down_b, g.ffn_post_norm, x, n, l, &GpuLoraLayer::ffn_down);

@@ -47,14 +47,15 @@ class GpuTransformer : public GpuModel {
 
  private:
   struct Layer {
-    gpu::Buffer attn_norm;  // [n_embd]
-    gpu::Matrix qkv;        // fused [q_dim + 2 kv_dim, n_embd], or
-    gpu::Matrix wq, wk, wv;
+    gpu::Buffer attn_norm;          // [n_embd]
+    gpu::Matrix qkv;                // fused [q_dim + 2 kv_dim, n_embd] (the file's, or stacked), or
+    gpu::Matrix wq, wk, wv;         // where their types differ
     gpu::Buffer qkv_b, bq, bk, bv;  // biases or empty
     gpu::Matrix wo;                 // [n_embd, q_dim]
     gpu::Buffer ffn_norm;           // [n_embd]
-    gpu::Matrix ffn_up;             // fused [2 n_ff, n_embd] or [n_ff, n_embd]
+    gpu::Matrix ffn_up;             // fused [2 n_ff, n_embd] (gate rows, then up) or [n_ff, n_embd]
     gpu::Matrix ffn_gate;           // separate [n_ff, n_embd] or empty
+    bool gate_up_stacked = false;   // ffn_up: the file's ffn_gate and ffn_up stacked at upload
     gpu::Matrix ffn_down;           // [n_embd, n_ff]
     gpu::Buffer ffn_down_b;         // [n_embd] or empty
     gpu::Buffer attn_post_norm;     // [n_embd] glm4's sandwich norms, or empty
@@ -62,8 +63,11 @@ class GpuTransformer : public GpuModel {
     // glm4moe's MoE layers (model/moe.h; the dense FFN's matrices are then empty):
     gpu::Matrix gate_inp;              // router [n_expert, n_embd]
     gpu::Buffer exp_probs_b;           // [n_expert] selection bias, or empty
+    gpu::Matrix gate_up_exps;          // [n_expert * 2 n_ff_exp, n_embd]: an expert's gate rows
+                                       // then its up rows, or (types that differ) empty and
     gpu::Matrix gate_exps, up_exps;    // [n_expert * n_ff_exp, n_embd] stacked
     gpu::Matrix down_exps;             // [n_expert * n_embd, n_ff_exp]
+    gpu::Matrix gate_up_shexp;         // [2 n_shared * n_ff_exp, n_embd] gate, then up; or
     gpu::Matrix gate_shexp, up_shexp;  // [n_shared * n_ff_exp, n_embd], or empty
     gpu::Matrix down_shexp;            // [n_embd, n_shared * n_ff_exp]
     // --cpu-moe: this MoE layer's router and routed experts in host memory (HostExperts'

@@ -28,6 +28,7 @@ struct Case {
   const char* arch;
   DType type;
   DType kv;
+  bool mixed = false;  // v and up in Q6_K (a Q4_K_M file's mix): llama's matrices kept apart
 };
 
 class GpuVsCpu : public ::testing::TestWithParam<Case> {};
@@ -43,8 +44,11 @@ TEST_P(GpuVsCpu, SameLogits) {
   spec.n_head = 4;
   spec.n_head_kv = 2;
   spec.n_vocab = 77;
+  if (c.mixed)
+    spec.types_by_suffix = {{"attn_v.weight", DType::kQ6_K}, {"ffn_up.weight", DType::kQ6_K}};
   const std::string path =
-      testing::temp_path(std::string("gpu_") + c.arch + "_" + dtype_name(c.type) + ".gguf");
+      testing::temp_path(std::string("gpu_") + c.arch + "_" + dtype_name(c.type) +
+                         (c.mixed ? "_mixed" : "") + ".gguf");
   ASSERT_TRUE(testing::write_random_model(spec, path).ok());
   // The reference: the same weights decoded to f32 on the CPU. (The CPU kernels of quantized
   // weights also quantize the activations to 8 bits, as llama.cpp's do; the GPU kernels multiply
@@ -87,11 +91,45 @@ INSTANTIATE_TEST_SUITE_P(Weights, GpuVsCpu,
                                            Case{"chatglm", DType::kQ6_K, DType::kF16},
                                            Case{"llama", DType::kBF16, DType::kF32},
                                            Case{"llama", DType::kQ5_K, DType::kF16},
-                                           Case{"llama", DType::kQ5_1, DType::kF16}),
+                                           Case{"llama", DType::kQ5_1, DType::kF16},
+                                           Case{"llama", DType::kQ4_K, DType::kF16, true}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.arch) + "_" + dtype_name(i.param.type) +
-                                  "_kv_" + dtype_name(i.param.kv);
+                                  (i.param.mixed ? "_mixed" : "") + "_kv_" + dtype_name(i.param.kv);
                          });
+
+// A llama layer's q, k and v, and its gate and up, run as one matmul each where their types
+// agree (stacked at upload: GpuModel::Uploader::stacked), apart where they differ (the logits
+// of both: GpuVsCpu above): the one-token matmuls of two decode steps, from the device's
+// profile, are the LM head's and 4 a layer (QKV, output, gate and up, down), else 7.
+TEST(GpuStacked, LlamaMatricesAreOneMatmulWhereTheirTypesAgree) {
+  for (const bool mixed : {false, true}) {
+    SCOPED_TRACE(mixed ? "v and up in Q6_K" : "every matrix in Q4_K");
+    testing::RandomSpec spec;
+    spec.arch = "llama";
+    spec.type = DType::kQ4_K;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.n_vocab = 77;
+    if (mixed) {
+      spec.types_by_suffix = {{"attn_v.weight", DType::kQ6_K}, {"ffn_up.weight", DType::kQ6_K}};
+    }
+    const std::string path =
+        testing::temp_path(std::string("gpu_stacked") + (mixed ? "_mixed" : "") + ".gguf");
+    ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+    auto m = testing::load(path, 2, true, "vulkan");
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto* gpu = dynamic_cast<GpuModel*>(m->get());
+    ASSERT_NE(gpu, nullptr);
+    ASSERT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
+    run(**m, DType::kF16, {3, 1, 4}, {1, 5});
+    uint64_t one_token = 0;
+    for (const gpu::OpTime& op : gpu->device()->profile()) {
+      if (op.name.rfind("matvec", 0) == 0) one_token += op.calls;
+    }
+    EXPECT_EQ(one_token, 2u * (spec.n_layer * (mixed ? 7u : 4u) + 1u));
+  }
+}
 
 std::unique_ptr<Model> small_gpu_model(const std::string& name) {
   testing::RandomSpec spec;

@@ -21,11 +21,15 @@
 // IDOT (the quantized types): the activations come quantized to 8 bits a value (quantize_q8.comp)
 // and a part's products are integer dot products of 4 codes by 4 activations (OpSUDot of
 // SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float.
-// in_mode (the float shaders; gpu::MatmulInput): the input is x as it is (0); x's RMS norm (1:
-// x / sqrt(mean(x^2) + eps) * norm_w, the twin of rms_norm.comp: a team reads its tokens' rows
-// whole, so it sums their squares on the way and scales its sums once at the end);
-// silu(gate) * up (2: x rows of 2 n_cols, gate then up, the twin of swiglu.comp); or gelu(x)
-// (3: the twin of gelu.comp).
+// in_mode (the float shaders; gpu::MatmulInput): the input is x as it is (0), or x's RMS norm
+// (1: x / sqrt(mean(x^2) + eps) * norm_w, the twin of rms_norm.comp: a team reads its tokens'
+// rows whole, so it sums their squares on the way and scales its sums once at the end).
+// out_mode (every variant; gpu::MatmulOut): the products as they are (0); gelu of each biased
+// product (1, the twin of gelu.comp); or silu(gate) * up of row pairs (2, the twin of
+// swiglu.comp: the matrix's n_rows rows are gate rows, then as many up rows; output row o is
+// silu(gate o) * up o, biased, so y takes n_rows / 2 columns). A team then takes nr / 2 gate rows
+// and the nr / 2 up rows n_rows / 2 after them, so that each output is its team's: each
+// activation is computed once, where a fused input would be once a team.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -76,7 +80,8 @@ layout(push_constant) uniform Push {
   uint add_to_y;   // 1: y += the products (a residual), else y = them
   Floats norm_w;   // [n_cols] in_mode 1's weights (read 16 bytes at a time where x_vec4)
   float eps;       // in_mode 1's
-  uint in_mode;    // 0: x; 1: x's RMS norm; 2: silu(gate) * up; 3: gelu(x) (above)
+  uint in_mode;    // 0: x; 1: x's RMS norm (above)
+  uint out_mode;   // 0: the products; 1: their gelu; 2: silu(gate) * up of row pairs (above)
 #ifdef IDS
   Ints ids;           // [n_tokens] the expert of each slot
   uint expert_bytes;  // one expert's n_rows rows
@@ -89,8 +94,8 @@ layout(push_constant) uniform Push {
 #include "activation.glsl"
 
 #define IN_RMS_NORM 1u
-#define IN_SWIGLU 2u
-#define IN_GELU 3u
+#define OUT_GELU 1u
+#define OUT_SWIGLU_PAIRS 2u
 #define NRED (NOUT + TT)  // a team's sums, then (IN_RMS_NORM) its tokens' sums of squares
 
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
@@ -113,8 +118,6 @@ vec4 in_run(uint xo, uint e, vec4 nw, inout float ss) {
     ss += dot(v, v);
     return v * nw;
   }
-  if (p.in_mode == IN_SWIGLU) return SILU_MUL(v, x_run(xo + p.n_cols, e));
-  if (p.in_mode == IN_GELU) return GELU_TANH(v);
   return v;
 }
 #endif
@@ -123,6 +126,29 @@ vec4 in_run(uint xo, uint e, vec4 nw, inout float ss) {
 // its squares.
 float out_scale(float ss) {
   return p.in_mode == IN_RMS_NORM ? 1.0 / sqrt(ss / float(p.n_cols) + p.eps) : 1.0;
+}
+
+// The matrix row of a team's row r (its first row row0, nr rows): the next, or (OUT_SWIGLU_PAIRS)
+// gate rows row0 / 2 .. and the up rows n_rows / 2 after them; past the last, the last.
+uint matrix_row(uint row0, uint r, uint nr) {
+  if (p.out_mode != OUT_SWIGLU_PAIRS) return min(row0 + r, p.n_rows - 1u);
+  uint half_rows = p.n_rows >> 1, pairs = nr >> 1;
+  uint o = min((row0 >> 1) + r % pairs, half_rows - 1u);
+  return r < pairs ? o : half_rows + o;
+}
+
+// Token t's output of its team's row r (first row row0): s, the row's sum; su, the sum of row
+// r + nr / 2 (OUT_SWIGLU_PAIRS, where r < nr / 2: the up row of r's gate row). By out_mode.
+void write_out(uint t, uint row0, uint r, uint nr, float s, float su) {
+  if (p.out_mode == OUT_SWIGLU_PAIRS) {
+    uint o = (row0 >> 1) + r, half_rows = p.n_rows >> 1;
+    if (r < (nr >> 1) && o < half_rows) {
+      store_y(t, o, SILU_MUL(biased(o, s), biased(half_rows + o, su)));
+    }
+  } else if (row0 + r < p.n_rows) {
+    float v = biased(row0 + r, s);
+    store_y(t, row0 + r, p.out_mode == OUT_GELU ? GELU_TANH(v) : v);
+  }
 }
 
 void main() {
@@ -152,7 +178,7 @@ void main() {
   // sums are not written).
   uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
   uint ro[RMAX];
-  for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + min(row0 + r, p.n_rows - 1u) * p.row_bytes;
+  for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + matrix_row(row0, r, nr) * p.row_bytes;
 #ifdef IDOT
   // UNROLL parts a thread at once, their weights loaded before any is used: a part is only 4.5
   // (Q4_0) to 8.5 (Q8_0) bytes a row, and a decode matmul is as fast as the bytes in flight.
@@ -190,7 +216,6 @@ void main() {
     }
   }
 #else
-  uint row_len = p.in_mode == IN_SWIGLU ? 2u * p.n_cols : p.n_cols;  // of x
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
     float v[RMAX][8], d[RMAX], m[RMAX];
@@ -205,7 +230,7 @@ void main() {
     }
     for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
-        uint xo = (x0 + t) * row_len;
+        uint xo = (x0 + t) * p.n_cols;
         vec4 xa = in_run(xo, ea, nwa, ss[t]), xb = in_run(xo, eb, nwb, ss[t]);
 #ifdef HAS_MIN
         float xsum = dot(xa + xb, vec4(1.0));  // the part's activations, for the offsets m
@@ -247,16 +272,20 @@ void main() {
     }
     barrier();
     uint per_team = tpr / gl_SubgroupSize;
+    // A row's pair (OUT_SWIGLU_PAIRS): its up row's sums, nr / 2 rows on.
+    uint ku = p.out_mode == OUT_SWIGLU_PAIRS ? (nr >> 1) * TT : 0u;
     for (uint j = tid; j < n_teams * NOUT; j += 64u) {
       uint tm = j / NOUT, k = j % NOUT, r = k / TT, t = k % TT;
-      uint row = (((group << (6u - p.tpr_log2)) + tm) << p.rows_log2) + r;
-      if (r < nr && t < nt && row < p.n_rows) {
-        float s = 0.0, q = 0.0;
+      uint team_row0 = ((group << (6u - p.tpr_log2)) + tm) << p.rows_log2;
+      if (r < nr && t < nt && team_row0 < p.n_rows) {
+        float s = 0.0, su = 0.0, q = 0.0;
         for (uint g = 0u; g < per_team; ++g) {
           s += red[tm * per_team + g][k];
+          if (ku != 0u && r < (nr >> 1)) su += red[tm * per_team + g][k + ku];
           if (norm) q += red[tm * per_team + g][NOUT + t];
         }
-        write_y(t0 + t, row, s * out_scale(q));
+        float sc = out_scale(q);
+        write_out(t0 + t, team_row0, r, nr, s * sc, su * sc);
       }
     }
   } else {
@@ -273,12 +302,14 @@ void main() {
       }
       barrier();
     }
-    if (lane == 0u) {
+    if (lane == 0u && row0 < p.n_rows) {
+      uint ru = p.out_mode == OUT_SWIGLU_PAIRS ? nr >> 1 : 0u;  // a row's up row, r + ru
       for (uint r = 0u; r < RMAX; ++r) {
-        uint row = row0 + r;
         for (uint t = 0u; t < TT; ++t) {
-          if (r < nr && t < nt && row < p.n_rows) {
-            write_y(t0 + t, row, red[tid][r * TT + t] * out_scale(red[tid][NOUT + t]));
+          if (r < nr && t < nt) {
+            float sc = out_scale(red[tid][NOUT + t]);
+            float su = ru != 0u && r < ru ? red[tid][(r + ru) * TT + t] : 0.0;
+            write_out(t0 + t, row0, r, nr, red[tid][r * TT + t] * sc, su * sc);
           }
         }
       }
