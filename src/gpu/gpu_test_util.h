@@ -151,4 +151,30 @@ inline std::vector<float> device_q8_values(Device* dev, const std::vector<float>
   return v;
 }
 
+// The matmul tests' output rule: y [n_tokens, stride] was filled with -7 and written at columns
+// 2 .. 2 + n_out - 1. Reads it back, expects the other columns untouched, and returns the largest
+// |y - want| over the written ones (want [n_tokens, n_out], plus add[r] where given: the bias
+// and residual asked for) with the largest |want + add|, for a tolerance of the test's.
+struct OutputError {
+  double max_err = 0, max_abs = 0;
+};
+inline OutputError output_error(Device* dev, const Buffer& yb, int n_tokens, int stride,
+                                const std::vector<float>& want, int n_out,
+                                const std::vector<float>& add = {}) {
+  const std::vector<float> got = read_floats(dev, yb, static_cast<size_t>(n_tokens) * stride);
+  OutputError e;
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int r = 0; r < n_out; ++r) {
+      const float g = got[static_cast<size_t>(t) * stride + 2 + r];
+      const float w = want[static_cast<size_t>(t) * n_out + r] + (add.empty() ? 0.0f : add[r]);
+      e.max_err = std::max(e.max_err, static_cast<double>(std::fabs(g - w)));
+      e.max_abs = std::max(e.max_abs, static_cast<double>(std::fabs(w)));
+    }
+    for (int col : {0, 1, stride - 1}) {
+      EXPECT_EQ(got[static_cast<size_t>(t) * stride + col], -7.0f) << "wrote outside";
+    }
+  }
+  return e;
+}
+
 }  // namespace glm::gpu
