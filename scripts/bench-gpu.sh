@@ -14,7 +14,7 @@
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
 #                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
 #                            [--serve-runs 10] [--kernels REGEX|none]
-#                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16 submit=128" | none]
+#                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
@@ -27,10 +27,11 @@
 #       one token and for a few, the tokens from which the tiled shader runs, 8-bit activations
 #       with integer dot products (absent: where accelerated; 0: never), the tiled shader's split
 #       of a short prompt's rows (0: never), its tensor cores (absent: where checked; 0: never),
-#       the norms inside the float decode matmuls and the activations inside the decode matmuls
-#       (absent: both; 2: the activations alone; 0: dispatches of their own; 2,2,16,0 against
-#       2,2,16,0,1,-1,2 is what the norms' save, against 2,2,16,0,1,-1,0 what both do);
-#       docs/gpu.md), and under each
+#       the norms (and the 8-bit path's quantization) and the activations inside the decode
+#       matmuls (absent: both; 2: the activations alone; 0: dispatches of their own; 2,2,16
+#       against 2,2,16,-1,1,-1,2 is what the norms' save on the 8-bit path, NVIDIA's default for
+#       quantized weights, and 2,2,16,0 against 2,2,16,0,1,-1,2 on the float path; against
+#       ...,0 what both do); docs/gpu.md), and under each
 #       submit=N (GLMSERVE_VULKAN_SUBMIT=N: dispatches a step's
 #       part holds before it goes to the queue, 0: a step whole); writes $OUT/bench-gpu.md (or
 #       ./bench-gpu.md) and the raw outputs beside it. --preset tiny checks the script itself on lavapipe in minutes; its
@@ -99,7 +100,7 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
-settings="2,2,16 2,2,16,0 2,2,16,0,1,-1,2 2,2,16,0,1,-1,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 2,2,64 submit=0 submit=16 submit=128"
+settings="2,2,16 2,2,16,-1,1,-1,2 2,2,16,-1,1,-1,0 2,2,16,0 2,2,16,0,1,-1,2 2,2,16,0,1,-1,0 2,2,16,-1,0 2,2,16,-1,1,0 1,2,16 4,2,16 2,2,32 submit=0 submit=16"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;;

@@ -208,7 +208,10 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   vk.vkGetPhysicalDeviceFeatures2(pd, &f);
   info.fp16_arithmetic = f12.shaderFloat16;
   info.storage8 = f12.storageBuffer8BitAccess;
-  info.int_dot = has_dot && fdot.shaderIntegerDotProduct;
+  // (The 8-bit shaders quantize f32 rows in quads of threads: subgroup quad operations.)
+  info.int_dot = has_dot && fdot.shaderIntegerDotProduct &&
+                 (sub.supportedOperations & VK_SUBGROUP_FEATURE_QUAD_BIT) != 0 &&
+                 sub.subgroupSize >= 4;
   info.int_dot_fast =
       info.int_dot && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   info.coop_matrix = f12.vulkanMemoryModel == VK_TRUE &&

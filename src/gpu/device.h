@@ -41,9 +41,10 @@ struct DeviceInfo {
   uint32_t subgroup_size = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage8 = false;         // storageBuffer8BitAccess
-  // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product, enabled at open where offered),
-  // and whether the driver says its 4 x 8-bit packed mixed-signedness form is accelerated
-  // (matmul.comp's IDOT: the default where it is, docs/gpu.md).
+  // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product, enabled at open where offered)
+  // with subgroup quad operations in subgroups of 4 or more (matmul.comp's IDOT quantizes its
+  // input rows in quads), and whether the driver says its 4 x 8-bit packed mixed-signedness
+  // form is accelerated (IDOT: the default where it is, docs/gpu.md).
   bool int_dot = false;
   bool int_dot_fast = false;
   // Tensor cores through VK_NV_cooperative_matrix (enabled at open where offered, with

@@ -39,12 +39,13 @@ std::vector<float> normed_rows(const std::vector<float>& x, const std::vector<fl
 // Rows of 1 and 67 (a partial workgroup), 1 token (the one-token shader with teams of 1, 2 and 4
 // rows), 3 and 11 (the few-token shader: one partial tile of 8 tokens, and two); x read 16 bytes
 // at a time and (one float past an aligned address) a value at a time; the norm's rows of very
-// different sizes; a bias and a residual added with 2 rows a team.
+// different sizes; a bias and a residual added with 2 rows a team. The float shaders, and
+// (the quantized types, where the device has them) the 8-bit ones, whose teams quantize the
+// values times the norm's weights as quantize_q8 would (their reference: those values so
+// quantized, the matmul, then the norm's factor).
 TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
   NEED_DEVICE();
   const FusedCase c = GetParam();
-  MatmulTuning tuning;
-  tuning.int_dot = 0;  // the float shaders, which fuse (the integer-dot ones read 8-bit rows)
   for (int n_rows : {1, 67}) {
     const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * c.n_cols, 71, 0.5f);
     const std::vector<uint8_t> q = quantize_rows(c.type, w.data(), n_rows, c.n_cols);
@@ -56,29 +57,52 @@ TEST_P(GpuFusedInput, EqualsTheOpThenTheMatmul) {
     Buffer bias_b = device_floats(dev, bias);
     std::vector<float> biased(bias), none;  // what the bias and the residual (-7) add a row
     for (float& b : biased) b -= 7.0f;
+    std::vector<int> dots{0};
+    if (m->shaders.one_dot != Shader::kCount && dev->info().int_dot) dots.push_back(1);
     for (int n_tokens : {1, 3, 11}) {
-      ASSERT_TRUE(fuses_input(*dev, *m, n_tokens, tuning));
-      {
-        std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 74);
-        for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / c.n_cols + 1) * 0.5f;
-        const std::vector<float> in = normed_rows(x, norm_w, n_tokens, c.n_cols);
-        const std::vector<float> want =
-            matmul_reference(c.type, q.data(), in.data(), n_rows, c.n_cols, n_tokens);
-        std::vector<float> padded(1, 0.0f);
-        padded.insert(padded.end(), x.begin(), x.end());
-        Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
+      std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * c.n_cols, 74);
+      for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i / c.n_cols + 1) * 0.5f;
+      std::vector<float> padded(1, 0.0f);
+      padded.insert(padded.end(), x.begin(), x.end());
+      Buffer xb = device_floats(dev, x), xb_shifted = device_floats(dev, padded);
+      for (int dot : dots) {
+        std::vector<float> want;
+        if (dot == 0) {
+          const std::vector<float> in = normed_rows(x, norm_w, n_tokens, c.n_cols);
+          want = matmul_reference(c.type, q.data(), in.data(), n_rows, c.n_cols, n_tokens);
+        } else {
+          // x * norm_w quantized, the products, then each token's 1 / rms(x).
+          std::vector<float> xw(x);
+          for (size_t i = 0; i < xw.size(); ++i) xw[i] *= norm_w[i % c.n_cols];
+          const std::vector<float> xq = device_q8_values(dev, xw, n_tokens, c.n_cols);
+          want = matmul_reference(c.type, q.data(), xq.data(), n_rows, c.n_cols, n_tokens);
+          for (int t = 0; t < n_tokens; ++t) {
+            double ss = 0;
+            for (int e = 0; e < c.n_cols; ++e) {
+              const double v = x[static_cast<size_t>(t) * c.n_cols + e];
+              ss += v * v;
+            }
+            const double inv_rms = 1.0 / std::sqrt(ss / c.n_cols + 1e-5);
+            for (int r = 0; r < n_rows; ++r) {
+              want[static_cast<size_t>(t) * n_rows + r] *= static_cast<float>(inv_rms);
+            }
+          }
+        }
         for (int tr : n_tokens == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2}) {
           const bool adds = tr == 2;
           SCOPED_TRACE(std::string(dtype_name(c.type)) + " rows " + std::to_string(n_rows) +
                        " tokens " + std::to_string(n_tokens) + " team_rows " + std::to_string(tr) +
-                       (tr == 1 ? " unaligned" : ""));
+                       (tr == 1 ? " unaligned" : "") + (dot == 1 ? " int dot" : ""));
           const Addr xa = tr == 1 ? xb_shifted.address() + 4 : xb.address();
           const int stride = n_rows + 3;  // y [n_tokens, n_rows + 3], rows at column 2
           Buffer yb =
               device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
-          MatmulTuning t = tuning;
+          MatmulTuning t;
+          t.int_dot = dot;
           t.team_rows_one = t.team_rows_few = tr;
           if (tr == 4) t.team_rows_few = 2;
+          ASSERT_TRUE(fuses_input(n_tokens, t));
+          ASSERT_EQ(uses_int_dot(*dev, *m, n_tokens, t), dot == 1);
           const MatmulInput input = MatmulInput::rms_normed(xa, norm_b.address(), 1e-5f);
           Stream& s = dev->stream();
           s.begin();
@@ -111,27 +135,56 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtype_name(info.param.type)) + "_" + std::to_string(info.param.n_cols);
     });
 
-// Where the fused inputs may run: the one- and few-token float shaders, with fuse on.
-TEST(GpuFusedInput, OnlyTheFloatDecodeShadersFuse) {
+// Where the fused inputs may run: the one- and few-token shaders (float or 8-bit), with fuse 1.
+TEST(GpuFusedInput, OnlyTheDecodeShadersFuse) {
+  MatmulTuning t;
+  EXPECT_TRUE(fuses_input(1, t));
+  EXPECT_TRUE(fuses_input(t.tiled_min_tokens - 1, t));
+  EXPECT_FALSE(fuses_input(t.tiled_min_tokens, t)) << "the tiled shader";
+  t.fuse = 0;
+  EXPECT_FALSE(fuses_input(1, t)) << "fuse 0";
+  t.fuse = 2;
+  EXPECT_FALSE(fuses_input(1, t)) << "fuse 2: the activations alone";
+}
+
+// The 8-bit shaders' teams quantize f32 rows exactly as quantize_q8 does (fuse 1: in the teams;
+// 2: by its dispatch, then read): the same products to the bit, for a token and for a few, the
+// plain matmul and the experts'.
+TEST(GpuFusedInput, TheTeamsQuantizeAsQuantizeQ8Does) {
   NEED_DEVICE();
-  const std::vector<float> w = random_floats(64 * 64, 75);
-  for (DType type : {DType::kF16, DType::kQ4_0}) {
-    const std::vector<uint8_t> q = quantize_rows(type, w.data(), 64, 64);
-    StatusOr<Matrix> m = upload_matrix(dev, type, q.data(), 64, 64);
+  if (!dev->info().int_dot) GTEST_SKIP() << "no integer dot products on " << dev->info().name;
+  const int n_rows = 70, n_cols = 512, n_expert = 3;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * n_rows * n_cols, 76);
+  const std::vector<int32_t> ids{2, 0, 1};
+  Buffer ids_b = device_ints(dev, ids);
+  for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
+    const std::vector<uint8_t> q = quantize_rows(type, w.data(), n_expert * n_rows, n_cols);
+    StatusOr<Matrix> m = upload_matrix(dev, type, q.data(), n_expert * n_rows, n_cols, true);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    MatmulTuning t;
-    t.int_dot = 0;
-    EXPECT_TRUE(fuses_input(*dev, *m, 1, t));
-    EXPECT_TRUE(fuses_input(*dev, *m, t.tiled_min_tokens - 1, t));
-    EXPECT_FALSE(fuses_input(*dev, *m, t.tiled_min_tokens, t)) << "the tiled shader";
-    t.fuse = 0;
-    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse 0";
-    t.fuse = 2;
-    EXPECT_FALSE(fuses_input(*dev, *m, 1, t)) << "fuse 2: the activations alone";
-    t.fuse = 1;
-    t.int_dot = 1;  // the integer-dot shaders where the device has them (the quantized types)
-    EXPECT_EQ(fuses_input(*dev, *m, 1, t), type == DType::kF16 || !dev->info().int_dot)
-        << dtype_name(type);
+    for (int n_tokens : {1, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
+      Buffer xb = device_floats(dev, random_floats(static_cast<size_t>(n_tokens) * n_cols, 77));
+      std::vector<float> got[2][2];  // [fuse 1, 2][matmul, experts]
+      for (int f = 0; f < 2; ++f) {
+        MatmulTuning t;
+        t.int_dot = 1;
+        t.fuse = f == 0 ? 1 : 2;
+        const size_t n_out = static_cast<size_t>(n_tokens) * n_expert * n_rows;
+        Buffer y = device_floats(dev, std::vector<float>(n_out, 0.0f));
+        Buffer ye =
+            device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * n_rows, 0.0f));
+        Stream& s = dev->stream();
+        s.begin();
+        matmul(s, *m, xb.address(), y.address(), n_tokens, n_expert * n_rows, 0, {}, t);
+        matmul_experts(s, *m, n_rows, ids_b.address(), xb.address(), 1, ye.address(), n_tokens,
+                       n_rows, 0, MatmulAct::kNone, t);
+        ASSERT_TRUE(s.submit_and_wait().ok());
+        got[f][0] = read_floats(dev, y, n_out);
+        got[f][1] = read_floats(dev, ye, static_cast<size_t>(n_tokens) * n_rows);
+      }
+      EXPECT_TRUE(got[0][0] == got[1][0]) << "the matmul's products differ";
+      EXPECT_TRUE(got[0][1] == got[1][1]) << "the experts' products differ";
+    }
   }
 }
 

@@ -199,9 +199,8 @@ bool uses_int_dot(const Device& device, const Matrix& w, int n_tokens, const Mat
          decode_in_int8(device, tuning);
 }
 
-bool fuses_input(const Device& device, const Matrix& w, int n_tokens, const MatmulTuning& tuning) {
-  return tuning.fuse == 1 && n_tokens < tuning.tiled_min_tokens &&
-         !uses_int_dot(device, w, n_tokens, tuning);
+bool fuses_input(int n_tokens, const MatmulTuning& tuning) {
+  return tuning.fuse == 1 && n_tokens < tuning.tiled_min_tokens;
 }
 
 bool fuses_activation(int n_tokens, const MatmulTuning& tuning) {
@@ -219,14 +218,30 @@ void quantize_q8(Stream& s, Addr x, Addr y, int n_rows, int64_t n_cols) {
 
 namespace {
 
-// The 8-bit blocks of the n_rows rows of `in` for the integer-dot shaders: as given, else
-// quantized into the stream's scratch; 0 if that cannot be allocated (the float shaders then).
-Addr q8_rows(Stream& s, const MatmulInput& in, int n_rows, const Matrix& w) {
-  if (in.q8 != 0) return in.q8;
+// The integer-dot shaders' input of n_rows rows of `in`: their 8-bit blocks where an op wrote
+// them (kBlocks); else the f32 rows (normed or not), which the shader's teams quantize as they
+// read them (matmul.comp's in_mode 1, 2) where tuning.fuse is 1 (kInTeam); else blocks that
+// quantize_q8 writes into the stream's scratch (kBlocks); none (kNone: the float shaders then)
+// where that cannot be allocated.
+struct IntDotInput {
+  enum Kind { kNone, kBlocks, kInTeam } kind = kNone;
+  Addr x = 0;  // the blocks, or the f32 rows
+};
+IntDotInput int_dot_input(Stream& s, const MatmulInput& in, int n_rows, const Matrix& w,
+                          const MatmulTuning& tuning) {
+  if (in.fused == MatmulInput::Fused::kRmsNorm || (in.q8 == 0 && tuning.fuse == 1)) {
+    return {IntDotInput::kInTeam, in.f32};
+  }
+  if (in.q8 != 0) return {IntDotInput::kBlocks, in.q8};
   const Addr xq = s.scratch(q8_bytes(n_rows, w.n_cols));
-  if (xq != 0) quantize_q8(s, in.f32, xq, n_rows, w.n_cols);
-  return xq;
+  if (xq == 0) return {};
+  quantize_q8(s, in.f32, xq, n_rows, w.n_cols);
+  return {IntDotInput::kBlocks, xq};
 }
+
+// matmul.comp's in_mode for f32 rows that its 8-bit variants quantize as they read them (its
+// other values: MatmulInput::Fused).
+constexpr uint32_t kInF32 = 2;
 
 // matmul.comp's push constants (its IDS fields last: the plain variants read the rest).
 struct DecodePush {
@@ -278,7 +293,7 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
             int y_col, MatmulOut add, const MatmulTuning& tuning) {
   const Addr x = in.f32;
   const uint32_t has_bias = add.bias != 0 ? 1u : 0u, add_to_y = add.to_y ? 1u : 0u;
-  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, n_tokens, tuning));
+  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(n_tokens, tuning));
   GLM_CHECK(add.act == MatmulAct::kNone || fuses_activation(n_tokens, tuning));
   GLM_CHECK(add.act != MatmulAct::kSwigluPairs || w.n_rows % 2 == 0);
   const uint32_t x_vec4 = vec4_reads(w, x, in);
@@ -339,8 +354,9 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
     return;
   }
   const bool one = n_tokens == 1;
-  // (A fused input never reaches the integer-dot shaders: fuses_input, checked above.)
-  const Addr xq = uses_int_dot(s.device(), w, n_tokens, tuning) ? q8_rows(s, in, n_tokens, w) : 0;
+  const IntDotInput xq = uses_int_dot(s.device(), w, n_tokens, tuning)
+                             ? int_dot_input(s, in, n_tokens, w, tuning)
+                             : IntDotInput{};
   TeamGeometry g;
   DecodePush p = decode_push(w, w.n_rows, in, y, y_stride, y_col, add,
                              one ? tuning.team_rows_one : tuning.team_rows_few, one, &g);
@@ -348,12 +364,16 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
-  if (xq != 0) {
-    p.x = p.x4 = xq;
-    s.dispatch(one ? w.shaders.one_dot : w.shaders.few_dot, &p, sizeof(p), g.gx, g.gy, gz);
-    return;
+  if (xq.kind == IntDotInput::kBlocks) {
+    p.x = p.x4 = xq.x;
+    p.in_mode = 0;
+  } else if (xq.kind == IntDotInput::kInTeam && in.fused == MatmulInput::Fused::kNone) {
+    p.in_mode = kInF32;  // (x already the f32 rows)
   }
-  s.dispatch(one ? w.shaders.one : w.shaders.few, &p, sizeof(p), g.gx, g.gy, gz);
+  const bool dot = xq.kind != IntDotInput::kNone;
+  s.dispatch(
+      one ? (dot ? w.shaders.one_dot : w.shaders.one) : (dot ? w.shaders.few_dot : w.shaders.few),
+      &p, sizeof(p), g.gx, g.gy, gz);
 }
 
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput in, int x_div,
@@ -361,7 +381,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
                     const MatmulTuning& tuning) {
   const Addr x = in.f32;
   GLM_CHECK(rows > 0 && w.n_rows % rows == 0 && x_div > 0);
-  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(s.device(), w, 1, tuning));
+  GLM_CHECK(in.fused == MatmulInput::Fused::kNone || fuses_input(1, tuning));
   GLM_CHECK(act == MatmulAct::kNone || fuses_activation(1, tuning));
   GLM_CHECK(act != MatmulAct::kSwigluPairs || rows % 2 == 0);
   TeamGeometry g;
@@ -371,7 +391,14 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
   p.x_div = static_cast<uint32_t>(x_div);
   // The integer-dot shader where one token's matmul would take it.
   const int x_rows = (n_slots + x_div - 1) / x_div;
-  const Addr xq = uses_int_dot(s.device(), w, 1, tuning) ? q8_rows(s, in, x_rows, w) : 0;
+  const IntDotInput xq = uses_int_dot(s.device(), w, 1, tuning)
+                             ? int_dot_input(s, in, x_rows, w, tuning)
+                             : IntDotInput{};
+  if (xq.kind == IntDotInput::kBlocks) {
+    p.in_mode = 0;
+  } else if (xq.kind == IntDotInput::kInTeam && in.fused == MatmulInput::Fused::kNone) {
+    p.in_mode = kInF32;
+  }
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {
@@ -379,14 +406,15 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
     p.ids = ids + static_cast<Addr>(s0) * sizeof(int32_t);
     p.y = y + static_cast<Addr>(s0) * y_stride * sizeof(float);
     p.n_tokens = static_cast<uint32_t>(n);
-    if (xq != 0) {
-      p.x = p.x4 = xq + q8_bytes(s0 / x_div, w.n_cols);
+    if (xq.kind == IntDotInput::kBlocks) {
+      p.x = p.x4 = xq.x + q8_bytes(s0 / x_div, w.n_cols);
       s.dispatch(w.shaders.experts_dot, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
       continue;
     }
     p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.x_vec4 = vec4_reads(w, p.x, in);
-    s.dispatch(w.shaders.experts, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
+    s.dispatch(xq.kind == IntDotInput::kInTeam ? w.shaders.experts_dot : w.shaders.experts, &p,
+               sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }
 }
 

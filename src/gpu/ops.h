@@ -40,9 +40,10 @@ struct Matrix {
 // the device has them and check_coop_matmul found them right, 0 never, 1 always (on a device
 // without them, the same shader with its products in scalar code: its reference). fuse: what
 // the one- and few-token shaders take over from the ops around them, so that those take no
-// dispatch: 1 the RMS norm of their input (the float shaders: MatmulInput::rms_normed,
-// fuses_input) and an activation of their output (MatmulOut::act, fuses_activation); 2 the
-// activation alone; 0 neither (the model then dispatches them).
+// dispatch: 1 the RMS norm of their input (MatmulInput::rms_normed, fuses_input), the 8-bit
+// shaders' quantization of f32 rows (in their teams, not by quantize_q8) and an activation of
+// their output (MatmulOut::act, fuses_activation); 2 the activation alone; 0 neither (the model
+// then dispatches them).
 struct MatmulTuning {
   int team_rows_one = 2;
   int team_rows_few = 2;
@@ -144,7 +145,8 @@ struct MatmulOut {
 
 // A matmul's activations: f32 rows, and optionally the same rows already as quantize_q8 writes
 // them (by the op that wrote them: rms_norm's or swiglu's q8), which the integer-dot shaders
-// then read instead of quantizing the rows themselves. An Addr converts to one without.
+// then read instead of quantizing the rows themselves (in their teams where tuning.fuse is 1,
+// else by a dispatch of quantize_q8). An Addr converts to one without.
 // Or rows the shader normalizes as it reads them (only where fuses_input), so that the norm
 // before the matmul takes no dispatch (nor barrier) of its own:
 //   rms_normed(x, w, eps): x [n_tokens, w.n_cols] f32, the input rms_norm(x, w) (model::ops::
@@ -170,12 +172,11 @@ struct MatmulInput {
   float eps = 0;
 };
 
-// Whether matmul() of w over n_tokens tokens takes a fused input (MatmulInput::rms_normed):
-// where it runs a one- or few-token float shader (not the tiled one, whose tiles do not read
-// whole rows, nor the integer-dot ones, whose 8-bit rows the op before writes) and tuning.fuse
-// is 1.
-bool fuses_input(const Device& device, const Matrix& w, int n_tokens,
-                 const MatmulTuning& tuning = matmul_tuning());
+// Whether matmul() over n_tokens tokens takes a fused input (MatmulInput::rms_normed): where it
+// runs a one- or few-token shader (not the tiled one, whose tiles do not read whole rows; the
+// float shaders normalize the values as they read them, the 8-bit ones then quantize them in
+// their teams) and tuning.fuse is 1.
+bool fuses_input(int n_tokens, const MatmulTuning& tuning = matmul_tuning());
 // Whether matmul() over n_tokens tokens applies an activation to its output (MatmulOut::act):
 // where it runs a one- or few-token shader (any of them: each writes its rows' whole sums; the
 // tiled one writes tiles, and its split partial sums) and tuning.fuse is 1 or 2.
@@ -196,7 +197,7 @@ inline void matmul(Stream& s, const Matrix& w, MatmulInput x, Addr y, int n_toke
 //   y[s, y_col + r] = sum_c w[e * rows + r, c] * x[s / x_div, c]   (kernels::matmul of
 //   model::expert_slice(w, e, rows) on that row).
 //   ids: [n_slots] int32; x: [n_slots / x_div, w.n_cols] f32 (and its 8-bit blocks), or a fused
-//   input (MatmulInput, where fuses_input(w, 1)); y: [n_slots, y_stride] f32; act: an activation of
+//   input (MatmulInput, where fuses_input(1)); y: [n_slots, y_stride] f32; act: an activation of
 //   each slot's products (MatmulOut::act, where fuses_activation(1); kSwigluPairs: an expert's rows
 //   are its gate rows then its up rows, and y takes rows / 2 columns).
 // One token a workgroup (matmul.comp's IDS): every slot reads its expert's rows.

@@ -428,20 +428,14 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const int d = c.n_embd, n = step.n;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
   const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
-  // Where the next matmul takes 8-bit activations (gpu::uses_int_dot), the norm and SwiGLU
-  // write them beside their f32 rows (q8_rows): no dispatch of the matmul's own to quantize.
-  // Where every matmul after them can (gpu::fuses_input: a few tokens, float activations) and
-  // no LoRA of the step reads their rows, they run inside those matmuls instead.
+  // The norms run inside the matmuls after them where those can take them (gpu::fuses_input: a
+  // few tokens) and no LoRA of the step reads their rows; else they are dispatches of their own,
+  // which write 8-bit rows beside their f32 ones where the next matmul takes them
+  // (gpu::uses_int_dot; q8_rows): no dispatch of the matmul's own to quantize.
   const bool no_lora = l < 0 || lora_rows_.empty();
-  const auto fusable = [&](std::initializer_list<const gpu::Matrix*> next) {
-    if (!no_lora) return false;
-    for (const gpu::Matrix* m : next) {
-      if (m->buf.valid() && !gpu::fuses_input(*device_, *m, n)) return false;
-    }
-    return true;
-  };
+  const bool fuse_norms = no_lora && gpu::fuses_input(n);
   const gpu::MatmulInput cur =
-      fusable({&g.qkv, &g.wq, &g.wk, &g.wv})
+      fuse_norms
           ? gpu::MatmulInput::rms_normed(x, at(g.attn_norm), c.norm_eps)
           : gpu::MatmulInput{at(cur_), q8_rows(cur_q8_, g.qkv.buf.valid() ? g.qkv : g.wq, n)};
   if (cur.fused == gpu::MatmulInput::Fused::kNone) {
@@ -474,7 +468,7 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const bool moe_layer =
       g.host_moe != nullptr || g.gate_up_exps.buf.valid() || g.gate_exps.buf.valid();
   const gpu::MatmulInput ffn_in =
-      !moe_layer && fusable({&g.ffn_gate, &g.ffn_up})
+      !moe_layer && fuse_norms
           ? gpu::MatmulInput::rms_normed(x, at(g.ffn_norm), c.norm_eps)
           : gpu::MatmulInput{
                 at(cur_),
@@ -490,8 +484,9 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   }
   // act_ [n, n_ff] = SwiGLU(gate, up): applied by the gate-and-up matmul as it writes where it
   // can (gpu::fuses_activation: a few tokens, one matrix, no LoRA of the step adding to its
-  // products; the down projection then quantizes act_ itself where it takes 8 bits); else the
-  // products in up_ [n, 2 n_ff] (per token gate, then up), their LoRA, and a dispatch of its own.
+  // products; the down projection then quantizes act_ itself where it takes 8 bits: in its
+  // teams or by a dispatch, gpu::MatmulTuning::fuse); else the products in up_ [n, 2 n_ff] (per
+  // token gate, then up), their LoRA, and a dispatch of its own.
   gpu::MatmulInput act{at(act_), q8_rows(act_q8_, g.ffn_down, n)};
   if (!g.ffn_gate.buf.valid() && no_lora && gpu::fuses_activation(n)) {
     gpu::matmul(st, g.ffn_up, ffn_in, act.f32, n, ff, 0, {0, false, gpu::MatmulAct::kSwigluPairs});

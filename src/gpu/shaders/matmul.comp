@@ -20,7 +20,10 @@
 // slots share its row) and whose products go to y row s.
 // IDOT (the quantized types): the activations come quantized to 8 bits a value (quantize_q8.comp)
 // and a part's products are integer dot products of 4 codes by 4 activations (OpSUDot of
-// SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float.
+// SPV_KHR_integer_dot_product), scaled once a part: no value is converted to a float. Or
+// (in_mode 1 or 2) the activations come as f32 rows, and the team quantizes them as it reads
+// them, as quantize_q8 would (in_mode 1: their RMS norm's weights applied first): a block's 4
+// parts are a quad of neighbouring threads, which find the block's largest value by quad swaps.
 // in_mode (the float shaders; gpu::MatmulInput): the input is x as it is (0), or x's RMS norm
 // (1: x / sqrt(mean(x^2) + eps) * norm_w, the twin of rms_norm.comp: a team reads its tokens'
 // rows whole, so it sums their squares on the way and scales its sums once at the end).
@@ -34,6 +37,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #ifdef IDOT
+#extension GL_KHR_shader_subgroup_quad : require
 #extension GL_EXT_spirv_intrinsics : require
 // sum over the 4 bytes b of a (signed) times b's (unsigned) (format 0: 4 x 8 bits packed).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
@@ -58,8 +62,9 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform Push {
   Words w;
 #ifdef IDOT
-  Words x;   // the activations' 8-bit blocks (quantize_q8.comp): [n_tokens, n_cols / 32] x 9 words
-  Words x4;  // unused
+  Words x;   // the activations' 8-bit blocks (quantize_q8.comp): [n_tokens, n_cols / 32] x 9 words,
+             // or (in_mode 1, 2) their f32 rows [n_tokens, n_cols]
+  Vec4s x4;  // the same address, the f32 rows read 16 bytes at a time where x_vec4 says so
 #else
   Floats x;
   Vec4s x4;  // the same address as x, read 16 bytes at a time where x_vec4 says it may be
@@ -80,7 +85,7 @@ layout(push_constant) uniform Push {
   uint add_to_y;   // 1: y += the products (a residual), else y = them
   Floats norm_w;   // [n_cols] in_mode 1's weights (read 16 bytes at a time where x_vec4)
   float eps;       // in_mode 1's
-  uint in_mode;    // 0: x; 1: x's RMS norm (above)
+  uint in_mode;    // 0: x; 1: x's RMS norm; 2 (IDOT): f32 rows quantized here (above)
   uint out_mode;   // 0: the products; 1: their gelu; 2: silu(gate) * up of row pairs (above)
 #ifdef IDS
   Ints ids;           // [n_tokens] the expert of each slot
@@ -94,6 +99,7 @@ layout(push_constant) uniform Push {
 #include "activation.glsl"
 
 #define IN_RMS_NORM 1u
+#define IN_F32 2u
 #define OUT_GELU 1u
 #define OUT_SWIGLU_PAIRS 2u
 #define NRED (NOUT + TT)  // a team's sums, then (IN_RMS_NORM) its tokens' sums of squares
@@ -101,7 +107,6 @@ layout(push_constant) uniform Push {
 // Per subgroup sums (a team of whole subgroups), or every thread's (narrower teams).
 shared float red[64][NRED];
 
-#ifndef IDOT
 // IN_RMS_NORM's weights e .. e + 3 (0 past the row), read once a part for all its tokens.
 vec4 norm_w_run(uint e) {
   if (p.x_vec4 != 0u) return e < p.n_cols ? Vec4s(p.norm_w).v[e >> 2] : vec4(0.0);
@@ -110,6 +115,7 @@ vec4 norm_w_run(uint e) {
   return w;
 }
 
+#ifndef IDOT
 // The input's 4 values e .. e + 3 of the token row at xo (x_run's), as in_mode makes them
 // (nw: norm_w_run(e) for IN_RMS_NORM); ss gains the squares of x's (IN_RMS_NORM).
 vec4 in_run(uint xo, uint e, vec4 nw, inout float ss) {
@@ -119,6 +125,45 @@ vec4 in_run(uint xo, uint e, vec4 nw, inout float ss) {
     return v * nw;
   }
   return v;
+}
+#else
+// The f32 row at xo's values e .. e + 3 (in_mode 1, 2; n_cols is a multiple of 32).
+vec4 xf_run(uint xo, uint e) {
+  if (p.x_vec4 != 0u) return p.x4.v[(xo + e) >> 2];
+  return vec4(uintBitsToFloat(p.x.v[xo + e]), uintBitsToFloat(p.x.v[xo + e + 1u]),
+              uintBitsToFloat(p.x.v[xo + e + 2u]), uintBitsToFloat(p.x.v[xo + e + 3u]));
+}
+
+// 4 values (already times 127 / the block's largest |value|) as 4 codes in a word (q8.glsl).
+uint pack_codes(vec4 v) {
+  uint word = 0u;
+  for (uint j = 0u; j < 4u; ++j) {
+    word |= (uint(clamp(int(roundEven(v[j])), -127, 127)) & 0xFFu) << (8u * j);
+  }
+  return word;
+}
+
+// Part q (runs at ea and eb) of block c of the f32 row at xo, quantized as quantize_q8 quantizes
+// its block (store_q8_block), by the quad of threads that hold the block's 4 parts: the part's
+// codes in xa, xb and the block's scale in dx. IN_RMS_NORM: the values times the norm's weights
+// (the norm's factor, common to the row, scales the sums at the end and leaves the codes as
+// they are); ss gains the squares of x's.
+void quantize_part(uint xo, uint ea, uint eb, inout float ss, out uint xa, out uint xb,
+                   out float dx) {
+  vec4 va = xf_run(xo, ea), vb = xf_run(xo, eb);
+  if (p.in_mode == IN_RMS_NORM) {
+    ss += dot(va, va) + dot(vb, vb);
+    va *= norm_w_run(ea);
+    vb *= norm_w_run(eb);
+  }
+  vec4 a = max(abs(va), abs(vb));
+  float amax = max(max(a.x, a.y), max(a.z, a.w));
+  amax = max(amax, subgroupQuadSwapHorizontal(amax));
+  amax = max(amax, subgroupQuadSwapVertical(amax));
+  float id = amax > 0.0 ? 127.0 / amax : 0.0;
+  xa = pack_codes(va * id);
+  xb = pack_codes(vb * id);
+  dx = amax / 127.0;
 }
 #endif
 
@@ -201,9 +246,17 @@ void main() {
       uint wa = part_run(q, 0u) >> 2, wb = part_run(q, 1u) >> 2;  // words of the block's 8
       for (uint t = 0u; t < TT; ++t) {
         if (t < nt) {
-          uint xo = ((x0 + t) * n_blocks + c) * 9u;
-          uint xa = p.x.v[xo + wa], xb = p.x.v[xo + wb];
-          float dx = uintBitsToFloat(p.x.v[xo + 8u]);
+          uint xa, xb;
+          float dx;
+          if (p.in_mode != 0u) {
+            quantize_part((x0 + t) * p.n_cols, 32u * c + 4u * wa, 32u * c + 4u * wb, ss[t], xa,
+                          xb, dx);
+          } else {
+            uint xo = ((x0 + t) * n_blocks + c) * 9u;
+            xa = p.x.v[xo + wa];
+            xb = p.x.v[xo + wb];
+            dx = uintBitsToFloat(p.x.v[xo + 8u]);
+          }
           int sx = sudot4(xa, 0x01010101u, 0) + sudot4(xb, 0x01010101u, 0);  // the codes' sum
           for (uint r = 0u; r < RMAX; ++r) {
             if (r < nr) {
