@@ -135,18 +135,6 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtype_name(info.param.type)) + "_" + std::to_string(info.param.n_cols);
     });
 
-// Where the fused inputs may run: the one- and few-token shaders (float or 8-bit), with fuse 1.
-TEST(GpuFusedInput, OnlyTheDecodeShadersFuse) {
-  MatmulTuning t;
-  EXPECT_TRUE(fuses_input(1, t));
-  EXPECT_TRUE(fuses_input(t.tiled_min_tokens - 1, t));
-  EXPECT_FALSE(fuses_input(t.tiled_min_tokens, t)) << "the tiled shader";
-  t.fuse = 0;
-  EXPECT_FALSE(fuses_input(1, t)) << "fuse 0";
-  t.fuse = 2;
-  EXPECT_FALSE(fuses_input(1, t)) << "fuse 2: the activations alone";
-}
-
 // The 8-bit shaders' teams quantize f32 rows exactly as quantize_q8 does (fuse 1: in the teams;
 // 2: by its dispatch, then read): the same products to the bit, for a token and for a few, the
 // plain matmul and the experts'.

@@ -167,17 +167,5 @@ TEST(GpuFusedOutput, TheExpertsTakeTheirSwigluPairs) {
   }
 }
 
-// Where the activations may run: the one- and few-token shaders (float or 8-bit), fuse 1 or 2.
-TEST(GpuFusedOutput, OnlyTheDecodeShadersApplyThem) {
-  MatmulTuning t;
-  EXPECT_TRUE(fuses_activation(1, t));
-  EXPECT_TRUE(fuses_activation(t.tiled_min_tokens - 1, t));
-  EXPECT_FALSE(fuses_activation(t.tiled_min_tokens, t)) << "the tiled shader";
-  t.fuse = 2;
-  EXPECT_TRUE(fuses_activation(1, t)) << "fuse 2: the activations alone";
-  t.fuse = 0;
-  EXPECT_FALSE(fuses_activation(1, t)) << "fuse 0";
-}
-
 }  // namespace
 }  // namespace glm::gpu

@@ -371,6 +371,25 @@ TEST(GpuMatmulTuning, ParsesTheSettingsAndRefusesOthers) {
   EXPECT_FALSE(parse_matmul_tuning(nullptr, &t));
 }
 
+// What the one- and few-token shaders take over from the ops around them (float or 8-bit; not
+// the tiled shader): the norm of their input with fuse 1, the activation of their output with
+// fuse 1 or 2, neither with 0.
+TEST(GpuMatmulTuning, TheDecodeShadersTakeTheNormsAndActivationsByFuse) {
+  MatmulTuning t;
+  for (int n : {1, t.tiled_min_tokens - 1}) {
+    EXPECT_TRUE(fuses_input(n, t)) << n;
+    EXPECT_TRUE(fuses_activation(n, t)) << n;
+  }
+  EXPECT_FALSE(fuses_input(t.tiled_min_tokens, t)) << "the tiled shader";
+  EXPECT_FALSE(fuses_activation(t.tiled_min_tokens, t)) << "the tiled shader";
+  t.fuse = 2;
+  EXPECT_FALSE(fuses_input(1, t)) << "fuse 2: the activations alone";
+  EXPECT_TRUE(fuses_activation(1, t)) << "fuse 2: the activations alone";
+  t.fuse = 0;
+  EXPECT_FALSE(fuses_input(1, t)) << "fuse 0";
+  EXPECT_FALSE(fuses_activation(1, t)) << "fuse 0";
+}
+
 TEST(GpuMatmulShape, MoreRowGroupsThanOneDispatchAxis) {
   NEED_DEVICE();
   check_one_value_rows(dev, 70000, 1056);  // 33 chunks: 64 threads, one row a workgroup
