@@ -137,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The 8-bit shaders' teams quantize f32 rows exactly as quantize_q8 does (fuse 1: in the teams;
 // 2: by its dispatch, then read): the same products to the bit, for a token and for a few, the
-// plain matmul and the experts'.
+// plain matmul and the experts'. (Every quantized type's teams against device_q8_values:
+// GpuFusedOutput.*, whose f32 rows they quantize.)
 TEST(GpuFusedInput, TheTeamsQuantizeAsQuantizeQ8Does) {
   NEED_DEVICE();
   if (!dev->info().int_dot) GTEST_SKIP() << "no integer dot products on " << dev->info().name;
@@ -145,34 +146,33 @@ TEST(GpuFusedInput, TheTeamsQuantizeAsQuantizeQ8Does) {
   const std::vector<float> w = random_floats(static_cast<size_t>(n_expert) * n_rows * n_cols, 76);
   const std::vector<int32_t> ids{2, 0, 1};
   Buffer ids_b = device_ints(dev, ids);
-  for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
-    const std::vector<uint8_t> q = quantize_rows(type, w.data(), n_expert * n_rows, n_cols);
-    StatusOr<Matrix> m = upload_matrix(dev, type, q.data(), n_expert * n_rows, n_cols, true);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    for (int n_tokens : {1, 3}) {
-      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
-      Buffer xb = device_floats(dev, random_floats(static_cast<size_t>(n_tokens) * n_cols, 77));
-      std::vector<float> got[2][2];  // [fuse 1, 2][matmul, experts]
-      for (int f = 0; f < 2; ++f) {
-        MatmulTuning t;
-        t.int_dot = 1;
-        t.fuse = f == 0 ? 1 : 2;
-        const size_t n_out = static_cast<size_t>(n_tokens) * n_expert * n_rows;
-        Buffer y = device_floats(dev, std::vector<float>(n_out, 0.0f));
-        Buffer ye =
-            device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * n_rows, 0.0f));
-        Stream& s = dev->stream();
-        s.begin();
-        matmul(s, *m, xb.address(), y.address(), n_tokens, n_expert * n_rows, 0, {}, t);
-        matmul_experts(s, *m, n_rows, ids_b.address(), xb.address(), 1, ye.address(), n_tokens,
-                       n_rows, 0, MatmulAct::kNone, t);
-        ASSERT_TRUE(s.submit_and_wait().ok());
-        got[f][0] = read_floats(dev, y, n_out);
-        got[f][1] = read_floats(dev, ye, static_cast<size_t>(n_tokens) * n_rows);
-      }
-      EXPECT_TRUE(got[0][0] == got[1][0]) << "the matmul's products differ";
-      EXPECT_TRUE(got[0][1] == got[1][1]) << "the experts' products differ";
+  const DType type = DType::kQ4_0;
+  const std::vector<uint8_t> q = quantize_rows(type, w.data(), n_expert * n_rows, n_cols);
+  StatusOr<Matrix> m = upload_matrix(dev, type, q.data(), n_expert * n_rows, n_cols, true);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  for (int n_tokens : {1, 3}) {
+    SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
+    Buffer xb = device_floats(dev, random_floats(static_cast<size_t>(n_tokens) * n_cols, 77));
+    std::vector<float> got[2][2];  // [fuse 1, 2][matmul, experts]
+    for (int f = 0; f < 2; ++f) {
+      MatmulTuning t;
+      t.int_dot = 1;
+      t.fuse = f == 0 ? 1 : 2;
+      const size_t n_out = static_cast<size_t>(n_tokens) * n_expert * n_rows;
+      Buffer y = device_floats(dev, std::vector<float>(n_out, 0.0f));
+      Buffer ye =
+          device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * n_rows, 0.0f));
+      Stream& s = dev->stream();
+      s.begin();
+      matmul(s, *m, xb.address(), y.address(), n_tokens, n_expert * n_rows, 0, {}, t);
+      matmul_experts(s, *m, n_rows, ids_b.address(), xb.address(), 1, ye.address(), n_tokens,
+                     n_rows, 0, MatmulAct::kNone, t);
+      ASSERT_TRUE(s.submit_and_wait().ok());
+      got[f][0] = read_floats(dev, y, n_out);
+      got[f][1] = read_floats(dev, ye, static_cast<size_t>(n_tokens) * n_rows);
     }
+    EXPECT_TRUE(got[0][0] == got[1][0]) << "the matmul's products differ";
+    EXPECT_TRUE(got[0][1] == got[1][1]) << "the experts' products differ";
   }
 }
 
