@@ -316,14 +316,15 @@ void GpuTransformer::project(gpu::Stream& st, const gpu::Matrix& w, gpu::MatmulI
   }
 }
 
-void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const {
+void GpuTransformer::moe(gpu::Stream& st, const Layer& g, const gpu::MatmulInput& in, gpu::Addr x,
+                         int n) const {
   const Config& c = config_;
   const MoeConfig& m = c.moe;
   const int d = c.n_embd, k = m.n_expert_used, fe = m.n_ff_exp, slots = n * k;
   const MoeScratch o(c, n);
   const gpu::Addr ids = at(moe_, o.ids), weights = at(moe_, o.weights), up = at(moe_, o.up),
                   act = at(moe_, o.act), down = at(moe_, o.down);
-  gpu::matmul(st, g.gate_inp, at(cur_), at(moe_, o.logits), n);  // [n, n_expert]
+  gpu::matmul(st, g.gate_inp, in, at(moe_, o.logits), n);  // [n, n_expert]
   gpu::MoeRouteArgs route;
   route.logits = at(moe_, o.logits);
   route.bias = at(g.exp_probs_b);
@@ -339,6 +340,7 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
   // as many tokens as the dense matmuls tile (a prefill), the slots grouped by expert so that
   // each expert's rows are read once per 64 of its slots; else a slot at a time (decode).
   if (n >= gpu::matmul_tuning().tiled_min_tokens) {
+    GLM_CHECK(in.fused == gpu::MatmulInput::Fused::kNone);  // (no fused input at this size)
     gpu::ExpertGroups groups;
     groups.slots = at(moe_, o.lists);
     groups.counts = at(moe_, o.counts);
@@ -347,10 +349,10 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
     gpu::moe_group(st, ids, slots, groups);
     // up [slots, 2 n_ff_exp]: gate, then up (one matmul where the experts' rows are stacked).
     if (g.gate_up_exps.buf.valid()) {
-      gpu::matmul_experts_grouped(st, g.gate_up_exps, 2 * fe, groups, at(cur_), k, up, 2 * fe, 0);
+      gpu::matmul_experts_grouped(st, g.gate_up_exps, 2 * fe, groups, in.f32, k, up, 2 * fe, 0);
     } else {
-      gpu::matmul_experts_grouped(st, g.gate_exps, fe, groups, at(cur_), k, up, 2 * fe, 0);
-      gpu::matmul_experts_grouped(st, g.up_exps, fe, groups, at(cur_), k, up, 2 * fe, fe);
+      gpu::matmul_experts_grouped(st, g.gate_exps, fe, groups, in.f32, k, up, 2 * fe, 0);
+      gpu::matmul_experts_grouped(st, g.up_exps, fe, groups, in.f32, k, up, 2 * fe, fe);
     }
     gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
     gpu::matmul_experts_grouped(st, g.down_exps, d, groups, act, 1, down, d, 0);
@@ -358,24 +360,25 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) co
     if (g.gate_up_exps.buf.valid() && gpu::fuses_activation(1)) {
       // act [slots, n_ff_exp]: SwiGLU applied as the stacked gate and up rows' products are
       // written.
-      gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, at(cur_), k, act, slots, fe, 0,
+      gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, in, k, act, slots, fe, 0,
                           gpu::MatmulAct::kSwigluPairs);
     } else {
       if (g.gate_up_exps.buf.valid()) {
-        gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
+        gpu::matmul_experts(st, g.gate_up_exps, 2 * fe, ids, in, k, up, slots, 2 * fe, 0);
       } else {
-        gpu::matmul_experts(st, g.gate_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, 0);
-        gpu::matmul_experts(st, g.up_exps, fe, ids, at(cur_), k, up, slots, 2 * fe, fe);
+        gpu::matmul_experts(st, g.gate_exps, fe, ids, in, k, up, slots, 2 * fe, 0);
+        gpu::matmul_experts(st, g.up_exps, fe, ids, in, k, up, slots, 2 * fe, fe);
       }
       gpu::swiglu(st, up, act, slots, fe, 2 * fe, 0, fe);
     }
     gpu::matmul_experts(st, g.down_exps, d, ids, act, 1, down, slots, d, 0);
   }
-  shared_expert(st, g, x, n);
+  shared_expert(st, g, in, x, n);
   gpu::moe_combine(st, down, weights, x, n, k, d);  // x += the slots' outputs, weighted
 }
 
-void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const {
+void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, const gpu::MatmulInput& in,
+                                   gpu::Addr x, int n) const {
   if (!g.gate_up_shexp.buf.valid() && !g.gate_shexp.buf.valid()) return;
   // On every token: x += its output.
   const int d = config_.n_embd;
@@ -383,16 +386,15 @@ void GpuTransformer::shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x,
   if (gate_up.buf.valid() && gpu::fuses_activation(n)) {
     // act_ [n, fs]: SwiGLU applied as the stacked gate and up rows' products are written.
     const int fs = static_cast<int>(gate_up.n_rows / 2);
-    gpu::matmul(st, gate_up, at(cur_), at(act_), n, fs, 0,
-                {0, false, gpu::MatmulAct::kSwigluPairs});
+    gpu::matmul(st, gate_up, in, at(act_), n, fs, 0, {0, false, gpu::MatmulAct::kSwigluPairs});
   } else {
     // up_ [n, 2 fs]: gate, then up.
     const int fs = static_cast<int>(gate_up.buf.valid() ? gate_up.n_rows / 2 : g.gate_shexp.n_rows);
     if (gate_up.buf.valid()) {
-      gpu::matmul(st, gate_up, at(cur_), at(up_), n);
+      gpu::matmul(st, gate_up, in, at(up_), n);
     } else {
-      gpu::matmul(st, g.gate_shexp, at(cur_), at(up_), n, 2 * fs, 0);
-      gpu::matmul(st, g.up_shexp, at(cur_), at(up_), n, 2 * fs, fs);
+      gpu::matmul(st, g.gate_shexp, in, at(up_), n, 2 * fs, 0);
+      gpu::matmul(st, g.up_shexp, in, at(up_), n, 2 * fs, fs);
     }
     gpu::swiglu(st, at(up_), at(act_), n, fs, 2 * fs, 0, fs);
   }
@@ -418,7 +420,7 @@ Status GpuTransformer::host_moe(gpu::Stream& st, const Layer& g, gpu::Addr x, in
   st.begin();
   st.copy(h.out, 0, proj_, 0, bytes);
   gpu::add(st, at(proj_), x, static_cast<int64_t>(n) * config_.n_embd);  // x += out
-  shared_expert(st, g, x, n);
+  shared_expert(st, g, at(cur_), x, n);
   return Status::Ok();
 }
 
@@ -464,11 +466,12 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const gpu::MatmulInput attn = attn_input(g.wo, n);  // attn_ [n, q_dim] (and its 8-bit rows)
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope, attn.q8);
   project(st, g.wo, attn, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
-  // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts).
+  // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts); one whose
+  // experts are on the host reads its normed rows back from cur_.
   const bool moe_layer =
       g.host_moe != nullptr || g.gate_up_exps.buf.valid() || g.gate_exps.buf.valid();
   const gpu::MatmulInput ffn_in =
-      !moe_layer && fuse_norms
+      g.host_moe == nullptr && fuse_norms
           ? gpu::MatmulInput::rms_normed(x, at(g.ffn_norm), c.norm_eps)
           : gpu::MatmulInput{
                 at(cur_),
@@ -479,7 +482,7 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   }
   if (g.host_moe != nullptr) return host_moe(st, g, x, n);  // --cpu-moe
   if (moe_layer) {  // glm4moe's MoE layers (no LoRA on experts, as on the CPU)
-    moe(st, g, x, n);
+    moe(st, g, ffn_in, x, n);
     return Status::Ok();
   }
   // act_ [n, n_ff] = SwiGLU(gate, up): applied by the gate-and-up matmul as it writes where it

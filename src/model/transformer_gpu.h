@@ -139,15 +139,18 @@ class GpuTransformer : public GpuModel {
   void project(gpu::Stream& st, const gpu::Matrix& w, gpu::MatmulInput in, const gpu::Buffer& bias,
                const gpu::Buffer& post_norm, gpu::Addr x, int n, int l,
                GpuLoraPair GpuLoraLayer::*lora);
-  // glm4moe's routed and shared experts of cur_ [n, n_embd], added to x [n, n_embd] (model::
-  // MoeFfn's definition): the router and the routing, each slot's expert over moe_, the shared
-  // expert over up_ / act_.
-  void moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
+  // glm4moe's routed and shared experts of `in` (the layer's normed rows [n, n_embd]: cur_, or x
+  // with its norm fused into the matmuls that read it, a decode step's), added to x [n, n_embd]
+  // (model::MoeFfn's definition): the router and the routing, each slot's expert over moe_, the
+  // shared expert over up_ / act_.
+  void moe(gpu::Stream& st, const Layer& g, const gpu::MatmulInput& in, gpu::Addr x, int n) const;
   // The same with the router and routed experts on the host (g.host_moe): the step so far is
   // submitted, cur_ read back, the CPU's MoeFfn adds the chosen experts' sum (out), and a new
   // recording adds it to x and runs the shared expert on the device.
   Status host_moe(gpu::Stream& st, const Layer& g, gpu::Addr x, int n);
-  void shared_expert(gpu::Stream& st, const Layer& g, gpu::Addr x, int n) const;
+  // x += the shared expert of `in` (moe's), where the layer has one.
+  void shared_expert(gpu::Stream& st, const Layer& g, const gpu::MatmulInput& in, gpu::Addr x,
+                     int n) const;
   // Moves the routed experts of layers [0, cpu_moe) out of `weights` (before the device's plan
   // and upload) into *saved: the views, shared experts left behind.
   static void take_host_experts(Weights* weights, int cpu_moe, std::vector<MoeWeights>* saved);
