@@ -222,26 +222,27 @@ namespace {
 // them (kBlocks); else the f32 rows (normed or not), which the shader's teams quantize as they
 // read them (matmul.comp's in_mode 1, 2) where tuning.fuse is 1 (kInTeam); else blocks that
 // quantize_q8 writes into the stream's scratch (kBlocks); none (kNone: the float shaders then)
-// where that cannot be allocated.
+// where that cannot be allocated. in_mode: matmul.comp's for it.
 struct IntDotInput {
   enum Kind { kNone, kBlocks, kInTeam } kind = kNone;
   Addr x = 0;  // the blocks, or the f32 rows
+  uint32_t in_mode = 0;
 };
+// matmul.comp's in_mode for f32 rows that its 8-bit variants quantize as they read them (its
+// other values: MatmulInput::Fused).
+constexpr uint32_t kInF32 = 2;
 IntDotInput int_dot_input(Stream& s, const MatmulInput& in, int n_rows, const Matrix& w,
                           const MatmulTuning& tuning) {
-  if (in.fused == MatmulInput::Fused::kRmsNorm || (in.q8 == 0 && tuning.fuse == 1)) {
-    return {IntDotInput::kInTeam, in.f32};
+  if (in.fused == MatmulInput::Fused::kRmsNorm) {
+    return {IntDotInput::kInTeam, in.f32, static_cast<uint32_t>(in.fused)};
   }
+  if (in.q8 == 0 && tuning.fuse == 1) return {IntDotInput::kInTeam, in.f32, kInF32};
   if (in.q8 != 0) return {IntDotInput::kBlocks, in.q8};
   const Addr xq = s.scratch(q8_bytes(n_rows, w.n_cols));
   if (xq == 0) return {};
   quantize_q8(s, in.f32, xq, n_rows, w.n_cols);
   return {IntDotInput::kBlocks, xq};
 }
-
-// matmul.comp's in_mode for f32 rows that its 8-bit variants quantize as they read them (its
-// other values: MatmulInput::Fused).
-constexpr uint32_t kInF32 = 2;
 
 // matmul.comp's push constants (its IDS fields last: the plain variants read the rest).
 struct DecodePush {
@@ -364,13 +365,11 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
   const uint32_t gz =
       one ? 1 : static_cast<uint32_t>((n_tokens + kMatmulTokenTile - 1) / kMatmulTokenTile);
   GLM_CHECK(gz <= kMaxGroups);
-  if (xq.kind == IntDotInput::kBlocks) {
-    p.x = p.x4 = xq.x;
-    p.in_mode = 0;
-  } else if (xq.kind == IntDotInput::kInTeam && in.fused == MatmulInput::Fused::kNone) {
-    p.in_mode = kInF32;  // (x already the f32 rows)
-  }
   const bool dot = xq.kind != IntDotInput::kNone;
+  if (dot) {
+    p.x = p.x4 = xq.x;
+    p.in_mode = xq.in_mode;
+  }
   s.dispatch(
       one ? (dot ? w.shaders.one_dot : w.shaders.one) : (dot ? w.shaders.few_dot : w.shaders.few),
       &p, sizeof(p), g.gx, g.gy, gz);
@@ -394,11 +393,7 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
   const IntDotInput xq = uses_int_dot(s.device(), w, 1, tuning)
                              ? int_dot_input(s, in, x_rows, w, tuning)
                              : IntDotInput{};
-  if (xq.kind == IntDotInput::kBlocks) {
-    p.in_mode = 0;
-  } else if (xq.kind == IntDotInput::kInTeam && in.fused == MatmulInput::Fused::kNone) {
-    p.in_mode = kInF32;
-  }
+  if (xq.kind != IntDotInput::kNone) p.in_mode = xq.in_mode;
   // A slot a workgroup in z: at most kMaxGroups slots a dispatch, whole tokens each (x_div).
   const int per = static_cast<int>(kMaxGroups / x_div * x_div);
   for (int s0 = 0; s0 < n_slots; s0 += per) {

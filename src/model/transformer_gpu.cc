@@ -244,8 +244,7 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   GLM_RETURN_IF_ERROR(up.vec(lw.qkv_b, c.q_dim() + 2 * c.kv_dim(), &g.qkv_b));
   // llama's separate q, k and v (and gate and up) stacked into one matrix where their types
   // agree, as ChatGLM's files have them: one matmul (and its dispatch) for them all.
-  StatusOr<bool> qkv = lw.wq.data != nullptr ? up.stacked({&lw.wq, &lw.wk, &lw.wv}, &g.qkv, name)
-                                             : StatusOr<bool>(false);
+  StatusOr<bool> qkv = up.stacked({&lw.wq, &lw.wk, &lw.wv}, &g.qkv, name);
   if (!qkv.ok()) return qkv.status();
   if (*qkv) {
     GLM_RETURN_IF_ERROR(
@@ -260,9 +259,7 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   }
   GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, c.n_embd, &g.ffn_norm));
-  StatusOr<bool> gate_up = lw.ffn_gate.data != nullptr
-                               ? up.stacked({&lw.ffn_gate, &lw.ffn_up}, &g.ffn_up, name)
-                               : StatusOr<bool>(false);
+  StatusOr<bool> gate_up = up.stacked({&lw.ffn_gate, &lw.ffn_up}, &g.ffn_up, name);
   if (!gate_up.ok()) return gate_up.status();
   g.gate_up_stacked = *gate_up;
   if (!g.gate_up_stacked) {
@@ -279,18 +276,14 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   // Each expert's gate and up rows together (one matmul of the experts for both), and the
   // shared expert's, where their types agree.
   StatusOr<bool> exps =
-      m.gate_exps.data != nullptr
-          ? up.stacked({&m.gate_exps, &m.up_exps}, &g.gate_up_exps, name, c.moe.n_expert)
-          : StatusOr<bool>(false);
+      up.stacked({&m.gate_exps, &m.up_exps}, &g.gate_up_exps, name, c.moe.n_expert);
   if (!exps.ok()) return exps.status();
   if (!*exps) {
     GLM_RETURN_IF_ERROR(up.matrix(m.gate_exps, &g.gate_exps, name, /*experts=*/true));
     GLM_RETURN_IF_ERROR(up.matrix(m.up_exps, &g.up_exps, name, /*experts=*/true));
   }
   GLM_RETURN_IF_ERROR(up.matrix(m.down_exps, &g.down_exps, name, /*experts=*/true));
-  StatusOr<bool> shexp = m.gate_shexp.data != nullptr
-                             ? up.stacked({&m.gate_shexp, &m.up_shexp}, &g.gate_up_shexp, name)
-                             : StatusOr<bool>(false);
+  StatusOr<bool> shexp = up.stacked({&m.gate_shexp, &m.up_shexp}, &g.gate_up_shexp, name);
   if (!shexp.ok()) return shexp.status();
   if (!*shexp) {
     GLM_RETURN_IF_ERROR(up.matrix(m.gate_shexp, &g.gate_shexp, name));
