@@ -1,4 +1,4 @@
-// check_coop_matmul (ops.h): the tensor cores' products against the host's before the prefill
+// check_coop_matmul (matmul.h): the tensor cores' products against the host's before the prefill
 // takes them.
 #include <cmath>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "core/fp16.h"
 #include "core/log.h"
-#include "gpu/ops.h"
+#include "gpu/matmul.h"
 
 namespace glm::gpu {
 

@@ -9,7 +9,7 @@
 // in one place.
 //
 // Ownership: a Device owns its device, memory and pipelines (the VkInstance is the process's
-// one, shared and kept: device.cc says why); Buffers and the Stream must not outlive it.
+// one, shared and kept: instance.h says why); Buffers and the Stream must not outlive it.
 // Thread-safety: a Device and its Stream are used from one thread at a time (the engine loop);
 // list_devices() and Device::open are thread-safe.
 #pragma once
@@ -72,6 +72,10 @@ enum class MemoryKind {
 
 class Device;
 
+// A device address: a buffer's (Buffer::address()) plus a byte offset, so that a view into a
+// larger buffer is an address. The shaders take their buffers as these (push constants).
+using Addr = VkDeviceAddress;
+
 // A buffer with its own memory and device address. Movable, not copyable; frees on destruction.
 class Buffer {
  public:
@@ -85,7 +89,7 @@ class Buffer {
   bool valid() const { return buffer_ != VK_NULL_HANDLE; }
   size_t size() const { return size_; }
   VkBuffer handle() const { return buffer_; }
-  VkDeviceAddress address() const { return address_; }
+  Addr address() const { return address_; }
   // Host pointer of an upload or readback buffer (mapped for its lifetime); null for kDevice.
   void* mapped() const { return mapped_; }
   void reset();
@@ -182,7 +186,7 @@ class Device {
   const DeviceInfo& info() const { return info_; }
   const VulkanApi& vk() const { return api_; }
   VkDevice handle() const { return device_; }
-  VkInstance instance() const { return instance_; }  // the process's one (device.cc)
+  VkInstance instance() const { return instance_; }  // the process's one (instance.h)
 
   // A buffer of `bytes` (rounded up to 16). Errors: out_of_memory naming the size.
   StatusOr<Buffer> alloc(size_t bytes, MemoryKind kind);
@@ -216,7 +220,7 @@ class Device {
   void inject_failure_after(int n_submits) { fail_after_ = n_submits; }
   bool lost() const { return lost_; }
 
-  // Whether the tensor-core matmul gave the reference's products here (ops.h's
+  // Whether the tensor-core matmul gave the reference's products here (matmul.h's
   // check_coop_matmul sets it, once, where info().coop_matrix); until then, and where it did
   // not, the prefill takes the shaders without tensor cores.
   bool coop_verified() const { return coop_verified_; }

@@ -95,7 +95,7 @@ Status start_validation(const VulkanApi& api, VkInstance instance) {
     return Status(ErrorCode::kUnavailable, "vulkan: no vkCreateDebugUtilsMessengerEXT");
   }
   const VkDebugUtilsMessengerCreateInfoEXT ci = messenger_info();
-  // Kept for the process's life, as the instance is (device.cc).
+  // Kept for the process's life, as the instance is (instance.cc).
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   const VkResult r = create(instance, &ci, nullptr, &messenger);
   if (r != VK_SUCCESS) {

@@ -16,7 +16,7 @@
 // (workgroup z is expert e; its tiles take e's slots as their tokens; no split).
 // REF: the same shader with the tensor cores' products in scalar code (a thread takes 8 values
 // of each of its warp's tiles: products of the same fp16 values, summed in f32). It runs on any
-// device: what the tests check on lavapipe, and what check_coop_matmul (ops.h) compares the
+// device: what the tests check on lavapipe, and what check_coop_matmul (matmul.h) compares the
 // tensor cores with before the prefill takes them.
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #ifndef REF

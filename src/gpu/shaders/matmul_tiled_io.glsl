@@ -1,5 +1,5 @@
 // What the prefill matmuls (matmul_tiled.comp, matmul_coop.comp) share beside their products:
-// their push constants (ops.cc's matmul and matmul_experts_grouped fill them), a tile's tokens,
+// their push constants (matmul.cc's matmul and matmul_experts_grouped fill them), a tile's tokens,
 // weight rows and chunks, the decoding of its weights and activations a chunk at a time, and
 // where a sum goes. BM x BN tiles (128 x 64) of 256 threads. IDS: the experts' variants
 // (matmul_tiled.comp says how they run).
