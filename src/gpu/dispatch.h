@@ -11,7 +11,7 @@
 
 namespace glm::gpu {
 
-inline constexpr uint32_t kGroup = 64;  // local_size_x of every shader
+inline constexpr uint32_t kGroup = 64;         // local_size_x of every shader
 inline constexpr uint32_t kMaxGroups = 65535;  // the guaranteed maxComputeWorkGroupCount per axis
 
 inline int64_t groups_for(int64_t n) { return (n + kGroup - 1) / kGroup; }

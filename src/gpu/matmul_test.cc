@@ -3,6 +3,8 @@
 // integer-dot shaders), on whatever Vulkan device the machine has (lavapipe in CI; gpu_test.cc
 // says why these fail rather than skip without one); the shader choice (MatmulTuning) and the
 // dispatch geometry at the edges.
+#include "gpu/matmul.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include "core/fp16.h"
 #include "gpu/device.h"
 #include "gpu/gpu_test_util.h"
-#include "gpu/matmul.h"
 #include "gpu/validation.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
