@@ -115,6 +115,45 @@ TEST(EngineReal, NextTurnCachesThePreviousTurnsPromptAndReply) {
                                 [](int turn) { return "and then? " + std::to_string(turn); });
 }
 
+// A chat page's "regenerate": the same messages again in the same conversation, whose saved turn
+// (with the answer) no longer matches the history. Every prompt token comes from the cache, the
+// first token from the logits kept when the prompt last ran (no forward pass before it); the
+// greedy answer is the first one, the timings say so, and the next turn still reuses all.
+TEST(EngineReal, ARegenerateTakesItsWholePromptFromTheCacheAndAnswersAlike) {
+  if (access(kChatglm3.c_str(), R_OK) != 0) GTEST_SKIP() << kChatglm3 << " is absent";
+  auto e = load(1);
+  ASSERT_NE(e, nullptr);
+  const std::vector<tok::Message> m = {{"system", "You are a helpful assistant."},
+                                       {"user", "Tell me about the sea, in a few words"}};
+  Results r;
+  for (const char* id : {"first", "regenerate", "again"}) {
+    Request q = greedy(id, m, 12);
+    q.conversation = "c";
+    ASSERT_TRUE(e->submit(q, r.sink()).ok());
+    ASSERT_TRUE(r.wait(id));
+    ASSERT_EQ(r.done[id].type, EventType::kDone) << r.done[id].error.to_string();
+  }
+  const int n_prompt = r.done["first"].usage.prompt_tokens;
+  EXPECT_EQ(r.start["first"].usage.cached_tokens, 0);
+  for (const char* id : {"regenerate", "again"}) {
+    EXPECT_EQ(r.text[id], r.text["first"]) << id;
+    EXPECT_EQ(r.done[id].usage.prompt_tokens, n_prompt) << id;
+    EXPECT_EQ(r.start[id].usage.cached_tokens, n_prompt) << id;
+  }
+  // The next turn after a regenerate reuses its prompt and answer, as after any turn.
+  std::vector<tok::Message> next = m;
+  next.push_back({"assistant", r.text["again"]});
+  next.push_back({"user", "and the sky?"});
+  Request q = greedy("next", next, 4);
+  q.conversation = "c";
+  ASSERT_TRUE(e->submit(q, r.sink()).ok());
+  ASSERT_TRUE(r.wait("next"));
+  const Event& again = r.done["again"];
+  EXPECT_EQ(r.start["next"].usage.cached_tokens,
+            again.usage.prompt_tokens + again.usage.completion_tokens -
+                (again.finish_reason == FinishReason::kLength ? 1 : 0));
+}
+
 // A turn that calls a tool is sent back by the client as the call (its name and arguments) and
 // an observation: the engine tags the saved conversation with that history, so the next turn
 // reuses every token (before, the tag was the raw answer text's and the turn fell back to the
@@ -251,7 +290,8 @@ TEST(EngineReal, APartialBlockReusedGivesIdenticalGreedyOutput) {
   };
   run("short", 0);
   run("short again", 0);
-  EXPECT_EQ(r.start["short again"].usage.cached_tokens, static_cast<int>(ids[0].size()) - 1);
+  // Seen whole before: its K/V all from the cache, its first token from the logits kept.
+  EXPECT_EQ(r.start["short again"].usage.cached_tokens, static_cast<int>(ids[0].size()));
   run("story", 1);
   run("other story", 2);
   EXPECT_EQ(r.start["other story"].usage.cached_tokens, static_cast<int>(common));

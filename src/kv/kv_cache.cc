@@ -29,10 +29,9 @@ uint64_t chain_root(uint64_t salt) {
   return z ^ (z >> 31);
 }
 
-void KvCache::match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq) {
+void KvCache::match_prefix(const std::vector<int32_t>& prompt, int max_cached, SeqKv* seq) {
   const int bt = alloc_.block_tokens();
-  // At least one prompt token must run through the model to produce logits.
-  const int max_blocks = (static_cast<int>(prompt.size()) - 1) / bt;
+  const int max_blocks = max_cached / bt;
   uint64_t parent = seq->root;
   for (int i = 0; i < max_blocks; ++i) {
     const int32_t* t = prompt.data() + static_cast<size_t>(i) * bt;
@@ -108,7 +107,8 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
       prompt.insert(prompt.end(), d->pending.begin(), d->pending.end());
       prompt.insert(prompt.end(), in.tail->begin(), in.tail->end());
       if (static_cast<int>(prompt.size()) + in.max_new_tokens <= in.n_ctx) {
-        const AdmitResult r = admit_prompt(std::move(prompt), n_saved, in, out);
+        const int max_cached = static_cast<int>(prompt.size()) - 1;
+        const AdmitResult r = admit_prompt(std::move(prompt), n_saved, max_cached, in, out);
         if (r == AdmitResult::kAdmitted) {
           out->from_conversation = true;
           GLM_LOG_INFO("kv-disk: a conversation's %d tokens restored: %d from memory or disk",
@@ -119,12 +119,14 @@ AdmitResult KvCache::admit(const AdmitInput& in, Admitted* out) {
     }
   }
 
-  // 2. The full prompt, reusing cached full blocks of any earlier sequence.
+  // 2. The full prompt, reusing cached full blocks of any earlier sequence (and its last
+  // partial one), leaving a token to run for its logits unless the caller keeps them.
   const int n_prompt = static_cast<int>(in.prompt->size());
-  return admit_prompt(*in.prompt, n_prompt - 1, in, out);
+  const int max_cached = in.logits_kept ? n_prompt : n_prompt - 1;
+  return admit_prompt(*in.prompt, max_cached, max_cached, in, out);
 }
 
-AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
+AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable, int max_cached,
                                   const AdmitInput& in, Admitted* out) {
   const int extra = std::max(in.max_new_tokens - 1, 0);
   const int n_prompt = static_cast<int>(prompt.size());
@@ -135,11 +137,10 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
   kv.root = kv.chain_hash = chain_root(in.salt);
   BlockAllocator::Match partial;  // retained until copied or dropped
   if (in.reuse) {
-    match_prefix(prompt, &kv);
-    // The next block's first tokens, from any cached block after the matched chain (at least
-    // one prompt token must still run).
+    match_prefix(prompt, max_cached, &kv);
+    // The next block's first tokens, from any cached block after the matched chain.
     const int at = static_cast<int>(kv.tokens.size());
-    const int n = std::min(alloc_.block_tokens(), n_prompt - 1 - at);
+    const int n = std::min(alloc_.block_tokens(), max_cached - at);
     if (n > 0 && copy_block_) partial = alloc_.longest_prefix(kv.chain_hash, prompt.data() + at, n);
   }
   const int need = total - static_cast<int>(kv.blocks.size());
@@ -152,7 +153,7 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
   }
   kv.reserved = need;
   const size_t n_matched = kv.tokens.size();
-  if (in.reuse) restore_from_disk(prompt, n_restorable, &kv);
+  if (in.reuse) restore_from_disk(prompt, std::min(n_restorable, max_cached), &kv);
   if (partial.block >= 0 && kv.tokens.size() == n_matched) {
     // Copy-on-write: the cached block is only read; the sequence writes on into its own copy.
     const int dst = alloc_.allocate_reserved();
@@ -173,7 +174,7 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
 void KvCache::restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq) {
   if (disk_ == nullptr || !disk_->enabled()) return;
   const int bt = alloc_.block_tokens();
-  limit = std::min(limit, static_cast<int>(prompt.size()) - 1);  // >= 1 token runs
+  limit = std::min(limit, static_cast<int>(prompt.size()));
   for (;;) {
     const int at = static_cast<int>(seq->tokens.size());
     const int n = std::min(bt, limit - at);

@@ -13,7 +13,8 @@
 //      written last block is published too, and the cached block sharing the most tokens with
 //      the prompt's next ones is copied into the sequence's own block at admission (through
 //      set_copy_block's function), so a repeated short prompt, or one that leaves a cached
-//      prompt inside a block, prefills only what differs.
+//      prompt inside a block, prefills only what differs: at least its last token, or none where
+//      the caller keeps that prompt's logits (AdmitInput::logits_kept, PromptLogits).
 // Memory pressure: admission evicts idle saved conversations least recently used first; their
 // full blocks stay in the prefix cache until the allocator evicts them (also LRU).
 // On disk (optional, attach_disk; docs/engine.md#kv-disk): saved conversations are written to a
@@ -69,6 +70,10 @@ struct AdmitInput {
   // Its blocks chain from chain_root(salt): K/V is never shared across adapters. (The caller
   // keys conversations by adapter too.)
   uint64_t salt = 0;
+  // The caller keeps the logits of *prompt's last position (PromptLogits): on the full-prompt
+  // path every prompt token may then come from the cache (Admitted::n_cached = its size), so
+  // that none runs. Else at least one runs, for its logits.
+  bool logits_kept = false;
 };
 
 // The prefix cache's chain root for an adapter's identity (kRootHash for 0).
@@ -172,9 +177,10 @@ class KvCache {
   };
   bool evict_oldest_conversation();
   // The full-prompt path: cached blocks in memory, then (after the reservation) on disk for
-  // at most the first `n_restorable` positions.
-  AdmitResult admit_prompt(std::vector<int32_t> prompt, int n_restorable, const AdmitInput& in,
-                           Admitted* out);
+  // at most the first `n_restorable` positions; at most its first `max_cached` tokens in all
+  // (its size - 1: one runs for its logits; its size where AdmitInput::logits_kept).
+  AdmitResult admit_prompt(std::vector<int32_t> prompt, int n_restorable, int max_cached,
+                           const AdmitInput& in, Admitted* out);
   // Extends seq (its in-memory prefix matched) with blocks of `prompt` found on disk (full
   // blocks, and a last partial one ending at `limit`), each drawn from its reservation.
   void restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq);
@@ -182,8 +188,9 @@ class KvCache {
   bool write_conversation(const std::string& key, Conversation* c);
   // Blocks one fork needs when its prompt is n_prompt positions and it may add `extra`.
   int fork_blocks(int n_prompt, int extra) const;
-  // Longest chain of cached full blocks matching the start of prompt, leaving >= 1 token to run.
-  void match_prefix(const std::vector<int32_t>& prompt, SeqKv* seq);
+  // Longest chain of cached full blocks matching the start of prompt, within its first
+  // max_cached tokens.
+  void match_prefix(const std::vector<int32_t>& prompt, int max_cached, SeqKv* seq);
 
   BlockAllocator alloc_;
   CopyBlock copy_block_;

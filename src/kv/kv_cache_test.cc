@@ -186,6 +186,31 @@ TEST(KvCache, AFullyCachedPromptStillRunsItsLastBlock) {
   kv.release(&b.kv);
 }
 
+// Unless the caller keeps the prompt's logits (PromptLogits): then every token may come from the
+// cache, the partly written last block's too (copied), and none runs.
+TEST(KvCache, APromptWhoseLogitsAreKeptRunsNone) {
+  KvCache kv(16, 4);
+  int copies = 0;
+  kv.set_copy_block([&](int, int) { ++copies; });
+  for (int n : {8, 7, 1}) {
+    auto p = seq_tokens(10 * n, n);
+    Admitted a;
+    ASSERT_EQ(kv.admit(input(p, 3), &a), AdmitResult::kAdmitted);
+    run(&kv, &a, {1, 2, 3});
+    kv.release(&a.kv);
+    AdmitInput in = input(p, 3);
+    in.logits_kept = true;
+    Admitted b;
+    ASSERT_EQ(kv.admit(in, &b), AdmitResult::kAdmitted);
+    EXPECT_EQ(b.n_cached, n);
+    EXPECT_EQ(b.kv.tokens, p);
+    EXPECT_EQ(copies, n % 4 == 0 ? 0 : n == 7 ? 1 : 2) << n;  // 7: the block of 4..7
+    kv.release(&b.kv);
+  }
+  EXPECT_EQ(kv.allocator().n_used(), 0);
+  EXPECT_EQ(kv.allocator().n_reserved(), 0);
+}
+
 TEST(KvCache, ConversationTurnPrefillsOnlyTheNewTokens) {
   KvCache kv(32, 4);
   auto p1 = seq_tokens(0, 6);
@@ -357,7 +382,7 @@ TEST(KvCache, EveryCachedPositionHoldsItsPromptTokenUnderRandomReuse) {
   };
   std::mt19937 rng(7);
   std::vector<Admitted> running;
-  int partial = 0;
+  int partial = 0, wholes = 0;
   for (int i = 0; i < 1500; ++i) {
     std::vector<int32_t> prompt;  // a small alphabet: prompts often part inside a block
     const int len = 1 + rng() % 14;
@@ -368,11 +393,14 @@ TEST(KvCache, EveryCachedPositionHoldsItsPromptTokenUnderRandomReuse) {
     in.conversation = "c" + std::to_string(conv);
     in.history_tag = rng() % 2;
     in.tail = &tail;
+    in.logits_kept = rng() % 2 == 0;  // the prompt path may then take every token from cache
     Admitted a;
     const AdmitResult r = kv.admit(in, &a);
     ASSERT_NE(r, AdmitResult::kNeverFits);
     if (r == AdmitResult::kAdmitted) {
-      ASSERT_LT(a.n_cached, static_cast<int>(a.prompt.size()));
+      const bool whole = in.logits_kept && !a.from_conversation;
+      ASSERT_LE(a.n_cached, static_cast<int>(a.prompt.size()) - (whole ? 0 : 1));
+      wholes += a.n_cached == static_cast<int>(a.prompt.size());
       for (int p = 0; p < a.n_cached; ++p) {
         ASSERT_EQ(memory[a.kv.blocks[p / kBt]][p % kBt], a.prompt[p]) << "request " << i;
       }
@@ -402,6 +430,7 @@ TEST(KvCache, EveryCachedPositionHoldsItsPromptTokenUnderRandomReuse) {
   EXPECT_EQ(kv.allocator().n_reserved(), 0);
   EXPECT_GT(partial, 100);  // the mix really reused partial blocks
   EXPECT_GE(copies, partial);
+  EXPECT_GT(wholes, 50);  // and took whole prompts from the cache
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ Scheduler::Scheduler(model::Model* model, model::KvPool* pool, kv::KvCache* cach
              (!want_draft || !draft_.model->capabilities().bidirectional_prompt);
   draft_on_ = spec_on_ && want_draft;
   mtp_on_ = spec_on_ && want_mtp;
+  if (!caps_.bidirectional_prompt && !draft_on_ && !mtp_on_) {
+    prompt_logits_ = kv::PromptLogits(options_.prompt_logits_bytes);
+  }
   // Token-granular prefix reuse copies a cached block's K/V at admission (kv_cache.h).
   cache_->set_copy_block([this](int src, int dst) { model_->copy_kv_block(pool_, src, dst); });
 }
@@ -167,6 +170,9 @@ void Scheduler::admit() {
     in.reuse = !caps_.bidirectional_prompt;
     in.n_forks = static_cast<int>(s->forks.size());
     in.salt = s->req.adapter_salt;
+    // A prompt run whole before: its K/V may all come from the cache, its logits from here.
+    const float* kept = s->req.resumed == 0 ? prompt_logits_.find(in.salt, s->req.prompt) : nullptr;
+    in.logits_kept = kept != nullptr;
     const kv::AdmitResult r = cache_->admit(in, &s->adm);
     if (r == kv::AdmitResult::kWait) return;  // FIFO: nobody overtakes the head
     std::unique_ptr<Seq> seq = std::move(waiting_.front());
@@ -190,8 +196,16 @@ void Scheduler::admit() {
     info.from_conversation = seq->adm.from_conversation;
     seq->req.observer->on_start(info);
     for (auto& fork : seq->forks) fork->req.observer->on_start(info);
+    const bool whole = kept != nullptr && !seq->adm.from_conversation &&
+                       seq->adm.n_cached == static_cast<int>(seq->adm.prompt.size());
+    Seq* admitted = seq.get();
     running_.push_back(std::move(seq));
+    if (whole) {  // no forward pass: its first token now (it may end the sequence)
+      std::vector<float> row(kept, kept + n_vocab_);
+      first_token(admitted, row.data());
+    }
   }
+  remove_finished();
 }
 
 void Scheduler::start_sampler(Seq* seq) {
@@ -414,16 +428,29 @@ bool Scheduler::step() {
       finish(seq, FinishReason::kLength, std::nullopt);
       continue;
     }
-    float* row = rows;
-    if (!seq->forks.empty()) start_forks(seq, row);
-    if (constrained(*seq) && !constrain(seq, row)) continue;
-    generation::GeneratedLogprobs lp;
-    const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
-    const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
-    deliver(seq, token, want_logprobs ? &lp : nullptr);
+    if (seq->decoding) {
+      decode_token(seq, rows);
+      continue;
+    }
+    // The prompt is written: its last position's logits kept for its next time.
+    prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
+    first_token(seq, rows);
   }
   remove_finished();
   return true;
+}
+
+void Scheduler::first_token(Seq* seq, float* row) {
+  if (!seq->forks.empty()) start_forks(seq, row);
+  decode_token(seq, row);
+}
+
+void Scheduler::decode_token(Seq* seq, float* row) {
+  if (constrained(*seq) && !constrain(seq, row)) return;
+  generation::GeneratedLogprobs lp;
+  const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
+  const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
+  deliver(seq, token, want_logprobs ? &lp : nullptr);
 }
 
 int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs) {

@@ -40,6 +40,7 @@
 #include "generation/usage.h"
 #include "grammar/matcher.h"
 #include "kv/kv_cache.h"
+#include "kv/prompt_logits.h"
 #include "model/model.h"
 #include "sampler/sampler.h"
 
@@ -163,6 +164,12 @@ struct Options {
   // step (DraftLength::Cost; docs/engine.md#mtp-drafts). false: drafts are taken as free (the
   // drafting's own tests).
   bool draft_cost = true;
+  // The logits of recent prompts' last positions kept (kv::PromptLogits, at most this many
+  // bytes; 0: none), so that a prompt that comes again whole, its K/V still in the prefix
+  // cache, samples its first token with no forward pass (docs/engine.md#prompt-logits). Not
+  // with a draft model or MTP drafts (their own K/V would need the prompt run) nor for
+  // bidirectional prompts (never reused).
+  size_t prompt_logits_bytes = size_t{32} << 20;
 };
 
 // The draft model of Options::spec == kDraft (docs/engine.md#draft-model): a smaller model of
@@ -276,6 +283,11 @@ class Scheduler {
   // sampled token of each position while it equals the drafted one (whose K/V are then kept),
   // then the first that differs (or the one after the whole draft).
   void accept_draft(Seq* seq, float* rows);
+  // The first token of a sequence whose prompt is written, and its forks', from the logits of
+  // the prompt's last position (row [n_vocab], masked in place where constrained).
+  void first_token(Seq* seq, float* row);
+  // A sequence's next token from the logits of its last position (as first_token, no forks).
+  void decode_token(Seq* seq, float* row);
   // Handles a sampled token; returns true if the sequence goes on.
   bool deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs);
   void remove_finished();
@@ -289,7 +301,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
-  std::vector<Seq*> prefill_order_;  // plan_prefill's scratch
+  std::vector<Seq*> prefill_order_;    // plan_prefill's scratch
+  kv::PromptLogits prompt_logits_{0};  // empty (0 bytes) where it does not apply (Options)
   DraftModel draft_;
   bool spec_on_ = false;             // speculation (n-gram, draft model or MTP) for this model
   bool draft_on_ = false;            // ... with the draft model

@@ -12,6 +12,7 @@
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
 #include "scheduler/fake_model.h"
+#include "scheduler/scheduler_test_util.h"
 #include "scheduler/spec_test_util.h"
 
 namespace glm::scheduler {
@@ -22,111 +23,6 @@ using testing::fake_greedy;
 using testing::FakeModel;
 using testing::kEos;
 using testing::kVocab;
-
-// What one request saw, in order.
-struct Record {
-  std::vector<std::string> events;  // "queued", "start", "finish", "error"
-  std::vector<int32_t> tokens;
-  int queued_position = -1;
-  StartInfo start;
-  FinishInfo finish;
-  Status error;
-  int n_final = 0;
-  int start_order = -1;
-  std::vector<std::pair<int, int>> prefill;  // on_prefill's (prefilled, to_prefill), in order
-  // Behaviour knobs.
-  int stop_after = -1;  // on_token returns false after this many tokens
-  bool save = false;    // save the conversation under `tag`
-  uint64_t tag = 0;
-};
-
-class Recorder : public SeqObserver {
- public:
-  Recorder(Record* r, int* start_counter) : r_(r), start_counter_(start_counter) {}
-  void on_queued(int position) override {
-    r_->events.push_back("queued");
-    r_->queued_position = position;
-  }
-  void on_start(const StartInfo& info) override {
-    r_->events.push_back("start");
-    r_->start = info;
-    r_->start_order = (*start_counter_)++;
-  }
-  void on_prefill(int prefilled, int to_prefill) override {
-    r_->prefill.emplace_back(prefilled, to_prefill);
-  }
-  bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
-    r_->tokens.push_back(token);
-    return r_->stop_after < 0 || static_cast<int>(r_->tokens.size()) < r_->stop_after;
-  }
-  void on_finish(FinishInfo* info) override {
-    r_->events.push_back("finish");
-    ++r_->n_final;
-    info->save_conversation = r_->save;
-    info->conversation_tag = r_->tag;
-    r_->finish = *info;
-  }
-  void on_error(const Status& status) override {
-    r_->events.push_back("error");
-    ++r_->n_final;
-    r_->error = status;
-  }
-
- private:
-  Record* r_;
-  int* start_counter_;
-};
-
-// A scheduler over a FakeModel with its own cache, plus bookkeeping of the requests' records.
-struct Harness {
-  explicit Harness(Options opt = {}, int n_blocks = 256, int block_tokens = 4)
-      : model(kVocab, block_tokens),
-        cache(n_blocks, block_tokens),
-        sched(&model, nullptr, &cache, opt) {}
-
-  Status add(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
-             const std::function<void(SeqRequest*)>& edit = nullptr) {
-    SeqRequest r;
-    r.id = id;
-    r.prompt = std::move(prompt);
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.temperature = 0.0f;
-    r.stop_ids = {kEos};
-    auto& rec = records[id];
-    rec = std::make_unique<Record>();
-    r.observer = std::make_unique<Recorder>(rec.get(), &start_counter);
-    if (edit) edit(&r);
-    return sched.add(std::move(r));
-  }
-  // Adds a fork (another choice) to *r, recorded as "ID#k".
-  void fork(SeqRequest* r, generation::SamplingParams sampling,
-            std::unique_ptr<grammar::Matcher> matcher = nullptr) {
-    auto& rec = records[r->id + "#" + std::to_string(r->forks.size() + 1)];
-    rec = std::make_unique<Record>();
-    SeqRequest::Fork f;
-    f.sampling = sampling;
-    f.matcher = std::move(matcher);
-    f.observer = std::make_unique<Recorder>(rec.get(), &start_counter);
-    r->forks.push_back(std::move(f));
-  }
-  void run_all(int max_steps = 100000) {
-    for (int i = 0; i < max_steps && !sched.idle(); ++i) sched.step();
-    ASSERT_TRUE(sched.idle());
-  }
-  Record& rec(const std::string& id) { return *records.at(id); }
-
-  FakeModel model;
-  kv::KvCache cache;
-  Scheduler sched;
-  int start_counter = 0;
-  std::map<std::string, std::unique_ptr<Record>> records;
-};
-
-std::vector<int32_t> random_prompt(std::mt19937* rng, int n) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(2 + (*rng)() % (kVocab - 2));
-  return p;
-}
 
 TEST(Scheduler, SingleRequestMatchesTheModelsGreedyContinuation) {
   Harness h;
@@ -485,36 +381,6 @@ TEST(Scheduler, NextTurnOfAConversationPrefillsOnlyItsNewTokens) {
   EXPECT_EQ(t2.tokens, fake_greedy(full, kVocab, 9, {kEos}));
   h.cache.clear_conversations();
   EXPECT_EQ(h.cache.allocator().n_used(), 0);
-}
-
-// Constrained decoding: token v >= 2 spells one character of kChars; 1 (EOS) is the stop id,
-// 0 a control token. The grammar root ::= [a-c]{3,6} allows a, b, c and EOS after 3 letters.
-const std::string kChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-
-std::shared_ptr<const grammar::TokenVocab> letter_vocab() {
-  std::vector<std::string> tokens(kVocab);
-  for (int v = 2; v < kVocab; ++v) tokens[v] = std::string(1, kChars[v - 2]);
-  return grammar::TokenVocab::create(tokens, {kEos}, {0}).value();
-}
-
-// The masked greedy continuation, computed independently of the grammar engine.
-std::vector<int32_t> masked_greedy(std::vector<int32_t> context) {
-  std::vector<int32_t> out;
-  std::vector<float> logits(kVocab);
-  for (;;) {
-    const bool can_stop = out.size() >= 3, must_stop = out.size() == 6;
-    if (must_stop) return out;  // complete, and nothing else allowed: ends without sampling
-    FakeModel::logits_for(context, kVocab, logits.data());
-    int32_t best = -1;
-    for (int32_t v = 0; v < kVocab; ++v) {
-      const bool allowed =
-          (v >= 2 && kChars[v - 2] >= 'a' && kChars[v - 2] <= 'c') || (v == kEos && can_stop);
-      if (allowed && (best < 0 || logits[v] > logits[best])) best = v;
-    }
-    if (best == kEos) return out;
-    out.push_back(best);
-    context.push_back(best);
-  }
 }
 
 TEST(Scheduler, ConstrainedGreedyIsTheArgmaxOverTheMaskAndLeavesOthersAlone) {
