@@ -190,9 +190,11 @@ TEST(EngineRun, PipedChatReusesTheCacheOfEarlierTurns) {
   const int fed1 = num(turns[0], 1) + num(turns[0], 3) - (turns[0][4] == "length" ? 1 : 0);
   EXPECT_EQ(num(turns[1], 2), fed1) << r.err;
   EXPECT_GT(num(turns[1], 1), fed1);
-  // After /reset the same first message reuses only the shared full blocks of its prompt.
+  // After /reset the same first message is a prompt seen whole before: every token cached, its
+  // first token from the logits kept when it ran (docs/engine.md#prompt-logits).
   EXPECT_EQ(num(turns[2], 1), num(turns[0], 1));
-  EXPECT_LT(num(turns[2], 2), num(turns[2], 1));
+  EXPECT_EQ(num(turns[2], 2), num(turns[2], 1));
+  EXPECT_EQ(num(turns[2], 3), num(turns[0], 3));
 }
 
 // Ctrl-C during an answer stops that answer, not the session (llama-cli's behaviour): the turn

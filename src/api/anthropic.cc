@@ -144,8 +144,10 @@ std::string event(const char* name, const json& data) {
   return std::string("event: ") + name + "\ndata: " + dump_json(data) + "\n\n";
 }
 
+// Anthropic's split of the input: input_tokens are those not read from a cache,
+// cache_read_input_tokens those read (the prompt is their sum; OpenAI's prompt_tokens counts both).
 json usage_json(const protocol::Usage& u) {
-  return {{"input_tokens", u.prompt_tokens},
+  return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
           {"output_tokens", u.completion_tokens},
           {"cache_read_input_tokens", u.cached_tokens}};
 }

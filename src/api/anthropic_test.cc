@@ -171,7 +171,8 @@ TEST(Anthropic, MessageAndErrorShapes) {
   m.model = "m";
   m.calls = {{"toolu_1", "get_weather", R"({"city":"Paris"})"}, {"toolu_1_1", "get_time", R"({})"}};
   m.stop_reason = "tool_use";
-  m.usage.prompt_tokens = 3;
+  m.usage.prompt_tokens = 10;
+  m.usage.cached_tokens = 7;
   m.usage.completion_tokens = 4;
   const json j = json::parse(anthropic_message_json(m));
   EXPECT_EQ(j["type"], "message");
@@ -181,7 +182,9 @@ TEST(Anthropic, MessageAndErrorShapes) {
   EXPECT_EQ(j["content"][1]["id"], "toolu_1_1");
   EXPECT_EQ(j["content"][1]["name"], "get_time");
   EXPECT_EQ(j["content"][1]["input"], json::object());
+  // Anthropic's split: input_tokens not read from the cache, cache_read_input_tokens read.
   EXPECT_EQ(j["usage"]["input_tokens"], 3);
+  EXPECT_EQ(j["usage"]["cache_read_input_tokens"], 7);
   EXPECT_EQ(j["usage"]["output_tokens"], 4);
   EXPECT_EQ(anthropic_stop_reason(Outcome::kLength, false), "max_tokens");
   EXPECT_EQ(anthropic_stop_reason(Outcome::kStop, false), "end_turn");

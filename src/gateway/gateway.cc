@@ -89,6 +89,10 @@ std::string engine_metrics(const protocol::StatsInfo* s) {
          "Prompt tokens the KV cache already held (not prefilled).", s->cached_tokens_total);
   metric("glmserve_engine_generated_tokens_total", "counter", "Tokens the engine generated.",
          s->generated_tokens_total);
+  metric("glmserve_engine_whole_prompts_total", "counter",
+         "Requests whose whole prompt was cached with its logits: no forward pass before the "
+         "first token.",
+         s->whole_prompts_total);
   metric("glmserve_engine_spec_drafted_tokens_total", "counter",
          "Tokens speculative decoding drafted (engine --spec ngram).", s->speculation.drafted);
   metric("glmserve_engine_spec_accepted_tokens_total", "counter",

@@ -36,6 +36,9 @@ struct Stats {
   int64_t cached_tokens_total = 0;  // prefix-cache hits
   int64_t generated_tokens_total = 0;
   Speculation speculation;  // drafted and accepted tokens (speculative decoding), all requests
+  // Requests whose prompt came again whole: every token from the KV cache, the first token from
+  // the logits kept when it last ran (docs/engine.md#prompt-logits), no forward pass before it.
+  int64_t whole_prompts_total = 0;
   bool operator==(const Stats&) const = default;
 };
 

@@ -251,6 +251,7 @@ std::string serialize_event(const Event& e) {
       j["generated_tokens_total"] = s.generated_tokens_total;
       j["spec_drafted_tokens_total"] = s.speculation.drafted;
       j["spec_accepted_tokens_total"] = s.speculation.accepted;
+      j["whole_prompts_total"] = s.whole_prompts_total;
       j["connections"] = s.connections;
       j["uptime_s"] = s.uptime_s;
       break;
@@ -375,6 +376,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.stats.generated_tokens_total = get_int64(j, "generated_tokens_total");
       e.stats.speculation.drafted = get_int64(j, "spec_drafted_tokens_total");
       e.stats.speculation.accepted = get_int64(j, "spec_accepted_tokens_total");
+      e.stats.whole_prompts_total = get_int64(j, "whole_prompts_total");
       e.stats.connections = get_int(j, "connections");
       e.stats.uptime_s = get_double(j, "uptime_s");
       break;

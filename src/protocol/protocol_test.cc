@@ -528,6 +528,9 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_EQ(stb.stats.speculation, generation::Speculation{});
   st.stats.speculation = {100, 60};
   EXPECT_EQ(round_trip(st).stats.speculation, (generation::Speculation{100, 60}));
+  EXPECT_EQ(stb.stats.whole_prompts_total, 0);
+  st.stats.whole_prompts_total = 11;
+  EXPECT_EQ(round_trip(st).stats.whole_prompts_total, 11);
 
   Event tk;
   tk.type = EventType::kTokens;

@@ -201,6 +201,7 @@ void Scheduler::admit() {
     Seq* admitted = seq.get();
     running_.push_back(std::move(seq));
     if (whole) {  // no forward pass: its first token now (it may end the sequence)
+      ++totals_.whole_prompts_total;
       std::vector<float> row(kept, kept + n_vocab_);
       first_token(admitted, row.data());
     }

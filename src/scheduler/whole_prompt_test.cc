@@ -43,6 +43,7 @@ TEST(WholePrompt, AgainStartsWithNoForwardPassAndAnswersAsTheFirstTime) {
     EXPECT_EQ(r.finish.usage.prompt_tokens, n_prompt);
     // Only its decode steps ran, as many as the first time's; none of the prompt.
     EXPECT_EQ(h.model.n_tokens_run() - run_before, run_first - n_prompt) << n_prompt;
+    EXPECT_EQ(h.sched.stats().whole_prompts_total, 1);
     EXPECT_EQ(h.cache.allocator().n_reserved(), 0);
   }
 }
@@ -120,6 +121,7 @@ TEST(WholePrompt, OnlyTheSameAdaptersKeptLogitsAreTaken) {
     h.run_all();
     EXPECT_EQ(h.rec("p1 again").tokens, h.rec("p1").tokens) << c.bytes;
     EXPECT_EQ(h.rec("p1 again").start.cached_tokens, c.p1_again_whole ? 10 : 9) << c.bytes;
+    EXPECT_EQ(h.sched.stats().whole_prompts_total, c.p1_again_whole ? 1 : 0) << c.bytes;
     EXPECT_EQ(h.model.n_tokens_run() - before,
               static_cast<int64_t>(h.rec("p1").tokens.size()) - 1 + (c.p1_again_whole ? 0 : 1))
         << c.bytes;

@@ -80,7 +80,11 @@ test('messages: a forced tool_use has input valid against its schema, streamed o
     messages: [...request.messages, { role: 'assistant', content: m.content },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }],
   });
-  assert.ok(next.usage.input_tokens > m.usage.input_tokens);
+  // The prompt is input_tokens (not read from the cache) + cache_read_input_tokens, as Anthropic
+  // splits it: the next turn's is longer.
+  const prompt = (u) => u.input_tokens + u.cache_read_input_tokens;
+  assert.ok(prompt(next.usage) > prompt(m.usage));
+  assert.ok(next.usage.cache_read_input_tokens > 0, 'the next turn reads the first from the cache');
 });
 
 test('messages: errors are Anthropic errors the SDK raises', async () => {
