@@ -29,7 +29,8 @@ StatusOr<ReadAdapter> read_adapter(const AdapterSpec& spec, const model::Config&
 // The scheduler of an engine of `options` serving a context of n_ctx.
 scheduler::Options scheduler_options(const Options& options, int n_ctx);
 
-// Everything create_engine needs besides the three parts.
+// Everything the engine needs besides the model, tokenizer and template (start_engine's; none
+// for create_engine's).
 struct Extras {
   std::shared_ptr<const gguf::File> file;  // kept alive for the model's mapping
   uint64_t fingerprint = 0;                // model_fingerprint(*file); 0 without a file

@@ -174,7 +174,6 @@ AdmitResult KvCache::admit_prompt(std::vector<int32_t> prompt, int n_restorable,
 void KvCache::restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq) {
   if (disk_ == nullptr || !disk_->enabled()) return;
   const int bt = alloc_.block_tokens();
-  limit = std::min(limit, static_cast<int>(prompt.size()));
   for (;;) {
     const int at = static_cast<int>(seq->tokens.size());
     const int n = std::min(bt, limit - at);

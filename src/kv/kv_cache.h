@@ -182,7 +182,8 @@ class KvCache {
   AdmitResult admit_prompt(std::vector<int32_t> prompt, int n_restorable, int max_cached,
                            const AdmitInput& in, Admitted* out);
   // Extends seq (its in-memory prefix matched) with blocks of `prompt` found on disk (full
-  // blocks, and a last partial one ending at `limit`), each drawn from its reservation.
+  // blocks, and a last partial one ending at `limit`, at most prompt's size), each drawn from
+  // its reservation.
   void restore_from_disk(const std::vector<int32_t>& prompt, int limit, SeqKv* seq);
   // Writes c's blocks and tokens; false if the disk is (now) off.
   bool write_conversation(const std::string& key, Conversation* c);

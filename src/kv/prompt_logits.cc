@@ -3,11 +3,13 @@
 #include <iterator>
 
 #include "kv/block_allocator.h"
+#include "kv/kv_cache.h"
 
 namespace glm::kv {
 
 uint64_t PromptLogits::key_of(uint64_t salt, const std::vector<int32_t>& tokens) {
-  return BlockAllocator::hash_block(BlockAllocator::kRootHash ^ salt, tokens.data(),
+  // The tokens hashed as one block of the adapter's chain (the prefix cache's own hashing).
+  return BlockAllocator::hash_block(chain_root(salt), tokens.data(),
                                     static_cast<int>(tokens.size()));
 }
 

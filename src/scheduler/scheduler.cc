@@ -196,8 +196,9 @@ void Scheduler::admit() {
     info.from_conversation = seq->adm.from_conversation;
     seq->req.observer->on_start(info);
     for (auto& fork : seq->forks) fork->req.observer->on_start(info);
-    const bool whole = kept != nullptr && !seq->adm.from_conversation &&
-                       seq->adm.n_cached == static_cast<int>(seq->adm.prompt.size());
+    // (The conversation paths always leave their new turn to run: never whole.)
+    const bool whole =
+        kept != nullptr && seq->adm.n_cached == static_cast<int>(seq->adm.prompt.size());
     Seq* admitted = seq.get();
     running_.push_back(std::move(seq));
     if (whole) {  // no forward pass: its first token now (it may end the sequence)
