@@ -157,6 +157,12 @@ TEST(GpuQuantize, EachValueIsTheNearestStepOfItsBlock) {
   const int n_rows = 3, n_cols = 96;
   std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n_cols, 23, 3.0f);
   std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  // The last block's values fall half-way between two steps (its largest is 127, so its step
+  // is 1): each goes to the even one, as quantize_q8's rule says (q8.glsl's q8_code).
+  const std::vector<float> ties = {127, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f};
+  const std::vector<int> tie_codes = {127, 0, 2, 2, 0, -2, -2, 126, -126};
+  const size_t last = x.size() - 32;
+  std::copy(ties.begin(), ties.end(), x.begin() + static_cast<std::ptrdiff_t>(last));
   const std::vector<uint32_t> words = device_q8_blocks(dev, x, n_rows, n_cols);
   ASSERT_EQ(words.size(), static_cast<size_t>(n_rows) * (n_cols / 32) * 9);
   for (size_t b = 0; b < x.size() / 32; ++b) {
@@ -175,6 +181,12 @@ TEST(GpuQuantize, EachValueIsTheNearestStepOfItsBlock) {
       }
     }
     EXPECT_EQ(max_q, amax == 0 ? 0 : 127) << "block " << b;
+  }
+  for (size_t e = 0; e < tie_codes.size(); ++e) {
+    const size_t i = last + e;
+    EXPECT_EQ(static_cast<int8_t>(words[9 * (i / 32) + (i % 32) / 4] >> (8 * (i % 4))),
+              tie_codes[e])
+        << ties[e];
   }
 }
 

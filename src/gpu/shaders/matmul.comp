@@ -96,6 +96,9 @@ layout(push_constant) uniform Push {
 
 #include "matmul_io.glsl"
 #include "decode.glsl"
+#ifdef IDOT
+#include "q8.glsl"
+#endif
 #include "activation.glsl"
 
 #define IN_RMS_NORM 1u
@@ -138,7 +141,7 @@ vec4 xf_run(uint xo, uint e) {
 uint pack_codes(vec4 v) {
   uint word = 0u;
   for (uint j = 0u; j < 4u; ++j) {
-    word |= (uint(clamp(int(roundEven(v[j])), -127, 127)) & 0xFFu) << (8u * j);
+    word |= q8_code(v[j]) << (8u * j);
   }
   return word;
 }
