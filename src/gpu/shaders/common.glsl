@@ -25,5 +25,12 @@ uint u32_at(Words w, uint off) {
 uint u16_at(Words w, uint off) { return (w.v[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu; }
 uint u8_at(Words w, uint off) { return (w.v[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
 float f16_at(Words w, uint off) { return unpackHalf2x16(u16_at(w, off)).x; }
-// Sign-extends the byte `b` (0..255).
-int s8(uint b) { return int(b << 24) >> 24; }
+
+// The integer code 0 <= c < 2^22, less `bias` (0 <= bias < 2^22), as a float, exactly: the float
+// whose bits are those of 2^23 + c, less 2^23 + bias. No int-to-float conversion: NVIDIA's GPUs
+// run those at 16 a clock per multiprocessor, an eighth of an add's rate (the CUDA programming
+// guide's throughput table), and a quantized matmul would make one a value. A signed byte b
+// (a Q8_0 code, a Q6_K scale) is code_f(b ^ 0x80, 128).
+float code_f(uint c, float bias) { return uintBitsToFloat(0x4B000000u | c) - (8388608.0 + bias); }
+// The integer v, -2^22 <= v < 2^22, as a float, exactly, by the same means: 1.5 x 2^23 + v.
+float int_f(int v) { return intBitsToFloat(0x4B400000 + v) - 12582912.0; }
