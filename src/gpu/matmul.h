@@ -44,8 +44,15 @@ struct Matrix {
 // shaders' quantization of f32 rows (in their teams, not by quantize_q8) and an activation of
 // their output (MatmulOut::act, fuses_activation); 2 the activation alone; 0 neither (the model
 // then dispatches them).
+// team_rows_one is 4: a team reads its token's input once for all its rows, and (fuse 1)
+// normalizes and, on the 8-bit path, quantizes it once; with 4 rows those costs are half a
+// row's of 2 (by arithmetic, on a 6B decode step 2 rows a team read some 18 GB of f32 inputs
+// and norm weights from the GPU's caches a token, against 3.6 GB of Q4_0 weights from its
+// memory), while a thread keeps as many weight bytes in flight (4 rows' loads, in half as many
+// workgroups) and the shader's registers are 4 rows' anyway (RMAX). Unmeasured on a GPU:
+// scripts/bench-gpu.sh compares 1, 2 and 4.
 struct MatmulTuning {
-  int team_rows_one = 2;
+  int team_rows_one = 4;
   int team_rows_few = 2;
   int tiled_min_tokens = 16;
   int int_dot = -1;
