@@ -1,9 +1,12 @@
 #include "convert/synthetic_vocab.h"
 
 #include <cstdio>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "tokenizer/vocab_convert.h"
 
 namespace glm::convert {
 
@@ -12,27 +15,9 @@ namespace {
 constexpr int64_t kMinVocab = 300;
 constexpr const char* kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space marker
 
-const char* const kChatGlmSpecials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
-                                        "sop",      "eop",           "<|system|>",
-                                        "<|user|>", "<|assistant|>", "<|observation|>"};
-const char* const kGlm4Specials[] = {"<|endoftext|>",
-                                     "[MASK]",
-                                     "[gMASK]",
-                                     "[sMASK]",
-                                     "<sop>",
-                                     "<eop>",
-                                     "<|system|>",
-                                     "<|user|>",
-                                     "<|assistant|>",
-                                     "<|observation|>",
-                                     "<|begin_of_image|>",
-                                     "<|end_of_image|>",
-                                     "<|begin_of_video|>",
-                                     "<|end_of_video|>"};
-constexpr int64_t kChatGlmSpecialId = 64789;  // where the real ChatGLM2/3 specials start
-constexpr int64_t kChatGlmVocab = 65024;
-constexpr int64_t kGlm4SpecialId = 151329;
-constexpr int64_t kGlm4Vocab = 151552;
+// Where the real ChatGLM2/3 and GLM-4 specials start (tokenizer/vocab_convert.h's lists).
+constexpr int64_t kChatGlmSpecialId = tok::kChatGlmPieces;
+constexpr int64_t kGlm4SpecialId = tok::kGlm4Ranks;
 
 // Templates written for glmserve in the families' prompt formats (see docs/model-files.md).
 const char kChatGlm3Template[] =
@@ -208,11 +193,15 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
   int64_t special_at = n_vocab;
   const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414 || arch == Family::kGLM4MoE;
   if (glm4) {
-    specials.assign(std::begin(kGlm4Specials), std::end(kGlm4Specials));
-    special_at = n_vocab >= kGlm4Vocab ? kGlm4SpecialId : n_vocab - 14;
+    specials.assign(std::begin(tok::kGlm4Specials), std::end(tok::kGlm4Specials));
+    special_at = n_vocab >= tok::kGlm4Vocab
+                     ? kGlm4SpecialId
+                     : n_vocab - static_cast<int64_t>(std::size(tok::kGlm4Specials));
   } else if (glm) {
-    specials.assign(std::begin(kChatGlmSpecials), std::end(kChatGlmSpecials));
-    special_at = n_vocab >= kChatGlmVocab ? kChatGlmSpecialId : n_vocab - 9;
+    specials.assign(std::begin(tok::kChatGlmSpecials), std::end(tok::kChatGlmSpecials));
+    special_at = n_vocab >= tok::kChatGlmVocab
+                     ? kChatGlmSpecialId
+                     : n_vocab - static_cast<int64_t>(std::size(tok::kChatGlmSpecials));
   }
   const int64_t n_fixed = static_cast<int64_t>(s.tokens.size());
   const std::vector<std::string> pieces = make_pieces(special_at - n_fixed, specials);

@@ -170,13 +170,9 @@ Status parse_sentencepiece(std::string_view data, const std::string& label,
   return Status::Ok();
 }
 
-constexpr int kChatGlmPieces = 64789;
-constexpr int kChatGlmVocab = 65024;
 constexpr int kChatGlm1Pieces = 130344;  // ice_text.model of THUDM/chatglm-6b
 constexpr int kChatGlm1Vocab = 130528;   // its config.json vocab_size (embedding rows)
 constexpr int kSpUnigram = 1;            // TrainerSpec.ModelType
-constexpr int kGlm4Ranks = 151329;
-constexpr int kGlm4Vocab = 151552;
 
 // The ChatGLM3-6B tokenizer_config.json template, as llama.cpp's converter copies it.
 const char kChatGlm3Template[] =
@@ -250,10 +246,7 @@ StatusOr<VocabSpec> spec_from_sentencepiece(std::string_view data, const std::st
     s.pre = "chatglm-spm";
     s.tokens[1] = "<bos>";
     s.tokens[2] = "<eos>";
-    const char* specials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
-                              "sop",      "eop",           "<|system|>",
-                              "<|user|>", "<|assistant|>", "<|observation|>"};
-    for (const char* sp : specials) {
+    for (const char* sp : kChatGlmSpecials) {
       s.tokens.push_back(sp);
       s.scores.push_back(0.0f);
       s.types.push_back(kTokenControl);
@@ -396,21 +389,7 @@ StatusOr<VocabSpec> spec_from_tiktoken(std::string_view data, const std::string&
   }
   if (n_ranks == kGlm4Ranks) {
     s.pre = "chatglm-bpe";
-    const char* specials[] = {"<|endoftext|>",
-                              "[MASK]",
-                              "[gMASK]",
-                              "[sMASK]",
-                              "<sop>",
-                              "<eop>",
-                              "<|system|>",
-                              "<|user|>",
-                              "<|assistant|>",
-                              "<|observation|>",
-                              "<|begin_of_image|>",
-                              "<|end_of_image|>",
-                              "<|begin_of_video|>",
-                              "<|end_of_video|>"};
-    for (const char* sp : specials) {
+    for (const char* sp : kGlm4Specials) {
       s.tokens.push_back(sp);
       s.types.push_back(kTokenControl);
     }

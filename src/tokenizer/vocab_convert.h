@@ -30,6 +30,31 @@
 
 namespace glm::tok {
 
+// The real vocabularies' sizes and the specials they add (CONTROL tokens, in id order): ChatGLM2/3
+// after its kChatGlmPieces SentencePiece pieces, GLM-4 after its kGlm4Ranks tiktoken ranks. The
+// synthetic vocabularies of `gen-model` (convert/synthetic_vocab.h) take the same.
+inline constexpr int kChatGlmPieces = 64789;
+inline constexpr int kChatGlmVocab = 65024;
+inline constexpr const char* kChatGlmSpecials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
+                                                   "sop",      "eop",           "<|system|>",
+                                                   "<|user|>", "<|assistant|>", "<|observation|>"};
+inline constexpr int kGlm4Ranks = 151329;
+inline constexpr int kGlm4Vocab = 151552;
+inline constexpr const char* kGlm4Specials[] = {"<|endoftext|>",
+                                                "[MASK]",
+                                                "[gMASK]",
+                                                "[sMASK]",
+                                                "<sop>",
+                                                "<eop>",
+                                                "<|system|>",
+                                                "<|user|>",
+                                                "<|assistant|>",
+                                                "<|observation|>",
+                                                "<|begin_of_image|>",
+                                                "<|end_of_image|>",
+                                                "<|begin_of_video|>",
+                                                "<|end_of_video|>"};
+
 // GGUF token types (llama.cpp's llama_token_type values).
 enum TokenType : int32_t {
   kTokenUndefined = 0,
