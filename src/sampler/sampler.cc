@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -24,12 +25,27 @@ uint64_t seed_or_random(uint64_t seed) {
 }
 
 // The first `keep` candidates, their probabilities divided by their sum (in order, in double).
-std::vector<Candidate> normalized(std::vector<Candidate> cand, size_t keep) {
-  cand.resize(keep);
+std::vector<Candidate> normalized(const std::vector<Candidate>& cand, size_t keep) {
+  std::vector<Candidate> out(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(keep));
   double kept = 0;
-  for (const Candidate& c : cand) kept += c.p;
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
-  return cand;
+  for (const Candidate& c : out) kept += c.p;
+  for (Candidate& c : out) c.p = static_cast<float>(c.p / kept);
+  return out;
+}
+
+// The largest of values[0 .. n) (NaNs passed over, unless values[0] is one), n > 0. Eight
+// independent maxima: one running maximum is a chain of dependent compares.
+float max_value(const float* values, int n) {
+  float m[8];
+  for (float& v : m) v = values[0];
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) m[k] = m[k] < values[i + k] ? values[i + k] : m[k];
+  }
+  for (; i < n; ++i) m[0] = m[0] < values[i] ? values[i] : m[0];
+  float best = m[0];
+  for (int k = 1; k < 8; ++k) best = best < m[k] ? m[k] : best;
+  return best;
 }
 
 // Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
@@ -110,11 +126,13 @@ void Sampler::sort_wide(std::vector<Candidate>* cand, double top_p) const {
 
 int32_t argmax(const float* values, int n) {
   GLM_CHECK(n > 0);
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (values[i] > values[best]) best = i;
+  // The largest value, then its first place: a loop that keeps the best index so far makes
+  // each step wait on the last (a conditional move, then a load through it), ~7 cycles a value.
+  const float best = max_value(values, n);
+  for (int i = 0; i < n; ++i) {
+    if (values[i] == best) return i;
   }
-  return best;
+  return 0;  // values[0] is NaN (then nothing compares greater than it)
 }
 
 Sampler::Sampler(const SamplingParams& params, int n_vocab)
@@ -179,16 +197,29 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
 std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   if (params_.temperature <= 0.0f) return {Candidate{argmax(x.data(), n_vocab_), 1.0f}};
 
-  // Softmax over all tokens, in double for the normaliser.
-  const float max_x = x[argmax(x.data(), n_vocab_)];
-  std::vector<Candidate> cand(n_vocab_);
-  double sum = 0;
-  for (int i = 0; i < n_vocab_; ++i) {
+  // Softmax over all tokens, in double for the normaliser (four partial sums: one is a chain of
+  // dependent adds), into the reused cand_ (a fresh vector a call is a fresh mapping of
+  // n_vocab pages to fault in).
+  const float max_x = max_value(x.data(), n_vocab_);
+  std::vector<Candidate>& cand = cand_;
+  cand.resize(n_vocab_);
+  double part[4] = {0, 0, 0, 0};
+  int i = 0;
+  for (; i + 4 <= n_vocab_; i += 4) {
+    for (int k = 0; k < 4; ++k) {
+      const float e = std::exp(x[i + k] - max_x);
+      cand[i + k] = Candidate{i + k, e};
+      part[k] += e;
+    }
+  }
+  for (; i < n_vocab_; ++i) {
     const float e = std::exp(x[i] - max_x);
     cand[i] = Candidate{i, e};
-    sum += e;
+    part[0] += e;
   }
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p / sum);
+  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  const double inv_sum = 1.0 / sum;  // a multiply a token, not a division
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p * inv_sum);
 
   // Top-k: keep the k best (softmax before or after top-k gives the same order, and top-p
   // below renormalises over what is kept).
@@ -217,7 +248,7 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
       }
       keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
     }
-    return normalized(std::move(cand), keep);
+    return normalized(cand, keep);
   }
 
   // Sort the best candidates; try a partial sort first, full sort only if the nucleus is wider.
@@ -242,7 +273,7 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   } else if (sorted < keep) {
     std::sort(cand.begin() + sorted, cand.end(), better);
   }
-  return normalized(std::move(cand), keep);
+  return normalized(cand, keep);
 }
 
 void Sampler::skip_draws(int n_sampled) {

@@ -16,7 +16,9 @@
 // Thread-safety: not thread-safe; use from one thread (the scheduler loop).
 // Cost: sample() is O(n_vocab) plus a partial sort of the few hundred best candidates; when
 // more can be kept (a flat distribution under top-p, or no top-k), a radix sort of only the
-// candidates top-p can reach (found by a histogram of their probabilities); greedy is one pass.
+// candidates top-p can reach (found by a histogram of their probabilities); greedy is two
+// passes (the largest logit, then its first place). sampler_bench times it at the real
+// vocabularies' sizes (on a GPU, the device waits for it every step: docs/performance.md).
 #pragma once
 
 #include <cstdint>
@@ -113,6 +115,7 @@ class Sampler {
   std::vector<int32_t> ids_;          // [n_vocab] log_softmax's sort buffer
   std::vector<float> q_dense_;        // [n_vocab] sample_with_draft_distribution's q, else 0
   mutable std::vector<Candidate> radix_tmp_;  // [n_vocab] sort_wide's buffer (const callers)
+  mutable std::vector<Candidate> cand_;       // [n_vocab] candidates()' softmax (const callers)
 };
 
 }  // namespace glm::sampler

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -59,6 +60,30 @@ TEST(Sampler, GreedyIsArgmax) {
 TEST(Sampler, ArgmaxFirstOnTies) {
   std::vector<float> l = {1.0f, 7.0f, 7.0f};
   EXPECT_EQ(argmax(l.data(), 3), 1);
+}
+
+// A vocabulary's row (past the eight running maxima's unrolled part, and a tail after it): the
+// first place of the largest wherever the ties fall, every position in turn; NaNs passed over;
+// a masked row (-inf but one); a row led by NaN (then nothing compares greater: 0, as before).
+TEST(Sampler, ArgmaxOfALongRowIsTheFirstOfItsLargest) {
+  const int n = 1003;
+  std::vector<float> l(n);
+  for (int i = 0; i < n; ++i) l[i] = static_cast<float>((i * 37) % 101) * 0.01f;
+  for (int at = 0; at < n; ++at) {
+    std::vector<float> r = l;
+    r[at] = 5.0f;
+    r[(at + 517) % n] = 5.0f;
+    ASSERT_EQ(argmax(r.data(), n), std::min(at, (at + 517) % n)) << at;
+  }
+  std::vector<float> r = l;
+  r[10] = std::numeric_limits<float>::quiet_NaN();
+  r[900] = 2.0f;
+  EXPECT_EQ(argmax(r.data(), n), 900);
+  std::vector<float> masked(n, -std::numeric_limits<float>::infinity());
+  masked[1001] = -3.0f;
+  EXPECT_EQ(argmax(masked.data(), n), 1001);
+  r[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(argmax(r.data(), n), 0);
 }
 
 TEST(Sampler, SoftmaxWithoutFilters) {
