@@ -463,8 +463,10 @@ namespace glm::sampler {
 namespace {
 
 // The distribution by a full sort of the vocabulary (what candidates() did before it sorted
-// only what top-p can keep): softmax (float exp of logit - max, sum in double), top-k, min-p,
-// the smallest sorted prefix whose mass reaches top_p, renormalised. Temperature > 0.
+// only what top-p can keep): softmax (float exp of logit - max; their sum in double, four
+// partial sums over the ids modulo 4 added pairwise; each times the sum's inverse, as
+// candidates() computes it), top-k, min-p, the smallest sorted prefix whose mass reaches top_p,
+// renormalised. Temperature > 0.
 std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
                                               const SamplingParams& p) {
   const int n = static_cast<int>(logits.size());
@@ -475,13 +477,15 @@ std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
   }
   const float max_x = *std::max_element(x.begin(), x.end());
   std::vector<Candidate> cand(n);
-  double sum = 0;
+  double part[4] = {0, 0, 0, 0};
   for (int i = 0; i < n; ++i) {
     const float e = std::exp(x[i] - max_x);
     cand[i] = Candidate{i, e};
-    sum += e;
+    part[i < n / 4 * 4 ? i % 4 : 0] += e;
   }
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p / sum);
+  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  const double inv_sum = 1.0 / sum;
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p * inv_sum);
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
     return a.p > b.p || (a.p == b.p && a.id < b.id);
   });
