@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "cli/args.h"
@@ -17,10 +18,10 @@ namespace glm::cli {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: glmserve run --model M.gguf --prompt TEXT [flags]\n"
+    "usage: glmserve run --model M.gguf --prompt TEXT [flags]   (-m, -p: llama-cli's short names)\n"
     "Generates a reply to TEXT (as one user message in the model's chat template) and streams\n"
     "it to stdout, then a newline; a summary line with timings goes to stderr.\n"
-    "  --prompt TEXT        the prompt\n"
+    "  -p, --prompt TEXT    the prompt\n"
     "  --system TEXT        a system message before it (chat template only)\n"
     "  --raw                no chat template: continue TEXT as plain text (on a terminal\n"
     "                       the prompt is shown before its continuation)\n"
@@ -38,7 +39,10 @@ int cmd_run(int argc, char** argv) {
   }
   std::set<std::string> flags = kGenerateFlags;
   flags.insert({"prompt", "system", "grammar-file", "json-schema-file"});
-  StatusOr<Args> args = Args::parse(argc, argv, flags, {"raw", "quiet"}, kGenerateAliases);
+  // llama-cli's -m and -p, which its users type first.
+  std::map<std::string, std::string> aliases = kGenerateAliases;
+  aliases.emplace("p", "prompt");
+  StatusOr<Args> args = Args::parse(argc, argv, flags, {"raw", "quiet"}, aliases);
   if (!args.ok()) return fail(args.status());
   if (!args->positional().empty()) {
     return fail(invalid_argument("unexpected argument '" + args->positional()[0] +

@@ -24,7 +24,7 @@ const std::set<std::string> kGenerateFlags = {"model",
                                               "reasoning-format",
                                               "lora"};
 const std::map<std::string, std::string> kGenerateAliases = {
-    {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}};
+    {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}, {"m", "model"}};
 const char* kGenerateFlagsHelp =
     "  -n, --max-tokens N   tokens to generate at most\n"
     "  --temp T             temperature (0 = greedy; default 0.8)\n"
