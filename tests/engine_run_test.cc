@@ -42,20 +42,26 @@ TEST(EngineRun, StoriesGreedyContinuationMatchesLlamaCpp) {
   EXPECT_NE(r.err.find("64 tokens generated"), std::string::npos) << r.err;
 }
 
-// llama-cli's short names, which its users type first: -m for --model, -p for --prompt (and -n,
-// -t as before); the same text as the long names give.
+// llama-cli's short names, which its users type first: -m for --model, -p for --prompt, -c for
+// --ctx-size, -ngl for --gpu-layers (and -n, -t as before); the same text as the long names give.
 TEST(EngineRun, LlamaCliShortNamesAreTheLongFlags) {
   const std::string model = shared("models/stories260K.gguf");
   const std::string golden = shared("models/stories260K.greedy.json");
   if (!exists(model) || !exists(golden)) GTEST_SKIP() << model << " or its golden is absent";
   const auto g = nlohmann::json::parse(slurp(golden));
-  const CliOutput r = run_glmserve({"run", "-m", model, "-p", g["prompt"].get<std::string>(), "-n",
-                                    "16", "--temp", "0", "--raw", "-t", "1"});
+  const CliOutput r =
+      run_glmserve({"run", "-m", model, "-p", g["prompt"].get<std::string>(), "-n", "16", "-c",
+                    "300", "-ngl", "0", "--temp", "0", "--raw", "-t", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   // The first 16 of the golden's tokens: its text begins with this one.
   ASSERT_GT(r.out.size(), 1u);
   EXPECT_EQ(g["text"].get<std::string>().rfind(r.out.substr(0, r.out.size() - 1), 0), 0u) << r.out;
   EXPECT_NE(r.err.find("16 tokens generated"), std::string::npos) << r.err;
+  // -c is --ctx-size: the 5-token prompt does not fit a context of 2, which the error names.
+  const CliOutput small = run_glmserve(
+      {"run", "-m", model, "-p", g["prompt"].get<std::string>(), "-c", "2", "--raw", "-t", "1"});
+  EXPECT_EQ(small.code, 1);
+  EXPECT_NE(small.err.find("this server's context is 2 tokens"), std::string::npos) << small.err;
 }
 
 // --kv q8_0 (and its alias --kv-type) on run: the engine says the type, and the greedy text of

@@ -9,6 +9,11 @@
 
 namespace glm::cli {
 
+std::map<std::string, std::string> llama_cpp_aliases(std::map<std::string, std::string> extra) {
+  extra.insert({{"m", "model"}, {"c", "ctx-size"}, {"ngl", "gpu-layers"}, {"t", "threads"}});
+  return extra;
+}
+
 StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& known_flags,
                            const std::set<std::string>& bool_flags,
                            const std::map<std::string, std::string>& aliases) {

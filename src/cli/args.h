@@ -16,6 +16,11 @@
 
 namespace glm::cli {
 
+// llama.cpp's short names of the flags its users type first (llama-cli's, llama-server's and
+// llama-bench's -m, -c, -ngl, -t), with the command's own `extra`. A command that does not know
+// a name's flag refuses it as an unknown flag, named as typed.
+std::map<std::string, std::string> llama_cpp_aliases(std::map<std::string, std::string> extra = {});
+
 class Args {
  public:
   // `bool_flags`: names (without dashes) that take no value. `aliases`: {"n", "max-tokens"}.

@@ -259,17 +259,12 @@ int cmd_bench_engine(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  StatusOr<Args> args =
-      Args::parse(argc, argv,
-                  {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec",
-                   "draft", "depth", "device", "gpu-layers", "cpu-moe", "lora", "adapter"},
-                  {"json"},
-                  {{"m", "model"},
-                   {"p", "n-prompt"},
-                   {"n", "n-gen"},
-                   {"t", "threads"},
-                   {"r", "reps"},
-                   {"d", "depth"}});
+  StatusOr<Args> args = Args::parse(
+      argc, argv,
+      {"model", "n-prompt", "n-gen", "threads", "reps", "kv", "bw-mb", "repack", "spec", "draft",
+       "depth", "device", "gpu-layers", "cpu-moe", "lora", "adapter"},
+      {"json"},
+      llama_cpp_aliases({{"p", "n-prompt"}, {"n", "n-gen"}, {"r", "reps"}, {"d", "depth"}}));
   if (!args.ok()) return fail(args.status());
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());

@@ -135,7 +135,7 @@ int cmd_engine(int argc, char** argv) {
                                        "max-stall-ms", "reasoning-format",
                                        "lora",         "adapter",
                                        "adapter-state"},
-                          {"echo"}, {{"ctx", "ctx-size"}});
+                          {"echo"}, llama_cpp_aliases({{"ctx", "ctx-size"}}));
   if (!args.ok()) return fail(args.status());
   const bool echo = args->has("echo");
   if (args->has("log-level")) {

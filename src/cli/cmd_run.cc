@@ -18,9 +18,11 @@ namespace glm::cli {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: glmserve run --model M.gguf --prompt TEXT [flags]   (-m, -p: llama-cli's short names)\n"
+    "usage: glmserve run --model M.gguf --prompt TEXT [flags]\n"
     "Generates a reply to TEXT (as one user message in the model's chat template) and streams\n"
-    "it to stdout, then a newline; a summary line with timings goes to stderr.\n"
+    "it to stdout, then a newline; a summary line with timings goes to stderr. llama-cli's\n"
+    "-m, -p, -c, -ngl, -n and -t are --model, --prompt, --ctx-size, --gpu-layers, --max-tokens\n"
+    "and --threads.\n"
     "  -p, --prompt TEXT    the prompt\n"
     "  --system TEXT        a system message before it (chat template only)\n"
     "  --raw                no chat template: continue TEXT as plain text (on a terminal\n"

@@ -47,7 +47,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: glmserve serve --model M.gguf [--port 8080] [--host 127.0.0.1] [flags]\n"
     "Starts the engine and the web gateway, restarts either if it dies, stops both on\n"
-    "SIGTERM/Ctrl-C (in-flight requests finish first).\n"
+    "SIGTERM/Ctrl-C (in-flight requests finish first). llama-server's -m, -c, -ngl and -t\n"
+    "are --model, --ctx-size, --gpu-layers and --threads.\n"
     "  --model M            GGUF model file (or --echo: a model-free echo engine)\n"
     "  --port N, --host H   where the web gateway listens (default 127.0.0.1:8080); serve\n"
     "                       opens the port itself: a port in use stops it at once\n"
@@ -454,7 +455,8 @@ int cmd_serve(int argc, char** argv) {
   known.insert("kv-disk");
   known.insert("lora");
   known.insert("adapter");
-  auto args = Args::parse(argc, argv, known, {"echo", "no-web"}, {{"ctx", "ctx-size"}});
+  auto args =
+      Args::parse(argc, argv, known, {"echo", "no-web"}, llama_cpp_aliases({{"ctx", "ctx-size"}}));
   blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
   // The gateway's secrets, for its environment: a command line is readable by every local user.

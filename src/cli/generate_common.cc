@@ -23,8 +23,8 @@ const std::set<std::string> kGenerateFlags = {"model",
                                               "cpu-moe",
                                               "reasoning-format",
                                               "lora"};
-const std::map<std::string, std::string> kGenerateAliases = {
-    {"n", "max-tokens"}, {"t", "threads"}, {"kv-type", "kv"}, {"m", "model"}};
+const std::map<std::string, std::string> kGenerateAliases =
+    llama_cpp_aliases({{"n", "max-tokens"}, {"kv-type", "kv"}});
 const char* kGenerateFlagsHelp =
     "  -n, --max-tokens N   tokens to generate at most\n"
     "  --temp T             temperature (0 = greedy; default 0.8)\n"
