@@ -64,6 +64,26 @@ TEST(EngineRun, LlamaCliShortNamesAreTheLongFlags) {
   EXPECT_NE(small.err.find("this server's context is 2 tokens"), std::string::npos) << small.err;
 }
 
+// The model as a lone argument (glmserve serve M.gguf, as Ollama's and llama.cpp's users type it)
+// on serve, chat, engine and bench engine; a second one, or one beside --model, is named.
+TEST(EngineRun, TheModelAloneIsTheModelFlag) {
+  const std::string model = shared("models/stories260K.gguf");
+  if (!exists(model)) GTEST_SKIP() << model << " is absent";
+  CliOutput r = run_glmserve(
+      {"bench", "engine", model, "-p", "8", "-n", "4", "-r", "1", "--bw-mb", "0", "-t", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tg4"), std::string::npos) << r.out;
+  r = run_glmserve({"serve", model, "b.gguf"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unexpected argument 'b.gguf'"), std::string::npos) << r.err;
+  r = run_glmserve({"engine", "--model", model, "--socket", "/tmp/unused.sock", "y.gguf"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unexpected argument 'y.gguf'"), std::string::npos) << r.err;
+  r = run_glmserve({"chat", "/nonexistent/m.gguf"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/m.gguf"), std::string::npos) << r.err;
+}
+
 // --kv q8_0 (and its alias --kv-type) on run: the engine says the type, and the greedy text of
 // stories260K stays llama.cpp's (f32 KV) for its whole first sentence or more; an unknown type
 // is refused by name.

@@ -91,6 +91,20 @@ std::vector<std::string> Args::get_all(const std::string& name) const {
   return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
+Status Args::model_from_positional() {
+  if (positional_.empty()) return Status::Ok();
+  if (positional_.size() > 1 || has("model")) {
+    return invalid_argument("unexpected argument '" + positional_.back() +
+                            "' (one model: --model M or M alone)");
+  }
+  StatusOr<std::string> path = hub::resolve_model(positional_[0], get("models-dir"));
+  if (!path.ok()) return Status(path.status().code(), "--model: " + path.status().message());
+  values_["model"] = *path;
+  all_["model"].push_back(positional_[0]);
+  positional_.clear();
+  return Status::Ok();
+}
+
 std::string Args::get(const std::string& name, const std::string& def) const {
   auto it = values_.find(name);
   return it == values_.end() ? def : it->second;

@@ -38,6 +38,10 @@ class Args {
   // Required flag: invalid_argument "missing --model (see glmserve CMD --help)".
   StatusOr<std::string> require(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // For a command that takes no other argument: a lone argument is its --model ("glmserve serve
+  // M.gguf", as Ollama's and llama.cpp's users type it), resolved as --model is. Any other
+  // argument, or one beside --model, is an error that names it.
+  Status model_from_positional();
   // Every value of a flag given several times, in order, as typed (get() has the last, and a
   // --model there is resolved to its file; these are not). Empty when absent.
   std::vector<std::string> get_all(const std::string& name) const;

@@ -266,6 +266,7 @@ int cmd_bench_engine(int argc, char** argv) {
       {"json"},
       llama_cpp_aliases({{"p", "n-prompt"}, {"n", "n-gen"}, {"r", "reps"}, {"d", "depth"}}));
   if (!args.ok()) return fail(args.status());
+  if (Status st = args->model_from_positional(); !st.ok()) return fail(st);
   StatusOr<std::string> path = args->require("model");
   if (!path.ok()) return fail(path.status());
   StatusOr<int64_t> n_prompt = args->get_int("n-prompt", 512);

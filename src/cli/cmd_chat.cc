@@ -76,6 +76,7 @@ int cmd_chat(int argc, char** argv) {
   flags.insert("system");
   StatusOr<Args> args = Args::parse(argc, argv, flags, {"verbose"}, kGenerateAliases);
   if (!args.ok()) return fail(args.status());
+  if (Status st = args->model_from_positional(); !st.ok()) return fail(st);
   StatusOr<engine::Options> options = engine_options(*args);
   if (!options.ok()) return fail(options.status());
   StatusOr<engine::SamplingParams> params = sampling_params(*args, 1024);

@@ -137,6 +137,7 @@ int cmd_engine(int argc, char** argv) {
                                        "adapter-state"},
                           {"echo"}, llama_cpp_aliases({{"ctx", "ctx-size"}}));
   if (!args.ok()) return fail(args.status());
+  if (Status st = args->model_from_positional(); !st.ok()) return fail(st);
   const bool echo = args->has("echo");
   if (args->has("log-level")) {
     LogLevel level;

@@ -46,6 +46,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: glmserve serve --model M.gguf [--port 8080] [--host 127.0.0.1] [flags]\n"
+    "       glmserve serve M.gguf [flags]\n"
     "Starts the engine and the web gateway, restarts either if it dies, stops both on\n"
     "SIGTERM/Ctrl-C (in-flight requests finish first). llama-server's -m, -c, -ngl and -t\n"
     "are --model, --ctx-size, --gpu-layers and --threads.\n"
@@ -459,6 +460,7 @@ int cmd_serve(int argc, char** argv) {
       Args::parse(argc, argv, known, {"echo", "no-web"}, llama_cpp_aliases({{"ctx", "ctx-size"}}));
   blank_flag_value(argc, argv, "api-key");  // `ps` must not show it from now on
   if (!args.ok()) return fail(args.status());
+  if (Status st = args->model_from_positional(); !st.ok()) return fail(st);
   // The gateway's secrets, for its environment: a command line is readable by every local user.
   std::vector<std::string> secrets;
   auto api_key = read_secret(*args, {"api-key", "api-key-file", "GLMSERVE_API_KEY"});
