@@ -14,6 +14,21 @@ std::map<std::string, std::string> llama_cpp_aliases(std::map<std::string, std::
   return extra;
 }
 
+namespace {
+
+// The one place a --model (or --draft) value becomes a file: "chatglm3-6b:q4_0" ->
+// DIR/chatglm3-6b/q4_0.gguf (hub/store.h); a path is kept as given. Errors name `flag`.
+Status resolve_model_value(const char* flag, const std::string& models_dir, std::string* value) {
+  StatusOr<std::string> path = hub::resolve_model(*value, models_dir);
+  if (!path.ok()) {
+    return Status(path.status().code(), "--" + std::string(flag) + ": " + path.status().message());
+  }
+  *value = *path;
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& known_flags,
                            const std::set<std::string>& bool_flags,
                            const std::map<std::string, std::string>& aliases) {
@@ -52,16 +67,10 @@ StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::string>& k
     a.values_[name] = value;
     a.all_[name].push_back(value);
   }
-  // The one place a --model name becomes a file: "chatglm3-6b:q4_0" -> DIR/chatglm3-6b/q4_0.gguf
-  // (hub/store.h); a path is kept as given.
   for (const char* flag : {"model", "draft"}) {
     auto it = a.values_.find(flag);
     if (it == a.values_.end() || known_flags.count(flag) == 0) continue;
-    StatusOr<std::string> path = hub::resolve_model(it->second, a.get("models-dir"));
-    if (!path.ok())
-      return Status(path.status().code(),
-                    "--" + std::string(flag) + ": " + path.status().message());
-    it->second = *path;
+    GLM_RETURN_IF_ERROR(resolve_model_value(flag, a.get("models-dir"), &it->second));
   }
   // Adapters by store name as well (glmserve pull of an adapter repository): --lora NAME[:S] and
   // --adapter ALIAS=NAME[:S]; the scale and the alias are kept as typed.
@@ -97,9 +106,9 @@ Status Args::model_from_positional() {
     return invalid_argument("unexpected argument '" + positional_.back() +
                             "' (one model: --model M or M alone)");
   }
-  StatusOr<std::string> path = hub::resolve_model(positional_[0], get("models-dir"));
-  if (!path.ok()) return Status(path.status().code(), "--model: " + path.status().message());
-  values_["model"] = *path;
+  std::string model = positional_[0];
+  GLM_RETURN_IF_ERROR(resolve_model_value("model", get("models-dir"), &model));
+  values_["model"] = model;
   all_["model"].push_back(positional_[0]);
   positional_.clear();
   return Status::Ok();

@@ -15,10 +15,6 @@ namespace {
 constexpr int64_t kMinVocab = 300;
 constexpr const char* kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space marker
 
-// Where the real ChatGLM2/3 and GLM-4 specials start (tokenizer/vocab_convert.h's lists).
-constexpr int64_t kChatGlmSpecialId = tok::kChatGlmPieces;
-constexpr int64_t kGlm4SpecialId = tok::kGlm4Ranks;
-
 // Templates written for glmserve in the families' prompt formats (see docs/model-files.md).
 const char kChatGlm3Template[] =
     "{% for message in messages %}{% if loop.first %}[gMASK]sop{% endif %}"
@@ -189,19 +185,23 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
     std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
     push(buf, 0.0f, tok::kTokenByte);
   }
+  // The family's specials (tokenizer/vocab_convert.h): where the real vocabulary puts them when
+  // this one is as large, else at its end.
   std::vector<const char*> specials;
-  int64_t special_at = n_vocab;
+  int64_t real_at = 0, real_vocab = 0;
   const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414 || arch == Family::kGLM4MoE;
   if (glm4) {
     specials.assign(std::begin(tok::kGlm4Specials), std::end(tok::kGlm4Specials));
-    special_at = n_vocab >= tok::kGlm4Vocab
-                     ? kGlm4SpecialId
-                     : n_vocab - static_cast<int64_t>(std::size(tok::kGlm4Specials));
+    real_at = tok::kGlm4Ranks;
+    real_vocab = tok::kGlm4Vocab;
   } else if (glm) {
     specials.assign(std::begin(tok::kChatGlmSpecials), std::end(tok::kChatGlmSpecials));
-    special_at = n_vocab >= tok::kChatGlmVocab
-                     ? kChatGlmSpecialId
-                     : n_vocab - static_cast<int64_t>(std::size(tok::kChatGlmSpecials));
+    real_at = tok::kChatGlmPieces;
+    real_vocab = tok::kChatGlmVocab;
+  }
+  int64_t special_at = n_vocab;
+  if (!specials.empty()) {
+    special_at = n_vocab >= real_vocab ? real_at : n_vocab - static_cast<int64_t>(specials.size());
   }
   const int64_t n_fixed = static_cast<int64_t>(s.tokens.size());
   const std::vector<std::string> pieces = make_pieces(special_at - n_fixed, specials);

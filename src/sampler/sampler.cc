@@ -198,8 +198,8 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
   if (params_.temperature <= 0.0f) return {Candidate{argmax(x.data(), n_vocab_), 1.0f}};
 
   // Softmax over all tokens, in double for the normaliser (four partial sums: one is a chain of
-  // dependent adds), into the reused cand_ (a fresh vector a call is a fresh mapping of
-  // n_vocab pages to fault in).
+  // dependent adds), into the reused cand_ (not a fresh vector of n_vocab candidates allocated
+  // and zeroed a call).
   const float max_x = max_value(x.data(), n_vocab_);
   std::vector<Candidate>& cand = cand_;
   cand.resize(n_vocab_);
@@ -285,7 +285,7 @@ void Sampler::skip_draws(int n_sampled) {
 void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
                           generation::GeneratedLogprobs* out) {
   // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double.
-  const float max_x = x[argmax(x.data(), n_vocab_)];
+  const float max_x = max_value(x.data(), n_vocab_);
   double sum = 0;
   for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x[i] - max_x));
   const double log_z = static_cast<double>(max_x) + std::log(sum);

@@ -29,8 +29,10 @@ float f16_at(Words w, uint off) { return unpackHalf2x16(u16_at(w, off)).x; }
 // The integer code 0 <= c < 2^22, less `bias` (0 <= bias < 2^22), as a float, exactly: the float
 // whose bits are those of 2^23 + c, less 2^23 + bias. No int-to-float conversion: NVIDIA's GPUs
 // run those at 16 a clock per multiprocessor, an eighth of an add's rate (the CUDA programming
-// guide's throughput table), and a quantized matmul would make one a value. A signed byte b
-// (a Q8_0 code, a Q6_K scale) is code_f(b ^ 0x80, 128).
+// guide's throughput table), and a quantized matmul would make one a value.
 float code_f(uint c, float bias) { return uintBitsToFloat(0x4B000000u | c) - (8388608.0 + bias); }
+// The signed byte b (0..255 as stored: a q8_0 cache's code, a Q6_K scale) as a float, by code_f:
+// b with its sign bit flipped, less 128.
+float s8_f(uint b) { return code_f(b ^ 0x80u, 128.0); }
 // The integer v, -2^22 <= v < 2^22, as a float, exactly, by the same means: 1.5 x 2^23 + v.
 float int_f(int v) { return intBitsToFloat(0x4B400000 + v) - 12582912.0; }

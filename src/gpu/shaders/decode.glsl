@@ -138,8 +138,7 @@ void decode_codes(Words w, uint ro, uint c, uint q, out uint c0, out uint c1, ou
   uint qh = o + 128u + 32u * h;
   uint shift = k < 2u ? 0u : 4u;
   // Elements l = 8q .. 8q+7: the first 16 of a chunk take one scale, the last 16 the next.
-  uint sc = u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1));  // a signed byte
-  d = f16_at(w, o + 208u) * code_f(sc ^ 0x80u, 128.0);
+  d = f16_at(w, o + 208u) * s8_f(u8_at(w, o + 192u + 8u * h + 2u * k + (q >> 1)));
   c0 = ((u32_at(w, ql + 8u * q) >> shift) & 0x0F0F0F0Fu) |
        (((u32_at(w, qh + 8u * q) >> (2u * k)) & 0x03030303u) << 4);
   c1 = ((u32_at(w, ql + 8u * q + 4u) >> shift) & 0x0F0F0F0Fu) |

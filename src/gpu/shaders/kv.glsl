@@ -7,6 +7,6 @@ float kv_elem(Words kv, uint ro, uint e) {
   return f16_at(kv, ro + 2u * e);
 #else
   uint b = ro + 34u * (e >> 5);
-  return code_f(u8_at(kv, b + 2u + (e & 31u)) ^ 0x80u, 128.0) * f16_at(kv, b);
+  return s8_f(u8_at(kv, b + 2u + (e & 31u))) * f16_at(kv, b);
 #endif
 }

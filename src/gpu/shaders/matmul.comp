@@ -261,11 +261,11 @@ void main() {
             dx = uintBitsToFloat(p.x.v[xo + 8u]);
           }
           int sx = sudot4(xa, 0x01010101u, 0) + sudot4(xb, 0x01010101u, 0);  // the codes' sum
+          float fx = int_f(sx);  // (int_f: no integer-to-float conversion, common.glsl)
           for (uint r = 0u; r < RMAX; ++r) {
             if (r < nr) {
               int sc = sudot4(xa, c0[u][r], 0) + sudot4(xb, c1[u][r], 0);
-              // (int_f: no integer-to-float conversion, an eighth-rate op on NVIDIA's GPUs.)
-              acc[r][t] += dx * (d[u][r] * int_f(sc - CODE_BIAS * sx) + m[u][r] * int_f(sx));
+              acc[r][t] += dx * (d[u][r] * int_f(sc - CODE_BIAS * sx) + m[u][r] * fx);
             }
           }
         }
