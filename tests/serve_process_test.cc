@@ -594,7 +594,9 @@ class Supervised {
       return n;
     };
     EXPECT_EQ(replace("/usr/local/bin/glmserve", GLMSERVE_BIN), 2u);
-    EXPECT_EQ(replace("/var/lib/glmserve/model.gguf", model + " --threads 1 --ctx-size 2048"), 1u);
+    // A context of 8192 (ChatGLM3's own): answers of 6000 tokens take seconds even at the tiny
+    // model's ~0.5 ms a token, so a kill or a stop lands mid-answer however fast the machine.
+    EXPECT_EQ(replace("/var/lib/glmserve/model.gguf", model + " --threads 1 --ctx-size 8192"), 1u);
     EXPECT_EQ(replace("/run/glmserve/", dir + "/run/"), 2u);
     EXPECT_EQ(replace("/var/lib/glmserve/conversations.db", db()), 1u);
     EXPECT_EQ(replace("/var/log/glmserve/", dir + "/log/"), 2u);
@@ -758,7 +760,7 @@ TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheGatewayLosesNoMessageAndASto
 
   // kill -9 mid-answer: four answers, each past its first saves of the partial text.
   std::vector<PageChat> chats;
-  for (const char* p : kPrompts) chats.emplace_back(sup.port(), p, 1800);
+  for (const char* p : kPrompts) chats.emplace_back(sup.port(), p, 6000);
   ASSERT_TRUE(wait_until(
       [&] {
         bool all = true;
@@ -823,10 +825,10 @@ TEST_F(ServeProcessTest, UnderSupervisordAKill9OfTheGatewayLosesNoMessageAndASto
   // Drain, last (no restart needed after it): the stop waits for the answer, which its page
   // receives whole.
   {
-    // ~1.2 s of answer left at the stop here (~0.7 ms a token; the 2048-token context bounds
-    // it): supervisorctl's own start-up under a loaded CI once took longer than 1000 tokens, so
-    // the stop came after the answer. Still well under the 30 s drain bound.
-    PageChat chat(sup.port(), kPrompts[1], 1800);
+    // Seconds of answer left at the stop here (6000 tokens at ~0.5-0.7 ms a token):
+    // supervisorctl's own start-up under a loaded CI once took longer than 1000 tokens, so the
+    // stop came after the answer. Still well under the 40 s this waits for the drain.
+    PageChat chat(sup.port(), kPrompts[1], 6000);
     ASSERT_TRUE(wait_until(
         [&] {
           chat.poll();

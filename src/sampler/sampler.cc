@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "sampler/softmax.h"
 
 namespace glm::sampler {
 namespace {
@@ -24,28 +25,15 @@ uint64_t seed_or_random(uint64_t seed) {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-// The first `keep` candidates, their probabilities divided by their sum (in order, in double).
-std::vector<Candidate> normalized(const std::vector<Candidate>& cand, size_t keep) {
-  std::vector<Candidate> out(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(keep));
+// Keeps the first `keep` of *cand, their probabilities times the inverse of their sum (summed
+// in order, in double); returns *cand.
+std::vector<Candidate>& normalize(std::vector<Candidate>* cand, size_t keep) {
+  cand->resize(keep);
   double kept = 0;
-  for (const Candidate& c : out) kept += c.p;
-  for (Candidate& c : out) c.p = static_cast<float>(c.p / kept);
-  return out;
-}
-
-// The largest of values[0 .. n) (NaNs passed over, unless values[0] is one), n > 0. Eight
-// independent maxima: one running maximum is a chain of dependent compares.
-float max_value(const float* values, int n) {
-  float m[8];
-  for (float& v : m) v = values[0];
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) m[k] = m[k] < values[i + k] ? values[i + k] : m[k];
-  }
-  for (; i < n; ++i) m[0] = m[0] < values[i] ? values[i] : m[0];
-  float best = m[0];
-  for (int k = 1; k < 8; ++k) best = best < m[k] ? m[k] : best;
-  return best;
+  for (const Candidate& c : *cand) kept += c.p;
+  const double inv_kept = 1.0 / kept;  // a multiply a candidate, not a division
+  for (Candidate& c : *cand) c.p = static_cast<float>(c.p * inv_kept);
+  return *cand;
 }
 
 // Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
@@ -124,6 +112,47 @@ void Sampler::sort_wide(std::vector<Candidate>* cand, double top_p) const {
   radix_sort(&c, n, &radix_tmp_);
 }
 
+// The filters' answer when it lies among the tokens near the best: those within 7 nats of it
+// (x * scale - max >= -7; a peaked distribution's nucleus is there, and there are few of them).
+// Any other token has e below exp_nonpositive(-7) (the exponential is within 2 ulp: a margin of
+// 1e-6 covers it), so p <= edge: the gathered tokens with p > edge, sorted, are exactly the
+// first ones of the whole vocabulary's order. When top-k, min-p or top-p ends inside that
+// prefix, *out holds the sorted gathered tokens and the count kept is returned: the full sort's
+// answer, from sorting a few and an exponential of each (the same bits as exp_shifted's lanes).
+// Otherwise 0 (more than kNearMost gathered, or the filters end past the prefix): the caller
+// sorts wide. Cost: O(n_vocab) vector compares.
+size_t Sampler::near_best(const Row& row, float max_x, double inv_sum, const Filters& f,
+                          std::vector<Candidate>* out) const {
+  constexpr float kNear = -7.0f;
+  constexpr int kNearMost = 4 * kPartialSort;
+  int32_t ids[kNearMost];
+  const int n_near = gather_near(row.x, n_vocab_, row.scale, max_x, kNear, ids, kNearMost);
+  if (n_near < 0) return 0;
+  std::vector<Candidate>& g = *out;
+  g.resize(n_near);
+  for (int k = 0; k < n_near; ++k) {
+    const float e = exp_nonpositive(row.x[ids[k]] * row.scale - max_x);
+    g[k] = Candidate{ids[k], static_cast<float>(e * inv_sum)};
+  }
+  std::sort(g.begin(), g.end(), better);
+  const float edge = static_cast<float>(exp_nonpositive(kNear) * (1.0 + 1e-6) * inv_sum);
+  size_t exact = 0;  // the prefix of g that is the whole order's
+  while (exact < g.size() && g[exact].p > edge) ++exact;
+  size_t keep = std::min(f.keep, exact + 1);  // past `exact`: not settled here
+  size_t min_p_kept = 0;
+  while (min_p_kept < exact && g[min_p_kept].p >= f.min_p) ++min_p_kept;
+  if (min_p_kept < exact) keep = std::min(keep, std::max<size_t>(min_p_kept, 1));
+  double mass = 0;
+  for (size_t n = 0; n < std::min(keep, exact); ++n) {
+    mass += g[n].p;
+    if (mass >= f.top_p) {
+      keep = n + 1;  // the smallest prefix whose mass reaches top_p
+      break;
+    }
+  }
+  return keep <= exact ? keep : 0;
+}
+
 int32_t argmax(const float* values, int n) {
   GLM_CHECK(n > 0);
   // The largest value, then its first place: a loop that keeps the best index so far makes
@@ -169,86 +198,104 @@ void Sampler::copy_history_from(const Sampler& from) {
   for (int32_t id : counted_ids_) counts_[id] = from.counts_[id];
 }
 
-void Sampler::prepare(const float* logits, std::vector<float>* out) const {
-  out->assign(logits, logits + n_vocab_);
-  float* x = out->data();
+Sampler::Row Sampler::prepare(const float* logits, std::vector<float>* scratch) const {
+  Row row{logits, 1.0f};
+  if (params_.temperature > 0.0f && params_.temperature != 1.0f) {
+    row.scale = 1.0f / params_.temperature;
+  }
+  const float penalty = params_.repetition_penalty;
+  const bool repeat = penalty != 1.0f && penalty > 0.0f && !seen_ids_.empty();
+  if (params_.logit_bias.empty() && !repeat && counted_ids_.empty()) return row;
+  scratch->assign(logits, logits + n_vocab_);
+  float* x = scratch->data();
   for (const generation::LogitBias& b : params_.logit_bias) {
     if (b.token < n_vocab_) x[b.token] += b.bias;
   }
-  const float penalty = params_.repetition_penalty;
-  if (penalty != 1.0f && penalty > 0.0f) {
+  if (repeat) {
     for (int32_t id : seen_ids_) x[id] = x[id] > 0 ? x[id] / penalty : x[id] * penalty;
   }
   for (int32_t id : counted_ids_) {
     x[id] -= params_.frequency_penalty * static_cast<float>(counts_[id]) + params_.presence_penalty;
   }
-  if (params_.temperature > 0.0f && params_.temperature != 1.0f) {
-    const float inv_t = 1.0f / params_.temperature;
-    for (int i = 0; i < n_vocab_; ++i) x[i] *= inv_t;
-  }
+  row.x = x;
+  return row;
 }
 
 std::vector<Candidate> Sampler::distribution(const float* logits) const {
-  std::vector<float> x;
-  prepare(logits, &x);
-  return candidates(x);
+  std::vector<float> scratch;
+  return candidates(prepare(logits, &scratch));
 }
 
-std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
-  if (params_.temperature <= 0.0f) return {Candidate{argmax(x.data(), n_vocab_), 1.0f}};
-
-  // Softmax over all tokens, in double for the normaliser (four partial sums: one is a chain of
-  // dependent adds), into the reused cand_ (not a fresh vector of n_vocab candidates allocated
-  // and zeroed a call).
-  const float max_x = max_value(x.data(), n_vocab_);
+std::vector<Candidate>& Sampler::candidates(const Row& row) const {
   std::vector<Candidate>& cand = cand_;
-  cand.resize(n_vocab_);
-  double part[4] = {0, 0, 0, 0};
-  int i = 0;
-  for (; i + 4 <= n_vocab_; i += 4) {
-    for (int k = 0; k < 4; ++k) {
-      const float e = std::exp(x[i + k] - max_x);
-      cand[i + k] = Candidate{i + k, e};
-      part[k] += e;
-    }
+  if (params_.temperature <= 0.0f) {
+    cand.assign(1, Candidate{argmax(row.x, n_vocab_), 1.0f});
+    return cand;
   }
-  for (; i < n_vocab_; ++i) {
-    const float e = std::exp(x[i] - max_x);
-    cand[i] = Candidate{i, e};
-    part[0] += e;
-  }
-  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
-  const double inv_sum = 1.0 / sum;  // a multiply a token, not a division
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p * inv_sum);
 
+  // Softmax: e = exp(x * scale - max) in vectors (softmax.h), their sum in double; a token's
+  // probability is its e times the sum's inverse, as a float. The largest x * scale is the
+  // largest x times scale (> 0): rounding keeps the order.
+  const float max_x = max_value(row.x, n_vocab_) * row.scale;
+  const double sum = exp_shifted(row.x, n_vocab_, row.scale, max_x, nullptr);
+  const double inv_sum = 1.0 / sum;  // a multiply a token, not a division
+
+  Filters f;
+  f.keep = static_cast<size_t>(n_vocab_);
   // Top-k: keep the k best (softmax before or after top-k gives the same order, and top-p
   // below renormalises over what is kept).
-  size_t keep = cand.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = params_.top_k;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < f.keep) f.keep = params_.top_k;
   // Min-p: only tokens at least min_p times as probable as the best one (p(best) = 1 / sum,
-  // as the best logit was subtracted before exp). Counting them bounds `keep`; the sort below
-  // puts exactly those first.
-  if (params_.min_p > 0.0f) {
-    const float threshold = static_cast<float>(params_.min_p / sum);
+  // as the best logit was subtracted before exp).
+  if (params_.min_p > 0.0f) f.min_p = static_cast<float>(params_.min_p / sum);
+  f.top_p = params_.top_p > 0.0f && params_.top_p < 1.0f ? params_.top_p : 2.0;
+
+  // Where the near tokens do not settle it, every token's e (the same sum again).
+  std::vector<float>& e = e_;
+  auto all_e = [&] {
+    e.resize(n_vocab_);
+    exp_shifted(row.x, n_vocab_, row.scale, max_x, e.data());
+  };
+  if (f.keep == static_cast<size_t>(n_vocab_) && f.min_p <= 0.0f && f.top_p > 1.0) {
+    // Nothing filters: every token of nonzero probability, in id order (the draw walks them
+    // so; sorting them would change no token's chance).
+    all_e();
+    cand.clear();
+    for (int i = 0; i < n_vocab_; ++i) {
+      const float p = static_cast<float>(e[i] * inv_sum);
+      if (p > 0.0f) cand.push_back(Candidate{i, p});
+    }
+    return normalize(&cand, cand.size());
+  }
+  const size_t near = near_best(row, max_x, inv_sum, f, &cand);
+  if (near > 0) return normalize(&cand, near);
+
+  all_e();
+  cand.resize(n_vocab_);
+  for (int i = 0; i < n_vocab_; ++i) cand[i] = Candidate{i, static_cast<float>(e[i] * inv_sum)};
+  size_t keep = f.keep;
+  // Counting the tokens min-p keeps bounds `keep`; the sort below puts exactly those first.
+  if (f.min_p > 0.0f) {
     size_t n = 0;
-    for (const Candidate& c : cand) n += c.p >= threshold;
+    for (const Candidate& c : cand) n += c.p >= f.min_p;
     keep = std::min(keep, std::max<size_t>(n, 1));
   }
-  const bool use_top_p = params_.top_p > 0.0f && params_.top_p < 1.0f;
+  const bool use_top_p = f.top_p < 1.0;
 
   if (keep > static_cast<size_t>(kPartialSort)) {
     // A wide set (a flat distribution): sort only what top-p can keep, by radix.
-    sort_wide(&cand, use_top_p ? params_.top_p : 2.0);
+    sort_wide(&cand, f.top_p);
     if (use_top_p) {
       double mass = 0;
       size_t n = 0;
       for (; n < keep; ++n) {
         mass += cand[n].p;
-        if (mass >= params_.top_p) break;
+        if (mass >= f.top_p) break;
       }
       keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
     }
-    return normalized(cand, keep);
+    while (keep > 1 && cand[keep - 1].p == 0.0f) --keep;  // a masked token is never kept
+    return normalize(&cand, keep);
   }
 
   // Sort the best candidates; try a partial sort first, full sort only if the nucleus is wider.
@@ -259,21 +306,22 @@ std::vector<Candidate> Sampler::candidates(const std::vector<float>& x) const {
     size_t n = 0;
     for (; n < sorted; ++n) {
       mass += cand[n].p;
-      if (mass >= params_.top_p) break;
+      if (mass >= f.top_p) break;
     }
     if (n == sorted && sorted < keep) {  // the nucleus is wider than the partial sort
       std::sort(cand.begin() + sorted, cand.end(), better);
       sorted = keep;
       for (; n < sorted; ++n) {
         mass += cand[n].p;
-        if (mass >= params_.top_p) break;
+        if (mass >= f.top_p) break;
       }
     }
     keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
   } else if (sorted < keep) {
     std::sort(cand.begin() + sorted, cand.end(), better);
   }
-  return normalized(cand, keep);
+  while (keep > 1 && cand[keep - 1].p == 0.0f) --keep;  // a masked token is never kept
+  return normalize(&cand, keep);
 }
 
 void Sampler::skip_draws(int n_sampled) {
@@ -282,14 +330,16 @@ void Sampler::skip_draws(int n_sampled) {
   for (int i = 0; i < n_sampled; ++i) uniform(rng_);
 }
 
-void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
-                          generation::GeneratedLogprobs* out) {
-  // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double.
-  const float max_x = max_value(x.data(), n_vocab_);
+void Sampler::log_softmax(const Row& row, int32_t chosen, generation::GeneratedLogprobs* out) {
+  // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double (x: the row times scale).
+  const float* raw = row.x;
+  const float scale = row.scale;
+  auto x = [&](int32_t id) { return raw[id] * scale; };
+  const float max_x = max_value(raw, n_vocab_) * scale;
   double sum = 0;
-  for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x[i] - max_x));
+  for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x(i) - max_x));
   const double log_z = static_cast<double>(max_x) + std::log(sum);
-  auto logprob = [&](int32_t id) { return static_cast<float>(x[id] - log_z); };
+  auto logprob = [&](int32_t id) { return static_cast<float>(x(id) - log_z); };
   out->chosen = generation::TokenLogprob{chosen, "", logprob(chosen)};
   out->top.clear();
   const int n = std::min(params_.top_logprobs, n_vocab_);
@@ -299,9 +349,9 @@ void Sampler::log_softmax(const std::vector<float>& x, int32_t chosen,
   ids.resize(n_vocab_);
   for (int i = 0; i < n_vocab_; ++i) ids[i] = i;
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
-                    [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+                    [&](int32_t a, int32_t b) { return x(a) > x(b) || (x(a) == x(b) && a < b); });
   for (int i = 0; i < n; ++i) {
-    if (std::isinf(x[ids[i]]) && x[ids[i]] < 0) break;  // masked out: probability 0
+    if (std::isinf(x(ids[i])) && x(ids[i]) < 0) break;  // masked out: probability 0
     out->top.push_back(generation::TokenLogprob{ids[i], "", logprob(ids[i])});
   }
 }
@@ -312,12 +362,12 @@ int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logp
 
 int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
                                    generation::GeneratedLogprobs* logprobs) {
-  prepare(logits, &scratch_);
+  const Row row = prepare(logits, &scratch_);
   int32_t chosen = 0;
   if (params_.temperature <= 0.0f) {
-    chosen = argmax(scratch_.data(), n_vocab_);
+    chosen = argmax(row.x, n_vocab_);
   } else {
-    std::vector<Candidate> cand = candidates(scratch_);
+    std::vector<Candidate>& cand = candidates(row);
     // The draft first: the draw accepts it with probability p(draft) (nothing moves when it
     // is not a candidate, or already first).
     for (size_t i = 1; i < cand.size() && draft >= 0; ++i) {
@@ -329,7 +379,7 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     chosen = draw(cand, uniform(rng_));
   }
-  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(scratch_, chosen, logprobs);
+  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(row, chosen, logprobs);
   return chosen;
 }
 
@@ -351,8 +401,8 @@ int32_t Sampler::sample_with_draft_distribution(const float* logits, int32_t dra
     if (c.id == draft) q_draft = c.p;
   }
   if (params_.temperature <= 0.0f || q_draft <= 0) return sample(logits, logprobs);
-  prepare(logits, &scratch_);
-  const std::vector<Candidate> p = candidates(scratch_);
+  const Row row = prepare(logits, &scratch_);
+  const std::vector<Candidate>& p = candidates(row);
   double p_draft = 0;
   for (const Candidate& c : p) {
     if (c.id == draft) p_draft = c.p;
@@ -384,7 +434,7 @@ int32_t Sampler::sample_with_draft_distribution(const float* logits, int32_t dra
       chosen = draw(p, v);  // p == q up to rounding: a was 1 but for the last bit
     }
   }
-  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(scratch_, chosen, logprobs);
+  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(row, chosen, logprobs);
   return chosen;
 }
 

@@ -14,11 +14,15 @@
 //
 // Ownership: a Sampler owns its RNG and penalty history; one per sequence.
 // Thread-safety: not thread-safe; use from one thread (the scheduler loop).
-// Cost: sample() is O(n_vocab) plus a partial sort of the few hundred best candidates; when
-// more can be kept (a flat distribution under top-p, or no top-k), a radix sort of only the
-// candidates top-p can reach (found by a histogram of their probabilities); greedy is two
-// passes (the largest logit, then its first place). sampler_bench times it at the real
-// vocabularies' sizes (on a GPU, the device waits for it every step: docs/performance.md).
+// Cost: sample() reads the row three times in vectors (its maximum, the softmax's sum, the
+// tokens within 7 nats of the best: softmax.h) and sorts those few when top-k, top-p or min-p
+// ends among them (a model's peaked distribution); else the exponentials once more, a partial
+// sort of the few hundred best candidates, or, when more can be kept (a flat distribution), a
+// radix sort of only the candidates top-p can reach (found by a histogram of their
+// probabilities); with no filter at all nothing is sorted. The logits are copied only when a
+// bias or penalty changes them. Greedy is two passes (the largest logit, then its first place).
+// sampler_bench times it at the real vocabularies' sizes (on a GPU, the device waits for it
+// every step: docs/performance.md).
 #pragma once
 
 #include <cstdint>
@@ -90,19 +94,37 @@ class Sampler {
   // resumed after n tokens continues with the draws the uninterrupted one would have made.
   // Cost: n draws.
   void skip_draws(int n_sampled);
-  // The distribution sample() draws from, most probable first (ties: lower id first); for
-  // greedy, the argmax with p = 1. For tests and diagnostics.
+  // The distribution sample() draws from, in the order its draw walks it: most probable first
+  // (ties: lower id first) when top-k, top-p or min-p filters, by id when none does (every token
+  // of nonzero probability); for greedy, the argmax with p = 1. For tests and diagnostics.
   std::vector<Candidate> distribution(const float* logits) const;
 
  private:
-  // Copies logits into *out with the bias, penalties and temperature applied.
-  void prepare(const float* logits, std::vector<float>* out) const;
-  // distribution() of logits already prepare()d.
-  std::vector<Candidate> candidates(const std::vector<float>& x) const;
+  // A row of logits as the filters see it: x[i] * scale, [n_vocab] (scale = 1 / temperature,
+  // or 1: the temperature is applied where the row is read, not in a pass of its own).
+  struct Row {
+    const float* x = nullptr;
+    float scale = 1.0f;
+  };
+  // `logits` with the bias and penalties applied: `logits` itself when they change nothing,
+  // else a copy in *scratch changed where they apply.
+  Row prepare(const float* logits, std::vector<float>* scratch) const;
+  // What top-k, min-p and top-p ask of candidates(): at most `keep` tokens, each of probability
+  // >= min_p (0: no min-p), the smallest prefix whose mass reaches top_p (> 1: no top-p).
+  struct Filters {
+    size_t keep = 0;
+    float min_p = 0.0f;
+    double top_p = 2.0;
+  };
+  // distribution() of a prepare()d row, in cand_ (valid until the next call).
+  std::vector<Candidate>& candidates(const Row& row) const;
+  // candidates()' answer from the few tokens near the best, when it lies there: see sampler.cc.
+  size_t near_best(const Row& row, float max_x, double inv_sum, const Filters& f,
+                   std::vector<Candidate>* out) const;
   // Sorts the candidates top-p can keep (all of them without top-p): see sampler.cc.
   void sort_wide(std::vector<Candidate>* cand, double top_p) const;
-  // Log-softmax of the prepared logits x at `chosen` and at the n best ids, into *out.
-  void log_softmax(const std::vector<float>& x, int32_t chosen, generation::GeneratedLogprobs* out);
+  // Log-softmax of the prepared row at `chosen` and at the n best ids, into *out.
+  void log_softmax(const Row& row, int32_t chosen, generation::GeneratedLogprobs* out);
 
   SamplingParams params_;
   int n_vocab_ = 0;
@@ -116,6 +138,7 @@ class Sampler {
   std::vector<float> q_dense_;        // [n_vocab] sample_with_draft_distribution's q, else 0
   mutable std::vector<Candidate> radix_tmp_;  // [n_vocab] sort_wide's buffer (const callers)
   mutable std::vector<Candidate> cand_;       // [n_vocab] candidates()' softmax (const callers)
+  mutable std::vector<float> e_;              // [n_vocab] candidates()' exponentials (wide)
 };
 
 }  // namespace glm::sampler

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "sampler/softmax.h"
+
 namespace glm::sampler {
 namespace {
 
@@ -463,10 +465,11 @@ namespace glm::sampler {
 namespace {
 
 // The distribution by a full sort of the vocabulary (what candidates() did before it sorted
-// only what top-p can keep): softmax (float exp of logit - max; their sum in double, four
-// partial sums over the ids modulo 4 added pairwise; each times the sum's inverse, as
-// candidates() computes it), top-k, min-p, the smallest sorted prefix whose mass reaches top_p,
-// renormalised. Temperature > 0.
+// only what top-p can keep): softmax (the exponentials and their sum by softmax.h's
+// exp_shifted, whose lanes SamplerSoftmax checks against std::exp; each times the sum's
+// inverse, as candidates() computes it), top-k, min-p, the smallest sorted prefix whose mass
+// reaches top_p, no token of probability 0, renormalised (times the inverse of the kept
+// mass). Temperature > 0.
 std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
                                               const SamplingParams& p) {
   const int n = static_cast<int>(logits.size());
@@ -476,16 +479,11 @@ std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
     for (float& f : x) f *= inv_t;
   }
   const float max_x = *std::max_element(x.begin(), x.end());
-  std::vector<Candidate> cand(n);
-  double part[4] = {0, 0, 0, 0};
-  for (int i = 0; i < n; ++i) {
-    const float e = std::exp(x[i] - max_x);
-    cand[i] = Candidate{i, e};
-    part[i < n / 4 * 4 ? i % 4 : 0] += e;
-  }
-  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  std::vector<float> e(n);
+  const double sum = exp_shifted(x.data(), n, 1.0f, max_x, e.data());
   const double inv_sum = 1.0 / sum;
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p * inv_sum);
+  std::vector<Candidate> cand(n);
+  for (int i = 0; i < n; ++i) cand[i] = Candidate{i, static_cast<float>(e[i] * inv_sum)};
   std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
     return a.p > b.p || (a.p == b.p && a.id < b.id);
   });
@@ -506,10 +504,12 @@ std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
     }
     keep = std::min(keep, k + 1);
   }
+  while (keep > 1 && cand[keep - 1].p == 0.0f) --keep;
   cand.resize(keep);
   double kept = 0;
   for (const Candidate& c : cand) kept += c.p;
-  for (Candidate& c : cand) c.p = static_cast<float>(c.p / kept);
+  const double inv_kept = 1.0 / kept;
+  for (Candidate& c : cand) c.p = static_cast<float>(c.p * inv_kept);
   return cand;
 }
 
@@ -533,8 +533,8 @@ TEST(Sampler, TopPWithoutAFullSortEqualsTheFullSort) {
       SamplingParams p;
       p.temperature = trial % 2 == 0 ? 1.0f : 0.7f;
       p.top_p = top_p;
-      p.top_k = trial % 4 == 3 ? 3000 : 0;
-      p.min_p = trial % 6 == 5 ? 0.001f : 0.0f;
+      p.top_k = trial % 4 == 3 ? 3000 : trial % 8 == 1 ? 4 : 0;
+      p.min_p = trial % 6 == 5 ? 0.001f : trial % 6 == 4 ? 0.05f : 0.0f;
       p.seed = 1000 + trial;
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " top_p " << top_p);
       const std::vector<Candidate> want = full_sort_distribution(logits, p);
@@ -556,6 +556,41 @@ TEST(Sampler, TopPWithoutAFullSortEqualsTheFullSort) {
   }
   EXPECT_GT(n_wide, 20);  // the radix path ran (nuclei beyond the 256 of the partial sort)
   EXPECT_EQ(n_checked, 24 * 4 * 10);
+}
+
+// With no top-k, top-p or min-p, every token of nonzero probability is a candidate, in id
+// order (what the draw walks), and nothing is sorted: the same probabilities as the full
+// reference's, the same seeded tokens as drawing from them in id order, and a masked token
+// (-inf) is never a candidate.
+TEST(Sampler, NothingFilteredKeepsEveryPossibleTokenInIdOrder) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int n_vocab = 65024;
+  std::vector<float> logits(n_vocab);
+  for (float& f : logits) f = normal(rng);
+  for (int i = 0; i < n_vocab; i += 97) logits[i] = -std::numeric_limits<float>::infinity();
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 1.0f;
+  p.seed = 77;
+  std::vector<Candidate> want = full_sort_distribution(logits, p);
+  std::sort(want.begin(), want.end(),
+            [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  ASSERT_EQ(want.size(), static_cast<size_t>(n_vocab - (n_vocab + 96) / 97));
+  Sampler s(p, n_vocab);
+  const std::vector<Candidate> got = s.distribution(logits.data());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].id, want[i].id) << i;
+    ASSERT_EQ(got[i].p, want[i].p) << i;
+  }
+  std::mt19937_64 draws(p.seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int k = 0; k < 200; ++k) {
+    const int32_t t = s.sample(logits.data());
+    ASSERT_NE(t % 97, 0) << k;
+    ASSERT_EQ(t, Sampler::draw(want, uniform(draws))) << k;
+  }
 }
 
 }  // namespace
