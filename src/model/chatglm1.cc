@@ -102,6 +102,7 @@ class ChatGLM1 : public Model {
   }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind) override;
+  kernels::ThreadPool* host_threads() override { return pool_.get(); }
   size_t repacked_bytes() const override { return repacked_bytes_; }
 
  private:

@@ -52,6 +52,7 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
   }
   std::unique_ptr<GpuChatGLM1> m(
       new GpuChatGLM1(std::move(file), config, weights, alpha, std::move(device), *plan));
+  m->host_n_threads_ = options.n_threads;
   GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   return std::unique_ptr<Model>(std::move(m));
 }

@@ -185,6 +185,11 @@ std::vector<WarmUpStep> GpuModel::warm_up_steps() const {
   return {{0, 2}, {2, 1}, {0, gpu::matmul_tuning().tiled_min_tokens}};
 }
 
+kernels::ThreadPool* GpuModel::host_threads() {
+  if (host_pool_ == nullptr) host_pool_ = std::make_unique<kernels::ThreadPool>(host_n_threads_);
+  return host_pool_.get();
+}
+
 std::string GpuModel::device_name() const {
   std::string s =
       "vulkan:" + std::to_string(device_->info().index) + " (" + device_->info().name + ")";

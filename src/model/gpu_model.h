@@ -25,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
+#include "kernels/thread_pool.h"
 #include "model/gpu_adapter_cache.h"
 #include "model/gpu_plan.h"
 #include "model/model.h"
@@ -58,6 +59,9 @@ class GpuModel : public Model {
   // 8-bit activations where the device takes them) and a prompt of the tiled matmuls' length:
   // the shaders of a conversation's first turn.
   std::vector<WarmUpStep> warm_up_steps() const override;
+  // A pool of host_n_threads_, made on first use: the device runs the layers, so the host's
+  // threads are the scheduler's alone (a subclass with CPU layers lends their pool instead).
+  kernels::ThreadPool* host_threads() override;
 
   gpu::Device* device() { return device_.get(); }
   int gpu_layers() const { return config_.n_layer - n_cpu_; }
@@ -267,6 +271,10 @@ class GpuModel : public Model {
   // submission as a lost device would.
   int fail_at_step_ = 0;
   int steps_ = 0;
+  std::unique_ptr<kernels::ThreadPool> host_pool_;  // host_threads()', once asked for
+
+ protected:
+  int host_n_threads_ = 0;  // LoadOptions::n_threads: host_threads()' size (0: physical cores)
 };
 
 }  // namespace glm::model

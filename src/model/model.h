@@ -17,6 +17,10 @@
 #include "model/kv_pool.h"
 #include "model/lora.h"
 
+namespace glm::kernels {
+class ThreadPool;
+}  // namespace glm::kernels
+
 namespace glm::model {
 
 // One sequence's part of a batch. Its new tokens take positions n_past .. n_past + n_tokens - 1;
@@ -109,6 +113,10 @@ class Model {
   virtual std::string device_name() const { return "cpu"; }
   // What this model planned on its GPU at load (weights, K/V, scratch); null on the CPU.
   virtual const GpuLayerPlan* gpu_plan() const { return nullptr; }
+  // The threads the model runs its host work on (its CPU layers' kernels; --threads of them),
+  // lent to the scheduler between steps for each sequence's choice of its token; null: the
+  // caller's thread alone. Used only from the thread that calls forward(), never during it.
+  virtual kernels::ThreadPool* host_threads() { return nullptr; }
   // The passes that warm the model up at load (warm_up()), in order: on the CPU one 2-token
   // prompt (it touches the weights); a model on a GPU compiles each shader on first use, so it
   // also takes a decode step and a prompt as long as the prefill shaders' (GpuModel).

@@ -32,6 +32,7 @@ class Transformer : public Model {
   const Config& config() const override { return config_; }
   Status forward(const std::vector<SeqInput>& batch, KvPool* kv, std::vector<float>* out,
                  OutputKind kind = OutputKind::kLogits) override;
+  kernels::ThreadPool* host_threads() override { return pool_.get(); }
   size_t repacked_bytes() const override { return repacked_bytes_; }
   // glm4moe's MTP block: x = eh_proj [enorm(embedding); hnorm(hidden)], then one MoE layer like
   // the trunk's over the MTP pool's layer 0, then the head norm and head (the trunk's where the

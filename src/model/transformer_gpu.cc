@@ -93,6 +93,12 @@ GpuTransformer::GpuTransformer(std::shared_ptr<const gguf::File> file, const Con
     : GpuModel(std::move(file), config, weights.token_embd, std::move(device), plan,
                decoder_widths(config, weights.layers.back(), mtp)) {}
 
+kernels::ThreadPool* GpuTransformer::host_threads() {
+  if (cpu_ != nullptr) return cpu_->host_threads();
+  if (host_ != nullptr) return host_->pool.get();
+  return GpuModel::host_threads();
+}
+
 StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gguf::File> file,
                                                         Config config, Weights weights,
                                                         std::unique_ptr<gpu::Device> device,
@@ -137,6 +143,7 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   }
   std::unique_ptr<GpuTransformer> m(
       new GpuTransformer(file, config, weights, std::move(device), *plan, mtp));
+  m->host_n_threads_ = options.n_threads;
   GLM_RETURN_IF_ERROR(m->upload(weights, options.progress));
   if (mtp) GLM_RETURN_IF_ERROR(m->upload_mtp(weights));
   for (int l = n_cpu; l < static_cast<int>(host_experts.size()); ++l) {

@@ -42,6 +42,8 @@ class GpuTransformer : public GpuModel {
                  OutputKind kind = OutputKind::kLogits) override;
   bool has_mtp() const override { return mtp_ != nullptr; }
   size_t host_expert_bytes() const override { return host_ == nullptr ? 0 : host_->bytes; }
+  // The CPU layers' pool, else the host experts', else GpuModel's own.
+  kernels::ThreadPool* host_threads() override;
   Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv, std::vector<float>* logits,
                      std::vector<float>* hidden) override;
 

@@ -3,14 +3,15 @@
 #include <cstdint>
 #include <cstring>
 
-// The row loops are compiled twice (GCC's function multiversioning, chosen once at load by the
-// CPU's features): for AVX2, where a block of eight is one register, and for the baseline ISA
-// (two SSE registers). Both compute every lane with the same IEEE operations in the same order
-// (no fused multiply-adds: ISO C++ mode contracts none), so their results are identical.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GLM_ROW_CLONES __attribute__((target_clones("avx2", "default")))
+// The row loops are compiled twice, for AVX2 (a block of eight is one register) and for the
+// baseline ISA (two SSE registers), and the first call picks one by the CPU's features (a
+// plain branch, not an ifunc: those run before the sanitizers' runtimes start). Both compute
+// every lane with the same IEEE operations in the same order (no fused multiply-adds: ISO C++
+// mode contracts none), so their results are identical.
+#if defined(__x86_64__)
+#define GLM_AVX2 __attribute__((target("avx2")))
 #else
-#define GLM_ROW_CLONES
+#define GLM_AVX2
 #endif
 
 // Eight-lane vectors, only inside this file's always-inlined helpers (never an argument of a
@@ -89,24 +90,8 @@ constexpr int kChunk = 32;
   }
 }
 
-}  // namespace
-
-float max_value(const float* values, int n) {
-  float m[8];
-  for (float& v : m) v = values[0];
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) m[k] = m[k] < values[i + k] ? values[i + k] : m[k];
-  }
-  for (; i < n; ++i) m[0] = m[0] < values[i] ? values[i] : m[0];
-  float best = m[0];
-  for (int k = 1; k < 8; ++k) best = best < m[k] ? m[k] : best;
-  return best;
-}
-
-float exp_nonpositive(float d) { return exp_lanes<float, uint32_t>(d); }
-
-GLM_ROW_CLONES double exp_shifted(const float* x, int n, float scale, float max, float* e) {
+[[gnu::always_inline]] inline double exp_shifted_row(const float* x, int n, float scale, float max,
+                                                     float* e) {
   D4 lo = {}, hi = {};
   const int n_blocks = n / 8;
   if (e != nullptr) {
@@ -124,8 +109,8 @@ GLM_ROW_CLONES double exp_shifted(const float* x, int n, float scale, float max,
   return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
 }
 
-GLM_ROW_CLONES int gather_near(const float* x, int n, float scale, float max, float min_d,
-                               int32_t* ids, int max_ids) {
+[[gnu::always_inline]] inline int gather_near_row(const float* x, int n, float scale, float max,
+                                                  float min_d, int32_t* ids, int max_ids) {
   int count = 0;
   auto take = [&](int i) {  // false once there are too many
     if (!(x[i] * scale - max >= min_d)) return true;
@@ -149,6 +134,57 @@ GLM_ROW_CLONES int gather_near(const float* x, int n, float scale, float max, fl
     if (!take(i)) return -1;
   }
   return count;
+}
+
+double exp_shifted_base(const float* x, int n, float scale, float max, float* e) {
+  return exp_shifted_row(x, n, scale, max, e);
+}
+GLM_AVX2 double exp_shifted_avx2(const float* x, int n, float scale, float max, float* e) {
+  return exp_shifted_row(x, n, scale, max, e);
+}
+int gather_near_base(const float* x, int n, float scale, float max, float min_d, int32_t* ids,
+                     int max_ids) {
+  return gather_near_row(x, n, scale, max, min_d, ids, max_ids);
+}
+GLM_AVX2 int gather_near_avx2(const float* x, int n, float scale, float max, float min_d,
+                              int32_t* ids, int max_ids) {
+  return gather_near_row(x, n, scale, max, min_d, ids, max_ids);
+}
+
+bool use_avx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+float max_value(const float* values, int n) {
+  float m[8];
+  for (float& v : m) v = values[0];
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) m[k] = m[k] < values[i + k] ? values[i + k] : m[k];
+  }
+  for (; i < n; ++i) m[0] = m[0] < values[i] ? values[i] : m[0];
+  float best = m[0];
+  for (int k = 1; k < 8; ++k) best = best < m[k] ? m[k] : best;
+  return best;
+}
+
+float exp_nonpositive(float d) { return exp_lanes<float, uint32_t>(d); }
+
+double exp_shifted(const float* x, int n, float scale, float max, float* e) {
+  return use_avx2() ? exp_shifted_avx2(x, n, scale, max, e) : exp_shifted_base(x, n, scale, max, e);
+}
+
+int gather_near(const float* x, int n, float scale, float max, float min_d, int32_t* ids,
+                int max_ids) {
+  return use_avx2() ? gather_near_avx2(x, n, scale, max, min_d, ids, max_ids)
+                    : gather_near_base(x, n, scale, max, min_d, ids, max_ids);
 }
 
 }  // namespace glm::sampler

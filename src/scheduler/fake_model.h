@@ -21,11 +21,13 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/thread_pool.h"
 #include "model/model.h"
 
 namespace glm::testing {
@@ -76,6 +78,15 @@ class FakeModel : public model::Model {
   // Tokens run through forward() so far (prompt and decode): counts prefill work.
   int64_t n_tokens_run() const { return n_tokens_run_; }
   int64_t max_batch_seen() const { return max_batch_seen_; }
+  // Lends a pool of n threads as the model's host threads (Model::host_threads), as a real
+  // model lends its CPU kernels' pool; none before this is called.
+  void set_host_threads(int n) { host_pool_ = std::make_unique<kernels::ThreadPool>(n); }
+  kernels::ThreadPool* host_threads() override {
+    if (host_pool_ != nullptr) ++n_host_threads_lent_;
+    return host_pool_.get();
+  }
+  // How many times host_threads() lent the pool.
+  int64_t n_host_threads_lent() const { return n_host_threads_lent_; }
 
   // The logits this model gives after `context` (for the tests' expectations).
   static void logits_for(const std::vector<int32_t>& context, int n_vocab, float* out,
@@ -245,6 +256,8 @@ class FakeModel : public model::Model {
   }
 
  private:
+  std::unique_ptr<kernels::ThreadPool> host_pool_;
+  int64_t n_host_threads_lent_ = 0;
   uint64_t& mtp_cell(int block, int offset) {
     std::vector<uint64_t>& b = mtp_blocks_[block];
     if (b.empty()) b.assign(block_tokens_, 0);

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "kernels/thread_pool.h"
 #include "scheduler/ngram_draft.h"
 #include "scheduler/seq.h"
 
@@ -430,14 +431,14 @@ bool Scheduler::step() {
       finish(seq, FinishReason::kLength, std::nullopt);
       continue;
     }
-    if (seq->decoding) {
-      decode_token(seq, rows);
-      continue;
+    if (!seq->decoding) {
+      // The prompt is written: its last position's logits kept for its next time.
+      prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
+      if (!seq->forks.empty()) start_forks(seq, rows);
     }
-    // The prompt is written: its last position's logits kept for its next time.
-    prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
-    first_token(seq, rows);
+    picks_.push_back(Pick{seq, rows});
   }
+  choose_tokens();
   remove_finished();
   return true;
 }
@@ -453,6 +454,32 @@ void Scheduler::decode_token(Seq* seq, float* row) {
   const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
   const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
   deliver(seq, token, want_logprobs ? &lp : nullptr);
+}
+
+void Scheduler::choose_tokens() {
+  for (Pick& p : picks_) {
+    if (constrained(*p.seq) && !constrain(p.seq, p.row)) p.seq = nullptr;
+  }
+  auto sample_range = [this](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      Pick& p = picks_[i];
+      if (p.seq == nullptr) continue;
+      const bool want_logprobs = p.seq->req.sampling.top_logprobs >= 0;
+      p.token = sample(p.seq, p.row, want_logprobs ? &p.logprobs : nullptr);
+    }
+  };
+  kernels::ThreadPool* threads = picks_.size() > 1 ? model_->host_threads() : nullptr;
+  if (threads != nullptr) {
+    threads->parallel_for(static_cast<int64_t>(picks_.size()), sample_range);
+  } else {
+    sample_range(0, static_cast<int64_t>(picks_.size()), 0);
+  }
+  for (Pick& p : picks_) {
+    if (p.seq == nullptr) continue;
+    const bool want_logprobs = p.seq->req.sampling.top_logprobs >= 0;
+    deliver(p.seq, p.token, want_logprobs ? &p.logprobs : nullptr);
+  }
+  picks_.clear();
 }
 
 int32_t Scheduler::sample(Seq* seq, const float* row, generation::GeneratedLogprobs* logprobs) {

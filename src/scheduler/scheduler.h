@@ -288,6 +288,19 @@ class Scheduler {
   void first_token(Seq* seq, float* row);
   // A sequence's next token from the logits of its last position (as first_token, no forks).
   void decode_token(Seq* seq, float* row);
+  // A step's sequences that choose their next token from their row ([n_vocab] of logits_):
+  // decoding, or a written prompt's first token (its forks started already).
+  struct Pick {
+    Seq* seq = nullptr;  // null once its grammar ended it
+    float* row = nullptr;
+    int32_t token = -1;
+    generation::GeneratedLogprobs logprobs;
+  };
+  // decode_token for each of picks_, the samplers in parallel: the grammar masks in batch order
+  // (they may end a sequence), then each sequence's sampler on the model's host threads (a
+  // sampler and its row are its sequence's alone: the tokens are those of a serial loop), then
+  // the tokens delivered in batch order. On a GPU the device waits for this every step.
+  void choose_tokens();
   // Handles a sampled token; returns true if the sequence goes on.
   bool deliver(Seq* seq, int32_t token, const generation::GeneratedLogprobs* logprobs);
   void remove_finished();
@@ -301,6 +314,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
+  std::vector<Pick> picks_;            // this step's, for choose_tokens
   std::vector<Seq*> prefill_order_;    // plan_prefill's scratch
   kv::PromptLogits prompt_logits_{0};  // empty (0 bytes) where it does not apply (Options)
   DraftModel draft_;

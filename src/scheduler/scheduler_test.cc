@@ -662,6 +662,57 @@ TEST(Scheduler, ForkedChoicesEndTogetherWhenCancelledInAnyState) {
   EXPECT_TRUE(h.rec("w#1").events.empty());
 }
 
+// A batch's samplers on the model's host threads (Model::host_threads) give the tokens of the
+// serial loop: the same seeded tokens, log-probabilities and ends, with constrained, forked and
+// greedy requests among the sampled ones (ThreadSanitizer runs this too).
+TEST(Scheduler, SamplersOnTheModelsHostThreadsGiveTheSerialLoopsTokens) {
+  auto vocab = letter_vocab();
+  auto g = grammar::parse_gbnf("root ::= [a-c]{3,6}");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::mt19937 rng(41);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 10; ++i) prompts.push_back(random_prompt(&rng, 1 + rng() % 20));
+  auto run = [&](int threads) {
+    Options opt;
+    opt.max_batch = 8;
+    opt.prefill_chunk = 16;
+    auto h = std::make_unique<Harness>(opt);
+    if (threads > 0) h->model.set_host_threads(threads);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_TRUE(h->add("r" + std::to_string(i), prompts[i], 24, [&](SeqRequest* r) {
+                     r->sampling.temperature = i == 9 ? 0.0f : 0.9f;
+                     r->sampling.top_p = i % 2 == 0 ? 0.9f : 1.0f;
+                     r->sampling.seed = 100 + i;
+                     if (i % 3 == 0) r->sampling.top_logprobs = 2;
+                     if (i == 4) r->matcher = std::make_unique<grammar::Matcher>(*g, vocab);
+                     if (i == 5) {
+                       generation::SamplingParams other = r->sampling;
+                       other.seed = 7;
+                       h->fork(r, other);
+                     }
+                   }).ok());
+    }
+    h->run_all();
+    return h;
+  };
+  const std::unique_ptr<Harness> serial = run(0);
+  const std::unique_ptr<Harness> threaded = run(4);
+  EXPECT_EQ(serial->model.n_host_threads_lent(), 0);
+  EXPECT_GT(threaded->model.n_host_threads_lent(), 10);  // batches of several, many steps
+  ASSERT_EQ(serial->records.size(), 11u);
+  for (const auto& [id, rec] : serial->records) {
+    const Record& got = threaded->rec(id);
+    EXPECT_FALSE(rec->tokens.empty()) << id;
+    EXPECT_EQ(got.tokens, rec->tokens) << id;
+    EXPECT_EQ(got.logprobs, rec->logprobs) << id;
+    EXPECT_EQ(got.finish.reason, rec->finish.reason) << id;
+    EXPECT_EQ(got.events, rec->events) << id;
+  }
+  EXPECT_EQ(serial->rec("r0").logprobs.size(), serial->rec("r0").tokens.size());
+  EXPECT_GE(serial->rec("r4").tokens.size(), 3u);  // the constrained one ran its grammar
+  EXPECT_EQ(threaded->cache.allocator().n_used(), 0);
+}
+
 TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
   Options opt;
   opt.max_batch = 5;

@@ -24,6 +24,7 @@ namespace glm::scheduler {
 struct Record {
   std::vector<std::string> events;  // "queued", "start", "finish", "error"
   std::vector<int32_t> tokens;
+  std::vector<float> logprobs;  // each token's own log-probability, where they were asked for
   int queued_position = -1;
   StartInfo start;
   FinishInfo finish;
@@ -52,8 +53,9 @@ class Recorder : public SeqObserver {
   void on_prefill(int prefilled, int to_prefill) override {
     r_->prefill.emplace_back(prefilled, to_prefill);
   }
-  bool on_token(int32_t token, const generation::GeneratedLogprobs* /*logprobs*/) override {
+  bool on_token(int32_t token, const generation::GeneratedLogprobs* logprobs) override {
     r_->tokens.push_back(token);
+    if (logprobs != nullptr) r_->logprobs.push_back(logprobs->chosen.logprob);
     return r_->stop_after < 0 || static_cast<int>(r_->tokens.size()) < r_->stop_after;
   }
   void on_finish(FinishInfo* info) override {
