@@ -180,6 +180,8 @@ class GpuModel : public Model {
   Status reserve_hidden(int n);
   // *b in device memory with room for `bytes` at least (grown, never shrunk).
   Status grow_device(gpu::Buffer* b, size_t bytes);
+  // Grows *b on `dev` to hold `bytes` of `kind` (its contents are not kept).
+  static Status grow(gpu::Device* dev, gpu::Buffer* b, size_t bytes, gpu::MemoryKind kind);
   // After the subclass put the final-norm rows in rows_ [R, n_embd]: the LM head (or the hidden
   // rows), the submission, and the outputs appended to *out. `head`: the output matrix (the
   // model's, or the MTP block's); with `rows_out` (kLogits only) rows_ too, appended to it.

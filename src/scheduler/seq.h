@@ -1,5 +1,6 @@
 // Scheduler::Seq, a sequence as the scheduler holds it, and the helpers its parts share
-// (scheduler.cc: admission, steps, delivery; speculate.cc: drafts and their verification).
+// (scheduler.cc: admission and steps; tokens.cc: samplers, grammar masks, delivery; speculate.cc:
+// drafts and their verification).
 // Internal to the scheduler module. Loop thread only, as the Scheduler.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "scheduler/ngram_draft.h"
 #include "scheduler/scheduler.h"
 
 namespace glm::scheduler {

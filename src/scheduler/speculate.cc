@@ -1,6 +1,6 @@
 // The scheduler's speculative decoding (docs/engine.md): how long a sequence's draft may be,
 // the drafts of a draft model and of an MTP block, and what the verification keeps of them.
-// The n-gram drafts' guess is in sample() (scheduler.cc) and ngram_draft.h.
+// The n-gram drafts' guess is in sample() (tokens.cc) and ngram_draft.h.
 #include <algorithm>
 #include <random>
 
