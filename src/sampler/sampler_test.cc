@@ -513,6 +513,15 @@ std::vector<Candidate> full_sort_distribution(const std::vector<float>& logits,
   return cand;
 }
 
+// The same ids in the same order with the same float probabilities.
+void expect_same_candidates(const std::vector<Candidate>& got, const std::vector<Candidate>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].id, want[i].id) << i;
+    ASSERT_EQ(got[i].p, want[i].p) << i;
+  }
+}
+
 // Top-p without sorting the whole vocabulary gives exactly the full sort's distribution (same
 // ids in the same order, the same float probabilities) and, with the same seed, the same tokens
 // as drawing from the full sort's distribution with the sampler's RNG: over flat logits (the
@@ -540,11 +549,7 @@ TEST(Sampler, TopPWithoutAFullSortEqualsTheFullSort) {
       const std::vector<Candidate> want = full_sort_distribution(logits, p);
       Sampler s(p, n_vocab);
       const std::vector<Candidate> got = s.distribution(logits.data());
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].id, want[i].id) << i;
-        ASSERT_EQ(got[i].p, want[i].p) << i;
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_same_candidates(got, want));
       n_wide += want.size() > 256;
       std::mt19937_64 draws(p.seed);
       std::uniform_real_distribution<double> uniform(0.0, 1.0);
@@ -579,11 +584,7 @@ TEST(Sampler, NothingFilteredKeepsEveryPossibleTokenInIdOrder) {
   ASSERT_EQ(want.size(), static_cast<size_t>(n_vocab - (n_vocab + 96) / 97));
   Sampler s(p, n_vocab);
   const std::vector<Candidate> got = s.distribution(logits.data());
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].id, want[i].id) << i;
-    ASSERT_EQ(got[i].p, want[i].p) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_same_candidates(got, want));
   std::mt19937_64 draws(p.seed);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   for (int k = 0; k < 200; ++k) {
