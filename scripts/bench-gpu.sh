@@ -20,8 +20,9 @@
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
-#       stack (serve --device vulkan); first, where the pack has it, gpu_bench: each op alone at
-#       the 6B shapes on the device (--kernels: a filter of its benchmarks, default all; none:
+#       stack (serve --device vulkan), then 1, 4 and 8 users at once; first, where the pack has
+#       it, gpu_bench: each op alone at the 6B shapes on the device (--kernels: a filter of its
+#       benchmarks, default all; none:
 #       skipped); then, on the first file, bench engine -p 32 -n 64 under each matmul setting
 #       (GLMSERVE_VULKAN_MATMUL=ONE,FEW,TILED_MIN[,DOT[,SPLIT[,COOP[,FUSE]]]]: rows a team for
 #       one token and for a few, the tokens from which the tiled shader runs, 8-bit activations
@@ -398,7 +399,9 @@ done
 
 # Time to first token of the latency study's question through the whole stack (HTTP, gateway,
 # socket, engine), FP16, with the seed study's method: bench serve measures its in-process
-# engine, serve's engine over its socket, and serve's gateway over HTTP, alternated.
+# engine, serve's engine over its socket, and serve's gateway over HTTP, alternated; then 1, 4
+# and 8 users at once through the socket (a batch's decode steps, its samplers in parallel on
+# the host).
 if [[ -n "${file[f16]:-}" ]]; then
   {
     echo
@@ -417,7 +420,8 @@ if [[ -n "${file[f16]:-}" ]]; then
     sleep 1
   done
   glmserve bench serve --model "${file[f16]}" --device vulkan --socket "$work/e.sock" \
-    --http "http://127.0.0.1:$port" --runs "$serve_runs" --warmup 3 --no-sweep --no-turns 2>>"$out/serve.log" |
+    --http "http://127.0.0.1:$port" --runs "$serve_runs" --warmup 3 --concurrency 1,4,8 \
+    --no-turns 2>>"$out/serve.log" |
     tee -a "$report" || true
   kill "$serve_pid" 2>/dev/null || true
   wait "$serve_pid" 2>/dev/null || true
