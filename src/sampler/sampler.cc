@@ -331,29 +331,35 @@ void Sampler::skip_draws(int n_sampled) {
 }
 
 void Sampler::log_softmax(const Row& row, int32_t chosen, generation::GeneratedLogprobs* out) {
-  // log p(i) = x[i] - max - log(sum exp(x - max)), the sum in double (x: the row times scale).
+  // log p(i) = x[i] - max - log(sum exp(x - max)), x the row times scale; the sum by the
+  // softmax's own kernel (within 2e-6, so the log-probabilities within ~2e-6).
   const float* raw = row.x;
   const float scale = row.scale;
   auto x = [&](int32_t id) { return raw[id] * scale; };
   const float max_x = max_value(raw, n_vocab_) * scale;
-  double sum = 0;
-  for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x(i) - max_x));
+  const double sum = exp_shifted(raw, n_vocab_, scale, max_x, nullptr);
   const double log_z = static_cast<double>(max_x) + std::log(sum);
   auto logprob = [&](int32_t id) { return static_cast<float>(x(id) - log_z); };
   out->chosen = generation::TokenLogprob{chosen, "", logprob(chosen)};
   out->top.clear();
   const int n = std::min(params_.top_logprobs, n_vocab_);
   if (n <= 0) return;
-  // The n best ids by logit (ties: lower id first), by a partial sort of the ids.
-  std::vector<int32_t>& ids = ids_;
-  ids.resize(n_vocab_);
-  for (int i = 0; i < n_vocab_; ++i) ids[i] = i;
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
-                    [&](int32_t a, int32_t b) { return x(a) > x(b) || (x(a) == x(b) && a < b); });
-  for (int i = 0; i < n; ++i) {
-    if (std::isinf(x(ids[i])) && x(ids[i]) < 0) break;  // masked out: probability 0
-    out->top.push_back(generation::TokenLogprob{ids[i], "", logprob(ids[i])});
+  // The n best ids by logit (ties: lower id first) in one pass over the ids: a token enters
+  // the sorted best-so-far only if it beats the n-th (an equal one came later: it loses).
+  std::vector<int32_t>& best = ids_;
+  best.clear();
+  float nth = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n_vocab_; ++i) {
+    const float v = x(i);
+    if (static_cast<int>(best.size()) == n && !(v > nth)) continue;
+    if (std::isinf(v) && v < 0) continue;  // masked out: probability 0
+    auto at = std::upper_bound(best.begin(), best.end(), v,
+                               [&](float value, int32_t id) { return value > x(id); });
+    best.insert(at, i);
+    if (static_cast<int>(best.size()) > n) best.pop_back();
+    if (static_cast<int>(best.size()) == n) nth = x(best.back());
   }
+  for (int32_t id : best) out->top.push_back(generation::TokenLogprob{id, "", logprob(id)});
 }
 
 int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logprobs) {

@@ -134,7 +134,7 @@ class Sampler {
   std::vector<int32_t> counts_;       // [n_vocab] generated count (presence / frequency only)
   std::vector<int32_t> counted_ids_;  // distinct generated ids
   std::vector<float> scratch_;        // [n_vocab]
-  std::vector<int32_t> ids_;          // [n_vocab] log_softmax's sort buffer
+  std::vector<int32_t> ids_;          // [top_logprobs] log_softmax's best ids so far
   std::vector<float> q_dense_;        // [n_vocab] sample_with_draft_distribution's q, else 0
   mutable std::vector<Candidate> radix_tmp_;  // [n_vocab] sort_wide's buffer (const callers)
   mutable std::vector<Candidate> cand_;       // [n_vocab] candidates()' softmax (const callers)

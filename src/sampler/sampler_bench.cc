@@ -29,21 +29,25 @@ std::vector<std::vector<float>> logit_rows(int n_vocab) {
   return rows;
 }
 
-// Args: n_vocab, mode (0 greedy, 1 temperature 0.8 top-p 0.8, 2 temperature 0.8 alone).
+// Args: n_vocab, mode (0 greedy, 1 temperature 0.8 top-p 0.8, 2 temperature 0.8 alone, 3 mode 1
+// with the chosen token's log-probability and the 5 most probable alternatives').
 void BM_Sample(benchmark::State& state) {
   const int n_vocab = static_cast<int>(state.range(0));
   SamplingParams p;
   p.seed = 7;
   if (state.range(1) == 0) p.temperature = 0.0f;
   if (state.range(1) == 2) p.top_p = 1.0f;
+  if (state.range(1) == 3) p.top_logprobs = 5;
   Sampler s(p, n_vocab);
   const std::vector<std::vector<float>> rows = logit_rows(n_vocab);
+  glm::generation::GeneratedLogprobs lp;
+  glm::generation::GeneratedLogprobs* want = state.range(1) == 3 ? &lp : nullptr;
   size_t i = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(s.sample(rows[i++ % kRows].data()));
+  for (auto _ : state) benchmark::DoNotOptimize(s.sample(rows[i++ % kRows].data(), want));
 }
 BENCHMARK(BM_Sample)
     ->ArgNames({"vocab", "mode"})
-    ->ArgsProduct({{65024, 151552}, {0, 1, 2}})
+    ->ArgsProduct({{65024, 151552}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

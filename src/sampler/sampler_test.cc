@@ -20,6 +20,44 @@ std::vector<float> logits_of_probs(const std::vector<double>& probs) {
   return l;
 }
 
+// Log-probabilities over a real vocabulary's size: the chosen token's and the 20 best
+// alternatives' (by logit, ties by lower id: logits on a grid of 1/8 tie often) against a
+// double-precision log-softmax and a full sort of the ids, with masked tokens among them.
+TEST(Sampler, LogprobsOfALargeVocabularyAreTheFullSortsWithinTheSumsRounding) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  const int n_vocab = 65024;
+  std::vector<float> l(n_vocab);
+  for (float& f : l) f = std::round(normal(rng) * 8.0f) / 8.0f;
+  for (int i = 0; i < n_vocab; i += 13) l[i] = -INFINITY;  // a grammar's mask
+  for (float t : {1.0f, 0.7f}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << t);
+    std::vector<double> x(n_vocab);
+    const float inv_t = 1.0f / t;
+    for (int i = 0; i < n_vocab; ++i) x[i] = t == 1.0f ? l[i] : l[i] * inv_t;
+    const double m = *std::max_element(x.begin(), x.end());
+    double z = 0;
+    for (double v : x) z += std::exp(v - m);
+    const double log_z = m + std::log(z);
+    std::vector<int32_t> order(n_vocab);
+    for (int i = 0; i < n_vocab; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+    Sampler s(SamplingParams{.temperature = t, .top_logprobs = 20, .seed = 4}, n_vocab);
+    for (int k = 0; k < 5; ++k) {
+      generation::GeneratedLogprobs lp;
+      const int32_t id = s.sample(l.data(), &lp);
+      EXPECT_EQ(lp.chosen.id, id);
+      EXPECT_NE(id % 13, 0);
+      EXPECT_NEAR(lp.chosen.logprob, x[id] - log_z, 1e-5);
+      ASSERT_EQ(lp.top.size(), 20u);
+      for (int r = 0; r < 20; ++r) {
+        EXPECT_EQ(lp.top[r].id, order[r]) << r;
+        EXPECT_NEAR(lp.top[r].logprob, x[order[r]] - log_z, 1e-5) << r;
+      }
+    }
+  }
+}
+
 // copy_history_from (the draft model's sampler, reset to the target's each step): afterwards the
 // two samplers prepare logits alike, whatever each accepted before.
 TEST(Sampler, CopiedHistoryGivesTheSameDistribution) {
