@@ -25,15 +25,27 @@ uint64_t seed_or_random(uint64_t seed) {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-// Keeps the first `keep` of *cand, their probabilities times the inverse of their sum (summed
-// in order, in double); returns *cand.
+// Keeps the first `keep` of *cand (less any of probability 0 at their end: a masked token is
+// never kept, but one candidate always is), their probabilities times the inverse of their sum
+// (summed in order, in double); returns *cand.
 std::vector<Candidate>& normalize(std::vector<Candidate>* cand, size_t keep) {
+  while (keep > 1 && (*cand)[keep - 1].p == 0.0f) --keep;
   cand->resize(keep);
   double kept = 0;
   for (const Candidate& c : *cand) kept += c.p;
   const double inv_kept = 1.0 / kept;  // a multiply a candidate, not a division
   for (Candidate& c : *cand) c.p = static_cast<float>(c.p * inv_kept);
   return *cand;
+}
+
+// Adds c[from .. to)'s probabilities to *mass in order until it reaches top_p: the index of the
+// candidate that reached it, else `to` (top_p > 1: never).
+size_t reach(const std::vector<Candidate>& c, size_t from, size_t to, double top_p, double* mass) {
+  for (size_t n = from; n < to; ++n) {
+    *mass += c[n].p;
+    if (*mass >= top_p) return n;
+  }
+  return to;
 }
 
 // Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
@@ -143,13 +155,9 @@ size_t Sampler::near_best(const Row& row, float max_x, double inv_sum, const Fil
   while (min_p_kept < exact && g[min_p_kept].p >= f.min_p) ++min_p_kept;
   if (min_p_kept < exact) keep = std::min(keep, std::max<size_t>(min_p_kept, 1));
   double mass = 0;
-  for (size_t n = 0; n < std::min(keep, exact); ++n) {
-    mass += g[n].p;
-    if (mass >= f.top_p) {
-      keep = n + 1;  // the smallest prefix whose mass reaches top_p
-      break;
-    }
-  }
+  const size_t upto = std::min(keep, exact);
+  const size_t n = reach(g, 0, upto, f.top_p, &mass);
+  if (n < upto) keep = n + 1;  // the smallest prefix whose mass reaches top_p
   return keep <= exact ? keep : 0;
 }
 
@@ -223,10 +231,19 @@ Sampler::Row Sampler::prepare(const float* logits, std::vector<float>* scratch) 
 
 std::vector<Candidate> Sampler::distribution(const float* logits) const {
   std::vector<float> scratch;
-  return candidates(prepare(logits, &scratch));
+  const Row row = prepare(logits, &scratch);
+  return candidates(row, params_.temperature > 0.0f ? softmax_of(row) : Softmax{});
 }
 
-std::vector<Candidate>& Sampler::candidates(const Row& row) const {
+// The largest x * scale is the largest x times scale (> 0): rounding keeps the order.
+Sampler::Softmax Sampler::softmax_of(const Row& row) const {
+  Softmax sm;
+  sm.max = max_value(row.x, n_vocab_) * row.scale;
+  sm.sum = exp_shifted(row.x, n_vocab_, row.scale, sm.max, nullptr);
+  return sm;
+}
+
+std::vector<Candidate>& Sampler::candidates(const Row& row, const Softmax& sm) const {
   std::vector<Candidate>& cand = cand_;
   if (params_.temperature <= 0.0f) {
     cand.assign(1, Candidate{argmax(row.x, n_vocab_), 1.0f});
@@ -234,10 +251,9 @@ std::vector<Candidate>& Sampler::candidates(const Row& row) const {
   }
 
   // Softmax: e = exp(x * scale - max) in vectors (softmax.h), their sum in double; a token's
-  // probability is its e times the sum's inverse, as a float. The largest x * scale is the
-  // largest x times scale (> 0): rounding keeps the order.
-  const float max_x = max_value(row.x, n_vocab_) * row.scale;
-  const double sum = exp_shifted(row.x, n_vocab_, row.scale, max_x, nullptr);
+  // probability is its e times the sum's inverse, as a float.
+  const float max_x = sm.max;
+  const double sum = sm.sum;
   const double inv_sum = 1.0 / sum;  // a multiply a token, not a division
 
   Filters f;
@@ -287,14 +303,8 @@ std::vector<Candidate>& Sampler::candidates(const Row& row) const {
     sort_wide(&cand, f.top_p);
     if (use_top_p) {
       double mass = 0;
-      size_t n = 0;
-      for (; n < keep; ++n) {
-        mass += cand[n].p;
-        if (mass >= f.top_p) break;
-      }
-      keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
+      keep = std::min(keep, reach(cand, 0, keep, f.top_p, &mass) + 1);  // the smallest prefix
     }
-    while (keep > 1 && cand[keep - 1].p == 0.0f) --keep;  // a masked token is never kept
     return normalize(&cand, keep);
   }
 
@@ -303,24 +313,15 @@ std::vector<Candidate>& Sampler::candidates(const Row& row) const {
   std::partial_sort(cand.begin(), cand.begin() + sorted, cand.end(), better);
   if (use_top_p) {
     double mass = 0;
-    size_t n = 0;
-    for (; n < sorted; ++n) {
-      mass += cand[n].p;
-      if (mass >= f.top_p) break;
-    }
+    size_t n = reach(cand, 0, sorted, f.top_p, &mass);
     if (n == sorted && sorted < keep) {  // the nucleus is wider than the partial sort
       std::sort(cand.begin() + sorted, cand.end(), better);
-      sorted = keep;
-      for (; n < sorted; ++n) {
-        mass += cand[n].p;
-        if (mass >= f.top_p) break;
-      }
+      n = reach(cand, sorted, keep, f.top_p, &mass);
     }
     keep = std::min(keep, n + 1);  // the smallest prefix whose mass reaches top_p
   } else if (sorted < keep) {
     std::sort(cand.begin() + sorted, cand.end(), better);
   }
-  while (keep > 1 && cand[keep - 1].p == 0.0f) --keep;  // a masked token is never kept
   return normalize(&cand, keep);
 }
 
@@ -330,15 +331,14 @@ void Sampler::skip_draws(int n_sampled) {
   for (int i = 0; i < n_sampled; ++i) uniform(rng_);
 }
 
-void Sampler::log_softmax(const Row& row, int32_t chosen, generation::GeneratedLogprobs* out) {
+void Sampler::log_softmax(const Row& row, const Softmax& sm, int32_t chosen,
+                          generation::GeneratedLogprobs* out) {
   // log p(i) = x[i] - max - log(sum exp(x - max)), x the row times scale; the sum by the
   // softmax's own kernel (within 2e-6, so the log-probabilities within ~2e-6).
   const float* raw = row.x;
   const float scale = row.scale;
   auto x = [&](int32_t id) { return raw[id] * scale; };
-  const float max_x = max_value(raw, n_vocab_) * scale;
-  const double sum = exp_shifted(raw, n_vocab_, scale, max_x, nullptr);
-  const double log_z = static_cast<double>(max_x) + std::log(sum);
+  const double log_z = static_cast<double>(sm.max) + std::log(sm.sum);
   auto logprob = [&](int32_t id) { return static_cast<float>(x(id) - log_z); };
   out->chosen = generation::TokenLogprob{chosen, "", logprob(chosen)};
   out->top.clear();
@@ -369,11 +369,14 @@ int32_t Sampler::sample(const float* logits, generation::GeneratedLogprobs* logp
 int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
                                    generation::GeneratedLogprobs* logprobs) {
   const Row row = prepare(logits, &scratch_);
+  const bool want_logprobs = logprobs != nullptr && params_.top_logprobs >= 0;
+  const Softmax sm =
+      params_.temperature > 0.0f || want_logprobs ? softmax_of(row) : Softmax{};  // once
   int32_t chosen = 0;
   if (params_.temperature <= 0.0f) {
     chosen = argmax(row.x, n_vocab_);
   } else {
-    std::vector<Candidate>& cand = candidates(row);
+    std::vector<Candidate>& cand = candidates(row, sm);
     // The draft first: the draw accepts it with probability p(draft) (nothing moves when it
     // is not a candidate, or already first).
     for (size_t i = 1; i < cand.size() && draft >= 0; ++i) {
@@ -385,7 +388,7 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     chosen = draw(cand, uniform(rng_));
   }
-  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(row, chosen, logprobs);
+  if (want_logprobs) log_softmax(row, sm, chosen, logprobs);
   return chosen;
 }
 
@@ -408,7 +411,8 @@ int32_t Sampler::sample_with_draft_distribution(const float* logits, int32_t dra
   }
   if (params_.temperature <= 0.0f || q_draft <= 0) return sample(logits, logprobs);
   const Row row = prepare(logits, &scratch_);
-  const std::vector<Candidate>& p = candidates(row);
+  const Softmax sm = softmax_of(row);
+  const std::vector<Candidate>& p = candidates(row, sm);
   double p_draft = 0;
   for (const Candidate& c : p) {
     if (c.id == draft) p_draft = c.p;
@@ -440,7 +444,7 @@ int32_t Sampler::sample_with_draft_distribution(const float* logits, int32_t dra
       chosen = draw(p, v);  // p == q up to rounding: a was 1 but for the last bit
     }
   }
-  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(row, chosen, logprobs);
+  if (logprobs != nullptr && params_.top_logprobs >= 0) log_softmax(row, sm, chosen, logprobs);
   return chosen;
 }
 

@@ -116,15 +116,24 @@ class Sampler {
     float min_p = 0.0f;
     double top_p = 2.0;
   };
-  // distribution() of a prepare()d row, in cand_ (valid until the next call).
-  std::vector<Candidate>& candidates(const Row& row) const;
+  // A row's softmax normaliser, computed once for candidates() and log_softmax(): the largest
+  // x * scale, and the sum of exp(x * scale - max) (softmax.h's exp_shifted).
+  struct Softmax {
+    float max = 0.0f;
+    double sum = 0.0;
+  };
+  Softmax softmax_of(const Row& row) const;
+  // distribution() of a prepare()d row whose softmax_of is `sm` (unused when greedy), in cand_
+  // (valid until the next call).
+  std::vector<Candidate>& candidates(const Row& row, const Softmax& sm) const;
   // candidates()' answer from the few tokens near the best, when it lies there: see sampler.cc.
   size_t near_best(const Row& row, float max_x, double inv_sum, const Filters& f,
                    std::vector<Candidate>* out) const;
   // Sorts the candidates top-p can keep (all of them without top-p): see sampler.cc.
   void sort_wide(std::vector<Candidate>* cand, double top_p) const;
   // Log-softmax of the prepared row at `chosen` and at the n best ids, into *out.
-  void log_softmax(const Row& row, int32_t chosen, generation::GeneratedLogprobs* out);
+  void log_softmax(const Row& row, const Softmax& sm, int32_t chosen,
+                   generation::GeneratedLogprobs* out);
 
   SamplingParams params_;
   int n_vocab_ = 0;

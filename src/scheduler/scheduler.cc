@@ -203,6 +203,7 @@ void Scheduler::admit() {
       ++totals_.whole_prompts_total;
       std::vector<float> row(kept, kept + n_vocab_);
       first_token(admitted, row.data());
+      choose_tokens();  // while `row` lives
     }
   }
   remove_finished();
@@ -367,12 +368,13 @@ bool Scheduler::step() {
       finish(seq, FinishReason::kLength, std::nullopt);
       continue;
     }
-    if (!seq->decoding) {
-      // The prompt is written: its last position's logits kept for its next time.
-      prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
-      if (!seq->forks.empty()) start_forks(seq, rows);
+    if (seq->decoding) {
+      picks_.push_back(Pick{seq, rows});
+      continue;
     }
-    picks_.push_back(Pick{seq, rows});
+    // The prompt is written: its last position's logits kept for its next time.
+    prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
+    first_token(seq, rows);
   }
   choose_tokens();
   remove_finished();

@@ -283,11 +283,10 @@ class Scheduler {
   // sampled token of each position while it equals the drafted one (whose K/V are then kept),
   // then the first that differs (or the one after the whole draft).
   void accept_draft(Seq* seq, float* rows);
-  // The first token of a sequence whose prompt is written, and its forks', from the logits of
-  // the prompt's last position (row [n_vocab], masked in place where constrained).
+  // The first token of a sequence whose prompt is written, from the logits of the prompt's last
+  // position (row [n_vocab], masked in place where constrained): its forks' now, its own a
+  // pick for the next choose_tokens().
   void first_token(Seq* seq, float* row);
-  // A sequence's next token from the logits of its last position (as first_token, no forks).
-  void decode_token(Seq* seq, float* row);
   // A step's sequences that choose their next token from their row ([n_vocab] of logits_):
   // decoding, or a written prompt's first token (its forks started already).
   struct Pick {
@@ -296,7 +295,7 @@ class Scheduler {
     int32_t token = -1;
     generation::GeneratedLogprobs logprobs;
   };
-  // decode_token for each of picks_, the samplers in parallel: the grammar masks in batch order
+  // The next token of each of picks_, the samplers in parallel: the grammar masks in batch order
   // (they may end a sequence), then each sequence's sampler on the model's host threads (a
   // sampler and its row are its sequence's alone: the tokens are those of a serial loop), then
   // the tokens delivered in batch order. On a GPU the device waits for this every step.

@@ -79,15 +79,7 @@ void Scheduler::start_forks(Seq* seq, const float* row) {
 
 void Scheduler::first_token(Seq* seq, float* row) {
   if (!seq->forks.empty()) start_forks(seq, row);
-  decode_token(seq, row);
-}
-
-void Scheduler::decode_token(Seq* seq, float* row) {
-  if (constrained(*seq) && !constrain(seq, row)) return;
-  generation::GeneratedLogprobs lp;
-  const bool want_logprobs = seq->req.sampling.top_logprobs >= 0;
-  const int32_t token = sample(seq, row, want_logprobs ? &lp : nullptr);
-  deliver(seq, token, want_logprobs ? &lp : nullptr);
+  picks_.push_back(Pick{seq, row});
 }
 
 void Scheduler::choose_tokens() {
