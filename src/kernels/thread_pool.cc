@@ -37,6 +37,21 @@ std::pair<int64_t, int64_t> chunk(int64_t n, int parts, int i) {
   return {begin, begin + base + (i < rem ? 1 : 0)};
 }
 
+// One spin's pause; every kYieldEvery-th (some 2-5 us of spinning) offers the core to another
+// runnable thread instead (sched_yield: about a microsecond when there is none). A thread that
+// only pauses holds its core until the kernel preempts it: on a machine whose every core runs a
+// pool thread, a thread woken meanwhile (the one that sends a token's event to the gateway or a
+// client) waited up to 2 ms here, and a stream's tokens came in bursts (docs/performance.md).
+constexpr int kYieldEvery = 128;
+
+inline void relax(int spin) {
+  if ((spin + 1) % kYieldEvery == 0) {
+    std::this_thread::yield();
+  } else {
+    GLM_CPU_RELAX();
+  }
+}
+
 }  // namespace
 
 struct ThreadPool::Impl {
@@ -76,7 +91,7 @@ struct ThreadPool::Impl {
     for (;;) {
       uint32_t g = generation.load(std::memory_order_acquire);
       for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
-        GLM_CPU_RELAX();
+        relax(spin);
         g = generation.load(std::memory_order_acquire);
       }
       while (g == seen) {
@@ -128,7 +143,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   p.run_slots(gen);
   int d = p.done.load(std::memory_order_acquire);
   for (int spin = 0; d != p.n_threads && spin < kSpinIterations; ++spin) {
-    GLM_CPU_RELAX();
+    relax(spin);
     d = p.done.load(std::memory_order_acquire);
   }
   while (d != p.n_threads) {

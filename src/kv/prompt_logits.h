@@ -4,9 +4,11 @@
 // prefix cache (KvCache, AdmitInput::logits_kept) and its first token sampled from the row kept
 // here: no forward pass before its first token (docs/engine.md#prompt-logits).
 //
-// Bounded by bytes (rows of n_vocab floats and their tokens), least recently used first out.
+// Bounded by bytes (rows of n_vocab floats and their tokens), least recently used first out,
+// plus the memory of the last row dropped, kept for the next put.
 // Thread-safety: none; owned by the scheduler loop. Cost: put and find hash the tokens
-// (O(prompt)) and compare them on a hit; put copies the row (O(n_vocab)).
+// (O(prompt)) and compare them on a hit; put copies the row (O(n_vocab)) into the memory of the
+// row it replaces or drops, when it dropped one.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +49,8 @@ class PromptLogits {
 
   size_t max_bytes_;
   size_t bytes_ = 0;
-  std::list<Entry> entries_;  // most recently used first
+  std::list<Entry> entries_;      // most recently used first
+  std::vector<float> spare_row_;  // an erased row's memory, for the next put
   std::unordered_map<uint64_t, std::list<Entry>::iterator> by_key_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace glm::kv {
@@ -56,6 +57,37 @@ TEST(PromptLogits, KeepsWithinItsBytesLeastRecentlyUsedOut) {
   kept.put(0, {9}, big.data(), 4 * n_vocab);
   EXPECT_EQ(kept.find(0, {9}), nullptr);
   EXPECT_EQ(kept.size(), 3);
+}
+
+// A full cache copies each new row into the memory of the one it drops: every row kept is the
+// one put for its tokens, whatever rows (of whatever lengths) were dropped before it.
+TEST(PromptLogits, RowsPutIntoDroppedRowsMemoryAreTheirOwn) {
+  const int n_vocab = 64;
+  const size_t entry = sizeof(int32_t) + n_vocab * sizeof(float);
+  PromptLogits kept(2 * entry);
+  auto row_for = [](int32_t t, int n) {
+    std::vector<float> r(n);
+    for (int i = 0; i < n; ++i) r[i] = static_cast<float>(t * 1000 + i);
+    return r;
+  };
+  for (int32_t t = 0; t < 12; ++t) {
+    const int n = t % 3 == 2 ? n_vocab / 2 : n_vocab;  // a shorter row now and then
+    kept.put(0, {t}, row_for(t, n).data(), n);
+    for (int32_t back = std::max(0, t - 1); back <= t; ++back) {
+      const int nb = back % 3 == 2 ? n_vocab / 2 : n_vocab;
+      const float* got = kept.find(0, {back});
+      ASSERT_NE(got, nullptr) << t << " " << back;
+      EXPECT_EQ(std::vector<float>(got, got + nb), row_for(back, nb)) << t << " " << back;
+    }
+    if (t >= 2) {
+      EXPECT_EQ(kept.find(0, {t - 2}), nullptr) << t;
+    }
+  }
+  // Replacing a row reuses its own memory for the new values.
+  kept.put(0, {11}, row_for(50, n_vocab).data(), n_vocab);
+  const float* got = kept.find(0, {11});
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(std::vector<float>(got, got + n_vocab), row_for(50, n_vocab));
 }
 
 TEST(PromptLogits, ZeroBytesKeepsNothing) {

@@ -181,6 +181,26 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab)
   }
 }
 
+void Sampler::restart(const SamplingParams& params) {
+  params_ = params;
+  rng_.seed(seed_or_random(params.seed));
+  for (int32_t id : seen_ids_) seen_[id] = 0;
+  for (int32_t id : counted_ids_) counts_[id] = 0;
+  seen_ids_.clear();
+  counted_ids_.clear();
+  // What the constructor sizes: empty tables say "no such penalty" (their memory is kept).
+  if (params_.repetition_penalty == 1.0f) {
+    seen_.clear();
+  } else if (seen_.empty()) {
+    seen_.assign(n_vocab_, 0);
+  }
+  if (params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f) {
+    counts_.clear();
+  } else if (counts_.empty()) {
+    counts_.assign(n_vocab_, 0);
+  }
+}
+
 void Sampler::accept_prompt(int32_t token) {
   if (seen_.empty() || token < 0 || token >= n_vocab_) return;
   if (!seen_[token]) {

@@ -50,6 +50,12 @@ class Sampler {
   // engine). A seed of 0 is drawn from std::random_device.
   Sampler(const SamplingParams& params, int n_vocab);
 
+  // Makes this sampler what Sampler(params, n_vocab) would make, for a new sequence, keeping
+  // the memory of its buffers: a finished sequence's sampler serves the next one without
+  // megabytes of fresh pages, whose first touches (page faults) would delay its first token.
+  // Cost: O(distinct tokens seen), plus O(n_vocab) where a penalty needs a table it had not.
+  void restart(const SamplingParams& params);
+
   const SamplingParams& params() const { return params_; }
   // Records a prompt token (for the repetition penalty). Ids outside [0, n_vocab) are ignored.
   void accept_prompt(int32_t token);

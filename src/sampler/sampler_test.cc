@@ -85,6 +85,46 @@ TEST(Sampler, CopiedHistoryGivesTheSameDistribution) {
   EXPECT_EQ(probs(to), probs(from));
 }
 
+// restart (the scheduler gives a finished sequence's sampler to the next one): afterwards it
+// draws exactly what a new sampler of the new parameters draws, whatever the old one's
+// parameters, penalties and history were; with or without penalties on either side.
+TEST(Sampler, RestartedDrawsWhatANewSamplerDraws) {
+  const int n_vocab = 300;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<std::vector<float>> rows(24, std::vector<float>(n_vocab));
+  for (auto& r : rows) {
+    for (float& f : r) f = normal(rng);
+  }
+  const SamplingParams plain{.temperature = 0.9f, .top_p = 0.95f, .seed = 11};
+  const SamplingParams penalised{.temperature = 1.1f,
+                                 .top_k = 50,
+                                 .repetition_penalty = 1.3f,
+                                 .presence_penalty = 0.5f,
+                                 .frequency_penalty = 0.25f,
+                                 .seed = 12};
+  auto run = [&](Sampler& s) {
+    std::vector<int32_t> out;
+    for (int32_t t : {3, 7, 7, 42}) s.accept_prompt(t);
+    for (const auto& r : rows) {
+      out.push_back(s.sample(r.data()));
+      s.accept(out.back());
+    }
+    return out;
+  };
+  for (const SamplingParams& before : {plain, penalised}) {
+    for (const SamplingParams& after : {plain, penalised}) {
+      SCOPED_TRACE(::testing::Message() << "seeds " << before.seed << " -> " << after.seed);
+      Sampler fresh(after, n_vocab);
+      const std::vector<int32_t> want = run(fresh);
+      Sampler reused(before, n_vocab);
+      run(reused);  // a whole sequence's history and buffers
+      reused.restart(after);
+      EXPECT_EQ(run(reused), want);
+    }
+  }
+}
+
 TEST(Sampler, GreedyIsArgmax) {
   std::vector<float> l = {0.1f, -2.0f, 3.5f, 3.4f, 0.0f};
   Sampler s(SamplingParams{.temperature = 0.0f}, 5);

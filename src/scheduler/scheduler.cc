@@ -372,11 +372,20 @@ bool Scheduler::step() {
       picks_.push_back(Pick{seq, rows});
       continue;
     }
-    // The prompt is written: its last position's logits kept for its next time.
-    prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
+    // The prompt is written: its last position's logits kept for its next time, after its
+    // first token is out; before, where a grammar's mask will change the row in place.
+    if (constrained(*seq)) {
+      prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, rows, n_vocab_);
+    } else {
+      keep_rows_.emplace_back(seq, rows);
+    }
     first_token(seq, rows);
   }
   choose_tokens();
+  for (const auto& [seq, row] : keep_rows_) {
+    prompt_logits_.put(seq->req.adapter_salt, seq->adm.prompt, row, n_vocab_);
+  }
+  keep_rows_.clear();
   remove_finished();
   return true;
 }
@@ -434,6 +443,12 @@ void Scheduler::fail(Seq* seq, const Status& status) {
 }
 
 void Scheduler::remove_finished() {
+  for (const std::unique_ptr<Seq>& s : running_) {
+    if (!s->done || !s->sampler) continue;
+    if (spare_samplers_.size() < static_cast<size_t>(options_.max_batch)) {
+      spare_samplers_.push_back(std::move(s->sampler));
+    }
+  }
   running_.erase(std::remove_if(running_.begin(), running_.end(),
                                 [](const std::unique_ptr<Seq>& s) { return s->done; }),
                  running_.end());

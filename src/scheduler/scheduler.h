@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -313,7 +314,13 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;
   std::vector<std::unique_ptr<Seq>> running_;  // admission order
   std::vector<float> logits_;
-  std::vector<Pick> picks_;            // this step's, for choose_tokens
+  std::vector<Pick> picks_;  // this step's, for choose_tokens
+  // Written prompts whose last row goes into prompt_logits_ after their first tokens are out
+  // (the row's copy, and on a cold cache its fresh pages, are not on the time to first token).
+  std::vector<std::pair<Seq*, const float*>> keep_rows_;
+  // Finished sequences' samplers (at most max_batch), restarted for new ones: their buffers'
+  // memory, megabytes at a real vocabulary, is not touched fresh before a first token.
+  std::vector<std::unique_ptr<sampler::Sampler>> spare_samplers_;
   std::vector<Seq*> prefill_order_;    // plan_prefill's scratch
   kv::PromptLogits prompt_logits_{0};  // empty (0 bytes) where it does not apply (Options)
   DraftModel draft_;

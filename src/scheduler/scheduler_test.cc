@@ -713,6 +713,52 @@ TEST(Scheduler, SamplersOnTheModelsHostThreadsGiveTheSerialLoopsTokens) {
   EXPECT_EQ(threaded->cache.allocator().n_used(), 0);
 }
 
+// A finished sequence's sampler is restarted for the next one (its buffers' memory kept), and a
+// written prompt's row is kept after its first token is out: requests one after another in one
+// scheduler give what each gives in a scheduler of its own, with and without penalties, and a
+// prompt that comes again starts from the row kept for it with the same tokens.
+TEST(Scheduler, RestartedSamplersAndKeptRowsGiveWhatNewOnesGive) {
+  std::mt19937 rng(57);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_prompt(&rng, 3 + rng() % 20));
+  prompts.push_back(prompts[1]);  // again, whole: its first token from the kept row
+  auto edit = [](int i) {
+    const int k = i == 6 ? 1 : i;  // the repeat samples as its first time
+    return [k](SeqRequest* r) {
+      r->sampling.temperature = k == 3 ? 0.0f : 1.0f;
+      r->sampling.top_p = 0.95f;
+      r->sampling.seed = 100 + k;
+      if (k % 2 == 1) {
+        r->sampling.repetition_penalty = 1.4f;
+        r->sampling.frequency_penalty = 0.3f;
+      }
+    };
+  };
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < 7; ++i) {
+    Harness h;
+    ASSERT_TRUE(h.add("x", prompts[i], 20, edit(i)).ok());
+    h.run_all();
+    alone.push_back(h.rec("x").tokens);
+    ASSERT_FALSE(alone.back().empty()) << i;
+  }
+  EXPECT_EQ(alone[6], alone[1]);
+  Harness h;
+  for (int i = 0; i < 7; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    const int64_t forwards = h.model.n_forward();
+    ASSERT_TRUE(h.add(id, prompts[i], 20, edit(i)).ok());
+    h.run_all();
+    EXPECT_EQ(h.rec(id).tokens, alone[i]) << id;
+    if (i == 6) {  // the repeat's first token needs no forward pass: one for each token after it
+      const bool stopped = h.rec(id).finish.reason == FinishReason::kStop;
+      EXPECT_EQ(h.model.n_forward() - forwards,
+                static_cast<int64_t>(alone[i].size()) - (stopped ? 0 : 1));
+    }
+  }
+  EXPECT_EQ(h.cache.allocator().n_used(), 0);
+}
+
 TEST(Scheduler, NoKvBlockLeaksAfterAThousandMixedRequests) {
   Options opt;
   opt.max_batch = 5;

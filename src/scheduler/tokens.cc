@@ -17,7 +17,13 @@ namespace glm::scheduler {
 using generation::FinishReason;
 
 void Scheduler::start_sampler(Seq* seq) {
-  seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
+  if (spare_samplers_.empty()) {
+    seq->sampler = std::make_unique<sampler::Sampler>(seq->req.sampling, n_vocab_);
+  } else {
+    seq->sampler = std::move(spare_samplers_.back());
+    spare_samplers_.pop_back();
+    seq->sampler->restart(seq->req.sampling);
+  }
   // The prompt's tokens count for the repetition penalty only; resumed ones were generated
   // (every penalty counts them, and their draws are skipped).
   const int n_prompt = static_cast<int>(seq->adm.prompt.size()) - seq->req.resumed;
