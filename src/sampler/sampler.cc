@@ -48,6 +48,60 @@ size_t reach(const std::vector<Candidate>& c, size_t from, size_t to, double top
   return to;
 }
 
+// Sums e[0, n) in double, four chains at a time (the order a block's draw assumes nowhere).
+double sum_block(const float* e, int n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += e[i];
+    s1 += e[i + 1];
+    s2 += e[i + 2];
+    s3 += e[i + 3];
+  }
+  for (; i < n; ++i) s0 += e[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// The token a draw u in [0, 1) picks from weights e[0, n) (>= 0, not all 0), token `first`
+// (-1: none) before the others and the rest in id order: the first whose cumulative weight
+// passes u times the total, in double (the last of weight > 0 where rounding leaves u past
+// them all). The block of 64 where it lies is found from the blocks' sums (in *sums), then the
+// token one add at a time inside it: no candidate list, no sequential add over every token.
+int32_t draw_weighted(const float* e, int n, int32_t first, double u, std::vector<double>* sums) {
+  constexpr int kBlock = 64;
+  const int n_blocks = (n + kBlock - 1) / kBlock;
+  sums->resize(n_blocks);
+  double total = 0;
+  for (int b = 0; b < n_blocks; ++b) {
+    (*sums)[b] = sum_block(e + b * kBlock, std::min(kBlock, n - b * kBlock));
+    total += (*sums)[b];
+  }
+  double target = u * total;
+  if (first >= 0) {
+    if (target < e[first]) return first;
+    target -= e[first];
+    (*sums)[first / kBlock] -= e[first];  // the walk below passes over it
+  }
+  double acc = 0;
+  for (int b = 0; b < n_blocks; ++b) {
+    if (acc + (*sums)[b] <= target) {
+      acc += (*sums)[b];
+      continue;
+    }
+    // In this block, or (rounding between the two sums) just after it: one add at a time on.
+    for (int i = b * kBlock; i < n; ++i) {
+      if (i == first) continue;
+      acc += e[i];
+      if (target < acc) return i;
+    }
+    break;
+  }
+  for (int i = n - 1; i > 0; --i) {
+    if (e[i] > 0.0f && i != first) return i;
+  }
+  return first >= 0 ? first : 0;
+}
+
 // Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
 uint32_t key_of(float p) {
   uint32_t bits;
@@ -255,6 +309,11 @@ std::vector<Candidate> Sampler::distribution(const float* logits) const {
   return candidates(row, params_.temperature > 0.0f ? softmax_of(row) : Softmax{});
 }
 
+bool Sampler::filters() const {
+  return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.min_p > 0.0f ||
+         (params_.top_p > 0.0f && params_.top_p < 1.0f);
+}
+
 // The largest x * scale is the largest x times scale (> 0): rounding keeps the order.
 Sampler::Softmax Sampler::softmax_of(const Row& row) const {
   Softmax sm;
@@ -292,7 +351,7 @@ std::vector<Candidate>& Sampler::candidates(const Row& row, const Softmax& sm) c
     e.resize(n_vocab_);
     exp_shifted(row.x, n_vocab_, row.scale, max_x, e.data());
   };
-  if (f.keep == static_cast<size_t>(n_vocab_) && f.min_p <= 0.0f && f.top_p > 1.0) {
+  if (!filters()) {
     // Nothing filters: every token of nonzero probability, in id order (the draw walks them
     // so; sorting them would change no token's chance).
     all_e();
@@ -393,8 +452,16 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
   const Softmax sm =
       params_.temperature > 0.0f || want_logprobs ? softmax_of(row) : Softmax{};  // once
   int32_t chosen = 0;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
   if (params_.temperature <= 0.0f) {
     chosen = argmax(row.x, n_vocab_);
+  } else if (!filters()) {
+    // Every token of nonzero probability: drawn from the exponentials themselves, with the
+    // chance candidates() + draw() give it (the draft first), without their list.
+    e_.resize(n_vocab_);
+    exp_shifted(row.x, n_vocab_, row.scale, sm.max, e_.data());
+    const int32_t first = draft >= 0 && draft < n_vocab_ ? draft : -1;
+    chosen = draw_weighted(e_.data(), n_vocab_, first, uniform(rng_), &block_sums_);
   } else {
     std::vector<Candidate>& cand = candidates(row, sm);
     // The draft first: the draw accepts it with probability p(draft) (nothing moves when it
@@ -405,7 +472,6 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
         break;
       }
     }
-    std::uniform_real_distribution<double> uniform(0.0, 1.0);
     chosen = draw(cand, uniform(rng_));
   }
   if (want_logprobs) log_softmax(row, sm, chosen, logprobs);

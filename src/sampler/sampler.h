@@ -19,9 +19,10 @@
 // ends among them (a model's peaked distribution); else the exponentials once more, a partial
 // sort of the few hundred best candidates, or, when more can be kept (a flat distribution), a
 // radix sort of only the candidates top-p can reach (found by a histogram of their
-// probabilities); with no filter at all nothing is sorted. The logits are copied only when a
-// bias or penalty changes them. Greedy is two passes (the largest logit, then its first place).
-// sampler_bench times it at the real vocabularies' sizes (on a GPU, the device waits for it
+// probabilities); with no filter at all nothing is sorted, and the draw walks the
+// exponentials (by blocks of 64, then inside one) with no candidate list. The logits are copied
+// only when a bias or penalty changes them. Greedy is two passes (the largest logit, then its first
+// place). sampler_bench times it at the real vocabularies' sizes (on a GPU, the device waits for it
 // every step: docs/performance.md).
 #pragma once
 
@@ -129,6 +130,9 @@ class Sampler {
     double sum = 0.0;
   };
   Softmax softmax_of(const Row& row) const;
+  // Whether top-k, min-p or top-p can drop a token (else every token of nonzero probability is
+  // a candidate, in id order).
+  bool filters() const;
   // distribution() of a prepare()d row whose softmax_of is `sm` (unused when greedy), in cand_
   // (valid until the next call).
   std::vector<Candidate>& candidates(const Row& row, const Softmax& sm) const;
@@ -154,6 +158,7 @@ class Sampler {
   mutable std::vector<Candidate> radix_tmp_;  // [n_vocab] sort_wide's buffer (const callers)
   mutable std::vector<Candidate> cand_;       // [n_vocab] candidates()' softmax (const callers)
   mutable std::vector<float> e_;              // [n_vocab] candidates()' exponentials (wide)
+  std::vector<double> block_sums_;            // [n_vocab / 64] an unfiltered draw's block sums
 };
 
 }  // namespace glm::sampler

@@ -645,6 +645,63 @@ TEST(Sampler, TopPWithoutAFullSortEqualsTheFullSort) {
 // order (what the draw walks), and nothing is sorted: the same probabilities as the full
 // reference's, the same seeded tokens as drawing from them in id order, and a masked token
 // (-inf) is never a candidate.
+// With nothing filtering, sample() draws from the exponentials by blocks, not from a candidate
+// list: each draw is the token a double-precision walk of the same exponentials picks with the
+// same uniform (the sampler's RNG replayed), over a real vocabulary's size with masked tokens,
+// and with a draft put first (its own chance, then the rest in id order).
+TEST(Sampler, UnfilteredDrawsAreTheCumulativeWalksToken) {
+  const int n_vocab = 65024;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> l(n_vocab);
+  for (float& f : l) f = normal(rng);
+  for (int i = 5; i < n_vocab; i += 17) l[i] = -INFINITY;  // a grammar's mask
+  l[40000] = 9.0f;                                         // a likely draft
+  l[40001] = 9.0f;  // and a likely token after it in its block of 64 (the walk passes the draft)
+  const float t = 0.8f;
+  const float scale = 1.0f / t;
+  const float max = max_value(l.data(), n_vocab) * scale;
+  std::vector<float> e(n_vocab);
+  exp_shifted(l.data(), n_vocab, scale, max, e.data());
+  std::vector<double> cum(n_vocab);
+  double acc = 0;
+  for (int i = 0; i < n_vocab; ++i) cum[i] = acc += e[i];
+  auto walk = [&](double u, int32_t first) {
+    double target = u * cum.back();
+    if (first >= 0) {
+      if (target < e[first]) return first;
+      target -= e[first];
+    }
+    double a = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      if (i == first) continue;
+      a += e[i];
+      if (target < a) return i;
+    }
+    return n_vocab - 1;
+  };
+  for (int32_t draft : {-1, 40000, 123}) {
+    SCOPED_TRACE(::testing::Message() << "draft " << draft);
+    const uint64_t seed = 77 + draft;
+    Sampler s(SamplingParams{.temperature = t, .top_p = 1.0f, .seed = seed}, n_vocab);
+    std::mt19937_64 replay(seed);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    int first_drawn = 0;
+    for (int k = 0; k < 300; ++k) {
+      const int32_t got = s.sample_with_draft(l.data(), draft);
+      const int32_t want = walk(uniform(replay), draft);
+      ASSERT_EQ(got, want) << k;
+      EXPECT_NE(l[got], -INFINITY);
+      first_drawn += got == draft;
+    }
+    // A draft wins the draws its own probability says (within 5 standard deviations).
+    if (draft >= 0) {
+      const double p = e[draft] / cum.back();
+      EXPECT_NEAR(first_drawn, 300 * p, 5 * std::sqrt(300 * p * (1 - p)) + 1) << p;
+    }
+  }
+}
+
 TEST(Sampler, NothingFilteredKeepsEveryPossibleTokenInIdOrder) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 2.0f);
