@@ -334,13 +334,13 @@ gpu::Stream& GpuModel::record(const Step& step) {
 }
 
 GpuModel::CacheRef GpuModel::layer_cache(int l) const {
-  return {at(kv_[l]), v_base(), static_cast<uint32_t>(kv_row_bytes_), kv_block_tokens_, kv_type_};
+  const BoundKv& b = kv_bound_;
+  return {at(kv_[l]), b.v_base(), static_cast<uint32_t>(b.row_bytes), b.block_tokens, b.type};
 }
 
 GpuModel::CacheRef GpuModel::mtp_cache() const {
-  const uint32_t vb =
-      static_cast<uint32_t>(static_cast<size_t>(mtp_blocks_) * mtp_block_tokens_ * mtp_row_bytes_);
-  return {at(mtp_kv_), vb, static_cast<uint32_t>(mtp_row_bytes_), mtp_block_tokens_, mtp_type_};
+  const BoundKv& b = mtp_bound_;
+  return {at(mtp_kv_), b.v_base(), static_cast<uint32_t>(b.row_bytes), b.block_tokens, b.type};
 }
 
 Status GpuModel::grow_device(gpu::Buffer* b, size_t bytes) {
@@ -360,14 +360,15 @@ Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
   // validate_batch (check_prefix).
   auto upload = [&](const PrefixKv& px, GpuPrefix* g) -> Status {
     g->n_tokens = px.n_tokens;
-    const size_t part = static_cast<size_t>(px.n_tokens) * kv_row_bytes_;  // a layer's K or V
+    const size_t part = static_cast<size_t>(px.n_tokens) * kv_bound_.row_bytes;  // a layer's K or V
     std::vector<uint8_t> bytes(static_cast<size_t>(gpu_layers()) * 2 * part);
     for (int l = 0; l < gpu_layers(); ++l) {
       const size_t from = static_cast<size_t>(n_cpu_ + l) * px.n_tokens * kd;
       for (int i = 0; i < px.n_tokens; ++i) {
-        uint8_t* k = bytes.data() + (2 * static_cast<size_t>(l)) * part + i * kv_row_bytes_;
-        ops::store_row(px.k.data() + from + static_cast<size_t>(i) * kd, kv_type_, k, kd);
-        ops::store_row(px.v.data() + from + static_cast<size_t>(i) * kd, kv_type_, k + part, kd);
+        uint8_t* k = bytes.data() + (2 * static_cast<size_t>(l)) * part + i * kv_bound_.row_bytes;
+        ops::store_row(px.k.data() + from + static_cast<size_t>(i) * kd, kv_bound_.type, k, kd);
+        ops::store_row(px.v.data() + from + static_cast<size_t>(i) * kd, kv_bound_.type, k + part,
+                       kd);
       }
     }
     StatusOr<gpu::Buffer> b = device_->alloc(bytes.size(), gpu::MemoryKind::kDevice);
@@ -379,7 +380,7 @@ Status GpuModel::prepare_prefixes(const std::vector<SeqInput>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     const Adapter* a = batch[i].adapter;
     if (a == nullptr || a->prefix.empty()) continue;
-    StatusOr<GpuPrefix*> g = prefixes_.get(a->id << 8 | static_cast<uint64_t>(kv_type_),
+    StatusOr<GpuPrefix*> g = prefixes_.get(a->id << 8 | static_cast<uint64_t>(kv_bound_.type),
                                            [&](GpuPrefix* out) { return upload(a->prefix, out); });
     if (!g.ok()) return g.status();
     seq_prefix_[i] = *g;

@@ -232,8 +232,6 @@ class GpuModel : public Model {
   Status reserve(int n, int r, int b);
   // The device KV buffers for `kv` (made on first use, and again if the pool changes).
   Status bind_kv(const KvPool* kv);
-  // A layer's K rows start at byte 0 of its buffer, its V rows at v_base().
-  uint32_t v_base() const;
   // Copies block `block` of every GPU layer between the device cache and block_io_ ([n_layer -
   // n_cpu_, 2, block_tokens, row]) in one submission: to the host, or from it.
   Status block_io(int block, bool to_host);
@@ -255,14 +253,19 @@ class GpuModel : public Model {
   std::vector<gpu::Buffer> kv_;
   // The MTP block's: its pool's own (model::mtp_kv_config), beside the trunk's.
   gpu::Buffer mtp_kv_;
-  const KvPool* mtp_pool_ = nullptr;
-  int mtp_blocks_ = 0, mtp_block_tokens_ = 0;
-  DType mtp_type_ = DType::kF16;
-  size_t mtp_row_bytes_ = 0;
-  const KvPool* kv_pool_ = nullptr;
-  int kv_blocks_ = 0, kv_block_tokens_ = 0;
-  DType kv_type_ = DType::kF16;
-  size_t kv_row_bytes_ = 0;
+  // The pool (and its shape) a device cache was made for: made again when it changes.
+  struct BoundKv {
+    const KvPool* pool = nullptr;
+    int n_blocks = 0, block_tokens = 0;
+    DType type = DType::kF16;
+    size_t row_bytes = 0;
+    bool is(const KvPool* kv) const;  // the same pool, blocks and type
+    void bind(const KvPool* kv);
+    uint32_t v_base() const;     // a layer's V rows start here in its buffer (K rows at 0)
+    size_t block_bytes() const;  // a block's K (or V) rows of one layer
+  };
+  BoundKv mtp_bound_;
+  BoundKv kv_bound_;
 
   int cap_tokens_ = 0, cap_rows_ = 0, cap_blocks_ = 0;
   gpu::Buffer in_host_;                            // host-visible staging of in_dev_

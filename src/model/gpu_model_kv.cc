@@ -9,8 +9,25 @@
 
 namespace glm::model {
 
-uint32_t GpuModel::v_base() const {
-  return static_cast<uint32_t>(static_cast<size_t>(kv_blocks_) * kv_block_tokens_ * kv_row_bytes_);
+uint32_t GpuModel::BoundKv::v_base() const {
+  return static_cast<uint32_t>(static_cast<size_t>(n_blocks) * block_bytes());
+}
+
+size_t GpuModel::BoundKv::block_bytes() const {
+  return static_cast<size_t>(block_tokens) * row_bytes;
+}
+
+bool GpuModel::BoundKv::is(const KvPool* kv) const {
+  return kv == pool && kv->n_blocks() == n_blocks && kv->block_tokens() == block_tokens &&
+         kv->kv_type() == type;
+}
+
+void GpuModel::BoundKv::bind(const KvPool* kv) {
+  pool = kv;
+  n_blocks = kv->n_blocks();
+  block_tokens = kv->block_tokens();
+  type = kv->kv_type();
+  row_bytes = kv->row_bytes();
 }
 
 namespace {
@@ -35,41 +52,31 @@ StatusOr<size_t> device_layer_bytes(const KvPool* kv) {
 }  // namespace
 
 Status GpuModel::bind_mtp_kv(const KvPool* kv) {
-  if (kv == mtp_pool_ && kv->n_blocks() == mtp_blocks_ && kv->block_tokens() == mtp_block_tokens_ &&
-      kv->kv_type() == mtp_type_) {
-    return Status::Ok();
-  }
+  if (mtp_bound_.is(kv)) return Status::Ok();
   if (kv->n_layer() != 1 || kv->row_elems() != config_.kv_dim()) {  // model::mtp_kv_config
     return invalid_argument("the MTP block's KV pool is not one layer of the model's rows");
   }
   StatusOr<size_t> bytes = device_layer_bytes(kv);
   if (!bytes.ok()) return bytes.status();
   mtp_kv_.reset();
-  mtp_pool_ = nullptr;
+  mtp_bound_.pool = nullptr;
   StatusOr<gpu::Buffer> b = device_->alloc(*bytes, gpu::MemoryKind::kDevice);
   if (!b.ok()) {
     return Status(b.status().code(), "the MTP block's KV cache (" + std::to_string(*bytes >> 20) +
                                          " MiB) does not fit on the GPU: " + b.status().message());
   }
   mtp_kv_ = std::move(*b);
-  mtp_pool_ = kv;
-  mtp_blocks_ = kv->n_blocks();
-  mtp_block_tokens_ = kv->block_tokens();
-  mtp_type_ = kv->kv_type();
-  mtp_row_bytes_ = kv->row_bytes();
+  mtp_bound_.bind(kv);
   return Status::Ok();
 }
 
 Status GpuModel::bind_kv(const KvPool* kv) {
-  if (kv == kv_pool_ && kv->n_blocks() == kv_blocks_ && kv->block_tokens() == kv_block_tokens_ &&
-      kv->kv_type() == kv_type_) {
-    return Status::Ok();
-  }
+  if (kv_bound_.is(kv)) return Status::Ok();
   StatusOr<size_t> bytes = device_layer_bytes(kv);
   if (!bytes.ok()) return bytes.status();
   const size_t layer_bytes = *bytes;
   kv_.clear();
-  kv_pool_ = nullptr;
+  kv_bound_.pool = nullptr;
   for (int l = 0; l < gpu_layers(); ++l) {
     StatusOr<gpu::Buffer> b = device_->alloc(layer_bytes, gpu::MemoryKind::kDevice);
     if (!b.ok()) {
@@ -80,22 +87,18 @@ Status GpuModel::bind_kv(const KvPool* kv) {
     }
     kv_.push_back(std::move(*b));
   }
-  kv_pool_ = kv;
-  kv_blocks_ = kv->n_blocks();
-  kv_block_tokens_ = kv->block_tokens();
-  kv_type_ = kv->kv_type();
-  kv_row_bytes_ = kv->row_bytes();
+  kv_bound_.bind(kv);
   return Status::Ok();
 }
 
 void GpuModel::copy_kv_block(KvPool* kv, int src, int dst) {
   if (n_cpu_ > 0) kv->copy_block(src, dst);  // the CPU layers' rows
   if (!bind_kv(kv).ok()) return;
-  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  const size_t bytes = kv_bound_.block_bytes();
   gpu::Stream& st = device_->stream();
   st.begin();
   for (size_t l = 0; l < kv_.size(); ++l) {
-    for (size_t base : {size_t{0}, size_t{v_base()}}) {
+    for (size_t base : {size_t{0}, size_t{kv_bound_.v_base()}}) {
       st.copy(kv_[l], base + src * bytes, kv_[l], base + dst * bytes, bytes);
     }
   }
@@ -107,14 +110,14 @@ void GpuModel::copy_kv_block(KvPool* kv, int src, int dst) {
 // ([n_layer, 2 (K,V), block_tokens, row]): each (layer, K or V) part, copied between the layer's
 // cache and block_io_ (host-visible) in one submission.
 Status GpuModel::block_io(int block, bool to_host) {
-  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  const size_t bytes = kv_bound_.block_bytes();
   GLM_RETURN_IF_ERROR(
       grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback));
   gpu::Stream& st = device_->stream();
   st.begin();
   for (size_t l = 0; l < kv_.size(); ++l) {
     for (int k = 0; k < 2; ++k) {
-      const size_t cache = (k == 0 ? 0 : v_base()) + block * bytes;
+      const size_t cache = (k == 0 ? 0 : kv_bound_.v_base()) + block * bytes;
       const size_t host = (l * 2 + k) * bytes;
       if (to_host) {
         st.copy(kv_[l], cache, block_io_, host, bytes);
@@ -130,7 +133,7 @@ void GpuModel::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
   auto* self = const_cast<GpuModel*>(this);  // the device's stream and block_io_
   GLM_CHECK(self->bind_kv(kv).ok());
   if (n_cpu_ > 0) kv->save_block(block, data);  // the CPU layers' rows (the GPU's follow)
-  const size_t first = static_cast<size_t>(n_cpu_) * 2 * kv_block_tokens_ * kv_row_bytes_;
+  const size_t first = static_cast<size_t>(n_cpu_) * 2 * kv_bound_.block_bytes();
   // A block that cannot be read would be saved wrong and reused after a restart: stop the
   // engine instead (serve restarts it; docs/gpu.md#failures).
   if (const Status s = self->block_io(block, /*to_host=*/true); !s.ok()) {
@@ -143,7 +146,7 @@ void GpuModel::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
 void GpuModel::load_kv_block(KvPool* kv, int block, const uint8_t* data) {
   if (n_cpu_ > 0) kv->load_block(block, data);
   if (!bind_kv(kv).ok()) return;
-  const size_t bytes = static_cast<size_t>(kv_block_tokens_) * kv_row_bytes_;
+  const size_t bytes = kv_bound_.block_bytes();
   const size_t first = static_cast<size_t>(n_cpu_) * 2 * bytes;
   if (!grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback).ok()) {
     GLM_LOG_ERROR("KV block write to the GPU failed: no host-visible buffer");
