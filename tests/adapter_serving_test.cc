@@ -173,6 +173,19 @@ void expect_names_select_adapters(const std::string& device) {
   for (const auto& [id, adapter] : runs) {  // together: one batch holds all of them
     ASSERT_TRUE(e->submit(raw_request(id, adapter, text), res.sink()).ok()) << id;
   }
+  // The client's model name (GenerateRequest::model, what the gateway sends): an adapter served
+  // under it, else the bare model, whatever the name.
+  const std::vector<std::pair<std::string, std::string>> by_model = {
+      {"a1-by-model", "a1"}, {"gpt-by-model", "gpt-4o"}, {"base-by-model", base}};
+  for (const auto& [id, model] : by_model) {
+    engine::Request r = raw_request(id, "", text);
+    r.model = model;
+    ASSERT_TRUE(e->submit(r, res.sink()).ok()) << id;
+  }
+  for (const auto& [id, model] : by_model) {
+    ASSERT_TRUE(res.wait(id)) << id;
+    ASSERT_EQ(res.done[id].type, generation::EventType::kDone) << res.done[id].error.to_string();
+  }
   for (const auto& [id, adapter] : runs) {
     ASSERT_TRUE(res.wait(id)) << id;
     ASSERT_EQ(res.done[id].type, generation::EventType::kDone) << res.done[id].error.to_string();
@@ -181,6 +194,9 @@ void expect_names_select_adapters(const std::string& device) {
   EXPECT_TRUE(same_answer(res.tokens["a1"], direct_greedy(*ids, lora(1))));
   EXPECT_TRUE(same_answer(res.tokens["a2"], direct_greedy(*ids, lora(2))));
   EXPECT_EQ(res.tokens["a2-by-base"], res.tokens["a2"]);
+  EXPECT_EQ(res.tokens["a1-by-model"], res.tokens["a1"]);
+  EXPECT_EQ(res.tokens["gpt-by-model"], res.tokens["base"]);
+  EXPECT_EQ(res.tokens["base-by-model"], res.tokens["base"]);
   EXPECT_NE(res.tokens["a1"], res.tokens["base"]);
   EXPECT_NE(res.tokens["a1"], res.tokens["a2"]);
 

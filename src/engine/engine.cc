@@ -191,10 +191,12 @@ class EngineImpl final : public Engine, public RequestLedger {
 
     scheduler::SeqRequest r;
     r.id = request.id;
-    if (!request.adapter.empty()) {
-      GLM_RETURN_IF_ERROR(resolve_adapter(request.adapter, &r));
+    // The adapter named, or the one served under the client's model name (else the bare model).
+    const bool named = !request.adapter.empty();
+    if (named || !request.model.empty()) {
+      GLM_RETURN_IF_ERROR(resolve_adapter(named ? request.adapter : request.model, !named, &r));
       // A conversation's KV belongs to its adapter: another adapter's turn starts afresh.
-      if (!request.conversation.empty()) {
+      if (r.adapter != nullptr && !request.conversation.empty()) {
         char tag[24];
         std::snprintf(tag, sizeof(tag), "#%016llx",
                       static_cast<unsigned long long>(r.adapter_salt));
@@ -282,8 +284,10 @@ class EngineImpl final : public Engine, public RequestLedger {
   }
 
   // The adapter a request names (GenerateRequest::adapter): a served name, or "BASE:NAME"
-  // with this engine's model name as BASE; not_found naming the served ones otherwise.
-  Status resolve_adapter(const std::string& wanted, scheduler::SeqRequest* r) const {
+  // with this engine's model name as BASE; not_found naming the served ones otherwise, or,
+  // `if_served` (GenerateRequest::model), the bare model (r->adapter left null).
+  Status resolve_adapter(const std::string& wanted, bool if_served,
+                         scheduler::SeqRequest* r) const {
     std::lock_guard<std::mutex> lock(adapters_mu_);
     auto it = adapters_.find(wanted);
     const size_t colon = wanted.rfind(':');
@@ -291,6 +295,7 @@ class EngineImpl final : public Engine, public RequestLedger {
       it = adapters_.find(wanted.substr(colon + 1));
     }
     if (it == adapters_.end()) {
+      if (if_served) return Status::Ok();
       return not_found("adapter '" + wanted + "' is not served here" + served_adapters_locked());
     }
     r->adapter = it->second.adapter;

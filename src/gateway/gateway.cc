@@ -315,18 +315,22 @@ std::vector<std::string> Gateway::served_adapters() {
   return ev->adapters;
 }
 
-std::string Gateway::adapter_for(const std::string& model) {
-  if (model.empty() || router_.several()) return "";
+void Gateway::name_model(const std::string& model, protocol::Request* r) {
+  if (model.empty()) return;
   const std::string base = model_name();
-  if (model == base) return "";
+  if (model == base) return;
   const size_t colon = model.rfind(':');
-  if (colon != std::string::npos && model.compare(0, colon, base) == 0 && colon == base.size()) {
-    return model.substr(colon + 1);
+  if (colon != std::string::npos && colon == base.size() && model.compare(0, colon, base) == 0) {
+    r->adapter = model.substr(colon + 1);  // "BASE:" alone: the bare model
+    return;
   }
-  for (const std::string& a : served_adapters()) {
-    if (a == model) return a;
+  // A name no adapter can have (the protocol's ids: 1-128 bytes, no control characters) is the
+  // bare model without a word to the engine.
+  if (model.size() > protocol::Limits{}.max_id_bytes) return;
+  for (unsigned char c : model) {
+    if (c < 0x20 || c == 0x7f) return;
   }
-  return "";
+  r->model = model;
 }
 
 std::string Gateway::model_name() {
@@ -519,8 +523,12 @@ StatusOr<std::shared_ptr<EngineStream>> Gateway::send_generation(const protocol:
   // continues with the draws the uninterrupted one would have made (docs/gateway.md).
   protocol::Request seeded = request;
   if (seeded.params.seed == 0) seeded.params.seed = random_seed();
-  if (seeded.adapter.empty()) {
-    seeded.adapter = router_.several() ? route->adapter : adapter_for(model);
+  if (seeded.adapter.empty() && seeded.model.empty()) {
+    if (router_.several()) {
+      seeded.adapter = route->adapter;
+    } else {
+      name_model(model, &seeded);
+    }
   }
   auto stream = route->engine.start(seeded);
   if (!stream.ok()) return stream.status();

@@ -184,13 +184,14 @@ class Gateway {
   // The model a request without one gets: the one engine's (from its health), or serve's
   // default (its first --model).
   std::string model_name();
-  // One engine: the adapters it serves by name (its health answer; docs/adapters.md), and the
-  // adapter a request's `model` selects: NAME for "NAME" (a served adapter) or for
-  // "BASE:NAME" with the served model's name as BASE (the engine refuses an unknown NAME with
-  // not_found); "" for the model itself or any other name (one engine answers whatever model
-  // a client names). Several models: "" (adapters are served with one model only).
+  // One engine: the adapters it serves by name (its health answer; docs/adapters.md).
   std::vector<std::string> served_adapters();
-  std::string adapter_for(const std::string& model);
+  // One engine: what a request's `model` asks of it, without asking it anything: nothing for
+  // the served model's own name; adapter NAME for "BASE:NAME" with that name as BASE (the
+  // engine refuses an unknown NAME with not_found); any other name as GenerateRequest::model,
+  // which the engine answers with the adapter it serves under that name, else the bare model
+  // (one engine answers whatever model a client names).
+  void name_model(const std::string& model, protocol::Request* r);
   // GET /v1/models and /v1/models/{id}, /health with several models (routes_models.cc).
   void install_models_routes();
   void several_models_health(http::Response& res);

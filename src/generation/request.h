@@ -56,6 +56,11 @@ struct GenerateRequest {
   // NAME=PATH), or "BASE:NAME" with the engine's model name as BASE; empty = the bare model.
   // An unknown name is not_found naming the served ones.
   std::string adapter;
+  // The name the client gave the model (OpenAI's `model`), where `adapter` is empty: an adapter
+  // the engine serves under exactly this name runs the request; any other name, the bare model
+  // (clients name whatever model they like). The engine answers this itself: the gateway asks
+  // nothing before a request (docs/adapters.md).
+  std::string model;
   std::vector<Message> messages;  // rendered with the model's chat template
   // The template's enable_thinking (chat_template_kwargs; tok::TemplateOptions): false makes a
   // hybrid reasoning model (GLM-4.5) answer without thinking. Templates without it ignore it.

@@ -117,6 +117,12 @@ TEST(ParseRequest, AdapterFieldAndAdapterRequests) {
   expect_error(R"({"type":"unload_adapter"})", "adapter");
   expect_error(R"({"type":"load_adapter","adapter":"ad","path":"p","scale":"x"})", "scale");
   expect_error(R"({"adapter":7,"prompt":"x","raw":true})", "adapter");
+  // The client's model name, which the engine resolves (an adapter served under it, or none).
+  Request m = parse_ok(R"({"id":"m","model":"gpt-4o","prompt":"x","raw":true})");
+  EXPECT_EQ(m.model, "gpt-4o");
+  EXPECT_EQ(parse_ok(serialize_request(m)).model, "gpt-4o");
+  EXPECT_TRUE(parse_ok(R"({"id":"n","prompt":"x","raw":true})").model.empty());
+  expect_error(R"({"model":"","prompt":"x","raw":true})", "model");
 }
 
 TEST(ParseRequest, CarriageReturnIsTolerated) {

@@ -129,7 +129,8 @@ bool is_top_level_key(const std::string& key) {
       "v",          "type",    "id",     "conversation",    "messages",
       "prompt",     "history", "raw",    "params",          "text",
       "constraint", "tools",   "tokens", "resume",          "n",
-      "adapter",    "path",    "scale",  "enable_thinking", "parallel_tool_calls"};
+      "adapter",    "path",    "scale",  "enable_thinking", "parallel_tool_calls",
+      "model"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -220,6 +221,11 @@ Status parse_generate(const json& j, const Limits& limits, Request* r) {
     auto a = get_id(j["adapter"], "adapter", limits);
     if (!a.ok()) return a.status();
     r->adapter = *a;
+  }
+  if (j.contains("model")) {
+    auto m = get_id(j["model"], "model", limits);
+    if (!m.ok()) return m.status();
+    r->model = *m;
   }
   if (j.contains("raw")) {
     if (!j["raw"].is_boolean()) return field_error("raw", "expected true or false");
@@ -481,6 +487,7 @@ std::string serialize_request(const Request& r) {
   if (r.type == RequestType::kGenerate || r.type == RequestType::kPrompt) {
     if (!r.conversation.empty()) j["conversation"] = r.conversation;
     if (!r.adapter.empty()) j["adapter"] = r.adapter;
+    if (!r.model.empty()) j["model"] = r.model;
     if (r.raw) {
       j["raw"] = true;
       j["prompt"] = r.prompt;
