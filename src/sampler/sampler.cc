@@ -96,10 +96,10 @@ int32_t draw_weighted(const float* e, int n, int32_t first, double u, std::vecto
     }
     break;
   }
-  for (int i = n - 1; i > 0; --i) {
+  for (int i = n - 1; i >= 0; --i) {
     if (e[i] > 0.0f && i != first) return i;
   }
-  return first >= 0 ? first : 0;
+  return first >= 0 ? first : 0;  // only the draft has weight
 }
 
 // Radix key of a probability (p >= 0, so its bits grow with it): ascending keys = descending p.
