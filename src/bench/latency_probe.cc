@@ -73,7 +73,7 @@ StatusOr<Sample> run_in_process(engine::Engine& engine, const protocol::Request&
         std::lock_guard<std::mutex> lock(mu);
         switch (ev.type) {
           case engine::EventType::kToken:
-            token_times.push_back(now);
+            if (!ev.text.empty()) token_times.push_back(now);  // text seen, as HTTP's chunks
             s.text += ev.text;
             break;
           case engine::EventType::kStart:
@@ -122,7 +122,7 @@ StatusOr<Sample> run_socket(const std::string& socket_path, const protocol::Requ
       break;
     }
     if (ev->type == protocol::EventType::kToken) {
-      token_times.push_back(now);
+      if (!ev->text.empty()) token_times.push_back(now);  // text seen, as HTTP's chunks
       s.text += ev->text;
     } else if (ev->type == protocol::EventType::kStart) {
       s.prompt_tokens = ev->usage.prompt_tokens;

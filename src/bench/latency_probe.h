@@ -15,10 +15,13 @@
 namespace glm::bench {
 
 struct Sample {
+  // Every layer times the tokens whose text a client sees (a token event with text; HTTP: a
+  // content chunk): a token that completes no character yet (a byte of a multi-byte one, text
+  // held back by a stop string's or a tool call's prefix) is no first token.
   double ttft_ms = 0;  // request sent -> first token text received
   double tpot_ms = 0;  // mean gap between tokens after the first (0 if < 2 tokens)
   double e2e_ms = 0;   // request sent -> end of stream
-  int tokens = 0;      // token events (HTTP: content chunks)
+  int tokens = 0;      // token events with text (HTTP: content chunks)
   int prompt_tokens = 0;
   int cached_tokens = 0;
   std::string text;  // the reply
