@@ -409,9 +409,12 @@ if [[ -n "${file[f16]:-}" ]]; then
     echo "${preset} f16, the seed study's prompts and method:"
     echo '```'
   } | tee -a "$report"
-  # Port 0: serve picks a free one and names it in its ready line.
+  # Port 0: serve picks a free one and names it in its ready line. No KV disk cache: a second
+  # run on the same machine would otherwise find the first run's prompts (the bench numbers its
+  # requests from 1 each run) on disk and time their reuse, not their prefill, where the
+  # in-process engine (no disk cache) prefills.
   (glmserve_exec serve --model "${file[f16]}" --port 0 --device vulkan --db "$work/c.db" \
-    --socket "$work/e.sock" >"$out/serve.log" 2>&1) &
+    --kv-disk off --socket "$work/e.sock" >"$out/serve.log" 2>&1) &
   serve_pid=$!
   port=""
   for _ in $(seq 1 300); do
