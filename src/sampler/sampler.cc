@@ -318,7 +318,13 @@ bool Sampler::filters() const {
 Sampler::Softmax Sampler::softmax_of(const Row& row) const {
   Softmax sm;
   sm.max = max_value(row.x, n_vocab_) * row.scale;
-  sm.sum = exp_shifted(row.x, n_vocab_, row.scale, sm.max, nullptr);
+  float* e = nullptr;
+  if (params_.temperature > 0.0f && !filters()) {  // the same sum, stored or not (softmax.h)
+    e_.resize(n_vocab_);
+    e = e_.data();
+  }
+  sm.sum = exp_shifted(row.x, n_vocab_, row.scale, sm.max, e);
+  sm.e = e;
   return sm;
 }
 
@@ -345,11 +351,14 @@ std::vector<Candidate>& Sampler::candidates(const Row& row, const Softmax& sm) c
   if (params_.min_p > 0.0f) f.min_p = static_cast<float>(params_.min_p / sum);
   f.top_p = params_.top_p > 0.0f && params_.top_p < 1.0f ? params_.top_p : 2.0;
 
-  // Where the near tokens do not settle it, every token's e (the same sum again).
-  std::vector<float>& e = e_;
+  // Where the near tokens do not settle it, every token's e (the same sum again), unless
+  // softmax_of stored them with the sum.
+  const float* e = sm.e;
   auto all_e = [&] {
-    e.resize(n_vocab_);
-    exp_shifted(row.x, n_vocab_, row.scale, max_x, e.data());
+    if (e != nullptr) return;
+    e_.resize(n_vocab_);
+    exp_shifted(row.x, n_vocab_, row.scale, max_x, e_.data());
+    e = e_.data();
   };
   if (!filters()) {
     // Nothing filters: every token of nonzero probability, in id order (the draw walks them
@@ -456,12 +465,11 @@ int32_t Sampler::sample_with_draft(const float* logits, int32_t draft,
   if (params_.temperature <= 0.0f) {
     chosen = argmax(row.x, n_vocab_);
   } else if (!filters()) {
-    // Every token of nonzero probability: drawn from the exponentials themselves, with the
-    // chance candidates() + draw() give it (the draft first), without their list.
-    e_.resize(n_vocab_);
-    exp_shifted(row.x, n_vocab_, row.scale, sm.max, e_.data());
+    // Every token of nonzero probability: drawn from the exponentials themselves (softmax_of
+    // stored them), with the chance candidates() + draw() give it (the draft first), without
+    // their list.
     const int32_t first = draft >= 0 && draft < n_vocab_ ? draft : -1;
-    chosen = draw_weighted(e_.data(), n_vocab_, first, uniform(rng_), &block_sums_);
+    chosen = draw_weighted(sm.e, n_vocab_, first, uniform(rng_), &block_sums_);
   } else {
     std::vector<Candidate>& cand = candidates(row, sm);
     // The draft first: the draw accepts it with probability p(draft) (nothing moves when it

@@ -124,10 +124,13 @@ class Sampler {
     double top_p = 2.0;
   };
   // A row's softmax normaliser, computed once for candidates() and log_softmax(): the largest
-  // x * scale, and the sum of exp(x * scale - max) (softmax.h's exp_shifted).
+  // x * scale, and the sum of exp(x * scale - max) (softmax.h's exp_shifted); where nothing
+  // filters (temperature > 0 and !filters(): every exponential is read), the exponentials
+  // too, in the same pass.
   struct Softmax {
     float max = 0.0f;
     double sum = 0.0;
+    const float* e = nullptr;  // [n_vocab] in e_ (valid until its next use), or null
   };
   Softmax softmax_of(const Row& row) const;
   // Whether top-k, min-p or top-p can drop a token (else every token of nonzero probability is
