@@ -324,13 +324,8 @@ void Gateway::name_model(const std::string& model, protocol::Request* r) {
     r->adapter = model.substr(colon + 1);  // "BASE:" alone: the bare model
     return;
   }
-  // A name no adapter can have (the protocol's ids: 1-128 bytes, no control characters) is the
-  // bare model without a word to the engine.
-  if (model.size() > protocol::Limits{}.max_id_bytes) return;
-  for (unsigned char c : model) {
-    if (c < 0x20 || c == 0x7f) return;
-  }
-  r->model = model;
+  // A name no adapter can have (not a protocol id) is the bare model without a word to the engine.
+  if (protocol::check_id(model, "model").ok()) r->model = model;
 }
 
 std::string Gateway::model_name() {

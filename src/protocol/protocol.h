@@ -119,6 +119,10 @@ StatusOr<Request> parse_request(std::string_view line, const Limits& limits = {}
 // yields the same request.
 std::string serialize_request(const Request& request);
 
+// Whether `s` may be an id on the wire (a request id, conversation, adapter or model name): 1 to
+// limits.max_id_bytes bytes, no control characters; else invalid_argument naming `field`.
+Status check_id(std::string_view s, const std::string& field, const Limits& limits = {});
+
 // One JSON line (no trailing newline). Invalid UTF-8 in text fields is replaced by U+FFFD.
 std::string serialize_event(const Event& event);
 // Parses an event line (clients: gateway, bench). kInvalidArgument on a malformed line.

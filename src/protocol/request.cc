@@ -35,12 +35,9 @@ StatusOr<std::string> get_string(const json& j, const std::string& field, size_t
 }
 
 StatusOr<std::string> get_id(const json& j, const std::string& field, const Limits& limits) {
-  auto s = get_string(j, field, limits.max_id_bytes);
-  if (!s.ok()) return s.status();
-  if (s->empty()) return field_error(field, "must not be empty");
-  for (unsigned char c : *s) {
-    if (c < 0x20 || c == 0x7f) return field_error(field, "must not contain control characters");
-  }
+  if (!j.is_string()) return field_error(field, "expected a string");
+  const auto& s = j.get_ref<const std::string&>();
+  GLM_RETURN_IF_ERROR(check_id(s, field, limits));
   return s;
 }
 
@@ -533,6 +530,18 @@ std::string serialize_request(const Request& r) {
 std::string make_request_id() {
   static std::atomic<uint64_t> counter{0};
   return "req-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+Status check_id(std::string_view s, const std::string& field, const Limits& limits) {
+  if (s.size() > limits.max_id_bytes) {
+    return field_error(field, "is " + std::to_string(s.size()) + " bytes; the limit is " +
+                                  std::to_string(limits.max_id_bytes));
+  }
+  if (s.empty()) return field_error(field, "must not be empty");
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return field_error(field, "must not contain control characters");
+  }
+  return Status::Ok();
 }
 
 }  // namespace glm::protocol
