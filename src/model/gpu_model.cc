@@ -333,15 +333,9 @@ gpu::Stream& GpuModel::record(const Step& step) {
   return st;
 }
 
-GpuModel::CacheRef GpuModel::layer_cache(int l) const {
-  const BoundKv& b = kv_bound_;
-  return {at(kv_[l]), b.v_base(), static_cast<uint32_t>(b.row_bytes), b.block_tokens, b.type};
-}
+GpuModel::CacheRef GpuModel::layer_cache(int l) const { return kv_bound_.ref(at(kv_[l])); }
 
-GpuModel::CacheRef GpuModel::mtp_cache() const {
-  const BoundKv& b = mtp_bound_;
-  return {at(mtp_kv_), b.v_base(), static_cast<uint32_t>(b.row_bytes), b.block_tokens, b.type};
-}
+GpuModel::CacheRef GpuModel::mtp_cache() const { return mtp_bound_.ref(at(mtp_kv_)); }
 
 Status GpuModel::grow_device(gpu::Buffer* b, size_t bytes) {
   return grow(device_.get(), b, bytes, gpu::MemoryKind::kDevice);

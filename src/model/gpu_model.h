@@ -261,8 +261,9 @@ class GpuModel : public Model {
     size_t row_bytes = 0;
     bool is(const KvPool* kv) const;  // the same pool, blocks and type
     void bind(const KvPool* kv);
-    uint32_t v_base() const;     // a layer's V rows start here in its buffer (K rows at 0)
-    size_t block_bytes() const;  // a block's K (or V) rows of one layer
+    uint32_t v_base() const;           // a layer's V rows start here in its buffer (K rows at 0)
+    size_t block_bytes() const;        // a block's K (or V) rows of one layer
+    CacheRef ref(gpu::Addr kv) const;  // a layer's buffer at `kv` as attend() reads it
   };
   BoundKv mtp_bound_;
   BoundKv kv_bound_;

@@ -17,6 +17,10 @@ size_t GpuModel::BoundKv::block_bytes() const {
   return static_cast<size_t>(block_tokens) * row_bytes;
 }
 
+GpuModel::CacheRef GpuModel::BoundKv::ref(gpu::Addr kv) const {
+  return {kv, v_base(), static_cast<uint32_t>(row_bytes), block_tokens, type};
+}
+
 bool GpuModel::BoundKv::is(const KvPool* kv) const {
   return kv == pool && kv->n_blocks() == n_blocks && kv->block_tokens() == block_tokens &&
          kv->kv_type() == type;
