@@ -22,11 +22,13 @@ took ctest
 # clang-tidy over the libraries (.clang-tidy), on build/'s compilation database.
 scripts/lint.sh
 took clang-tidy
-# ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol, daemon.
+# ThreadSanitizer over the concurrent core: KV accounting, scheduler, engine, protocol, daemon,
+# the HTTP server's worker pool.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM_SANITIZE=thread >/dev/null
-cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test
+cmake --build build-tsan --target kv_test sampler_test scheduler_test engine_test protocol_test daemon_test \
+  http_test
 ctest --test-dir build-tsan --output-on-failure -j2 \
-  -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon)'
+  -R '^(Engine|Scheduler|KvCache|BlockAllocator|Sampler|Protocol|Daemon|WorkerPool)'
 took tsan
 # AddressSanitizer + UBSan (clang, coverage-instrumented: one build serves the unit tests and
 # the fuzzers) over the modules that parse untrusted bytes: the unit tests of core, gguf and the

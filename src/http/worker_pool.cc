@@ -1,23 +1,41 @@
 #include "http/worker_pool.h"
 
+#include <algorithm>
+
 namespace glm::http {
 
 WorkerPool::WorkerPool(int n_threads, int max_queue) : max_queue_(max_queue) {
+  workers_.reserve(static_cast<size_t>(n_threads));
   threads_.reserve(static_cast<size_t>(n_threads));
-  for (int i = 0; i < n_threads; ++i) threads_.emplace_back([this] { loop(); });
+  for (int i = 0; i < n_threads; ++i) {
+    Worker& w = *workers_.emplace_back(std::make_unique<Worker>());
+    threads_.emplace_back([this, &w] { loop(w); });
+  }
 }
 
 WorkerPool::~WorkerPool() { shutdown(); }
 
 bool WorkerPool::try_submit(std::function<void()> task) {
+  Worker* w = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
-    const int idle = static_cast<int>(threads_.size()) - busy_;
-    if (static_cast<int>(queue_.size()) >= idle + max_queue_) return false;
-    queue_.push_back(std::move(task));
+    if (!idle_.empty()) {
+      w = idle_.back();
+      idle_.pop_back();
+      w->task = std::move(task);
+      w->has_task = true;
+      ++busy_;
+    } else {
+      // A thread that has not started yet is neither idle nor busy: it takes from the queue
+      // first thing, so it counts as room here.
+      const int waiting_room =
+          static_cast<int>(threads_.size()) - busy_ - static_cast<int>(idle_.size());
+      if (static_cast<int>(queue_.size()) >= waiting_room + max_queue_) return false;
+      queue_.push_back(std::move(task));
+    }
   }
-  cv_.notify_one();
+  if (w != nullptr) w->wake.notify_one();
   return true;
 }
 
@@ -26,7 +44,7 @@ void WorkerPool::shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  for (auto& w : workers_) w->wake.notify_one();
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -42,14 +60,25 @@ int WorkerPool::queued() const {
   return static_cast<int>(queue_.size());
 }
 
-void WorkerPool::loop() {
+void WorkerPool::loop(Worker& w) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(queue_.front());
-    queue_.pop_front();
-    ++busy_;
+    std::function<void()> task;
+    if (w.has_task) {  // counted busy by try_submit
+      task = std::move(w.task);
+      w.has_task = false;
+    } else if (!queue_.empty()) {
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      ++busy_;
+    } else if (stopping_) {
+      return;  // nothing left
+    } else {
+      idle_.push_back(&w);
+      w.wake.wait(lock, [&] { return w.has_task || stopping_; });
+      if (!w.has_task) idle_.erase(std::find(idle_.begin(), idle_.end(), &w));
+      continue;
+    }
     lock.unlock();
     task();
     task = nullptr;  // its captures die outside the lock
