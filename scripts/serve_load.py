@@ -26,6 +26,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROMPTS = os.path.join(HERE, "..", "..", "shared", "data", "prompts", "seed-study.json")
 
 
+def ms(x):
+    """Milliseconds: whole ones from 100 up, else 3 significant digits (a tiny model's TTFT is
+    under 1 ms)."""
+    return f"{x:.0f} ms" if x != x or x >= 100 else f"{x:.3g} ms"
+
+
 def percentile(xs, p):
     xs = sorted(xs)
     if not xs:
@@ -131,8 +137,8 @@ def main():
             ttft = [r[0] * 1000 for r in flat]
             tpot = [r[3] * 1000 for r in flat if r[3] is not None]
             e2e = [r[1] * 1000 for r in flat]
-            print(f"| {users} | {url} | {percentile(ttft, .5):.0f} ms | {percentile(ttft, .9):.0f} ms"
-                  f" | {percentile(tpot, .5):.0f} ms | {percentile(e2e, .5):.0f} ms"
+            print(f"| {users} | {url} | {ms(percentile(ttft, .5))} | {ms(percentile(ttft, .9))}"
+                  f" | {ms(percentile(tpot, .5))} | {ms(percentile(e2e, .5))}"
                   f" | {statistics.median(tps):.1f} |")
         sys.stdout.flush()
 
