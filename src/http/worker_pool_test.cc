@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -45,25 +46,36 @@ class Gate {
   bool open_ = false;
 };
 
+// Runs `n` tasks at once on `pool`, each held until all have started; returns the threads
+// they ran on (empty if they did not all start and end).
+std::set<std::thread::id> run_together(WorkerPool& pool, int n) {
+  struct Held {  // shared with the tasks: they may outlive a failed call
+    Gate gate;
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+  };
+  auto held = std::make_shared<Held>();
+  bool all_queued = true;
+  for (int i = 0; i < n && all_queued; ++i) {
+    all_queued = pool.try_submit([held] {
+      {
+        std::lock_guard<std::mutex> lock(held->mu);
+        held->threads.insert(std::this_thread::get_id());
+      }
+      held->gate.wait();
+    });
+  }
+  const bool all_started = all_queued && wait_busy(pool, n);
+  held->gate.open();
+  if (!wait_busy(pool, 0) || !all_started) return {};
+  std::lock_guard<std::mutex> lock(held->mu);
+  return held->threads;
+}
+
 TEST(WorkerPool, TheThreadThatWentIdleLastTakesTheNextTask) {
   WorkerPool pool(16, 4);
   // Every thread has run once, so all are idle in some order, none untouched.
-  Gate gate;
-  std::mutex mu;
-  std::set<std::thread::id> warmed;
-  for (int i = 0; i < 16; ++i) {
-    ASSERT_TRUE(pool.try_submit([&] {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        warmed.insert(std::this_thread::get_id());
-      }
-      gate.wait();
-    }));
-  }
-  ASSERT_TRUE(wait_busy(pool, 16));
-  gate.open();
-  ASSERT_TRUE(wait_busy(pool, 0));
-  EXPECT_EQ(warmed.size(), 16u);
+  EXPECT_EQ(run_together(pool, 16).size(), 16u);
 
   // One request at a time, as from a lone client: each runs where the one before it ran.
   std::vector<std::thread::id> ran(40);
@@ -79,20 +91,7 @@ TEST(WorkerPool, TheThreadThatWentIdleLastTakesTheNextTask) {
   for (size_t i = 1; i < ran.size(); ++i) EXPECT_EQ(ran[i], ran[0]) << "task " << i;
 
   // Two at once take the two threads that went idle last.
-  Gate hold;
-  std::set<std::thread::id> pair;
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(pool.try_submit([&] {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        pair.insert(std::this_thread::get_id());
-      }
-      hold.wait();
-    }));
-  }
-  ASSERT_TRUE(wait_busy(pool, 2));
-  hold.open();
-  ASSERT_TRUE(wait_busy(pool, 0));
+  const std::set<std::thread::id> pair = run_together(pool, 2);
   EXPECT_EQ(pair.size(), 2u);
   EXPECT_EQ(pair.count(ran[0]), 1u);
 }
