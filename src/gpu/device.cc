@@ -167,7 +167,16 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   if (info_.coop_matrix) {
     f12.vulkanMemoryModel = VK_TRUE;  // GL_KHR_memory_scope_semantics, which the NV shaders need
     *next = &fcoop;
+    next = &fcoop.pNext;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
+  fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  fsize.computeFullSubgroups = VK_TRUE;
+  if (info_.full_subgroups) {  // every pipeline asks for full subgroups (create_pipeline)
+    *next = &fsize;
+    next = &fsize.pNext;
+    extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   VkDeviceCreateInfo dci{};
   dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
@@ -388,6 +397,9 @@ VkResult Device::create_pipeline(Shader shader) {
   cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   cci.stage.module = module;
   cci.stage.pName = "main";
+  if (info_.full_subgroups) {
+    cci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+  }
   cci.layout = layout_;
   r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
   vk.vkDestroyShaderModule(device_, module, nullptr);

@@ -52,10 +52,15 @@ struct DeviceInfo {
   // f32 ones in a subgroup of 32 (matmul_coop.comp: the prefill's matmul, docs/gpu.md).
   // Whether glmserve uses them is Device::coop_verified's.
   bool coop_matrix = false;
+  // computeFullSubgroups (VK_EXT_subgroup_size_control, enabled at open where offered) with the
+  // largest subgroup dividing 64, every shader's workgroup width: the pipelines ask for full
+  // subgroups, so a 64-wide workgroup is 64 / subgroup_size of them (a driver may otherwise run
+  // partial ones; matmul.comp then reduces through shared memory).
+  bool full_subgroups = false;
   std::string unusable;  // empty if glmserve can run on it; else which feature is missing
 
-  // "fp16 int8-storage int8-dot coopmat subgroup=32": the features in use, for `glmserve
-  // devices` and logs (int8-dot(slow): offered, not accelerated).
+  // "fp16 int8-storage int8-dot coopmat subgroup=32(full)": the features in use, for `glmserve
+  // devices` and logs (int8-dot(slow): offered, not accelerated; (full): full_subgroups).
   std::string features() const;
   std::string api_version_string() const;  // "1.3.230"
 };

@@ -37,6 +37,11 @@ TEST(GpuDevice, ListsAUsableDevice) {
                 d.unusable.empty() ? "" : (" unusable: " + d.unusable).c_str());
     usable |= d.unusable.empty();
     EXPECT_FALSE(d.name.empty());
+    // Mesa's lavapipe offers computeFullSubgroups: the pipelines ask for full subgroups there
+    // (the validation layer of validated.* checks that they may).
+    if (d.name.rfind("llvmpipe", 0) == 0) {
+      EXPECT_TRUE(d.full_subgroups);
+    }
   }
   EXPECT_TRUE(usable);
 }
@@ -71,7 +76,8 @@ TEST(GpuDevice, FeaturesSayWhatIsUsed) {
   DeviceInfo gpu;
   gpu.fp16_arithmetic = gpu.storage8 = gpu.int_dot = gpu.int_dot_fast = gpu.coop_matrix = true;
   gpu.subgroup_size = 32;
-  EXPECT_EQ(gpu.features(), "fp16 int8-storage int8-dot coopmat subgroup=32");
+  gpu.full_subgroups = true;
+  EXPECT_EQ(gpu.features(), "fp16 int8-storage int8-dot coopmat subgroup=32(full)");
   DeviceInfo lavapipe;
   lavapipe.fp16_arithmetic = lavapipe.storage8 = lavapipe.int_dot = true;
   lavapipe.subgroup_size = 8;

@@ -143,6 +143,12 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceSubgroupProperties sub{};
   sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   if (has_dot) sub.pNext = &dot_props;
+  VkPhysicalDeviceSubgroupSizeControlProperties size_props{};
+  size_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
+  if (has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) {
+    size_props.pNext = sub.pNext;
+    sub.pNext = &size_props;
+  }
   VkPhysicalDeviceProperties2 props{};
   props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props.pNext = &sub;
@@ -186,12 +192,20 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   }
   VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
   fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
+  fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  // The extension even on a 1.3 device: the instance asks for 1.2, so 1.3's core is not ours.
+  const bool has_size_control = has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   VkPhysicalDeviceVulkan11Features f11{};
   f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f11.pNext = &f12;
   if (has_dot) f12.pNext = &fdot;
+  if (has_size_control) {
+    fsize.pNext = f12.pNext;
+    f12.pNext = &fsize;
+  }
   VkPhysicalDeviceFeatures2 f{};
   f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   f.pNext = &f11;
@@ -204,6 +218,8 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
                  sub.subgroupSize >= 4;
   info.int_dot_fast =
       info.int_dot && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+  info.full_subgroups = has_size_control && fsize.computeFullSubgroups == VK_TRUE &&
+                        size_props.maxSubgroupSize > 0 && 64 % size_props.maxSubgroupSize == 0;
   info.coop_matrix = f12.vulkanMemoryModel == VK_TRUE &&
                      has_coop_shape(vk, pd, f12.shaderFloat16 == VK_TRUE, sub.subgroupSize);
   if (!f12.bufferDeviceAddress) {
@@ -222,7 +238,7 @@ std::string DeviceInfo::features() const {
   s += storage8 ? " int8-storage" : "";
   s += int_dot ? (int_dot_fast ? " int8-dot" : " int8-dot(slow)") : "";
   s += coop_matrix ? " coopmat" : "";
-  s += " subgroup=" + std::to_string(subgroup_size);
+  s += " subgroup=" + std::to_string(subgroup_size) + (full_subgroups ? "(full)" : "");
   return s;
 }
 

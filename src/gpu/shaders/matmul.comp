@@ -311,7 +311,11 @@ void main() {
   // The team's sums: out k = r * TT + t; then, IN_RMS_NORM, k = NOUT + t its squares.
   uint n_teams = 64u >> p.tpr_log2;
   bool norm = p.in_mode == IN_RMS_NORM;
-  if (tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {
+  // Full subgroups only: a driver may run a workgroup as partial ones (fewer invocations than
+  // gl_SubgroupSize each, as lavapipe does past its widest vectors), unless the pipeline asks
+  // for full ones (gpu::Device does where the device can).
+  bool full = gl_NumSubgroups * gl_SubgroupSize == 64u;
+  if (full && tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {
     // Whole subgroups a team: a subgroup add, one value a subgroup into shared memory.
     for (uint r = 0u; r < RMAX; ++r) {
       for (uint t = 0u; t < TT; ++t) {
