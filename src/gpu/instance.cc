@@ -138,6 +138,8 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   DeviceInfo info;
   info.index = index;
   const bool has_dot = has_extension(vk, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  // The extension even on a 1.3 device: the instance asks for 1.2, so 1.3's core is not ours.
+  const bool has_size_control = has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{};
   dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties sub{};
@@ -145,7 +147,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   if (has_dot) sub.pNext = &dot_props;
   VkPhysicalDeviceSubgroupSizeControlProperties size_props{};
   size_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
-  if (has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) {
+  if (has_size_control) {
     size_props.pNext = sub.pNext;
     sub.pNext = &size_props;
   }
@@ -194,8 +196,6 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
   fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
-  // The extension even on a 1.3 device: the instance asks for 1.2, so 1.3's core is not ours.
-  const bool has_size_control = has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   VkPhysicalDeviceVulkan11Features f11{};

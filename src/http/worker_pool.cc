@@ -6,10 +6,9 @@ namespace glm::http {
 
 WorkerPool::WorkerPool(int n_threads, int max_queue) : max_queue_(max_queue) {
   workers_.reserve(static_cast<size_t>(n_threads));
-  threads_.reserve(static_cast<size_t>(n_threads));
   for (int i = 0; i < n_threads; ++i) {
     Worker& w = *workers_.emplace_back(std::make_unique<Worker>());
-    threads_.emplace_back([this, &w] { loop(w); });
+    w.thread = std::thread([this, &w] { loop(w); });
   }
 }
 
@@ -30,7 +29,7 @@ bool WorkerPool::try_submit(std::function<void()> task) {
       // A thread that has not started yet is neither idle nor busy: it takes from the queue
       // first thing, so it counts as room here.
       const int waiting_room =
-          static_cast<int>(threads_.size()) - busy_ - static_cast<int>(idle_.size());
+          static_cast<int>(workers_.size()) - busy_ - static_cast<int>(idle_.size());
       if (static_cast<int>(queue_.size()) >= waiting_room + max_queue_) return false;
       queue_.push_back(std::move(task));
     }
@@ -45,8 +44,8 @@ void WorkerPool::shutdown() {
     stopping_ = true;
   }
   for (auto& w : workers_) w->wake.notify_one();
-  for (std::thread& t : threads_) {
-    if (t.joinable()) t.join();
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
   }
 }
 

@@ -40,6 +40,7 @@ class WorkerPool {
     std::condition_variable wake;
     std::function<void()> task;  // handed over by try_submit while the thread was idle
     bool has_task = false;
+    std::thread thread;  // runs loop(*this)
   };
   void loop(Worker& w);
 
@@ -50,7 +51,6 @@ class WorkerPool {
   std::deque<std::function<void()>> queue_;  // tasks that found no idle thread, oldest first
   int busy_ = 0;
   bool stopping_ = false;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace glm::http
