@@ -5,7 +5,8 @@
 # it runs is prepared here and carried.
 #
 #   scripts/bench-gpu.sh prepare [LLAMA_BUILD_DIR]
-#       (here, on Debian 12) packs into .gpu-bench/ a glmserve built here, every shared library
+#       (here, on Debian 12) packs into .gpu-bench/ a glmserve built here (and, given
+#       GLMSERVE_ALT=PATH, a second glmserve built from another commit, as glmserve-alt), every shared library
 #       it needs with the loader that runs them, Debian's Vulkan loader (libvulkan1), and, given
 #       the build directory of a llama.cpp built with -DGGML_VULKAN=ON outside this repository,
 #       its llama-bench / llama-quantize with their libraries; where build/ has them, the GPU
@@ -20,7 +21,9 @@
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
-#       stack (serve --device vulkan), then 1, 4 and 8 users at once; first, where the pack has
+#       stack (serve --device vulkan), then 1, 4 and 8 users at once; where the pack has
+#       glmserve-alt, its bench engine alternated with this one's on each dense file (a change that
+#       only a GPU can judge: docs/gpu.md); first, where the pack has
 #       it, gpu_bench: each op alone at the 6B shapes on the device (--kernels: a filter of its
 #       benchmarks, default all; none:
 #       skipped); then, on the first file, bench engine -p 32 -n 64 under each matmul setting
@@ -62,6 +65,13 @@ if [[ "$cmd" == prepare ]]; then
   [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
   pack_exe "$here/build/glmserve"
   strip "$pack/bin/glmserve"
+  git -C "$here" log -1 --format='%h %s' >"$pack/commit"
+  if [[ -n "${GLMSERVE_ALT:-}" ]]; then
+    cp -L "$GLMSERVE_ALT" "$pack/bin/glmserve-alt"
+    strip "$pack/bin/glmserve-alt"
+    git -C "$(dirname "$GLMSERVE_ALT")" log -1 --format='%h %s' >"$pack/alt_commit" 2>/dev/null ||
+      echo "$GLMSERVE_ALT" >"$pack/alt_commit"
+  fi
   getconf GNU_LIBC_VERSION | awk '{ print $2 }' >"$pack/glibc"
   # The GPU tests, run there first on that device, and the shared data their goldens read (at
   # the path they were built with: $here/../shared/data).
@@ -163,11 +173,15 @@ if [[ -x "$pack/bin/glmserve" ]]; then
   # The carried libraries for the carried programs alone (the machine's own programs need its
   # own): the Vulkan loader glmserve dlopens, and what the drivers it loads need.
   glmserve() { LD_LIBRARY_PATH="$libs" "$pack/bin/glmserve" "$@"; }
+  alt_exe="$pack/bin/glmserve-alt"
+  glmserve_alt() { LD_LIBRARY_PATH="$libs" "$alt_exe" "$@"; }
   glmserve_exec() { LD_LIBRARY_PATH="$libs" exec "$pack/bin/glmserve" "$@"; }
   llama_bench="$pack/bin/llama-bench" llama_quantize="$pack/bin/llama-quantize"
 else
   libs=""
   glmserve() { "$here/build/glmserve" "$@"; }
+  alt_exe="${GLMSERVE_ALT:-}"
+  glmserve_alt() { "$alt_exe" "$@"; }
   glmserve_exec() { exec "$here/build/glmserve" "$@"; }
   llama_bench="${LLAMA_BENCH:-}" llama_quantize="${LLAMA_QUANTIZE:-}"
 fi
@@ -288,9 +302,10 @@ done
 } | tee -a "$report"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# "pp tg" t/s of one glmserve run (the medians of its JSON) and of one llama-bench run (its CSV).
+# "pp tg" t/s of one glmserve run (the medians of its JSON; $2: glmserve_alt for the other
+# build) and of one llama-bench run (its CSV).
 ours() {
-  glmserve bench engine --model "$1" -p 512 -n 128 -r 3 --bw-mb 0 --device vulkan --json 2>>"$out/ours.log" |
+  "${2:-glmserve}" bench engine --model "$1" -p 512 -n 128 -r 3 --bw-mb 0 --device vulkan --json 2>>"$out/ours.log" |
     tee -a "$out/ours.jsonl" | tail -1 |
     python3 -c 'import json, sys; j = json.loads(sys.stdin.read() or "{}"); print("%.2f T%.2f" % (j.get("pp", {}).get("tps_median", 0), j.get("tg", {}).get("tps_median", 0)))'
 }
@@ -322,6 +337,34 @@ for t in $types; do
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
+
+# The other build (GLMSERVE_ALT at prepare), alternated with this one on each dense file: A, B,
+# A, B, medians of rounds.
+if [[ -n "${alt_exe:-}" && -x "$alt_exe" ]]; then
+  {
+    echo
+    echo "This build ($(cat "$pack/commit" 2>/dev/null || git -C "$here" log -1 --format=%h)) against"
+    echo "glmserve-alt ($(cat "$pack/alt_commit" 2>/dev/null || echo "$alt_exe")): bench engine --device vulkan"
+    echo "-p 512 -n 128 -r 3 each, alternated, $rounds rounds, medians of rounds (t/s)."
+    echo
+    echo "| file | pp512 | alt pp512 | alt/this | tg128 | alt tg128 | alt/this |"
+    echo "|---|---|---|---|---|---|---|"
+  } | tee -a "$report"
+  for t in $types; do
+    [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
+    : >"$work/a_pp" && : >"$work/a_tg" && : >"$work/b_pp" && : >"$work/b_tg"
+    for ((i = 0; i < rounds; i++)); do
+      read -r a_pp a_tg <<<"$(ours "${file[$t]}")"
+      echo "${a_pp:-0}" >>"$work/a_pp"; echo "${a_tg#T}" >>"$work/a_tg"
+      read -r b_pp b_tg <<<"$(ours "${file[$t]}" glmserve_alt)"
+      echo "${b_pp:-0}" >>"$work/b_pp"; echo "${b_tg#T}" >>"$work/b_tg"
+    done
+    app=$(median <"$work/a_pp") atg=$(median <"$work/a_tg") bpp=$(median <"$work/b_pp") btg=$(median <"$work/b_tg")
+    alt_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.3fx", b / a; else print "-" }'; }
+    echo "| $preset $t | $app | $bpp | $(alt_ratio "$app" "$bpp") | $atg | $btg | $(alt_ratio "$atg" "$btg") |" |
+      tee -a "$report"
+  done
+fi
 
 # GLM-4.5's MTP block on the device (--spec mtp): the cost of its pass against a decode step
 # (r) and of verifying k drafted tokens (c(k)), from which the scheduler picks draft lengths.
