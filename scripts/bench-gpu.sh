@@ -65,11 +65,11 @@ if [[ "$cmd" == prepare ]]; then
   [[ -x "$here/build/glmserve" ]] || "$here/scripts/build.sh"
   pack_exe "$here/build/glmserve"
   strip "$pack/bin/glmserve"
-  git -C "$here" log -1 --format='%h %s' >"$pack/commit"
+  git -C "$here" log -1 --format=%h >"$pack/commit"
   if [[ -n "${GLMSERVE_ALT:-}" ]]; then
     cp -L "$GLMSERVE_ALT" "$pack/bin/glmserve-alt"
     strip "$pack/bin/glmserve-alt"
-    git -C "$(dirname "$GLMSERVE_ALT")" log -1 --format='%h %s' >"$pack/alt_commit" 2>/dev/null ||
+    git -C "$(dirname "$GLMSERVE_ALT")" log -1 --format=%h >"$pack/alt_commit" 2>/dev/null ||
       echo "$GLMSERVE_ALT" >"$pack/alt_commit"
   fi
   getconf GNU_LIBC_VERSION | awk '{ print $2 }' >"$pack/glibc"
@@ -324,17 +324,24 @@ theirs() {
   echo "| file | glmserve pp512 | llama.cpp pp512 | ratio | glmserve tg128 | llama.cpp tg128 | ratio |"
   echo "|---|---|---|---|---|---|---|"
 } | tee -a "$report"
-for t in $types; do
-  [[ -n "${file[$t]:-}" ]] || continue
+# Runs A then B on a file, $rounds times ($2, $3: commands printing "pp Ttg", as ours and theirs
+# do); sets app atg (A's medians of rounds) and bpp btg (B's).
+alternate() {
   : >"$work/a_pp" && : >"$work/a_tg" && : >"$work/b_pp" && : >"$work/b_tg"
+  local i a_pp a_tg b_pp b_tg
   for ((i = 0; i < rounds; i++)); do
-    read -r a_pp a_tg <<<"$(ours "${file[$t]}")"
+    read -r a_pp a_tg <<<"$("$2" "$1")"
     echo "${a_pp:-0}" >>"$work/a_pp"; echo "${a_tg#T}" >>"$work/a_tg"
-    read -r b_pp b_tg <<<"$(theirs "${file[$t]}")"
+    read -r b_pp b_tg <<<"$("$3" "$1")"
     echo "${b_pp:-0}" >>"$work/b_pp"; echo "${b_tg#T}" >>"$work/b_tg"
   done
   app=$(median <"$work/a_pp") atg=$(median <"$work/a_tg") bpp=$(median <"$work/b_pp") btg=$(median <"$work/b_tg")
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+}
+# a / b as "1.23x" (digits: $3, default 2), "-" where b is 0.
+ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%.*fx", d, a / b; else print "-" }'; }
+for t in $types; do
+  [[ -n "${file[$t]:-}" ]] || continue
+  alternate "${file[$t]}" ours theirs
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
 
@@ -350,18 +357,11 @@ if [[ -n "${alt_exe:-}" && -x "$alt_exe" ]]; then
     echo "| file | pp512 | alt pp512 | alt/this | tg128 | alt tg128 | alt/this |"
     echo "|---|---|---|---|---|---|---|"
   } | tee -a "$report"
+  ours_alt() { ours "$1" glmserve_alt; }
   for t in $types; do
     [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
-    : >"$work/a_pp" && : >"$work/a_tg" && : >"$work/b_pp" && : >"$work/b_tg"
-    for ((i = 0; i < rounds; i++)); do
-      read -r a_pp a_tg <<<"$(ours "${file[$t]}")"
-      echo "${a_pp:-0}" >>"$work/a_pp"; echo "${a_tg#T}" >>"$work/a_tg"
-      read -r b_pp b_tg <<<"$(ours "${file[$t]}" glmserve_alt)"
-      echo "${b_pp:-0}" >>"$work/b_pp"; echo "${b_tg#T}" >>"$work/b_tg"
-    done
-    app=$(median <"$work/a_pp") atg=$(median <"$work/a_tg") bpp=$(median <"$work/b_pp") btg=$(median <"$work/b_tg")
-    alt_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.3fx", b / a; else print "-" }'; }
-    echo "| $preset $t | $app | $bpp | $(alt_ratio "$app" "$bpp") | $atg | $btg | $(alt_ratio "$atg" "$btg") |" |
+    alternate "${file[$t]}" ours ours_alt
+    echo "| $preset $t | $app | $bpp | $(ratio "$bpp" "$app" 3) | $atg | $btg | $(ratio "$btg" "$atg" 3) |" |
       tee -a "$report"
   done
 fi
