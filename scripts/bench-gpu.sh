@@ -6,9 +6,10 @@
 #
 #   scripts/bench-gpu.sh prepare [LLAMA_BUILD_DIR]
 #       (here, on Debian 12) packs into .gpu-bench/ a glmserve built here (and, given
-#       GLMSERVE_ALT=PATH, a second glmserve built from another commit, as glmserve-alt), every shared library
-#       it needs with the loader that runs them, Debian's Vulkan loader (libvulkan1), and, given
-#       the build directory of a llama.cpp built with -DGGML_VULKAN=ON outside this repository,
+#       GLMSERVE_ALT=PATH, a second glmserve built from another commit, as glmserve-alt), every
+#       shared library it needs with the loader that runs them, Debian's Vulkan loader
+#       (libvulkan1), and, given the build directory of a llama.cpp built with -DGGML_VULKAN=ON
+#       outside this repository,
 #       its llama-bench / llama-quantize with their libraries; where build/ has them, the GPU
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
