@@ -22,8 +22,9 @@
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
-#       stack (serve --device vulkan), then 1, 4 and 8 users at once; where the pack has
-#       glmserve-alt, its bench engine alternated with this one's on each dense file (a change that
+#       stack (serve --device vulkan), then 1, 4 and 8 users at once; the shaders' unrolled
+#       build against their rolled one (GLMSERVE_VULKAN_ROLLED=1), and where the pack has
+#       glmserve-alt, its bench engine, each alternated with this one's on each dense file (what
 #       only a GPU can judge: docs/gpu.md); first, where the pack has
 #       it, gpu_bench: each op alone at the 6B shapes on the device (--kernels: a filter of its
 #       benchmarks, default all; none:
@@ -344,6 +345,24 @@ for t in $types; do
   [[ -n "${file[$t]:-}" ]] || continue
   alternate "${file[$t]}" ours theirs
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
+done
+
+# The shaders' two builds (docs/gpu.md, "Two builds of each shader"): this one's default, the
+# unrolled, against GLMSERVE_VULKAN_ROLLED=1, alternated on each dense file.
+{
+  echo
+  echo "Unrolled against rolled shaders (GLMSERVE_VULKAN_ROLLED=1): bench engine --device vulkan"
+  echo "-p 512 -n 128 -r 3 each, alternated, $rounds rounds, medians of rounds (t/s)."
+  echo
+  echo "| file | pp512 | rolled pp512 | rolled/unrolled | tg128 | rolled tg128 | rolled/unrolled |"
+  echo "|---|---|---|---|---|---|---|"
+} | tee -a "$report"
+ours_rolled() { GLMSERVE_VULKAN_ROLLED=1 ours "$1"; }
+for t in $types; do
+  [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
+  alternate "${file[$t]}" ours ours_rolled
+  echo "| $preset $t | $app | $bpp | $(ratio "$bpp" "$app" 3) | $atg | $btg | $(ratio "$btg" "$atg" 3) |" |
+    tee -a "$report"
 done
 
 # The other build (GLMSERVE_ALT at prepare), alternated with this one on each dense file: A, B,

@@ -7,7 +7,7 @@ PKGS=(
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libsqlite3-dev sqlite3
   libsentencepiece-dev libminizip-dev zlib1g-dev libedit-dev
   libcurl4-openssl-dev libssl-dev nginx
-  libvulkan-dev libvulkan1 glslc mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
+  libvulkan-dev libvulkan1 glslc spirv-tools mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
   clang clang-format clang-tidy libclang-rt-14-dev
   netcat-openbsd curl supervisor fonts-wqy-microhei tmux systemd
   nodejs chromium

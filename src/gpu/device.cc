@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "gpu/instance.h"
+#include "gpu/validation.h"
 
 namespace glm::gpu {
 namespace {
@@ -114,6 +115,11 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
     } else {
       submit_every_ = static_cast<int>(n);
     }
+  }
+  const char* rolled = std::getenv("GLMSERVE_VULKAN_ROLLED");
+  if (validation_requested() ||
+      (rolled != nullptr && *rolled != '\0' && std::strcmp(rolled, "0") != 0)) {
+    shader_build_ = ShaderBuild::kRolled;
   }
   const VulkanApi& vk = api_;
   uint32_t nq = 0;
@@ -226,8 +232,9 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
     GLM_LOG_WARN("vulkan: %s writes no timestamps: GLMSERVE_VULKAN_PROFILE ignored",
                  info_.name.c_str());
   }
-  GLM_LOG_INFO("vulkan: using %s (%s, Vulkan %s, %s)", info_.name.c_str(), info_.type.c_str(),
-               info_.api_version_string().c_str(), info_.features().c_str());
+  GLM_LOG_INFO("vulkan: using %s (%s, Vulkan %s, %s)%s", info_.name.c_str(), info_.type.c_str(),
+               info_.api_version_string().c_str(), info_.features().c_str(),
+               shader_build_ == ShaderBuild::kRolled ? ", rolled shaders" : "");
   return Status::Ok();
 }
 
@@ -383,7 +390,7 @@ VkResult Device::create_pipeline(Shader shader) {
   if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const VulkanApi& vk = api_;
   const auto started = std::chrono::steady_clock::now();
-  const Spirv& code = spirv(shader);
+  const Spirv& code = spirv(shader, shader_build_);
   VkShaderModuleCreateInfo mci{};
   mci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
   mci.codeSize = code.n_words * 4;

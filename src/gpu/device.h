@@ -246,6 +246,10 @@ class Device {
   // kSubmitEvery; GLMSERVE_VULKAN_SUBMIT overrides, 0: a step is one submission).
   void set_submit_every(int n) { submit_every_ = n; }
   static constexpr int kSubmitEvery = 48;
+  // Which build of the shaders the pipelines take (shaders.h): rolled under the validation
+  // layer (GLMSERVE_VULKAN_VALIDATION) or where GLMSERVE_VULKAN_ROLLED is set and not "0" (to
+  // measure the two against each other), else unrolled. Read at open.
+  ShaderBuild shader_build() const { return shader_build_; }
 
  private:
   friend class Buffer;
@@ -281,6 +285,7 @@ class Device {
   bool coop_verified_ = false;
   uint64_t timeout_ms_ = 120000;
   int submit_every_ = kSubmitEvery;
+  ShaderBuild shader_build_ = ShaderBuild::kUnrolled;
 };
 
 }  // namespace glm::gpu

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -323,6 +324,53 @@ TEST(GpuMatmulShape, MoreRowGroupsThanOneDispatchAxis) {
 TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
   NEED_DEVICE();
   check_one_value_rows(dev, 1000, 32);
+}
+
+// GLMSERVE_VULKAN_ROLLED=1 opens a device on the rolled build of the shaders (shaders.h), "0"
+// on the unrolled one (rolled all the same under the validation layer: the validated.* run),
+// and both give the reference's products: the decode matmul, whose unrolled loops hold a
+// thread's sums across its rows, and the tiled one.
+TEST(GpuShaderBuild, RolledAndUnrolledGiveTheReferencesProducts) {
+  const char* before = std::getenv("GLMSERVE_VULKAN_ROLLED");
+  const int n_rows = 67, n_cols = 512;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * n_cols, 3, 0.5f);
+  const std::vector<uint8_t> q = quantize_rows(DType::kQ4_K, w.data(), n_rows, n_cols);
+  for (const char* rolled : {"0", "1"}) {
+    ASSERT_EQ(setenv("GLMSERVE_VULKAN_ROLLED", rolled, 1), 0);
+    StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    Device* dev = d->get();
+    EXPECT_EQ(dev->shader_build(), *rolled == '1' || validation_requested()
+                                       ? ShaderBuild::kRolled
+                                       : ShaderBuild::kUnrolled);
+    StatusOr<Matrix> m = upload_matrix(dev, DType::kQ4_K, q.data(), n_rows, n_cols);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (int n_tokens : {1, 40}) {
+      SCOPED_TRACE(std::string("GLMSERVE_VULKAN_ROLLED=") + rolled + ", tokens " +
+                   std::to_string(n_tokens));
+      const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_cols, 5);
+      Buffer xb = device_floats(dev, x);
+      const int stride = n_rows + 3;  // y's rows at column 2, the rest -7 (output_error)
+      Buffer yb =
+          device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * stride, -7.0f));
+      Stream& s = dev->stream();
+      s.begin();
+      MatmulTuning tuning;
+      tuning.int_dot = 0;
+      tuning.coop = 0;
+      matmul(s, *m, xb.address(), yb.address(), n_tokens, stride, 2, {}, tuning);
+      ASSERT_TRUE(s.submit_and_wait().ok());
+      const std::vector<float> want =
+          matmul_reference(DType::kQ4_K, q.data(), x.data(), n_rows, n_cols, n_tokens);
+      const OutputError e = output_error(dev, yb, n_tokens, stride, want, n_rows);
+      EXPECT_LE(e.max_err, 2e-5 * std::sqrt(static_cast<double>(n_cols)) * (1 + e.max_abs));
+    }
+  }
+  if (before != nullptr) {
+    setenv("GLMSERVE_VULKAN_ROLLED", before, 1);
+  } else {
+    unsetenv("GLMSERVE_VULKAN_ROLLED");
+  }
 }
 
 // A shader the driver rejects is an error naming it, not an abort (try_pipeline): lavapipe

@@ -168,7 +168,14 @@ struct Spirv {
   size_t n_words;
   const char* name;  // "matmul_q4_0"
 };
-const Spirv& spirv(Shader shader);
+// Each shader's SPIR-V is built twice from its one source (shaders/common.glsl, UNROLLED):
+// unrolled, the loops that index a thread's arrays unrolled so that the arrays stay in
+// registers (what a device runs), and rolled, every loop as written (what GPU-assisted
+// validation runs: its instrumentation of the unrolled code takes lavapipe 20-100 times as long
+// to compile, and unrolling moves no address a shader reads or writes). Device::shader_build
+// says which a device takes.
+enum class ShaderBuild { kUnrolled, kRolled };
+const Spirv& spirv(Shader shader, ShaderBuild build = ShaderBuild::kUnrolled);
 
 // The matmul variants for a weight type: one token (matvec: a sequence's decode step), a few
 // tokens (up to 8 a tile: batched decode, drafts) and the tiled one for many (prefill).

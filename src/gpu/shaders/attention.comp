@@ -68,39 +68,74 @@ shared float red_max[ROWS][16];  // a value a subgroup (at least 4 lanes: at mos
 shared float red_sum[ROWS][16];
 shared uint vrow[64];  // the byte offset of each key's V row in this chunk
 
+// The workgroup's row r: head h0 + r % heads_per_group, token t0 + r / heads_per_group (h0, t0:
+// the workgroup's first); past the tokens (or the group) it is not computed (row_on). Functions,
+// not arrays: a row found at run time (the 8-bit blocks below) would index an array in memory.
+uint row_h(uint r) { return gl_WorkGroupID.x * p.heads_per_group + r % p.heads_per_group; }
+uint row_t(uint r) { return gl_WorkGroupID.y * p.tokens_per_group + r / p.heads_per_group; }
+bool row_on(uint r) {
+  return r < p.heads_per_group * p.tokens_per_group && row_t(r) < p.n_tokens;
+}
+
+// Dim d (of the KV head at e0) of the chunk's V rows weighted by each row's softmax weights
+// (s[r][jj], keys jj < n_chunk; the first n_pre are the prefix's rows), added to acc_d[r] once
+// it is scaled by corr[r]; nothing where d is past the head. Each V value is read once for every
+// row. main calls it once a dim a thread holds: a loop over them around the key loops would stay
+// rolled (only loops without loops inside unroll), and acc with it in memory.
+void add_chunk_v(uint d, uint e0, uint n_pre, uint n_chunk, float corr[ROWS],
+                 inout float acc_d[ROWS]) {
+  if (d < p.head_dim) {
+    float a0[ROWS], a1[ROWS];
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) a0[r] = a1[r] = 0.0;
+    uint jj = 0u;
+    for (; jj < n_pre; ++jj) {
+      float v = kv_elem(p.pkv, vrow[jj], e0 + d);
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
+    }
+    for (; jj + 1u < n_chunk; jj += 2u) {
+      float v0 = kv_elem(p.kv, vrow[jj], e0 + d);
+      float v1 = kv_elem(p.kv, vrow[jj + 1u], e0 + d);
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) {
+        a0[r] += s[r][jj] * v0;
+        a1[r] += s[r][jj + 1u] * v1;
+      }
+    }
+    if (jj < n_chunk) {
+      float v = kv_elem(p.kv, vrow[jj], e0 + d);
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
+    }
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) acc_d[r] = acc_d[r] * corr[r] + (a0[r] + a1[r]);
+  }
+}
+
 void main() {
   uint tid = gl_LocalInvocationID.x, z = gl_WorkGroupID.z;
   uint hd = p.head_dim;
-  uint h0 = gl_WorkGroupID.x * p.heads_per_group, t0 = gl_WorkGroupID.y * p.tokens_per_group;
-  uint kvh = h0 / (p.n_head / p.n_head_kv);
-  // Row r: head h0 + r % heads_per_group, token t0 + r / heads_per_group; past the tokens (or
-  // the group) it is not computed. Its keys: [0, row_keys[r]).
-  uint row_h[ROWS], row_t[ROWS], row_keys[ROWS];
-  bool row_on[ROWS];
-  uint n_keys = 0u;  // the most keys a row of the workgroup sees
-  for (uint r = 0u; r < ROWS; ++r) {
-    row_h[r] = h0 + r % p.heads_per_group;
-    row_t[r] = t0 + r / p.heads_per_group;
-    row_on[r] = r < p.heads_per_group * p.tokens_per_group && row_t[r] < p.n_tokens;
-    row_keys[r] = row_on[r] ? p.n_prefix + max(p.n_past + row_t[r] + 1u, p.bidir_prefix) : 0u;
+  uint kvh = row_h(0u) / (p.n_head / p.n_head_kv);
+  uint row_keys[ROWS];  // row r's keys: [0, row_keys[r])
+  uint n_keys = 0u;     // the most keys a row of the workgroup sees
+  UNROLLED for (uint r = 0u; r < ROWS; ++r) {
+    row_keys[r] = row_on(r) ? p.n_prefix + max(p.n_past + row_t(r) + 1u, p.bidir_prefix) : 0u;
     n_keys = max(n_keys, row_keys[r]);
-    for (uint d = tid; d < hd; d += 64u) {
-      qs[r][d] = row_on[r] ? p.q.v[row_t[r] * p.q_stride + row_h[r] * hd + d] : 0.0;
+  }
+  for (uint d = tid; d < hd; d += 64u) {
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) {
+      qs[r][d] = row_on(r) ? p.q.v[row_t(r) * p.q_stride + row_h(r) * hd + d] : 0.0;
     }
   }
   barrier();
   uint k_begin = min(z * p.split_len, n_keys);
   uint k_end = p.n_split > 1u ? min(k_begin + p.split_len, n_keys) : n_keys;
-  float m[ROWS], l[ROWS], acc[ROWS][4];
-  for (uint r = 0u; r < ROWS; ++r) {
+  float m[ROWS], l[ROWS], acc[4][ROWS];  // acc[k][r]: row r's dim tid + 64 k
+  UNROLLED for (uint r = 0u; r < ROWS; ++r) {
     m[r] = -1.0 / 0.0;
     l[r] = 0.0;
-    for (uint k = 0u; k < 4u; ++k) acc[r][k] = 0.0;
+    UNROLLED for (uint k = 0u; k < 4u; ++k) acc[k][r] = 0.0;
   }
   for (uint j0 = k_begin; j0 < k_end; j0 += 64u) {
     uint j = j0 + tid;
     float score[ROWS];
-    for (uint r = 0u; r < ROWS; ++r) score[r] = -1.0 / 0.0;
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) score[r] = -1.0 / 0.0;
     if (j < k_end) {
       // The block table read once a key: the K row here, the V row for the sums below.
       Words src = p.kv;
@@ -118,35 +153,36 @@ void main() {
       // Two partial sums a row (ROWS 1: independent loads in flight); each K value once for
       // every row.
       float d0[ROWS], d1[ROWS];
-      for (uint r = 0u; r < ROWS; ++r) d0[r] = d1[r] = 0.0;
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) d0[r] = d1[r] = 0.0;
       uint e0 = kvh * hd;
       uint d = 0u;
       for (; d + 1u < hd; d += 2u) {
         float k0 = kv_elem(src, ro, e0 + d), k1 = kv_elem(src, ro, e0 + d + 1u);
-        for (uint r = 0u; r < ROWS; ++r) {
+        UNROLLED for (uint r = 0u; r < ROWS; ++r) {
           d0[r] += qs[r][d] * k0;
           d1[r] += qs[r][d + 1u] * k1;
         }
       }
       if (d < hd) {
         float k0 = kv_elem(src, ro, e0 + d);
-        for (uint r = 0u; r < ROWS; ++r) d0[r] += qs[r][d] * k0;
+        UNROLLED for (uint r = 0u; r < ROWS; ++r) d0[r] += qs[r][d] * k0;
       }
-      for (uint r = 0u; r < ROWS; ++r) {
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) {
         if (j < row_keys[r]) score[r] = (d0[r] + d1[r]) * p.scale;
       }
     }
     // Each row's chunk max: each subgroup's, then theirs.
-    for (uint r = 0u; r < ROWS; ++r) {
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) {
       float sm = subgroupMax(score[r]);
       if (subgroupElect()) red_max[r][gl_SubgroupID] = sm;
     }
     barrier();
     float m_new[ROWS];
-    for (uint r = 0u; r < ROWS; ++r) {
-      float chunk_max = red_max[r][0];
-      for (uint g = 1u; g < gl_NumSubgroups; ++g) chunk_max = max(chunk_max, red_max[r][g]);
-      m_new[r] = max(m[r], chunk_max);
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) m_new[r] = max(m[r], red_max[r][0]);
+    for (uint g = 1u; g < gl_NumSubgroups; ++g) {
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) m_new[r] = max(m_new[r], red_max[r][g]);
+    }
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) {
       // A key past the row's (or a row that has seen none yet: m_new -inf) weighs 0.
       float pj = score[r] > -1.0 / 0.0 ? exp(score[r] - m_new[r]) : 0.0;
       s[r][tid] = pj;
@@ -154,83 +190,65 @@ void main() {
       if (subgroupElect()) red_sum[r][gl_SubgroupID] = ss;
     }
     barrier();
-    float corr[ROWS];
-    for (uint r = 0u; r < ROWS; ++r) {
-      float chunk_sum = 0.0;
-      for (uint g = 0u; g < gl_NumSubgroups; ++g) chunk_sum += red_sum[r][g];
+    float corr[ROWS], chunk_sum[ROWS];
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) chunk_sum[r] = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) {
+      UNROLLED for (uint r = 0u; r < ROWS; ++r) chunk_sum[r] += red_sum[r][g];
+    }
+    UNROLLED for (uint r = 0u; r < ROWS; ++r) {
       corr[r] = m_new[r] > -1.0 / 0.0 ? exp(m[r] - m_new[r]) : 1.0;
-      l[r] = l[r] * corr[r] + chunk_sum;
+      l[r] = l[r] * corr[r] + chunk_sum[r];
       m[r] = m_new[r];
     }
     uint n_chunk = min(64u, k_end - j0);
-    for (uint k = 0u; k < 4u; ++k) {
-      uint d = tid + 64u * k;
-      if (d >= hd) break;
-      float a0[ROWS], a1[ROWS];
-      for (uint r = 0u; r < ROWS; ++r) a0[r] = a1[r] = 0.0;
-      uint jj = 0u;
-      // The chunk's prefix keys (its first n_pre) read pkv, the others the cache; each V value
-      // once for every row.
-      uint n_pre = j0 < p.n_prefix ? min(p.n_prefix - j0, n_chunk) : 0u;
-      for (; jj < n_pre; ++jj) {
-        float v = kv_elem(p.pkv, vrow[jj], kvh * hd + d);
-        for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
-      }
-      for (; jj + 1u < n_chunk; jj += 2u) {
-        float v0 = kv_elem(p.kv, vrow[jj], kvh * hd + d);
-        float v1 = kv_elem(p.kv, vrow[jj + 1u], kvh * hd + d);
-        for (uint r = 0u; r < ROWS; ++r) {
-          a0[r] += s[r][jj] * v0;
-          a1[r] += s[r][jj + 1u] * v1;
-        }
-      }
-      if (jj < n_chunk) {
-        float v = kv_elem(p.kv, vrow[jj], kvh * hd + d);
-        for (uint r = 0u; r < ROWS; ++r) a0[r] += s[r][jj] * v;
-      }
-      for (uint r = 0u; r < ROWS; ++r) acc[r][k] = acc[r][k] * corr[r] + (a0[r] + a1[r]);
-    }
+    uint n_pre = j0 < p.n_prefix ? min(p.n_prefix - j0, n_chunk) : 0u;
+    // The dims a thread holds, one call each (head_dim <= 256).
+    add_chunk_v(tid, kvh * hd, n_pre, n_chunk, corr, acc[0]);
+    add_chunk_v(tid + 64u, kvh * hd, n_pre, n_chunk, corr, acc[1]);
+    add_chunk_v(tid + 128u, kvh * hd, n_pre, n_chunk, corr, acc[2]);
+    add_chunk_v(tid + 192u, kvh * hd, n_pre, n_chunk, corr, acc[3]);
     barrier();  // s, vrow and the sums are written again by the next chunk
   }
-  for (uint r = 0u; r < ROWS; ++r) {
-    if (!row_on[r]) continue;
-    uint t = row_t[r], h = row_h[r];
-    if (p.n_split > 1u) {
+  UNROLLED for (uint r = 0u; r < ROWS; ++r) {
+    uint t = row_t(r), h = row_h(r);
+    if (row_on(r) && p.n_split > 1u) {
       // This split's state (m = -inf, l = 0 where it saw no key: it weighs 0 in the merge).
       uint po = ((t * p.n_head + h) * p.n_split + z) * (hd + 2u);
       if (tid == 0u) {
         p.part.v[po] = m[r];
         p.part.v[po + 1u] = l[r];
       }
-      for (uint k = 0u; k < 4u; ++k) {
+      UNROLLED for (uint k = 0u; k < 4u; ++k) {
         uint d = tid + 64u * k;
-        if (d < hd) p.part.v[po + 2u + d] = acc[r][k];
+        if (d < hd) p.part.v[po + 2u + d] = acc[k][r];
       }
-      continue;
-    }
-    uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
-    for (uint k = 0u; k < 4u; ++k) {
-      uint d = tid + 64u * k;
-      if (d < hd) p.out_.v[oo + d] = acc[r][k] / l[r];
+    } else if (row_on(r)) {
+      uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
+      UNROLLED for (uint k = 0u; k < 4u; ++k) {
+        uint d = tid + 64u * k;
+        if (d < hd) p.out_.v[oo + d] = acc[k][r] / l[r];
+      }
     }
   }
   if (p.n_split > 1u || all(equal(uvec2(p.out_q8), uvec2(0u)))) return;  // the same in every thread
   // The rows' 8-bit blocks: the rows staged in qs (after every thread's last read of it), then
   // a thread a block of 32 dims.
   barrier();
-  for (uint r = 0u; r < ROWS; ++r) {
-    for (uint k = 0u; k < 4u; ++k) {
+  UNROLLED for (uint r = 0u; r < ROWS; ++r) {
+    UNROLLED for (uint k = 0u; k < 4u; ++k) {
       uint d = tid + 64u * k;
-      if (row_on[r] && d < hd) qs[r][d] = acc[r][k] / l[r];
+      if (row_on(r) && d < hd) qs[r][d] = acc[k][r] / l[r];
     }
   }
   barrier();
   uint nb = hd / 32u;
   for (uint j = tid; j < ROWS * nb; j += 64u) {
     uint r = j / nb, b = j % nb;
-    if (!row_on[r]) continue;
-    float v[32];
-    for (uint e = 0u; e < 32u; ++e) v[e] = qs[r][32u * b + e];
-    store_q8_block(p.out_q8, 9u * ((p.out_row0 + row_t[r]) * (p.n_head * nb) + row_h[r] * nb + b), v);
+    if (row_on(r)) {
+      float v[32];
+      UNROLLED for (uint e = 0u; e < 32u; ++e) v[e] = qs[r][32u * b + e];
+      uint o = (p.out_row0 + row_t(r)) * (p.n_head * nb) + row_h(r) * nb + b;
+      store_q8_block(p.out_q8, 9u * o, v);
+    }
   }
 }

@@ -49,7 +49,7 @@ void main() {
   uint nb = hd / 32u;
   if (tid < nb) {
     float v[32];
-    for (uint e = 0u; e < 32u; ++e) v[e] = row_[32u * tid + e];
+    UNROLLED for (uint e = 0u; e < 32u; ++e) v[e] = row_[32u * tid + e];
     store_q8_block(p.out_q8, 9u * ((p.out_row0 + t) * (p.n_head * nb) + h * nb + tid), v);
   }
 }

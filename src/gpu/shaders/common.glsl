@@ -3,6 +3,15 @@
 // through it: GGUF blocks are only 2-byte aligned). Floats: f32 activations.
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_scalar_block_layout : require
+#extension GL_EXT_control_flow_attributes : require
+// UNROLLED: a loop whose counter indexes a thread's array is unrolled, so that the array stays
+// in registers (GpuShaders.NoPrivateArrayIsIndexedAtRunTime). ROLLED (the twin set that
+// GPU-assisted validation runs: src/gpu/CMakeLists.txt) leaves every loop as written.
+#ifdef ROLLED
+#define UNROLLED
+#else
+#define UNROLLED [[unroll]]
+#endif
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };

@@ -154,7 +154,7 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
 #ifdef CODE_BIAS
   uint c0, c1;
   decode_codes(w, ro, c, q, c0, c1, d, m);
-  for (uint b = 0u; b < 4u; ++b) {
+  UNROLLED for (uint b = 0u; b < 4u; ++b) {
     v[b] = code_f((c0 >> (8u * b)) & 0xFFu, float(CODE_BIAS));
     v[4u + b] = code_f((c1 >> (8u * b)) & 0xFFu, float(CODE_BIAS));
   }
@@ -162,7 +162,7 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
   d = 1.0;
   m = 0.0;
 #if defined(WTYPE_F32)
-  for (uint k = 0u; k < 8u; ++k) {
+  UNROLLED for (uint k = 0u; k < 8u; ++k) {
     uint e = 32u * c + 8u * q + k;
     v[k] = e < n_cols ? uintBitsToFloat(w.v[(ro >> 2) + e]) : 0.0;
   }
@@ -171,7 +171,7 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
   if (e0 + 8u <= n_cols && aligned16(w, ro)) {
     // The part's 16 bytes in one load (rows of a multiple of 8 values, as every real model's).
     uvec4 words = Uvec4s(uvec2(w)).v[(ro >> 4) + 4u * c + q];
-    for (uint k = 0u; k < 4u; ++k) {
+    UNROLLED for (uint k = 0u; k < 4u; ++k) {
 #if defined(WTYPE_F16)
       vec2 f = unpackHalf2x16(words[k]);
       v[2u * k] = f.x;
@@ -183,7 +183,7 @@ void decode_part(Words w, uint n_cols, uint ro, uint c, uint q, out float v[8], 
     }
     return;
   }
-  for (uint k = 0u; k < 8u; k += 2u) {
+  UNROLLED for (uint k = 0u; k < 8u; k += 2u) {
     uint e = e0 + k;
     // Two values a word where both are in the row (ro is 2-byte aligned: u32_at).
     uint pair = e + 1u < n_cols ? u32_at(w, ro + 2u * e) : (e < n_cols ? u16_at(w, ro + 2u * e) : 0u);

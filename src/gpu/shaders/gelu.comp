@@ -25,7 +25,7 @@ void main() {
   }
   if (i >= p.n / 32u) return;  // item i is block i
   float v[32];
-  for (uint e = 0u; e < 32u; ++e) {
+  UNROLLED for (uint e = 0u; e < 32u; ++e) {
     v[e] = gelu(p.x.v[32u * i + e]);
     p.x.v[32u * i + e] = v[e];
   }

@@ -47,7 +47,7 @@ void main() {
   uint n_blocks = p.n / 32u;
   for (uint b = tid; b < n_blocks; b += 64u) {
     float v[32];
-    for (uint e = 0u; e < 32u; ++e) {
+    UNROLLED for (uint e = 0u; e < 32u; ++e) {
       uint i = 32u * b + e;
       v[e] = (p.x.v[xo + i] - mean) * inv * p.w.v[i] + p.b.v[i];
       p.out_.v[oo + i] = v[e];

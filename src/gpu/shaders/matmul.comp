@@ -114,7 +114,7 @@ shared float red[64][NRED];
 vec4 norm_w_run(uint e) {
   if (p.x_vec4 != 0u) return e < p.n_cols ? Vec4s(p.norm_w).v[e >> 2] : vec4(0.0);
   vec4 w;
-  for (uint k = 0u; k < 4u; ++k) w[k] = e + k < p.n_cols ? p.norm_w.v[e + k] : 0.0;
+  UNROLLED for (uint k = 0u; k < 4u; ++k) w[k] = e + k < p.n_cols ? p.norm_w.v[e + k] : 0.0;
   return w;
 }
 
@@ -140,7 +140,7 @@ vec4 xf_run(uint xo, uint e) {
 // 4 values (already times 127 / the block's largest |value|) as 4 codes in a word (q8.glsl).
 uint pack_codes(vec4 v) {
   uint word = 0u;
-  for (uint j = 0u; j < 4u; ++j) {
+  UNROLLED for (uint j = 0u; j < 4u; ++j) {
     word |= q8_code(v[j]) << (8u * j);
   }
   return word;
@@ -217,16 +217,16 @@ void main() {
   uint x0 = t0;
 #endif
   float acc[RMAX][TT];
-  for (uint r = 0u; r < RMAX; ++r) {
-    for (uint t = 0u; t < TT; ++t) acc[r][t] = 0.0;
+  UNROLLED for (uint r = 0u; r < RMAX; ++r) {
+    UNROLLED for (uint t = 0u; t < TT; ++t) acc[r][t] = 0.0;
   }
   float ss[TT];  // IN_RMS_NORM: the squares of each token's row, this thread's parts
-  for (uint t = 0u; t < TT; ++t) ss[t] = 0.0;
+  UNROLLED for (uint t = 0u; t < TT; ++t) ss[t] = 0.0;
   // A team past the last row has no parts; rows past it within a team read the last row (their
   // sums are not written).
   uint n_parts = row0 < p.n_rows ? 4u * ((p.n_cols + 31u) / 32u) : 0u;
   uint ro[RMAX];
-  for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + matrix_row(row0, r, nr) * p.row_bytes;
+  UNROLLED for (uint r = 0u; r < RMAX; ++r) ro[r] = w0 + matrix_row(row0, r, nr) * p.row_bytes;
 #ifdef IDOT
   // UNROLL parts a thread at once, their weights loaded before any is used: a part is only 4.5
   // (Q4_0) to 8.5 (Q8_0) bytes a row, and a decode matmul is as fast as the bytes in flight.
@@ -234,21 +234,20 @@ void main() {
   for (uint i0 = lane; i0 < n_parts; i0 += UNROLL * tpr) {
     uint c0[UNROLL][RMAX], c1[UNROLL][RMAX];
     float d[UNROLL][RMAX], m[UNROLL][RMAX];
-    for (uint u = 0u; u < UNROLL; ++u) {
+    UNROLLED for (uint u = 0u; u < UNROLL; ++u) {
       uint i = i0 + u * tpr;
-      for (uint r = 0u; r < RMAX; ++r) {
+      UNROLLED for (uint r = 0u; r < RMAX; ++r) {
         if (r < nr && i < n_parts) {
           decode_codes(p.w, ro[r], i >> 2, i & 3u, c0[u][r], c1[u][r], d[u][r], m[u][r]);
         }
       }
     }
-    for (uint u = 0u; u < UNROLL; ++u) {
-      uint i = i0 + u * tpr;
-      if (i >= n_parts) break;
+    UNROLLED for (uint u = 0u; u < UNROLL; ++u) {
+      uint i = i0 + u * tpr;  // (no break past n_parts: a loop that breaks stays rolled)
       uint c = i >> 2, q = i & 3u;
       uint wa = part_run(q, 0u) >> 2, wb = part_run(q, 1u) >> 2;  // words of the block's 8
-      for (uint t = 0u; t < TT; ++t) {
-        if (t < nt) {
+      UNROLLED for (uint t = 0u; t < TT; ++t) {
+        if (t < nt && i < n_parts) {
           uint xa, xb;
           float dx;
           if (p.in_mode != 0u) {
@@ -262,7 +261,7 @@ void main() {
           }
           int sx = sudot4(xa, 0x01010101u, 0) + sudot4(xb, 0x01010101u, 0);  // the codes' sum
           float fx = int_f(sx);  // (int_f: no integer-to-float conversion, common.glsl)
-          for (uint r = 0u; r < RMAX; ++r) {
+          UNROLLED for (uint r = 0u; r < RMAX; ++r) {
             if (r < nr) {
               int sc = sudot4(xa, c0[u][r], 0) + sudot4(xb, c1[u][r], 0);
               acc[r][t] += dx * (d[u][r] * int_f(sc - CODE_BIAS * sx) + m[u][r] * fx);
@@ -276,7 +275,7 @@ void main() {
   for (uint i = lane; i < n_parts; i += tpr) {
     uint c = i >> 2, q = i & 3u;
     float v[RMAX][8], d[RMAX], m[RMAX];
-    for (uint r = 0u; r < RMAX; ++r) {
+    UNROLLED for (uint r = 0u; r < RMAX; ++r) {
       if (r < nr) decode_part(p.w, p.n_cols, ro[r], c, q, v[r], d[r], m[r]);
     }
     uint ea = 32u * c + part_run(q, 0u), eb = 32u * c + part_run(q, 1u);
@@ -285,14 +284,14 @@ void main() {
       nwa = norm_w_run(ea);
       nwb = norm_w_run(eb);
     }
-    for (uint t = 0u; t < TT; ++t) {
+    UNROLLED for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
         uint xo = (x0 + t) * p.n_cols;
         vec4 xa = in_run(xo, ea, nwa, ss[t]), xb = in_run(xo, eb, nwb, ss[t]);
 #ifdef HAS_MIN
         float xsum = dot(xa + xb, vec4(1.0));  // the part's activations, for the offsets m
 #endif
-        for (uint r = 0u; r < RMAX; ++r) {
+        UNROLLED for (uint r = 0u; r < RMAX; ++r) {
           if (r < nr) {
             // The part's codes against its activations, then its scale (decode.glsl).
             float s = dot(vec4(v[r][0], v[r][1], v[r][2], v[r][3]), xa) +
@@ -317,15 +316,15 @@ void main() {
   bool full = gl_NumSubgroups * gl_SubgroupSize == 64u;
   if (full && tpr >= gl_SubgroupSize && gl_SubgroupSize >= 4u) {
     // Whole subgroups a team: a subgroup add, one value a subgroup into shared memory.
-    for (uint r = 0u; r < RMAX; ++r) {
-      for (uint t = 0u; t < TT; ++t) {
+    UNROLLED for (uint r = 0u; r < RMAX; ++r) {
+      UNROLLED for (uint t = 0u; t < TT; ++t) {
         if (r < nr && t < nt) {
           float s = subgroupAdd(acc[r][t]);
           if (subgroupElect()) red[gl_SubgroupID][r * TT + t] = s;
         }
       }
     }
-    for (uint t = 0u; t < TT; ++t) {
+    UNROLLED for (uint t = 0u; t < TT; ++t) {
       if (norm && t < nt) {
         float s = subgroupAdd(ss[t]);
         if (subgroupElect()) red[gl_SubgroupID][NOUT + t] = s;
@@ -351,10 +350,10 @@ void main() {
     }
   } else {
     // Teams narrower than a subgroup: every thread's sums into shared memory, a tree a team.
-    for (uint r = 0u; r < RMAX; ++r) {
-      for (uint t = 0u; t < TT; ++t) red[tid][r * TT + t] = acc[r][t];
+    UNROLLED for (uint r = 0u; r < RMAX; ++r) {
+      UNROLLED for (uint t = 0u; t < TT; ++t) red[tid][r * TT + t] = acc[r][t];
     }
-    for (uint t = 0u; t < TT; ++t) red[tid][NOUT + t] = ss[t];
+    UNROLLED for (uint t = 0u; t < TT; ++t) red[tid][NOUT + t] = ss[t];
     barrier();
     uint n_red = norm ? NRED : NOUT;
     for (uint stride = tpr >> 1; stride > 0u; stride >>= 1) {  // the same count in every thread
@@ -365,6 +364,8 @@ void main() {
     }
     if (lane == 0u && row0 < p.n_rows) {
       uint ru = p.out_mode == OUT_SWIGLU_PAIRS ? nr >> 1 : 0u;  // a row's up row, r + ru
+      // (Rolled: the sums are in shared memory now, and a write a row and token unrolled would
+      // copy write_out's activations RMAX x TT times.)
       for (uint r = 0u; r < RMAX; ++r) {
         for (uint t = 0u; t < TT; ++t) {
           if (r < nr && t < nt) {

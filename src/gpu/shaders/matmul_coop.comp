@@ -59,15 +59,15 @@ void main() {
   // wt + 16 j + 8 (lane / 16) + k.
   uint m = lane & 15u, n0 = 8u * (lane >> 4);
   float acc[2][2][8];
-  for (uint i = 0u; i < 2u; ++i) {
-    for (uint j = 0u; j < 2u; ++j) {
-      for (uint k = 0u; k < 8u; ++k) acc[i][j][k] = 0.0;
+  UNROLLED for (uint i = 0u; i < 2u; ++i) {
+    UNROLLED for (uint j = 0u; j < 2u; ++j) {
+      UNROLLED for (uint k = 0u; k < 8u; ++k) acc[i][j][k] = 0.0;
     }
   }
 #else
   FRAG32 acc[2][2];  // [row tile][token tile]
-  for (uint i = 0u; i < 2u; ++i) {
-    for (uint j = 0u; j < 2u; ++j) acc[i][j] = FRAG32(0.0);
+  UNROLLED for (uint i = 0u; i < 2u; ++i) {
+    UNROLLED for (uint j = 0u; j < 2u; ++j) acc[i][j] = FRAG32(0.0);
   }
 #endif
   for (uint c = tl.c_begin; c < tl.c_end; ++c) {
@@ -76,21 +76,21 @@ void main() {
       uint lr, q;
       float v[8];
       tile_weights(tl, tid + 256u * h, c, lr, q, v);
-      for (uint k = 0u; k < 8u; ++k) ws[lr * KS + part_elem(q, k)] = float16_t(v[k]);
+      UNROLLED for (uint k = 0u; k < 8u; ++k) ws[lr * KS + part_elem(q, k)] = float16_t(v[k]);
     }
     for (uint h = 0u; h < 2u; ++h) {
       uint lt, e;
       vec4 xv = tile_activations(tl, tid + 256u * h, c, lt, e);
-      for (uint k = 0u; k < 4u; ++k) xs[lt * KS + e + k] = float16_t(xv[k]);
+      UNROLLED for (uint k = 0u; k < 4u; ++k) xs[lt * KS + e + k] = float16_t(xv[k]);
     }
     barrier();
     if (computes) {
 #ifdef REF
       for (uint k = 0u; k < 32u; ++k) {
-        for (uint i = 0u; i < 2u; ++i) {
+        UNROLLED for (uint i = 0u; i < 2u; ++i) {
           float a = float(ws[(wr + 16u * i + m) * KS + k]);
-          for (uint j = 0u; j < 2u; ++j) {
-            for (uint e = 0u; e < 8u; ++e) {
+          UNROLLED for (uint j = 0u; j < 2u; ++j) {
+            UNROLLED for (uint e = 0u; e < 8u; ++e) {
               acc[i][j][e] += a * float(xs[(wt + 16u * j + n0 + e) * KS + k]);
             }
           }
@@ -101,12 +101,14 @@ void main() {
         // a: 16 rows x 16 values (row-major in ws); b: 16 values x 16 tokens (xs holds it
         // column-major: a token's values are a row of xs).
         FRAG16 a[2], b[2];
-        for (uint i = 0u; i < 2u; ++i) {
+        UNROLLED for (uint i = 0u; i < 2u; ++i) {
           coopMatLoadNV(a[i], ws, (wr + 16u * i) * KS + k, KS, false);
           coopMatLoadNV(b[i], xs, (wt + 16u * i) * KS + k, KS, true);
         }
-        for (uint i = 0u; i < 2u; ++i) {
-          for (uint j = 0u; j < 2u; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+        UNROLLED for (uint i = 0u; i < 2u; ++i) {
+          UNROLLED for (uint j = 0u; j < 2u; ++j) {
+            acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+          }
         }
       }
 #endif
@@ -115,15 +117,17 @@ void main() {
   }
   // Each tile of sums out through cs ([token][row], so that neighbouring threads write
   // neighbouring rows of y): every thread 8 of its warp's 256.
-  for (uint i = 0u; i < 2u; ++i) {
-    for (uint j = 0u; j < 2u; ++j) {
+  UNROLLED for (uint i = 0u; i < 2u; ++i) {
+    UNROLLED for (uint j = 0u; j < 2u; ++j) {
 #ifdef REF
-      for (uint e = 0u; e < 8u; ++e) cs[warp * 256u + (n0 + e) * 16u + m] = acc[i][j][e];
+      UNROLLED for (uint e = 0u; e < 8u; ++e) {
+        cs[warp * 256u + (n0 + e) * 16u + m] = acc[i][j][e];
+      }
 #else
       coopMatStoreNV(acc[i][j], cs, warp * 256u, 16u, true);
 #endif
       barrier();
-      for (uint e = 0u; e < 8u; ++e) {
+      UNROLLED for (uint e = 0u; e < 8u; ++e) {  // (unrolled: a loop inside keeps i, j rolled)
         uint at = 32u * e + lane;  // token at / 16, row at % 16 of the tile
         uint row = tl.r0 + wr + 16u * i + (at & 15u), t = tl.t0 + wt + 16u * j + (at >> 4);
         if (row < p.n_rows && t < tl.n_tok) tile_write(tl, t, row, cs[warp * 256u + at]);

@@ -7,7 +7,7 @@
 vec4 x_run(uint xo, uint e) {
   if (p.x_vec4 != 0u) return e < p.n_cols ? p.x4.v[(xo + e) >> 2] : vec4(0.0);
   vec4 r;
-  for (uint k = 0u; k < 4u; ++k) r[k] = e + k < p.n_cols ? p.x.v[xo + e + k] : 0.0;
+  UNROLLED for (uint k = 0u; k < 4u; ++k) r[k] = e + k < p.n_cols ? p.x.v[xo + e + k] : 0.0;
   return r;
 }
 #endif

@@ -36,19 +36,19 @@ void main() {
   uint tr = tid & 15u, tc = tid >> 4;
   bool computes = tl.t0 + 4u * tc < tl.n_tok;
   vec4 acc[8];  // [row][4 tokens]
-  for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
+  UNROLLED for (uint i = 0u; i < 8u; ++i) acc[i] = vec4(0.0);
   for (uint c = tl.c_begin; c < tl.c_end; ++c) {
     // The weights: parts tid and tid + 256 of the tile; the activations: runs tid and tid + 256.
     for (uint h = 0u; h < 2u; ++h) {
       uint lr, q;
       float v[8];
       tile_weights(tl, tid + 256u * h, c, lr, q, v);
-      for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = v[k];
+      UNROLLED for (uint k = 0u; k < 8u; ++k) ws[part_elem(q, k)][lr >> 2][lr & 3u] = v[k];
     }
     for (uint h = 0u; h < 2u; ++h) {
       uint lt, e;
       vec4 xv = tile_activations(tl, tid + 256u * h, c, lt, e);
-      for (uint k = 0u; k < 4u; ++k) xs[e + k][lt >> 2][lt & 3u] = xv[k];
+      UNROLLED for (uint k = 0u; k < 4u; ++k) xs[e + k][lt >> 2][lt & 3u] = xv[k];
     }
     barrier();
     // Threads whose 4 tokens are all past the list skip the products (a short prompt's one tile:
@@ -69,12 +69,16 @@ void main() {
     }
     barrier();
   }
-  for (uint i = 0u; i < 8u; ++i) {
-    uint row = tl.r0 + (i < 4u ? 4u * tr + i : 64u + 4u * tr + i - 4u);
-    if (row >= p.n_rows) continue;
-    for (uint j = 0u; j < 4u; ++j) {
-      uint t = tl.t0 + 4u * tc + j;
-      if (t < tl.n_tok) tile_write(tl, t, row, acc[i][j]);
+  // A token at a time (a rolled loop: 32 writes unrolled made the shader four times larger),
+  // its sum of each row taken from acc by selects, not a run-time index (which would put acc in
+  // memory: GpuShaders.NoPrivateArrayIsIndexedAtRunTime).
+  for (uint j = 0u; j < 4u; ++j) {
+    uint t = tl.t0 + 4u * tc + j;
+    UNROLLED for (uint i = 0u; i < 8u; ++i) {
+      uint row = tl.r0 + (i < 4u ? 4u * tr + i : 64u + 4u * tr + i - 4u);
+      vec4 a = acc[i];
+      float s = j == 0u ? a.x : (j == 1u ? a.y : (j == 2u ? a.z : a.w));
+      if (row < p.n_rows && t < tl.n_tok) tile_write(tl, t, row, s);
     }
   }
 }

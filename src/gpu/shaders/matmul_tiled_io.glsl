@@ -92,9 +92,9 @@ void tile_weights(Tile tl, uint part, uint c, out uint lr, out uint q, out float
   if (row < p.n_rows) {
     decode_part(p.w, p.n_cols, tl.w0 + row * p.row_bytes, c, q, v, d, m);
   } else {
-    for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
+    UNROLLED for (uint k = 0u; k < 8u; ++k) v[k] = 0.0;
   }
-  for (uint k = 0u; k < 8u; ++k) vals[k] = d * v[k] + m;
+  UNROLLED for (uint k = 0u; k < 8u; ++k) vals[k] = d * v[k] + m;
 }
 
 // Run `run` (0 .. 511: 8 a token, 4 values each) of chunk c of the tile's activations: its token

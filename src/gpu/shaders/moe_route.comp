@@ -70,14 +70,12 @@ void main() {
     barrier();
   }
   if (tid != 0u) return;
-  float w[KMAX];
+  // Each chosen score computed twice, not kept in an array: k is known only at run time, so the
+  // array would live in memory (GpuShaders.NoPrivateArrayIsIndexedAtRunTime).
   float sum = 0.0;
+  for (uint j = 0u; j < p.k; ++j) sum += score(t, uint(chosen[j]));
   for (uint j = 0u; j < p.k; ++j) {
-    w[j] = score(t, uint(chosen[j]));
-    sum += w[j];
-  }
-  for (uint j = 0u; j < p.k; ++j) {
-    float v = w[j];
+    float v = score(t, uint(chosen[j]));
     if (p.norm != 0u) v /= max(sum, 6.103515625e-5);
     p.ids.v[t * p.k + j] = chosen[j];
     p.weights.v[t * p.k + j] = v * p.scale;

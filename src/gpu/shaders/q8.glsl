@@ -16,11 +16,11 @@ uint q8_code(float v) { return floatBitsToUint(clamp(v, -127.0, 127.0) + 1258291
 
 void store_q8_block(Words y, uint o, float v[32]) {
   float amax = 0.0;
-  for (uint e = 0u; e < 32u; ++e) amax = max(amax, abs(v[e]));
+  UNROLLED for (uint e = 0u; e < 32u; ++e) amax = max(amax, abs(v[e]));
   float id = amax > 0.0 ? 127.0 / amax : 0.0;
-  for (uint k = 0u; k < 8u; ++k) {
+  UNROLLED for (uint k = 0u; k < 8u; ++k) {
     uint word = 0u;
-    for (uint j = 0u; j < 4u; ++j) {
+    UNROLLED for (uint j = 0u; j < 4u; ++j) {
       word |= q8_code(v[4u * k + j] * id) << (8u * j);
     }
     y.v[o + k] = word;

@@ -17,6 +17,6 @@ void main() {
   uint b = gl_GlobalInvocationID.x;
   if (b >= p.n_blocks) return;
   float v[32];
-  for (uint e = 0u; e < 32u; ++e) v[e] = p.x.v[32u * b + e];
+  UNROLLED for (uint e = 0u; e < 32u; ++e) v[e] = p.x.v[32u * b + e];
   store_q8_block(p.y, 9u * b, v);
 }

@@ -39,7 +39,7 @@ void main() {
   if (i >= p.n_tokens * n_blocks) return;
   uint t = i / n_blocks, c0 = 32u * (i % n_blocks);
   float v[32];
-  for (uint e = 0u; e < 32u; ++e) {
+  UNROLLED for (uint e = 0u; e < 32u; ++e) {
     v[e] = swiglu_at(t, c0 + e);
     p.out_.v[t * p.n + c0 + e] = v[e];
   }
