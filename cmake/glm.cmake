@@ -125,7 +125,8 @@ endfunction()
 # The shader-running tests of `target` (those matching `filter`, a gtest filter) once more for
 # what lavapipe's default run cannot see, each as ctest entries of their own:
 #   validated.*   under Khronos' validation layer with its GPU-assisted checks (gpu/validation.h:
-#                 a shader's load or store outside every buffer fails the test);
+#                 a shader's load or store outside every buffer fails the test), on the
+#                 shaders' rolled build (gpu/shaders.h: the same sources, loops as written);
 #   subgroup4.*, subgroup16.*   at llvmpipe's other subgroup sizes (its vector width: 8 lanes by
 #                 default; GPUs run 32 or 64), so code written for any size runs at three;
 #                 subgroup16.* also with the integer-dot matmuls, which lavapipe does not take

@@ -347,43 +347,33 @@ for t in $types; do
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
 
-# The shaders' two builds (docs/gpu.md, "Two builds of each shader"): this one's default, the
-# unrolled, against GLMSERVE_VULKAN_ROLLED=1, alternated on each dense file.
-{
-  echo
-  echo "Unrolled against rolled shaders (GLMSERVE_VULKAN_ROLLED=1): bench engine --device vulkan"
-  echo "-p 512 -n 128 -r 3 each, alternated, $rounds rounds, medians of rounds (t/s)."
-  echo
-  echo "| file | pp512 | rolled pp512 | rolled/unrolled | tg128 | rolled tg128 | rolled/unrolled |"
-  echo "|---|---|---|---|---|---|---|"
-} | tee -a "$report"
-ours_rolled() { GLMSERVE_VULKAN_ROLLED=1 ours "$1"; }
-for t in $types; do
-  [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
-  alternate "${file[$t]}" ours ours_rolled
-  echo "| $preset $t | $app | $bpp | $(ratio "$bpp" "$app" 3) | $atg | $btg | $(ratio "$btg" "$atg" 3) |" |
-    tee -a "$report"
-done
-
-# The other build (GLMSERVE_ALT at prepare), alternated with this one on each dense file: A, B,
-# A, B, medians of rounds.
-if [[ -n "${alt_exe:-}" && -x "$alt_exe" ]]; then
+# This glmserve against another run ($3: a command printing "pp Ttg", as ours does; $2 its
+# label) on each dense file, alternated: A, B, A, B, medians of rounds; $1 the table's title.
+against() {
   {
     echo
-    echo "This build ($(cat "$pack/commit" 2>/dev/null || git -C "$here" log -1 --format=%h)) against"
-    echo "glmserve-alt ($(cat "$pack/alt_commit" 2>/dev/null || echo "$alt_exe")): bench engine --device vulkan"
+    echo "$1: bench engine --device vulkan"
     echo "-p 512 -n 128 -r 3 each, alternated, $rounds rounds, medians of rounds (t/s)."
     echo
-    echo "| file | pp512 | alt pp512 | alt/this | tg128 | alt tg128 | alt/this |"
+    echo "| file | pp512 | $2 pp512 | $2/this | tg128 | $2 tg128 | $2/this |"
     echo "|---|---|---|---|---|---|---|"
   } | tee -a "$report"
-  ours_alt() { ours "$1" glmserve_alt; }
+  local t
   for t in $types; do
     [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
-    alternate "${file[$t]}" ours ours_alt
+    alternate "${file[$t]}" ours "$3"
     echo "| $preset $t | $app | $bpp | $(ratio "$bpp" "$app" 3) | $atg | $btg | $(ratio "$btg" "$atg" 3) |" |
       tee -a "$report"
   done
+}
+# The shaders' two builds (docs/gpu.md, "Two builds of each shader"): the default, unrolled,
+# against the rolled one.
+ours_rolled() { GLMSERVE_VULKAN_ROLLED=1 ours "$1"; }
+against "Unrolled shaders (the default) against rolled ones (GLMSERVE_VULKAN_ROLLED=1)" rolled ours_rolled
+# The other build (GLMSERVE_ALT at prepare).
+if [[ -n "${alt_exe:-}" && -x "$alt_exe" ]]; then
+  ours_alt() { ours "$1" glmserve_alt; }
+  against "This build ($(cat "$pack/commit" 2>/dev/null || git -C "$here" log -1 --format=%h)) against glmserve-alt ($(cat "$pack/alt_commit" 2>/dev/null || echo "$alt_exe"))" alt ours_alt
 fi
 
 # GLM-4.5's MTP block on the device (--spec mtp): the cost of its pass against a decode step
