@@ -116,9 +116,7 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
       submit_every_ = static_cast<int>(n);
     }
   }
-  const char* rolled = std::getenv("GLMSERVE_VULKAN_ROLLED");
-  if (validation_requested() ||
-      (rolled != nullptr && *rolled != '\0' && std::strcmp(rolled, "0") != 0)) {
+  if (validation_requested() || env_switch("GLMSERVE_VULKAN_ROLLED")) {
     shader_build_ = ShaderBuild::kRolled;
   }
   const VulkanApi& vk = api_;
@@ -227,8 +225,7 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   r = vk.vkCreateFence(device_, &fci, nullptr, &stream_.fence_);
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r);
-  if (const char* p = std::getenv("GLMSERVE_VULKAN_PROFILE");
-      p != nullptr && *p != '\0' && std::strcmp(p, "0") != 0 && !enable_profile()) {
+  if (env_switch("GLMSERVE_VULKAN_PROFILE") && !enable_profile()) {
     GLM_LOG_WARN("vulkan: %s writes no timestamps: GLMSERVE_VULKAN_PROFILE ignored",
                  info_.name.c_str());
   }

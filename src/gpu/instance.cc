@@ -261,4 +261,9 @@ StatusOr<std::vector<DeviceInfo>> list_devices() {
   return out;
 }
 
+bool env_switch(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
 }  // namespace glm::gpu

@@ -20,4 +20,8 @@ StatusOr<VkInstance> process_instance(VulkanApi* api);
 // What glmserve reads of a physical device, and why it cannot run there (if so).
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index);
 
+// Whether the environment variable `name` is set and neither empty nor "0": the on/off
+// GLMSERVE_VULKAN_* settings (VALIDATION, PROFILE, ROLLED).
+bool env_switch(const char* name);
+
 }  // namespace glm::gpu

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -331,12 +330,11 @@ TEST(GpuMatmulShape, NarrowRowsShareAWorkgroup) {
 // and both give the reference's products: the decode matmul, whose unrolled loops hold a
 // thread's sums across its rows, and the tiled one.
 TEST(GpuShaderBuild, RolledAndUnrolledGiveTheReferencesProducts) {
-  const char* before = std::getenv("GLMSERVE_VULKAN_ROLLED");
   const int n_rows = 67, n_cols = 512;
   const std::vector<float> w = random_floats(static_cast<size_t>(n_rows) * n_cols, 3, 0.5f);
   const std::vector<uint8_t> q = quantize_rows(DType::kQ4_K, w.data(), n_rows, n_cols);
   for (const char* rolled : {"0", "1"}) {
-    ASSERT_EQ(setenv("GLMSERVE_VULKAN_ROLLED", rolled, 1), 0);
+    const ScopedEnv env("GLMSERVE_VULKAN_ROLLED", rolled);
     StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
     ASSERT_TRUE(d.ok()) << d.status().message();
     Device* dev = d->get();
@@ -365,11 +363,6 @@ TEST(GpuShaderBuild, RolledAndUnrolledGiveTheReferencesProducts) {
       const OutputError e = output_error(dev, yb, n_tokens, stride, want, n_rows);
       EXPECT_LE(e.max_err, 2e-5 * std::sqrt(static_cast<double>(n_cols)) * (1 + e.max_abs));
     }
-  }
-  if (before != nullptr) {
-    setenv("GLMSERVE_VULKAN_ROLLED", before, 1);
-  } else {
-    unsetenv("GLMSERVE_VULKAN_ROLLED");
   }
 }
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "core/log.h"
+#include "gpu/instance.h"
 
 namespace glm::gpu {
 namespace {
@@ -49,10 +49,7 @@ bool listed(const std::vector<Props>& all, const char* want, Name name) {
 
 }  // namespace
 
-bool validation_requested() {
-  const char* v = std::getenv("GLMSERVE_VULKAN_VALIDATION");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
+bool validation_requested() { return env_switch("GLMSERVE_VULKAN_VALIDATION"); }
 
 Status ValidationSetup::apply(const VulkanApi& global, VkInstanceCreateInfo* ci) {
   uint32_t n = 0;

@@ -45,25 +45,18 @@ namespace {
 // error with the layer's own words, and an in-bounds dispatch is none.
 TEST(GpuValidation, TheLayerReportsAnOutOfBoundsReadAndNotAnInBoundsOne) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child starts a process of its own
-  const char* before = std::getenv("GLMSERVE_VULKAN_VALIDATION");
-  ASSERT_EQ(setenv("GLMSERVE_VULKAN_VALIDATION", "1", 1), 0);
+  const ScopedEnv validation("GLMSERVE_VULKAN_VALIDATION", "1");
   EXPECT_EXIT(run_in_and_out_of_bounds(), ::testing::ExitedWithCode(0),
               "vulkan validation: .*Device address .* out of bounds");
-  if (before != nullptr) {
-    setenv("GLMSERVE_VULKAN_VALIDATION", before, 1);
-  } else {
-    unsetenv("GLMSERVE_VULKAN_VALIDATION");
-  }
 }
 
 // Asked for where the loader has no such layer, the instance is refused with the reason, not
 // made without the checks.
 TEST(GpuValidation, AskedForWithoutTheLayerIsAnError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  ASSERT_EQ(setenv("GLMSERVE_VULKAN_VALIDATION", "1", 1), 0);
+  const ScopedEnv validation("GLMSERVE_VULKAN_VALIDATION", "1");
   // The loader finds explicit layers through this path only (an empty folder).
-  const char* layer_path_before = std::getenv("VK_LAYER_PATH");
-  ASSERT_EQ(setenv("VK_LAYER_PATH", ::testing::TempDir().c_str(), 1), 0);
+  const ScopedEnv layer_path("VK_LAYER_PATH", ::testing::TempDir().c_str());
   EXPECT_EXIT(
       {
         StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
@@ -71,12 +64,6 @@ TEST(GpuValidation, AskedForWithoutTheLayerIsAnError) {
         std::_Exit(d.ok() ? 1 : 0);
       },
       ::testing::ExitedWithCode(0), "has no VK_LAYER_KHRONOS_validation");
-  if (layer_path_before != nullptr) {
-    setenv("VK_LAYER_PATH", layer_path_before, 1);
-  } else {
-    unsetenv("VK_LAYER_PATH");
-  }
-  unsetenv("GLMSERVE_VULKAN_VALIDATION");
 }
 
 }  // namespace
