@@ -18,7 +18,8 @@
 #                            [--serve-runs 10] [--kernels REGEX|none]
 #                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
-#       against its CPU reference, the goldens, GPU = CPU), writes the model files with gen-model
+#       against its CPU reference, the goldens, GPU = CPU), lists what its driver compiles each
+#       shader into in both builds (glmserve devices --shaders: registers, spills), writes the model files with gen-model
 #       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
@@ -250,6 +251,29 @@ if [[ -x "$pack/bin/gpu_test" ]]; then
     echo '```'
   } | tee -a "$report"
 fi
+
+# What the driver compiles each shader into, in both builds (glmserve devices --shaders: the
+# driver's registers, spills and local memory, as it names them; docs/gpu.md): a spill is a
+# thread's value in memory, and an answer to which build to run before any timing.
+for build in unrolled rolled; do
+  rolled=0
+  [[ "$build" == rolled ]] && rolled=1
+  GLMSERVE_VULKAN_ROLLED=$rolled glmserve devices --shaders >"$out/shaders-$build.txt" 2>&1 ||
+    echo "glmserve devices --shaders: exit $?" >>"$out/shaders-$build.txt"
+done
+{
+  echo
+  echo "What the driver compiles the shaders into (glmserve devices --shaders, the decode,"
+  echo "few-token, prefill and attention shaders; every shader: shaders-unrolled.txt,"
+  echo "shaders-rolled.txt):"
+  echo '```'
+  for build in unrolled rolled; do
+    echo "$build:"
+    grep -E '^vulkan|^  (matvec_(q4_0|f16|q6_k|dot_q4_0|dot_q4_k)|matmul_(q4_0|dot_q4_0|tiled_q4_0|tiled_f16|coop_q4_0|coop_f16)|attention_(f16|rows_f16)) |spilling:|exit [0-9]+$|gives no' \
+      "$out/shaders-$build.txt" | cut -c1-240 || true
+  done
+  echo '```'
+} | tee -a "$report"
 
 # Each op alone on the device at the 6B shapes (src/gpu/gpu_bench.cc): the decode matmul with
 # each count of rows a team, the tiled one (with and without tensor cores; a 17-token prompt with

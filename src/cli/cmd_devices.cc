@@ -1,10 +1,15 @@
-// glmserve devices [--json]: the compute devices a model can run on (docs/gpu.md).
+// glmserve devices [--json] [--shaders [--device vulkan:N]]: the compute devices a model can
+// run on, and what each driver compiles the shaders into (docs/gpu.md).
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "gpu/device.h"
+#include "gpu/pipeline_stats.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
@@ -13,13 +18,94 @@ namespace glm::cli {
 namespace {
 
 constexpr char kHelp[] =
-    "usage: glmserve devices [--json]\n"
+    "usage: glmserve devices [--json] [--shaders [--device vulkan:N]]\n"
     "\n"
     "Lists the compute devices, one a line: the CPU (the instruction set its kernels use), then\n"
     "each Vulkan device as --device vulkan:N names it: name, type, memory, Vulkan version and\n"
     "the features glmserve uses, or why it cannot run there. Without a Vulkan loader or device\n"
     "the CPU is the only one (and says why). --device auto takes the first discrete GPU.\n"
-    "  --json  one JSON object a line instead\n";
+    "  --json     one JSON object a line instead\n"
+    "  --shaders  for each usable Vulkan device (or the one --device names), what its driver\n"
+    "             compiles each shader glmserve runs there into, as the driver says it\n"
+    "             (VK_KHR_pipeline_executable_properties: registers, spills, scratch and\n"
+    "             shared memory, code size); then the shaders that spill. Fails where the\n"
+    "             driver gives no statistics.\n";
+
+std::string format_value(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+// --shaders on device `index`: a line (or JSON object) per shader. False where the device
+// cannot be opened or gives no statistics (said on stderr).
+bool print_shader_statistics(int index, bool json) {
+  const std::string dev_name = "vulkan:" + std::to_string(index);
+  StatusOr<std::unique_ptr<gpu::Device>> device =
+      gpu::Device::open(index, /*discrete_only=*/false, gpu::DeviceUse::kCompile);
+  if (!device.ok()) {
+    std::fprintf(stderr, "%s: %s\n", dev_name.c_str(), device.status().message().c_str());
+    return false;
+  }
+  gpu::Device& d = **device;
+  if (!d.info().shader_statistics) {
+    std::fprintf(stderr,
+                 "%s: %s gives no pipeline statistics (VK_KHR_pipeline_executable_properties)\n",
+                 dev_name.c_str(), d.info().name.c_str());
+    return false;
+  }
+  const char* build = d.shader_build() == gpu::ShaderBuild::kRolled ? "rolled" : "unrolled";
+  if (!json) {
+    std::printf("%s  %s, %s shaders, %s\n", dev_name.c_str(), d.info().name.c_str(), build,
+                d.info().features().c_str());
+  }
+  std::vector<std::string> spilling;
+  bool ok = true;
+  for (int i = 0; i < gpu::kShaderCount; ++i) {
+    const auto shader = static_cast<gpu::Shader>(i);
+    const char* name = gpu::spirv(shader).name;
+    nlohmann::json j = {{"device", dev_name}, {"shader", name}, {"build", build}};
+    if (!d.runs(shader)) {
+      j["runs"] = false;
+      if (json) {
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("  %-24s not run here (a feature it needs is missing)\n", name);
+      }
+      continue;
+    }
+    StatusOr<std::vector<gpu::PipelineStatistic>> stats = gpu::pipeline_statistics(d, shader);
+    if (!stats.ok()) {
+      std::fprintf(stderr, "%s: %s: %s\n", dev_name.c_str(), name,
+                   stats.status().message().c_str());
+      ok = false;
+      continue;
+    }
+    bool spills = false;
+    std::string line;
+    nlohmann::json values = nlohmann::json::object();
+    for (const gpu::PipelineStatistic& s : *stats) {
+      values[s.name] = s.value;
+      line += (line.empty() ? "" : ", ") + s.name + " " + format_value(s.value);
+      spills = spills || (gpu::counts_spills(s.name) && s.value != 0);
+    }
+    if (spills) spilling.push_back(name);
+    j["runs"] = true;
+    j["statistics"] = values;
+    j["spills"] = spills;
+    if (json) {
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("  %-24s %s\n", name, line.c_str());
+    }
+  }
+  if (!json) {
+    std::string list;
+    for (const std::string& s : spilling) list += " " + s;
+    std::printf("  spilling: %s\n", spilling.empty() ? "none" : list.c_str() + 1);
+  }
+  return ok;
+}
 
 }  // namespace
 
@@ -28,10 +114,34 @@ int cmd_devices(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  auto args = Args::parse(argc, argv, {}, {"json"});
+  auto args = Args::parse(argc, argv, {"device"}, {"json", "shaders"});
   if (!args.ok()) return fail(args.status());
   const bool json = args->has("json");
   StatusOr<std::vector<gpu::DeviceInfo>> list = gpu::list_devices();
+  if (args->has("shaders")) {
+    if (!list.ok()) return fail(list.status());
+    std::vector<int> indexes;
+    if (args->has("device")) {
+      const std::string want = args->get("device");
+      char* end = nullptr;
+      const long n = want.rfind("vulkan:", 0) == 0 ? std::strtol(want.c_str() + 7, &end, 10) : -1;
+      if (end == nullptr || *end != '\0' || end == want.c_str() + 7 || n < 0 ||
+          n >= static_cast<long>(list->size())) {
+        return fail(invalid_argument("--device " + want + ": vulkan:N of `glmserve devices` (" +
+                                     std::to_string(list->size()) + " Vulkan devices) expected"));
+      }
+      indexes.push_back(static_cast<int>(n));
+    } else {
+      for (const gpu::DeviceInfo& d : *list) {
+        if (d.unusable.empty()) indexes.push_back(d.index);
+      }
+      if (indexes.empty()) return fail(Status(ErrorCode::kUnavailable, "no usable Vulkan device"));
+    }
+    bool ok = true;
+    for (int i : indexes) ok = print_shader_statistics(i, json) && ok;
+    return ok ? 0 : 1;
+  }
+  if (args->has("device")) return fail(invalid_argument("--device goes with --shaders"));
   const std::string vulkan_note = list.ok()
                                       ? (list->empty() ? "the Vulkan loader reports no device" : "")
                                       : list.status().message();

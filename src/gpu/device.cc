@@ -55,7 +55,7 @@ void Buffer::reset() {
 
 // ---- Device ----------------------------------------------------------------------------------
 
-StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only) {
+StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only, DeviceUse use) {
   std::unique_ptr<Device> dev(new Device());
   StatusOr<VkInstance> instance = process_instance(&dev->api_);
   if (!instance.ok()) return instance.status();
@@ -96,11 +96,15 @@ StatusOr<std::unique_ptr<Device>> Device::open(int index, bool discrete_only) {
                          infos[0].unusable + ")");
     }
   }
-  GLM_RETURN_IF_ERROR(dev->init(pds[pick], infos[pick]));
+  GLM_RETURN_IF_ERROR(dev->init(pds[pick], infos[pick], use));
   return dev;
 }
 
-Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
+ShaderBuild default_shader_build(const DeviceInfo& info) {
+  return info.driver_id == VK_DRIVER_ID_MESA_RADV ? ShaderBuild::kRolled : ShaderBuild::kUnrolled;
+}
+
+Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use) {
   physical_ = physical;
   info_ = info;
   if (const char* t = std::getenv("GLMSERVE_VULKAN_TIMEOUT_MS"); t != nullptr && *t != '\0') {
@@ -116,9 +120,11 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
       submit_every_ = static_cast<int>(n);
     }
   }
-  if (validation_requested() || env_switch("GLMSERVE_VULKAN_ROLLED")) {
-    shader_build_ = ShaderBuild::kRolled;
+  shader_build_ = default_shader_build(info_);
+  if (const char* v = std::getenv("GLMSERVE_VULKAN_ROLLED"); v != nullptr && *v != '\0') {
+    shader_build_ = std::strcmp(v, "0") == 0 ? ShaderBuild::kUnrolled : ShaderBuild::kRolled;
   }
+  if (validation_requested()) shader_build_ = ShaderBuild::kRolled;
   const VulkanApi& vk = api_;
   uint32_t nq = 0;
   vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, nullptr);
@@ -177,10 +183,18 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
   fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
   fsize.computeFullSubgroups = VK_TRUE;
-  if (info_.full_subgroups) {  // every pipeline asks for full subgroups (create_pipeline)
+  if (info_.full_subgroups) {  // every pipeline asks for full subgroups (compile)
     *next = &fsize;
     next = &fsize.pNext;
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats{};
+  fstats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  fstats.pipelineExecutableInfo = VK_TRUE;
+  if (info_.shader_statistics) {  // read only by pipelines compiled to be read (shader_stats.h)
+    *next = &fstats;
+    next = &fstats.pNext;
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   VkDeviceCreateInfo dci{};
   dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
@@ -205,6 +219,7 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
   r = vk.vkCreatePipelineLayout(device_, &lci, nullptr, &layout_);
   if (r != VK_SUCCESS) return vk_error("vkCreatePipelineLayout", r);
   pipelines_.assign(kShaderCount, VK_NULL_HANDLE);
+  if (use == DeviceUse::kCompile) return Status::Ok();
 
   stream_.device_ = this;
   VkCommandPoolCreateInfo pci{};
@@ -238,7 +253,8 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info) {
 Device::~Device() {
   if (device_ != VK_NULL_HANDLE) {
     const VulkanApi& vk = api_;
-    vk.vkDeviceWaitIdle(device_);
+    // Without the stream's fence nothing was submitted (a failed open, DeviceUse::kCompile).
+    if (stream_.fence_ != VK_NULL_HANDLE) vk.vkDeviceWaitIdle(device_);
     staging_.reset();
     stream_.scratch_.clear();
     if (query_pool_ != VK_NULL_HANDLE) {
@@ -381,12 +397,9 @@ Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* da
   return Status::Ok();
 }
 
-VkResult Device::create_pipeline(Shader shader) {
+VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out) {
   GLM_CHECK(shader != Shader::kCount);
-  VkPipeline& p = pipelines_[static_cast<int>(shader)];
-  if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const VulkanApi& vk = api_;
-  const auto started = std::chrono::steady_clock::now();
   const Spirv& code = spirv(shader, shader_build_);
   VkShaderModuleCreateInfo mci{};
   mci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
@@ -397,6 +410,7 @@ VkResult Device::create_pipeline(Shader shader) {
   if (r != VK_SUCCESS) return r;
   VkComputePipelineCreateInfo cci{};
   cci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  cci.flags = flags;
   cci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   cci.stage.module = module;
@@ -405,14 +419,36 @@ VkResult Device::create_pipeline(Shader shader) {
     cci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
   cci.layout = layout_;
-  r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
+  *out = VK_NULL_HANDLE;
+  r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, out);
   vk.vkDestroyShaderModule(device_, module, nullptr);
+  if (r != VK_SUCCESS) *out = VK_NULL_HANDLE;
+  return r;
+}
+
+bool Device::runs(Shader shader) const {
+  for (DType t : {DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                  DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    MatmulShaders sh{};
+    if (!matmul_shaders(t, &sh)) continue;
+    if (shader == sh.one_dot || shader == sh.few_dot || shader == sh.experts_dot) {
+      return info_.int_dot;
+    }
+    if (shader == sh.coop || shader == sh.experts_coop) return info_.coop_matrix;
+    if (shader == sh.coop_ref || shader == sh.experts_coop_ref) return info_.fp16_arithmetic;
+  }
+  return true;
+}
+
+VkResult Device::create_pipeline(Shader shader) {
+  GLM_CHECK(shader != Shader::kCount);
+  VkPipeline& p = pipelines_[static_cast<int>(shader)];
+  if (p != VK_NULL_HANDLE) return VK_SUCCESS;
+  const auto started = std::chrono::steady_clock::now();
+  const VkResult r = compile(shader, 0, &p);
   compile_ms_ +=
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  if (r != VK_SUCCESS) {
-    p = VK_NULL_HANDLE;
-    return r;
-  }
+  if (r != VK_SUCCESS) return r;
   g_pipelines_created.fetch_add(1, std::memory_order_relaxed);
   return VK_SUCCESS;
 }

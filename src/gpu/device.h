@@ -39,8 +39,9 @@ struct DeviceInfo {
   bool budget_from_driver = false;  // budget_bytes is VK_EXT_memory_budget's
   uint32_t api_version = 0;         // VK_MAKE_API_VERSION
   uint32_t subgroup_size = 0;
-  bool fp16_arithmetic = false;  // shaderFloat16
-  bool storage8 = false;         // storageBuffer8BitAccess
+  VkDriverId driver_id = static_cast<VkDriverId>(0);  // VK_DRIVER_ID_MESA_RADV, ...; 0: unknown
+  bool fp16_arithmetic = false;                       // shaderFloat16
+  bool storage8 = false;                              // storageBuffer8BitAccess
   // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product, enabled at open where offered)
   // with subgroup quad operations in subgroups of 4 or more (matmul.comp's IDOT quantizes its
   // input rows in quads), and whether the driver says its 4 x 8-bit packed mixed-signedness
@@ -57,6 +58,10 @@ struct DeviceInfo {
   // subgroups, so a 64-wide workgroup is 64 / subgroup_size of them (a driver may otherwise run
   // partial ones; matmul.comp then reduces through shared memory).
   bool full_subgroups = false;
+  // VK_KHR_pipeline_executable_properties (enabled at open where offered): the driver says what
+  // it compiled a pipeline into (registers, spills, scratch, code size: Device::compile with
+  // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, then shader_stats.h). Not in features().
+  bool shader_statistics = false;
   std::string unusable;  // empty if glmserve can run on it; else which feature is missing
 
   // "fp16 int8-storage int8-dot coopmat subgroup=32(full)": the features in use, for `glmserve
@@ -64,6 +69,11 @@ struct DeviceInfo {
   std::string features() const;
   std::string api_version_string() const;  // "1.3.230"
 };
+
+// The shaders' build a driver runs best, as its compiler says (`glmserve devices --shaders`,
+// docs/gpu.md "Two builds of each shader"): rolled on Mesa's RADV, whose compiler unrolls the
+// loops itself and spills the unrolled build's registers on RDNA3; unrolled elsewhere.
+ShaderBuild default_shader_build(const DeviceInfo& info);
 
 // Every Vulkan device the loader reports. Error (unavailable) when there is no loader or no
 // instance can be made; an empty list when the loader has no device.
@@ -76,6 +86,8 @@ enum class MemoryKind {
 };
 
 class Device;
+
+enum class DeviceUse { kRun, kCompile };
 
 // A device address: a buffer's (Buffer::address()) plus a byte offset, so that a view into a
 // larger buffer is an address. The shaders take their buffers as these (push constants).
@@ -183,7 +195,11 @@ class Device {
   // first integrated or virtual one, else any usable one (lavapipe); with discrete_only, the
   // first discrete GPU or none (--device auto). Errors: unavailable (no loader, no device, the
   // index out of range, no discrete GPU) or unsupported (a required feature missing).
-  static StatusOr<std::unique_ptr<Device>> open(int index, bool discrete_only = false);
+  // With DeviceUse::kCompile, the device compiles pipelines and runs nothing: no stream (its use
+  // is a bug), for the drivers' statistics (pipeline_stats.h) on a driver with no queue to run
+  // on (RADV's null device, RADV_FORCE_FAMILY).
+  static StatusOr<std::unique_ptr<Device>> open(int index, bool discrete_only = false,
+                                                DeviceUse use = DeviceUse::kRun);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -216,6 +232,14 @@ class Device {
   // driver rejects it: for shaders of optional features (the tensor cores' check), tried once
   // before they are used.
   Status try_pipeline(Shader shader);
+  // A new pipeline of `shader` with `flags`, as pipeline() would make it (this device's build,
+  // full subgroups where offered), owned by the caller (vk().vkDestroyPipeline). Only shaders
+  // whose features the device has (runs()).
+  VkResult compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out);
+  // Whether the device has what `shader` needs beyond the required features: integer dot
+  // products for the 8-bit-activation matmuls, tensor cores for the cooperative-matrix ones,
+  // fp16 arithmetic for their scalar twins.
+  bool runs(Shader shader) const;
   // Pipelines every device of the process has created so far (a test sees what compiles when).
   static uint64_t pipelines_created();
   VkPipelineLayout layout() const { return layout_; }
@@ -247,15 +271,16 @@ class Device {
   void set_submit_every(int n) { submit_every_ = n; }
   static constexpr int kSubmitEvery = 48;
   // Which build of the shaders the pipelines take (shaders.h): rolled under the validation
-  // layer (GLMSERVE_VULKAN_VALIDATION) or where GLMSERVE_VULKAN_ROLLED is set and not "0" (to
-  // measure the two against each other), else unrolled. Read at open.
+  // layer (GLMSERVE_VULKAN_VALIDATION); else as GLMSERVE_VULKAN_ROLLED says ("1": rolled, "0":
+  // unrolled: to measure the two against each other); else the driver's
+  // (default_shader_build). Read at open.
   ShaderBuild shader_build() const { return shader_build_; }
 
  private:
   friend class Buffer;
   friend class Stream;
   Device() = default;
-  Status init(VkPhysicalDevice physical, const DeviceInfo& info);
+  Status init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use);
   int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
   Status check_submit();                    // the failure hook and the lost state, before a submit
   VkResult create_pipeline(Shader shader);  // into pipelines_, unless there already

@@ -159,6 +159,15 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   info.type = type_name(props.properties.deviceType);
   info.api_version = props.properties.apiVersion;
   info.subgroup_size = sub.subgroupSize;
+  if (info.api_version >= VK_API_VERSION_1_2) {  // (VkPhysicalDeviceDriverProperties is 1.2's)
+    VkPhysicalDeviceDriverProperties driver{};
+    driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &driver;
+    vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+    info.driver_id = driver.driverID;
+  }
 
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
   budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
@@ -196,6 +205,10 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
   fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  const bool has_stats =
+      has_extension(vk, pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats{};
+  fstats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   VkPhysicalDeviceVulkan11Features f11{};
@@ -205,6 +218,10 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   if (has_size_control) {
     fsize.pNext = f12.pNext;
     f12.pNext = &fsize;
+  }
+  if (has_stats) {
+    fstats.pNext = f12.pNext;
+    f12.pNext = &fstats;
   }
   VkPhysicalDeviceFeatures2 f{};
   f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
@@ -220,6 +237,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
       info.int_dot && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   info.full_subgroups = has_size_control && fsize.computeFullSubgroups == VK_TRUE &&
                         size_props.maxSubgroupSize > 0 && 64 % size_props.maxSubgroupSize == 0;
+  info.shader_statistics = has_stats && fstats.pipelineExecutableInfo == VK_TRUE;
   info.coop_matrix = f12.vulkanMemoryModel == VK_TRUE &&
                      has_coop_shape(vk, pd, f12.shaderFloat16 == VK_TRUE, sub.subgroupSize);
   if (!f12.bufferDeviceAddress) {

@@ -21,7 +21,7 @@ StatusOr<VkInstance> process_instance(VulkanApi* api);
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index);
 
 // Whether the environment variable `name` is set and neither empty nor "0": the on/off
-// GLMSERVE_VULKAN_* settings (VALIDATION, PROFILE, ROLLED).
+// GLMSERVE_VULKAN_* settings (VALIDATION, PROFILE).
 bool env_switch(const char* name);
 
 }  // namespace glm::gpu

@@ -55,7 +55,10 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 #define UNROLL 4  // IDOT's parts a thread loads at once
 #else
 #define RMAX 2
-#define UNROLL 2
+// One part at a time: each part's weights serve TT tokens, so a thread has work enough a load;
+// two took the unrolled IDOT variants past 256 registers a thread on RADV's compiler, which
+// spilled some 850 of them (`glmserve devices --shaders`, DevicesShaders.*).
+#define UNROLL 1
 #endif
 #define NOUT (RMAX * TT)  // sums a team computes: [row, token]
 layout(local_size_x = 64) in;

@@ -1,0 +1,87 @@
+#include "gpu/pipeline_stats.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace glm::gpu {
+
+namespace {
+
+double statistic_value(const VkPipelineExecutableStatisticKHR& s) {
+  switch (s.format) {
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+      return s.value.b32 ? 1.0 : 0.0;
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+      return static_cast<double>(s.value.i64);
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+      return static_cast<double>(s.value.u64);
+    default:
+      return s.value.f64;
+  }
+}
+
+Status driver_error(const char* what, VkResult r) {
+  return Status(ErrorCode::kUnavailable,
+                std::string("vulkan: ") + what + " answered " + vk_result_name(r));
+}
+
+}  // namespace
+
+StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader) {
+  const Spirv& code = spirv(shader, device.shader_build());
+  const VulkanApi& vk = device.vk();
+  if (!device.info().shader_statistics || vk.vkGetPipelineExecutablePropertiesKHR == nullptr ||
+      vk.vkGetPipelineExecutableStatisticsKHR == nullptr) {
+    return Status(ErrorCode::kUnsupported,
+                  "vulkan: " + device.info().name +
+                      " gives no pipeline statistics (VK_KHR_pipeline_executable_properties)");
+  }
+  if (!device.runs(shader)) {
+    return Status(ErrorCode::kUnsupported,
+                  std::string("vulkan: ") + device.info().name + " does not run " + code.name);
+  }
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkResult r = device.compile(shader, VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, &pipeline);
+  if (r != VK_SUCCESS) return driver_error("vkCreateComputePipelines", r);
+  std::vector<PipelineStatistic> out;
+  VkPipelineInfoKHR pinfo{};
+  pinfo.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR;
+  pinfo.pipeline = pipeline;
+  uint32_t n_exec = 0;
+  r = vk.vkGetPipelineExecutablePropertiesKHR(device.handle(), &pinfo, &n_exec, nullptr);
+  Status status =
+      r == VK_SUCCESS ? Status::Ok() : driver_error("vkGetPipelineExecutablePropertiesKHR", r);
+  for (uint32_t e = 0; e < n_exec && status.ok(); ++e) {
+    VkPipelineExecutableInfoKHR einfo{};
+    einfo.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+    einfo.pipeline = pipeline;
+    einfo.executableIndex = e;
+    uint32_t n = 0;
+    r = vk.vkGetPipelineExecutableStatisticsKHR(device.handle(), &einfo, &n, nullptr);
+    std::vector<VkPipelineExecutableStatisticKHR> stats(n);
+    for (VkPipelineExecutableStatisticKHR& s : stats) {
+      s.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+    }
+    if (r == VK_SUCCESS) {
+      r = vk.vkGetPipelineExecutableStatisticsKHR(device.handle(), &einfo, &n, stats.data());
+    }
+    if (r != VK_SUCCESS) {
+      status = driver_error("vkGetPipelineExecutableStatisticsKHR", r);
+      break;
+    }
+    for (uint32_t i = 0; i < n; ++i) out.push_back({stats[i].name, statistic_value(stats[i])});
+  }
+  vk.vkDestroyPipeline(device.handle(), pipeline, nullptr);
+  if (!status.ok()) return status;
+  return out;
+}
+
+bool counts_spills(const std::string& statistic) {
+  std::string s = statistic;
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s.find("spill") != std::string::npos || s.find("scratch") != std::string::npos ||
+         s.find("local memory") != std::string::npos;
+}
+
+}  // namespace glm::gpu
