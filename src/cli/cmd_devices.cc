@@ -31,12 +31,6 @@ constexpr char kHelp[] =
     "             shared memory, code size); then the shaders that spill. Fails where the\n"
     "             driver gives no statistics.\n";
 
-std::string format_value(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
 // --shaders on device `index`: a line (or JSON object) per shader. False where the device
 // cannot be opened or gives no statistics (said on stderr).
 bool print_shader_statistics(int index, bool json) {
@@ -86,7 +80,7 @@ bool print_shader_statistics(int index, bool json) {
     nlohmann::json values = nlohmann::json::object();
     for (const gpu::PipelineStatistic& s : *stats) {
       values[s.name] = s.value;
-      line += (line.empty() ? "" : ", ") + s.name + " " + format_value(s.value);
+      line += (line.empty() ? "" : ", ") + s.name + " " + s.text;
       spills = spills || (gpu::counts_spills(s.name) && s.value != 0);
     }
     if (spills) spilling.push_back(name);

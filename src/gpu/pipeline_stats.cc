@@ -2,22 +2,35 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace glm::gpu {
 
 namespace {
 
-double statistic_value(const VkPipelineExecutableStatisticKHR& s) {
+PipelineStatistic statistic(const VkPipelineExecutableStatisticKHR& s) {
+  PipelineStatistic out;
+  out.name = s.name;
+  char buf[32];
   switch (s.format) {
     case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-      return s.value.b32 ? 1.0 : 0.0;
+      out.value = s.value.b32 ? 1.0 : 0.0;
+      out.text = s.value.b32 ? "true" : "false";
+      return out;
     case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-      return static_cast<double>(s.value.i64);
+      out.value = static_cast<double>(s.value.i64);
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(s.value.i64));
+      break;
     case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-      return static_cast<double>(s.value.u64);
+      out.value = static_cast<double>(s.value.u64);
+      std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(s.value.u64));
+      break;
     default:
-      return s.value.f64;
+      out.value = s.value.f64;
+      std::snprintf(buf, sizeof buf, "%g", s.value.f64);
   }
+  out.text = buf;
+  return out;
 }
 
 Status driver_error(const char* what, VkResult r) {
@@ -69,7 +82,7 @@ StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Sha
       status = driver_error("vkGetPipelineExecutableStatisticsKHR", r);
       break;
     }
-    for (uint32_t i = 0; i < n; ++i) out.push_back({stats[i].name, statistic_value(stats[i])});
+    for (uint32_t i = 0; i < n; ++i) out.push_back(statistic(stats[i]));
   }
   vk.vkDestroyPipeline(device.handle(), pipeline, nullptr);
   if (!status.ok()) return status;

@@ -18,6 +18,7 @@ namespace glm::gpu {
 struct PipelineStatistic {
   std::string name;  // the driver's: "Spilled VGPRs"
   double value = 0;  // a count, a size in bytes or a flag (0 or 1), as the driver gives it
+  std::string text;  // the value as the driver gives it, exactly ("18446744073709551557")
 };
 
 // The driver's statistics of the pipeline it compiles `shader` into on `device` (the build
