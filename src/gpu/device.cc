@@ -218,7 +218,7 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse
   lci.pPushConstantRanges = &range;
   r = vk.vkCreatePipelineLayout(device_, &lci, nullptr, &layout_);
   if (r != VK_SUCCESS) return vk_error("vkCreatePipelineLayout", r);
-  pipelines_.assign(kShaderCount, VK_NULL_HANDLE);
+  pipelines_.assign(static_cast<size_t>(kShaderCount) * (kMaxSpec + 2), VK_NULL_HANDLE);
   if (use == DeviceUse::kCompile) return Status::Ok();
 
   stream_.device_ = this;
@@ -397,8 +397,8 @@ Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* da
   return Status::Ok();
 }
 
-VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out) {
-  GLM_CHECK(shader != Shader::kCount);
+VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out, int spec) {
+  GLM_CHECK(shader != Shader::kCount && spec >= kShaderDefaults && spec <= kMaxSpec);
   const VulkanApi& vk = api_;
   const Spirv& code = spirv(shader, shader_build_);
   VkShaderModuleCreateInfo mci{};
@@ -415,6 +415,10 @@ VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline*
   cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   cci.stage.module = module;
   cci.stage.pName = "main";
+  const uint32_t spec_value = static_cast<uint32_t>(spec);
+  const VkSpecializationMapEntry entry{0, 0, sizeof(uint32_t)};
+  const VkSpecializationInfo spec_info{1, &entry, sizeof(uint32_t), &spec_value};
+  if (spec != kShaderDefaults) cci.stage.pSpecializationInfo = &spec_info;
   if (info_.full_subgroups) {
     cci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
@@ -440,12 +444,12 @@ bool Device::runs(Shader shader) const {
   return true;
 }
 
-VkResult Device::create_pipeline(Shader shader) {
-  GLM_CHECK(shader != Shader::kCount);
-  VkPipeline& p = pipelines_[static_cast<int>(shader)];
+VkResult Device::create_pipeline(Shader shader, int spec) {
+  GLM_CHECK(shader != Shader::kCount && spec >= kShaderDefaults && spec <= kMaxSpec);
+  VkPipeline& p = pipelines_[static_cast<size_t>(shader) * (kMaxSpec + 2) + (spec + 1)];
   if (p != VK_NULL_HANDLE) return VK_SUCCESS;
   const auto started = std::chrono::steady_clock::now();
-  const VkResult r = compile(shader, 0, &p);
+  const VkResult r = compile(shader, 0, &p, spec);
   compile_ms_ +=
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (r != VK_SUCCESS) return r;
@@ -453,14 +457,14 @@ VkResult Device::create_pipeline(Shader shader) {
   return VK_SUCCESS;
 }
 
-VkPipeline Device::pipeline(Shader shader) {
-  const VkResult r = create_pipeline(shader);
+VkPipeline Device::pipeline(Shader shader, int spec) {
+  const VkResult r = create_pipeline(shader, spec);
   GLM_CHECK(r == VK_SUCCESS && "the driver rejected an embedded shader");
-  return pipelines_[static_cast<int>(shader)];
+  return pipelines_[static_cast<size_t>(shader) * (kMaxSpec + 2) + (spec + 1)];
 }
 
 Status Device::try_pipeline(Shader shader) {
-  const VkResult r = create_pipeline(shader);
+  const VkResult r = create_pipeline(shader, kShaderDefaults);
   if (r == VK_SUCCESS) return Status::Ok();
   return unsupported(std::string("vulkan: the driver rejected shader ") + spirv(shader).name +
                      ": " + vk_result_name(r));

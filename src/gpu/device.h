@@ -89,6 +89,11 @@ class Device;
 
 enum class DeviceUse { kRun, kCompile };
 
+// A pipeline's specialization (Device::pipeline): the shader's own defaults, or the value of
+// its specialization constant 0, at most kMaxSpec.
+inline constexpr int kShaderDefaults = -1;
+inline constexpr int kMaxSpec = 2;
+
 // A device address: a buffer's (Buffer::address()) plus a byte offset, so that a view into a
 // larger buffer is an address. The shaders take their buffers as these (push constants).
 using Addr = VkDeviceAddress;
@@ -132,7 +137,12 @@ class Stream {
   void begin();
   // Runs `shader` over groups (x, y, z) with `push` (at most 128 bytes) as its push constants.
   void dispatch(Shader shader, const void* push, size_t push_bytes, uint32_t gx, uint32_t gy = 1,
-                uint32_t gz = 1);
+                uint32_t gz = 1) {
+    dispatch(shader, kShaderDefaults, push, push_bytes, gx, gy, gz);
+  }
+  // The same on the pipeline of `shader` specialized by `spec` (Device::pipeline).
+  void dispatch(Shader shader, int spec, const void* push, size_t push_bytes, uint32_t gx,
+                uint32_t gy, uint32_t gz);
   void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
             size_t bytes);
   // Drops the barrier before the next dispatch: the caller says it neither reads what the
@@ -226,8 +236,11 @@ class Device {
 
   Stream& stream() { return stream_; }
   // The pipeline of `shader`, created on first use (the driver compiles the embedded SPIR-V;
-  // one it rejects is a bug, and aborts).
-  VkPipeline pipeline(Shader shader);
+  // one it rejects is a bug, and aborts). spec: the value of the shader's specialization
+  // constant 0 (0 to kMaxSpec: matmul.comp's log2 of the rows a team takes, so that the
+  // compiler drops the code and registers of the rows a team does not), each value a pipeline
+  // of its own; kShaderDefaults: the shader's own defaults.
+  VkPipeline pipeline(Shader shader, int spec = kShaderDefaults);
   // Creates the pipeline of `shader` now; unsupported (naming the driver's answer) where the
   // driver rejects it: for shaders of optional features (the tensor cores' check), tried once
   // before they are used.
@@ -235,7 +248,8 @@ class Device {
   // A new pipeline of `shader` with `flags`, as pipeline() would make it (this device's build,
   // full subgroups where offered), owned by the caller (vk().vkDestroyPipeline). Only shaders
   // whose features the device has (runs()).
-  VkResult compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out);
+  VkResult compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out,
+                   int spec = kShaderDefaults);
   // Whether the device has what `shader` needs beyond the required features: integer dot
   // products for the 8-bit-activation matmuls, tensor cores for the cooperative-matrix ones,
   // fp16 arithmetic for their scalar twins.
@@ -282,8 +296,8 @@ class Device {
   Device() = default;
   Status init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use);
   int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
-  Status check_submit();                    // the failure hook and the lost state, before a submit
-  VkResult create_pipeline(Shader shader);  // into pipelines_, unless there already
+  Status check_submit();  // the failure hook and the lost state, before a submit
+  VkResult create_pipeline(Shader shader, int spec);  // into pipelines_, unless there already
 
   VulkanApi api_;
   DeviceInfo info_;
@@ -294,7 +308,7 @@ class Device {
   uint32_t queue_family_ = 0;
   VkPhysicalDeviceMemoryProperties memory_{};
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  std::vector<VkPipeline> pipelines_;  // [kShaderCount], created lazily
+  std::vector<VkPipeline> pipelines_;  // [kShaderCount][kMaxSpec + 2] (spec + 1), made lazily
   Stream stream_;
   Buffer staging_;
   VkQueryPool query_pool_ = VK_NULL_HANDLE;  // timestamps, when profiling

@@ -17,7 +17,8 @@ constexpr int kMatmulTokenTile = 8;  // TT in matmul.comp
 // The decode shaders' teams (matmul.comp): threads per row as many as the row has 8-value parts
 // (four a 32-value chunk; a power of two, at most 64), so that narrow matrices fill the
 // workgroup with several teams; `rows` rows a team (1, 2 or 4 for one token, 1 or 2 for a
-// few); the row groups over x, then y.
+// few: rows_log2, the pipeline's specialization, Device::pipeline); the row groups over x,
+// then y.
 struct TeamGeometry {
   uint32_t tpr_log2 = 0, rows_log2 = 0, gx = 0, gy = 0;
 };
@@ -235,8 +236,7 @@ IntDotInput int_dot_input(Stream& s, const MatmulInput& in, int n_rows, const Ma
 // matmul.comp's push constants (its IDS fields last: the plain variants read the rest).
 struct DecodePush {
   Addr w, x, x4, y;
-  uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2, rows_log2,
-      x_vec4;
+  uint32_t n_rows, n_cols, n_tokens, row_bytes, groups_per_y, y_stride, y_col, tpr_log2, x_vec4;
   Addr bias;
   uint32_t has_bias, add_to_y;
   Addr norm_w;  // the input's transform (MatmulInput)
@@ -271,7 +271,6 @@ DecodePush decode_push(const Matrix& w, int64_t n_rows, const MatmulInput& in, A
   p.out_mode = static_cast<uint32_t>(out.act);
   *g = team_geometry(w, team_rows(rows, out.act), one, n_rows);
   p.tpr_log2 = g->tpr_log2;
-  p.rows_log2 = g->rows_log2;
   p.groups_per_y = g->gx;
   return p;
 }
@@ -360,7 +359,7 @@ void matmul(Stream& s, const Matrix& w, MatmulInput in, Addr y, int n_tokens, in
   }
   s.dispatch(
       one ? (dot ? w.shaders.one_dot : w.shaders.one) : (dot ? w.shaders.few_dot : w.shaders.few),
-      &p, sizeof(p), g.gx, g.gy, gz);
+      static_cast<int>(g.rows_log2), &p, sizeof(p), g.gx, g.gy, gz);
 }
 
 void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulInput in, int x_div,
@@ -391,13 +390,14 @@ void matmul_experts(Stream& s, const Matrix& w, int64_t rows, Addr ids, MatmulIn
     p.n_tokens = static_cast<uint32_t>(n);
     if (xq.kind == IntDotInput::kBlocks) {
       p.x = p.x4 = xq.x + q8_bytes(s0 / x_div, w.n_cols);
-      s.dispatch(w.shaders.experts_dot, &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
+      s.dispatch(w.shaders.experts_dot, static_cast<int>(g.rows_log2), &p, sizeof(p), g.gx, g.gy,
+                 static_cast<uint32_t>(n));
       continue;
     }
     p.x = p.x4 = x + static_cast<Addr>(s0 / x_div) * w.n_cols * sizeof(float);
     p.x_vec4 = vec4_reads(w, p.x, in);
-    s.dispatch(xq.kind == IntDotInput::kInTeam ? w.shaders.experts_dot : w.shaders.experts, &p,
-               sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
+    s.dispatch(xq.kind == IntDotInput::kInTeam ? w.shaders.experts_dot : w.shaders.experts,
+               static_cast<int>(g.rows_log2), &p, sizeof(p), g.gx, g.gy, static_cast<uint32_t>(n));
   }
 }
 

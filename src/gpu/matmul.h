@@ -49,8 +49,10 @@ struct Matrix {
 // row's of 2 (by arithmetic, on a 6B decode step 2 rows a team read some 18 GB of f32 inputs
 // and norm weights from the GPU's caches a token, against 3.6 GB of Q4_0 weights from its
 // memory), while a thread keeps as many weight bytes in flight (4 rows' loads, in half as many
-// workgroups) and the shader's registers are 4 rows' anyway (RMAX). Unmeasured on a GPU:
-// scripts/bench-gpu.sh compares 1, 2 and 4.
+// workgroups). Each count of rows is a pipeline of its own (matmul.comp's ROWS_LOG2, a
+// specialization constant), with that many rows' code and registers: on RADV's compiler a
+// one-token Q4_0 team of 1, 2 and 4 rows takes 56, 72 and 96 registers a thread (the 8-bit
+// path 112, 136, 176). Unmeasured on a GPU: scripts/bench-gpu.sh compares 1, 2 and 4.
 struct MatmulTuning {
   int team_rows_one = 4;
   int team_rows_few = 2;

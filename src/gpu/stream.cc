@@ -195,8 +195,8 @@ void Stream::barrier() {
   pending_barrier_ = false;
 }
 
-void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32_t gx, uint32_t gy,
-                      uint32_t gz) {
+void Stream::dispatch(Shader shader, int spec, const void* push, size_t push_bytes, uint32_t gx,
+                      uint32_t gy, uint32_t gz) {
   GLM_CHECK(recording_ && push_bytes <= 128);
   if (gx == 0 || gy == 0 || gz == 0) return;
   // A part ends only before a barrier: the next part's opens with it, after everything before.
@@ -204,7 +204,7 @@ void Stream::dispatch(Shader shader, const void* push, size_t push_bytes, uint32
   if (every > 0 && part_dispatches_ >= every && pending_barrier_ && failed_.ok()) submit_part();
   barrier();
   const VulkanApi& vk = device_->api_;
-  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, device_->pipeline(shader));
+  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, device_->pipeline(shader, spec));
   vk.vkCmdPushConstants(cmd_, device_->layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                         static_cast<uint32_t>(push_bytes), push);
   vk.vkCmdDispatch(cmd_, gx, gy, gz);

@@ -7,7 +7,7 @@
 //   y: [n_tokens, y_stride] f32, columns y_col .. y_col + n_rows - 1 overwritten (or added to),
 //   with bias: [n_rows] added where given.
 // A workgroup of 64 threads is split into teams of tpr = 2^tpr_log2 threads (as many as a row
-// has 8-value parts, at most 64); a team takes nr = 2^rows_log2 neighbouring rows. A row's work
+// has 8-value parts, at most 64); a team takes nr = 2^ROWS_LOG2 neighbouring rows. A row's work
 // is its 32-value chunks in four parts of 8 values (decode.glsl: decode_part); the team's
 // threads take the parts in turn, so that neighbouring threads read neighbouring weight bytes
 // and activations. A thread decodes its part of each of its team's rows (nr independent loads
@@ -62,6 +62,13 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 #endif
 #define NOUT (RMAX * TT)  // sums a team computes: [row, token]
 layout(local_size_x = 64) in;
+// log2 of the rows a team takes (gpu::Device::pipeline's spec: a constant of the pipeline, so
+// that the compiler drops the code and the registers of the rows past it); RMAX's by default.
+#if RMAX == 4
+layout(constant_id = 0) const uint ROWS_LOG2 = 2u;
+#else
+layout(constant_id = 0) const uint ROWS_LOG2 = 1u;
+#endif
 layout(push_constant) uniform Push {
   Words w;
 #ifdef IDOT
@@ -80,8 +87,7 @@ layout(push_constant) uniform Push {
   uint groups_per_y;  // gl_WorkGroupID.y * groups_per_y + gl_WorkGroupID.x = the row group
   uint y_stride;      // y[t, r] is at t * y_stride + y_col + r
   uint y_col;
-  uint tpr_log2;   // threads per row: 1 << tpr_log2
-  uint rows_log2;  // rows a team: 1 << rows_log2 (at most RMAX)
+  uint tpr_log2;  // threads per row: 1 << tpr_log2
   uint x_vec4;     // 1: x is 16-byte aligned and n_cols a multiple of 4
   Floats bias;     // [n_rows], added to every token's row; unread when has_bias is 0
   uint has_bias;
@@ -207,9 +213,9 @@ void main() {
   uint tpr = 1u << p.tpr_log2;
   uint lane = tid & (tpr - 1u);
   uint team = tid >> p.tpr_log2;
-  uint nr = 1u << p.rows_log2;
+  uint nr = 1u << ROWS_LOG2;
   uint group = gl_WorkGroupID.y * p.groups_per_y + gl_WorkGroupID.x;
-  uint row0 = ((group << (6u - p.tpr_log2)) + team) << p.rows_log2;
+  uint row0 = ((group << (6u - p.tpr_log2)) + team) << ROWS_LOG2;
   uint t0 = gl_WorkGroupID.z * TT;
   uint nt = min(TT, p.n_tokens - t0);
 #ifdef IDS
@@ -339,7 +345,7 @@ void main() {
     uint ku = p.out_mode == OUT_SWIGLU_PAIRS ? (nr >> 1) * TT : 0u;
     for (uint j = tid; j < n_teams * NOUT; j += 64u) {
       uint tm = j / NOUT, k = j % NOUT, r = k / TT, t = k % TT;
-      uint team_row0 = ((group << (6u - p.tpr_log2)) + tm) << p.rows_log2;
+      uint team_row0 = ((group << (6u - p.tpr_log2)) + tm) << ROWS_LOG2;
       if (r < nr && t < nt && team_row0 < p.n_rows) {
         float s = 0.0, su = 0.0, q = 0.0;
         for (uint g = 0u; g < per_team; ++g) {
