@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "gpu/shaders.h"
@@ -31,7 +32,7 @@ std::string radv_icd() {
 struct ShaderLines {
   int exit_code = -1;
   std::string out;
-  std::map<std::string, nlohmann::json> shaders;  // by name
+  std::map<std::string, nlohmann::json> shaders;  // by name, and " rows=N" where specialized
 };
 
 // `glmserve devices --shaders --json` with `env` (shell words), its JSON lines by shader.
@@ -46,7 +47,9 @@ ShaderLines shader_lines(const std::string& env) {
   while (std::getline(in, line)) {
     if (line.empty() || line[0] != '{') continue;
     nlohmann::json j = nlohmann::json::parse(line);
-    s.shaders[j.at("shader").get<std::string>()] = j;
+    std::string key = j.at("shader").get<std::string>();
+    if (j.contains("rows")) key += " rows=" + std::to_string(j.at("rows").get<int>());
+    s.shaders[key] = j;
   }
   return s;
 }
@@ -62,34 +65,45 @@ void expect_no_spills(const std::string& family, const std::string& build_env, c
   ShaderLines s =
       shader_lines("RADV_FORCE_FAMILY=" + family + " VK_ICD_FILENAMES=" + icd + " " + build_env);
   ASSERT_EQ(s.exit_code, 0) << s.out;
-  ASSERT_EQ(static_cast<int>(s.shaders.size()), glm::gpu::kShaderCount) << s.out;
-  int compiled = 0;
+  int pipelines = 0, compiled = 0;
   for (int i = 0; i < glm::gpu::kShaderCount; ++i) {
-    const std::string name = glm::gpu::spirv(static_cast<glm::gpu::Shader>(i)).name;
-    ASSERT_EQ(s.shaders.count(name), 1u) << name;
-    const nlohmann::json& j = s.shaders[name];
-    EXPECT_NE(j.at("device").get<std::string>().find("vulkan:"), std::string::npos);
-    EXPECT_EQ(j.at("build"), build) << name;
+    const auto shader = static_cast<glm::gpu::Shader>(i);
+    const std::string name = glm::gpu::spirv(shader).name;
     const bool tensor_cores =
         name.find("_coop_") != std::string::npos && name.find("_ref_") == std::string::npos;
-    if (tensor_cores) {
-      EXPECT_FALSE(j.at("runs").get<bool>()) << name;
-      continue;
+    std::vector<std::string> keys;
+    for (int spec : glm::gpu::shader_specs(shader)) {
+      keys.push_back(name + " rows=" + std::to_string(1 << spec));
     }
-    ASSERT_TRUE(j.at("runs").get<bool>()) << name;
-    const nlohmann::json& st = j.at("statistics");
-    for (const char* key : {"VGPRs", "Spilled VGPRs", "Spilled SGPRs", "Scratch size"}) {
-      ASSERT_TRUE(st.contains(key)) << name << ": " << st.dump();
+    if (keys.empty() || tensor_cores) keys = {name};
+    for (const std::string& key : keys) {
+      ++pipelines;
+      ASSERT_EQ(s.shaders.count(key), 1u) << key << "\n" << s.out;
+      const nlohmann::json& j = s.shaders[key];
+      EXPECT_NE(j.at("device").get<std::string>().find("vulkan:"), std::string::npos);
+      EXPECT_EQ(j.at("build"), build) << key;
+      if (tensor_cores) {
+        EXPECT_FALSE(j.at("runs").get<bool>()) << key;
+        continue;
+      }
+      ASSERT_TRUE(j.at("runs").get<bool>()) << key;
+      const nlohmann::json& st = j.at("statistics");
+      for (const char* stat : {"VGPRs", "Spilled VGPRs", "Spilled SGPRs", "Scratch size"}) {
+        ASSERT_TRUE(st.contains(stat)) << key << ": " << st.dump();
+      }
+      const std::string where = key + " (" + family + ", " + build + ")";
+      EXPECT_GT(st.at("VGPRs").get<double>(), 0) << where;
+      EXPECT_EQ(st.at("Spilled VGPRs").get<double>(), 0) << where;
+      EXPECT_EQ(st.at("Spilled SGPRs").get<double>(), 0) << where;
+      EXPECT_EQ(st.at("Scratch size").get<double>(), 0) << where;
+      EXPECT_FALSE(j.at("spills").get<bool>()) << where;
+      ++compiled;
     }
-    const std::string where = name + " (" + family + ", " + build + ")";
-    EXPECT_GT(st.at("VGPRs").get<double>(), 0) << where;
-    EXPECT_EQ(st.at("Spilled VGPRs").get<double>(), 0) << where;
-    EXPECT_EQ(st.at("Spilled SGPRs").get<double>(), 0) << where;
-    EXPECT_EQ(st.at("Scratch size").get<double>(), 0) << where;
-    EXPECT_FALSE(j.at("spills").get<bool>()) << where;
-    ++compiled;
   }
-  EXPECT_EQ(compiled, glm::gpu::kShaderCount - 20);  // all but the 20 tensor-core variants
+  EXPECT_EQ(static_cast<int>(s.shaders.size()), pipelines) << s.out;
+  // All but the 20 tensor-core variants; the 38 one-token and experts' decode matmuls 3 times
+  // (1, 2, 4 rows a team), the 19 few-token ones twice (1, 2).
+  EXPECT_EQ(compiled, glm::gpu::kShaderCount - 20 + 38 * 2 + 19);
 }
 
 // What RADV runs by default (gpu::default_shader_build: the rolled build), on RDNA2 and RDNA3.
@@ -116,9 +130,13 @@ TEST(DevicesShaders, TheTextFormNamesTheDeviceAndEachShader) {
   EXPECT_NE(r.out.find("vulkan:0  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NAVI21"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", rolled shaders, "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  matvec_q4_0  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  matvec_q4_0 rows=1  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  matvec_q4_0 rows=4  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  matmul_q4_0 rows=2  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  rms_norm  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Spilled VGPRs 0"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("matmul_coop_f16          not run here"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  matmul_coop_f16                 not run here"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("  spilling: none"), std::string::npos) << r.out;
 }
 

@@ -28,8 +28,9 @@ constexpr char kHelp[] =
     "  --shaders  for each usable Vulkan device (or the one --device names), what its driver\n"
     "             compiles each shader glmserve runs there into, as the driver says it\n"
     "             (VK_KHR_pipeline_executable_properties: registers, spills, scratch and\n"
-    "             shared memory, code size); then the shaders that spill. Fails where the\n"
-    "             driver gives no statistics.\n";
+    "             shared memory, code size), the decode matmuls once for each count of rows a\n"
+    "             team (rows=N); then the shaders that spill. Fails where the driver gives no\n"
+    "             statistics.\n";
 
 // --shaders on device `index`: a line (or JSON object) per shader. False where the device
 // cannot be opened or gives no statistics (said on stderr).
@@ -64,39 +65,50 @@ bool print_shader_statistics(int index, bool json) {
       if (json) {
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("  %-24s not run here (a feature it needs is missing)\n", name);
+        std::printf("  %-31s not run here (a feature it needs is missing)\n", name);
       }
       continue;
     }
-    StatusOr<std::vector<gpu::PipelineStatistic>> stats = gpu::pipeline_statistics(d, shader);
-    if (!stats.ok()) {
-      std::fprintf(stderr, "%s: %s: %s\n", dev_name.c_str(), name,
-                   stats.status().message().c_str());
-      ok = false;
-      continue;
-    }
-    bool spills = false;
-    std::string line;
-    nlohmann::json values = nlohmann::json::object();
-    for (const gpu::PipelineStatistic& s : *stats) {
-      values[s.name] = s.value;
-      line += (line.empty() ? "" : ", ") + s.name + " " + s.text;
-      spills = spills || (gpu::counts_spills(s.name) && s.value != 0);
-    }
-    if (spills) spilling.push_back(name);
-    j["runs"] = true;
-    j["statistics"] = values;
-    j["spills"] = spills;
-    if (json) {
-      std::printf("%s\n", j.dump().c_str());
-    } else {
-      std::printf("  %-24s %s\n", name, line.c_str());
+    // A pipeline a specialization (the decode matmuls' rows a team), else the shader's own.
+    std::vector<int> specs = gpu::shader_specs(shader);
+    if (specs.empty()) specs.push_back(gpu::kShaderDefaults);
+    for (int spec : specs) {
+      std::string label = name;
+      if (spec != gpu::kShaderDefaults) {
+        j["rows"] = 1 << spec;
+        label += " rows=" + std::to_string(1 << spec);
+      }
+      StatusOr<std::vector<gpu::PipelineStatistic>> stats =
+          gpu::pipeline_statistics(d, shader, spec);
+      if (!stats.ok()) {
+        std::fprintf(stderr, "%s: %s: %s\n", dev_name.c_str(), label.c_str(),
+                     stats.status().message().c_str());
+        ok = false;
+        continue;
+      }
+      bool spills = false;
+      std::string line;
+      nlohmann::json values = nlohmann::json::object();
+      for (const gpu::PipelineStatistic& s : *stats) {
+        values[s.name] = s.value;
+        line += (line.empty() ? "" : ", ") + s.name + " " + s.text;
+        spills = spills || (gpu::counts_spills(s.name) && s.value != 0);
+      }
+      if (spills) spilling.push_back(label);
+      j["runs"] = true;
+      j["statistics"] = values;
+      j["spills"] = spills;
+      if (json) {
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("  %-31s %s\n", label.c_str(), line.c_str());
+      }
     }
   }
   if (!json) {
     std::string list;
-    for (const std::string& s : spilling) list += " " + s;
-    std::printf("  spilling: %s\n", spilling.empty() ? "none" : list.c_str() + 1);
+    for (const std::string& s : spilling) list += ", " + s;
+    std::printf("  spilling: %s\n", spilling.empty() ? "none" : list.c_str() + 2);
   }
   return ok;
 }

@@ -40,7 +40,8 @@ Status driver_error(const char* what, VkResult r) {
 
 }  // namespace
 
-StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader) {
+StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader,
+                                                             int spec) {
   const Spirv& code = spirv(shader, device.shader_build());
   const VulkanApi& vk = device.vk();
   if (!device.info().shader_statistics || vk.vkGetPipelineExecutablePropertiesKHR == nullptr ||
@@ -54,7 +55,8 @@ StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Sha
                   std::string("vulkan: ") + device.info().name + " does not run " + code.name);
   }
   VkPipeline pipeline = VK_NULL_HANDLE;
-  VkResult r = device.compile(shader, VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, &pipeline);
+  VkResult r =
+      device.compile(shader, VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, &pipeline, spec);
   if (r != VK_SUCCESS) return driver_error("vkCreateComputePipelines", r);
   std::vector<PipelineStatistic> out;
   VkPipelineInfoKHR pinfo{};

@@ -26,7 +26,9 @@ struct PipelineStatistic {
 // destroyed), every executable's (a compute pipeline has one) in the driver's order. Errors:
 // unsupported where the device gives no statistics (DeviceInfo::shader_statistics) or does not
 // run the shader (Device::runs); unavailable naming the driver's answer.
-StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader);
+// spec: the pipeline's specialization (Device::pipeline; shader_specs lists a shader's).
+StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader,
+                                                             int spec = kShaderDefaults);
 
 // Whether a statistic counts values kept outside the registers: spilled registers, scratch
 // (private) or local memory. Such a value is each thread's own, in device memory.

@@ -62,6 +62,23 @@ TEST(PipelineStats, RunsFollowsTheDevicesFeatures) {
   EXPECT_EQ(dev.runs(Shader::kMatmulCoopIdRefBF16), info.fp16_arithmetic);
 }
 
+// The decode matmuls run a pipeline for each count of rows a team (matmul.comp's ROWS_LOG2):
+// 1, 2 or 4 for one token and the experts', 1 or 2 for a few; the rest their defaults.
+TEST(PipelineStats, TheDecodeMatmulsAreSpecializedByTheirRows) {
+  const std::vector<int> one = {0, 1, 2}, few = {0, 1};
+  EXPECT_EQ(shader_specs(Shader::kMatvecQ4_0), one);
+  EXPECT_EQ(shader_specs(Shader::kMatvecF32), one);
+  EXPECT_EQ(shader_specs(Shader::kMatvecDotQ6_K), one);
+  EXPECT_EQ(shader_specs(Shader::kMatvecIdBF16), one);
+  EXPECT_EQ(shader_specs(Shader::kMatvecIdDotQ8_0), one);
+  EXPECT_EQ(shader_specs(Shader::kMatmulQ4_K), few);
+  EXPECT_EQ(shader_specs(Shader::kMatmulDotQ5_0), few);
+  for (Shader s : {Shader::kMatmulTiledQ4_0, Shader::kMatmulCoopF16, Shader::kRmsNorm,
+                   Shader::kAttentionF16, Shader::kQuantizeQ8, Shader::kMatmulReduce}) {
+    EXPECT_TRUE(shader_specs(s).empty()) << spirv(s).name;
+  }
+}
+
 // Mesa's RADV takes the rolled build (its compiler unrolls the loops itself, and spills the
 // unrolled build's registers on RDNA3: tests/devices_shaders_test.cc); every other driver the
 // unrolled one.

@@ -104,4 +104,17 @@ bool kv_shaders(DType type, KvShaders* out) {
   }
 }
 
+std::vector<int> shader_specs(Shader shader) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                  DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    MatmulShaders sh{};
+    if (!matmul_shaders(t, &sh)) continue;
+    for (Shader one : {sh.one, sh.one_dot, sh.experts, sh.experts_dot}) {
+      if (shader == one) return {0, 1, 2};
+    }
+    if (shader == sh.few || shader == sh.few_dot) return {0, 1};
+  }
+  return {};
+}
+
 }  // namespace glm::gpu

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -216,6 +217,12 @@ inline constexpr MatmulShaders kF32MatmulShaders{Shader::kMatvecF32,
                                                  Shader::kCount};
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);
+// The values of its specialization constant 0 a shader runs with (gpu::Device::pipeline's
+// spec), each a pipeline of its own: matmul.comp's ROWS_LOG2 for the decode matmuls, 0 to 2
+// for one token's and the experts' (teams of 1, 2 and 4 rows), 0 and 1 for a few tokens';
+// empty for the rest, which run on their own defaults.
+std::vector<int> shader_specs(Shader shader);
+
 // The KV store and attention variants for a KV cache type (f32, f16, q8_0): attention a query
 // row a workgroup, attention_rows 8 (attention.comp's ROWS).
 struct KvShaders {
