@@ -191,7 +191,7 @@ Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats{};
   fstats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   fstats.pipelineExecutableInfo = VK_TRUE;
-  if (info_.shader_statistics) {  // read only by pipelines compiled to be read (shader_stats.h)
+  if (info_.shader_statistics) {  // read only by pipelines compiled to be read (pipeline_stats.h)
     *next = &fstats;
     next = &fstats.pNext;
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);

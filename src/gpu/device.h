@@ -60,7 +60,7 @@ struct DeviceInfo {
   bool full_subgroups = false;
   // VK_KHR_pipeline_executable_properties (enabled at open where offered): the driver says what
   // it compiled a pipeline into (registers, spills, scratch, code size: Device::compile with
-  // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, then shader_stats.h). Not in features().
+  // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, then pipeline_stats.h). Not in features().
   bool shader_statistics = false;
   std::string unusable;  // empty if glmserve can run on it; else which feature is missing
 
