@@ -1,7 +1,7 @@
 // `glmserve devices --shaders` (docs/gpu.md, "What a driver makes of the shaders") on a GPU
-// compiler that is not lavapipe's: Mesa's RADV compiles every shader for an AMD RDNA2 GPU
-// (RADV_FORCE_FAMILY=navi21: its null device, no AMD GPU needed) with ACO, and says how many
-// registers each takes and whether any value spills out of them into memory.
+// compiler that is not lavapipe's: Mesa's RADV compiles every shader for AMD RDNA2 and RDNA3
+// GPUs (RADV_FORCE_FAMILY=navi21, gfx1100: its null device, no AMD GPU needed) with ACO, and
+// says how many registers each takes and whether any value spills out of them into memory.
 #include <glob.h>
 #include <gtest/gtest.h>
 
@@ -18,15 +18,20 @@ namespace {
 
 using glm::testing::run_shell;
 
-// The RADV driver's manifest (mesa-vulkan-drivers), or "" where it is missing.
-std::string radv_icd() {
+// The manifest of Mesa's Vulkan driver `name` (mesa-vulkan-drivers: "radeon" for RADV, "lvp"
+// for lavapipe), or "" where it is missing.
+std::string icd(const std::string& name) {
   glob_t g{};
   std::string path;
-  if (::glob("/usr/share/vulkan/icd.d/radeon_icd.*.json", 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
-    path = g.gl_pathv[0];
-  }
+  const std::string pattern = "/usr/share/vulkan/icd.d/" + name + "_icd.*.json";
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) path = g.gl_pathv[0];
   ::globfree(&g);
   return path;
+}
+
+// The environment (shell words) that gives RADV's null device of AMD GPU `family` alone.
+std::string radv_env(const std::string& family) {
+  return "RADV_FORCE_FAMILY=" + family + " VK_ICD_FILENAMES=" + icd("radeon");
 }
 
 struct ShaderLines {
@@ -59,11 +64,9 @@ ShaderLines shader_lines(const std::string& env) {
 // register or takes scratch memory: a spill is a thread's value in device memory, read back at
 // memory's speed.
 void expect_no_spills(const std::string& family, const std::string& build_env, const char* build) {
-  const std::string icd = radv_icd();
-  ASSERT_FALSE(icd.empty()) << "no RADV manifest (scripts/install-deps.sh installs "
-                               "mesa-vulkan-drivers)";
-  ShaderLines s =
-      shader_lines("RADV_FORCE_FAMILY=" + family + " VK_ICD_FILENAMES=" + icd + " " + build_env);
+  ASSERT_FALSE(icd("radeon").empty()) << "no RADV manifest (scripts/install-deps.sh installs "
+                                         "mesa-vulkan-drivers)";
+  ShaderLines s = shader_lines(radv_env(family) + " " + build_env);
   ASSERT_EQ(s.exit_code, 0) << s.out;
   int pipelines = 0, compiled = 0;
   for (int i = 0; i < glm::gpu::kShaderCount; ++i) {
@@ -121,11 +124,9 @@ TEST(DevicesShaders, TheUnrolledBuildSpillsNothingOnRdna2) {
 
 // The text form: a line a shader with the driver's names, then the spilling ones.
 TEST(DevicesShaders, TheTextFormNamesTheDeviceAndEachShader) {
-  const std::string icd = radv_icd();
-  ASSERT_FALSE(icd.empty());
-  const glm::testing::CliRun r =
-      run_shell("RADV_FORCE_FAMILY=navi21 VK_ICD_FILENAMES=" + icd + " " + GLMSERVE_BIN +
-                " devices --shaders --device vulkan:0 2>&1");
+  ASSERT_FALSE(icd("radeon").empty());
+  const glm::testing::CliRun r = run_shell(radv_env("navi21") + " " + GLMSERVE_BIN +
+                                           " devices --shaders --device vulkan:0 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("vulkan:0  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NAVI21"), std::string::npos) << r.out;
@@ -143,10 +144,8 @@ TEST(DevicesShaders, TheTextFormNamesTheDeviceAndEachShader) {
 // A driver that gives no statistics (lavapipe), a device that does not exist, --device without
 // --shaders: one line each, and a failing exit.
 TEST(DevicesShaders, WhatCannotBeShownIsAnErrorOfOneLine) {
-  glob_t g{};
-  ASSERT_EQ(::glob("/usr/share/vulkan/icd.d/lvp_icd.*.json", 0, nullptr, &g), 0);
-  const std::string lvp = g.gl_pathv[0];
-  ::globfree(&g);
+  const std::string lvp = icd("lvp");
+  ASSERT_FALSE(lvp.empty());
   glm::testing::CliRun r =
       run_shell("VK_ICD_FILENAMES=" + lvp + " " + GLMSERVE_BIN + " devices --shaders 2>&1");
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -1,7 +1,6 @@
 // glmserve devices [--json] [--shaders [--device vulkan:N]]: the compute devices a model can
 // run on, and what each driver compiles the shaders into (docs/gpu.md).
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
+#include "model/model.h"
 
 namespace glm::cli {
 namespace {
@@ -43,10 +43,8 @@ bool print_shader_statistics(int index, bool json) {
     return false;
   }
   gpu::Device& d = **device;
-  if (!d.info().shader_statistics) {
-    std::fprintf(stderr,
-                 "%s: %s gives no pipeline statistics (VK_KHR_pipeline_executable_properties)\n",
-                 dev_name.c_str(), d.info().name.c_str());
+  if (Status st = gpu::statistics_available(d); !st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", dev_name.c_str(), st.message().c_str());
     return false;
   }
   const char* build = d.shader_build() == gpu::ShaderBuild::kRolled ? "rolled" : "unrolled";
@@ -129,14 +127,12 @@ int cmd_devices(int argc, char** argv) {
     std::vector<int> indexes;
     if (args->has("device")) {
       const std::string want = args->get("device");
-      char* end = nullptr;
-      const long n = want.rfind("vulkan:", 0) == 0 ? std::strtol(want.c_str() + 7, &end, 10) : -1;
-      if (end == nullptr || *end != '\0' || end == want.c_str() + 7 || n < 0 ||
-          n >= static_cast<long>(list->size())) {
+      const int n = model::validate_device(want).ok() ? model::device_index(want) : -1;
+      if (n < 0 || n >= static_cast<int>(list->size())) {
         return fail(invalid_argument("--device " + want + ": vulkan:N of `glmserve devices` (" +
                                      std::to_string(list->size()) + " Vulkan devices) expected"));
       }
-      indexes.push_back(static_cast<int>(n));
+      indexes.push_back(n);
     } else {
       for (const gpu::DeviceInfo& d : *list) {
         if (d.unusable.empty()) indexes.push_back(d.index);

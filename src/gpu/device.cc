@@ -399,6 +399,7 @@ Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* da
 
 VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline* out, int spec) {
   GLM_CHECK(shader != Shader::kCount && spec >= kShaderDefaults && spec <= kMaxSpec);
+  *out = VK_NULL_HANDLE;
   const VulkanApi& vk = api_;
   const Spirv& code = spirv(shader, shader_build_);
   VkShaderModuleCreateInfo mci{};
@@ -423,7 +424,6 @@ VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline*
     cci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
   cci.layout = layout_;
-  *out = VK_NULL_HANDLE;
   r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, out);
   vk.vkDestroyShaderModule(device_, module, nullptr);
   if (r != VK_SUCCESS) *out = VK_NULL_HANDLE;
@@ -431,17 +431,20 @@ VkResult Device::compile(Shader shader, VkPipelineCreateFlags flags, VkPipeline*
 }
 
 bool Device::runs(Shader shader) const {
-  for (DType t : {DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    MatmulShaders sh{};
-    if (!matmul_shaders(t, &sh)) continue;
-    if (shader == sh.one_dot || shader == sh.few_dot || shader == sh.experts_dot) {
+  switch (matmul_role(shader)) {
+    case MatmulRole::kOneDot:
+    case MatmulRole::kFewDot:
+    case MatmulRole::kExpertsDot:
       return info_.int_dot;
-    }
-    if (shader == sh.coop || shader == sh.experts_coop) return info_.coop_matrix;
-    if (shader == sh.coop_ref || shader == sh.experts_coop_ref) return info_.fp16_arithmetic;
+    case MatmulRole::kCoop:
+    case MatmulRole::kExpertsCoop:
+      return info_.coop_matrix;
+    case MatmulRole::kCoopRef:
+    case MatmulRole::kExpertsCoopRef:
+      return info_.fp16_arithmetic;
+    default:
+      return true;
   }
-  return true;
 }
 
 VkResult Device::create_pipeline(Shader shader, int spec) {

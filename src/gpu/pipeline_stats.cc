@@ -40,20 +40,25 @@ Status driver_error(const char* what, VkResult r) {
 
 }  // namespace
 
+Status statistics_available(const Device& device) {
+  const VulkanApi& vk = device.vk();
+  if (device.info().shader_statistics && vk.vkGetPipelineExecutablePropertiesKHR != nullptr &&
+      vk.vkGetPipelineExecutableStatisticsKHR != nullptr) {
+    return Status::Ok();
+  }
+  return Status(
+      ErrorCode::kUnsupported,
+      device.info().name + " gives no pipeline statistics (VK_KHR_pipeline_executable_properties)");
+}
+
 StatusOr<std::vector<PipelineStatistic>> pipeline_statistics(Device& device, Shader shader,
                                                              int spec) {
-  const Spirv& code = spirv(shader, device.shader_build());
-  const VulkanApi& vk = device.vk();
-  if (!device.info().shader_statistics || vk.vkGetPipelineExecutablePropertiesKHR == nullptr ||
-      vk.vkGetPipelineExecutableStatisticsKHR == nullptr) {
-    return Status(ErrorCode::kUnsupported,
-                  "vulkan: " + device.info().name +
-                      " gives no pipeline statistics (VK_KHR_pipeline_executable_properties)");
-  }
+  GLM_RETURN_IF_ERROR(statistics_available(device));
   if (!device.runs(shader)) {
     return Status(ErrorCode::kUnsupported,
-                  std::string("vulkan: ") + device.info().name + " does not run " + code.name);
+                  "vulkan: " + device.info().name + " does not run " + spirv(shader).name);
   }
+  const VulkanApi& vk = device.vk();
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkResult r =
       device.compile(shader, VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, &pipeline, spec);

@@ -21,6 +21,10 @@ struct PipelineStatistic {
   std::string text;  // the value as the driver gives it, exactly ("18446744073709551557")
 };
 
+// Ok where the device's driver gives statistics (DeviceInfo::shader_statistics); else
+// unsupported, naming the device and the extension it lacks.
+Status statistics_available(const Device& device);
+
 // The driver's statistics of the pipeline it compiles `shader` into on `device` (the build
 // and subgroup settings that Device::pipeline uses; a pipeline of its own, compiled again and
 // destroyed), every executable's (a compute pipeline has one) in the driver's order. Errors:

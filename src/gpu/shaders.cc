@@ -1,5 +1,7 @@
 #include "gpu/shaders.h"
 
+#include <utility>
+
 namespace glm::gpu {
 
 bool matmul_shaders(DType type, MatmulShaders* out) {
@@ -104,17 +106,45 @@ bool kv_shaders(DType type, KvShaders* out) {
   }
 }
 
-std::vector<int> shader_specs(Shader shader) {
+MatmulRole matmul_role(Shader shader) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                   DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     MatmulShaders sh{};
     if (!matmul_shaders(t, &sh)) continue;
-    for (Shader one : {sh.one, sh.one_dot, sh.experts, sh.experts_dot}) {
-      if (shader == one) return {0, 1, 2};
+    const std::pair<Shader, MatmulRole> roles[] = {
+        {sh.one, MatmulRole::kOne},
+        {sh.few, MatmulRole::kFew},
+        {sh.tiled, MatmulRole::kTiled},
+        {sh.experts, MatmulRole::kExperts},
+        {sh.experts_tiled, MatmulRole::kExpertsTiled},
+        {sh.one_dot, MatmulRole::kOneDot},
+        {sh.few_dot, MatmulRole::kFewDot},
+        {sh.experts_dot, MatmulRole::kExpertsDot},
+        {sh.coop, MatmulRole::kCoop},
+        {sh.coop_ref, MatmulRole::kCoopRef},
+        {sh.experts_coop, MatmulRole::kExpertsCoop},
+        {sh.experts_coop_ref, MatmulRole::kExpertsCoopRef},
+    };
+    for (const auto& [s, role] : roles) {
+      if (s == shader) return role;
     }
-    if (shader == sh.few || shader == sh.few_dot) return {0, 1};
   }
-  return {};
+  return MatmulRole::kNone;
+}
+
+std::vector<int> shader_specs(Shader shader) {
+  switch (matmul_role(shader)) {
+    case MatmulRole::kOne:
+    case MatmulRole::kOneDot:
+    case MatmulRole::kExperts:
+    case MatmulRole::kExpertsDot:
+      return {0, 1, 2};
+    case MatmulRole::kFew:
+    case MatmulRole::kFewDot:
+      return {0, 1};
+    default:
+      return {};
+  }
 }
 
 }  // namespace glm::gpu

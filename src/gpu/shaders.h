@@ -217,6 +217,24 @@ inline constexpr MatmulShaders kF32MatmulShaders{Shader::kMatvecF32,
                                                  Shader::kCount};
 // False if the GPU has no kernel for the type.
 bool matmul_shaders(DType type, MatmulShaders* out);
+// Which of its weight type's MatmulShaders `shader` is (the member of that name); kNone for the
+// shaders that are no matmul variant.
+enum class MatmulRole {
+  kNone,
+  kOne,
+  kFew,
+  kTiled,
+  kExperts,
+  kExpertsTiled,
+  kOneDot,
+  kFewDot,
+  kExpertsDot,
+  kCoop,
+  kCoopRef,
+  kExpertsCoop,
+  kExpertsCoopRef
+};
+MatmulRole matmul_role(Shader shader);
 // The values of its specialization constant 0 a shader runs with (gpu::Device::pipeline's
 // spec), each a pipeline of its own: matmul.comp's ROWS_LOG2 for the decode matmuls, 0 to 2
 // for one token's and the experts' (teams of 1, 2 and 4 rows), 0 and 1 for a few tokens';

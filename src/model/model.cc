@@ -14,12 +14,6 @@
 namespace glm::model {
 namespace {
 
-// Parses "vulkan:N" into N; -1 for "vulkan" and "auto".
-int device_index(const std::string& device) {
-  if (device.rfind("vulkan:", 0) != 0) return -1;
-  return std::atoi(device.c_str() + 7);
-}
-
 // The Vulkan device the options ask for; null (after one log line) where the model runs on the
 // CPU instead; an error only where a named device cannot be used.
 StatusOr<std::unique_ptr<gpu::Device>> open_device(const LoadOptions& options) {
@@ -68,6 +62,11 @@ Status merge_loras(const Config& config, const LoadOptions& options, Weights* we
 }
 
 }  // namespace
+
+int device_index(const std::string& device) {
+  if (device.rfind("vulkan:", 0) != 0) return -1;
+  return std::atoi(device.c_str() + 7);
+}
 
 Status validate_device(const std::string& device) {
   if (device == "cpu" || device == "auto" || device == "vulkan") return Status::Ok();

@@ -192,6 +192,8 @@ struct LoadOptions {
 // Checks a --device value ("auto", "cpu", "vulkan", "vulkan:N"); invalid_argument naming the
 // accepted forms otherwise.
 Status validate_device(const std::string& device);
+// N of a --device "vulkan:N" (validated); -1 for "vulkan" and "auto".
+int device_index(const std::string& device);
 
 // Loads any supported architecture from an opened GGUF file. With options.repack (the default)
 // the weight matrices that have a packed layout for this CPU are copied into it (owned,
