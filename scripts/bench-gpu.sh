@@ -19,8 +19,8 @@
 #                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16" | none]
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), lists what its driver compiles each
-#       shader into in both builds (glmserve devices --shaders: registers, spills), writes the model files with gen-model
-#       (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
+#       shader into in both builds (glmserve devices --shaders: registers, spills), writes the
+#       model files with gen-model (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
 #       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
 #       and the time to first token of the latency study's question through the whole HTTP
 #       stack (serve --device vulkan), then 1, 4 and 8 users at once; the shaders' unrolled
@@ -371,8 +371,9 @@ for t in $types; do
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
 
-# This glmserve against another run ($3: a command printing "pp Ttg", as ours does; $2 its
-# label) on each dense file, alternated: A, B, A, B, medians of rounds; $1 the table's title.
+# A run against another ($3: a command printing "pp Ttg", as ours does; $2 its label; $4 the
+# first, ours by default) on each dense file, alternated: A, B, A, B, medians of rounds; $1 the
+# table's title.
 against() {
   {
     echo
@@ -385,15 +386,17 @@ against() {
   local t
   for t in $types; do
     [[ -n "${file[$t]:-}" && "$t" != moe_* ]] || continue
-    alternate "${file[$t]}" ours "$3"
+    alternate "${file[$t]}" "${4:-ours}" "$3"
     echo "| $preset $t | $app | $bpp | $(ratio "$bpp" "$app" 3) | $atg | $btg | $(ratio "$btg" "$atg" 3) |" |
       tee -a "$report"
   done
 }
-# The shaders' two builds (docs/gpu.md, "Two builds of each shader"): the default, unrolled,
-# against the rolled one.
+# The shaders' two builds (docs/gpu.md, "Two builds of each shader"), each named: a driver's
+# default is either (gpu::default_shader_build).
+ours_unrolled() { GLMSERVE_VULKAN_ROLLED=0 ours "$1"; }
 ours_rolled() { GLMSERVE_VULKAN_ROLLED=1 ours "$1"; }
-against "Unrolled shaders (the default) against rolled ones (GLMSERVE_VULKAN_ROLLED=1)" rolled ours_rolled
+against "Unrolled shaders (GLMSERVE_VULKAN_ROLLED=0) against rolled ones (=1)" rolled ours_rolled \
+  ours_unrolled
 # The other build (GLMSERVE_ALT at prepare).
 if [[ -n "${alt_exe:-}" && -x "$alt_exe" ]]; then
   ours_alt() { ours "$1" glmserve_alt; }
