@@ -277,7 +277,7 @@ done
 
 # Each op alone on the device at the 6B shapes (src/gpu/gpu_bench.cc): the decode matmul with
 # each count of rows a team, the tiled one (with and without tensor cores; a 17-token prompt with
-# and without its split), norms, rotary, attention.
+# and without its split), norms, rotary, attention; and the upload of a mapped file (BM_Upload).
 if [[ "$kernels" != none ]]; then
   gpu_bench="$pack/bin/gpu_bench"
   [[ -x "$gpu_bench" ]] || gpu_bench="$here/build/src/gpu/gpu_bench"
@@ -287,9 +287,10 @@ if [[ "$kernels" != none ]]; then
       echo "gpu_bench: exit $?" >>"$out/kernels.txt"
     {
       echo
-      echo "Ops alone (gpu_bench --benchmark_min_time=0.02; time = device time a call):"
+      echo "Ops alone (gpu_bench --benchmark_min_time=0.02; time = device time a call; BM_Upload/MiB/0|1:"
+      echo "the wall time of a freshly mapped file's upload, memcpy from the mapping (0) or read from the file (1)):"
       echo '```'
-      awk '/manual_time/ { n = split($0, f, "bytes_per_second="); bw = (n > 1) ? f[2] : "";
+      awk '/manual_time|real_time/ { n = split($0, f, "bytes_per_second="); bw = (n > 1) ? f[2] : "";
         printf "%-48s %10s %s %s\n", $1, $2, $3, bw }' "$out/kernels.txt"
       grep -E '^gpu_bench' "$out/kernels.txt" || true
       echo '```'

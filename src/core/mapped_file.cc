@@ -13,18 +13,22 @@ namespace glm {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr && size_ > 0) munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     if (data_ != nullptr && size_ > 0) munmap(data_, size_);
+    if (fd_ >= 0) ::close(fd_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
   }
   return *this;
@@ -58,8 +62,32 @@ StatusOr<MappedFile> MappedFile::open(const std::string& path) {
     }
     f.data_ = static_cast<uint8_t*>(p);
   }
-  ::close(fd);
+  f.fd_ = fd;
   return f;
+}
+
+void MappedFile::copy_out(const void* p, size_t n, void* out) const {
+  const auto* src = static_cast<const uint8_t*>(p);
+  auto* dst = static_cast<uint8_t*>(out);
+  // Compared as integers: pointers into different objects have no order.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(src), begin = reinterpret_cast<uintptr_t>(data_);
+  if (fd_ >= 0 && at >= begin && at - begin <= size_ && n <= size_ - (at - begin)) {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(fd_, dst + done, n - done, static_cast<off_t>(at - begin + done));
+      if (r > 0) {
+        done += static_cast<size_t>(r);
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;  // the rest from the mapping
+      }
+    }
+    src += done;
+    dst += done;
+    n -= done;
+  }
+  if (n > 0) std::memcpy(dst, src, n);
 }
 
 void MappedFile::prefetch() const {

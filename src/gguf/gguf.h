@@ -134,6 +134,9 @@ class File {
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* tensor(const std::string& name) const;  // nullptr if absent
+  // The file's mapping, which the tensors' data lie in (empty for a parsed buffer): its copy_out
+  // reads them from the file.
+  const MappedFile& mapping() const { return map_; }
 
  private:
   friend class Parser;

@@ -255,7 +255,10 @@ Device::~Device() {
     const VulkanApi& vk = api_;
     // Without the stream's fence nothing was submitted (a failed open, DeviceUse::kCompile).
     if (stream_.fence_ != VK_NULL_HANDLE) vk.vkDeviceWaitIdle(device_);
-    staging_.reset();
+    for (Staging& s : staging_) {
+      s.buf.reset();
+      if (s.fence != VK_NULL_HANDLE) vk.vkDestroyFence(device_, s.fence, nullptr);
+    }
     stream_.scratch_.clear();
     if (query_pool_ != VK_NULL_HANDLE) {
       if (profiled_steps_ > 0) GLM_LOG_INFO("%s", profile_report().c_str());
@@ -345,45 +348,6 @@ StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
     if (r != VK_SUCCESS) return vk_error("vkMapMemory", r);
   }
   return b;
-}
-
-Status Device::upload(const void* data, size_t bytes, const Buffer& dst, size_t offset) {
-  return upload(std::vector<HostBytes>{{data, bytes}}, dst, offset);
-}
-
-Status Device::upload(const std::vector<HostBytes>& parts, const Buffer& dst, size_t offset) {
-  size_t total = 0;
-  for (const HostBytes& part : parts) total += part.bytes;
-  GLM_CHECK(offset + total <= dst.size());
-  const size_t chunk = size_t{64} << 20;
-  if (!staging_.valid()) {
-    StatusOr<Buffer> s = alloc(chunk, MemoryKind::kUpload);
-    if (!s.ok()) return s.status();
-    staging_ = std::move(*s);
-  }
-  // The parts' bytes fill the staging buffer in order; each time it is full (and at the end),
-  // one copy to dst.
-  uint8_t* const staged = static_cast<uint8_t*>(staging_.mapped());
-  size_t filled = 0;
-  const auto flush = [&]() -> Status {
-    if (filled == 0) return Status::Ok();
-    stream_.begin();
-    stream_.copy(staging_, 0, dst, offset, filled);
-    GLM_RETURN_IF_ERROR(stream_.submit_and_wait());
-    offset += filled;
-    filled = 0;
-    return Status::Ok();
-  };
-  for (const HostBytes& part : parts) {
-    for (size_t done = 0; done < part.bytes;) {
-      const size_t n = std::min(chunk - filled, part.bytes - done);
-      std::memcpy(staged + filled, static_cast<const uint8_t*>(part.data) + done, n);
-      filled += n;
-      done += n;
-      if (filled == chunk) GLM_RETURN_IF_ERROR(flush());
-    }
-  }
-  return flush();
 }
 
 Status Device::download(const Buffer& src, size_t offset, size_t bytes, void* data) {

@@ -14,6 +14,7 @@
 // list_devices() and Device::open are thread-safe.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "core/status.h"
 #include "gpu/shaders.h"
 #include "gpu/vulkan_api.h"
@@ -221,16 +223,25 @@ class Device {
 
   // A buffer of `bytes` (rounded up to 16). Errors: out_of_memory naming the size.
   StatusOr<Buffer> alloc(size_t bytes, MemoryKind kind);
-  // Copies host bytes into a device buffer at `offset` through a staging buffer (reused, grown
-  // as needed), waiting for the copy.
+  // Copies host bytes into a device buffer at `offset`, waiting for the copy (upload.cc). They
+  // go through two staging buffers in turn, a submission each time one is full: the host fills
+  // one while the device copies the other out. Errors: unavailable (a lost device, a failed
+  // submission, a copy that does not finish within submit_timeout_ms), after every copy
+  // submitted has finished.
   Status upload(const void* data, size_t bytes, const Buffer& dst, size_t offset);
   // The same for host byte ranges written one after the other from `offset` (a matrix stacked
-  // from several: gpu::upload_matrix's parts), a submission per staging buffer's worth.
+  // from several: gpu::upload_matrix's parts). A range of a model file's mapping names it
+  // (`file`), and is then read from the file (MappedFile::copy_out).
   struct HostBytes {
     const void* data = nullptr;
     size_t bytes = 0;
+    const MappedFile* file = nullptr;
   };
   Status upload(const std::vector<HostBytes>& parts, const Buffer& dst, size_t offset);
+  // The bytes of each staging buffer (rounded up to 16): kUploadChunk, or a few in tests, so
+  // that a small upload takes many turns.
+  void set_upload_chunk(size_t bytes);
+  static constexpr size_t kUploadChunk = size_t{32} << 20;
   // Copies device bytes back into host memory, waiting for the copy.
   Status download(const Buffer& src, size_t offset, size_t bytes, void* data);
 
@@ -297,6 +308,18 @@ class Device {
   Status init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use);
   int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
   Status check_submit();  // the failure hook and the lost state, before a submit
+  // A staging buffer of the uploads (upload.cc), with the command buffer that copies it out and
+  // the fence of that copy.
+  struct Staging {
+    Buffer buf;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    bool pending = false;  // its copy submitted, not yet waited for
+  };
+  Status make_staging();  // staging_'s buffers, command buffers and fences, once
+  // Submits the copy of s.buf's first `bytes` to dst at `offset`.
+  Status copy_staged(Staging& s, size_t bytes, const Buffer& dst, size_t offset);
+  Status wait_staged(Staging& s);  // for its pending copy, if any; a failure loses the device
   VkResult create_pipeline(Shader shader, int spec);  // into pipelines_, unless there already
 
   VulkanApi api_;
@@ -310,7 +333,8 @@ class Device {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::vector<VkPipeline> pipelines_;  // [kShaderCount][kMaxSpec + 2] (spec + 1), made lazily
   Stream stream_;
-  Buffer staging_;
+  std::array<Staging, 2> staging_;
+  size_t upload_chunk_ = kUploadChunk;
   VkQueryPool query_pool_ = VK_NULL_HANDLE;  // timestamps, when profiling
   uint64_t timestamp_mask_ = 0;              // the queue's valid timestamp bits
   double timestamp_ns_ = 0;                  // nanoseconds per timestamp tick

@@ -6,7 +6,8 @@
 // last-level cache several times (GPU_BENCH_ROTATE_MB, default 256), so the matmuls read device
 // memory, as a model's step does. Counters: bytes_per_second = the weights' (matmul) or the
 // K/V's (attention) bytes over the call's time; BM_Copy's, the bytes a copy reads and writes:
-// the memory's speed to hold the others against.
+// the memory's speed to hold the others against. BM_Upload, a model's upload from a mapped file,
+// is timed on the host's clock (wall time a call).
 //
 //   build/src/gpu/gpu_bench --benchmark_min_time=0.05 [--benchmark_filter=Matvec]
 //
@@ -29,6 +30,8 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/mapped_file.h"
+#include "core/temp_dir.h"
 #include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
@@ -259,6 +262,49 @@ void BM_Copy(benchmark::State& st) {
       2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Copy)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// A model's load: st.range(0) MiB of a file, mapped afresh each call as a model's is, uploaded
+// into a device buffer (Device::upload: host time, wall clock), read from the mapping
+// (st.range(1) = 0: memcpy, each page faulted in) or from the file (1: MappedFile::copy_out).
+void BM_Upload(benchmark::State& st) {
+  const size_t bytes = static_cast<size_t>(st.range(0)) << 20;
+  const TempDir dir("/tmp/glm_bench_upload.");
+  const std::string path = dir.path() + "/weights.bin";
+  {
+    // In writes of 1 MiB, as gen-model's and a download's: how a file is written decides the
+    // size of its pages in the page cache (one write of the whole file may leave large ones,
+    // which a mapping then takes a fault each 2 MiB to map, not each 4 KiB).
+    const std::vector<float> v = random_floats(bytes / sizeof(float), 3);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    require(f != nullptr, "cannot write " + path);
+    const size_t piece = size_t{1} << 20;
+    for (size_t at = 0; at < bytes; at += piece) {
+      require(std::fwrite(reinterpret_cast<const char*>(v.data()) + at, 1,
+                          std::min(piece, bytes - at), f) == std::min(piece, bytes - at),
+              "cannot write " + path);
+      require(std::fflush(f) == 0, "cannot write " + path);
+    }
+    require(std::fclose(f) == 0, "cannot write " + path);
+  }
+  StatusOr<Buffer> dst = device()->alloc(bytes, MemoryKind::kDevice);
+  require(dst.ok(), "no device memory for the upload");
+  const bool from_file = st.range(1) == 1;
+  {
+    // Untimed: a driver whose device memory is the host's (lavapipe) touches its pages first.
+    const std::vector<uint8_t> zeros(bytes);
+    require(device()->upload(zeros.data(), bytes, *dst, 0).ok(), "the first upload failed");
+  }
+  for (auto _ : st) {
+    StatusOr<MappedFile> map = MappedFile::open(path);
+    require(map.ok(), map.status().message());
+    const Status up =
+        device()->upload({{map->data(), bytes, from_file ? &*map : nullptr}}, *dst, 0);
+    require(up.ok(), up.message());
+  }
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Upload)->Args({256, 0})->Args({256, 1})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_RmsNorm(benchmark::State& st) {
   const int rows = static_cast<int>(st.range(0)), n = 4096;

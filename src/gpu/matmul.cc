@@ -56,8 +56,8 @@ uint32_t vec4_reads(const Matrix& w, Addr x, const MatmulInput& in) {
 }  // namespace
 
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
-                               int64_t n_cols, bool experts) {
-  return upload_stacked(device, type, {{data, n_rows}}, n_cols, experts);
+                               int64_t n_cols, bool experts, const MappedFile* file) {
+  return upload_stacked(device, type, {{data, n_rows, file}}, n_cols, experts);
 }
 
 StatusOr<Matrix> upload_stacked(Device* device, DType type, const std::vector<MatrixRows>& parts,
@@ -82,7 +82,7 @@ StatusOr<Matrix> upload_stacked(Device* device, DType type, const std::vector<Ma
   m.buf = std::move(*b);
   std::vector<Device::HostBytes> host;
   for (const MatrixRows& part : parts) {
-    host.push_back({part.data, m.row_bytes * static_cast<size_t>(part.n_rows)});
+    host.push_back({part.data, m.row_bytes * static_cast<size_t>(part.n_rows), part.file});
   }
   GLM_RETURN_IF_ERROR(device->upload(host, m.buf, 0));
   // The tensor-core shader this matrix's prefill takes, compiled now: a driver that rejects it

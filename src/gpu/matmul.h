@@ -120,14 +120,17 @@ inline constexpr size_t kMatrixBytesLimit = size_t{1} << 32;
 // grouped experts' one where `experts` (a stacked *_exps matrix), else the plain one.
 // Errors: unsupported (a type without a GPU kernel, or a matrix over 4 GiB: the shaders address
 // bytes in 32 bits), out_of_memory.
+// file: the mapping `data` lies in, if any (Device::HostBytes).
 StatusOr<Matrix> upload_matrix(Device* device, DType type, const void* data, int64_t n_rows,
-                               int64_t n_cols, bool experts = false);
+                               int64_t n_cols, bool experts = false,
+                               const MappedFile* file = nullptr);
 // The same for a matrix stacked from row ranges in their order (rows: [n_rows, n_cols] GGUF
 // rows each): a fused QKV or gate-and-up matrix from separate ones, each expert's gate rows then
 // its up rows.
 struct MatrixRows {
   const void* data = nullptr;
   int64_t n_rows = 0;
+  const MappedFile* file = nullptr;
 };
 StatusOr<Matrix> upload_stacked(Device* device, DType type, const std::vector<MatrixRows>& parts,
                                 int64_t n_cols, bool experts = false);

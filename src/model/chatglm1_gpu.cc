@@ -58,7 +58,7 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
 }
 
 Status GpuChatGLM1::upload(const Weights& w, const ProgressFn& progress) {
-  Uploader up{device_.get(), plan_.weights, 0, progress};
+  Uploader up{device_.get(), plan_.weights, 0, progress, &file_->mapping()};
   const int d = config_.n_embd;
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {

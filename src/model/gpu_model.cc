@@ -109,7 +109,8 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
 Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out,
                                   const std::string& what, bool experts) {
   if (v.data == nullptr) return Status::Ok();
-  StatusOr<gpu::Matrix> m = gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols, experts);
+  StatusOr<gpu::Matrix> m =
+      gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols, experts, file);
   if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
   *out = std::move(*m);
   done += matrix_bytes(v);
@@ -137,7 +138,7 @@ StatusOr<bool> GpuModel::Uploader::stacked(const std::vector<const kernels::Weig
       const int64_t rows = v->n_rows / n_runs;
       parts.push_back({static_cast<const uint8_t*>(v->data) +
                            row_bytes(v->type, v->n_cols) * static_cast<size_t>(rows) * e,
-                       rows});
+                       rows, file});
     }
   }
   StatusOr<gpu::Matrix> m =

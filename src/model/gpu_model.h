@@ -73,6 +73,9 @@ class GpuModel : public Model {
     gpu::Device* device = nullptr;
     size_t total = 0, done = 0;
     ProgressFn progress;
+    // The model file's mapping, which most weights lie in: read from the file (the others,
+    // merged LoRA matrices, from memory).
+    const MappedFile* file = nullptr;
     // A matrix (none if v.data is null); errors name `what`. experts: a stacked *_exps matrix
     // (gpu::upload_matrix's).
     Status matrix(const kernels::WeightView& v, gpu::Matrix* out, const std::string& what,

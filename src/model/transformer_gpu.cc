@@ -232,7 +232,7 @@ void GpuTransformer::take_host_experts(Weights* weights, int cpu_moe,
 }
 
 Status GpuTransformer::upload(const Weights& w, const ProgressFn& progress) {
-  Uploader up{device_.get(), plan_.weights, 0, progress};
+  Uploader up{device_.get(), plan_.weights, 0, progress, &file_->mapping()};
   layers_.resize(w.layers.size() - n_cpu_);
   for (size_t l = n_cpu_; l < w.layers.size(); ++l) {
     GLM_RETURN_IF_ERROR(

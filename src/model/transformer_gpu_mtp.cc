@@ -10,7 +10,7 @@ namespace glm::model {
 Status GpuTransformer::upload_mtp(const Weights& w) {
   const MtpWeights& m = w.mtp;
   const int d = config_.n_embd;
-  Uploader up{device_.get(), 0, 0, nullptr};
+  Uploader up{device_.get(), 0, 0, nullptr, &file_->mapping()};
   auto block = std::make_unique<Mtp>();
   GLM_RETURN_IF_ERROR(upload_layer(&up, m.layer, &block->layer, "the MTP block"));
   GLM_RETURN_IF_ERROR(up.matrix(m.eh_proj, &block->eh_proj, "the MTP block"));
