@@ -7,11 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/smaps_test_util.h"
 #include "core/temp_dir.h"
 
 namespace glm {
@@ -85,23 +84,6 @@ TEST(MappedFile, CopyOutGivesTheBytesOfAnyRange) {
             std::vector<uint8_t>(a_bytes.begin() + 10, a_bytes.begin() + 30));
 }
 
-// The kB of the mapping starting at `p` resident in this process (its Rss in /proc/self/smaps),
-// or -1 where it is not found.
-long resident_kb(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::ostringstream start;
-  start << std::hex << reinterpret_cast<uintptr_t>(p) << "-";
-  bool in = false;
-  for (std::string line; std::getline(smaps, line);) {
-    if (line.rfind(start.str(), 0) == 0) {
-      in = true;
-    } else if (in && line.rfind("Rss:", 0) == 0) {
-      return std::stol(line.substr(4));
-    }
-  }
-  return -1;
-}
-
 // copy_out reads the mapping's bytes from the file: none of its pages is mapped into the process
 // (the page faults a load would take), where a memcpy from the mapping maps every one it reads.
 TEST(MappedFile, CopyOutMapsNoPageOfTheFile) {
@@ -110,12 +92,12 @@ TEST(MappedFile, CopyOutMapsNoPageOfTheFile) {
   StatusOr<MappedFile> m = MappedFile::open(write_file(dir, "a.bin", bytes));
   ASSERT_TRUE(m.ok());
   std::vector<uint8_t> out(bytes.size());
-  ASSERT_EQ(resident_kb(m->data()), 0);
+  ASSERT_EQ(testing::mapping_resident_kb(m->data()), 0);
   m->copy_out(m->data(), out.size(), out.data());
   EXPECT_EQ(out, bytes);
-  EXPECT_EQ(resident_kb(m->data()), 0);
+  EXPECT_EQ(testing::mapping_resident_kb(m->data()), 0);
   std::memcpy(out.data(), m->data(), out.size());
-  EXPECT_EQ(resident_kb(m->data()), 4096);  // what copy_out spares
+  EXPECT_EQ(testing::mapping_resident_kb(m->data()), 4096);  // what copy_out spares
 }
 
 // A mapping moved to another object keeps reading from its file; the one moved from has none.

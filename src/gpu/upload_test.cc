@@ -53,8 +53,8 @@ TEST(GpuUpload, PartsLandInOrderWhateverTheTurns) {
   ASSERT_TRUE(dev->upload(before.data(), before.size(), *dst, 0).ok());
 
   dev->set_upload_chunk(48);
-  const std::vector<uint8_t> a = upload_pattern(1, 10), b = upload_pattern(47, 20), c = upload_pattern(100, 30),
-                             d = upload_pattern(1001, 40);
+  const std::vector<uint8_t> a = upload_pattern(1, 10), b = upload_pattern(47, 20),
+                             c = upload_pattern(100, 30), d = upload_pattern(1001, 40);
   const std::vector<Device::HostBytes> parts = {
       {a.data(), a.size()},
       {map->data() + 5, 95, &*map},  // a file's range, read from the file

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/smaps_test_util.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "model/gpu_test_util.h"
@@ -266,6 +267,35 @@ TEST(GpuLoad, DeviceFlagIsChecked) {
   EXPECT_NE(s.message().find("auto, cpu, vulkan or vulkan:N"), std::string::npos);
   EXPECT_FALSE(validate_device("vulkan:").ok());
   EXPECT_FALSE(validate_device("vulkan:x").ok());
+}
+
+// The weights go to the device read from the file (gpu::Device::HostBytes::file), not through
+// its mapping: after the load the process holds of the file's mapping only what it read itself
+// (the metadata, the norms' vectors, the pages the kernel maps around them), a small part of
+// the matrices' bytes, where a copy through the mapping left all of them resident.
+TEST(GpuLoad, TheWeightsAreReadFromTheFileNotFaultedInThroughItsMapping) {
+  testing::RandomSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 1024;
+  const std::string path = testing::temp_path("gpu_upload_pages.gguf");
+  ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+  StatusOr<std::unique_ptr<gguf::File>> opened = gguf::File::open(path);
+  ASSERT_TRUE(opened.ok());
+  std::shared_ptr<const gguf::File> file(std::move(*opened));
+  size_t matrix_bytes = 0;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    if (t.shape.size() == 2 && t.name != "token_embd.weight") matrix_bytes += t.n_bytes;
+  }
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "vulkan";
+  StatusOr<std::unique_ptr<Model>> m = load_model(file, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(testing::gpu_layers_of(**m), spec.n_layer);
+  const long kb = glm::testing::mapping_resident_kb(file->mapping().data());
+  ASSERT_GE(kb, 0);
+  EXPECT_LT(static_cast<size_t>(kb) * 1024, matrix_bytes / 4)
+      << kb << " kB of the mapping resident, of " << matrix_bytes << " bytes of matrices";
 }
 
 TEST(GpuLoad, NamedDeviceThatDoesNotExistIsAnError) {
