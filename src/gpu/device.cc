@@ -453,4 +453,41 @@ Status Device::check_submit() {
   return Status::Ok();
 }
 
+void Device::begin_commands(VkCommandBuffer cmd) {
+  api_.vkResetCommandBuffer(cmd, 0);
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  api_.vkBeginCommandBuffer(cmd, &bi);
+}
+
+Status Device::end_and_submit(VkCommandBuffer cmd, VkFence fence) {
+  VkResult r = api_.vkEndCommandBuffer(cmd);
+  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
+  GLM_RETURN_IF_ERROR(check_submit());
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  r = api_.vkQueueSubmit(queue_, 1, &si, fence);
+  if (r != VK_SUCCESS) {
+    if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+    return vk_error("vkQueueSubmit", r);
+  }
+  return Status::Ok();
+}
+
+VkResult Device::wait_fence(VkFence fence) {
+  const VkResult r = api_.vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ms_ * 1000000);
+  api_.vkResetFences(device_, 1, &fence);
+  if (r != VK_SUCCESS) lost_ = true;
+  return r;
+}
+
+Status Device::unfinished(const std::string& what, VkResult r) const {
+  return Status(ErrorCode::kUnavailable,
+                "the GPU (" + info_.name + ") did not finish " + what + ": " + vk_result_name(r) +
+                    (r == VK_TIMEOUT ? " after " + std::to_string(timeout_ms_) + " ms" : ""));
+}
+
 }  // namespace glm::gpu

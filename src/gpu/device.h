@@ -308,6 +308,15 @@ class Device {
   Status init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use);
   int find_memory_type(uint32_t type_bits, MemoryKind kind) const;
   Status check_submit();  // the failure hook and the lost state, before a submit
+  // How a command buffer (the stream's parts, the uploads' copies) reaches the queue:
+  void begin_commands(VkCommandBuffer cmd);  // reset (none pending) and begun for one submit
+  // Ends cmd and submits it, signalling `fence` if not null. Errors: check_submit's, the
+  // driver's (a lost device marks it lost).
+  Status end_and_submit(VkCommandBuffer cmd, VkFence fence);
+  // Waits for `fence` (up to timeout_ms_) and resets it; a failure marks the device lost.
+  VkResult wait_fence(VkFence fence);
+  // "the GPU (NAME) did not finish WHAT: RESULT[ after N ms]": a wait that failed.
+  Status unfinished(const std::string& what, VkResult r) const;
   // A staging buffer of the uploads (upload.cc), with the command buffer that copies it out and
   // the fence of that copy.
   struct Staging {

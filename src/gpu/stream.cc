@@ -88,13 +88,8 @@ void Stream::begin() {
 }
 
 void Stream::start_part() {
-  const VulkanApi& vk = device_->api_;
   cmd_ = cmds_[part_];
-  vk.vkResetCommandBuffer(cmd_, 0);  // not pending: the step before has finished
-  VkCommandBufferBeginInfo bi{};
-  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk.vkBeginCommandBuffer(cmd_, &bi);
+  device_->begin_commands(cmd_);  // not pending: the step before has finished
   part_dispatches_ = 0;
 }
 
@@ -118,19 +113,7 @@ void Stream::submit_part() {
 }
 
 Status Stream::end_and_submit(VkFence fence) {
-  const VulkanApi& vk = device_->api_;
-  VkResult r = vk.vkEndCommandBuffer(cmd_);
-  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
-  GLM_RETURN_IF_ERROR(device_->check_submit());
-  VkSubmitInfo si{};
-  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  r = vk.vkQueueSubmit(device_->queue_, 1, &si, fence);
-  if (r != VK_SUCCESS) {
-    if (r == VK_ERROR_DEVICE_LOST) device_->lost_ = true;
-    return vk_error("vkQueueSubmit", r);
-  }
+  GLM_RETURN_IF_ERROR(device_->end_and_submit(cmd_, fence));
   ++submitted_;
   return Status::Ok();
 }
@@ -140,14 +123,12 @@ VkResult Stream::drain(bool fenced) {
   submitted_ = 0;
   const VulkanApi& vk = device_->api_;
   // Else no batches, a fence: signalled when everything submitted before it has finished.
-  VkResult r = fenced ? VK_SUCCESS : vk.vkQueueSubmit(device_->queue_, 0, nullptr, fence_);
-  if (r == VK_SUCCESS) {
-    r = vk.vkWaitForFences(device_->device_, 1, &fence_, VK_TRUE,
-                           device_->timeout_ms_ * uint64_t{1000000});
-    vk.vkResetFences(device_->device_, 1, &fence_);
+  const VkResult r = fenced ? VK_SUCCESS : vk.vkQueueSubmit(device_->queue_, 0, nullptr, fence_);
+  if (r != VK_SUCCESS) {
+    device_->lost_ = true;
+    return r;
   }
-  if (r != VK_SUCCESS) device_->lost_ = true;
-  return r;
+  return device_->wait_fence(fence_);
 }
 
 void Stream::mark(int op) {
@@ -261,11 +242,7 @@ Status Stream::submit_and_wait() {
   if (s.ok()) s = end_and_submit(in_parts ? VK_NULL_HANDLE : fence_);
   if (s.ok()) {
     if (const VkResult r = drain(/*fenced=*/!in_parts); r != VK_SUCCESS) {
-      s = Status(ErrorCode::kUnavailable,
-                 std::string("the GPU (") + device_->info_.name +
-                     ") did not finish a step: " + vk_result_name(r) +
-                     (r == VK_TIMEOUT ? " after " + std::to_string(device_->timeout_ms_) + " ms"
-                                      : std::string()));
+      s = device_->unfinished("a step", r);
     }
   }
   if (!s.ok()) {

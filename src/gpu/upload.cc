@@ -52,15 +52,10 @@ Status Device::make_staging() {
 }
 
 Status Device::copy_staged(Staging& s, size_t bytes, const Buffer& dst, size_t offset) {
-  const VulkanApi& vk = api_;
   GLM_CHECK(!s.pending);
-  vk.vkResetCommandBuffer(s.cmd, 0);  // its last copy was waited for
-  VkCommandBufferBeginInfo bi{};
-  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk.vkBeginCommandBuffer(s.cmd, &bi);
+  begin_commands(s.cmd);  // its last copy was waited for
   const VkBufferCopy region{0, offset, bytes};
-  vk.vkCmdCopyBuffer(s.cmd, s.buf.handle(), dst.handle(), 1, &region);
+  api_.vkCmdCopyBuffer(s.cmd, s.buf.handle(), dst.handle(), 1, &region);
   // The dispatches and copies submitted after it (in submission order, on this one queue) see
   // what it wrote. (The host's writes to the staging buffer are seen by the copy: a submit
   // makes a coherent mapping's writes visible.)
@@ -69,21 +64,10 @@ Status Device::copy_staged(Staging& s, size_t bytes, const Buffer& dst, size_t o
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  vk.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
-                          1, &mb, 0, nullptr, 0, nullptr);
-  VkResult r = vk.vkEndCommandBuffer(s.cmd);
-  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
-  GLM_RETURN_IF_ERROR(check_submit());
-  VkSubmitInfo si{};
-  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &s.cmd;
-  r = vk.vkQueueSubmit(queue_, 1, &si, s.fence);
-  if (r != VK_SUCCESS) {
-    if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
-    return vk_error("vkQueueSubmit", r);
-  }
+  api_.vkCmdPipelineBarrier(s.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            0, 1, &mb, 0, nullptr, 0, nullptr);
+  GLM_RETURN_IF_ERROR(end_and_submit(s.cmd, s.fence));
   s.pending = true;
   return Status::Ok();
 }
@@ -91,16 +75,8 @@ Status Device::copy_staged(Staging& s, size_t bytes, const Buffer& dst, size_t o
 Status Device::wait_staged(Staging& s) {
   if (!s.pending) return Status::Ok();
   s.pending = false;
-  const VulkanApi& vk = api_;
-  VkResult r = vk.vkWaitForFences(device_, 1, &s.fence, VK_TRUE, timeout_ms_ * uint64_t{1000000});
-  if (r == VK_SUCCESS) {
-    vk.vkResetFences(device_, 1, &s.fence);
-    return Status::Ok();
-  }
-  lost_ = true;
-  return Status(ErrorCode::kUnavailable,
-                "the GPU (" + info_.name + ") did not finish an upload: " + vk_result_name(r) +
-                    (r == VK_TIMEOUT ? " after " + std::to_string(timeout_ms_) + " ms" : ""));
+  const VkResult r = wait_fence(s.fence);
+  return r == VK_SUCCESS ? Status::Ok() : unfinished("an upload", r);
 }
 
 Status Device::upload(const void* data, size_t bytes, const Buffer& dst, size_t offset) {
