@@ -113,6 +113,7 @@ TEST(MappedFile, AMovedMappingKeepsItsFile) {
   std::vector<uint8_t> out(4000);
   assigned.copy_out(assigned.data() + 5000, out.size(), out.data());
   EXPECT_EQ(out, std::vector<uint8_t>(bytes.begin() + 5000, bytes.end()));
+  EXPECT_EQ(testing::mapping_resident_kb(assigned.data()), 0);  // read from the file
 }
 
 }  // namespace
