@@ -20,11 +20,12 @@
 #       (there) lists the devices, runs the carried GPU tests on that device (every shader
 #       against its CPU reference, the goldens, GPU = CPU), lists what its driver compiles each
 #       shader into in both builds (glmserve devices --shaders: registers, spills), writes the
-#       model files with gen-model (Q4_K_M with the carried llama-quantize), runs bench engine --device vulkan and
-#       llama-bench -ngl 99 alternated, one profiled bench engine a file (GLMSERVE_VULKAN_PROFILE),
-#       and the time to first token of the latency study's question through the whole HTTP
-#       stack (serve --device vulkan), then 1, 4 and 8 users at once; the shaders' unrolled
-#       build against their rolled one (GLMSERVE_VULKAN_ROLLED=1), and where the pack has
+#       model files with gen-model (Q4_K_M with the carried llama-quantize), runs bench engine
+#       --device vulkan and llama-bench -ngl 99 alternated, one profiled bench engine a file
+#       (GLMSERVE_VULKAN_PROFILE), and the time to first token of the latency study's question
+#       through the whole HTTP stack (serve --device vulkan), then 1, 4 and 8 users at once; the
+#       shaders' unrolled build against their rolled one (GLMSERVE_VULKAN_ROLLED=0 and 1), and
+#       where the pack has
 #       glmserve-alt, its bench engine, each alternated with this one's on each dense file (what
 #       only a GPU can judge: docs/gpu.md); first, where the pack has
 #       it, gpu_bench: each op alone at the 6B shapes on the device (--kernels: a filter of its
@@ -287,8 +288,9 @@ if [[ "$kernels" != none ]]; then
       echo "gpu_bench: exit $?" >>"$out/kernels.txt"
     {
       echo
-      echo "Ops alone (gpu_bench --benchmark_min_time=0.02; time = device time a call; BM_Upload/MiB/0|1:"
-      echo "the wall time of a freshly mapped file's upload, memcpy from the mapping (0) or read from the file (1)):"
+      echo "Ops alone (gpu_bench --benchmark_min_time=0.02; time = device time a call;"
+      echo "BM_Upload/MiB/0|1: the wall time of a freshly mapped file's upload, memcpy from the"
+      echo "mapping (0) or read from the file (1)):"
       echo '```'
       awk '/manual_time|real_time/ { n = split($0, f, "bytes_per_second="); bw = (n > 1) ? f[2] : "";
         printf "%-48s %10s %s %s\n", $1, $2, $3, bw }' "$out/kernels.txt"

@@ -279,10 +279,10 @@ void BM_Upload(benchmark::State& st) {
     require(f != nullptr, "cannot write " + path);
     const size_t piece = size_t{1} << 20;
     for (size_t at = 0; at < bytes; at += piece) {
-      require(std::fwrite(reinterpret_cast<const char*>(v.data()) + at, 1,
-                          std::min(piece, bytes - at), f) == std::min(piece, bytes - at),
+      const size_t n = std::min(piece, bytes - at);
+      require(std::fwrite(reinterpret_cast<const char*>(v.data()) + at, 1, n, f) == n &&
+                  std::fflush(f) == 0,
               "cannot write " + path);
-      require(std::fflush(f) == 0, "cannot write " + path);
     }
     require(std::fclose(f) == 0, "cannot write " + path);
   }
