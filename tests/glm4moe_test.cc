@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "convert/gen_model.h"
+#include "convert/model_writer.h"
+#include "core/scoped_env_test_util.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf_edit.h"
@@ -439,6 +441,66 @@ TEST(Glm4Moe, OnTheGpuAutoKeepsExpertsOnTheHostOnlyWhereTheModelDoesNotFit) {
   }
   EXPECT_EQ(fitted_by_moving, 1) << "no cap where only moving experts made every layer fit";
   EXPECT_EQ(fitted_whole, 1) << "40 MiB should hold the whole model";
+}
+
+// The tiny preset with experts 1024 wide: 8 MiB a stacked matrix in f32, every other matrix
+// 0.5 MiB or less. Empty on failure.
+std::string wide_expert_moe() {
+  const std::string path = model::testing::temp_path("glm4moe-wide-experts-f32.gguf");
+  convert::GenOptions o;
+  o.family = convert::Family::kGLM4MoE;
+  o.type = DType::kF32;
+  o.seed = 7;
+  tok::VocabSpec vocab;
+  StatusOr<convert::Hparams> hp = convert::gen_hparams(o, &vocab);
+  if (!hp.ok()) return "";
+  hp->n_ff_exp = 1024;
+  const Status s = convert::write_model_file(path, *hp, vocab, o.type, convert::random_rows(o.seed),
+                                             nullptr, nullptr, 2);
+  return s.ok() ? path : "";
+}
+
+// Routed experts over the device's largest buffer (GLMSERVE_VULKAN_MAX_BUFFER_MB = 4, between
+// their stacked matrices and every other one, and above the 2.1 MiB of a step's largest
+// buffer): --cpu-moe auto keeps every MoE layer's router and experts in host memory and every
+// layer on the GPU, with the CPU's logits; --cpu-moe 0 cannot put the last layer there, nor so
+// any layer: the model runs on the CPU.
+TEST(Glm4Moe, OnTheGpuExpertsOverABufferStayInHostMemory) {
+  const std::string path = wide_expert_moe();
+  ASSERT_FALSE(path.empty());
+  const auto want = logit_rows(on(path, "cpu"), kPrompt, kDecode);
+  ASSERT_FALSE(want.empty());
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  size_t smallest_experts = SIZE_MAX, largest_other = 0, layer_experts = 0;
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (t.name.find("_exps.") != std::string::npos) {
+      smallest_experts = std::min(smallest_experts, t.n_bytes);
+      if (t.name.rfind("blk.1.", 0) == 0 || t.name.rfind("blk.2.", 0) == 0) {
+        layer_experts += t.n_bytes;
+      }
+    } else if (t.name.rfind("token_embd", 0) != 0) {  // the embedding stays on the host
+      largest_other = std::max(largest_other, t.n_bytes);
+      if (t.name == "blk.1.ffn_gate_inp.weight" || t.name == "blk.2.ffn_gate_inp.weight") {
+        layer_experts += t.n_bytes;  // the router goes with them
+      }
+    }
+  }
+  const size_t cap_bytes = size_t{4} << 20;
+  ASSERT_LT(largest_other, cap_bytes);
+  ASSERT_GT(smallest_experts, cap_bytes);
+  const std::string cap = "4";
+  glm::testing::ScopedEnv limit("GLMSERVE_VULKAN_MAX_BUFFER_MB", cap.c_str());
+  auto plain = load_capped(path, 0, 0);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ((*plain)->device_name(), "cpu");
+  plain = Status(ErrorCode::kUnavailable, "released");
+  auto aut = load_capped(path, 0, model::kCpuMoeAuto);
+  ASSERT_TRUE(aut.ok()) << aut.status().message();
+  EXPECT_EQ(model::testing::gpu_layers_of(**aut), 3) << (*aut)->device_name();
+  EXPECT_EQ((*aut)->host_expert_bytes(), layer_experts);
+  const auto got = logit_rows([&]() { return std::move(aut); }, kPrompt, kDecode);
+  expect_rows_near(got, want, cap + " MiB buffers");
 }
 
 // A lost device at a host layer's submission (the step's first, or its second: after layer 1's

@@ -77,7 +77,7 @@ TEST(ModelEval, Chatglm3SmallLogitsMatchLlamaCpp) {
 
 // The same reference through `eval --device vulkan` (lavapipe in CI; docs/gpu.md), whole and
 // split with the CPU (--gpu-layers 1: the last layer and the head on the GPU), with the CPU's
-// bound; and `glmserve devices` lists the device it ran on.
+// bound; and `glmserve devices` lists the device it ran on, with its largest buffer.
 TEST(ModelEval, OnTheGpuChatglm3SmallLogitsMatchLlamaCpp) {
   const std::string m = data("reference/chatglm3-small.gguf");
   if (!std::ifstream(m).good()) GTEST_SKIP() << m << " is absent";
@@ -98,6 +98,12 @@ TEST(ModelEval, OnTheGpuChatglm3SmallLogitsMatchLlamaCpp) {
   ASSERT_EQ(d.exit_code, 0) << d.out;
   EXPECT_EQ(d.out.rfind("cpu ", 0), 0u) << d.out;
   EXPECT_NE(d.out.find("vulkan:0 "), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("buffers up to "), std::string::npos) << d.out;
+  // The largest buffer, as the plan takes it (at most GLMSERVE_VULKAN_MAX_BUFFER_MB).
+  d = glm::testing::run_shell(std::string("GLMSERVE_VULKAN_MAX_BUFFER_MB=3 ") + GLMSERVE_BIN +
+                              " devices --json 2>/dev/null");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_NE(d.out.find("\"max_buffer_bytes\":3145728"), std::string::npos) << d.out;
   d = run_cli("eval --model " + m + " --tokens 1 --device vulkan:99");
   EXPECT_EQ(d.exit_code, 1) << d.out;
   EXPECT_NE(d.out.find("vulkan:99 does not exist"), std::string::npos) << d.out;

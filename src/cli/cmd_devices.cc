@@ -167,18 +167,21 @@ int cmd_devices(int argc, char** argv) {
                           {"type", d.type},
                           {"memory_bytes", d.memory_bytes},
                           {"budget_bytes", d.budget_bytes},
+                          {"max_buffer_bytes", d.max_buffer_bytes},
                           {"vulkan", d.api_version_string()},
                           {"features", d.features()},
                           {"usable", d.unusable.empty()}};
       if (!d.unusable.empty()) j["unusable"] = d.unusable;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%s  %s (%s), %.1f GiB (%.1f GiB free), Vulkan %s, %s%s%s\n", name.c_str(),
-                  d.name.c_str(), d.type.c_str(),
-                  static_cast<double>(d.memory_bytes) / 1073741824.0,
-                  static_cast<double>(d.budget_bytes) / 1073741824.0,
-                  d.api_version_string().c_str(), d.features().c_str(),
-                  d.unusable.empty() ? "" : "; cannot run glmserve: ", d.unusable.c_str());
+      std::printf(
+          "%s  %s (%s), %.1f GiB (%.1f GiB free, buffers up to %.1f GiB), Vulkan %s, %s%s%s\n",
+          name.c_str(), d.name.c_str(), d.type.c_str(),
+          static_cast<double>(d.memory_bytes) / 1073741824.0,
+          static_cast<double>(d.budget_bytes) / 1073741824.0,
+          static_cast<double>(d.max_buffer_bytes) / 1073741824.0, d.api_version_string().c_str(),
+          d.features().c_str(),
+          d.unusable.empty() ? "" : "; cannot run glmserve: ", d.unusable.c_str());
     }
   }
   return 0;

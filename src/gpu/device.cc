@@ -107,6 +107,7 @@ ShaderBuild default_shader_build(const DeviceInfo& info) {
 Status Device::init(VkPhysicalDevice physical, const DeviceInfo& info, DeviceUse use) {
   physical_ = physical;
   info_ = info;
+  set_upload_chunk(kUploadChunk);  // no larger than a buffer may be
   if (const char* t = std::getenv("GLMSERVE_VULKAN_TIMEOUT_MS"); t != nullptr && *t != '\0') {
     timeout_ms_ = std::max<uint64_t>(1, std::strtoull(t, nullptr, 10));
   }
@@ -308,6 +309,11 @@ int Device::find_memory_type(uint32_t type_bits, MemoryKind kind) const {
 StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
   const VulkanApi& vk = api_;
   bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);
+  if (info_.max_buffer_bytes > 0 && bytes > info_.max_buffer_bytes) {
+    return unsupported("vulkan: a " + std::to_string(bytes >> 20) +
+                       " MiB buffer is larger than a buffer can be on " + info_.name + " (" +
+                       std::to_string(info_.max_buffer_bytes >> 20) + " MiB)");
+  }
   Buffer b;
   b.device_ = this;
   b.size_ = bytes;

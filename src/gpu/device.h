@@ -39,7 +39,12 @@ struct DeviceInfo {
   // device is described (at open): what glmserve plans its layers with (docs/gpu.md#memory).
   uint64_t budget_bytes = 0;
   bool budget_from_driver = false;  // budget_bytes is VK_EXT_memory_budget's
-  uint32_t api_version = 0;         // VK_MAKE_API_VERSION
+  // The largest buffer the driver allocates in one piece: maxMemoryAllocationSize, and
+  // VK_KHR_maintenance4's maxBufferSize where offered (at most GLMSERVE_VULKAN_MAX_BUFFER_MB).
+  // Device::alloc refuses a larger one by name; the layer plan keeps a layer with a larger matrix
+  // on the CPU (gpu::largest_buffer adds the shaders' own limit). 0: the driver did not say.
+  uint64_t max_buffer_bytes = 0;
+  uint32_t api_version = 0;  // VK_MAKE_API_VERSION
   uint32_t subgroup_size = 0;
   VkDriverId driver_id = static_cast<VkDriverId>(0);  // VK_DRIVER_ID_MESA_RADV, ...; 0: unknown
   bool fp16_arithmetic = false;                       // shaderFloat16
@@ -238,8 +243,8 @@ class Device {
     const MappedFile* file = nullptr;
   };
   Status upload(const std::vector<HostBytes>& parts, const Buffer& dst, size_t offset);
-  // The bytes of each staging buffer (rounded up to 16): kUploadChunk, or a few in tests, so
-  // that a small upload takes many turns.
+  // The bytes of each staging buffer (rounded up to 16, at most a buffer's largest):
+  // kUploadChunk, or a few in tests, so that a small upload takes many turns.
   void set_upload_chunk(size_t bytes);
   static constexpr size_t kUploadChunk = size_t{32} << 20;
   // Copies device bytes back into host memory, waiting for the copy.

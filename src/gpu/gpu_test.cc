@@ -5,8 +5,10 @@
 // (not skip) when no device can be opened: a machine set up by the project's scripts has one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -16,6 +18,7 @@
 #include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/matmul.h"
 #include "gpu/ops.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -83,6 +86,50 @@ TEST(GpuDevice, FeaturesSayWhatIsUsed) {
   lavapipe.subgroup_size = 8;
   EXPECT_EQ(lavapipe.features(), "fp16 int8-storage int8-dot(slow) subgroup=8");
   EXPECT_EQ(DeviceInfo{}.features(), "no-fp16 subgroup=0");
+}
+
+// The largest buffer the driver allocates in one piece (maxMemoryAllocationSize, at least 1 GiB
+// by Vulkan's rules; maxBufferSize where offered), at most GLMSERVE_VULKAN_MAX_BUFFER_MB: a
+// larger one is refused by name before the driver is asked (which may fail it without a word, or
+// not at all: lavapipe allocates beyond what it says).
+TEST(GpuDevice, ABufferLargerThanTheDriverAllocatesIsRefusedByName) {
+  StatusOr<std::vector<DeviceInfo>> list = list_devices();
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  for (const DeviceInfo& d : *list) {
+    if (!d.unusable.empty()) continue;
+    EXPECT_GE(d.max_buffer_bytes, uint64_t{1} << 30) << d.name;
+    EXPECT_EQ(largest_buffer(d), std::min<size_t>(d.max_buffer_bytes, kMatrixBytesLimit - 1));
+  }
+  EXPECT_EQ(largest_buffer(DeviceInfo{}), kMatrixBytesLimit - 1);  // 0: the driver did not say
+  ScopedEnv cap("GLMSERVE_VULKAN_MAX_BUFFER_MB", "3");
+  StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  Device* dev = d->get();
+  ASSERT_EQ(dev->info().max_buffer_bytes, uint64_t{3} << 20);
+  StatusOr<Buffer> fits = dev->alloc(size_t{3} << 20, MemoryKind::kDevice);
+  EXPECT_TRUE(fits.ok()) << fits.status().message();
+  StatusOr<Buffer> over = dev->alloc((size_t{3} << 20) + 1, MemoryKind::kUpload);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), ErrorCode::kUnsupported);
+  StatusOr<Buffer> big = dev->alloc(size_t{4} << 20, MemoryKind::kDevice);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().message(), "vulkan: a 4 MiB buffer is larger than a buffer can be on " +
+                                        dev->info().name + " (3 MiB)");
+  // The stream's scratch grows by doubling, no larger than a buffer: 2 MiB, then 2.5 MiB asked
+  // (4 MiB by doubling) is 3 MiB.
+  Stream& s = dev->stream();
+  s.begin();
+  EXPECT_NE(s.scratch(size_t{2} << 20), 0u);
+  EXPECT_NE(s.scratch(size_t{5} << 19), 0u);
+  ASSERT_TRUE(s.submit_and_wait().ok());
+  // A weight matrix over it fails its upload the same way; the device goes on.
+  std::vector<float> rows(size_t{1} << 20);  // [1024, 1024] f32: 4 MiB
+  StatusOr<Matrix> m = upload_matrix(dev, DType::kF32, rows.data(), 1024, 1024);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kUnsupported);
+  std::vector<float> v = random_floats(1000, 5);
+  Buffer b = device_floats(dev, v);
+  EXPECT_EQ(read_floats(dev, b, v.size()), v);
 }
 
 TEST(GpuDevice, UploadDownloadRoundTrip) {

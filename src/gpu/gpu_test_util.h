@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/scoped_env_test_util.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/validation_test_util.h"
@@ -23,30 +24,7 @@
 
 namespace glm::gpu {
 
-// Sets the environment variable `name` to `value` for its lifetime; its old value (or its
-// absence) comes back after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    EXPECT_EQ(setenv(name, value, 1), 0);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using glm::testing::ScopedEnv;
 
 inline Device* device() {
   static std::unique_ptr<Device> dev = [] {

@@ -84,6 +84,11 @@ bool has_coop_shape(const VulkanApi& vk, VkPhysicalDevice pd, bool fp16, uint32_
   });
 }
 
+// *limit lowered to `to` (0: no limit, either way).
+void lower_limit(uint64_t* limit, uint64_t to) {
+  if (to > 0) *limit = *limit == 0 ? to : std::min(*limit, to);
+}
+
 }  // namespace
 
 StatusOr<VkInstance> process_instance(VulkanApi* api) {
@@ -151,10 +156,22 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
     size_props.pNext = sub.pNext;
     sub.pNext = &size_props;
   }
+  VkPhysicalDeviceMaintenance3Properties m3{};  // Vulkan 1.1's: maxMemoryAllocationSize
+  m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  m3.pNext = sub.pNext;
+  sub.pNext = &m3;
+  VkPhysicalDeviceMaintenance4Properties m4{};  // maxBufferSize
+  m4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
+  if (has_extension(vk, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME)) {
+    m4.pNext = sub.pNext;
+    sub.pNext = &m4;
+  }
   VkPhysicalDeviceProperties2 props{};
   props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props.pNext = &sub;
   vk.vkGetPhysicalDeviceProperties2(pd, &props);
+  lower_limit(&info.max_buffer_bytes, m3.maxMemoryAllocationSize);
+  lower_limit(&info.max_buffer_bytes, m4.maxBufferSize);
   info.name = props.properties.deviceName;
   info.type = type_name(props.properties.deviceType);
   info.api_version = props.properties.apiVersion;
@@ -196,6 +213,13 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
     const uint64_t bytes = std::strtoull(cap, nullptr, 10) << 20;
     info.memory_bytes = std::min<uint64_t>(info.memory_bytes, bytes);
     info.budget_bytes = std::min<uint64_t>(info.budget_bytes, bytes);
+  }
+  // A cap on one buffer (GLMSERVE_VULKAN_MAX_BUFFER_MB, fractions too: tests, a driver that
+  // allocates less than it says).
+  if (const char* cap = std::getenv("GLMSERVE_VULKAN_MAX_BUFFER_MB");
+      cap != nullptr && *cap != '\0') {
+    const double mib = std::strtod(cap, nullptr);
+    if (mib > 0) lower_limit(&info.max_buffer_bytes, static_cast<uint64_t>(mib * (1 << 20)));
   }
   if (info.api_version < VK_API_VERSION_1_2) {
     info.unusable = "Vulkan " + info.api_version_string() + " (1.2 is needed)";

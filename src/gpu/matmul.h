@@ -7,6 +7,7 @@
 // the matrix's bytes to the device.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -112,8 +113,15 @@ inline size_t q8_bytes(int n_rows, int64_t n_cols) {
   return static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols / 32) * 36;
 }
 
-// The bytes a matrix must stay below: the shaders address its bytes in 32 bits.
+// The bytes a matrix (or a layer's K/V) must stay below: the shaders address its bytes in 32
+// bits.
 inline constexpr size_t kMatrixBytesLimit = size_t{1} << 32;
+// The largest matrix or layer's K/V the device can hold: below kMatrixBytesLimit, and no larger
+// than one of its buffers (DeviceInfo::max_buffer_bytes).
+inline size_t largest_buffer(const DeviceInfo& info) {
+  const size_t shaders = kMatrixBytesLimit - 1;
+  return info.max_buffer_bytes > 0 ? std::min<size_t>(shaders, info.max_buffer_bytes) : shaders;
+}
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file); where the device's
 // tensor cores are verified, compiles the type's tensor-core shader (check_coop_matmul): the

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/scoped_env_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/test_util.h"
 
@@ -12,27 +13,14 @@ namespace glm::kernels {
 namespace {
 
 // Sets GLMSERVE_ISA for its lifetime (restores the old value and the active ISA after).
-class ScopedEnv {
+class ScopedIsaEnv {
  public:
-  explicit ScopedEnv(const char* value) : isa_(active_isa()) {
-    const char* old = std::getenv("GLMSERVE_ISA");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("GLMSERVE_ISA", value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv("GLMSERVE_ISA", old_.c_str(), 1);
-    } else {
-      unsetenv("GLMSERVE_ISA");
-    }
-    EXPECT_TRUE(set_isa(isa_).ok());
-  }
+  explicit ScopedIsaEnv(const char* value) : isa_(active_isa()), env_("GLMSERVE_ISA", value) {}
+  ~ScopedIsaEnv() { EXPECT_TRUE(set_isa(isa_).ok()); }
 
  private:
   Isa isa_;
-  bool had_ = false;
-  std::string old_;
+  glm::testing::ScopedEnv env_;
 };
 
 TEST(IsaTest, OneNamePerIsaAndItParsesBack) {
@@ -68,22 +56,22 @@ TEST(IsaTest, SetIsaSelectsWhatTheCpuHasAndRefusesTheRest) {
 
 TEST(IsaTest, EnvironmentIsValidated) {
   {
-    ScopedEnv env("scalar");
+    ScopedIsaEnv env("scalar");
     ASSERT_TRUE(init_isa_from_env().ok());
     EXPECT_EQ(active_isa(), Isa::kScalar);
   }
   {
-    ScopedEnv env(isa_name(cpu_isa()));
+    ScopedIsaEnv env(isa_name(cpu_isa()));
     ASSERT_TRUE(init_isa_from_env().ok());
     EXPECT_EQ(active_isa(), cpu_isa());
   }
   {
-    ScopedEnv env("");
+    ScopedIsaEnv env("");
     ASSERT_TRUE(init_isa_from_env().ok());
     EXPECT_EQ(active_isa(), cpu_isa());
   }
   {
-    ScopedEnv env("avx-2");
+    ScopedIsaEnv env("avx-2");
     const Isa kept = active_isa();
     const Status s = init_isa_from_env();
     ASSERT_FALSE(s.ok());
@@ -92,7 +80,7 @@ TEST(IsaTest, EnvironmentIsValidated) {
     EXPECT_EQ(active_isa(), kept);  // a refused value changes nothing
   }
   if (cpu_isa() != Isa::kAvx512) {
-    ScopedEnv env("avx512");
+    ScopedIsaEnv env("avx512");
     const Status s = init_isa_from_env();
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("it has: " + cpu_isa_description()), std::string::npos)

@@ -44,10 +44,16 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
       GpuModel::plan(*device, config, weights, widths(config), options, asked);
   if (!plan.ok()) return plan.status();
   if (plan->n_gpu < config.n_layer) {
-    GLM_LOG_WARN(
-        "vulkan: ChatGLM-6B (v1) does not fit whole in %s's %s (%d of %d layers would);"
-        " running on the CPU",
-        device->info().name.c_str(), format_gib(plan->budget).c_str(), plan->n_gpu, config.n_layer);
+    if (!plan->too_large.empty()) {
+      GLM_LOG_WARN("vulkan: ChatGLM-6B (v1): %s; running on the CPU",
+                   plan->why_too_large(device->info().name).c_str());
+    } else {
+      GLM_LOG_WARN(
+          "vulkan: ChatGLM-6B (v1) does not fit whole in %s's %s (%d of %d layers would);"
+          " running on the CPU",
+          device->info().name.c_str(), format_gib(plan->budget).c_str(), plan->n_gpu,
+          config.n_layer);
+    }
     return load_chatglm1(std::move(file), config, options);
   }
   std::unique_ptr<GpuChatGLM1> m(

@@ -11,8 +11,10 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/scoped_env_test_util.h"
 #include "gpu/ops.h"
 #include "model/adapter.h"
 #include "model/gpu_test_util.h"
@@ -233,16 +235,31 @@ TEST(GpuLoadChatGLM1, DeviceAndGpuLayers) {
       << split.status().message();
   // A device too small for the whole model (1 MiB: the output head and scratch alone need
   // more): left to itself it runs on the CPU; asked for every layer, it is refused by size.
-  ::setenv("GLMSERVE_VULKAN_MEMORY_MB", "1", 1);
-  auto small = load_v1(path, "vulkan", -1);
-  auto asked = load_v1(path, "vulkan", 2);
-  ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
+  auto [small, asked] = [&] {
+    glm::testing::ScopedEnv cap("GLMSERVE_VULKAN_MEMORY_MB", "1");
+    return std::make_pair(load_v1(path, "vulkan", -1), load_v1(path, "vulkan", 2));
+  }();
   ASSERT_TRUE(small.ok()) << small.status().message();
   EXPECT_EQ((*small)->device_name(), "cpu");
   ASSERT_FALSE(asked.ok());
   EXPECT_EQ(asked.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(asked.status().message().find("--gpu-layers 2: 2 of 2 layers"), std::string::npos)
       << asked.status().message();
+  // Buffers of 1 KiB, smaller than every matrix: the same, refused by the matrix.
+  auto [narrow, narrow_asked] = [&] {
+    glm::testing::ScopedEnv cap("GLMSERVE_VULKAN_MAX_BUFFER_MB", "0.001");
+    return std::make_pair(load_v1(path, "vulkan", -1), load_v1(path, "vulkan", 2));
+  }();
+  ASSERT_TRUE(narrow.ok()) << narrow.status().message();
+  EXPECT_EQ((*narrow)->device_name(), "cpu");
+  ASSERT_FALSE(narrow_asked.ok());
+  EXPECT_EQ(narrow_asked.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(narrow_asked.status().message().find("--gpu-layers 2: the output head ("),
+            std::string::npos)
+      << narrow_asked.status().message();
+  EXPECT_NE(narrow_asked.status().message().find(") is larger than a buffer can be on "),
+            std::string::npos)
+      << narrow_asked.status().message();
 }
 
 // A device lost in the middle of a step fails that forward with a clear error and no output.

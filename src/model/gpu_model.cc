@@ -31,6 +31,20 @@ size_t layer_bytes(const LayerWeights& lw) {
   return n;
 }
 
+// Its largest matrix: one buffer on the device (a fused QKV or gate-and-up is uploaded as its
+// parts when the whole is over a buffer: Uploader::stacked).
+size_t layer_largest(const LayerWeights& lw) {
+  size_t n = 0;
+  const MoeWeights& m = lw.moe;
+  for (const kernels::WeightView* v :
+       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,
+        &m.gate_inp, &m.gate_exps, &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp,
+        &m.down_shexp}) {
+    n = std::max(n, matrix_bytes(*v));
+  }
+  return n;
+}
+
 }  // namespace
 
 GpuModel::GpuModel(std::shared_ptr<const gguf::File> file, Config config,
@@ -78,30 +92,40 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
                                       const Weights& weights, Widths widths,
                                       const LoadOptions& options, int requested, bool quiet) {
   const int n_layer = config.n_layer;
-  std::vector<size_t> weights_of(n_layer), kv_of(n_layer, options.kv_bytes / n_layer);
-  for (int l = 0; l < n_layer; ++l) weights_of[l] = layer_bytes(weights.layers[l]);
+  GpuPlanInput in;
+  in.layer_kv.assign(n_layer, options.kv_bytes / n_layer);
+  for (int l = 0; l < n_layer; ++l) {
+    in.layer_weights.push_back(layer_bytes(weights.layers[l]));
+    in.layer_largest.push_back(layer_largest(weights.layers[l]));
+  }
   const int steps = std::max(options.step_tokens, 1);
-  const size_t scratch = scratch_bytes(config, widths, steps, std::min(steps, 64), 0);
+  in.scratch = scratch_bytes(config, widths, steps, std::min(steps, 64), 0) + options.adapter_bytes;
   // A budget the driver reports already counts what this process has allocated (another
   // model's uploaded weights); the heap's size does not.
   const gpu::DeviceInfo& info = device.info();
   const size_t reserved =
       info.budget_from_driver ? options.device_reserved_unallocated : options.device_reserved;
-  size_t budget = info.budget_bytes;  // 0: unknown (everything fits)
-  if (budget > 0) budget = budget > reserved ? budget - reserved : 1;
+  in.budget = info.budget_bytes;  // 0: unknown (everything fits)
+  if (in.budget > 0) in.budget = in.budget > reserved ? in.budget - reserved : 1;
+  in.max_buffer = gpu::largest_buffer(info);
   // The output head, and the MTP block (with the head's share) and its K/V (with the scratch's)
   // when --spec mtp asks for it: needed whatever the layer count.
-  size_t head = matrix_bytes(weights.output), fixed = scratch + options.adapter_bytes;
+  in.head = in.head_largest = matrix_bytes(weights.output);
   if (options.mtp_kv_bytes > 0 && weights.mtp.present()) {
     const MtpWeights& m = weights.mtp;
-    head += layer_bytes(m.layer) + matrix_bytes(m.eh_proj) + matrix_bytes(m.head);
-    fixed += options.mtp_kv_bytes;
+    in.head += layer_bytes(m.layer) + matrix_bytes(m.eh_proj) + matrix_bytes(m.head);
+    in.head_largest = std::max(
+        {in.head_largest, layer_largest(m.layer), matrix_bytes(m.eh_proj), matrix_bytes(m.head)});
+    in.scratch += options.mtp_kv_bytes;
   }
-  StatusOr<GpuLayerPlan> p =
-      plan_gpu_layers(weights_of, kv_of, head, fixed, budget, requested, info.name);
+  StatusOr<GpuLayerPlan> p = plan_gpu_layers(in, requested, info.name);
   if (p.ok() && p->n_gpu > 0 && !quiet) {
     GLM_LOG_INFO("vulkan: %s: %s of %s", info.name.c_str(), p->describe().c_str(),
-                 format_gib(budget).c_str());
+                 format_gib(in.budget).c_str());
+    if (!p->too_large.empty()) {
+      GLM_LOG_WARN("vulkan: %s: it and the layers before it stay on the CPU",
+                   p->why_too_large(info.name).c_str());
+    }
   }
   return p;
 }
@@ -130,7 +154,7 @@ StatusOr<bool> GpuModel::Uploader::stacked(const std::vector<const kernels::Weig
     }
     bytes += matrix_bytes(*v);
   }
-  if (bytes >= gpu::kMatrixBytesLimit) return false;  // apart, each may still fit
+  if (bytes > gpu::largest_buffer(device->info())) return false;  // apart, each may still fit
   std::vector<gpu::MatrixRows> parts;
   const int n_runs = std::max(n_expert, 1);
   for (int e = 0; e < n_runs; ++e) {

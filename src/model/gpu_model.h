@@ -82,7 +82,7 @@ class GpuModel : public Model {
                   bool experts = false);
     // One matrix stacked from `views` (a fused QKV or gate-and-up matrix from separate ones, so
     // that one matmul computes them all) where each is present with the same type and row length
-    // and together they stay below gpu::kMatrixBytesLimit; else false, and nothing uploaded.
+    // and together they fit one buffer (gpu::largest_buffer); else false, and nothing uploaded.
     // n_expert > 0: stacked *_exps matrices of n_expert experts, stacked expert by expert (expert
     // e's rows of each view in turn).
     StatusOr<bool> stacked(const std::vector<const kernels::WeightView*>& views, gpu::Matrix* out,

@@ -37,7 +37,7 @@ void GpuModel::BoundKv::bind(const KvPool* kv) {
 namespace {
 
 // The bytes of one layer of `kv` on the device, or why the GPU cannot hold it.
-StatusOr<size_t> device_layer_bytes(const KvPool* kv) {
+StatusOr<size_t> device_layer_bytes(const KvPool* kv, const gpu::DeviceInfo& info) {
   if (kv->kv_type() == DType::kQ8_0 && kv->row_elems() > gpu::kMaxQ8RowElems) {
     return unsupported("a q8_0 KV cache on the GPU takes rows of up to " +
                        std::to_string(gpu::kMaxQ8RowElems) + " values; this model's are " +
@@ -45,10 +45,11 @@ StatusOr<size_t> device_layer_bytes(const KvPool* kv) {
   }
   const size_t layer_bytes =
       2 * static_cast<size_t>(kv->n_blocks()) * kv->block_tokens() * kv->row_bytes();
-  if (layer_bytes >= (size_t{1} << 32)) {
+  if (layer_bytes > gpu::largest_buffer(info)) {
     return unsupported("a KV cache of " + std::to_string(layer_bytes >> 20) +
-                       " MiB a layer: the GPU kernels address at most 4 GiB a layer (lower "
-                       "--ctx-size)");
+                       " MiB a layer is larger than a buffer can be on " + info.name + " (" +
+                       std::to_string(gpu::largest_buffer(info) >> 20) +
+                       " MiB: one buffer a layer, under 4 GiB); lower --ctx-size");
   }
   return layer_bytes;
 }
@@ -60,7 +61,7 @@ Status GpuModel::bind_mtp_kv(const KvPool* kv) {
   if (kv->n_layer() != 1 || kv->row_elems() != config_.kv_dim()) {  // model::mtp_kv_config
     return invalid_argument("the MTP block's KV pool is not one layer of the model's rows");
   }
-  StatusOr<size_t> bytes = device_layer_bytes(kv);
+  StatusOr<size_t> bytes = device_layer_bytes(kv, device_->info());
   if (!bytes.ok()) return bytes.status();
   mtp_kv_.reset();
   mtp_bound_.pool = nullptr;
@@ -76,7 +77,7 @@ Status GpuModel::bind_mtp_kv(const KvPool* kv) {
 
 Status GpuModel::bind_kv(const KvPool* kv) {
   if (kv_bound_.is(kv)) return Status::Ok();
-  StatusOr<size_t> bytes = device_layer_bytes(kv);
+  StatusOr<size_t> bytes = device_layer_bytes(kv, device_->info());
   if (!bytes.ok()) return bytes.status();
   const size_t layer_bytes = *bytes;
   kv_.clear();

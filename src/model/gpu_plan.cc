@@ -13,20 +13,43 @@ std::string format_gib(size_t bytes) {
 
 namespace {
 
-// The plan of the last n layers.
-GpuLayerPlan plan_of(const std::vector<size_t>& layer_weights, const std::vector<size_t>& layer_kv,
-                     size_t head, size_t scratch, size_t budget, int n) {
+// The plan of the last n layers (their byte counts; too_large is plan_gpu_layers's).
+GpuLayerPlan plan_of(const GpuPlanInput& in, size_t scratch, int n) {
   GpuLayerPlan p;
-  p.n_layer = static_cast<int>(layer_weights.size());
+  p.n_layer = static_cast<int>(in.layer_weights.size());
   p.n_gpu = n;
-  p.weights = head;
+  p.weights = in.head;
   p.scratch = scratch;
-  p.budget = budget;
+  p.budget = in.budget;
+  p.max_buffer = in.max_buffer;
   for (int l = p.n_layer - n; l < p.n_layer; ++l) {
-    p.weights += layer_weights[l];
-    p.kv += layer_kv[l];
+    p.weights += in.layer_weights[l];
+    p.kv += in.layer_kv[l];
   }
   return p;
+}
+
+// "2368.0 MiB": a matrix's or a buffer's size, near the limit where GiB would round them alike.
+std::string format_mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
+  return buf;
+}
+
+// Which matrix of the last n layers (or the head) is larger than a buffer; empty if none.
+std::string too_large_of(const GpuPlanInput& in, int n) {
+  if (in.max_buffer == 0) return "";
+  if (in.head_largest > in.max_buffer) {
+    return "the output head (" + format_mib(in.head_largest) + ")";
+  }
+  const int n_layer = static_cast<int>(in.layer_weights.size());
+  for (int l = n_layer - 1; l >= n_layer - n && !in.layer_largest.empty(); --l) {
+    if (in.layer_largest[l] > in.max_buffer) {
+      return "layer " + std::to_string(l) + "'s largest matrix (" +
+             format_mib(in.layer_largest[l]) + ")";
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -40,29 +63,52 @@ std::string GpuLayerPlan::describe() const {
   return s;
 }
 
-StatusOr<GpuLayerPlan> plan_gpu_layers(const std::vector<size_t>& layer_weights,
-                                       const std::vector<size_t>& layer_kv, size_t head,
-                                       size_t scratch, size_t budget, int requested,
+std::string GpuLayerPlan::why_too_large(const std::string& device_name) const {
+  if (too_large.empty()) return "";
+  return too_large + " is larger than a buffer can be on " + device_name + " (" +
+         format_mib(max_buffer) + ")";
+}
+
+StatusOr<GpuLayerPlan> plan_gpu_layers(const GpuPlanInput& in, int requested,
                                        const std::string& device_name) {
-  if (layer_kv.size() != layer_weights.size()) {
-    return invalid_argument("plan_gpu_layers: one K/V size a layer");
+  const size_t n_layer = in.layer_weights.size();
+  if (in.layer_kv.size() != n_layer ||
+      (!in.layer_largest.empty() && in.layer_largest.size() != n_layer)) {
+    return invalid_argument("plan_gpu_layers: one K/V size (and largest matrix) a layer");
   }
-  const int n_layer = static_cast<int>(layer_weights.size());
-  scratch += gpu_margin_bytes(budget);
-  auto fits = [&](int n) {
-    return budget == 0 ||
-           plan_of(layer_weights, layer_kv, head, scratch, budget, n).need() <= budget;
+  const size_t scratch = in.scratch + gpu_margin_bytes(in.budget);
+  auto fits_budget = [&](int n) {
+    return in.budget == 0 || plan_of(in, scratch, n).need() <= in.budget;
   };
-  int most = n_layer;  // the most layers that fit (0 also when not even the head fits)
+  auto fits = [&](int n) { return fits_budget(n) && too_large_of(in, n).empty(); };
+  int most = static_cast<int>(n_layer);  // the most that fit (0 also when not even the head does)
   while (most > 0 && !fits(most)) --most;
-  if (requested < 0) return plan_of(layer_weights, layer_kv, head, scratch, budget, most);
-  const int n = std::min(requested, n_layer);
-  GpuLayerPlan p = plan_of(layer_weights, layer_kv, head, scratch, budget, n);
-  if (fits(n)) return p;
-  std::string hint = most > 0 ? std::to_string(most) + " fit" : "not even the output head fits";
+  // What kept a layer (or all of them) off: a matrix, when the budget alone would take one more
+  // (too_large_of(0) looks at the head alone: too large for a buffer, it is said whatever the
+  // budget).
+  const int asked =
+      requested < 0 ? static_cast<int>(n_layer) : std::min(requested, static_cast<int>(n_layer));
+  const int blocked = std::min(asked, most + 1);
+  const std::string too_large = too_large_of(in, fits_budget(blocked) ? blocked : 0);
+  if (requested < 0) {
+    GpuLayerPlan p = plan_of(in, scratch, most);
+    if (most < asked) p.too_large = too_large;
+    return p;
+  }
+  GpuLayerPlan p = plan_of(in, scratch, asked);
+  if (fits(asked)) return p;
+  const std::string hint = most > 0  ? std::to_string(most) + " fit"
+                           : fits(0) ? "no layer fits"
+                                     : "not even the output head fits";
+  if (!too_large.empty()) {
+    p.too_large = too_large;
+    return unsupported("--gpu-layers " + std::to_string(requested) + ": " +
+                       p.why_too_large(device_name) + " (" + (most > 0 ? hint : "no layer fits") +
+                       "; lower --gpu-layers, or leave it out to put as many as fit)");
+  }
   return Status(ErrorCode::kOutOfMemory,
                 "--gpu-layers " + std::to_string(requested) + ": " + p.describe() +
-                    " do not fit: " + device_name + " has " + format_gib(budget) + " (" + hint +
+                    " do not fit: " + device_name + " has " + format_gib(in.budget) + " (" + hint +
                     "; lower --gpu-layers, --ctx-size or --max-batch, or leave --gpu-layers out " +
                     "to put as many as fit)");
 }

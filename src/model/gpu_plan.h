@@ -20,19 +20,43 @@ struct GpuLayerPlan {
   size_t kv = 0;       // bytes of those layers' K/V
   size_t scratch = 0;  // the step's activations and a margin for the driver
   size_t budget = 0;   // what the device offers (DeviceInfo::budget_bytes)
+  // When a matrix too large for one of the device's buffers kept layers (or the head, and so
+  // every layer) off the GPU: which, "the output head (2368.0 MiB)" or "layer 27's largest
+  // matrix (2368.0 MiB)", and the device's largest buffer. Empty when only the budget limited
+  // the plan.
+  std::string too_large;
+  size_t max_buffer = 0;
   size_t need() const { return weights + kv + scratch; }
   // "28 of 40 layers: weights 5.10 GiB + KV cache 1.20 GiB + scratch 0.50 GiB = 6.80 GiB"
   std::string describe() const;
+  // "the output head (2368.0 MiB) is larger than a buffer can be on NAME (2048.0 MiB)";
+  // empty when too_large is.
+  std::string why_too_large(const std::string& device_name) const;
 };
 
-// layer_weights[l] and layer_kv[l]: layer l's bytes on the device (both n_layer long); head: the
-// output matrix; scratch: the activations of the largest step. `requested` is --gpu-layers:
-// -1 = as many as fit (all when all fit; 0 when not even the head fits: the caller runs on the
-// CPU); N >= 0 = the last min(N, n_layer) layers, out_of_memory (naming both sizes and the count
-// that fits) when they do not fit. An unknown budget (0) fits everything.
-StatusOr<GpuLayerPlan> plan_gpu_layers(const std::vector<size_t>& layer_weights,
-                                       const std::vector<size_t>& layer_kv, size_t head,
-                                       size_t scratch, size_t budget, int requested,
+// What a plan is made of, in bytes. layer_weights[l], layer_kv[l] and layer_largest[l]: layer
+// l's matrices, its K/V and its largest matrix (one buffer on the device), each n_layer long
+// (layer_largest may be empty: no limit per layer); head: the output head's matrices (and the
+// MTP block's), head_largest its largest; scratch: the activations of the largest step; budget:
+// what the device offers (0: unknown, everything fits); max_buffer: the largest buffer it
+// allocates (0: no limit).
+struct GpuPlanInput {
+  std::vector<size_t> layer_weights;
+  std::vector<size_t> layer_kv;
+  std::vector<size_t> layer_largest;
+  size_t head = 0;
+  size_t head_largest = 0;
+  size_t scratch = 0;
+  size_t budget = 0;
+  size_t max_buffer = 0;
+};
+
+// The last n layers fit when their bytes, the head's and the scratch's fit the budget and each
+// of their matrices (and the head's) fits a buffer. `requested` is --gpu-layers: -1 = as many as
+// fit (all when all fit; 0 when not even the head fits: the caller runs on the CPU); N >= 0 =
+// the last min(N, n_layer) layers, refused when they do not fit: out_of_memory naming both sizes
+// and the count that fits, or unsupported naming the matrix too large for a buffer.
+StatusOr<GpuLayerPlan> plan_gpu_layers(const GpuPlanInput& in, int requested,
                                        const std::string& device_name);
 
 // "6.80 GiB"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/scoped_env_test_util.h"
 #include "gguf/gguf.h"
 #include "gpu/ops.h"
 #include "gpu/validation_test_util.h"
@@ -96,11 +97,10 @@ inline StatusOr<std::unique_ptr<Model>> load_vulkan(const std::string& path, Loa
   if (!f.ok()) return f.status();
   o.n_threads = 2;
   o.device = "vulkan";
-  if (cap_mib > 0) ::setenv("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str(), 1);
-  StatusOr<std::unique_ptr<Model>> m =
-      load_model(std::shared_ptr<const gguf::File>(std::move(*f)), o);
-  if (cap_mib > 0) ::unsetenv("GLMSERVE_VULKAN_MEMORY_MB");
-  return m;
+  std::shared_ptr<const gguf::File> file(std::move(*f));
+  if (cap_mib == 0) return load_model(file, o);
+  glm::testing::ScopedEnv cap("GLMSERVE_VULKAN_MEMORY_MB", std::to_string(cap_mib).c_str());
+  return load_model(file, o);
 }
 
 // The model file at `path` on the first Vulkan device, `gpu_layers` of its layers there (-1: as

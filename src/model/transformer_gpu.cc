@@ -134,10 +134,15 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
     if (l < n_cpu) restore_experts(host_experts[l], &weights.layers[l].moe);
   }
   if (plan->n_gpu == 0) {
-    GLM_LOG_WARN(
-        "vulkan: no layer fits in %s's %s (one layer and the output head need more); "
-        "running on the CPU",
-        device->info().name.c_str(), format_gib(plan->budget).c_str());
+    if (!plan->too_large.empty()) {
+      GLM_LOG_WARN("vulkan: %s; running on the CPU",
+                   plan->why_too_large(device->info().name).c_str());
+    } else {
+      GLM_LOG_WARN(
+          "vulkan: no layer fits in %s's %s (one layer and the output head need more); "
+          "running on the CPU",
+          device->info().name.c_str(), format_gib(plan->budget).c_str());
+    }
     return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(config),
                                                                 std::move(weights), options));
   }
