@@ -1,6 +1,7 @@
 #include "model/gpu_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,29 +20,24 @@ size_t matrix_bytes(const kernels::WeightView& v) {
 }
 
 // A layer's matrices (its norms and biases are a rounding error beside them).
+std::array<const kernels::WeightView*, 15> layer_matrices(const LayerWeights& lw) {
+  const MoeWeights& m = lw.moe;
+  return {&lw.qkv,    &lw.wq,       &lw.wk,        &lw.wv,      &lw.wo,
+          &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,  &m.gate_inp, &m.gate_exps,
+          &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp, &m.down_shexp};
+}
+
 size_t layer_bytes(const LayerWeights& lw) {
   size_t n = 0;
-  const MoeWeights& m = lw.moe;
-  for (const kernels::WeightView* v :
-       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,
-        &m.gate_inp, &m.gate_exps, &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp,
-        &m.down_shexp}) {
-    n += matrix_bytes(*v);
-  }
+  for (const kernels::WeightView* v : layer_matrices(lw)) n += matrix_bytes(*v);
   return n;
 }
 
-// Its largest matrix: one buffer on the device (a fused QKV or gate-and-up is uploaded as its
+// A layer's largest matrix: one buffer on the device (a fused QKV or gate-and-up goes up as its
 // parts when the whole is over a buffer: Uploader::stacked).
 size_t layer_largest(const LayerWeights& lw) {
   size_t n = 0;
-  const MoeWeights& m = lw.moe;
-  for (const kernels::WeightView* v :
-       {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,
-        &m.gate_inp, &m.gate_exps, &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp,
-        &m.down_shexp}) {
-    n = std::max(n, matrix_bytes(*v));
-  }
+  for (const kernels::WeightView* v : layer_matrices(lw)) n = std::max(n, matrix_bytes(*v));
   return n;
 }
 
