@@ -119,8 +119,9 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
   const bool mtp = options.mtp_kv_bytes > 0 && weights.mtp.present();
   const Widths widths = decoder_widths(config, weights.layers.back(), mtp);
   // --cpu-moe: the routed experts of the first layers are not the device's to hold.
+  std::string cpu_moe_why;
   const int cpu_moe = options.cpu_moe == kCpuMoeAuto
-                          ? auto_cpu_moe(*device, config, &weights, widths, options)
+                          ? auto_cpu_moe(*device, config, &weights, widths, options, &cpu_moe_why)
                           : options.cpu_moe;
   std::vector<MoeWeights> host_experts;  // [n_layer]: those moved out (empty views elsewhere)
   take_host_experts(&weights, cpu_moe, &host_experts);
@@ -194,16 +195,17 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
     const std::string layers = first == last
                                    ? "layer " + std::to_string(first)
                                    : "layers " + std::to_string(first) + "-" + std::to_string(last);
-    GLM_LOG_INFO("vulkan: the router and routed experts of %s in host memory (%s; --cpu-moe%s)",
+    GLM_LOG_INFO("vulkan: the router and routed experts of %s in host memory (%s; --cpu-moe%s%s)",
                  layers.c_str(), format_gib(h.bytes).c_str(),
-                 options.cpu_moe == kCpuMoeAuto ? " auto: the whole model does not fit" : "");
+                 options.cpu_moe == kCpuMoeAuto ? " auto: " : "", cpu_moe_why.c_str());
   }
   return std::unique_ptr<Model>(std::move(m));
 }
 
 int GpuTransformer::auto_cpu_moe(const gpu::Device& device, const Config& config, Weights* weights,
-                                 Widths widths, const LoadOptions& options) {
+                                 Widths widths, const LoadOptions& options, std::string* why) {
   if (config.arch != Arch::kGLM4MoE || options.gpu_layers != -1) return 0;
+  *why = "the whole model does not fit";
   // Plans alone (byte arithmetic), a leading layer's experts more each time; *weights as it was.
   for (int n = 0; n <= config.n_layer; ++n) {
     std::vector<MoeWeights> taken;
@@ -212,6 +214,7 @@ int GpuTransformer::auto_cpu_moe(const gpu::Device& device, const Config& config
         GpuModel::plan(device, config, *weights, widths, options, -1, /*quiet=*/true);
     for (size_t l = 0; l < taken.size(); ++l) restore_experts(taken[l], &weights->layers[l].moe);
     if (p.ok() && p->n_gpu == config.n_layer) return n;
+    if (n == 0 && p.ok() && !p->too_large.empty()) *why = p->why_too_large(device.info().name);
   }
   return kAllLayers;  // not even then: every layer's experts on the host, and a split
 }

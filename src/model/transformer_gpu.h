@@ -159,8 +159,9 @@ class GpuTransformer : public GpuModel {
   // --cpu-moe auto with --gpu-layers -1: the fewest leading layers whose router and routed
   // experts must stay on the host for every layer to fit on the device (0 when the model fits
   // whole or has no experts; kAllLayers when even that does not do: the plan then splits).
+  // *why: what kept the whole model off, for the log (the budget, or a matrix over a buffer).
   static int auto_cpu_moe(const gpu::Device& device, const Config& config, Weights* weights,
-                          Widths widths, const LoadOptions& options);
+                          Widths widths, const LoadOptions& options, std::string* why);
   // Uploads layers [n_cpu_, n_layer) and the output head; one layer; the MTP block (mtp_).
   Status upload(const Weights& w, const ProgressFn& progress);
   Status upload_layer(Uploader* up, const LayerWeights& lw, Layer* g, const std::string& name);
