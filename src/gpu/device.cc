@@ -309,7 +309,7 @@ int Device::find_memory_type(uint32_t type_bits, MemoryKind kind) const {
 StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
   const VulkanApi& vk = api_;
   bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);
-  if (info_.max_buffer_bytes > 0 && bytes > info_.max_buffer_bytes) {
+  if (bytes > info_.max_buffer_bytes) {
     return unsupported("vulkan: a " + std::to_string(bytes >> 20) +
                        " MiB buffer is larger than a buffer can be on " + info_.name + " (" +
                        std::to_string(info_.max_buffer_bytes >> 20) + " MiB)");

@@ -42,8 +42,9 @@ struct DeviceInfo {
   // The largest buffer the driver allocates in one piece: maxMemoryAllocationSize, and
   // VK_KHR_maintenance4's maxBufferSize where offered (at most GLMSERVE_VULKAN_MAX_BUFFER_MB).
   // Device::alloc refuses a larger one by name; the layer plan keeps a layer with a larger matrix
-  // on the CPU (gpu::largest_buffer adds the shaders' own limit). 0: the driver did not say.
-  uint64_t max_buffer_bytes = 0;
+  // on the CPU (gpu::largest_buffer adds the shaders' own limit). The largest value: no limit
+  // said.
+  uint64_t max_buffer_bytes = UINT64_MAX;
   uint32_t api_version = 0;  // VK_MAKE_API_VERSION
   uint32_t subgroup_size = 0;
   VkDriverId driver_id = static_cast<VkDriverId>(0);  // VK_DRIVER_ID_MESA_RADV, ...; 0: unknown

@@ -100,7 +100,7 @@ TEST(GpuDevice, ABufferLargerThanTheDriverAllocatesIsRefusedByName) {
     EXPECT_GE(d.max_buffer_bytes, uint64_t{1} << 30) << d.name;
     EXPECT_EQ(largest_buffer(d), std::min<size_t>(d.max_buffer_bytes, kMatrixBytesLimit - 1));
   }
-  EXPECT_EQ(largest_buffer(DeviceInfo{}), kMatrixBytesLimit - 1);  // 0: the driver did not say
+  EXPECT_EQ(largest_buffer(DeviceInfo{}), kMatrixBytesLimit - 1);  // no limit said
   ScopedEnv cap("GLMSERVE_VULKAN_MAX_BUFFER_MB", "3");
   StatusOr<std::unique_ptr<Device>> d = Device::open(-1);
   ASSERT_TRUE(d.ok()) << d.status().message();

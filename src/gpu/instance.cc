@@ -84,9 +84,9 @@ bool has_coop_shape(const VulkanApi& vk, VkPhysicalDevice pd, bool fp16, uint32_
   });
 }
 
-// *limit lowered to `to` (0: no limit, either way).
+// *limit lowered to `to` (0: the driver did not say).
 void lower_limit(uint64_t* limit, uint64_t to) {
-  if (to > 0) *limit = *limit == 0 ? to : std::min(*limit, to);
+  if (to > 0) *limit = std::min(*limit, to);
 }
 
 }  // namespace

@@ -119,8 +119,7 @@ inline constexpr size_t kMatrixBytesLimit = size_t{1} << 32;
 // The largest matrix or layer's K/V the device can hold: below kMatrixBytesLimit, and no larger
 // than one of its buffers (DeviceInfo::max_buffer_bytes).
 inline size_t largest_buffer(const DeviceInfo& info) {
-  const size_t shaders = kMatrixBytesLimit - 1;
-  return info.max_buffer_bytes > 0 ? std::min<size_t>(shaders, info.max_buffer_bytes) : shaders;
+  return std::min<size_t>(kMatrixBytesLimit - 1, info.max_buffer_bytes);
 }
 
 // Uploads a [n_rows, n_cols] matrix of `type` (bytes as in the GGUF file); where the device's

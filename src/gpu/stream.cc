@@ -198,11 +198,9 @@ VkDeviceAddress Stream::scratch(size_t bytes) {
   GLM_CHECK(recording_);
   if (scratch_.empty() || scratch_.back().size() < bytes) {
     // Doubling: a step that grows it op by op allocates O(log) times (up to a buffer's largest).
-    size_t want = scratch_.empty() ? size_t{0} : 2 * scratch_.back().size();
-    if (device_->info().max_buffer_bytes > 0) {
-      want = std::min<size_t>(want, device_->info().max_buffer_bytes);
-    }
-    want = std::max(bytes, want);
+    const size_t doubled = scratch_.empty() ? size_t{0} : 2 * scratch_.back().size();
+    const size_t want =
+        std::max(bytes, std::min<size_t>(doubled, device_->info().max_buffer_bytes));
     StatusOr<Buffer> b = device_->alloc(want, MemoryKind::kDevice);
     if (!b.ok()) return 0;
     scratch_.push_back(std::move(*b));

@@ -11,7 +11,7 @@
 namespace glm::gpu {
 
 void Device::set_upload_chunk(size_t bytes) {
-  if (info_.max_buffer_bytes > 0) bytes = std::min<size_t>(bytes, info_.max_buffer_bytes & ~15);
+  bytes = std::min<size_t>(bytes, info_.max_buffer_bytes & ~uint64_t{15});
   const size_t chunk = std::max<size_t>(16, (bytes + 15) / 16 * 16);
   if (chunk == upload_chunk_) return;
   for (Staging& s : staging_) {

@@ -39,20 +39,6 @@ StatusOr<std::unique_ptr<Model>> load_capped(const std::string& path, const char
   return testing::load_vulkan(path, o);
 }
 
-// The one-token matmuls of two decode steps, from the device's profile.
-uint64_t decode_matvecs(Model& m) {
-  auto* gpu = dynamic_cast<GpuModel*>(&m);
-  EXPECT_NE(gpu, nullptr);
-  if (gpu == nullptr) return 0;
-  EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
-  testing::run(m, DType::kF32, {3, 1, 4}, {1, 5});
-  uint64_t n = 0;
-  for (const gpu::OpTime& op : gpu->device()->profile()) {
-    if (op.name.rfind("matvec", 0) == 0) n += op.calls;
-  }
-  return n;
-}
-
 // Buffers of 4 MiB: q, k and v still go up as one matrix, gate and up (8 MiB together) as two,
 // and the logits are the CPU's; under 4 MiB (gate, up and down over it), every layer runs on
 // the CPU, and asking for them is refused naming the matrix.
@@ -72,10 +58,10 @@ TEST(GpuBufferLimit, AFusedMatrixOverABufferGoesUpAsItsPartsAndALayerOverItStays
   EXPECT_LT(testing::max_rel_diff(got.prefill, want.prefill), 1e-4f);
   EXPECT_LT(testing::max_rel_diff(got.decode, want.decode), 1e-4f);
   // A layer: QKV, output, gate, up, down; and the head.
-  EXPECT_EQ(decode_matvecs(**whole), 2u * (2 * 5 + 1));
+  EXPECT_EQ(testing::decode_matvecs(**whole, DType::kF32), 2u * (2 * 5 + 1));
   auto free = load_capped(path, "1024", -1);  // gate and up as one
   ASSERT_TRUE(free.ok()) << free.status().message();
-  EXPECT_EQ(decode_matvecs(**free), 2u * (2 * 4 + 1));
+  EXPECT_EQ(testing::decode_matvecs(**free, DType::kF32), 2u * (2 * 4 + 1));
 
   auto off = load_capped(path, "3.5", -1);
   ASSERT_TRUE(off.ok()) << off.status().message();

@@ -38,12 +38,11 @@ std::string format_mib(size_t bytes) {
 
 // Which matrix of the last n layers (or the head) is larger than a buffer; empty if none.
 std::string too_large_of(const GpuPlanInput& in, int n) {
-  if (in.max_buffer == 0) return "";
   if (in.head_largest > in.max_buffer) {
     return "the output head (" + format_mib(in.head_largest) + ")";
   }
   const int n_layer = static_cast<int>(in.layer_weights.size());
-  for (int l = n_layer - 1; l >= n_layer - n && !in.layer_largest.empty(); --l) {
+  for (int l = n_layer - 1; l >= n_layer - n; --l) {
     if (in.layer_largest[l] > in.max_buffer) {
       return "layer " + std::to_string(l) + "'s largest matrix (" +
              format_mib(in.layer_largest[l]) + ")";
@@ -72,9 +71,8 @@ std::string GpuLayerPlan::why_too_large(const std::string& device_name) const {
 StatusOr<GpuLayerPlan> plan_gpu_layers(const GpuPlanInput& in, int requested,
                                        const std::string& device_name) {
   const size_t n_layer = in.layer_weights.size();
-  if (in.layer_kv.size() != n_layer ||
-      (!in.layer_largest.empty() && in.layer_largest.size() != n_layer)) {
-    return invalid_argument("plan_gpu_layers: one K/V size (and largest matrix) a layer");
+  if (in.layer_kv.size() != n_layer || in.layer_largest.size() != n_layer) {
+    return invalid_argument("plan_gpu_layers: one K/V size and largest matrix a layer");
   }
   const size_t scratch = in.scratch + gpu_margin_bytes(in.budget);
   auto fits_budget = [&](int n) {
@@ -97,13 +95,14 @@ StatusOr<GpuLayerPlan> plan_gpu_layers(const GpuPlanInput& in, int requested,
   }
   GpuLayerPlan p = plan_of(in, scratch, asked);
   if (fits(asked)) return p;
-  const std::string hint = most > 0  ? std::to_string(most) + " fit"
-                           : fits(0) ? "no layer fits"
-                                     : "not even the output head fits";
+  // (A head too large for a buffer is said as the reason, not as "not even the head fits".)
+  const std::string hint = most > 0                               ? std::to_string(most) + " fit"
+                           : !too_large.empty() || fits_budget(0) ? "no layer fits"
+                                                                  : "not even the output head fits";
   if (!too_large.empty()) {
     p.too_large = too_large;
     return unsupported("--gpu-layers " + std::to_string(requested) + ": " +
-                       p.why_too_large(device_name) + " (" + (most > 0 ? hint : "no layer fits") +
+                       p.why_too_large(device_name) + " (" + hint +
                        "; lower --gpu-layers, or leave it out to put as many as fit)");
   }
   return Status(ErrorCode::kOutOfMemory,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,10 @@ struct GpuLayerPlan {
 };
 
 // What a plan is made of, in bytes. layer_weights[l], layer_kv[l] and layer_largest[l]: layer
-// l's matrices, its K/V and its largest matrix (one buffer on the device), each n_layer long
-// (layer_largest may be empty: no limit per layer); head: the output head's matrices (and the
-// MTP block's), head_largest its largest; scratch: the activations of the largest step; budget:
-// what the device offers (0: unknown, everything fits); max_buffer: the largest buffer it
-// allocates (0: no limit).
+// l's matrices, its K/V and its largest matrix (one buffer on the device), each n_layer long;
+// head: the output head's matrices (and the MTP block's), head_largest its largest; scratch: the
+// activations of the largest step; budget: what the device offers (0: unknown, everything
+// fits); max_buffer: the largest buffer it allocates.
 struct GpuPlanInput {
   std::vector<size_t> layer_weights;
   std::vector<size_t> layer_kv;
@@ -48,7 +48,7 @@ struct GpuPlanInput {
   size_t head_largest = 0;
   size_t scratch = 0;
   size_t budget = 0;
-  size_t max_buffer = 0;
+  size_t max_buffer = SIZE_MAX;
 };
 
 // The last n layers fit when their bytes, the head's and the scratch's fit the budget and each

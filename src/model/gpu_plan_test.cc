@@ -106,8 +106,8 @@ TEST(GpuLayerPlan, ALayerWithAMatrixLargerThanABufferStaysOnTheCpuWithTheLayersB
   EXPECT_EQ(p->why_too_large("gpu0"),
             "layer 1's largest matrix (7.0 MiB) is larger than a buffer can be on gpu0 "
             "(6.0 MiB)");
-  // No limit (0): all four.
-  in.max_buffer = 0;
+  // No limit: all four.
+  in.max_buffer = SIZE_MAX;
   auto free = plan_gpu_layers(in, -1, "gpu0");
   ASSERT_TRUE(free.ok());
   EXPECT_EQ(free->n_gpu, 4);

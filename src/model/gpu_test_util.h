@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -118,6 +119,21 @@ inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int
     return Status(ErrorCode::kUnavailable, "not on the GPU: " + (*m)->device_name());
   }
   return m;
+}
+
+// The one-token matmuls (matvec shaders) of two decode steps after a 3-token prompt, from the
+// device's profile, with a KV cache of kv_type: what says how many matmuls a layer takes.
+inline uint64_t decode_matvecs(Model& m, DType kv_type) {
+  auto* gpu = dynamic_cast<GpuModel*>(&m);
+  EXPECT_NE(gpu, nullptr);
+  if (gpu == nullptr) return 0;
+  EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
+  run(m, kv_type, {3, 1, 4}, {1, 5});
+  uint64_t n = 0;
+  for (const gpu::OpTime& op : gpu->device()->profile()) {
+    if (op.name.rfind("matvec", 0) == 0) n += op.calls;
+  }
+  return n;
 }
 
 // The layers a loaded model runs on the GPU: -1 when it runs on the CPU.

@@ -118,15 +118,8 @@ TEST(GpuStacked, LlamaMatricesAreOneMatmulWhereTheirTypesAgree) {
     ASSERT_TRUE(testing::write_random_model(spec, path).ok());
     auto m = testing::load(path, 2, true, "vulkan");
     ASSERT_TRUE(m.ok()) << m.status().message();
-    auto* gpu = dynamic_cast<GpuModel*>(m->get());
-    ASSERT_NE(gpu, nullptr);
-    ASSERT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
-    run(**m, DType::kF16, {3, 1, 4}, {1, 5});
-    uint64_t one_token = 0;
-    for (const gpu::OpTime& op : gpu->device()->profile()) {
-      if (op.name.rfind("matvec", 0) == 0) one_token += op.calls;
-    }
-    EXPECT_EQ(one_token, 2u * (spec.n_layer * (mixed ? 7u : 4u) + 1u));
+    EXPECT_EQ(testing::decode_matvecs(**m, DType::kF16),
+              2u * (spec.n_layer * (mixed ? 7u : 4u) + 1u));
   }
 }
 
