@@ -10,7 +10,8 @@
 #       shared library it needs with the loader that runs them, Debian's Vulkan loader
 #       (libvulkan1), and, given the build directory of a llama.cpp built with -DGGML_VULKAN=ON
 #       outside this repository,
-#       its llama-bench / llama-quantize with their libraries; where build/ has them, the GPU
+#       its llama-bench / llama-quantize with their libraries (kept in .gpu-peer/, and packed
+#       from there when no directory is given); where build/ has them, the GPU
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
@@ -97,8 +98,21 @@ if [[ "$cmd" == prepare ]]; then
   pack_exe "$(command -v patchelf)"
   # The Vulkan loader glmserve dlopens, and the loader's own dependencies.
   cp -Ln /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$pack/lib/"
+  # The peer, kept in .gpu-peer/ (ignored by git, beside build/) when a build directory is given,
+  # and packed from there by a later prepare without one: a session lent a GPU then need not
+  # spend the peer's 25-minute build first (docs/performance.md, "For the GPU comparison").
+  peer="$here/.gpu-peer"
   if [[ -n "${1:-}" ]]; then
-    for t in llama-bench llama-quantize; do pack_exe "$1/bin/$t"; done
+    rm -rf "$peer"
+    mkdir -p "$peer/bin" "$peer/lib"
+    for t in llama-bench llama-quantize; do (pack="$peer" && pack_exe "$1/bin/$t"); done
+    { git -C "$1" log -1 --format=%h 2>/dev/null || echo "built in $1"; } >"$peer/commit"
+  fi
+  if [[ -x "$peer/bin/llama-bench" ]]; then
+    cp -L "$peer"/bin/* "$pack/bin/"
+    cp -Ln "$peer"/lib/* "$pack/lib/" 2>/dev/null || true
+    cp "$peer/commit" "$pack/peer_commit"
+    echo "the peer: llama.cpp $(cat "$peer/commit") from $peer"
   fi
   strip --strip-unneeded "$pack"/lib/*.so* 2>/dev/null || true
   # Debian's Vulkan loader and GL dispatch libraries as packages, unpacked into / there.
@@ -347,8 +361,9 @@ theirs() {
 }
 {
   echo
-  echo "Alternated: glmserve bench engine --device vulkan, llama-bench -ngl 99; -p 512 -n 128 -r 3,"
-  echo "$rounds rounds, medians of rounds (t/s)."
+  echo "Alternated: glmserve bench engine --device vulkan, llama-bench -ngl 99 (llama.cpp"
+  echo "$(cat "$pack/peer_commit" 2>/dev/null || echo "of unknown commit")); -p 512 -n 128 -r 3, $rounds rounds, medians of"
+  echo "rounds (t/s)."
   echo
   echo "| file | glmserve pp512 | llama.cpp pp512 | ratio | glmserve tg128 | llama.cpp tg128 | ratio |"
   echo "|---|---|---|---|---|---|---|"
