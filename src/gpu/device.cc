@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/bytes.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "gpu/instance.h"
@@ -310,9 +311,9 @@ StatusOr<Buffer> Device::alloc(size_t bytes, MemoryKind kind) {
   const VulkanApi& vk = api_;
   bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);
   if (bytes > info_.max_buffer_bytes) {
-    return unsupported("vulkan: a " + std::to_string(bytes >> 20) +
-                       " MiB buffer is larger than a buffer can be on " + info_.name + " (" +
-                       std::to_string(info_.max_buffer_bytes >> 20) + " MiB)");
+    return unsupported("vulkan: a " + format_mib(bytes) +
+                       " buffer is larger than a buffer can be on " + info_.name + " (" +
+                       format_mib(info_.max_buffer_bytes) + ")");
   }
   Buffer b;
   b.device_ = this;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/bytes.h"
 #include "core/log.h"
 #include "model/chatglm1.h"
 #include "model/transformer.h"

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/bytes.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "model/ops.h"

@@ -1,15 +1,10 @@
 #include "model/gpu_plan.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "core/bytes.h"
 
 namespace glm::model {
-
-std::string format_gib(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
-  return buf;
-}
 
 namespace {
 
@@ -27,13 +22,6 @@ GpuLayerPlan plan_of(const GpuPlanInput& in, size_t scratch, int n) {
     p.kv += in.layer_kv[l];
   }
   return p;
-}
-
-// "2368.0 MiB": a matrix's or a buffer's size, near the limit where GiB would round them alike.
-std::string format_mib(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
-  return buf;
 }
 
 // Which matrix of the last n layers (or the head) is larger than a buffer; empty if none.

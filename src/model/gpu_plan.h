@@ -59,9 +59,6 @@ struct GpuPlanInput {
 StatusOr<GpuLayerPlan> plan_gpu_layers(const GpuPlanInput& in, int requested,
                                        const std::string& device_name);
 
-// "6.80 GiB"
-std::string format_gib(size_t bytes);
-
 // The margin left to the driver on top of the step's own buffers: a tenth of the budget, at most
 // 512 MiB (pipelines, command buffers, the driver's own allocations, fragmentation).
 size_t gpu_margin_bytes(size_t budget);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "core/bytes.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "model/gpu_plan.h"
