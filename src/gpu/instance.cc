@@ -27,26 +27,35 @@ const char* type_name(VkPhysicalDeviceType t) {
   }
 }
 
-bool has_extension(const VulkanApi& vk, VkPhysicalDevice pd, const char* name) {
-  uint32_t n = 0;
-  if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkExtensionProperties> exts(n);
-  if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()) != VK_SUCCESS) {
-    return false;
+// A device's extensions, enumerated once (none where the driver fails to list them).
+class Extensions {
+ public:
+  Extensions(const VulkanApi& vk, VkPhysicalDevice pd) {
+    uint32_t n = 0;
+    if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return;
+    all_.resize(n);
+    if (vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, all_.data()) != VK_SUCCESS) n = 0;
+    all_.resize(n);
   }
-  return std::any_of(exts.begin(), exts.end(), [name](const VkExtensionProperties& e) {
-    return std::strcmp(e.extensionName, name) == 0;
-  });
-}
+  bool has(const char* name) const {
+    return std::any_of(all_.begin(), all_.end(), [name](const VkExtensionProperties& e) {
+      return std::strcmp(e.extensionName, name) == 0;
+    });
+  }
+
+ private:
+  std::vector<VkExtensionProperties> all_;
+};
 
 // Whether `pd` offers what matmul_coop.comp needs (beside the Vulkan memory model, which its
 // caller reads): VK_NV_cooperative_matrix in compute shaders, fp16 arithmetic, subgroups of 32
 // (its warps), and 16 x 16 x 16 products of fp16 tiles into f32 ones at subgroup scope among
 // the driver's shapes.
-bool has_coop_shape(const VulkanApi& vk, VkPhysicalDevice pd, bool fp16, uint32_t subgroup_size) {
+bool has_coop_shape(const VulkanApi& vk, VkPhysicalDevice pd, const Extensions& exts, bool fp16,
+                    uint32_t subgroup_size) {
   if (!fp16 || subgroup_size != 32 ||
       vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr ||
-      !has_extension(vk, pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+      !exts.has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
     return false;
   }
   VkPhysicalDeviceCooperativeMatrixFeaturesNV feat{};
@@ -142,9 +151,10 @@ StatusOr<VkInstance> process_instance(VulkanApi* api) {
 DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   DeviceInfo info;
   info.index = index;
-  const bool has_dot = has_extension(vk, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  const Extensions exts(vk, pd);
+  const bool has_dot = exts.has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   // The extension even on a 1.3 device: the instance asks for 1.2, so 1.3's core is not ours.
-  const bool has_size_control = has_extension(vk, pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  const bool has_size_control = exts.has(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{};
   dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties sub{};
@@ -162,7 +172,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   sub.pNext = &m3;
   VkPhysicalDeviceMaintenance4Properties m4{};  // maxBufferSize
   m4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
-  if (has_extension(vk, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME)) {
+  if (exts.has(VK_KHR_MAINTENANCE_4_EXTENSION_NAME)) {
     m4.pNext = sub.pNext;
     sub.pNext = &m4;
   }
@@ -190,7 +200,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
   VkPhysicalDeviceMemoryProperties2 mem2{};
   mem2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
-  const bool has_budget = has_extension(vk, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  const bool has_budget = exts.has(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (has_budget) mem2.pNext = &budget;
   vk.vkGetPhysicalDeviceMemoryProperties2(pd, &mem2);
   const VkPhysicalDeviceMemoryProperties& mem = mem2.memoryProperties;
@@ -229,8 +239,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
   fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   VkPhysicalDeviceSubgroupSizeControlFeatures fsize{};
   fsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
-  const bool has_stats =
-      has_extension(vk, pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  const bool has_stats = exts.has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats{};
   fstats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   VkPhysicalDeviceVulkan12Features f12{};
@@ -263,7 +272,7 @@ DeviceInfo describe(const VulkanApi& vk, VkPhysicalDevice pd, int index) {
                         size_props.maxSubgroupSize > 0 && 64 % size_props.maxSubgroupSize == 0;
   info.shader_statistics = has_stats && fstats.pipelineExecutableInfo == VK_TRUE;
   info.coop_matrix = f12.vulkanMemoryModel == VK_TRUE &&
-                     has_coop_shape(vk, pd, f12.shaderFloat16 == VK_TRUE, sub.subgroupSize);
+                     has_coop_shape(vk, pd, exts, f12.shaderFloat16 == VK_TRUE, sub.subgroupSize);
   if (!f12.bufferDeviceAddress) {
     info.unusable = "no bufferDeviceAddress";
   } else if (!f11.storageBuffer16BitAccess) {
