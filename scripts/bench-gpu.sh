@@ -388,6 +388,15 @@ for t in $types; do
   alternate "${file[$t]}" ours theirs
   echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
 done
+# llama.cpp's Vulkan backend passes over CPU devices (lavapipe) and then runs on its CPU backend
+# with nothing but a line in its log: such figures are no GPU's, and the table must say so.
+if grep -q "ggml_vulkan: No devices found" "$out/theirs.log" 2>/dev/null; then
+  {
+    echo
+    echo "**llama.cpp found no Vulkan device here** (theirs.log: \"ggml_vulkan: No devices found\"): its"
+    echo "figures above are its CPU backend's, and the ratios are not the GPU comparison."
+  } | tee -a "$report"
+fi
 
 # A run against another ($3: a command printing "pp Ttg", as ours does; $2 its label; $4 the
 # first, ours by default) on each dense file, alternated: A, B, A, B, medians of rounds; $1 the
