@@ -29,12 +29,7 @@ const openai = (url = server.url, options = { maxRetries: 0 }) =>
   new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', ...options });
 
 // The engine's prompt-token counter (every prompt token admitted, once per request).
-async function promptTokensTotal() {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const m = /^glmserve_engine_prompt_tokens_total (\d+)/m.exec(text);
-  assert.ok(m, 'the engine prompt-token counter is exported');
-  return Number(m[1]);
-}
+const promptTokensTotal = () => server.counter('glmserve_engine_prompt_tokens_total');
 
 const ask = {
   model: 'any', max_tokens: 16, temperature: 1.0, top_p: 1.0, seed: 4242,

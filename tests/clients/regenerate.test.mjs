@@ -27,12 +27,7 @@ after(async () => {
 const openai = () => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 const anthropic = () => new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
 
-async function wholePrompts() {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const m = /^glmserve_engine_whole_prompts_total (\d+)/m.exec(text);
-  assert.ok(m, 'the whole-prompt counter is exported');
-  return Number(m[1]);
-}
+const wholePrompts = () => server.counter('glmserve_engine_whole_prompts_total');
 
 test('openai: a repeated chat request takes its whole prompt from the cache and answers alike', async () => {
   const ask = {

@@ -28,28 +28,6 @@ after(async () => {
 
 const openai = () => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 
-// After a kill, serve starts the next engine (~0.1 s, then its load): until then a new request
-// is refused with 503 (docs/operations.md), so each request here waits for /health to say ready.
-async function engineReady() {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const r = await fetch(`${server.url}/health`);
-      if (r.status === 200 && (await r.json()).status === 'ready') return;
-    } catch { /* the gateway is there; only its engine restarts */ }
-    assert.ok(Date.now() < deadline, 'the engine did not come back within 30 s');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-// The gateway's count of resumed answers (/metrics).
-async function resumedTotal() {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const m = /^glmserve_resumed_total (\d+)/m.exec(text);
-  assert.ok(m, 'the resume counter is exported');
-  return Number(m[1]);
-}
-
 // serve's engine child: the one whose command line is `... engine ...`.
 function killEngine() {
   const pids = execFileSync('pgrep', ['-P', String(server.pid)]).toString().trim().split('\n');
@@ -81,7 +59,9 @@ for (const [name, params] of [['temperature 0', { temperature: 0 }],
       model: 'any', max_tokens: 300, ...params,
       messages: [{ role: 'user', content: 'tell me a story' }],
     };
-    await engineReady();
+    // After a kill, serve starts the next engine (~0.1 s, then its load): until then a new
+    // request is refused with 503 (docs/operations.md), so each request waits for it.
+    assert.ok(await server.ready(), 'the engine did not come back within 30 s');
     const whole = await streamed(request);
     assert.equal(whole.finish, 'length');
     // The kill must land while the engine still answers: this tiny model writes its 300 tokens
@@ -89,13 +69,13 @@ for (const [name, params] of [['temperature 0', { temperature: 0 }],
     // was made (then nothing is resumed, and the answer is not this test's case: again).
     let resumed;
     for (let attempt = 1; ; ++attempt) {
-      await engineReady();
-      const before = await resumedTotal();
+      assert.ok(await server.ready(), 'the engine did not come back within 30 s');
+      const before = await server.counter('glmserve_resumed_total');
       resumed = await streamed(request, 20);
-      let after = await resumedTotal();
+      let after = await server.counter('glmserve_resumed_total');
       for (let i = 0; i < 20 && after === before; ++i) {  // counted as the relay ends
         await new Promise((r) => setTimeout(r, 50));
-        after = await resumedTotal();
+        after = await server.counter('glmserve_resumed_total');
       }
       if (after > before) break;
       assert.ok(attempt < 5, 'in 5 tries the kill never came before the answer was complete');

@@ -1,5 +1,6 @@
 // Starts `glmserve serve` on a model for the client tests: a free loopback port, its own socket
 // directory and database, ready when /health says so; stop() ends it (SIGTERM) and cleans up.
+import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -29,6 +30,19 @@ export function genModel(dir, arch, tokenizer) {
   return out;
 }
 
+// Until /health says the engine is ready: true; false once `ms` have passed or `gaveUp()` holds.
+async function untilReady(url, ms, gaveUp = () => false) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.status === 200 && (await r.json()).status === 'ready') return true;
+    } catch { /* not listening yet, or its engine restarting */ }
+    if (Date.now() > deadline || gaveUp()) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 // `model` null: the model-free echo engine (`--echo`: it answers with the last message).
 export async function startServe(model, extra = []) {
   const dir = mkdtempSync(join(tmpdir(), 'glm-clients-'));
@@ -38,21 +52,22 @@ export async function startServe(model, extra = []) {
     ...(model === null ? ['--echo'] : ['--model', model]), '--port', String(port), '--threads', '1', '--ctx-size', '1024', '--db', join(dir, 'c.db'), ...extra],
     { env: { ...process.env, XDG_RUNTIME_DIR: dir, XDG_DATA_HOME: dir }, stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      const r = await fetch(`${url}/health`);
-      if (r.status === 200 && (await r.json()).status === 'ready') break;
-    } catch { /* not listening yet */ }
-    if (Date.now() > deadline || child.exitCode !== null) {
-      child.kill('SIGKILL');
-      throw new Error(`glmserve serve did not get ready:\n${readFileSync(log, 'utf8')}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  if (!(await untilReady(url, 60_000, () => child.exitCode !== null))) {
+    child.kill('SIGKILL');
+    throw new Error(`glmserve serve did not get ready:\n${readFileSync(log, 'utf8')}`);
   }
   return {
     url,
     pid: child.pid, // glmserve serve itself (the shell execs it)
+    // After a kill of its engine: until serve's next one is ready (30 s at most; false then).
+    ready: (ms = 30_000) => untilReady(url, ms),
+    // A counter's value from /metrics (it must be exported).
+    async counter(name) {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const m = new RegExp(`^${name} (\\d+)`, 'm').exec(text);
+      assert.ok(m, `${name} is exported by /metrics`);
+      return Number(m[1]);
+    },
     async stop() {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
