@@ -23,8 +23,15 @@ constexpr uint64_t kEventTag = 1;  // connection tags are their fds (>= 3)
 
 }  // namespace
 
-protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id) {
-  if (ev.type == engine::EventType::kError) return protocol::error_event(client_id, ev.error);
+protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id,
+                                  int retry_after_ms) {
+  if (ev.type == engine::EventType::kError) {
+    // An engine that stops to be restarted says when to ask again, and that the request may be.
+    protocol::Event out =
+        protocol::error_event(client_id, ev.error, ev.restart ? retry_after_ms : 0);
+    out.restart = ev.restart;
+    return out;
+  }
   protocol::Event out;
   static_cast<generation::Event&>(out) = ev;
   out.id = client_id;
@@ -382,7 +389,7 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
   }
   engine::EventSink sink = [this, conn, client_id, engine_id](const engine::Event& ev) {
     const bool final = ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError;
-    protocol::Event out = to_protocol_event(ev, client_id);
+    protocol::Event out = to_protocol_event(ev, client_id, options_.retry_after_ms);
     // Send before forgetting the request: once conn->requests is empty, the I/O thread may close
     // a half-closed connection, and a final event sent after that would be lost.
     const bool sent = conn->send_line(protocol::serialize_event(out));

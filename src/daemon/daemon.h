@@ -37,8 +37,10 @@ namespace glm::daemon {
 // The wire request as an engine request under `engine_id` (the value types are shared: this
 // copies the messages and takes the parameters as they are).
 engine::Request to_engine_request(const protocol::Request& r, const std::string& engine_id);
-// The engine's event as a wire event under the client's id.
-protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id);
+// The engine's event as a wire event under the client's id; an error the engine stops for
+// (engine::Event::restart) carries `retry_after_ms` as its hint.
+protocol::Event to_protocol_event(const engine::Event& ev, const std::string& client_id,
+                                  int retry_after_ms);
 
 struct DaemonOptions {
   std::string socket_path;

@@ -572,6 +572,28 @@ TEST_F(DaemonTest, SocketPermissions) {
   EXPECT_EQ(st.st_mode & 0777, 0660u);
 }
 
+// An error the engine stops for (a lost GPU) goes on the wire with "restart" and the retry
+// hint; a request's own error with neither.
+TEST(ToProtocolEvent, AnErrorTheEngineStopsForSaysRestartAndWhen) {
+  engine::Event lost;
+  lost.type = EventType::kError;
+  lost.error = Status(ErrorCode::kUnavailable, "the GPU (X) was lost");
+  lost.restart = true;
+  const protocol::Event out = to_protocol_event(lost, "c1", 1500);
+  EXPECT_EQ(out.id, "c1");
+  EXPECT_EQ(out.code, ErrorCode::kUnavailable);
+  EXPECT_EQ(out.message, "the GPU (X) was lost");
+  EXPECT_TRUE(out.restart);
+  EXPECT_EQ(out.retry_after_ms, 1500);
+  engine::Event own = lost;
+  own.restart = false;
+  own.error = Status(ErrorCode::kInvalidArgument, "bad resume");
+  const protocol::Event plain = to_protocol_event(own, "c2", 1500);
+  EXPECT_FALSE(plain.restart);
+  EXPECT_EQ(plain.retry_after_ms, 0);
+  EXPECT_EQ(plain.code, ErrorCode::kInvalidArgument);
+}
+
 TEST(SocketMode, Validation) {
   EXPECT_EQ(*parse_socket_mode("0600"), 0600u);
   EXPECT_EQ(*parse_socket_mode("660"), 0660u);

@@ -447,6 +447,7 @@ class EngineImpl final : public Engine, public RequestLedger {
     }
     done_cv_.notify_all();
   }
+  bool model_failed() const override { return !model_->health().ok(); }
 
  private:
   void loop() {

@@ -53,6 +53,10 @@ using generation::EventType;
 
 struct Event : generation::Event {
   Status error;  // kError
+  // kError: the model cannot run any more (a lost GPU: model::Model::health), so the engine
+  // stops to be restarted (Options::on_fatal); the request was not at fault and may be resumed
+  // on the engine that comes back (protocol::Event::restart).
+  bool restart = false;
 };
 
 using EventSink = std::function<void(const Event&)>;

@@ -432,6 +432,7 @@ TEST(Engine, AResumeAfterAnyTokenEventGoesOnWithTheSameText) {
   ASSERT_TRUE(c.wait("too-many"));
   EXPECT_EQ(c.of("too-many").back().type, EventType::kError);
   EXPECT_EQ(c.of("too-many").back().error.code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(c.of("too-many").back().restart);  // the request's own fault: not resumed
 }
 
 // stats() is the loop's snapshot after each step, so the step that sent a done event may not be

@@ -241,6 +241,7 @@ void RequestObserver::on_error(const Status& status) {
   }
   Event e = event(EventType::kError);
   e.error = status;
+  e.restart = ledger_->model_failed();
   sink_(e);
   ledger_->finished(id_);
 }

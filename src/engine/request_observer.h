@@ -26,6 +26,9 @@ class RequestLedger {
   virtual void left_queue() = 0;
   // When a request delivered its final event.
   virtual void finished(const std::string& id) = 0;
+  // Whether the model can no longer run (a lost GPU: model::Model::health): a request failing
+  // then failed with the engine, not by its own fault (Event::restart).
+  virtual bool model_failed() const = 0;
 };
 
 // The choices of one request with n > 1: each choice's end goes out as kChoiceDone, and one

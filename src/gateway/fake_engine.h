@@ -14,6 +14,9 @@
 //   [crash] three tokens, then the connection is dropped (an engine crash)
 //   [crash-once]  the same, on a request that is not a resume
 //   [drained-once]  three tokens, then done cancelled unasked (a drain bound), when not a resume
+//   [lost-once]  three tokens, then the error an engine whose GPU was lost sends (unavailable,
+//           "restart"), when not a resume; [lost] every time; [failed-once] the same error
+//           without "restart"
 //   [resume]  token events carry ids (a piece's index); a resumed request goes on after its
 //           resume ids, whatever the keyword (tokenize gives one id a word, from 0)
 //   [trim]  a notice that history was trimmed, then an answer

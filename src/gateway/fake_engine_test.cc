@@ -280,6 +280,19 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
       ::shutdown(conn->fd, SHUT_RDWR);
       return;
     }
+    if ((has("[lost]") || has("[lost-once]") || has("[failed-once]")) &&
+        (has("[lost]") || req.resume.empty()) && n == 3) {
+      // What an engine whose GPU was lost sends each request before it exits to be restarted
+      // ([failed-once]: the same error as a request's own, without "restart").
+      protocol::Event err =
+          protocol::error_event(req.id,
+                                Status(ErrorCode::kUnavailable,
+                                       "the GPU (fake) failed a submission: VK_ERROR_DEVICE_LOST"),
+                                has("[failed-once]") ? 0 : 1000);
+      err.restart = !has("[failed-once]");
+      send(err);
+      return;
+    }
     if (has("[drained-once]") && req.resume.empty() && n == 3) {
       protocol::Event d;  // what a draining engine sends when its bound cuts the answer
       d.type = protocol::EventType::kDone;

@@ -205,6 +205,41 @@ TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
   EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
 }
 
+// An engine whose GPU was lost fails its answers with "restart" and exits to be restarted: the
+// answer goes on after its tokens, as after a crash. The same error without "restart" (a
+// request's own failure) ends the answer; a loss every time ends it after three resumes,
+// naming the loss.
+TEST(GatewayResume, AnAnswerWhoseEngineLostItsGpuGoesOnAfterTheRestart) {
+  TestGateway t("resumelost");
+  const std::string msg = "[lost-once][resume] a lost device";
+  auto r = t.post(kChat, chat_body(msg, true));
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_data(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  EXPECT_EQ(streamed_text(events), "Echo: " + msg);
+  ASSERT_EQ(t.fake().requests().size(), 2u);
+  EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
+  auto ns = t.post(kChat, chat_body(msg, false));
+  ASSERT_EQ(ns.status, 200) << ns.body;
+  EXPECT_EQ(json::parse(ns.body)["choices"][0]["message"]["content"], "Echo: " + msg);
+
+  auto failed = t.post(kChat, chat_body("[failed-once][resume] no restart", true));
+  ASSERT_EQ(failed.status, 200);
+  auto tail = sse_data(failed.body);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_NE(tail.back().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << failed.body;
+  EXPECT_EQ(failed.body.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(t.fake().requests().size(), 5u);  // 2 + 2 above, and this one not resumed
+
+  auto every = t.post(kChat, chat_body("[lost][resume] every time", false));
+  EXPECT_EQ(every.status, 503) << every.body;
+  const std::string message = json::parse(every.body)["error"]["message"];
+  EXPECT_NE(message.find("4 times (the last: "), std::string::npos) << message;
+  EXPECT_NE(message.find("VK_ERROR_DEVICE_LOST"), std::string::npos) << message;
+  EXPECT_EQ(t.fake().requests().size(), 9u);
+}
+
 TEST(GatewayResume, AnEngineThatIsDownForAWhileIsWaitedFor) {
   TestGateway t("resumedown");
   RawHttp raw(t.port());

@@ -111,7 +111,8 @@ RelayResult relay_generation(EngineStream& stream,
       result.outcome = api::Outcome::kError;
       result.error = Status(ErrorCode::kUnavailable,
                             "the engine stopped mid-answer " + std::to_string(result.resumes + 1) +
-                                " times; giving up on this answer (check the engine's log)");
+                                " times (the last: " + why.message() +
+                                "); giving up on this answer (check the engine's log)");
       return false;
     }
     const auto t_lost = Clock::now();
@@ -198,14 +199,22 @@ RelayResult relay_generation(EngineStream& stream,
         result.outcome =
             client_gone ? api::Outcome::kDisconnected : api::outcome_of(e.finish_reason);
         return result;
-      case protocol::EventType::kError:
+      case protocol::EventType::kError: {
         if (client_gone) {
           result.outcome = api::Outcome::kDisconnected;
           return result;
         }
+        const Status error(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
+        // The engine stops to be restarted (a lost GPU), not for this request: the answer goes
+        // on on the engine that comes back, as after a crash (with this error if it does not).
+        if (e.restart) {
+          if (!resume_or_end(error)) return result;
+          continue;
+        }
         result.outcome = api::Outcome::kError;
-        result.error = Status(e.code == ErrorCode::kOk ? ErrorCode::kInternal : e.code, e.message);
+        result.error = error;
         return result;
+      }
       case protocol::EventType::kToken:
         if (e.index > 0 || !result.choices.empty()) {
           ChoiceResult& c = choice(e.index);

@@ -39,6 +39,10 @@ double get_double(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
+bool get_bool(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
 std::string get_str(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -224,6 +228,7 @@ std::string serialize_event(const Event& e) {
       j["code"] = error_code_name(e.code);
       j["message"] = e.message;
       if (e.retry_after_ms > 0) j["retry_after_ms"] = e.retry_after_ms;
+      if (e.restart) j["restart"] = true;
       break;
     case EventType::kHealth:
       j["status"] = generation::health_name(e.health);
@@ -344,6 +349,7 @@ StatusOr<Event> parse_event(std::string_view line) {
       e.code = error_code_from_name(get_str(j, "code"));
       e.message = get_str(j, "message");
       e.retry_after_ms = get_int(j, "retry_after_ms");
+      e.restart = get_bool(j, "restart");
       break;
     case EventType::kHealth: {
       const std::string status = get_str(j, "status");

@@ -95,11 +95,15 @@ struct StatsInfo : generation::Stats {
 struct Event : generation::Event {
   ErrorCode code = ErrorCode::kOk;  // kError (its text in `message`)
   int retry_after_ms = 0;           // kError with code busy/unavailable: a retry hint (0 = none)
-  Health health = Health::kReady;   // kHealth
-  std::string model;                // kHealth
-  int n_ctx = 0;                    // kHealth
-  std::string device;               // kHealth: where the model runs ("cpu", "vulkan:0 (...)")
-  std::string instance;             // kHealth: the engine's --instance token (empty if none)
+  // kError: the engine as a whole cannot run any more (a lost GPU) and exits so that its
+  // supervisor starts a fresh one; the request was not at fault, and a gateway resumes it on
+  // the engine that comes back (docs/protocol.md#resume).
+  bool restart = false;
+  Health health = Health::kReady;  // kHealth
+  std::string model;               // kHealth
+  int n_ctx = 0;                   // kHealth
+  std::string device;              // kHealth: where the model runs ("cpu", "vulkan:0 (...)")
+  std::string instance;            // kHealth: the engine's --instance token (empty if none)
   // kHealth: the adapters served by name (docs/adapters.md).
   std::vector<std::string> adapters;
   // kHealth while loading: weight bytes in place of the total (written when total > 0).

@@ -500,6 +500,16 @@ TEST(Events, RoundTripEveryType) {
   EXPECT_EQ(eb.message, "queue is full");
   EXPECT_EQ(eb.retry_after_ms, 250);
   EXPECT_NE(serialize_event(e).find("\"code\":\"busy\""), std::string::npos);
+  EXPECT_FALSE(eb.restart);
+  EXPECT_EQ(serialize_event(e).find("restart"), std::string::npos);  // absent unless set
+  Event lost = error_event("r3", Status(ErrorCode::kUnavailable, "the GPU was lost"), 2000);
+  lost.restart = true;  // the engine exits to be restarted: a gateway resumes the answer
+  EXPECT_NE(serialize_event(lost).find("\"restart\":true"), std::string::npos);
+  EXPECT_TRUE(round_trip(lost).restart);
+  auto not_bool = parse_event(R"({"id":"r4","event":"error","code":"unavailable","message":"m",)"
+                              R"("restart":"yes"})");
+  ASSERT_TRUE(not_bool.ok()) << not_bool.status().to_string();
+  EXPECT_FALSE(not_bool->restart);  // only a JSON true says it
 
   Event h;
   h.type = EventType::kHealth;

@@ -337,7 +337,11 @@ bool Scheduler::step() {
   }
   if (!st.ok()) {
     GLM_LOG_ERROR("forward failed for a batch of %zu: %s", batch.size(), st.to_string().c_str());
-    for (Seq* seq : members) fail(seq, Status(ErrorCode::kInternal, st.message()));
+    // A model that says the server's state (a lost GPU: unavailable; a device out of memory)
+    // keeps its code, so a client may retry; anything else is a bug inside the step.
+    const bool state = st.code() == ErrorCode::kUnavailable || st.code() == ErrorCode::kOutOfMemory;
+    const Status why = state ? st : Status(ErrorCode::kInternal, st.message());
+    for (Seq* seq : members) fail(seq, why);
     remove_finished();
     return true;
   }
