@@ -192,17 +192,23 @@ TEST(GatewayResume, EngineCrashMidStreamIsResumedAfterItsTokens) {
   EXPECT_EQ(json::parse(ns.body)["choices"][0]["message"]["content"], "Echo: " + msg);
 }
 
-TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
-  TestGateway t("resumedrain");
-  const std::string msg = "[drained-once][resume] a restart";
+// Streams `msg`, which the fake engine cuts after three tokens once: the client gets the whole
+// answer, and the engine a second request resumed after those three.
+void expect_whole_after_one_resume(TestGateway& t, const std::string& msg) {
+  const size_t before = t.fake().requests().size();
   auto r = t.post(kChat, chat_body(msg, true));
   ASSERT_EQ(r.status, 200);
   auto events = sse_data(r.body);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back(), "[DONE]") << r.body;
   EXPECT_EQ(streamed_text(events), "Echo: " + msg);
-  ASSERT_EQ(t.fake().requests().size(), 2u);
-  EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
+  ASSERT_EQ(t.fake().requests().size(), before + 2);
+  EXPECT_EQ(t.fake().requests()[before + 1].resume, (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
+  TestGateway t("resumedrain");
+  expect_whole_after_one_resume(t, "[drained-once][resume] a restart");
 }
 
 // An engine whose GPU was lost fails its answers with "restart" and exits to be restarted: the
@@ -212,14 +218,7 @@ TEST(GatewayResume, AnAnswerCutByTheEnginesDrainGoesOnAfterTheRestart) {
 TEST(GatewayResume, AnAnswerWhoseEngineLostItsGpuGoesOnAfterTheRestart) {
   TestGateway t("resumelost");
   const std::string msg = "[lost-once][resume] a lost device";
-  auto r = t.post(kChat, chat_body(msg, true));
-  ASSERT_EQ(r.status, 200);
-  auto events = sse_data(r.body);
-  ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back(), "[DONE]") << r.body;
-  EXPECT_EQ(streamed_text(events), "Echo: " + msg);
-  ASSERT_EQ(t.fake().requests().size(), 2u);
-  EXPECT_EQ(t.fake().requests()[1].resume, (std::vector<int32_t>{0, 1, 2}));
+  expect_whole_after_one_resume(t, msg);
   auto ns = t.post(kChat, chat_body(msg, false));
   ASSERT_EQ(ns.status, 200) << ns.body;
   EXPECT_EQ(json::parse(ns.body)["choices"][0]["message"]["content"], "Echo: " + msg);
