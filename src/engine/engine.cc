@@ -148,6 +148,13 @@ class EngineImpl final : public Engine, public RequestLedger {
       const std::vector<int32_t>& marks =
           raw_affixes_.suffix.empty() ? raw_affixes_.prefix : raw_affixes_.suffix;
       const auto t0 = Clock::now();
+      if (model_->device_name().rfind("vulkan", 0) == 0) {
+        // A driver compiles each shader at its first use: seconds on a first start, which its
+        // own cache then saves.
+        GLM_LOG_INFO(
+            "engine: warm-up forward: compiling the GPU's shaders (cached by the driver "
+            "after a first start)");
+      }
       Status st = model::warm_up(model_.get(), pool_.get(), marks);
       if (st.ok() && draft_model_) {
         st = model::warm_up(draft_model_.get(), draft_pool_.get(), marks);
