@@ -352,21 +352,40 @@ alternate() {
 }
 # a / b as "1.23x" (digits: $3, default 2), "-" where b is 0.
 ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%.*fx", d, a / b; else print "-" }'; }
+# The GPU's peak memory bandwidth in GB/s by its name (NVIDIA's figures), 0 where unknown.
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
+case "$gpu_name" in
+  *H200*) peak_gbs=4800 ;;
+  *H100*HBM3* | *H100*SXM*) peak_gbs=3350 ;;
+  *H100*PCIe*) peak_gbs=2000 ;;
+  *) peak_gbs=0 ;;
+esac
+# "GB/s (P% of the peak)" of $1 bytes read $2 times a second.
+gbs() {
+  awk -v b="$1" -v r="$2" -v p="$peak_gbs" 'BEGIN { g = b * r / 1e9; if (p > 0) printf "%.0f (%.0f%%)", g, 100 * g / p; else printf "%.0f", g }'
+}
 # The comparison with llama.cpp: the issue's speed targets (decode and prefill).
 section_table() {
   {
     echo
     echo "Alternated: glmserve bench engine --device vulkan, llama-bench -ngl 99 (llama.cpp"
     echo "$(cat "$pack/peer_commit" 2>/dev/null || echo "of unknown commit")); -p 512 -n 128 -r 3, $rounds rounds, medians of"
-    echo "rounds (t/s)."
+    echo "rounds (t/s). Decode's bandwidth: the file's bytes x tg128 t/s (each token reads every"
+    if [[ "$peak_gbs" -gt 0 ]]; then
+      echo "weight once), and its share of the GPU's peak ($gpu_name: $peak_gbs GB/s, NVIDIA's figure)."
+    else
+      echo "weight once); no peak known for this device (${gpu_name:-no nvidia-smi})."
+    fi
     echo
-    echo "| file | glmserve pp512 | llama.cpp pp512 | ratio | glmserve tg128 | llama.cpp tg128 | ratio |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| file | glmserve pp512 | llama.cpp pp512 | ratio | glmserve tg128 | llama.cpp tg128 | ratio | glmserve GB/s | llama.cpp GB/s |"
+    echo "|---|---|---|---|---|---|---|---|---|"
   } | tee -a "$report"
   for t in $types; do
     [[ -n "${file[$t]:-}" ]] || continue
     alternate "${file[$t]}" ours theirs
-    echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") |" | tee -a "$report"
+    local bytes
+    bytes=$(stat -c %s "${file[$t]}")
+    echo "| $preset $t | $app | $bpp | $(ratio "$app" "$bpp") | $atg | $btg | $(ratio "$atg" "$btg") | $(gbs "$bytes" "$atg") | $(gbs "$bytes" "$btg") |" | tee -a "$report"
   done
   # llama.cpp's Vulkan backend passes over CPU devices (lavapipe) and then runs on its CPU backend
   # with nothing but a line in its log: such figures are no GPU's, and the table must say so.
