@@ -154,6 +154,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+sections="tests table serve profile shaders rolled alt settings kernels moe"
+for s in $only; do
+  [[ " $sections " == *" $s "* ]] || { echo "--only: unknown section $s (sections: $sections)" >&2; exit 2; }
+done
 out="${OUT:-$PWD}"
 mkdir -p "$out"
 report="$out/bench-gpu.md"
@@ -622,5 +626,5 @@ run_section() {
 }
 run_section tests
 case " $only " in *" table "* | *" serve "* | *" profile "* | *" rolled "* | *" alt "* | *" settings "* | *" moe "*) make_files ;; esac
-for s in table serve profile shaders rolled alt settings kernels moe; do run_section "$s"; done
+for s in $sections; do [[ "$s" == tests ]] || run_section "$s"; done
 echo "report: $report"
