@@ -85,6 +85,22 @@ StatusOr<Config> read_config(const gguf::File& file) {
   GLM_RETURN_IF_ERROR(r.get_int("attention.head_count", &c.n_head, true, 0));
   GLM_RETURN_IF_ERROR(r.get_int("attention.head_count_kv", &c.n_head_kv, false, c.n_head));
   GLM_RETURN_IF_ERROR(r.get_int("context_length", &c.n_ctx_train, false, 2048));
+  // glmserve's heads are embedding_length / head_count wide. A file that states other heads
+  // (GLM-4.5 and GLM-4.5-Air: 96 heads of 128 over 5120 and 4096; llama-architecture files such
+  // as Mistral-Nemo's 32 of 128 over 5120) is valid, and not served yet: said so by name, where
+  // its q/k/v shapes would otherwise be reported as wrong.
+  for (const char* key : {"attention.key_length", "attention.value_length"}) {
+    if (file.find(r.prefix + key) == nullptr) continue;
+    int len = 0;
+    GLM_RETURN_IF_ERROR(r.get_int(key, &len, true, 0));
+    if (static_cast<int64_t>(len) * c.n_head != c.n_embd) {
+      return unsupported(file.path() + ": " + std::to_string(c.n_head) + " heads of " +
+                         std::to_string(len) + " (" + r.prefix + key + ") over embedding_length " +
+                         std::to_string(c.n_embd) +
+                         ": heads wider or narrower than embedding_length / head_count are not "
+                         "supported yet (GLM-4.5 and GLM-4.5-Air files have them)");
+    }
+  }
   if (c.n_embd % c.n_head != 0) {
     return bad_file(file.path() + ": embedding_length " + std::to_string(c.n_embd) +
                     " is not a multiple of attention.head_count " + std::to_string(c.n_head));
@@ -93,18 +109,6 @@ StatusOr<Config> read_config(const gguf::File& file) {
   if (c.n_head % c.n_head_kv != 0) {
     return bad_file(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
                     " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));
-  }
-  // glm4 (GLM-4-0414) may state the head size; glmserve's heads are n_embd / n_head.
-  if (c.arch == Arch::kGLM4 || c.arch == Arch::kGLM4MoE) {
-    for (const char* key : {"attention.key_length", "attention.value_length"}) {
-      int len = 0;
-      GLM_RETURN_IF_ERROR(r.get_int(key, &len, false, c.head_dim));
-      if (len != c.head_dim) {
-        return unsupported(r.where(key) + " = " + std::to_string(len) +
-                           " differs from embedding_length / head_count = " +
-                           std::to_string(c.head_dim) + " (glmserve needs them equal)");
-      }
-    }
   }
   // chatglm: rotary on the first half of each head; chatglm1: on each half (2D); llama and
   // glm4: all (llama.cpp's default; glm4 files always carry the key, head_dim / 2 for 0414).

@@ -80,6 +80,30 @@ TEST(Errors, InconsistentMetadata) {
   EXPECT_NE(st.message().find("block_count"), std::string::npos) << st.message();
 }
 
+// Heads of another width than embedding_length / head_count (GLM-4.5-Air: 96 of 128 over
+// 4096) are refused as not supported yet, naming the key, not as a bad file or a wrong shape;
+// a file that states the width glmserve uses loads.
+TEST(Errors, HeadsOfAnotherWidthAreNotSupportedYetByName) {
+  RandomSpec s;  // 4 heads over 64: 16 wide
+  s.arch = "llama";
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("llama.attention.key_length", gguf::Value::u32(32));
+    w->set("llama.attention.value_length", gguf::Value::u32(32));
+  };
+  Status st = load_spec(s, "wide_heads.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("4 heads of 32 (llama.attention.key_length) over embedding_length "
+                              "64: heads wider or narrower than embedding_length / head_count "
+                              "are not supported yet"),
+            std::string::npos)
+      << st.message();
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("llama.attention.key_length", gguf::Value::u32(16));
+    w->set("llama.attention.value_length", gguf::Value::u32(16));
+  };
+  EXPECT_TRUE(load_spec(s, "stated_heads.gguf").ok());
+}
+
 // Any value of any hyperparameter either loads a model that runs, or gives an error.
 TEST(Errors, MetadataValuesNeverCrash) {
   const std::vector<std::string> keys = {
