@@ -246,6 +246,27 @@ TEST(Glm4Moe, RepackedExpertsGiveTheRowMajorLogits) {
   }
 }
 
+// GLM-4.5-Air's head geometry: heads of 128 wider than n_embd / n_head (4 over 256, 2 KV heads,
+// rotary on 64 dims; the released files' 96 over 4096), stated by attention.key_length. F32
+// weights and KV against llama.cpp's logits of the same file (tests/data/glm4moe/README.md).
+std::string tiny_air() {
+  return glm::testing::tiny_model("glm4moe-tiny-air", convert::Family::kGLM4MoE, DType::kF32,
+                                  "tiny-air");
+}
+
+void expect_wide_heads_match_llama_cpp(const std::string& device) {
+  Compare c = glm::testing::compare_with_reference(tiny_air(), ref_moe("tiny-air-f32.logits.jsonl"),
+                                                   kPrefill, DType::kF32, device);
+  std::printf("%s glm4moe tiny-air f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 1e-4f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+TEST(Glm4Moe, WideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp("cpu"); }
+
+TEST(Glm4Moe, OnTheGpuWideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp("vulkan"); }
+
 // On the GPU (lavapipe in CI): the same llama.cpp references, the experts' rows read per slot
 // by matmul.comp's IDS variant after the routing shader chose them.
 TEST(Glm4Moe, OnTheGpuTinyF32LogitsMatchLlamaCpp) {

@@ -21,13 +21,14 @@ namespace glm::testing {
 
 // `gen-model --arch <family> --preset tiny --seed 7 --type <type>`, written once per run under
 // a name starting with `stem`.
-inline std::string tiny_model(const std::string& stem, convert::Family family, DType type) {
+inline std::string tiny_model(const std::string& stem, convert::Family family, DType type,
+                              const std::string& preset = "tiny") {
   const std::string path = model::testing::temp_path(stem + "-" + convert::family_name(family) +
                                                      "-" + dtype_name(type) + ".gguf");
   if (!model::testing::file_exists(path)) {
     convert::GenOptions o;
     o.family = family;
-    o.preset = "tiny";
+    o.preset = preset;
     o.type = type;
     o.seed = 7;
     Status s = convert::generate_model(o, path, nullptr);

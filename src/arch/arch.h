@@ -116,7 +116,13 @@ struct Dims {
   // layer with the nextn.* tensors.
   int64_t n_nextn = 0;
 
-  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  // The head width: n_embd / n_head unless the file states another (attention.key_length:
+  // GLM-4.5's 96 heads of 128 over 4096 or 5120).
+  int64_t head_width = 0;  // 0: n_embd / n_head
+
+  int64_t head_dim() const {
+    return head_width > 0 ? head_width : n_head > 0 ? n_embd / n_head : 0;
+  }
   int64_t q_dim() const { return n_head * head_dim(); }
   int64_t kv_dim() const { return n_head_kv * head_dim(); }
 };

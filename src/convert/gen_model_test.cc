@@ -282,7 +282,7 @@ TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
   EXPECT_EQ(role_from_name("blk.1.ffn_gate_inp.weight", 2), Role::kRouter);
   EXPECT_EQ(role_from_name("blk.1.ffn_down_exps.weight", 3), Role::kFfnDown);
   EXPECT_FALSE(gen(Family::kGLM4MoE, "6b", DType::kF32, 7, dir.file("x.gguf")).ok());
-  // "air": GLM-4.5-Air's experts (128 of 1408, top-8, 1 shared) at its hidden width, 3 layers
+  // "air": GLM-4.5-Air (its heads, 128 experts of 1408, top-8, 1 shared) at its widths, 3 layers
   // with the first dense (the file is 3.5 GB at q4_0: only its shape is checked here).
   auto air = preset(Family::kGLM4MoE, "air");
   ASSERT_TRUE(air.ok()) << air.status().to_string();
@@ -292,6 +292,10 @@ TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
   EXPECT_EQ(air->n_expert_shared, 1);
   EXPECT_EQ(air->n_ff_exp, 1408);
   EXPECT_EQ(air->n_embd, 4096);
+  EXPECT_EQ(air->n_head, 96);  // heads of 128 over 4096: wider than n_embd / n_head
+  EXPECT_EQ(air->n_head_kv, 8);
+  EXPECT_EQ(air->head_dim(), 128);
+  EXPECT_EQ(air->dims().q_dim(), 96 * 128);
   EXPECT_EQ(air->n_layer, 3);
   EXPECT_EQ(air->n_dense_lead, 1);
   EXPECT_EQ(air->n_ff_exp % 16, 0);  // each expert whole groups of the repacked copy

@@ -62,6 +62,7 @@ arch::Dims Hparams::dims() const {
   d.n_layer = n_layer;
   d.n_head = n_head;
   d.n_head_kv = n_head_kv;
+  d.head_width = head_width;
   d.qkv_bias = layout() != arch::Arch::kLlama;
   d.tied_output = tied_output;
   d.n_expert = n_expert;
@@ -78,7 +79,8 @@ Status Hparams::validate() const {
       n_ctx <= 0) {
     return bad("every size must be positive");
   }
-  if (n_embd % n_head != 0) return bad("n_embd must be a multiple of n_head");
+  if (head_width < 0) return bad("the head width must be positive");
+  if (head_width == 0 && n_embd % n_head != 0) return bad("n_embd must be a multiple of n_head");
   if (n_head % n_head_kv != 0) return bad("n_head must be a multiple of n_head_kv");
   if (head_dim() % 4 != 0) return bad("head_dim must be a multiple of 4 (rotary pairs)");
   if (n_vocab > (int64_t{1} << 31) || n_embd > (int64_t{1} << 20) || n_ff > (int64_t{1} << 22) ||
@@ -143,15 +145,20 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
     h = experts(make(Family::kGLM4MoE, 512, 256, 512, 3, 2, 1, 256), 8, 2, 128, 2.5f);
   } else if (p == "small") {
     h = experts(make(Family::kGLM4MoE, 151552, 1024, 2816, 8, 8, 2, 131072), 32, 4, 256, 1.0f);
+  } else if (p == "tiny-air") {
+    // GLM-4.5-Air's head geometry at a tiny width: heads of 128 wider than n_embd / n_head (4 of
+    // them over 256, 2 KV heads), rotary on 64 dims; the tiny preset's experts.
+    h = experts(make(Family::kGLM4MoE, 512, 256, 512, 3, 4, 2, 256), 8, 2, 128, 2.5f);
+    h.head_width = 128;
   } else if (p == "air") {
-    // GLM-4.5-Air's experts at its width (hidden 4096; 128 experts of 1408, top-8; dense FFN
-    // 10944) in 3 layers (one dense) to fit a workstation test (3.5 GB at q4_0), with 32 heads
-    // of 128 (Air: 96 heads of 128 over hidden 4096, which this layout's head_dim = n_embd /
-    // n_head cannot write): for speed against llama.cpp at the real expert count.
-    h = experts(make(Family::kGLM4MoE, 151552, 4096, 10944, 3, 32, 8, 131072), 128, 8, 1408, 1.0f);
+    // GLM-4.5-Air at its widths (hidden 4096; 96 heads of 128 and 8 KV heads; 128 experts of
+    // 1408, top-8; dense FFN 10944) in 3 layers (one dense) to fit a workstation test (about
+    // 3.6 GB at q4_0): for speed against llama.cpp at the real expert count.
+    h = experts(make(Family::kGLM4MoE, 151552, 4096, 10944, 3, 96, 8, 131072), 128, 8, 1408, 1.0f);
+    h.head_width = 128;
   } else {
     return invalid_argument("unknown preset '" + p +
-                            "' for glm4moe (use one of: tiny, small, air)");
+                            "' for glm4moe (use one of: tiny, tiny-air, small, air)");
   }
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
@@ -389,8 +396,10 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".expert_gating_func", u32(2));  // sigmoid
     w->set(a + ".nextn_predict_layers", u32(hp.n_nextn));
   }
-  if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE) {
-    // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 does).
+  if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE ||
+      hp.head_width > 0) {
+    // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 and
+    // GLM-4.5 do).
     w->set(a + ".attention.key_length", u32(hp.head_dim()));
     w->set(a + ".attention.value_length", u32(hp.head_dim()));
   }

@@ -59,9 +59,12 @@ struct Hparams {
   // glm4moe: multi-token-prediction blocks after the trunk (nextn_predict_layers; GLM-4.5's
   // files carry 1). block_count counts them too.
   int64_t n_nextn = 0;
+  // The head width where it is not n_embd / n_head (GLM-4.5-Air: 96 heads of 128 over 4096),
+  // written as attention.key_length / value_length; 0: n_embd / n_head.
+  int64_t head_width = 0;
 
   arch::Arch layout() const { return layout_of(family); }
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return head_width > 0 ? head_width : n_embd / n_head; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
   // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own

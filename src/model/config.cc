@@ -57,6 +57,7 @@ arch::Dims Config::dims() const {
   d.n_layer = n_layer;
   d.n_head = n_head;
   d.n_head_kv = n_head_kv;
+  d.head_width = head_dim;
   d.qkv_bias = qkv_bias;
   d.tied_output = tied_output;
   d.n_expert = moe.n_expert;
@@ -85,27 +86,36 @@ StatusOr<Config> read_config(const gguf::File& file) {
   GLM_RETURN_IF_ERROR(r.get_int("attention.head_count", &c.n_head, true, 0));
   GLM_RETURN_IF_ERROR(r.get_int("attention.head_count_kv", &c.n_head_kv, false, c.n_head));
   GLM_RETURN_IF_ERROR(r.get_int("context_length", &c.n_ctx_train, false, 2048));
-  // glmserve's heads are embedding_length / head_count wide. A file that states other heads
-  // (GLM-4.5 and GLM-4.5-Air: 96 heads of 128 over 5120 and 4096; llama-architecture files such
-  // as Mistral-Nemo's 32 of 128 over 5120) is valid, and not served yet: said so by name, where
-  // its q/k/v shapes would otherwise be reported as wrong.
-  for (const char* key : {"attention.key_length", "attention.value_length"}) {
-    if (file.find(r.prefix + key) == nullptr) continue;
-    int len = 0;
-    GLM_RETURN_IF_ERROR(r.get_int(key, &len, true, 0));
-    if (static_cast<int64_t>(len) * c.n_head != c.n_embd) {
-      return unsupported(file.path() + ": " + std::to_string(c.n_head) + " heads of " +
-                         std::to_string(len) + " (" + r.prefix + key + ") over embedding_length " +
-                         std::to_string(c.n_embd) +
-                         ": heads wider or narrower than embedding_length / head_count are not "
-                         "supported yet (GLM-4.5 and GLM-4.5-Air files have them)");
+  // The head width: attention.key_length where the file states it (GLM-4.5 and GLM-4.5-Air: 96
+  // heads of 128 over 5120 and 4096, wider than embedding_length / head_count; GLM-4-0414: the
+  // same as that), else embedding_length / head_count. Keys and values are as wide.
+  int key_len = 0, value_len = 0;
+  if (file.find(r.prefix + "attention.key_length") != nullptr) {
+    GLM_RETURN_IF_ERROR(r.get_int("attention.key_length", &key_len, true, 0));
+  }
+  if (file.find(r.prefix + "attention.value_length") != nullptr) {
+    GLM_RETURN_IF_ERROR(r.get_int("attention.value_length", &value_len, true, 0));
+  }
+  if (key_len > 0 && value_len > 0 && key_len != value_len) {
+    return unsupported(file.path() + ": keys of " + std::to_string(key_len) + " and values of " +
+                       std::to_string(value_len) + " (" + r.prefix +
+                       "attention.key_length, value_length): heads whose keys and values differ "
+                       "in width are not supported");
+  }
+  const int stated = key_len > 0 ? key_len : value_len;
+  if (stated > 0) {
+    if (stated % 4 != 0) {
+      return bad_file(r.where("attention.key_length") + " = " + std::to_string(stated) +
+                      " must be a multiple of 4");
     }
+    c.head_dim = stated;
+  } else {
+    if (c.n_embd % c.n_head != 0) {
+      return bad_file(file.path() + ": embedding_length " + std::to_string(c.n_embd) +
+                      " is not a multiple of attention.head_count " + std::to_string(c.n_head));
+    }
+    c.head_dim = c.n_embd / c.n_head;
   }
-  if (c.n_embd % c.n_head != 0) {
-    return bad_file(file.path() + ": embedding_length " + std::to_string(c.n_embd) +
-                    " is not a multiple of attention.head_count " + std::to_string(c.n_head));
-  }
-  c.head_dim = c.n_embd / c.n_head;
   if (c.n_head % c.n_head_kv != 0) {
     return bad_file(file.path() + ": attention.head_count " + std::to_string(c.n_head) +
                     " is not a multiple of attention.head_count_kv " + std::to_string(c.n_head_kv));

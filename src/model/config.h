@@ -37,7 +37,7 @@ struct Config {
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;     // n_embd / n_head
+  int head_dim = 0;     // attention.key_length, else n_embd / n_head
   int n_ctx_train = 0;  // context_length
   int n_rot = 0;        // rotary dimensions per head (chatglm, GLM-4-0414: head_dim / 2)
   float rope_base = 10000.0f;

@@ -80,23 +80,26 @@ TEST(Errors, InconsistentMetadata) {
   EXPECT_NE(st.message().find("block_count"), std::string::npos) << st.message();
 }
 
-// Heads of another width than embedding_length / head_count (GLM-4.5-Air: 96 of 128 over
-// 4096) are refused as not supported yet, naming the key, not as a bad file or a wrong shape;
-// a file that states the width glmserve uses loads.
-TEST(Errors, HeadsOfAnotherWidthAreNotSupportedYetByName) {
-  RandomSpec s;  // 4 heads over 64: 16 wide
+// The head width a file states (attention.key_length / value_length: GLM-4.5-Air's 96 of 128
+// over 4096) is the one its tensors must have: stated wider than the file's q rows, the shape
+// error names the tensor; keys and values of different widths are refused as not supported.
+TEST(Errors, AStatedHeadWidthIsTheTensorsOne) {
+  RandomSpec s;  // llama, 4 heads over 64: 16 wide
   s.arch = "llama";
   s.extra_metadata = [](gguf::Writer* w) {
     w->set("llama.attention.key_length", gguf::Value::u32(32));
     w->set("llama.attention.value_length", gguf::Value::u32(32));
   };
   Status st = load_spec(s, "wide_heads.gguf");
+  EXPECT_EQ(st.code(), ErrorCode::kBadFile) << st.message();
+  EXPECT_NE(st.message().find("blk.0.attn_q.weight"), std::string::npos) << st.message();
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("llama.attention.key_length", gguf::Value::u32(16));
+    w->set("llama.attention.value_length", gguf::Value::u32(32));
+  };
+  st = load_spec(s, "kv_widths.gguf");
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
-  EXPECT_NE(st.message().find("4 heads of 32 (llama.attention.key_length) over embedding_length "
-                              "64: heads wider or narrower than embedding_length / head_count "
-                              "are not supported yet"),
-            std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("keys of 16 and values of 32"), std::string::npos) << st.message();
   s.extra_metadata = [](gguf::Writer* w) {
     w->set("llama.attention.key_length", gguf::Value::u32(16));
     w->set("llama.attention.value_length", gguf::Value::u32(16));
