@@ -79,6 +79,9 @@ struct RandomSpec {
   int n_head = 4;
   int n_head_kv = 2;
   int n_rot = -1;  // -1: the architecture's default (chatglm head_dim/2, llama head_dim)
+  // The head width where it is not n_embd / n_head (written as attention.key_length and
+  // value_length: GLM-4.5-Air's 96 heads of 128 over 4096); 0: n_embd / n_head.
+  int head_dim = 0;
   float rope_base = 10000.0f;
   DType type = DType::kF32;
   // Types other than `type` for the matrices whose names end so ({"attn_v.weight", kQ6_K}: a
@@ -147,7 +150,7 @@ inline Status write_random_chatglm1(const RandomSpec& s, const std::string& path
 inline Status write_random_model(const RandomSpec& s, const std::string& path) {
   if (s.arch == "chatglm1") return write_random_chatglm1(s, path);
   const bool glm = s.arch != "llama";
-  const int hd = s.n_embd / s.n_head;
+  const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   struct T {
     std::string name;
     std::vector<int64_t> shape;
@@ -194,6 +197,10 @@ inline Status write_random_model(const RandomSpec& s, const std::string& path) {
   w.set(a + ".rope.freq_base", gguf::Value::f32(s.rope_base));
   w.set(a + ".rope.dimension_count",
         gguf::Value::u32(s.n_rot >= 0 ? s.n_rot : (glm ? hd / 2 : hd)));
+  if (s.head_dim > 0) {
+    w.set(a + ".attention.key_length", gguf::Value::u32(s.head_dim));
+    w.set(a + ".attention.value_length", gguf::Value::u32(s.head_dim));
+  }
   if (s.extra_metadata) s.extra_metadata(&w);
 
   const auto type_of = [&](const T& t) {

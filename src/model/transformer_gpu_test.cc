@@ -30,6 +30,7 @@ struct Case {
   DType type;
   DType kv;
   bool mixed = false;  // v and up in Q6_K (a Q4_K_M file's mix): llama's matrices kept apart
+  int head_dim = 0;    // heads wider than n_embd / n_head (attention.key_length); 0: as wide
 };
 
 class GpuVsCpu : public ::testing::TestWithParam<Case> {};
@@ -45,11 +46,12 @@ TEST_P(GpuVsCpu, SameLogits) {
   spec.n_head = 4;
   spec.n_head_kv = 2;
   spec.n_vocab = 77;
+  spec.head_dim = c.head_dim;
   if (c.mixed)
     spec.types_by_suffix = {{"attn_v.weight", DType::kQ6_K}, {"ffn_up.weight", DType::kQ6_K}};
   const std::string path =
       testing::temp_path(std::string("gpu_") + c.arch + "_" + dtype_name(c.type) +
-                         (c.mixed ? "_mixed" : "") + ".gguf");
+                         (c.mixed ? "_mixed" : "") + (c.head_dim > 0 ? "_wide" : "") + ".gguf");
   ASSERT_TRUE(testing::write_random_model(spec, path).ok());
   // The reference: the same weights decoded to f32 on the CPU. (The CPU kernels of quantized
   // weights also quantize the activations to 8 bits, as llama.cpp's do; the GPU kernels multiply
@@ -83,21 +85,23 @@ TEST_P(GpuVsCpu, SameLogits) {
   EXPECT_LT(max_rel_diff(b.decode, a.decode), int8 ? testing::kInt8DecodeTol : tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Weights, GpuVsCpu,
-                         ::testing::Values(Case{"chatglm", DType::kF32, DType::kF32},
-                                           Case{"chatglm", DType::kF16, DType::kF16},
-                                           Case{"chatglm", DType::kQ4_0, DType::kF16},
-                                           Case{"chatglm", DType::kQ8_0, DType::kQ8_0},
-                                           Case{"chatglm", DType::kQ4_K, DType::kF16},
-                                           Case{"chatglm", DType::kQ6_K, DType::kF16},
-                                           Case{"llama", DType::kBF16, DType::kF32},
-                                           Case{"llama", DType::kQ5_K, DType::kF16},
-                                           Case{"llama", DType::kQ5_1, DType::kF16},
-                                           Case{"llama", DType::kQ4_K, DType::kF16, true}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.arch) + "_" + dtype_name(i.param.type) +
-                                  (i.param.mixed ? "_mixed" : "") + "_kv_" + dtype_name(i.param.kv);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Weights, GpuVsCpu,
+    ::testing::Values(
+        Case{"chatglm", DType::kF32, DType::kF32}, Case{"chatglm", DType::kF16, DType::kF16},
+        Case{"chatglm", DType::kQ4_0, DType::kF16}, Case{"chatglm", DType::kQ8_0, DType::kQ8_0},
+        Case{"chatglm", DType::kQ4_K, DType::kF16}, Case{"chatglm", DType::kQ6_K, DType::kF16},
+        Case{"llama", DType::kBF16, DType::kF32}, Case{"llama", DType::kQ5_K, DType::kF16},
+        Case{"llama", DType::kQ5_1, DType::kF16}, Case{"llama", DType::kQ4_K, DType::kF16, true},
+        // 4 heads of 128 over 256 (q rows of 512):
+        // GLM-4.5-Air's, Mistral-Nemo's geometry.
+        Case{"llama", DType::kF16, DType::kF16, false, 128},
+        Case{"chatglm", DType::kQ8_0, DType::kF16, false, 128}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return std::string(i.param.arch) + "_" + dtype_name(i.param.type) +
+             (i.param.mixed ? "_mixed" : "") + (i.param.head_dim > 0 ? "_wide" : "") + "_kv_" +
+             dtype_name(i.param.kv);
+    });
 
 // A llama layer's q, k and v, and its gate and up, run as one matmul each where their types
 // agree (stacked at upload: GpuModel::Uploader::stacked), apart where they differ (the logits
