@@ -110,8 +110,9 @@ TEST(Errors, AStatedHeadWidthIsTheTensorsOne) {
 // Any value of any hyperparameter either loads a model that runs, or gives an error.
 TEST(Errors, MetadataValuesNeverCrash) {
   const std::vector<std::string> keys = {
-      "embedding_length",        "feed_forward_length",  "block_count",   "attention.head_count",
-      "attention.head_count_kv", "rope.dimension_count", "context_length"};
+      "embedding_length",     "feed_forward_length",     "block_count",
+      "attention.head_count", "attention.head_count_kv", "rope.dimension_count",
+      "context_length",       "attention.key_length",    "attention.value_length"};
   const std::vector<uint32_t> values = {0, 1, 2, 3, 4, 8, 16, 63, 64, 65, 1u << 20, 0xffffffffu};
   int loaded = 0, failed = 0;
   for (const std::string& key : keys) {
