@@ -372,6 +372,16 @@ void Daemon::handle_generate(const std::shared_ptr<Connection>& conn,
         options_.retry_after_ms);
     return;
   }
+  // An engine that stops (its GPU was lost: it fails its requests with "restart" before this
+  // daemon is asked to stop) refuses first, so that such a request sent again at once is
+  // retried on the engine that comes back, never refused for its id still in flight here.
+  if (const generation::Health h = e->health(); h != generation::Health::kReady) {
+    refuse(
+        Status(ErrorCode::kUnavailable, std::string("the engine is ") + generation::health_name(h) +
+                                            "; retry on the restarted engine"),
+        options_.retry_after_ms);
+    return;
+  }
   // Ids are unique per engine, not per connection: a cancel by id then names exactly one
   // request, whichever connection sends it.
   const std::string& engine_id = client_id;

@@ -454,7 +454,12 @@ class EngineImpl final : public Engine, public RequestLedger {
     }
     done_cv_.notify_all();
   }
-  bool model_failed() const override { return !model_->health().ok(); }
+  bool model_failed() override {
+    if (model_->health().ok()) return false;
+    Health ready = Health::kReady;
+    health_.compare_exchange_strong(ready, Health::kDraining);
+    return true;
+  }
 
  private:
   void loop() {

@@ -27,8 +27,10 @@ class RequestLedger {
   // When a request delivered its final event.
   virtual void finished(const std::string& id) = 0;
   // Whether the model can no longer run (a lost GPU: model::Model::health): a request failing
-  // then failed with the engine, not by its own fault (Event::restart).
-  virtual bool model_failed() const = 0;
+  // then failed with the engine, not by its own fault (Event::restart). From the first true the
+  // engine takes no new request (its health says draining), so that a request sent again at
+  // once is refused, to be retried on the engine that comes back, rather than taken here.
+  virtual bool model_failed() = 0;
 };
 
 // The choices of one request with n > 1: each choice's end goes out as kChoiceDone, and one
