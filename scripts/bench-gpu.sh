@@ -140,7 +140,8 @@ fi
 
 [[ "$cmd" == run ]] || { echo "unknown command $cmd" >&2; exit 2; }
 preset=6b rounds=2 types="q4_0 f16 q4_k_m" serve_runs=10 kernels=.
-only="tests table serve profile shaders rolled alt settings kernels moe"
+sections="tests table serve profile shaders rolled alt settings kernels moe"  # in this order
+only="$sections"
 settings="4,2,16 4,2,16,-1,1,-1,2 4,2,16,-1,1,-1,0 4,2,16,0 4,2,16,0,1,-1,2 4,2,16,0,1,-1,0 4,2,16,-1,0 4,2,16,-1,1,0 1,2,16 2,2,16 2,2,16,-1,1,-1,2 4,2,32 submit=0 submit=16"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -154,7 +155,6 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-sections="tests table serve profile shaders rolled alt settings kernels moe"
 for s in $only; do
   [[ " $sections " == *" $s "* ]] || { echo "--only: unknown section $s (sections: $sections)" >&2; exit 2; }
 done

@@ -489,13 +489,12 @@ class EngineImpl final : public Engine, public RequestLedger {
       cancels.clear();
       if (cancel_all) sched_->cancel_all();
       const bool stepped = sched_->step();
-      if (!model_failed_) {
-        if (Status h = model_->health(); !h.ok()) {
-          // A lost GPU: every step fails from now on. Say so once; the owner restarts us.
-          model_failed_ = true;
-          GLM_LOG_ERROR("engine: the model cannot run any more: %s", h.to_string().c_str());
-          if (options_.on_fatal) options_.on_fatal(h);
-        }
+      if (!model_failed_ && model_failed()) {
+        // A lost GPU: every step fails from now on. Say so once; the owner restarts us.
+        model_failed_ = true;
+        const Status h = model_->health();
+        GLM_LOG_ERROR("engine: the model cannot run any more: %s", h.to_string().c_str());
+        if (options_.on_fatal) options_.on_fatal(h);
       }
       if (!stepped && sched_->idle() && !model_failed_) cache_->write_next();
       const Stats s = sched_->stats();

@@ -280,8 +280,9 @@ void FakeEngine::generate(std::shared_ptr<Conn> conn, protocol::Request req,
       ::shutdown(conn->fd, SHUT_RDWR);
       return;
     }
-    if ((has("[lost]") || has("[lost-once]") || has("[failed-once]")) &&
-        (has("[lost]") || req.resume.empty()) && n == 3) {
+    const bool lose =
+        has("[lost]") || ((has("[lost-once]") || has("[failed-once]")) && req.resume.empty());
+    if (lose && n == 3) {
       // What an engine whose GPU was lost sends each request before it exits to be restarted
       // ([failed-once]: the same error as a request's own, without "restart").
       protocol::Event err =

@@ -89,12 +89,10 @@ StatusOr<Config> read_config(const gguf::File& file) {
   // The head width: attention.key_length where the file states it (GLM-4.5 and GLM-4.5-Air: 96
   // heads of 128 over 5120 and 4096, wider than embedding_length / head_count; GLM-4-0414: the
   // same as that), else embedding_length / head_count. Keys and values are as wide.
-  int key_len = 0, value_len = 0;
-  if (file.find(r.prefix + "attention.key_length") != nullptr) {
-    GLM_RETURN_IF_ERROR(r.get_int("attention.key_length", &key_len, true, 0));
-  }
-  if (file.find(r.prefix + "attention.value_length") != nullptr) {
-    GLM_RETURN_IF_ERROR(r.get_int("attention.value_length", &value_len, true, 0));
+  int key_len = 0, value_len = 0;  // 0: not stated
+  for (auto [key, len] : {std::pair{"attention.key_length", &key_len},
+                          std::pair{"attention.value_length", &value_len}}) {
+    if (file.find(r.prefix + key) != nullptr) GLM_RETURN_IF_ERROR(r.get_int(key, len, true, 0));
   }
   if (key_len > 0 && value_len > 0 && key_len != value_len) {
     return unsupported(file.path() + ": keys of " + std::to_string(key_len) + " and values of " +
@@ -105,8 +103,8 @@ StatusOr<Config> read_config(const gguf::File& file) {
   const int stated = key_len > 0 ? key_len : value_len;
   if (stated > 0) {
     if (stated % 4 != 0) {
-      return bad_file(r.where("attention.key_length") + " = " + std::to_string(stated) +
-                      " must be a multiple of 4");
+      return bad_file(r.where(key_len > 0 ? "attention.key_length" : "attention.value_length") +
+                      " = " + std::to_string(stated) + " must be a multiple of 4");
     }
     c.head_dim = stated;
   } else {
