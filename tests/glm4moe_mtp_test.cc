@@ -41,6 +41,12 @@ std::string tiny(DType type) {
   return glm::testing::tiny_model("glm4moe-tiny", convert::Family::kGLM4MoE, type);
 }
 
+// GLM-4.5's (355B) attention at the tiny width: its MTP block normalises each q and k head too.
+std::string tiny_355b() {
+  return glm::testing::tiny_model("glm4moe-tiny-355b", convert::Family::kGLM4MoE, DType::kF32,
+                                  "tiny-355b");
+}
+
 // A tensor of an f32 file as floats.
 std::vector<float> floats(const gguf::File& f, const std::string& name) {
   const gguf::TensorInfo* t = f.tensor(name);
@@ -117,6 +123,18 @@ RefOut reference(const gguf::File& f, const model::Config& c, const std::vector<
     vs[j] = matvec(wv, kd, d, a);
     for (size_t i = 0; i < qd; ++i) qs[j][i] += bq[i];
     for (size_t i = 0; i < kd; ++i) ks[j][i] += bk[i], vs[j][i] += bv[i];
+    if (f.tensor(b + "attn_q_norm.weight") != nullptr) {  // GLM-4.5: each head RMS-normed
+      const auto q_norm = t("attn_q_norm.weight"), k_norm = t("attn_k_norm.weight");
+      auto norm_heads = [&](std::vector<double>* x, size_t heads, const std::vector<float>& w) {
+        for (size_t hh = 0; hh < heads; ++hh) {
+          const std::vector<double> head(x->begin() + hh * hd, x->begin() + (hh + 1) * hd);
+          const std::vector<double> normed = rms(head, w, eps);
+          std::copy(normed.begin(), normed.end(), x->begin() + hh * hd);
+        }
+      };
+      norm_heads(&qs[j], nh, q_norm);
+      norm_heads(&ks[j], nkv, k_norm);
+    }
     // NEOX rotary on the first n_rot dims of each head: pairs (i, i + n_rot / 2).
     const size_t half = c.n_rot / 2;
     auto rope = [&](std::vector<double>* x, size_t heads) {
@@ -205,8 +223,7 @@ model::MtpInput mtp_input(const int32_t* tokens, int n, int n_past,
   return in;
 }
 
-TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideAnother) {
-  const std::string path = tiny(DType::kF32);
+void expect_mtp_block_equals_scalar_reference(const std::string& path) {
   auto file = gguf::File::open(path);
   ASSERT_TRUE(file.ok());
   auto m = model::testing::load(path, 2);
@@ -265,6 +282,14 @@ TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideA
   for (int v = 0; v < c.n_vocab; ++v) {
     ASSERT_NEAR(l2[c.n_vocab + v], other.logits[2][v], 2e-3 * (1 + max_abs)) << v;
   }
+}
+
+TEST(Glm4MoeMtp, BlockEqualsAScalarReferenceInOneBatchAPositionAtATimeAndBesideAnother) {
+  expect_mtp_block_equals_scalar_reference(tiny(DType::kF32));
+}
+
+TEST(Glm4MoeMtp, WithQkNormsTheBlockEqualsAScalarReference) {
+  expect_mtp_block_equals_scalar_reference(tiny_355b());
 }
 
 // SeqInput::hidden_out (what the scheduler feeds the block) is eval's final-norm row of each
@@ -522,8 +547,7 @@ StatusOr<std::unique_ptr<model::Model>> load_gpu_with_block(const std::string& p
 // The trunk's hidden rows (a prefill and decode steps) and the block's logits and head-normed
 // rows (a position at a time, then one batch beside another sequence) on the GPU equal the
 // CPU's, which the reference test above checks from the definition.
-TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
-  const std::string path = tiny(DType::kF32);
+void expect_gpu_hidden_rows_and_mtp_block_equal_the_cpus(const std::string& path) {
   auto cpu = model::testing::load(path, 2);
   auto gpu = load_gpu_with_block(path);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
@@ -603,6 +627,14 @@ TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
   ASSERT_EQ(out[1][0].size(), static_cast<size_t>(n + 3) * c.n_vocab);
   close(out[1][0], out[0][0], 1e-4f, "MTP logits");
   close(out[1][1], out[0][1], 1e-4f, "MTP rows");
+}
+
+TEST(Glm4MoeMtp, OnTheGpuTheHiddenRowsAndTheBlockEqualTheCpus) {
+  expect_gpu_hidden_rows_and_mtp_block_equal_the_cpus(tiny(DType::kF32));
+}
+
+TEST(Glm4MoeMtp, OnTheGpuWithQkNormsTheHiddenRowsAndTheBlockEqualTheCpus) {
+  expect_gpu_hidden_rows_and_mtp_block_equal_the_cpus(tiny_355b());
 }
 
 void expect_gpu_greedy_text_with_mtp_drafts_equal_to_without(int cpu_moe) {

@@ -267,6 +267,35 @@ TEST(Glm4Moe, WideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp(
 
 TEST(Glm4Moe, OnTheGpuWideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp("vulkan"); }
 
+// GLM-4.5's (355B; GLM-4.6) attention: tiny-air's wide heads, each q and k head RMS-normed
+// (attn_q_norm, attn_k_norm) after its bias and before the rotary. F32 against llama.cpp's
+// logits of the same file (tests/data/glm4moe/README.md).
+std::string tiny_qk_norm() {
+  return glm::testing::tiny_model("glm4moe-tiny-355b", convert::Family::kGLM4MoE, DType::kF32,
+                                  "tiny-355b");
+}
+
+void expect_qk_norms_match_llama_cpp(const std::string& device) {
+  Compare c = glm::testing::compare_with_reference(
+      tiny_qk_norm(), ref_moe("tiny-355b-f32.logits.jsonl"), kPrefill, DType::kF32, device);
+  std::printf(
+      "%s glm4moe tiny-355b f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+      device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
+  EXPECT_LT(c.max_diff, 1e-4f);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+TEST(Glm4Moe, QkNormsLogitsMatchLlamaCpp) { expect_qk_norms_match_llama_cpp("cpu"); }
+
+TEST(Glm4Moe, OnTheGpuQkNormsLogitsMatchLlamaCpp) { expect_qk_norms_match_llama_cpp("vulkan"); }
+
+// A file with one of the two norms of a layer is refused, naming the missing one.
+TEST(Glm4Moe, AMissingKNormIsNamed) {
+  expect_refused(glm::testing::edited_copy(tiny_qk_norm(), "glm4moe-no-k-norm.gguf", nullptr,
+                                           "blk.2.attn_k_norm.weight"),
+                 ErrorCode::kBadFile, "blk.2.attn_k_norm.weight");
+}
+
 // On the GPU (lavapipe in CI): the same llama.cpp references, the experts' rows read per slot
 // by matmul.comp's IDS variant after the routing shader chose them.
 TEST(Glm4Moe, OnTheGpuTinyF32LogitsMatchLlamaCpp) {

@@ -45,6 +45,10 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
       add("attn_k.bias", Slot::kAttnKBias, Role::kBias, {kv});
       add("attn_v.bias", Slot::kAttnVBias, Role::kBias, {kv});
     }
+    if (d.qk_norm) {
+      add("attn_q_norm.weight", Slot::kAttnQNorm, Role::kNorm, {d.head_dim()});
+      add("attn_k_norm.weight", Slot::kAttnKNorm, Role::kNorm, {d.head_dim()});
+    }
     add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
   };
   add("token_embd.weight", Slot::kTokenEmbd, Role::kTokenEmbd, {e, d.n_vocab});

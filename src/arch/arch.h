@@ -73,6 +73,8 @@ enum class Slot {
   kFfnDown,
   kFfnDownBias,
   kAttnPostNorm,  // glm4: RMSNorm of the attention output before the residual add
+  kAttnQNorm,     // glm4moe (GLM-4.5 355B): RMSNorm of each query head before the rotary
+  kAttnKNorm,     // glm4moe (GLM-4.5 355B): RMSNorm of each key head before the rotary
   kFfnPostNorm,   // glm4: RMSNorm of the MLP output before the residual add
   // glm4moe's MoE layers (model/moe.h): the router, its selection bias, the experts' 3-D
   // matrices and the shared expert.
@@ -106,6 +108,8 @@ struct Dims {
   // chatglm: attn_qkv.bias; llama, glm4: attn_{q,k,v}.bias (chatglm1: always)
   bool qkv_bias = false;
   bool tied_output = false;  // no output.weight: the LM head reuses token_embd.weight
+  // glm4moe: attn_q_norm and attn_k_norm, [head_dim] each (GLM-4.5 355B; not GLM-4.5-Air).
+  bool qk_norm = false;
   // glm4moe: layers [0, n_dense_lead) have a dense SwiGLU of n_ff; the others route each token
   // to n_expert experts of n_ff_exp (3-D tensors) plus n_expert_shared shared ones.
   int64_t n_expert = 0;

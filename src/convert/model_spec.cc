@@ -64,6 +64,7 @@ arch::Dims Hparams::dims() const {
   d.n_head_kv = n_head_kv;
   d.head_width = head_width;
   d.qkv_bias = layout() != arch::Arch::kLlama;
+  d.qk_norm = qk_norm;
   d.tied_output = tied_output;
   d.n_expert = n_expert;
   d.n_ff_exp = n_ff_exp;
@@ -94,6 +95,7 @@ Status Hparams::validate() const {
     }
     if (n_expert_used > n_expert) return bad("top-k is more than the number of experts");
   }
+  if (qk_norm && layout() != arch::Arch::kGLM4MoE) return bad("Q/K norms are glm4moe's only");
   if (n_nextn < 0 || n_nextn > 1 || (n_nextn > 0 && layout() != arch::Arch::kGLM4MoE)) {
     return bad("an MTP block (nextn) is written for glm4moe only, one at most");
   }
@@ -150,6 +152,12 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
     // them over 256, 2 KV heads), rotary on 64 dims; the tiny preset's experts.
     h = experts(make(Family::kGLM4MoE, 512, 256, 512, 3, 4, 2, 256), 8, 2, 128, 2.5f);
     h.head_width = 128;
+  } else if (p == "tiny-355b") {
+    // GLM-4.5's (355B-A32B; GLM-4.6 the same) attention at a tiny width: tiny-air's heads of 128
+    // wider than n_embd / n_head, each query and key head RMS-normed before the rotary.
+    h = experts(make(Family::kGLM4MoE, 512, 256, 512, 3, 4, 2, 256), 8, 2, 128, 2.5f);
+    h.head_width = 128;
+    h.qk_norm = true;
   } else if (p == "air") {
     // GLM-4.5-Air at its widths (hidden 4096; 96 heads of 128 and 8 KV heads; 128 experts of
     // 1408, top-8; dense FFN 10944) in 3 layers (one dense) to fit a workstation test (about
@@ -158,7 +166,7 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
     h.head_width = 128;
   } else {
     return invalid_argument("unknown preset '" + p +
-                            "' for glm4moe (use one of: tiny, tiny-air, small, air)");
+                            "' for glm4moe (use one of: tiny, tiny-air, tiny-355b, small, air)");
   }
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;

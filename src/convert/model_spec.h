@@ -62,6 +62,9 @@ struct Hparams {
   // The head width where it is not n_embd / n_head (GLM-4.5-Air: 96 heads of 128 over 4096),
   // written as attention.key_length / value_length; 0: n_embd / n_head.
   int64_t head_width = 0;
+  // glm4moe: attn_q_norm and attn_k_norm, each query and key head RMS-normed before the rotary
+  // (GLM-4.5 355B, GLM-4.6; GLM-4.5-Air has none).
+  bool qk_norm = false;
 
   arch::Arch layout() const { return layout_of(family); }
   int64_t head_dim() const { return head_width > 0 ? head_width : n_embd / n_head; }

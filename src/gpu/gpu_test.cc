@@ -381,6 +381,38 @@ TEST(GpuOps, RmsNormEqualsReference) {
   }
 }
 
+// GLM-4.5's Q/K norms against model::ops::rms_norm_heads: the q heads with w's first row, the k
+// heads after them with its second, in place in rows wider than the heads (the V columns after
+// them stay as they were); heads of 128 (two values a thread) and of 40 (threads idle); a prefill
+// of 700 tokens x 104 heads (more workgroups than one axis dispatches).
+TEST(GpuOps, HeadNormEqualsReference) {
+  NEED_DEVICE();
+  struct Shape {
+    int n_tokens, n_q, n_kv, head_dim;
+  };
+  for (Shape sh : {Shape{3, 4, 2, 128}, Shape{2, 3, 1, 40}, Shape{700, 96, 8, 32}}) {
+    SCOPED_TRACE(sh.n_tokens);
+    const int n_head = sh.n_q + sh.n_kv, stride = (n_head + sh.n_kv) * sh.head_dim;
+    std::vector<float> x = random_floats(static_cast<size_t>(sh.n_tokens) * stride, 51);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= static_cast<float>(i % 7 + 1);
+    const std::vector<float> w = random_floats(2 * static_cast<size_t>(sh.head_dim), 52);
+    Buffer xb = device_floats(dev, x), wb = device_floats(dev, w);
+    Stream& s = dev->stream();
+    s.begin();
+    head_norm(s, xb.address(), wb.address(), sh.n_tokens, stride, n_head, sh.n_q, sh.head_dim,
+              1e-5f);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want = x;
+    for (int t = 0; t < sh.n_tokens; ++t) {
+      float* row = want.data() + static_cast<size_t>(t) * stride;
+      model::ops::rms_norm_heads(row, sh.n_q, sh.head_dim, w.data(), 1e-5f);
+      model::ops::rms_norm_heads(row + static_cast<size_t>(sh.n_q) * sh.head_dim, sh.n_kv,
+                                 sh.head_dim, w.data() + sh.head_dim, 1e-5f);
+    }
+    EXPECT_LT(max_rel_err(read_floats(dev, xb, x.size()), want), 2e-6);
+  }
+}
+
 // The norms, SwiGLU and GELU with their 8-bit rows (the next matmul's input for the integer-dot
 // shaders): the f32 rows as without them, the 8-bit rows exactly quantize_q8's of those rows.
 // Rows of 160 values (5 blocks) and 8224 (257: more blocks than the RMS norm's 256 threads).

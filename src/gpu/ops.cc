@@ -59,6 +59,31 @@ void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps,
   s.dispatch(Shader::kRmsNorm, &p, sizeof(p), static_cast<uint32_t>(n_rows));
 }
 
+void head_norm(Stream& s, Addr x, Addr w, int n_tokens, int row_stride, int n_head, int n_q,
+               int head_dim, float eps) {
+  GLM_CHECK(n_q >= 0 && n_q <= n_head && int64_t{n_head} * head_dim <= row_stride);
+  const int64_t rows = int64_t{n_tokens} * n_head;  // a workgroup each
+  if (rows == 0) return;
+  struct {
+    Addr x, w;
+    uint32_t n_tokens, row_stride, n_head, n_q, head_dim;
+    float eps;
+    uint32_t groups_per_y;
+  } p{x,
+      w,
+      static_cast<uint32_t>(n_tokens),
+      static_cast<uint32_t>(row_stride),
+      static_cast<uint32_t>(n_head),
+      static_cast<uint32_t>(n_q),
+      static_cast<uint32_t>(head_dim),
+      eps,
+      0};
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(rows, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((rows + gx - 1) / gx);
+  p.groups_per_y = gx;
+  s.dispatch(Shader::kHeadNorm, &p, sizeof(p), gx, gy);
+}
+
 void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps, Addr idx,
                 Addr q8) {
   GLM_CHECK(q8 == 0 || n % 32 == 0);

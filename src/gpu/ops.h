@@ -37,6 +37,13 @@ void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, i
 void rms_norm(Stream& s, Addr x, Addr w, Addr out, int n_rows, int n, float eps, Addr idx = 0,
               Addr q8 = 0);
 
+// Each head of x[t * row_stride + h * head_dim ...] (t < n_tokens, h < n_head) RMS-normed over
+// its head_dim values in place, times w's first row for h < n_q and its second for the others
+// (model::ops::rms_norm_heads: GLM-4.5's Q/K norms over the q heads and the k heads after them).
+//   x: [n_tokens, row_stride] f32; w: [2, head_dim].
+void head_norm(Stream& s, Addr x, Addr w, int n_tokens, int row_stride, int n_head, int n_q,
+               int head_dim, float eps);
+
 // out[r] = layer_norm(x[idx ? idx[r] : r]) * w + b   (model::ops::layer_norm)
 //   x: [*, n]; w, b: [n]; out: [n_rows, n] (not aliasing x); idx: [n_rows] int32 or 0;
 //   q8: where not 0, out's rows also as quantize_q8 writes them (n a multiple of 32).

@@ -48,6 +48,7 @@ namespace glm::gpu {
   X(kMatmulTiledQ5_K, matmul_tiled_q5_k)           \
   X(kMatmulTiledQ6_K, matmul_tiled_q6_k)           \
   X(kRmsNorm, rms_norm)                            \
+  X(kHeadNorm, head_norm)                          \
   X(kLayerNorm, layer_norm)                        \
   X(kRope, rope)                                   \
   X(kSwiglu, swiglu)                               \

@@ -60,6 +60,7 @@ arch::Dims Config::dims() const {
   d.head_width = head_dim;
   d.qkv_bias = qkv_bias;
   d.tied_output = tied_output;
+  d.qk_norm = qk_norm;
   d.n_expert = moe.n_expert;
   d.n_ff_exp = moe.n_ff_exp;
   d.n_expert_shared = moe.n_expert_shared;
@@ -163,6 +164,7 @@ StatusOr<Config> read_config(const gguf::File& file) {
   c.tied_output = file.tensor("output.weight") == nullptr;
   if (c.arch == Arch::kGLM4MoE) {
     c.rope_neox = true;
+    c.qk_norm = file.tensor("blk.0.attn_q_norm.weight") != nullptr;
     GLM_RETURN_IF_ERROR(read_moe_config(file, &c));
   }
   return c;

@@ -46,6 +46,9 @@ struct Config {
   float norm_eps = 1e-5f;
   bool qkv_bias = false;
   bool tied_output = false;  // LM head shares token_embd.weight
+  // glm4moe: each query and key head RMS-normed before the rotary (attn_q_norm, attn_k_norm:
+  // GLM-4.5 355B and GLM-4.6; GLM-4.5-Air has none).
+  bool qk_norm = false;
   // Rotary pairs (x[i], x[i + n_rot / 2]) (llama.cpp's NEOX: glm4moe) instead of adjacent ones.
   bool rope_neox = false;
   MoeConfig moe;  // glm4moe; n_expert == 0 elsewhere

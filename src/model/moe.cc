@@ -82,10 +82,6 @@ Status read_moe_config(const gguf::File& file, Config* c) {
     if (!norm.ok()) return bad_file(where("expert_weights_norm") + " must be a bool");
     m.weights_norm = *norm;
   }
-  if (file.tensor("blk.0.attn_q_norm.weight") != nullptr) {
-    return unsupported(
-        file.path() + ": blk.0.attn_q_norm.weight: Q/K norms (GLM-4.5 355B) are not supported yet");
-  }
   // The first MoE layer's router must agree with expert_count (the loader checks the rest).
   if (m.n_dense_lead < c->n_layer) {
     const std::string name = "blk." + std::to_string(m.n_dense_lead) + ".ffn_gate_inp.weight";

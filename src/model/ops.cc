@@ -17,6 +17,13 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+void rms_norm_heads(float* row, int n_head, int head_dim, const float* w, float eps) {
+  for (int h = 0; h < n_head; ++h) {
+    float* x = row + static_cast<int64_t>(h) * head_dim;
+    rms_norm(x, w, eps, x, head_dim);
+  }
+}
+
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* out, int n) {
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += x[i];

@@ -12,6 +12,10 @@ namespace glm::model::ops {
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x, w, out: [n]. out may alias x.
 void rms_norm(const float* x, const float* w, float eps, float* out, int n);
 
+// Each of the n_head heads of row [n_head, head_dim] RMS-normed over its head_dim values times
+// w [head_dim], in place (GLM-4.5's Q/K norms; gpu::head_norm's reference).
+void rms_norm_heads(float* row, int n_head, int head_dim, const float* w, float eps);
+
 // LayerNorm with bias (ChatGLM-6B v1): out = (x - mean) / sqrt(var + eps) * w + b. out may alias x.
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* out, int n);
 

@@ -152,6 +152,12 @@ void Transformer::project_qkv(int l, const LayerWeights& lw, int n) {
   const int half = c.n_rot / 2;
   const auto rope = c.rope_neox ? ops::rope_neox : ops::rope_interleaved;
   for (int t = 0; t < n; ++t) {
+    if (lw.attn_q_norm != nullptr) {  // GLM-4.5: each head normed before its rotary
+      ops::rms_norm_heads(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim,
+                          lw.attn_q_norm, c.norm_eps);
+      ops::rms_norm_heads(k_.data() + static_cast<size_t>(t) * kd, c.n_head_kv, c.head_dim,
+                          lw.attn_k_norm, c.norm_eps);
+    }
     const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
     const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
     rope(q_.data() + static_cast<size_t>(t) * qd, c.n_head, c.head_dim, c.n_rot, cs, sn);

@@ -273,6 +273,8 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
     GLM_RETURN_IF_ERROR(up.vec(lw.bk, c.kv_dim(), &g.bk));
     GLM_RETURN_IF_ERROR(up.vec(lw.bv, c.kv_dim(), &g.bv));
   }
+  GLM_RETURN_IF_ERROR(
+      up.vecs({lw.attn_q_norm, lw.attn_k_norm}, {c.head_dim, c.head_dim}, &g.qk_norm));
   GLM_RETURN_IF_ERROR(up.matrix(lw.wo, &g.wo, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.ffn_norm, c.n_embd, &g.ffn_norm));
   StatusOr<bool> gate_up = up.stacked({&lw.ffn_gate, &lw.ffn_up}, &g.ffn_up, name);
@@ -469,6 +471,10 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
     add_lora(st, l, &GpuLoraLayer::wq, at(cur_), at(qkv_), w, 0);
     add_lora(st, l, &GpuLoraLayer::wk, at(cur_), at(qkv_), w, qd);
     add_lora(st, l, &GpuLoraLayer::wv, at(cur_), at(qkv_), w, qd + kd);
+  }
+  if (g.qk_norm.valid()) {  // GLM-4.5: each q head, then each k head, normed before the rotary
+    gpu::head_norm(st, at(qkv_), at(g.qk_norm), n, w, c.n_head + c.n_head_kv, c.n_head, c.head_dim,
+                   c.norm_eps);
   }
   // The q heads and the k heads after them rotated as the K/V rows are stored: one dispatch.
   const Rope rope{c.rope_neox ? gpu::RopeKind::kNeox : gpu::RopeKind::kInterleaved, c.n_rot};

@@ -53,6 +53,7 @@ class GpuTransformer : public GpuModel {
     gpu::Matrix qkv;                // fused [q_dim + 2 kv_dim, n_embd] (the file's, or stacked), or
     gpu::Matrix wq, wk, wv;         // where their types differ
     gpu::Buffer qkv_b, bq, bk, bv;  // biases or empty
+    gpu::Buffer qk_norm;            // [2, head_dim] glm4moe's Q/K norms (q's, k's), or empty
     gpu::Matrix wo;                 // [n_embd, q_dim]
     gpu::Buffer ffn_norm;           // [n_embd]
     gpu::Matrix ffn_up;             // fused [2 n_ff, n_embd] (gate rows, then up) or [n_ff, n_embd]

@@ -233,6 +233,10 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.bv;
     case Slot::kAttnOutBias:
       return &l.wo_b;
+    case Slot::kAttnQNorm:
+      return &l.attn_q_norm;
+    case Slot::kAttnKNorm:
+      return &l.attn_k_norm;
     case Slot::kFfnNorm:
       return &l.ffn_norm;
     case Slot::kFfnNormBias:

@@ -30,6 +30,8 @@ struct LayerWeights {
   const float* bq = nullptr;              // [q_dim] or null
   const float* bk = nullptr;              // [kv_dim] or null
   const float* bv = nullptr;              // [kv_dim] or null
+  const float* attn_q_norm = nullptr;     // [head_dim] glm4moe: RMSNorm of each q head; or null
+  const float* attn_k_norm = nullptr;     // [head_dim] glm4moe: RMSNorm of each k head; or null
   kernels::WeightView wo;                 // [n_embd, q_dim]
   const float* wo_b = nullptr;            // [n_embd] or null
   const float* attn_post_norm = nullptr;  // [n_embd] glm4: RMSNorm of wo's output; else null
