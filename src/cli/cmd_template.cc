@@ -30,7 +30,7 @@ constexpr char kHelp[] =
     "                      roles: system, user, assistant, observation; optional \"metadata\";\n"
     "                      \"tools\" (JSON) on a system message (ChatGLM3)\n"
     "  --template NAME     force a template: chatglm3, chatglm2, chatglm1, glm4, glm4-0414,\n"
-    "                      glm-z1, glm45, llama2, raw\n"
+    "                      glm-z1, glm45, glm47, llama2, raw\n"
     "  --text              also print the prompt as text (special tokens shown) to stderr\n";
 
 StatusOr<std::vector<tok::Message>> read_messages(const std::string& path) {

@@ -41,10 +41,10 @@ namespace {
 // GLM-4.5's arguments: per property of the object `schema`, in its order (the required ones
 // always, the others optional), "<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n" where V is a
 // string property's text as it is (no '<'; one of its enum values if it has them) and any other
-// property's JSON value. No properties: no arguments.
+// property's JSON value. No properties: no arguments. `nl`: "\n", or "" for GLM-4.7's format.
 StatusOr<grammar::Expr> add_xml_arguments(grammar::GrammarBuilder* b,
                                           const nlohmann::ordered_json& schema,
-                                          const std::string& prefix) {
+                                          const std::string& prefix, const std::string& nl) {
   using grammar::Expr;
   std::vector<Expr> pairs{Expr::literal("")};
   if (!schema.is_object() || !schema.contains("properties")) return Expr::seq(std::move(pairs));
@@ -79,8 +79,8 @@ StatusOr<grammar::Expr> add_xml_arguments(grammar::GrammarBuilder* b,
       if (!v.ok()) return v.status();
       value = *v;
     }
-    Expr pair = Expr::seq({Expr::literal("<arg_key>" + key + "</arg_key>\n<arg_value>"), value,
-                           Expr::literal("</arg_value>\n")});
+    Expr pair = Expr::seq({Expr::literal("<arg_key>" + key + "</arg_key>" + nl + "<arg_value>"),
+                           value, Expr::literal("</arg_value>" + nl)});
     const bool req = std::find(required.begin(), required.end(), key) != required.end();
     pairs.push_back(req ? std::move(pair) : Expr::optional(std::move(pair)));
     ++i;
@@ -92,11 +92,12 @@ StatusOr<grammar::Expr> add_xml_arguments(grammar::GrammarBuilder* b,
 StatusOr<grammar::Grammar> tool_call_grammar(const std::string& tools_json,
                                              const std::string& chat_template) {
   const bool python = chat_template == "chatglm3";
-  const bool xml = chat_template == "glm45";
+  const bool xml = chat_template == "glm45" || chat_template == "glm47";
+  const std::string nl = chat_template == "glm47" ? "" : "\n";  // GLM-4.7's calls: no newlines
   if (!python && !xml && chat_template != "glm4") {
     return unsupported("constraint: the " + chat_template +
-                       " chat template has no tool-call format (ChatGLM3, GLM-4 and GLM-4.5 have "
-                       "one)");
+                       " chat template has no tool-call format (ChatGLM3, GLM-4, GLM-4.5 and "
+                       "GLM-4.7 have one)");
   }
   auto tools = parse_ordered_json(tools_json, "the constraint's tools");
   if (!tools.ok()) return invalid_argument("constraint: " + tools.status().message());
@@ -119,15 +120,15 @@ StatusOr<grammar::Grammar> tool_call_grammar(const std::string& tools_json,
                                               : nlohmann::ordered_json{{"type", "object"}};
     const std::string prefix = "tool" + std::to_string(i);
     StatusOr<grammar::Expr> args = python ? grammar::add_python_kwargs(&b, schema, prefix)
-                                   : xml  ? add_xml_arguments(&b, schema, prefix)
+                                   : xml  ? add_xml_arguments(&b, schema, prefix, nl)
                                           : grammar::add_json_schema(&b, schema, prefix);
     if (!args.ok()) {
       return invalid_argument("constraint: tool '" + name + "' parameters " +
                               args.status().message());
     }
     if (xml) {
-      calls.push_back(grammar::Expr::seq({grammar::Expr::literal("<tool_call>" + name + "\n"),
-                                          *args, grammar::Expr::literal("</tool_call>")}));
+      calls.push_back(grammar::Expr::seq({grammar::Expr::literal("<tool_call>" + name + nl), *args,
+                                          grammar::Expr::literal("</tool_call>")}));
     } else if (python) {
       calls.push_back(grammar::Expr::seq({grammar::Expr::literal(name + "\n```python\ntool_call("),
                                           *args, grammar::Expr::literal(")\n```")}));

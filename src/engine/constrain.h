@@ -33,6 +33,7 @@ std::shared_ptr<const grammar::TokenVocab> build_token_vocab(const tok::Tokenize
 //   chatglm3: NAME "\n```python\ntool_call(" keyword-arguments ")\n```"
 //   glm45:    "<tool_call>" NAME "\n" ("<arg_key>" K "</arg_key>\n<arg_value>" V
 //             "</arg_value>\n")* "</tool_call>" (V: a string property's text, else JSON)
+//   glm47:    as glm45 without its newlines (GLM-4.7's format)
 // other templates have no tool format (kUnsupported).
 StatusOr<grammar::Grammar> compile_constraint(const generation::Constraint& constraint,
                                               const std::string& chat_template);

@@ -263,6 +263,32 @@ TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
   EXPECT_TRUE(n.is_complete());
 }
 
+// GLM-4.7's calls: GLM-4.5's XML without its newlines (its template's format); the reader reads
+// them back the same.
+TEST(ConstrainReal, Glm47ToolCallsAreXmlWithoutNewlines) {
+  auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "glm47");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const std::string call =
+      "<tool_call>get_weather<arg_key>city</arg_key><arg_value>北京</arg_value>"
+      "<arg_key>note</arg_key><arg_value>null</arg_value><arg_key>days</arg_key>"
+      "<arg_value>3</arg_value><arg_key>metric</arg_key><arg_value>true</arg_value>"
+      "<arg_key>unit</arg_key><arg_value>开尔文</arg_value></tool_call>";
+  grammar::Matcher m(*g, nullptr);
+  ASSERT_TRUE(m.accept_bytes(call).ok());
+  EXPECT_TRUE(m.is_complete());
+  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather", "ping"}, call);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  check_call(a.calls[0].name, a.calls[0].arguments, call);
+  grammar::Matcher newline(*g, nullptr);  // GLM-4.5's spelling is not GLM-4.7's
+  EXPECT_FALSE(newline.accept_bytes("<tool_call>get_weather\n").ok());
+  auto now = compile_constraint({Constraint::Kind::kToolCall, R"([{"name":"now"}])"}, "glm47");
+  ASSERT_TRUE(now.ok()) << now.status().to_string();
+  grammar::Matcher n(*now, nullptr);
+  ASSERT_TRUE(n.accept_bytes("<tool_call>now</tool_call>").ok());
+  EXPECT_TRUE(n.is_complete());
+}
+
 TEST(ConstrainReal, ToolCallsNeedATemplateWithAToolFormat) {
   auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "llama2");
   EXPECT_EQ(g.status().code(), ErrorCode::kUnsupported);

@@ -111,8 +111,63 @@ class ThinkingTemplate : public FakeTemplate {
  public:
   using FakeTemplate::FakeTemplate;
   bool reasoning() const override { return true; }
-  bool opens_reasoning() const override { return true; }
+  bool opens_reasoning(const tok::TemplateOptions& /*options*/) const override { return true; }
 };
+
+// GLM-4.7's template, faked: its prompt opens the thinking unless the request turns it off.
+class Glm47LikeTemplate : public FakeTemplate {
+ public:
+  using FakeTemplate::FakeTemplate;
+  bool reasoning() const override { return true; }
+  bool opens_reasoning(const tok::TemplateOptions& options) const override {
+    return options.enable_thinking;
+  }
+};
+
+// An answer starts inside the thinking where the request's prompt opened it (GLM-4.7 with
+// enable_thinking, the default): its text up to "</think>" is reasoning. With thinking off the
+// same tokens are all answer text (the prompt closed the thinking).
+TEST(EngineReasoning, AnAnswerStartsInsideTheThinkingOnlyWhenItsPromptOpenedIt) {
+  const std::vector<std::string> extra = {"</think>"};
+  std::string reasoning[2], text[2];
+  for (int on = 0; on < 2; ++on) {
+    auto tok = std::make_unique<FakeTokenizer>(extra);
+    const int32_t close = tok->n_vocab() - 1;
+    auto model = std::make_unique<FakeModel>(tok->n_vocab());
+    auto tmpl = std::make_unique<Glm47LikeTemplate>(*tok);
+    // A question whose greedy answer writes "</think>" after some text, then more.
+    std::vector<tok::Message> messages;
+    for (int q = 0; q < 200 && messages.empty(); ++q) {
+      const std::vector<tok::Message> m = {{"user", "question " + std::to_string(q)}};
+      const auto ids =
+          glm::testing::fake_greedy(tmpl->render(m).value(), tok->n_vocab(), 30, {1, 2});
+      const auto at = std::find(ids.begin(), ids.end(), close);
+      if (at != ids.end() && at - ids.begin() >= 2 && ids.end() - at >= 2) messages = m;
+    }
+    ASSERT_FALSE(messages.empty());
+    auto e = create_engine(std::move(model), std::move(tok), std::move(tmpl), Options{});
+    EventLog c;
+    Request r;
+    r.id = on ? "thinking" : "not thinking";
+    r.messages = messages;
+    r.enable_thinking = on == 1;
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 30;
+    ASSERT_TRUE(e->submit(r, c.sink()).ok());
+    ASSERT_TRUE(c.wait(r.id));
+    ASSERT_EQ(c.last(r.id).type, EventType::kDone) << c.last(r.id).error.to_string();
+    for (const Event& ev : c.events[r.id]) {
+      reasoning[on] += ev.reasoning;
+      text[on] += ev.text;
+    }
+  }
+  EXPECT_TRUE(reasoning[0].empty()) << reasoning[0];
+  EXPECT_NE(text[0].find("</think>"), std::string::npos) << text[0];
+  EXPECT_FALSE(reasoning[1].empty());
+  EXPECT_EQ(text[1].find("</think>"), std::string::npos) << text[1];
+  // The same tokens either way: the thinking and the answer after it make the whole text.
+  EXPECT_NE(text[0].find(reasoning[1]), std::string::npos);
+}
 
 // The constraint applies to the answer after the thinking (docs/engine.md#reasoning): the
 // thinking is the model's own greedy text up to its "</think>", and the answer after it is a

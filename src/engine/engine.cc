@@ -218,7 +218,8 @@ class EngineImpl final : public Engine, public RequestLedger {
     const bool split = chat && (rf == tok::ReasoningFormat::kThink ||
                                 (rf == tok::ReasoningFormat::kAuto && template_->reasoning()));
     auto splitter = [&]() {
-      return split ? std::make_unique<tok::ReasoningSplitter>(template_->opens_reasoning())
+      return split ? std::make_unique<tok::ReasoningSplitter>(
+                         template_->opens_reasoning(tok::TemplateOptions{request.enable_thinking}))
                    : nullptr;
     };
     if (request.n > 1) {

@@ -174,7 +174,7 @@ class Glm4_0414Template final : public ChatTemplate {
   bool strips_answer_whitespace() const override { return true; }
   // GLM-Z1 thinks first: its prompt opens "<think>", and the answer starts inside it.
   bool reasoning() const override { return z1_; }
-  bool opens_reasoning() const override { return z1_; }
+  bool opens_reasoning(const TemplateOptions& /*options*/) const override { return z1_; }
 
  private:
   const Tokenizer& tok_;
@@ -351,7 +351,11 @@ std::string detect(const gguf::File& file, const Tokenizer& t) {
   const bool has_user = t.find("<|user|>") >= 0;
   const bool has_gmask = t.find("[gMASK]") >= 0;
   auto arch = file.get_string("general.architecture");
-  if (arch.ok() && *arch == "glm4moe" && has_user && has_gmask) return "glm45";
+  if (arch.ok() && *arch == "glm4moe" && has_user && has_gmask) {
+    // GLM-4.7's template reads clear_thinking (it keeps earlier turns' reasoning when false).
+    auto tmpl = file.get_string("tokenizer.chat_template");
+    return tmpl.ok() && tmpl->find("clear_thinking") != std::string::npos ? "glm47" : "glm45";
+  }
   if (arch.ok() && *arch == "glm4" && has_user && has_gmask) {
     // GLM-Z1's template opens the answer with <think>; GLM-4-0414's does not.
     auto tmpl = file.get_string("tokenizer.chat_template");
@@ -395,10 +399,10 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
         need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
     return std::unique_ptr<ChatTemplate>(new Glm4_0414Template(t, name == "glm-z1"));
   }
-  if (name == "glm45") {
+  if (name == "glm45" || name == "glm47") {
     GLM_RETURN_IF_ERROR(
         need({"[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"}));
-    return detail::make_glm45_template(t);
+    return detail::make_glm45_template(t, name == "glm47");
   }
   if (name == "chatglm2") {
     GLM_RETURN_IF_ERROR(need({"[gMASK]", "sop"}));
@@ -419,7 +423,7 @@ StatusOr<std::unique_ptr<ChatTemplate>> make_chat_template(const std::string& na
   }
   return invalid_argument(
       "unknown chat template '" + name +
-      "' (use chatglm3, chatglm2, chatglm1, glm4, glm4-0414, glm-z1, glm45, llama2 or raw)");
+      "' (use chatglm3, chatglm2, chatglm1, glm4, glm4-0414, glm-z1, glm45, glm47, llama2 or raw)");
 }
 
 StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::for_model(const gguf::File& file,

@@ -33,7 +33,8 @@ inline constexpr const char* kChatGlm3ToolsSentence =
 struct TemplateOptions {
   // GLM-4.5's enable_thinking (its chat_template.jinja): false appends "/nothink" to each user
   // turn (unless it ends with it) and opens the answer with an empty "<think></think>", so the
-  // model answers without thinking. true = the template's default (it thinks).
+  // model answers without thinking (GLM-4.7's: the prompt ends "</think>" instead of "<think>").
+  // true = the template's default (it thinks).
   bool enable_thinking = true;
 };
 
@@ -44,7 +45,8 @@ class ChatTemplate {
   // `tokenizer` must outlive the template.
   static StatusOr<std::unique_ptr<ChatTemplate>> for_model(const gguf::File& file,
                                                            const Tokenizer& tokenizer);
-  // "chatglm3", "chatglm2", "chatglm1", "glm4", "glm4-0414", "glm-z1", "glm45", "llama2", "raw"
+  // "chatglm3", "chatglm2", "chatglm1", "glm4", "glm4-0414", "glm-z1", "glm45", "glm47", "llama2",
+  // "raw"
   virtual const char* name() const = 0;
   // Prompt ids ready for generation (ends with the assistant role marker). invalid_argument for
   // an unknown role.
@@ -72,12 +74,15 @@ class ChatTemplate {
   // True for a reasoning model's template (GLM-Z1, GLM-4.5): its answers start with
   // "<think>...</think>", which --reasoning-format auto splits off (tokenizer/reasoning.h).
   virtual bool reasoning() const { return false; }
-  // True if render() ends inside the thinking (the generation prompt writes "<think>").
-  virtual bool opens_reasoning() const { return false; }
+  // True if render_with(..., options) ends inside the thinking (the generation prompt writes
+  // "<think>": GLM-Z1 always, GLM-4.7 unless options turn thinking off).
+  virtual bool opens_reasoning(const TemplateOptions& /*options*/) const { return false; }
 };
 
 // How the template is chosen (for_model):
-//   general.architecture glm4moe with [gMASK] and <|user|> -> glm45 (GLM-4.5, GLM-4.5-Air)
+//   general.architecture glm4moe with [gMASK] and <|user|> -> glm47 if tokenizer.chat_template
+//                                                          holds "clear_thinking" (GLM-4.7's),
+//                                                          else glm45 (GLM-4.5, 4.5-Air, 4.6)
 //   general.architecture glm4 with [gMASK] and <|user|>  -> glm-z1 if tokenizer.chat_template
 //                                                          holds "<think>", else glm4-0414
 //   [gMASK], <sop> and <|user|> (GLM-4's gpt2 vocab)   -> glm4
@@ -133,8 +138,8 @@ std::optional<ToolCall> parse_tool_call(std::string_view text);
 // line per tool as json.dumps(tool, ensure_ascii=False) of the client's tool object (a bare
 // function is wrapped as OpenAI's {"type": "function", "function": {...}}, which is what the
 // template receives from an OpenAI client), "</tools>" and the XML call format. It follows a
-// <|system|> token.
-StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools);
+// <|system|> token. `glm47`: GLM-4.7's, whose call format has no newlines.
+StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools, bool glm47 = false);
 // Python's json.dumps(v, ensure_ascii=False) (the chat templates' tojson): one line, ", " and
 // ": " separators, keys in their order, UTF-8 as it is.
 std::string python_json(const nlohmann::ordered_json& v);
@@ -171,8 +176,9 @@ std::optional<ToolCall> parse_glm45_call(std::string_view body,
                                          const ToolReading* reading = nullptr);
 
 namespace detail {
-// The GLM-4.5 template (chat_template_glm45.cc); make_chat_template("glm45", ...) is the door.
-std::unique_ptr<ChatTemplate> make_glm45_template(const Tokenizer& tokenizer);
+// The GLM-4.5 template, or GLM-4.7's (chat_template_glm45.cc); make_chat_template("glm45" or
+// "glm47", ...) is the door.
+std::unique_ptr<ChatTemplate> make_glm45_template(const Tokenizer& tokenizer, bool glm47);
 }  // namespace detail
 
 }  // namespace glm::tok

@@ -73,7 +73,7 @@ TEST(Glm4_0414Template, ChosenByArchitectureAndThinkTag) {
     // answers starting inside the thinking; the others are not reasoning templates.
     const bool z1 = std::string(c.want) == "glm-z1";
     EXPECT_EQ((*t)->reasoning(), z1) << c.want;
-    EXPECT_EQ((*t)->opens_reasoning(), z1) << c.want;
+    EXPECT_EQ((*t)->opens_reasoning({}), z1) << c.want;
     // Every end of turn: <|endoftext|>, <|user|>, <|observation|>.
     EXPECT_EQ((*t)->stop_ids(), (Ids{151329, 151336, 151338}));
   }

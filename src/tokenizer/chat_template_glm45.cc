@@ -1,6 +1,8 @@
 // GLM-4.5 and GLM-4.5-Air's chat template (their chat_template.jinja, rendered by HF with
-// trim_blocks and lstrip_blocks; docs/models.md#glm4moe), straight to token ids. Its behaviour is
-// reproduced here, not its text; tests/data/glm4moe/templates.jsonl holds the jinja's own output.
+// trim_blocks and lstrip_blocks; docs/models.md#glm4moe), and GLM-4.7's (GLM-4.7-Flash's
+// chat_template.jinja: the same turns without the newlines, the answer's thinking opened by the
+// prompt), straight to token ids. Their behaviour is reproduced here, not their text;
+// tests/data/glm4moe/templates*.jsonl hold the jinjas' own output.
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
@@ -135,10 +137,17 @@ bool is_call(const Message& m) { return m.role == "assistant" && !m.metadata.emp
 // an assistant turn into its text and one message per call (api/openai.cc): a call message
 // after an assistant message continues its turn, as the template's one message with
 // tool_calls renders.
+// GLM-4.7 (`glm47_`: GLM-4.7-Flash's chat_template.jinja, whose `clear_thinking` marks the
+// family) renders the same turns without a newline after any role token or tag: <|user|>content,
+// <|assistant|> + (<think>reasoning</think> | </think>) + content stripped, calls as
+// <tool_call>name(<arg_key>k</arg_key><arg_value>v</arg_value>)*</tool_call>, a result as
+// <tool_response>content</tool_response>; no /nothink; and the prompt ends <|assistant|><think>
+// (the answer starts inside the thinking), or <|assistant|></think> without thinking.
 class Glm45Template final : public ChatTemplate {
  public:
-  explicit Glm45Template(const Tokenizer& t)
+  Glm45Template(const Tokenizer& t, bool glm47)
       : tok_(t),
+        glm47_(glm47),
         gmask_(t.find("[gMASK]")),
         sop_(t.find("<sop>")),
         system_(t.find("<|system|>")),
@@ -149,7 +158,7 @@ class Glm45Template final : public ChatTemplate {
       if (const int32_t id = t.find(tag); id >= 0) tags_.emplace_back(tag, id);
     }
   }
-  const char* name() const override { return "glm45"; }
+  const char* name() const override { return glm47_ ? "glm47" : "glm45"; }
   StatusOr<Ids> render(const std::vector<Message>& all) const override {
     return render_with(all, TemplateOptions{});
   }
@@ -163,7 +172,7 @@ class Glm45Template final : public ChatTemplate {
       if (!m.tools.empty()) {
         if (m.role != "system")
           return invalid_argument("tools are only allowed on a system message");
-        auto tools = glm45_tools_prompt(*m.tools);
+        auto tools = glm45_tools_prompt(*m.tools, glm47_);
         if (!tools.ok()) return tools.status();
         b.token(system_);
         b.text(*tools);
@@ -179,8 +188,9 @@ class Glm45Template final : public ChatTemplate {
       const Message* prev = i > 0 ? msgs[i - 1] : nullptr;
       if (m.role == "user" || m.role == "system") {
         b.token(m.role == "user" ? user_ : system_);
-        b.text("\n" + m.content);
-        if (m.role == "user" && !options.enable_thinking && !ends_with(m.content, kNoThink)) {
+        b.text(newline() + m.content);
+        if (m.role == "user" && !glm47_ && !options.enable_thinking &&
+            !ends_with(m.content, kNoThink)) {
           b.text(kNoThink);
         }
       } else if (m.role == "assistant") {
@@ -194,27 +204,36 @@ class Glm45Template final : public ChatTemplate {
         if (is_call(m)) GLM_RETURN_IF_ERROR(render_call(m, &b));
       } else if (m.role == "observation") {
         if (prev == nullptr || prev->role != "observation") b.token(observation_);
-        b.text("\n<tool_response>\n" + m.content + "\n</tool_response>");
+        const std::string nl = newline();
+        b.text(nl + "<tool_response>" + nl + m.content + nl + "</tool_response>");
       } else {
-        return invalid_argument("message role '" + m.role +
-                                "' is not supported by the glm45 chat template (use system, user, "
-                                "assistant, observation)");
+        return invalid_argument("message role '" + m.role + "' is not supported by the " + name() +
+                                " chat template (use system, user, assistant, observation)");
       }
     }
     b.token(assistant_);
-    if (!options.enable_thinking) b.text("\n<think></think>");
+    if (glm47_) {
+      b.text(options.enable_thinking ? "<think>" : "</think>");
+    } else if (!options.enable_thinking) {
+      b.text("\n<think></think>");
+    }
     return b.finish();
   }
   Ids stop_ids() const override { return {tok_.eos_id(), user_, observation_}; }
   bool strips_answer_whitespace() const override { return true; }
-  // GLM-4.5 thinks first, writing "<think>" itself: the prompt ends at <|assistant|>.
+  // GLM-4.5 thinks first, writing "<think>" itself: the prompt ends at <|assistant|>. GLM-4.7's
+  // prompt writes it: the answer starts inside the thinking, unless thinking is off.
   bool reasoning() const override { return true; }
-  bool opens_reasoning() const override { return false; }
+  bool opens_reasoning(const TemplateOptions& options) const override {
+    return glm47_ && options.enable_thinking;
+  }
 
  private:
+  std::string newline() const { return glm47_ ? "" : "\n"; }
+
   // The template's assistant branch: the reasoning before the first </think> (after its last
   // <think>), kept only after the last user turn; the text after the last </think>.
-  static void render_answer(std::string_view content, bool after_last_user, IdsBuilder* b) {
+  void render_answer(std::string_view content, bool after_last_user, IdsBuilder* b) const {
     std::string_view reasoning;
     if (const size_t close = content.find("</think>"); close != std::string_view::npos) {
       reasoning = strip_newlines_right(content.substr(0, close));
@@ -223,31 +242,34 @@ class Glm45Template final : public ChatTemplate {
       reasoning = strip_newlines_left(reasoning);
       content = strip_newlines_left(content.substr(content.rfind("</think>") + 8));
     }
+    const std::string nl = newline();
     if (after_last_user && !reasoning.empty()) {
-      b->text("\n<think>" + std::string(strip(reasoning)) + "</think>");
+      b->text(nl + "<think>" + std::string(strip(reasoning)) + "</think>");
     } else {
-      b->text("\n<think></think>");
+      b->text(glm47_ ? "</think>" : "\n<think></think>");
     }
-    if (!strip(content).empty()) b->text("\n" + std::string(strip(content)));
+    if (!strip(content).empty()) b->text(nl + std::string(strip(content)));
   }
 
-  static Status render_call(const Message& m, IdsBuilder* b) {
+  Status render_call(const Message& m, IdsBuilder* b) const {
     // The arguments as JSON object text; GLM-4's messages carry them as the content.
     const std::string& text = m.arguments.empty() ? m.content : m.arguments;
     auto args = parse_ordered_json(text.empty() ? "{}" : text, "tool call arguments");
     if (!args.ok() || !args->is_object())
       return invalid_argument("tool call arguments must be a JSON object as text, e.g. \"{}\"");
-    std::string call = "\n<tool_call>" + m.metadata + "\n";
+    const std::string nl = newline();
+    std::string call = nl + "<tool_call>" + m.metadata + nl;
     for (const auto& [k, v] : args->items()) {
-      call += "<arg_key>" + k + "</arg_key>\n<arg_value>";
+      call += "<arg_key>" + k + "</arg_key>" + nl + "<arg_value>";
       call += v.is_string() ? v.get<std::string>() : python_json(v);
-      call += "</arg_value>\n";
+      call += "</arg_value>" + nl;
     }
     b->text(call + "</tool_call>");
     return Status::Ok();
   }
 
   const Tokenizer& tok_;
+  bool glm47_;
   int32_t gmask_, sop_, system_, user_, assistant_, observation_;
   std::vector<std::pair<std::string, int32_t>> tags_;  // the tags this vocabulary has as tokens
 };
@@ -260,7 +282,7 @@ std::string python_json(const nlohmann::ordered_json& v) {
   return out;
 }
 
-StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools) {
+StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools, bool glm47) {
   if (!tools.is_array()) return invalid_argument("tools must be a JSON array of functions");
   std::string out =
       "\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -275,18 +297,20 @@ StatusOr<std::string> glm45_tools_prompt(const nlohmann::ordered_json& tools) {
     }
     out += "\n";
   }
+  const std::string nl = glm47 ? "" : "\n";
   out +=
       "</tools>\n\nFor each function call, output the function name and arguments within the "
-      "following XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n"
-      "<arg_value>{arg-value-1}</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n"
-      "<arg_value>{arg-value-2}</arg_value>\n...\n</tool_call>";
+      "following XML format:\n<tool_call>{function-name}" +
+      nl + "<arg_key>{arg-key-1}</arg_key>" + nl + "<arg_value>{arg-value-1}</arg_value>" + nl +
+      "<arg_key>{arg-key-2}</arg_key>" + nl + "<arg_value>{arg-value-2}</arg_value>" + nl + "..." +
+      nl + "</tool_call>";
   return out;
 }
 
 namespace detail {
 
-std::unique_ptr<ChatTemplate> make_glm45_template(const Tokenizer& t) {
-  return std::make_unique<Glm45Template>(t);
+std::unique_ptr<ChatTemplate> make_glm45_template(const Tokenizer& t, bool glm47) {
+  return std::make_unique<Glm45Template>(t, glm47);
 }
 
 }  // namespace detail

@@ -195,7 +195,7 @@ TEST(Glm45Template, ChosenForGlm4MoeFilesAndThinksWithoutAnOpenedPrompt) {
   EXPECT_STREQ((*t)->name(), "glm45");
   // The answer starts with the model's own "<think>" (the prompt ends at <|assistant|>).
   EXPECT_TRUE((*t)->reasoning());
-  EXPECT_FALSE((*t)->opens_reasoning());
+  EXPECT_FALSE((*t)->opens_reasoning({}));
   EXPECT_EQ((*t)->stop_ids(), (Ids{151329, 151336, 151338}));
   auto ids = (*t)->render({{"user", "hi"}});
   ASSERT_TRUE(ids.ok());
@@ -208,6 +208,59 @@ TEST(Glm45Template, ChosenForGlm4MoeFilesAndThinksWithoutAnOpenedPrompt) {
   EXPECT_FALSE(tok.is_control(151352));
   EXPECT_TRUE(tok.is_control(151360));
   EXPECT_TRUE(tok.is_control(151343));
+}
+
+// GLM-4.7's template (GLM-4.7-Flash's chat_template.jinja in llama.cpp's models/templates at
+// d32676d) rendered by Python's jinja2 as transformers does (tests/data/glm4moe/README.md) for
+// the GLM-4.5 cases above and the thinking ones: the same turns without newlines, the prompt
+// ending <think> (or </think> without thinking). The ids: HF's rule on the reference text.
+TEST(Glm47Template, IdsEqualTheModelsJinjaTemplate) {
+  GLM45_VOCAB_OR_SKIP(tok);
+  auto tmpl = make_chat_template("glm47", *tok_l->file, tok);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  std::ifstream in(glm45_data("templates_glm47.jsonl"));
+  ASSERT_TRUE(in.good()) << glm45_data("templates_glm47.jsonl");
+  std::string line;
+  int n = 0, off = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const ojson c = ojson::parse(line);
+    const std::string text = c["text"];
+    const TemplateOptions options{c.value("enable_thinking", true)};
+    auto ids = (*tmpl)->render_with(messages_glm45(c), options);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
+    EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
+    // The prompt opens the thinking (the answer starts inside it) unless thinking is off.
+    EXPECT_EQ(ids->back(), options.enable_thinking ? 151350 : 151351) << c["name"];
+    EXPECT_EQ((*tmpl)->opens_reasoning(options), options.enable_thinking);
+    off += options.enable_thinking ? 0 : 1;
+    ++n;
+  }
+  EXPECT_EQ(n, 10);
+  EXPECT_EQ(off, 3);
+}
+
+// A glm4moe file whose own template reads clear_thinking (GLM-4.7's) gets glm47; without it,
+// glm45.
+TEST(Glm47Template, ChosenWhenTheFilesTemplateReadsClearThinking) {
+  const testing::Loaded* base = glm45_vocab();
+  if (!base->tok) GTEST_SKIP() << base->error;
+  VocabSpec s = *read_vocab(*base->file);
+  s.chat_template = "[gMASK]<sop>{%- if clear_thinking is defined %}{% endif %}";
+  const testing::Loaded l = testing::load_spec(s, "glm47-vocab", "glm4moe");
+  ASSERT_NE(l.tok, nullptr) << l.error;
+  auto t = ChatTemplate::for_model(*l.file, *l.tok);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_STREQ((*t)->name(), "glm47");
+  EXPECT_TRUE((*t)->reasoning());
+  EXPECT_EQ((*t)->stop_ids(), (Ids{151329, 151336, 151338}));
+  s.chat_template = "[gMASK]<sop>{{ messages }}";
+  const testing::Loaded l45 = testing::load_spec(s, "glm45-template-vocab", "glm4moe");
+  ASSERT_NE(l45.tok, nullptr) << l45.error;
+  auto t45 = ChatTemplate::for_model(*l45.file, *l45.tok);
+  ASSERT_TRUE(t45.ok()) << t45.status().to_string();
+  EXPECT_STREQ((*t45)->name(), "glm45");
 }
 
 // A vocabulary without GLM-4.5's tags (the synthetic glm4moe files) spells them as text.
