@@ -18,7 +18,8 @@ namespace glm::testing {
 using DataEdit = std::function<void(const std::string&, std::vector<uint8_t>*)>;
 
 // A copy of `src` (in the test's temp directory as `name`) with `edit` applied to its
-// metadata, without tensor `drop`, and `data_edit` applied to each tensor's bytes.
+// metadata, without the tensor or metadata key `drop`, and `data_edit` applied to each tensor's
+// bytes.
 inline std::string edited_copy(const std::string& src, const std::string& name,
                                const std::function<void(gguf::Writer*)>& edit,
                                const std::string& drop = "", const DataEdit& data_edit = nullptr) {
@@ -26,7 +27,7 @@ inline std::string edited_copy(const std::string& src, const std::string& name,
   EXPECT_TRUE(f.ok());
   gguf::Writer w;
   for (const auto& [key, value] : (*f)->metadata()) {
-    if (key != "general.alignment") w.set(key, value);
+    if (key != "general.alignment" && key != drop) w.set(key, value);
   }
   if (edit) edit(&w);
   for (const gguf::TensorInfo& t : (*f)->tensors()) {

@@ -14,16 +14,20 @@ const char* arch_name(Arch arch) {
       return "glm4";
     case Arch::kGLM4MoE:
       return "glm4moe";
+    case Arch::kDeepSeek2:
+      return "deepseek2";
   }
   return "?";
 }
 
 StatusOr<Arch> arch_from_name(std::string_view name) {
-  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4, Arch::kGLM4MoE}) {
+  for (Arch a : {Arch::kChatGLM, Arch::kChatGLM1, Arch::kLlama, Arch::kGLM4, Arch::kGLM4MoE,
+                 Arch::kDeepSeek2}) {
     if (name == arch_name(a)) return a;
   }
-  return unsupported("architecture '" + std::string(name) +
-                     "' is not supported (supported: chatglm, llama, chatglm1, glm4, glm4moe)");
+  return unsupported(
+      "architecture '" + std::string(name) +
+      "' is not supported (supported: chatglm, llama, chatglm1, glm4, glm4moe, deepseek2)");
 }
 
 std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
@@ -50,6 +54,27 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
       add("attn_k_norm.weight", Slot::kAttnKNorm, Role::kNorm, {d.head_dim()});
     }
     add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {q, e});
+  };
+  // glm4moe's and deepseek2's FFN: a dense SwiGLU (separate gate and up) in the leading layers;
+  // then the router, its selection bias, the experts' 3-D gate/up/down and the shared expert.
+  auto add_moe_ffn = [&] {
+    if (layer < d.n_dense_lead) {
+      add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
+      add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
+      add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
+      return;
+    }
+    const int64_t n_exp = d.n_expert, fe = d.n_ff_exp, fs = d.n_ff_exp * d.n_expert_shared;
+    add("ffn_gate_inp.weight", Slot::kFfnGateInp, Role::kRouter, {e, n_exp});
+    add("exp_probs_b.bias", Slot::kFfnExpProbsB, Role::kExpertBias, {n_exp});
+    add("ffn_gate_exps.weight", Slot::kFfnGateExps, Role::kFfnGate, {e, fe, n_exp});
+    add("ffn_down_exps.weight", Slot::kFfnDownExps, Role::kFfnDown, {fe, e, n_exp});
+    add("ffn_up_exps.weight", Slot::kFfnUpExps, Role::kFfnUp, {e, fe, n_exp});
+    if (d.n_expert_shared > 0) {
+      add("ffn_gate_shexp.weight", Slot::kFfnGateShexp, Role::kFfnGate, {e, fs});
+      add("ffn_down_shexp.weight", Slot::kFfnDownShexp, Role::kFfnDown, {fs, e});
+      add("ffn_up_shexp.weight", Slot::kFfnUpShexp, Role::kFfnUp, {e, fs});
+    }
   };
   add("token_embd.weight", Slot::kTokenEmbd, Role::kTokenEmbd, {e, d.n_vocab});
   for (layer = 0; layer < d.n_layer + d.n_nextn; ++layer) {
@@ -111,30 +136,30 @@ std::vector<TensorSpec> tensor_table(Arch arch, const Dims& d) {
         add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
         add("post_ffw_norm.weight", Slot::kFfnPostNorm, Role::kNorm, {e});
         break;
-      case Arch::kGLM4MoE: {
+      case Arch::kGLM4MoE:
         // Separate Q/K/V with biases (NEOX rotary: pairs half a rotary span apart); the norm
-        // before the FFN is named post_attention_norm (no sandwich). Dense SwiGLU (separate
-        // gate and up) in the leading layers; then the router, its selection bias, the
-        // experts' 3-D gate/up/down and the shared expert.
+        // before the FFN is named post_attention_norm (no sandwich).
         add_separate_qkv();
         add("post_attention_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
-        if (layer < d.n_dense_lead) {
-          add("ffn_gate.weight", Slot::kFfnGate, Role::kFfnGate, {e, ff});
-          add("ffn_up.weight", Slot::kFfnUp, Role::kFfnUp, {e, ff});
-          add("ffn_down.weight", Slot::kFfnDown, Role::kFfnDown, {ff, e});
-          break;
-        }
-        const int64_t n_exp = d.n_expert, fe = d.n_ff_exp, fs = d.n_ff_exp * d.n_expert_shared;
-        add("ffn_gate_inp.weight", Slot::kFfnGateInp, Role::kRouter, {e, n_exp});
-        add("exp_probs_b.bias", Slot::kFfnExpProbsB, Role::kExpertBias, {n_exp});
-        add("ffn_gate_exps.weight", Slot::kFfnGateExps, Role::kFfnGate, {e, fe, n_exp});
-        add("ffn_down_exps.weight", Slot::kFfnDownExps, Role::kFfnDown, {fe, e, n_exp});
-        add("ffn_up_exps.weight", Slot::kFfnUpExps, Role::kFfnUp, {e, fe, n_exp});
-        if (d.n_expert_shared > 0) {
-          add("ffn_gate_shexp.weight", Slot::kFfnGateShexp, Role::kFfnGate, {e, fs});
-          add("ffn_down_shexp.weight", Slot::kFfnDownShexp, Role::kFfnDown, {fs, e});
-          add("ffn_up_shexp.weight", Slot::kFfnUpShexp, Role::kFfnUp, {e, fs});
-        }
+        add_moe_ffn();
+        break;
+      case Arch::kDeepSeek2: {
+        // Multi-head latent attention (llama.cpp's order): the two norms, the query's pair
+        // (n_head heads of mla_nope + mla_rope), the joint compression [kv_lora + mla_rope],
+        // per head the key's expansion [kv_lora, mla_nope] and the value's [mla_v, kv_lora]
+        // (the absorbed form: GGUF {mla_nope, kv_lora, n_head} and {kv_lora, mla_v, n_head}),
+        // the output over the heads' values. Then ffn_norm and glm4moe's FFN.
+        const int64_t qk = d.mla_nope + d.mla_rope;
+        add("attn_q_a_norm.weight", Slot::kAttnQANorm, Role::kNorm, {d.q_lora});
+        add("attn_kv_a_norm.weight", Slot::kAttnKvANorm, Role::kNorm, {d.kv_lora});
+        add("attn_q_a.weight", Slot::kAttnQA, Role::kAttnQ, {e, d.q_lora});
+        add("attn_q_b.weight", Slot::kAttnQB, Role::kAttnQ, {d.q_lora, d.n_head * qk});
+        add("attn_kv_a_mqa.weight", Slot::kAttnKvAMqa, Role::kAttnK, {e, d.kv_lora + d.mla_rope});
+        add("attn_k_b.weight", Slot::kAttnKB, Role::kAttnK, {d.mla_nope, d.kv_lora, d.n_head});
+        add("attn_v_b.weight", Slot::kAttnVB, Role::kAttnV, {d.kv_lora, d.mla_v, d.n_head});
+        add("attn_output.weight", Slot::kAttnOut, Role::kAttnOut, {d.n_head * d.mla_v, e});
+        add("ffn_norm.weight", Slot::kFfnNorm, Role::kNorm, {e});
+        add_moe_ffn();
         break;
       }
     }

@@ -21,6 +21,10 @@ enum class Arch {
   kLlama,     // "llama": LLaMA family (llama.cpp's layout)
   kGLM4,      // "glm4": GLM-4-0414, GLM-Z1 (llama.cpp's layout: sandwich norms)
   kGLM4MoE,   // "glm4moe": GLM-4.5, GLM-4.5-Air (llama.cpp's layout: routed + shared experts)
+  // "deepseek2": GLM-4.7-Flash (llama.cpp's layout for HF Glm4MoeLiteForCausalLM: multi-head
+  // latent attention, glm4moe's experts). DeepSeek-V2/V3 files share the name; their softmax
+  // routing is refused (model/moe.cc).
+  kDeepSeek2,
 };
 
 const char* arch_name(Arch arch);  // the general.architecture string
@@ -86,6 +90,16 @@ enum class Slot {
   kFfnGateShexp,
   kFfnUpShexp,
   kFfnDownShexp,
+  // deepseek2's multi-head latent attention (model/mla.h): the query's low-rank pair and its
+  // norm, the joint K/V compression (plus the rotary part of the key) and its norm, and per head
+  // the key's and the value's expansions of the compressed row (3-D: {row, rows, n_head}).
+  kAttnQA,
+  kAttnQANorm,
+  kAttnQB,
+  kAttnKvAMqa,
+  kAttnKvANorm,
+  kAttnKB,
+  kAttnVB,
   // glm4moe's multi-token-prediction block (nextn, after the trunk's layers; model/mtp.h): the
   // projection of [normed embedding; normed hidden], the two norms, and its own embeddings, LM
   // head and head norm (optional in a file: the trunk's then).
@@ -123,6 +137,13 @@ struct Dims {
   // The head width: n_embd / n_head unless the file states another (attention.key_length:
   // GLM-4.5's 96 heads of 128 over 4096 or 5120).
   int64_t head_width = 0;  // 0: n_embd / n_head
+  // deepseek2's latent attention (GLM-4.7-Flash: 768, 512, 192, 64, 256): the query's rank, the
+  // compressed K/V row, each head's key part without and with rotary, its value width.
+  int64_t q_lora = 0;
+  int64_t kv_lora = 0;
+  int64_t mla_nope = 0;
+  int64_t mla_rope = 0;
+  int64_t mla_v = 0;
 
   int64_t head_dim() const {
     return head_width > 0 ? head_width : n_head > 0 ? n_embd / n_head : 0;

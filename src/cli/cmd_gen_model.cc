@@ -20,9 +20,12 @@ constexpr char kHelp[] =
     "  --arch A      chatglm1 | chatglm2 | chatglm3 | glm4 | llama | glm4-0414 (GLM-4-0414 and\n"
     "                GLM-Z1: llama.cpp's glm4 layout) | glm4moe (GLM-4.5 mixture of experts:\n"
     "                tiny 8 experts top-2 + 1 shared; small 32 top-4; air: GLM-4.5-Air's\n"
-    "                128 experts of 1408, top-8, at hidden 4096 in 3 layers; no 6b), with\n"
-    "                one multi-token-prediction block (nextn) as GLM-4.5's files carry\n"
-    "  --no-mtp      glm4moe: leave the MTP block out (a trunk-only file)\n"
+    "                128 experts of 1408, top-8, at hidden 4096 in 3 layers; tiny-air,\n"
+    "                tiny-355b: GLM-4.5-Air's and GLM-4.5's heads at hidden 256; no 6b) |\n"
+    "                glm47-flash (GLM-4.7-Flash: latent attention and glm4moe's experts;\n"
+    "                tiny only), each with one multi-token-prediction block (nextn) as\n"
+    "                their real files carry\n"
+    "  --no-mtp      glm4moe, glm47-flash: leave the MTP block out (a trunk-only file)\n"
     "  --preset P    tiny (hidden 64, 2 layers) | small (hidden 1024, 12 layers, ~270M params)\n"
     "                | 6b (the real ChatGLM3-6B shape; GLM-4-9B for glm4; GLM-4-9B-0414 for\n"
     "                glm4-0414; LLaMA-2-7B for llama)\n"
@@ -105,10 +108,10 @@ int cmd_gen_model(int argc, char** argv) {
   opts.seed = static_cast<uint64_t>(*seed);
   opts.vocab_path = args->get("vocab");
   opts.mtp = !args->has("no-mtp");
-  if (!opts.mtp && opts.family != convert::Family::kGLM4MoE) {
-    return fail(
-        invalid_argument("--no-mtp is for --arch glm4moe (the only layout with an MTP "
-                         "block)"));
+  if (!opts.mtp && opts.family != convert::Family::kGLM4MoE &&
+      opts.family != convert::Family::kGLM47Flash) {
+    return fail(invalid_argument(
+        "--no-mtp is for --arch glm4moe and glm47-flash (the layouts with an MTP block)"));
   }
 
   const auto t0 = std::chrono::steady_clock::now();

@@ -9,12 +9,12 @@ namespace glm::convert {
 
 StatusOr<Family> parse_family(const std::string& name) {
   for (Family f : {Family::kChatGLM1, Family::kChatGLM2, Family::kChatGLM3, Family::kGLM4,
-                   Family::kLlama, Family::kGLM4_0414, Family::kGLM4MoE}) {
+                   Family::kLlama, Family::kGLM4_0414, Family::kGLM4MoE, Family::kGLM47Flash}) {
     if (name == family_name(f)) return f;
   }
   return invalid_argument("unknown architecture '" + name +
                           "' (use one of: chatglm1, chatglm2, chatglm3, glm4, llama, glm4-0414, "
-                          "glm4moe)");
+                          "glm4moe, glm47-flash)");
 }
 
 const char* family_name(Family family) {
@@ -33,6 +33,8 @@ const char* family_name(Family family) {
       return "glm4-0414";
     case Family::kGLM4MoE:
       return "glm4moe";
+    case Family::kGLM47Flash:
+      return "glm47-flash";
   }
   return "?";
 }
@@ -47,6 +49,8 @@ arch::Arch layout_of(Family family) {
       return arch::Arch::kGLM4;
     case Family::kGLM4MoE:
       return arch::Arch::kGLM4MoE;
+    case Family::kGLM47Flash:
+      return arch::Arch::kDeepSeek2;
     default:
       return arch::Arch::kChatGLM;
   }
@@ -63,8 +67,13 @@ arch::Dims Hparams::dims() const {
   d.n_head = n_head;
   d.n_head_kv = n_head_kv;
   d.head_width = head_width;
-  d.qkv_bias = layout() != arch::Arch::kLlama;
+  d.qkv_bias = layout() != arch::Arch::kLlama && layout() != arch::Arch::kDeepSeek2;
   d.qk_norm = qk_norm;
+  d.q_lora = q_lora;
+  d.kv_lora = kv_lora;
+  d.mla_nope = mla_nope;
+  d.mla_rope = mla_rope;
+  d.mla_v = mla_v;
   d.tied_output = tied_output;
   d.n_expert = n_expert;
   d.n_ff_exp = n_ff_exp;
@@ -88,7 +97,14 @@ Status Hparams::validate() const {
       n_layer > 4096) {
     return bad("sizes are absurdly large");
   }
-  if (layout() == arch::Arch::kGLM4MoE) {
+  if (layout() == arch::Arch::kDeepSeek2 &&
+      (q_lora < 1 || kv_lora < 1 || mla_nope < 1 || mla_rope < 2 || mla_rope % 2 != 0 ||
+       mla_v < 1 || n_head_kv != 1 || head_dim() != kv_lora + mla_rope)) {
+    return bad(
+        "deepseek2 needs its latent attention's sizes, one KV head and heads of kv_lora + "
+        "rope");
+  }
+  if (layout() == arch::Arch::kGLM4MoE || layout() == arch::Arch::kDeepSeek2) {
     if (n_expert < 1 || n_expert_used < 1 || n_ff_exp < 1 || n_expert_shared < 0 ||
         n_dense_lead < 0 || n_dense_lead > n_layer) {
       return bad("glm4moe needs experts, top-k and an expert width");
@@ -96,7 +112,8 @@ Status Hparams::validate() const {
     if (n_expert_used > n_expert) return bad("top-k is more than the number of experts");
   }
   if (qk_norm && layout() != arch::Arch::kGLM4MoE) return bad("Q/K norms are glm4moe's only");
-  if (n_nextn < 0 || n_nextn > 1 || (n_nextn > 0 && layout() != arch::Arch::kGLM4MoE)) {
+  if (n_nextn < 0 || n_nextn > 1 ||
+      (n_nextn > 0 && layout() != arch::Arch::kGLM4MoE && layout() != arch::Arch::kDeepSeek2)) {
     return bad("an MTP block (nextn) is written for glm4moe only, one at most");
   }
   return Status::Ok();
@@ -176,10 +193,33 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
   return h;
 }
 
+// GLM-4.7-Flash (HF Glm4MoeLiteForCausalLM: hidden 2048, 20 heads, q rank 768, K/V rank 512,
+// heads' keys of 192 + 64 rotary, values of 256; 64 experts of 1536, top-4, 1 shared, 1 dense
+// layer of 10240, routed scaling 1.8; 47 layers) at a tiny width.
+StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
+  if (p != "tiny") return invalid_argument("unknown preset '" + p + "' for glm47-flash (use tiny)");
+  // Every row a multiple of 32 (q8_0): ranks 128 and 128, keys 64 + 32, values 64.
+  Hparams h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
+  h.q_lora = 128;
+  h.kv_lora = 128;
+  h.mla_nope = 64;
+  h.mla_rope = 32;
+  h.mla_v = 64;
+  h.head_width = h.kv_lora + h.mla_rope;
+  h.n_expert_shared = 1;
+  h.n_dense_lead = 1;
+  h.expert_weights_norm = true;
+  h.n_nextn = 1;
+  h.rope_base = 1e6f;
+  h.name = "glm47-flash-" + p;
+  return h;
+}
+
 }  // namespace
 
 StatusOr<Hparams> preset(Family family, const std::string& p) {
   if (family == Family::kGLM4MoE) return glm4moe_preset(p);
+  if (family == Family::kGLM47Flash) return glm47_flash_preset(p);
   const bool glm4 = family == Family::kGLM4 || family == Family::kGLM4_0414;
   const bool glm4_0414 = family == Family::kGLM4_0414;
   const bool llama = family == Family::kLlama;
@@ -392,7 +432,17 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".rope.scaling.type", Value::string("linear"));
     w->set(a + ".rope.scaling.factor", Value::f32(hp.rope_scale_linear));
   }
-  if (hp.layout() == arch::Arch::kGLM4MoE) {
+  if (hp.layout() == arch::Arch::kDeepSeek2) {
+    // llama.cpp's converter for GLM-4.7-Flash: the absorbed latent attention's widths (a cache
+    // row kv_lora + rope for keys, kv_lora for values) and each head's own.
+    w->set(a + ".attention.q_lora_rank", u32(hp.q_lora));
+    w->set(a + ".attention.kv_lora_rank", u32(hp.kv_lora));
+    w->set(a + ".attention.key_length", u32(hp.kv_lora + hp.mla_rope));
+    w->set(a + ".attention.value_length", u32(hp.kv_lora));
+    w->set(a + ".attention.key_length_mla", u32(hp.mla_nope + hp.mla_rope));
+    w->set(a + ".attention.value_length_mla", u32(hp.mla_v));
+  }
+  if (hp.layout() == arch::Arch::kGLM4MoE || hp.layout() == arch::Arch::kDeepSeek2) {
     // llama.cpp's converter order for Glm4MoeModel's expert keys.
     w->set(a + ".expert_count", u32(hp.n_expert));
     w->set(a + ".expert_used_count", u32(hp.n_expert_used));
@@ -404,8 +454,9 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".expert_gating_func", u32(2));  // sigmoid
     w->set(a + ".nextn_predict_layers", u32(hp.n_nextn));
   }
-  if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE ||
-      hp.head_width > 0) {
+  if ((hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE ||
+       hp.head_width > 0) &&
+      hp.layout() != arch::Arch::kDeepSeek2) {
     // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 and
     // GLM-4.5 do).
     w->set(a + ".attention.key_length", u32(hp.head_dim()));

@@ -18,13 +18,14 @@ namespace glm::convert {
 
 // A model family: what gen-model's --arch names. Several share one file layout (arch::Arch).
 enum class Family {
-  kChatGLM1,   // ChatGLM-6B:  gguf "chatglm1", context 2048
-  kChatGLM2,   // ChatGLM2-6B: gguf "chatglm", context 32768
-  kChatGLM3,   // ChatGLM3-6B: gguf "chatglm", context 8192
-  kGLM4,       // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
-  kLlama,      // LLaMA:       gguf "llama"
-  kGLM4_0414,  // GLM-4-9B-0414, GLM-Z1-9B-0414: gguf "glm4" (sandwich norms), eps 1e-5
-  kGLM4MoE,    // GLM-4.5, GLM-4.5-Air: gguf "glm4moe" (routed + shared experts)
+  kChatGLM1,    // ChatGLM-6B:  gguf "chatglm1", context 2048
+  kChatGLM2,    // ChatGLM2-6B: gguf "chatglm", context 32768
+  kChatGLM3,    // ChatGLM3-6B: gguf "chatglm", context 8192
+  kGLM4,        // GLM-4-9B:    gguf "chatglm", rope base 5e6, eps 1.5625e-7
+  kLlama,       // LLaMA:       gguf "llama"
+  kGLM4_0414,   // GLM-4-9B-0414, GLM-Z1-9B-0414: gguf "glm4" (sandwich norms), eps 1e-5
+  kGLM4MoE,     // GLM-4.5, GLM-4.5-Air: gguf "glm4moe" (routed + shared experts)
+  kGLM47Flash,  // GLM-4.7-Flash: gguf "deepseek2" (latent attention, glm4moe's experts)
 };
 
 StatusOr<Family> parse_family(const std::string& name);  // "chatglm3", "glm4-0414" ...
@@ -65,6 +66,13 @@ struct Hparams {
   // glm4moe: attn_q_norm and attn_k_norm, each query and key head RMS-normed before the rotary
   // (GLM-4.5 355B, GLM-4.6; GLM-4.5-Air has none).
   bool qk_norm = false;
+  // deepseek2 (GLM-4.7-Flash): the latent attention's sizes (arch::Dims says what they shape);
+  // n_head_kv is 1 and the head width the cache row, kv_lora + mla_rope.
+  int64_t q_lora = 0;
+  int64_t kv_lora = 0;
+  int64_t mla_nope = 0;
+  int64_t mla_rope = 0;
+  int64_t mla_v = 0;
 
   arch::Arch layout() const { return layout_of(family); }
   int64_t head_dim() const { return head_width > 0 ? head_width : n_embd / n_head; }
@@ -72,7 +80,10 @@ struct Hparams {
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
   // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own
   // position), glm4 and glm4moe (partial_rotary_factor 0.5), head_dim for llama.
-  int64_t n_rot() const { return layout() == arch::Arch::kLlama ? head_dim() : head_dim() / 2; }
+  int64_t n_rot() const {
+    if (layout() == arch::Arch::kDeepSeek2) return mla_rope;
+    return layout() == arch::Arch::kLlama ? head_dim() : head_dim() / 2;
+  }
   // The sizes of the tensor table (chatglm layouts carry QKV biases).
   arch::Dims dims() const;
   // invalid_argument when the shape is not a model (heads do not divide, odd head_dim, ...).

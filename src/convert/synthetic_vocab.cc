@@ -189,7 +189,8 @@ StatusOr<tok::VocabSpec> synthetic_vocab(Family arch, int64_t n_vocab) {
   // this one is as large, else at its end.
   std::vector<const char*> specials;
   int64_t real_at = 0, real_vocab = 0;
-  const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414 || arch == Family::kGLM4MoE;
+  const bool glm4 = arch == Family::kGLM4 || arch == Family::kGLM4_0414 ||
+                    arch == Family::kGLM4MoE || arch == Family::kGLM47Flash;
   if (glm4) {
     specials.assign(std::begin(tok::kGlm4Specials), std::end(tok::kGlm4Specials));
     real_at = tok::kGlm4Ranks;

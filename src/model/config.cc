@@ -47,7 +47,50 @@ struct Reader {
   }
 };
 
+// deepseek2's latent attention (GLM-4.7-Flash's file: q_lora_rank 768, kv_lora_rank 512,
+// key_length 576, value_length 512, key_length_mla 256, value_length_mla 256, rope 64, one KV
+// head). Files of llama.cpp's older, non-absorbed layout (attn_kv_b, no key_length_mla) and the
+// lite ones without a query rank are refused.
+Status read_mla_config(const Reader& r, int key_len, int value_len, Config* c) {
+  MlaConfig& m = c->mla;
+  if (r.file.find(r.prefix + "attention.key_length_mla") == nullptr) {
+    return unsupported(r.where("attention.key_length_mla") +
+                       " is missing: a deepseek2 file of llama.cpp's older layout (attn_kv_b); "
+                       "convert the model again with a current llama.cpp");
+  }
+  if (r.file.find(r.prefix + "attention.q_lora_rank") == nullptr) {
+    return unsupported(r.where("attention.q_lora_rank") +
+                       " is missing: deepseek2 without a query rank (DeepSeek-V2-Lite) is not "
+                       "supported");
+  }
+  GLM_RETURN_IF_ERROR(r.get_int("attention.q_lora_rank", &m.q_lora, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("attention.kv_lora_rank", &m.kv_lora, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("attention.key_length_mla", &m.k_head, true, 0));
+  GLM_RETURN_IF_ERROR(r.get_int("attention.value_length_mla", &m.v_head, true, 0));
+  if (c->n_head_kv != 1) {
+    return bad_file(r.where("attention.head_count_kv") + " = " + std::to_string(c->n_head_kv) +
+                    " (the absorbed latent attention has one KV head)");
+  }
+  if (key_len != m.kv_lora + c->n_rot || value_len != m.kv_lora) {
+    return bad_file(r.where("attention.key_length") + " = " + std::to_string(key_len) +
+                    " and value_length = " + std::to_string(value_len) +
+                    " must be kv_lora_rank + rope.dimension_count and kv_lora_rank (" +
+                    std::to_string(m.kv_lora + c->n_rot) + ", " + std::to_string(m.kv_lora) + ")");
+  }
+  if (m.k_head <= c->n_rot || m.kv_lora % 4 != 0) {
+    return bad_file(r.where("attention.key_length_mla") + " = " + std::to_string(m.k_head) +
+                    " must exceed rope.dimension_count " + std::to_string(c->n_rot) +
+                    ", and kv_lora_rank be a multiple of 4");
+  }
+  c->rope_neox = false;  // llama.cpp's deepseek2: adjacent rotary pairs
+  return Status::Ok();
+}
+
 }  // namespace
+
+float Config::attn_scale() const {
+  return 1.0f / std::sqrt(static_cast<float>(is_mla() ? mla.k_head : head_dim));
+}
 
 arch::Dims Config::dims() const {
   arch::Dims d;
@@ -66,6 +109,13 @@ arch::Dims Config::dims() const {
   d.n_expert_shared = moe.n_expert_shared;
   d.n_dense_lead = moe.n_dense_lead;
   d.n_nextn = std::min(moe.n_layer_nextn, 1);  // the first MTP block only (GLM-4.5 has one)
+  if (is_mla()) {
+    d.q_lora = mla.q_lora;
+    d.kv_lora = mla.kv_lora;
+    d.mla_nope = mla_nope();
+    d.mla_rope = n_rot;
+    d.mla_v = mla.v_head;
+  }
   return d;
 }
 
@@ -95,7 +145,9 @@ StatusOr<Config> read_config(const gguf::File& file) {
                           std::pair{"attention.value_length", &value_len}}) {
     if (file.find(r.prefix + key) != nullptr) GLM_RETURN_IF_ERROR(r.get_int(key, len, true, 0));
   }
-  if (key_len > 0 && value_len > 0 && key_len != value_len) {
+  // deepseek2 (absorbed latent attention): keys of kv_lora + rope, values of kv_lora (checked by
+  // read_mla_config).
+  if (key_len > 0 && value_len > 0 && key_len != value_len && c.arch != Arch::kDeepSeek2) {
     return unsupported(file.path() + ": keys of " + std::to_string(key_len) + " and values of " +
                        std::to_string(value_len) + " (" + r.prefix +
                        "attention.key_length, value_length): heads whose keys and values differ "
@@ -124,7 +176,8 @@ StatusOr<Config> read_config(const gguf::File& file) {
   const int default_rot =
       c.arch == Arch::kLlama || c.arch == Arch::kGLM4 || c.arch == Arch::kGLM4MoE ? c.head_dim
                                                                                   : c.head_dim / 2;
-  GLM_RETURN_IF_ERROR(r.get_int("rope.dimension_count", &c.n_rot, false, default_rot));
+  GLM_RETURN_IF_ERROR(
+      r.get_int("rope.dimension_count", &c.n_rot, c.arch == Arch::kDeepSeek2, default_rot));
   if (c.n_rot % 2 != 0 || c.n_rot > c.head_dim) {
     return bad_file(r.where("rope.dimension_count") + " = " + std::to_string(c.n_rot) +
                     " must be even and at most the head size " + std::to_string(c.head_dim));
@@ -165,6 +218,10 @@ StatusOr<Config> read_config(const gguf::File& file) {
   if (c.arch == Arch::kGLM4MoE) {
     c.rope_neox = true;
     c.qk_norm = file.tensor("blk.0.attn_q_norm.weight") != nullptr;
+    GLM_RETURN_IF_ERROR(read_moe_config(file, &c));
+  }
+  if (c.arch == Arch::kDeepSeek2) {
+    GLM_RETURN_IF_ERROR(read_mla_config(r, key_len, value_len, &c));
     GLM_RETURN_IF_ERROR(read_moe_config(file, &c));
   }
   return c;

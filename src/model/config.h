@@ -28,6 +28,17 @@ struct MoeConfig {
   bool weights_norm = false;  // expert_weights_norm: chosen weights divided by their sum
 };
 
+// deepseek2's multi-head latent attention (GLM-4.7-Flash; model/transformer.cc's MLA branch), in
+// the absorbed form llama.cpp runs: a token's K/V cache row is its compressed row (kv_lora) and
+// the rotary part of its key (n_rot), one KV head of head_dim = kv_lora + n_rot that every query
+// head reads; its value is the row's first kv_lora values.
+struct MlaConfig {
+  int q_lora = 0;   // attention.q_lora_rank: the query's low rank
+  int kv_lora = 0;  // attention.kv_lora_rank: the compressed K/V row
+  int k_head = 0;   // attention.key_length_mla: a head's key, nope + rope (the scale's width)
+  int v_head = 0;   // attention.value_length_mla: a head's value after its expansion
+};
+
 struct Config {
   Arch arch = Arch::kChatGLM;
   std::string arch_name;  // general.architecture as in the file
@@ -51,10 +62,17 @@ struct Config {
   bool qk_norm = false;
   // Rotary pairs (x[i], x[i + n_rot / 2]) (llama.cpp's NEOX: glm4moe) instead of adjacent ones.
   bool rope_neox = false;
-  MoeConfig moe;  // glm4moe; n_expert == 0 elsewhere
+  MoeConfig moe;  // glm4moe and deepseek2; n_expert == 0 elsewhere
+  MlaConfig mla;  // deepseek2; kv_lora == 0 elsewhere
 
-  int q_dim() const { return n_head * head_dim; }      // width of the query rows
+  bool is_mla() const { return mla.kv_lora > 0; }
+  int mla_nope() const { return mla.k_head - n_rot; }  // a head's key part without rotary
+
+  // width of the query rows (deepseek2: the absorbed queries, n_head rows of kv_lora + n_rot)
+  int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }  // width of one K (or V) row
+  // The attention's scale: 1 / sqrt of a head's key width (deepseek2: k_head, not head_dim).
+  float attn_scale() const;
   // The sizes of the architecture's tensor table (arch::tensor_table).
   arch::Dims dims() const;
 };

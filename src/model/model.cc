@@ -108,6 +108,23 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     return GpuChatGLM1::create(std::move(file), *config, weights, *alpha, std::move(*device),
                                options);
   }
+  if (config->is_mla()) {
+    // GLM-4.7-Flash's latent attention runs on the CPU only, so far (docs/models.md#deepseek2).
+    if (!options.lora.empty()) {
+      return unsupported("--lora: LoRA on deepseek2 (GLM-4.7-Flash) is not supported");
+    }
+    if (options.device != "cpu" && options.device != "auto") {
+      return unsupported(file->path() + ": deepseek2 (GLM-4.7-Flash) runs on the CPU only: use " +
+                         "--device cpu (or auto)");
+    }
+    if (options.device == "auto") {
+      GLM_LOG_INFO("device auto: deepseek2 (GLM-4.7-Flash) runs on the CPU only");
+    }
+    Weights weights;
+    GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
+    return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
+                                                                std::move(weights), options));
+  }
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
   GLM_RETURN_IF_ERROR(merge_loras(*config, options, &weights));

@@ -66,10 +66,17 @@ Status read_moe_config(const gguf::File& file, Config* c) {
   c->n_layer -= m.n_layer_nextn;
   GLM_RETURN_IF_ERROR(get("leading_dense_block_count", false, 0, 0, c->n_layer, &m.n_dense_lead));
   int gating = 0;
-  GLM_RETURN_IF_ERROR(get("expert_gating_func", false, 2, 0, 1 << 20, &gating));
-  if (gating != 0 && gating != 2) {  // llama_expert_gating_func_type: 0 none (= sigmoid here)
+  GLM_RETURN_IF_ERROR(get("expert_gating_func", false, 0, 0, 1 << 20, &gating));
+  if (gating == 0 && c->arch == arch::Arch::kDeepSeek2) {
+    // llama.cpp reads an unstated deepseek2 gating as DeepSeek-V2's softmax, except GLM-4.7-Flash
+    // (47 or 48 blocks over a vocabulary of 154880), which routes with sigmoid.
+    const int blocks = c->n_layer + m.n_layer_nextn;
+    gating = (blocks == 47 || blocks == 48) && c->n_vocab == 154880 ? 2 : 1;
+  }
+  if (gating != 0 && gating != 2) {  // llama_expert_gating_func_type: 1 softmax, 2 sigmoid
     return unsupported(where("expert_gating_func") + " = " + std::to_string(gating) +
-                       " is not supported (glm4moe routes with sigmoid, 2)");
+                       " is not supported (only sigmoid routing, 2: GLM-4.5's and "
+                       "GLM-4.7-Flash's; DeepSeek-V2's softmax is not)");
   }
   StatusOr<double> scale = file.get_float_or(p + "expert_weights_scale", 0.0);
   if (!scale.ok()) return bad_file(scale.status().message());

@@ -69,6 +69,10 @@ Status validate_batch(const Config& c, const std::vector<SeqInput>& batch, const
                                 " blocks)");
       }
     }
+    if (in.adapter != nullptr && c.is_mla()) {
+      return unsupported(where() + "adapter '" + in.adapter->name +
+                         "': adapters on deepseek2 (GLM-4.7-Flash) are not supported");
+    }
     if (in.adapter != nullptr) GLM_RETURN_IF_ERROR(check_prefix(c, in.adapter->prefix));
   }
   return Status::Ok();
@@ -115,6 +119,14 @@ void Transformer::reserve(int n, int n_block_ptrs) {
   grow(up_, t * l0.ffn_up.n_rows);
   if (l0.ffn_gate.data != nullptr) grow(gate_, t * c.n_ff);
   if (pos_.size() < t) pos_.resize(t);
+  if (c.is_mla()) {
+    const MlaConfig& m = c.mla;
+    grow(mla_qa_, t * m.q_lora);
+    grow(mla_q_, t * c.n_head * m.k_head);
+    grow(mla_in_, t * std::max(c.mla_nope(), m.kv_lora));
+    grow(mla_out_, t * std::max(m.kv_lora, m.v_head));
+    grow(mla_v_, t * c.n_head * m.v_head);
+  }
   if (k_ptrs_.size() < static_cast<size_t>(n_block_ptrs)) {
     k_ptrs_.resize(n_block_ptrs);
     v_ptrs_.resize(n_block_ptrs);
@@ -124,6 +136,10 @@ void Transformer::reserve(int n, int n_block_ptrs) {
 void Transformer::project_qkv(int l, const LayerWeights& lw, int n) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim();
+  if (c.is_mla()) {
+    project_mla(lw, n);
+    return;
+  }
   if (lw.qkv.data != nullptr) {
     // Fused: [T, q_dim + 2 kv_dim], rows of each token: q heads, k heads, v heads.
     const int w = qd + 2 * kd;
@@ -180,13 +196,14 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
       const size_t row = static_cast<size_t>(offset + t) * kd;
       ops::store_row(k_.data() + row, kv->kv_type(),
                      static_cast<uint8_t*>(kv->k(layer, block)) + slot, kd);
+      if (c.is_mla()) continue;  // the values are the K rows' first kv_lora values
       ops::store_row(v_.data() + row, kv->kv_type(),
                      static_cast<uint8_t*>(kv->v(layer, block)) + slot, kd);
     }
     const int n_blocks = (in.n_past + in.n_tokens + bt - 1) / bt;
     for (int b = 0; b < n_blocks; ++b) {
       k_ptrs_[b] = kv->k(layer, in.blocks[b]);
-      v_ptrs_[b] = kv->v(layer, in.blocks[b]);
+      v_ptrs_[b] = c.is_mla() ? k_ptrs_[b] : kv->v(layer, in.blocks[b]);
     }
     kernels::KvView view;
     view.k_blocks = k_ptrs_.data();
@@ -209,7 +226,7 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
     shape.n_head = c.n_head;
     shape.n_head_kv = c.n_head_kv;
     shape.head_dim = c.head_dim;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    shape.scale = c.attn_scale();
     kernels::attention(q_.data() + static_cast<size_t>(offset) * qd, view, shape,
                        attn_.data() + static_cast<size_t>(offset) * qd, pool_.get());
     offset += in.n_tokens;
@@ -322,8 +339,13 @@ void Transformer::run_layer(const std::vector<SeqInput>& batch, KvPool* kv, cons
   }
   project_qkv(l, lw, n);
   attend(batch, l, kv);
-  kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
-  add_lora(l, &LoraLayer::wo, attn_.data(), c.q_dim(), proj_.data(), d);
+  if (c.is_mla()) {
+    expand_mla_values(lw, n);
+    kernels::matmul(lw.wo, mla_v_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+  } else {
+    kernels::matmul(lw.wo, attn_.data(), proj_.data(), n, pool_.get());  // [T, n_embd]
+    add_lora(l, &LoraLayer::wo, attn_.data(), c.q_dim(), proj_.data(), d);
+  }
   post_norm(lw.attn_post_norm, n);
   ops::add(proj_.data(), x_.data(), n * d);
   for (int i = 0; i < n; ++i) {

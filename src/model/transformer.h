@@ -59,7 +59,16 @@ class Transformer : public Model {
   void reserve(int n_tokens, int n_block_ptrs);
   // Projects cur_ into q_/k_/v_ and applies rotary and biases; [T, *] each.
   void project_qkv(int layer, const LayerWeights& lw, int n_tokens);
-  // Writes k_/v_ rows into the cache and runs attention into attn_ for each sequence.
+  // deepseek2's latent attention (mla.cc): cur_ into the absorbed queries q_ [T, n_head,
+  // kv_lora + n_rot] and the cache rows k_ [T, kv_lora + n_rot] (compressed, normed; the key's
+  // rotary part), rotary applied.
+  void project_mla(const LayerWeights& lw, int n_tokens);
+  // Each head's attention output attn_ [T, n_head, kv_lora + n_rot] (its first kv_lora values:
+  // a weighted sum of compressed rows) expanded by the head's wv_b into mla_v_ [T, n_head *
+  // v_head], wo's input.
+  void expand_mla_values(const LayerWeights& lw, int n_tokens);
+  // Writes k_/v_ rows into the cache and runs attention into attn_ for each sequence (deepseek2:
+  // the K rows only, which are the values too).
   void attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv);
   // SwiGLU MLP of cur_ into ffn_out_ ([T, n_embd]).
   void mlp(int layer, const LayerWeights& lw, int n_tokens);
@@ -79,21 +88,24 @@ class Transformer : public Model {
   size_t repacked_bytes_ = 0;
 
   // Scratch, [T, width] row-major; T = tokens in the batch.
-  std::vector<float> x_;             // [T, n_embd] residual stream
-  std::vector<float> cur_;           // [T, n_embd] normed input of a sub-block
-  std::vector<float> qkv_;           // [T, q_dim + 2 kv_dim] fused projection output
-  std::vector<float> q_;             // [T, q_dim]
-  std::vector<float> k_;             // [T, kv_dim]
-  std::vector<float> v_;             // [T, kv_dim]
-  std::vector<float> attn_;          // [T, q_dim] attention output
-  std::vector<float> proj_;          // [T, n_embd] output of wo / ffn_down
-  std::vector<float> up_;            // [T, 2 n_ff] (fused) or [T, n_ff]
-  std::vector<float> gate_;          // [T, n_ff]
-  std::vector<float> act_;           // [T, n_ff]
-  std::vector<float> rope_cos_;      // [T, n_rot / 2]
-  std::vector<float> rope_sin_;      // [T, n_rot / 2]
-  std::vector<int> pos_;             // [T] position of each token
-  std::vector<float> rows_;          // [R, n_embd] final-norm rows to output
+  std::vector<float> x_;         // [T, n_embd] residual stream
+  std::vector<float> cur_;       // [T, n_embd] normed input of a sub-block
+  std::vector<float> qkv_;       // [T, q_dim + 2 kv_dim] fused projection output
+  std::vector<float> q_;         // [T, q_dim]
+  std::vector<float> k_;         // [T, kv_dim]
+  std::vector<float> v_;         // [T, kv_dim]
+  std::vector<float> attn_;      // [T, q_dim] attention output
+  std::vector<float> proj_;      // [T, n_embd] output of wo / ffn_down
+  std::vector<float> up_;        // [T, 2 n_ff] (fused) or [T, n_ff]
+  std::vector<float> gate_;      // [T, n_ff]
+  std::vector<float> act_;       // [T, n_ff]
+  std::vector<float> rope_cos_;  // [T, n_rot / 2]
+  std::vector<float> rope_sin_;  // [T, n_rot / 2]
+  std::vector<int> pos_;         // [T] position of each token
+  std::vector<float> rows_;      // [R, n_embd] final-norm rows to output
+  // deepseek2 (project_mla): [T, q_lora], [T, n_head * k_head], a head's rows gathered in and
+  // expanded out ([T, max(nope, kv_lora)], [T, max(kv_lora, v_head)]), [T, n_head * v_head].
+  std::vector<float> mla_qa_, mla_q_, mla_in_, mla_out_, mla_v_;
   Config mtp_config_;                // config_ with one layer: the MTP block's pool's shape
   std::vector<float> mtp_in_;        // [T, 2 n_embd] forward_mtp's [enorm(e); hnorm(h)] rows
   std::vector<SeqInput> mtp_seqs_;   // forward_mtp's batch as SeqInputs

@@ -112,8 +112,8 @@ Status WeightLoader::vector(const std::string& name, int64_t n, const float** ou
 size_t repack(Weights* weights, kernels::ThreadPool* pool, const ProgressFn& progress) {
   std::vector<kernels::WeightView*> views;  // empty views are skipped below
   auto add_layer = [&](LayerWeights& l) {
-    for (kernels::WeightView* v :
-         {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate, &l.ffn_down}) {
+    for (kernels::WeightView* v : {&l.qkv, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_up, &l.ffn_gate,
+                                   &l.ffn_down, &l.wq_a, &l.wq_b, &l.wkv_a, &l.wk_b, &l.wv_b}) {
       views.push_back(v);
     }
     // GLM-4.5's experts, stacked: packed as one matrix, each expert's rows are whole groups of
@@ -202,6 +202,16 @@ kernels::WeightView* matrix_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.moe.up_shexp;
     case Slot::kFfnDownShexp:
       return &l.moe.down_shexp;
+    case Slot::kAttnQA:
+      return &l.wq_a;
+    case Slot::kAttnQB:
+      return &l.wq_b;
+    case Slot::kAttnKvAMqa:
+      return &l.wkv_a;
+    case Slot::kAttnKB:
+      return &l.wk_b;
+    case Slot::kAttnVB:
+      return &l.wv_b;
     default:
       return nullptr;
   }
@@ -251,6 +261,10 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
       return &l.ffn_post_norm;
     case Slot::kFfnExpProbsB:
       return &l.moe.exp_probs_b;
+    case Slot::kAttnQANorm:
+      return &l.q_a_norm;
+    case Slot::kAttnKvANorm:
+      return &l.kv_a_norm;
     default:
       return nullptr;
   }

@@ -45,6 +45,14 @@ struct LayerWeights {
   const float* ffn_down_b = nullptr;      // [n_embd] or null
   const float* ffn_post_norm = nullptr;   // [n_embd] glm4: RMSNorm of the MLP output; else null
   MoeWeights moe;                         // glm4moe's MoE layers; else empty (moe.present())
+  // deepseek2's latent attention (Config::mla; wq/wk/wv/qkv empty):
+  kernels::WeightView wq_a;          // [q_lora, n_embd]
+  const float* q_a_norm = nullptr;   // [q_lora]
+  kernels::WeightView wq_b;          // [n_head * k_head, q_lora]: per head nope, then rope
+  kernels::WeightView wkv_a;         // [kv_lora + n_rot, n_embd]: compressed row, key's rope
+  const float* kv_a_norm = nullptr;  // [kv_lora]
+  kernels::WeightView wk_b;          // n_head x [kv_lora, nope] stacked (n_head * kv_lora rows)
+  kernels::WeightView wv_b;          // n_head x [v_head, kv_lora] stacked
 };
 
 // glm4moe's multi-token-prediction block (blk.<n_layer>; model/model.h forward_mtp): from the

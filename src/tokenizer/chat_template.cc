@@ -351,6 +351,8 @@ std::string detect(const gguf::File& file, const Tokenizer& t) {
   const bool has_user = t.find("<|user|>") >= 0;
   const bool has_gmask = t.find("[gMASK]") >= 0;
   auto arch = file.get_string("general.architecture");
+  // GLM-4.7-Flash (llama.cpp's deepseek2 layout, the only GLM in it) speaks GLM-4.7's format.
+  if (arch.ok() && *arch == "deepseek2" && has_user && has_gmask) return "glm47";
   if (arch.ok() && *arch == "glm4moe" && has_user && has_gmask) {
     // GLM-4.7's template reads clear_thinking (it keeps earlier turns' reasoning when false).
     auto tmpl = file.get_string("tokenizer.chat_template");

@@ -80,6 +80,7 @@ class ChatTemplate {
 };
 
 // How the template is chosen (for_model):
+//   general.architecture deepseek2 with [gMASK] and <|user|> -> glm47 (GLM-4.7-Flash)
 //   general.architecture glm4moe with [gMASK] and <|user|> -> glm47 if tokenizer.chat_template
 //                                                          holds "clear_thinking" (GLM-4.7's),
 //                                                          else glm45 (GLM-4.5, 4.5-Air, 4.6)

@@ -1,0 +1,81 @@
+// deepseek2's multi-head latent attention on the CPU (GLM-4.7-Flash; docs/models.md#deepseek2),
+// in the absorbed form llama.cpp runs: the cache holds each token's compressed K/V row and the
+// rotary part of its key (one KV head), every query head is moved into that space by its key
+// expansion wk_b, and the attention's output, a weighted sum of compressed rows, is expanded by
+// each head's wv_b. The reference: llama.cpp's deepseek2 graph (tests/data/deepseek2).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "model/moe.h"
+#include "model/ops.h"
+#include "model/transformer.h"
+
+namespace glm::model {
+
+namespace {
+
+// dst[t * dst_stride + c] = src[t * src_stride + c] for c < n, t < n_tokens.
+void copy_cols(const float* src, size_t src_stride, float* dst, size_t dst_stride, int n,
+               int n_tokens) {
+  for (int t = 0; t < n_tokens; ++t) {
+    std::memcpy(dst + t * dst_stride, src + t * src_stride, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void Transformer::project_mla(const LayerWeights& lw, int n) {
+  const Config& c = config_;
+  const MlaConfig& m = c.mla;
+  const int kl = m.kv_lora, rope = c.n_rot, nope = c.mla_nope(), kh = m.k_head;
+  const size_t hd = c.head_dim;  // kv_lora + rope: a cache row, and an absorbed query head
+  const int half = rope / 2;
+  // The query: mla_qa_ [T, q_lora] normed, then mla_q_ [T, n_head, nope + rope].
+  kernels::matmul(lw.wq_a, cur_.data(), mla_qa_.data(), n, pool_.get());
+  for (int t = 0; t < n; ++t) {
+    float* row = mla_qa_.data() + static_cast<size_t>(t) * m.q_lora;
+    ops::rms_norm(row, lw.q_a_norm, c.norm_eps, row, m.q_lora);
+  }
+  kernels::matmul(lw.wq_b, mla_qa_.data(), mla_q_.data(), n, pool_.get());
+  // The cache rows: k_ [T, kv_lora + rope] = [norm(compressed); rotary(key's rope part)].
+  kernels::matmul(lw.wkv_a, cur_.data(), k_.data(), n, pool_.get());
+  for (int t = 0; t < n; ++t) {
+    float* row = k_.data() + t * hd;
+    const float* cs = rope_cos_.data() + static_cast<size_t>(t) * half;
+    const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
+    ops::rms_norm(row, lw.kv_a_norm, c.norm_eps, row, kl);
+    ops::rope_interleaved(row + kl, 1, rope, rope, cs, sn);
+    // Each head's rope part, rotated, after its absorbed part: q_ [T, n_head, kv_lora + rope].
+    for (int h = 0; h < c.n_head; ++h) {
+      float* q = mla_q_.data() + (static_cast<size_t>(t) * c.n_head + h) * kh + nope;
+      ops::rope_interleaved(q, 1, rope, rope, cs, sn);
+      std::memcpy(q_.data() + (static_cast<size_t>(t) * c.n_head + h) * hd + kl, q,
+                  static_cast<size_t>(rope) * sizeof(float));
+    }
+  }
+  // Each head's nope part moved into the compressed space: q_[t, h, :kv_lora] = wk_b[h] q_nope.
+  for (int h = 0; h < c.n_head; ++h) {
+    copy_cols(mla_q_.data() + static_cast<size_t>(h) * kh, static_cast<size_t>(c.n_head) * kh,
+              mla_in_.data(), nope, nope, n);
+    kernels::matmul(expert_slice(lw.wk_b, h, kl), mla_in_.data(), mla_out_.data(), n,
+                    pool_.get());  // [T, kv_lora]
+    copy_cols(mla_out_.data(), kl, q_.data() + h * hd, c.n_head * hd, kl, n);
+  }
+}
+
+void Transformer::expand_mla_values(const LayerWeights& lw, int n) {
+  const Config& c = config_;
+  const MlaConfig& m = c.mla;
+  const size_t hd = c.head_dim;
+  for (int h = 0; h < c.n_head; ++h) {
+    // The head's weighted sum of compressed rows [T, kv_lora], expanded to [T, v_head].
+    copy_cols(attn_.data() + h * hd, c.n_head * hd, mla_in_.data(), m.kv_lora, m.kv_lora, n);
+    kernels::matmul(expert_slice(lw.wv_b, h, m.v_head), mla_in_.data(), mla_out_.data(), n,
+                    pool_.get());
+    copy_cols(mla_out_.data(), m.v_head, mla_v_.data() + static_cast<size_t>(h) * m.v_head,
+              static_cast<size_t>(c.n_head) * m.v_head, m.v_head, n);
+  }
+}
+
+}  // namespace glm::model
