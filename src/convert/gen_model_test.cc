@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "convert/synthetic_vocab.h"
 #include "convert/test_util.h"
@@ -299,6 +300,37 @@ TEST(GenModel, Glm4MoeWritesExpertKeysAndTensors) {
   EXPECT_EQ(air->n_layer, 3);
   EXPECT_EQ(air->n_dense_lead, 1);
   EXPECT_EQ(air->n_ff_exp % 16, 0);  // each expert whole groups of the repacked copy
+}
+
+// glm47-flash: GLM-4.7-Flash's tensors in llama.cpp's deepseek2 names and shapes (the tiny
+// preset written; "flash", its real widths in 3 layers, 1.2 GB at q4_0, planned only).
+TEST(GenModel, Glm47FlashHasTheLatentAttentionsTensors) {
+  TempDir dir;
+  ASSERT_TRUE(gen(Family::kGLM47Flash, "tiny", DType::kF32, 7, dir.file("f.gguf")).ok());
+  auto f = gguf::File::open(dir.file("f.gguf"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(*(*f)->get_string("general.architecture"), "deepseek2");
+  EXPECT_EQ(*(*f)->get_int("deepseek2.attention.key_length"), 160);  // kv_lora + rope
+  EXPECT_EQ(*(*f)->get_int("deepseek2.attention.value_length"), 128);
+  EXPECT_EQ(*(*f)->get_int("deepseek2.attention.key_length_mla"), 96);
+  EXPECT_EQ(*(*f)->get_int("deepseek2.attention.head_count_kv"), 1);
+  EXPECT_EQ((*f)->tensor("blk.1.attn_k_b.weight")->shape, (std::vector<int64_t>{64, 128, 4}));
+  EXPECT_EQ((*f)->tensor("blk.1.attn_v_b.weight")->shape, (std::vector<int64_t>{128, 64, 4}));
+  EXPECT_EQ((*f)->tensor("blk.1.attn_q.weight"), nullptr);
+  auto flash = preset(Family::kGLM47Flash, "flash");
+  ASSERT_TRUE(flash.ok()) << flash.status().to_string();
+  ASSERT_TRUE(flash->validate().ok());
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorPlan& t : tensor_plan(*flash, DType::kQ4_0)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes["blk.1.attn_q_a.weight"], (std::vector<int64_t>{2048, 768}));
+  EXPECT_EQ(shapes["blk.1.attn_q_b.weight"], (std::vector<int64_t>{768, 20 * 256}));
+  EXPECT_EQ(shapes["blk.1.attn_kv_a_mqa.weight"], (std::vector<int64_t>{2048, 576}));
+  EXPECT_EQ(shapes["blk.1.attn_k_b.weight"], (std::vector<int64_t>{192, 512, 20}));
+  EXPECT_EQ(shapes["blk.1.attn_v_b.weight"], (std::vector<int64_t>{512, 256, 20}));
+  EXPECT_EQ(shapes["blk.1.attn_output.weight"], (std::vector<int64_t>{5120, 2048}));
+  EXPECT_EQ(shapes["blk.1.ffn_up_exps.weight"], (std::vector<int64_t>{2048, 1536, 64}));
+  EXPECT_EQ(shapes["blk.0.ffn_up.weight"], (std::vector<int64_t>{2048, 10240}));
+  EXPECT_FALSE(preset(Family::kGLM47Flash, "6b").ok());
 }
 
 // glm4moe files carry one MTP block after the trunk, as GLM-4.5's: counted in block_count,

@@ -197,14 +197,27 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
 // heads' keys of 192 + 64 rotary, values of 256; 64 experts of 1536, top-4, 1 shared, 1 dense
 // layer of 10240, routed scaling 1.8; 47 layers) at a tiny width.
 StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
-  if (p != "tiny") return invalid_argument("unknown preset '" + p + "' for glm47-flash (use tiny)");
-  // Every row a multiple of 32 (q8_0): ranks 128 and 128, keys 64 + 32, values 64.
-  Hparams h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
-  h.q_lora = 128;
-  h.kv_lora = 128;
-  h.mla_nope = 64;
-  h.mla_rope = 32;
-  h.mla_v = 64;
+  Hparams h;
+  if (p == "tiny") {
+    // Every row a multiple of 32 (q8_0): ranks 128 and 128, keys 64 + 32, values 64.
+    h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
+    h.q_lora = 128;
+    h.kv_lora = 128;
+    h.mla_nope = 64;
+    h.mla_rope = 32;
+    h.mla_v = 64;
+  } else if (p == "flash") {
+    // GLM-4.7-Flash at its widths in 3 layers (one dense), for speed against llama.cpp.
+    h = experts(make(Family::kGLM47Flash, 154880, 2048, 10240, 3, 20, 1, 202752), 64, 4, 1536,
+                1.8f);
+    h.q_lora = 768;
+    h.kv_lora = 512;
+    h.mla_nope = 192;
+    h.mla_rope = 64;
+    h.mla_v = 256;
+  } else {
+    return invalid_argument("unknown preset '" + p + "' for glm47-flash (use tiny or flash)");
+  }
   h.head_width = h.kv_lora + h.mla_rope;
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
