@@ -37,6 +37,7 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
       n_blocks_(n_blocks),
       block_tokens_(block_tokens),
       row_elems_(config.n_head_kv * config.head_dim),
+      parts_(config.is_mla() ? 1 : 2),
       kv_type_(kv_type) {
   GLM_CHECK(kv_type_unsupported(config, kv_type).empty());
   row_bytes_ = glm::row_bytes(kv_type, row_elems_);
@@ -47,7 +48,8 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
 size_t KvPool::bytes_for(const Config& config, int n_blocks, int block_tokens, DType kv_type,
                          int host_layers) {
   const int layers = host_layers < 0 ? config.n_layer : std::min(host_layers, config.n_layer);
-  return static_cast<size_t>(layers) * 2 * static_cast<size_t>(n_blocks) *
+  const size_t parts = config.is_mla() ? 1 : 2;  // a latent-attention model: K rows only
+  return static_cast<size_t>(layers) * parts * static_cast<size_t>(n_blocks) *
          static_cast<size_t>(block_tokens) *
          glm::row_bytes(kv_type, static_cast<int64_t>(config.n_head_kv) * config.head_dim);
 }
@@ -57,12 +59,15 @@ size_t KvPool::block_bytes_per_layer_kv() const {
 }
 
 size_t KvPool::block_bytes() const {
-  return static_cast<size_t>(n_layer_) * 2 * block_bytes_per_layer_kv();
+  return static_cast<size_t>(n_layer_) * parts_ * block_bytes_per_layer_kv();
 }
 
 size_t KvPool::offset(int layer, int kv, int block) const {
   GLM_CHECK(layer >= 0 && layer < host_layers_ && block >= 0 && block < n_blocks_);
-  return ((static_cast<size_t>(layer) * 2 + kv) * n_blocks_ + block) * block_bytes_per_layer_kv();
+  // V of a latent-attention model (one part): its K rows.
+  const int part = parts_ == 1 ? 0 : kv;
+  return ((static_cast<size_t>(layer) * parts_ + part) * n_blocks_ + block) *
+         block_bytes_per_layer_kv();
 }
 
 void* KvPool::k(int layer, int block) { return storage_.data() + offset(layer, 0, block); }
@@ -78,7 +83,7 @@ void KvPool::copy_block(int src, int dst) {
   GLM_CHECK(src != dst);
   const size_t n = block_bytes_per_layer_kv();
   for (int layer = 0; layer < host_layers_; ++layer) {
-    for (int kv = 0; kv < 2; ++kv) {
+    for (int kv = 0; kv < parts_; ++kv) {
       std::memcpy(storage_.data() + offset(layer, kv, dst),
                   storage_.data() + offset(layer, kv, src), n);
     }
@@ -88,7 +93,7 @@ void KvPool::copy_block(int src, int dst) {
 void KvPool::save_block(int block, uint8_t* data) const {
   const size_t n = block_bytes_per_layer_kv();
   for (int layer = 0; layer < host_layers_; ++layer) {
-    for (int kv = 0; kv < 2; ++kv, data += n) {
+    for (int kv = 0; kv < parts_; ++kv, data += n) {
       std::memcpy(data, storage_.data() + offset(layer, kv, block), n);
     }
   }
@@ -97,7 +102,7 @@ void KvPool::save_block(int block, uint8_t* data) const {
 void KvPool::load_block(int block, const uint8_t* data) {
   const size_t n = block_bytes_per_layer_kv();
   for (int layer = 0; layer < host_layers_; ++layer) {
-    for (int kv = 0; kv < 2; ++kv, data += n) {
+    for (int kv = 0; kv < parts_; ++kv, data += n) {
       std::memcpy(storage_.data() + offset(layer, kv, block), data, n);
     }
   }

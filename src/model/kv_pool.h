@@ -4,8 +4,9 @@
 // and writes blocks through k()/v() during forward().
 // Owns its memory (allocated once at construction, zero-filled: cost n_layer * 2 * n_blocks *
 // block_tokens * row_bytes(kv_type, row_elems) bytes: 4, 2 or 34/32 = 1.0625 bytes a value for
-// f32, f16, q8_0). Not thread-safe by itself: forward() writes only the blocks of the sequences in
-// its batch.
+// f32, f16, q8_0). A latent-attention model (Config::is_mla: GLM-4.7-Flash) keeps K rows only,
+// half that: its values are the K rows' first kv_lora values, and v() is k(). Not thread-safe by
+// itself: forward() writes only the blocks of the sequences in its batch.
 #pragma once
 
 #include <cstddef>
@@ -42,8 +43,10 @@ class KvPool {
   DType kv_type() const { return kv_type_; }
   int row_elems() const { return row_elems_; }  // n_head_kv * head_dim
   size_t bytes() const { return storage_.size(); }
-  // Bytes one block holds for all layers (K and V).
+  // Bytes one block holds for all layers (K and V; K only for a latent-attention model).
   size_t block_bytes() const;
+  // 2 (K and V rows), or 1 where the V rows are the K rows (Config::is_mla).
+  int parts() const { return parts_; }
 
   // Bytes of one K (or V) row: row_bytes(kv_type, row_elems).
   size_t row_bytes() const { return row_bytes_; }
@@ -59,7 +62,7 @@ class KvPool {
   // Copies block src's K and V rows, every host layer, into block dst (copy-on-write of a shared
   // partial block: kv::KvCache::fork).
   void copy_block(int src, int dst);
-  // Block `block`'s K and V rows, every layer, as block_bytes() bytes ([n_layer, 2 (K,V),
+  // Block `block`'s K and V rows, every layer, as block_bytes() bytes ([n_layer, parts() (K,V),
   // block_tokens, row_elems] of kv_type) to and from `data` (the KV disk cache: kv::DiskStore).
   // Only the host layers' part of `data` is written or read (the model fills in the rest).
   void save_block(int block, uint8_t* data) const;
@@ -74,9 +77,10 @@ class KvPool {
   int n_blocks_ = 0;
   int block_tokens_ = 0;
   int row_elems_ = 0;
+  int parts_ = 2;
   DType kv_type_ = DType::kF16;
   size_t row_bytes_ = 0;
-  std::vector<uint8_t> storage_;  // [host_layers, 2 (K,V), n_blocks, block_tokens, row_elems]
+  std::vector<uint8_t> storage_;  // [host_layers, parts (K,V), n_blocks, block_tokens, row_elems]
 };
 
 }  // namespace glm::model

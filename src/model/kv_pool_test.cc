@@ -118,6 +118,46 @@ TEST(KvPool, ASavedBlockLoadsBackIntoAnotherPoolExactly) {
   }
 }
 
+// A latent-attention model (GLM-4.7-Flash) keeps K rows only: half the bytes, v() is k(), and
+// a block's saved form, its copies and the sizes the planner asks for follow.
+TEST(KvPool, ALatentAttentionModelKeepsItsKRowsOnly) {
+  Config c = small_config();
+  c.n_head_kv = 1;
+  c.head_dim = 16;  // kv_lora 12 + rope 4
+  c.n_rot = 4;
+  c.mla.kv_lora = 12;
+  c.mla.q_lora = 8;
+  c.mla.k_head = 8;
+  c.mla.v_head = 8;
+  KvPool p(c, 4, 4, DType::kF16);
+  EXPECT_EQ(p.parts(), 1);
+  EXPECT_EQ(p.block_bytes(), size_t{3} * 1 * 4 * 16 * 2);
+  EXPECT_EQ(p.bytes(), KvPool::bytes_for(c, 4, 4, DType::kF16));
+  EXPECT_EQ(p.bytes(), 4 * p.block_bytes());
+  Config mha = c;
+  mha.mla = MlaConfig();
+  EXPECT_EQ(KvPool::bytes_for(mha, 4, 4, DType::kF16), 2 * p.bytes());
+  const size_t span = 4 * 16 * 2;
+  for (int l = 0; l < 3; ++l) {
+    for (int b = 0; b < 4; ++b) {
+      EXPECT_EQ(p.v(l, b), p.k(l, b));
+      for (size_t i = 0; i < span; ++i) {
+        static_cast<uint8_t*>(p.k(l, b))[i] = static_cast<uint8_t>(i * 7 + l * 3 + b);
+      }
+    }
+  }
+  std::vector<uint8_t> bytes(p.block_bytes());
+  p.save_block(2, bytes.data());
+  KvPool q(c, 4, 4, DType::kF16);
+  q.load_block(1, bytes.data());
+  p.copy_block(2, 0);
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_EQ(std::memcmp(p.k(l, 2), q.k(l, 1), span), 0) << l;
+    EXPECT_EQ(std::memcmp(p.k(l, 2), p.k(l, 0), span), 0) << l;
+    EXPECT_NE(std::memcmp(p.k(l, 2), p.k(l, 3), span), 0) << l;
+  }
+}
+
 TEST(KvPool, BlocksAreDisjointAndInside) {
   KvPool kv(small_config(), 5, 4, DType::kF16);
   const uint8_t* base = static_cast<const uint8_t*>(static_cast<const KvPool&>(kv).k(0, 0));
