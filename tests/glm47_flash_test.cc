@@ -177,6 +177,42 @@ TEST(Glm47Flash, FilesItCannotRunAreRefusedByName) {
       ErrorCode::kBadFile, "blk.1.attn_k_b.weight");
 }
 
+// Any value of any of the latent attention's keys (and the shared ones it reads) either loads a
+// model that runs, or gives an error: a hostile file never crashes the loader or the forward.
+TEST(Glm47Flash, MetadataValuesNeverCrash) {
+  const std::string src = tiny_flash(DType::kQ8_0);
+  const std::vector<std::string> keys = {"attention.q_lora_rank",    "attention.kv_lora_rank",
+                                         "attention.key_length",     "attention.value_length",
+                                         "attention.key_length_mla", "attention.value_length_mla",
+                                         "attention.head_count_kv",  "rope.dimension_count",
+                                         "expert_gating_func",       "nextn_predict_layers"};
+  // Each key's own value in the file is among them (it loads), and values that break it.
+  const std::vector<uint32_t> values = {0, 1, 2, 32, 96, 128, 160, 0xffffffffu};
+  int loaded = 0, failed = 0;
+  for (const std::string& key : keys) {
+    for (uint32_t value : values) {
+      const std::string path = glm::testing::edited_copy(
+          src, "flash-meta.gguf",
+          [&](gguf::Writer* w) { w->set("deepseek2." + key, gguf::Value::u32(value)); });
+      auto m = model::testing::load(path, 1);
+      if (!m.ok()) {
+        EXPECT_FALSE(m.status().message().empty()) << key << " = " << value;
+        ++failed;
+        continue;
+      }
+      ++loaded;
+      model::KvPool kv((*m)->config(), 1, 4, DType::kF32);
+      std::vector<int32_t> tokens = {1, 2}, blocks = {0};
+      std::vector<float> out;
+      model::SeqInput in{tokens.data(), 2, 0, blocks.data(), 1, true};
+      ASSERT_TRUE((*m)->forward({in}, &kv, &out).ok()) << key << " = " << value;
+      EXPECT_EQ(out.size(), 2u * (*m)->config().n_vocab);
+    }
+  }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(failed, 0);
+}
+
 // Its chat format is GLM-4.7's (the only GLM in the deepseek2 layout).
 TEST(Glm47Flash, SpeaksGlm47) {
   auto f = gguf::File::open(tiny_flash(DType::kF32));

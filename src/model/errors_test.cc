@@ -143,6 +143,23 @@ TEST(Errors, MetadataValuesNeverCrash) {
   EXPECT_GT(failed, 0);
 }
 
+// A block_count a file cannot hold (more layers than it has tensors) is refused by name before
+// anything is sized by it: 2^24 layers would otherwise allocate tens of gigabytes of views.
+TEST(Errors, ABlockCountPastTheFilesTensorsIsRefusedBeforeAllocating) {
+  RandomSpec s;
+  s.extra_metadata = [](gguf::Writer* w) {
+    w->set("chatglm.block_count", gguf::Value::u32(1u << 24));
+  };
+  const std::string path = testing::temp_path("many_layers.gguf");
+  ASSERT_TRUE(testing::write_random_model(s, path).ok());
+  auto m = testing::load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kBadFile);
+  EXPECT_NE(m.status().message().find("block_count = 16777216 but the file holds"),
+            std::string::npos)
+      << m.status().message();
+}
+
 // rope.scaling (llama.cpp's keys): "linear" divides positions by the factor; an unknown type is
 // refused by name rather than run as if there were none.
 TEST(Errors, RopeScalingLinearIsReadOthersAreRefused) {

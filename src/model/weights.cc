@@ -273,6 +273,13 @@ const float** vector_slot(Weights* w, arch::Slot slot, int layer) {
 }  // namespace
 
 Status load_weights(const gguf::File& file, const Config& c, Weights* w) {
+  // Every layer has tensors of its own: a block_count past the file's tensors is refused before
+  // anything is sized by it (a hostile count up to 2^24 would otherwise allocate gigabytes).
+  if (static_cast<size_t>(c.n_layer) + c.moe.n_layer_nextn > file.tensors().size()) {
+    return bad_file(file.path() + ": " + c.arch_name +
+                    ".block_count = " + std::to_string(c.n_layer + c.moe.n_layer_nextn) +
+                    " but the file holds " + std::to_string(file.tensors().size()) + " tensors");
+  }
   WeightLoader l(file, w);
   w->layers.assign(c.n_layer, LayerWeights());
   w->mtp = MtpWeights();
