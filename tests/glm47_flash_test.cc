@@ -6,15 +6,13 @@
 // absorption, norm, rotary pairing, scale or value expansion moves these logits.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/test_util.h"
 #include "gguf/gguf.h"
 #include "gguf_edit.h"
 #include "llama_reference.h"
@@ -227,23 +225,6 @@ TEST(Glm47Flash, SpeaksGlm47) {
 // Greedy text with the file's MTP block drafting (--spec mtp) equals the text without, alone
 // and four at once, on an engine (chunked prefill, batching, the block's own K/V of compressed
 // rows).
-struct FlashCollected {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> text;
-  std::map<std::string, engine::Event> done;
-  engine::EventSink sink() {
-    return [this](const engine::Event& ev) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (ev.type == engine::EventType::kToken) text[ev.id] += ev.text;
-      if (ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError) {
-        done[ev.id] = ev;
-      }
-      cv.notify_all();
-    };
-  }
-};
-
 TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
   const std::vector<std::string> prompts = {"hello there", "write a poem", "what is 2+2",
                                             "tell me a story"};
@@ -261,7 +242,7 @@ TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
     o.spec = mode;
     auto e = engine::load_engine(o);
     ASSERT_TRUE(e.ok()) << e.status().to_string();
-    FlashCollected c;
+    engine::testing::EventLog log;
     for (size_t i = 0; i < prompts.size(); ++i) {
       engine::Request r;
       r.id = "f" + std::to_string(i);
@@ -269,15 +250,15 @@ TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
       r.prompt = prompts[i];
       r.params.temperature = 0.0f;
       r.params.max_tokens = 40;
-      ASSERT_TRUE((*e)->submit(std::move(r), c.sink()).ok());
+      ASSERT_TRUE((*e)->submit(std::move(r), log.sink()).ok());
     }
-    std::unique_lock<std::mutex> lock(c.mu);
-    ASSERT_TRUE(c.cv.wait_for(lock, std::chrono::seconds(120),
-                              [&] { return c.done.size() == prompts.size(); }));
-    for (const auto& [id, ev] : c.done) {
-      EXPECT_EQ(ev.type, engine::EventType::kDone) << ev.error.to_string();
-      got[static_cast<int>(mode)][id] = c.text[id];
-      if (mode == generation::SpecMode::kMtp) drafted += ev.speculation.drafted;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::string id = "f" + std::to_string(i);
+      ASSERT_TRUE(log.wait(id)) << id;
+      const engine::Event done = log.last(id);
+      EXPECT_EQ(done.type, engine::EventType::kDone) << done.error.to_string();
+      got[static_cast<int>(mode)][id] = log.text(id);
+      if (mode == generation::SpecMode::kMtp) drafted += done.speculation.drafted;
     }
   }
   for (const auto& [id, text] : got[static_cast<int>(generation::SpecMode::kOff)]) {
@@ -291,6 +272,7 @@ TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
 // cache by one engine are loaded by the next, whose second turn then prefills only its new
 // tokens and answers as the same conversation continued in memory by one engine without the
 // disk cache does.
+// One conversation turn to its end: its start and final events and its text.
 struct FlashTurn {
   engine::Event start, done;
   std::string text;
@@ -305,24 +287,11 @@ FlashTurn flash_turn(engine::Engine* e, const std::string& id,
   r.params.temperature = 0.0f;
   r.params.max_tokens = 12;
   r.enable_thinking = false;  // the answer is text (with thinking, GLM-4.7's starts inside it)
-  std::mutex mu;
-  std::condition_variable cv;
-  FlashTurn t;
-  bool ended = false;
-  const Status st = e->submit(r, [&](const engine::Event& ev) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (ev.type == engine::EventType::kStart) t.start = ev;
-    if (ev.type == engine::EventType::kToken) t.text += ev.text;
-    if (ev.type == engine::EventType::kDone || ev.type == engine::EventType::kError) {
-      t.done = ev;
-      ended = true;
-      cv.notify_all();
-    }
-  });
+  engine::testing::EventLog log;
+  const Status st = e->submit(r, log.sink());
   EXPECT_TRUE(st.ok()) << st.to_string();
-  std::unique_lock<std::mutex> lock(mu);
-  EXPECT_TRUE(!st.ok() || cv.wait_for(lock, std::chrono::seconds(60), [&] { return ended; }));
-  return t;
+  if (!st.ok() || !log.wait(id)) return {};
+  return {log.first(id, engine::EventType::kStart), log.last(id), log.text(id)};
 }
 
 TEST(Glm47Flash, AConversationsKRowsComeBackFromTheDiskCache) {

@@ -230,23 +230,29 @@ TEST(ConstrainReal, ToolsWithoutParametersTakeAnyObject) {
   EXPECT_FALSE(m3.can_accept_bytes("now\n```python\ntool_call(tz=null)"));
 }
 
-// GLM-4.5 calls in its XML: string properties as text, the others as JSON, the required ones
-// always; what the grammar accepts, the answer reader reads back as the same call.
-TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
-  auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "glm45");
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const std::string call =
-      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n"
-      "<arg_key>note</arg_key>\n<arg_value>null</arg_value>\n<arg_key>days</arg_key>\n"
-      "<arg_value>3</arg_value>\n<arg_key>metric</arg_key>\n<arg_value>true</arg_value>\n"
-      "<arg_key>unit</arg_key>\n<arg_value>开尔文</arg_value>\n</tool_call>";
-  grammar::Matcher m(*g, nullptr);
-  ASSERT_TRUE(m.accept_bytes(call).ok());
+// `call` is a whole sentence of the tool-call grammar `g`, and the answer reader reads it back as
+// one get_weather call with the arguments it spells.
+void expect_xml_call_read_back(const grammar::Grammar& g, const std::string& call) {
+  grammar::Matcher m(g, nullptr);
+  ASSERT_TRUE(m.accept_bytes(call).ok()) << call;
   EXPECT_TRUE(m.is_complete());
   const tok::ToolAnswer a = tok::read_tool_answer({"get_weather", "ping"}, call);
   ASSERT_EQ(a.calls.size(), 1u);
   EXPECT_EQ(a.calls[0].name, "get_weather");
   check_call(a.calls[0].name, a.calls[0].arguments, call);
+}
+
+// GLM-4.5 calls in its XML: string properties as text, the others as JSON, the required ones
+// always; what the grammar accepts, the answer reader reads back as the same call.
+TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
+  auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "glm45");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  expect_xml_call_read_back(*g,
+                            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京"
+                            "</arg_value>\n<arg_key>note</arg_key>\n<arg_value>null</arg_value>\n"
+                            "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n<arg_key>metric"
+                            "</arg_key>\n<arg_value>true</arg_value>\n<arg_key>unit</arg_key>\n"
+                            "<arg_value>开尔文</arg_value>\n</tool_call>");
   for (const char* bad :
        {"<tool_call>ping\n</tool_call>",                      // a required argument missing
         "<tool_call>get_weather\n<arg_key>days</arg_key>\n",  // out of the schema's order
@@ -268,18 +274,12 @@ TEST(ConstrainReal, Glm45ToolCallsAreXmlThatTheReaderReadsBack) {
 TEST(ConstrainReal, Glm47ToolCallsAreXmlWithoutNewlines) {
   auto g = compile_constraint({Constraint::Kind::kToolCall, tool_choices()}, "glm47");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const std::string call =
-      "<tool_call>get_weather<arg_key>city</arg_key><arg_value>北京</arg_value>"
-      "<arg_key>note</arg_key><arg_value>null</arg_value><arg_key>days</arg_key>"
-      "<arg_value>3</arg_value><arg_key>metric</arg_key><arg_value>true</arg_value>"
-      "<arg_key>unit</arg_key><arg_value>开尔文</arg_value></tool_call>";
-  grammar::Matcher m(*g, nullptr);
-  ASSERT_TRUE(m.accept_bytes(call).ok());
-  EXPECT_TRUE(m.is_complete());
-  const tok::ToolAnswer a = tok::read_tool_answer({"get_weather", "ping"}, call);
-  ASSERT_EQ(a.calls.size(), 1u);
-  EXPECT_EQ(a.calls[0].name, "get_weather");
-  check_call(a.calls[0].name, a.calls[0].arguments, call);
+  expect_xml_call_read_back(*g,
+                            "<tool_call>get_weather<arg_key>city</arg_key><arg_value>北京"
+                            "</arg_value><arg_key>note</arg_key><arg_value>null</arg_value>"
+                            "<arg_key>days</arg_key><arg_value>3</arg_value><arg_key>metric"
+                            "</arg_key><arg_value>true</arg_value><arg_key>unit</arg_key>"
+                            "<arg_value>开尔文</arg_value></tool_call>");
   grammar::Matcher newline(*g, nullptr);  // GLM-4.5's spelling is not GLM-4.7's
   EXPECT_FALSE(newline.accept_bytes("<tool_call>get_weather\n").ok());
   auto now = compile_constraint({Constraint::Kind::kToolCall, R"([{"name":"now"}])"}, "glm47");

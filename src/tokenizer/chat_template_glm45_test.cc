@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -159,31 +160,48 @@ TEST(Glm45Template, IdsEqualTheModelsJinjaTemplate) {
 // (templates_thinking.jsonl, README.md): false appends /nothink to each user turn (not twice)
 // and opens the answer with an empty <think></think>; true is the default's render. The ids are
 // HF's rule applied to the reference text (no llama.cpp ids were made for these cases).
-TEST(Glm45Template, EnableThinkingFalseEqualsTheModelsJinjaTemplate) {
-  GLM45_VOCAB_OR_SKIP(tok);
-  auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-  std::ifstream in(glm45_data("templates_thinking.jsonl"));
-  ASSERT_TRUE(in.good()) << glm45_data("templates_thinking.jsonl");
+// Renders each case of the JSONL `file` (its enable_thinking where it sets one) with `tmpl` and
+// checks the text against the jinja's and the ids against HF's rule on it; then `check(case,
+// options, ids)`. Returns the number of cases (-1 when the file or a render failed).
+int expect_cases_render(
+    const ChatTemplate& tmpl, const Tokenizer& tok, const std::string& file,
+    const std::function<void(const ojson&, const TemplateOptions&, const Ids&)>& check) {
+  std::ifstream in(glm45_data(file));
+  EXPECT_TRUE(in.good()) << glm45_data(file);
+  if (!in.good()) return -1;
   std::string line;
-  int n = 0, off = 0;
+  int n = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const ojson c = ojson::parse(line);
     const std::string text = c["text"];
-    const TemplateOptions options{c["enable_thinking"].get<bool>()};
-    auto ids = (*tmpl)->render_with(messages_glm45(c), options);
-    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    const TemplateOptions options{c.value("enable_thinking", true)};
+    auto ids = tmpl.render_with(messages_glm45(c), options);
+    EXPECT_TRUE(ids.ok()) << ids.status().to_string();
+    if (!ids.ok()) return -1;
     EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
     EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
-    if (options.enable_thinking) {
-      EXPECT_EQ(*ids, *(*tmpl)->render(messages_glm45(c))) << c["name"];
-    } else {
-      ++off;
-      EXPECT_EQ(ids->back(), 151351) << c["name"];  // </think>
-    }
+    check(c, options, *ids);
     ++n;
   }
+  return n;
+}
+
+TEST(Glm45Template, EnableThinkingFalseEqualsTheModelsJinjaTemplate) {
+  GLM45_VOCAB_OR_SKIP(tok);
+  auto tmpl = make_chat_template("glm45", *tok_l->file, tok);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+  int off = 0;
+  const int n =
+      expect_cases_render(**tmpl, tok, "templates_thinking.jsonl",
+                          [&](const ojson& c, const TemplateOptions& options, const Ids& ids) {
+                            if (options.enable_thinking) {
+                              EXPECT_EQ(ids, *(*tmpl)->render(messages_glm45(c))) << c["name"];
+                            } else {
+                              ++off;
+                              EXPECT_EQ(ids.back(), 151351) << c["name"];  // </think>
+                            }
+                          });
   EXPECT_EQ(n, 4);
   EXPECT_EQ(off, 3);
 }
@@ -218,25 +236,15 @@ TEST(Glm47Template, IdsEqualTheModelsJinjaTemplate) {
   GLM45_VOCAB_OR_SKIP(tok);
   auto tmpl = make_chat_template("glm47", *tok_l->file, tok);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
-  std::ifstream in(glm45_data("templates_glm47.jsonl"));
-  ASSERT_TRUE(in.good()) << glm45_data("templates_glm47.jsonl");
-  std::string line;
-  int n = 0, off = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const ojson c = ojson::parse(line);
-    const std::string text = c["text"];
-    const TemplateOptions options{c.value("enable_thinking", true)};
-    auto ids = (*tmpl)->render_with(messages_glm45(c), options);
-    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
-    EXPECT_EQ(tok.decode(*ids, /*render_special=*/true), text) << c["name"];
-    EXPECT_EQ(*ids, hf_ids(tok, text)) << c["name"];
-    // The prompt opens the thinking (the answer starts inside it) unless thinking is off.
-    EXPECT_EQ(ids->back(), options.enable_thinking ? 151350 : 151351) << c["name"];
-    EXPECT_EQ((*tmpl)->opens_reasoning(options), options.enable_thinking);
-    off += options.enable_thinking ? 0 : 1;
-    ++n;
-  }
+  int off = 0;
+  const int n = expect_cases_render(
+      **tmpl, tok, "templates_glm47.jsonl",
+      [&](const ojson& c, const TemplateOptions& options, const Ids& ids) {
+        // The prompt opens the thinking (the answer starts inside it) unless thinking is off.
+        EXPECT_EQ(ids.back(), options.enable_thinking ? 151350 : 151351) << c["name"];
+        EXPECT_EQ((*tmpl)->opens_reasoning(options), options.enable_thinking);
+        off += options.enable_thinking ? 0 : 1;
+      });
   EXPECT_EQ(n, 10);
   EXPECT_EQ(off, 3);
 }
