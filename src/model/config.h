@@ -28,8 +28,8 @@ struct MoeConfig {
   bool weights_norm = false;  // expert_weights_norm: chosen weights divided by their sum
 };
 
-// deepseek2's multi-head latent attention (GLM-4.7-Flash; model/transformer.cc's MLA branch), in
-// the absorbed form llama.cpp runs: a token's K/V cache row is its compressed row (kv_lora) and
+// deepseek2's multi-head latent attention (GLM-4.7-Flash; model/mla.cc), in the absorbed form
+// llama.cpp runs: a token's K/V cache row is its compressed row (kv_lora) and
 // the rotary part of its key (n_rot), one KV head of head_dim = kv_lora + n_rot that every query
 // head reads; its value is the row's first kv_lora values.
 struct MlaConfig {
