@@ -254,18 +254,26 @@ std::string tiny_air() {
                                   "tiny-air");
 }
 
-void expect_wide_heads_match_llama_cpp(const std::string& device) {
-  Compare c = glm::testing::compare_with_reference(tiny_air(), ref_moe("tiny-air-f32.logits.jsonl"),
+// The F32 file `path` of gen-model preset `preset`: its logits on `device` within 1e-4 of
+// llama.cpp's (tests/data/glm4moe/<preset>-f32.logits.jsonl), every argmax
+// the same.
+void expect_f32_logits_match_llama_cpp(const std::string& path, const std::string& preset,
+                                       const std::string& device) {
+  Compare c = glm::testing::compare_with_reference(path, ref_moe(preset + "-f32.logits.jsonl"),
                                                    kPrefill, DType::kF32, device);
-  std::printf("%s glm4moe tiny-air f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
-              device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
+  std::printf("%s glm4moe %s f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              device.c_str(), preset.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 1e-4f);
   EXPECT_EQ(c.argmax_mismatches, 0);
 }
 
-TEST(Glm4Moe, WideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp("cpu"); }
+TEST(Glm4Moe, WideHeadsLogitsMatchLlamaCpp) {
+  expect_f32_logits_match_llama_cpp(tiny_air(), "tiny-air", "cpu");
+}
 
-TEST(Glm4Moe, OnTheGpuWideHeadsLogitsMatchLlamaCpp) { expect_wide_heads_match_llama_cpp("vulkan"); }
+TEST(Glm4Moe, OnTheGpuWideHeadsLogitsMatchLlamaCpp) {
+  expect_f32_logits_match_llama_cpp(tiny_air(), "tiny-air", "vulkan");
+}
 
 // GLM-4.5's (355B; GLM-4.6) attention: tiny-air's wide heads, each q and k head RMS-normed
 // (attn_q_norm, attn_k_norm) after its bias and before the rotary. F32 against llama.cpp's
@@ -275,19 +283,13 @@ std::string tiny_qk_norm() {
                                   "tiny-355b");
 }
 
-void expect_qk_norms_match_llama_cpp(const std::string& device) {
-  Compare c = glm::testing::compare_with_reference(
-      tiny_qk_norm(), ref_moe("tiny-355b-f32.logits.jsonl"), kPrefill, DType::kF32, device);
-  std::printf(
-      "%s glm4moe tiny-355b f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
-      device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
-  EXPECT_LT(c.max_diff, 1e-4f);
-  EXPECT_EQ(c.argmax_mismatches, 0);
+TEST(Glm4Moe, QkNormsLogitsMatchLlamaCpp) {
+  expect_f32_logits_match_llama_cpp(tiny_qk_norm(), "tiny-355b", "cpu");
 }
 
-TEST(Glm4Moe, QkNormsLogitsMatchLlamaCpp) { expect_qk_norms_match_llama_cpp("cpu"); }
-
-TEST(Glm4Moe, OnTheGpuQkNormsLogitsMatchLlamaCpp) { expect_qk_norms_match_llama_cpp("vulkan"); }
+TEST(Glm4Moe, OnTheGpuQkNormsLogitsMatchLlamaCpp) {
+  expect_f32_logits_match_llama_cpp(tiny_qk_norm(), "tiny-355b", "vulkan");
+}
 
 // A file with one of the two norms of a layer is refused, naming the missing one.
 TEST(Glm4Moe, AMissingKNormIsNamed) {

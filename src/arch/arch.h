@@ -90,7 +90,7 @@ enum class Slot {
   kFfnGateShexp,
   kFfnUpShexp,
   kFfnDownShexp,
-  // deepseek2's multi-head latent attention (model/mla.h): the query's low-rank pair and its
+  // deepseek2's multi-head latent attention (model/mla.cc): the query's low-rank pair and its
   // norm, the joint K/V compression (plus the rotary part of the key) and its norm, and per head
   // the key's and the value's expansions of the compressed row (3-D: {row, rows, n_head}).
   kAttnQA,

@@ -90,7 +90,9 @@ Status Hparams::validate() const {
     return bad("every size must be positive");
   }
   if (head_width < 0) return bad("the head width must be positive");
-  if (head_width == 0 && n_embd % n_head != 0) return bad("n_embd must be a multiple of n_head");
+  if (head_width == 0 && layout() != arch::Arch::kDeepSeek2 && n_embd % n_head != 0) {
+    return bad("n_embd must be a multiple of n_head");
+  }
   if (n_head % n_head_kv != 0) return bad("n_head must be a multiple of n_head_kv");
   if (head_dim() % 4 != 0) return bad("head_dim must be a multiple of 4 (rotary pairs)");
   if (n_vocab > (int64_t{1} << 31) || n_embd > (int64_t{1} << 20) || n_ff > (int64_t{1} << 22) ||
@@ -99,10 +101,8 @@ Status Hparams::validate() const {
   }
   if (layout() == arch::Arch::kDeepSeek2 &&
       (q_lora < 1 || kv_lora < 1 || mla_nope < 1 || mla_rope < 2 || mla_rope % 2 != 0 ||
-       mla_v < 1 || n_head_kv != 1 || head_dim() != kv_lora + mla_rope)) {
-    return bad(
-        "deepseek2 needs its latent attention's sizes, one KV head and heads of kv_lora + "
-        "rope");
+       mla_v < 1 || n_head_kv != 1)) {
+    return bad("deepseek2 needs its latent attention's sizes and one KV head");
   }
   if (layout() == arch::Arch::kGLM4MoE || layout() == arch::Arch::kDeepSeek2) {
     if (n_expert < 1 || n_expert_used < 1 || n_ff_exp < 1 || n_expert_shared < 0 ||
@@ -218,7 +218,6 @@ StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
   } else {
     return invalid_argument("unknown preset '" + p + "' for glm47-flash (use tiny or flash)");
   }
-  h.head_width = h.kv_lora + h.mla_rope;
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
   h.expert_weights_norm = true;
@@ -467,9 +466,8 @@ void write_arch_metadata(const Hparams& hp, DType target, gguf::Writer* w) {
     w->set(a + ".expert_gating_func", u32(2));  // sigmoid
     w->set(a + ".nextn_predict_layers", u32(hp.n_nextn));
   }
-  if ((hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE ||
-       hp.head_width > 0) &&
-      hp.layout() != arch::Arch::kDeepSeek2) {
+  if (hp.layout() == arch::Arch::kGLM4 || hp.layout() == arch::Arch::kGLM4MoE ||
+      hp.head_width > 0) {
     // llama.cpp's converter writes the head size when config.json states it (GLM-4-0414 and
     // GLM-4.5 do).
     w->set(a + ".attention.key_length", u32(hp.head_dim()));

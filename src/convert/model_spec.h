@@ -67,7 +67,7 @@ struct Hparams {
   // (GLM-4.5 355B, GLM-4.6; GLM-4.5-Air has none).
   bool qk_norm = false;
   // deepseek2 (GLM-4.7-Flash): the latent attention's sizes (arch::Dims says what they shape);
-  // n_head_kv is 1 and the head width the cache row, kv_lora + mla_rope.
+  // n_head_kv is 1 and head_dim() the cache row, kv_lora + mla_rope.
   int64_t q_lora = 0;
   int64_t kv_lora = 0;
   int64_t mla_nope = 0;
@@ -75,7 +75,10 @@ struct Hparams {
   int64_t mla_v = 0;
 
   arch::Arch layout() const { return layout_of(family); }
-  int64_t head_dim() const { return head_width > 0 ? head_width : n_embd / n_head; }
+  int64_t head_dim() const {
+    if (layout() == arch::Arch::kDeepSeek2) return kv_lora + mla_rope;  // a cache row
+    return head_width > 0 ? head_width : n_embd / n_head;
+  }
   int64_t n_embd_kv() const { return n_head_kv * head_dim(); }
   // Rotary dimensions per head as written in <arch>.rope.dimension_count: head_dim / 2 for the
   // chatglm layouts (rotary on the first half of each head; chatglm1: each half by its own

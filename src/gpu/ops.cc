@@ -26,10 +26,9 @@ void moe_route(Stream& s, const MoeRouteArgs& a) {
       a.norm ? 1u : 0u,
       a.scale,
       0};
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(a.n_tokens, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((a.n_tokens + gx - 1) / gx);
-  p.groups_per_y = gx;
-  s.dispatch(Shader::kMoeRoute, &p, sizeof(p), gx, gy);
+  const Grid g = grid_for(a.n_tokens);  // a workgroup a token
+  p.groups_per_y = g.x;
+  s.dispatch(Shader::kMoeRoute, &p, sizeof(p), g.x, g.y);
 }
 
 void moe_combine(Stream& s, Addr y, Addr weights, Addr x, int n_tokens, int k, int n_embd) {
@@ -78,10 +77,9 @@ void head_norm(Stream& s, Addr x, Addr w, int n_tokens, int row_stride, int n_he
       static_cast<uint32_t>(head_dim),
       eps,
       0};
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(rows, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((rows + gx - 1) / gx);
-  p.groups_per_y = gx;
-  s.dispatch(Shader::kHeadNorm, &p, sizeof(p), gx, gy);
+  const Grid g = grid_for(rows);
+  p.groups_per_y = g.x;
+  s.dispatch(Shader::kHeadNorm, &p, sizeof(p), g.x, g.y);
 }
 
 void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, float eps, Addr idx,

@@ -37,7 +37,7 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
       n_blocks_(n_blocks),
       block_tokens_(block_tokens),
       row_elems_(config.n_head_kv * config.head_dim),
-      parts_(config.is_mla() ? 1 : 2),
+      parts_(parts_of(config)),
       kv_type_(kv_type) {
   GLM_CHECK(kv_type_unsupported(config, kv_type).empty());
   row_bytes_ = glm::row_bytes(kv_type, row_elems_);
@@ -48,8 +48,7 @@ KvPool::KvPool(const Config& config, int n_blocks, int block_tokens, DType kv_ty
 size_t KvPool::bytes_for(const Config& config, int n_blocks, int block_tokens, DType kv_type,
                          int host_layers) {
   const int layers = host_layers < 0 ? config.n_layer : std::min(host_layers, config.n_layer);
-  const size_t parts = config.is_mla() ? 1 : 2;  // a latent-attention model: K rows only
-  return static_cast<size_t>(layers) * parts * static_cast<size_t>(n_blocks) *
+  return static_cast<size_t>(layers) * parts_of(config) * static_cast<size_t>(n_blocks) *
          static_cast<size_t>(block_tokens) *
          glm::row_bytes(kv_type, static_cast<int64_t>(config.n_head_kv) * config.head_dim);
 }

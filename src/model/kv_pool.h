@@ -47,6 +47,7 @@ class KvPool {
   size_t block_bytes() const;
   // 2 (K and V rows), or 1 where the V rows are the K rows (Config::is_mla).
   int parts() const { return parts_; }
+  static int parts_of(const Config& config) { return config.is_mla() ? 1 : 2; }
 
   // Bytes of one K (or V) row: row_bytes(kv_type, row_elems).
   size_t row_bytes() const { return row_bytes_; }

@@ -2,8 +2,7 @@
 // in the absorbed form llama.cpp runs: the cache holds each token's compressed K/V row and the
 // rotary part of its key (one KV head), every query head is moved into that space by its key
 // expansion wk_b, and the attention's output, a weighted sum of compressed rows, is expanded by
-// each head's wv_b. The reference: llama.cpp's deepseek2 graph (tests/data/deepseek2).
-#include <algorithm>
+// each head's wv_b. The reference: llama.cpp's deepseek2 graph (tests/data/glm47-flash).
 #include <cstring>
 
 #include "kernels/matmul.h"
@@ -15,11 +14,11 @@ namespace glm::model {
 
 namespace {
 
-// dst[t * dst_stride + c] = src[t * src_stride + c] for c < n, t < n_tokens.
+// dst[r * dst_stride + c] = src[r * src_stride + c] for c < n, r < n_rows.
 void copy_cols(const float* src, size_t src_stride, float* dst, size_t dst_stride, int n,
-               int n_tokens) {
-  for (int t = 0; t < n_tokens; ++t) {
-    std::memcpy(dst + t * dst_stride, src + t * src_stride, static_cast<size_t>(n) * sizeof(float));
+               int n_rows) {
+  for (int r = 0; r < n_rows; ++r) {
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(n) * sizeof(float));
   }
 }
 
@@ -46,14 +45,12 @@ void Transformer::project_mla(const LayerWeights& lw, int n) {
     const float* sn = rope_sin_.data() + static_cast<size_t>(t) * half;
     ops::rms_norm(row, lw.kv_a_norm, c.norm_eps, row, kl);
     ops::rope_interleaved(row + kl, 1, rope, rope, cs, sn);
-    // Each head's rope part, rotated, after its absorbed part: q_ [T, n_head, kv_lora + rope].
-    for (int h = 0; h < c.n_head; ++h) {
-      float* q = mla_q_.data() + (static_cast<size_t>(t) * c.n_head + h) * kh + nope;
-      ops::rope_interleaved(q, 1, rope, rope, cs, sn);
-      std::memcpy(q_.data() + (static_cast<size_t>(t) * c.n_head + h) * hd + kl, q,
-                  static_cast<size_t>(rope) * sizeof(float));
-    }
+    // Each head's rope part (its first `rope` values after nope, heads kh apart) rotated.
+    ops::rope_interleaved(mla_q_.data() + static_cast<size_t>(t) * c.n_head * kh + nope, c.n_head,
+                          kh, rope, cs, sn);
   }
+  // The rope parts after the absorbed ones: q_ [T, n_head, kv_lora + rope].
+  copy_cols(mla_q_.data() + nope, kh, q_.data() + kl, hd, rope, n * c.n_head);
   // Each head's nope part moved into the compressed space: q_[t, h, :kv_lora] = wk_b[h] q_nope.
   for (int h = 0; h < c.n_head; ++h) {
     copy_cols(mla_q_.data() + static_cast<size_t>(h) * kh, static_cast<size_t>(c.n_head) * kh,

@@ -196,14 +196,14 @@ void Transformer::attend(const std::vector<SeqInput>& batch, int layer, KvPool* 
       const size_t row = static_cast<size_t>(offset + t) * kd;
       ops::store_row(k_.data() + row, kv->kv_type(),
                      static_cast<uint8_t*>(kv->k(layer, block)) + slot, kd);
-      if (c.is_mla()) continue;  // the values are the K rows' first kv_lora values
+      if (kv->parts() == 1) continue;  // K rows only: the values are in them (latent attention)
       ops::store_row(v_.data() + row, kv->kv_type(),
                      static_cast<uint8_t*>(kv->v(layer, block)) + slot, kd);
     }
     const int n_blocks = (in.n_past + in.n_tokens + bt - 1) / bt;
     for (int b = 0; b < n_blocks; ++b) {
       k_ptrs_[b] = kv->k(layer, in.blocks[b]);
-      v_ptrs_[b] = c.is_mla() ? k_ptrs_[b] : kv->v(layer, in.blocks[b]);
+      v_ptrs_[b] = kv->v(layer, in.blocks[b]);
     }
     kernels::KvView view;
     view.k_blocks = k_ptrs_.data();
