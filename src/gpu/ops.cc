@@ -181,7 +181,7 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
   GLM_CHECK(type != DType::kQ8_0 || a.row_elems <= kMaxQ8RowElems);
   const bool rotary = a.n_rot > 0;
   GLM_CHECK(!rotary || (a.rope != RopeKind::kNeox2D && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim &&
-                        a.row_elems % a.head_dim == 0));
+                        a.row_elems % a.head_dim == 0 && a.store_v));
   struct {
     Addr src, kv, slots;
     uint32_t src_stride, k_col, v_col, v_base, row_elems, row_bytes;
@@ -204,13 +204,16 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
       a.rope == RopeKind::kNeox ? 1u : 0u};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
   // Workgroups (t, 0): K, (t, 1): V, (t, 2): the query heads' rotary.
-  s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens), rotary ? 3 : 2);
+  s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens),
+             rotary ? 3 : (a.store_v ? 2 : 1));
 }
 
 void attention(Stream& s, DType type, const AttentionArgs& a) {
   KvShaders sh;
   GLM_CHECK(kv_shaders(type, &sh));
-  GLM_CHECK(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0 && a.bidir_prefix >= 0);
+  GLM_CHECK(a.head_dim <= kAttentionMaxHeadDim && a.n_head % a.n_head_kv == 0 &&
+            a.bidir_prefix >= 0);
+  const bool wide = a.head_dim > 256;  // attention.comp's DIMS 9
   // A workgroup's rows (attention.comp's ROWS): as many of a KV head's query heads as divide
   // its group, at most kAttentionRows, times tokens to make kAttentionRows; one row a workgroup
   // where that gives a workgroup a single row (no grouped heads, one token).
@@ -270,8 +273,10 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
     GLM_CHECK(static_cast<size_t>(n_rows) * p.n_split * (a.head_dim + 2) <=
               kAttentionScratchFloats);
   }
-  s.dispatch(rows ? sh.attention_rows : sh.attention, &p, sizeof(p), static_cast<uint32_t>(gx),
-             static_cast<uint32_t>(gy), p.n_split);
+  const Shader shader = rows ? (wide ? sh.attention_rows_wide : sh.attention_rows)
+                             : (wide ? sh.attention_wide : sh.attention);
+  s.dispatch(shader, &p, sizeof(p), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+             p.n_split);
   if (p.n_split > 1) {
     struct {
       Addr part, out, out_q8;

@@ -88,7 +88,8 @@ inline constexpr int kMaxQ8RowElems = 4096;
 
 // Stores token t's K row (src[t * src_stride + k_col ...]) and V row (v_col) of row_elems
 // values as `type` (kernels::kv_store_row) into slot slots[t] of a layer's cache buffer `kv`:
-// at byte slot * row_bytes (K), v_base + slot * row_bytes (V).
+// at byte slot * row_bytes (K), v_base + slot * row_bytes (V). Without store_v, the K rows only
+// (a latent-attention cache: model::KvPool::parts 1; v_col and v_base unread).
 // With n_rot > 0, also rope()'s rotary (kInterleaved or kNeox; cs, sn: [n_tokens, n_rot / 2])
 // in the same dispatch: the K row's heads of head_dim are stored rotated (src's K columns stay
 // as they were) and the n_q_heads query heads at column 0 of src are rotated in place, as
@@ -102,12 +103,14 @@ struct KvStoreArgs {
   Addr cs = 0, sn = 0;  // the rotary's tables, where n_rot > 0
   int n_q_heads = 0, head_dim = 0, n_rot = 0;
   RopeKind rope = RopeKind::kInterleaved;
+  bool store_v = true;
 };
 void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 
 // Causal grouped-query attention of one sequence's n_tokens new query rows over its cache
 // (kernels::attention): q head h of token t at q[t * q_stride + h * head_dim]; out rows
-// out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32).
+// out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32);
+// head_dim <= kAttentionMaxHeadDim.
 // bidir_prefix as kernels::AttentionShape's (0 = causal): the block table must then cover
 // max(n_past + n_tokens, bidir_prefix) positions.
 // With a scratch buffer (kAttentionScratchFloats f32 at `scratch`), few rows over many keys (a
@@ -122,10 +125,14 @@ inline constexpr int kAttentionSplitRows = 128;
 inline constexpr int kAttentionSplitGroups = 256;
 inline constexpr int kAttentionSplitMinKeys = 256;
 inline constexpr int kAttentionRows = 8;
+// The widest head: latent attention's rows (GLM-4.7-Flash: kv_lora 512 + rope 64). Heads over
+// 256 dims run attention.comp's wide variants (DIMS 9).
+inline constexpr int kAttentionMaxHeadDim = 576;
 // rows x splits < kAttentionRows x kAttentionSplitGroups + kAttentionSplitRows (a workgroup's
-// rows each split alike), each of head_dim (<= 256) + 2.
+// rows each split alike), each of head_dim (<= kAttentionMaxHeadDim) + 2.
 inline constexpr size_t kAttentionScratchFloats =
-    size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} * (256 + 2);
+    size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} *
+    (kAttentionMaxHeadDim + 2);
 // out_q8: 0, or out's rows also as quantize_q8 writes them (head_dim a multiple of 32), for
 // the next matmul's x_q8: [*, n_head * head_dim / 32] blocks from out_row0.
 // The K rows start at kv, the V rows at kv + v_base (as kv_store writes them).

@@ -93,13 +93,16 @@ bool matmul_shaders(DType type, MatmulShaders* out) {
 bool kv_shaders(DType type, KvShaders* out) {
   switch (type) {
     case DType::kF32:
-      *out = {Shader::kKvStoreF32, Shader::kAttentionF32, Shader::kAttentionRowsF32};
+      *out = {Shader::kKvStoreF32, Shader::kAttentionF32, Shader::kAttentionRowsF32,
+              Shader::kAttentionWideF32, Shader::kAttentionRowsWideF32};
       return true;
     case DType::kF16:
-      *out = {Shader::kKvStoreF16, Shader::kAttentionF16, Shader::kAttentionRowsF16};
+      *out = {Shader::kKvStoreF16, Shader::kAttentionF16, Shader::kAttentionRowsF16,
+              Shader::kAttentionWideF16, Shader::kAttentionRowsWideF16};
       return true;
     case DType::kQ8_0:
-      *out = {Shader::kKvStoreQ8_0, Shader::kAttentionQ8_0, Shader::kAttentionRowsQ8_0};
+      *out = {Shader::kKvStoreQ8_0, Shader::kAttentionQ8_0, Shader::kAttentionRowsQ8_0,
+              Shader::kAttentionWideQ8_0, Shader::kAttentionRowsWideQ8_0};
       return true;
     default:
       return false;

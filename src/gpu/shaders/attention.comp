@@ -11,7 +11,8 @@
 // x * heads_per_group .. and tokens y * tokens_per_group ..; keys in chunks of 64, one key's
 // scores (a row's each) per thread, an online softmax a row across chunks (its max and sum by
 // subgroup operations: three barriers a chunk), each thread accumulating head_dim / 64 output
-// dims of every row. With n_split > 1 (few rows over
+// dims of every row (DIMS at most: head_dim up to 256, or 576 in the attention_wide_* variants,
+// latent attention's rows of kv_lora + rope, whose V rows are their K rows: v_base 0). With n_split > 1 (few rows over
 // many keys: a decode step at depth), split z takes keys [z split_len, (z + 1) split_len) and
 // writes its unnormalised state to part ([row, split, (m, l, acc[head_dim])]), which
 // attention_merge.comp combines into out.
@@ -62,7 +63,14 @@ layout(push_constant) uniform Push {
 #ifndef ROWS
 #define ROWS 1
 #endif
-shared float qs[ROWS][256];
+// DIMS: the output dims a thread holds, 64 apart (head_dim <= 64 DIMS).
+#ifndef DIMS
+#define DIMS 4
+#endif
+#if DIMS != 4 && DIMS != 9
+#error "DIMS: 4 (head_dim <= 256) or 9 (<= 576)"
+#endif
+shared float qs[ROWS][64 * DIMS];
 shared float s[ROWS][64];
 shared float red_max[ROWS][16];  // a value a subgroup (at least 4 lanes: at most 16)
 shared float red_sum[ROWS][16];
@@ -126,11 +134,11 @@ void main() {
   barrier();
   uint k_begin = min(z * p.split_len, n_keys);
   uint k_end = p.n_split > 1u ? min(k_begin + p.split_len, n_keys) : n_keys;
-  float m[ROWS], l[ROWS], acc[4][ROWS];  // acc[k][r]: row r's dim tid + 64 k
+  float m[ROWS], l[ROWS], acc[DIMS][ROWS];  // acc[k][r]: row r's dim tid + 64 k
   UNROLLED for (uint r = 0u; r < ROWS; ++r) {
     m[r] = -1.0 / 0.0;
     l[r] = 0.0;
-    UNROLLED for (uint k = 0u; k < 4u; ++k) acc[k][r] = 0.0;
+    UNROLLED for (uint k = 0u; k < DIMS; ++k) acc[k][r] = 0.0;
   }
   for (uint j0 = k_begin; j0 < k_end; j0 += 64u) {
     uint j = j0 + tid;
@@ -202,11 +210,18 @@ void main() {
     }
     uint n_chunk = min(64u, k_end - j0);
     uint n_pre = j0 < p.n_prefix ? min(p.n_prefix - j0, n_chunk) : 0u;
-    // The dims a thread holds, one call each (head_dim <= 256).
+    // The dims a thread holds, one call each.
     add_chunk_v(tid, kvh * hd, n_pre, n_chunk, corr, acc[0]);
     add_chunk_v(tid + 64u, kvh * hd, n_pre, n_chunk, corr, acc[1]);
     add_chunk_v(tid + 128u, kvh * hd, n_pre, n_chunk, corr, acc[2]);
     add_chunk_v(tid + 192u, kvh * hd, n_pre, n_chunk, corr, acc[3]);
+#if DIMS == 9
+    add_chunk_v(tid + 256u, kvh * hd, n_pre, n_chunk, corr, acc[4]);
+    add_chunk_v(tid + 320u, kvh * hd, n_pre, n_chunk, corr, acc[5]);
+    add_chunk_v(tid + 384u, kvh * hd, n_pre, n_chunk, corr, acc[6]);
+    add_chunk_v(tid + 448u, kvh * hd, n_pre, n_chunk, corr, acc[7]);
+    add_chunk_v(tid + 512u, kvh * hd, n_pre, n_chunk, corr, acc[8]);
+#endif
     barrier();  // s, vrow and the sums are written again by the next chunk
   }
   UNROLLED for (uint r = 0u; r < ROWS; ++r) {
@@ -218,13 +233,13 @@ void main() {
         p.part.v[po] = m[r];
         p.part.v[po + 1u] = l[r];
       }
-      UNROLLED for (uint k = 0u; k < 4u; ++k) {
+      UNROLLED for (uint k = 0u; k < DIMS; ++k) {
         uint d = tid + 64u * k;
         if (d < hd) p.part.v[po + 2u + d] = acc[k][r];
       }
     } else if (row_on(r)) {
       uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
-      UNROLLED for (uint k = 0u; k < 4u; ++k) {
+      UNROLLED for (uint k = 0u; k < DIMS; ++k) {
         uint d = tid + 64u * k;
         if (d < hd) p.out_.v[oo + d] = acc[k][r] / l[r];
       }
@@ -235,7 +250,7 @@ void main() {
   // a thread a block of 32 dims.
   barrier();
   UNROLLED for (uint r = 0u; r < ROWS; ++r) {
-    UNROLLED for (uint k = 0u; k < 4u; ++k) {
+    UNROLLED for (uint k = 0u; k < DIMS; ++k) {
       uint d = tid + 64u * k;
       if (row_on(r) && d < hd) qs[r][d] = acc[k][r] / l[r];
     }

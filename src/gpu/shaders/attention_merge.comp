@@ -20,7 +20,7 @@ layout(push_constant) uniform Push {
   uint out_row0;
 } p;
 
-shared float row_[256];  // the head's output, for its 8-bit blocks
+shared float row_[576];  // the head's output (head_dim <= 576), for its 8-bit blocks
 
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;

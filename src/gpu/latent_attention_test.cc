@@ -1,0 +1,161 @@
+// Latent attention's rows on the device (GLM-4.7-Flash: model/mla.cc): one KV head of
+// kv_lora + rope = 576 values, stored as K rows only (KvStoreArgs::store_v false), read back as
+// the V rows too (v_base 0), by attention.comp's wide variants (DIMS 9), against
+// kernels::attention_ref over the same cache with the K blocks as its V blocks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/device.h"
+#include "gpu/gpu_test_util.h"
+#include "gpu/ops.h"
+#include "kernels/attention.h"
+#include "kernels/quant.h"
+
+namespace glm::gpu {
+namespace {
+
+class GpuLatentAttention : public ::testing::TestWithParam<DType> {};
+
+// 20 query heads over the one KV head (GLM-4.7-Flash's): a workgroup takes 4 heads x 2 tokens
+// (attention.comp's ROWS 8) or, one token alone, its 4 heads; a prefill, a step after one, and
+// decode steps at depth whose keys split across workgroups and merge (attention_merge.comp),
+// one with its rows' 8-bit blocks.
+TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
+  NEED_DEVICE();
+  const DType type = GetParam();
+  const int n_head = 20, hd = kAttentionMaxHeadDim, bt = 16;
+  const int qd = n_head * hd, w = qd + hd;  // a source row: q heads, then the K row
+  const size_t rb = row_bytes(type, hd);
+  struct Rows {
+    int n_past, n_tokens;
+    bool q8;
+  };
+  for (const Rows rows :
+       {Rows{0, 9, false}, Rows{37, 3, true}, Rows{1000, 1, false}, Rows{700, 2, true}}) {
+    const int n_past = rows.n_past, n_tokens = rows.n_tokens, n_pos = n_past + n_tokens;
+    SCOPED_TRACE(std::string(dtype_name(type)) + " n_past " + std::to_string(n_past) +
+                 " n_tokens " + std::to_string(n_tokens));
+    const int n_blocks = (n_pos + bt - 1) / bt;
+    std::vector<int32_t> table(n_blocks);
+    for (int b = 0; b < n_blocks; ++b) table[b] = n_blocks - 1 - b;  // reversed
+    const std::vector<float> src = random_floats(static_cast<size_t>(n_pos) * w, 3 + n_past);
+    std::vector<uint8_t> hk(static_cast<size_t>(n_blocks) * bt * rb);
+    std::vector<int32_t> slots(n_pos);
+    for (int p = 0; p < n_pos; ++p) {
+      slots[p] = table[p / bt] * bt + p % bt;
+      kernels::kv_store_row(src.data() + static_cast<size_t>(p) * w + qd, type,
+                            hk.data() + slots[p] * rb, hd);
+    }
+    // The buffer holds K rows then as many bytes again, zeros, where a V store would go.
+    const size_t k_bytes = hk.size();
+    StatusOr<Buffer> kv = dev->alloc(2 * k_bytes, MemoryKind::kDevice);
+    ASSERT_TRUE(kv.ok());
+    const std::vector<uint8_t> zeros(2 * k_bytes, 0);
+    ASSERT_TRUE(dev->upload(zeros.data(), zeros.size(), *kv, 0).ok());
+    Buffer src_b = device_floats(dev, src);
+    Buffer slots_b = device_ints(dev, slots), table_b = device_ints(dev, table);
+    Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
+    StatusOr<Buffer> split =
+        dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+    ASSERT_TRUE(split.ok());
+    StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, qd), MemoryKind::kDevice);
+    ASSERT_TRUE(out_q8.ok());
+
+    Stream& s = dev->stream();
+    s.begin();
+    KvStoreArgs ka;
+    ka.src = src_b.address();
+    ka.kv = kv->address();
+    ka.slots = slots_b.address();
+    ka.n_tokens = n_pos;
+    ka.src_stride = w;
+    ka.k_col = qd;
+    ka.v_col = 0;  // unread: no V rows
+    ka.v_base = static_cast<uint32_t>(k_bytes);
+    ka.row_elems = hd;
+    ka.row_bytes = static_cast<uint32_t>(rb);
+    ka.store_v = false;
+    kv_store(s, type, ka);
+    AttentionArgs aa;
+    aa.q = src_b.address() + static_cast<size_t>(n_past) * w * sizeof(float);
+    aa.out = out_b.address();
+    aa.kv = kv->address();
+    aa.blocks = table_b.address();
+    aa.scratch = split->address();
+    aa.out_q8 = rows.q8 ? out_q8->address() : 0;
+    aa.n_tokens = n_tokens;
+    aa.q_stride = w;
+    aa.v_base = 0;  // the V rows are the K rows
+    aa.row_bytes = static_cast<uint32_t>(rb);
+    aa.n_past = n_past;
+    aa.n_head = n_head;
+    aa.n_head_kv = 1;
+    aa.head_dim = hd;
+    aa.block_tokens = bt;
+    aa.scale = 1.0f / std::sqrt(256.0f);  // GLM-4.7-Flash's: 1 / sqrt(key_length_mla)
+    attention(s, type, aa);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+
+    std::vector<uint8_t> got_kv(2 * k_bytes);
+    ASSERT_TRUE(dev->download(*kv, 0, got_kv.size(), got_kv.data()).ok());
+    int diff_bytes = 0;
+    for (size_t i = 0; i < k_bytes; ++i) {
+      const int d = std::abs(int(got_kv[i]) - int(hk[i]));
+      if (type != DType::kQ8_0) {
+        ASSERT_EQ(d, 0) << "byte " << i;
+      }
+      ASSERT_TRUE(d <= 1 || d == 255) << "byte " << i;  // q8_0: a rounding tie, rarely
+      diff_bytes += d != 0;
+    }
+    EXPECT_LE(diff_bytes, n_pos) << "q8_0 rows differ in more than rare rounding ties";
+    EXPECT_TRUE(std::equal(got_kv.begin() + k_bytes, got_kv.end(), zeros.begin()))
+        << "a V row was stored";
+
+    std::vector<const void*> kp;
+    for (int32_t b : table) kp.push_back(hk.data() + static_cast<size_t>(b) * bt * rb);
+    kernels::KvView view;
+    view.k_blocks = kp.data();
+    view.v_blocks = kp.data();
+    view.n_blocks = n_blocks;
+    view.block_tokens = bt;
+    view.type = type;
+    kernels::AttentionShape shape;
+    shape.n_tokens = n_tokens;
+    shape.n_past = n_past;
+    shape.n_head = n_head;
+    shape.n_head_kv = 1;
+    shape.head_dim = hd;
+    shape.scale = aa.scale;
+    std::vector<float> q(static_cast<size_t>(n_tokens) * qd);
+    for (int t = 0; t < n_tokens; ++t) {
+      std::memcpy(q.data() + static_cast<size_t>(t) * qd,
+                  src.data() + static_cast<size_t>(n_past + t) * w, qd * sizeof(float));
+    }
+    std::vector<float> want(q.size());
+    kernels::attention_ref(q.data(), view, shape, want.data());
+    const std::vector<float> got = read_floats(dev, out_b, want.size());
+    double max_err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
+    }
+    EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
+    if (rows.q8) {
+      std::vector<uint32_t> words(q8_bytes(n_tokens, qd) / 4);
+      ASSERT_TRUE(dev->download(*out_q8, 0, words.size() * 4, words.data()).ok());
+      EXPECT_EQ(words, device_q8_blocks(dev, got, n_tokens, qd));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, GpuLatentAttention,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kQ8_0),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
+
+}  // namespace
+}  // namespace glm::gpu
