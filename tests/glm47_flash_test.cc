@@ -37,29 +37,34 @@ std::string tiny_flash(DType type) {
 using glm::testing::Compare;
 using glm::testing::kPrefill;
 
-TEST(Glm47Flash, TinyF32LogitsMatchLlamaCpp) {
+void expect_tiny_f32_matches(const std::string& device) {
   Compare c = glm::testing::compare_with_reference(
-      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF32);
-  std::printf("glm47-flash tiny f32: max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
-              c.max_diff, c.max_abs, c.argmax_mismatches);
+      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF32, device);
+  std::printf(
+      "glm47-flash tiny f32 (%s): max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+      device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 1e-4f);
   EXPECT_GT(c.max_abs, 0.5f);  // logits that mean something
   EXPECT_EQ(c.argmax_mismatches, 0);
-}
-
-// An F16 cache of the compressed rows, against the F32-KV reference: ../shared/data's 5e-3.
-TEST(Glm47Flash, TinyF32LogitsF16KvWithinTolerance) {
-  Compare c = glm::testing::compare_with_reference(
-      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF16);
+  // An F16 cache of the compressed rows, against the F32-KV reference: ../shared/data's 5e-3.
+  c = glm::testing::compare_with_reference(
+      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF16, device);
   EXPECT_LT(c.max_diff, 5e-3f);
   EXPECT_EQ(c.clear_argmax_mismatches, 0);
 }
+
+TEST(Glm47Flash, TinyF32LogitsMatchLlamaCpp) { expect_tiny_f32_matches("cpu"); }
+
+// On the GPU (lavapipe in CI): the absorbed queries and K rows by gpu::matmul_experts (a head an
+// expert), head_norm and rope at their columns, the K-rows-only cache and its attention
+// (transformer_gpu_mla.cc).
+TEST(Glm47Flash, OnTheGpuTinyF32LogitsMatchLlamaCpp) { expect_tiny_f32_matches("vulkan"); }
 
 // Q8_0 weights: both sides round the activations to 8 bits their own way (0.05, as glm4moe's
 // tiny file). One decode position (18) chooses another expert on that rounding (its router's
 // top two are that close): 0.17 there, so it is bounded by 0.25 and every other position by
 // the quantized tolerance; no answer token differs clearly.
-TEST(Glm47Flash, TinyQ8LogitsMatchLlamaCpp) {
+void expect_tiny_q8_matches(const std::string& device) {
   const std::vector<model::testing::JsonRow> want =
       model::testing::read_jsonl(flash_data("tiny-q8_0.logits.jsonl"));
   ASSERT_EQ(want.size(), 20u);
@@ -67,8 +72,9 @@ TEST(Glm47Flash, TinyQ8LogitsMatchLlamaCpp) {
   for (size_t i = 0; i < want.size(); ++i) {
     (static_cast<int>(i) < kPrefill ? prompt : decode).push_back(want[i].token);
   }
-  auto m = model::testing::load(tiny_flash(DType::kQ8_0), 2);
+  auto m = model::testing::load(tiny_flash(DType::kQ8_0), 2, true, device);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
   model::EvalOptions o;
   o.kv_type = DType::kF32;
   auto rows = model::evaluate(**m, prompt, decode, o);
@@ -89,17 +95,24 @@ TEST(Glm47Flash, TinyQ8LogitsMatchLlamaCpp) {
   EXPECT_LE(over, 1);
 }
 
+TEST(Glm47Flash, TinyQ8LogitsMatchLlamaCpp) { expect_tiny_q8_matches("cpu"); }
+TEST(Glm47Flash, OnTheGpuTinyQ8LogitsMatchLlamaCpp) { expect_tiny_q8_matches("vulkan"); }
+
 // Several sequences in one step (prefill rows of several tokens, a decode row) = each alone:
 // every sequence's queries read only its own compressed rows.
 TEST(Glm47Flash, BatchEqualsAlone) {
   model::testing::check_batch_equals_alone(tiny_flash(DType::kF32), DType::kF16);
 }
+TEST(Glm47Flash, OnTheGpuBatchEqualsAlone) {
+  model::testing::check_batch_equals_alone(tiny_flash(DType::kF32), DType::kF16, "vulkan");
+}
 
 // A prompt's rows prefilled in one step equal the same rows prefilled after a cached prefix (a
 // later chunk, n_past > 0: the next turn of a conversation, a chunked prefill) or one at a time.
-TEST(Glm47Flash, AChunkAfterACachedPrefixEqualsOneStep) {
-  auto m = model::testing::load(tiny_flash(DType::kF32), 2);
+void expect_chunks_equal_one_step(const std::string& device) {
+  auto m = model::testing::load(tiny_flash(DType::kF32), 2, true, device);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ((*m)->device_name().substr(0, 3), device.substr(0, 3));
   const std::vector<int32_t> t = {17,  300, 5, 211, 42,  7,   150, 99,  1,  498,
                                   400, 64,  3, 255, 128, 460, 11,  222, 33, 444};
   const int n = static_cast<int>(t.size()), cut = 7;
@@ -132,16 +145,46 @@ TEST(Glm47Flash, AChunkAfterACachedPrefixEqualsOneStep) {
   EXPECT_LT(d_single, 1e-4f);
 }
 
-// The latent attention runs on the CPU only so far: asked for by name, the GPU is refused with
-// the reason; auto runs it on the CPU.
-TEST(Glm47Flash, TheGpuIsRefusedByNameAndAutoRunsOnTheCpu) {
-  auto gpu = model::testing::load(tiny_flash(DType::kF32), 2, true, "vulkan");
-  ASSERT_FALSE(gpu.ok());
-  EXPECT_EQ(gpu.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(gpu.status().message().find("CPU only"), std::string::npos) << gpu.status().message();
-  auto any = model::testing::load(tiny_flash(DType::kF32), 2, true, "auto");
-  ASSERT_TRUE(any.ok()) << any.status().to_string();
-  EXPECT_EQ((*any)->device_name(), "cpu");
+TEST(Glm47Flash, AChunkAfterACachedPrefixEqualsOneStep) { expect_chunks_equal_one_step("cpu"); }
+TEST(Glm47Flash, OnTheGpuAChunkAfterACachedPrefixEqualsOneStep) {
+  expect_chunks_equal_one_step("vulkan");
+}
+
+// --gpu-layers 1 and 2 of 3: the first layers on the CPU (their compressed rows in the pool's
+// host memory), the rest on the GPU, equal to the CPU alone.
+TEST(Glm47Flash, OnTheGpuLayerSplitsEqualTheCpu) {
+  const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498, 400, 64};
+  const std::vector<int32_t> decode = {3, 255, 128};
+  auto rows = [&](const std::string& device, int gpu_layers) {
+    auto f = gguf::File::open(tiny_flash(DType::kF32));
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    model::LoadOptions lo;
+    lo.n_threads = 2;
+    lo.device = device;
+    lo.gpu_layers = gpu_layers;
+    auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), lo);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_EQ((*m)->kv_host_layers(), device == "cpu" ? 3 : 3 - gpu_layers);
+    model::EvalOptions o;
+    o.kv_type = DType::kF16;
+    o.block_tokens = 4;
+    auto r = model::evaluate(**m, prompt, decode, o);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return std::move(*r);
+  };
+  const std::vector<model::EvalRow> cpu = rows("cpu", -1);
+  for (int n_gpu : {1, 2}) {
+    SCOPED_TRACE(n_gpu);
+    const std::vector<model::EvalRow> split = rows("vulkan", n_gpu);
+    ASSERT_EQ(split.size(), cpu.size());
+    float d = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      for (size_t j = 0; j < cpu[i].values.size(); ++j) {
+        d = std::max(d, std::fabs(split[i].values[j] - cpu[i].values[j]));
+      }
+    }
+    EXPECT_LT(d, 1e-3f);
+  }
 }
 
 void expect_flash_refused(const std::string& path, ErrorCode code, const std::string& named) {
@@ -225,14 +268,14 @@ TEST(Glm47Flash, SpeaksGlm47) {
 // Greedy text with the file's MTP block drafting (--spec mtp) equals the text without, alone
 // and four at once, on an engine (chunked prefill, batching, the block's own K/V of compressed
 // rows).
-TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
+void expect_mtp_text_equals_without(const std::string& device) {
   const std::vector<std::string> prompts = {"hello there", "write a poem", "what is 2+2",
                                             "tell me a story"};
   std::map<int, std::map<std::string, std::string>> got;
   int64_t drafted = 0;
   for (auto mode : {generation::SpecMode::kOff, generation::SpecMode::kMtp}) {
     engine::Options o;
-    o.device = "cpu";
+    o.device = device;
     o.model_path = tiny_flash(DType::kF32);
     o.n_threads = 2;
     o.n_ctx = 512;
@@ -268,6 +311,12 @@ TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) {
   EXPECT_GT(drafted, 0);
 }
 
+TEST(Glm47Flash, GreedyTextWithMtpDraftsEqualsWithout) { expect_mtp_text_equals_without("cpu"); }
+// The MTP block on the device too (its layer's latent attention over its own K rows).
+TEST(Glm47Flash, OnTheGpuGreedyTextWithMtpDraftsEqualsWithout) {
+  expect_mtp_text_equals_without("vulkan");
+}
+
 // A conversation's K rows (the compressed rows: its cache holds no V half) saved to the KV disk
 // cache by one engine are loaded by the next, whose second turn then prefills only its new
 // tokens and answers as the same conversation continued in memory by one engine without the
@@ -294,11 +343,11 @@ FlashTurn flash_turn(engine::Engine* e, const std::string& id,
   return {log.first(id, engine::EventType::kStart), log.last(id), log.text(id)};
 }
 
-TEST(Glm47Flash, AConversationsKRowsComeBackFromTheDiskCache) {
-  const std::string dir = model::testing::temp_path("flash-kv-disk");
+void expect_k_rows_back_from_the_disk_cache(const std::string& device) {
+  const std::string dir = model::testing::temp_path("flash-kv-disk-" + device);
   auto flash_engine = [&](const std::string& disk) {
     engine::Options o;
-    o.device = "cpu";
+    o.device = device;
     o.model_path = tiny_flash(DType::kF32);
     o.n_threads = 2;
     o.n_ctx = 512;
@@ -330,6 +379,14 @@ TEST(Glm47Flash, AConversationsKRowsComeBackFromTheDiskCache) {
   EXPECT_EQ(in_memory.start.usage.cached_tokens, resumed.start.usage.cached_tokens);
   EXPECT_EQ(resumed.text, in_memory.text);
   EXPECT_FALSE(resumed.text.empty());
+}
+
+TEST(Glm47Flash, AConversationsKRowsComeBackFromTheDiskCache) {
+  expect_k_rows_back_from_the_disk_cache("cpu");
+}
+// From the device's cache (one part a layer: GpuModel::block_io) to the disk and back.
+TEST(Glm47Flash, OnTheGpuAConversationsKRowsComeBackFromTheDiskCache) {
+  expect_k_rows_back_from_the_disk_cache("vulkan");
 }
 
 }  // namespace

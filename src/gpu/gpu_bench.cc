@@ -472,8 +472,8 @@ void BM_Attention(benchmark::State& st) {
   kv_store(s, DType::kF16, ac.store);  // every position's K/V, once
   GLM_CHECK(s.submit_and_wait().ok());
   AttentionArgs aa = ac.attend;
-  StatusOr<Buffer> split =
-      device()->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+  StatusOr<Buffer> split = device()->alloc(attention_scratch_floats(shape.head_dim) * sizeof(float),
+                                           MemoryKind::kDevice);
   require(split.ok(), "no memory for the attention's splits");
   if (st.range(2) != 0) aa.scratch = split->address();  // few rows over many keys split them
   run_calls(st, 16, [&](Stream& s2, int) { attention(s2, DType::kF16, aa); });

@@ -264,7 +264,7 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
       aa.prefix_v_base = static_cast<uint32_t>(n_prefix * rb);
     }
     StatusOr<Buffer> split =
-        dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+        dev->alloc(attention_scratch_floats(head_dim) * sizeof(float), MemoryKind::kDevice);
     ASSERT_TRUE(split.ok());
     aa.scratch = split->address();
     StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, qd), MemoryKind::kDevice);

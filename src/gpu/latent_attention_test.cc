@@ -60,7 +60,7 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
     Buffer slots_b = device_ints(dev, slots), table_b = device_ints(dev, table);
     Buffer out_b = device_floats(dev, std::vector<float>(static_cast<size_t>(n_tokens) * qd));
     StatusOr<Buffer> split =
-        dev->alloc(kAttentionScratchFloats * sizeof(float), MemoryKind::kDevice);
+        dev->alloc(attention_scratch_floats(hd) * sizeof(float), MemoryKind::kDevice);
     ASSERT_TRUE(split.ok());
     StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, qd), MemoryKind::kDevice);
     ASSERT_TRUE(out_q8.ok());

@@ -271,7 +271,7 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
     p.split_len = static_cast<uint32_t>(len);
     p.n_split = static_cast<uint32_t>((n_keys + len - 1) / len);
     GLM_CHECK(static_cast<size_t>(n_rows) * p.n_split * (a.head_dim + 2) <=
-              kAttentionScratchFloats);
+              attention_scratch_floats(a.head_dim));
   }
   const Shader shader = rows ? (wide ? sh.attention_rows_wide : sh.attention_rows)
                              : (wide ? sh.attention_wide : sh.attention);

@@ -113,8 +113,8 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 // head_dim <= kAttentionMaxHeadDim.
 // bidir_prefix as kernels::AttentionShape's (0 = causal): the block table must then cover
 // max(n_past + n_tokens, bidir_prefix) positions.
-// With a scratch buffer (kAttentionScratchFloats f32 at `scratch`), few rows over many keys (a
-// decode step at depth: n_tokens x n_head < kAttentionSplitRows) split their keys across
+// With a scratch buffer (attention_scratch_floats(head_dim) f32 at `scratch`), few rows over many
+// keys (a decode step at depth: n_tokens x n_head < kAttentionSplitRows) split their keys across
 // workgroups, about kAttentionSplitGroups in all with at least kAttentionSplitMinKeys keys
 // each, and a second dispatch merges the splits (attention_merge.comp): without it one
 // workgroup a head walks every key. The scratch must not be in use by another attention
@@ -128,17 +128,18 @@ inline constexpr int kAttentionRows = 8;
 // The widest head: latent attention's rows (GLM-4.7-Flash: kv_lora 512 + rope 64). Heads over
 // 256 dims run attention.comp's wide variants (DIMS 9).
 inline constexpr int kAttentionMaxHeadDim = 576;
-// rows x splits < kAttentionRows x kAttentionSplitGroups + kAttentionSplitRows (a workgroup's
-// rows each split alike), each of head_dim (<= kAttentionMaxHeadDim) + 2.
-inline constexpr size_t kAttentionScratchFloats =
-    size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} *
-    (kAttentionMaxHeadDim + 2);
+// The split scratch of heads of head_dim: rows x splits < kAttentionRows x kAttentionSplitGroups +
+// kAttentionSplitRows (a workgroup's rows each split alike), each of head_dim + 2.
+inline constexpr size_t attention_scratch_floats(int head_dim) {
+  return size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} *
+         static_cast<size_t>(head_dim + 2);
+}
 // out_q8: 0, or out's rows also as quantize_q8 writes them (head_dim a multiple of 32), for
 // the next matmul's x_q8: [*, n_head * head_dim / 32] blocks from out_row0.
 // The K rows start at kv, the V rows at kv + v_base (as kv_store writes them).
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
-  Addr scratch = 0;  // kAttentionScratchFloats f32, or 0: no splits
+  Addr scratch = 0;  // attention_scratch_floats(head_dim) f32, or 0: no splits
   Addr out_q8 = 0;
   int n_tokens = 0, q_stride = 0, out_row0 = 0;
   uint32_t v_base = 0, row_bytes = 0;

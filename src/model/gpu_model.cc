@@ -21,11 +21,12 @@ size_t matrix_bytes(const kernels::WeightView& v) {
 }
 
 // A layer's matrices (its norms and biases are a rounding error beside them).
-std::array<const kernels::WeightView*, 15> layer_matrices(const LayerWeights& lw) {
+std::array<const kernels::WeightView*, 20> layer_matrices(const LayerWeights& lw) {
   const MoeWeights& m = lw.moe;
   return {&lw.qkv,    &lw.wq,       &lw.wk,        &lw.wv,      &lw.wo,
           &lw.ffn_up, &lw.ffn_gate, &lw.ffn_down,  &m.gate_inp, &m.gate_exps,
-          &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp, &m.down_shexp};
+          &m.up_exps, &m.down_exps, &m.gate_shexp, &m.up_shexp, &m.down_shexp,
+          &lw.wq_a,   &lw.wq_b,     &lw.wkv_a,     &lw.wk_b,    &lw.wv_b};
 }
 
 size_t layer_bytes(const LayerWeights& lw) {
@@ -70,19 +71,19 @@ Status GpuModel::grow(gpu::Device* dev, gpu::Buffer* b, size_t bytes, gpu::Memor
 
 size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
-  // cur_, qkv_, attn_, proj_, up_, act_, moe_; cur_q8_, act_q8_ and attn_q8_ (36 bytes a 32
-  // values)
+  // cur_, qkv_, attn_, proj_, up_, act_, moe_, mla_ and mla_heads_; cur_q8_, act_q8_ and
+  // attn_q8_ (36 bytes a 32 values)
   const size_t q8_tokens = std::min<size_t>(t, kQ8Tokens);
-  const size_t acts =
-      t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act + w.moe) +
-      q8_tokens * ((c.n_embd / 32 + w.down_in / 32 + c.q_dim() / 32) * 9);
+  const size_t acts = t * (2 * c.n_embd + c.q_dim() + 2 * c.kv_dim() + c.q_dim() + w.up + w.act +
+                           w.moe + w.mla + (w.mla > 0 ? c.n_head : 0)) +
+                      q8_tokens * ((c.n_embd / 32 + w.down_in / 32 + c.q_dim() / 32) * 9);
   // rows_, logits_, out_host_; rows_q8_
   const size_t rows = rr * (c.n_embd + c.n_vocab + std::max(c.n_vocab, c.n_embd) + w.out_extra) +
                       std::min<size_t>(rr, kQ8Tokens) * (c.n_embd / 32) * 9;
   // in_host_ and in_dev_; hidden_host_ (an MTP model's)
   const size_t in = 2 * (t * (c.n_embd + 2 * w.rot + 1 + w.mtp_in) + rr + b + 4) +
                     (w.mtp_in > 0 ? t * c.n_embd : 0);
-  return (acts + rows + in + gpu::kAttentionScratchFloats) * kF;  // + attn_split_
+  return (acts + rows + in + gpu::attention_scratch_floats(c.head_dim)) * kF;  // + attn_split_
 }
 
 StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& config,
@@ -250,11 +251,19 @@ Status GpuModel::reserve(int n, int r, int b) {
     GLM_RETURN_IF_ERROR(grow(dev, &cur_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &qkv_, t * (c.q_dim() + 2 * c.kv_dim()) * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &attn_, t * c.q_dim() * kF, kDev));
-    GLM_RETURN_IF_ERROR(grow(dev, &attn_split_, gpu::kAttentionScratchFloats * kF, kDev));
+    GLM_RETURN_IF_ERROR(
+        grow(dev, &attn_split_, gpu::attention_scratch_floats(c.head_dim) * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &proj_, t * c.n_embd * kF, kDev));
     GLM_RETURN_IF_ERROR(grow(dev, &up_, t * widths_.up * kF, kDev));
     if (widths_.act > 0) GLM_RETURN_IF_ERROR(grow(dev, &act_, t * widths_.act * kF, kDev));
     if (widths_.moe > 0) GLM_RETURN_IF_ERROR(grow(dev, &moe_, t * widths_.moe * kF, kDev));
+    if (widths_.mla > 0) {
+      GLM_RETURN_IF_ERROR(grow(dev, &mla_, t * widths_.mla * kF, kDev));
+      std::vector<int32_t> heads(t * c.n_head);
+      for (size_t i = 0; i < heads.size(); ++i) heads[i] = static_cast<int32_t>(i % c.n_head);
+      GLM_RETURN_IF_ERROR(grow(dev, &mla_heads_, heads.size() * sizeof(int32_t), kDev));
+      GLM_RETURN_IF_ERROR(dev->upload(heads.data(), heads.size() * sizeof(int32_t), mla_heads_, 0));
+    }
     const int q8_tokens = std::min(n, kQ8Tokens);
     GLM_RETURN_IF_ERROR(grow(dev, &cur_q8_, gpu::q8_bytes(q8_tokens, c.n_embd), kDev));
     if (c.head_dim % 32 == 0) {  // attention writes a head's dims as whole 32-value blocks
@@ -409,15 +418,19 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
                       const Rope* rope, gpu::Addr out_q8) {
   const Config& c = config_;
   const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
+  // Latent attention's qkv_: q rows [T, q_dim], then the K rows [T, kv_dim], no V rows.
+  const bool mla = c.is_mla();
+  const int q_stride = mla ? qd : w;
   const uint32_t vb = cache.v_base;
   gpu::KvStoreArgs ka;
-  ka.src = at(qkv_);
+  ka.src = mla ? at(qkv_, static_cast<size_t>(step.n) * qd * kF) : at(qkv_);
   ka.kv = cache.kv;
   ka.slots = at(in_dev_, step.slots);
   ka.n_tokens = step.n;
-  ka.src_stride = w;
-  ka.k_col = qd;
+  ka.src_stride = mla ? kd : w;
+  ka.k_col = mla ? 0 : qd;
   ka.v_col = qd + kd;
+  ka.store_v = !mla;
   ka.v_base = vb;
   ka.row_elems = kd;
   ka.row_bytes = cache.row_bytes;
@@ -432,13 +445,13 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   gpu::kv_store(st, cache.type, ka);
   for (size_t s = 0; s < batch.size(); ++s) {
     gpu::AttentionArgs aa;
-    aa.q = at(qkv_, static_cast<size_t>(seq_first_row_[s]) * w * kF);
+    aa.q = at(qkv_, static_cast<size_t>(seq_first_row_[s]) * q_stride * kF);
     aa.out = at(attn_);
     aa.out_q8 = out_q8;
     aa.kv = cache.kv;
     aa.blocks = at(in_dev_, step.table + static_cast<size_t>(seq_table_at_[s]) * kF);
     aa.n_tokens = batch[s].n_tokens;
-    aa.q_stride = w;
+    aa.q_stride = q_stride;
     aa.out_row0 = seq_first_row_[s];
     aa.v_base = vb;
     aa.row_bytes = cache.row_bytes;
@@ -447,7 +460,7 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     aa.n_head_kv = c.n_head_kv;
     aa.head_dim = c.head_dim;
     aa.block_tokens = cache.block_tokens;
-    aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    aa.scale = c.attn_scale();
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;
     if (prefix_layer >= 0 && s < seq_prefix_.size() && seq_prefix_[s] != nullptr) {
       const GpuPrefix& px = *seq_prefix_[s];

@@ -4,7 +4,8 @@
 // - the device, its name and its lost state (health());
 // - the weights' upload in their GGUF block formats (Uploader) and the output head;
 // - the KV cache in device memory, one buffer a GPU layer in model::KvPool's block layout
-//   ([2 (K,V), n_blocks, block_tokens, row] of the pool's type; the KvPool keeps the accounting
+//   ([parts (K, V; K only for latent attention), n_blocks, block_tokens, row] of the pool's
+//   type; the KvPool keeps the accounting
 //   for the scheduler), and the Model calls that reach it: a fork's block copy, the KV disk
 //   cache's save and load (the first n_cpu layers' rows stay in the pool's host memory);
 // - a step's inputs (embedding rows, rotary tables, KV slots, output rows and block tables,
@@ -43,6 +44,7 @@ class GpuModel : public Model {
     int down_in = 0;    // the down projection's input (act_, or ChatGLM-6B's up_ after its GELU):
                         // the width of its 8-bit rows act_q8_ (0: none)
     int moe = 0;        // moe_: a mixture-of-experts layer's routing and slots (0: none)
+    int mla = 0;        // mla_: latent attention's rows (transformer_gpu_mla.cc; 0: none)
     int mtp_in = 0;     // the step's MTP input rows (Step::mtp_in; 0: no MTP block)
     int out_extra = 0;  // more floats a read-back row (the MTP block's hidden rows)
   };
@@ -119,8 +121,8 @@ class GpuModel : public Model {
     float* mi = nullptr;          // [T, widths.mtp_in] (an MTP step)
     int32_t* out_rows = nullptr;  // [n_out] the output rows (a subclass may keep fewer)
   };
-  // A layer's device KV cache as attend() reads it: the buffer (K rows at 0, V rows at v_base)
-  // and its pool's shape.
+  // A layer's device KV cache as attend() reads it: the buffer (K rows at 0, V rows at v_base;
+  // v_base 0 where the K rows are the values: KvPool::parts 1) and its pool's shape.
   struct CacheRef {
     gpu::Addr kv = 0;
     uint32_t v_base = 0;
@@ -155,6 +157,8 @@ class GpuModel : public Model {
   gpu::Stream& record(const Step& step);
   // Stores the K/V rows of qkv_ ([T, q_dim + 2 kv_dim]: q heads, k heads, v heads, rotated)
   // into the cache of GPU layer `l` and runs each sequence's attention into attn_ [T, q_dim].
+  // Latent attention (Config::is_mla) lays qkv_ out as the absorbed q rows [T, q_dim], then the
+  // K rows [T, kv_dim] (the values: no V rows), and stores the K rows only.
   // bidir_prefix: per sequence (kernels::AttentionShape's), or null for causal.
   // A sequence with a P-Tuning v2 prefix (SeqInput::adapter) attends GPU layer l's prefix
   // keys first (uploaded by begin_step); prefix_layer -1: none (the MTP block).
@@ -206,11 +210,16 @@ class GpuModel : public Model {
   gpu::Buffer cur_;         // [T, n_embd] normed input of a sub-block
   gpu::Buffer qkv_;         // [T, q_dim + 2 kv_dim]
   gpu::Buffer attn_;        // [T, q_dim]
-  gpu::Buffer attn_split_;  // [gpu::kAttentionScratchFloats] a lone sequence's attention splits
+  gpu::Buffer attn_split_;  // [gpu::attention_scratch_floats(head_dim)] a lone sequence's attention
+                            // splits
   gpu::Buffer proj_;        // [T, n_embd]
   gpu::Buffer up_;          // [T, widths_.up]
   gpu::Buffer act_;         // [T, widths_.act]
   gpu::Buffer moe_;         // [T, widths_.moe] (transformer_gpu.cc lays it out)
+  gpu::Buffer mla_;         // [T, widths_.mla] (transformer_gpu_mla.cc lays it out)
+  // [T, n_head] int32: h, the head of each (token, head) row: latent attention's per-head
+  // matrices are gpu::matmul_experts' experts (filled as it grows; latent attention only).
+  gpu::Buffer mla_heads_;
   // cur_ and act_ rows as the integer-dot matmuls read them (gpu::quantize_q8's blocks), written
   // by the norm and SwiGLU beside their f32 rows for steps of up to kQ8Tokens tokens.
   static constexpr int kQ8Tokens = 16;
@@ -260,11 +269,13 @@ class GpuModel : public Model {
   struct BoundKv {
     const KvPool* pool = nullptr;
     int n_blocks = 0, block_tokens = 0;
+    int parts = 2;  // KvPool::parts: 2 (K, V), or 1 (K rows only)
     DType type = DType::kF16;
     size_t row_bytes = 0;
     bool is(const KvPool* kv) const;  // the same pool, blocks and type
     void bind(const KvPool* kv);
-    uint32_t v_base() const;           // a layer's V rows start here in its buffer (K rows at 0)
+    uint32_t v_base() const;           // a layer's V rows start here in its buffer (K rows at 0;
+                                       // 0 where they are the K rows)
     size_t block_bytes() const;        // a block's K (or V) rows of one layer
     CacheRef ref(gpu::Addr kv) const;  // a layer's buffer at `kv` as attend() reads it
   };

@@ -10,6 +10,7 @@
 namespace glm::model {
 
 uint32_t GpuModel::BoundKv::v_base() const {
+  if (parts == 1) return 0;
   return static_cast<uint32_t>(static_cast<size_t>(n_blocks) * block_bytes());
 }
 
@@ -30,6 +31,7 @@ void GpuModel::BoundKv::bind(const KvPool* kv) {
   pool = kv;
   n_blocks = kv->n_blocks();
   block_tokens = kv->block_tokens();
+  parts = kv->parts();
   type = kv->kv_type();
   row_bytes = kv->row_bytes();
 }
@@ -44,7 +46,7 @@ StatusOr<size_t> device_layer_bytes(const KvPool* kv, const gpu::DeviceInfo& inf
                        std::to_string(kv->row_elems()) + " (use --kv f16)");
   }
   const size_t layer_bytes =
-      2 * static_cast<size_t>(kv->n_blocks()) * kv->block_tokens() * kv->row_bytes();
+      kv->parts() * static_cast<size_t>(kv->n_blocks()) * kv->block_tokens() * kv->row_bytes();
   if (layer_bytes > gpu::largest_buffer(info)) {
     return unsupported("a KV cache of " + std::to_string(layer_bytes >> 20) +
                        " MiB a layer is larger than a buffer can be on " + info.name + " (" +
@@ -103,7 +105,8 @@ void GpuModel::copy_kv_block(KvPool* kv, int src, int dst) {
   gpu::Stream& st = device_->stream();
   st.begin();
   for (size_t l = 0; l < kv_.size(); ++l) {
-    for (size_t base : {size_t{0}, size_t{kv_bound_.v_base()}}) {
+    for (int k = 0; k < kv_bound_.parts; ++k) {
+      const size_t base = k == 0 ? 0 : kv_bound_.v_base();
       st.copy(kv_[l], base + src * bytes, kv_[l], base + dst * bytes, bytes);
     }
   }
@@ -112,18 +115,19 @@ void GpuModel::copy_kv_block(KvPool* kv, int src, int dst) {
 }
 
 // The GPU layers' rows of a block and their bytes in KvPool::save_block's layout
-// ([n_layer, 2 (K,V), block_tokens, row]): each (layer, K or V) part, copied between the layer's
+// ([n_layer, parts (K, V), block_tokens, row]): each (layer, part), copied between the layer's
 // cache and block_io_ (host-visible) in one submission.
 Status GpuModel::block_io(int block, bool to_host) {
   const size_t bytes = kv_bound_.block_bytes();
+  const int parts = kv_bound_.parts;
   GLM_RETURN_IF_ERROR(
-      grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback));
+      grow(device_.get(), &block_io_, kv_.size() * parts * bytes, gpu::MemoryKind::kReadback));
   gpu::Stream& st = device_->stream();
   st.begin();
   for (size_t l = 0; l < kv_.size(); ++l) {
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < parts; ++k) {
       const size_t cache = (k == 0 ? 0 : kv_bound_.v_base()) + block * bytes;
-      const size_t host = (l * 2 + k) * bytes;
+      const size_t host = (l * parts + k) * bytes;
       if (to_host) {
         st.copy(kv_[l], cache, block_io_, host, bytes);
       } else {
@@ -138,7 +142,7 @@ void GpuModel::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
   auto* self = const_cast<GpuModel*>(this);  // the device's stream and block_io_
   GLM_CHECK(self->bind_kv(kv).ok());
   if (n_cpu_ > 0) kv->save_block(block, data);  // the CPU layers' rows (the GPU's follow)
-  const size_t first = static_cast<size_t>(n_cpu_) * 2 * kv_bound_.block_bytes();
+  const size_t first = static_cast<size_t>(n_cpu_) * kv_bound_.parts * kv_bound_.block_bytes();
   // A block that cannot be read would be saved wrong and reused after a restart: stop the
   // engine instead (serve restarts it; docs/gpu.md#failures).
   if (const Status s = self->block_io(block, /*to_host=*/true); !s.ok()) {
@@ -151,13 +155,13 @@ void GpuModel::save_kv_block(const KvPool* kv, int block, uint8_t* data) const {
 void GpuModel::load_kv_block(KvPool* kv, int block, const uint8_t* data) {
   if (n_cpu_ > 0) kv->load_block(block, data);
   if (!bind_kv(kv).ok()) return;
-  const size_t bytes = kv_bound_.block_bytes();
-  const size_t first = static_cast<size_t>(n_cpu_) * 2 * bytes;
-  if (!grow(device_.get(), &block_io_, kv_.size() * 2 * bytes, gpu::MemoryKind::kReadback).ok()) {
+  const size_t bytes = kv_bound_.block_bytes() * kv_bound_.parts;  // a layer's parts
+  const size_t first = static_cast<size_t>(n_cpu_) * bytes;
+  if (!grow(device_.get(), &block_io_, kv_.size() * bytes, gpu::MemoryKind::kReadback).ok()) {
     GLM_LOG_ERROR("KV block write to the GPU failed: no host-visible buffer");
     return;
   }
-  std::memcpy(block_io_.mapped(), data + first, kv_.size() * 2 * bytes);
+  std::memcpy(block_io_.mapped(), data + first, kv_.size() * bytes);
   if (const Status s = block_io(block, /*to_host=*/false); !s.ok()) {
     GLM_LOG_ERROR("KV block write to the GPU failed: %s", s.to_string().c_str());
   }

@@ -108,35 +108,20 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const gguf::File> fi
     return GpuChatGLM1::create(std::move(file), *config, weights, *alpha, std::move(*device),
                                options);
   }
-  // GLM-4.7-Flash's latent attention runs on the CPU only, so far (docs/models.md#deepseek2):
-  // the shared path below, with the CPU as its device.
-  LoadOptions cpu_only;
-  if (config->is_mla()) {
-    if (!options.lora.empty()) {
-      return unsupported("--lora: LoRA on deepseek2 (GLM-4.7-Flash) is not supported");
-    }
-    if (options.device != "cpu" && options.device != "auto") {
-      return unsupported(file->path() + ": deepseek2 (GLM-4.7-Flash) runs on the CPU only: use " +
-                         "--device cpu (or auto)");
-    }
-    if (options.device == "auto") {
-      GLM_LOG_INFO("device auto: deepseek2 (GLM-4.7-Flash) runs on the CPU only");
-    }
-    cpu_only = options;
-    cpu_only.device = "cpu";
+  if (config->is_mla() && !options.lora.empty()) {
+    return unsupported("--lora: LoRA on deepseek2 (GLM-4.7-Flash) is not supported");
   }
-  const LoadOptions& opts = config->is_mla() ? cpu_only : options;
   Weights weights;
   GLM_RETURN_IF_ERROR(load_weights(*file, *config, &weights));
-  GLM_RETURN_IF_ERROR(merge_loras(*config, opts, &weights));
-  StatusOr<std::unique_ptr<gpu::Device>> device = open_device(opts);
+  GLM_RETURN_IF_ERROR(merge_loras(*config, options, &weights));
+  StatusOr<std::unique_ptr<gpu::Device>> device = open_device(options);
   if (!device.ok()) return device.status();
   if (*device != nullptr) {
     return GpuTransformer::create(std::move(file), std::move(*config), std::move(weights),
-                                  std::move(*device), opts);
+                                  std::move(*device), options);
   }
-  return std::unique_ptr<Model>(
-      std::make_unique<Transformer>(std::move(file), std::move(*config), std::move(weights), opts));
+  return std::unique_ptr<Model>(std::make_unique<Transformer>(std::move(file), std::move(*config),
+                                                              std::move(weights), options));
 }
 
 Status warm_up(Model* m, KvPool* kv, const std::vector<int32_t>& marks) {

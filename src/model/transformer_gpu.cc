@@ -58,7 +58,8 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
                                 bool mtp = false) {
   GpuModel::Widths w;
   w.rot = c.n_rot / 2;
-  if (c.arch == Arch::kGLM4MoE) {
+  w.mla = GpuTransformer::mla_floats_per_token(c);
+  if (c.arch == Arch::kGLM4MoE || c.arch == Arch::kDeepSeek2) {
     const int ff = std::max(c.n_ff, c.moe.n_ff_exp * c.moe.n_expert_shared);
     w.up = 2 * ff;
     w.act = w.down_in = ff;
@@ -104,14 +105,15 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
                                                         Config config, Weights weights,
                                                         std::unique_ptr<gpu::Device> device,
                                                         const LoadOptions& options) {
-  if (config.head_dim > 256) {
-    return unsupported("the GPU attention takes head_dim up to 256, the model has " +
+  if (config.head_dim > gpu::kAttentionMaxHeadDim) {
+    return unsupported("the GPU attention takes head_dim up to " +
+                       std::to_string(gpu::kAttentionMaxHeadDim) + ", the model has " +
                        std::to_string(config.head_dim) + " (use --device cpu)");
   }
   if (config.n_rot % 2 != 0 || config.kv_dim() % 2 != 0) {
     return unsupported("the GPU path needs an even rotary and KV width (use --device cpu)");
   }
-  if (config.arch == Arch::kGLM4MoE && config.moe.n_expert_used > gpu::kMaxMoeExperts) {
+  if (config.moe.n_expert > 0 && config.moe.n_expert_used > gpu::kMaxMoeExperts) {
     return unsupported("the GPU routes a token to at most " + std::to_string(gpu::kMaxMoeExperts) +
                        " experts, the model to " + std::to_string(config.moe.n_expert_used) +
                        " (use --device cpu)");
@@ -205,7 +207,7 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
 
 int GpuTransformer::auto_cpu_moe(const gpu::Device& device, const Config& config, Weights* weights,
                                  Widths widths, const LoadOptions& options, std::string* why) {
-  if (config.arch != Arch::kGLM4MoE || options.gpu_layers != -1) return 0;
+  if (config.moe.n_expert == 0 || options.gpu_layers != -1) return 0;
   *why = "the whole model does not fit";
   // Plans alone (byte arithmetic), a leading layer's experts more each time; *weights as it was.
   for (int n = 0; n <= config.n_layer; ++n) {
@@ -308,6 +310,13 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
     GLM_RETURN_IF_ERROR(up.matrix(m.up_shexp, &g.up_shexp, name));
   }
   GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wq_a, &g.wq_a, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.q_a_norm, c.mla.q_lora, &g.q_a_norm));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wq_b, &g.wq_b, name));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wkv_a, &g.wkv_a, name));
+  GLM_RETURN_IF_ERROR(up.vec(lw.kv_a_norm, c.mla.kv_lora, &g.kv_a_norm));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wk_b, &g.wk_b, name, /*experts=*/true));
+  GLM_RETURN_IF_ERROR(up.matrix(lw.wv_b, &g.wv_b, name, /*experts=*/true));
   return Status::Ok();
 }
 
@@ -435,25 +444,12 @@ Status GpuTransformer::host_moe(gpu::Stream& st, const Layer& g, gpu::Addr x, in
   return Status::Ok();
 }
 
-Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
-                                 const Step& step, const Layer& g, const CacheRef& cache, int l) {
+void GpuTransformer::qkv_attention(gpu::Stream& st, const std::vector<SeqInput>& batch,
+                                   const Step& step, const Layer& g, const CacheRef& cache,
+                                   const gpu::MatmulInput& cur, gpu::Addr x, int l) {
   const Config& c = config_;
-  const int d = c.n_embd, n = step.n;
-  const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd, ff = c.n_ff;
-  const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
-  // The norms run inside the matmuls after them where those can take them (gpu::fuses_input: a
-  // few tokens) and no LoRA of the step reads their rows; else they are dispatches of their own,
-  // which write 8-bit rows beside their f32 ones where the next matmul takes them
-  // (gpu::uses_int_dot; q8_rows): no dispatch of the matmul's own to quantize.
-  const bool no_lora = l < 0 || lora_rows_.empty();
-  const bool fuse_norms = no_lora && gpu::fuses_input(n);
-  const gpu::MatmulInput cur =
-      fuse_norms
-          ? gpu::MatmulInput::rms_normed(x, at(g.attn_norm), c.norm_eps)
-          : gpu::MatmulInput{at(cur_), q8_rows(cur_q8_, g.qkv.buf.valid() ? g.qkv : g.wq, n)};
-  if (cur.fused == gpu::MatmulInput::Fused::kNone) {
-    gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
-  }
+  const int n = step.n;
+  const int qd = c.q_dim(), kd = c.kv_dim(), w = qd + 2 * kd;
   // qkv_ [n, q_dim + 2 kv_dim]: per token its q heads, k heads, v heads.
   // Biases are added by the matmuls as they write (gpu::MatmulOut).
   // Sequences with a LoRA add theirs (add_lora) after each product.
@@ -481,6 +477,32 @@ Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& b
   const gpu::MatmulInput attn = attn_input(g.wo, n);  // attn_ [n, q_dim] (and its 8-bit rows)
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &rope, attn.q8);
   project(st, g.wo, attn, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
+}
+
+Status GpuTransformer::run_layer(gpu::Stream& st, const std::vector<SeqInput>& batch,
+                                 const Step& step, const Layer& g, const CacheRef& cache, int l) {
+  const Config& c = config_;
+  const int d = c.n_embd, n = step.n;
+  const int ff = c.n_ff;
+  const gpu::Addr x = at(in_dev_, step.x);  // [n, n_embd] residual stream, updated in place
+  // The norms run inside the matmuls after them where those can take them (gpu::fuses_input: a
+  // few tokens) and no LoRA of the step reads their rows; else they are dispatches of their own,
+  // which write 8-bit rows beside their f32 ones where the next matmul takes them
+  // (gpu::uses_int_dot; q8_rows): no dispatch of the matmul's own to quantize.
+  const bool no_lora = l < 0 || lora_rows_.empty();
+  const bool fuse_norms = no_lora && gpu::fuses_input(n);
+  const gpu::Matrix& first = g.qkv.buf.valid() ? g.qkv : (c.is_mla() ? g.wq_a : g.wq);
+  const gpu::MatmulInput cur = fuse_norms
+                                   ? gpu::MatmulInput::rms_normed(x, at(g.attn_norm), c.norm_eps)
+                                   : gpu::MatmulInput{at(cur_), q8_rows(cur_q8_, first, n)};
+  if (cur.fused == gpu::MatmulInput::Fused::kNone) {
+    gpu::rms_norm(st, x, at(g.attn_norm), cur.f32, n, d, c.norm_eps, 0, cur.q8);
+  }
+  if (c.is_mla()) {
+    latent_attention(st, batch, step, g, cache, cur, x, l);
+  } else {
+    qkv_attention(st, batch, step, g, cache, cur, x, l);
+  }
   // The MoE layers quantize their experts' rows themselves (gpu::matmul_experts); one whose
   // experts are on the host reads its normed rows back from cur_.
   const bool moe_layer =

@@ -1,9 +1,9 @@
 // GpuTransformer: the Transformer (transformer.h: ChatGLM2/3, GLM-4, GLM-4-0414, GLM-4.5's
-// mixture of experts, llama) on a Vulkan device, whole or split: with --gpu-layers N below the
-// layer count, the first layers run on the CPU (a Transformer holding only their weights, its
-// K/V in the KvPool's host memory) and the last N layers and the output head on the GPU, as
-// llama.cpp's -ngl. GLM-4.5's MTP block runs on the device too when --spec mtp asks for it
-// (LoadOptions::mtp_kv_bytes): forward() then reads back the hidden rows it is fed
+// mixture of experts, GLM-4.7-Flash's latent attention, llama) on a Vulkan device, whole or split:
+// with --gpu-layers N below the layer count, the first layers run on the CPU (a Transformer holding
+// only their weights, its K/V in the KvPool's host memory) and the last N layers and the output
+// head on the GPU, as llama.cpp's -ngl. GLM-4.5's MTP block runs on the device too when --spec mtp
+// asks for it (LoadOptions::mtp_kv_bytes): forward() then reads back the hidden rows it is fed
 // (SeqInput::hidden_out), and forward_mtp() runs it over its own one-layer cache.
 // The device, the weights' upload, the KV cache in device memory and the step's inputs and
 // outputs are GpuModel's (gpu_model.h); this class records the decoder's layers: every op runs
@@ -46,6 +46,8 @@ class GpuTransformer : public GpuModel {
   kernels::ThreadPool* host_threads() override;
   Status forward_mtp(const std::vector<MtpInput>& batch, KvPool* kv, std::vector<float>* logits,
                      std::vector<float>* hidden) override;
+  // Floats a token of mla_ (latent_attention's scratch): 0 without latent attention.
+  static int mla_floats_per_token(const Config& c);
 
  private:
   struct Layer {
@@ -76,6 +78,14 @@ class GpuTransformer : public GpuModel {
     // --cpu-moe: this MoE layer's router and routed experts in host memory (HostExperts'
     // views; gate_inp and the *_exps above then empty), its shared expert above.
     const MoeWeights* host_moe = nullptr;
+    // deepseek2's latent attention (GLM-4.7-Flash; qkv and wq, wk, wv empty):
+    gpu::Matrix wq_a;       // [q_lora, n_embd]
+    gpu::Buffer q_a_norm;   // [q_lora]
+    gpu::Matrix wq_b;       // [n_head * k_head, q_lora]: per head nope, then rope
+    gpu::Matrix wkv_a;      // [kv_lora + n_rot, n_embd]: compressed row, key's rope
+    gpu::Buffer kv_a_norm;  // [kv_lora]
+    gpu::Matrix wk_b;       // n_head x [kv_lora, nope]: gpu::matmul_experts' experts, a head each
+    gpu::Matrix wv_b;       // n_head x [v_head, kv_lora]
   };
   // The routed experts kept in host memory (LoadOptions::cpu_moe) and what runs them: the
   // CPU's MoE FFN (model/moe.h) on the rows read back from the device mid-step.
@@ -147,6 +157,19 @@ class GpuTransformer : public GpuModel {
   // (model::MoeFfn's definition): the router and the routing, each slot's expert over moe_, the
   // shared expert over up_ / act_.
   void moe(gpu::Stream& st, const Layer& g, const gpu::MatmulInput& in, gpu::Addr x, int n) const;
+  // The attention sub-block of the models with q, k and v projections on `in` (the layer's
+  // normed rows [n, n_embd], or x with the norm fused): qkv_ (with the LoRA pairs of GPU layer
+  // l and GLM-4.5's Q/K norms), the rotary and K/V store, the attention, x += wo of it.
+  void qkv_attention(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+                     const Layer& g, const CacheRef& cache, const gpu::MatmulInput& in, gpu::Addr x,
+                     int l);
+  // GLM-4.7-Flash's attention sub-block (transformer_gpu_mla.cc; model/mla.cc's absorbed form)
+  // on `in` (the layer's normed rows [n, n_embd], or x with the norm fused): the absorbed
+  // queries and the compressed K rows into qkv_ (GpuModel::attend's latent layout), the
+  // attention, each head's value expansion, and x += wo of them.
+  void latent_attention(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step,
+                        const Layer& g, const CacheRef& cache, const gpu::MatmulInput& in,
+                        gpu::Addr x, int l);
   // The same with the router and routed experts on the host (g.host_moe): the step so far is
   // submitted, cur_ read back, the CPU's MoeFfn adds the chosen experts' sum (out), and a new
   // recording adds it to x and runs the shared expert on the device.

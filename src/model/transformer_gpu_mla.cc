@@ -1,0 +1,94 @@
+// GLM-4.7-Flash's latent attention on the device (GpuTransformer::latent_attention): the CPU's
+// Transformer::project_mla and expand_mla_values (model/mla.cc, its reference) as dispatches.
+// The cache holds each token's compressed K/V row and its key's rotary part (one KV head of
+// kv_lora + rope values, K rows only: the attention reads its values from them); each query
+// head is moved into that space by its key expansion wk_b, and each head's output is expanded
+// by its wv_b. The per-head matrices are gpu::matmul_experts' experts, a (token, head) row a
+// slot, its head the expert (mla_heads_).
+#include <algorithm>
+
+#include "model/transformer_gpu.h"
+
+namespace glm::model {
+namespace {
+
+constexpr size_t kF = sizeof(float);
+
+// mla_'s parts for n tokens, as byte offsets, each on 16 bytes (the matmuls read their rows 16
+// bytes at a time): the query's compressed rows qa [n, q_lora] and their norm qn [n, q_lora],
+// its heads qf [n, n_head, k_head] (nope, then rope), a part of each (token, head) row
+// gathered contiguous, rows [n n_head, max(nope, kv_lora)], and the heads' expanded values
+// v [n, n_head v_head] (wo's input).
+struct MlaScratch {
+  size_t qa = 0, qn = 0, qf = 0, rows = 0, v = 0;
+
+  MlaScratch(const Config& c, int n) {
+    const MlaConfig& m = c.mla;
+    const size_t t = static_cast<size_t>(n), h = static_cast<size_t>(c.n_head);
+    size_t at = 0;
+    auto part = [&](size_t floats) {
+      const size_t o = at;
+      at = (at + floats * kF + 15) / 16 * 16;
+      return o;
+    };
+    qa = part(t * m.q_lora);
+    qn = part(t * m.q_lora);
+    qf = part(t * h * m.k_head);
+    rows = part(t * h * std::max(c.mla_nope(), m.kv_lora));
+    v = part(t * h * m.v_head);
+  }
+  // Floats a token, with room for the five parts' rounding.
+  static int floats_per_token(const Config& c) {
+    const MlaConfig& m = c.mla;
+    return 2 * m.q_lora + c.n_head * (m.k_head + std::max(c.mla_nope(), m.kv_lora) + m.v_head) +
+           5 * 4;
+  }
+};
+
+}  // namespace
+
+int GpuTransformer::mla_floats_per_token(const Config& c) {
+  return c.is_mla() ? MlaScratch::floats_per_token(c) : 0;
+}
+
+void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInput>& batch,
+                                      const Step& step, const Layer& g, const CacheRef& cache,
+                                      const gpu::MatmulInput& in, gpu::Addr x, int l) {
+  const Config& c = config_;
+  const MlaConfig& m = c.mla;
+  const int n = step.n, nh = c.n_head, kl = m.kv_lora, rope = c.n_rot, nope = c.mla_nope();
+  const int kh = m.k_head;
+  const int hd = c.head_dim;  // kv_lora + rope: a cache row, and an absorbed query head
+  const MlaScratch o(c, n);
+  const gpu::Addr qa = at(mla_, o.qa), qn = at(mla_, o.qn), qf = at(mla_, o.qf),
+                  rows = at(mla_, o.rows), v = at(mla_, o.v), heads = at(mla_heads_);
+  // GpuModel::attend's latent layout of qkv_: the absorbed queries q [n, n_head, kv_lora +
+  // rope], then the K rows k [n, kv_lora + rope].
+  const gpu::Addr q = at(qkv_), k = at(qkv_, static_cast<size_t>(n) * c.q_dim() * kF);
+  const gpu::Addr cs = at(in_dev_, step.cos), sn = at(in_dev_, step.sin);
+  // The query: qa normed into qn, then its heads qf.
+  gpu::matmul(st, g.wq_a, in, qa, n);
+  gpu::rms_norm(st, qa, at(g.q_a_norm), qn, n, m.q_lora, c.norm_eps);
+  gpu::matmul(st, g.wq_b, qn, qf, n);
+  // The K rows: the compressed row normed, the key's rotary part rotated.
+  gpu::matmul(st, g.wkv_a, in, k, n);
+  gpu::head_norm(st, k, at(g.kv_a_norm), n, hd, /*n_head=*/1, /*n_q=*/1, kl, c.norm_eps);
+  gpu::rope(st, k, cs, sn, n, hd, kl, /*n_head=*/1, rope, rope);
+  // Each query head's rotary part (its values after nope) rotated and put after its absorbed
+  // part.
+  gpu::rope(st, qf, cs, sn, n, nh * kh, nope, nh, kh, rope);
+  gpu::copy_rows(st, qf, q, n * nh, rope, kh, nope, hd, kl);
+  // Each head's nope part gathered (rows [n n_head, nope]) and moved into the compressed space
+  // by its wk_b: q[t, h, :kv_lora].
+  gpu::copy_rows(st, qf, rows, n * nh, nope, kh, 0, nope, 0);
+  gpu::matmul_experts(st, g.wk_b, kl, heads, rows, 1, q, n * nh, hd, 0);
+  // attn_ [n, n_head, kv_lora + rope]: each head's softmax-weighted sum of the K rows, whose
+  // first kv_lora values are the compressed values.
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);
+  // Each head's compressed values gathered (rows [n n_head, kv_lora]) and expanded by its wv_b.
+  gpu::copy_rows(st, at(attn_), rows, n * nh, kl, hd, 0, kl, 0);
+  gpu::matmul_experts(st, g.wv_b, m.v_head, heads, rows, 1, v, n * nh, m.v_head, 0);
+  project(st, g.wo, v, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
+}
+
+}  // namespace glm::model
