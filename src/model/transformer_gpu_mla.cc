@@ -4,7 +4,8 @@
 // kv_lora + rope values, K rows only: the attention reads its values from them); each query
 // head is moved into that space by its key expansion wk_b, and each head's output is expanded
 // by its wv_b. The per-head matrices are gpu::matmul_experts' experts, a (token, head) row a
-// slot, its head the expert (mla_heads_).
+// slot, its head the expert (mla_heads_): a slot at a time for a few tokens, grouped by head
+// (gpu::matmul_experts_grouped's tiles) from as many as the dense matmuls tile.
 #include <algorithm>
 
 #include "model/transformer_gpu.h"
@@ -17,10 +18,11 @@ constexpr size_t kF = sizeof(float);
 // mla_'s parts for n tokens, as byte offsets, each on 16 bytes (the matmuls read their rows 16
 // bytes at a time): the query's compressed rows qa [n, q_lora] and their norm qn [n, q_lora],
 // its heads qf [n, n_head, k_head] (nope, then rope), a part of each (token, head) row
-// gathered contiguous, rows [n n_head, max(nope, kv_lora)], and the heads' expanded values
-// v [n, n_head v_head] (wo's input).
+// gathered contiguous, rows [n n_head, max(nope, kv_lora)], the heads' expanded values
+// v [n, n_head v_head] (wo's input), and the slots grouped by head (gpu::ExpertGroups: counts
+// [n_head], lists [n_head, n]).
 struct MlaScratch {
-  size_t qa = 0, qn = 0, qf = 0, rows = 0, v = 0;
+  size_t qa = 0, qn = 0, qf = 0, rows = 0, v = 0, counts = 0, lists = 0;
 
   MlaScratch(const Config& c, int n) {
     const MlaConfig& m = c.mla;
@@ -36,12 +38,15 @@ struct MlaScratch {
     qf = part(t * h * m.k_head);
     rows = part(t * h * std::max(c.mla_nope(), m.kv_lora));
     v = part(t * h * m.v_head);
+    counts = part(h);
+    lists = part(t * h);
   }
-  // Floats a token, with room for the five parts' rounding.
+  // Floats a token: the counts' n_head counted for every token, with room for the seven parts'
+  // rounding.
   static int floats_per_token(const Config& c) {
     const MlaConfig& m = c.mla;
-    return 2 * m.q_lora + c.n_head * (m.k_head + std::max(c.mla_nope(), m.kv_lora) + m.v_head) +
-           5 * 4;
+    return 2 * m.q_lora + c.n_head * (m.k_head + std::max(c.mla_nope(), m.kv_lora) + m.v_head + 2) +
+           7 * 4;
   }
 };
 
@@ -66,6 +71,22 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
   // rope], then the K rows k [n, kv_lora + rope].
   const gpu::Addr q = at(qkv_), k = at(qkv_, static_cast<size_t>(n) * c.q_dim() * kF);
   const gpu::Addr cs = at(in_dev_, step.cos), sn = at(in_dev_, step.sin);
+  // y [n n_head, y_stride] = each (token, head) row of x [n n_head, w.n_cols] times its head's
+  // `rows` rows of w.
+  const bool grouped = n >= gpu::matmul_tuning().tiled_min_tokens;
+  gpu::ExpertGroups groups;
+  groups.slots = at(mla_, o.lists);
+  groups.counts = at(mla_, o.counts);
+  groups.n_expert = nh;
+  groups.cap = n;
+  if (grouped) gpu::moe_group(st, heads, n * nh, groups);
+  auto per_head = [&](const gpu::Matrix& w, int rows, gpu::Addr x, gpu::Addr y, int y_stride) {
+    if (grouped) {
+      gpu::matmul_experts_grouped(st, w, rows, groups, x, 1, y, y_stride, 0);
+    } else {
+      gpu::matmul_experts(st, w, rows, heads, x, 1, y, n * nh, y_stride, 0);
+    }
+  };
   // The query: qa normed into qn, then its heads qf.
   gpu::matmul(st, g.wq_a, in, qa, n);
   gpu::rms_norm(st, qa, at(g.q_a_norm), qn, n, m.q_lora, c.norm_eps);
@@ -81,13 +102,13 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
   // Each head's nope part gathered (rows [n n_head, nope]) and moved into the compressed space
   // by its wk_b: q[t, h, :kv_lora].
   gpu::copy_rows(st, qf, rows, n * nh, nope, kh, 0, nope, 0);
-  gpu::matmul_experts(st, g.wk_b, kl, heads, rows, 1, q, n * nh, hd, 0);
+  per_head(g.wk_b, kl, rows, q, hd);
   // attn_ [n, n_head, kv_lora + rope]: each head's softmax-weighted sum of the K rows, whose
   // first kv_lora values are the compressed values.
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);
   // Each head's compressed values gathered (rows [n n_head, kv_lora]) and expanded by its wv_b.
   gpu::copy_rows(st, at(attn_), rows, n * nh, kl, hd, 0, kl, 0);
-  gpu::matmul_experts(st, g.wv_b, m.v_head, heads, rows, 1, v, n * nh, m.v_head, 0);
+  per_head(g.wv_b, m.v_head, rows, v, m.v_head);
   project(st, g.wo, v, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
 }
 
