@@ -37,23 +37,32 @@ std::string tiny_flash(DType type) {
 using glm::testing::Compare;
 using glm::testing::kPrefill;
 
-void expect_tiny_f32_matches(const std::string& device) {
-  Compare c = glm::testing::compare_with_reference(
-      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF32, device);
-  std::printf(
-      "glm47-flash tiny f32 (%s): max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
-      device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
+// The file of `preset` (tiny, tiny-wide) against llama.cpp's f32 logits of it on `device`, with
+// f32 and f16 caches.
+void expect_tiny_f32_matches(const std::string& device, const std::string& preset = "tiny") {
+  const std::string path = preset == "tiny" ? tiny_flash(DType::kF32)
+                                            : glm::testing::tiny_model("glm47-flash-" + preset,
+                                                                       convert::Family::kGLM47Flash,
+                                                                       DType::kF32, preset);
+  const std::string golden = flash_data(preset + "-f32.logits.jsonl");
+  Compare c = glm::testing::compare_with_reference(path, golden, kPrefill, DType::kF32, device);
+  std::printf("glm47-flash %s f32 (%s): max |diff| %.3g (max |logit| %.3g), argmax mismatches %d\n",
+              preset.c_str(), device.c_str(), c.max_diff, c.max_abs, c.argmax_mismatches);
   EXPECT_LT(c.max_diff, 1e-4f);
   EXPECT_GT(c.max_abs, 0.5f);  // logits that mean something
   EXPECT_EQ(c.argmax_mismatches, 0);
   // An F16 cache of the compressed rows, against the F32-KV reference: ../shared/data's 5e-3.
-  c = glm::testing::compare_with_reference(
-      tiny_flash(DType::kF32), flash_data("tiny-f32.logits.jsonl"), kPrefill, DType::kF16, device);
+  c = glm::testing::compare_with_reference(path, golden, kPrefill, DType::kF16, device);
   EXPECT_LT(c.max_diff, 5e-3f);
   EXPECT_EQ(c.clear_argmax_mismatches, 0);
 }
 
 TEST(Glm47Flash, TinyF32LogitsMatchLlamaCpp) { expect_tiny_f32_matches("cpu"); }
+// GLM-4.7-Flash's own attention widths (cache rows of 576: the GPU's wide attention variants).
+TEST(Glm47Flash, TinyWideF32LogitsMatchLlamaCpp) { expect_tiny_f32_matches("cpu", "tiny-wide"); }
+TEST(Glm47Flash, OnTheGpuTinyWideF32LogitsMatchLlamaCpp) {
+  expect_tiny_f32_matches("vulkan", "tiny-wide");
+}
 
 // On the GPU (lavapipe in CI): the absorbed queries and K rows by gpu::matmul_experts (a head an
 // expert), head_norm and rope at their columns, the K-rows-only cache and its attention

@@ -206,6 +206,15 @@ StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
     h.mla_nope = 64;
     h.mla_rope = 32;
     h.mla_v = 64;
+  } else if (p == "tiny-wide") {
+    // GLM-4.7-Flash's attention widths (ranks 768 and 512, keys 192 + 64, values 256: cache
+    // rows of 576) on the tiny trunk with 4 heads: its attention's real shapes in a small file.
+    h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
+    h.q_lora = 768;
+    h.kv_lora = 512;
+    h.mla_nope = 192;
+    h.mla_rope = 64;
+    h.mla_v = 256;
   } else if (p == "flash") {
     // GLM-4.7-Flash at its widths in 3 layers (one dense), for speed against llama.cpp.
     h = experts(make(Family::kGLM47Flash, 154880, 2048, 10240, 3, 20, 1, 202752), 64, 4, 1536,
@@ -216,7 +225,8 @@ StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
     h.mla_rope = 64;
     h.mla_v = 256;
   } else {
-    return invalid_argument("unknown preset '" + p + "' for glm47-flash (use tiny or flash)");
+    return invalid_argument("unknown preset '" + p +
+                            "' for glm47-flash (use one of: tiny, tiny-wide, flash)");
   }
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
