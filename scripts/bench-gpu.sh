@@ -15,7 +15,9 @@
 #       tests (gpu_test, model_test) and the ../shared/data files their goldens read.
 #       .gpu-bench/ and .gpu-bench.tar.xz (the pack compressed: what travels) are ignored by git.
 #   scripts/bench-gpu.sh run [--preset 6b|small|tiny] [--rounds 2] [--types "q4_0 f16 q4_k_m"]
-#                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset)
+#                            (types also moe_q4_0, moe_q8_0, moe_f16: GLM-4.5's MoE, small preset;
+#                            flash_q4_0, flash_q8_0, flash_f16: GLM-4.7-Flash's widths in 3
+#                            layers, its latent attention and experts)
 #                            [--serve-runs 10] [--kernels REGEX|none]
 #                            [--settings "2,2,16 2,2,16,0 ... submit=0 submit=16" | none]
 #                            [--only "tests table serve profile shaders rolled alt settings
@@ -314,6 +316,12 @@ make_files() {
         # the tiny one under --preset tiny).
         [[ -f "$f" ]] || glmserve gen-model --arch glm4moe --preset "$([[ $preset == tiny ]] && echo tiny || echo small)" \
           --type "${t#moe_}" -o "$f" >/dev/null ;;
+      flash_q4_0 | flash_q8_0 | flash_f16)
+        # GLM-4.7-Flash (latent attention, 64 experts top-4) at its widths in 3 layers (its
+        # attention's widths on the tiny trunk under --preset tiny); no MTP block, as the CPU
+        # comparison in docs/performance.md.
+        [[ -f "$f" ]] || glmserve gen-model --arch glm47-flash --preset "$([[ $preset == tiny ]] && echo tiny-wide || echo flash)" \
+          --type "${t#flash_}" --seed 1 --no-mtp -o "$f" >/dev/null ;;
       *) echo "unknown type $t" >&2; exit 2 ;;
     esac
     file[$t]="$f"
