@@ -35,10 +35,7 @@ StatusOr<std::unique_ptr<Model>> GpuChatGLM1::create(std::shared_ptr<const gguf:
                        ": ChatGLM-6B (v1) runs all its layers on the GPU or none; a split with "
                        "the CPU is not built for it (use --gpu-layers -1, or 0 for the CPU)");
   }
-  if (config.head_dim > 256) {
-    return unsupported("the GPU attention takes head_dim up to 256, the model has " +
-                       std::to_string(config.head_dim) + " (use --device cpu)");
-  }
+  GLM_RETURN_IF_ERROR(check_head_dim(config));
   // All layers or none: left to itself (-1), a model that does not fit whole runs on the CPU.
   const int asked = options.gpu_layers < 0 ? -1 : config.n_layer;
   StatusOr<GpuLayerPlan> plan =

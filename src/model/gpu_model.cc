@@ -69,6 +69,13 @@ Status GpuModel::grow(gpu::Device* dev, gpu::Buffer* b, size_t bytes, gpu::Memor
   return Status::Ok();
 }
 
+Status GpuModel::check_head_dim(const Config& config) {
+  if (config.head_dim <= gpu::kAttentionMaxHeadDim) return Status::Ok();
+  return unsupported("the GPU attention takes head_dim up to " +
+                     std::to_string(gpu::kAttentionMaxHeadDim) + ", the model has " +
+                     std::to_string(config.head_dim) + " (use --device cpu)");
+}
+
 size_t GpuModel::scratch_bytes(const Config& c, Widths w, int n, int r, int b) {
   const size_t t = static_cast<size_t>(n), rr = static_cast<size_t>(r);
   // cur_, qkv_, attn_, proj_, up_, act_, moe_, mla_ and mla_heads_; cur_q8_, act_q8_ and

@@ -135,6 +135,9 @@ class GpuModel : public Model {
            const kernels::WeightView& token_embd, std::unique_ptr<gpu::Device> device,
            const GpuLayerPlan& plan, Widths widths);
 
+  // unsupported where the GPU attention cannot take the model's heads (wider than
+  // gpu::kAttentionMaxHeadDim).
+  static Status check_head_dim(const Config& config);
   // The device bytes of reserve()'s buffers for n tokens, r output rows and b block-table
   // entries (the host-visible ones too: they may come from the same heap).
   static size_t scratch_bytes(const Config& config, Widths widths, int n, int r, int b);

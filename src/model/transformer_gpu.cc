@@ -105,11 +105,7 @@ StatusOr<std::unique_ptr<Model>> GpuTransformer::create(std::shared_ptr<const gg
                                                         Config config, Weights weights,
                                                         std::unique_ptr<gpu::Device> device,
                                                         const LoadOptions& options) {
-  if (config.head_dim > gpu::kAttentionMaxHeadDim) {
-    return unsupported("the GPU attention takes head_dim up to " +
-                       std::to_string(gpu::kAttentionMaxHeadDim) + ", the model has " +
-                       std::to_string(config.head_dim) + " (use --device cpu)");
-  }
+  GLM_RETURN_IF_ERROR(check_head_dim(config));
   if (config.n_rot % 2 != 0 || config.kv_dim() % 2 != 0) {
     return unsupported("the GPU path needs an even rotary and KV width (use --device cpu)");
   }
