@@ -316,18 +316,8 @@ TEST_P(GpuAttention, StoreAndAttendEqualReference) {
     shape.head_dim = head_dim;
     shape.scale = aa.scale;
     shape.bidir_prefix = rows.bidir;
-    std::vector<float> q(static_cast<size_t>(n_tokens) * qd);
-    for (int t = 0; t < n_tokens; ++t) {
-      std::memcpy(q.data() + static_cast<size_t>(t) * qd,
-                  src.data() + static_cast<size_t>(n_past + t) * w, qd * 4);
-    }
-    std::vector<float> want(q.size());
-    kernels::attention_ref(q.data(), view, shape, want.data());
-    const std::vector<float> got = read_floats(dev, out_b, want.size());
-    double max_err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
-    }
+    std::vector<float> got;
+    const double max_err = attention_error(dev, out_b, src, w, view, shape, &got);
     // q8_0: a one-code difference in a stored value moves an output by up to d = amax / 127.
     EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
     if (q8) {  // the blocks quantize_q8 makes of those rows

@@ -19,6 +19,7 @@
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/validation_test_util.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -180,6 +181,28 @@ inline OutputError output_error(Device* dev, const Buffer& yb, int n_tokens, int
     }
   }
   return e;
+}
+
+// The device's attention output rows `out` ([n_tokens, n_head * head_dim] of shape s) against
+// kernels::attention_ref over `view` of the query rows n_past .. of src ([*, src_stride]: each
+// row's q heads first): the rows read back into *got, the largest |got - want| returned.
+inline double attention_error(Device* dev, const Buffer& out, const std::vector<float>& src,
+                              int src_stride, const kernels::KvView& view,
+                              const kernels::AttentionShape& s, std::vector<float>* got) {
+  const size_t qd = static_cast<size_t>(s.n_head) * s.head_dim;
+  std::vector<float> q(s.n_tokens * qd);
+  for (int t = 0; t < s.n_tokens; ++t) {
+    std::memcpy(q.data() + t * qd, src.data() + static_cast<size_t>(s.n_past + t) * src_stride,
+                qd * sizeof(float));
+  }
+  std::vector<float> want(q.size());
+  kernels::attention_ref(q.data(), view, s, want.data());
+  *got = read_floats(dev, out, want.size());
+  double max_err = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_err = std::max(max_err, static_cast<double>(std::fabs((*got)[i] - want[i])));
+  }
+  return max_err;
 }
 
 }  // namespace glm::gpu

@@ -130,18 +130,8 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
     shape.n_head_kv = 1;
     shape.head_dim = hd;
     shape.scale = aa.scale;
-    std::vector<float> q(static_cast<size_t>(n_tokens) * qd);
-    for (int t = 0; t < n_tokens; ++t) {
-      std::memcpy(q.data() + static_cast<size_t>(t) * qd,
-                  src.data() + static_cast<size_t>(n_past + t) * w, qd * sizeof(float));
-    }
-    std::vector<float> want(q.size());
-    kernels::attention_ref(q.data(), view, shape, want.data());
-    const std::vector<float> got = read_floats(dev, out_b, want.size());
-    double max_err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want[i])));
-    }
+    std::vector<float> got;
+    const double max_err = attention_error(dev, out_b, src, w, view, shape, &got);
     EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
     if (rows.q8) {
       std::vector<uint32_t> words(q8_bytes(n_tokens, qd) / 4);
