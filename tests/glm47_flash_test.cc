@@ -160,20 +160,29 @@ TEST(Glm47Flash, OnTheGpuAChunkAfterACachedPrefixEqualsOneStep) {
 }
 
 // --gpu-layers 1 and 2 of 3: the first layers on the CPU (their compressed rows in the pool's
-// host memory), the rest on the GPU, equal to the CPU alone.
-TEST(Glm47Flash, OnTheGpuLayerSplitsEqualTheCpu) {
+// host memory), the rest on the GPU; and --cpu-moe 2 and all: the routed experts of the first
+// two layers (the first is dense: one MoE layer's) or of every layer in host memory, run by the
+// CPU mid-step: each equal to the CPU alone.
+TEST(Glm47Flash, OnTheGpuLayerSplitsAndHostExpertsEqualTheCpu) {
   const std::vector<int32_t> prompt = {17, 300, 5, 211, 42, 7, 150, 99, 1, 498, 400, 64};
   const std::vector<int32_t> decode = {3, 255, 128};
-  auto rows = [&](const std::string& device, int gpu_layers) {
+  struct Case {
+    std::string device;
+    int gpu_layers, cpu_moe;
+  };
+  auto rows = [&](const Case& c) {
     auto f = gguf::File::open(tiny_flash(DType::kF32));
     EXPECT_TRUE(f.ok()) << f.status().to_string();
     model::LoadOptions lo;
     lo.n_threads = 2;
-    lo.device = device;
-    lo.gpu_layers = gpu_layers;
+    lo.device = c.device;
+    lo.gpu_layers = c.gpu_layers;
+    lo.cpu_moe = c.cpu_moe;
     auto m = model::load_model(std::shared_ptr<const gguf::File>(std::move(*f)), lo);
     EXPECT_TRUE(m.ok()) << m.status().to_string();
-    EXPECT_EQ((*m)->kv_host_layers(), device == "cpu" ? 3 : 3 - gpu_layers);
+    EXPECT_EQ((*m)->kv_host_layers(),
+              c.device == "cpu" ? 3 : (c.gpu_layers < 0 ? 0 : 3 - c.gpu_layers));
+    EXPECT_EQ((*m)->host_expert_bytes() > 0, c.device != "cpu" && c.cpu_moe != 0);
     model::EvalOptions o;
     o.kv_type = DType::kF16;
     o.block_tokens = 4;
@@ -181,15 +190,17 @@ TEST(Glm47Flash, OnTheGpuLayerSplitsEqualTheCpu) {
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return std::move(*r);
   };
-  const std::vector<model::EvalRow> cpu = rows("cpu", -1);
-  for (int n_gpu : {1, 2}) {
-    SCOPED_TRACE(n_gpu);
-    const std::vector<model::EvalRow> split = rows("vulkan", n_gpu);
-    ASSERT_EQ(split.size(), cpu.size());
+  const std::vector<model::EvalRow> cpu = rows({"cpu", -1, 0});
+  for (const Case& c : {Case{"vulkan", 1, 0}, Case{"vulkan", 2, 0}, Case{"vulkan", -1, 2},
+                        Case{"vulkan", -1, model::kAllLayers}}) {
+    SCOPED_TRACE("--gpu-layers " + std::to_string(c.gpu_layers) + " --cpu-moe " +
+                 std::to_string(c.cpu_moe));
+    const std::vector<model::EvalRow> got = rows(c);
+    ASSERT_EQ(got.size(), cpu.size());
     float d = 0;
     for (size_t i = 0; i < cpu.size(); ++i) {
       for (size_t j = 0; j < cpu[i].values.size(); ++j) {
-        d = std::max(d, std::fabs(split[i].values[j] - cpu[i].values[j]));
+        d = std::max(d, std::fabs(got[i].values[j] - cpu[i].values[j]));
       }
     }
     EXPECT_LT(d, 1e-3f);
