@@ -52,27 +52,41 @@ void Transformer::project_mla(const LayerWeights& lw, int n) {
   // The rope parts after the absorbed ones: q_ [T, n_head, kv_lora + rope].
   copy_cols(mla_q_.data() + nope, kh, q_.data() + kl, hd, rope, n * c.n_head);
   // Each head's nope part moved into the compressed space: q_[t, h, :kv_lora] = wk_b[h] q_nope.
-  for (int h = 0; h < c.n_head; ++h) {
-    copy_cols(mla_q_.data() + static_cast<size_t>(h) * kh, static_cast<size_t>(c.n_head) * kh,
-              mla_in_.data(), nope, nope, n);
-    kernels::matmul(expert_slice(lw.wk_b, h, kl), mla_in_.data(), mla_out_.data(), n,
-                    pool_.get());  // [T, kv_lora]
-    copy_cols(mla_out_.data(), kl, q_.data() + h * hd, c.n_head * hd, kl, n);
-  }
+  per_head_matmul(lw.wk_b, kl, nope, mla_q_.data(), static_cast<size_t>(c.n_head) * kh, kh,
+                  q_.data(), c.n_head * hd, hd, n);
 }
 
 void Transformer::expand_mla_values(const LayerWeights& lw, int n) {
   const Config& c = config_;
   const MlaConfig& m = c.mla;
   const size_t hd = c.head_dim;
-  for (int h = 0; h < c.n_head; ++h) {
-    // The head's weighted sum of compressed rows [T, kv_lora], expanded to [T, v_head].
-    copy_cols(attn_.data() + h * hd, c.n_head * hd, mla_in_.data(), m.kv_lora, m.kv_lora, n);
-    kernels::matmul(expert_slice(lw.wv_b, h, m.v_head), mla_in_.data(), mla_out_.data(), n,
-                    pool_.get());
-    copy_cols(mla_out_.data(), m.v_head, mla_v_.data() + static_cast<size_t>(h) * m.v_head,
-              static_cast<size_t>(c.n_head) * m.v_head, m.v_head, n);
+  // Each head's weighted sum of compressed rows [T, kv_lora], expanded to [T, v_head].
+  per_head_matmul(lw.wv_b, m.v_head, m.kv_lora, attn_.data(), c.n_head * hd, hd, mla_v_.data(),
+                  static_cast<size_t>(c.n_head) * m.v_head, m.v_head, n);
+}
+
+void Transformer::per_head_matmul(const kernels::WeightView& w, int rows, int cols,
+                                  const float* src, size_t src_stride, size_t src_head, float* dst,
+                                  size_t dst_stride, size_t dst_head, int n) {
+  const int n_head = config_.n_head;
+  // Head h's gather [n, cols] into `in`, its product [n, rows] into `out`, scattered to dst.
+  auto head = [&](int h, float* in, float* out, kernels::ThreadPool* pool) {
+    copy_cols(src + h * src_head, src_stride, in, cols, cols, n);
+    kernels::matmul(expert_slice(w, h, rows), in, out, n, pool);
+    copy_cols(out, rows, dst + h * dst_head, dst_stride, rows, n);
+  };
+  if (n > kMlaHeadTasksMaxTokens || pool_->n_threads() == 1) {
+    for (int h = 0; h < n_head; ++h) head(h, mla_in_.data(), mla_out_.data(), pool_.get());
+    return;
   }
+  // A task a head, each with its own rows of mla_in_ and mla_out_.
+  auto heads = [&](int64_t begin, int64_t end, int) {
+    for (int64_t h = begin; h < end; ++h) {
+      head(static_cast<int>(h), mla_in_.data() + static_cast<size_t>(h) * n * cols,
+           mla_out_.data() + static_cast<size_t>(h) * n * rows, nullptr);
+    }
+  };
+  pool_->parallel_for(n_head, [&heads](int64_t b, int64_t e, int t) { heads(b, e, t); });
 }
 
 }  // namespace glm::model

@@ -123,8 +123,11 @@ void Transformer::reserve(int n, int n_block_ptrs) {
     const MlaConfig& m = c.mla;
     grow(mla_qa_, t * m.q_lora);
     grow(mla_q_, t * c.n_head * m.k_head);
-    grow(mla_in_, t * std::max(c.mla_nope(), m.kv_lora));
-    grow(mla_out_, t * std::max(m.kv_lora, m.v_head));
+    // A decode's heads run side by side (per_head_matmul): a head's rows apart.
+    const size_t rows =
+        std::max(t, static_cast<size_t>(c.n_head) * std::min<size_t>(t, kMlaHeadTasksMaxTokens));
+    grow(mla_in_, rows * std::max(c.mla_nope(), m.kv_lora));
+    grow(mla_out_, rows * std::max(m.kv_lora, m.v_head));
     grow(mla_v_, t * c.n_head * m.v_head);
   }
   if (k_ptrs_.size() < static_cast<size_t>(n_block_ptrs)) {

@@ -67,6 +67,15 @@ class Transformer : public Model {
   // a weighted sum of compressed rows) expanded by the head's wv_b into mla_v_ [T, n_head *
   // v_head], wo's input.
   void expand_mla_values(const LayerWeights& lw, int n_tokens);
+  // For each head h of n tokens: dst[t * dst_stride + h * dst_head + r] (r < rows) = the head's
+  // `rows` rows of the stacked w (model::expert_slice) times src[t * src_stride + h * src_head
+  // + c] (c < cols), through mla_in_ and mla_out_. Up to kMlaHeadTasksMaxTokens tokens (a
+  // decode) a head is a task of the pool (one parallel_for for them all, each head's product on
+  // its thread); more, each head's product over the pool in turn.
+  static constexpr int kMlaHeadTasksMaxTokens = 8;
+  void per_head_matmul(const kernels::WeightView& w, int rows, int cols, const float* src,
+                       size_t src_stride, size_t src_head, float* dst, size_t dst_stride,
+                       size_t dst_head, int n_tokens);
   // Writes k_/v_ rows into the cache and runs attention into attn_ for each sequence (deepseek2:
   // the K rows only, which are the values too).
   void attend(const std::vector<SeqInput>& batch, int layer, KvPool* kv);
