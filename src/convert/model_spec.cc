@@ -197,37 +197,37 @@ StatusOr<Hparams> glm4moe_preset(const std::string& p) {
 // heads' keys of 192 + 64 rotary, values of 256; 64 experts of 1536, top-4, 1 shared, 1 dense
 // layer of 10240, routed scaling 1.8; 47 layers) at a tiny width.
 StatusOr<Hparams> glm47_flash_preset(const std::string& p) {
+  // The tiny trunk (4 heads), or GLM-4.7-Flash's in 3 layers (one dense), for speed against
+  // llama.cpp.
+  const Hparams tiny =
+      experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
+  const Hparams flash =
+      experts(make(Family::kGLM47Flash, 154880, 2048, 10240, 3, 20, 1, 202752), 64, 4, 1536, 1.8f);
+  // The latent attention's widths: ranks, keys' parts without and with rotary, values.
+  struct Latent {
+    int q_lora, kv_lora, nope, rope, v;
+  };
+  const Latent real{768, 512, 192, 64, 256};  // cache rows of 576
   Hparams h;
+  Latent a;
   if (p == "tiny") {
-    // Every row a multiple of 32 (q8_0): ranks 128 and 128, keys 64 + 32, values 64.
-    h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
-    h.q_lora = 128;
-    h.kv_lora = 128;
-    h.mla_nope = 64;
-    h.mla_rope = 32;
-    h.mla_v = 64;
+    h = tiny;
+    a = {128, 128, 64, 32, 64};  // every row a multiple of 32 (q8_0)
   } else if (p == "tiny-wide") {
-    // GLM-4.7-Flash's attention widths (ranks 768 and 512, keys 192 + 64, values 256: cache
-    // rows of 576) on the tiny trunk with 4 heads: its attention's real shapes in a small file.
-    h = experts(make(Family::kGLM47Flash, 512, 256, 512, 3, 4, 1, 256), 8, 2, 128, 1.8f);
-    h.q_lora = 768;
-    h.kv_lora = 512;
-    h.mla_nope = 192;
-    h.mla_rope = 64;
-    h.mla_v = 256;
+    h = tiny;  // GLM-4.7-Flash's attention's real shapes in a small file
+    a = real;
   } else if (p == "flash") {
-    // GLM-4.7-Flash at its widths in 3 layers (one dense), for speed against llama.cpp.
-    h = experts(make(Family::kGLM47Flash, 154880, 2048, 10240, 3, 20, 1, 202752), 64, 4, 1536,
-                1.8f);
-    h.q_lora = 768;
-    h.kv_lora = 512;
-    h.mla_nope = 192;
-    h.mla_rope = 64;
-    h.mla_v = 256;
+    h = flash;
+    a = real;
   } else {
     return invalid_argument("unknown preset '" + p +
                             "' for glm47-flash (use one of: tiny, tiny-wide, flash)");
   }
+  h.q_lora = a.q_lora;
+  h.kv_lora = a.kv_lora;
+  h.mla_nope = a.nope;
+  h.mla_rope = a.rope;
+  h.mla_v = a.v;
   h.n_expert_shared = 1;
   h.n_dense_lead = 1;
   h.expert_weights_norm = true;
