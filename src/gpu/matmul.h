@@ -235,6 +235,11 @@ struct ExpertGroups {
 // counters in shared memory).
 inline constexpr int kMaxGroupedExperts = 4096;
 void moe_group(Stream& s, Addr ids, int n_slots, const ExpertGroups& g);
+// Whether n_tokens tokens' expert slots go grouped (moe_group, matmul_experts_grouped) rather
+// than a slot at a time (matmul_experts): from as many tokens as the dense matmuls tile.
+inline bool groups_expert_slots(int n_tokens, const MatmulTuning& tuning = matmul_tuning()) {
+  return n_tokens >= tuning.tiled_min_tokens;
+}
 // matmul_experts' products with the slots grouped (moe_group): each expert's rows are read once
 // per 64 of its slots (matmul_tiled.comp's IDS, or matmul_coop.comp's on tensor cores:
 // tiled_shader), not once a slot: the prefill's.

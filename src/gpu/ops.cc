@@ -213,7 +213,7 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
   GLM_CHECK(kv_shaders(type, &sh));
   GLM_CHECK(a.head_dim <= kAttentionMaxHeadDim && a.n_head % a.n_head_kv == 0 &&
             a.bidir_prefix >= 0);
-  const bool wide = a.head_dim > 256;  // attention.comp's DIMS 9
+  const bool wide = a.head_dim > kAttentionNarrowHeadDim;  // attention.comp's DIMS 9
   // A workgroup's rows (attention.comp's ROWS): as many of a KV head's query heads as divide
   // its group, at most kAttentionRows, times tokens to make kAttentionRows; one row a workgroup
   // where that gives a workgroup a single row (no grouped heads, one token).

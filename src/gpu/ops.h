@@ -126,7 +126,8 @@ inline constexpr int kAttentionSplitGroups = 256;
 inline constexpr int kAttentionSplitMinKeys = 256;
 inline constexpr int kAttentionRows = 8;
 // The widest head: latent attention's rows (GLM-4.7-Flash: kv_lora 512 + rope 64). Heads over
-// 256 dims run attention.comp's wide variants (DIMS 9).
+// kAttentionNarrowHeadDim run attention.comp's wide variants (DIMS 9; DIMS 4 below).
+inline constexpr int kAttentionNarrowHeadDim = 256;
 inline constexpr int kAttentionMaxHeadDim = 576;
 // The split scratch of heads of head_dim: rows x splits < kAttentionRows x kAttentionSplitGroups +
 // kAttentionSplitRows (a workgroup's rows each split alike), each of head_dim + 2.

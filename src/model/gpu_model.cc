@@ -437,7 +437,7 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   ka.src_stride = mla ? kd : w;
   ka.k_col = mla ? 0 : qd;
   ka.v_col = qd + kd;
-  ka.store_v = !mla;
+  ka.store_v = cache.parts == 2;
   ka.v_base = vb;
   ka.row_elems = kd;
   ka.row_bytes = cache.row_bytes;

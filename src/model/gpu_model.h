@@ -129,6 +129,7 @@ class GpuModel : public Model {
     uint32_t row_bytes = 0;
     int block_tokens = 0;
     DType type = DType::kF16;
+    int parts = 2;  // KvPool::parts: 1 where the K rows are the values (no V rows to store)
   };
   // Layers [0, n_layer - plan.n_gpu) stay on the CPU.
   GpuModel(std::shared_ptr<const gguf::File> file, Config config,

@@ -19,7 +19,7 @@ size_t GpuModel::BoundKv::block_bytes() const {
 }
 
 GpuModel::CacheRef GpuModel::BoundKv::ref(gpu::Addr kv) const {
-  return {kv, v_base(), static_cast<uint32_t>(row_bytes), block_tokens, type};
+  return {kv, v_base(), static_cast<uint32_t>(row_bytes), block_tokens, type, parts};
 }
 
 bool GpuModel::BoundKv::is(const KvPool* kv) const {

@@ -59,7 +59,7 @@ GpuModel::Widths decoder_widths(const Config& c, const LayerWeights& first_gpu_l
   GpuModel::Widths w;
   w.rot = c.n_rot / 2;
   w.mla = GpuTransformer::mla_floats_per_token(c);
-  if (c.arch == Arch::kGLM4MoE || c.arch == Arch::kDeepSeek2) {
+  if (c.moe.n_expert > 0) {  // glm4moe and deepseek2: experts and their shared one
     const int ff = std::max(c.n_ff, c.moe.n_ff_exp * c.moe.n_expert_shared);
     w.up = 2 * ff;
     w.act = w.down_in = ff;
@@ -355,7 +355,7 @@ void GpuTransformer::moe(gpu::Stream& st, const Layer& g, const gpu::MatmulInput
   // Each slot's expert: gate and up from its token's row, SwiGLU, down from its own row. From
   // as many tokens as the dense matmuls tile (a prefill), the slots grouped by expert so that
   // each expert's rows are read once per 64 of its slots; else a slot at a time (decode).
-  if (n >= gpu::matmul_tuning().tiled_min_tokens) {
+  if (gpu::groups_expert_slots(n)) {
     GLM_CHECK(in.fused == gpu::MatmulInput::Fused::kNone);  // (no fused input at this size)
     gpu::ExpertGroups groups;
     groups.slots = at(moe_, o.lists);

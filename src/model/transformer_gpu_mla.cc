@@ -66,14 +66,14 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
   const int hd = c.head_dim;  // kv_lora + rope: a cache row, and an absorbed query head
   const MlaScratch o(c, n);
   const gpu::Addr qa = at(mla_, o.qa), qn = at(mla_, o.qn), qf = at(mla_, o.qf),
-                  rows = at(mla_, o.rows), v = at(mla_, o.v), heads = at(mla_heads_);
+                  gathered = at(mla_, o.rows), v = at(mla_, o.v), heads = at(mla_heads_);
   // GpuModel::attend's latent layout of qkv_: the absorbed queries q [n, n_head, kv_lora +
   // rope], then the K rows k [n, kv_lora + rope].
   const gpu::Addr q = at(qkv_), k = at(qkv_, static_cast<size_t>(n) * c.q_dim() * kF);
   const gpu::Addr cs = at(in_dev_, step.cos), sn = at(in_dev_, step.sin);
   // y [n n_head, y_stride] = each (token, head) row of x [n n_head, w.n_cols] times its head's
   // `rows` rows of w.
-  const bool grouped = n >= gpu::matmul_tuning().tiled_min_tokens;
+  const bool grouped = gpu::groups_expert_slots(n);
   gpu::ExpertGroups groups;
   groups.slots = at(mla_, o.lists);
   groups.counts = at(mla_, o.counts);
@@ -101,14 +101,14 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
   gpu::copy_rows(st, qf, q, n * nh, rope, kh, nope, hd, kl);
   // Each head's nope part gathered (rows [n n_head, nope]) and moved into the compressed space
   // by its wk_b: q[t, h, :kv_lora].
-  gpu::copy_rows(st, qf, rows, n * nh, nope, kh, 0, nope, 0);
-  per_head(g.wk_b, kl, rows, q, hd);
+  gpu::copy_rows(st, qf, gathered, n * nh, nope, kh, 0, nope, 0);
+  per_head(g.wk_b, kl, gathered, q, hd);
   // attn_ [n, n_head, kv_lora + rope]: each head's softmax-weighted sum of the K rows, whose
   // first kv_lora values are the compressed values.
   attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);
   // Each head's compressed values gathered (rows [n n_head, kv_lora]) and expanded by its wv_b.
-  gpu::copy_rows(st, at(attn_), rows, n * nh, kl, hd, 0, kl, 0);
-  per_head(g.wv_b, m.v_head, rows, v, m.v_head);
+  gpu::copy_rows(st, at(attn_), gathered, n * nh, kl, hd, 0, kl, 0);
+  per_head(g.wv_b, m.v_head, gathered, v, m.v_head);
   project(st, g.wo, v, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
 }
 

@@ -12,10 +12,10 @@
 // scores (a row's each) per thread, an online softmax a row across chunks (its max and sum by
 // subgroup operations: three barriers a chunk), each thread accumulating head_dim / 64 output
 // dims of every row (DIMS at most: head_dim up to 256, or 576 in the attention_wide_* variants,
-// latent attention's rows of kv_lora + rope, whose V rows are their K rows: v_base 0). With n_split > 1 (few rows over
-// many keys: a decode step at depth), split z takes keys [z split_len, (z + 1) split_len) and
-// writes its unnormalised state to part ([row, split, (m, l, acc[head_dim])]), which
-// attention_merge.comp combines into out.
+// latent attention's rows of kv_lora + rope, whose V rows are their K rows: v_base 0). With
+// n_split > 1 (few rows over many keys: a decode step at depth), split z takes keys
+// [z split_len, (z + 1) split_len) and writes its unnormalised state to part ([row, split, (m,
+// l, acc[head_dim])]), which attention_merge.comp combines into out.
 // With n_prefix > 0 (a P-Tuning v2 prefix: kernels::KvView::prefix_k), every row first sees
 // n_prefix keys of pkv (K rows from byte 0, V rows from pv_base, the cache's row layout and
 // type): key j < n_prefix is prefix row j, key j >= n_prefix the cache's position j - n_prefix.
