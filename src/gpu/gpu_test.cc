@@ -610,6 +610,46 @@ TEST(GpuOps, RopeEqualsReference) {
   }
 }
 
+// The rotary written elsewhere (RopeTo, GLM-4.7-Flash's query heads): each head's rotary part
+// (at a column inside its head of 12) rotated into rows of another layout, the rest of y and
+// all of x untouched; against the same rotary in place.
+TEST(GpuOps, RopeToAnotherBufferWritesOnlyTheRotatedDims) {
+  NEED_DEVICE();
+  const int n_tokens = 4, n_head = 3, head_dim = 12, nope = 4, n_rot = 8, half = n_rot / 2;
+  const int stride = n_head * head_dim, y_head = 10, y_col = 2, y_stride = n_head * y_head + 5;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * stride, 52);
+  const std::vector<float> y0 = random_floats(static_cast<size_t>(n_tokens) * y_stride, 53);
+  for (RopeKind kind : {RopeKind::kInterleaved, RopeKind::kNeox}) {
+    std::vector<float> cs(static_cast<size_t>(n_tokens) * half), sn(cs.size());
+    for (int t = 0; t < n_tokens; ++t) {
+      model::ops::rope_table(5 * t + 2, n_rot, 10000.0f, &cs[t * half], &sn[t * half]);
+    }
+    Buffer xb = device_floats(dev, x), yb = device_floats(dev, y0), cb = device_floats(dev, cs),
+           sb = device_floats(dev, sn);
+    Stream& s = dev->stream();
+    s.begin();
+    const RopeTo to{yb.address(), y_stride, y_col, y_head};
+    rope(s, xb.address(), cb.address(), sb.address(), n_tokens, stride, nope, n_head, head_dim,
+         n_rot, kind, &to);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+    std::vector<float> want = y0;
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int h = 0; h < n_head; ++h) {
+        float part[n_rot];
+        std::memcpy(part, &x[t * stride + h * head_dim + nope], sizeof(part));
+        if (kind == RopeKind::kInterleaved) {
+          model::ops::rope_interleaved(part, 1, n_rot, n_rot, &cs[t * half], &sn[t * half]);
+        } else {
+          model::ops::rope_neox(part, 1, n_rot, n_rot, &cs[t * half], &sn[t * half]);
+        }
+        std::memcpy(&want[t * y_stride + y_col + h * y_head], part, sizeof(part));
+      }
+    }
+    EXPECT_LT(max_rel_err(read_floats(dev, yb, y0.size()), want), 1e-6) << static_cast<int>(kind);
+    EXPECT_EQ(read_floats(dev, xb, x.size()), x) << "x changed";
+  }
+}
+
 TEST(GpuFailure, InjectedLossFailsEverySubmitAfterIt) {
   // A device of its own: a lost one stays lost.
   StatusOr<std::unique_ptr<Device>> d = Device::open(-1);

@@ -183,13 +183,16 @@ inline OutputError output_error(Device* dev, const Buffer& yb, int n_tokens, int
   return e;
 }
 
-// The device's attention output rows `out` ([n_tokens, n_head * head_dim] of shape s) against
-// kernels::attention_ref over `view` of the query rows n_past .. of src ([*, src_stride]: each
-// row's q heads first): the rows read back into *got, the largest |got - want| returned.
+// The device's attention output rows `out` ([n_tokens, n_head * v_dims] of shape s; v_dims 0:
+// head_dim) against the first v_dims dims of each head of kernels::attention_ref over `view` of
+// the query rows n_past .. of src ([*, src_stride]: each row's q heads first): the rows read
+// back into *got, the largest |got - want| returned.
 inline double attention_error(Device* dev, const Buffer& out, const std::vector<float>& src,
                               int src_stride, const kernels::KvView& view,
-                              const kernels::AttentionShape& s, std::vector<float>* got) {
+                              const kernels::AttentionShape& s, std::vector<float>* got,
+                              int v_dims = 0) {
   const size_t qd = static_cast<size_t>(s.n_head) * s.head_dim;
+  const size_t vd = v_dims > 0 ? static_cast<size_t>(v_dims) : s.head_dim;  // out's of a head
   std::vector<float> q(s.n_tokens * qd);
   for (int t = 0; t < s.n_tokens; ++t) {
     std::memcpy(q.data() + t * qd, src.data() + static_cast<size_t>(s.n_past + t) * src_stride,
@@ -197,10 +200,14 @@ inline double attention_error(Device* dev, const Buffer& out, const std::vector<
   }
   std::vector<float> want(q.size());
   kernels::attention_ref(q.data(), view, s, want.data());
-  *got = read_floats(dev, out, want.size());
+  const size_t rows = static_cast<size_t>(s.n_tokens) * s.n_head;  // (token, head)
+  *got = read_floats(dev, out, rows * vd);
   double max_err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    max_err = std::max(max_err, static_cast<double>(std::fabs((*got)[i] - want[i])));
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t d = 0; d < vd; ++d) {
+      const float g = (*got)[r * vd + d], w = want[r * s.head_dim + d];
+      max_err = std::max(max_err, static_cast<double>(std::fabs(g - w)));
+    }
   }
   return max_err;
 }

@@ -1,9 +1,11 @@
 // Latent attention's rows on the device (GLM-4.7-Flash: model/mla.cc): one KV head of
 // kv_lora + rope = 576 values, stored as K rows only (KvStoreArgs::store_v false), read back as
 // the V rows too (v_base 0), by attention.comp's wide variants (DIMS 9), against
-// kernels::attention_ref over the same cache with the K blocks as its V blocks.
+// kernels::attention_ref over the same cache with the K blocks as its V blocks; each head's
+// output its first kv_lora dims (AttentionArgs::v_dims: the model's) or all 576.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -23,19 +25,20 @@ class GpuLatentAttention : public ::testing::TestWithParam<DType> {};
 // 20 query heads over the one KV head (GLM-4.7-Flash's): a workgroup takes 4 heads x 2 tokens
 // (attention.comp's ROWS 8) or, one token alone, its 4 heads; a prefill, a step after one, and
 // decode steps at depth whose keys split across workgroups and merge (attention_merge.comp),
-// one with its rows' 8-bit blocks.
+// one with its rows' 8-bit blocks; outputs of 512 dims a head (the values) or of 576.
 TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
   NEED_DEVICE();
   const DType type = GetParam();
-  const int n_head = 20, hd = kAttentionMaxHeadDim, bt = 16;
+  const int n_head = 20, hd = kAttentionMaxHeadDim, bt = 16, kl = 512;
   const int qd = n_head * hd, w = qd + hd;  // a source row: q heads, then the K row
   const size_t rb = row_bytes(type, hd);
   struct Rows {
     int n_past, n_tokens;
     bool q8;
+    int v_dims;
   };
-  std::vector<Rows> cases = {Rows{0, 9, false}, Rows{37, 3, true}, Rows{1000, 1, false},
-                             Rows{700, 2, true}};
+  std::vector<Rows> cases = {Rows{0, 9, false, kl}, Rows{37, 3, true, hd}, Rows{1000, 1, false, hd},
+                             Rows{700, 2, true, kl}};
   // Under the validation layer (the validated.* and coop.* runs), a q8_0 cache's decode steps
   // at depth are left out: Debian 12's layer (vulkan-validationlayers 1.3.239) reports some of
   // their reads as "device address out of bounds", at addresses inside this cache's buffer,
@@ -45,8 +48,9 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
   if (type == DType::kQ8_0 && validation_requested()) cases.resize(2);
   for (const Rows rows : cases) {
     const int n_past = rows.n_past, n_tokens = rows.n_tokens, n_pos = n_past + n_tokens;
+    const int vd = rows.v_dims;
     SCOPED_TRACE(std::string(dtype_name(type)) + " n_past " + std::to_string(n_past) +
-                 " n_tokens " + std::to_string(n_tokens));
+                 " n_tokens " + std::to_string(n_tokens) + " v_dims " + std::to_string(vd));
     const int n_blocks = (n_pos + bt - 1) / bt;
     std::vector<int32_t> table(n_blocks);
     for (int b = 0; b < n_blocks; ++b) table[b] = n_blocks - 1 - b;  // reversed
@@ -71,7 +75,7 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
     StatusOr<Buffer> split =
         dev->alloc(attention_scratch_floats(hd) * sizeof(float), MemoryKind::kDevice);
     ASSERT_TRUE(split.ok());
-    StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, qd), MemoryKind::kDevice);
+    StatusOr<Buffer> out_q8 = dev->alloc(q8_bytes(n_tokens, n_head * vd), MemoryKind::kDevice);
     ASSERT_TRUE(out_q8.ok());
 
     Stream& s = dev->stream();
@@ -104,6 +108,7 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
     aa.n_head = n_head;
     aa.n_head_kv = 1;
     aa.head_dim = hd;
+    aa.v_dims = vd;
     aa.block_tokens = bt;
     aa.scale = 1.0f / std::sqrt(256.0f);  // GLM-4.7-Flash's: 1 / sqrt(key_length_mla)
     attention(s, type, aa);
@@ -142,12 +147,16 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
     shape.head_dim = hd;
     shape.scale = aa.scale;
     std::vector<float> got;
-    const double max_err = attention_error(dev, out_b, src, w, view, shape, &got);
+    const double max_err = attention_error(dev, out_b, src, w, view, shape, &got, vd);
     EXPECT_LT(max_err, type == DType::kQ8_0 ? 3e-2 : 2e-5);
+    // Nothing written past the rows of v_dims a head.
+    const std::vector<float> all = read_floats(dev, out_b, static_cast<size_t>(n_tokens) * qd);
+    EXPECT_TRUE(std::all_of(all.begin() + got.size(), all.end(), [](float x) { return x == 0; }))
+        << "written past the output rows";
     if (rows.q8) {
-      std::vector<uint32_t> words(q8_bytes(n_tokens, qd) / 4);
+      std::vector<uint32_t> words(q8_bytes(n_tokens, n_head * vd) / 4);
       ASSERT_TRUE(dev->download(*out_q8, 0, words.size() * 4, words.data()).ok());
-      EXPECT_EQ(words, device_q8_blocks(dev, got, n_tokens, qd));
+      EXPECT_EQ(words, device_q8_blocks(dev, got, n_tokens, n_head * vd));
     }
   }
 }

@@ -97,13 +97,16 @@ void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, 
 }
 
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
-          int head_dim, int n_rot, RopeKind kind) {
+          int head_dim, int n_rot, RopeKind kind, const RopeTo* to) {
   const uint32_t n_parts = kind == RopeKind::kNeox2D ? 2 : 1;
   const uint32_t neox = kind == RopeKind::kInterleaved ? 0 : 1;
   GLM_CHECK(n_rot % 2 == 0 && n_rot * static_cast<int>(n_parts) <= head_dim);
+  const RopeTo out = to != nullptr ? *to : RopeTo{x, row_stride, col0, head_dim};
   struct {
     Addr x, cs, sn;
     uint32_t n_tokens, row_stride, col0, n_head, head_dim, n_rot, n_parts, neox;
+    Addr y;
+    uint32_t y_stride, y_col, y_head;
   } p{x,
       cs,
       sn,
@@ -114,7 +117,11 @@ void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int
       static_cast<uint32_t>(head_dim),
       static_cast<uint32_t>(n_rot),
       n_parts,
-      neox};
+      neox,
+      out.y,
+      static_cast<uint32_t>(out.stride),
+      static_cast<uint32_t>(out.col),
+      static_cast<uint32_t>(out.head_stride)};
   dispatch_1d(s, Shader::kRope, &p, sizeof(p), int64_t{n_tokens} * n_head * n_parts * (n_rot / 2));
 }
 
@@ -180,13 +187,14 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
   GLM_CHECK(kv_shaders(type, &sh));
   GLM_CHECK(type != DType::kQ8_0 || a.row_elems <= kMaxQ8RowElems);
   const bool rotary = a.n_rot > 0;
-  GLM_CHECK(!rotary || (a.rope != RopeKind::kNeox2D && a.n_rot % 2 == 0 && a.n_rot <= a.head_dim &&
-                        a.row_elems % a.head_dim == 0 && a.store_v));
+  GLM_CHECK(!rotary || (a.rope != RopeKind::kNeox2D && a.n_rot % 2 == 0 && a.rot_col >= 0 &&
+                        a.rot_col + a.n_rot <= a.head_dim && a.row_elems % a.head_dim == 0 &&
+                        (a.store_v || a.n_q_heads == 0)));
   struct {
     Addr src, kv, slots;
     uint32_t src_stride, k_col, v_col, v_base, row_elems, row_bytes;
     Addr cs, sn;  // at offset 48, as the shader's 8-byte aligned references
-    uint32_t n_q_heads, head_dim, n_rot, neox;
+    uint32_t n_q_heads, head_dim, n_rot, neox, rot_col;
   } p{a.src,
       a.kv,
       a.slots,
@@ -201,11 +209,12 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a) {
       static_cast<uint32_t>(a.n_q_heads),
       static_cast<uint32_t>(rotary ? a.head_dim : 1),
       static_cast<uint32_t>(a.n_rot),
-      a.rope == RopeKind::kNeox ? 1u : 0u};
+      a.rope == RopeKind::kNeox ? 1u : 0u,
+      static_cast<uint32_t>(rotary ? a.rot_col : 0)};
   GLM_CHECK(static_cast<uint32_t>(a.n_tokens) <= kMaxGroups);
   // Workgroups (t, 0): K, (t, 1): V, (t, 2): the query heads' rotary.
   s.dispatch(sh.store, &p, sizeof(p), static_cast<uint32_t>(a.n_tokens),
-             rotary ? 3 : (a.store_v ? 2 : 1));
+             rotary && a.n_q_heads > 0 ? 3 : (a.store_v ? 2 : 1));
 }
 
 void attention(Stream& s, DType type, const AttentionArgs& a) {
@@ -223,14 +232,14 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
   int tokens = kAttentionRows / heads;
   const bool rows = heads * std::min(tokens, a.n_tokens) >= 2;
   if (!rows) heads = tokens = 1;
-  GLM_CHECK(a.out_q8 == 0 || a.head_dim % 32 == 0);
+  const int v_dims = a.v_dims > 0 ? a.v_dims : a.head_dim;
+  GLM_CHECK(v_dims <= a.head_dim && (a.out_q8 == 0 || v_dims % 32 == 0));
   struct {
     Addr q, out, kv, blocks, part, pkv, out_q8;
     uint32_t q_stride, out_row0, v_base, row_bytes, n_past, n_head, n_head_kv, head_dim,
         block_tokens;
     float scale;
-    uint32_t bidir_prefix, n_split, split_len, n_prefix, pv_base, heads_per_group, tokens_per_group,
-        n_tokens;
+    uint32_t bidir_prefix, n_split, split_len, n_prefix, pv_base, group_shape, v_dims, n_tokens;
   } p{a.q,
       a.out,
       a.kv,
@@ -253,8 +262,8 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
       0,
       static_cast<uint32_t>(a.n_prefix),
       a.prefix_v_base,
-      static_cast<uint32_t>(heads),
-      static_cast<uint32_t>(tokens),
+      static_cast<uint32_t>(heads) | static_cast<uint32_t>(tokens) << 16,
+      static_cast<uint32_t>(v_dims),
       static_cast<uint32_t>(a.n_tokens)};
   static_assert(sizeof(p) == 128);
   const int64_t gx = a.n_head / heads, gy = (a.n_tokens + tokens - 1) / tokens;
@@ -280,14 +289,15 @@ void attention(Stream& s, DType type, const AttentionArgs& a) {
   if (p.n_split > 1) {
     struct {
       Addr part, out, out_q8;
-      uint32_t n_head, head_dim, n_split, out_row0;
+      uint32_t n_head, head_dim, n_split, out_row0, v_dims;
     } m{a.scratch,
         a.out,
         a.out_q8,
         static_cast<uint32_t>(a.n_head),
         static_cast<uint32_t>(a.head_dim),
         p.n_split,
-        static_cast<uint32_t>(a.out_row0)};
+        static_cast<uint32_t>(a.out_row0),
+        static_cast<uint32_t>(v_dims)};
     s.dispatch(Shader::kAttentionMerge, &m, sizeof(m), static_cast<uint32_t>(a.n_head),
                static_cast<uint32_t>(a.n_tokens));
   }

@@ -58,9 +58,18 @@ void layer_norm(Stream& s, Addr x, Addr w, Addr b, Addr out, int n_rows, int n, 
 // position; cs, sn: [n_tokens, 2 (position, block position), n_rot / 2]. kNeox: rotate-half
 // pairs (x[i], x[i + n_rot/2]) of the first n_rot dims of each head (model::ops::rope_neox:
 // GLM-4.5); cs, sn as kInterleaved's.
+// With `to`, x is left as it is and only the rotated dims are written, head h of token t's
+// (each part's first n_rot) into to->y[t * to->stride + to->col + h * to->head_stride ...], at
+// the offsets they have in x's head (GLM-4.7-Flash's query heads: each head's rotary part rotated
+// into its absorbed row, rope and copy in one dispatch). y must not overlap x's heads.
 enum class RopeKind { kInterleaved, kNeox2D, kNeox };
+struct RopeTo {
+  Addr y = 0;
+  int stride = 0, col = 0, head_stride = 0;
+};
 void rope(Stream& s, Addr x, Addr cs, Addr sn, int n_tokens, int row_stride, int col0, int n_head,
-          int head_dim, int n_rot, RopeKind kind = RopeKind::kInterleaved);
+          int head_dim, int n_rot, RopeKind kind = RopeKind::kInterleaved,
+          const RopeTo* to = nullptr);
 
 // out[t, i] = silu(in[t * in_stride + gate_col + i]) * in[t * in_stride + up_col + i]
 // (model::ops::swiglu); out: [n_tokens, n]; q8: 0, or out's rows also as quantize_q8 writes
@@ -93,7 +102,8 @@ inline constexpr int kMaxQ8RowElems = 4096;
 // With n_rot > 0, also rope()'s rotary (kInterleaved or kNeox; cs, sn: [n_tokens, n_rot / 2])
 // in the same dispatch: the K row's heads of head_dim are stored rotated (src's K columns stay
 // as they were) and the n_q_heads query heads at column 0 of src are rotated in place, as
-// rope() over them and then kv_store() would.
+// rope() over them and then kv_store() would; each head over its dims rot_col .. rot_col +
+// n_rot - 1 (rope() with col0 rot_col). Query heads only with store_v.
 struct KvStoreArgs {
   Addr src = 0, kv = 0, slots = 0;
   int n_tokens = 0, src_stride = 0, k_col = 0, v_col = 0;
@@ -102,6 +112,7 @@ struct KvStoreArgs {
   uint32_t row_bytes = 0;
   Addr cs = 0, sn = 0;  // the rotary's tables, where n_rot > 0
   int n_q_heads = 0, head_dim = 0, n_rot = 0;
+  int rot_col = 0;  // a head's first rotated dim (GLM-4.7-Flash's K row: kv_lora)
   RopeKind rope = RopeKind::kInterleaved;
   bool store_v = true;
 };
@@ -109,8 +120,9 @@ void kv_store(Stream& s, DType type, const KvStoreArgs& a);
 
 // Causal grouped-query attention of one sequence's n_tokens new query rows over its cache
 // (kernels::attention): q head h of token t at q[t * q_stride + h * head_dim]; out rows
-// out_row0 + t of [*, n_head * head_dim]; blocks: the sequence's block table (int32);
-// head_dim <= kAttentionMaxHeadDim.
+// out_row0 + t of [*, n_head * v_dims], each head's first v_dims value dims (v_dims 0: head_dim;
+// fewer: latent attention's K rows, whose last dims are the rotary's and no values); blocks:
+// the sequence's block table (int32); head_dim <= kAttentionMaxHeadDim.
 // bidir_prefix as kernels::AttentionShape's (0 = causal): the block table must then cover
 // max(n_past + n_tokens, bidir_prefix) positions.
 // With a scratch buffer (attention_scratch_floats(head_dim) f32 at `scratch`), few rows over many
@@ -135,8 +147,8 @@ inline constexpr size_t attention_scratch_floats(int head_dim) {
   return size_t{kAttentionRows * kAttentionSplitGroups + kAttentionSplitRows} *
          static_cast<size_t>(head_dim + 2);
 }
-// out_q8: 0, or out's rows also as quantize_q8 writes them (head_dim a multiple of 32), for
-// the next matmul's x_q8: [*, n_head * head_dim / 32] blocks from out_row0.
+// out_q8: 0, or out's rows also as quantize_q8 writes them (v_dims a multiple of 32), for
+// the next matmul's x_q8: [*, n_head * v_dims / 32] blocks from out_row0.
 // The K rows start at kv, the V rows at kv + v_base (as kv_store writes them).
 struct AttentionArgs {
   Addr q = 0, out = 0, kv = 0, blocks = 0;
@@ -145,6 +157,7 @@ struct AttentionArgs {
   int n_tokens = 0, q_stride = 0, out_row0 = 0;
   uint32_t v_base = 0, row_bytes = 0;
   int n_past = 0, n_head = 0, n_head_kv = 0, head_dim = 0, block_tokens = 0;
+  int v_dims = 0;
   float scale = 0;
   int bidir_prefix = 0;
   // A P-Tuning v2 prefix (kernels::KvView::prefix_k): n_prefix keys every row sees first, rows

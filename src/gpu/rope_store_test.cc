@@ -2,6 +2,7 @@
 // rotary (model::ops::rope_interleaved, rope_neox) followed by kernels::kv_store_row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -109,6 +110,72 @@ TEST(GpuKvStore, WithTheRotaryEqualsTheRotaryThenTheStore) {
         EXPECT_LT(max_rel_err(got_kv, want_kv), tol);
       }
     }
+  }
+}
+
+// GLM-4.7-Flash's K rows (KvStoreArgs::rot_col): one head of kv_lora + rope values, K rows only,
+// its last 64 values rotated at column kv_lora, nothing in the source nor past the K rows
+// changed; against rope_interleaved on that part, then kernels::kv_store_row.
+TEST(GpuKvStore, LatentKRowsRotateTheirRotaryPartInTheStore) {
+  NEED_DEVICE();
+  const int n_tokens = 6, kl = 512, n_rot = 64, hd = kl + n_rot, n_slots = 8, stride = hd + 16;
+  const int half = n_rot / 2, k_col = 16;
+  const std::vector<float> src = random_floats(static_cast<size_t>(n_tokens) * stride, 62);
+  std::vector<int32_t> slots(n_tokens);
+  for (int t = 0; t < n_tokens; ++t) slots[t] = (5 * t + 3) % n_slots;
+  std::vector<float> cs(static_cast<size_t>(n_tokens) * half), sn(cs.size());
+  for (int t = 0; t < n_tokens; ++t) {
+    model::ops::rope_table(7 * t + 1, n_rot, 10000.0f, &cs[t * half], &sn[t * half]);
+  }
+  Buffer slots_b = device_ints(dev, slots), cs_b = device_floats(dev, cs),
+         sn_b = device_floats(dev, sn);
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    const size_t rb = row_bytes(type, hd);
+    Buffer src_b = device_floats(dev, src);
+    // K rows, then as many bytes where a V store would go: they must stay as they were.
+    const std::vector<uint8_t> before(2 * n_slots * rb, 0x5A);
+    StatusOr<Buffer> kv = dev->alloc(before.size(), MemoryKind::kDevice);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(dev->upload(before.data(), before.size(), *kv, 0).ok());
+    KvStoreArgs a;
+    a.src = src_b.address();
+    a.kv = kv->address();
+    a.slots = slots_b.address();
+    a.n_tokens = n_tokens;
+    a.src_stride = stride;
+    a.k_col = k_col;
+    a.v_base = static_cast<uint32_t>(n_slots * rb);
+    a.row_elems = hd;
+    a.row_bytes = static_cast<uint32_t>(rb);
+    a.store_v = false;
+    a.cs = cs_b.address();
+    a.sn = sn_b.address();
+    a.head_dim = hd;
+    a.n_rot = n_rot;
+    a.rot_col = kl;
+    Stream& s = dev->stream();
+    s.begin();
+    kv_store(s, type, a);
+    ASSERT_TRUE(s.submit_and_wait().ok());
+
+    std::vector<uint8_t> got(before.size());
+    ASSERT_TRUE(dev->download(*kv, 0, got.size(), got.data()).ok());
+    std::vector<float> want_rows(static_cast<size_t>(n_tokens) * hd), got_rows(want_rows.size());
+    std::vector<uint8_t> bytes(rb);
+    for (int t = 0; t < n_tokens; ++t) {
+      std::vector<float> row(src.begin() + t * stride + k_col,
+                             src.begin() + t * stride + k_col + hd);
+      model::ops::rope_interleaved(row.data() + kl, 1, n_rot, n_rot, &cs[t * half], &sn[t * half]);
+      kernels::kv_store_row(row.data(), type, bytes.data(), hd);
+      kernels::dequantize_row_ref(type, bytes.data(), want_rows.data() + t * hd, hd);
+      kernels::dequantize_row_ref(type, got.data() + slots[t] * rb, got_rows.data() + t * hd, hd);
+    }
+    const double tol = type == DType::kF32 ? 1e-6 : type == DType::kF16 ? 1e-3 : 0.04;
+    EXPECT_LT(max_rel_err(got_rows, want_rows), tol);
+    EXPECT_TRUE(std::equal(got.begin() + n_slots * rb, got.end(), before.begin() + n_slots * rb))
+        << "a V row was stored";
+    EXPECT_EQ(read_floats(dev, src_b, src.size()), src) << "the source changed";
   }
 }
 

@@ -444,9 +444,10 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
   if (rope != nullptr) {  // the q heads (column 0) and the k heads, by the step's tables
     ka.cs = at(in_dev_, step.cos);
     ka.sn = at(in_dev_, step.sin);
-    ka.n_q_heads = c.n_head;
+    ka.n_q_heads = mla ? 0 : c.n_head;
     ka.head_dim = c.head_dim;
     ka.n_rot = rope->n_rot;
+    ka.rot_col = rope->col;
     ka.rope = rope->kind;
   }
   gpu::kv_store(st, cache.type, ka);
@@ -466,6 +467,7 @@ void GpuModel::attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const
     aa.n_head = c.n_head;
     aa.n_head_kv = c.n_head_kv;
     aa.head_dim = c.head_dim;
+    aa.v_dims = mla ? c.mla.kv_lora : c.head_dim;
     aa.block_tokens = cache.block_tokens;
     aa.scale = c.attn_scale();
     aa.bidir_prefix = bidir_prefix != nullptr ? bidir_prefix[s] : 0;

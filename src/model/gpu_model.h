@@ -167,11 +167,14 @@ class GpuModel : public Model {
   // A sequence with a P-Tuning v2 prefix (SeqInput::adapter) attends GPU layer l's prefix
   // keys first (uploaded by begin_step); prefix_layer -1: none (the MTP block).
   // With `rope`, qkv_'s q and k heads are not rotated yet: the store rotates them with the
-  // step's tables (gpu::KvStoreArgs::n_rot), one dispatch for both. With out_q8 (attn_input's),
-  // attn_'s rows are also written as 8-bit blocks there.
+  // step's tables (gpu::KvStoreArgs::n_rot), one dispatch for both; latent attention's K rows
+  // only (its queries come rotated), over their dims col .. col + n_rot - 1. Latent attention's
+  // attn_ rows are [T, n_head kv_lora] (each head's values: gpu::AttentionArgs::v_dims). With
+  // out_q8 (attn_input's), attn_'s rows are also written as 8-bit blocks there.
   struct Rope {
     gpu::RopeKind kind;
     int n_rot;
+    int col = 0;
   };
   void attend(gpu::Stream& st, const std::vector<SeqInput>& batch, const Step& step, int l,
               const int* bidir_prefix, gpu::Addr out_q8 = 0) {

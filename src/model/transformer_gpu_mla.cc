@@ -16,11 +16,11 @@ namespace {
 constexpr size_t kF = sizeof(float);
 
 // mla_'s parts for n tokens, as byte offsets, each on 16 bytes (the matmuls read their rows 16
-// bytes at a time): the query's compressed rows qa [n, q_lora] and their norm qn [n, q_lora],
-// its heads qf [n, n_head, k_head] (nope, then rope), a part of each (token, head) row
-// gathered contiguous, rows [n n_head, max(nope, kv_lora)], the heads' expanded values
-// v [n, n_head v_head] (wo's input), and the slots grouped by head (gpu::ExpertGroups: counts
-// [n_head], lists [n_head, n]).
+// bytes at a time): the query's compressed rows qa [n, q_lora] and their norm qn [n, q_lora]
+// (unused where wq_b's matmul norms qa as it reads it), its heads qf [n, n_head, k_head] (nope,
+// then rope), each (token, head)'s nope part gathered contiguous, rows [n n_head, nope], the
+// heads' expanded values v [n, n_head v_head] (wo's input), and the slots grouped by head
+// (gpu::ExpertGroups: counts [n_head], lists [n_head, n]).
 struct MlaScratch {
   size_t qa = 0, qn = 0, qf = 0, rows = 0, v = 0, counts = 0, lists = 0;
 
@@ -36,7 +36,7 @@ struct MlaScratch {
     qa = part(t * m.q_lora);
     qn = part(t * m.q_lora);
     qf = part(t * h * m.k_head);
-    rows = part(t * h * std::max(c.mla_nope(), m.kv_lora));
+    rows = part(t * h * c.mla_nope());
     v = part(t * h * m.v_head);
     counts = part(h);
     lists = part(t * h);
@@ -45,8 +45,7 @@ struct MlaScratch {
   // rounding.
   static int floats_per_token(const Config& c) {
     const MlaConfig& m = c.mla;
-    return 2 * m.q_lora + c.n_head * (m.k_head + std::max(c.mla_nope(), m.kv_lora) + m.v_head + 2) +
-           7 * 4;
+    return 2 * m.q_lora + c.n_head * (m.k_head + c.mla_nope() + m.v_head + 2) + 7 * 4;
   }
 };
 
@@ -87,28 +86,32 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
       gpu::matmul_experts(st, w, rows, heads, x, 1, y, n * nh, y_stride, 0);
     }
   };
-  // The query: qa normed into qn, then its heads qf.
+  // The query: qa, then its heads qf from qa's norm (by wq_b's matmul as it reads qa where it
+  // takes a fused input: a few tokens; else a dispatch into qn).
   gpu::matmul(st, g.wq_a, in, qa, n);
-  gpu::rms_norm(st, qa, at(g.q_a_norm), qn, n, m.q_lora, c.norm_eps);
-  gpu::matmul(st, g.wq_b, qn, qf, n);
-  // The K rows: the compressed row normed, the key's rotary part rotated.
+  gpu::MatmulInput qa_normed = gpu::MatmulInput::rms_normed(qa, at(g.q_a_norm), c.norm_eps);
+  if (!gpu::fuses_input(n)) {
+    gpu::rms_norm(st, qa, at(g.q_a_norm), qn, n, m.q_lora, c.norm_eps);
+    qa_normed = qn;
+  }
+  gpu::matmul(st, g.wq_b, qa_normed, qf, n);
+  // The K rows: the compressed row normed (its rotary part is rotated by the cache's store).
   gpu::matmul(st, g.wkv_a, in, k, n);
   gpu::head_norm(st, k, at(g.kv_a_norm), n, hd, /*n_head=*/1, /*n_q=*/1, kl, c.norm_eps);
-  gpu::rope(st, k, cs, sn, n, hd, kl, /*n_head=*/1, rope, rope);
-  // Each query head's rotary part (its values after nope) rotated and put after its absorbed
+  // Each query head's rotary part (its values after nope) rotated into q after its absorbed
   // part.
-  gpu::rope(st, qf, cs, sn, n, nh * kh, nope, nh, kh, rope);
-  gpu::copy_rows(st, qf, q, n * nh, rope, kh, nope, hd, kl);
+  const gpu::RopeTo q_rope{q, nh * hd, kl, hd};
+  gpu::rope(st, qf, cs, sn, n, nh * kh, nope, nh, kh, rope, gpu::RopeKind::kInterleaved, &q_rope);
   // Each head's nope part gathered (rows [n n_head, nope]) and moved into the compressed space
   // by its wk_b: q[t, h, :kv_lora].
   gpu::copy_rows(st, qf, gathered, n * nh, nope, kh, 0, nope, 0);
   per_head(g.wk_b, kl, gathered, q, hd);
-  // attn_ [n, n_head, kv_lora + rope]: each head's softmax-weighted sum of the K rows, whose
-  // first kv_lora values are the compressed values.
-  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l);
-  // Each head's compressed values gathered (rows [n n_head, kv_lora]) and expanded by its wv_b.
-  gpu::copy_rows(st, at(attn_), gathered, n * nh, kl, hd, 0, kl, 0);
-  per_head(g.wv_b, m.v_head, gathered, v, m.v_head);
+  // The K rows stored with their rotary part rotated (at column kv_lora); attn_ [n n_head,
+  // kv_lora]: each head's softmax-weighted sum of the K rows' first kv_lora values, the
+  // compressed values, each expanded by its head's wv_b.
+  const Rope k_rope{gpu::RopeKind::kInterleaved, rope, kl};
+  attend(st, batch, step, cache, /*bidir_prefix=*/nullptr, l, &k_rope);
+  per_head(g.wv_b, m.v_head, at(attn_), v, m.v_head);
   project(st, g.wo, v, gpu::Buffer(), g.attn_post_norm, x, n, l, &GpuLoraLayer::wo);
 }
 

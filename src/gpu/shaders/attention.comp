@@ -4,24 +4,25 @@
 // optionally with a bidirectional prefix (kernels::AttentionShape::bidir_prefix: the row at
 // position p sees [0, max(p + 1, bidir_prefix)); ChatGLM-6B's prompt; 0 = causal).
 //   q: [n_tokens, q_stride] f32, head h of token t at t * q_stride + h * head_dim;
-//   out: [n_tokens, n_head * head_dim] f32 (rows from out_row0);
+//   out: [n_tokens, n_head * v_dims] f32 (rows from out_row0): each head's first v_dims value
+//   dims (head_dim, or latent attention's kv_lora: its rotary dims are not values);
 //   kv: one layer's cache (K rows from its start, V rows from v_base, row_bytes apart);
 //   blocks: [n_blocks] the sequence's block table, block_tokens positions a block.
 // One workgroup per (ROWS query rows of one KV head, split): workgroup (x, y) takes heads
-// x * heads_per_group .. and tokens y * tokens_per_group ..; keys in chunks of 64, one key's
-// scores (a row's each) per thread, an online softmax a row across chunks (its max and sum by
-// subgroup operations: three barriers a chunk), each thread accumulating head_dim / 64 output
-// dims of every row (DIMS at most: head_dim up to 256, or 576 in the attention_wide_* variants,
-// latent attention's rows of kv_lora + rope, whose V rows are their K rows: v_base 0). With
-// n_split > 1 (few rows over many keys: a decode step at depth), split z takes keys
+// x * heads_per_group .. and tokens y * tokens_per_group .. (group_shape's); keys in chunks of
+// 64, one key's scores (a row's each) per thread, an online softmax a row across chunks (its max
+// and sum by subgroup operations: three barriers a chunk), each thread accumulating v_dims / 64
+// output dims of every row (DIMS at most: head_dim up to 256, or 576 in the attention_wide_*
+// variants, latent attention's rows of kv_lora + rope, whose V rows are their K rows: v_base 0).
+// With n_split > 1 (few rows over many keys: a decode step at depth), split z takes keys
 // [z split_len, (z + 1) split_len) and writes its unnormalised state to part ([row, split, (m,
 // l, acc[head_dim])]), which attention_merge.comp combines into out.
 // With n_prefix > 0 (a P-Tuning v2 prefix: kernels::KvView::prefix_k), every row first sees
 // n_prefix keys of pkv (K rows from byte 0, V rows from pv_base, the cache's row layout and
 // type): key j < n_prefix is prefix row j, key j >= n_prefix the cache's position j - n_prefix.
 // Where out_q8 is not 0, the output rows are also written as the integer-dot matmuls' 8-bit
-// blocks (q8.glsl; head_dim a multiple of 32, so a head's dims are whole blocks): [*, n_head *
-// head_dim / 32] from out_row0, by attention_merge.comp where the keys split.
+// blocks (q8.glsl; v_dims a multiple of 32, so a head's dims are whole blocks): [*, n_head *
+// v_dims / 32] from out_row0, by attention_merge.comp where the keys split.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -52,8 +53,8 @@ layout(push_constant) uniform Push {
   uint split_len;  // keys a split (a multiple of 64)
   uint n_prefix;
   uint pv_base;
-  uint heads_per_group;  // ROWS = heads_per_group x tokens_per_group (ROWS 1: both 1)
-  uint tokens_per_group;
+  uint group_shape;  // heads_per_group | tokens_per_group << 16; their product ROWS (or both 1)
+  uint v_dims;
   uint n_tokens;
 } p;
 
@@ -79,20 +80,22 @@ shared uint vrow[64];  // the byte offset of each key's V row in this chunk
 // The workgroup's row r: head h0 + r % heads_per_group, token t0 + r / heads_per_group (h0, t0:
 // the workgroup's first); past the tokens (or the group) it is not computed (row_on). Functions,
 // not arrays: a row found at run time (the 8-bit blocks below) would index an array in memory.
-uint row_h(uint r) { return gl_WorkGroupID.x * p.heads_per_group + r % p.heads_per_group; }
-uint row_t(uint r) { return gl_WorkGroupID.y * p.tokens_per_group + r / p.heads_per_group; }
+uint heads_per_group() { return p.group_shape & 0xFFFFu; }
+uint tokens_per_group() { return p.group_shape >> 16; }
+uint row_h(uint r) { return gl_WorkGroupID.x * heads_per_group() + r % heads_per_group(); }
+uint row_t(uint r) { return gl_WorkGroupID.y * tokens_per_group() + r / heads_per_group(); }
 bool row_on(uint r) {
-  return r < p.heads_per_group * p.tokens_per_group && row_t(r) < p.n_tokens;
+  return r < heads_per_group() * tokens_per_group() && row_t(r) < p.n_tokens;
 }
 
 // Dim d (of the KV head at e0) of the chunk's V rows weighted by each row's softmax weights
 // (s[r][jj], keys jj < n_chunk; the first n_pre are the prefix's rows), added to acc_d[r] once
-// it is scaled by corr[r]; nothing where d is past the head. Each V value is read once for every
-// row. main calls it once a dim a thread holds: a loop over them around the key loops would stay
-// rolled (only loops without loops inside unroll), and acc with it in memory.
+// it is scaled by corr[r]; nothing where d is past the values (v_dims). Each V value is read
+// once for every row. main calls it once a dim a thread holds: a loop over them around the key
+// loops would stay rolled (only loops without loops inside unroll), and acc with it in memory.
 void add_chunk_v(uint d, uint e0, uint n_pre, uint n_chunk, float corr[ROWS],
                  inout float acc_d[ROWS]) {
-  if (d < p.head_dim) {
+  if (d < p.v_dims) {
     float a0[ROWS], a1[ROWS];
     UNROLLED for (uint r = 0u; r < ROWS; ++r) a0[r] = a1[r] = 0.0;
     uint jj = 0u;
@@ -235,13 +238,13 @@ void main() {
       }
       UNROLLED for (uint k = 0u; k < DIMS; ++k) {
         uint d = tid + 64u * k;
-        if (d < hd) p.part.v[po + 2u + d] = acc[k][r];
+        if (d < p.v_dims) p.part.v[po + 2u + d] = acc[k][r];
       }
     } else if (row_on(r)) {
-      uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
+      uint oo = (p.out_row0 + t) * (p.n_head * p.v_dims) + h * p.v_dims;
       UNROLLED for (uint k = 0u; k < DIMS; ++k) {
         uint d = tid + 64u * k;
-        if (d < hd) p.out_.v[oo + d] = acc[k][r] / l[r];
+        if (d < p.v_dims) p.out_.v[oo + d] = acc[k][r] / l[r];
       }
     }
   }
@@ -252,11 +255,11 @@ void main() {
   UNROLLED for (uint r = 0u; r < ROWS; ++r) {
     UNROLLED for (uint k = 0u; k < DIMS; ++k) {
       uint d = tid + 64u * k;
-      if (row_on(r) && d < hd) qs[r][d] = acc[k][r] / l[r];
+      if (row_on(r) && d < p.v_dims) qs[r][d] = acc[k][r] / l[r];
     }
   }
   barrier();
-  uint nb = hd / 32u;
+  uint nb = p.v_dims / 32u;
   for (uint j = tid; j < ROWS * nb; j += 64u) {
     uint r = j / nb, b = j % nb;
     if (row_on(r)) {

@@ -4,7 +4,7 @@
 //   out[t, h] = sum_k acc_k e^(m_k - M) / sum_k l_k e^(m_k - M)
 // (a split that saw no key has m = -inf and weighs 0; every row sees at least one key).
 //   part: [n_tokens * n_head, n_split, head_dim + 2]; out: rows from out_row0 of
-//   [*, n_head * head_dim].
+//   [*, n_head * v_dims] (each head's first v_dims dims: attention.comp's).
 // One workgroup per (head, token), a thread per output dim. Where out_q8 is not 0, the rows
 // are also written as 8-bit blocks (attention.comp's out_q8).
 #include "common.glsl"
@@ -18,6 +18,7 @@ layout(push_constant) uniform Push {
   uint head_dim;
   uint n_split;
   uint out_row0;
+  uint v_dims;
 } p;
 
 shared float row_[576];  // the head's output (head_dim <= 576), for its 8-bit blocks
@@ -33,8 +34,8 @@ void main() {
     float mk = p.part.v[base + k * (hd + 2u)];
     if (mk > -1.0 / 0.0) l += p.part.v[base + k * (hd + 2u) + 1u] * exp(mk - mx);
   }
-  uint oo = (p.out_row0 + t) * (p.n_head * hd) + h * hd;
-  for (uint d = tid; d < hd; d += 64u) {
+  uint vd = p.v_dims, oo = (p.out_row0 + t) * (p.n_head * vd) + h * vd;
+  for (uint d = tid; d < vd; d += 64u) {
     float a = 0.0;
     for (uint k = 0u; k < p.n_split; ++k) {
       uint ko = base + k * (hd + 2u);
@@ -46,7 +47,7 @@ void main() {
   }
   if (all(equal(uvec2(p.out_q8), uvec2(0u)))) return;  // the same in every thread
   barrier();
-  uint nb = hd / 32u;
+  uint nb = vd / 32u;
   if (tid < nb) {
     float v[32];
     UNROLLED for (uint e = 0u; e < 32u; ++e) v[e] = row_[32u * tid + e];

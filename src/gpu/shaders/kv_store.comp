@@ -4,10 +4,11 @@
 //   kv: one layer's cache, the K rows from its start, the V rows from v_base, row_bytes apart;
 //   slots: [n_tokens] the slot of each token (block * block_tokens + position % block_tokens).
 // Workgroup (t, 0) stores token t's K row, (t, 1) its V row.
-// With the rotary (n_rot != 0; rope.comp's, one table row a token: cs, sn [n_tokens, n_rot / 2]),
-// the K row's heads are stored rotated (src keeps them as they were) and workgroup (t, 2)
-// rotates token t's n_q_heads query heads (src's first columns) in place: a layer's rotary and K/V store in
-// one dispatch.
+// With the rotary (n_rot != 0; rope.comp's, one table row a token: cs, sn [n_tokens, n_rot / 2],
+// over dims rot_col .. rot_col + n_rot - 1 of each head: 0 but for GLM-4.7-Flash's K row, whose
+// rotary part follows its kv_lora compressed values), the K row's heads are stored rotated (src
+// keeps them as they were) and workgroup (t, 2) rotates token t's n_q_heads query heads (src's
+// first columns) in place: a layer's rotary and K/V store in one dispatch.
 #include "common.glsl"
 #include "kv.glsl"
 layout(local_size_x = 64) in;
@@ -27,9 +28,11 @@ layout(push_constant) uniform Push {
   uint head_dim;
   uint n_rot;
   uint neox;  // 0: interleaved pairs (2i, 2i + 1); 1: rotate-half pairs (i, i + n_rot / 2)
+  uint rot_col;
 } p;
 
-// The pair of dim d (< n_rot) of the head at src[h]: its two elements' offsets, its table entry.
+// The pair of dim d (< n_rot) of the rotary part at src[h]: its two elements' offsets, its table
+// entry.
 void rope_pair(uint h, uint d, out uint o0, out uint o1, out uint k) {
   uint half_rot = p.n_rot / 2u;
   k = p.neox != 0u ? d % half_rot : d / 2u;
@@ -40,9 +43,9 @@ void rope_pair(uint h, uint d, out uint o0, out uint o1, out uint k) {
 // Element i of the row at src[so] (token t), rotated where `rotate` (a K row with the rotary).
 float src_elem(uint so, uint i, uint t, bool rotate) {
   uint d = i % p.head_dim;
-  if (!rotate || d >= p.n_rot) return p.src.v[so + i];
+  if (!rotate || d < p.rot_col || d >= p.rot_col + p.n_rot) return p.src.v[so + i];
   uint o0, o1, k;
-  rope_pair(so + i - d, d, o0, o1, k);
+  rope_pair(so + i - d + p.rot_col, d - p.rot_col, o0, o1, k);
   uint ti = t * (p.n_rot / 2u) + k;
   float c = p.cs.v[ti], s = p.sn.v[ti];
   float a = p.src.v[o0], b = p.src.v[o1];
@@ -61,7 +64,7 @@ void main() {
     for (uint j = tid; j < p.n_q_heads * half_rot; j += 64u) {
       uint o0, o1, k;
       uint d = p.neox != 0u ? j % half_rot : 2u * (j % half_rot);  // the pair's first dim
-      rope_pair(t * p.src_stride + (j / half_rot) * p.head_dim, d, o0, o1, k);
+      rope_pair(t * p.src_stride + (j / half_rot) * p.head_dim + p.rot_col, d, o0, o1, k);
       uint ti = t * half_rot + k;
       float c = p.cs.v[ti], s = p.sn.v[ti];
       float a = p.src.v[o0], b = p.src.v[o1];
