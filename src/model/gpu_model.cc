@@ -179,6 +179,27 @@ StatusOr<bool> GpuModel::Uploader::stacked(const std::vector<const kernels::Weig
   return true;
 }
 
+Status GpuModel::Uploader::rows(const kernels::WeightView& v,
+                                const std::vector<std::pair<int64_t, int64_t>>& runs,
+                                gpu::Matrix* out, const std::string& what) {
+  const size_t rb = row_bytes(v.type, v.n_cols);
+  std::vector<gpu::MatrixRows> parts;
+  int64_t n_rows = 0;
+  for (const auto& [first, count] : runs) {
+    GLM_CHECK(first >= 0 && count > 0 && first + count <= v.n_rows);
+    parts.push_back(
+        {static_cast<const uint8_t*>(v.data) + rb * static_cast<size_t>(first), count, file});
+    n_rows += count;
+  }
+  GLM_CHECK(n_rows == v.n_rows);
+  StatusOr<gpu::Matrix> m = gpu::upload_stacked(device, v.type, parts, v.n_cols);
+  if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
+  *out = std::move(*m);
+  done += matrix_bytes(v);
+  if (progress) progress(done, total);
+  return Status::Ok();
+}
+
 Status GpuModel::Uploader::vecs(const std::vector<const float*>& v,
                                 const std::vector<int64_t>& lens, gpu::Buffer* out) {
   GLM_CHECK(v.size() == lens.size());

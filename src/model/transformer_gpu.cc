@@ -308,7 +308,16 @@ Status GpuTransformer::upload_layer(Uploader* u, const LayerWeights& lw, Layer* 
   GLM_RETURN_IF_ERROR(up.matrix(m.down_shexp, &g.down_shexp, name));
   GLM_RETURN_IF_ERROR(up.matrix(lw.wq_a, &g.wq_a, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.q_a_norm, c.mla.q_lora, &g.q_a_norm));
-  GLM_RETURN_IF_ERROR(up.matrix(lw.wq_b, &g.wq_b, name));
+  if (lw.wq_b.data != nullptr) {
+    // wq_b's rows regrouped (the file's go head by head, nope then rope): every head's nope
+    // rows, then every head's rope rows, so that a token's nope parts are one run of rows
+    // [n_head, nope] (latent_attention's per-head input, as it is for one token).
+    const int kh = c.mla.k_head, nope = c.mla_nope();
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (int h = 0; h < c.n_head; ++h) runs.emplace_back(int64_t{h} * kh, nope);
+    for (int h = 0; h < c.n_head; ++h) runs.emplace_back(int64_t{h} * kh + nope, kh - nope);
+    GLM_RETURN_IF_ERROR(up.rows(lw.wq_b, runs, &g.wq_b, name));
+  }
   GLM_RETURN_IF_ERROR(up.matrix(lw.wkv_a, &g.wkv_a, name));
   GLM_RETURN_IF_ERROR(up.vec(lw.kv_a_norm, c.mla.kv_lora, &g.kv_a_norm));
   GLM_RETURN_IF_ERROR(up.matrix(lw.wk_b, &g.wk_b, name, /*experts=*/true));

@@ -81,7 +81,7 @@ class GpuTransformer : public GpuModel {
     // deepseek2's latent attention (GLM-4.7-Flash; qkv and wq, wk, wv empty):
     gpu::Matrix wq_a;       // [q_lora, n_embd]
     gpu::Buffer q_a_norm;   // [q_lora]
-    gpu::Matrix wq_b;       // [n_head * k_head, q_lora]: per head nope, then rope
+    gpu::Matrix wq_b;       // [n_head * k_head, q_lora]: every head's nope rows, then rope's
     gpu::Matrix wkv_a;      // [kv_lora + n_rot, n_embd]: compressed row, key's rope
     gpu::Buffer kv_a_norm;  // [kv_lora]
     gpu::Matrix wk_b;       // n_head x [kv_lora, nope]: gpu::matmul_experts' experts, a head each

@@ -17,10 +17,11 @@ constexpr size_t kF = sizeof(float);
 
 // mla_'s parts for n tokens, as byte offsets, each on 16 bytes (the matmuls read their rows 16
 // bytes at a time): the query's compressed rows qa [n, q_lora] and their norm qn [n, q_lora]
-// (unused where wq_b's matmul norms qa as it reads it), its heads qf [n, n_head, k_head] (nope,
-// then rope), each (token, head)'s nope part gathered contiguous, rows [n n_head, nope], the
-// heads' expanded values v [n, n_head v_head] (wo's input), and the slots grouped by head
-// (gpu::ExpertGroups: counts [n_head], lists [n_head, n]).
+// (unused where wq_b's matmul norms qa as it reads it), its heads qf [n, n_head k_head] (a
+// token's every nope part [n_head, nope], then every rope part [n_head, rope]: the upload's
+// order of wq_b's rows), the nope parts gathered contiguous, rows [n n_head, nope] (for more
+// than one token), the heads' expanded values v [n, n_head v_head] (wo's input), and the slots
+// grouped by head (gpu::ExpertGroups: counts [n_head], lists [n_head, n]).
 struct MlaScratch {
   size_t qa = 0, qn = 0, qf = 0, rows = 0, v = 0, counts = 0, lists = 0;
 
@@ -98,14 +99,19 @@ void GpuTransformer::latent_attention(gpu::Stream& st, const std::vector<SeqInpu
   // The K rows: the compressed row normed (its rotary part is rotated by the cache's store).
   gpu::matmul(st, g.wkv_a, in, k, n);
   gpu::head_norm(st, k, at(g.kv_a_norm), n, hd, /*n_head=*/1, /*n_q=*/1, kl, c.norm_eps);
-  // Each query head's rotary part (its values after nope) rotated into q after its absorbed
-  // part.
+  // Each query head's rotary part (after every head's nope part) rotated into q after its
+  // absorbed part.
   const gpu::RopeTo q_rope{q, nh * hd, kl, hd};
-  gpu::rope(st, qf, cs, sn, n, nh * kh, nope, nh, kh, rope, gpu::RopeKind::kInterleaved, &q_rope);
-  // Each head's nope part gathered (rows [n n_head, nope]) and moved into the compressed space
-  // by its wk_b: q[t, h, :kv_lora].
-  gpu::copy_rows(st, qf, gathered, n * nh, nope, kh, 0, nope, 0);
-  per_head(g.wk_b, kl, gathered, q, hd);
+  gpu::rope(st, qf, cs, sn, n, nh * kh, nh * nope, nh, rope, rope, gpu::RopeKind::kInterleaved,
+            &q_rope);
+  // The nope parts as rows [n n_head, nope] (one token's are already; more are gathered), each
+  // moved into the compressed space by its head's wk_b: q[t, h, :kv_lora].
+  gpu::Addr nope_rows = qf;
+  if (n > 1) {
+    gpu::copy_rows(st, qf, gathered, n, nh * nope, nh * kh, 0, nh * nope, 0);
+    nope_rows = gathered;
+  }
+  per_head(g.wk_b, kl, nope_rows, q, hd);
   // The K rows stored with their rotary part rotated (at column kv_lora); attn_ [n n_head,
   // kv_lora]: each head's softmax-weighted sum of the K rows' first kv_lora values, the
   // compressed values, each expanded by its head's wv_b.
