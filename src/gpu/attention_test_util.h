@@ -60,4 +60,24 @@ inline AttentionCase attention_case(const AttentionCaseShape& c, Addr src, Addr 
   return a;
 }
 
+// The store of latent attention's K rows alone (KvStoreArgs::store_v false): token t's row of
+// row_elems values at src[t * src_stride + k_col] into slot slots[t] of kv (rows row_bytes
+// apart); v_base is where V rows would go (none is written there).
+inline KvStoreArgs k_rows_store(Addr src, Addr kv, Addr slots, int n_tokens, int src_stride,
+                                int k_col, int row_elems, size_t row_bytes, uint32_t v_base) {
+  KvStoreArgs a;
+  a.src = src;
+  a.kv = kv;
+  a.slots = slots;
+  a.n_tokens = n_tokens;
+  a.src_stride = src_stride;
+  a.k_col = k_col;
+  a.v_col = 0;  // unread: no V rows
+  a.v_base = v_base;
+  a.row_elems = row_elems;
+  a.row_bytes = static_cast<uint32_t>(row_bytes);
+  a.store_v = false;
+  return a;
+}
+
 }  // namespace glm::gpu

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/attention_test_util.h"
 #include "gpu/device.h"
 #include "gpu/gpu_test_util.h"
 #include "gpu/ops.h"
@@ -80,18 +81,8 @@ TEST_P(GpuLatentAttention, KRowsOnlyAttendAsTheirOwnValues) {
 
     Stream& s = dev->stream();
     s.begin();
-    KvStoreArgs ka;
-    ka.src = src_b.address();
-    ka.kv = kv->address();
-    ka.slots = slots_b.address();
-    ka.n_tokens = n_pos;
-    ka.src_stride = w;
-    ka.k_col = qd;
-    ka.v_col = 0;  // unread: no V rows
-    ka.v_base = static_cast<uint32_t>(k_bytes);
-    ka.row_elems = hd;
-    ka.row_bytes = static_cast<uint32_t>(rb);
-    ka.store_v = false;
+    const KvStoreArgs ka = k_rows_store(src_b.address(), kv->address(), slots_b.address(), n_pos, w,
+                                        qd, hd, rb, static_cast<uint32_t>(k_bytes));
     kv_store(s, type, ka);
     AttentionArgs aa;
     aa.q = src_b.address() + static_cast<size_t>(n_past) * w * sizeof(float);

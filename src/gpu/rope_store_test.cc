@@ -138,17 +138,8 @@ TEST(GpuKvStore, LatentKRowsRotateTheirRotaryPartInTheStore) {
     StatusOr<Buffer> kv = dev->alloc(before.size(), MemoryKind::kDevice);
     ASSERT_TRUE(kv.ok());
     ASSERT_TRUE(dev->upload(before.data(), before.size(), *kv, 0).ok());
-    KvStoreArgs a;
-    a.src = src_b.address();
-    a.kv = kv->address();
-    a.slots = slots_b.address();
-    a.n_tokens = n_tokens;
-    a.src_stride = stride;
-    a.k_col = k_col;
-    a.v_base = static_cast<uint32_t>(n_slots * rb);
-    a.row_elems = hd;
-    a.row_bytes = static_cast<uint32_t>(rb);
-    a.store_v = false;
+    KvStoreArgs a = k_rows_store(src_b.address(), kv->address(), slots_b.address(), n_tokens,
+                                 stride, k_col, hd, rb, static_cast<uint32_t>(n_slots * rb));
     a.cs = cs_b.address();
     a.sn = sn_b.address();
     a.head_dim = hd;
