@@ -18,6 +18,7 @@
 #include "llama_reference.h"
 #include "model/batch_test_util.h"
 #include "model/eval.h"
+#include "model/gpu_test_util.h"
 #include "model/test_util.h"
 #include "tokenizer/chat_template.h"
 
@@ -157,6 +158,24 @@ void expect_chunks_equal_one_step(const std::string& device) {
 TEST(Glm47Flash, AChunkAfterACachedPrefixEqualsOneStep) { expect_chunks_equal_one_step("cpu"); }
 TEST(Glm47Flash, OnTheGpuAChunkAfterACachedPrefixEqualsOneStep) {
   expect_chunks_equal_one_step("vulkan");
+}
+
+// The latent attention's dispatches, from the device's profile of a 3-token prompt and two
+// decode steps (model::testing::op_calls): a layer's one rotary (the query's; the K row's runs
+// in the cache's store), one store, one K-row norm a step, and a copy only in the prompt (its
+// nope rows gathered; a decode step's are wq_b's output as regrouped at upload, and the values
+// are the attention's rows of kv_lora); the layers' norms run in the matmuls that read them
+// (the final norm alone is a dispatch: one a step).
+TEST(Glm47Flash, OnTheGpuADecodeStepsAttentionTakesOneRotaryAndNoCopy) {
+  auto m = model::testing::load_on_gpu(tiny_flash(DType::kF32));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const uint64_t layers = static_cast<uint64_t>((*m)->config().n_layer), steps = 3;
+  std::map<std::string, uint64_t> calls = model::testing::op_calls(**m, DType::kF16);
+  EXPECT_EQ(calls["copy_rows"], layers);
+  EXPECT_EQ(calls["rope"], steps * layers);
+  EXPECT_EQ(calls["kv_store_f16"], steps * layers);
+  EXPECT_EQ(calls["head_norm"], steps * layers);
+  EXPECT_EQ(calls["rms_norm"], steps);
 }
 
 // --gpu-layers 1 and 2 of 3: the first layers on the CPU (their compressed rows in the pool's

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,17 +122,24 @@ inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int
   return m;
 }
 
-// The one-token matmuls (matvec shaders) of two decode steps after a 3-token prompt, from the
-// device's profile, with a KV cache of kv_type: what says how many matmuls a layer takes.
-inline uint64_t decode_matvecs(Model& m, DType kv_type) {
+// Each shader's calls (by name, from the device's profile) in a 3-token prompt and two decode
+// steps after it, with a KV cache of kv_type: what says how many dispatches a layer takes.
+inline std::map<std::string, uint64_t> op_calls(Model& m, DType kv_type) {
+  std::map<std::string, uint64_t> calls;
   auto* gpu = dynamic_cast<GpuModel*>(&m);
   EXPECT_NE(gpu, nullptr);
-  if (gpu == nullptr) return 0;
+  if (gpu == nullptr) return calls;
   EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
   run(m, kv_type, {3, 1, 4}, {1, 5});
+  for (const gpu::OpTime& op : gpu->device()->profile()) calls[op.name] += op.calls;
+  return calls;
+}
+
+// The one-token matmuls (matvec shaders) of op_calls' steps.
+inline uint64_t decode_matvecs(Model& m, DType kv_type) {
   uint64_t n = 0;
-  for (const gpu::OpTime& op : gpu->device()->profile()) {
-    if (op.name.rfind("matvec", 0) == 0) n += op.calls;
+  for (const auto& [name, calls] : op_calls(m, kv_type)) {
+    if (name.rfind("matvec", 0) == 0) n += calls;
   }
   return n;
 }
