@@ -135,6 +135,27 @@ inline std::map<std::string, uint64_t> op_calls(Model& m, DType kv_type) {
   return calls;
 }
 
+// Each shader's calls in two decode steps alone (op_calls' less its prompt's, run once more
+// by itself), with a KV cache of kv_type: a decode step's dispatches ("copy": the step's input
+// upload and output readback, not dispatches).
+inline std::map<std::string, uint64_t> decode_op_calls(Model& m, DType kv_type) {
+  auto* gpu = dynamic_cast<GpuModel*>(&m);
+  EXPECT_NE(gpu, nullptr);
+  if (gpu == nullptr) return {};
+  EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
+  run(m, kv_type, {3, 1, 4}, {});
+  std::map<std::string, uint64_t> prompt;
+  for (const gpu::OpTime& op : gpu->device()->profile()) prompt[op.name] = op.calls;
+  run(m, kv_type, {3, 1, 4}, {1, 5});
+  std::map<std::string, uint64_t> calls;
+  for (const gpu::OpTime& op : gpu->device()->profile()) {
+    const uint64_t twice = 2 * prompt[op.name];  // both runs' prompts
+    EXPECT_GE(op.calls, twice) << op.name;
+    if (op.calls > twice) calls[op.name] = op.calls - twice;
+  }
+  return calls;
+}
+
 // The one-token matmuls (matvec shaders) of op_calls' steps.
 inline uint64_t decode_matvecs(Model& m, DType kv_type) {
   uint64_t n = 0;

@@ -127,6 +127,31 @@ TEST(GpuStacked, LlamaMatricesAreOneMatmulWhereTheirTypesAgree) {
   }
 }
 
+// A ChatGLM2/3 (GLM-4) and a llama layer's decode step: 6 dispatches (QKV with its norm, the
+// K/V store with the rotary, attention, the output projection with the residual, gate and up
+// with the norm and SwiGLU, down with the residual), and the step's final norm and LM head: the
+// device's profile of two decode steps (docs/gpu.md). Not among the *Gpu* variants, whose
+// matmul settings run the norms and activations as dispatches of their own.
+TEST(VulkanDecode, AChatglmOrLlamaLayerIsSixDispatches) {
+  for (const std::string arch : {"chatglm", "llama"}) {
+    SCOPED_TRACE(arch);
+    testing::RandomSpec spec;
+    spec.arch = arch;
+    spec.type = DType::kQ8_0;
+    const std::string path = testing::temp_path("vulkan_decode_" + arch + ".gguf");
+    ASSERT_TRUE(testing::write_random_model(spec, path).ok());
+    auto m = testing::load_on_gpu(path);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    uint64_t dispatches = 0;
+    std::string names;
+    for (const auto& [name, calls] : testing::decode_op_calls(**m, DType::kF16)) {
+      names += " " + name + " " + std::to_string(calls);
+      if (name != "copy") dispatches += calls;
+    }
+    EXPECT_EQ(dispatches, 2u * (6u * spec.n_layer + 2u)) << names;
+  }
+}
+
 std::unique_ptr<Model> small_gpu_model(const std::string& name) {
   testing::RandomSpec spec;
   const std::string path = testing::temp_path(name + ".gguf");
