@@ -138,11 +138,14 @@ StatusOr<GpuLayerPlan> GpuModel::plan(const gpu::Device& device, const Config& c
 Status GpuModel::Uploader::matrix(const kernels::WeightView& v, gpu::Matrix* out,
                                   const std::string& what, bool experts) {
   if (v.data == nullptr) return Status::Ok();
-  StatusOr<gpu::Matrix> m =
-      gpu::upload_matrix(device, v.type, v.data, v.n_rows, v.n_cols, experts, file);
+  return rows(v, {{0, v.n_rows}}, out, what, experts);
+}
+
+Status GpuModel::Uploader::took(StatusOr<gpu::Matrix> m, size_t bytes, gpu::Matrix* out,
+                                const std::string& what) {
   if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
   *out = std::move(*m);
-  done += matrix_bytes(v);
+  done += bytes;
   if (progress) progress(done, total);
   return Status::Ok();
 }
@@ -170,18 +173,15 @@ StatusOr<bool> GpuModel::Uploader::stacked(const std::vector<const kernels::Weig
                        rows, file});
     }
   }
-  StatusOr<gpu::Matrix> m =
-      gpu::upload_stacked(device, first.type, parts, first.n_cols, /*experts=*/n_expert > 0);
-  if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
-  *out = std::move(*m);
-  for (const kernels::WeightView* v : views) done += matrix_bytes(*v);
-  if (progress) progress(done, total);
+  GLM_RETURN_IF_ERROR(
+      took(gpu::upload_stacked(device, first.type, parts, first.n_cols, /*experts=*/n_expert > 0),
+           bytes, out, what));
   return true;
 }
 
 Status GpuModel::Uploader::rows(const kernels::WeightView& v,
                                 const std::vector<std::pair<int64_t, int64_t>>& runs,
-                                gpu::Matrix* out, const std::string& what) {
+                                gpu::Matrix* out, const std::string& what, bool experts) {
   const size_t rb = row_bytes(v.type, v.n_cols);
   std::vector<gpu::MatrixRows> parts;
   int64_t n_rows = 0;
@@ -192,12 +192,8 @@ Status GpuModel::Uploader::rows(const kernels::WeightView& v,
     n_rows += count;
   }
   GLM_CHECK(n_rows == v.n_rows);
-  StatusOr<gpu::Matrix> m = gpu::upload_stacked(device, v.type, parts, v.n_cols);
-  if (!m.ok()) return Status(m.status().code(), what + ": " + m.status().message());
-  *out = std::move(*m);
-  done += matrix_bytes(v);
-  if (progress) progress(done, total);
-  return Status::Ok();
+  return took(gpu::upload_stacked(device, v.type, parts, v.n_cols, experts), matrix_bytes(v), out,
+              what);
 }
 
 Status GpuModel::Uploader::vecs(const std::vector<const float*>& v,

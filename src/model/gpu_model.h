@@ -91,9 +91,13 @@ class GpuModel : public Model {
     StatusOr<bool> stacked(const std::vector<const kernels::WeightView*>& views, gpu::Matrix* out,
                            const std::string& what, int n_expert = 0);
     // v's rows in another order: the runs (first row, row count) of v one after the other
-    // (GLM-4.7-Flash's wq_b regrouped: every head's nope rows, then every head's rope rows).
+    // (GLM-4.7-Flash's wq_b regrouped: every head's nope rows, then every head's rope rows);
+    // matrix() is its one run of every row.
     Status rows(const kernels::WeightView& v, const std::vector<std::pair<int64_t, int64_t>>& runs,
-                gpu::Matrix* out, const std::string& what);
+                gpu::Matrix* out, const std::string& what, bool experts = false);
+    // *out = the uploaded m, `bytes` of the file's weights counted done; else m's error naming
+    // `what`.
+    Status took(StatusOr<gpu::Matrix> m, size_t bytes, gpu::Matrix* out, const std::string& what);
     // The vectors of `lens` floats each one after the other (zeros for a null one; none if all
     // are null): the biases of a stacked matrix.
     Status vecs(const std::vector<const float*>& v, const std::vector<int64_t>& lens,

@@ -122,37 +122,33 @@ inline StatusOr<std::unique_ptr<Model>> load_on_gpu(const std::string& path, int
   return m;
 }
 
-// Each shader's calls (by name, from the device's profile) in a 3-token prompt and two decode
-// steps after it, with a KV cache of kv_type: what says how many dispatches a layer takes.
-inline std::map<std::string, uint64_t> op_calls(Model& m, DType kv_type) {
+// Each shader's calls (by name, from the device's profile: "copy" is the steps' input uploads
+// and output readbacks) in run(m, kv_type, prompt, next), with a fresh cache: what says how
+// many dispatches a layer takes. The profile counts over the device's life: what it held
+// before is taken away.
+inline std::map<std::string, uint64_t> op_calls(Model& m, DType kv_type,
+                                                const std::vector<int32_t>& prompt = {3, 1, 4},
+                                                const std::vector<int32_t>& next = {1, 5}) {
   std::map<std::string, uint64_t> calls;
   auto* gpu = dynamic_cast<GpuModel*>(&m);
   EXPECT_NE(gpu, nullptr);
   if (gpu == nullptr) return calls;
   EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
-  run(m, kv_type, {3, 1, 4}, {1, 5});
+  for (const gpu::OpTime& op : gpu->device()->profile()) calls[op.name] -= op.calls;
+  run(m, kv_type, prompt, next);
   for (const gpu::OpTime& op : gpu->device()->profile()) calls[op.name] += op.calls;
+  std::erase_if(calls, [](const auto& c) { return c.second == 0; });
   return calls;
 }
 
-// Each shader's calls in two decode steps alone (op_calls' less its prompt's, run once more
-// by itself), with a KV cache of kv_type: a decode step's dispatches ("copy": the step's input
-// upload and output readback, not dispatches).
+// op_calls' two decode steps alone: the prompt and steps less the same prompt by itself.
 inline std::map<std::string, uint64_t> decode_op_calls(Model& m, DType kv_type) {
-  auto* gpu = dynamic_cast<GpuModel*>(&m);
-  EXPECT_NE(gpu, nullptr);
-  if (gpu == nullptr) return {};
-  EXPECT_TRUE(gpu->device()->enable_profile()) << "no timestamps on this device";
-  run(m, kv_type, {3, 1, 4}, {});
-  std::map<std::string, uint64_t> prompt;
-  for (const gpu::OpTime& op : gpu->device()->profile()) prompt[op.name] = op.calls;
-  run(m, kv_type, {3, 1, 4}, {1, 5});
-  std::map<std::string, uint64_t> calls;
-  for (const gpu::OpTime& op : gpu->device()->profile()) {
-    const uint64_t twice = 2 * prompt[op.name];  // both runs' prompts
-    EXPECT_GE(op.calls, twice) << op.name;
-    if (op.calls > twice) calls[op.name] = op.calls - twice;
+  std::map<std::string, uint64_t> calls = op_calls(m, kv_type);
+  for (const auto& [name, n] : op_calls(m, kv_type, {3, 1, 4}, {})) {
+    EXPECT_GE(calls[name], n) << name;
+    calls[name] -= n;
   }
+  std::erase_if(calls, [](const auto& c) { return c.second == 0; });
   return calls;
 }
 

@@ -86,7 +86,7 @@ void Transformer::per_head_matmul(const kernels::WeightView& w, int rows, int co
            mla_out_.data() + static_cast<size_t>(h) * n * rows, nullptr);
     }
   };
-  pool_->parallel_for(n_head, [&heads](int64_t b, int64_t e, int t) { heads(b, e, t); });
+  pool_->parallel_for(n_head, heads);
 }
 
 }  // namespace glm::model

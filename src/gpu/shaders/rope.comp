@@ -1,7 +1,7 @@
 #version 450
 // Rotary of each head of x[t * row_stride + col0 ...], in place, or into y (below). A head is
-// n_parts parts of
-// head_dim / n_parts dims, each rotated over its first n_rot dims by its own table row:
+// n_parts parts of head_dim / n_parts dims, each rotated over its first n_rot dims by its own
+// table row:
 //   interleaved pairs (x[2i], x[2i+1]) (neox 0; model::ops::rope_interleaved: ChatGLM2/3,
 //   GLM-4, llama; n_parts 1), or rotate-half pairs (x[i], x[i + n_rot/2]) (neox 1;
 //   model::ops::rope_neox: ChatGLM-6B's 2D rotary, n_parts 2: position, block position).
